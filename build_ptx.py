@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Compile cuda/*.cu ahead of time into src/gpumat/kernels/<name>.fatbin plus a manifest.
+
+Each fatbin holds machine code for every arch in ARCHS and PTX for the lowest one (so a GPU newer
+than any listed arch still runs, through the driver's JIT). The manifest records, for each entry
+point, its parameter types (read from PTX) and, for each arch, the registers, shared memory, stack
+and spill bytes that ptxas reports. A module is rebuilt only when its sources, the arch list, the
+flags or the compiler change.
+
+    python3 build_ptx.py            # every arch
+    ARCHS=90 python3 build_ptx.py   # one arch, for quick iteration
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+SRC_DIR = ROOT / "cuda"
+OUT_DIR = ROOT / "src" / "gpumat" / "kernels"
+PTX_DIR = ROOT / "build" / "ptx"
+MANIFEST = OUT_DIR / "manifest.json"
+DEFAULT_ARCHS = "75 80 86 89 90 100 120"
+NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v"]
+
+ENTRY_RE = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
+PARAM_RE = re.compile(r"\.param\s+\.(\w+)")
+PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
+PTXAS_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_USED_RE = re.compile(r"Used (\d+) registers")
+PTXAS_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def nvcc() -> str:
+    path = os.environ.get("NVCC") or shutil.which("nvcc")
+    if not path:
+        sys.exit("build_ptx.py: nvcc not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)")
+    return path
+
+
+def nvcc_version(exe: str) -> str:
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"release (\d+\.\d+)", out)
+    return match.group(1) if match else "unknown"
+
+
+def arch_list() -> list[str]:
+    archs = os.environ.get("ARCHS", "").replace(",", " ").split() or DEFAULT_ARCHS.split()
+    return sorted(set(archs), key=int)
+
+
+def gencode_flags(archs: list[str]) -> list[str]:
+    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    flags.append(f"-gencode=arch=compute_{archs[0]},code=compute_{archs[0]}")
+    return flags
+
+
+def source_key(cu: Path, archs: list[str], version: str) -> str:
+    digest = hashlib.sha256()
+    for part in [cu.read_bytes(), *(h.read_bytes() for h in sorted(SRC_DIR.glob("*.cuh")))]:
+        digest.update(part)
+    digest.update(" ".join(archs + NVCC_FLAGS + [version]).encode())
+    return digest.hexdigest()
+
+
+def parse_entries(ptx: str) -> dict[str, list[str]]:
+    return {name: PARAM_RE.findall(params) for name, params in ENTRY_RE.findall(ptx)}
+
+
+def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
+    """{entry: {sm_XX: {registers, smem, stack, spill_stores, spill_loads}}} from `ptxas -v` output."""
+    resources: dict[str, dict[str, dict[str, int]]] = {}
+    current = None
+    for line in report.splitlines():
+        if m := PTXAS_ENTRY_RE.search(line):
+            current = resources.setdefault(m.group(1), {}).setdefault(
+                m.group(2), {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0})
+        elif current is not None and (m := PTXAS_FRAME_RE.search(line)):
+            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        elif current is not None and (m := PTXAS_USED_RE.search(line)):
+            current["registers"] = int(m.group(1))
+            if s := PTXAS_SMEM_RE.search(line):
+                current["smem"] = int(s.group(1))
+    return resources
+
+
+def build_module(exe: str, cu: Path, archs: list[str]) -> dict:
+    name = cu.stem
+    fatbin = OUT_DIR / f"{name}.fatbin"
+    ptx = PTX_DIR / f"{name}.ptx"
+    common = [exe, *NVCC_FLAGS, "-I", str(SRC_DIR)]
+    build = subprocess.run([*common, "--threads", "0", "-fatbin", *gencode_flags(archs), "-o", str(fatbin), str(cu)],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        raise RuntimeError(f"nvcc failed on {cu.name}:\n{build.stderr}")
+    lowest = archs[0]
+    subprocess.run([*common[:1], "-std=c++17", "-I", str(SRC_DIR), "-ptx", f"-arch=compute_{lowest}",
+                    "-o", str(ptx), str(cu)], capture_output=True, text=True, check=True)
+    params = parse_entries(ptx.read_text())
+    resources = parse_ptxas(build.stderr)
+    return {
+        "fatbin": fatbin.name,
+        "entries": {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())},
+    }
+
+
+def main() -> int:
+    exe = nvcc()
+    version = nvcc_version(exe)
+    archs = arch_list()
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    PTX_DIR.mkdir(parents=True, exist_ok=True)
+    old = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
+    old_modules = old.get("modules", {})
+    sources = sorted(SRC_DIR.glob("*.cu"))
+    modules, todo = {}, []
+    for cu in sources:
+        key = source_key(cu, archs, version)
+        prev = old_modules.get(cu.stem)
+        if prev and prev.get("key") == key and (OUT_DIR / prev["fatbin"]).exists():
+            modules[cu.stem] = prev
+        else:
+            todo.append((cu, key))
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        futures = {pool.submit(build_module, exe, cu, archs): (cu, key) for cu, key in todo}
+        for fut in concurrent.futures.as_completed(futures):
+            cu, key = futures[fut]
+            try:
+                modules[cu.stem] = {**fut.result(), "key": key}
+                print(f"built {cu.name} for sm_{', sm_'.join(archs)}")
+            except (RuntimeError, subprocess.CalledProcessError) as err:
+                failed.append(f"{cu.name}: {err}")
+    for stale in set(old_modules) - {cu.stem for cu in sources}:
+        (OUT_DIR / f"{stale}.fatbin").unlink(missing_ok=True)
+    manifest = {"cuda_version": version, "archs": archs, "modules": dict(sorted(modules.items()))}
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    if failed:
+        print("\n".join(failed), file=sys.stderr)
+        return 1
+    if not todo:
+        print(f"kernels up to date ({len(modules)} modules, sm_{', sm_'.join(archs)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""`python -m gpumat info | demo | bench <op>`: the command-line face of gpumat."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ._driver import NoDeviceError
+
+BENCHES = ("matmul", "transpose", "dot", "spmm")
+
+
+def cmd_info(args) -> int:
+    import gpumat as gm
+    from . import _kernels
+
+    dev = gm.device()
+    print(f"device        {dev.name}")
+    print(f"compute cap.  {dev.compute_capability[0]}.{dev.compute_capability[1]}  ({dev.sm_count} SMs, "
+          f"L2 {dev.l2_bytes / 2**20:.0f} MiB, {dev.max_smem_optin // 1024} KiB shared memory per block)")
+    print(f"memory        {dev.total_memory / 2**30:.1f} GiB")
+    print(f"driver        CUDA {dev.driver_version_str}; kernels built with CUDA {_kernels.manifest()['cuda_version']} "
+          f"for sm_{', sm_'.join(_kernels.manifest()['archs'])}")
+    print(f"running code  {_kernels.code_arch(dev.arch)}")
+    _import_operations()
+    failed = 0
+    for name, kernel in sorted(_kernels.DECLARED.items()):
+        try:
+            kernel.function()
+            status = "loaded"
+        except Exception as exc:  # report every kernel, then fail once at the end
+            status, failed = f"FAILED: {exc}", failed + 1
+        print(f"  {kernel.module:>10}.{name:<32} {status}")
+    return 1 if failed else 0
+
+
+def _import_operations() -> None:
+    """Import every operation module so each kernel it declares is registered."""
+    for module in ("matmul", "transpose", "dot", "sparse"):
+        try:
+            importlib.import_module(f"gpumat.{module}")
+        except ModuleNotFoundError:
+            pass
+
+
+def cmd_demo(args) -> int:
+    from ._demo import run_demos
+    return run_demos()
+
+
+def cmd_bench(args) -> int:
+    ops = BENCHES if args.op == "all" else (args.op,)
+    for op in ops:
+        module = importlib.import_module(f"gpumat._bench.{op}")
+        module.run(args)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpumat", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="the GPU, the driver and which kernels load").set_defaults(fn=cmd_info)
+    sub.add_parser("demo", help="the documents' worked examples, checked against numpy").set_defaults(fn=cmd_demo)
+    bench = sub.add_parser("bench", help="each variant against NVIDIA's libraries, same process, same inputs")
+    bench.add_argument("op", choices=(*BENCHES, "all"))
+    bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
+    bench.set_defaults(fn=cmd_bench)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except NoDeviceError as exc:
+        print(f"gpumat: no usable NVIDIA GPU: {exc.message}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"gpumat: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

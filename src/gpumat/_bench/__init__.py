@@ -1,0 +1,1 @@
+"""Benchmarks behind `python -m gpumat bench <op>`: each variant against NVIDIA's libraries in one process."""

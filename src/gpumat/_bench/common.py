@@ -1,0 +1,113 @@
+"""Shared benchmark machinery: CUDA-event timing, the copy ceiling, optional CuPy anchors, tables, JSON."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+from pathlib import Path
+
+from cuda.bindings import driver
+
+from .._driver import check, device
+from .._memory import alloc, free
+
+RESULTS_DIR = Path(os.environ.get("GPUMAT_RESULTS", "benchmarks/results"))
+
+
+def time_ms(fn, warmup: int = 3, repeat: int = 20) -> float:
+    """Median milliseconds of fn() on the default stream, each run between two CUDA events."""
+    device()
+    start, stop = (check(driver.cuEventCreate(0)) for _ in range(2))
+    try:
+        for _ in range(warmup):
+            fn()
+        check(driver.cuCtxSynchronize())
+        times = []
+        for _ in range(repeat):
+            check(driver.cuEventRecord(start, 0))
+            fn()
+            check(driver.cuEventRecord(stop, 0))
+            check(driver.cuEventSynchronize(stop))
+            times.append(check(driver.cuEventElapsedTime(start, stop)))
+        return statistics.median(times)
+    finally:
+        check(driver.cuEventDestroy(start))
+        check(driver.cuEventDestroy(stop))
+
+
+def copy_gbps(nbytes: int, repeat: int = 20) -> float:
+    """Device-to-device copy of nbytes, as GB/s counting bytes read plus bytes written: the memory ceiling."""
+    src, dst = alloc(nbytes), alloc(nbytes)
+    try:
+        ms = time_ms(lambda: check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, 0)), repeat=repeat)
+    finally:
+        free(src)
+        free(dst)
+    return 2 * nbytes / ms / 1e6
+
+
+def cupy():
+    """CuPy when importable (benchmarks only: it is the yardstick, never a dependency), else None."""
+    try:
+        import cupy  # noqa: F401
+        return cupy
+    except Exception:
+        return None
+
+
+def cupy_time_ms(cp, fn, warmup: int = 3, repeat: int = 20) -> float:
+    """Median ms of a CuPy call, timed with CuPy's events on CuPy's current stream."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeat):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def environment() -> dict:
+    dev = device()
+    env = {
+        "device": dev.name, "compute_capability": f"{dev.compute_capability[0]}.{dev.compute_capability[1]}",
+        "sms": dev.sm_count, "driver_cuda": dev.driver_version_str,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+    }
+    cp = cupy()
+    if cp is not None:
+        env["cupy"] = cp.__version__
+    return env
+
+
+def print_table(title: str, header: list[str], rows: list[list]) -> None:
+    cells = [[str(h) for h in header]] + [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for n, row in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+    return "-" if v is None else str(v)
+
+
+def write_json(op: str, payload: dict) -> Path:
+    env = environment()
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in env["device"]).strip("-").lower()
+    path = RESULTS_DIR / f"{op}-{slug}-{env['date']}.json"
+    path.write_text(json.dumps({"op": op, **env, **payload}, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    return path

@@ -1,0 +1,61 @@
+"""The source documents' worked examples, run on the GPU and checked against numpy."""
+from __future__ import annotations
+
+import numpy as np
+
+import gpumat as gm
+
+from ._bench.common import time_ms
+
+MATMUL_TOLERANCE = 1e-5
+
+
+def _check(label: str, got, ref, tolerance: float, detail: str = "") -> bool:
+    ref = np.asarray(ref, dtype=np.float64)
+    err = float(np.linalg.norm(np.asarray(got, dtype=np.float64) - ref) / max(np.linalg.norm(ref), 1e-300))
+    ok = bool(np.isfinite(err) and err <= tolerance)
+    print(f"  {'ok  ' if ok else 'FAIL'} {label:<34} rel. error {err:.2e} (<= {tolerance:.0e}){detail}")
+    return ok
+
+
+def matmul_examples() -> list[bool]:
+    from .matmul import VARIANTS, choose_algorithm
+    rng = np.random.default_rng(0)
+    idx = np.arange(4, dtype=np.float32)
+    examples = [
+        ("seed 000: 2137x1055 @ 1055x108", rng.uniform(-1, 1, (2137, 1055)), rng.uniform(-1, 1, (1055, 108))),
+        ("seed 003: 4x4, a[i][j]=i, b[i][j]=j", np.repeat(idx[:, None], 4, 1), np.repeat(idx[None, :], 4, 0)),
+        ("seed 004: 1024x1024 @ 1024x1024", rng.uniform(-1, 1, (1024, 1024)), rng.uniform(-1, 1, (1024, 1024))),
+    ]
+    results = []
+    for title, a, b in examples:
+        a, b = a.astype(np.float32), b.astype(np.float32)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        m, k = a.shape
+        n = b.shape[1]
+        print(f"\nmatmul, {title} (auto runs {choose_algorithm(m, n, k)})")
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
+            for name in ("auto", *VARIANTS):
+                gm.matmul(A, B, out=C, algorithm=name)
+                ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), warmup=1, repeat=5)
+                detail = f"  {ms:8.3f} ms  {2 * m * n * k / ms / 1e6:8.1f} GFLOP/s"
+                results.append(_check(name, C.to_numpy(), ref, MATMUL_TOLERANCE, detail))
+        if title.startswith("seed 003"):
+            print("  C =", gm.matmul(gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)).to_numpy().tolist())
+    return results
+
+
+def run_demos() -> int:
+    dev = gm.device()
+    print(f"gpumat demo on {dev.name} (compute capability {dev.compute_capability[0]}.{dev.compute_capability[1]})")
+    results = matmul_examples()
+    for module in ("transpose", "dot", "sparse"):
+        try:
+            mod = __import__(f"gpumat.{module}", fromlist=["demo_examples"])
+        except ModuleNotFoundError:
+            continue
+        if hasattr(mod, "demo_examples"):
+            results += mod.demo_examples(_check)
+    passed = sum(results)
+    print(f"\ndemo: {passed} of {len(results)} checks passed")
+    return 0 if passed == len(results) else 1

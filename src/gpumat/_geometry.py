@@ -1,0 +1,34 @@
+"""Launch geometry as small pure functions, testable without a GPU.
+
+Grids put the long dimension (columns, or a flat element count) on x, whose limit is 2^31 - 1, and
+cap y and z at 65535; kernels walk any row tiles beyond the cap in a grid-stride loop.
+"""
+from __future__ import annotations
+
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+MAX_BLOCK_THREADS = 1024
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tiled_grid(rows: int, cols: int, tile_rows: int, tile_cols: int, layers: int = 1) -> tuple[int, int, int]:
+    """Grid of (column tiles, row tiles capped at 65535, layers) for a rows x cols output."""
+    gx = cdiv(cols, tile_cols)
+    if gx > MAX_GRID_X:
+        raise ValueError(f"{cols} columns need {gx} blocks, over the grid limit {MAX_GRID_X}")
+    if not 1 <= layers <= MAX_GRID_YZ:
+        raise ValueError(f"{layers} grid layers is outside 1..{MAX_GRID_YZ}")
+    return max(gx, 1), max(min(cdiv(rows, tile_rows), MAX_GRID_YZ), 1), layers
+
+
+def row_tiles_visited(grid_y: int, tiles: int) -> list[int]:
+    """The row tiles block row `by` visits for each by < grid_y (the kernels' grid-stride loop), flattened."""
+    return [t for by in range(grid_y) for t in range(by, tiles, grid_y)]
+
+
+def flat_grid(n: int, threads: int, blocks_cap: int) -> tuple[int, int, int]:
+    """1-D grid for a grid-stride loop over n items: enough blocks to cover n, at most blocks_cap."""
+    return max(min(cdiv(n, threads), blocks_cap), 1), 1, 1

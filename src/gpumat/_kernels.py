@@ -1,0 +1,104 @@
+"""Kernels: each entry point is declared once, with its parameter types; fatbins load lazily.
+
+Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f float32. A CPU test
+checks every declaration against the PTX parameter list that build_ptx.py records in the manifest.
+The launch path packs arguments with a precompiled struct into a buffer the kernel-parameter
+pointer array already points into, so a launch costs one pack_into and one cuLaunchKernel.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import struct
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from cuda.bindings import driver
+
+from ._driver import NoDeviceError, check, device
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32"}  # what each code looks like in PTX
+DECLARED: dict[str, "Kernel"] = {}
+
+
+@lru_cache(maxsize=None)
+def manifest() -> dict:
+    path = KERNEL_DIR / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"gpumat's kernels are not built ({path} is missing): run `make` in the source tree")
+    return json.loads(path.read_text())
+
+
+def required_driver_version() -> int:
+    major, minor = (int(x) for x in manifest()["cuda_version"].split("."))
+    return major * 1000  # CUDA's minor-version compatibility: any driver of the same major runs the code
+
+
+@lru_cache(maxsize=None)
+def load_module(name: str):
+    dev = device()
+    need = required_driver_version()
+    if dev.driver_version < need:
+        raise NoDeviceError(
+            f"the NVIDIA driver supports CUDA {dev.driver_version_str}, but gpumat's kernels were built with "
+            f"CUDA {manifest()['cuda_version']}: install a driver for CUDA {need // 1000}.0 or newer")
+    info = manifest()["modules"].get(name)
+    if info is None:
+        raise FileNotFoundError(f"kernel module {name!r} is not in the manifest: rebuild with `make`")
+    image = (KERNEL_DIR / info["fatbin"]).read_bytes()
+    return check(driver.cuModuleLoadData(image), f"cuModuleLoadData({name})")
+
+
+def code_arch(arch: int) -> str:
+    """Which code in the fatbins a GPU of compute capability `arch` (e.g. 90) runs."""
+    built = [int(a) for a in manifest()["archs"]]
+    if arch in built:
+        return f"sm_{arch}"
+    same_major = [a for a in built if a // 10 == arch // 10 and a <= arch]
+    return f"sm_{max(same_major)}" if same_major else f"compute_{min(built)} PTX (JIT)"
+
+
+class Kernel:
+    """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0)` launches it."""
+
+    __slots__ = ("module", "name", "signature", "dynamic_smem", "_fn", "_pack", "_buf", "_ptrs", "_ptrs_addr", "_lock")
+
+    def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0):
+        if name in DECLARED:
+            raise ValueError(f"kernel {name} declared twice")
+        self.module, self.name, self.signature, self.dynamic_smem = module, name, signature, dynamic_smem
+        codes = signature.replace("P", "Q")
+        self._pack = struct.Struct("@" + codes).pack_into
+        self._buf = ctypes.create_string_buffer(max(struct.calcsize("@" + codes), 1))
+        base = ctypes.addressof(self._buf)
+        # native alignment, as C lays out the parameters: the end of field k minus its own size
+        offsets = [struct.calcsize("@" + codes[:k + 1]) - struct.calcsize("@" + codes[k]) for k in range(len(codes))]
+        self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(*[base + off for off in offsets])
+        self._ptrs_addr = ctypes.addressof(self._ptrs)
+        self._fn = None
+        self._lock = threading.Lock()
+        DECLARED[name] = self
+
+    def function(self):
+        if self._fn is None:
+            fn = check(driver.cuModuleGetFunction(load_module(self.module), self.name.encode()), self.name)
+            if self.dynamic_smem > 48 * 1024:
+                check(driver.cuFuncSetAttribute(
+                    fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    self.dynamic_smem), f"cuFuncSetAttribute({self.name})")
+            self._fn = fn
+        return self._fn
+
+    def __call__(self, grid, block, *args, smem: int = 0, stream=0) -> None:
+        fn = self._fn if self._fn is not None else self.function()
+        with self._lock:
+            self._pack(self._buf, 0, *args)
+            err, = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         smem, stream, self._ptrs_addr, 0)
+        if err:
+            check((err,), f"cuLaunchKernel({self.name}, grid={tuple(grid)}, block={tuple(block)})")
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.module}.{self.name}({self.signature}))"

@@ -1,0 +1,136 @@
+"""Device memory: stream-ordered allocations from the device's memory pool, and host<->device copies.
+
+The pool's release threshold is raised so freed blocks stay cached in the pool: allocating and
+freeing in a loop then costs a few microseconds instead of a trip to the OS driver each time.
+"""
+from __future__ import annotations
+
+import numpy as np
+from cuda.bindings import driver
+
+from ._driver import OutOfMemoryError, check, device, raise_error
+
+_pool = None
+
+
+def _mempool():
+    global _pool
+    if _pool is None:
+        dev = device()
+        pool = check(driver.cuDeviceGetDefaultMemPool(dev.handle), "cuDeviceGetDefaultMemPool")
+        check(driver.cuMemPoolSetAttribute(pool, driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                           driver.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute")
+        _pool = pool
+    return _pool
+
+
+def pool_used_bytes() -> int:
+    """Bytes of the device pool handed out and not yet freed (what a leak would grow)."""
+    attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+    return int(check(driver.cuMemPoolGetAttribute(_mempool(), attr), "cuMemPoolGetAttribute"))
+
+
+def alloc(nbytes: int, stream=0) -> int:
+    if nbytes <= 0:
+        return 0
+    if _pool is None:
+        _mempool()
+    else:
+        device()
+    err, ptr = driver.cuMemAllocAsync(nbytes, stream)
+    if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+        # blocks cached in the pool may be fragmenting it: give them back to the OS and try once more
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        check(driver.cuMemPoolTrimTo(_pool, 0), "cuMemPoolTrimTo")
+        err, ptr = driver.cuMemAllocAsync(nbytes, stream)
+    if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+        free_bytes, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
+        raise OutOfMemoryError(err, "CUDA_ERROR_OUT_OF_MEMORY",
+                               f"cannot allocate {nbytes / 2**20:.1f} MiB on the GPU "
+                               f"({free_bytes / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB)", "cuMemAllocAsync")
+    if err:
+        raise_error(err, "cuMemAllocAsync")
+    return int(ptr)
+
+
+def free(ptr: int, stream=0) -> None:
+    if ptr:
+        device()  # a finalizer may run in a thread where the context is not yet current
+        err, = driver.cuMemFreeAsync(ptr, stream)
+        if err:
+            raise_error(err, "cuMemFreeAsync")
+
+
+class DeviceBuffer:
+    """A block of device memory with one owner; views of a Matrix share it."""
+
+    __slots__ = ("ptr", "nbytes")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.ptr = 0
+        self.ptr = alloc(nbytes)
+
+    @property
+    def alive(self) -> bool:
+        return self.ptr != 0 or self.nbytes == 0
+
+    def release(self) -> None:
+        ptr, self.ptr, self.nbytes = self.ptr, 0, -1
+        if ptr:
+            free(ptr)
+
+    def __del__(self):  # the safety net; explicit release() is the normal path
+        if self.ptr:
+            try:
+                free(self.ptr)
+            except Exception:  # interpreter shutdown or a dead context: nothing useful left to do
+                pass
+            self.ptr = 0
+
+
+def copy_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
+            dst_on_host: bool, src_on_host: bool) -> None:
+    """Copy `height` rows of `width_bytes` between pitched host or device memory (synchronous)."""
+    if width_bytes == 0 or height == 0:
+        return
+    host, dev = driver.CUmemorytype.CU_MEMORYTYPE_HOST, driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p = driver.CUDA_MEMCPY2D()
+    p.srcMemoryType = host if src_on_host else dev
+    p.dstMemoryType = host if dst_on_host else dev
+    if src_on_host:
+        p.srcHost = src
+    else:
+        p.srcDevice = src
+    if dst_on_host:
+        p.dstHost = dst
+    else:
+        p.dstDevice = dst
+    p.srcPitch, p.dstPitch, p.WidthInBytes, p.Height = src_pitch, dst_pitch, width_bytes, height
+    check(driver.cuMemcpy2D(p), "cuMemcpy2D")
+
+
+def upload(dst: int, dst_pitch: int, host: np.ndarray) -> None:
+    """host: C-contiguous 2-D float32 array."""
+    rows, cols = host.shape
+    if dst_pitch == cols * 4 or rows <= 1:
+        device()
+        check(driver.cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+    else:
+        copy_2d(dst, dst_pitch, host.ctypes.data, cols * 4, cols * 4, rows, dst_on_host=False, src_on_host=True)
+
+
+def download(host: np.ndarray, src: int, src_pitch: int) -> None:
+    rows, cols = host.shape
+    if src_pitch == cols * 4 or rows <= 1:
+        device()
+        check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")
+    else:
+        copy_2d(host.ctypes.data, cols * 4, src, src_pitch, cols * 4, rows, dst_on_host=True, src_on_host=False)
+
+
+def fill_2d(dst: int, pitch_bytes: int, value_bits: int, width: int, height: int, stream=0) -> None:
+    """Set a pitched 2-D region of 32-bit words to `value_bits` (e.g. 0, or a NaN pattern to poison)."""
+    if width and height:
+        device()
+        check(driver.cuMemsetD2D32Async(dst, pitch_bytes, value_bits, width, height, stream), "cuMemsetD2D32Async")

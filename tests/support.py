@@ -1,0 +1,62 @@
+"""Test helpers: random data, float64 references, poisoned outputs, fake device buffers for CPU tests."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+import gpumat as gm
+from gpumat import _memory
+from gpumat.matrix import Matrix
+
+NAN_BITS = 0x7FC00000  # a quiet NaN: any element a kernel fails to write stays NaN and fails the check
+rng = np.random.default_rng()
+
+
+def random(shape, low=-1.0, high=1.0) -> np.ndarray:
+    return rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def rel_error(got, ref) -> float:
+    """Relative Frobenius error of got against a float64 reference (NaN in got gives NaN, which fails)."""
+    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    denom = np.linalg.norm(ref)
+    return float(np.linalg.norm(got - ref) / (denom if denom else 1.0))
+
+
+def poisoned(height: int, width: int) -> Matrix:
+    m = Matrix.empty(height, width)
+    poison(m)
+    return m
+
+
+def poison(m: Matrix) -> None:
+    _memory.fill_2d(m.elements, m.stride * 4, NAN_BITS, m.width, m.height)
+
+
+def strided_view(host: np.ndarray, pad_left: int = 1, pad_right: int = 2):
+    """Upload host inside a wider random matrix and return (parent, view of host's place): odd offsets and strides."""
+    h, w = host.shape
+    parent = random((h, w + pad_left + pad_right))
+    parent[:, pad_left:pad_left + w] = host
+    big = gm.Matrix.from_numpy(parent)
+    return big, big[:, pad_left:pad_left + w]
+
+
+class FakeBuffer:
+    """Stands in for device memory in CPU tests: argument checks must reject bad input before any GPU call."""
+
+    def __init__(self, ptr: int = 0x7F0000000000, nbytes: int = 1 << 40):
+        self.ptr, self.nbytes = ptr, nbytes
+
+    alive = True
+
+
+def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000) -> Matrix:
+    return Matrix._wrap(FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False)
+
+
+def dims(max_value: int = 300, tiles=(16, 32, 64, 128)):
+    """Sizes that matter: 1, primes, tile sizes and their neighbours, and anything up to max_value."""
+    special = sorted({1, 2, 3, 5, 7, 13, 31, 97, 127, 251, *[t + d for t in tiles for d in (-1, 0, 1)]})
+    return st.one_of(st.sampled_from([s for s in special if s <= max_value]), st.integers(1, max_value))

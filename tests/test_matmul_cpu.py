@@ -1,0 +1,64 @@
+"""matmul without a GPU: argument checks happen before any device call; launch geometry covers C."""
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import _geometry
+from gpumat.matmul import VARIANTS, check_operands
+from support import fake_matrix
+
+
+def test_shape_mismatch_is_rejected():
+    with pytest.raises(ValueError, match="not aligned"):
+        gm.matmul(fake_matrix(3, 4), fake_matrix(5, 2))
+
+
+def test_out_of_wrong_shape_is_rejected():
+    with pytest.raises(ValueError, match="out has shape"):
+        gm.matmul(fake_matrix(3, 4), fake_matrix(4, 2, ptr=0x7F0010000000), out=fake_matrix(2, 3, ptr=0x7F0020000000))
+
+
+def test_out_overlapping_an_input_is_rejected():
+    a = fake_matrix(4, 4)
+    b = fake_matrix(4, 4, ptr=0x7F0010000000)
+    out = fake_matrix(4, 4, ptr=a.elements + 4 * 5)  # starts inside a
+    with pytest.raises(ValueError, match="overlaps"):
+        gm.matmul(a, b, out=out)
+
+
+def test_unknown_algorithm_is_rejected():
+    with pytest.raises(ValueError, match="unknown matmul algorithm"):
+        check_operands(fake_matrix(2, 2), fake_matrix(2, 2), None, "fastest")
+
+
+@pytest.mark.parametrize("bad", [None, 3.0, [[1.0]], "A"])
+def test_non_matrix_operands_are_rejected(bad):
+    with pytest.raises(TypeError, match="gpumat.Matrix"):
+        gm.matmul(bad, fake_matrix(1, 1))
+    with pytest.raises(TypeError, match="gpumat.Matrix"):
+        gm.matmul(fake_matrix(1, 1), bad)
+
+
+def test_matmul_operator_declines_foreign_types():
+    with pytest.raises(TypeError):
+        fake_matrix(2, 2) @ 3
+
+
+@given(rows=st.integers(1, 10**7), cols=st.integers(1, 10**7))
+def test_tiled_grid_covers_every_tile_within_limits(rows, cols):
+    for variant in VARIANTS.values():
+        tile_rows, tile_cols = variant.tile
+        gx, gy, gz = variant.grid(rows, cols)
+        assert 1 <= gx <= _geometry.MAX_GRID_X and 1 <= gy <= _geometry.MAX_GRID_YZ and gz == 1
+        assert gx * tile_cols >= cols and (gx - 1) * tile_cols < cols
+        tiles = _geometry.cdiv(rows, tile_rows)
+        if tiles <= 200_000:  # the grid-stride loop over row tiles visits each exactly once
+            assert sorted(_geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
+        else:
+            assert gy == min(tiles, _geometry.MAX_GRID_YZ)
+
+
+def test_block_shapes_are_legal():
+    for variant in VARIANTS.values():
+        threads = variant.block[0] * variant.block[1] * variant.block[2]
+        assert 32 <= threads <= _geometry.MAX_BLOCK_THREADS and threads % 32 == 0

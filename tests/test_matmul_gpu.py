@@ -1,0 +1,92 @@
+"""matmul on the GPU: every variant against a float64 reference, on every kind of shape."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat.matmul import ALGORITHMS
+from support import dims, poisoned, random, rel_error, strided_view
+
+pytestmark = pytest.mark.gpu
+TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
+
+
+def reference(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@given(m=dims(), n=dims(), k=dims())
+def test_matches_float64_reference(algorithm, m, n, k):
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        gm.matmul(A, B, out=C, algorithm=algorithm)
+        assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@given(m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 90), pads=st.tuples(*[st.integers(0, 5)] * 6))
+def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
+    a, b = random((m, k)), random((k, n))
+    pa, A = strided_view(a, pads[0], pads[1])
+    pb, B = strided_view(b, pads[2], pads[3])
+    pc, C = strided_view(np.full((m, n), np.nan, np.float32), pads[4], pads[5])
+    around = pc.to_numpy()
+    gm.matmul(A, B, out=C, algorithm=algorithm)
+    got = pc.to_numpy()
+    assert rel_error(got[:, pads[4]:pads[4] + n], reference(a, b)) < TOL
+    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
+    for x in (pa, pb, pc):
+        x.free()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_nan_and_inf_propagate_like_numpy(algorithm):
+    a, b = random((37, 19)), random((19, 41))
+    a[3, 5], b[7, 11], a[20, 0] = np.nan, np.inf, -np.inf
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+    with np.errstate(invalid="ignore"):
+        ref = reference(a, b)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    finite = np.isfinite(ref)
+    assert rel_error(got[finite], ref[finite]) < TOL
+
+
+def test_empty_shapes_and_zero_k():
+    for m, n, k in [(0, 5, 3), (5, 0, 3), (0, 0, 0)]:
+        c = gm.matmul(gm.Matrix.from_numpy(random((m, k)).reshape(m, k)), gm.Matrix.from_numpy(random((k, n)).reshape(k, n)))
+        assert c.shape == (m, n)
+    c = poisoned(4, 6)
+    gm.matmul(gm.Matrix.empty(4, 0), gm.Matrix.empty(0, 6), out=c)
+    np.testing.assert_array_equal(c.to_numpy(), np.zeros((4, 6), np.float32))
+
+
+def test_operator_and_seed_003_example():
+    i = np.arange(4, dtype=np.float32)
+    a, b = np.repeat(i[:, None], 4, 1), np.repeat(i[None, :], 4, 0)
+    got = (gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(b)).to_numpy()
+    np.testing.assert_array_equal(got, a @ b)  # small integers: exact in float32
+
+
+def test_large_tall_output_uses_the_grid_stride_loop():
+    m, n, k = 65535 * 16 + 37, 3, 2  # more 16-row tiles than gridDim.y allows
+    a, b = random((m, k)), random((k, n))
+    for algorithm in ("naive", "tiled16", "tiled16x64"):
+        with poisoned(m, n) as C:
+            gm.matmul(gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b), out=C, algorithm=algorithm)
+            assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+
+
+def test_bad_input_raises_before_launch_and_library_keeps_working():
+    A, B = gm.Matrix.from_numpy(random((3, 4))), gm.Matrix.from_numpy(random((5, 2)))
+    with pytest.raises(ValueError):
+        A @ B
+    S = gm.Matrix.from_numpy(random((4, 4)))
+    with pytest.raises(ValueError, match="overlaps"):
+        gm.matmul(S, S[:, :], out=S[:, :])  # out overlaps an input
+    a = random((4, 4))
+    np.testing.assert_allclose((gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(a)).to_numpy(), reference(a, a), rtol=1e-5, atol=1e-6)

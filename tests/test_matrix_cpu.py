@@ -1,0 +1,66 @@
+"""Matrix without a GPU: input conversion rules and view arithmetic are host-side and checked here."""
+import numpy as np
+import pytest
+
+import gpumat as gm
+from gpumat.matrix import as_float32_2d, overlaps
+from support import fake_matrix
+
+
+@pytest.mark.parametrize("bad", [np.array([1 + 2j]), np.array([True, False]), np.array(["a"]),
+                                 np.array([object()], dtype=object)])
+def test_non_real_dtypes_are_type_errors(bad):
+    with pytest.raises(TypeError, match="real numbers"):
+        gm.Matrix.from_numpy(bad)
+
+
+@pytest.mark.parametrize("shape", [(), (2, 2, 2)])
+def test_wrong_ranks_are_value_errors(shape):
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        gm.Matrix.from_numpy(np.ones(shape))
+
+
+def test_conversion_makes_c_order_float32_and_rows_from_vectors():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4).T  # Fortran-ordered int input
+    host = as_float32_2d(a)
+    assert host.dtype == np.float32 and host.flags.c_contiguous and host.shape == (4, 3)
+    np.testing.assert_array_equal(host, a)
+    assert as_float32_2d([1, 2, 3]).shape == (1, 3)
+
+
+@pytest.mark.parametrize("h,w,exc", [(-1, 2, ValueError), (2, -3, ValueError), (2.0, 2, TypeError), (True, 2, TypeError)])
+def test_bad_dimensions(h, w, exc):
+    with pytest.raises(exc):
+        gm.Matrix.empty(h, w)
+
+
+def test_direct_construction_is_refused():
+    with pytest.raises(TypeError, match="from_numpy"):
+        gm.Matrix()
+
+
+def test_views_keep_stride_and_offset():
+    m = fake_matrix(10, 8)
+    v = m[2:5, 3:7]
+    assert v.shape == (3, 4) and v.stride == 8 and v.is_view
+    assert v.elements == m.elements + (2 * 8 + 3) * 4
+    vv = v[1:, 1:3]
+    assert vv.shape == (2, 2) and vv.elements == m.elements + (3 * 8 + 4) * 4
+    assert m[:, -2:].shape == (10, 2) and m[7:].shape == (3, 8)
+    assert m[5:2, :].shape == (0, 8)
+
+
+def test_view_index_errors():
+    m = fake_matrix(4, 4)
+    with pytest.raises(TypeError):
+        m[1, 2]
+    with pytest.raises(ValueError, match="step"):
+        m[::2, :]
+
+
+def test_overlap_is_by_address_range():
+    m = fake_matrix(10, 10)
+    assert overlaps(m[0:5, :], m[4:6, :])
+    assert not overlaps(m[0:5, :], m[5:10, :])
+    assert overlaps(m[:, 0:5], m[:, 5:10])  # interleaved rows share the span
+    assert not overlaps(m[0:0, :], m)

@@ -1,0 +1,118 @@
+"""Matrix on the GPU: round trips, views, lifetime, errors that leave the library working."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import _memory
+from support import dims, random
+
+pytestmark = pytest.mark.gpu
+
+
+@given(h=dims(), w=dims())
+def test_round_trip(h, w):
+    a = random((h, w))
+    with gm.Matrix.from_numpy(a) as m:
+        assert m.shape == (h, w) and m.stride == w and m.dtype == np.float32
+        np.testing.assert_array_equal(m.to_numpy(), a)
+
+
+def test_vector_becomes_one_row_and_any_real_dtype_converts():
+    with gm.Matrix.from_numpy(np.arange(5, dtype=np.int16)) as m:
+        assert m.shape == (1, 5)
+        np.testing.assert_array_equal(m.to_numpy(), [[0, 1, 2, 3, 4]])
+    f = np.asfortranarray(random((7, 3)).astype(np.float64))
+    with gm.Matrix.from_numpy(f) as m:
+        np.testing.assert_array_equal(m.to_numpy(), f.astype(np.float32))
+
+
+def test_zeros_and_empty_shapes():
+    with gm.Matrix.zeros(3, 5) as z:
+        np.testing.assert_array_equal(z.to_numpy(), np.zeros((3, 5), np.float32))
+    for shape in [(0, 0), (0, 4), (4, 0)]:
+        e = gm.Matrix.empty(*shape)
+        assert e.to_numpy().shape == shape
+        e.free()
+
+
+@given(h=st.integers(1, 50), w=st.integers(1, 50), data=st.data())
+def test_views_read_and_share_memory(h, w, data):
+    a = random((h, w))
+    r0 = data.draw(st.integers(0, h - 1)); r1 = data.draw(st.integers(r0 + 1, h))
+    c0 = data.draw(st.integers(0, w - 1)); c1 = data.draw(st.integers(c0 + 1, w))
+    with gm.Matrix.from_numpy(a) as m:
+        v = m[r0:r1, c0:c1]
+        np.testing.assert_array_equal(v.to_numpy(), a[r0:r1, c0:c1])
+        gm.matmul(gm.Matrix.from_numpy(np.eye(r1 - r0, dtype=np.float32)), gm.Matrix.from_numpy(-a[r0:r1, c0:c1]), out=v)
+        expected = a.copy()
+        expected[r0:r1, c0:c1] *= -1
+        np.testing.assert_array_equal(m.to_numpy(), expected)
+
+
+def test_freed_matrix_raises_clearly_and_views_die_with_their_owner():
+    m = gm.Matrix.from_numpy(random((4, 4)))
+    v = m[1:3, 1:3]
+    m.free()
+    for bad in (m, v):
+        with pytest.raises(gm.FreedMatrixError, match="freed"):
+            bad.to_numpy()
+        with pytest.raises(gm.FreedMatrixError):
+            gm.matmul(bad, bad)
+    assert "freed" in repr(m)
+    m.free()  # freeing twice is harmless
+
+
+def test_freeing_a_view_leaves_the_owner_alone():
+    a = random((4, 4))
+    with gm.Matrix.from_numpy(a) as m:
+        v = m[:2, :2]
+        v.free()
+        np.testing.assert_array_equal(m.to_numpy(), a)
+
+
+def test_out_of_memory_is_a_memory_error_and_the_library_keeps_working():
+    total = gm.device().total_memory
+    with pytest.raises(gm.OutOfMemoryError) as info:
+        gm.Matrix.empty(total // 4, 2)  # twice the card
+    assert isinstance(info.value, MemoryError) and "cannot allocate" in str(info.value)
+    a = random((8, 8))
+    with gm.Matrix.from_numpy(a) as m:
+        np.testing.assert_allclose((m @ m).to_numpy(), a.astype(np.float64) @ a, rtol=1e-5, atol=1e-5)
+
+
+def test_threads_can_use_the_library():
+    import threading
+    errors = []
+
+    def work():
+        try:
+            a = random((33, 17))
+            with gm.Matrix.from_numpy(a) as m:
+                np.testing.assert_array_equal(m.to_numpy(), a)
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_repr_names_shape_and_view():
+    with gm.Matrix.from_numpy(random((3, 4))) as m:
+        assert "3x4" in repr(m) and "view" in repr(m[:, 1:])
+
+
+def test_device_memory_returns_to_where_it_started_after_many_cycles():
+    a = random((64, 64))
+    gm.synchronize()
+    start = _memory.pool_used_bytes()
+    for _ in range(2000):
+        with gm.Matrix.from_numpy(a) as x:
+            y = x @ x
+            y.free()
+    gm.synchronize()
+    assert _memory.pool_used_bytes() == start
