@@ -1,0 +1,39 @@
+"""`python -m gpumat`: one clear line and a non-zero exit without a GPU; a full report with one."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import HAS_GPU
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def gpumat(*args):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "gpumat", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path; this machine has a GPU")
+@pytest.mark.parametrize("command", [["info"], ["demo"], ["bench", "matmul"]])
+def test_without_a_gpu_every_command_fails_with_one_clear_line(command):
+    result = gpumat(*command)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpumat: no usable NVIDIA GPU")
+
+
+@pytest.mark.gpu
+def test_info_reports_the_device_and_loads_every_kernel():
+    result = gpumat("info")
+    assert result.returncode == 0, result.stderr
+    assert "compute cap." in result.stdout and "running code  sm_" in result.stdout
+    assert "FAILED" not in result.stdout and "loaded" in result.stdout
+
+
+def test_unknown_command_is_a_usage_error():
+    result = gpumat("frobnicate")
+    assert result.returncode == 2 and "usage" in result.stderr
