@@ -1,0 +1,102 @@
+"""Dot product, sum(x * y) over all elements of two equal-shape float32 matrices -> Python float.
+
+One launch (cuda/dot.cu): threads keep double partial sums in a grid-stride loop, blocks reduce in a
+fixed order, and the last block to finish adds the blocks' sums in block order on the device; then
+one 8-byte copy brings the double back. The grid depends only on the size and the GPU, so the same
+inputs give the same bits every run. Contiguous operands are read as flat vectors (128-bit loads when
+aligned); views with a row stride go through a row-aware kernel.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from cuda.bindings import driver
+
+from ._driver import check, device
+from ._geometry import cdiv
+from ._kernels import Kernel
+from .matrix import Matrix, as_matrix
+
+THREADS = 256               # threads a block (the kernels' THREADS)
+ELEMENTS_PER_THREAD = 8     # elements a thread handles per grid-stride step of the flat kernel (two float4)
+BLOCKS_PER_SM = 4           # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
+MAX_BLOCKS = 4096           # partial-sum slots in the scratch buffer
+SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
+
+FLAT = Kernel("dot", "dot_flat", "PPqP")              # x, y, n, scratch
+STRIDED = Kernel("dot", "dot_strided", "PPqqqqP")     # x, y, rows, cols, ldx, ldy, scratch
+
+
+def grid_blocks(n: int, sm_count: int) -> int:
+    """Blocks for n elements: enough for every thread to get a full step, at most BLOCKS_PER_SM a SM.
+    Fixed by n and the GPU alone, which is what makes the result deterministic."""
+    return max(1, min(cdiv(n, THREADS * ELEMENTS_PER_THREAD), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
+
+
+def is_flat(m: Matrix) -> bool:
+    """Whether the matrix's elements are one contiguous run (a flat vector) in row-major order."""
+    return m.height <= 1 or m.stride == m.width
+
+
+def check_operands(x, y) -> tuple[int, int]:
+    """Validate before any GPU call; returns the common shape."""
+    x, y = as_matrix(x, "x"), as_matrix(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"dot: shapes {x.shape} and {y.shape} differ")
+    return x.shape
+
+
+class _Scratch:
+    """The device buffer for the partial sums and the result, and a pinned host double to copy it into.
+    Allocated once a process (outside the stream-ordered pool, so pool accounting never sees it);
+    the lock serialises dot() calls from different threads, which would otherwise share it."""
+
+    def __init__(self):
+        dev = device()
+        self.sm_count = dev.sm_count
+        self.lock = threading.Lock()
+        self.dev = int(check(driver.cuMemAlloc(SCRATCH_BYTES), "cuMemAlloc"))
+        check(driver.cuMemsetD8(self.dev, 0, SCRATCH_BYTES), "cuMemsetD8")  # the ticket counter starts at 0
+        self.host = int(check(driver.cuMemAllocHost(8), "cuMemAllocHost"))
+        self._value = ctypes.c_double.from_address(self.host)
+
+    def result(self) -> float:
+        """Copy the result back (synchronous: waits for the kernel on the legacy default stream)."""
+        check(driver.cuMemcpyDtoH(self.host, self.dev, 8), "cuMemcpyDtoH")
+        return float(self._value.value)
+
+
+_scratch_obj: _Scratch | None = None
+_scratch_lock = threading.Lock()
+
+
+def _scratch() -> _Scratch:
+    global _scratch_obj
+    s = _scratch_obj
+    if s is None:
+        with _scratch_lock:
+            if _scratch_obj is None:
+                _scratch_obj = _Scratch()
+            s = _scratch_obj
+    device()  # make the context current in this thread
+    return s
+
+
+def dot(x: Matrix, y: Matrix) -> float:
+    """sum(x * y) over all elements of two equal-shape float32 matrices (views welcome), as a float.
+
+    Products are exact and sums are kept in double on the GPU; empty matrices give 0.0; NaN and Inf
+    propagate. Deterministic: the same inputs give the same bits on every call on the same GPU."""
+    rows, cols = check_operands(x, y)
+    n = rows * cols
+    if n == 0:
+        return 0.0
+    s = _scratch()
+    grid, block = (grid_blocks(n, s.sm_count), 1, 1), (THREADS, 1, 1)
+    with s.lock:
+        if is_flat(x) and is_flat(y):
+            FLAT(grid, block, x.elements, y.elements, n, s.dev)
+        else:
+            STRIDED(grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, s.dev)
+        return s.result()

@@ -1,0 +1,72 @@
+"""Transpose, B = A^T, float32: argument checks, variant choice, launch.
+
+Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb); see
+cuda/transpose.cu. The grid puts A's column tiles on x and A's row tiles on y (capped at 65535; the
+kernels walk the rest in a grid-stride loop).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._geometry import tiled_grid
+from ._kernels import Kernel
+from .matrix import Matrix, as_matrix, overlaps
+
+SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
+
+
+@dataclass(frozen=True)
+class Variant:
+    kernel: Kernel
+    block: tuple[int, int, int]
+    tile: tuple[int, int]  # rows x cols of A one block covers per step of its row-tile loop
+
+    def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
+        """Grid for transposing a rows x cols matrix A."""
+        return tiled_grid(rows, cols, *self.tile)
+
+
+def _variant(name: str, block: tuple[int, int], tile: tuple[int, int]) -> Variant:
+    return Variant(Kernel("transpose", f"transpose_{name}", SIGNATURE), (*block, 1), tile)
+
+
+VARIANTS: dict[str, Variant] = {
+    "naive": _variant("naive", (32, 8), (8, 32)),                # one element a thread, scattered writes
+    "tiled": _variant("tiled", (32, 32), (32, 32)),              # seed 001's shared-memory tile
+    "tiled_padded": _variant("tiled_padded", (32, 32), (32, 32)),  # tile padded to 32 x 33
+    "tiled_rect": _variant("tiled_rect", (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
+    "tiled_rect64": _variant("tiled_rect64", (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
+}
+ALGORITHMS = ("auto", *VARIANTS)
+
+
+def choose_algorithm(rows: int, cols: int) -> str:
+    """What "auto" runs for a rows x cols A."""
+    return "tiled_rect64"
+
+
+def check_operands(a, out, algorithm: str) -> tuple[int, int]:
+    """Validate everything before any allocation or launch; returns A's (rows, cols)."""
+    a = as_matrix(a, "a")
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    rows, cols = a.shape
+    if out is not None:
+        as_matrix(out, "out")
+        if out.shape != (cols, rows):
+            raise ValueError(f"transpose: out has shape {out.shape}, the transpose of {a.shape} needs {(cols, rows)}")
+        if overlaps(out, a):
+            raise ValueError("transpose: out overlaps a; the kernels read A while writing B (no in-place transpose)")
+    return rows, cols
+
+
+def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto") -> Matrix:
+    """B = a^T for a float32 matrix of any shape (views welcome). Returns out (new if None)."""
+    rows, cols = check_operands(a, out, algorithm)
+    if out is None:
+        out = Matrix.empty(cols, rows)
+    if rows == 0 or cols == 0:
+        return out
+    variant = VARIANTS[choose_algorithm(rows, cols) if algorithm == "auto" else algorithm]
+    variant.kernel(variant.grid(rows, cols), variant.block, a.elements, out.elements, rows, cols, a.stride, out.stride)
+    return out

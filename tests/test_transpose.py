@@ -1,0 +1,295 @@
+"""Transpose: argument checks and launch geometry on the CPU; every variant against numpy on the GPU."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpumat as gm
+from gpumat import _geometry, _kernels, _memory
+from gpumat.matrix import Matrix
+from support import dims, fake_matrix, poison, poisoned, random, strided_view
+
+T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose may name the function)
+VARIANTS = list(T.VARIANTS)
+SHAPES = [(1, 1), (1, 7), (7, 1), (33, 31), (1000, 3), (4096, 4096), (3001, 17011), (16384, 16384),
+          (46341, 46341), (1, 2**31 - 1), (2**31 - 1, 1), (2**24 + 3, 5), (65535 * 64 + 1, 70), (10**6, 10**6)]
+
+
+# ---------------------------------------------------------------- CPU: declarations, geometry, checks
+def test_declarations_match_ptx():
+    try:
+        entries = _kernels.manifest()["modules"]["transpose"]["entries"]
+    except (FileNotFoundError, KeyError):
+        pytest.skip("transpose kernels not built")
+    for v in T.VARIANTS.values():
+        k = v.kernel
+        assert k.name in entries, k.name
+        assert entries[k.name]["params"] == [_kernels.PTX_TYPES[c] for c in k.signature]
+
+
+def test_kernels_do_not_spill():
+    try:
+        entries = _kernels.manifest()["modules"]["transpose"]["entries"]
+    except (FileNotFoundError, KeyError):
+        pytest.skip("transpose kernels not built")
+    for name, info in entries.items():
+        for arch, res in info["resources"].items():
+            assert res["spill_stores"] == 0 and res["spill_loads"] == 0, (name, arch, res)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_block_fits_tile(name):
+    v = T.VARIANTS[name]
+    bx, by, bz = v.block
+    assert bx * by * bz <= _geometry.MAX_BLOCK_THREADS and bz == 1
+    tr, tc = v.tile
+    assert tc % bx == 0 and tr % by == 0   # each thread moves a whole number of elements
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_grid_covers_and_stays_in_limits(name, shape):
+    rows, cols = shape
+    v = T.VARIANTS[name]
+    gx, gy, gz = v.grid(rows, cols)
+    tr, tc = v.tile
+    assert 1 <= gx <= _geometry.MAX_GRID_X and 1 <= gy <= _geometry.MAX_GRID_YZ and gz == 1
+    assert gx * tc >= cols and (gx - 1) * tc < cols          # every column tile, no idle column of blocks
+    tiles = _geometry.cdiv(rows, tr)
+    assert gy == min(tiles, _geometry.MAX_GRID_YZ)
+    # the kernels' row-tile loop: block row by visits by, by + gy, ... < tiles; each tile exactly once
+    if tiles <= 10**6:
+        assert sorted(_geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
+
+
+@given(rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)), name=st.sampled_from(VARIANTS))
+def test_grid_covers_drawn_shapes(rows, cols, name):
+    v = T.VARIANTS[name]
+    gx, gy, _ = v.grid(rows, cols)
+    tr, tc = v.tile
+    covered = {(t, cx) for cx in range(gx) for t in _geometry.row_tiles_visited(gy, _geometry.cdiv(rows, tr))}
+    assert len(covered) == _geometry.cdiv(rows, tr) * _geometry.cdiv(cols, tc)
+    assert gx * tc >= cols
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Fail loudly if anything reaches the GPU: allocation or a launch."""
+    launches = []
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("argument checks must fail before any GPU call")
+
+    def record(self, grid, block, *args, smem=0, stream=0):
+        launches.append((self.name, tuple(grid), tuple(block), args))
+
+    monkeypatch.setattr(_memory, "alloc", refuse)
+    monkeypatch.setattr(_kernels.Kernel, "__call__", record)
+    return launches
+
+
+def test_argument_errors_before_any_gpu_call(no_gpu):
+    a = fake_matrix(4, 6)
+    with pytest.raises(TypeError):
+        T.transpose(np.zeros((4, 6), np.float32))
+    with pytest.raises(TypeError):
+        T.transpose(a, out=np.zeros((6, 4), np.float32))
+    with pytest.raises(ValueError, match="algorithm"):
+        T.transpose(a, out=fake_matrix(6, 4, ptr=0x7F1000000000), algorithm="fastest")
+    with pytest.raises(ValueError, match="shape"):
+        T.transpose(a, out=fake_matrix(4, 6, ptr=0x7F1000000000))
+    with pytest.raises(ValueError, match="shape"):
+        T.transpose(a, out=fake_matrix(6, 5, ptr=0x7F1000000000))
+    with pytest.raises(ValueError, match="overlaps"):
+        T.transpose(a, out=fake_matrix(6, 4, ptr=0x7F0000000000 + 8))
+    with pytest.raises(ValueError, match="overlaps"):        # a square matrix onto itself
+        sq = fake_matrix(5, 5)
+        T.transpose(sq, out=sq)
+    freed = fake_matrix(3, 3)
+    freed._buffer = None
+    with pytest.raises(ValueError):
+        T.transpose(freed, out=fake_matrix(3, 3, ptr=0x7F1000000000))
+    assert no_gpu == []
+
+
+@pytest.mark.parametrize("name", ["auto", *VARIANTS])
+def test_launch_arguments(no_gpu, name):
+    a = fake_matrix(3001, 17011, stride=17100)
+    out = fake_matrix(17011, 3001, stride=3010, ptr=0x7F1000000000)
+    assert T.transpose(a, out=out, algorithm=name) is out
+    (kname, grid, block, args), = no_gpu
+    v = T.VARIANTS[T.choose_algorithm(3001, 17011) if name == "auto" else name]
+    assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
+    assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 5), (5, 0)])
+def test_empty_never_launches(no_gpu, shape):
+    a = fake_matrix(*shape)
+    out = fake_matrix(shape[1], shape[0], ptr=0x7F1000000000)
+    assert T.transpose(a, out=out) is out
+    assert no_gpu == []
+
+
+def test_auto_is_a_variant():
+    for rows, cols in SHAPES:
+        assert T.choose_algorithm(rows, cols) in T.VARIANTS
+
+
+# ---------------------------------------------------------------- GPU
+def _check_transposed(out: Matrix, host: np.ndarray) -> None:
+    got = out.to_numpy()
+    assert got.shape == host.T.shape
+    assert np.array_equal(got, host.T), f"{np.count_nonzero(got != host.T)} wrong of {host.size}"
+
+
+@pytest.mark.gpu
+@given(rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)),
+       name=st.sampled_from(["auto", *VARIANTS]))
+def test_variants_on_drawn_shapes(rows, cols, name):
+    host = random((rows, cols))
+    with gm.Matrix.from_numpy(host) as a, poisoned(cols, rows) as out:
+        assert T.transpose(a, out=out, algorithm=name) is out
+        _check_transposed(out, host)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["auto", *VARIANTS])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 1000), (1000, 1), (1, 70001), (70001, 1), (32, 32), (64, 64),
+                                   (63, 65), (97, 251), (1024, 1), (2, 3)])
+def test_edge_shapes(name, shape):
+    host = random(shape)
+    with gm.Matrix.from_numpy(host) as a, poisoned(shape[1], shape[0]) as out:
+        T.transpose(a, out=out, algorithm=name)
+        _check_transposed(out, host)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["auto", *VARIANTS])
+def test_tall_matrix_walks_row_tiles_past_the_grid_cap(name):
+    # more row tiles than gridDim.y can hold even for 8-row tiles: the grid-stride loop must cover them
+    rows, cols = 65535 * 64 + 77, 3
+    host = random((rows, cols))
+    assert T.VARIANTS[name if name != "auto" else T.choose_algorithm(rows, cols)].grid(rows, cols)[1] == 65535
+    with gm.Matrix.from_numpy(host) as a, poisoned(cols, rows) as out:
+        T.transpose(a, out=out, algorithm=name)
+        _check_transposed(out, host)
+
+
+@pytest.mark.gpu
+@settings(max_examples=20)
+@given(rows=dims(300, tiles=(32, 64)), cols=dims(300, tiles=(32, 64)), name=st.sampled_from(["auto", *VARIANTS]),
+       pads=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)))
+def test_views_in_and_out(rows, cols, name, pads):
+    host = random((rows, cols))
+    parent, a = strided_view(host, pads[0], pads[1] + 1)
+    big = poisoned(cols + 2, rows + pads[2] + pads[3])
+    try:
+        out = big[1:cols + 1, pads[2]:pads[2] + rows]
+        assert out.stride == rows + pads[2] + pads[3]
+        T.transpose(a, out=out, algorithm=name)
+        _check_transposed(out, host)
+        whole = big.to_numpy()
+        mask = np.ones(whole.shape, bool)
+        mask[1:cols + 1, pads[2]:pads[2] + rows] = False
+        assert np.isnan(whole[mask]).all(), "wrote outside the output view"
+    finally:
+        parent.free()
+        big.free()
+
+
+@pytest.mark.gpu
+def test_new_output_and_T_property():
+    host = random((37, 129))
+    with gm.Matrix.from_numpy(host) as a:
+        b = T.transpose(a)
+        c = a.T
+        try:
+            assert b.shape == (129, 37) and not b.is_view
+            _check_transposed(b, host)
+            _check_transposed(c, host)
+        finally:
+            b.free()
+            c.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(0, 0), (0, 5), (5, 0)])
+def test_empty(shape):
+    with gm.Matrix.empty(*shape) as a:
+        b = T.transpose(a)
+        assert b.shape == (shape[1], shape[0])
+        assert b.to_numpy().shape == (shape[1], shape[0])
+        b.free()
+
+
+@pytest.mark.gpu
+def test_out_overlapping_input_rejected():
+    with gm.Matrix.from_numpy(random((8, 8))) as a:
+        with pytest.raises(ValueError, match="overlaps"):
+            T.transpose(a, out=a)
+        with pytest.raises(ValueError, match="overlaps"):
+            T.transpose(a[0:4, 0:4], out=a[2:6, 4:8])   # no shared element, but the address ranges interleave
+
+
+@pytest.mark.gpu
+def test_huge_square_beyond_2_31_elements():
+    """46341^2 > 2^31 elements: element offsets must be 64-bit everywhere. Checked on sampled rows/columns."""
+    n = 46341
+    need = 2 * n * n * 4
+    free_bytes, _ = _free_memory()
+    if free_bytes < need + 2**30:
+        pytest.skip(f"needs {need / 2**30:.1f} GiB of GPU memory, {free_bytes / 2**30:.1f} free")
+    # A[r, c] = (hr[r] + hc[c]) mod 2^24: exact in float32, and a misplaced element almost surely differs
+    g = np.random.default_rng(1234)
+    hr = g.integers(0, 2**24, n, dtype=np.int32)
+    hc = g.integers(0, 2**24, n, dtype=np.int32)
+
+    def expect(r, c):
+        return ((hr[r] + hc[c]) & 0xFFFFFF).astype(np.float32)
+
+    a = gm.Matrix.empty(n, n)
+    b = gm.Matrix.empty(n, n)
+    try:
+        chunk = 1024
+        buf = np.empty((chunk, n), np.int32)
+        for r0 in range(0, n, chunk):
+            k = min(chunk, n - r0)
+            np.add(hr[r0:r0 + k, None], hc[None, :], out=buf[:k])
+            np.bitwise_and(buf[:k], 0xFFFFFF, out=buf[:k])
+            _memory.upload(a[r0:r0 + k, :].elements, n * 4, buf[:k].astype(np.float32))
+        del buf
+        rng = np.random.default_rng()
+        picks = sorted({0, 1, 31, 32, 63, 64, n // 2, n - 65, n - 64, n - 33, n - 2, n - 1,
+                        *rng.integers(0, n, 6).tolist()})
+        everything = np.arange(n)
+        for name in ["auto", *VARIANTS]:
+            poison(b)
+            T.transpose(a, out=b, algorithm=name)
+            for j in picks:
+                row = b[j:j + 1, :].to_numpy()[0]            # B[j, :] = A[:, j]
+                assert np.array_equal(row, expect(everything, j)), (name, "row", j)
+                col = b[:, j:j + 1].to_numpy()[:, 0]         # B[:, j] = A[j, :]
+                assert np.array_equal(col, expect(j, everything)), (name, "column", j)
+    finally:
+        a.free()
+        b.free()
+        gm.synchronize()
+        _trim_pool()
+
+
+def _free_memory():
+    from cuda.bindings import driver
+    from gpumat._driver import check
+    gm.device()
+    return check(driver.cuMemGetInfo())
+
+
+def _trim_pool():
+    from cuda.bindings import driver
+    from gpumat._driver import check
+    check(driver.cuMemPoolTrimTo(_memory._mempool(), 0))
