@@ -62,3 +62,23 @@ def test_block_shapes_are_legal():
     for variant in VARIANTS.values():
         threads = variant.block[0] * variant.block[1] * variant.block[2]
         assert 32 <= threads <= _geometry.MAX_BLOCK_THREADS and threads % 32 == 0
+
+
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
+def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
+    from gpumat.matmul import FAST, K_ALIGN, plan
+    for only in (None, *FAST):
+        p = plan(m, n, k, 132, only)
+        assert p.algorithm in FAST and (only is None or p.algorithm == only)
+        if p.splits == 1:
+            assert p.k_chunk == k
+        else:  # every split has work, together they cover K, and boundaries keep 128-bit loads
+            assert p.k_chunk % K_ALIGN == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = FAST[p.algorithm].grid(m, n, p.splits)
+        assert gz == p.splits <= _geometry.MAX_GRID_YZ and gx <= _geometry.MAX_GRID_X
+
+
+def test_plan_prefers_split_k_only_when_tiles_cannot_fill_the_gpu():
+    from gpumat.matmul import plan
+    assert plan(8192, 8192, 8192).splits == 1
+    assert plan(256, 256, 65536).splits > 1

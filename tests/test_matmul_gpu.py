@@ -90,3 +90,39 @@ def test_bad_input_raises_before_launch_and_library_keeps_working():
         gm.matmul(S, S[:, :], out=S[:, :])  # out overlaps an input
     a = random((4, 4))
     np.testing.assert_allclose((gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(a)).to_numpy(), reference(a, a), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sgemm128x128", "sgemm128x64", "sgemm64x64"])
+@given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
+       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+def test_split_k_matches_reference_for_any_chunking(name, m, n, k, splits, chunk_tiles, odd_chunk):
+    from gpumat.matmul import Plan, run_plan
+    k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks drop A to scalar loads
+    splits = max(min(splits, -(-k // k_chunk) + 1), 2)  # at most one split past K, which writes zeros
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        if splits * k_chunk < k:
+            k_chunk = -(-k // splits)
+        run_plan(Plan(name, splits, k_chunk), A, B, C)
+        assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+
+
+def test_split_k_is_bitwise_deterministic():
+    from gpumat.matmul import plan
+    a, b = random((256, 16384)), random((16384, 256))
+    assert plan(256, 256, 16384).splits > 1
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        first = (A @ B).to_numpy()
+        for _ in range(10):
+            np.testing.assert_array_equal((A @ B).to_numpy(), first)
+        assert rel_error(first, reference(a, b)) < TOL
+
+
+def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds():
+    m, n, k = 65535 * 128 + 77, 5, 3
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        for name in ("sgemm128x128", "sgemm128x64"):
+            with poisoned(m, n) as C:
+                gm.matmul(A, B, out=C, algorithm=name)
+                assert rel_error(C.to_numpy(), reference(a, b)) < TOL

@@ -1,14 +1,18 @@
 """Dense matrix multiply, C = A @ B, float32: argument checks, variant choice, launch."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
-from ._geometry import tiled_grid
+from ._driver import device
+from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
-from ._memory import fill_2d
+from ._memory import alloc, fill_2d, free
 from .matrix import Matrix, as_matrix, overlaps
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
+FAST_SIGNATURE = "PPPiiiqqqi"      # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
 
 
 @dataclass(frozen=True)
@@ -17,12 +21,23 @@ class Variant:
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows x cols of C one block covers
 
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return tiled_grid(m, n, *self.tile)
+    def grid(self, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+        return tiled_grid(m, n, *self.tile, layers=splits)
+
+
+@dataclass(frozen=True)
+class FastVariant(Variant):
+    blocks_per_sm: int = 1     # resident blocks a SM holds (from the kernels' launch bounds)
+    efficiency: float = 1.0    # relative FFMA throughput of a full tile, measured on the H100
 
 
 def _teaching(name: str, threads: int, tile: int) -> Variant:
     return Variant(Kernel("matmul", f"matmul_{name}", TEACHING_SIGNATURE), (threads, threads, 1), (tile, tile))
+
+
+def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float) -> FastVariant:
+    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}", FAST_SIGNATURE)
+    return FastVariant(kernel, (threads, 1, 1), (bm, bn), blocks_per_sm, efficiency)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -30,13 +45,62 @@ VARIANTS: dict[str, Variant] = {
     "tiled16": _teaching("tiled16", 16, 16),
     "tiled32": _teaching("tiled32", 32, 32),
     "tiled16x64": _teaching("tiled16x64", 16, 16),
+    "sgemm128x128": _sgemm(128, 128, 256, 2, 1.00),
+    "sgemm128x64": _sgemm(128, 64, 128, 4, 0.95),
+    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.85),
 }
+FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
 ALGORITHMS = ("auto", *VARIANTS)
+SPLITK_REDUCE = Kernel("matmul_fast", "matmul_splitk_reduce", "PPiiqi")  # partial, C, M, N, ldc, splits
+SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+K_ALIGN = 32  # split boundaries on multiples of 32 keep every split's A loads 128-bit and its k tiles full
+
+
+@dataclass(frozen=True)
+class Plan:
+    algorithm: str
+    splits: int = 1
+    k_chunk: int = 0  # k per split (K when splits == 1)
+
+
+def _live_tiles(length: int, tile: int, warp_tile: int) -> float:
+    """Tiles along one axis, the edge tile counted by the share of its warp tiles that have work."""
+    full, rest = divmod(length, tile)
+    return full + (cdiv(rest, warp_tile) * warp_tile / tile if rest else 0.0)
+
+
+@lru_cache(maxsize=4096)
+def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None) -> Plan:
+    """Pick the fast kernel, the split-K count and the k chunk for an m x k times k x n product.
+
+    A small cost model: time = full waves of tiles x the time of one tile (its FFMA count over the
+    kernel's relative efficiency), plus, for split-K, the scratch round trip through memory.
+    Tiles along each edge count only their live warp tiles, since dead warps skip the math.
+    """
+    peak_flops, bandwidth, launch_s = 46e12, 2.5e12, 4e-6
+    best = None
+    for name, v in FAST.items():
+        if only is not None and name != only:
+            continue
+        bm, bn = v.tile
+        tiles = _live_tiles(m, bm, 32) * _live_tiles(n, bn, 64)
+        slots = sm_count * v.blocks_per_sm
+        for splits in SPLIT_CHOICES:
+            k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), K_ALIGN) * K_ALIGN
+            if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < 128):
+                continue
+            waves = max(1.0, cdiv(math.ceil(tiles * splits), slots))
+            seconds = waves * 2.0 * bm * bn * k_chunk * slots / (peak_flops * v.efficiency)
+            if splits > 1:
+                seconds += (2 * splits + 1) * m * n * 4 / bandwidth + launch_s
+            if best is None or seconds < best[0]:
+                best = (seconds, Plan(name, splits, k_chunk))
+    return best[1]
 
 
 def choose_algorithm(m: int, n: int, k: int) -> str:
     """What "auto" runs for an m x k times k x n product."""
-    return "tiled16x64"
+    return plan(m, n, k).algorithm
 
 
 def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
@@ -67,6 +131,30 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     if k == 0:
         fill_2d(c, out.stride * 4, 0, n, m)
         return out
-    variant = VARIANTS[choose_algorithm(m, n, k) if algorithm == "auto" else algorithm]
-    variant.kernel(variant.grid(m, n), variant.block, a.elements, b.elements, c, m, n, k, a.stride, b.stride, out.stride)
+    if algorithm == "auto" or algorithm in FAST:
+        run_plan(plan(m, n, k, _sm_count(), None if algorithm == "auto" else algorithm), a, b, out)
+    else:
+        variant = VARIANTS[algorithm]
+        variant.kernel(variant.grid(m, n), variant.block, a.elements, b.elements, c, m, n, k,
+                       a.stride, b.stride, out.stride)
     return out
+
+
+def _sm_count() -> int:
+    return device().sm_count
+
+
+def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix) -> None:
+    """Launch a fast kernel as planned; split-K goes through a scratch buffer and a fixed-order sum."""
+    (m, k), n = a.shape, b.width
+    v = VARIANTS[p.algorithm]
+    if p.splits == 1:
+        v.kernel(v.grid(m, n), v.block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k)
+        return
+    scratch = alloc(p.splits * m * n * 4)
+    try:
+        v.kernel(v.grid(m, n, p.splits), v.block, a.elements, b.elements, scratch, m, n, k,
+                 a.stride, b.stride, n, p.k_chunk)
+        SPLITK_REDUCE(flat_grid(m * n, 256, 16 * _sm_count()), (256, 1, 1), scratch, out.elements, m, n, out.stride, p.splits)
+    finally:
+        free(scratch)  # stream-ordered: released once the launches above have run
