@@ -7,10 +7,11 @@ from ._driver import CudaError, NoDeviceError, OutOfMemoryError, Stream, device,
 from .dot import dot
 from .matmul import matmul
 from .matrix import FreedMatrixError, Matrix
+from .sparse import CSRMatrix, spmm
 from .transpose import transpose
 
 __version__ = "0.1.0"
 __all__ = [
-    "Matrix", "matmul", "transpose", "dot", "Stream", "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
+    "Matrix", "matmul", "transpose", "dot", "CSRMatrix", "spmm", "Stream", "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
     "device", "is_available", "synchronize",
 ]

@@ -73,7 +73,8 @@ def dot_examples() -> list[bool]:
 def run_demos() -> int:
     dev = gm.device()
     print(f"gpumat demo on {dev.name} (compute capability {dev.compute_capability[0]}.{dev.compute_capability[1]})")
-    results = matmul_examples() + transpose_examples() + dot_examples()
+    from .sparse import demo_examples as sparse_examples
+    results = matmul_examples() + transpose_examples() + dot_examples() + sparse_examples(_check)
     passed = sum(results)
     print(f"\ndemo: {passed} of {len(results)} checks passed")
     return 0 if passed == len(results) else 1
