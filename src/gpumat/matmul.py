@@ -124,37 +124,54 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     """C = a @ b for float32 matrices of any shape (views welcome). Returns out (new if None)."""
     m, n, k = check_operands(a, b, out, algorithm)
     if out is None:
-        out = Matrix.empty(m, n)
+        out = Matrix._allocate(m, n)
     if m == 0 or n == 0:
         return out
-    c = out.elements
     if k == 0:
-        fill_2d(c, out.stride * 4, 0, n, m)
+        fill_2d(out.elements, out.stride * 4, 0, n, m)
         return out
-    if algorithm == "auto" or algorithm in FAST:
-        run_plan(plan(m, n, k, _sm_count(), None if algorithm == "auto" else algorithm), a, b, out)
-    else:
-        variant = VARIANTS[algorithm]
-        variant.kernel(variant.grid(m, n), variant.block, a.elements, b.elements, c, m, n, k,
-                       a.stride, b.stride, out.stride)
+    launch_config(m, n, k, algorithm, device().sm_count).run(a, b, out)
     return out
 
 
-def _sm_count() -> int:
-    return device().sm_count
+@dataclass(frozen=True)
+class Launch:
+    """Everything about one product's launch that depends only on its shape (cached per shape)."""
+    variant: Variant
+    grid: tuple[int, int, int]
+    splits: int = 0     # 0: a teaching kernel (no k_chunk argument); 1: a fast kernel; more: split-K
+    k_chunk: int = 0
+    reduce_grid: tuple[int, int, int] = (1, 1, 1)
+
+    @classmethod
+    def for_plan(cls, p: Plan, m: int, n: int, sm_count: int) -> "Launch":
+        v = VARIANTS[p.algorithm]
+        return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
+
+    def run(self, a: Matrix, b: Matrix, out: Matrix) -> None:
+        (m, k), n = a.shape, b.width
+        kernel, block = self.variant.kernel, self.variant.block
+        if self.splits == 0:
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride)
+        elif self.splits == 1:
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k)
+        else:
+            scratch = alloc(self.splits * m * n * 4)
+            try:
+                kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk)
+                SPLITK_REDUCE(self.reduce_grid, (256, 1, 1), scratch, out.elements, m, n, out.stride, self.splits)
+            finally:
+                free(scratch)  # stream-ordered: released once the launches above have run
+
+
+@lru_cache(maxsize=4096)
+def launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int) -> Launch:
+    if algorithm == "auto" or algorithm in FAST:
+        return Launch.for_plan(plan(m, n, k, sm_count, None if algorithm == "auto" else algorithm), m, n, sm_count)
+    variant = VARIANTS[algorithm]
+    return Launch(variant, variant.grid(m, n))
 
 
 def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix) -> None:
-    """Launch a fast kernel as planned; split-K goes through a scratch buffer and a fixed-order sum."""
-    (m, k), n = a.shape, b.width
-    v = VARIANTS[p.algorithm]
-    if p.splits == 1:
-        v.kernel(v.grid(m, n), v.block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k)
-        return
-    scratch = alloc(p.splits * m * n * 4)
-    try:
-        v.kernel(v.grid(m, n, p.splits), v.block, a.elements, b.elements, scratch, m, n, k,
-                 a.stride, b.stride, n, p.k_chunk)
-        SPLITK_REDUCE(flat_grid(m * n, 256, 16 * _sm_count()), (256, 1, 1), scratch, out.elements, m, n, out.stride, p.splits)
-    finally:
-        free(scratch)  # stream-ordered: released once the launches above have run
+    """Run a given plan (tests and tuning force split-K counts this way)."""
+    Launch.for_plan(p, a.height, b.width, device().sm_count).run(a, b, out)

@@ -12,6 +12,11 @@ from . import _memory
 FLOAT32 = np.dtype(np.float32)
 
 
+# The operation modules import this one, so gpumat/__init__.py hands their entry points back here
+# for `A @ B` and `A.T` (a plain global: these run on every call).
+_matmul = _transpose = None
+
+
 class FreedMatrixError(ValueError):
     """The matrix (or the matrix a view was taken from) has been freed."""
 
@@ -36,8 +41,15 @@ class Matrix:
     @classmethod
     def empty(cls, height: int, width: int) -> "Matrix":
         """Uninitialised (height, width) matrix."""
-        height, width = _check_dims(height, width)
-        return cls._wrap(_memory.DeviceBuffer(height * width * 4), 0, height, width, max(width, 1), owner=True)
+        return cls._allocate(*_check_dims(height, width))
+
+    @classmethod
+    def _allocate(cls, height: int, width: int) -> "Matrix":
+        """empty() for dimensions already known to be valid (the operations' result path)."""
+        m = object.__new__(cls)
+        m._buffer, m._offset, m._height, m._width, m._stride = _memory.DeviceBuffer(height * width * 4), 0, height, width, width or 1
+        m._owner = True
+        return m
 
     @classmethod
     def zeros(cls, height: int, width: int) -> "Matrix":
@@ -97,8 +109,7 @@ class Matrix:
 
     @property
     def T(self) -> "Matrix":
-        from .transpose import transpose
-        return transpose(self)
+        return _transpose(self)
 
     # host <-> device -----------------------------------------------------------------------
     def to_numpy(self) -> np.ndarray:
@@ -142,9 +153,8 @@ class Matrix:
 
     # arithmetic ----------------------------------------------------------------------------
     def __matmul__(self, other):
-        from .matmul import matmul
         if isinstance(other, Matrix):
-            return matmul(self, other)
+            return _matmul(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:
