@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import statistics
+import time
 from pathlib import Path
 
 from cuda.bindings import driver
@@ -16,14 +17,27 @@ from .._memory import alloc, free
 RESULTS_DIR = Path(os.environ.get("GPUMAT_RESULTS", "benchmarks/results"))
 
 
+WARMUP_SECONDS = 0.05  # at least this long of warm-up runs: the GPU's clocks ramp up under load
+
+
+def _warm_up(fn, runs: int, sync) -> None:
+    deadline = time.perf_counter() + WARMUP_SECONDS
+    done = 0
+    while done < runs or time.perf_counter() < deadline:
+        fn()
+        done += 1
+        if done % 8 == 0:
+            sync()  # keep the queue short, so the deadline measures GPU time
+    sync()
+
+
 def time_ms(fn, warmup: int = 3, repeat: int = 20) -> float:
-    """Median milliseconds of fn() on the default stream, each run between two CUDA events."""
+    """Median milliseconds of fn() on the default stream, each run between two CUDA events,
+    after at least `warmup` runs and WARMUP_SECONDS of them."""
     device()
     start, stop = (check(driver.cuEventCreate(0)) for _ in range(2))
     try:
-        for _ in range(warmup):
-            fn()
-        check(driver.cuCtxSynchronize())
+        _warm_up(fn, warmup, lambda: check(driver.cuCtxSynchronize()))
         times = []
         for _ in range(repeat):
             check(driver.cuEventRecord(start, 0))
@@ -58,10 +72,8 @@ def cupy():
 
 
 def cupy_time_ms(cp, fn, warmup: int = 3, repeat: int = 20) -> float:
-    """Median ms of a CuPy call, timed with CuPy's events on CuPy's current stream."""
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
+    """Median ms of a CuPy call, timed with CuPy's events on CuPy's current stream (same warm-up)."""
+    _warm_up(fn, warmup, cp.cuda.Device().synchronize)
     times = []
     for _ in range(repeat):
         start, stop = cp.cuda.Event(), cp.cuda.Event()
