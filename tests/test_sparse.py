@@ -201,6 +201,16 @@ def test_auto_runs_the_vector_kernel_for_one_column():
         assert sp.choose_algorithm(1, stats) == "vector"
 
 
+def test_auto_sweeps_once_past_64_columns_when_long_rows_hold_most_nonzeros():
+    lengths = np.full(1000, 4, dtype=np.int64)
+    lengths[:10] = 2000  # 10 rows hold 20000 of the 23960 nonzeros
+    stats = sp.row_stats(np.concatenate([[0], np.cumsum(lengths)]), 5000)
+    assert stats.long_nnz * 2 > stats.nnz
+    assert sp.choose_algorithm(128, stats) == "tile128"
+    assert sp.choose_algorithm(32, stats) == "tile32"
+    assert sp.choose_algorithm(128, stats, vec4=False) == "tile32"
+
+
 def test_auto_takes_the_narrowest_tile_covering_n_up_to_64():
     stats = stats_of(4096, 4096, 16)
     for n, tile in [(2, 8), (8, 8), (9, 16), (32, 32), (33, 64), (64, 64), (100, 64), (128, 64), (1000, 64)]:

@@ -203,6 +203,34 @@ def test_views_in_and_out(rows, cols, name, pads):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("shape", [(1, 70), (70, 1), (63, 65), (65, 127), (97, 251), (129, 129), (200, 64)])
+def test_views_with_every_row_alignment(name, shape):
+    # A and B as views whose first element and stride take every residue mod 8 words (every offset
+    # within a 32-byte sector), so rows start everywhere in their sectors; nothing outside B's view written
+    rows, cols = shape
+    host = random(shape)
+    for k in range(8):
+        # lda = cols + k, ldb = rows + 3k (mod 8): both strides take every residue, and for odd
+        # squares both are odd at even k (lda * ldb = 1 mod 4: tiled_aligned's skewed reads)
+        a_left, a_right = k, 0
+        b_top, b_left, b_right = 2, (5 * k + 3) % 8, (-2 * k - 3) % 8   # B's offset: 2 rows + 3k + 3 (mod 8)
+        parent, a = strided_view(host, a_left, a_right)
+        big = poisoned(cols + 3, rows + b_left + b_right)
+        try:
+            out = big[b_top:b_top + cols, b_left:b_left + rows]
+            T.transpose(a, out=out, algorithm=name)
+            _check_transposed(out, host)
+            whole = big.to_numpy()
+            mask = np.ones(whole.shape, bool)
+            mask[b_top:b_top + cols, b_left:b_left + rows] = False
+            assert np.isnan(whole[mask]).all(), ("wrote outside the output view", k)
+        finally:
+            parent.free()
+            big.free()
+
+
+@pytest.mark.gpu
 def test_new_output_and_T_property():
     host = random((37, 129))
     with gm.Matrix.from_numpy(host) as a:
@@ -241,6 +269,7 @@ def test_huge_square_beyond_2_31_elements():
     """46341^2 > 2^31 elements: element offsets must be 64-bit everywhere. Checked on sampled rows/columns."""
     n = 46341
     need = 2 * n * n * 4
+    _memory.release_cached()  # earlier tests' blocks stay cached in the pool unless handed back
     free_bytes, _ = _free_memory()
     if free_bytes < need + 2**30:
         pytest.skip(f"needs {need / 2**30:.1f} GiB of GPU memory, {free_bytes / 2**30:.1f} free")
@@ -278,8 +307,7 @@ def test_huge_square_beyond_2_31_elements():
     finally:
         a.free()
         b.free()
-        gm.synchronize()
-        _trim_pool()
+        _memory.release_cached()
 
 
 def _free_memory():
@@ -289,7 +317,199 @@ def _free_memory():
     return check(driver.cuMemGetInfo())
 
 
-def _trim_pool():
-    from cuda.bindings import driver
-    from gpumat._driver import check
-    check(driver.cuMemPoolTrimTo(_memory._mempool(), 0))
+# ---------------------------------------------------------------- CPU: tiled_aligned's index arithmetic
+# A numpy transcription of transpose_tiled_aligned (cuda/transpose.cu), run on word addresses: A's element
+# (r, c) lives at word a0 + r * lda + c, B's element (c, r) at b0 + c * ldb + r (a0, b0 = the pointers / 4,
+# so their residues mod 8 are the rows' offsets within 32-byte sectors). Every access of every thread is
+# replayed per warp instruction and checked: reads only A's own elements, writes only B's, each of B's
+# elements exactly once with the right value, 16-byte accesses aligned, shared-memory slots written once
+# per tile and read only after; and, for tiles wholly inside A, that each 32-byte sector of A and of B
+# is touched by one warp instruction of the block (whole sectors, no split ones), with bounded bank
+# conflicts on the shared-memory side.
+_TILE, _LANES, _ROWS_PER_PASS, _PASSES = 64, 16, 16, 4
+_U32 = 0xFFFFFFFF
+
+
+def _slot(j, t, rot):
+    u = (t + rot) & (_TILE - 1)
+    return j * _TILE + ((((u >> 2) ^ (j >> 2)) & (_LANES - 1)) << 2) + (u & 3)
+
+
+def _bank_ways(addrs: np.ndarray, warps: np.ndarray) -> int:
+    """Worst bank conflict of one 4-byte shared-memory instruction: distinct words per bank, per warp."""
+    worst = 0
+    for wp in np.unique(warps):
+        words = np.unique(addrs[warps == wp])
+        worst = max(worst, int(np.bincount(words % 32, minlength=32).max()) if words.size else 0)
+    return worst
+
+
+def _emulate_aligned(rows, cols, lda, ldb, a0, b0):
+    tid = np.arange(256)
+    lane, sub, warp = tid % _LANES, tid // _LANES, tid // 32
+    wrap_lane = lane < 8
+    lda_lo, ldb_lo = lda & _U32, ldb & _U32
+    skew = (sub & 1) if (lda_lo * ldb_lo) & 3 == 1 else np.zeros_like(sub)
+    written: dict[int, float] = {}          # B word -> value
+    stats = {"lds_ways": 0, "wrap_lds_ways": 0, "sts16_ok": True, "split_sectors": 0}
+
+    def a_element(words):                    # (row, col) of A at these word addresses; all must be A's
+        off = words - a0
+        r, c = off // lda, off % lda
+        assert (off >= 0).all() and (r < rows).all() and (c < cols).all(), "read outside A's elements"
+        return r, c
+
+    for bx in range(-(-cols // _TILE)):
+        c0 = bx * _TILE
+        w = min(_TILE, cols - c0)
+        for t in range(-(-rows // _TILE)):
+            r0 = t * _TILE
+            h = min(_TILE, rows - r0)
+            a_word, b_word = a0 + r0 * lda + c0, b0 + c0 * ldb + r0     # the tile corners
+            a_lo, b_lo = a_word & _U32, b_word & _U32                    # the kernel keeps 32 bits of these
+            smem = np.full(_TILE * _TILE, np.nan)
+            smem_writes = np.zeros(_TILE * _TILE, int)
+            read_sectors: list[set] = []     # per warp instruction: the 32-byte sectors it touches
+            interior = h == _TILE and w == _TILE
+
+            def load(mask, gwords, swords, width):
+                if not mask.any():
+                    return
+                for k in range(width):
+                    g, s_ = gwords[mask] + k, swords[mask] + k
+                    r, c = a_element(g)
+                    np.add.at(smem_writes, s_, 1)
+                    smem[s_] = r * cols + c
+                for wp in np.unique(warp[mask]):
+                    sel = mask & (warp == wp)
+                    read_sectors.append({int(x) for k in range(width) for x in (gwords[sel] + k) // 8})
+                if width == 4:
+                    assert (gwords[mask] % 4 == 0).all() and (swords[mask] % 4 == 0).all(), "unaligned 16-byte copy"
+                    for wp in np.unique(warp[mask]):   # 16-byte accesses go 8 lanes at a time: distinct quads
+                        for quarter in range(4):
+                            sel = mask & (warp == wp) & ((tid % 32) // 8 == quarter)
+                            quads = swords[sel] // 4 % 8
+                            stats["sts16_ok"] &= len(set(quads.tolist())) == len(quads)
+
+            # in
+            for p in range(_PASSES):
+                j = sub + p * _ROWS_PER_PASS
+                act = j < h
+                word = (a_lo + j * lda_lo) & _U32
+                src = a_word + j * lda           # word address of A's row r0 + j, column c0
+                m, rot = word & 7, word & 3
+                t0 = 4 * lane - m
+                chunk = act & ((m == 0) | (lane >= 2))
+                full = chunk & (t0 + 4 <= w)
+                load(full, src + t0, _slot(j, np.where(full, t0, 0), rot), 4)
+                for e in range(3):
+                    part = chunk & ~(t0 + 4 <= w) & (t0 + e < w)
+                    load(part, src + t0 + e, _slot(j, np.where(part, t0 + e, 0), rot), 1)
+                tw = (lane - m) & (_TILE - 1)
+                wrap = act & (m != 0) & wrap_lane & (tw < w)
+                load(wrap, src + tw, _slot(j, tw, rot), 1)
+            jj, tt = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+            own = _slot(jj, tt, (a_lo + jj * lda_lo) & 3)
+            assert (smem_writes <= 1).all(), "a shared-memory slot written twice"
+            assert smem_writes.sum() == h * w and (smem_writes[own] == 1).all(), "tile not loaded exactly"
+            assert (smem[own] == (r0 + jj) * cols + c0 + tt).all(), "tile holds the wrong elements"
+
+            # out: all shared-memory loads, then the stores
+            v = np.empty((_PASSES, 4, 256))
+            vw = np.empty((_PASSES, 256))
+            for p in range(_PASSES):
+                i = sub + p * _ROWS_PER_PASS
+                m = (b_lo + i * ldb_lo) & 7
+                x = np.empty((4, 256))
+                for e in range(4):
+                    j = (4 * lane - m + ((e + skew) & 3)) & (_TILE - 1)
+                    s_ = _slot(j, i, (a_lo + j * lda_lo) & 3)
+                    x[e] = smem[s_]
+                    stats["lds_ways"] = max(stats["lds_ways"], _bank_ways(s_, warp))
+                for e in range(4):
+                    v[p, e] = np.where(skew != 0, x[(e + 3) & 3], x[e])
+                j = (lane - m) & (_TILE - 1)
+                s_ = _slot(j, i, (a_lo + j * lda_lo) & 3)
+                on = wrap_lane & (m != 0)
+                vw[p] = np.where(on, smem[s_], np.nan)
+                if on.any():
+                    stats["wrap_lds_ways"] = max(stats["wrap_lds_ways"], _bank_ways(s_[on], warp[on]))
+            write_sectors: list[set] = []
+
+            def store(mask, gwords, values, width):
+                if not mask.any():
+                    return
+                if width == 4:
+                    assert (gwords[mask] % 4 == 0).all(), "unaligned 16-byte store"
+                for k in range(width):
+                    for g, x in zip((gwords[mask] + k).tolist(), values[k][mask].tolist()):
+                        off = g - b0
+                        assert off >= 0 and off // ldb < cols and off % ldb < rows, "wrote outside B's elements"
+                        assert g not in written, "a B element written twice"
+                        written[g] = x
+                for wp in np.unique(warp[mask]):
+                    sel = mask & (warp == wp)
+                    write_sectors.append({int(x) for k in range(width) for x in (gwords[sel] + k) // 8})
+
+            for p in range(_PASSES):
+                i = sub + p * _ROWS_PER_PASS
+                act = i < w
+                dst = b_word + i * ldb
+                m = (b_lo + i * ldb_lo) & 7
+                t0 = 4 * lane - m
+                chunk = act & ((m == 0) | (lane >= 2))
+                full = chunk & (t0 + 4 <= h)
+                store(full, dst + t0, v[p], 4)
+                for e in range(3):
+                    part = chunk & ~(t0 + 4 <= h) & (t0 + e < h)
+                    store(part, dst + t0 + e, v[p, e:e + 1], 1)
+                j = (lane - m) & (_TILE - 1)
+                wrap = act & (m != 0) & wrap_lane & (j < h)
+                store(wrap, dst + j, vw[p:p + 1], 1)
+            if interior:   # every sector touched by one instruction: whole sectors, or a tile end's part
+                for sectors in (read_sectors, write_sectors):
+                    seen = [x for s_ in sectors for x in s_]
+                    stats["split_sectors"] += len(seen) - len(set(seen))
+    # every element of B exactly once, with A's element
+    assert len(written) == rows * cols, f"{rows * cols - len(written)} elements of B never written"
+    for g, x in written.items():
+        c, r = divmod(g - b0, ldb)
+        assert x == r * cols + c, ("wrong value", r, c)
+    return stats
+
+
+ALIGNED_CASES = [  # rows, cols, lda, ldb, a0, b0 (a0, b0: word addresses of A and B)
+    (1, 1, 1, 1, 0, 64), (1, 1, 5, 3, 3, 101), (1, 200, 200, 1, 1, 1000), (200, 1, 1, 200, 7, 1003),
+    (200, 1, 9, 201, 2, 5000), (1, 70, 70, 3, 5, 2000), (64, 64, 64, 64, 0, 8192), (64, 64, 65, 67, 3, 9999),
+    (63, 65, 65, 63, 0, 8192), (65, 63, 70, 66, 5, 9002), (128, 128, 129, 131, 1, 40001),
+    (130, 190, 191, 133, 6, 50007), (97, 251, 251, 97, 0, 60000), (200, 150, 157, 203, 2, 70004),
+    (129, 127, 2**33 + 131, 2**32 + 129, 4, 2**40 + 3),   # strides past 32 bits: 64-bit offsets, low bits kept
+    (300, 257, 257, 300, 1, 100000),
+]
+
+
+@pytest.mark.parametrize("case", ALIGNED_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_aligned_kernel_index_arithmetic(case):
+    _emulate_aligned(*case)
+
+
+@pytest.mark.parametrize("shape", [(1, 70), (70, 1), (63, 65), (65, 127), (97, 251), (129, 129), (200, 64)])
+def test_aligned_kernel_on_the_gpu_tests_views(shape):
+    # the views of test_views_with_every_row_alignment (parents start 256-byte aligned: word 0)
+    rows, cols = shape
+    for k in range(8):
+        lda = cols + k
+        b_left = (5 * k + 3) % 8
+        ldb = rows + b_left + (-2 * k - 3) % 8
+        _emulate_aligned(rows, cols, lda, ldb, k, (1 << 30) + 2 * ldb + b_left)
+
+
+@pytest.mark.parametrize("lda_mod", range(8))
+@pytest.mark.parametrize("ldb_mod", range(8))
+def test_aligned_kernel_sectors_and_banks_every_stride_class(lda_mod, ldb_mod):
+    # 128 x 128 (four whole tiles) with every residue of the strides mod 8 and odd pointers
+    for a0, b0 in [(0, 0), (3, 5)]:
+        stats = _emulate_aligned(128, 128, 128 + lda_mod, 128 + ldb_mod, a0, 1 << 20 | b0)
+        assert stats["split_sectors"] == 0
+        assert stats["sts16_ok"]
+        assert stats["lds_ways"] <= 2 and stats["wrap_lds_ways"] <= 4, stats

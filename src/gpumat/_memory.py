@@ -24,6 +24,14 @@ def _mempool():
     return _pool
 
 
+def release_cached() -> None:
+    """Wait for the GPU, then hand the pool's cached free blocks back to the driver, so that other
+    libraries (and cuMemGetInfo) see that memory as free again."""
+    pool = _mempool()
+    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+    check(driver.cuMemPoolTrimTo(pool, 0), "cuMemPoolTrimTo")
+
+
 def pool_used_bytes() -> int:
     """Bytes of the device pool handed out and not yet freed (what a leak would grow)."""
     attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
@@ -39,9 +47,7 @@ def alloc(nbytes: int, stream=0) -> int:
         device()
     err, ptr = driver.cuMemAllocAsync(nbytes, stream)
     if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
-        # blocks cached in the pool may be fragmenting it: give them back to the OS and try once more
-        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-        check(driver.cuMemPoolTrimTo(_pool, 0), "cuMemPoolTrimTo")
+        release_cached()  # blocks cached in the pool may be what is in the way: try once more without them
         err, ptr = driver.cuMemAllocAsync(nbytes, stream)
     if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
         free_bytes, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")

@@ -236,15 +236,17 @@ def choose_algorithm(n: int, stats: RowStats, vec4: bool = True) -> str:
     """What "auto" runs for S (with these row statistics) times a B of n columns.
 
     One column: the vector SpMV kernel. Several: the row-group kernel with the narrowest column tile
-    that covers n, capped at 64 columns (and at 32 without 128-bit access). Measured on the H100 with
-    2^20 x 2^20 matrices of 16 nonzeros a row (uniform, power-law and banded): at N = 8 tile8 and
-    tile16 tie; at N = 32 tile32 wins by 1.2-2x over tile16 and tile64; at N = 128 tile32, tile64 and
-    tile128 come within 10% of each other while each matrix prefers a different one, and tile64 is
-    never more than 7% from the best. Narrower tiles mean more sweeps over S; wider ones fewer rows in
-    flight per SM.
+    that covers n, capped at 64 columns (32 without 128-bit access), except that matrices whose
+    nonzeros sit mostly in long (chunked) rows take the 128-column tile past 64 columns. Measured on
+    the H100 with 2^20 x 2^20 matrices of 16 nonzeros a row: at N = 8 tile8 and tile16 tie; at
+    N = 32 tile32 wins by 1.2-2x over tile16 and tile64; at N = 128 tile32, tile64 and tile128 come
+    within 10% of each other, uniform and banded rows running best at tile32/tile64 and power-law
+    rows (70% of nonzeros in chunked rows) at tile128, which sweeps S once instead of twice.
     """
     if n <= 1:
         return "vector"
+    if vec4 and n > AUTO_TILE_CAP and stats.long_nnz * 2 > stats.nnz:
+        return "tile128"
     tiles = [t for t in (TILES if vec4 else TILES_SCALAR) if t <= AUTO_TILE_CAP]
     return f"tile{next((t for t in tiles if t >= n), tiles[-1])}"
 

@@ -36,6 +36,8 @@ VARIANTS: dict[str, Variant] = {
     "tiled_padded": _variant("tiled_padded", (32, 32), (32, 32)),  # tile padded to 32 x 33
     "tiled_rect": _variant("tiled_rect", (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
     "tiled_rect64": _variant("tiled_rect64", (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
+    # 64 x 64 tile moved in whole aligned 16-byte chunks / 32-byte sectors whatever each row's alignment
+    "tiled_aligned": _variant("tiled_aligned", (32, 8), (64, 64)),
 }
 ALGORITHMS = ("auto", *VARIANTS)
 
