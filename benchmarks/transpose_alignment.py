@@ -29,7 +29,7 @@ def main():
     for label, lda, ldb in cases:
         pa, a = view(ROWS, COLS, lda)
         pb, b = view(COLS, ROWS, ldb)
-        for name in ("tiled_rect64", "tiled_aligned"):
+        for name in ("tiled_rect64", "sector_aligned"):
             ms = time_ms(lambda: gm.transpose(a, out=b, algorithm=name))
             rows.append([label, name, "-", ms, 2 * a.nbytes / ms / 1e6 / ceiling])
         v = VARIANTS["tiled_rect64"]

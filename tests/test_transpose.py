@@ -59,7 +59,7 @@ def test_grid_covers_and_stays_in_limits(name, shape):
     tr, tc = v.tile
     assert 1 <= gx <= _geometry.MAX_GRID_X and 1 <= gy <= _geometry.MAX_GRID_YZ and gz == 1
     assert gx * tc >= cols and (gx - 1) * tc < cols          # every column tile, no idle column of blocks
-    tiles = _geometry.cdiv(rows, tr)
+    tiles = _geometry.cdiv(rows + v.skew, tr)  # the kernels' row-tile count
     assert gy == min(tiles, _geometry.MAX_GRID_YZ)
     # the kernels' row-tile loop: block row by visits by, by + gy, ... < tiles; each tile exactly once
     if tiles <= 10**6:
@@ -71,8 +71,9 @@ def test_grid_covers_drawn_shapes(rows, cols, name):
     v = T.VARIANTS[name]
     gx, gy, _ = v.grid(rows, cols)
     tr, tc = v.tile
-    covered = {(t, cx) for cx in range(gx) for t in _geometry.row_tiles_visited(gy, _geometry.cdiv(rows, tr))}
-    assert len(covered) == _geometry.cdiv(rows, tr) * _geometry.cdiv(cols, tc)
+    tiles = _geometry.cdiv(rows + v.skew, tr)
+    covered = {(t, cx) for cx in range(gx) for t in _geometry.row_tiles_visited(gy, tiles)}
+    assert len(covered) == tiles * _geometry.cdiv(cols, tc)
     assert gx * tc >= cols
 
 
@@ -122,7 +123,7 @@ def test_launch_arguments(no_gpu, name):
     out = fake_matrix(17011, 3001, stride=3010, ptr=0x7F1000000000)
     assert T.transpose(a, out=out, algorithm=name) is out
     (kname, grid, block, args), = no_gpu
-    v = T.VARIANTS[T.choose_algorithm(3001, 17011) if name == "auto" else name]
+    v = T.VARIANTS[T.choose_algorithm(3001, 17011, out.elements, 3010) if name == "auto" else name]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010)
 
@@ -137,7 +138,38 @@ def test_empty_never_launches(no_gpu, shape):
 
 def test_auto_is_a_variant():
     for rows, cols in SHAPES:
-        assert T.choose_algorithm(rows, cols) in T.VARIANTS
+        assert T.choose_algorithm(rows, cols, 0x7F0000000000, rows) in T.VARIANTS
+
+
+def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
+    base = 0x7F0000000000
+    assert T.choose_algorithm(8192, 8192, base, 8192) == "tiled_rect64"
+    assert T.choose_algorithm(17011, 3001, base, 3001) == "sector_aligned"     # odd stride
+    assert T.choose_algorithm(100, 64, base + 4, 64) == "sector_aligned"      # a view starting mid-sector
+    assert T.choose_algorithm(100, 64, base + 32, 64) == "tiled_rect64"
+
+
+@pytest.mark.parametrize("rows", [1, 7, 8, 57, 63, 64, 65, 121, 128, 3001])
+@pytest.mark.parametrize("ldb_mod", range(8))
+def test_sector_aligned_pieces_tile_each_row_of_b_once(rows, ldb_mod):
+    """The kernel's index arithmetic, replayed on the host: for every row c of B, the pieces the row
+    tiles write ([64t - m, 64t + 64 - m) clipped to [0, rows)) cover each element exactly once, every
+    piece starts on a sector unless clipped at 0, and the staged rows (64t - 7 ...) hold what it reads."""
+    b_word, ldb = 3, 3000 + ldb_mod + 8
+    tiles = -(-(rows + 7) // 64)
+    assert T.VARIANTS["sector_aligned"].grid(rows, 5)[1] == tiles
+    for c in range(9):
+        m = (b_word + c * ldb) % 8
+        seen = np.zeros(rows, int)
+        for t in range(tiles):
+            r = np.arange(64) + 64 * t - m
+            staged_row = r - (64 * t - 7)
+            assert staged_row.min() >= 0 and staged_row.max() < 71
+            keep = (r >= 0) & (r < rows)
+            seen[r[keep]] += 1
+            if keep.any() and r[keep][0] > 0:
+                assert (b_word + c * ldb + r[keep][0]) % 8 == 0
+        assert (seen == 1).all()
 
 
 # ---------------------------------------------------------------- GPU
@@ -174,7 +206,7 @@ def test_tall_matrix_walks_row_tiles_past_the_grid_cap(name):
     # more row tiles than gridDim.y can hold even for 8-row tiles: the grid-stride loop must cover them
     rows, cols = 65535 * 64 + 77, 3
     host = random((rows, cols))
-    assert T.VARIANTS[name if name != "auto" else T.choose_algorithm(rows, cols)].grid(rows, cols)[1] == 65535
+    assert T.VARIANTS[name if name != "auto" else T.choose_algorithm(rows, cols, 0, rows)].grid(rows, cols)[1] == 65535
     with gm.Matrix.from_numpy(host) as a, poisoned(cols, rows) as out:
         T.transpose(a, out=out, algorithm=name)
         _check_transposed(out, host)
@@ -212,7 +244,7 @@ def test_views_with_every_row_alignment(name, shape):
     host = random(shape)
     for k in range(8):
         # lda = cols + k, ldb = rows + 3k (mod 8): both strides take every residue, and for odd
-        # squares both are odd at even k (lda * ldb = 1 mod 4: tiled_aligned's skewed reads)
+        # squares both are odd at even k
         a_left, a_right = k, 0
         b_top, b_left, b_right = 2, (5 * k + 3) % 8, (-2 * k - 3) % 8   # B's offset: 2 rows + 3k + 3 (mod 8)
         parent, a = strided_view(host, a_left, a_right)
@@ -315,201 +347,3 @@ def _free_memory():
     from gpumat._driver import check
     gm.device()
     return check(driver.cuMemGetInfo())
-
-
-# ---------------------------------------------------------------- CPU: tiled_aligned's index arithmetic
-# A numpy transcription of transpose_tiled_aligned (cuda/transpose.cu), run on word addresses: A's element
-# (r, c) lives at word a0 + r * lda + c, B's element (c, r) at b0 + c * ldb + r (a0, b0 = the pointers / 4,
-# so their residues mod 8 are the rows' offsets within 32-byte sectors). Every access of every thread is
-# replayed per warp instruction and checked: reads only A's own elements, writes only B's, each of B's
-# elements exactly once with the right value, 16-byte accesses aligned, shared-memory slots written once
-# per tile and read only after; and, for tiles wholly inside A, that each 32-byte sector of A and of B
-# is touched by one warp instruction of the block (whole sectors, no split ones), with bounded bank
-# conflicts on the shared-memory side.
-_TILE, _LANES, _ROWS_PER_PASS, _PASSES = 64, 16, 16, 4
-_U32 = 0xFFFFFFFF
-
-
-def _slot(j, t, rot):
-    u = (t + rot) & (_TILE - 1)
-    return j * _TILE + ((((u >> 2) ^ (j >> 2)) & (_LANES - 1)) << 2) + (u & 3)
-
-
-def _bank_ways(addrs: np.ndarray, warps: np.ndarray) -> int:
-    """Worst bank conflict of one 4-byte shared-memory instruction: distinct words per bank, per warp."""
-    worst = 0
-    for wp in np.unique(warps):
-        words = np.unique(addrs[warps == wp])
-        worst = max(worst, int(np.bincount(words % 32, minlength=32).max()) if words.size else 0)
-    return worst
-
-
-def _emulate_aligned(rows, cols, lda, ldb, a0, b0):
-    tid = np.arange(256)
-    lane, sub, warp = tid % _LANES, tid // _LANES, tid // 32
-    wrap_lane = lane < 8
-    lda_lo, ldb_lo = lda & _U32, ldb & _U32
-    skew = (sub & 1) if (lda_lo * ldb_lo) & 3 == 1 else np.zeros_like(sub)
-    written: dict[int, float] = {}          # B word -> value
-    stats = {"lds_ways": 0, "wrap_lds_ways": 0, "sts16_ok": True, "split_sectors": 0}
-
-    def a_element(words):                    # (row, col) of A at these word addresses; all must be A's
-        off = words - a0
-        r, c = off // lda, off % lda
-        assert (off >= 0).all() and (r < rows).all() and (c < cols).all(), "read outside A's elements"
-        return r, c
-
-    for bx in range(-(-cols // _TILE)):
-        c0 = bx * _TILE
-        w = min(_TILE, cols - c0)
-        for t in range(-(-rows // _TILE)):
-            r0 = t * _TILE
-            h = min(_TILE, rows - r0)
-            a_word, b_word = a0 + r0 * lda + c0, b0 + c0 * ldb + r0     # the tile corners
-            a_lo, b_lo = a_word & _U32, b_word & _U32                    # the kernel keeps 32 bits of these
-            smem = np.full(_TILE * _TILE, np.nan)
-            smem_writes = np.zeros(_TILE * _TILE, int)
-            read_sectors: list[set] = []     # per warp instruction: the 32-byte sectors it touches
-            interior = h == _TILE and w == _TILE
-
-            def load(mask, gwords, swords, width):
-                if not mask.any():
-                    return
-                for k in range(width):
-                    g, s_ = gwords[mask] + k, swords[mask] + k
-                    r, c = a_element(g)
-                    np.add.at(smem_writes, s_, 1)
-                    smem[s_] = r * cols + c
-                for wp in np.unique(warp[mask]):
-                    sel = mask & (warp == wp)
-                    read_sectors.append({int(x) for k in range(width) for x in (gwords[sel] + k) // 8})
-                if width == 4:
-                    assert (gwords[mask] % 4 == 0).all() and (swords[mask] % 4 == 0).all(), "unaligned 16-byte copy"
-                    for wp in np.unique(warp[mask]):   # 16-byte accesses go 8 lanes at a time: distinct quads
-                        for quarter in range(4):
-                            sel = mask & (warp == wp) & ((tid % 32) // 8 == quarter)
-                            quads = swords[sel] // 4 % 8
-                            stats["sts16_ok"] &= len(set(quads.tolist())) == len(quads)
-
-            # in
-            for p in range(_PASSES):
-                j = sub + p * _ROWS_PER_PASS
-                act = j < h
-                word = (a_lo + j * lda_lo) & _U32
-                src = a_word + j * lda           # word address of A's row r0 + j, column c0
-                m, rot = word & 7, word & 3
-                t0 = 4 * lane - m
-                chunk = act & ((m == 0) | (lane >= 2))
-                full = chunk & (t0 + 4 <= w)
-                load(full, src + t0, _slot(j, np.where(full, t0, 0), rot), 4)
-                for e in range(3):
-                    part = chunk & ~(t0 + 4 <= w) & (t0 + e < w)
-                    load(part, src + t0 + e, _slot(j, np.where(part, t0 + e, 0), rot), 1)
-                tw = (lane - m) & (_TILE - 1)
-                wrap = act & (m != 0) & wrap_lane & (tw < w)
-                load(wrap, src + tw, _slot(j, tw, rot), 1)
-            jj, tt = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
-            own = _slot(jj, tt, (a_lo + jj * lda_lo) & 3)
-            assert (smem_writes <= 1).all(), "a shared-memory slot written twice"
-            assert smem_writes.sum() == h * w and (smem_writes[own] == 1).all(), "tile not loaded exactly"
-            assert (smem[own] == (r0 + jj) * cols + c0 + tt).all(), "tile holds the wrong elements"
-
-            # out: all shared-memory loads, then the stores
-            v = np.empty((_PASSES, 4, 256))
-            vw = np.empty((_PASSES, 256))
-            for p in range(_PASSES):
-                i = sub + p * _ROWS_PER_PASS
-                m = (b_lo + i * ldb_lo) & 7
-                x = np.empty((4, 256))
-                for e in range(4):
-                    j = (4 * lane - m + ((e + skew) & 3)) & (_TILE - 1)
-                    s_ = _slot(j, i, (a_lo + j * lda_lo) & 3)
-                    x[e] = smem[s_]
-                    stats["lds_ways"] = max(stats["lds_ways"], _bank_ways(s_, warp))
-                for e in range(4):
-                    v[p, e] = np.where(skew != 0, x[(e + 3) & 3], x[e])
-                j = (lane - m) & (_TILE - 1)
-                s_ = _slot(j, i, (a_lo + j * lda_lo) & 3)
-                on = wrap_lane & (m != 0)
-                vw[p] = np.where(on, smem[s_], np.nan)
-                if on.any():
-                    stats["wrap_lds_ways"] = max(stats["wrap_lds_ways"], _bank_ways(s_[on], warp[on]))
-            write_sectors: list[set] = []
-
-            def store(mask, gwords, values, width):
-                if not mask.any():
-                    return
-                if width == 4:
-                    assert (gwords[mask] % 4 == 0).all(), "unaligned 16-byte store"
-                for k in range(width):
-                    for g, x in zip((gwords[mask] + k).tolist(), values[k][mask].tolist()):
-                        off = g - b0
-                        assert off >= 0 and off // ldb < cols and off % ldb < rows, "wrote outside B's elements"
-                        assert g not in written, "a B element written twice"
-                        written[g] = x
-                for wp in np.unique(warp[mask]):
-                    sel = mask & (warp == wp)
-                    write_sectors.append({int(x) for k in range(width) for x in (gwords[sel] + k) // 8})
-
-            for p in range(_PASSES):
-                i = sub + p * _ROWS_PER_PASS
-                act = i < w
-                dst = b_word + i * ldb
-                m = (b_lo + i * ldb_lo) & 7
-                t0 = 4 * lane - m
-                chunk = act & ((m == 0) | (lane >= 2))
-                full = chunk & (t0 + 4 <= h)
-                store(full, dst + t0, v[p], 4)
-                for e in range(3):
-                    part = chunk & ~(t0 + 4 <= h) & (t0 + e < h)
-                    store(part, dst + t0 + e, v[p, e:e + 1], 1)
-                j = (lane - m) & (_TILE - 1)
-                wrap = act & (m != 0) & wrap_lane & (j < h)
-                store(wrap, dst + j, vw[p:p + 1], 1)
-            if interior:   # every sector touched by one instruction: whole sectors, or a tile end's part
-                for sectors in (read_sectors, write_sectors):
-                    seen = [x for s_ in sectors for x in s_]
-                    stats["split_sectors"] += len(seen) - len(set(seen))
-    # every element of B exactly once, with A's element
-    assert len(written) == rows * cols, f"{rows * cols - len(written)} elements of B never written"
-    for g, x in written.items():
-        c, r = divmod(g - b0, ldb)
-        assert x == r * cols + c, ("wrong value", r, c)
-    return stats
-
-
-ALIGNED_CASES = [  # rows, cols, lda, ldb, a0, b0 (a0, b0: word addresses of A and B)
-    (1, 1, 1, 1, 0, 64), (1, 1, 5, 3, 3, 101), (1, 200, 200, 1, 1, 1000), (200, 1, 1, 200, 7, 1003),
-    (200, 1, 9, 201, 2, 5000), (1, 70, 70, 3, 5, 2000), (64, 64, 64, 64, 0, 8192), (64, 64, 65, 67, 3, 9999),
-    (63, 65, 65, 63, 0, 8192), (65, 63, 70, 66, 5, 9002), (128, 128, 129, 131, 1, 40001),
-    (130, 190, 191, 133, 6, 50007), (97, 251, 251, 97, 0, 60000), (200, 150, 157, 203, 2, 70004),
-    (129, 127, 2**33 + 131, 2**32 + 129, 4, 2**40 + 3),   # strides past 32 bits: 64-bit offsets, low bits kept
-    (300, 257, 257, 300, 1, 100000),
-]
-
-
-@pytest.mark.parametrize("case", ALIGNED_CASES, ids=lambda c: "x".join(map(str, c)))
-def test_aligned_kernel_index_arithmetic(case):
-    _emulate_aligned(*case)
-
-
-@pytest.mark.parametrize("shape", [(1, 70), (70, 1), (63, 65), (65, 127), (97, 251), (129, 129), (200, 64)])
-def test_aligned_kernel_on_the_gpu_tests_views(shape):
-    # the views of test_views_with_every_row_alignment (parents start 256-byte aligned: word 0)
-    rows, cols = shape
-    for k in range(8):
-        lda = cols + k
-        b_left = (5 * k + 3) % 8
-        ldb = rows + b_left + (-2 * k - 3) % 8
-        _emulate_aligned(rows, cols, lda, ldb, k, (1 << 30) + 2 * ldb + b_left)
-
-
-@pytest.mark.parametrize("lda_mod", range(8))
-@pytest.mark.parametrize("ldb_mod", range(8))
-def test_aligned_kernel_sectors_and_banks_every_stride_class(lda_mod, ldb_mod):
-    # 128 x 128 (four whole tiles) with every residue of the strides mod 8 and odd pointers
-    for a0, b0 in [(0, 0), (3, 5)]:
-        stats = _emulate_aligned(128, 128, 128 + lda_mod, 128 + ldb_mod, a0, 1 << 20 | b0)
-        assert stats["split_sectors"] == 0
-        assert stats["sts16_ok"]
-        assert stats["lds_ways"] <= 2 and stats["wrap_lds_ways"] <= 4, stats

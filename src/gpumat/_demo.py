@@ -51,7 +51,7 @@ def transpose_examples() -> list[bool]:
     results = []
     for h, w in [(1024, 1024), (37, 1000)]:  # seed 001's square case, and a non-square one
         host = np.arange(h * w, dtype=np.float32).reshape(h, w)
-        print(f"\ntranspose, {h}x{w} -> {w}x{h} (auto runs {choose_algorithm(h, w)})")
+        print(f"\ntranspose, {h}x{w} -> {w}x{h} (auto runs {choose_algorithm(h, w, 0, h)})")
         with gm.Matrix.from_numpy(host) as A, gm.Matrix.empty(w, h) as B:
             for name in ("auto", *VARIANTS):
                 gm.transpose(A, out=B, algorithm=name)

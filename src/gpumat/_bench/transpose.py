@@ -58,14 +58,14 @@ def run(args=None) -> dict:
         host = _host(rows, cols)
         copy = copy_gbps(nbytes, repeat=repeat)
         entry = {"rows": rows, "cols": cols, "bytes_moved": 2 * nbytes, "copy_gbps": copy,
-                 "auto": choose_algorithm(rows, cols), "variants": {}}
+                 "auto": choose_algorithm(rows, cols, 0, rows), "variants": {}}
         a = Matrix.from_numpy(host)
         out = Matrix.empty(cols, rows)
         try:
             transpose(a, out=out)
             assert np.array_equal(out.to_numpy(), host.T), "transpose gave a wrong result"
             for name in VARIANTS:
-                if name == "tiled_aligned" or rows * cols <= CHECK_EVERY_VARIANT_UP_TO:
+                if name == "sector_aligned" or rows * cols <= CHECK_EVERY_VARIANT_UP_TO:
                     transpose(a, out=out, algorithm=name)
                     assert np.array_equal(out.to_numpy(), host.T), f"{name} gave a wrong result"
                 ms = time_ms(lambda: transpose(a, out=out, algorithm=name), repeat=repeat)
