@@ -64,3 +64,18 @@ def test_overlap_is_by_address_range():
     assert not overlaps(m[0:5, :], m[5:10, :])
     assert overlaps(m[:, 0:5], m[:, 5:10])  # interleaved rows share the span
     assert not overlaps(m[0:0, :], m)
+
+
+def test_driver_results_map_to_the_right_exceptions():
+    from cuda.bindings import driver
+
+    from gpumat._driver import raise_error
+    for code, exc in [(driver.CUresult.CUDA_ERROR_NO_DEVICE, gm.NoDeviceError),
+                      (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, gm.OutOfMemoryError),
+                      (driver.CUresult.CUDA_ERROR_INVALID_VALUE, gm.CudaError)]:
+        with pytest.raises(exc) as info:
+            raise_error(code, "cuTest")
+        assert isinstance(info.value, gm.CudaError) and info.value.code == int(code)
+    with pytest.raises(gm.CudaError, match="CUDA_ERROR_INVALID_VALUE.*cuTest") as info:
+        raise_error(driver.CUresult.CUDA_ERROR_INVALID_VALUE, "cuTest")
+    assert not isinstance(info.value, gm.NoDeviceError)

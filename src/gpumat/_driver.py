@@ -42,11 +42,18 @@ def _describe(code) -> tuple[str, str]:
         return str(code), "unknown error"
 
 
+# Results that mean "no usable GPU here" rather than a failed operation.
+NO_GPU_RESULTS = frozenset({
+    CUresult.CUDA_ERROR_NO_DEVICE, CUresult.CUDA_ERROR_STUB_LIBRARY, CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
+    CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
+})
+
+
 def raise_error(code, call: str = "") -> None:
     name, text = _describe(code)
-    cls = OutOfMemoryError if code == CUresult.CUDA_ERROR_OUT_OF_MEMORY else CudaError
-    if code in (CUresult.CUDA_ERROR_NO_DEVICE, CUresult.CUDA_ERROR_INSUFFICIENT_DRIVER):
+    if code in NO_GPU_RESULTS:
         raise NoDeviceError(f"{name}: {text}")
+    cls = OutOfMemoryError if code == CUresult.CUDA_ERROR_OUT_OF_MEMORY else CudaError
     raise cls(code, name, text, call)
 
 
