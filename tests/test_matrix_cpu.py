@@ -79,3 +79,16 @@ def test_driver_results_map_to_the_right_exceptions():
     with pytest.raises(gm.CudaError, match="CUDA_ERROR_INVALID_VALUE.*cuTest") as info:
         raise_error(driver.CUresult.CUDA_ERROR_INVALID_VALUE, "cuTest")
     assert not isinstance(info.value, gm.NoDeviceError)
+
+
+def test_small_block_free_list_is_bounded_and_exact_in_size():
+    from gpumat import _memory
+    blocks = _memory._SmallBlocks()
+    assert blocks.take(256) == 0
+    assert blocks.give(0x1000, 256) and blocks.take(512) == 0 and blocks.take(256) == 0x1000
+    kept = [blocks.give(0x2000 + i * 256, 256) for i in range(_memory.KEEP_PER_SIZE + 3)]
+    assert kept.count(True) == _memory.KEEP_PER_SIZE and blocks.bytes == _memory.KEEP_PER_SIZE * 256
+    big = _memory.SMALL_BLOCK
+    assert sum(blocks.give(0x9000000 + i * big, big) for i in range(200)) * big <= _memory.KEEP_BYTES
+    drained = blocks.drain()
+    assert len(drained) == len(set(drained)) and blocks.bytes == 0 and blocks.take(256) == 0

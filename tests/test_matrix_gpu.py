@@ -106,15 +106,20 @@ def test_repr_names_shape_and_view():
         assert "3x4" in repr(m) and "view" in repr(m[:, 1:])
 
 
-def test_device_memory_returns_to_where_it_started_after_many_cycles():
-    a = random((64, 64))
-    gm.synchronize()
+@pytest.mark.parametrize("side", [64, 1024])  # through the small-block free list, and through the pool
+def test_device_memory_returns_to_where_it_started_after_many_cycles(side):
+    a = random((side, side))
+    _memory.release_cached()
     start = _memory.pool_used_bytes()
-    for _ in range(2000):
+    for _ in range(2000 if side == 64 else 200):
         with gm.Matrix.from_numpy(a) as x:
             y = x @ x
             y.free()
-    gm.synchronize()
+            z = x @ x  # dropped without free(): the finalizer releases it
+            del z
+    if side * side * 4 <= _memory.SMALL_BLOCK:  # the free list served these cycles, within its bound
+        assert 0 < _memory.small_blocks.bytes <= _memory.KEEP_BYTES
+    _memory.release_cached()
     assert _memory.pool_used_bytes() == start
 
 

@@ -49,6 +49,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    from ._driver import device
+    device()  # the GPU first: the anchors (CuPy) would otherwise fail on their own, less clearly
     ops = BENCHES if args.op == "all" else (args.op,)
     for op in ops:
         module = importlib.import_module(f"gpumat._bench.{op}")

@@ -161,7 +161,7 @@ class Launch:
                 kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk)
                 SPLITK_REDUCE(self.reduce_grid, (256, 1, 1), scratch, out.elements, m, n, out.stride, self.splits)
             finally:
-                free(scratch)  # stream-ordered: released once the launches above have run
+                free(scratch, nbytes=self.splits * m * n * 4)  # stream-ordered: reused only after these launches
 
 
 @lru_cache(maxsize=4096)
