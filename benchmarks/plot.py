@@ -4,7 +4,7 @@
     python3 benchmarks/plot.py benchmarks/results/matmul-nvidia-h100-80gb-hbm3-2026-11-22.json
 
 matmul: TFLOP/s of every variant and of cuBLAS for each shape, sizes growing left to right.
-transpose / dot / spmm: the figure of merit of each variant and anchor, per case.
+transpose, dot: GB/s of every variant, the copy ceiling and CuPy; spmm: GFLOP/s against cuSPARSE and CuPy.
 Needs matplotlib (a plotting convenience, not a gpumat dependency).
 """
 from __future__ import annotations
@@ -29,20 +29,52 @@ def series_matmul(data):
     return labels, series, "TFLOP/s (float32)"
 
 
-def series_generic(data):
-    cases = data["cases"]
-    labels = [c["label"] for c in cases]
-    names = list(dict.fromkeys(n for c in cases for n in c["figures"]))
-    return labels, {n: [c["figures"].get(n) for c in cases] for n in names}, data["unit"]
+def series_transpose(data):
+    cases = data["results"]
+    labels = [f"{c['rows']}x{c['cols']}" for c in cases]
+    names = list(dict.fromkeys(v for c in cases for v in c["variants"]))
+    series = {"copy": [c["copy_gbps"] for c in cases], "CuPy": [c.get("cupy", {}).get("gbps") for c in cases]}
+    for name in names:
+        series[name] = [c["variants"].get(name, {}).get("gbps") for c in cases]
+    return labels, series, "GB/s (bytes read + written)"
+
+
+def series_dot(data):
+    cases = data["results"]
+    labels = [f"2^{c['n'].bit_length() - 1}" for c in cases]
+    series = {"copy": [c["copy_gbps"] for c in cases], "gpumat.dot": [c["gpumat"]["gbps"] for c in cases],
+              "cupy.dot": [c.get("cupy", {}).get("gbps") for c in cases]}
+    return labels, series, "GB/s (bytes read)"
+
+
+def series_spmm(data):
+    cases = [c for c in data["cases"] if c["N"] > 1]
+    labels = [f"{c['matrix']} N={c['N']}" for c in cases]
+
+    def gflops(c, ms):
+        return 2 * c["nnz"] * c["N"] / ms / 1e6 if ms else None
+    names = list(dict.fromkeys(v for c in cases for v in c["variants"] if v != "scalar"))
+    series = {"cuSPARSE": [gflops(c, c.get("cusparse_best_ms")) for c in cases],
+              "CuPy": [gflops(c, c.get("cupy_ms")) for c in cases]}
+    for name in names:
+        series[name] = [c["variants"].get(name, {}).get("gflops") for c in cases]
+    return labels, series, "GFLOP/s (2 nnz N / time)"
+
+
+SERIES = {"matmul": series_matmul, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
 
 
 def main(path: str) -> Path:
     data = json.loads(Path(path).read_text())
-    labels, series, unit = series_matmul(data) if data["op"] == "matmul" else series_generic(data)
+    if data["op"] not in SERIES:
+        sys.exit(f"plot.py: no plot for {data['op']!r} results (plotted: {', '.join(SERIES)})")
+    labels, series, unit = SERIES[data["op"]](data)
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(labels)), 5))
     for name, values in series.items():
         xs = [i for i, v in enumerate(values) if v is not None]
         style = dict(color="black", linewidth=2.5, linestyle="--") if name in ("cuBLAS", "copy", "cuSPARSE") else {}
+        if name == "CuPy" or name == "cupy.dot":
+            style = dict(color="gray", linewidth=2, linestyle=":")
         ax.plot(xs, [values[i] for i in xs], marker="o", label=name, **style)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     ax.set_ylabel(unit)
