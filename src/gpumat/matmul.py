@@ -9,7 +9,7 @@ from ._driver import device
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from ._memory import alloc, fill_2d, free
-from .matrix import Matrix, as_matrix, overlaps
+from .matrix import Matrix, as_matrix, check_out
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
 FAST_SIGNATURE = "PPPiiiqqqi"      # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
@@ -111,12 +111,7 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
-    if out is not None:
-        as_matrix(out, "out")
-        if out.shape != (m, n):
-            raise ValueError(f"matmul: out has shape {out.shape}, the product needs {(m, n)}")
-        if overlaps(out, a) or overlaps(out, b):
-            raise ValueError("matmul: out overlaps an input; the kernels read A and B while writing C")
+    check_out(out, (m, n), (a, b), "matmul")
     return m, n, k
 
 

@@ -196,6 +196,17 @@ def as_matrix(x, name: str) -> Matrix:
     return x
 
 
+def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
+    """An optional `out`: a live Matrix of the result's shape sharing no memory with the inputs."""
+    if out is None:
+        return
+    as_matrix(out, "out")
+    if out.shape != shape:
+        raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
+    if any(overlaps(out, x) for x in inputs):
+        raise ValueError(f"{op}: out overlaps an input; the kernels read the inputs while they write out")
+
+
 def address_range(m: Matrix) -> tuple[int, int]:
     """[first byte, last byte + 1) that the matrix's elements span in device memory."""
     if m.size == 0:

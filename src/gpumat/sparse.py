@@ -23,7 +23,7 @@ import numpy as np
 from . import _memory
 from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from ._kernels import Kernel
-from .matrix import FreedMatrixError, Matrix, as_matrix, overlaps
+from .matrix import FreedMatrixError, Matrix, as_matrix, check_out
 
 BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
 INT32_MAX = 2**31 - 1
@@ -464,12 +464,7 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
         raise ValueError(f"spmm: shapes {s.shape} and {b.shape} are not aligned: S has {k} columns, B {k2} rows")
     if n > INT32_MAX:
         raise ValueError(f"spmm: B has {n} columns, over the limit of 2^31 - 1")
-    if out is not None:
-        as_matrix(out, "out")
-        if out.shape != (rows, n):
-            raise ValueError(f"spmm: out has shape {out.shape}, the product needs {(rows, n)}")
-        if overlaps(out, b):
-            raise ValueError("spmm: out overlaps B; the kernels read B while writing C")
+    check_out(out, (rows, n), (b,), "spmm")
     return rows, n
 
 

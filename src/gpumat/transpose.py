@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ._geometry import tiled_grid
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, overlaps
+from .matrix import Matrix, as_matrix, check_out
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
 
@@ -61,12 +61,7 @@ def check_operands(a, out, algorithm: str) -> tuple[int, int]:
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     rows, cols = a.shape
-    if out is not None:
-        as_matrix(out, "out")
-        if out.shape != (cols, rows):
-            raise ValueError(f"transpose: out has shape {out.shape}, the transpose of {a.shape} needs {(cols, rows)}")
-        if overlaps(out, a):
-            raise ValueError("transpose: out overlaps a; the kernels read A while writing B (no in-place transpose)")
+    check_out(out, (cols, rows), (a,), "transpose")  # so no in-place transpose either
     return rows, cols
 
 
