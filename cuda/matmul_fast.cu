@@ -14,24 +14,26 @@
 //    8 distinct float4 words in one 128-byte row: one conflict-free shared-memory wavefront;
 //  * A is stored transposed in shared memory (As[k][m]) so that A fragments are float4 reads too;
 //  * B is stored with the two floats of each pair swapped (columns 1,0,3,2 in every float4, see
-//    Stager::store and multiply_tile). This is for the register file, not for shared memory: the
+//    Loader::fetch and multiply_tile). This is for the register file, not for shared memory: the
 //    register file has two banks (even / odd register number), and an FFMA whose two non-reused
 //    source registers share a bank waits a cycle (a "dispatch stall"). The float4 loads and stores
 //    give b[j] and the accumulator acc[i][j] the same register parity (both are j%2 inside an
 //    aligned quad), so ptxas' usual order -- a[i] held in the reuse cache, b[j] and acc[i][j] read --
 //    conflicted on most FFMAs; the swap gives b[j] the opposite parity. Measured on the H100: bank
 //    conflicts in the 128x128 main loop 72% -> 50% of FFMAs, +2.5% throughput at 4096^3;
-//  * the next k tile is fetched from global memory into registers while the current one is
-//    multiplied out of shared memory, and shared memory is double-buffered, so there is exactly one
-//    __syncthreads per k tile. This is portable to every arch (no cp.async is needed: the A
-//    operand has to be transposed on its way into shared memory, which goes through registers);
-//  * operands are read with 128-bit loads when that is legal for the operand (see gemm_entry) and
-//    with scalar loads otherwise; edges are handled inside the kernel (see Stager), so any M, N, K
-//    and any view works without padding copies; stores are guarded per element;
+//  * operands travel global -> shared memory by cp.async (sm_80+), one float per copy, into a
+//    ring of STAGES k tiles: no staging registers, so nothing in the loop waits on a global load
+//    and the registers go to the accumulators. Single-float copies are what let the copy itself
+//    transpose A and pair-swap B, and they take any view (odd offsets and strides) on one code
+//    path; copies outside M, N or K zero-fill without reading (see Loader). One __syncthreads per k
+//    tile. Before sm_80 the copies are plain loads and stores (correct, not tuned);
+//  * the 128x128 tile uses BK = 16 with 2 stages (33 KB, two blocks per SM): against BK = 8 with
+//    4 stages it halves the barriers and per-tile overhead per FFMA, +8% at 4096^3 and 8192^3;
+//    a third stage would need more than 48 KB of static shared memory. The smaller tiles keep
+//    BK = 8 with 4 stages (see their entry points);
+//  * stores of C are guarded per element, so any M, N, K works without padding copies;
 //  * warps whose whole 32 x 64 warp tile lies outside C skip the multiply, which makes the thin
-//    edge tiles of sizes like 4097 nearly free;
-//  * BK = 8 with two blocks per SM (128 registers) for the large tile: the co-resident block hides
-//    each block's barrier, and a deeper k tile would not fit the register budget without spills.
+//    edge tiles of sizes like 4097 nearly free.
 
 #include <stdint.h>
 
@@ -46,106 +48,105 @@ struct Tile {
     static constexpr int WARPS_N = BN / WARP_TILE_N;
     static constexpr int THREADS = (BM / WARP_TILE_M) * WARPS_N * 32;
     // Row stride of the transposed A tile. The +4 keeps rows 16-byte aligned for float4 reads and
-    // puts the two lanes of a loader pair (which write k and k+4 of the same m) 16 banks apart, so
-    // the transposing scalar stores of a warp (16 m x 2 k) hit 32 distinct banks.
+    // makes the transposing copies conflict-free: a warp writes k = lane % 8 of m = lane / 8, at
+    // banks (4k + m) % 32, all distinct.
     static constexpr int AS = BM + 4;
-    static constexpr int A_LOADS = BM * BK / 4 / THREADS;   // float4 of A per thread per k tile
-    static constexpr int B_LOADS = BK * BN / 4 / THREADS;   // float4 of B per thread per k tile
-    static constexpr int SMEM_FLOATS = 2 * BK * (AS + BN);  // two stages of A and B
+    static constexpr int STAGE_FLOATS = BK * (AS + BN);  // As[BK][AS], then Bs[BK][BN]
+    // k tiles in flight (one being multiplied, the rest being copied): as many as 48 KB of static
+    // shared memory holds, up to 4.
+    static constexpr int STAGES = 12 * 1024 / STAGE_FLOATS < 4 ? 12 * 1024 / STAGE_FLOATS : 4;
+    static constexpr int SMEM_FLOATS = STAGES * STAGE_FLOATS;
+    // Copier mapping (see Loader): one warp copy takes 8 k of 4 A rows, or 32 columns of a B row.
+    static constexpr int A_ROW_STEP = THREADS / 8;         // rows between a thread's A rows
+    static constexpr int A_ROWS = BM / A_ROW_STEP;         // A rows a thread copies (BK / 8 each)
+    static constexpr int B_ROW_STEP = THREADS / (BN / 2);  // k rows between a thread's B rows
+    static constexpr int B_ROWS = BK / B_ROW_STEP;         // B rows a thread copies (2 floats each)
     static_assert(BM % WARP_TILE_M == 0 && BN % WARP_TILE_N == 0 && BK % 8 == 0, "tile shape");
-    static_assert(A_LOADS * THREADS * 4 == BM * BK && B_LOADS * THREADS * 4 == BK * BN, "loads split evenly");
-    // Loader maps below: lane pairs read 2 x float4 along k of one A row, so a warp reads 16 full
-    // 32-byte sectors; these asserts make the per-load offsets compile-time constants.
-    static_assert(BM % (THREADS / 2) == 0 && THREADS % (BN / 4) == 0, "loader mapping");
-
-    // A load i of thread t covers row (t/2 + a_row(i)), k (4*(t%2) + a_k(i)) .. +3 of the tile.
-    static __device__ __forceinline__ constexpr int a_row(int i) { return (i * THREADS / 2) % BM; }
-    static __device__ __forceinline__ constexpr int a_k(int i) { return (i * THREADS / 2) / BM * 8; }
-    // B load i of thread t covers k row (t/(BN/4) + b_k(i)), columns 4*(t%(BN/4)) .. +3.
-    static __device__ __forceinline__ constexpr int b_k(int i) { return i * (THREADS * 4 / BN); }
+    static_assert(BM % A_ROW_STEP == 0 && BK % B_ROW_STEP == 0 && BN / 2 >= 32, "copier mapping");
+    static_assert(STAGES >= 2, "static shared memory");
 };
 
-// Reads p[0..3], giving zero where !ok and in lanes j >= n. The scalar form issues one predicated
-// load per valid lane. The 128-bit form (16-byte aligned p, row stride a multiple of 4) reads the
-// whole aligned chunk and zeroes lanes j >= n by select: such a chunk never extends past
-// roundup4(row width) <= stride, so it stays inside the row's own span of the allocation.
-template <bool VEC>
-__device__ __forceinline__ float4 load4(const float* __restrict__ p, bool ok, int n)
+// Asynchronous global -> shared copies (cp.async, sm_80+): nothing passes through registers, so
+// there is no staging copy to wait on. Fewer than the full size of source bytes zero-fill the rest.
+// Before sm_80 they are plain synchronous copies; the pipeline below stays correct either way.
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool ok)
 {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (VEC) {
-        if (ok && n > 0) v = __ldg(reinterpret_cast<const float4*>(p));
-        v.y = n > 1 ? v.y : 0.0f;
-        v.z = n > 2 ? v.z : 0.0f;
-        v.w = n > 3 ? v.w : 0.0f;
-    } else {
-        if (ok && n > 0) v.x = __ldg(p);
-        if (ok && n > 1) v.y = __ldg(p + 1);
-        if (ok && n > 2) v.z = __ldg(p + 2);
-        if (ok && n > 3) v.w = __ldg(p + 3);
-    }
-    return v;
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 4 : 0));
+#else
+    float v = 0.0f;
+    if (ok) v = __ldg(src);
+    *dst = v;
+#endif
 }
 
-// Global -> register -> shared staging of one BK-deep k tile of A (BM x BK) and B (BK x BN).
+__device__ __forceinline__ void copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
+
+// Issues the copies of one BK-deep k tile of A (BM x BK, transposed into As[k][m]) and B (BK x BN,
+// into Bs[k][n]). Every copy is a single float: that is what lets the copy itself transpose A and
+// pair-swap B, and it makes any view (odd offsets and strides) legal with one code path.
+//  * A: lane l copies k = l % 8 (and k + 8, ...) of row l / 8, so a warp copy reads 4 rows x 32
+//    bytes: whole sectors, each requested once. (Lanes that each took 4 k of one row had 4 copies
+//    share every sector, and L1 does not merge them at power-of-two strides: 4096^3 ran 20% slower.)
+//  * B: a warp copy reads 32 consecutive columns of one row; a thread takes 2 columns BN / 2 apart.
+// Per thread that is A_ROWS + B_ROWS row addresses, the offsets along a row being immediates: few
+// registers for the pointers in flight, which is what keeps the loop within 128 registers.
 //
-// Rows of A past M and (128-bit form) columns of B past N are not masked but clamped to a valid
-// row / aligned column chunk: whatever they read only reaches rows or columns of C that are never
-// stored, and the loads of a full k tile need no predicates at all. Only the k direction, where a
-// stray value would be summed into real outputs, is zero-filled (last, partial tile only).
+// In the steady state the whole tile lies inside A, B and K and nothing is checked. Otherwise
+// (GUARD) every copy outside M, N or the tile's kvalid is zero-filled and reads nothing.
 template <class T>
-struct Stager {
-    static constexpr int A_ROWS = T::BM / (T::THREADS / 2);
-    const float* a[A_ROWS];  // first element of this thread's A row(s) in the current k tile
-    const float* b;          // first element of this thread's B columns in the current k tile
-    long long ldb;
-    int b_cols;              // scalar form: columns still inside N from this thread's B column on
-    // 128-bit form allowed. Runtime flags rather than template variants: they are uniform over
-    // the block, and one loop body (instead of four inlined ones) keeps the kernel within 128
-    // registers without spills.
-    bool vec_a, vec_b;
-    float4 ra[T::A_LOADS], rb[T::B_LOADS];
+struct Loader {
+    const float* a;   // A at this thread's first row and its k, in the next k tile
+    const float* b;   // B at this thread's first k row and first column, in the next k tile
+    long long a_step; // A_ROW_STEP rows of A
+    long long b_step; // B_ROW_STEP rows of B
+    int a_rows;       // rows of A from this thread's first row to M
+    int b_cols;       // columns of B from this thread's first column to N
 
-    // KGUARD: the tile is the last, partial one and only k < kvalid (relative to the tile) is read.
-    template <bool KGUARD>
-    __device__ __forceinline__ void fetch(int kvalid)
+    template <bool GUARD>
+    __device__ __forceinline__ void fetch(float* __restrict__ As, float* __restrict__ Bs, int kvalid)
     {
-        const int ka = (threadIdx.x & 1) * 4;
-        const int kb = threadIdx.x / (T::BN / 4);
+        constexpr int HALF = T::BN / 2;
+        const int tid = threadIdx.x, ka = tid % 8, kb = tid / HALF;
+        float* dst = As + ka * T::AS + tid / 8;
+        const float* src = a;
 #pragma unroll
-        for (int i = 0; i < T::A_LOADS; ++i) {
-            const float* p = a[T::a_row(i) / (T::THREADS / 2)] + T::a_k(i);
-            const int n = KGUARD ? kvalid - ka - T::a_k(i) : 4;
-            ra[i] = vec_a ? load4<true>(p, true, n) : load4<false>(p, true, n);
+        for (int i = 0; i < T::A_ROWS; ++i) {
+#pragma unroll
+            for (int q = 0; q < T::BK; q += 8)
+                copy4(dst + q * T::AS + i * T::A_ROW_STEP, src + q,
+                      !GUARD || (i * T::A_ROW_STEP < a_rows && ka + q < kvalid));
+            if (i + 1 < T::A_ROWS) src += a_step;
         }
+        a += T::BK;
+        // Each float lands on its pair partner's column (n ^ 1): the pair swap of the
+        // register-bank note at the top of the file.
+        dst = Bs + kb * T::BN + ((tid % HALF) ^ 1);
+        src = b;
 #pragma unroll
-        for (int i = 0; i < T::B_LOADS; ++i) {
-            const float* p = b + T::b_k(i) * ldb;
-            const bool ok = !KGUARD || kb + T::b_k(i) < kvalid;
-            rb[i] = vec_b ? load4<true>(p, ok, 4) : load4<false>(p, ok, b_cols);
+        for (int i = 0; i < T::B_ROWS; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                copy4(dst + i * T::B_ROW_STEP * T::BN + h * HALF, src + h * HALF,
+                      !GUARD || (kb + i * T::B_ROW_STEP < kvalid && h * HALF < b_cols));
+            src += b_step;
         }
-#pragma unroll
-        for (int r = 0; r < A_ROWS; ++r)
-            a[r] += T::BK;
-        b += T::BK * ldb;
-    }
-
-    __device__ __forceinline__ void store(float* __restrict__ As, float* __restrict__ Bs) const
-    {
-        const int m = threadIdx.x >> 1, ka = (threadIdx.x & 1) * 4;
-        const int kb = threadIdx.x / (T::BN / 4), nb = (threadIdx.x % (T::BN / 4)) * 4;
-#pragma unroll
-        for (int i = 0; i < T::A_LOADS; ++i) {
-            float* dst = As + (ka + T::a_k(i)) * T::AS + m + T::a_row(i);
-            dst[0 * T::AS] = ra[i].x;
-            dst[1 * T::AS] = ra[i].y;
-            dst[2 * T::AS] = ra[i].z;
-            dst[3 * T::AS] = ra[i].w;
-        }
-#pragma unroll
-        for (int i = 0; i < T::B_LOADS; ++i)
-            // Pairs swapped: see the register-bank note at the top of the file.
-            *reinterpret_cast<float4*>(Bs + (kb + T::b_k(i)) * T::BN + nb) = make_float4(rb[i].y, rb[i].x, rb[i].w, rb[i].z);
+        b = src;  // B_ROWS * B_ROW_STEP = BK rows on: the next k tile
     }
 };
 
@@ -174,11 +175,9 @@ template <class T>
 __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N,
                                            long long lda, long long ldb, long long ldc,
-                                           int k_begin, int k_end, bool vec_a, bool vec_b, bool vec_c, float* smem)
+                                           int k_begin, int k_end, bool vec_c, float* smem)
 {
-    constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
-    float* const As = smem;                      // [2][BK][AS]
-    float* const Bs = smem + 2 * BK * T::AS;     // [2][BK][BN]
+    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, STAGES = T::STAGES;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
@@ -186,25 +185,20 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int frag_n = wn * WARP_TILE_N + (lane & 7) * 4;    // cols frag_n + {0..3, 32..35}
 
     const int col0 = blockIdx.x * BN;
-    const int b_col = col0 + (tid % (BN / 4)) * 4;
     const int kspan = k_end - k_begin;
-    const int ntiles = (kspan + BK - 1) / BK, nfull = kspan / BK;
     const int tiles_m = (M + BM - 1) / BM;
 
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row0 = tm * BM;
-        const int a_row = row0 + (tid >> 1);
-        Stager<T> st;
-#pragma unroll
-        for (int r = 0; r < st.A_ROWS; ++r) {
-            const int row = min(a_row + r * (T::THREADS / 2), M - 1);
-            st.a[r] = A + (long long)row * lda + k_begin + (tid & 1) * 4;
-        }
-        st.b = B + (long long)(k_begin + tid / (BN / 4)) * ldb + (vec_b && b_col >= N ? (N - 1) & ~3 : b_col);
-        st.ldb = ldb;
-        st.b_cols = N - b_col;
-        st.vec_a = vec_a;
-        st.vec_b = vec_b;
+        Loader<T> ld;
+        const int a_row = row0 + tid / 8, b_col = col0 + tid % (BN / 2);
+        ld.a = A + (long long)a_row * lda + k_begin + tid % 8;
+        ld.b = B + (long long)(k_begin + tid / (BN / 2)) * ldb + b_col;
+        ld.a_step = T::A_ROW_STEP * lda;
+        ld.b_step = T::B_ROW_STEP * ldb;
+        ld.a_rows = M - a_row;
+        ld.b_cols = N - b_col;
+        const bool inside = row0 + BM <= M && col0 + BN <= N;
 
         // Warp-uniform: a warp tile entirely outside C has nothing to multiply.
         const bool warp_live = row0 + wm * WARP_TILE_M < M && col0 + wn * WARP_TILE_N < N;
@@ -216,57 +210,61 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
             for (int j = 0; j < 8; ++j)
                 acc[i][j] = 0.0f;
 
-        if (ntiles > 0) {
-            if (nfull > 0) st.template fetch<false>(BK);
-            else st.template fetch<true>(kspan);
-            st.store(As, Bs);
+        // Tile t goes to stage t % STAGES. Every thread commits one group per tile slot (empty
+        // past the end) so that "all but STAGES - 2 groups done" always means "tile t landed".
+        // kleft: the k still to fetch, from the next tile to fetch on; stage: where that tile goes.
+        int kleft = kspan, stage = 0;
+        auto fetch_next = [&]() {
+            float* st = smem + stage;
+            if (kleft >= BK && inside) ld.template fetch<false>(st, st + BK * T::AS, BK);
+            else if (kleft > 0) ld.template fetch<true>(st, st + BK * T::AS, kleft);
+            copy_commit();
+            kleft -= BK;
+            stage = stage == (STAGES - 1) * T::STAGE_FLOATS ? 0 : stage + T::STAGE_FLOATS;
+        };
+#pragma unroll 1
+        for (int s = 0; s < STAGES - 1; ++s)
+            fetch_next();
+        // Tile t is multiplied while kspan - t * BK > 0, i.e. kleft = kspan - (t + STAGES - 1) * BK
+        // > -(STAGES - 1) * BK (so no separate tile counter is kept).
+        while (kleft > -(STAGES - 1) * BK) {
+            copy_wait<STAGES - 2>();
+            // Publishes tile t to the block and retires every warp's reads of tile t - 1, whose
+            // stage the copies issued next overwrite: one barrier per k tile.
             __syncthreads();
-            // Steady state: multiply stage t&1 while the next (full) k tile travels through
-            // registers into the other stage. One barrier per tile: it publishes the stage just
-            // stored and, because the next store targets the stage read here, retires this read.
-            int t = 0;
-            for (; t + 1 < nfull; ++t) {
-                st.template fetch<false>(BK);
-                if (warp_live) multiply_tile<T>(As + (t & 1) * BK * T::AS, Bs + (t & 1) * BK * BN, frag_m, frag_n, acc);
-                st.store(As + (~t & 1) * BK * T::AS, Bs + (~t & 1) * BK * BN);
-                __syncthreads();
-            }
-            // The same step once more when the last k tile is partial, with k-guarded loads; kept
-            // out of the loop so the steady state carries none of the guard arithmetic.
-            if (t + 1 < ntiles) {
-                st.template fetch<true>(kspan - (t + 1) * BK);
-                if (warp_live) multiply_tile<T>(As + (t & 1) * BK * T::AS, Bs + (t & 1) * BK * BN, frag_m, frag_n, acc);
-                st.store(As + (~t & 1) * BK * T::AS, Bs + (~t & 1) * BK * BN);
-                __syncthreads();
-                ++t;
-            }
-            if (warp_live) multiply_tile<T>(As + (t & 1) * BK * T::AS, Bs + (t & 1) * BK * BN, frag_m, frag_n, acc);
-            __syncthreads();  // the next row tile's first store may target the stage just read
+            fetch_next();  // tile t + STAGES - 1 into the stage of tile t - 1; stage is now t's
+            if (warp_live) multiply_tile<T>(smem + stage, smem + stage + BK * T::AS, frag_m, frag_n, acc);
         }
+        copy_wait<0>();
+        __syncthreads();  // the next row tile's first copies may target a stage just read
 
+        // Column bounds as "what is left" from this thread's first column, compared with constant
+        // offsets: eight separate column bounds, being loop invariants, were hoisted out of the
+        // row-tile loop and held in registers through the main loop (spills at BK = 16).
+        const int cols_left = N - (col0 + frag_n);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int r = row0 + frag_m + (i & 3) + (i >> 2) * 16;
             if (r >= M) continue;
-            float* crow = C + (long long)r * ldc;
+            float* crow = C + (long long)r * ldc + col0 + frag_n;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int c = col0 + frag_n + h * 32;
+                const int c = h * 32;
                 const float4 v = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
-                if (vec_c && c + 3 < N) {
+                if (vec_c && c + 3 < cols_left) {
                     *reinterpret_cast<float4*>(crow + c) = v;
                 } else {
-                    if (c < N) crow[c] = v.x;
-                    if (c + 1 < N) crow[c + 1] = v.y;
-                    if (c + 2 < N) crow[c + 2] = v.z;
-                    if (c + 3 < N) crow[c + 3] = v.w;
+                    if (c < cols_left) crow[c] = v.x;
+                    if (c + 1 < cols_left) crow[c + 1] = v.y;
+                    if (c + 2 < cols_left) crow[c + 2] = v.z;
+                    if (c + 3 < cols_left) crow[c + 3] = v.w;
                 }
             }
         }
     }
 }
 
-// Resolves this block's k range and output plane, and which operands allow 128-bit access.
+// Resolves this block's k range and output plane, and whether C allows 128-bit stores.
 template <class T>
 __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N, int K,
@@ -278,23 +276,20 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
     const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
     float* const Cz = C + (long long)blockIdx.z * M * ldc;
 
-    // 128-bit access to an operand needs a 16-byte aligned base, a stride that is a multiple of 4
-    // floats, and (A only, whose vectors run along k) a split start on a multiple of 4.
-    const bool vec_a = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (lda & 3) == 0 && (k_begin & 3) == 0;
-    const bool vec_b = (reinterpret_cast<uintptr_t>(B) & 15) == 0 && (ldb & 3) == 0;
+    // C's float4 stores need a 16-byte aligned base and a stride that is a multiple of 4 floats.
     const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
 
-    gemm_block<T>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_a, vec_b, vec_c, smem);
+    gemm_block<T>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
 }
 
-using Tile128x128 = Tile<128, 128, 8>;
+using Tile128x128 = Tile<128, 128, 16>;
 using Tile128x64 = Tile<128, 64, 8>;
 using Tile64x64 = Tile<64, 64, 8>;
 
 }  // namespace
 
 // Large tiles for big problems. Block (256,1,1) = 8 warps as 4 (M) x 2 (N) warp tiles of 32 x 64;
-// tile 128 x 128 x 8; 16,640 bytes of static shared memory (0 dynamic); two blocks per SM.
+// tile 128 x 128 x 16, 2 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
 // Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sgemm_128x128(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -304,8 +299,8 @@ extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sge
 }
 
 // Medium tiles: twice the blocks of 128x128 for mid-size problems, where finer tiles even out the
-// last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles; tile 128 x 64 x 8; 12,544 bytes static
-// shared memory (0 dynamic); four blocks per SM. Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+// last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles; tile 128 x 64 x 8, 4 stages: 25,088 bytes
+// static shared memory (0 dynamic); four blocks per SM (BK = 16 would spill at 128 registers). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile128x64::THREADS, 4) matmul_sgemm_128x64(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
@@ -314,8 +309,8 @@ extern "C" __global__ void __launch_bounds__(Tile128x64::THREADS, 4) matmul_sgem
 }
 
 // Small tiles for small or skinny problems (usually with split-K). Block (64,1,1) = 2 (M) x 1 (N)
-// warp tiles; tile 64 x 64 x 8; 8,448 bytes static shared memory (0 dynamic); six blocks per SM
-// (its two float4 of B per thread need more than 128 registers to stay spill-free).
+// warp tiles; tile 64 x 64 x 8, 4 stages: 16,896 bytes static shared memory (0 dynamic); six blocks
+// per SM. (BK = 16 with 4 stages, 33,792 bytes, ran split-K 256x256x65536 at 23 TFLOP/s against 35.)
 // Grid (ceil(N/64), min(ceil(M/64), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile64x64::THREADS, 6) matmul_sgemm_64x64(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,

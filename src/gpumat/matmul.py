@@ -46,8 +46,8 @@ VARIANTS: dict[str, Variant] = {
     "tiled32": _teaching("tiled32", 32, 32),
     "tiled16x64": _teaching("tiled16x64", 16, 16),
     "sgemm128x128": _sgemm(128, 128, 256, 2, 1.00),
-    "sgemm128x64": _sgemm(128, 64, 128, 4, 0.95),
-    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.85),
+    "sgemm128x64": _sgemm(128, 64, 128, 4, 0.90),
+    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.90),
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
 ALGORITHMS = ("auto", *VARIANTS)

@@ -17,7 +17,7 @@ from .._memory import alloc, free
 RESULTS_DIR = Path(os.environ.get("GPUMAT_RESULTS", "benchmarks/results"))
 
 
-WARMUP_SECONDS = 0.05  # at least this long of warm-up runs: the GPU's clocks ramp up under load
+WARMUP_SECONDS = 0.2  # at least this long of warm-up runs: the GPU's clocks ramp up under load
 
 
 def _warm_up(fn, runs: int, sync) -> None:
