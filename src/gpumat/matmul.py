@@ -20,6 +20,7 @@ class Variant:
     kernel: Kernel
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows x cols of C one block covers
+    smem: int = 0          # dynamic shared memory bytes a launch asks for
 
     def grid(self, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
         return tiled_grid(m, n, *self.tile, layers=splits)
@@ -35,9 +36,9 @@ def _teaching(name: str, threads: int, tile: int) -> Variant:
     return Variant(Kernel("matmul", f"matmul_{name}", TEACHING_SIGNATURE), (threads, threads, 1), (tile, tile))
 
 
-def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float) -> FastVariant:
-    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}", FAST_SIGNATURE)
-    return FastVariant(kernel, (threads, 1, 1), (bm, bn), blocks_per_sm, efficiency)
+def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0) -> FastVariant:
+    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}", FAST_SIGNATURE, dynamic_smem=smem)
+    return FastVariant(kernel, (threads, 1, 1), (bm, bn), smem, blocks_per_sm, efficiency)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -145,15 +146,17 @@ class Launch:
 
     def run(self, a: Matrix, b: Matrix, out: Matrix) -> None:
         (m, k), n = a.shape, b.width
-        kernel, block = self.variant.kernel, self.variant.block
+        kernel, block, smem = self.variant.kernel, self.variant.block, self.variant.smem
         if self.splits == 0:
             kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride)
         elif self.splits == 1:
-            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k)
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k,
+                   smem=smem)
         else:
             scratch = alloc(self.splits * m * n * 4)
             try:
-                kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk)
+                kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk,
+                       smem=smem)
                 SPLITK_REDUCE(self.reduce_grid, (256, 1, 1), scratch, out.elements, m, n, out.stride, self.splits)
             finally:
                 free(scratch, nbytes=self.splits * m * n * 4)  # stream-ordered: reused only after these launches
