@@ -82,3 +82,10 @@ def test_plan_prefers_split_k_only_when_tiles_cannot_fill_the_gpu():
     from gpumat.matmul import plan
     assert plan(8192, 8192, 8192).splits == 1
     assert plan(256, 256, 65536).splits > 1
+
+
+def test_plan_never_picks_a_kernel_the_gpu_cannot_hold():
+    from gpumat.matmul import FAST, plan
+    for shape in [(8192, 8192, 8192), (3001, 3011, 2999), (256, 256, 65536), (64, 64, 64)]:
+        for max_smem in (48 * 1024, 64 * 1024, 99 * 1024, 227 * 1024):
+            assert FAST[plan(*shape, 132, None, max_smem).algorithm].smem <= max_smem

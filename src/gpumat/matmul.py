@@ -71,7 +71,7 @@ def _live_tiles(length: int, tile: int, warp_tile: int) -> float:
 
 
 @lru_cache(maxsize=4096)
-def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None) -> Plan:
+def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, max_smem: int = 227 * 1024) -> Plan:
     """Pick the fast kernel, the split-K count and the k chunk for an m x k times k x n product.
 
     A small cost model: time = full waves of tiles x the time of one tile (its FFMA count over the
@@ -81,8 +81,8 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None) -
     peak_flops, bandwidth, launch_s = 46e12, 2.5e12, 4e-6
     best = None
     for name, v in FAST.items():
-        if only is not None and name != only:
-            continue
+        if (only is not None and name != only) or (v.smem > max_smem and only is None):
+            continue  # a kernel needing more shared memory than this GPU gives a block is never chosen
         bm, bn = v.tile
         tiles = _live_tiles(m, bm, 32) * _live_tiles(n, bn, 64)
         slots = sm_count * v.blocks_per_sm
@@ -126,7 +126,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     if k == 0:
         fill_2d(out.elements, out.stride * 4, 0, n, m)
         return out
-    launch_config(m, n, k, algorithm, device().sm_count).run(a, b, out)
+    dev = device()
+    launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out)
     return out
 
 
@@ -163,9 +164,10 @@ class Launch:
 
 
 @lru_cache(maxsize=4096)
-def launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int) -> Launch:
+def launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int, max_smem: int) -> Launch:
     if algorithm == "auto" or algorithm in FAST:
-        return Launch.for_plan(plan(m, n, k, sm_count, None if algorithm == "auto" else algorithm), m, n, sm_count)
+        p = plan(m, n, k, sm_count, None if algorithm == "auto" else algorithm, max_smem)
+        return Launch.for_plan(p, m, n, sm_count)
     variant = VARIANTS[algorithm]
     return Launch(variant, variant.grid(m, n))
 
