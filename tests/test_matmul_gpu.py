@@ -15,13 +15,21 @@ def reference(a, b):
     return a.astype(np.float64) @ b.astype(np.float64)
 
 
+def product_error(got, a, b) -> float:
+    """||got - A B|| / || |A| |B| ||: the scale that float32 rounding of a product is bounded by, so
+    results that cancel to near zero (a 1 x 1 product can) are judged by the same yardstick."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
+    return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @given(m=dims(), n=dims(), k=dims())
 def test_matches_float64_reference(algorithm, m, n, k):
     a, b = random((m, k)), random((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
         gm.matmul(A, B, out=C, algorithm=algorithm)
-        assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+        assert product_error(C.to_numpy(), a, b) < TOL
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -34,7 +42,7 @@ def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
     around = pc.to_numpy()
     gm.matmul(A, B, out=C, algorithm=algorithm)
     got = pc.to_numpy()
-    assert rel_error(got[:, pads[4]:pads[4] + n], reference(a, b)) < TOL
+    assert product_error(got[:, pads[4]:pads[4] + n], a, b) < TOL
     got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
     np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
     for x in (pa, pb, pc):
@@ -78,7 +86,7 @@ def test_large_tall_output_uses_the_grid_stride_loop():
     for algorithm in ("naive", "tiled16", "tiled16x64"):
         with poisoned(m, n) as C:
             gm.matmul(gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b), out=C, algorithm=algorithm)
-            assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+            assert product_error(C.to_numpy(), a, b) < TOL
 
 
 def test_bad_input_raises_before_launch_and_library_keeps_working():
@@ -104,7 +112,7 @@ def test_split_k_matches_reference_for_any_chunking(name, m, n, k, splits, chunk
         if splits * k_chunk < k:
             k_chunk = -(-k // splits)
         run_plan(Plan(name, splits, k_chunk), A, B, C)
-        assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+        assert product_error(C.to_numpy(), a, b) < TOL
 
 
 def test_split_k_is_bitwise_deterministic():
@@ -115,7 +123,7 @@ def test_split_k_is_bitwise_deterministic():
         first = (A @ B).to_numpy()
         for _ in range(10):
             np.testing.assert_array_equal((A @ B).to_numpy(), first)
-        assert rel_error(first, reference(a, b)) < TOL
+        assert product_error(first, a, b) < TOL
 
 
 def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds():
@@ -125,4 +133,4 @@ def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds():
         for name in ("sgemm128x128", "sgemm128x64"):
             with poisoned(m, n) as C:
                 gm.matmul(A, B, out=C, algorithm=name)
-                assert rel_error(C.to_numpy(), reference(a, b)) < TOL
+                assert product_error(C.to_numpy(), a, b) < TOL
