@@ -172,23 +172,35 @@ def copy_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int
     check(driver.cuMemcpy2D(p), "cuMemcpy2D")
 
 
-def upload(dst: int, dst_pitch: int, host: np.ndarray) -> None:
-    """host: C-contiguous 2-D float32 array."""
-    rows, cols = host.shape
-    if dst_pitch == cols * 4 or rows <= 1:
+def upload_contiguous(dst: int, host: np.ndarray) -> None:
+    """Copy a C-contiguous host array of any dtype to dst, byte for byte."""
+    if host.nbytes:
         device()
         check(driver.cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+
+
+def download_contiguous(host: np.ndarray, src: int) -> None:
+    """Fill a C-contiguous host array of any dtype from src, byte for byte (waits for the GPU)."""
+    if host.nbytes:
+        device()
+        check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")
+
+
+def upload(dst: int, dst_pitch: int, host: np.ndarray) -> None:
+    """host: C-contiguous 2-D array, its rows going to dst dst_pitch bytes apart."""
+    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+    if dst_pitch == row_bytes or rows <= 1:
+        upload_contiguous(dst, host)
     else:
-        copy_2d(dst, dst_pitch, host.ctypes.data, cols * 4, cols * 4, rows, dst_on_host=False, src_on_host=True)
+        copy_2d(dst, dst_pitch, host.ctypes.data, row_bytes, row_bytes, rows, dst_on_host=False, src_on_host=True)
 
 
 def download(host: np.ndarray, src: int, src_pitch: int) -> None:
-    rows, cols = host.shape
-    if src_pitch == cols * 4 or rows <= 1:
-        device()
-        check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")
+    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+    if src_pitch == row_bytes or rows <= 1:
+        download_contiguous(host, src)
     else:
-        copy_2d(host.ctypes.data, cols * 4, src, src_pitch, cols * 4, rows, dst_on_host=True, src_on_host=False)
+        copy_2d(host.ctypes.data, row_bytes, src, src_pitch, row_bytes, rows, dst_on_host=True, src_on_host=False)
 
 
 def fill_2d(dst: int, pitch_bytes: int, value_bits: int, width: int, height: int, stream=0) -> None:

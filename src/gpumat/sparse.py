@@ -308,16 +308,14 @@ def vec4_ok(b: Matrix, out: Matrix) -> bool:
 def _to_device(a: np.ndarray) -> _memory.DeviceBuffer:
     a = np.ascontiguousarray(a)
     buf = _memory.DeviceBuffer(a.nbytes)
-    if a.nbytes:
-        _memory.upload(buf.ptr, a.nbytes, a.reshape(1, -1))  # one row: a plain copy of a.nbytes bytes
+    _memory.upload_contiguous(buf.ptr, a)
     return buf
 
 
 def _from_device(buf: _memory.DeviceBuffer, dtype, count: int) -> np.ndarray:
-    host = np.empty((1, count), dtype=dtype)
-    if count:
-        _memory.download(host, buf.ptr, host.nbytes)
-    return host.reshape(-1)
+    host = np.empty(count, dtype=dtype)
+    _memory.download_contiguous(host, buf.ptr)
+    return host
 
 
 class CSRMatrix:
