@@ -1,6 +1,7 @@
 """CSRMatrix and S @ B: host-side validation, conversions and the auto choice (CPU), every kernel (GPU)."""
 from __future__ import annotations
 
+import importlib
 import re
 import types
 
@@ -11,15 +12,17 @@ from hypothesis import strategies as st
 
 import gpumat as gm
 from gpumat import _memory, sparse as sp
+
+ops = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
 from gpumat.matrix import FreedMatrixError, Matrix
 
-from support import FakeBuffer, dims, fake_matrix, poison, poisoned, random, rel_error, strided_view
+from support import FAKE_DEVICE, FakeBuffer, dims, fake_matrix, poison, poisoned, random, rel_error, strided_view
 
 TOL = 1e-5
 SEED_S = np.array([[1, 2, 0], [3, 0, 4], [0, 5, 6]], dtype=np.float32)
 SEED_B = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
 SEED_CSR = ([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], (3, 3))
-KERNEL_ALGORITHMS = [a for a in sp.ALGORITHMS if a != "auto"]
+KERNEL_ALGORITHMS = [a for a in ops.ALGORITHMS if a != "auto"]
 
 
 def dense_of(indptr, indices, data, shape) -> np.ndarray:
@@ -57,6 +60,7 @@ def fake_csr(host: sp.HostCSR) -> sp.CSRMatrix:
     s._shape, s._nnz = host.shape, len(host.data)
     s._stats = sp.row_stats(host.indptr, host.shape[1])
     s._bufs = {name: FakeBuffer() for name in ("indptr", "indices", "data", *sp.Schedule._fields)}
+    s._device = FAKE_DEVICE
     return s
 
 
@@ -198,7 +202,7 @@ def stats_of(rows, cols, per_row):
 
 def test_auto_runs_the_vector_kernel_for_one_column():
     for stats in (stats_of(2**20, 2**20, 16), stats_of(10, 10, 3)):
-        assert sp.choose_algorithm(1, stats) == "vector"
+        assert ops.choose_algorithm(1, stats) == "vector"
 
 
 def test_auto_sweeps_once_past_64_columns_when_long_rows_hold_most_nonzeros():
@@ -206,73 +210,73 @@ def test_auto_sweeps_once_past_64_columns_when_long_rows_hold_most_nonzeros():
     lengths[:10] = 2000  # 10 rows hold 20000 of the 23960 nonzeros
     stats = sp.row_stats(np.concatenate([[0], np.cumsum(lengths)]), 5000)
     assert stats.long_nnz * 2 > stats.nnz
-    assert sp.choose_algorithm(128, stats) == "tile128"
-    assert sp.choose_algorithm(32, stats) == "tile32"
-    assert sp.choose_algorithm(128, stats, vec4=False) == "tile32"
+    assert ops.choose_algorithm(128, stats) == "tile128"
+    assert ops.choose_algorithm(32, stats) == "tile32"
+    assert ops.choose_algorithm(128, stats, vec4=False) == "tile32"
 
 
 def test_auto_takes_the_narrowest_tile_covering_n_up_to_64():
     stats = stats_of(4096, 4096, 16)
     for n, tile in [(2, 8), (8, 8), (9, 16), (32, 32), (33, 64), (64, 64), (100, 64), (128, 64), (1000, 64)]:
-        assert sp.choose_algorithm(n, stats) == f"tile{tile}", n
+        assert ops.choose_algorithm(n, stats) == f"tile{tile}", n
     for n, tile in [(8, 8), (32, 32), (100, 32)]:
-        assert sp.choose_algorithm(n, stats, vec4=False) == f"tile{tile}", n
-    assert sp.choose_algorithm(1, stats) == "vector"
+        assert ops.choose_algorithm(n, stats, vec4=False) == f"tile{tile}", n
+    assert ops.choose_algorithm(1, stats) == "vector"
 
 
 def test_vector_lanes_follow_the_typical_row():
-    assert sp.vector_lanes(stats_of(100, 100, 1)) == 2
-    assert sp.vector_lanes(stats_of(100, 100, 16)) == 8
-    assert sp.vector_lanes(stats_of(100, 1000, 100)) == 32
+    assert ops.vector_lanes(stats_of(100, 100, 1)) == 2
+    assert ops.vector_lanes(stats_of(100, 100, 16)) == 8
+    assert ops.vector_lanes(stats_of(100, 1000, 100)) == 32
 
 
 def test_resolve_maps_names_to_kernels():
     stats = stats_of(100, 100, 16)
-    assert sp.resolve("scalar", 5, stats, True) == ("scalar", None)
-    assert sp.resolve("vector", 1, stats, True) == ("vector", 8)
-    assert sp.resolve("vector32", 3, stats, True) == ("vector", 32)
-    assert sp.resolve("tile128", 200, stats, True) == ("tile", (128, 4))
-    assert sp.resolve("tile128", 200, stats, False) == ("tile", (32, 1))
-    assert sp.resolve("auto", 32, stats, True) == ("tile", (32, 4))
+    assert ops.resolve("scalar", 5, stats, True) == ("scalar", None)
+    assert ops.resolve("vector", 1, stats, True) == ("vector", 8)
+    assert ops.resolve("vector32", 3, stats, True) == ("vector", 32)
+    assert ops.resolve("tile128", 200, stats, True) == ("tile", (128, 4))
+    assert ops.resolve("tile128", 200, stats, False) == ("tile", (32, 1))
+    assert ops.resolve("auto", 32, stats, True) == ("tile", (32, 4))
 
 
 def test_launch_geometry():
-    la = sp.tile_launch(32, 4, rows=1000, n=200, n_chunks=70)  # 8 lanes a group, 32 groups a block
+    la = ops.tile_launch(32, 4, rows=1000, n=200, n_chunks=70)  # 8 lanes a group, 32 groups a block
     assert la.block == (256, 1, 1) and la.chunk_blocks == 3 and la.grid == (3 + 32, 7, 1)
-    assert la.kernel is sp.TILE_KERNELS[(32, 4)]
-    la = sp.tile_launch(8, 1, rows=1, n=1, n_chunks=0)
+    assert la.kernel is ops.TILE_KERNELS[(32, 4)]
+    la = ops.tile_launch(8, 1, rows=1, n=1, n_chunks=0)
     assert la.grid == (1, 1, 1) and la.chunk_blocks == 0
-    assert sp.tile_launch(8, 4, rows=10, n=10**7, n_chunks=0).grid[1] == 65535
-    lv = sp.vector_launch(4, rows=1000, n=1, n_chunks=17)
+    assert ops.tile_launch(8, 4, rows=10, n=10**7, n_chunks=0).grid[1] == 65535
+    lv = ops.vector_launch(4, rows=1000, n=1, n_chunks=17)
     assert lv.chunk_blocks == 3 and lv.grid == (3 + 16, 1, 1) and lv.extra == (4,)
-    assert sp.reduce_grid(20, 100) == (4, 3, 1)
-    assert sp.scalar_grid(257, 70000) == (2, 65535, 1)
+    assert ops.reduce_grid(20, 100) == (4, 3, 1)
+    assert ops.scalar_grid(257, 70000) == (2, 65535, 1)
 
 
 def test_every_tile_kernel_is_declared_once():
-    names = {k.name for k in sp.TILE_KERNELS.values()}
-    assert len(names) == len(sp.TILE_KERNELS) == len(sp.TILES) + len(sp.TILES_SCALAR)
+    names = {k.name for k in ops.TILE_KERNELS.values()}
+    assert len(names) == len(ops.TILE_KERNELS) == len(ops.TILES) + len(ops.TILES_SCALAR)
 
 
 def test_operand_checks_run_before_any_gpu_call():
     s = fake_csr(sp.validate_csr(*SEED_CSR))
     b = fake_matrix(3, 2, ptr=0x10000)
     with pytest.raises(TypeError):
-        sp.spmm(np.eye(3), b)
+        ops.spmm(np.eye(3), b)
     with pytest.raises(TypeError):
-        sp.spmm(s, np.ones((3, 2)))
+        ops.spmm(s, np.ones((3, 2)))
     with pytest.raises(ValueError, match="not aligned"):
-        sp.spmm(s, fake_matrix(4, 2))
+        ops.spmm(s, fake_matrix(4, 2))
     with pytest.raises(ValueError, match="unknown spmm algorithm"):
-        sp.spmm(s, b, algorithm="tile7")
+        ops.spmm(s, b, algorithm="tile7")
     with pytest.raises(ValueError, match="out has shape"):
-        sp.spmm(s, b, out=fake_matrix(3, 3, ptr=0x90000))
+        ops.spmm(s, b, out=fake_matrix(3, 3, ptr=0x90000))
     with pytest.raises(ValueError, match="overlaps"):
-        sp.spmm(s, b, out=fake_matrix(3, 2, ptr=0x10008))
+        ops.spmm(s, b, out=fake_matrix(3, 2, ptr=0x10008))
     assert s.__matmul__(np.ones((3, 2))) is NotImplemented
     s._bufs = None
     with pytest.raises(FreedMatrixError):
-        sp.spmm(s, b)
+        ops.spmm(s, b)
 
 
 def test_to_scipy_without_scipy_is_a_clear_import_error(monkeypatch):
@@ -294,7 +298,7 @@ def test_to_scipy_without_scipy_is_a_clear_import_error(monkeypatch):
 # GPU
 # -------------------------------------------------------------------------------------------------
 def run(S, B, algorithm, out=None):
-    return sp.spmm(S, B, out=out, algorithm=algorithm)
+    return ops.spmm(S, B, out=out, algorithm=algorithm)
 
 
 @pytest.mark.gpu
@@ -302,7 +306,7 @@ def test_seed_example_every_algorithm():
     ref = SEED_S.astype(np.float64) @ SEED_B
     csr = getattr(gm, "CSRMatrix", sp.CSRMatrix)  # the public name once __init__ exports it
     with csr(*SEED_CSR) as S, Matrix.from_numpy(SEED_B) as B:
-        for name in sp.ALGORITHMS:
+        for name in ops.ALGORITHMS:
             with run(S, B, name) as C:
                 assert rel_error(C.to_numpy(), ref) <= TOL, name
         with S @ B as C:
@@ -323,7 +327,7 @@ def test_every_kernel_matches_float64_on_random_sparse_matrices(rows, cols, n, d
     b = random((cols, n))
     ref = dense_of(*host) @ b.astype(np.float64)
     with sp.CSRMatrix(*host) as S, Matrix.from_numpy(b) as B, poisoned(rows, n) as C:
-        for name in sp.ALGORITHMS:
+        for name in ops.ALGORITHMS:
             poison(C)
             run(S, B, name, out=C)
             err = rel_error(C.to_numpy(), ref)
@@ -343,7 +347,7 @@ def test_strided_views_of_b_and_out(n):
             out_parent = poisoned(700, n + 8)
             out = out_parent[:, 4:4 + n]
             with parent, out_parent:
-                for name in sp.ALGORITHMS:
+                for name in ops.ALGORITHMS:
                     run(S, view, name, out=out)
                     assert rel_error(out.to_numpy(), ref) <= TOL, (name, pad_left, pad_right)
                     # the columns around the view stay poisoned: nothing is written outside out
@@ -369,7 +373,7 @@ def test_one_row_of_two_million_nonzeros():
         ref[r] = data[sl].astype(np.float64) @ bd[indices[sl]]
     with sp.CSRMatrix(indptr, indices, data, (4, cols)) as S, Matrix.from_numpy(b) as B:
         assert S.stats.long_rows == 1 and S.stats.chunks == nnz // S.stats.split
-        for name in sp.ALGORITHMS:
+        for name in ops.ALGORITHMS:
             for width in (n, 1):
                 with poisoned(4, width) as C:
                     run(S, B[:, :width], name, out=C)
@@ -395,7 +399,7 @@ def test_empty_matrices_and_shapes(shape, n):
     rows, cols = shape
     with sp.CSRMatrix([0] * (rows + 1), [], [], shape) as S, Matrix.from_numpy(random((cols, n))) as B:
         assert S.nnz == 0
-        for name in sp.ALGORITHMS:
+        for name in ops.ALGORITHMS:
             with poisoned(rows, n) as C:
                 run(S, B, name, out=C)
                 np.testing.assert_array_equal(C.to_numpy(), np.zeros((rows, n), dtype=np.float32))

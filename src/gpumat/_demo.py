@@ -6,6 +6,7 @@ import numpy as np
 import gpumat as gm
 
 from ._bench.common import time_ms
+from .spmm import ALGORITHMS as SPMM_ALGORITHMS
 
 MATMUL_TOLERANCE = 1e-5
 
@@ -70,11 +71,32 @@ def dot_examples() -> list[bool]:
     return [_check("dot", [got], [n * (n - 1)], 0.0)]
 
 
+SPMM_TOLERANCE = 1e-5
+
+
+def sparse_examples() -> list[bool]:
+    """Seed 002's CSR example (3x3 CSR times 3x2 dense, as through cuSPARSE), every algorithm."""
+    dense = np.array([[1, 2, 0], [3, 0, 4], [0, 5, 6]], dtype=np.float32)
+    b = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
+    ref = dense.astype(np.float64) @ b
+    results = []
+    print("\nspmm, seed 002: CSR [[1,2,0],[3,0,4],[0,5,6]] @ [[1,2],[3,4],[5,6]]")
+    with gm.CSRMatrix([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], [1, 2, 3, 4, 5, 6], (3, 3)) as S, \
+            gm.Matrix.from_numpy(b) as B:
+        for name in SPMM_ALGORITHMS:
+            with gm.spmm(S, B, algorithm=name) as C:
+                results.append(_check(name, C.to_numpy(), ref, SPMM_TOLERANCE))
+        with S @ B[:, 0:1] as y:
+            results.append(_check("S @ v (SpMV)", y.to_numpy(), ref[:, :1], SPMM_TOLERANCE))
+        with S @ B as C:
+            print("  C =", C.to_numpy().tolist())
+    return results
+
+
 def run_demos() -> int:
     dev = gm.device()
     print(f"gpumat demo on {dev.name} (compute capability {dev.compute_capability[0]}.{dev.compute_capability[1]})")
-    from .sparse import demo_examples as sparse_examples
-    results = matmul_examples() + transpose_examples() + dot_examples() + sparse_examples(_check)
+    results = matmul_examples() + transpose_examples() + dot_examples() + sparse_examples()
     passed = sum(results)
     print(f"\ndemo: {passed} of {len(results)} checks passed")
     return 0 if passed == len(results) else 1

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import importlib
+
 import numpy as np
 
 from .. import sparse as sp
 from ..matrix import Matrix
 from .common import copy_gbps, cupy, cupy_time_ms, print_table, time_ms, write_json
+
+ops = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
 
 SEED = 20261122
 NS = (1, 8, 32, 128)
@@ -137,8 +141,8 @@ class CupyAnchors:
 # -------------------------------------------------------------------------------------------------
 def _variants(n: int) -> list[str]:
     if n == 1:
-        return ["vector", *(f"vector{k}" for k in sp.VECTOR_LANES), "tile8", "scalar"]
-    return [*(f"tile{t}" for t in sp.TILES), "vector", "scalar"]
+        return ["vector", *(f"vector{k}" for k in ops.VECTOR_LANES), "tile8", "scalar"]
+    return [*(f"tile{t}" for t in ops.TILES), "vector", "scalar"]
 
 
 def _time(fn, repeat: int) -> float:
@@ -192,11 +196,11 @@ def run(args=None) -> dict:
             flop = 2 * nnz * n
             entry = {"matrix": label, "N": n, "nnz": nnz, "stats": dataclasses.asdict(stats), "variants": {}}
             with Matrix.from_numpy(b) as B, Matrix.empty(rows, n) as C:
-                auto = sp.choose_algorithm(n, stats, sp.vec4_ok(B, C))
+                auto = ops.choose_algorithm(n, stats, ops.vec4_ok(B, C))
                 entry["auto_picks"] = auto
                 for name in ["auto", *_variants(n)]:
                     try:
-                        ms = _time(lambda: sp.spmm(S, B, out=C, algorithm=name), repeat)
+                        ms = _time(lambda: ops.spmm(S, B, out=C, algorithm=name), repeat)
                         err = _sample_error(host, b, C.to_numpy(), check_rows)
                     except Exception as exc:
                         print(f"  {name} N={n}: {type(exc).__name__}: {exc}")
