@@ -1,5 +1,8 @@
 import os
 
+# JAX would otherwise take 75% of the GPU's memory at its first use, starving the other tests
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 import pytest
 from hypothesis import HealthCheck, settings
 

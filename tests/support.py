@@ -1,6 +1,8 @@
 """Test helpers: random data, float64 references, poisoned outputs, fake device buffers for CPU tests."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -24,6 +26,14 @@ def rel_error(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / (denom if denom else 1.0))
 
 
+def product_error(got, a, b) -> float:
+    """||got - A B|| / || |A| |B| ||: the scale that float32 rounding of a product is bounded by, so
+    results that cancel to near zero (a 1 x 1 product can) are judged by the same yardstick."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
+    return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
+
+
 def poisoned(height: int, width: int) -> Matrix:
     m = Matrix.empty(height, width)
     poison(m)
@@ -43,13 +53,33 @@ def strided_view(host: np.ndarray, pad_left: int = 1, pad_right: int = 2):
     return big, big[:, pad_left:pad_left + w]
 
 
+class FakeDevice:
+    """Stands in for a GPU in CPU tests: it has the facts and the lock, and activating it does nothing."""
+
+    def __init__(self, ordinal: int = 0):
+        self.ordinal, self.sm_count, self.max_smem_optin, self.total_memory = ordinal, 132, 227 * 1024, 80 << 30
+        self.lock = threading.RLock()
+        self.memory = None
+
+    def activate(self):
+        return self
+
+
+FAKE_DEVICE = FakeDevice()
+
+
 class FakeBuffer:
     """Stands in for device memory in CPU tests: argument checks must reject bad input before any GPU call."""
 
-    def __init__(self, ptr: int = 0x7F0000000000, nbytes: int = 1 << 40):
-        self.ptr, self.nbytes = ptr, nbytes
+    def __init__(self, ptr: int = 0x7F0000000000, nbytes: int = 1 << 40, device: FakeDevice = FAKE_DEVICE):
+        self.ptr, self.nbytes, self.device = ptr, nbytes, device
 
     alive = True
+    borrowed = False
+    stream = 0
+
+    def use_on(self, stream):
+        raise AssertionError("a CPU test reached the point of using device memory")
 
 
 def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000) -> Matrix:

@@ -126,7 +126,10 @@ class FakeScratch:
         import threading
         self.lock = threading.Lock()
 
-    def result(self):
+    def fetch(self, stream):
+        pass
+
+    def value(self, stream):
         return 42.0
 
 
@@ -137,18 +140,18 @@ def launches(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("argument checks must fail before any GPU call")
 
-    def record(self, grid, block, *args, smem=0, stream=0):
+    def record(self, grid, block, *args, smem=0, stream=0, device=None):
         seen.append((self.name, tuple(grid), tuple(block), args))
 
     scratch = FakeScratch()
-    monkeypatch.setattr(_memory, "alloc", refuse)
+    monkeypatch.setattr(_memory.Pool, "alloc", refuse)
     monkeypatch.setattr(_kernels.Kernel, "__call__", record)
-    monkeypatch.setattr(D, "_scratch", lambda: scratch)
+    monkeypatch.setattr(D, "_scratch", lambda dev: scratch)
     return seen
 
 
 def test_argument_errors_before_any_gpu_call(launches, monkeypatch):
-    monkeypatch.setattr(D, "_scratch", lambda: pytest.fail("touched the GPU"))
+    monkeypatch.setattr(D, "_scratch", lambda dev: pytest.fail("touched the GPU"))
     x = fake_matrix(3, 4)
     with pytest.raises(ValueError, match="differ"):
         D.dot(x, fake_matrix(4, 3, ptr=0x7F1000000000))

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 import gpumat as gm
 from gpumat.matmul import ALGORITHMS
-from support import dims, poisoned, random, rel_error, strided_view
+from support import dims, poisoned, product_error, random, rel_error, strided_view
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
@@ -13,14 +13,6 @@ TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
 
 def reference(a, b):
     return a.astype(np.float64) @ b.astype(np.float64)
-
-
-def product_error(got, a, b) -> float:
-    """||got - A B|| / || |A| |B| ||: the scale that float32 rounding of a product is bounded by, so
-    results that cancel to near zero (a 1 x 1 product can) are judged by the same yardstick."""
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
-    return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -84,11 +84,21 @@ def test_driver_results_map_to_the_right_exceptions():
 def test_small_block_free_list_is_bounded_and_exact_in_size():
     from gpumat import _memory
     blocks = _memory._SmallBlocks()
-    assert blocks.take(256) == 0
-    assert blocks.give(0x1000, 256) and blocks.take(512) == 0 and blocks.take(256) == 0x1000
-    kept = [blocks.give(0x2000 + i * 256, 256) for i in range(_memory.KEEP_PER_SIZE + 3)]
+    assert blocks.take(256, 0) == 0
+    assert blocks.give(0x1000, 256, 0) and blocks.take(512, 0) == 0 and blocks.take(256, 0) == 0x1000
+    kept = [blocks.give(0x2000 + i * 256, 256, 0) for i in range(_memory.KEEP_PER_SIZE + 3)]
     assert kept.count(True) == _memory.KEEP_PER_SIZE and blocks.bytes == _memory.KEEP_PER_SIZE * 256
     big = _memory.SMALL_BLOCK
-    assert sum(blocks.give(0x9000000 + i * big, big) for i in range(200)) * big <= _memory.KEEP_BYTES
+    assert sum(blocks.give(0x9000000 + i * big, big, 0) for i in range(200)) * big <= _memory.KEEP_BYTES
     drained = blocks.drain()
-    assert len(drained) == len(set(drained)) and blocks.bytes == 0 and blocks.take(256) == 0
+    assert len(drained) == len(set(drained)) and blocks.bytes == 0 and blocks.take(256, 0) == 0
+
+
+def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():
+    from gpumat import _memory
+    blocks = _memory._SmallBlocks()
+    assert blocks.give(0x1000, 256, 0x77)
+    assert blocks.take(256, 0) == 0 and blocks.take(256, 0x78) == 0
+    assert blocks.give(0x2000, 256, 0)
+    assert blocks.drain(0x77) == [(0x1000, 256, 0x77)] and blocks.bytes == 256
+    assert blocks.take(256, 0) == 0x2000 and blocks.bytes == 0

@@ -118,7 +118,7 @@ def test_device_memory_returns_to_where_it_started_after_many_cycles(side):
             z = x @ x  # dropped without free(): the finalizer releases it
             del z
     if side * side * 4 <= _memory.SMALL_BLOCK:  # the free list served these cycles, within its bound
-        assert 0 < _memory.small_blocks.bytes <= _memory.KEEP_BYTES
+        assert 0 < gm.device().memory.small.bytes <= _memory.KEEP_BYTES
     _memory.release_cached()
     assert _memory.pool_used_bytes() == start
 

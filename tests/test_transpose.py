@@ -85,10 +85,10 @@ def no_gpu(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("argument checks must fail before any GPU call")
 
-    def record(self, grid, block, *args, smem=0, stream=0):
+    def record(self, grid, block, *args, smem=0, stream=0, device=None):
         launches.append((self.name, tuple(grid), tuple(block), args))
 
-    monkeypatch.setattr(_memory, "alloc", refuse)
+    monkeypatch.setattr(_memory.Pool, "alloc", refuse)
     monkeypatch.setattr(_kernels.Kernel, "__call__", record)
     return launches
 

@@ -3,19 +3,23 @@
 Hand-written CUDA kernels, compiled ahead of time, launched through NVIDIA's driver API
 (cuda.bindings.driver); numpy on the host. Nothing else at run time.
 """
-from . import matrix as _matrix
-from ._driver import CudaError, NoDeviceError, OutOfMemoryError, Stream, device, is_available, synchronize
+from ._driver import (CudaError, Device, Event, NoDeviceError, OutOfMemoryError, Stream, current_device, device,
+                      device_count, is_available, synchronize)
+from ._interop import asmatrix, from_dlpack
+from ._memory import (memory_info, pinned_empty, release_cached, reset_peak, set_cache_limit,
+                      set_memory_limit)
 from .dot import dot
 from .matmul import matmul
 from .matrix import FreedMatrixError, Matrix
-from .sparse import CSRMatrix, spmm
+from .sparse import CSRMatrix
+from .spmm import spmm
 from .transpose import transpose
-
-_matrix._matmul, _matrix._transpose = matmul, transpose  # for A @ B and A.T (matrix.py cannot import them)
 
 __version__ = "0.1.0"
 __all__ = [
     "Matrix", "CSRMatrix", "matmul", "transpose", "dot", "spmm",
-    "Stream", "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
-    "device", "is_available", "synchronize",
+    "Device", "Stream", "Event", "device", "current_device", "device_count", "is_available", "synchronize",
+    "from_dlpack", "asmatrix", "pinned_empty",
+    "memory_info", "release_cached", "reset_peak", "set_memory_limit", "set_cache_limit",
+    "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
 ]

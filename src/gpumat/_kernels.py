@@ -17,6 +17,7 @@ from pathlib import Path
 from cuda.bindings import driver
 
 from ._driver import NoDeviceError, check, device
+from ._driver import device as _current
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32"}  # what each code looks like in PTX
@@ -36,9 +37,20 @@ def required_driver_version() -> int:
     return major * 1000  # CUDA's minor-version compatibility: any driver of the same major runs the code
 
 
-@lru_cache(maxsize=None)
-def load_module(name: str):
-    dev = device()
+def load_module(name: str, dev=None):
+    """The module in `dev`'s context (the current device by default), loaded on first use."""
+    dev = dev or device()
+    module = dev.modules.get(name)
+    if module is None:
+        with dev.lock:
+            module = dev.modules.get(name)
+            if module is None:
+                dev.activate()
+                module = dev.modules[name] = _load_module(name, dev)
+    return module
+
+
+def _load_module(name: str, dev):
     need = required_driver_version()
     if dev.driver_version < need:
         raise NoDeviceError(
@@ -61,9 +73,10 @@ def code_arch(arch: int) -> str:
 
 
 class Kernel:
-    """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0)` launches it."""
+    """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0, device=None)` launches it
+    on `stream` (a raw handle) of `device` (the current one by default)."""
 
-    __slots__ = ("module", "name", "signature", "dynamic_smem", "_fn", "_pack", "_buf", "_ptrs", "_ptrs_addr", "_lock")
+    __slots__ = ("module", "name", "signature", "dynamic_smem", "_pack", "_buf", "_ptrs", "_ptrs_addr", "_lock")
 
     def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0):
         if name in DECLARED:
@@ -77,22 +90,25 @@ class Kernel:
         offsets = [struct.calcsize("@" + codes[:k + 1]) - struct.calcsize("@" + codes[k]) for k in range(len(codes))]
         self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(*[base + off for off in offsets])
         self._ptrs_addr = ctypes.addressof(self._ptrs)
-        self._fn = None
         self._lock = threading.Lock()
         DECLARED[name] = self
 
-    def function(self):
-        if self._fn is None:
-            fn = check(driver.cuModuleGetFunction(load_module(self.module), self.name.encode()), self.name)
+    def function(self, dev=None):
+        """The CUfunction in `dev`'s context (current device by default), looked up once per device."""
+        dev = dev or device()
+        fn = dev.functions.get(self.name)
+        if fn is None:
+            fn = check(driver.cuModuleGetFunction(load_module(self.module, dev), self.name.encode()), self.name)
             if self.dynamic_smem > 48 * 1024:
                 check(driver.cuFuncSetAttribute(
                     fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     self.dynamic_smem), f"cuFuncSetAttribute({self.name})")
-            self._fn = fn
-        return self._fn
+            dev.functions[self.name] = fn
+        return fn
 
-    def __call__(self, grid, block, *args, smem: int = 0, stream=0) -> None:
-        fn = self._fn if self._fn is not None else self.function()
+    def __call__(self, grid, block, *args, smem: int = 0, stream: int = 0, device=None) -> None:
+        dev = device or _current()
+        fn = dev.functions.get(self.name) or self.function(dev)
         with self._lock:
             self._pack(self._buf, 0, *args)
             err, = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],

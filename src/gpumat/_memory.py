@@ -1,165 +1,436 @@
-"""Device memory: stream-ordered allocations from the device's memory pool, and host<->device copies.
+"""Device memory: each GPU's pool of stream-ordered allocations, and the host<->device copies.
 
-The pool's release threshold is raised so freed blocks stay cached in the pool: allocating and
-freeing in a loop then costs a few microseconds instead of a trip to the OS driver each time.
+The memory policy (README, "Memory"):
+- Blocks come from the device's default memory pool with cuMemAllocAsync on the operation's stream.
+  The pool keeps freed memory for reuse up to its release threshold (the cache limit: 1/16 of the
+  GPU's memory, at most 2 GiB, by default); past it, the driver hands memory back to the system at
+  the next synchronisation, so an idle gpumat never sits on the whole GPU.
+- Small blocks (<= 1 MiB, 64 MiB in all) are also kept on a free list of their own, per stream, so a
+  small product's result costs no driver call; a block on it is reused only on the stream it was
+  freed on, which keeps the reuse in stream order.
+- After an out-of-memory failure everything cached is handed back, and the allocation tried again.
+- `release_cached()` hands back all cached memory now; `memory_info()` says what is used, cached and
+  the peak; `set_memory_limit()` caps what gpumat may hold on a device.
+
+Finalizers never take a lock: a block whose Matrix was collected goes on a queue (deque.append is
+atomic) that the next allocation or free on that device drains. So the cycle collector, which can
+run inside any allocation, never re-enters a lock a thread already holds.
 """
 from __future__ import annotations
 
+import collections
+import ctypes
+import os
 import threading
+import weakref
 
 import numpy as np
 from cuda.bindings import driver
 
-from ._driver import OutOfMemoryError, check, device, raise_error
+from ._driver import LEGACY_STREAM, Device, OutOfMemoryError, check, device, raise_error
 
-_pool = None
-
-# Small blocks are kept on a free list of their own: every operation runs in stream order on the
-# default stream, so a block freed after a launch can serve the next allocation at once, without the
-# two driver calls (about 3.5 us) that a pool allocation and its release cost.
 SMALL_BLOCK = 1 << 20
 KEEP_PER_SIZE = 16
-KEEP_BYTES = 64 << 20   # the most the free list holds in all
+KEEP_BYTES = 64 << 20   # the most the small-block free list holds in all
+MAX_BYTES = 2**63 - 1   # no request reaches the driver above this (its size argument is 64-bit)
 
 
 class _SmallBlocks:
+    """The free list: blocks by (size, stream). Only called with the device's lock held."""
+
     def __init__(self):
-        self.by_size: dict[int, list[int]] = {}
+        self.by_key: dict[tuple[int, int], list[int]] = {}
         self.bytes = 0
-        self.lock = threading.Lock()
 
-    def take(self, nbytes: int) -> int:
-        """A kept block of exactly nbytes, or 0."""
-        if not self.by_size.get(nbytes):  # the common miss, without the lock
+    def take(self, nbytes: int, stream: int) -> int:
+        kept = self.by_key.get((nbytes, stream))
+        if not kept:
             return 0
-        with self.lock:
-            kept = self.by_size[nbytes]
-            if not kept:
-                return 0
-            self.bytes -= nbytes
-            return kept.pop()
+        self.bytes -= nbytes
+        return kept.pop()
 
-    def give(self, ptr: int, nbytes: int) -> bool:
+    def give(self, ptr: int, nbytes: int, stream: int) -> bool:
         """Keep the block if there is room; False means the caller frees it."""
-        with self.lock:
-            kept = self.by_size.setdefault(nbytes, [])
-            if len(kept) >= KEEP_PER_SIZE or self.bytes + nbytes > KEEP_BYTES:
-                return False
-            kept.append(ptr)
-            self.bytes += nbytes
-            return True
+        if self.bytes + nbytes > KEEP_BYTES:
+            return False
+        kept = self.by_key.get((nbytes, stream))
+        if kept is None:
+            kept = self.by_key[(nbytes, stream)] = []
+        elif len(kept) >= KEEP_PER_SIZE:
+            return False
+        kept.append(ptr)
+        self.bytes += nbytes
+        return True
 
-    def drain(self) -> list[int]:
-        with self.lock:
-            blocks = [ptr for kept in self.by_size.values() for ptr in kept]
-            self.by_size.clear()
-            self.bytes = 0
-        return blocks
-
-
-small_blocks = _SmallBlocks()
-
-
-def _mempool():
-    global _pool
-    if _pool is None:
-        dev = device()
-        pool = check(driver.cuDeviceGetDefaultMemPool(dev.handle), "cuDeviceGetDefaultMemPool")
-        check(driver.cuMemPoolSetAttribute(pool, driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                                           driver.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute")
-        _pool = pool
-    return _pool
+    def drain(self, stream: int | None = None) -> list[tuple[int, int, int]]:
+        """Remove and return (ptr, nbytes, stream) of every kept block (of one stream, if given)."""
+        out = []
+        for (nbytes, s), kept in list(self.by_key.items()):
+            if stream is None or s == stream:
+                out += [(p, nbytes, s) for p in kept]
+                self.bytes -= nbytes * len(kept)
+                del self.by_key[(nbytes, s)]
+        return out
 
 
-def release_cached() -> None:
-    """Wait for the GPU, then hand the free list's and the pool's cached blocks back to the driver,
-    so that other libraries (and cuMemGetInfo) see that memory as free again."""
-    pool = _mempool()
-    for ptr in small_blocks.drain():
-        free(ptr)
-    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-    check(driver.cuMemPoolTrimTo(pool, 0), "cuMemPoolTrimTo")
+class Pool:
+    """Everything gpumat's memory keeps for one device. Guarded by the device's lock."""
 
+    def __init__(self, dev: Device):
+        self.device = dev
+        self.handle = check(driver.cuDeviceGetDefaultMemPool(dev.handle), "cuDeviceGetDefaultMemPool")
+        self.small = _SmallBlocks()
+        self.pending: collections.deque = collections.deque()   # (ptr, nbytes, stream) queued by finalizers
+        self.used = 0          # bytes in live gpumat buffers (the free list's blocks are not counted)
+        self.peak = 0
+        self.limit: int | None = None
+        self.cache_limit = 0
+        self.set_cache_limit(min(dev.total_memory // 16, 2 << 30))
+        self.staging: Staging | None = None
 
-def pool_used_bytes() -> int:
-    """Bytes of the device pool handed out and not yet freed (what a leak would grow)."""
-    attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
-    return int(check(driver.cuMemPoolGetAttribute(_mempool(), attr), "cuMemPoolGetAttribute"))
+    def set_cache_limit(self, nbytes: int) -> None:
+        attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        check(driver.cuMemPoolSetAttribute(self.handle, attr, driver.cuuint64_t(int(nbytes))), "cuMemPoolSetAttribute")
+        self.cache_limit = int(nbytes)
 
+    def _pool_attr(self, name: str) -> int:
+        attr = getattr(driver.CUmemPool_attribute, name)
+        return int(check(driver.cuMemPoolGetAttribute(self.handle, attr), "cuMemPoolGetAttribute"))
 
-def alloc(nbytes: int, stream=0) -> int:
-    if nbytes <= 0:
-        return 0
-    if nbytes <= SMALL_BLOCK and stream == 0:
-        ptr = small_blocks.take(nbytes)
-        if ptr:
-            return ptr
-    if _pool is None:
-        _mempool()
-    else:
-        device()
-    err, ptr = driver.cuMemAllocAsync(nbytes, stream)
-    if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
-        release_cached()  # blocks cached in the pool may be what is in the way: try once more without them
+    # allocation ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, stream: int) -> int:
+        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock."""
+        if self.pending:
+            self.drain_pending()
+        if nbytes <= SMALL_BLOCK:
+            ptr = self.small.take(nbytes, stream)
+            if ptr:
+                self._count(nbytes)
+                return ptr
+        if self.limit is not None and self.used + nbytes > self.limit:
+            self.release_cached()  # the free list's blocks count against nothing, but hand them back anyway
+            raise OutOfMemoryError(
+                f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal}: gpumat's memory limit is "
+                f"{_mib(self.limit)} and {_mib(self.used)} is in use", "gpumat.set_memory_limit")
         err, ptr = driver.cuMemAllocAsync(nbytes, stream)
-    if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
-        free_bytes, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
-        raise OutOfMemoryError(err, "CUDA_ERROR_OUT_OF_MEMORY",
-                               f"cannot allocate {nbytes / 2**20:.1f} MiB on the GPU "
-                               f"({free_bytes / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB)", "cuMemAllocAsync")
-    if err:
-        raise_error(err, "cuMemAllocAsync")
-    return int(ptr)
+        if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            self.release_cached()  # cached blocks may be what is in the way: try once more without them
+            err, ptr = driver.cuMemAllocAsync(nbytes, stream)
+        if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            free_bytes, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
+            raise OutOfMemoryError(f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal} "
+                                   f"({_mib(free_bytes)} free of {_mib(total)})", "cuMemAllocAsync")
+        if err:
+            raise_error(err, "cuMemAllocAsync")
+        self._count(nbytes)
+        return int(ptr)
 
+    def _count(self, nbytes: int) -> None:
+        self.used += nbytes
+        if self.used > self.peak:
+            self.peak = self.used
 
-def free(ptr: int, stream=0, nbytes: int = 0) -> None:
-    """Release a block from alloc; with its size, a small block goes to the free list instead."""
-    if ptr and 0 < nbytes <= SMALL_BLOCK and stream == 0 and small_blocks.give(ptr, nbytes):
-        return
-    if ptr:
-        device()  # a finalizer may run in a thread where the context is not yet current
+    def free(self, ptr: int, nbytes: int, stream: int) -> None:
+        """Release a block from alloc after the work queued on `stream`. Caller holds the device lock."""
+        self.used -= nbytes
+        if nbytes <= SMALL_BLOCK and self.small.give(ptr, nbytes, stream):
+            return
         err, = driver.cuMemFreeAsync(ptr, stream)
         if err:
             raise_error(err, "cuMemFreeAsync")
 
+    def drain_pending(self) -> None:
+        pending = self.pending
+        while pending:
+            try:
+                ptr, nbytes, stream, others = pending.popleft()
+            except IndexError:
+                break
+            if others:
+                wait_for_streams(stream, others)
+            self.free(ptr, nbytes, stream)
+
+    def forget_stream(self, stream: int) -> None:
+        """A stream is about to be destroyed: its free-list blocks go back to the pool first."""
+        for ptr, _, s in self.small.drain(stream):
+            check(driver.cuMemFreeAsync(ptr, s), "cuMemFreeAsync")
+
+    def release_cached(self) -> None:
+        """Hand every cached block back: the free list to the pool, then the pool to the system."""
+        self.drain_pending()
+        for ptr, _, s in self.small.drain():
+            check(driver.cuMemFreeAsync(ptr, s), "cuMemFreeAsync")
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        check(driver.cuMemPoolTrimTo(self.handle, 0), "cuMemPoolTrimTo")
+
+    def info(self) -> dict:
+        reserved = self._pool_attr("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT")
+        free_bytes, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
+        return {"device": self.device.ordinal, "used": self.used, "cached": max(reserved - self.used, 0),
+                "peak": self.peak, "limit": self.limit, "cache_limit": self.cache_limit,
+                "gpu_free": int(free_bytes), "gpu_total": int(total)}
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def pool(dev: Device) -> Pool:
+    p = dev.memory
+    if p is None:
+        with dev.lock:
+            if dev.memory is None:
+                dev.activate()
+                dev.memory = Pool(dev)
+            p = dev.memory
+    return p
+
+
+def alloc(nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None) -> int:
+    """A raw device block (0 for nbytes <= 0); release it with free() with the same size."""
+    if nbytes <= 0:
+        return 0
+    dev = dev or device()
+    p = dev.memory or pool(dev)
+    with dev.lock:
+        return p.alloc(nbytes, stream)
+
+
+def free(ptr: int, stream: int = LEGACY_STREAM, nbytes: int = 0, dev: Device | None = None) -> None:
+    if not ptr:
+        return
+    dev = dev or device()
+    with dev.lock:
+        dev.memory.free(ptr, nbytes, stream)
+
+
+def forget_stream(dev: Device, stream: int) -> None:
+    if dev.memory is not None:
+        with dev.lock:
+            dev.memory.forget_stream(stream)
+
+
+# -------------------------------------------------------------------------------------------------
+# the public memory functions
+# -------------------------------------------------------------------------------------------------
+def _devices(dev) -> list[Device]:
+    from ._driver import as_device
+    return [as_device(dev)]
+
+
+def release_cached(device=None) -> None:
+    """Wait for the GPU, then hand every block gpumat keeps cached (its free list and the driver pool's
+    reserve) back to the system, so other processes and libraries can use that memory."""
+    for dev in _devices(device):
+        p = pool(dev)
+        with dev.lock:
+            dev.activate()
+            p.release_cached()
+
+
+def memory_info(device=None) -> dict:
+    """{'used', 'cached', 'peak', 'limit', 'cache_limit', 'gpu_free', 'gpu_total'} in bytes for a device
+    (the current one by default). used: in live gpumat matrices and scratch; cached: held for reuse."""
+    dev = _devices(device)[0]
+    p = pool(dev)
+    with dev.lock:
+        dev.activate()
+        p.drain_pending()
+        return p.info()
+
+
+def reset_peak(device=None) -> None:
+    dev = _devices(device)[0]
+    p = pool(dev)
+    with dev.lock:
+        p.peak = p.used
+
+
+def set_memory_limit(nbytes: int | None, device=None) -> None:
+    """Cap the bytes gpumat may hold in live buffers on a device (None: no cap). Past it, allocations
+    raise OutOfMemoryError as if the GPU were that small."""
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
+        raise ValueError(f"the memory limit is a number of bytes >= 0 or None, got {nbytes!r}")
+    dev = _devices(device)[0]
+    p = pool(dev)
+    with dev.lock:
+        p.limit = None if nbytes is None else int(nbytes)
+
+
+def set_cache_limit(nbytes: int, device=None) -> None:
+    """How many freed bytes the device's pool may keep for reuse past a synchronisation (the driver's
+    release threshold)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise ValueError(f"the cache limit is a number of bytes >= 0, got {nbytes!r}")
+    dev = _devices(device)[0]
+    p = pool(dev)
+    with dev.lock:
+        p.set_cache_limit(int(nbytes))
+
+
+def pool_used_bytes(device=None) -> int:
+    """Bytes of the device pool handed out and not yet freed, free-list blocks included (what a leak grows)."""
+    dev = _devices(device)[0]
+    p = pool(dev)
+    with dev.lock:
+        p.drain_pending()
+        return p._pool_attr("CU_MEMPOOL_ATTR_USED_MEM_CURRENT")
+
+
+def check_size(nbytes: int, dev: Device, what: str) -> None:
+    """Refuse requests no GPU can satisfy before they reach the driver (whose size is a 64-bit integer)."""
+    if nbytes > MAX_BYTES:
+        raise ValueError(f"{what} needs {nbytes} bytes, over the 2^63 - 1 that a GPU allocation can ask for")
+    if nbytes > dev.total_memory:
+        raise OutOfMemoryError(f"{what} needs {_mib(nbytes)}, more than GPU {dev.ordinal} has in all "
+                               f"({_mib(dev.total_memory)})", "gpumat")
+
+
+# -------------------------------------------------------------------------------------------------
+# buffers
+# -------------------------------------------------------------------------------------------------
+def wait_for_streams(stream: int, others) -> None:
+    """Make `stream` wait for the work queued so far on each of `others`."""
+    event = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+    try:
+        for s in others:
+            check(driver.cuEventRecord(event, s), "cuEventRecord")
+            check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+    finally:
+        driver.cuEventDestroy(event)
+
 
 class DeviceBuffer:
-    """A block of device memory with one owner; views of a Matrix share it."""
+    """A block of device memory with one owner; views of a Matrix share it.
 
-    __slots__ = ("ptr", "nbytes")
+    `stream` is the stream it was allocated on and is freed on. When an operation uses the block on
+    another stream, that stream first waits for the allocation, and the eventual free waits for that
+    stream (see use_on). A long host transfer holds the block (hold/unhold): a free() meanwhile marks it
+    dead at once and releases the memory when the transfer lets go."""
 
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-        self.ptr = 0
-        self.ptr = alloc(nbytes)
+    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "__weakref__")
+    borrowed = False
 
-    @property
-    def alive(self) -> bool:
-        return self.ptr != 0 or self.nbytes == 0
+    def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
+        self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
+        dev = self.device = dev or device()
+        self.stream = stream
+        if nbytes > 0:
+            p = dev.memory or pool(dev)
+            with dev.lock:
+                self.ptr = p.alloc(nbytes, stream)
+
+    def use_on(self, stream: int) -> None:
+        """Order `stream` after this block's allocation the first time it is used there (lock held)."""
+        if stream == self.stream:
+            return
+        others = self.others
+        if others is None:
+            others = self.others = set()
+        elif stream in others:
+            return
+        wait_for_streams(stream, (self.stream,))
+        others.add(stream)
+
+    def hold(self) -> None:
+        """Keep the memory through a transfer that runs outside the device lock (lock held when called)."""
+        self.holds += 1
+
+    def unhold(self) -> None:
+        with self.device.lock:
+            self.holds -= 1
+            if self.holds == 0 and not self.alive and self.ptr:
+                self._free_now()
 
     def release(self) -> None:
-        ptr, nbytes, self.ptr, self.nbytes = self.ptr, self.nbytes, 0, -1
-        if ptr:
-            free(ptr, nbytes=nbytes)
+        """Free now (stream-ordered after every stream that used it). Caller need not hold the lock."""
+        with self.device.lock:
+            if not self.alive:
+                return
+            self.alive = False
+            if self.ptr and self.holds == 0:
+                self._free_now()
 
-    def __del__(self):  # the safety net; explicit release() is the normal path
+    def _free_now(self) -> None:
+        ptr, self.ptr = self.ptr, 0
+        if self.others:
+            wait_for_streams(self.stream, self.others)
+            self.others = None
+        self.device.activate()
+        self.device.memory.free(ptr, self.nbytes, self.stream)
+
+    def __del__(self):  # the safety net: only queue the block, never take a lock here
         if self.ptr:
             try:
-                free(self.ptr, nbytes=self.nbytes)
-            except Exception:  # interpreter shutdown or a dead context: nothing useful left to do
+                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others))
+            except Exception:  # interpreter shutdown: nothing useful left to do
                 pass
             self.ptr = 0
 
 
-def copy_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
-            dst_on_host: bool, src_on_host: bool) -> None:
-    """Copy `height` rows of `width_bytes` between pitched host or device memory (synchronous)."""
+class BorrowedBuffer:
+    """Device memory that another library owns (imported through DLPack or the CUDA array interface).
+    gpumat never frees it; releasing it drops the reference that keeps the producer alive (for DLPack,
+    by calling the producer's deleter)."""
+
+    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "owner", "_release",
+                 "__weakref__")
+    borrowed = True
+
+    def __init__(self, ptr: int, nbytes: int, dev: Device, owner, release=None, stream: int = LEGACY_STREAM):
+        self.ptr, self.nbytes, self.device, self.stream, self.others = ptr, nbytes, dev, stream, None
+        self.alive, self.holds, self.owner, self._release = True, 0, owner, release
+
+    def use_on(self, stream: int) -> None:
+        pass  # the producer's stream order was settled at import; later uses are the caller's to order
+
+    def hold(self) -> None:
+        self.holds += 1
+
+    def unhold(self) -> None:
+        with self.device.lock:
+            self.holds -= 1
+            done = self.holds == 0 and not self.alive
+        if done:
+            self._drop()
+
+    def release(self) -> None:
+        with self.device.lock:
+            if not self.alive:
+                return
+            self.alive = False
+            done = self.holds == 0
+        if done:
+            self._drop()
+
+    def _drop(self) -> None:
+        owner, release, self.owner, self._release, self.ptr = self.owner, self._release, None, None, 0
+        if release is not None:
+            release(owner)
+
+    def __del__(self):
+        if self._release is not None:
+            try:
+                self._release(self.owner)
+            except Exception:
+                pass
+            self._release = None
+
+
+# -------------------------------------------------------------------------------------------------
+# host <-> device copies
+# -------------------------------------------------------------------------------------------------
+HOST, DEV = driver.CUmemorytype.CU_MEMORYTYPE_HOST, driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+
+
+def copy_2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
+                  dst_on_host: bool, src_on_host: bool, stream: int) -> None:
+    """Queue a copy of `height` rows of `width_bytes` between pitched host or device memory."""
     if width_bytes == 0 or height == 0:
         return
-    host, dev = driver.CUmemorytype.CU_MEMORYTYPE_HOST, driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
     p = driver.CUDA_MEMCPY2D()
-    p.srcMemoryType = host if src_on_host else dev
-    p.dstMemoryType = host if dst_on_host else dev
+    p.srcMemoryType = HOST if src_on_host else DEV
+    p.dstMemoryType = HOST if dst_on_host else DEV
     if src_on_host:
         p.srcHost = src
     else:
@@ -169,42 +440,271 @@ def copy_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int
     else:
         p.dstDevice = dst
     p.srcPitch, p.dstPitch, p.WidthInBytes, p.Height = src_pitch, dst_pitch, width_bytes, height
-    check(driver.cuMemcpy2D(p), "cuMemcpy2D")
+    check(driver.cuMemcpy2DAsync(p, stream), "cuMemcpy2DAsync")
 
 
-def upload_contiguous(dst: int, host: np.ndarray) -> None:
-    """Copy a C-contiguous host array of any dtype to dst, byte for byte."""
-    if host.nbytes:
-        device()
-        check(driver.cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+def copy_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
+            dst_on_host: bool, src_on_host: bool, stream: int = LEGACY_STREAM) -> None:
+    """Copy and wait for the copy."""
+    copy_2d_async(dst, dst_pitch, src, src_pitch, width_bytes, height, dst_on_host, src_on_host, stream)
+    check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
-def download_contiguous(host: np.ndarray, src: int) -> None:
-    """Fill a C-contiguous host array of any dtype from src, byte for byte (waits for the GPU)."""
-    if host.nbytes:
-        device()
-        check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")
-
-
-def upload(dst: int, dst_pitch: int, host: np.ndarray) -> None:
-    """host: C-contiguous 2-D array, its rows going to dst dst_pitch bytes apart."""
-    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
-    if dst_pitch == row_bytes or rows <= 1:
-        upload_contiguous(dst, host)
+def copy_device_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
+                   stream: int) -> None:
+    """Queue a device-to-device pitched copy (one contiguous copy when both sides are packed)."""
+    if width_bytes == 0 or height == 0:
+        return
+    if (dst_pitch == width_bytes and src_pitch == width_bytes) or height == 1:
+        check(driver.cuMemcpyDtoDAsync(dst, src, width_bytes * height if height > 1 else width_bytes, stream),
+              "cuMemcpyDtoDAsync")
     else:
-        copy_2d(dst, dst_pitch, host.ctypes.data, row_bytes, row_bytes, rows, dst_on_host=False, src_on_host=True)
+        copy_2d_async(dst, dst_pitch, src, src_pitch, width_bytes, height, False, False, stream)
 
 
-def download(host: np.ndarray, src: int, src_pitch: int) -> None:
-    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
-    if src_pitch == row_bytes or rows <= 1:
-        download_contiguous(host, src)
-    else:
-        copy_2d(host.ctypes.data, row_bytes, src, src_pitch, row_bytes, rows, dst_on_host=True, src_on_host=False)
-
-
-def fill_2d(dst: int, pitch_bytes: int, value_bits: int, width: int, height: int, stream=0) -> None:
+def fill_2d(dst: int, pitch_bytes: int, value_bits: int, width: int, height: int, stream: int = LEGACY_STREAM) -> None:
     """Set a pitched 2-D region of 32-bit words to `value_bits` (e.g. 0, or a NaN pattern to poison)."""
     if width and height:
-        device()
         check(driver.cuMemsetD2D32Async(dst, pitch_bytes, value_bits, width, height, stream), "cuMemsetD2D32Async")
+
+
+def fill_bytes_2d(dst: int, pitch_bytes: int, value16: int, width_bytes: int, height: int,
+                  stream: int = LEGACY_STREAM) -> None:
+    """Set a pitched region to a repeated 16-bit pattern (width_bytes even), for any element size."""
+    if width_bytes and height:
+        check(driver.cuMemsetD2D16Async(dst, pitch_bytes, value16, width_bytes // 2, height, stream),
+              "cuMemsetD2D16Async")
+
+
+# pinned host memory ----------------------------------------------------------------------------
+class PinnedBlock:
+    """Page-locked host memory from cuMemHostAlloc; freed when the last array over it is collected."""
+
+    def __init__(self, nbytes: int):
+        device()  # a context must exist
+        flags = driver.CU_MEMHOSTALLOC_PORTABLE
+        self.ptr = int(check(driver.cuMemHostAlloc(max(nbytes, 1), flags), "cuMemHostAlloc"))
+        self.nbytes = nbytes
+        self._finalizer = weakref.finalize(self, _free_host, self.ptr)
+
+    def array(self, shape, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        raw = (ctypes.c_byte * max(count * dtype.itemsize, 1)).from_address(self.ptr)
+        arr = np.frombuffer(raw, dtype=np.uint8, count=count * dtype.itemsize).view(dtype).reshape(shape)
+        raw._gpumat_block = self  # the array's base: keeps the block alive as long as any array uses it
+        return arr
+
+
+def _free_host(ptr: int) -> None:
+    try:
+        driver.cuMemFreeHost(ptr)
+    except Exception:
+        pass
+
+
+def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
+    """An uninitialised numpy array in page-locked (pinned) host memory: copies to and from the GPU
+    run at the bus's full speed and can be asynchronous (`stream=`)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"negative dimension in {shape}")
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    return PinnedBlock(nbytes).array(shape, dtype)
+
+
+def is_pinned(a: np.ndarray) -> bool:
+    """Whether a host array lies in page-locked memory (gpumat's own, or registered by anyone)."""
+    base = a
+    while base is not None:
+        if isinstance(base, ctypes.Array) and hasattr(base, "_gpumat_block"):
+            return True
+        base = getattr(base, "base", None)
+    if a.nbytes < SMALL_BLOCK:
+        return False  # not worth a driver query
+    err, _ = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.ctypes.data)
+    return err == driver.CUresult.CUDA_SUCCESS
+
+
+# staged copies from and into pageable memory ----------------------------------------------------
+STAGE_CHUNK = 8 << 20        # bytes a staging buffer holds
+STAGE_BUFFERS = 6            # staging buffers in flight per device
+STAGE_MIN = 1 << 20          # smaller pageable copies go straight through the driver
+STAGE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
+
+
+class Staging:
+    """Pinned buffers and host threads that move pageable arrays at more than the driver's pageable rate:
+    host threads copy chunks into pinned buffers (numpy releases the GIL) while the copy engine moves
+    the previous chunks; each buffer is reused only after its event says the DMA is done."""
+
+    def __init__(self, dev: Device):
+        from concurrent.futures import ThreadPoolExecutor
+        self.device = dev
+        self.block = PinnedBlock(STAGE_CHUNK * STAGE_BUFFERS)
+        self.buffers = [self.block.array((STAGE_CHUNK,), np.uint8)[0:0] for _ in range(STAGE_BUFFERS)]
+        self.events = [check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)))
+                       for _ in range(STAGE_BUFFERS)]
+        self.busy = [False] * STAGE_BUFFERS
+        self.lock = threading.Lock()    # one staged transfer at a time per device
+        self.pool = ThreadPoolExecutor(STAGE_THREADS, thread_name_prefix="gpumat-stage")
+
+    def host(self, i: int) -> int:
+        return self.block.ptr + i * STAGE_CHUNK
+
+    def _wait(self, i: int) -> None:
+        if self.busy[i]:
+            check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
+            self.busy[i] = False
+
+    def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
+        """host: C-contiguous 2-D; its rows go to dst, dst_pitch bytes apart. Returns once `host` has
+        been read (the last DMAs may still be in flight; the buffers wait for them before reuse)."""
+        rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+        flat = host.reshape(-1).view(np.uint8)
+        packed = dst_pitch == row_bytes or rows == 1
+        # chunks: byte ranges of the flat array when the destination is packed, else whole rows
+        step = STAGE_CHUNK if packed else max(STAGE_CHUNK // row_bytes, 1) * row_bytes
+        total = flat.nbytes
+        with self.lock:
+            self.device.activate()
+            futures: list = [None] * STAGE_BUFFERS
+            for n, start in enumerate(range(0, total, step)):
+                i = n % STAGE_BUFFERS
+                if futures[i] is not None:
+                    futures[i].result()
+                size = min(step, total - start)
+                self._wait(i)
+                futures[i] = self.pool.submit(self._stage_in, i, flat, start, size, dst, dst_pitch, row_bytes,
+                                              packed, stream)
+            for f in futures:
+                if f is not None:
+                    f.result()
+
+    def _stage_in(self, i, flat, start, size, dst, dst_pitch, row_bytes, packed, stream) -> None:
+        self.device.activate()
+        buf = np.frombuffer((ctypes.c_byte * size).from_address(self.host(i)), dtype=np.uint8)
+        np.copyto(buf, flat[start:start + size])
+        if packed:
+            check(driver.cuMemcpyHtoDAsync(dst + start, self.host(i), size, stream), "cuMemcpyHtoDAsync")
+        else:
+            r0 = start // row_bytes
+            copy_2d_async(dst + r0 * dst_pitch, dst_pitch, self.host(i), row_bytes, row_bytes, size // row_bytes,
+                          dst_on_host=False, src_on_host=True, stream=stream)
+        check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
+        self.busy[i] = True
+
+    def download(self, host: np.ndarray, src: int, src_pitch: int, stream: int) -> None:
+        """Fill a C-contiguous 2-D host array from pitched device memory; returns when it is complete."""
+        rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+        flat = host.reshape(-1).view(np.uint8)
+        packed = src_pitch == row_bytes or rows == 1
+        step = STAGE_CHUNK if packed else max(STAGE_CHUNK // row_bytes, 1) * row_bytes
+        total = flat.nbytes
+        with self.lock:
+            self.device.activate()
+            chunks = list(range(0, total, step))
+            futures: list = [None] * STAGE_BUFFERS
+            # queue the first DMAs, then drain each buffer on a host thread and refill it
+            for n, start in enumerate(chunks):
+                i = n % STAGE_BUFFERS
+                if futures[i] is not None:
+                    futures[i].result()
+                size = min(step, total - start)
+                if packed:
+                    check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, size, stream), "cuMemcpyDtoHAsync")
+                else:
+                    r0 = start // row_bytes
+                    copy_2d_async(self.host(i), row_bytes, src + r0 * src_pitch, src_pitch, row_bytes,
+                                  size // row_bytes, dst_on_host=True, src_on_host=False, stream=stream)
+                check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
+                futures[i] = self.pool.submit(self._stage_out, i, flat, start, size)
+            for f in futures:
+                if f is not None:
+                    f.result()
+
+    def _stage_out(self, i, flat, start, size) -> None:
+        check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
+        buf = np.frombuffer((ctypes.c_byte * size).from_address(self.host(i)), dtype=np.uint8)
+        np.copyto(flat[start:start + size], buf)
+
+
+def staging(dev: Device) -> Staging:
+    p = pool(dev)
+    if p.staging is None:
+        with dev.lock:
+            if p.staging is None:
+                p.staging = Staging(dev)
+    return p.staging
+
+
+def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STREAM, dev: Device | None = None,
+           sync: bool = True) -> None:
+    """host: C-contiguous 2-D array, its rows going to dst dst_pitch bytes apart.
+
+    Pinned sources are one DMA (asynchronous when sync is False); large pageable ones go through the
+    staging pipeline; small ones through the driver."""
+    if host.size == 0:
+        return
+    dev = dev or device()
+    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+    if host.nbytes >= STAGE_MIN and not is_pinned(host) and row_bytes <= STAGE_CHUNK:
+        staging(dev).upload(dst, dst_pitch, host, stream)
+        if sync:
+            check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        return
+    dev.activate()
+    if dst_pitch == row_bytes or rows == 1:
+        check(driver.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream), "cuMemcpyHtoDAsync")
+    else:
+        copy_2d_async(dst, dst_pitch, host.ctypes.data, row_bytes, row_bytes, rows, False, True, stream)
+    if sync:
+        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+def download(host: np.ndarray, src: int, src_pitch: int, stream: int = LEGACY_STREAM, dev: Device | None = None,
+             sync: bool = True) -> None:
+    """Fill a C-contiguous 2-D host array from pitched device memory (waits unless sync is False and the
+    array is pinned)."""
+    if host.size == 0:
+        return
+    dev = dev or device()
+    rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
+    if host.nbytes >= STAGE_MIN and not is_pinned(host) and row_bytes <= STAGE_CHUNK:
+        staging(dev).download(host, src, src_pitch, stream)
+        return
+    dev.activate()
+    if src_pitch == row_bytes or rows == 1:
+        check(driver.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream), "cuMemcpyDtoHAsync")
+    else:
+        copy_2d_async(host.ctypes.data, row_bytes, src, src_pitch, row_bytes, rows, True, False, stream)
+    if sync:
+        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+def upload_contiguous(dst: int, host: np.ndarray, stream: int = LEGACY_STREAM) -> None:
+    """Copy a C-contiguous host array of any dtype and shape to dst, byte for byte, and wait."""
+    if host.nbytes:
+        flat = np.ascontiguousarray(host).reshape(1, -1).view(np.uint8)
+        upload(dst, flat.nbytes, flat, stream)
+
+
+def download_contiguous(host: np.ndarray, src: int, stream: int = LEGACY_STREAM) -> None:
+    """Fill a C-contiguous host array of any dtype and shape from src, byte for byte (waits)."""
+    if host.nbytes:
+        download(host.reshape(1, -1).view(np.uint8), src, host.nbytes, stream)
+
+
+def wait_for_streams_across(stream: int, other: int, other_dev: Device, dev: Device) -> None:
+    """Make `stream` (on dev) wait for the work queued so far on `other` (on other_dev)."""
+    other_dev.activate()
+    event = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+    try:
+        check(driver.cuEventRecord(event, other), "cuEventRecord")
+        dev.activate()
+        check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+    finally:
+        driver.cuEventDestroy(event)

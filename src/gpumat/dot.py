@@ -13,10 +13,10 @@ import threading
 
 from cuda.bindings import driver
 
-from ._driver import check, device
+from ._driver import Device, check, stream_handle
 from ._geometry import cdiv
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix
+from .matrix import Matrix, as_matrix, operand_device, use_on
 
 THREADS = 256               # threads a block (the kernels' THREADS)
 ELEMENTS_PER_THREAD = 8     # elements a thread handles per grid-stride step of the flat kernel (two float4)
@@ -48,12 +48,12 @@ def check_operands(x, y) -> tuple[int, int]:
 
 
 class _Scratch:
-    """The device buffer for the partial sums and the result, and a pinned host double to copy it into.
-    Allocated once a process (outside the stream-ordered pool, so pool accounting never sees it);
-    the lock serialises dot() calls from different threads, which would otherwise share it."""
+    """One device's buffer for the partial sums and the result, and a pinned host double to copy it into.
+    Allocated once a device (outside the stream-ordered pool, so pool accounting never sees it); the
+    lock serialises dot() calls from different threads, which would otherwise share it."""
 
-    def __init__(self):
-        dev = device()
+    def __init__(self, dev: Device):
+        dev.activate()
         self.sm_count = dev.sm_count
         self.lock = threading.Lock()
         self.dev = int(check(driver.cuMemAlloc(SCRATCH_BYTES), "cuMemAlloc"))
@@ -61,42 +61,48 @@ class _Scratch:
         self.host = int(check(driver.cuMemAllocHost(8), "cuMemAllocHost"))
         self._value = ctypes.c_double.from_address(self.host)
 
-    def result(self) -> float:
-        """Copy the result back (synchronous: waits for the kernel on the legacy default stream)."""
-        check(driver.cuMemcpyDtoH(self.host, self.dev, 8), "cuMemcpyDtoH")
+    def fetch(self, stream: int) -> None:
+        """Queue the copy of the result into the pinned double."""
+        check(driver.cuMemcpyDtoHAsync(self.host, self.dev, 8, stream), "cuMemcpyDtoHAsync")
+
+    def value(self, stream: int) -> float:
+        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
         return float(self._value.value)
 
 
-_scratch_obj: _Scratch | None = None
-_scratch_lock = threading.Lock()
-
-
-def _scratch() -> _Scratch:
-    global _scratch_obj
-    s = _scratch_obj
+def _scratch(dev: Device) -> _Scratch:
+    s = dev.scratch.get("dot")
     if s is None:
-        with _scratch_lock:
-            if _scratch_obj is None:
-                _scratch_obj = _Scratch()
-            s = _scratch_obj
-    device()  # make the context current in this thread
+        with dev.lock:
+            s = dev.scratch.get("dot")
+            if s is None:
+                s = dev.scratch["dot"] = _Scratch(dev)
     return s
 
 
-def dot(x: Matrix, y: Matrix) -> float:
+def dot(x: Matrix, y: Matrix, stream=None) -> float:
     """sum(x * y) over all elements of two equal-shape float32 matrices (views welcome), as a float.
 
     Products are exact and sums are kept in double on the GPU; empty matrices give 0.0; NaN and Inf
-    propagate. Deterministic: the same inputs give the same bits on every call on the same GPU."""
-    rows, cols = check_operands(x, y)
-    n = rows * cols
-    if n == 0:
+    propagate. Deterministic: the same inputs give the same bits on every call on the same GPU.
+    The work is queued on `stream` (default: the thread's current stream) and the call waits for it."""
+    dev = operand_device((x, "x"), (y, "y"))
+    s = stream_handle(stream, dev)
+    if check_operands(x, y) == (0, 0) or 0 in x.shape:  # shapes first: bad input never touches the GPU
         return 0.0
-    s = _scratch()
-    grid, block = (grid_blocks(n, s.sm_count), 1, 1), (THREADS, 1, 1)
-    with s.lock:
-        if is_flat(x) and is_flat(y):
-            FLAT(grid, block, x.elements, y.elements, n, s.dev)
-        else:
-            STRIDED(grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, s.dev)
-        return s.result()
+    scratch = _scratch(dev)
+    with scratch.lock:
+        with dev.lock:
+            rows, cols = check_operands(x, y)
+            n = rows * cols
+            if n == 0:
+                return 0.0
+            use_on(s, x, y)
+            grid, block = (grid_blocks(n, scratch.sm_count), 1, 1), (THREADS, 1, 1)
+            if is_flat(x) and is_flat(y):
+                FLAT(grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
+            else:
+                STRIDED(grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, scratch.dev,
+                        stream=s, device=dev)
+            scratch.fetch(s)
+        return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile

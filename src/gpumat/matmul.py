@@ -5,11 +5,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._driver import device
+from ._driver import Device, device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
-from ._memory import alloc, fill_2d, free
-from .matrix import Matrix, as_matrix, check_out
+from . import _memory
+from ._memory import fill_2d
+from .matrix import INT32_MAX, Matrix, as_matrix, check_out, operand_device, use_on
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
 FAST_SIGNATURE = "PPPiiiqqqi"      # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
@@ -99,9 +100,11 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, m
     return best[1]
 
 
-def choose_algorithm(m: int, n: int, k: int) -> str:
-    """What "auto" runs for an m x k times k x n product."""
-    return plan(m, n, k).algorithm
+def choose_algorithm(m: int, n: int, k: int, device=None) -> str:
+    """What "auto" runs for an m x k times k x n product on `device` (the current GPU by default)."""
+    from ._driver import as_device
+    dev = as_device(device)
+    return plan(m, n, k, dev.sm_count, None, dev.max_smem_optin).algorithm
 
 
 def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
@@ -112,22 +115,30 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
+    if max(m, n, k) > INT32_MAX:
+        raise ValueError(f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
+                         f"of 2^31 - 1 rows or columns")
     check_out(out, (m, n), (a, b), "matmul")
     return m, n, k
 
 
-def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto") -> Matrix:
-    """C = a @ b for float32 matrices of any shape (views welcome). Returns out (new if None)."""
-    m, n, k = check_operands(a, b, out, algorithm)
-    if out is None:
-        out = Matrix._allocate(m, n)
-    if m == 0 or n == 0:
-        return out
-    if k == 0:
-        fill_2d(out.elements, out.stride * 4, 0, n, m)
-        return out
-    dev = device()
-    launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out)
+def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
+    """C = a @ b for float32 matrices of any shape (views welcome) on their device. Returns out (new if
+    None). `stream`: where the work is queued (default: the thread's current stream). Deterministic:
+    the same inputs give the same bits on the same GPU."""
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"))
+    s = stream_handle(stream, dev)
+    with dev.lock:  # from the checks to the enqueue, no free() can slip in between
+        m, n, k = check_operands(a, b, out, algorithm)
+        if out is None:
+            out = Matrix._allocate(m, n, dev, s)
+        if m == 0 or n == 0:
+            return out
+        use_on(s, a, b, out)
+        if k == 0:
+            fill_2d(out.elements, out.stride * 4, 0, n, m, s)
+            return out
+        launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out, dev, s)
     return out
 
 
@@ -145,22 +156,26 @@ class Launch:
         v = VARIANTS[p.algorithm]
         return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
 
-    def run(self, a: Matrix, b: Matrix, out: Matrix) -> None:
+    def run(self, a: Matrix, b: Matrix, out: Matrix, dev: Device, stream: int) -> None:
         (m, k), n = a.shape, b.width
         kernel, block, smem = self.variant.kernel, self.variant.block, self.variant.smem
         if self.splits == 0:
-            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride)
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride,
+                   stream=stream, device=dev)
         elif self.splits == 1:
             kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k,
-                   smem=smem)
+                   smem=smem, stream=stream, device=dev)
         else:
-            scratch = alloc(self.splits * m * n * 4)
+            nbytes = self.splits * m * n * 4
+            pool = dev.memory or _memory.pool(dev)
+            scratch = pool.alloc(nbytes, stream)
             try:
                 kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk,
-                       smem=smem)
-                SPLITK_REDUCE(self.reduce_grid, (256, 1, 1), scratch, out.elements, m, n, out.stride, self.splits)
+                       smem=smem, stream=stream, device=dev)
+                SPLITK_REDUCE(self.reduce_grid, (256, 1, 1), scratch, out.elements, m, n, out.stride, self.splits,
+                              stream=stream, device=dev)
             finally:
-                free(scratch, nbytes=self.splits * m * n * 4)  # stream-ordered: reused only after these launches
+                pool.free(scratch, nbytes, stream)  # stream-ordered: reused only after these launches
 
 
 @lru_cache(maxsize=4096)
@@ -172,6 +187,10 @@ def launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int, max_sme
     return Launch(variant, variant.grid(m, n))
 
 
-def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix) -> None:
+def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix, stream=None) -> None:
     """Run a given plan (tests and tuning force split-K counts this way)."""
-    Launch.for_plan(p, a.height, b.width, device().sm_count).run(a, b, out)
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"))
+    s = stream_handle(stream, dev)
+    with dev.lock:
+        use_on(s, a, b, out)
+        Launch.for_plan(p, a.height, b.width, dev.sm_count).run(a, b, out, dev, s)

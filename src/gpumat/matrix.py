@@ -1,20 +1,19 @@
-"""Matrix: the documents' struct {height, width, stride, elements}, float32, row-major, on the GPU.
+"""Matrix: the documents' struct {height, width, stride, elements}, row-major, on one GPU.
 
-Element (r, c) lives at elements + (r * stride + c) * 4. A slice is a view: it shares the owner's
-device memory and keeps its stride, so kernels that take a leading dimension use it without a copy.
+Element (r, c) lives at elements + (r * stride + c) * itemsize. A slice is a view: it shares the
+owner's device memory and keeps its stride, so kernels that take a leading dimension use it without
+a copy. A Matrix lives on one device (`.device`); its memory was allocated on one stream, and using it
+on another stream orders that stream after the allocation (see _memory.DeviceBuffer.use_on).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import _memory
+from ._driver import Device, LEGACY_STREAM, as_device, stream_handle
 
 FLOAT32 = np.dtype(np.float32)
-
-
-# The operation modules import this one, so gpumat/__init__.py hands their entry points back here
-# for `A @ B` and `A.T` (a plain global: these run on every call).
-_matmul = _transpose = None
+INT32_MAX = 2**31 - 1
 
 
 class FreedMatrixError(ValueError):
@@ -22,47 +21,61 @@ class FreedMatrixError(ValueError):
 
 
 class Matrix:
-    """A float32 matrix in GPU memory. Make one with from_numpy, empty or zeros; release it with free()."""
+    """A matrix in GPU memory. Make one with from_numpy, empty, zeros or from_dlpack; release it with free()."""
 
-    __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "__weakref__")
-    dtype = FLOAT32
+    __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "__weakref__")
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("make a Matrix with Matrix.from_numpy(a), Matrix.empty(h, w) or Matrix.zeros(h, w)")
+        raise TypeError("make a Matrix with Matrix.from_numpy(a), Matrix.empty(h, w), Matrix.zeros(h, w) "
+                        "or gpumat.from_dlpack(x)")
 
     @classmethod
-    def _wrap(cls, buffer, offset: int, height: int, width: int, stride: int, owner: bool = False) -> "Matrix":
+    def _wrap(cls, buffer, offset: int, height: int, width: int, stride: int, owner: bool = False,
+              dtype=FLOAT32) -> "Matrix":
         m = object.__new__(cls)
         m._buffer, m._offset, m._height, m._width, m._stride = buffer, offset, height, width, stride
-        m._owner = owner
+        m._owner, m._dtype = owner, dtype
         return m
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def empty(cls, height: int, width: int) -> "Matrix":
-        """Uninitialised (height, width) matrix."""
-        return cls._allocate(*_check_dims(height, width))
+    def empty(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
+        """Uninitialised (height, width) matrix on `device` (the current one by default)."""
+        height, width = _check_dims(height, width)
+        dtype = _check_dtype(dtype)
+        dev = as_device(device)
+        _memory.check_size(height * width * dtype.itemsize, dev, f"a {height}x{width} {dtype} matrix")
+        return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype)
 
     @classmethod
-    def _allocate(cls, height: int, width: int) -> "Matrix":
-        """empty() for dimensions already known to be valid (the operations' result path)."""
+    def _allocate(cls, height: int, width: int, dev: Device | None = None, stream: int = LEGACY_STREAM,
+                  dtype=FLOAT32) -> "Matrix":
+        """empty() for arguments already known to be valid (the operations' result path)."""
         m = object.__new__(cls)
-        m._buffer, m._offset, m._height, m._width, m._stride = _memory.DeviceBuffer(height * width * 4), 0, height, width, width or 1
-        m._owner = True
+        m._buffer = _memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
+        m._offset, m._height, m._width, m._stride, m._owner, m._dtype = 0, height, width, width or 1, True, dtype
         return m
 
     @classmethod
-    def zeros(cls, height: int, width: int) -> "Matrix":
-        m = cls.empty(height, width)
-        _memory.fill_2d(m._buffer.ptr, m._stride * 4, 0, width, height)
+    def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
+        m = cls.empty(height, width, dtype, device, stream)
+        buf = m._buffer
+        _memory.fill_2d(buf.ptr, m._stride * m._dtype.itemsize, 0, width * m._dtype.itemsize // 4, height,
+                        buf.stream)
         return m
 
     @classmethod
-    def from_numpy(cls, array) -> "Matrix":
-        """Copy a 1-D (one row) or 2-D real array-like to the GPU as C-order float32."""
-        host = as_float32_2d(array)
-        m = cls.empty(*host.shape)
-        _memory.upload(m._buffer.ptr, m._stride * 4, host)
+    def from_numpy(cls, array, dtype=None, device=None, stream=None) -> "Matrix":
+        """Copy a 1-D (one row) or 2-D real array-like to the GPU as a C-order matrix.
+
+        Today every Matrix holds float32: other real dtypes are converted (float64 and large integers
+        lose precision). Large pageable arrays are staged through pinned buffers; a pinned array (see
+        pinned_empty) is copied by one DMA. The call returns once the data is on the GPU."""
+        host = as_float32_2d(array, dtype)
+        dev = as_device(device)
+        s = stream_handle(stream, dev)
+        m = cls._allocate(*host.shape, dev, s, host.dtype) if host.size else cls.empty(*host.shape, device=dev)
+        _memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -85,7 +98,23 @@ class Matrix:
         buf = self._buffer
         if buf is None or not buf.alive:
             raise FreedMatrixError(f"{self._describe()} has been freed")
-        return buf.ptr + self._offset * 4 if buf.ptr else 0
+        return buf.ptr + self._offset * self._dtype.itemsize if buf.ptr else 0
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def device(self) -> Device:
+        """The GPU the matrix lives on."""
+        buf = self._buffer
+        if buf is None:
+            raise FreedMatrixError(f"{self._describe()} has been freed")
+        return buf.device
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -97,32 +126,88 @@ class Matrix:
 
     @property
     def nbytes(self) -> int:
-        return self.size * 4
+        return self.size * self._dtype.itemsize
 
     @property
     def is_view(self) -> bool:
         return not self._owner
 
     @property
+    def is_borrowed(self) -> bool:
+        """Whether the memory belongs to another library (imported without a copy)."""
+        return bool(self._buffer is not None and self._buffer.borrowed)
+
+    @property
     def is_freed(self) -> bool:
         return self._buffer is None or not self._buffer.alive
 
     @property
+    def is_contiguous(self) -> bool:
+        return self._height <= 1 or self._stride == self._width
+
+    @property
     def T(self) -> "Matrix":
-        return _transpose(self)
+        from .transpose import transpose
+        return transpose(self)
 
     # host <-> device -----------------------------------------------------------------------
-    def to_numpy(self) -> np.ndarray:
-        host = np.empty(self.shape, dtype=FLOAT32)
-        if host.size:
-            _memory.download(host, self.elements, self._stride * 4)
+    def to_numpy(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
+        """A numpy copy (height, width) in the matrix's dtype; into `out` (C-contiguous, right shape and
+        dtype, pinned or not) when given. Returns once the data has arrived."""
+        dev = self.device
+        s = stream_handle(stream, dev)
+        if out is None:
+            host = np.empty(self.shape, dtype=self._dtype)
         else:
-            self.elements  # a freed empty matrix still reports that it was freed
+            host = _check_host_out(out, self.shape, self._dtype)
+        buf = self._buffer
+        with dev.lock:
+            src = self.elements  # a freed matrix (empty or not) reports that it was freed
+            if host.size == 0:
+                return host
+            buf.use_on(s)
+            buf.hold()
+        try:
+            _memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
+        finally:
+            buf.unhold()
         return host
 
     def __array__(self, dtype=None, copy=None):
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
+
+    def copy(self, stream=None) -> "Matrix":
+        """A new, packed matrix with the same contents on the same device."""
+        return self.to(self.device, stream=stream)
+
+    def to(self, device, stream=None) -> "Matrix":
+        """A copy on another GPU (peer-to-peer where the GPUs allow, else through the driver's staging);
+        on the same GPU, a packed copy. Ordered on `stream` of the destination (waits for it to finish
+        when the source is on another device)."""
+        from ._transfer import copy_matrix
+        return copy_matrix(self, as_device(device), stream)
+
+    # interop -------------------------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from ._interop import cuda_array_interface
+        return cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from ._interop import export_dlpack
+        return export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from ._interop import KDL_CUDA
+        return KDL_CUDA, self.device.ordinal
+
+    @classmethod
+    def from_cuda_array(cls, obj, copy: bool | None = None, stream=None) -> "Matrix":
+        """A Matrix over another library's device array (anything with __cuda_array_interface__), without
+        a copy when its rows are contiguous; see gpumat.from_dlpack."""
+        from ._interop import from_cuda_array
+        return from_cuda_array(obj, copy=copy, stream=stream)
 
     # views ---------------------------------------------------------------------------------
     def __getitem__(self, key) -> "Matrix":
@@ -136,11 +221,13 @@ class Matrix:
             raise ValueError("Matrix views take contiguous slices only (step 1)")
         rows, cols = max(r1 - r0, 0), max(c1 - c0, 0)
         offset = self._offset + (r0 * self._stride + c0 if rows and cols else 0)
-        return Matrix._wrap(self._buffer, offset, rows, cols, self._stride)
+        return Matrix._wrap(self._buffer, offset, rows, cols, self._stride, dtype=self._dtype)
 
     # lifetime ------------------------------------------------------------------------------
     def free(self) -> None:
-        """Release the device memory now. Views of it become unusable; freeing a view detaches only the view."""
+        """Release the device memory now (stream-ordered: work already queued that reads it finishes
+        first). Views of it become unusable; freeing a view detaches only the view. An operation that
+        already checked the matrix completes; one that starts afterwards raises FreedMatrixError."""
         buf, self._buffer = self._buffer, None
         if buf is not None and self._owner:
             buf.release()
@@ -154,14 +241,16 @@ class Matrix:
     # arithmetic ----------------------------------------------------------------------------
     def __matmul__(self, other):
         if isinstance(other, Matrix):
-            return _matmul(self, other)
+            from .matmul import matmul
+            return matmul(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:
         if self.is_freed:
-            return f"<gpumat.Matrix {self._height}x{self._width} float32, freed>"
+            return f"<gpumat.Matrix {self._height}x{self._width} {self._dtype}, freed>"
         view = f", view stride={self._stride}" if self.is_view else ""
-        return f"<gpumat.Matrix {self._height}x{self._width} float32{view} at 0x{self.elements:x}>"
+        return (f"<gpumat.Matrix {self._height}x{self._width} {self._dtype}{view} on GPU {self.device.ordinal} "
+                f"at 0x{self.elements:x}>")
 
     def _describe(self) -> str:
         return f"Matrix {self._height}x{self._width}"
@@ -176,8 +265,30 @@ def _check_dims(height, width) -> tuple[int, int]:
     return int(height), int(width)
 
 
-def as_float32_2d(array) -> np.ndarray:
+def _check_dtype(dtype) -> np.dtype:
+    if dtype is None:
+        return FLOAT32
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unknown dtype {dtype!r}") from None
+    if dt != FLOAT32:
+        raise TypeError(f"a Matrix holds float32 today, not {dt}")
+    return dt
+
+
+def _check_host_out(out, shape, dtype) -> np.ndarray:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"out must be a writeable C-contiguous {dtype} array of shape {shape}, got "
+                         f"{out.dtype} {out.shape}{'' if out.flags.c_contiguous else ', not C-contiguous'}")
+    return out
+
+
+def as_float32_2d(array, dtype=None) -> np.ndarray:
     """Host side of from_numpy: a C-contiguous float32 2-D array, or TypeError/ValueError."""
+    _check_dtype(dtype)
     a = np.asarray(array)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} "
@@ -196,6 +307,26 @@ def as_matrix(x, name: str) -> Matrix:
     return x
 
 
+def operand_device(*named) -> Device:
+    """The one device all the given matrices live on; (matrix, name) pairs, None entries skipped.
+    TypeError for non-matrices, FreedMatrixError for freed ones, ValueError naming the devices when
+    they differ."""
+    dev = None
+    first = None
+    for x, name in named:
+        if x is None:
+            continue
+        if not isinstance(x, Matrix):
+            raise TypeError(f"{name} must be a gpumat.Matrix, got {type(x).__name__} (use Matrix.from_numpy)")
+        d = x.device
+        if dev is None:
+            dev, first = d, name
+        elif d is not dev:
+            raise ValueError(f"{first} is on GPU {dev.ordinal} and {name} on GPU {d.ordinal}: the operands of one "
+                             f"operation must live on one device (copy with .to(device))")
+    return dev.activate()
+
+
 def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
     """An optional `out`: a live Matrix of the result's shape sharing no memory with the inputs."""
     if out is None:
@@ -212,9 +343,17 @@ def address_range(m: Matrix) -> tuple[int, int]:
     if m.size == 0:
         return 0, 0
     start = m.elements
-    return start, start + ((m.height - 1) * m.stride + m.width) * 4
+    return start, start + ((m.height - 1) * m.stride + m.width) * m.itemsize
 
 
 def overlaps(a: Matrix, b: Matrix) -> bool:
     (a0, a1), (b0, b1) = address_range(a), address_range(b)
     return a0 < b1 and b0 < a1
+
+
+def use_on(stream: int, *matrices) -> None:
+    """Order `stream` after the allocation of each matrix's memory (device lock held)."""
+    for m in matrices:
+        buf = m._buffer
+        if buf.stream != stream:
+            buf.use_on(stream)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._driver import stream_handle
 from ._geometry import tiled_grid
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, check_out
+from .matrix import Matrix, as_matrix, check_out, operand_device, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
 
@@ -65,15 +66,21 @@ def check_operands(a, out, algorithm: str) -> tuple[int, int]:
     return rows, cols
 
 
-def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto") -> Matrix:
-    """B = a^T for a float32 matrix of any shape (views welcome). Returns out (new if None)."""
-    rows, cols = check_operands(a, out, algorithm)
-    if out is None:
-        out = Matrix.empty(cols, rows)
-    if rows == 0 or cols == 0:
-        return out
-    if algorithm == "auto":
-        algorithm = choose_algorithm(rows, cols, out.elements, out.stride)
-    variant = VARIANTS[algorithm]
-    variant.kernel(variant.grid(rows, cols), variant.block, a.elements, out.elements, rows, cols, a.stride, out.stride)
+def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
+    """B = a^T for a float32 matrix of any shape (views welcome). Returns out (new if None).
+    `stream`: where the work is queued (default: the thread's current stream)."""
+    dev = operand_device((a, "a"), (out, "out"))
+    s = stream_handle(stream, dev)
+    with dev.lock:
+        rows, cols = check_operands(a, out, algorithm)
+        if out is None:
+            out = Matrix._allocate(cols, rows, dev, s)
+        if rows == 0 or cols == 0:
+            return out
+        use_on(s, a, out)
+        if algorithm == "auto":
+            algorithm = choose_algorithm(rows, cols, out.elements, out.stride)
+        variant = VARIANTS[algorithm]
+        variant.kernel(variant.grid(rows, cols), variant.block, a.elements, out.elements, rows, cols, a.stride,
+                       out.stride, stream=s, device=dev)
     return out

@@ -1,0 +1,368 @@
+"""Zero-copy exchange with other GPU libraries: the CUDA array interface (v3) and DLPack, both ways.
+
+Export: `Matrix.__cuda_array_interface__` and `Matrix.__dlpack__` hand out the matrix's own memory
+(padded strides included); the consumer's reference keeps the Matrix alive, and gpumat's free()
+then waits for nothing: freeing a matrix that another library still reads is the caller's bug, as
+with any shared buffer. Import: `from_dlpack(x)` and `Matrix.from_cuda_array(x)` wrap the producer's
+memory without a copy when its rows are contiguous (any row stride), keep the producer alive, and
+never free that memory. Other layouts are refused, or copied when `copy=True` (a column-major array
+is a transpose away).
+
+Streams: on export, the consumer's stream waits for gpumat's current stream (DLPack) or is told
+which stream to wait for (CAI's "stream" key); on import, gpumat's stream waits for the producer's.
+
+The DLPack structures are declared with ctypes (DLPack 1.0, and the older unversioned capsule): no
+dependency beyond the standard library.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from cuda.bindings import driver
+
+from . import _memory
+from ._driver import CAI_LEGACY, LEGACY_STREAM, Device, device, stream_handle
+from .matrix import FLOAT32, Matrix
+
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
+FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
+DLPACK_VERSION = (1, 0)
+
+try:
+    import ml_dtypes as _ml_dtypes
+    BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # bfloat16 is optional on the host side
+    BFLOAT16 = None
+
+
+# dtype <-> (DLPack code, bits) and CAI typestr ------------------------------------------------------
+def dlpack_dtype(dtype: np.dtype) -> tuple[int, int]:
+    if BFLOAT16 is not None and dtype == BFLOAT16:
+        return KDL_BFLOAT, 16
+    if dtype.kind == "f":
+        return KDL_FLOAT, dtype.itemsize * 8
+    raise TypeError(f"no DLPack code for {dtype}")
+
+
+def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
+    if lanes != 1:
+        raise TypeError(f"vector DLPack dtypes (lanes={lanes}) are not supported")
+    if code == KDL_FLOAT and bits in (16, 32, 64):
+        return np.dtype(f"float{bits}")
+    if code == KDL_BFLOAT and bits == 16:
+        if BFLOAT16 is None:
+            raise TypeError("bfloat16 arrays need the ml_dtypes package on the host (pip install ml_dtypes)")
+        return BFLOAT16
+    names = {KDL_INT: "int", KDL_UINT: "uint", KDL_FLOAT: "float", KDL_BFLOAT: "bfloat"}
+    raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
+
+
+def typestr(dtype: np.dtype) -> str:
+    if BFLOAT16 is not None and dtype == BFLOAT16:
+        return "<V2"  # the CUDA array interface has no bfloat16 code; CuPy and Numba use this too
+    return dtype.str
+
+
+def supported(dtype: np.dtype) -> np.dtype:
+    if dtype != FLOAT32:
+        raise TypeError(f"gpumat matrices hold float32 today; the array is {dtype} (convert it first, "
+                        f"or import with copy=True after converting on the producer's side)")
+    return dtype
+
+
+# structures -------------------------------------------------------------------------------------
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+_api = ctypes.pythonapi
+# The destructor gets the dying capsule as a raw pointer: wrapping it in a py_object would revive it.
+CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, CAPSULE_DESTRUCTOR]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+NAME, USED = b"dltensor", b"used_dltensor"
+NAME_V, USED_V = b"dltensor_versioned", b"used_dltensor_versioned"
+
+
+# export -----------------------------------------------------------------------------------------
+def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
+    """The v3 CUDA array interface of a Matrix (a dict; nothing is allocated on the GPU).
+
+    "stream" names gpumat's current stream for the matrix's device (1 for the legacy default stream):
+    a consumer waits for it before reading."""
+    ptr = m.elements  # FreedMatrixError for freed matrices
+    dev = m.device
+    s = stream_handle(None, dev) if stream is None else stream
+    isz = m.itemsize
+    return {
+        "shape": m.shape,
+        "typestr": typestr(m.dtype),
+        "descr": [("", typestr(m.dtype))],
+        "data": (ptr, False),
+        "strides": None if m.is_contiguous else (m.stride * isz, isz),
+        "version": 3,
+        "stream": CAI_LEGACY if s == LEGACY_STREAM else s,
+    }
+
+
+_exports: dict[int, tuple] = {}   # address of a DLManagedTensor(Versioned) -> what keeps it and the Matrix alive
+
+
+def _export_deleter(address: int) -> None:
+    _exports.pop(address, None)
+
+
+_DELETER = DELETER(_export_deleter)
+
+
+def _capsule_destructor(capsule: int) -> None:
+    # called when the capsule dies; a consumer that took the tensor renamed it "used_...", and then owns it
+    for name in (NAME, NAME_V):
+        if _raw_is_valid(capsule, name):
+            _export_deleter(_raw_get_pointer(capsule, name))
+
+
+_DESTRUCTOR = CAPSULE_DESTRUCTOR(_capsule_destructor)
+
+
+def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy=None):
+    """Matrix.__dlpack__: a DLPack capsule over the matrix's memory (a copy only when copy=True)."""
+    m.elements
+    dev = m.device
+    if dl_device is not None and tuple(dl_device) != (KDL_CUDA, dev.ordinal):
+        raise BufferError(f"the matrix lives on CUDA device {dev.ordinal}; cannot export it to {tuple(dl_device)}")
+    if stream is not None and stream != -1:
+        producer = stream_handle(None, dev)
+        consumer = LEGACY_STREAM if stream in (0, CAI_LEGACY) else int(stream)
+        if consumer != producer:
+            _memory.wait_for_streams(consumer, (producer,))
+    flags = 0
+    if copy:
+        m = m.copy()
+        flags |= FLAG_IS_COPIED
+    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    shape = (ctypes.c_int64 * 2)(*m.shape)
+    strides = (ctypes.c_int64 * 2)(m.stride, 1)
+    code, bits = dlpack_dtype(m.dtype)
+    tensor = DLTensor(ctypes.c_void_p(m.elements or None), DLDevice(KDL_CUDA, dev.ordinal), 2,
+                      DLDataType(code, bits, 1), shape, strides, 0)
+    if versioned:
+        managed = DLManagedTensorVersioned(DLPackVersion(*DLPACK_VERSION), None, _DELETER, flags, tensor)
+    else:
+        managed = DLManagedTensor(tensor, None, _DELETER)
+    address = ctypes.addressof(managed)
+    _exports[address] = (managed, shape, strides, m)  # alive until the consumer calls the deleter
+    return _api.PyCapsule_New(address, NAME_V if versioned else NAME, _DESTRUCTOR)
+
+
+# import -----------------------------------------------------------------------------------------
+def _row_major(shape: tuple, strides: tuple | None, itemsize_units: int = 1) -> tuple[int, int, int] | None:
+    """(height, width, row stride in elements) when the layout is row-major with contiguous rows, else None.
+    strides in elements (None: C-contiguous)."""
+    if len(shape) == 1:
+        h, w = 1, shape[0]
+        if strides is None or w <= 1 or strides[0] == 1:
+            return h, w, max(w, 1)
+        return None
+    if len(shape) != 2:
+        raise ValueError(f"gpumat matrices are 1-D or 2-D; the array has {len(shape)} dimensions, shape {tuple(shape)}")
+    h, w = shape
+    if strides is None:
+        return h, w, max(w, 1)
+    sr, sc = strides
+    if w <= 1 or sc == 1:
+        ld = sr if h > 1 else max(w, 1)
+        if ld >= w and ld >= 1:
+            return h, w, ld
+    return None
+
+
+def _column_major(shape: tuple, strides: tuple | None) -> int | None:
+    """The leading dimension when a 2-D layout is column-major with contiguous columns, else None."""
+    if len(shape) != 2 or strides is None:
+        return None
+    h, w = shape
+    sr, sc = strides
+    if (h <= 1 or sr == 1) and sc >= h:
+        return sc
+    return None
+
+
+def _pointer_device(ptr: int) -> Device:
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, ordinal = driver.cuPointerGetAttribute(attr, ptr)
+    if err:
+        raise ValueError(f"0x{ptr:x} is not GPU memory that the CUDA driver knows of")
+    return Device(int(ordinal))
+
+
+def _wrap(ptr: int, h: int, w: int, ld: int, dtype: np.dtype, dev: Device, owner, release, stream: int) -> Matrix:
+    nbytes = ((h - 1) * ld + w) * dtype.itemsize if h and w else 0
+    buf = _memory.BorrowedBuffer(ptr, nbytes, dev, owner, release, stream)
+    return Matrix._wrap(buf, 0, h, w, ld, owner=True, dtype=dtype)
+
+
+def _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, stream: int) -> Matrix:
+    """A packed row-major copy of a column-major array: it is the transpose of a row-major (w x h) view."""
+    from .transpose import transpose
+    view = _wrap(ptr, w, h, ld, dtype, dev, owner, None, stream)
+    return transpose(view, stream=stream)
+
+
+def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
+    """Matrix over obj.__cuda_array_interface__ (v2/v3)."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"{type(obj).__name__} has no __cuda_array_interface__")
+    shape = tuple(int(x) for x in cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    if dtype.kind == "V" and dtype.itemsize == 2 and BFLOAT16 is not None:
+        dtype = BFLOAT16
+    supported(dtype)
+    ptr = int(cai["data"][0] or 0)
+    strides = cai.get("strides")
+    isz = dtype.itemsize
+    if strides is not None:
+        if any(s % isz for s in strides):
+            raise ValueError(f"strides {tuple(strides)} are not multiples of the element size {isz}")
+        strides = tuple(int(s) // isz for s in strides)
+    dev = _pointer_device(ptr) if ptr else device()
+    s = stream_handle(stream, dev)
+    producer = cai.get("stream")
+    if producer is not None and ptr:
+        producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else int(producer)
+        if producer != s:
+            _memory.wait_for_streams(s, (producer,))
+    return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy)
+
+
+def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Matrix:
+    if ptr % dtype.itemsize:
+        raise ValueError(f"the array's data at 0x{ptr:x} is not aligned to its {dtype.itemsize}-byte elements")
+    layout = _row_major(shape, strides)
+    if layout is not None and copy is not True:
+        h, w, ld = layout
+        return _wrap(ptr, h, w, ld, dtype, dev, owner, release, s)
+    if layout is not None:  # copy=True: a packed copy of a row-major array
+        h, w, ld = layout
+        view = _wrap(ptr, h, w, ld, dtype, dev, owner, release, s)
+        try:
+            return view.copy(stream=s)
+        finally:
+            view.free()
+    ld = _column_major(shape, strides)
+    if ld is not None and copy:
+        h, w = shape
+        out = _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, s)
+        if release is not None:
+            release(owner)
+        return out
+    if release is not None:
+        release(owner)
+    what = "column-major (pass copy=True for a row-major copy)" if ld is not None else "not row-major"
+    raise ValueError(f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is {what}: gpumat "
+                     f"needs each row contiguous in memory")
+
+
+def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
+    """A Matrix over another library's GPU array through DLPack (CuPy, PyTorch, JAX, Numba, ...), without a
+    copy when its rows are contiguous (padded row strides welcome). The producer stays alive as long as the
+    Matrix does, and gpumat never frees its memory. copy=True makes a packed copy instead (and also accepts
+    column-major arrays). Work the producer queued before the call is ordered before gpumat's `stream`."""
+    if isinstance(obj, Matrix):
+        return obj.copy(stream=stream) if copy else obj
+    dl_device = getattr(obj, "__dlpack_device__", None)
+    if dl_device is None:
+        raise TypeError(f"{type(obj).__name__} does not support DLPack (no __dlpack_device__)")
+    dev_type, dev_id = dl_device()
+    if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
+        raise ValueError(f"the array is not on a CUDA device (DLPack device type {dev_type}); "
+                         f"use Matrix.from_numpy for host arrays")
+    dev = Device(int(dev_id))
+    s = stream_handle(stream, dev)
+    consumer = CAI_LEGACY if s == LEGACY_STREAM else s
+    try:
+        capsule = obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION)
+    except TypeError:  # a producer from before DLPack 1.0
+        capsule = obj.__dlpack__(stream=consumer)
+    if _api.PyCapsule_IsValid(capsule, NAME_V):
+        address = _api.PyCapsule_GetPointer(capsule, NAME_V)
+        managed = DLManagedTensorVersioned.from_address(address)
+        if managed.version.major > DLPACK_VERSION[0]:
+            raise BufferError(f"DLPack {managed.version.major}.{managed.version.minor} is newer than gpumat reads")
+        used = USED_V
+    elif _api.PyCapsule_IsValid(capsule, NAME):
+        address = _api.PyCapsule_GetPointer(capsule, NAME)
+        managed = DLManagedTensor.from_address(address)
+        used = USED
+    else:
+        raise TypeError("__dlpack__ did not return a DLPack capsule")
+    t = managed.dl_tensor
+    _api.PyCapsule_SetName(capsule, used)  # from here on the tensor is ours to release
+    deleter = managed.deleter
+
+    def release(_owner, address=address, deleter=deleter):
+        if deleter:
+            deleter(address)
+
+    try:
+        dtype = supported(dtype_from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes))
+        ndim = t.ndim
+        shape = tuple(t.shape[i] for i in range(ndim))
+        strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
+        ptr = (t.data or 0) + t.byte_offset
+    except BaseException:
+        release(None)
+        raise
+    return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy)
+
+
+def asmatrix(obj, copy: bool | None = None, stream=None, device=None) -> Matrix:
+    """A Matrix from anything: a Matrix (itself), a GPU array (DLPack, else the CUDA array interface:
+    no copy), or host data (numpy and array-likes: copied to `device`)."""
+    if isinstance(obj, Matrix):
+        return obj.copy(stream=stream) if copy else obj
+    dl = getattr(obj, "__dlpack_device__", None)
+    if dl is not None and dl()[0] in (KDL_CUDA, KDL_CUDA_MANAGED):
+        return from_dlpack(obj, copy=copy, stream=stream)
+    if hasattr(obj, "__cuda_array_interface__"):
+        return from_cuda_array(obj, copy=copy, stream=stream)
+    return Matrix.from_numpy(obj, device=device, stream=stream)

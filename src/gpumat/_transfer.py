@@ -1,0 +1,52 @@
+"""Copies of whole matrices between GPUs (and within one): Matrix.to(device) and Matrix.copy()."""
+from __future__ import annotations
+
+from cuda.bindings import driver
+
+from . import _memory
+from ._driver import Device, check, stream_handle
+from .matrix import Matrix
+
+
+def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
+    """A packed copy of m on dst_dev, queued on `stream` of dst_dev. Across GPUs the copy goes peer to
+    peer (NVLink or PCIe) where the GPUs allow it, else the driver stages it through the host; the
+    destination stream first waits for the source device's current stream, and the call returns once
+    the copy is done (so the source may be freed at once)."""
+    src_dev = m.device
+    s = stream_handle(stream, dst_dev)
+    h, w, isz = m.height, m.width, m.itemsize
+    out = Matrix._allocate(h, w, dst_dev.activate(), s, m.dtype)
+    if h == 0 or w == 0:
+        m.elements
+        return out
+    if src_dev is dst_dev:
+        with dst_dev.lock:
+            src = m.elements
+            m._buffer.use_on(s)
+            _memory.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
+        return out
+    dst_dev.enable_peer_access(src_dev)
+    src_stream = stream_handle(None, src_dev)
+    with src_dev.lock:
+        src = m.elements
+        buf = m._buffer
+        buf.hold()
+    try:
+        src_dev.activate()
+        _memory.wait_for_streams_across(s, src_stream, src_dev, dst_dev)
+        dst_dev.activate()
+        if m.is_contiguous:
+            check(driver.cuMemcpyPeerAsync(out.elements, dst_dev.context, src, src_dev.context, h * w * isz, s),
+                  "cuMemcpyPeerAsync")
+        else:
+            p = driver.CUDA_MEMCPY3D_PEER()
+            p.srcMemoryType = p.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+            p.srcDevice, p.srcContext, p.srcPitch, p.srcHeight = src, src_dev.context, m.stride * isz, h
+            p.dstDevice, p.dstContext, p.dstPitch, p.dstHeight = out.elements, dst_dev.context, w * isz, h
+            p.WidthInBytes, p.Height, p.Depth = w * isz, h, 1
+            check(driver.cuMemcpy3DPeerAsync(p, s), "cuMemcpy3DPeerAsync")
+        check(driver.cuStreamSynchronize(s), "cuStreamSynchronize")
+    finally:
+        buf.unhold()
+    return out

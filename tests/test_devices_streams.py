@@ -1,0 +1,258 @@
+"""Devices, streams and events; host transfers (pinned and staged); copies between GPUs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import _driver, _memory
+from support import FAKE_DEVICE, product_error, random
+
+gpu = pytest.mark.gpu
+two_gpus = pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (runs on the two-GPU machine)")
+
+
+# -------------------------------------------------------------------------------------------------
+# CPU: the stream argument
+# -------------------------------------------------------------------------------------------------
+class ProtocolStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_stream_arguments_resolve_to_handles():
+    assert _driver.stream_handle(None, FAKE_DEVICE) == _driver.LEGACY_STREAM
+    assert _driver.stream_handle(0, FAKE_DEVICE) == 0
+    assert _driver.stream_handle(0x1234, FAKE_DEVICE) == 0x1234
+    assert _driver.stream_handle(ProtocolStream(0x5678), FAKE_DEVICE) == 0x5678
+
+    class TorchLike:
+        cuda_stream = 0x9ABC
+
+    assert _driver.stream_handle(TorchLike(), FAKE_DEVICE) == 0x9ABC
+    for bad in ("stream", 1.5, object(), True):
+        with pytest.raises(TypeError):
+            _driver.stream_handle(bad, FAKE_DEVICE)
+    with pytest.raises(ValueError):
+        _driver.stream_handle(-1, FAKE_DEVICE)
+
+
+def test_operations_refuse_bad_streams_before_any_gpu_call():
+    from support import fake_matrix
+    a, b = fake_matrix(4, 4), fake_matrix(4, 4, ptr=0x7F8000000000)
+    for op in (lambda s: gm.matmul(a, b, stream=s), lambda s: gm.transpose(a, stream=s),
+               lambda s: gm.dot(a, b, stream=s)):
+        with pytest.raises(TypeError, match="stream must be"):
+            op("not a stream")
+
+
+def test_device_arguments():
+    with pytest.raises(TypeError):
+        gm.Device("0")
+    with pytest.raises(TypeError):
+        gm.Device(1.0)
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: devices
+# -------------------------------------------------------------------------------------------------
+@gpu
+def test_devices_are_objects_with_one_identity():
+    n = gm.device_count()
+    assert n >= 1
+    assert gm.Device(0) is gm.Device(0) is gm.device()
+    assert gm.Device() is gm.device()
+    with pytest.raises(ValueError, match=f"no GPU {n}"):
+        gm.Device(n)
+    with gm.Device(0) as d:
+        assert gm.device() is d
+        m = gm.Matrix.empty(2, 2)
+        assert m.device is d
+        m.free()
+
+
+@gpu
+@two_gpus
+def test_operations_on_each_gpu_and_mixing_refused():
+    a, b = random((130, 70)), random((70, 90))
+    ref = a.astype(np.float64) @ b
+    on = []
+    for i in range(gm.device_count()):
+        with gm.Device(i):
+            A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)
+            assert A.device.ordinal == i
+            C = A @ B
+            assert C.device.ordinal == i
+            assert product_error(C.to_numpy(), a, b) < 1e-5
+            assert gm.transpose(A).to_numpy().tobytes() == np.ascontiguousarray(a.T).tobytes()
+            assert abs(gm.dot(A, A) - float((a.astype(np.float64) ** 2).sum())) < 1e-6 * a.size
+            on.append((A, B))
+    (A0, B0), (A1, B1) = on[0], on[1]
+    with pytest.raises(ValueError, match="GPU 0 and b on GPU 1"):
+        gm.matmul(A0, B1)
+    with pytest.raises(ValueError, match="GPU"):
+        gm.dot(A0, A1)
+    with pytest.raises(ValueError, match="GPU"):
+        gm.transpose(A0, out=gm.Matrix.empty(70, 130, device=1))
+    # a copy across GPUs (peer to peer where possible), of a packed matrix and of a view
+    assert np.array_equal(A0.to(1).to_numpy(), a)
+    view = A0[3:100, 5:60]
+    moved = view.to(gm.Device(1))
+    assert moved.device.ordinal == 1 and np.array_equal(moved.to_numpy(), a[3:100, 5:60])
+    assert product_error((moved @ B1[0:55, :]).to_numpy(), a[3:100, 5:60], b[0:55, :]) < 1e-5
+    with gm.Device(1):
+        s = gm.Stream()
+        back = moved.to(0)
+        assert back.device.ordinal == 0 and np.array_equal(back.to_numpy(), a[3:100, 5:60])
+        s.close()
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: streams and events
+# -------------------------------------------------------------------------------------------------
+@gpu
+def test_every_operation_on_a_non_default_stream():
+    a, b = random((257, 129)), random((129, 65))
+    s = gm.Stream()
+    try:
+        A = gm.Matrix.from_numpy(a, stream=s)
+        B = gm.Matrix.from_numpy(b, stream=s)
+        C = gm.matmul(A, B, stream=s)
+        assert product_error(C.to_numpy(stream=s), a, b) < 1e-5
+        assert np.array_equal(gm.transpose(A, stream=s).to_numpy(stream=s), a.T)
+        assert abs(gm.dot(A, A, stream=s) - float((a.astype(np.float64) ** 2).sum())) < 1e-9 * a.size
+        from gpumat.sparse import CSRMatrix
+        S = CSRMatrix.from_dense(np.where(a > 0.5, a, 0))
+        D = gm.spmm(S, B, stream=s)
+        ref = np.where(a > 0.5, a, 0).astype(np.float64) @ b
+        assert product_error(D.to_numpy(stream=s), np.where(a > 0.5, a, 0), b) < 1e-5
+        with s:  # the current stream is the default
+            assert _driver.stream_handle(None, gm.device()) == s.ptr
+            E = A @ B
+        assert _driver.stream_handle(None, gm.device()) == _driver.LEGACY_STREAM
+        assert product_error(E.to_numpy(), a, b) < 1e-5 and ref.shape == D.shape
+    finally:
+        s.synchronize()
+        s.close()
+
+
+@gpu
+def test_streams_of_other_libraries_are_accepted():
+    cp = pytest.importorskip("cupy")
+    a = random((64, 64))
+    with gm.Matrix.from_numpy(a) as A:
+        cs = cp.cuda.Stream(non_blocking=True)
+        C = gm.matmul(A, A, stream=cs)
+        cs.synchronize()
+        assert product_error(C.to_numpy(), a, a) < 1e-5
+        torch = pytest.importorskip("torch")
+        ts = torch.cuda.Stream()
+        D = gm.matmul(A, A, stream=ts)
+        ts.synchronize()
+        assert product_error(D.to_numpy(), a, a) < 1e-5
+
+
+@gpu
+def test_events_time_work_and_order_streams():
+    s1, s2 = gm.Stream(), gm.Stream()
+    a = random((1024, 1024))
+    A = gm.Matrix.from_numpy(a)
+    start, stop = gm.Event(), gm.Event()
+    start.record(s1)
+    C = gm.matmul(A, A, stream=s1)
+    stop.record(s1)
+    done = s1.record()
+    s2.wait(done)  # work on s2 now follows the product
+    D = gm.transpose(C, stream=s2)
+    stop.synchronize()
+    assert stop.query() and start.elapsed_time(stop) > 0
+    assert product_error(D.to_numpy(stream=s2).T, a, a) < 1e-5
+    with pytest.raises(ValueError):
+        gm.Event(timing=False).elapsed_time(stop)
+    s1.close()
+    s2.close()
+
+
+@gpu
+def test_memory_freed_on_one_stream_and_reused_on_another_is_not_raced():
+    """A long product reads A on stream 1; A is freed on stream 1 right away and a new matrix of the same
+    size is written on stream 2. The product must still see A's values."""
+    n = 2048
+    s1, s2 = gm.Stream(), gm.Stream()
+    a = random((n, n))
+    for _ in range(3):
+        A = gm.Matrix.from_numpy(a, stream=s1)
+        C = gm.matmul(A, A, stream=s1)
+        A.free()
+        for _ in range(4):  # small and large blocks both
+            B = gm.Matrix.zeros(n, n, stream=s2)
+            B.free()
+            small = gm.Matrix.zeros(8, 8, stream=s2)
+            small.free()
+        s1.synchronize()
+        assert product_error(C.to_numpy(), a, a) < 1e-5
+    s1.close()
+    s2.close()
+
+
+@gpu
+def test_a_matrix_made_on_one_stream_is_ordered_before_use_on_another():
+    s1, s2 = gm.Stream(), gm.Stream()
+    for _ in range(5):
+        a = random((1500, 1500))
+        A = gm.Matrix.from_numpy(a, stream=s1)
+        Z = gm.Matrix.zeros(1500, 1500, stream=s1)
+        C = gm.matmul(A, Z, stream=s2)  # must wait for the zero fill on s1
+        assert np.count_nonzero(C.to_numpy(stream=s2)) == 0
+        for m in (A, Z, C):
+            m.free()
+    s1.close()
+    s2.close()
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: host transfers
+# -------------------------------------------------------------------------------------------------
+@gpu
+@given(rows=st.integers(1, 700), cols=st.sampled_from([1, 3, 64, 1000, 2**21 + 3]), pad=st.integers(0, 5),
+       pinned=st.booleans())
+def test_uploads_and_downloads_are_exact_at_every_size(rows, cols, pad, pinned):
+    if rows * cols > 2**24:
+        rows = max(2**24 // cols, 1)
+    host = random((rows, cols))
+    src = gm.pinned_empty(host.shape, np.float32) if pinned else host.copy()
+    src[...] = host
+    assert _memory.is_pinned(src) == pinned
+    with gm.Matrix.from_numpy(src) as A:
+        assert np.array_equal(A.to_numpy(), host)
+        out = gm.pinned_empty(host.shape, np.float32) if pinned else np.empty_like(host)
+        A.to_numpy(out=out)
+        assert np.array_equal(out, host)
+        # a view with an odd offset and stride, both ways
+        with gm.Matrix.zeros(rows + 1, cols + pad + 1) as P:
+            V = P[1:, 1:cols + 1]
+            assert V.shape == host.shape
+            view_data = gm.Matrix.from_numpy(host)
+            gm.transpose(gm.transpose(view_data), out=V)
+            assert np.array_equal(V.to_numpy(), host)
+            view_data.free()
+
+
+@gpu
+def test_pinned_arrays_copy_asynchronously_on_a_stream():
+    s = gm.Stream()
+    host = gm.pinned_empty((2048, 2048))
+    host[...] = random((2048, 2048))
+    A = gm.Matrix.from_numpy(host, stream=s)
+    back = gm.pinned_empty((2048, 2048))
+    A.to_numpy(out=back, stream=s)
+    assert np.array_equal(back, host)
+    s.close()
+    with pytest.raises(ValueError):
+        A.to_numpy(out=np.empty((2048, 2047), np.float32))
+    with pytest.raises(TypeError):
+        A.to_numpy(out=[1, 2, 3])

@@ -1,0 +1,201 @@
+"""Zero-copy exchange with CuPy, PyTorch and JAX: the CUDA array interface and DLPack, both ways."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import gpumat as gm
+from gpumat import _interop
+from support import fake_matrix, product_error, random
+
+gpu = pytest.mark.gpu
+
+
+# -------------------------------------------------------------------------------------------------
+# CPU: the structures, built over fake pointers
+# -------------------------------------------------------------------------------------------------
+def test_cuda_array_interface_of_a_packed_and_a_padded_matrix():
+    m = fake_matrix(3, 5, ptr=0x7F0000001000)
+    cai = _interop.cuda_array_interface(m)
+    assert cai["shape"] == (3, 5) and cai["typestr"] == "<f4" and cai["version"] == 3
+    assert cai["data"] == (0x7F0000001000, False) and cai["strides"] is None and cai["stream"] == 1
+    v = fake_matrix(3, 5, stride=8, ptr=0x7F0000001000)
+    assert _interop.cuda_array_interface(v)["strides"] == (32, 4)
+    assert _interop.cuda_array_interface(v, stream=0xABC)["stream"] == 0xABC
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_dlpack_capsule_fields(versioned):
+    m = fake_matrix(4, 6, stride=9, ptr=0x7F0000002000)
+    cap = _interop.export_dlpack(m, max_version=(1, 0) if versioned else None)
+    name = _interop.NAME_V if versioned else _interop.NAME
+    assert _interop._api.PyCapsule_IsValid(cap, name)
+    address = _interop._api.PyCapsule_GetPointer(cap, name)
+    managed = (_interop.DLManagedTensorVersioned if versioned else _interop.DLManagedTensor).from_address(address)
+    t = managed.dl_tensor
+    assert t.data == 0x7F0000002000 and t.device.device_type == _interop.KDL_CUDA and t.device.device_id == 0
+    assert t.ndim == 2 and (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (_interop.KDL_FLOAT, 32, 1)
+    assert [t.shape[0], t.shape[1]] == [4, 6] and [t.strides[0], t.strides[1]] == [9, 1] and t.byte_offset == 0
+    if versioned:
+        assert (managed.version.major, managed.version.minor) == (1, 0) and managed.flags == 0
+    assert address in _interop._exports
+    del cap, managed, t
+    gc.collect()
+    assert address not in _interop._exports  # an unconsumed capsule releases what it held
+
+
+def test_dlpack_deleter_releases_the_export():
+    m = fake_matrix(2, 2, ptr=0x7F0000003000)
+    cap = _interop.export_dlpack(m)
+    address = _interop._api.PyCapsule_GetPointer(cap, _interop.NAME)
+    _interop._api.PyCapsule_SetName(cap, _interop.USED)  # what a consumer does
+    managed = _interop.DLManagedTensor.from_address(address)
+    assert address in _interop._exports
+    managed.deleter(address)  # the consumer is done
+    assert address not in _interop._exports
+
+
+def test_layouts_accepted_without_a_copy():
+    assert _interop._row_major((3, 4), None) == (3, 4, 4)
+    assert _interop._row_major((3, 4), (10, 1)) == (3, 4, 10)
+    assert _interop._row_major((5,), (1,)) == (1, 5, 5)
+    assert _interop._row_major((1, 4), (1, 1)) == (1, 4, 4)
+    assert _interop._row_major((3, 1), (7, 3)) == (3, 1, 7)
+    assert _interop._row_major((3, 4), (1, 3)) is None          # column-major
+    assert _interop._row_major((3, 4), (8, 2)) is None          # every other column
+    assert _interop._column_major((3, 4), (1, 3)) == 3
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        _interop._row_major((2, 2, 2), None)
+
+
+def test_dtype_codes():
+    assert _interop.dlpack_dtype(np.dtype(np.float32)) == (_interop.KDL_FLOAT, 32)
+    assert _interop.dlpack_dtype(np.dtype(np.float64)) == (_interop.KDL_FLOAT, 64)
+    assert _interop.dtype_from_dlpack(_interop.KDL_FLOAT, 16, 1) == np.float16
+    with pytest.raises(TypeError):
+        _interop.dtype_from_dlpack(_interop.KDL_INT, 32, 1)
+    with pytest.raises(TypeError):
+        _interop.dtype_from_dlpack(_interop.KDL_FLOAT, 32, 4)
+
+
+def test_exporting_to_another_device_is_refused():
+    m = fake_matrix(2, 2)
+    with pytest.raises(BufferError):
+        _interop.export_dlpack(m, dl_device=(1, 0))  # the CPU
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: CuPy, PyTorch, JAX
+# -------------------------------------------------------------------------------------------------
+@gpu
+def test_torch_round_trip_is_zero_copy():
+    torch = pytest.importorskip("torch")
+    t = torch.rand(300, 200, device="cuda")
+    m = gm.from_dlpack(t)
+    assert m.elements == t.data_ptr() and m.shape == (300, 200) and m.is_borrowed
+    back = torch.from_dlpack(m)
+    assert back.data_ptr() == t.data_ptr()
+    # results are right through the borrowed memory
+    a = t.cpu().numpy()
+    assert product_error((m @ gm.transpose(m)).to_numpy(), a, a.T) < 1e-5
+    # a padded view of a wider tensor: no copy, the stride is kept
+    wide = torch.rand(128, 300, device="cuda")
+    view = wide[:, 7:207]
+    mv = gm.from_dlpack(view)
+    assert mv.elements == view.data_ptr() and mv.stride == 300
+    assert np.array_equal(mv.to_numpy(), view.cpu().numpy())
+    # writes through gpumat land in the tensor
+    out = gm.from_dlpack(torch.empty(300, 300, device="cuda"))
+    gm.matmul(m, gm.transpose(m), out=out)
+    torch.cuda.synchronize()
+
+
+@gpu
+def test_torch_non_row_major_is_refused_or_copied():
+    torch = pytest.importorskip("torch")
+    t = torch.rand(60, 40, device="cuda")
+    with pytest.raises(ValueError, match="column-major"):
+        gm.from_dlpack(t.T)
+    c = gm.from_dlpack(t.T, copy=True)
+    assert np.array_equal(c.to_numpy(), t.T.cpu().numpy()) and not c.is_borrowed
+    with pytest.raises(ValueError, match="not row-major"):
+        gm.from_dlpack(t[:, ::2])
+    with pytest.raises(TypeError, match="float32"):
+        gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int32))
+
+
+@gpu
+def test_borrowed_memory_keeps_its_producer_alive():
+    torch = pytest.importorskip("torch")
+    t = torch.full((256, 256), 3.0, device="cuda")
+    m = gm.from_dlpack(t)
+    ptr = t.data_ptr()
+    del t
+    gc.collect()
+    filler = [torch.full((256, 256), 9.0, device="cuda") for _ in range(8)]  # would reuse freed memory
+    assert all(f.data_ptr() != ptr for f in filler)
+    assert (m.to_numpy() == 3.0).all()
+    m.free()  # gpumat lets go; the tensor's memory goes back to PyTorch, never to gpumat's pool
+    assert m.is_freed
+    with pytest.raises(gm.FreedMatrixError):
+        m.to_numpy()
+
+
+@gpu
+def test_cupy_both_ways():
+    cp = pytest.importorskip("cupy")
+    x = cp.random.rand(100, 50, dtype=cp.float32)
+    m = gm.Matrix.from_cuda_array(x)
+    assert m.elements == x.data.ptr and np.array_equal(m.to_numpy(), cp.asnumpy(x))
+    m2 = gm.from_dlpack(x)
+    assert m2.elements == x.data.ptr
+    a = random((64, 48))
+    with gm.Matrix.from_numpy(a) as A:
+        y = cp.asarray(A)  # through __cuda_array_interface__
+        assert y.data.ptr == A.elements and np.array_equal(cp.asnumpy(y), a)
+        z = cp.from_dlpack(A)
+        assert z.data.ptr == A.elements and np.array_equal(cp.asnumpy(z), a)
+        view = A[2:50, 3:40]
+        yv = cp.asarray(view)
+        assert yv.data.ptr == view.elements and np.array_equal(cp.asnumpy(yv), a[2:50, 3:40])
+        assert gm.asmatrix(x).elements == x.data.ptr
+
+
+@gpu
+def test_cupy_stream_order_is_respected_on_import():
+    cp = pytest.importorskip("cupy")
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.zeros((4096, 4096), dtype=cp.float32)
+        x += 1.0  # queued on s
+        m = gm.from_dlpack(x)  # gpumat's legacy stream must wait for s
+        total = gm.dot(m, m)
+    assert total == 4096 * 4096
+
+
+@gpu
+def test_jax_both_ways():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    x = jnp.arange(12 * 7, dtype=jnp.float32).reshape(12, 7)
+    m = gm.from_dlpack(x)
+    assert np.array_equal(m.to_numpy(), np.asarray(x))
+    a = random((33, 17))
+    with gm.Matrix.from_numpy(a) as A:
+        y = jax.dlpack.from_dlpack(A)
+        assert np.array_equal(np.asarray(y), a)
+
+
+@gpu
+def test_dlpack_device_and_copy_export():
+    torch = pytest.importorskip("torch")
+    a = random((20, 30))
+    with gm.Matrix.from_numpy(a) as A:
+        assert A.__dlpack_device__() == (2, A.device.ordinal)
+        cap = A.__dlpack__(copy=True)
+        t = torch.from_dlpack(cap)
+        assert t.data_ptr() != A.elements and np.array_equal(t.cpu().numpy(), a)
+        with pytest.raises(BufferError):
+            A.__dlpack__(dl_device=(1, 0))
