@@ -280,10 +280,10 @@ class Device:
 
 
 def as_device(dev) -> Device:
-    """A Device from a Device, an index, or None (the current device)."""
+    """A Device from a Device, an index, or None (the current device), its context current in this thread."""
     if dev is None:
         return device()
-    return dev if isinstance(dev, Device) else Device(dev)
+    return (dev if isinstance(dev, Device) else Device(dev)).activate()
 
 
 # -------------------------------------------------------------------------------------------------
@@ -301,6 +301,9 @@ class Stream:
         flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
         self.handle = check(driver.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
         self.ptr, self.device, self.non_blocking, self._owned = int(self.handle), dev, non_blocking, True
+        from ._memory import dead_streams, own_streams
+        dead_streams.discard(self.ptr)
+        own_streams.add(self.ptr)
 
     @classmethod
     def external(cls, handle: int, device=None) -> "Stream":
@@ -339,9 +342,12 @@ class Stream:
         if not self._owned or self.ptr == 0:
             return
         from . import _memory  # blocks cached for this stream go back to the pool before it disappears
-        _memory.forget_stream(self.device, self.ptr)
-        handle, self.handle, self.ptr = self.handle, None, 0
         self.device.activate()
+        check(driver.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        _memory.forget_stream(self.device, self.ptr)
+        _memory.dead_streams.add(self.ptr)  # blocks still tagged with it are freed on the legacy stream
+        _memory.own_streams.discard(self.ptr)
+        handle, self.handle, self.ptr = self.handle, None, 0
         check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
 
     def __del__(self):

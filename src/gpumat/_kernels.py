@@ -108,7 +108,9 @@ class Kernel:
 
     def __call__(self, grid, block, *args, smem: int = 0, stream: int = 0, device=None) -> None:
         dev = device or _current()
-        fn = dev.functions.get(self.name) or self.function(dev)
+        fn = dev.functions.get(self.name)
+        if fn is None:
+            fn = self.function(dev)
         with self._lock:
             self._pack(self._buf, 0, *args)
             err, = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],

@@ -35,6 +35,23 @@ KEEP_BYTES = 64 << 20   # the most the small-block free list holds in all
 MAX_BYTES = 2**63 - 1   # no request reaches the driver above this (its size argument is 64-bit)
 
 
+# Streams gpumat closed: a block still tagged with one is freed on the legacy stream (the stream was
+# synchronised when it closed, so nothing on it can still read the block). A new stream that happens
+# to get the same handle takes it off the set.
+dead_streams: set[int] = set()
+# Streams gpumat made and has not closed. A buffer only ever remembers these and the legacy / per-thread
+# default streams (0, 1, 2): another library's stream may be destroyed behind gpumat's back, and a
+# destroyed handle must never reach the driver. Work on such a stream is followed by an event instead.
+own_streams: set[int] = set()
+SPECIAL_STREAMS = frozenset({0, 1, 2})
+
+
+def trusted(stream: int) -> bool:
+    return stream in SPECIAL_STREAMS or stream in own_streams
+STALE_STREAM = frozenset({driver.CUresult.CUDA_ERROR_INVALID_HANDLE, driver.CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE,
+                          driver.CUresult.CUDA_ERROR_INVALID_CONTEXT})
+
+
 class _SmallBlocks:
     """The free list: blocks by (size, stream). Only called with the device's lock held."""
 
@@ -102,7 +119,7 @@ class Pool:
         """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock."""
         if self.pending:
             self.drain_pending()
-        if nbytes <= SMALL_BLOCK:
+        if nbytes <= SMALL_BLOCK and trusted(stream):
             ptr = self.small.take(nbytes, stream)
             if ptr:
                 self._count(nbytes)
@@ -133,9 +150,14 @@ class Pool:
     def free(self, ptr: int, nbytes: int, stream: int) -> None:
         """Release a block from alloc after the work queued on `stream`. Caller holds the device lock."""
         self.used -= nbytes
-        if nbytes <= SMALL_BLOCK and self.small.give(ptr, nbytes, stream):
+        if stream in dead_streams:  # its stream was closed (and drained first): any stream orders the free
+            stream = LEGACY_STREAM
+        if nbytes <= SMALL_BLOCK and trusted(stream) and self.small.give(ptr, nbytes, stream):
             return
         err, = driver.cuMemFreeAsync(ptr, stream)
+        if err in STALE_STREAM:  # a stream another library owned and destroyed: wait for everything instead
+            check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            err, = driver.cuMemFreeAsync(ptr, LEGACY_STREAM)
         if err:
             raise_error(err, "cuMemFreeAsync")
 
@@ -290,14 +312,29 @@ def check_size(nbytes: int, dev: Device, what: str) -> None:
 # buffers
 # -------------------------------------------------------------------------------------------------
 def wait_for_streams(stream: int, others) -> None:
-    """Make `stream` wait for the work queued so far on each of `others`."""
-    event = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+    """Make `stream` wait for work on other streams: `others` maps a stream handle to an event already
+    recorded on it (waited for, then destroyed) or to None (the work queued on it so far; a stream gpumat
+    closed is skipped: it was drained when it closed). A plain iterable of handles means None for each."""
+    if stream in dead_streams:
+        stream = LEGACY_STREAM
+    items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
+    temp = None
     try:
-        for s in others:
-            check(driver.cuEventRecord(event, s), "cuEventRecord")
-            check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+        for s, ev in items:
+            if ev is not None:
+                if s != stream:
+                    check(driver.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
+                driver.cuEventDestroy(ev)
+                continue
+            if s == stream or s in dead_streams:
+                continue
+            if temp is None:
+                temp = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+            check(driver.cuEventRecord(temp, s), "cuEventRecord")
+            check(driver.cuStreamWaitEvent(stream, temp, 0), "cuStreamWaitEvent")
     finally:
-        driver.cuEventDestroy(event)
+        if temp is not None:
+            driver.cuEventDestroy(temp)
 
 
 class DeviceBuffer:
@@ -314,7 +351,8 @@ class DeviceBuffer:
     def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
         self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
         dev = self.device = dev or device()
-        self.stream = stream
+        # tagged with a stream that outlives the buffer; use_on orders another library's stream after it
+        self.stream = stream if stream in SPECIAL_STREAMS or stream in own_streams else LEGACY_STREAM
         if nbytes > 0:
             p = dev.memory or pool(dev)
             with dev.lock:
@@ -326,11 +364,23 @@ class DeviceBuffer:
             return
         others = self.others
         if others is None:
-            others = self.others = set()
+            others = self.others = {}
         elif stream in others:
             return
         wait_for_streams(stream, (self.stream,))
-        others.add(stream)
+        others[stream] = None
+
+    def used_on(self, stream: int) -> None:
+        """After queueing work on another library's stream: remember an event instead of the handle."""
+        event = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+        check(driver.cuEventRecord(event, stream), "cuEventRecord")
+        others = self.others
+        if others is None:
+            others = self.others = {}
+        old = others.get(stream)
+        if old is not None:
+            driver.cuEventDestroy(old)
+        others[stream] = event
 
     def hold(self) -> None:
         """Keep the memory through a transfer that runs outside the device lock (lock held when called)."""
@@ -383,6 +433,9 @@ class BorrowedBuffer:
 
     def use_on(self, stream: int) -> None:
         pass  # the producer's stream order was settled at import; later uses are the caller's to order
+
+    def used_on(self, stream: int) -> None:
+        pass
 
     def hold(self) -> None:
         self.holds += 1

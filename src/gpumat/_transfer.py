@@ -5,7 +5,7 @@ from cuda.bindings import driver
 
 from . import _memory
 from ._driver import Device, check, stream_handle
-from .matrix import Matrix
+from .matrix import Matrix, done_on, use_on
 
 
 def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
@@ -23,8 +23,9 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     if src_dev is dst_dev:
         with dst_dev.lock:
             src = m.elements
-            m._buffer.use_on(s)
+            use_on(s, m, out)
             _memory.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
+            done_on(s, m, out)
         return out
     dst_dev.enable_peer_access(src_dev)
     src_stream = stream_handle(None, src_dev)

@@ -10,7 +10,7 @@ from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from . import _memory
 from ._memory import fill_2d
-from .matrix import INT32_MAX, Matrix, as_matrix, check_out, operand_device, use_on
+from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, use_on
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
 FAST_SIGNATURE = "PPPiiiqqqi"      # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
@@ -137,8 +137,9 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         use_on(s, a, b, out)
         if k == 0:
             fill_2d(out.elements, out.stride * 4, 0, n, m, s)
-            return out
-        launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out, dev, s)
+        else:
+            launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out, dev, s)
+        done_on(s, a, b, out)
     return out
 
 
@@ -194,3 +195,4 @@ def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix, stream=None) -> None:
     with dev.lock:
         use_on(s, a, b, out)
         Launch.for_plan(p, a.height, b.width, dev.sm_count).run(a, b, out, dev, s)
+        done_on(s, a, b, out)

@@ -74,8 +74,11 @@ class Matrix:
         host = as_float32_2d(array, dtype)
         dev = as_device(device)
         s = stream_handle(stream, dev)
-        m = cls._allocate(*host.shape, dev, s, host.dtype) if host.size else cls.empty(*host.shape, device=dev)
-        _memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)
+        if not host.size:
+            return cls.empty(*host.shape, device=dev)
+        m = cls._allocate(*host.shape, dev, s, host.dtype)
+        m._buffer.use_on(s)
+        _memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -352,8 +355,18 @@ def overlaps(a: Matrix, b: Matrix) -> bool:
 
 
 def use_on(stream: int, *matrices) -> None:
-    """Order `stream` after the allocation of each matrix's memory (device lock held)."""
+    """Before queueing work on `stream`: order it after the allocation of each matrix's memory (device
+    lock held)."""
     for m in matrices:
         buf = m._buffer
         if buf.stream != stream:
             buf.use_on(stream)
+
+
+def done_on(stream: int, *matrices) -> None:
+    """After queueing work on `stream`: when it is another library's stream, each matrix's eventual free
+    waits for an event recorded now (the stream itself may be gone by then)."""
+    if stream in _memory.SPECIAL_STREAMS or stream in _memory.own_streams:
+        return
+    for m in matrices:
+        m._buffer.used_on(stream)

@@ -16,7 +16,7 @@ from ._csr import INT32_MAX, RowStats
 from ._driver import stream_handle
 from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, check_out, operand_device, use_on
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
 from .sparse import BLOCK, CSRMatrix
 
 TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (float4 lanes)
@@ -165,6 +165,7 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
             return out
         use_on(st, b, out)
         _launch(s, b, out, algorithm, dev, st)
+        done_on(st, b, out)
     return out
 
 

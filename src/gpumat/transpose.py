@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ._driver import stream_handle
 from ._geometry import tiled_grid
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, check_out, operand_device, use_on
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
 
@@ -83,4 +83,5 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
         variant = VARIANTS[algorithm]
         variant.kernel(variant.grid(rows, cols), variant.block, a.elements, out.elements, rows, cols, a.stride,
                        out.stride, stream=s, device=dev)
+        done_on(s, a, out)
     return out
