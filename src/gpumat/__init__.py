@@ -4,6 +4,7 @@ Hand-written CUDA kernels, compiled ahead of time, launched through NVIDIA's dri
 (cuda.bindings.driver); numpy on the host. Nothing else at run time.
 """
 from . import matrix as _matrix
+from ._version import __version__
 from ._driver import CudaError, NoDeviceError, OutOfMemoryError, Stream, device, is_available, synchronize
 from .dot import dot
 from .matmul import matmul
@@ -13,7 +14,6 @@ from .transpose import transpose
 
 _matrix._matmul, _matrix._transpose = matmul, transpose  # for A @ B and A.T (matrix.py cannot import them)
 
-__version__ = "0.1.0"
 __all__ = [
     "Matrix", "CSRMatrix", "matmul", "transpose", "dot", "spmm",
     "Stream", "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
