@@ -136,10 +136,14 @@ def main() -> int:
     where = {"active": f"the active environment {os.environ.get('VIRTUAL_ENV')}", "local": str(LOCAL_ENV)}.get(kind)
     if kind != "as-is":
         wanted = requirements(opts.extra, opts.deps)
-        stamp = LOCAL_ENV / f".gpumat-{'-'.join(['deps'] * opts.deps + sorted(opts.extra)) or 'none'}.stamp"
+        sets = ["deps"] * opts.deps + sorted(set(opts.extra))
         key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
         if wanted and kind == "local":
-            if not (stamp.exists() and stamp.read_text() == key):  # new, or pyproject.toml changed since
+            # installed for this pyproject.toml already, by this target or one that needs more
+            done = [set(f.name[len(".gpumat-"):-len(".stamp")].split("+")) for f in LOCAL_ENV.glob(".gpumat-*.stamp")
+                    if f.read_text() == key]
+            if not any(set(sets) <= d for d in done):
+                stamp = LOCAL_ENV / f".gpumat-{'+'.join(sets)}.stamp"
                 pip_install(python, wanted, where)
                 stamp.write_text(key)
         elif wanted and missing_modules(python, modules):
