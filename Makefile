@@ -33,7 +33,7 @@ plot:
 	$(DEVENV) --extra plot -- benchmarks/plot.py $(RESULT)
 
 wheel:
-	$(DEVENV) -- -m pip wheel --no-deps -w dist .
+	$(DEVENV) --module pip -- -m pip wheel --no-deps -w dist .
 
 clean:
 	rm -rf build dist src/*.egg-info src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json

@@ -4,6 +4,7 @@
 
 --deps        the runtime dependencies (pyproject's [project] dependencies), --extra NAME an extra's too
 --kernels     build the kernels first (build_ptx.py), with a compiler found or installed
+--module M    the command also imports M (pip, for `make wheel`): a Python without it is not used as it is
 PYTHON-ARGS   run `python PYTHON-ARGS` in the chosen environment, with src/ on PYTHONPATH
 
 The Python it uses, first that applies:
@@ -127,10 +128,11 @@ def main() -> int:
     parser.add_argument("--deps", action="store_true")
     parser.add_argument("--extra", action="append", default=[])
     parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--module", action="append", default=[], help="one more module the command imports")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
     args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
-    modules = (MODULES["deps"] if opts.deps else []) + [m for e in opts.extra for m in MODULES.get(e, [])]
+    modules = (MODULES["deps"] if opts.deps else []) + [m for e in opts.extra for m in MODULES.get(e, [])] + opts.module
 
     python, kind = choose_python(modules, opts.kernels)
     where = {"active": f"the active environment {os.environ.get('VIRTUAL_ENV')}", "local": str(LOCAL_ENV)}.get(kind)
