@@ -1,26 +1,39 @@
-# `make` builds the kernels; `make demo` runs the documents' worked examples on the GPU; `make test` runs the suite.
-# ARCHS=90 make ...   builds for one GPU architecture only (fast iteration).
+# Each target brings what it needs (tools/devenv.py): the Python packages, from the package index into
+# .venv/ unless an active virtual environment or python3 itself already has them, and a CUDA compiler
+# (nvcc from $NVCC, the PATH or $CUDA_HOME, else the pinned package-index one, installed likewise).
+#   make demo | test | info | bench [OP=matmul]   build the kernels, then run
+#   make kernels                                  build the kernels only
+#   make plot RESULT=benchmarks/results/X.json    draw a benchmark result
+#   make wheel                                    dist/gpumat-*.whl, kernels inside
+#   ARCHS=90 make ...                             build for one GPU architecture only (fast iteration)
 PYTHON ?= python3
-export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
+DEVENV = $(PYTHON) tools/devenv.py
+OP ?= all
 
-.PHONY: all kernels demo test bench info clean
+.PHONY: all kernels demo test info bench plot wheel clean
 
 all: kernels
 
 kernels:
-	$(PYTHON) build_ptx.py
+	$(DEVENV) --kernels
 
-demo: kernels
-	$(PYTHON) -m gpumat demo
+demo:
+	$(DEVENV) --deps --kernels -- -m gpumat demo
 
-info: kernels
-	$(PYTHON) -m gpumat info
+test:
+	$(DEVENV) --deps --extra test --kernels -- -m pytest -q -ra
 
-test: kernels
-	$(PYTHON) -m pytest -q -ra
+info:
+	$(DEVENV) --deps --kernels -- -m gpumat info
 
-bench: kernels
-	$(PYTHON) -m gpumat bench all
+bench:
+	$(DEVENV) --deps --kernels -- -m gpumat bench $(OP)
+
+plot:
+	$(DEVENV) --extra plot -- benchmarks/plot.py $(RESULT)
+
+wheel:
+	$(DEVENV) --module pip -- -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf build src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json
+	rm -rf build dist src/*.egg-info src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json

@@ -9,6 +9,9 @@ flags or the compiler change.
 
     python3 build_ptx.py            # every arch
     ARCHS=90 python3 build_ptx.py   # one arch, for quick iteration
+
+The compiler is found by tools/cuda_compiler.py ($NVCC, the PATH, $CUDA_HOME, or the package-index
+nvcc in this Python's site-packages); `make kernels` installs the latter when there is none.
 """
 from __future__ import annotations
 
@@ -17,12 +20,14 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+import cuda_compiler  # noqa: E402
+
 SRC_DIR = ROOT / "cuda"
 OUT_DIR = ROOT / "src" / "gpumat" / "kernels"
 PTX_DIR = ROOT / "build" / "ptx"
@@ -36,19 +41,6 @@ PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
 PTXAS_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 PTXAS_USED_RE = re.compile(r"Used (\d+) registers")
 PTXAS_SMEM_RE = re.compile(r"(\d+) bytes smem")
-
-
-def nvcc() -> str:
-    path = os.environ.get("NVCC") or shutil.which("nvcc")
-    if not path:
-        sys.exit("build_ptx.py: nvcc not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)")
-    return path
-
-
-def nvcc_version(exe: str) -> str:
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"release (\d+\.\d+)", out)
-    return match.group(1) if match else "unknown"
 
 
 def arch_list() -> list[str]:
@@ -112,8 +104,13 @@ def build_module(exe: str, cu: Path, archs: list[str]) -> dict:
 
 
 def main() -> int:
-    exe = nvcc()
-    version = nvcc_version(exe)
+    try:
+        compiler = cuda_compiler.require()
+    except cuda_compiler.NoCompilerError as err:
+        print(f"build_ptx.py: {err}", file=sys.stderr)
+        return 1
+    exe, version = compiler.path, compiler.version
+    release = ".".join(version.split(".")[:2])
     archs = arch_list()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     PTX_DIR.mkdir(parents=True, exist_ok=True)
@@ -135,18 +132,19 @@ def main() -> int:
             cu, key = futures[fut]
             try:
                 modules[cu.stem] = {**fut.result(), "key": key}
-                print(f"built {cu.name} for sm_{', sm_'.join(archs)}")
+                print(f"built {cu.name} for sm_{', sm_'.join(archs)} with nvcc {version}")
             except (RuntimeError, subprocess.CalledProcessError) as err:
                 failed.append(f"{cu.name}: {err}")
     for stale in set(old_modules) - {cu.stem for cu in sources}:
         (OUT_DIR / f"{stale}.fatbin").unlink(missing_ok=True)
-    manifest = {"cuda_version": version, "archs": archs, "modules": dict(sorted(modules.items()))}
+    manifest = {"cuda_version": release, "nvcc": f"{version} ({compiler.origin})", "archs": archs,
+                "modules": dict(sorted(modules.items()))}
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
     if failed:
         print("\n".join(failed), file=sys.stderr)
         return 1
     if not todo:
-        print(f"kernels up to date ({len(modules)} modules, sm_{', sm_'.join(archs)})")
+        print(f"kernels up to date ({len(modules)} modules, sm_{', sm_'.join(archs)}, nvcc {version})")
     return 0
 
 

@@ -8,6 +8,7 @@ from ._driver import (CudaError, Device, Event, NoDeviceError, OutOfMemoryError,
 from ._interop import asmatrix, from_dlpack
 from ._memory import (memory_info, pinned_empty, release_cached, reset_peak, set_cache_limit,
                       set_memory_limit)
+from ._version import __version__
 from .dot import dot
 from .matmul import matmul
 from .matrix import FreedMatrixError, Matrix
@@ -15,7 +16,6 @@ from .sparse import CSRMatrix
 from .spmm import spmm
 from .transpose import transpose
 
-__version__ = "0.1.0"
 __all__ = [
     "Matrix", "CSRMatrix", "matmul", "transpose", "dot", "spmm",
     "Device", "Stream", "Event", "device", "current_device", "device_count", "is_available", "synchronize",

@@ -50,9 +50,9 @@ def _describe(code) -> tuple[str, str]:
     try:
         err, name = driver.cuGetErrorName(code)
         err2, text = driver.cuGetErrorString(code)
-        return (name.decode() if not err else getattr(code, "name", str(code))), \
-            (text.decode() if not err2 else "unknown error")
-    except Exception:  # the driver itself may be unusable when we get here
+        name = name.decode() if not err else getattr(code, "name", str(code))
+        return name, (text.decode() if not err2 else "unknown error")
+    except Exception:  # the driver itself may be unusable when we get here (no libcuda: the enum still names it)
         return getattr(code, "name", str(code)), "unknown error"
 
 

@@ -28,7 +28,14 @@ DECLARED: dict[str, "Kernel"] = {}
 def manifest() -> dict:
     path = KERNEL_DIR / "manifest.json"
     if not path.exists():
-        raise FileNotFoundError(f"gpumat's kernels are not built ({path} is missing): run `make` in the source tree")
+        source_tree = KERNEL_DIR.parents[2]
+        if (source_tree / "build_ptx.py").exists():
+            raise FileNotFoundError(f"gpumat's kernels are not built ({path} is missing): run `make kernels` in "
+                                    f"{source_tree} (it finds a CUDA compiler, or installs one from the package index)")
+        raise FileNotFoundError(
+            f"this gpumat has no kernels ({path} is missing), so it cannot run: reinstall it from a wheel that "
+            "carries them, or from the source (`pip install --force-reinstall --no-deps <sdist or source tree>` "
+            "compiles them; it needs nvcc, or the package index to fetch one)")
     return json.loads(path.read_text())
 
 

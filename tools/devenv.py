@@ -1,0 +1,171 @@
+"""What the Makefile runs: bring the Python packages and the CUDA compiler a target needs, then run it.
+
+    python3 tools/devenv.py [--deps] [--extra NAME]... [--kernels] [-- PYTHON-ARGS...]
+
+--deps        the runtime dependencies (pyproject's [project] dependencies), --extra NAME an extra's too
+--kernels     build the kernels first (build_ptx.py), with a compiler found or installed
+--module M    the command also imports M (pip, for `make wheel`): a Python without it is not used as it is
+PYTHON-ARGS   run `python PYTHON-ARGS` in the chosen environment, with src/ on PYTHONPATH
+
+The Python it uses, first that applies:
+  1. the active virtual environment ($VIRTUAL_ENV); what is missing is installed into it;
+  2. the interpreter running this script, as it is, when it already imports everything the target
+     needs and, for --kernels, sees a supported nvcc: nothing is installed, nothing is fetched;
+  3. the project's own environment, .venv/ in the source tree, created on first use and filled from
+     the package index (a stamp keyed on pyproject.toml skips the check on later runs).
+The compiler is the one tools/cuda_compiler.py finds; when there is none, the pinned package-index
+compiler is installed into the environment of 1 or 3.
+Standard library only; Python 3.10+.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import cuda_compiler  # noqa: E402
+
+LOCAL_ENV = ROOT / ".venv"
+SRC = ROOT / "src"
+# what each requirement set must make importable (checked before anything is installed)
+MODULES = {"deps": ["numpy", "cuda.bindings.driver"], "test": ["pytest", "hypothesis"], "plot": ["matplotlib"]}
+
+
+def say(line: str) -> None:
+    print(f"devenv: {line}", file=sys.stderr, flush=True)
+
+
+def requirements(extras: list[str], deps: bool) -> list[str]:
+    """The requirement strings for the runtime dependencies and the named extras, read from pyproject.toml."""
+    text = (ROOT / "pyproject.toml").read_text()
+    try:
+        import tomllib
+        project = tomllib.loads(text)["project"]
+        runtime, optional = project["dependencies"], project.get("optional-dependencies", {})
+    except ImportError:  # Python 3.10: our pyproject's two lists, read by pattern
+        listed = lambda body: re.findall(r'"([^"]+)"', body)  # noqa: E731
+        runtime = listed(re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S).group(1))
+        section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        optional = {m.group(1): listed(m.group(2)) for m in re.finditer(r"^([\w-]+)\s*=\s*\[(.*?)\]", section, re.M | re.S)}
+    wanted = list(runtime) if deps else []
+    for extra in extras:
+        if extra not in optional:
+            sys.exit(f"devenv: pyproject.toml has no extra named {extra!r}")
+        wanted += optional[extra]
+    return wanted
+
+
+def missing_modules(python: str, modules: list[str]) -> list[str]:
+    if not modules:
+        return []
+    if Path(python) == Path(sys.executable):
+        absent = []
+        for name in modules:
+            try:
+                if importlib.util.find_spec(name) is None:
+                    absent.append(name)
+            except ImportError:  # a parent package is missing
+                absent.append(name)
+        return absent
+    probe = ("import importlib.util, sys\n"
+             "def has(n):\n"
+             "    try: return importlib.util.find_spec(n) is not None\n"
+             "    except ImportError: return False\n"
+             "print(' '.join(n for n in sys.argv[1:] if not has(n)))")
+    out = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def compiler_in(python: str) -> str | None:
+    """The compiler build_ptx.py would use when run by `python`, as a line, or None."""
+    result = subprocess.run([python, str(ROOT / "tools" / "cuda_compiler.py")], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def pip_install(python: str, packages: list[str], where: str) -> None:
+    say(f"installing into {where}: {' '.join(packages)}")
+    cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", *packages]
+    if subprocess.run(cmd).returncode != 0:
+        sys.exit(f"devenv: `{' '.join(cmd)}` failed. Without access to the package index, install these "
+                 f"packages another way, or activate an environment that has them.")
+
+
+def local_env() -> str:
+    python = LOCAL_ENV / "bin" / "python"
+    if not python.exists():
+        say(f"creating the project's environment {LOCAL_ENV} (python {sys.version.split()[0]})")
+        if subprocess.run([sys.executable, "-m", "venv", str(LOCAL_ENV)]).returncode != 0:
+            sys.exit(f"devenv: `{sys.executable} -m venv {LOCAL_ENV}` failed: install Python's venv module "
+                     "(on Debian/Ubuntu: apt install python3-venv), or activate a virtual environment")
+        # the source tree on the environment's path, as an editable install would put it
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        (Path(purelib) / "gpumat-src.pth").write_text(str(SRC) + "\n")
+    return str(python)
+
+
+def choose_python(modules: list[str], kernels: bool) -> tuple[str, str]:
+    """(interpreter, kind): kind is "active", "as-is" or "local"."""
+    if os.environ.get("VIRTUAL_ENV"):
+        python = Path(os.environ["VIRTUAL_ENV"]) / "bin" / "python"
+        if not python.exists():
+            sys.exit(f"devenv: VIRTUAL_ENV={os.environ['VIRTUAL_ENV']} has no bin/python; deactivate it or fix it")
+        return str(python), "active"
+    if not missing_modules(sys.executable, modules) and (not kernels or cuda_compiler.find() is not None):
+        return sys.executable, "as-is"
+    return local_env(), "local"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="tools/devenv.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--deps", action="store_true")
+    parser.add_argument("--extra", action="append", default=[])
+    parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--module", action="append", default=[], help="one more module the command imports")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    opts = parser.parse_args()
+    args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
+    modules = (MODULES["deps"] if opts.deps else []) + [m for e in opts.extra for m in MODULES.get(e, [])] + opts.module
+
+    python, kind = choose_python(modules, opts.kernels)
+    where = {"active": f"the active environment {os.environ.get('VIRTUAL_ENV')}", "local": str(LOCAL_ENV)}.get(kind)
+    if kind != "as-is":
+        wanted = requirements(opts.extra, opts.deps)
+        sets = ["deps"] * opts.deps + sorted(set(opts.extra))
+        key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+        if wanted and kind == "local":
+            # installed for this pyproject.toml already, by this target or one that needs more
+            done = [set(f.name[len(".gpumat-"):-len(".stamp")].split("+")) for f in LOCAL_ENV.glob(".gpumat-*.stamp")
+                    if f.read_text() == key]
+            if not any(set(sets) <= d for d in done):
+                stamp = LOCAL_ENV / f".gpumat-{'+'.join(sets)}.stamp"
+                pip_install(python, wanted, where)
+                stamp.write_text(key)
+        elif wanted and missing_modules(python, modules):
+            pip_install(python, wanted, where)
+        if opts.kernels and compiler_in(python) is None:
+            pip_install(python, cuda_compiler.PINNED, where)
+            if compiler_in(python) is None:
+                subprocess.run([python, str(ROOT / "tools" / "cuda_compiler.py")])
+                return 1
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    if opts.kernels:
+        built = subprocess.run([python, str(ROOT / "build_ptx.py")], env=env)
+        if built.returncode != 0:
+            return built.returncode
+    if not args:
+        return 0
+    sys.stdout.flush()
+    os.execve(python, [python, *args], env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
