@@ -3,6 +3,7 @@
 # (nvcc from $NVCC, the PATH or $CUDA_HOME, else the pinned package-index one, installed likewise).
 #   make demo | test | info | bench [OP=matmul]   build the kernels, then run
 #   make kernels                                  build the kernels only
+#   make sanitize [TESTS=tests/x.py]              the GPU tests under compute-sanitizer memcheck and racecheck
 #   make plot RESULT=benchmarks/results/X.json    draw a benchmark result
 #   make wheel                                    dist/gpumat-*.whl, kernels inside
 #   ARCHS=90 make ...                             build for one GPU architecture only (fast iteration)
@@ -10,7 +11,7 @@ PYTHON ?= python3
 DEVENV = $(PYTHON) tools/devenv.py
 OP ?= all
 
-.PHONY: all kernels demo test info bench plot wheel clean
+.PHONY: all kernels demo test sanitize info bench plot wheel clean
 
 all: kernels
 
@@ -22,6 +23,9 @@ demo:
 
 test:
 	$(DEVENV) --deps --extra test --kernels -- -m pytest -q -ra
+
+sanitize:
+	$(DEVENV) --deps --extra test --kernels -- tools/sanitize.py $(TESTS)
 
 info:
 	$(DEVENV) --deps --kernels -- -m gpumat info

@@ -64,6 +64,10 @@ def test_impossible_sizes_raise_gpumats_own_errors(shape):
 def test_finalizers_never_wait_for_a_lock_another_thread_holds():
     """A Matrix collected while another thread holds the device lock: collection must not block."""
     dev = gm.device()
+    for _ in range(50):  # reference cycles: only the cycle collector frees these
+        box = [gm.Matrix.empty(64, 64)]
+        box.append(box)
+    del box
     held, release = threading.Event(), threading.Event()
 
     def holder():
@@ -75,23 +79,12 @@ def test_finalizers_never_wait_for_a_lock_another_thread_holds():
     t.start()
     held.wait(10)
     try:
-        def make_cycle():
-            m = gm.Matrix.empty(64, 64)
-            box = [m]
-            box.append(box)  # a reference cycle: only the cycle collector frees it
-
         done = threading.Event()
-
-        def collect():
-            for _ in range(50):
-                make_cycle()
-            gc.collect()
-            done.set()
-
-        c = threading.Thread(target=collect)
+        c = threading.Thread(target=lambda: (gc.collect(), done.set()))
         c.start()
         assert done.wait(20), "collecting a Matrix blocked on the device lock"
         c.join()
+        assert len(dev.memory.pending) >= 50  # the finalizers queued their blocks
     finally:
         release.set()
         t.join()
@@ -114,6 +107,7 @@ def test_collector_inside_allocation_does_not_deadlock():
             cycle.append(cycle)
             if i % 5 == 0:
                 gm.Matrix.from_numpy(np.ones((4, 4), np.float32)).free()
+        del m, cycle
         gc.set_threshold(700, 10, 10)
         gc.collect()
         gm.Matrix.empty(1, 1).free()  # drains what the finalizers queued
