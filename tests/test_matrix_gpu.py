@@ -125,9 +125,12 @@ def test_device_memory_returns_to_where_it_started_after_many_cycles(side):
 
 def test_stream_orders_with_the_library_and_closes():
     a = random((128, 128))
-    with gm.Stream() as s, gm.Matrix.from_numpy(a) as m:
+    s = gm.Stream()
+    with s, gm.Matrix.from_numpy(a) as m:  # `with` makes the stream current; it stays open
         c = m @ m
         s.synchronize()
         np.testing.assert_allclose(c.to_numpy(), a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
+    assert s.handle is not None and s.query()
+    s.close()
     assert s.handle is None
     s.close()  # closing twice is harmless

@@ -342,19 +342,20 @@ class Stream:
         if not self._owned or self.ptr == 0:
             return
         from . import _memory  # blocks cached for this stream go back to the pool before it disappears
-        self.device.activate()
-        check(driver.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
-        _memory.forget_stream(self.device, self.ptr)
-        _memory.dead_streams.add(self.ptr)  # blocks still tagged with it are freed on the legacy stream
-        _memory.own_streams.discard(self.ptr)
-        handle, self.handle, self.ptr = self.handle, None, 0
-        check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
+        handle, ptr, self.handle, self.ptr = self.handle, self.ptr, None, 0
+        _memory.close_stream(self.device, ptr, handle)
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown or a dead context: nothing useful left to do
-            pass
+    def __del__(self):  # never takes a lock: the device's next allocation closes the stream
+        if self._owned and self.ptr:
+            try:
+                pool = self.device.memory
+                if pool is None:
+                    check(driver.cuStreamDestroy(self.handle))
+                else:
+                    pool.pending.append((None, 0, self.ptr, self.handle))
+            except Exception:  # interpreter shutdown or a dead context: nothing useful left to do
+                pass
+            self.ptr = 0
 
     def __enter__(self) -> "Stream":
         stack = getattr(_tls, "streams", None)

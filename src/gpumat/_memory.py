@@ -168,6 +168,9 @@ class Pool:
                 ptr, nbytes, stream, others = pending.popleft()
             except IndexError:
                 break
+            if ptr is None:  # a Stream collected without close(): `others` is its handle
+                close_stream(self.device, stream, others)
+                continue
             if others:
                 wait_for_streams(stream, others)
             self.free(ptr, nbytes, stream)
@@ -230,6 +233,17 @@ def forget_stream(dev: Device, stream: int) -> None:
     if dev.memory is not None:
         with dev.lock:
             dev.memory.forget_stream(stream)
+
+
+def close_stream(dev: Device, ptr: int, handle) -> None:
+    """Destroy a gpumat stream: wait for it, hand its free-list blocks back, and remember that it is gone
+    (blocks still tagged with it are freed on the legacy stream)."""
+    dev.activate()
+    check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")
+    forget_stream(dev, ptr)
+    dead_streams.add(ptr)
+    own_streams.discard(ptr)
+    check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -304,8 +318,8 @@ def check_size(nbytes: int, dev: Device, what: str) -> None:
     if nbytes > MAX_BYTES:
         raise ValueError(f"{what} needs {nbytes} bytes, over the 2^63 - 1 that a GPU allocation can ask for")
     if nbytes > dev.total_memory:
-        raise OutOfMemoryError(f"{what} needs {_mib(nbytes)}, more than GPU {dev.ordinal} has in all "
-                               f"({_mib(dev.total_memory)})", "gpumat")
+        raise OutOfMemoryError(f"cannot allocate {what}: it needs {_mib(nbytes)}, more than GPU {dev.ordinal} "
+                               f"has in all ({_mib(dev.total_memory)})", "gpumat")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -585,7 +599,7 @@ def is_pinned(a: np.ndarray) -> bool:
 # staged copies from and into pageable memory ----------------------------------------------------
 STAGE_CHUNK = 8 << 20        # bytes a staging buffer holds
 STAGE_BUFFERS = 6            # staging buffers in flight per device
-STAGE_MIN = 1 << 20          # smaller pageable copies go straight through the driver
+STAGE_MIN = 4 << 20          # smaller pageable copies go straight through the driver (as fast up to here)
 STAGE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
 
 

@@ -321,7 +321,10 @@ def operand_device(*named) -> Device:
             continue
         if not isinstance(x, Matrix):
             raise TypeError(f"{name} must be a gpumat.Matrix, got {type(x).__name__} (use Matrix.from_numpy)")
-        d = x.device
+        buf = x._buffer
+        if buf is None:
+            raise FreedMatrixError(f"{name} ({x._describe()}) has been freed")
+        d = buf.device
         if dev is None:
             dev, first = d, name
         elif d is not dev:
