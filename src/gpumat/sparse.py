@@ -37,14 +37,22 @@ AUTO_TILE_CAP = 64              # auto's widest column tile (measured on the H10
 SPARSE_SIGNATURE = "PPPPPPPPiiqqqqii"  # indptr, indices, data, B, C, partial, chunk_row, chunk_start,
 #                                        rows, N, ldb, ldc, ldp, split, n_chunks, chunk_blocks
 
-SCALAR = Kernel("spmm", "spmm_csr_scalar", "PPPPPiiqq")
-VECTOR = Kernel("spmm", "spmv_csr_vector", SPARSE_SIGNATURE + "i")
-TILE_KERNELS = {
-    **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4", SPARSE_SIGNATURE) for t in TILES},
-    **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1", SPARSE_SIGNATURE) for t in TILES_SCALAR},
-}
-REDUCE = Kernel("spmm", "spmm_csr_reduce_chunks", "PPPPiiqq")
-TO_DENSE = Kernel("spmm", "csr_to_dense", "PPPPiq")
+# Every kernel exists for float32 and float64 values (data, B and C in one dtype): *_BY_DTYPE[dtype].
+# float64's vec-4 tiles need B and C 16-byte aligned with even ldb, ldc (two 128-bit loads of 4 doubles).
+DTYPES = ("f32", "f64")
+SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in DTYPES}
+VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in DTYPES}
+TILE_KERNELS_BY_DTYPE = {dt: {
+    **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4_{dt}", SPARSE_SIGNATURE) for t in TILES},
+    **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
+} for dt in DTYPES}
+REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in DTYPES}
+TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in DTYPES}
+SCALAR = SCALAR_BY_DTYPE["f32"]
+VECTOR = VECTOR_BY_DTYPE["f32"]
+TILE_KERNELS = TILE_KERNELS_BY_DTYPE["f32"]
+REDUCE = REDUCE_BY_DTYPE["f32"]
+TO_DENSE = TO_DENSE_BY_DTYPE["f32"]
 
 ALGORITHMS = ("auto", "scalar", "vector", *(f"vector{k}" for k in VECTOR_LANES), *(f"tile{t}" for t in TILES))
 

@@ -1,14 +1,16 @@
-"""Transpose, B = A^T, float32: argument checks, variant choice, launch.
+"""Transpose, B = A^T: argument checks, variant choice, launch.
 
 Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb); see
 cuda/transpose.cu. The grid puts A's column tiles on x and A's row tiles on y (capped at 65535; the
-kernels walk the rest in a grid-stride loop).
+kernels walk the rest in a grid-stride loop). The kernels move bits: every variant exists for each
+dtype (KERNELS[(variant, dtype)], dtype one of DTYPES); VARIANTS is the float32 table the Matrix API
+runs today.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._geometry import tiled_grid
+from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from ._kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out
 
@@ -27,19 +29,67 @@ class Variant:
         return tiled_grid(rows + self.skew, cols, *self.tile)
 
 
-def _variant(name: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
-    return Variant(Kernel("transpose", f"transpose_{name}", SIGNATURE), (*block, 1), tile, skew)
+DTYPES = ("f32", "f64", "f16", "bf16")                  # kernel-name suffixes
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
 
 
-VARIANTS: dict[str, Variant] = {
-    "naive": _variant("naive", (32, 8), (8, 32)),                # one element a thread, scattered writes
-    "tiled": _variant("tiled", (32, 32), (32, 32)),              # seed 001's shared-memory tile
-    "tiled_padded": _variant("tiled_padded", (32, 32), (32, 32)),  # tile padded to 32 x 33
-    "tiled_rect": _variant("tiled_rect", (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
-    "tiled_rect64": _variant("tiled_rect64", (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
-    # the 64 x 64 tile with each row piece of B shifted to start on a 32-byte sector
-    "sector_aligned": _variant("sector_aligned", (32, 8), (64, 64), skew=7),
+def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
+    return Variant(Kernel("transpose", f"transpose_{name}_{dtype}", SIGNATURE), (*block, 1), tile, skew)
+
+
+def _family(dtype: str) -> dict[str, Variant]:
+    sector = 32 // ITEMSIZE[dtype]  # elements a 32-byte sector
+    return {
+        "naive": _variant("naive", dtype, (32, 8), (8, 32)),                # one element a thread, scattered writes
+        "tiled": _variant("tiled", dtype, (32, 32), (32, 32)),              # seed 001's shared-memory tile
+        "tiled_padded": _variant("tiled_padded", dtype, (32, 32), (32, 32)),  # tile rows padded to odd words
+        "tiled_rect": _variant("tiled_rect", dtype, (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
+        "tiled_rect64": _variant("tiled_rect64", dtype, (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
+        # the 64 x 64 tile with each row piece of B shifted to start on a 32-byte sector
+        "sector_aligned": _variant("sector_aligned", dtype, (32, 8), (64, 64), skew=sector - 1),
+    }
+
+
+@dataclass(frozen=True)
+class NarrowVariant:
+    """A strip kernel for narrow matrices: "cols" takes A with 1..NARROW_COLS_MAX columns (strips of whole
+    rows), "rows" takes A with 1..NARROW_ROWS_MAX rows (strips of whole columns); 32 KB of shared memory."""
+    kernel: Kernel
+    axis: str          # "cols" or "rows": which dimension of A is narrow
+    itemsize: int
+    block: tuple[int, int, int] = (256, 1, 1)
+
+    def strip(self, rows: int, cols: int) -> int:
+        """Rows (axis "cols") or columns (axis "rows") of A one block moves per step: the kernel's R."""
+        elems = NARROW_BYTES // self.itemsize
+        if self.axis == "cols":
+            return (elems // (cols | 1)) & ~31
+        return (elems // rows - 1) & ~31
+
+    def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
+        r = self.strip(rows, cols)
+        if self.axis == "cols":
+            return 1, max(min(cdiv(rows, r), MAX_GRID_YZ), 1), 1
+        return max(min(cdiv(cols, r), MAX_GRID_X), 1), 1, 1
+
+
+NARROW_BYTES = 32768
+NARROW_COLS_MAX = 127   # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
+NARROW_ROWS_MAX = 64    # transpose_narrow_rows_*: A's height limit
+
+
+def _narrow(axis: str, dtype: str) -> NarrowVariant:
+    return NarrowVariant(Kernel("transpose", f"transpose_narrow_{axis}_{dtype}", SIGNATURE), axis, ITEMSIZE[dtype])
+
+
+KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
+    **{(name, dt): v for dt in DTYPES for name, v in _family(dt).items()},
+    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in DTYPES for axis in ("cols", "rows")},
+    # 2-byte elements only: 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
+    **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in ("f16", "bf16")},
 }
+
+VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
 ALGORITHMS = ("auto", *VARIANTS)
 SECTOR_FLOATS = 8  # 32 bytes
 
