@@ -56,10 +56,13 @@ def bench_transpose(quick: bool) -> list[dict]:
             names = ["tiled_rect64", "sector_aligned"]
             if dt == "f16":
                 names.append("pairs128x64")
-            if kind == "narrow_cols":
-                names.append("narrow_cols")
-            if kind == "narrow_rows":
-                names.append("narrow_rows")
+            if kind in ("narrow_cols", "narrow_rows"):
+                names += [kind, kind + "16k"]
+                if dt == "f16":
+                    names += [n for n in (kind + "_pairs", kind + "_pairs16k")
+                              if T.KERNELS[(n, dt)].accepts(rows, cols, a, cols, b, rows)]
+            names = [n for n in names if not isinstance(T.KERNELS[(n, dt)], T.NarrowVariant)
+                     or T.KERNELS[(n, dt)].accepts(rows, cols, a, cols, b, rows)]
             entry = {"dtype": dt, "kind": kind, "rows": rows, "cols": cols, "copy_gbps": ceilings[nbytes], "variants": {}}
             for name in names:
                 v = T.KERNELS[(name, dt)]

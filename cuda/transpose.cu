@@ -215,25 +215,25 @@ __device__ __forceinline__ void sector_aligned(const T* __restrict__ A, T* __res
 
 // ---------------------------------------------------------------------------------------------------
 // narrow_cols: A with at most 127 columns (a tall, narrow matrix; B short and wide). A block takes a
-// strip of R whole rows of A (R = (E / P) rounded down to a multiple of 32, P = cols | 1 the odd
-// shared-memory row pitch, E = 32 KB of elements), reads the strip as one flat run (contiguous when
+// strip of R whole rows of A (R = (E / P) rounded down to a multiple of 16, P = cols | 1 the odd
+// shared-memory row pitch, E = BYTES of elements), reads the strip as one flat run (contiguous when
 // lda == cols: every lane busy, whatever the width), then writes the strip's cols rows of B, each a
 // contiguous run of R elements, again walking one flat index so every lane is busy. Flat indices turn
 // into (row, column) by a cursor stepped by divmod(256, width): no division in the loops. Shared
 // memory reads down a column have the odd pitch P: no bank conflicts.
-// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); 32 KB of shared memory.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES of shared memory (narrow_cols: 32 KB,
+// narrow_cols16k: 16 KB).
 // ---------------------------------------------------------------------------------------------------
 constexpr int NARROW_THREADS = 256;
-constexpr int NARROW_BYTES = 32768;
 
-template <class T>
-__device__ __forceinline__ void narrow_cols(const T* __restrict__ A, T* __restrict__ B, long long rows,
-                                            long long cols, long long lda, long long ldb)
+template <class T, int BYTES>
+__device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                 long long cols, long long lda, long long ldb)
 {
-    constexpr int E = NARROW_BYTES / (int)sizeof(T);
+    constexpr int E = BYTES / (int)sizeof(T);
     __shared__ T sm[E];
     if (cols < 1 || cols > 127) return;   // the launcher's contract
-    const int w = (int)cols, P = w | 1, R = (E / P) & ~31;
+    const int w = (int)cols, P = w | 1, R = (E / P) & ~15;
     const int tid = threadIdx.x;
     const int di = NARROW_THREADS / w, dj = NARROW_THREADS % w;
     const long long strips = (rows + R - 1) / R;
@@ -284,19 +284,19 @@ __device__ __forceinline__ void narrow_cols(const T* __restrict__ A, T* __restri
 
 // ---------------------------------------------------------------------------------------------------
 // narrow_rows: A with at most 64 rows (short and wide; B tall and narrow). A block takes a strip of R
-// columns of A (R = (E / rows - 1) rounded down to a multiple of 32, so the pitch R + 1 is odd), reads
+// columns of A (R = (E / rows - 1) rounded down to a multiple of 16, so the pitch R + 1 is odd), reads
 // its rows (contiguous runs of R elements) and writes the strip's R rows of B as one flat run
 // (contiguous when ldb == rows), both through flat-index cursors with every lane busy.
-// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); 32 KB of shared memory.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory (32 or 16 KB).
 // ---------------------------------------------------------------------------------------------------
-template <class T>
-__device__ __forceinline__ void narrow_rows(const T* __restrict__ A, T* __restrict__ B, long long rows,
-                                            long long cols, long long lda, long long ldb)
+template <class T, int BYTES>
+__device__ __forceinline__ void narrow_rows_impl(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                 long long cols, long long lda, long long ldb)
 {
-    constexpr int E = NARROW_BYTES / (int)sizeof(T);
+    constexpr int E = BYTES / (int)sizeof(T);
     __shared__ T sm[E];
     if (rows < 1 || rows > 64) return;   // the launcher's contract
-    const int hgt = (int)rows, R = (E / hgt - 1) & ~31, Q = R + 1;
+    const int hgt = (int)rows, R = (E / hgt - 1) & ~15, Q = R + 1;
     const int tid = threadIdx.x;
     const long long strips = (cols + R - 1) / R;
     const int ei = NARROW_THREADS / hgt, ec = NARROW_THREADS % hgt;
@@ -340,6 +340,179 @@ __device__ __forceinline__ void narrow_rows(const T* __restrict__ A, T* __restri
             b[tt * ldb + ii] = sm[ii * Q + tt];
             tt += ei; ii += ec;
             if (ii >= hgt) { ii -= hgt; ++tt; }
+        }
+        __syncthreads();
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_cols(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                            long long cols, long long lda, long long ldb)
+{
+    narrow_cols_impl<T, 32768>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_cols16k(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                               long long cols, long long lda, long long ldb)
+{
+    narrow_cols_impl<T, 16384>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                            long long cols, long long lda, long long ldb)
+{
+    narrow_rows_impl<T, 32768>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows16k(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                               long long cols, long long lda, long long ldb)
+{
+    narrow_rows_impl<T, 16384>(A, B, rows, cols, lda, ldb);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_cols_pairs (2-byte elements, even cols <= 126; A and B 4-byte aligned, lda and ldb even): the
+// narrow_cols strip with every access 4 bytes wide. Rows 2u and 2u + 1 of A give, for each word k of
+// theirs (columns 2k, 2k + 1), two words of B: B(2k, 2u .. 2u+1) and B(2k+1, 2u .. 2u+1), made by
+// __byte_perm and staged as a (row pairs) x cols matrix of words with the odd pitch cols + 1; then the
+// strip's cols rows of B are written as words (the last, when rows is odd, as a half). A block takes R2
+// row pairs, R2 = (E / (cols + 1)) rounded down to a multiple of 16, E = BYTES / 4 words.
+// Launch: block (256), grid (1, min(ceil(ceil(rows / 2) / R2), 65535)); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_pairs_impl(const unsigned short* __restrict__ A,
+                                                       unsigned short* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 4, U = 4;
+    __shared__ unsigned int sm[E];
+    if (cols < 2 || cols > 126 || (cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, hw = w / 2, P = w + 1, R2 = (E / P) & ~15;
+    const int tid = threadIdx.x;
+    const long long pairs = (rows + 1) / 2, lda2 = lda / 2, ldb2 = ldb / 2;
+    const long long strips = (pairs + R2 - 1) / R2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    const int du = NARROW_THREADS / hw, dk = NARROW_THREADS % hw;
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long u0 = s * R2;
+        const int h2 = (int)min((long long)R2, pairs - u0);
+        const int n = h2 * hw;
+        const int odd_last = (u0 + h2 == pairs) && (rows & 1);   // the strip's last pair has one row
+        const unsigned int* a = A32 + 2 * u0 * lda2;
+        int u = tid / hw, k = tid % hw;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int lo[U], hi[U];
+            int at[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? u * P + 2 * k : -1;
+                if (at[q] >= 0) {
+                    lo[q] = a[(2 * u) * lda2 + k];
+                    hi[q] = (odd_last && u == h2 - 1) ? 0u : a[(2 * u + 1) * lda2 + k];
+                }
+                u += du; k += dk;
+                if (k >= hw) { k -= hw; ++u; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = __byte_perm(lo[q], hi[q], 0x5410);
+                    sm[at[q] + 1] = __byte_perm(lo[q], hi[q], 0x7632);
+                }
+        }
+        __syncthreads();
+        // B32(jj, u0 + t) = sm[t * P + jj], the flat index jj * h2 + t over the strip
+        const int ej = NARROW_THREADS / h2, et = NARROW_THREADS % h2;
+        int jj = tid / h2, t = tid % h2;
+#pragma unroll 4
+        for (int g = tid; g < n * 2; g += NARROW_THREADS) {
+            const unsigned int v = sm[t * P + jj];
+            if (odd_last && t == h2 - 1)
+                B[jj * ldb + 2 * (u0 + t)] = (unsigned short)(v & 0xffffu);
+            else
+                B32[jj * ldb2 + u0 + t] = v;
+            jj += ej; t += et;
+            if (t >= h2) { t -= h2; ++jj; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows_pairs (2-byte elements, rows <= 64; A and B 4-byte aligned, lda and ldb even): the
+// narrow_rows strip with 4-byte accesses. Rows 2k and 2k + 1 of A give, for each word of theirs
+// (columns c, c + 1), the words B(c, 2k .. 2k+1) and B(c+1, 2k .. 2k+1) (__byte_perm), staged as a
+// ceil(rows / 2) x R matrix of words with the odd pitch R + 1; then the strip's R rows of B are written
+// as words (the last word of a row, when rows is odd, as a half). A strip is R columns of A,
+// R = (E / ceil(rows / 2) - 1) rounded down to a multiple of 16, E = BYTES / 4 words; a strip's last
+// column, when its width is odd, is read a half at a time.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_rows_pairs_impl(const unsigned short* __restrict__ A,
+                                                       unsigned short* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 4, U = 4;
+    __shared__ unsigned int sm[E];
+    if (rows < 1 || rows > 64) return;   // the launcher's contract
+    const int hgt = (int)rows, h2 = (hgt + 1) / 2, R = (E / h2 - 1) & ~15, Q = R + 1;
+    const int tid = threadIdx.x;
+    const long long strips = (cols + R - 1) / R, lda2 = lda / 2, ldb2 = ldb / 2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    const int ek = NARROW_THREADS / h2, et = NARROW_THREADS % h2;
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;   // even: R is a multiple of 16
+        const int wdt = (int)min((long long)R, cols - c0), wv = (wdt + 1) / 2;
+        const int n = h2 * wv;
+        const int dk = NARROW_THREADS / wv, dv = NARROW_THREADS % wv;
+        int k = tid / wv, v = tid % wv;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int lo[U], hi[U];
+            int at[U], whole[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? k * Q + 2 * v : -1;
+                whole[q] = 2 * v + 1 < wdt;
+                if (at[q] >= 0) {
+                    const bool second = 2 * k + 1 < hgt;
+                    if (whole[q]) {
+                        lo[q] = A32[(2 * k) * lda2 + c0 / 2 + v];
+                        hi[q] = second ? A32[(2 * k + 1) * lda2 + c0 / 2 + v] : 0u;
+                    } else {
+                        lo[q] = A[(2 * k) * lda + c0 + 2 * v];
+                        hi[q] = second ? A[(2 * k + 1) * lda + c0 + 2 * v] : 0u;
+                    }
+                }
+                k += dk; v += dv;
+                if (v >= wv) { v -= wv; ++k; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = __byte_perm(lo[q], hi[q], 0x5410);
+                    if (whole[q])
+                        sm[at[q] + 1] = __byte_perm(lo[q], hi[q], 0x7632);
+                }
+        }
+        __syncthreads();
+        // B32(c0 + t, kk) = sm[kk * Q + t], the flat index t * h2 + kk over the strip
+        int t = tid / h2, kk = tid % h2;
+        const int m = wdt * h2;
+#pragma unroll 4
+        for (int g = tid; g < m; g += NARROW_THREADS) {
+            const unsigned int val = sm[kk * Q + t];
+            if (2 * kk + 1 < hgt)
+                B32[(c0 + t) * ldb2 + kk] = val;
+            else
+                B[(c0 + t) * ldb + 2 * kk] = (unsigned short)(val & 0xffffu);
+            t += ek; kk += et;
+            if (kk >= h2) { kk -= h2; ++t; }
         }
         __syncthreads();
     }
@@ -437,6 +610,8 @@ GPUMAT_TRANSPOSE_FAMILY(tiled_rect64, 256)
 GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256)
 GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256)
 
 #define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
     extern "C" __global__ void __launch_bounds__(256) transpose_pairs128x64_##SFX(                          \
@@ -447,3 +622,19 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256)
     }
 GPUMAT_TRANSPOSE_PAIRS(f16)
 GPUMAT_TRANSPOSE_PAIRS(bf16)
+
+#define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
+    extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \
+        const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
+        long long lda, long long ldb)                                                                        \
+    {                                                                                                        \
+        IMPL<BYTES>(A, B, rows, cols, lda, ldb);                                                             \
+    }
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
