@@ -387,7 +387,7 @@ __device__ __forceinline__ void narrow_cols_pairs_impl(const unsigned short* __r
                                                        unsigned short* __restrict__ B, long long rows,
                                                        long long cols, long long lda, long long ldb)
 {
-    constexpr int E = BYTES / 4, U = 4;
+    constexpr int E = BYTES / 4, U = 8;
     __shared__ unsigned int sm[E];
     if (cols < 2 || cols > 126 || (cols & 1)) return;   // the launcher's contract
     const int w = (int)cols, hw = w / 2, P = w + 1, R2 = (E / P) & ~15;

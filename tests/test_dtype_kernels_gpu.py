@@ -134,8 +134,8 @@ def test_transpose_moves_bits(name, dt, shape, layout):
             pytest.skip("odd contiguous strides")
         a, b = Operand(bits, dt, rows, cols), Operand(None, dt, cols, rows)
     elif aligned:
-        a = Operand(bits, dt, rows, cols, off=2, ld=cols + 3 + cols % 2)
-        b = Operand(None, dt, cols, rows, off=4, ld=rows + 5 + rows % 2)
+        a = Operand(bits, dt, rows, cols, off=2, ld=cols + 4 - cols % 2)   # even strides, 4-byte aligned
+        b = Operand(None, dt, cols, rows, off=4, ld=rows + 6 - rows % 2)
     else:
         a, b = Operand(bits, dt, rows, cols, off=3, ld=cols + 3), Operand(None, dt, cols, rows, off=1, ld=rows + 5)
     try:
