@@ -519,6 +519,110 @@ __device__ __forceinline__ void narrow_rows_pairs_impl(const unsigned short* __r
 }
 
 // ---------------------------------------------------------------------------------------------------
+// narrow_cols_flat (2-byte elements, odd cols <= 127; A contiguous (lda == cols) and 16-byte aligned, B
+// 4-byte aligned with even ldb): a strip of R rows of A (R = (E / cols) rounded down to a multiple of 16,
+// E = BYTES / 2 elements) is one contiguous run, staged raw with 16-byte cp.async (a strip's tail
+// element by element); B's rows are then written as words, each word two halves of one column of the
+// staged rows 2u and 2u + 1 (the odd cols makes the shared-memory reads down a column conflict-free).
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_flat_impl(const unsigned short* __restrict__ A,
+                                                      unsigned short* __restrict__ B, long long rows,
+                                                      long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2;
+    __shared__ __align__(16) unsigned short sm[E];
+    if (cols < 1 || cols > 127 || !(cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, R = (E / w) & ~15;
+    const int tid = threadIdx.x;
+    const long long strips = (rows + R - 1) / R, ldb2 = ldb / 2;
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
+        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8;
+        const unsigned short* a = A + r0 * w;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(sm + 8 * c, a + 8 * c);
+        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
+            sm[e] = a[e];
+        wait_async();
+        __syncthreads();
+        // B32(jj, r0 / 2 + u) = (A(r0 + 2u, jj), A(r0 + 2u + 1, jj)): the flat index jj * h2 + u
+        const int h2 = (h + 1) / 2, m = w * h2;
+        const int ej = NARROW_THREADS / h2, eu = NARROW_THREADS % h2;
+        int jj = tid / h2, u = tid % h2;
+#pragma unroll 4
+        for (int g = tid; g < m; g += NARROW_THREADS) {
+            const unsigned int lo = sm[(2 * u) * w + jj];
+            if (2 * u + 1 < h)
+                B32[jj * ldb2 + r0 / 2 + u] = lo | ((unsigned int)sm[(2 * u + 1) * w + jj] << 16);
+            else
+                B[jj * ldb + r0 + 2 * u] = (unsigned short)lo;
+            jj += ej; u += eu;
+            if (u >= h2) { u -= h2; ++jj; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
+// 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
+// a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
+// put the two halves at their places in the staged run of B (the odd rows makes those shared-memory
+// writes conflict-free); the run then goes out in 16-byte stores (its tail element by element).
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_rows_flat_impl(const unsigned short* __restrict__ A,
+                                                      unsigned short* __restrict__ B, long long rows,
+                                                      long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2, U = 8;
+    __shared__ __align__(16) unsigned short sm[E];
+    if (rows < 1 || rows > 63 || !(rows & 1)) return;   // the launcher's contract
+    const int hgt = (int)rows, R = (E / hgt) & ~15;
+    const int tid = threadIdx.x;
+    const long long strips = (cols + R - 1) / R, lda2 = lda / 2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;   // even, and B's strip starts 16-byte aligned
+        const int wdt = (int)min((long long)R, cols - c0), wv = (wdt + 1) / 2, n = hgt * wv;
+        const int di = NARROW_THREADS / wv, dv = NARROW_THREADS % wv;
+        int i = tid / wv, v = tid % wv;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int x[U];
+            int at[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? (2 * v) * hgt + i : -1;
+                if (at[q] >= 0)
+                    x[q] = 2 * v + 1 < wdt ? A32[i * lda2 + c0 / 2 + v] : (unsigned int)A[i * lda + c0 + 2 * v];
+                i += di; v += dv;
+                if (v >= wv) { v -= wv; ++i; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = (unsigned short)(x[q] & 0xffffu);
+                    if (at[q] + hgt < wdt * hgt)
+                        sm[at[q] + hgt] = (unsigned short)(x[q] >> 16);
+                }
+        }
+        __syncthreads();
+        const int m = wdt * hgt, chunks = m / 8;
+        unsigned short* b = B + c0 * hgt;
+        const uint4* sm4 = reinterpret_cast<const uint4*>(sm);
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            reinterpret_cast<uint4*>(b)[c] = sm4[c];
+        for (int e = 8 * chunks + tid; e < m; e += NARROW_THREADS)
+            b[e] = sm[e];
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // pairs128x64 (2-byte elements only): every global access 4 bytes wide. A block of 32 x 8 threads moves a
 // 128 x 64 tile of A as 2 x 2 blocks: a thread loads two 4-byte words (columns c, c+1 of rows r and
 // r+1), swaps their halves in registers (__byte_perm) into the two words of B's rows c and c+1 at
@@ -638,3 +742,7 @@ GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs16k, narrow_cols_pairs_impl,
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)

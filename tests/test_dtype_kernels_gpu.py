@@ -109,17 +109,31 @@ def random_values(shape, dt: str, spread: int = 0) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- transpose
 T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose names the function)
 TR_SHAPES = [(1, 1), (1, 37), (37, 1), (63, 65), (129, 130), (300, 7), (7, 300), (1000, 64), (64, 1000),
-             (517, 127), (517, 126), (2, 2049), (257, 3), (33, 2), (1, 2), (4099, 2), (3, 4099)]
+             (517, 127), (517, 126), (2, 2049), (257, 3), (33, 2), (1, 2), (4099, 2), (3, 4099), (4100, 3),
+             (3, 4100), (20000, 17), (17, 20000), (1, 5000), (5000, 1)]
+
+
+# (A offset, A stride, B offset, B stride) in elements, for a rows x cols A
+LAYOUTS = {
+    "contiguous": lambda r, c: (0, c, 0, r),
+    "view": lambda r, c: (3, c + 3, 1, r + 5),                                 # odd offsets and strides
+    "even": lambda r, c: (2, c + 4 - c % 2, 4, r + 6 - r % 2),                # 4-byte aligned, even strides
+    "a_flat": lambda r, c: (8, c, 2, r + 6 - r % 2),                          # A contiguous from 16 bytes on
+    "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),                          # B contiguous from 16 bytes on
+}
 
 
 def transpose_cases():
     for (name, dt), v in T.KERNELS.items():
-        for shape in TR_SHAPES:
-            rows, cols = shape
-            if isinstance(v, T.NarrowVariant) and not v.accepts(rows, cols, 0, 2 * cols, 0, 2 * rows):
-                continue
-            for layout in ("contiguous", "view"):
-                yield pytest.param(name, dt, shape, layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
+        for rows, cols in TR_SHAPES:
+            for layout, make in LAYOUTS.items():
+                a_off, lda, b_off, ldb = make(rows, cols)
+                if isinstance(v, T.NarrowVariant):
+                    if not v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
+                        continue
+                elif layout not in ("contiguous", "view"):
+                    continue
+                yield pytest.param(name, dt, (rows, cols), layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
 
 
 @pytest.mark.parametrize("name,dt,shape,layout", list(transpose_cases()))
@@ -128,17 +142,11 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     v = T.KERNELS[(name, dt)]
     info = np.iinfo(BITS[dt])
     bits = rng.integers(0, info.max, size=shape, dtype=BITS[dt], endpoint=True)  # any pattern, NaNs included
-    aligned = isinstance(v, T.NarrowVariant) and v.pairs   # 4-byte aligned operands, even strides
-    if layout == "contiguous":
-        if aligned and (cols % 2 or rows % 2):
-            pytest.skip("odd contiguous strides")
-        a, b = Operand(bits, dt, rows, cols), Operand(None, dt, cols, rows)
-    elif aligned:
-        a = Operand(bits, dt, rows, cols, off=2, ld=cols + 4 - cols % 2)   # even strides, 4-byte aligned
-        b = Operand(None, dt, cols, rows, off=4, ld=rows + 6 - rows % 2)
-    else:
-        a, b = Operand(bits, dt, rows, cols, off=3, ld=cols + 3), Operand(None, dt, cols, rows, off=1, ld=rows + 5)
+    a_off, lda, b_off, ldb = LAYOUTS[layout](rows, cols)
+    a, b = Operand(bits, dt, rows, cols, off=a_off, ld=lda), Operand(None, dt, cols, rows, off=b_off, ld=ldb)
     try:
+        if isinstance(v, T.NarrowVariant):   # the buffers are 256-byte aligned: the contract holds
+            assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
         v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld)
         got, whole = b.download()
         assert np.array_equal(got, bits.T), f"{name}/{dt} {shape} {layout}: wrong bits"

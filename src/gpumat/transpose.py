@@ -54,24 +54,33 @@ def _family(dtype: str) -> dict[str, Variant]:
 class NarrowVariant:
     """A strip kernel for narrow matrices: axis "cols" takes A with 1..NARROW_COLS_MAX columns (strips of
     whole rows), axis "rows" takes A with 1..NARROW_ROWS_MAX rows (strips of whole columns), with `nbytes`
-    of shared memory. `pairs` (2-byte dtypes): every access 4 bytes wide; needs A and B 4-byte aligned with
-    even lda and ldb, and for axis "cols" an even width <= 126."""
+    of shared memory. 2-byte dtypes have two more modes with 4-byte (and 16-byte) accesses:
+      "pairs": A and B 4-byte aligned with even lda and ldb; axis "cols" needs an even width <= 126;
+      "flat":  an odd narrow dimension; axis "cols": A contiguous (lda == cols) and 16-byte aligned, B
+               4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
+               A 4-byte aligned with even lda."""
     kernel: Kernel
     axis: str          # "cols" or "rows": which dimension of A is narrow
     itemsize: int
     nbytes: int = 32768
-    pairs: bool = False
+    mode: str = "plain"  # "plain", "pairs" or "flat"
     block: tuple[int, int, int] = (256, 1, 1)
 
+    @property
+    def pairs(self) -> bool:
+        return self.mode != "plain"   # needs 4-byte aligned operands with even strides
+
     def strip(self, rows: int, cols: int) -> int:
-        """What one block moves per step (the kernel's R): rows of A (axis "cols"; row pairs with `pairs`)
-        or columns of A (axis "rows")."""
-        if self.pairs:
+        """What one block moves per step (the kernel's R): rows of A (axis "cols"; row pairs in mode
+        "pairs") or columns of A (axis "rows")."""
+        if self.mode == "pairs":
             words = self.nbytes // 4
             if self.axis == "cols":
                 return (words // (cols + 1)) & ~15
             return (words // cdiv(rows, 2) - 1) & ~15
         elems = self.nbytes // self.itemsize
+        if self.mode == "flat":
+            return (elems // (cols if self.axis == "cols" else rows)) & ~15
         if self.axis == "cols":
             return (elems // (cols | 1)) & ~15
         return (elems // rows - 1) & ~15
@@ -80,15 +89,19 @@ class NarrowVariant:
         """Whether the kernel may run on these operands (its contract)."""
         if self.axis == "cols" and not 1 <= cols <= NARROW_COLS_MAX or self.axis == "rows" and not 1 <= rows <= NARROW_ROWS_MAX:
             return False
-        if self.pairs:
+        if self.mode == "pairs":
             return ((a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
                     and (self.axis == "rows" or cols % 2 == 0))
+        if self.mode == "flat":
+            if self.axis == "cols":
+                return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
+            return rows % 2 == 1 and ldb == rows and b_address % 16 == 0 and a_address % 4 == 0 and lda % 2 == 0
         return True
 
     def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
         r = self.strip(rows, cols)
         if self.axis == "cols":
-            return 1, max(min(cdiv(cdiv(rows, 2) if self.pairs else rows, r), MAX_GRID_YZ), 1), 1
+            return 1, max(min(cdiv(cdiv(rows, 2) if self.mode == "pairs" else rows, r), MAX_GRID_YZ), 1), 1
         return max(min(cdiv(cols, r), MAX_GRID_X), 1), 1, 1
 
 
@@ -96,17 +109,19 @@ NARROW_COLS_MAX = 127   # transpose_narrow_cols_*: A's width limit (the kernel w
 NARROW_ROWS_MAX = 64    # transpose_narrow_rows_*: A's height limit
 
 
-def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, pairs: bool = False) -> NarrowVariant:
+def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: str = "plain") -> NarrowVariant:
     name = f"transpose_narrow_{axis}{suffix}_{dtype}"
-    return NarrowVariant(Kernel("transpose", name, SIGNATURE), axis, ITEMSIZE[dtype], nbytes, pairs)
+    return NarrowVariant(Kernel("transpose", name, SIGNATURE), axis, ITEMSIZE[dtype], nbytes, mode)
 
 
 KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     **{(name, dt): v for dt in DTYPES for name, v in _family(dt).items()},
     **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in DTYPES for axis in ("cols", "rows")},
     **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in DTYPES for axis in ("cols", "rows")},
-    **{(f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, True)
+    **{(f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
        for dt in ("f16", "bf16") for axis in ("cols", "rows") for sfx, nbytes in (("", 32768), ("16k", 16384))},
+    **{(f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
+       for dt in ("f16", "bf16") for axis in ("cols", "rows")},
     # 2-byte elements only: 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
     **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in ("f16", "bf16")},
 }
