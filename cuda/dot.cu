@@ -1,18 +1,24 @@
-// Dot product: sum over all elements of x * y for two equal-shape float32 matrices, in one launch.
+// Dot product: sum over all elements of x * y for two equal-shape matrices of one dtype (float32,
+// float64, float16 or bfloat16), in one launch, accumulated in double.
 //
 // Seed 003's scheme, made exact enough and deterministic:
-//  1. each thread walks the elements in a grid-stride loop and keeps its partial sum in double
-//     (a float32 x float32 product is exact in double, so only the additions round, at 2^-53);
+//  1. each thread walks the elements in a grid-stride loop and keeps its partial sum in double, one
+//     fused multiply-add a product (a float32, float16 or bfloat16 product is exact in double, so only
+//     the additions round, at 2^-53; a float64 product and its addition round once together);
 //  2. each block reduces its threads' partials in a fixed order (warp shuffles, then the warps'
 //     sums through shared memory) and thread 0 stores the block's sum in scratch;
 //  3. the last block to finish (found with an integer atomic ticket; no float atomics) adds the
 //     blocks' sums in block order and writes the result, a double, to scratch[0].
-// The launcher fixes the grid from the size and the GPU alone, so every run adds the same numbers
-// in the same order: bitwise deterministic. NaN and Inf propagate through the additions.
+// The launcher fixes the grid from the size, the dtype and the GPU alone, so every run adds the same
+// numbers in the same order: bitwise deterministic. NaN and Inf propagate through the additions.
+// One template per entry, instantiated for each dtype (dot_flat_f32, dot_flat_f64, dot_flat_f16, ...).
 //
 // scratch layout (doubles): [0] result, [1] ticket counter (an unsigned int, zero between launches;
 // the last block resets it), [2 ..] one partial sum per block.
 // Launch: block (256), grid (blocks, 1, 1) with blocks <= the scratch's partial slots.
+#include "gpumat.cuh"
+
+using gpumat::Dtype;
 
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
@@ -72,51 +78,69 @@ __device__ __forceinline__ void finish(double thread_sum, double* __restrict__ s
     }
 }
 
-__device__ __forceinline__ double prod(float a, float b)
+// acc + a * b in double, one rounding (exact product for every dtype but float64).
+template <class T>
+__device__ __forceinline__ double fma_acc(T a, T b, double acc)
 {
-    return (double)a * (double)b;
+    return fma(Dtype<T>::wide(a), Dtype<T>::wide(b), acc);
 }
 
 // Contiguous x and y of n elements, as flat vectors. When x and y sit at the same offset modulo
-// 16 bytes, up to three head elements are peeled and the body is read as float4 (128-bit loads),
-// two of each per iteration; otherwise a scalar loop, four elements in flight per thread.
-extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_flat(
-    const float* __restrict__ x, const float* __restrict__ y, long long n, double* __restrict__ scratch)
+// 16 bytes, the head elements up to a 16-byte boundary are peeled and the body is read in 128-bit
+// loads (V = 16 / sizeof(T) elements each), two of each operand per iteration; otherwise a scalar
+// loop, four elements in flight per thread.
+template <class T>
+__device__ __forceinline__ void dot_flat(const T* __restrict__ x, const T* __restrict__ y, long long n,
+                                         double* __restrict__ scratch)
 {
+    constexpr int V = 16 / (int)sizeof(T);
     const long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
     const long long stride = (long long)gridDim.x * THREADS;
     double acc = 0.0;
     const unsigned long long ax = reinterpret_cast<unsigned long long>(x);
     const unsigned long long ay = reinterpret_cast<unsigned long long>(y);
     if (((ax ^ ay) & 15) == 0) {
-        const long long head = min((long long)(((16 - (ax & 15)) & 15) >> 2), n);
-        for (long long h = tid; h < head; h += stride)    // at most three head elements
-            acc += prod(x[h], y[h]);
-        const float4* x4 = reinterpret_cast<const float4*>(x + head);
-        const float4* y4 = reinterpret_cast<const float4*>(y + head);
-        const long long n4 = (n - head) >> 2;
+        const long long head = min((long long)(((16 - (ax & 15)) & 15) / sizeof(T)), n);
+        for (long long h = tid; h < head; h += stride)    // fewer than V head elements
+            acc = fma_acc(x[h], y[h], acc);
+        const uint4* x4 = reinterpret_cast<const uint4*>(x + head);
+        const uint4* y4 = reinterpret_cast<const uint4*>(y + head);
+        const long long n4 = (n - head) / V;
         long long i = tid;
         for (; i + stride < n4; i += 2 * stride) {
-            const float4 a0 = x4[i], a1 = x4[i + stride];
-            const float4 b0 = y4[i], b1 = y4[i + stride];
-            acc += prod(a0.x, b0.x); acc += prod(a0.y, b0.y); acc += prod(a0.z, b0.z); acc += prod(a0.w, b0.w);
-            acc += prod(a1.x, b1.x); acc += prod(a1.y, b1.y); acc += prod(a1.z, b1.z); acc += prod(a1.w, b1.w);
+            const uint4 a0 = x4[i], a1 = x4[i + stride];
+            const uint4 b0 = y4[i], b1 = y4[i + stride];
+            const T* pa0 = reinterpret_cast<const T*>(&a0);
+            const T* pa1 = reinterpret_cast<const T*>(&a1);
+            const T* pb0 = reinterpret_cast<const T*>(&b0);
+            const T* pb1 = reinterpret_cast<const T*>(&b1);
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                acc = fma_acc(pa0[e], pb0[e], acc);
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                acc = fma_acc(pa1[e], pb1[e], acc);
         }
         if (i < n4) {
-            const float4 a0 = x4[i], b0 = y4[i];
-            acc += prod(a0.x, b0.x); acc += prod(a0.y, b0.y); acc += prod(a0.z, b0.z); acc += prod(a0.w, b0.w);
+            const uint4 a0 = x4[i], b0 = y4[i];
+            const T* pa0 = reinterpret_cast<const T*>(&a0);
+            const T* pb0 = reinterpret_cast<const T*>(&b0);
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                acc = fma_acc(pa0[e], pb0[e], acc);
         }
-        for (long long t = head + 4 * n4 + tid; t < n; t += stride)   // at most three tail elements
-            acc += prod(x[t], y[t]);
+        for (long long t = head + V * n4 + tid; t < n; t += stride)   // fewer than V tail elements
+            acc = fma_acc(x[t], y[t], acc);
     } else {
         long long i = tid;
         for (; i + 3 * stride < n; i += 4 * stride) {
-            const float a0 = x[i], a1 = x[i + stride], a2 = x[i + 2 * stride], a3 = x[i + 3 * stride];
-            const float b0 = y[i], b1 = y[i + stride], b2 = y[i + 2 * stride], b3 = y[i + 3 * stride];
-            acc += prod(a0, b0); acc += prod(a1, b1); acc += prod(a2, b2); acc += prod(a3, b3);
+            const T a0 = x[i], a1 = x[i + stride], a2 = x[i + 2 * stride], a3 = x[i + 3 * stride];
+            const T b0 = y[i], b1 = y[i + stride], b2 = y[i + 2 * stride], b3 = y[i + 3 * stride];
+            acc = fma_acc(a0, b0, acc); acc = fma_acc(a1, b1, acc);
+            acc = fma_acc(a2, b2, acc); acc = fma_acc(a3, b3, acc);
         }
         for (; i < n; i += stride)
-            acc += prod(x[i], y[i]);
+            acc = fma_acc(x[i], y[i], acc);
     }
     finish(acc, scratch);
 }
@@ -139,9 +163,10 @@ struct Cursor {
 // Views: x and y are rows x cols with their own row strides. Threads walk the flat (row-major)
 // element index in a grid-stride loop, as dot_flat does, and turn it into a row and a column with
 // a cursor; consecutive threads still read consecutive elements of a row. Four elements in flight.
-extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_strided(
-    const float* __restrict__ x, const float* __restrict__ y, long long rows, long long cols,
-    long long ldx, long long ldy, double* __restrict__ scratch)
+template <class T>
+__device__ __forceinline__ void dot_strided(const T* __restrict__ x, const T* __restrict__ y, long long rows,
+                                            long long cols, long long ldx, long long ldy,
+                                            double* __restrict__ scratch)
 {
     const long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
     const long long stride = (long long)gridDim.x * THREADS;
@@ -159,13 +184,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_strided
         p.advance(dr, dc, cols);
         const long long x3 = p.r * ldx + p.c, y3 = p.r * ldy + p.c;
         p.advance(dr, dc, cols);
-        const float a0 = x[x0], a1 = x[x1], a2 = x[x2], a3 = x[x3];
-        const float b0 = y[y0], b1 = y[y1], b2 = y[y2], b3 = y[y3];
-        acc += prod(a0, b0); acc += prod(a1, b1); acc += prod(a2, b2); acc += prod(a3, b3);
+        const T a0 = x[x0], a1 = x[x1], a2 = x[x2], a3 = x[x3];
+        const T b0 = y[y0], b1 = y[y1], b2 = y[y2], b3 = y[y3];
+        acc = fma_acc(a0, b0, acc); acc = fma_acc(a1, b1, acc);
+        acc = fma_acc(a2, b2, acc); acc = fma_acc(a3, b3, acc);
     }
     for (; i < n; i += stride) {
-        acc += prod(x[p.r * ldx + p.c], y[p.r * ldy + p.c]);
+        acc = fma_acc(x[p.r * ldx + p.c], y[p.r * ldy + p.c], acc);
         p.advance(dr, dc, cols);
     }
     finish(acc, scratch);
 }
+
+// dot_flat_<dtype>(x, y, n, scratch) and dot_strided_<dtype>(x, y, rows, cols, ldx, ldy, scratch).
+#define GPUMAT_DOT(SFX, T)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_flat_##SFX(                    \
+        const T* __restrict__ x, const T* __restrict__ y, long long n, double* __restrict__ scratch)        \
+    {                                                                                                        \
+        dot_flat<T>(x, y, n, scratch);                                                                       \
+    }                                                                                                        \
+    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_strided_##SFX(                 \
+        const T* __restrict__ x, const T* __restrict__ y, long long rows, long long cols, long long ldx,    \
+        long long ldy, double* __restrict__ scratch)                                                         \
+    {                                                                                                        \
+        dot_strided<T>(x, y, rows, cols, ldx, ldy, scratch);                                                 \
+    }
+
+GPUMAT_DOT(f32, float)
+GPUMAT_DOT(f64, double)
+GPUMAT_DOT(f16, __half)
+GPUMAT_DOT(bf16, __nv_bfloat16)

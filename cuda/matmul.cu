@@ -1,43 +1,53 @@
-// Teaching matrix-multiply kernels: C (M x N) = A (M x K) @ B (K x N), row-major, float32.
+// Teaching matrix-multiply kernels: C (M x N) = A (M x K) @ B (K x N), row-major, in four dtypes.
 // Every matrix comes with its row stride (leading dimension, in elements); offsets are 64-bit.
 // gridDim.y is capped at 65535 by the launcher, so blocks walk the row tiles in a grid-stride loop.
+// Each family is one template over the element type T, instantiated per dtype by a macro
+// (matmul_<family>_f32, _f64, _f16, _bf16): float64 accumulates in double (FP64 FMA); float16 and
+// bfloat16 load as float, accumulate in float and round the result to the input dtype (nearest even).
+#include "gpumat.cuh"
 
-// One thread per element of C, reading its row of A and column of B straight from global memory.
+using gpumat::Dtype;
+
+namespace {
+
+// naive: one thread per element of C, reading its row of A and column of B straight from global memory.
 // Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535)).
-extern "C" __global__ void matmul_naive(const float* __restrict__ A, const float* __restrict__ B,
-                                        float* __restrict__ C, int M, int N, int K,
-                                        long long lda, long long ldb, long long ldc)
+template <class T>
+__device__ __forceinline__ void naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc)
 {
+    using Acc = typename Dtype<T>::Acc;
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
     for (int row = blockIdx.y * blockDim.y + threadIdx.y; row < M; row += gridDim.y * blockDim.y) {
         if (col >= N) continue;
-        const float* a = A + row * lda;
-        float acc = 0.0f;
+        const T* a = A + row * lda;
+        Acc acc = 0;
         for (int k = 0; k < K; ++k)
-            acc += a[k] * B[k * ldb + col];
-        C[row * ldc + col] = acc;
+            acc += Dtype<T>::acc(a[k]) * Dtype<T>::acc(B[k * ldb + col]);
+        C[row * ldc + col] = Dtype<T>::from(acc);
     }
 }
 
-// Square shared-memory tiles: each block stages a TILE x TILE piece of A and of B per step of K,
-// and each thread accumulates one element of C. Loads outside the matrices read as zero, so any
-// M, N, K works without padding. Launch: block (TILE, TILE), grid (ceil(N/TILE), min(ceil(M/TILE), 65535)).
-template <int TILE>
-__device__ __forceinline__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B,
-                                             float* __restrict__ C, int M, int N, int K,
-                                             long long lda, long long ldb, long long ldc)
+// tiled<TILE>: square shared-memory tiles: each block stages a TILE x TILE piece of A and of B per
+// step of K (as the accumulation type), and each thread accumulates one element of C. Loads outside
+// the matrices read as zero, so any M, N, K works without padding.
+// Launch: block (TILE, TILE), grid (ceil(N/TILE), min(ceil(M/TILE), 65535)).
+template <class T, int TILE>
+__device__ __forceinline__ void tiled(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc)
 {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
+    using Acc = typename Dtype<T>::Acc;
+    __shared__ Acc As[TILE][TILE];
+    __shared__ Acc Bs[TILE][TILE];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * TILE + tx;
     const int tiles_m = (M + TILE - 1) / TILE;
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row = tm * TILE + ty;
-        float acc = 0.0f;
+        Acc acc = 0;
         for (int k0 = 0; k0 < K; k0 += TILE) {
-            As[ty][tx] = (row < M && k0 + tx < K) ? A[row * lda + k0 + tx] : 0.0f;
-            Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * ldb + col] : 0.0f;
+            As[ty][tx] = (row < M && k0 + tx < K) ? Dtype<T>::acc(A[row * lda + k0 + tx]) : Acc(0);
+            Bs[ty][tx] = (k0 + ty < K && col < N) ? Dtype<T>::acc(B[(k0 + ty) * ldb + col]) : Acc(0);
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < TILE; ++k)
@@ -45,46 +55,48 @@ __device__ __forceinline__ void matmul_tiled(const float* __restrict__ A, const 
             __syncthreads();
         }
         if (row < M && col < N)
-            C[row * ldc + col] = acc;
+            C[row * ldc + col] = Dtype<T>::from(acc);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) matmul_tiled16(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc)
+template <class T>
+__device__ __forceinline__ void tiled16(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                        int M, int N, int K, long long lda, long long ldb, long long ldc)
 {
-    matmul_tiled<16>(A, B, C, M, N, K, lda, ldb, ldc);
+    tiled<T, 16>(A, B, C, M, N, K, lda, ldb, ldc);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) matmul_tiled32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc)
+template <class T>
+__device__ __forceinline__ void tiled32(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                        int M, int N, int K, long long lda, long long ldb, long long ldc)
 {
-    matmul_tiled<32>(A, B, C, M, N, K, lda, ldb, ldc);
+    tiled<T, 32>(A, B, C, M, N, K, lda, ldb, ldc);
 }
 
-// The wider-tile strategy: a 16 x 64 tile of A and a 64 x 16 tile of B per step, so a block makes a
-// quarter as many barrier round trips through K; each of the 16 x 16 threads stages four elements of
-// each and still computes one element of C. Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535)).
-extern "C" __global__ void __launch_bounds__(256) matmul_tiled16x64(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc)
+// tiled16x64: the wider-tile strategy: a 16 x 64 tile of A and a 64 x 16 tile of B per step, so a block
+// makes a quarter as many barrier round trips through K; each of the 16 x 16 threads stages four
+// elements of each and still computes one element of C.
+// Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535)).
+template <class T>
+__device__ __forceinline__ void tiled16x64(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                           int M, int N, int K, long long lda, long long ldb, long long ldc)
 {
-    constexpr int T = 16, KT = 64;
-    __shared__ float As[T][KT];
-    __shared__ float Bs[KT][T];
+    using Acc = typename Dtype<T>::Acc;
+    constexpr int TS = 16, KT = 64;
+    __shared__ Acc As[TS][KT];
+    __shared__ Acc Bs[KT][TS];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int col = blockIdx.x * T + tx;
-    const int tiles_m = (M + T - 1) / T;
+    const int col = blockIdx.x * TS + tx;
+    const int tiles_m = (M + TS - 1) / TS;
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-        const int row = tm * T + ty;
-        float acc = 0.0f;
+        const int row = tm * TS + ty;
+        Acc acc = 0;
         for (int k0 = 0; k0 < K; k0 += KT) {
 #pragma unroll
-            for (int j = 0; j < KT / T; ++j) {
-                const int ka = k0 + tx + j * T, kb = k0 + ty + j * T;
-                As[ty][tx + j * T] = (row < M && ka < K) ? A[row * lda + ka] : 0.0f;
-                Bs[ty + j * T][tx] = (kb < K && col < N) ? B[kb * ldb + col] : 0.0f;
+            for (int j = 0; j < KT / TS; ++j) {
+                const int ka = k0 + tx + j * TS, kb = k0 + ty + j * TS;
+                As[ty][tx + j * TS] = (row < M && ka < K) ? Dtype<T>::acc(A[row * lda + ka]) : Acc(0);
+                Bs[ty + j * TS][tx] = (kb < K && col < N) ? Dtype<T>::acc(B[kb * ldb + col]) : Acc(0);
             }
             __syncthreads();
 #pragma unroll
@@ -93,6 +105,27 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiled16x64(
             __syncthreads();
         }
         if (row < M && col < N)
-            C[row * ldc + col] = acc;
+            C[row * ldc + col] = Dtype<T>::from(acc);
     }
 }
+
+}  // namespace
+
+// matmul_<family>_<dtype>(A, B, C, M, N, K, lda, ldb, ldc)
+#define GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, SFX, T)                                                       \
+    extern "C" __global__ void __launch_bounds__(THREADS) matmul_##FAMILY##_##SFX(                          \
+        const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N, int K,          \
+        long long lda, long long ldb, long long ldc)                                                         \
+    {                                                                                                        \
+        FAMILY<T>(A, B, C, M, N, K, lda, ldb, ldc);                                                          \
+    }
+#define GPUMAT_MATMUL_FAMILY(FAMILY, THREADS)                   \
+    GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, f32, float)            \
+    GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, f64, double)           \
+    GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, f16, __half)           \
+    GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, bf16, __nv_bfloat16)
+
+GPUMAT_MATMUL_FAMILY(naive, 256)
+GPUMAT_MATMUL_FAMILY(tiled16, 256)
+GPUMAT_MATMUL_FAMILY(tiled32, 1024)
+GPUMAT_MATMUL_FAMILY(tiled16x64, 256)

@@ -1,6 +1,8 @@
-// Sparse CSR x dense kernels: C (rows x N) = S (rows x K, CSR) @ B (K x N), float32, B and C row-major.
+// Sparse CSR x dense kernels: C (rows x N) = S (rows x K, CSR) @ B (K x N), B and C row-major, in float32
+// or float64: the values, B, C and the sums share one dtype (entries end in _f32 or _f64; each family is
+// one template over the value type V, instantiated by a macro).
 //
-// CSR on the device: indptr int64 (rows + 1 entries), indices int32, data float32. Column indices need
+// CSR on the device: indptr int64 (rows + 1 entries), indices int32, data of the value dtype. Column indices need
 // not be sorted and may repeat (repeats add up). B and C come with their row strides ldb and ldc (in
 // elements); every offset into B, C and the CSR arrays is 64-bit.
 //
@@ -26,10 +28,41 @@
 #else
 #define GPUMAT_SPMM_MIN_BLOCKS 4
 #endif
+// float64 values take twice the registers for B rows and sums in flight: half the blocks per SM.
+#define GPUMAT_SPMM_MIN_BLOCKS_F64 (GPUMAT_SPMM_MIN_BLOCKS > 2 ? GPUMAT_SPMM_MIN_BLOCKS / 2 : 1)
 
 namespace {
 
 constexpr int BLOCK = 256;
+
+__device__ __forceinline__ float madd(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double madd(double a, double b, double c) { return fma(a, b, c); }
+
+// Four consecutive values of B (16-byte aligned) in 128-bit loads through the read-only path, and four
+// values of C stored the same way: one float4, or two double2.
+__device__ __forceinline__ void load4(const float* src, float (&b)[4])
+{
+    const float4 q = __ldg(reinterpret_cast<const float4*>(src));
+    b[0] = q.x; b[1] = q.y; b[2] = q.z; b[3] = q.w;
+}
+
+__device__ __forceinline__ void load4(const double* src, double (&b)[4])
+{
+    const double2 q0 = __ldg(reinterpret_cast<const double2*>(src));
+    const double2 q1 = __ldg(reinterpret_cast<const double2*>(src + 2));
+    b[0] = q0.x; b[1] = q0.y; b[2] = q1.x; b[3] = q1.y;
+}
+
+__device__ __forceinline__ void store4(float* dst, const float (&v)[4])
+{
+    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+__device__ __forceinline__ void store4(double* dst, const double (&v)[4])
+{
+    reinterpret_cast<double2*>(dst)[0] = make_double2(v[0], v[1]);
+    reinterpret_cast<double2*>(dst)[1] = make_double2(v[2], v[3]);
+}
 
 // The lanes of the calling thread's group of LANES consecutive lanes (LANES a power of two <= 32).
 template <int LANES>
@@ -43,13 +76,14 @@ __device__ __forceinline__ unsigned group_mask()
 
 // Work item of a row group: a whole short row (written to C) or one chunk of a long row (written to the
 // scratch matrix). Returns false when the group has nothing to do in this launch.
+template <class V>
 __device__ __forceinline__ bool work_item(long long group_id, const long long* __restrict__ indptr,
                                           const int* __restrict__ chunk_row,
                                           const long long* __restrict__ chunk_start,
-                                          float* __restrict__ C, float* __restrict__ partial,
+                                          V* __restrict__ C, V* __restrict__ partial,
                                           int rows, long long ldc, long long ldp, long long split,
                                           int n_chunks, int chunk_blocks, int groups_per_block,
-                                          long long& start, long long& end, float*& out)
+                                          long long& start, long long& end, V*& out)
 {
     if (blockIdx.x < (unsigned)chunk_blocks) {
         if (group_id >= n_chunks)
@@ -82,52 +116,48 @@ __device__ __forceinline__ bool work_item(long long group_id, const long long* _
 // in flight per lane and 32 warps per SM (64 registers). Lanes past column N (the last tile) load
 // nothing and store nothing.
 // ---------------------------------------------------------------------------------------------------
-template <int VEC, int LANES>
+template <class V, int VEC, int LANES>
 struct RowGroup {
     static constexpr int U = LANES >= 8 ? 1 : 8 / LANES;  // nonzeros each lane stages per step
     static constexpr int T = LANES * U;                   // nonzeros the group consumes per step
     static constexpr int BMAX = VEC == 4 ? 4 : 8;         // keeps sm_90 at 64 registers, 4 blocks/SM
     static constexpr int BATCH = T < BMAX ? T : BMAX;     // B loads grouped per lane (the compiler may hoist more)
 
-    __device__ __forceinline__ static void stage(int (&ci)[U], float (&cv)[U], const int* __restrict__ indices,
-                                                 const float* __restrict__ data, long long p, long long end,
+    __device__ __forceinline__ static void stage(int (&ci)[U], V (&cv)[U], const int* __restrict__ indices,
+                                                 const V* __restrict__ data, long long p, long long end,
                                                  int lane)
     {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const long long q = p + u * LANES + lane;
             ci[u] = q < end ? __ldg(indices + q) : 0;
-            cv[u] = q < end ? __ldg(data + q) : 0.0f;
+            cv[u] = q < end ? __ldg(data + q) : V(0);
         }
     }
 
     // acc += sum over the staged nonzeros t < count of value_t * B[col_t, col0 : col0 + VEC].
     template <bool PARTIAL>
-    __device__ __forceinline__ static void consume(float (&acc)[VEC], const int (&ci)[U], const float (&cv)[U],
-                                                   int count, unsigned mask, const float* __restrict__ Bc,
+    __device__ __forceinline__ static void consume(V (&acc)[VEC], const int (&ci)[U], const V (&cv)[U],
+                                                   int count, unsigned mask, const V* __restrict__ Bc,
                                                    long long ldb, int valid)
     {
 #pragma unroll
         for (int t0 = 0; t0 < T; t0 += BATCH) {
             int c[BATCH];
-            float v[BATCH];
+            V v[BATCH];
 #pragma unroll
             for (int t = 0; t < BATCH; ++t) {
                 c[t] = __shfl_sync(mask, ci[(t0 + t) / LANES], (t0 + t) % LANES, LANES);
                 v[t] = __shfl_sync(mask, cv[(t0 + t) / LANES], (t0 + t) % LANES, LANES);
             }
             if (valid >= VEC) {  // the whole vector lies inside B: no shuffles in here, loads hoist freely
-                float b[BATCH][VEC];
+                V b[BATCH][VEC];
 #pragma unroll
                 for (int t = 0; t < BATCH; ++t) {
-                    const float* src = Bc + (long long)c[t] * ldb;
+                    const V* src = Bc + (long long)c[t] * ldb;
                     if (!PARTIAL || t0 + t < count) {
                         if constexpr (VEC == 4) {
-                            const float4 q = __ldg(reinterpret_cast<const float4*>(src));
-                            b[t][0] = q.x;
-                            b[t][1] = q.y;
-                            b[t][2] = q.z;
-                            b[t][3] = q.w;
+                            load4(src, b[t]);
                         } else {
 #pragma unroll
                             for (int e = 0; e < VEC; ++e)
@@ -140,17 +170,17 @@ struct RowGroup {
                     if (!PARTIAL || t0 + t < count) {
 #pragma unroll
                         for (int e = 0; e < VEC; ++e)
-                            acc[e] = fmaf(v[t], b[t][e], acc[e]);
+                            acc[e] = madd(v[t], b[t][e], acc[e]);
                     }
             } else if (valid > 0) {  // the last column tile: element by element, up to column N
 #pragma unroll
                 for (int t = 0; t < BATCH; ++t) {
                     if (!PARTIAL || t0 + t < count) {
-                        const float* src = Bc + (long long)c[t] * ldb;
+                        const V* src = Bc + (long long)c[t] * ldb;
 #pragma unroll
                         for (int e = 0; e < VEC; ++e)
                             if (e < valid)
-                                acc[e] = fmaf(v[t], __ldg(src + e), acc[e]);
+                                acc[e] = madd(v[t], __ldg(src + e), acc[e]);
                     }
                 }
             }
@@ -158,20 +188,20 @@ struct RowGroup {
     }
 
     // out[col0 : col0 + VEC] = sum over nonzeros p in [start, end) of data[p] * B[indices[p], col0 : ...].
-    __device__ __forceinline__ static void product(const int* __restrict__ indices, const float* __restrict__ data,
-                                                   const float* __restrict__ B, float* __restrict__ out,
+    __device__ __forceinline__ static void product(const int* __restrict__ indices, const V* __restrict__ data,
+                                                   const V* __restrict__ B, V* __restrict__ out,
                                                    long long start, long long end, int N, long long ldb,
                                                    int lane, unsigned mask, int tile)
     {
         const int col0 = tile * (LANES * VEC) + lane * VEC;
         const int valid = N - col0;
-        const float* Bc = B + col0;
-        float acc[VEC];
+        const V* Bc = B + col0;
+        V acc[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
-            acc[e] = 0.0f;
+            acc[e] = V(0);
         int ci[U], ni[U];
-        float cv[U], nv[U];
+        V cv[U], nv[U];
         stage(ci, cv, indices, data, start, end, lane);
         for (long long p = start; p < end; p += T) {
             stage(ni, nv, indices, data, p + T, end, lane);  // the next step's nonzeros, in flight meanwhile
@@ -186,10 +216,10 @@ struct RowGroup {
                 cv[u] = nv[u];
             }
         }
-        float* dst = out + col0;
+        V* dst = out + col0;
         if constexpr (VEC == 4) {
             if (valid >= 4) {
-                *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+                store4(dst, acc);
                 return;
             }
         }
@@ -200,8 +230,8 @@ struct RowGroup {
     }
 
     __device__ __forceinline__ static void run(const long long* __restrict__ indptr, const int* __restrict__ indices,
-                                               const float* __restrict__ data, const float* __restrict__ B,
-                                               float* __restrict__ C, float* __restrict__ partial,
+                                               const V* __restrict__ data, const V* __restrict__ B,
+                                               V* __restrict__ C, V* __restrict__ partial,
                                                const int* __restrict__ chunk_row,
                                                const long long* __restrict__ chunk_start, int rows, int N,
                                                long long ldb, long long ldc, long long ldp, long long split,
@@ -211,7 +241,7 @@ struct RowGroup {
         const int lane = threadIdx.x % LANES;
         const long long group_id = (long long)blockIdx.x * GROUPS + threadIdx.x / LANES;
         long long start, end;
-        float* out;
+        V* out;
         if (!work_item(group_id, indptr, chunk_row, chunk_start, C, partial, rows, ldc, ldp, split, n_chunks,
                        chunk_blocks, GROUPS, start, end, out))
             return;  // the whole group leaves together; other groups' shuffles name only their own lanes
@@ -227,32 +257,32 @@ struct RowGroup {
 // combining their partial sums by an xor-shuffle tree (a fixed order). gridDim.y covers columns of B
 // one at a time, so it also serves N > 1 (slowly: each column re-reads the row).
 // ---------------------------------------------------------------------------------------------------
-template <int LANES>
-__device__ __forceinline__ float row_dot(const int* __restrict__ indices, const float* __restrict__ data,
-                                         const float* __restrict__ Bj, long long ldb, long long start,
+template <class V, int LANES>
+__device__ __forceinline__ V row_dot(const int* __restrict__ indices, const V* __restrict__ data,
+                                         const V* __restrict__ Bj, long long ldb, long long start,
                                          long long end, int lane, unsigned mask)
 {
-    float acc0 = 0.0f, acc1 = 0.0f;
+    V acc0 = V(0), acc1 = V(0);
     long long p = start + lane;
     for (; p + LANES < end; p += 2 * LANES) {  // two independent gathers in flight per lane
         const int c0 = __ldg(indices + p), c1 = __ldg(indices + p + LANES);
-        const float v0 = __ldg(data + p), v1 = __ldg(data + p + LANES);
-        acc0 = fmaf(v0, __ldg(Bj + (long long)c0 * ldb), acc0);
-        acc1 = fmaf(v1, __ldg(Bj + (long long)c1 * ldb), acc1);
+        const V v0 = __ldg(data + p), v1 = __ldg(data + p + LANES);
+        acc0 = madd(v0, __ldg(Bj + (long long)c0 * ldb), acc0);
+        acc1 = madd(v1, __ldg(Bj + (long long)c1 * ldb), acc1);
     }
     if (p < end)
-        acc0 = fmaf(__ldg(data + p), __ldg(Bj + (long long)__ldg(indices + p) * ldb), acc0);
-    float acc = acc0 + acc1;
+        acc0 = madd(__ldg(data + p), __ldg(Bj + (long long)__ldg(indices + p) * ldb), acc0);
+    V acc = acc0 + acc1;
 #pragma unroll
     for (int o = LANES / 2; o > 0; o >>= 1)
         acc += __shfl_xor_sync(mask, acc, o, LANES);
     return acc;
 }
 
-template <int LANES>
+template <class V, int LANES>
 __device__ __forceinline__ void spmv_rows(const long long* __restrict__ indptr, const int* __restrict__ indices,
-                                          const float* __restrict__ data, const float* __restrict__ B,
-                                          float* __restrict__ C, float* __restrict__ partial,
+                                          const V* __restrict__ data, const V* __restrict__ B,
+                                          V* __restrict__ C, V* __restrict__ partial,
                                           const int* __restrict__ chunk_row,
                                           const long long* __restrict__ chunk_start, int rows, int N,
                                           long long ldb, long long ldc, long long ldp, long long split,
@@ -262,116 +292,74 @@ __device__ __forceinline__ void spmv_rows(const long long* __restrict__ indptr, 
     const int lane = threadIdx.x % LANES;
     const long long group_id = (long long)blockIdx.x * GROUPS + threadIdx.x / LANES;
     long long start, end;
-    float* out;
+    V* out;
     if (!work_item(group_id, indptr, chunk_row, chunk_start, C, partial, rows, ldc, ldp, split, n_chunks,
                    chunk_blocks, GROUPS, start, end, out))
         return;
     const unsigned mask = group_mask<LANES>();
     for (int j = blockIdx.y; j < N; j += gridDim.y) {
-        const float acc = row_dot<LANES>(indices, data, B + j, ldb, start, end, lane, mask);
+        const V acc = row_dot<V, LANES>(indices, data, B + j, ldb, start, end, lane, mask);
         if (lane == 0)
             out[j] = acc;
     }
 }
 
-}  // namespace
-
-// The baseline: one thread per row and column of C, walking the row's nonzeros in order and gathering
-// B[col, j] one float at a time (adjacent threads read unrelated rows of B: uncoalesced).
-// Launch: block (256), grid (ceil(rows / 256), min(N, 65535)).
-extern "C" __global__ void __launch_bounds__(BLOCK) spmm_csr_scalar(
-    const long long* __restrict__ indptr, const int* __restrict__ indices, const float* __restrict__ data,
-    const float* __restrict__ B, float* __restrict__ C, int rows, int N, long long ldb, long long ldc)
+// ---------------------------------------------------------------------------------------------------
+// Entry bodies, one template each over the value type V.
+// ---------------------------------------------------------------------------------------------------
+template <class V>
+__device__ __forceinline__ void csr_scalar(const long long* __restrict__ indptr, const int* __restrict__ indices,
+                                           const V* __restrict__ data, const V* __restrict__ B, V* __restrict__ C,
+                                           int rows, int N, long long ldb, long long ldc)
 {
     const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows)
         return;
     const long long start = indptr[row], end = indptr[row + 1];
     for (int j = blockIdx.y; j < N; j += gridDim.y) {
-        float acc = 0.0f;
+        V acc = V(0);
         for (long long p = start; p < end; ++p)
-            acc = fmaf(data[p], B[(long long)indices[p] * ldb + j], acc);
+            acc = madd(data[p], B[(long long)indices[p] * ldb + j], acc);
         C[row * ldc + j] = acc;
     }
 }
 
-// Vector SpMV (also any N, one column per grid row): `lanes` (2, 4, 8, 16 or 32, chosen on the host from
-// the row lengths) lanes per row; chunks of long rows take a full warp each.
-// Launch: block (256), grid (chunk_blocks + ceil(rows / (256 / lanes)), min(N, 65535)),
-// chunk_blocks = ceil(n_chunks / 8).
-extern "C" __global__ void __launch_bounds__(BLOCK) spmv_csr_vector(
-    const long long* __restrict__ indptr, const int* __restrict__ indices, const float* __restrict__ data,
-    const float* __restrict__ B, float* __restrict__ C, float* __restrict__ partial,
-    const int* __restrict__ chunk_row, const long long* __restrict__ chunk_start, int rows, int N,
-    long long ldb, long long ldc, long long ldp, long long split, int n_chunks, int chunk_blocks, int lanes)
+template <class V>
+__device__ __forceinline__ void csr_vector(const long long* __restrict__ indptr, const int* __restrict__ indices,
+                                           const V* __restrict__ data, const V* __restrict__ B, V* __restrict__ C,
+                                           V* __restrict__ partial, const int* __restrict__ chunk_row,
+                                           const long long* __restrict__ chunk_start, int rows, int N, long long ldb,
+                                           long long ldc, long long ldp, long long split, int n_chunks,
+                                           int chunk_blocks, int lanes)
 {
+#define GPUMAT_SPMV_ROWS(L) \
+    spmv_rows<V, L>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp, split, \
+                    n_chunks, chunk_blocks)
     if (blockIdx.x < (unsigned)chunk_blocks) {
-        spmv_rows<32>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                      split, n_chunks, chunk_blocks);
+        GPUMAT_SPMV_ROWS(32);
         return;
     }
     // row blocks: work_item rebases the group number past the chunk blocks for the group size in use
     switch (lanes) {
-    case 2:
-        spmv_rows<2>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                     split, n_chunks, chunk_blocks);
-        break;
-    case 4:
-        spmv_rows<4>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                     split, n_chunks, chunk_blocks);
-        break;
-    case 8:
-        spmv_rows<8>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                     split, n_chunks, chunk_blocks);
-        break;
-    case 16:
-        spmv_rows<16>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                      split, n_chunks, chunk_blocks);
-        break;
-    default:
-        spmv_rows<32>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,
-                      split, n_chunks, chunk_blocks);
-        break;
+    case 2: GPUMAT_SPMV_ROWS(2); break;
+    case 4: GPUMAT_SPMV_ROWS(4); break;
+    case 8: GPUMAT_SPMV_ROWS(8); break;
+    case 16: GPUMAT_SPMV_ROWS(16); break;
+    default: GPUMAT_SPMV_ROWS(32); break;
     }
+#undef GPUMAT_SPMV_ROWS
 }
 
-// Row-group SpMM kernels (see RowGroup above), one entry per (column tile, vector width):
-// spmm_csr_tile<TILE>_v<VEC> has groups of TILE / VEC lanes, 256 / (TILE / VEC) work items per block.
-// VEC = 4 needs B and C 16-byte aligned with ldb, ldc multiples of 4; VEC = 1 takes any B and C.
-// Launch: block (256), grid (chunk_blocks + ceil(rows / groups), min(ceil(N / TILE), 65535)),
-// chunk_blocks = ceil(n_chunks / groups), groups = 256 * VEC / TILE.
-#define GPUMAT_SPMM_TILE(TILE, VEC)                                                                          \
-    extern "C" __global__ void __launch_bounds__(BLOCK, GPUMAT_SPMM_MIN_BLOCKS) spmm_csr_tile##TILE##_v##VEC(  \
-        const long long* __restrict__ indptr, const int* __restrict__ indices, const float* __restrict__ data, \
-        const float* __restrict__ B, float* __restrict__ C, float* __restrict__ partial,                       \
-        const int* __restrict__ chunk_row, const long long* __restrict__ chunk_start, int rows, int N,         \
-        long long ldb, long long ldc, long long ldp, long long split, int n_chunks, int chunk_blocks)          \
-    {                                                                                                          \
-        RowGroup<VEC, TILE / VEC>::run(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N,  \
-                                       ldb, ldc, ldp, split, n_chunks, chunk_blocks);                          \
-    }
-
-GPUMAT_SPMM_TILE(8, 4)
-GPUMAT_SPMM_TILE(16, 4)
-GPUMAT_SPMM_TILE(32, 4)
-GPUMAT_SPMM_TILE(64, 4)
-GPUMAT_SPMM_TILE(128, 4)
-GPUMAT_SPMM_TILE(8, 1)
-GPUMAT_SPMM_TILE(16, 1)
-GPUMAT_SPMM_TILE(32, 1)
-
-// Second pass for long rows: C[long_rows[i], j] = sum over its chunks c (chunk_ptr[i] .. chunk_ptr[i+1],
-// in order) of partial[c, j]. One thread per output element.
-// Launch: block (32, 8), grid (min(ceil(N / 32), 65535), min(ceil(n_long / 8), 65535)).
-extern "C" __global__ void __launch_bounds__(BLOCK) spmm_csr_reduce_chunks(
-    const float* __restrict__ partial, const int* __restrict__ long_rows, const int* __restrict__ chunk_ptr,
-    float* __restrict__ C, int n_long, int N, long long ldp, long long ldc)
+template <class V>
+__device__ __forceinline__ void reduce_chunks(const V* __restrict__ partial, const int* __restrict__ long_rows,
+                                              const int* __restrict__ chunk_ptr, V* __restrict__ C, int n_long, int N,
+                                              long long ldp, long long ldc)
 {
     for (int i = blockIdx.y * blockDim.y + threadIdx.y; i < n_long; i += gridDim.y * blockDim.y) {
         const int c0 = chunk_ptr[i], c1 = chunk_ptr[i + 1];
-        float* dst = C + (long long)long_rows[i] * ldc;
+        V* dst = C + (long long)long_rows[i] * ldc;
         for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N; j += gridDim.x * blockDim.x) {
-            float acc = 0.0f;
+            V acc = V(0);
             for (int c = c0; c < c1; ++c)
                 acc += partial[(long long)c * ldp + j];
             dst[j] = acc;
@@ -379,17 +367,98 @@ extern "C" __global__ void __launch_bounds__(BLOCK) spmm_csr_reduce_chunks(
     }
 }
 
-// CSR -> dense, into a C already filled with zeros: one thread per row adds the row's nonzeros in order
-// (repeated columns add up, deterministically). Launch: block (256), grid (ceil(rows / 256)).
-extern "C" __global__ void __launch_bounds__(BLOCK) csr_to_dense(
-    const long long* __restrict__ indptr, const int* __restrict__ indices, const float* __restrict__ data,
-    float* __restrict__ C, int rows, long long ldc)
+template <class V>
+__device__ __forceinline__ void to_dense(const long long* __restrict__ indptr, const int* __restrict__ indices,
+                                         const V* __restrict__ data, V* __restrict__ C, int rows, long long ldc)
 {
     const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows)
         return;
-    float* dst = C + row * ldc;
+    V* dst = C + row * ldc;
     const long long end = indptr[row + 1];
     for (long long p = indptr[row]; p < end; ++p)
         dst[indices[p]] += data[p];
 }
+
+}  // namespace
+
+// spmm_csr_scalar_<dtype>(indptr, indices, data, B, C, rows, N, ldb, ldc). The baseline: one thread per
+// row and column of C, walking the row's nonzeros in order and gathering B[col, j] one value at a time
+// (adjacent threads read unrelated rows of B: uncoalesced).
+// Launch: block (256), grid (ceil(rows / 256), min(N, 65535)).
+//
+// spmv_csr_vector_<dtype>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc,
+// ldp, split, n_chunks, chunk_blocks, lanes). Vector SpMV (also any N, one column per grid row): `lanes`
+// (2, 4, 8, 16 or 32, chosen on the host from the row lengths) lanes per row; chunks of long rows take a
+// full warp each. Launch: block (256), grid (chunk_blocks + ceil(rows / (256 / lanes)), min(N, 65535)),
+// chunk_blocks = ceil(n_chunks / 8).
+//
+// spmm_csr_reduce_chunks_<dtype>(partial, long_rows, chunk_ptr, C, n_long, N, ldp, ldc). Second pass for
+// long rows: C[long_rows[i], j] = sum over its chunks c (chunk_ptr[i] .. chunk_ptr[i+1], in order) of
+// partial[c, j]. One thread per output element.
+// Launch: block (32, 8), grid (min(ceil(N / 32), 65535), min(ceil(n_long / 8), 65535)).
+//
+// csr_to_dense_<dtype>(indptr, indices, data, C, rows, ldc). CSR -> dense, into a C already filled with
+// zeros: one thread per row adds the row's nonzeros in order (repeated columns add up, deterministically).
+// Launch: block (256), grid (ceil(rows / 256)).
+#define GPUMAT_SPMM_BASIC(SFX, V, MINB)                                                                       \
+    extern "C" __global__ void __launch_bounds__(BLOCK) spmm_csr_scalar_##SFX(                                \
+        const long long* __restrict__ indptr, const int* __restrict__ indices, const V* __restrict__ data,     \
+        const V* __restrict__ B, V* __restrict__ C, int rows, int N, long long ldb, long long ldc)             \
+    {                                                                                                          \
+        csr_scalar<V>(indptr, indices, data, B, C, rows, N, ldb, ldc);                                         \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(BLOCK) spmv_csr_vector_##SFX(                                \
+        const long long* __restrict__ indptr, const int* __restrict__ indices, const V* __restrict__ data,     \
+        const V* __restrict__ B, V* __restrict__ C, V* __restrict__ partial,                                   \
+        const int* __restrict__ chunk_row, const long long* __restrict__ chunk_start, int rows, int N,         \
+        long long ldb, long long ldc, long long ldp, long long split, int n_chunks, int chunk_blocks, int lanes) \
+    {                                                                                                          \
+        csr_vector<V>(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, N, ldb, ldc, ldp,    \
+                      split, n_chunks, chunk_blocks, lanes);                                                   \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(BLOCK) spmm_csr_reduce_chunks_##SFX(                         \
+        const V* __restrict__ partial, const int* __restrict__ long_rows, const int* __restrict__ chunk_ptr,   \
+        V* __restrict__ C, int n_long, int N, long long ldp, long long ldc)                                    \
+    {                                                                                                          \
+        reduce_chunks<V>(partial, long_rows, chunk_ptr, C, n_long, N, ldp, ldc);                               \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(BLOCK) csr_to_dense_##SFX(                                   \
+        const long long* __restrict__ indptr, const int* __restrict__ indices, const V* __restrict__ data,     \
+        V* __restrict__ C, int rows, long long ldc)                                                            \
+    {                                                                                                          \
+        to_dense<V>(indptr, indices, data, C, rows, ldc);                                                      \
+    }
+
+GPUMAT_SPMM_BASIC(f32, float, GPUMAT_SPMM_MIN_BLOCKS)
+GPUMAT_SPMM_BASIC(f64, double, GPUMAT_SPMM_MIN_BLOCKS_F64)
+
+// Row-group SpMM kernels (see RowGroup above), one entry per (column tile, vector width, dtype):
+// spmm_csr_tile<TILE>_v<VEC>_<dtype> has groups of TILE / VEC lanes, 256 / (TILE / VEC) work items per
+// block; arguments as spmv_csr_vector's without `lanes`.
+// VEC = 4 needs B and C 16-byte aligned and ldb, ldc multiples of 4 (float32) or of 2 (float64);
+// VEC = 1 takes any B and C.
+// Launch: block (256), grid (chunk_blocks + ceil(rows / groups), min(ceil(N / TILE), 65535)),
+// chunk_blocks = ceil(n_chunks / groups), groups = 256 * VEC / TILE.
+#define GPUMAT_SPMM_TILE(TILE, VEC, SFX, V, MINB)                                                              \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MINB) spmm_csr_tile##TILE##_v##VEC##_##SFX(            \
+        const long long* __restrict__ indptr, const int* __restrict__ indices, const V* __restrict__ data,     \
+        const V* __restrict__ B, V* __restrict__ C, V* __restrict__ partial,                                   \
+        const int* __restrict__ chunk_row, const long long* __restrict__ chunk_start, int rows, int N,         \
+        long long ldb, long long ldc, long long ldp, long long split, int n_chunks, int chunk_blocks)          \
+    {                                                                                                          \
+        RowGroup<V, VEC, TILE / VEC>::run(indptr, indices, data, B, C, partial, chunk_row, chunk_start, rows, \
+                                          N, ldb, ldc, ldp, split, n_chunks, chunk_blocks);                    \
+    }
+#define GPUMAT_SPMM_TILES(SFX, V, MINB)          \
+    GPUMAT_SPMM_TILE(8, 4, SFX, V, MINB)         \
+    GPUMAT_SPMM_TILE(16, 4, SFX, V, MINB)        \
+    GPUMAT_SPMM_TILE(32, 4, SFX, V, MINB)        \
+    GPUMAT_SPMM_TILE(64, 4, SFX, V, MINB)        \
+    GPUMAT_SPMM_TILE(128, 4, SFX, V, MINB)       \
+    GPUMAT_SPMM_TILE(8, 1, SFX, V, MINB)         \
+    GPUMAT_SPMM_TILE(16, 1, SFX, V, MINB)        \
+    GPUMAT_SPMM_TILE(32, 1, SFX, V, MINB)
+
+GPUMAT_SPMM_TILES(f32, float, GPUMAT_SPMM_MIN_BLOCKS)
+GPUMAT_SPMM_TILES(f64, double, GPUMAT_SPMM_MIN_BLOCKS_F64)

@@ -1,15 +1,41 @@
-// Transpose kernels: B (cols x rows) = A (rows x cols)^T, row-major, float32.
-// Both matrices come with their own row stride (lda, ldb, in elements); every offset is 64-bit, so
-// matrices of more than 2^31 elements work. The launcher gives blockIdx.x the column tiles of A and
-// caps gridDim.y at 65535, so each block walks the row tiles of A in a grid-stride loop.
-// Every variant works for any shape: tiles that stick out of A are bounds-checked element by element.
+// Transpose kernels: B (cols x rows) = A (rows x cols)^T, row-major, for 2-, 4- and 8-byte elements.
+// Kernels move bits and never convert: each family is one template over an unsigned integer type of the
+// element's size, instantiated once per dtype (_f32, _f64, _f16, _bf16; f16 and bf16 share the 2-byte
+// code). Both matrices come with their own row stride (lda, ldb, in elements); every offset is 64-bit,
+// so matrices of more than 2^31 elements work. Unless a family says otherwise, the launcher gives
+// blockIdx.x the column tiles of A and caps gridDim.y at 65535, and each block walks the row tiles of
+// A in a grid-stride loop. Every variant works for any shape: tiles that stick out of A are
+// bounds-checked element by element.
+#include "gpumat.cuh"
 
-// One thread per element, straight from global memory to global memory: the reads along a row of A
-// are coalesced, the writes go down a column of B (one 32-byte sector touched per element).
+using gpumat::copy_async;
+using gpumat::wait_async;
+
+namespace {
+
+// Global -> shared copy of one element: cp.async for 4 and 8 bytes, a plain load and store for 2.
+template <class T>
+__device__ __forceinline__ void stage(T* smem, const T* gmem)
+{
+    if constexpr (sizeof(T) >= 4)
+        copy_async<sizeof(T)>(smem, gmem);
+    else
+        *smem = *gmem;
+}
+
+// Shared-memory row padding, in elements, that makes a tile row an odd number of 4-byte words (one
+// element for 4 and 8 bytes, two for 2 bytes), so a column of the tile falls in 32 different banks.
+template <class T>
+__host__ __device__ constexpr int pad_elems() { return sizeof(T) == 2 ? 2 : 1; }
+
+// ---------------------------------------------------------------------------------------------------
+// naive: one thread per element, straight from global memory to global memory: the reads along a row
+// of A are coalesced, the writes go down a column of B (one 32-byte sector touched per element).
 // Launch: block (32, 8), grid (ceil(cols/32), min(ceil(rows/8), 65535)).
-extern "C" __global__ void __launch_bounds__(256) transpose_naive(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+// ---------------------------------------------------------------------------------------------------
+template <class T>
+__device__ __forceinline__ void naive(const T* __restrict__ A, T* __restrict__ B,
+                                      long long rows, long long cols, long long lda, long long ldb)
 {
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
@@ -18,59 +44,41 @@ extern "C" __global__ void __launch_bounds__(256) transpose_naive(
         B[c * ldb + r] = A[r * lda + c];
 }
 
-// Global -> shared copy of one float that needs no register: cp.async (sm_80 and newer) lets a thread
-// issue all its loads back to back and wait for them together, whatever ptxas' register budget; on
-// older GPUs an ordinary load and store.
-__device__ __forceinline__ void copy_async(float* smem, const float* gmem)
-{
-#if __CUDA_ARCH__ >= 800
-    const unsigned int s = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(s), "l"(gmem) : "memory");
-#else
-    *smem = *gmem;
-#endif
-}
-
-__device__ __forceinline__ void wait_async()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
+// ---------------------------------------------------------------------------------------------------
 // The shared-memory tile (seed 001, generalised). A block of 32 x BY threads moves a TILE x TILE
 // tile of A: it reads rows of the tile (coalesced along a row of A) into shared memory, and after
 // the barrier writes rows of the transposed tile (coalesced along a row of B), reading shared memory
-// down a column. Each thread moves (TILE/32) x (TILE/BY) elements. PAD = 1 pads each tile row by one
-// float so a column of the tile falls in 32 different banks (TILE + 1 is odd); PAD = 0 is the
-// textbook tile whose column reads are 32-way bank conflicts.
-// A tile that lies wholly inside A skips the per-element bounds checks; with ASYNC its loads go
-// straight to shared memory through cp.async (ptxas otherwise interleaves loads with shared stores
-// to fit its register budget, leaving only a few loads in flight per thread).
-template <int TILE, int BY, int PAD, bool ASYNC>
-__device__ __forceinline__ void transpose_tiles(const float* __restrict__ A, float* __restrict__ B,
-                                                long long rows, long long cols, long long lda, long long ldb)
+// down a column. Each thread moves (TILE/32) x (TILE/BY) elements. PAD pads each tile row to an odd
+// number of words (pad_elems) so a column read hits 32 banks; PAD = false is the textbook tile whose
+// column reads are 32-way bank conflicts.
+// A tile that lies wholly inside A skips the per-element bounds checks; with ASYNC (and 4- or 8-byte
+// elements) its loads go straight to shared memory through cp.async (ptxas otherwise interleaves
+// loads with shared stores to fit its register budget, leaving only a few loads in flight per thread).
+// ---------------------------------------------------------------------------------------------------
+template <class T, int TILE, int BY, bool PAD, bool ASYNC>
+__device__ __forceinline__ void tiles(const T* __restrict__ A, T* __restrict__ B,
+                                      long long rows, long long cols, long long lda, long long ldb)
 {
     static_assert(TILE % 32 == 0 && TILE % BY == 0, "tile must split evenly over the thread block");
     constexpr int NX = TILE / 32, NY = TILE / BY;
-    __shared__ float tile[TILE][TILE + PAD];
+    __shared__ T tile[TILE][TILE + (PAD ? pad_elems<T>() : 0)];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long c0 = (long long)blockIdx.x * TILE;
     const long long row_tiles = (rows + TILE - 1) / TILE;
     for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
         const long long r0 = t * TILE;
-        const float* a = A + r0 * lda + c0;   // tile corner in A: rows r0.., columns c0..
-        float* b = B + c0 * ldb + r0;         // tile corner in B: rows c0.., columns r0..
+        const T* a = A + r0 * lda + c0;   // tile corner in A: rows r0.., columns c0..
+        T* b = B + c0 * ldb + r0;         // tile corner in B: rows c0.., columns r0..
         if (r0 + TILE <= rows && c0 + TILE <= cols) {
-            if (ASYNC) {
+            if constexpr (ASYNC && sizeof(T) >= 4) {
 #pragma unroll
                 for (int k = 0; k < NY; ++k)
 #pragma unroll
                     for (int j = 0; j < NX; ++j)
-                        copy_async(&tile[ty + k * BY][tx + j * 32], a + (ty + k * BY) * lda + tx + j * 32);
+                        stage(&tile[ty + k * BY][tx + j * 32], a + (ty + k * BY) * lda + tx + j * 32);
                 wait_async();
             } else {
-                float v[NY][NX];   // every load written before the first shared-memory store
+                T v[NY][NX];   // every load written before the first shared-memory store
 #pragma unroll
                 for (int k = 0; k < NY; ++k)
 #pragma unroll
@@ -113,66 +121,68 @@ __device__ __forceinline__ void transpose_tiles(const float* __restrict__ A, flo
     }
 }
 
-// Seed 001's kernel with bounds checks: block (32, 32), one element per thread, unpadded tile.
+// tiled: seed 001's kernel with bounds checks: block (32, 32), one element per thread, unpadded tile.
 // Launch: block (32, 32), grid (ceil(cols/32), min(ceil(rows/32), 65535)).
-extern "C" __global__ void __launch_bounds__(1024) transpose_tiled(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+template <class T>
+__device__ __forceinline__ void tiled(const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols,
+                                      long long lda, long long ldb)
 {
-    transpose_tiles<32, 32, 0, false>(A, B, rows, cols, lda, ldb);
+    tiles<T, 32, 32, false, false>(A, B, rows, cols, lda, ldb);
 }
 
-// The same with the tile padded to 32 x 33 against bank conflicts.
+// tiled_padded: the same with the tile rows padded against bank conflicts.
 // Launch: block (32, 32), grid (ceil(cols/32), min(ceil(rows/32), 65535)).
-extern "C" __global__ void __launch_bounds__(1024) transpose_tiled_padded(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+template <class T>
+__device__ __forceinline__ void tiled_padded(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                             long long cols, long long lda, long long ldb)
 {
-    transpose_tiles<32, 32, 1, false>(A, B, rows, cols, lda, ldb);
+    tiles<T, 32, 32, true, false>(A, B, rows, cols, lda, ldb);
 }
 
-// Non-square thread block: 32 x 8 threads move a padded 32 x 32 tile, four elements each, so each
-// thread has four loads in flight before the barrier.
+// tiled_rect: 32 x 8 threads move a padded 32 x 32 tile, four elements each, so each thread has four
+// loads in flight before the barrier.
 // Launch: block (32, 8), grid (ceil(cols/32), min(ceil(rows/32), 65535)).
-extern "C" __global__ void __launch_bounds__(256) transpose_tiled_rect(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+template <class T>
+__device__ __forceinline__ void tiled_rect(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                           long long cols, long long lda, long long ldb)
 {
-    transpose_tiles<32, 8, 1, false>(A, B, rows, cols, lda, ldb);
+    tiles<T, 32, 8, true, false>(A, B, rows, cols, lda, ldb);
 }
 
-// Wider tile: 32 x 8 threads move a padded 64 x 64 tile, sixteen elements each, loaded with cp.async:
-// four times the bytes in flight per thread, 256-byte row segments (fewer partial sectors when
-// strides are not multiples of 32), and a quarter as many tiles and barriers.
+// tiled_rect64: 32 x 8 threads move a padded 64 x 64 tile, sixteen elements each, loaded with cp.async
+// (4- and 8-byte elements; registers for 2-byte ones): four times the bytes in flight per thread, longer
+// row segments, a quarter as many tiles and barriers. Shared memory: 64 x 65 elements (8.3 / 16.6 / 33.3 KB).
 // Launch: block (32, 8), grid (ceil(cols/64), min(ceil(rows/64), 65535)).
-extern "C" __global__ void __launch_bounds__(256) transpose_tiled_rect64(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+template <class T>
+__device__ __forceinline__ void tiled_rect64(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                             long long cols, long long lda, long long ldb)
 {
-    transpose_tiles<64, 8, 1, true>(A, B, rows, cols, lda, ldb);
+    tiles<T, 64, 8, true, true>(A, B, rows, cols, lda, ldb);
 }
 
-// Whole 32-byte sectors of B at any stride. With an odd ldb every row of B starts at a different
-// offset within its 32-byte sector, so the tiles above leave a partial sector at both ends of each
-// row piece they write, the other part written by another block: measured on the H100 at 3001 x 17011
-// that costs a third of the bandwidth, and B's alignment alone decides it (A odd and B 32-byte
-// aligned runs at 0.89 of copy, the reverse at 0.68). Here each row c of B takes, from tile t, the
-// 64 elements r in [64t - m, 64t + 64 - m), m = (address of B(c, 0) in words) mod 8: the piece starts
-// on a sector boundary, so every sector is written whole by one block (only the matrix's own first
-// and last sectors of a row can be partial). m does not depend on t, so the pieces of a row tile it
-// exactly. A block stages A rows 64t - 7 .. 64t + 63 (71 rows, 7 of them also staged by the previous
-// tile) and columns 64 bx .. +63 with cp.async, then writes 64 rows of B from a 65-float-padded tile.
-// Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + 7)/64), 65535)); 18.5 KB of shared memory.
-extern "C" __global__ void __launch_bounds__(256) transpose_sector_aligned(
-    const float* __restrict__ A, float* __restrict__ B,
-    long long rows, long long cols, long long lda, long long ldb)
+// ---------------------------------------------------------------------------------------------------
+// sector_aligned: whole 32-byte sectors of B at any stride. With a row stride of B that is not a
+// multiple of a sector, every row of B starts at a different offset within its sector, so the tiles
+// above leave a partial sector at both ends of each row piece they write, the other part written by
+// another block (measured on the H100, float32 at 3001 x 17011: a third of the bandwidth). Here, with
+// S = 32 / sizeof(T) elements a sector, each row c of B takes from row tile t the 64 elements
+// r in [64t - m, 64t + 64 - m), m = (address of B(c, 0) in elements) mod S: the piece starts on a
+// sector boundary, so every sector is written whole by one block (only the matrix's own first and last
+// sectors of a row can be partial). m does not depend on t, so the pieces of a row tile it exactly.
+// A block stages A rows 64t - (S-1) .. 64t + 63 and columns 64 bx .. +63, then writes 64 rows of B.
+// Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + S - 1)/64), 65535)); shared memory
+// (63 + S) x (64 + pad) elements: 10.4 KB (2 bytes), 18.5 KB (4), 36.9 KB (8).
+// ---------------------------------------------------------------------------------------------------
+template <class T>
+__device__ __forceinline__ void sector_aligned(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                               long long cols, long long lda, long long ldb)
 {
-    constexpr int TILE = 64, SKEW = 7, STAGED = TILE + SKEW, BY = 8;
-    __shared__ float tile[STAGED][TILE + 1];   // tile[i][j] = A(64t - 7 + i, c0 + j)
+    constexpr int TILE = 64, SECTOR = 32 / (int)sizeof(T), SKEW = SECTOR - 1, STAGED = TILE + SKEW, BY = 8;
+    __shared__ T tile[STAGED][TILE + pad_elems<T>()];   // tile[i][j] = A(64t - SKEW + i, c0 + j)
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long c0 = (long long)blockIdx.x * TILE;
     const long long row_tiles = (rows + SKEW + TILE - 1) / TILE;
-    const unsigned long long b_word = reinterpret_cast<unsigned long long>(B) >> 2;
+    const unsigned long long b_elem = reinterpret_cast<unsigned long long>(B) / sizeof(T);
     for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
         const long long r_first = t * TILE - SKEW;
 #pragma unroll
@@ -181,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_sector_aligned(
             for (int j = tx; j < TILE; j += 32) {
                 const long long r = r_first + i, c = c0 + j;
                 if (r >= 0 && r < rows && c < cols)
-                    copy_async(&tile[i][j], A + r * lda + c);
+                    stage(&tile[i][j], A + r * lda + c);
             }
         wait_async();
         __syncthreads();
@@ -189,11 +199,11 @@ extern "C" __global__ void __launch_bounds__(256) transpose_sector_aligned(
         for (int i = ty; i < TILE; i += BY) {
             const long long c = c0 + i;
             if (c < cols) {
-                const int m = (int)((b_word + (unsigned long long)c * (unsigned long long)ldb) & 7);
-                float* b = B + c * ldb;
+                const int m = (int)((b_elem + (unsigned long long)c * (unsigned long long)ldb) & (SECTOR - 1));
+                T* b = B + c * ldb;
 #pragma unroll
                 for (int j = tx; j < TILE; j += 32) {
-                    const long long r = t * TILE - m + j;   // staged at row r - r_first = j + 7 - m
+                    const long long r = t * TILE - m + j;   // staged at row r - r_first = j + SKEW - m
                     if (r >= 0 && r < rows)
                         b[r] = tile[j + SKEW - m][i];
                 }
@@ -202,3 +212,537 @@ extern "C" __global__ void __launch_bounds__(256) transpose_sector_aligned(
         __syncthreads();   // the next tile overwrites shared memory
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_cols: A with at most 127 columns (a tall, narrow matrix; B short and wide). A block takes a
+// strip of R whole rows of A (R = (E / P) rounded down to a multiple of 16, P = cols | 1 the odd
+// shared-memory row pitch, E = BYTES of elements), reads the strip as one flat run (contiguous when
+// lda == cols: every lane busy, whatever the width), then writes the strip's cols rows of B, each a
+// contiguous run of R elements, again walking one flat index so every lane is busy. Flat indices turn
+// into (row, column) by a cursor stepped by divmod(256, width): no division in the loops. Shared
+// memory reads down a column have the odd pitch P: no bank conflicts.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES of shared memory (narrow_cols: 32 KB,
+// narrow_cols16k: 16 KB).
+// ---------------------------------------------------------------------------------------------------
+constexpr int NARROW_THREADS = 256;
+
+template <class T, int BYTES>
+__device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                 long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / (int)sizeof(T);
+    __shared__ T sm[E];
+    if (cols < 1 || cols > 127) return;   // the launcher's contract
+    const int w = (int)cols, P = w | 1, R = (E / P) & ~15;
+    const int tid = threadIdx.x;
+    const int di = NARROW_THREADS / w, dj = NARROW_THREADS % w;
+    const long long strips = (rows + R - 1) / R;
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;
+        const int h = (int)min((long long)R, rows - r0);
+        const int n = h * w;
+        const T* a = A + r0 * lda;
+        int i = tid / w, j = tid % w;
+        if constexpr (sizeof(T) >= 4) {
+            for (int f = tid; f < n; f += NARROW_THREADS) {
+                stage(&sm[i * P + j], a + i * lda + j);
+                i += di; j += dj;
+                if (j >= w) { j -= w; ++i; }
+            }
+            wait_async();
+        } else {
+            constexpr int U = 8;   // loads in flight per thread before their shared stores
+            for (int f = tid; f < n; f += U * NARROW_THREADS) {
+                T v[U];
+                int at[U];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    at[u] = f + u * NARROW_THREADS < n ? i * P + j : -1;
+                    if (at[u] >= 0) v[u] = a[i * lda + j];
+                    i += di; j += dj;
+                    if (j >= w) { j -= w; ++i; }
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+                    if (at[u] >= 0) sm[at[u]] = v[u];
+            }
+        }
+        __syncthreads();
+        // B(jj, r0 + t) = sm[t * P + jj], the flat index jj * h + t over the strip
+        const int ej = NARROW_THREADS / h, et = NARROW_THREADS % h;
+        int jj = tid / h, t = tid % h;
+        T* b = B + r0;
+#pragma unroll 4
+        for (int g = tid; g < n; g += NARROW_THREADS) {
+            b[jj * ldb + t] = sm[t * P + jj];
+            jj += ej; t += et;
+            if (t >= h) { t -= h; ++jj; }
+        }
+        __syncthreads();   // the next strip overwrites shared memory
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows: A with at most 64 rows (short and wide; B tall and narrow). A block takes a strip of R
+// columns of A (R = (E / rows - 1) rounded down to a multiple of 16, so the pitch R + 1 is odd), reads
+// its rows (contiguous runs of R elements) and writes the strip's R rows of B as one flat run
+// (contiguous when ldb == rows), both through flat-index cursors with every lane busy.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory (32 or 16 KB).
+// ---------------------------------------------------------------------------------------------------
+template <class T, int BYTES>
+__device__ __forceinline__ void narrow_rows_impl(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                 long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / (int)sizeof(T);
+    __shared__ T sm[E];
+    if (rows < 1 || rows > 64) return;   // the launcher's contract
+    const int hgt = (int)rows, R = (E / hgt - 1) & ~15, Q = R + 1;
+    const int tid = threadIdx.x;
+    const long long strips = (cols + R - 1) / R;
+    const int ei = NARROW_THREADS / hgt, ec = NARROW_THREADS % hgt;
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;
+        const int wdt = (int)min((long long)R, cols - c0);
+        const int n = hgt * wdt;
+        const T* a = A + c0;
+        const int di = NARROW_THREADS / wdt, dt = NARROW_THREADS % wdt;
+        int i = tid / wdt, t = tid % wdt;
+        if constexpr (sizeof(T) >= 4) {
+            for (int f = tid; f < n; f += NARROW_THREADS) {
+                stage(&sm[i * Q + t], a + i * lda + t);
+                i += di; t += dt;
+                if (t >= wdt) { t -= wdt; ++i; }
+            }
+            wait_async();
+        } else {
+            constexpr int U = 8;
+            for (int f = tid; f < n; f += U * NARROW_THREADS) {
+                T v[U];
+                int at[U];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    at[u] = f + u * NARROW_THREADS < n ? i * Q + t : -1;
+                    if (at[u] >= 0) v[u] = a[i * lda + t];
+                    i += di; t += dt;
+                    if (t >= wdt) { t -= wdt; ++i; }
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+                    if (at[u] >= 0) sm[at[u]] = v[u];
+            }
+        }
+        __syncthreads();
+        // B(c0 + tt, ii) = sm[ii * Q + tt], the flat index tt * rows + ii over the strip
+        int tt = tid / hgt, ii = tid % hgt;
+        T* b = B + c0 * ldb;
+#pragma unroll 4
+        for (int g = tid; g < n; g += NARROW_THREADS) {
+            b[tt * ldb + ii] = sm[ii * Q + tt];
+            tt += ei; ii += ec;
+            if (ii >= hgt) { ii -= hgt; ++tt; }
+        }
+        __syncthreads();
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_cols(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                            long long cols, long long lda, long long ldb)
+{
+    narrow_cols_impl<T, 32768>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_cols16k(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                               long long cols, long long lda, long long ldb)
+{
+    narrow_cols_impl<T, 16384>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                            long long cols, long long lda, long long ldb)
+{
+    narrow_rows_impl<T, 32768>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows16k(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                               long long cols, long long lda, long long ldb)
+{
+    narrow_rows_impl<T, 16384>(A, B, rows, cols, lda, ldb);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_cols_pairs (2-byte elements, even cols <= 126; A and B 4-byte aligned, lda and ldb even): the
+// narrow_cols strip with every access 4 bytes wide. Rows 2u and 2u + 1 of A give, for each word k of
+// theirs (columns 2k, 2k + 1), two words of B: B(2k, 2u .. 2u+1) and B(2k+1, 2u .. 2u+1), made by
+// __byte_perm and staged as a (row pairs) x cols matrix of words with the odd pitch cols + 1; then the
+// strip's cols rows of B are written as words (the last, when rows is odd, as a half). A block takes R2
+// row pairs, R2 = (E / (cols + 1)) rounded down to a multiple of 16, E = BYTES / 4 words.
+// Launch: block (256), grid (1, min(ceil(ceil(rows / 2) / R2), 65535)); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_pairs_impl(const unsigned short* __restrict__ A,
+                                                       unsigned short* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 4, U = 8;
+    __shared__ unsigned int sm[E];
+    if (cols < 2 || cols > 126 || (cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, hw = w / 2, P = w + 1, R2 = (E / P) & ~15;
+    const int tid = threadIdx.x;
+    const long long pairs = (rows + 1) / 2, lda2 = lda / 2, ldb2 = ldb / 2;
+    const long long strips = (pairs + R2 - 1) / R2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    const int du = NARROW_THREADS / hw, dk = NARROW_THREADS % hw;
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long u0 = s * R2;
+        const int h2 = (int)min((long long)R2, pairs - u0);
+        const int n = h2 * hw;
+        const int odd_last = (u0 + h2 == pairs) && (rows & 1);   // the strip's last pair has one row
+        const unsigned int* a = A32 + 2 * u0 * lda2;
+        int u = tid / hw, k = tid % hw;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int lo[U], hi[U];
+            int at[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? u * P + 2 * k : -1;
+                if (at[q] >= 0) {
+                    lo[q] = a[(2 * u) * lda2 + k];
+                    hi[q] = (odd_last && u == h2 - 1) ? 0u : a[(2 * u + 1) * lda2 + k];
+                }
+                u += du; k += dk;
+                if (k >= hw) { k -= hw; ++u; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = __byte_perm(lo[q], hi[q], 0x5410);
+                    sm[at[q] + 1] = __byte_perm(lo[q], hi[q], 0x7632);
+                }
+        }
+        __syncthreads();
+        // B32(jj, u0 + t) = sm[t * P + jj], the flat index jj * h2 + t over the strip
+        const int ej = NARROW_THREADS / h2, et = NARROW_THREADS % h2;
+        int jj = tid / h2, t = tid % h2;
+#pragma unroll 4
+        for (int g = tid; g < n * 2; g += NARROW_THREADS) {
+            const unsigned int v = sm[t * P + jj];
+            if (odd_last && t == h2 - 1)
+                B[jj * ldb + 2 * (u0 + t)] = (unsigned short)(v & 0xffffu);
+            else
+                B32[jj * ldb2 + u0 + t] = v;
+            jj += ej; t += et;
+            if (t >= h2) { t -= h2; ++jj; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows_pairs (2-byte elements, rows <= 64; A and B 4-byte aligned, lda and ldb even): the
+// narrow_rows strip with 4-byte accesses. Rows 2k and 2k + 1 of A give, for each word of theirs
+// (columns c, c + 1), the words B(c, 2k .. 2k+1) and B(c+1, 2k .. 2k+1) (__byte_perm), staged as a
+// ceil(rows / 2) x R matrix of words with the odd pitch R + 1; then the strip's R rows of B are written
+// as words (the last word of a row, when rows is odd, as a half). A strip is R columns of A,
+// R = (E / ceil(rows / 2) - 1) rounded down to a multiple of 16, E = BYTES / 4 words; a strip's last
+// column, when its width is odd, is read a half at a time.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_rows_pairs_impl(const unsigned short* __restrict__ A,
+                                                       unsigned short* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 4, U = 4;
+    __shared__ unsigned int sm[E];
+    if (rows < 1 || rows > 64) return;   // the launcher's contract
+    const int hgt = (int)rows, h2 = (hgt + 1) / 2, R = (E / h2 - 1) & ~15, Q = R + 1;
+    const int tid = threadIdx.x;
+    const long long strips = (cols + R - 1) / R, lda2 = lda / 2, ldb2 = ldb / 2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    const int ek = NARROW_THREADS / h2, et = NARROW_THREADS % h2;
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;   // even: R is a multiple of 16
+        const int wdt = (int)min((long long)R, cols - c0), wv = (wdt + 1) / 2;
+        const int n = h2 * wv;
+        const int dk = NARROW_THREADS / wv, dv = NARROW_THREADS % wv;
+        int k = tid / wv, v = tid % wv;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int lo[U], hi[U];
+            int at[U], whole[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? k * Q + 2 * v : -1;
+                whole[q] = 2 * v + 1 < wdt;
+                if (at[q] >= 0) {
+                    const bool second = 2 * k + 1 < hgt;
+                    if (whole[q]) {
+                        lo[q] = A32[(2 * k) * lda2 + c0 / 2 + v];
+                        hi[q] = second ? A32[(2 * k + 1) * lda2 + c0 / 2 + v] : 0u;
+                    } else {
+                        lo[q] = A[(2 * k) * lda + c0 + 2 * v];
+                        hi[q] = second ? A[(2 * k + 1) * lda + c0 + 2 * v] : 0u;
+                    }
+                }
+                k += dk; v += dv;
+                if (v >= wv) { v -= wv; ++k; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = __byte_perm(lo[q], hi[q], 0x5410);
+                    if (whole[q])
+                        sm[at[q] + 1] = __byte_perm(lo[q], hi[q], 0x7632);
+                }
+        }
+        __syncthreads();
+        // B32(c0 + t, kk) = sm[kk * Q + t], the flat index t * h2 + kk over the strip
+        int t = tid / h2, kk = tid % h2;
+        const int m = wdt * h2;
+#pragma unroll 4
+        for (int g = tid; g < m; g += NARROW_THREADS) {
+            const unsigned int val = sm[kk * Q + t];
+            if (2 * kk + 1 < hgt)
+                B32[(c0 + t) * ldb2 + kk] = val;
+            else
+                B[(c0 + t) * ldb + 2 * kk] = (unsigned short)(val & 0xffffu);
+            t += ek; kk += et;
+            if (kk >= h2) { kk -= h2; ++t; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_cols_flat (2-byte elements, odd cols <= 127; A contiguous (lda == cols) and 16-byte aligned, B
+// 4-byte aligned with even ldb): a strip of R rows of A (R = (E / cols) rounded down to a multiple of 16,
+// E = BYTES / 2 elements) is one contiguous run, staged raw with 16-byte cp.async (a strip's tail
+// element by element); B's rows are then written as words, each word two halves of one column of the
+// staged rows 2u and 2u + 1 (the odd cols makes the shared-memory reads down a column conflict-free).
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_flat_impl(const unsigned short* __restrict__ A,
+                                                      unsigned short* __restrict__ B, long long rows,
+                                                      long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2;
+    __shared__ __align__(16) unsigned short sm[E];
+    if (cols < 1 || cols > 127 || !(cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, R = (E / w) & ~15;
+    const int tid = threadIdx.x;
+    const long long strips = (rows + R - 1) / R, ldb2 = ldb / 2;
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
+        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8;
+        const unsigned short* a = A + r0 * w;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(sm + 8 * c, a + 8 * c);
+        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
+            sm[e] = a[e];
+        wait_async();
+        __syncthreads();
+        // B32(jj, r0 / 2 + u) = (A(r0 + 2u, jj), A(r0 + 2u + 1, jj)): the flat index jj * h2 + u
+        const int h2 = (h + 1) / 2, m = w * h2;
+        const int ej = NARROW_THREADS / h2, eu = NARROW_THREADS % h2;
+        int jj = tid / h2, u = tid % h2;
+#pragma unroll 4
+        for (int g = tid; g < m; g += NARROW_THREADS) {
+            const unsigned int lo = sm[(2 * u) * w + jj];
+            if (2 * u + 1 < h)
+                B32[jj * ldb2 + r0 / 2 + u] = lo | ((unsigned int)sm[(2 * u + 1) * w + jj] << 16);
+            else
+                B[jj * ldb + r0 + 2 * u] = (unsigned short)lo;
+            jj += ej; u += eu;
+            if (u >= h2) { u -= h2; ++jj; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
+// 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
+// a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
+// put the two halves at their places in the staged run of B (the odd rows makes those shared-memory
+// writes conflict-free); the run then goes out in 16-byte stores (its tail element by element).
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_rows_flat_impl(const unsigned short* __restrict__ A,
+                                                      unsigned short* __restrict__ B, long long rows,
+                                                      long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2, U = 8;
+    __shared__ __align__(16) unsigned short sm[E];
+    if (rows < 1 || rows > 63 || !(rows & 1)) return;   // the launcher's contract
+    const int hgt = (int)rows, R = (E / hgt) & ~15;
+    const int tid = threadIdx.x;
+    const long long strips = (cols + R - 1) / R, lda2 = lda / 2;
+    const unsigned int* A32 = reinterpret_cast<const unsigned int*>(A);
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;   // even, and B's strip starts 16-byte aligned
+        const int wdt = (int)min((long long)R, cols - c0), wv = (wdt + 1) / 2, n = hgt * wv;
+        const int di = NARROW_THREADS / wv, dv = NARROW_THREADS % wv;
+        int i = tid / wv, v = tid % wv;
+        for (int f = tid; f < n; f += U * NARROW_THREADS) {
+            unsigned int x[U];
+            int at[U];
+#pragma unroll
+            for (int q = 0; q < U; ++q) {
+                at[q] = f + q * NARROW_THREADS < n ? (2 * v) * hgt + i : -1;
+                if (at[q] >= 0)
+                    x[q] = 2 * v + 1 < wdt ? A32[i * lda2 + c0 / 2 + v] : (unsigned int)A[i * lda + c0 + 2 * v];
+                i += di; v += dv;
+                if (v >= wv) { v -= wv; ++i; }
+            }
+#pragma unroll
+            for (int q = 0; q < U; ++q)
+                if (at[q] >= 0) {
+                    sm[at[q]] = (unsigned short)(x[q] & 0xffffu);
+                    if (at[q] + hgt < wdt * hgt)
+                        sm[at[q] + hgt] = (unsigned short)(x[q] >> 16);
+                }
+        }
+        __syncthreads();
+        const int m = wdt * hgt, chunks = m / 8;
+        unsigned short* b = B + c0 * hgt;
+        const uint4* sm4 = reinterpret_cast<const uint4*>(sm);
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            reinterpret_cast<uint4*>(b)[c] = sm4[c];
+        for (int e = 8 * chunks + tid; e < m; e += NARROW_THREADS)
+            b[e] = sm[e];
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// pairs128x64 (2-byte elements only): every global access 4 bytes wide. A block of 32 x 8 threads moves a
+// 128 x 64 tile of A as 2 x 2 blocks: a thread loads two 4-byte words (columns c, c+1 of rows r and
+// r+1), swaps their halves in registers (__byte_perm) into the two words of B's rows c and c+1 at
+// columns r, r+1, and stores them to shared memory at their place in B's tile; after the barrier a
+// warp writes 128 bytes of a row of B per instruction. Needs A and B 4-byte aligned with even lda and
+// ldb, else (and for tiles that stick out of A) the block moves its tile element by element through
+// the same shared memory. Shared memory: 64 x 65 words (16.6 KB).
+// Launch: block (32, 8), grid (ceil(cols/64), min(ceil(rows/128), 65535)).
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
+                                            long long rows, long long cols, long long lda, long long ldb)
+{
+    constexpr int TR = 128, TC = 64, PITCH = 65;   // S[c][p]: B(c0 + c, r0 + 2p .. 2p + 1), low half first
+    __shared__ unsigned int S[TC][PITCH];
+    unsigned short* S16 = reinterpret_cast<unsigned short*>(&S[0][0]);   // S16[c * 130 + r] = A(r0 + r, c0 + c)
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long c0 = (long long)blockIdx.x * TC;
+    const long long row_tiles = (rows + TR - 1) / TR;
+    const bool aligned = ((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B)) & 3) == 0
+                         && ((lda | ldb) & 1) == 0;
+    for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+        const long long r0 = t * TR;
+        if (aligned && r0 + TR <= rows && c0 + TC <= cols) {
+            const unsigned int* a = reinterpret_cast<const unsigned int*>(A + r0 * lda + c0);
+            const long long lda2 = lda >> 1, ldb2 = ldb >> 1;
+            unsigned int lo[8], hi[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int p = ty + 8 * k;
+                lo[k] = a[(2 * p) * lda2 + tx];
+                hi[k] = a[(2 * p + 1) * lda2 + tx];
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int p = ty + 8 * k;
+                S[2 * tx][p] = __byte_perm(lo[k], hi[k], 0x5410);
+                S[2 * tx + 1][p] = __byte_perm(lo[k], hi[k], 0x7632);
+            }
+            __syncthreads();
+            unsigned int* b = reinterpret_cast<unsigned int*>(B + c0 * ldb + r0);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int q = ty + 8 * k;
+                b[q * ldb2 + tx] = S[q][tx];
+                b[q * ldb2 + tx + 32] = S[q][tx + 32];
+            }
+        } else {
+            const int h = (int)min((long long)TR, rows - r0), w = (int)min((long long)TC, cols - c0);
+            const unsigned short* a = A + r0 * lda + c0;
+#pragma unroll 4
+            for (int r = ty; r < h; r += 8)
+#pragma unroll
+                for (int c = tx; c < TC; c += 32)
+                    if (c < w)
+                        S16[c * (2 * PITCH) + r] = a[r * lda + c];
+            __syncthreads();
+            unsigned short* b = B + c0 * ldb + r0;
+#pragma unroll 4
+            for (int c = ty; c < w; c += 8)
+#pragma unroll
+                for (int r = tx; r < TR; r += 32)
+                    if (r < h)
+                        b[c * ldb + r] = S16[c * (2 * PITCH) + r];
+        }
+        __syncthreads();
+    }
+}
+
+}  // namespace
+
+// One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb).
+#define GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, SFX, T)                                                    \
+    extern "C" __global__ void __launch_bounds__(THREADS) transpose_##FAMILY##_##SFX(                       \
+        const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols, long long lda, long long ldb) \
+    {                                                                                                        \
+        FAMILY<T>(A, B, rows, cols, lda, ldb);                                                               \
+    }
+#define GPUMAT_TRANSPOSE_FAMILY(FAMILY, THREADS)                          \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f32, unsigned int)            \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f64, unsigned long long)      \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f16, unsigned short)          \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, bf16, unsigned short)
+
+GPUMAT_TRANSPOSE_FAMILY(naive, 256)
+GPUMAT_TRANSPOSE_FAMILY(tiled, 1024)
+GPUMAT_TRANSPOSE_FAMILY(tiled_padded, 1024)
+GPUMAT_TRANSPOSE_FAMILY(tiled_rect, 256)
+GPUMAT_TRANSPOSE_FAMILY(tiled_rect64, 256)
+GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256)
+
+#define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) transpose_pairs128x64_##SFX(                          \
+        const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
+        long long lda, long long ldb)                                                                        \
+    {                                                                                                        \
+        pairs128x64(A, B, rows, cols, lda, ldb);                                                             \
+    }
+GPUMAT_TRANSPOSE_PAIRS(f16)
+GPUMAT_TRANSPOSE_PAIRS(bf16)
+
+#define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
+    extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \
+        const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
+        long long lda, long long ldb)                                                                        \
+    {                                                                                                        \
+        IMPL<BYTES>(A, B, rows, cols, lda, ldb);                                                             \
+    }
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)

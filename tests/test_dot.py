@@ -24,7 +24,7 @@ def test_declarations_match_ptx():
         entries = _kernels.manifest()["modules"]["dot"]["entries"]
     except (FileNotFoundError, KeyError):
         pytest.skip("dot kernels not built")
-    for k in (D.FLAT, D.STRIDED):
+    for k in (*D.FLAT_KERNELS.values(), *D.STRIDED_KERNELS.values()):
         assert k.name in entries, k.name
         assert entries[k.name]["params"] == [_kernels.PTX_TYPES[c] for c in k.signature]
     for name, info in entries.items():
@@ -174,21 +174,21 @@ def test_contiguous_goes_flat(launches):
     x, y = fake_matrix(1024, 1024), fake_matrix(1024, 1024, ptr=0x7F1000000000)
     assert D.dot(x, y) == 42.0
     (name, grid, block, args), = launches
-    assert name == "dot_flat" and block == (D.THREADS, 1, 1) and grid == (D.grid_blocks(2**20, 132), 1, 1)
+    assert name == "dot_flat_f32" and block == (D.THREADS, 1, 1) and grid == (D.grid_blocks(2**20, 132), 1, 1)
     assert args == (x.elements, y.elements, 2**20, FakeScratch.dev)
 
 
 def test_one_row_view_goes_flat(launches):
     x, y = fake_matrix(1, 100, stride=300), fake_matrix(1, 100, stride=7, ptr=0x7F1000000000)
     D.dot(x, y)
-    assert launches[0][0] == "dot_flat"
+    assert launches[0][0] == "dot_flat_f32"
 
 
 def test_views_go_strided(launches):
     x, y = fake_matrix(30, 40, stride=41), fake_matrix(30, 40, ptr=0x7F1000000000)
     D.dot(x, y)
     (name, grid, block, args), = launches
-    assert name == "dot_strided" and grid == (D.grid_blocks(1200, 132), 1, 1)
+    assert name == "dot_strided_f32" and grid == (D.grid_blocks(1200, 132), 1, 1)
     assert args == (x.elements, y.elements, 30, 40, 41, 40, FakeScratch.dev)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from gpumat import _kernels
 
-for _module in ("matmul", "transpose", "dot", "sparse", "spmm"):
+for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert"):
     try:
         importlib.import_module(f"gpumat.{_module}")
     except ModuleNotFoundError:

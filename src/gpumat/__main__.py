@@ -36,7 +36,7 @@ def cmd_info(args) -> int:
 
 def _import_operations() -> None:
     """Import every operation module so each kernel it declares is registered."""
-    for module in ("matmul", "transpose", "dot", "sparse", "spmm"):
+    for module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert"):
         try:
             importlib.import_module(f"gpumat.{module}")
         except ModuleNotFoundError:

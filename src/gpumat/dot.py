@@ -24,14 +24,22 @@ BLOCKS_PER_SM = 4           # grid cap: enough loads in flight to saturate HBM (
 MAX_BLOCKS = 4096           # partial-sum slots in the scratch buffer
 SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
 
-FLAT = Kernel("dot", "dot_flat", "PPqP")              # x, y, n, scratch
-STRIDED = Kernel("dot", "dot_strided", "PPqqqqP")     # x, y, rows, cols, ldx, ldy, scratch
+# One flat and one strided kernel per dtype (cuda/dot.cu); every dtype accumulates in double.
+DTYPES = ("f32", "f64", "f16", "bf16")
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqP") for dt in DTYPES}            # x, y, n, scratch
+STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in DTYPES}   # x, y, rows, cols, ldx, ldy, scratch
+# elements a thread handles per grid-stride step of the flat kernel: two 16-byte loads of each operand
+ELEMENTS_PER_THREAD_BY_DTYPE = {dt: 2 * 16 // ITEMSIZE[dt] for dt in DTYPES}
+FLAT = FLAT_KERNELS["f32"]
+STRIDED = STRIDED_KERNELS["f32"]
 
 
-def grid_blocks(n: int, sm_count: int) -> int:
+def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:
     """Blocks for n elements: enough for every thread to get a full step, at most BLOCKS_PER_SM a SM.
-    Fixed by n and the GPU alone, which is what makes the result deterministic."""
-    return max(1, min(cdiv(n, THREADS * ELEMENTS_PER_THREAD), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
+    Fixed by n, the dtype and the GPU alone, which is what makes the result deterministic."""
+    per_thread = ELEMENTS_PER_THREAD_BY_DTYPE[dtype]
+    return max(1, min(cdiv(n, THREADS * per_thread), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
 
 
 def is_flat(m: Matrix) -> bool:

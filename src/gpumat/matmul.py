@@ -33,8 +33,26 @@ class FastVariant(Variant):
     efficiency: float = 1.0    # relative FFMA throughput of a full tile, measured on the H100
 
 
-def _teaching(name: str, threads: int, tile: int) -> Variant:
-    return Variant(Kernel("matmul", f"matmul_{name}", TEACHING_SIGNATURE), (threads, threads, 1), (tile, tile))
+DTYPES = ("f32", "f64", "f16", "bf16")  # kernel-name suffixes
+TEACHING = {"naive": (16, 16), "tiled16": (16, 16), "tiled32": (32, 32), "tiled16x64": (16, 16)}  # threads, tile
+
+
+def _teaching(name: str, threads: int, tile: int, dtype: str = "f32") -> Variant:
+    return Variant(Kernel("matmul", f"matmul_{name}_{dtype}", TEACHING_SIGNATURE), (threads, threads, 1), (tile, tile))
+
+
+# The teaching kernels in every dtype (float64 accumulates in double; halves in float, C in the input dtype).
+TEACHING_KERNELS: dict[tuple[str, str], Variant] = {
+    (name, dt): _teaching(name, threads, tile, dt) for dt in DTYPES for name, (threads, tile) in TEACHING.items()}
+
+# Register-tiled SIMT kernels (cuda/matmul_simt.cu), keyed by (input dtype, output dtype): float64 exact
+# FP64 FMA; float16/bfloat16 accumulate in float and write C in the input dtype or in float32.
+# Block (256), a 64 x 64 tile of C per block, grid (ceil(N/64), min(ceil(M/64), 65535)).
+SIMT_KERNELS: dict[tuple[str, str], Variant] = {
+    (src, dst): Variant(Kernel("matmul_simt", f"matmul_simt64x64_{src}" + ("_f32out" if dst != src else ""),
+                               TEACHING_SIGNATURE), (256, 1, 1), (64, 64))
+    for src, dst in (("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
+}
 
 
 def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0) -> FastVariant:
@@ -43,10 +61,7 @@ def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float
 
 
 VARIANTS: dict[str, Variant] = {
-    "naive": _teaching("naive", 16, 16),
-    "tiled16": _teaching("tiled16", 16, 16),
-    "tiled32": _teaching("tiled32", 32, 32),
-    "tiled16x64": _teaching("tiled16x64", 16, 16),
+    **{name: TEACHING_KERNELS[(name, "f32")] for name in TEACHING},
     "sgemm128x128": _sgemm(128, 128, 256, 2, 1.00),
     "sgemm128x64": _sgemm(128, 64, 128, 4, 0.90),
     "sgemm64x64": _sgemm(64, 64, 64, 6, 0.90),

@@ -1,15 +1,17 @@
-"""Transpose, B = A^T, float32: argument checks, variant choice, launch.
+"""Transpose, B = A^T: argument checks, variant choice, launch.
 
 Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb); see
 cuda/transpose.cu. The grid puts A's column tiles on x and A's row tiles on y (capped at 65535; the
-kernels walk the rest in a grid-stride loop).
+kernels walk the rest in a grid-stride loop). The kernels move bits: every variant exists for each
+dtype (KERNELS[(variant, dtype)], dtype one of DTYPES); VARIANTS is the float32 table the Matrix API
+runs today.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ._driver import stream_handle
-from ._geometry import tiled_grid
+from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from ._kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
 
@@ -28,19 +30,104 @@ class Variant:
         return tiled_grid(rows + self.skew, cols, *self.tile)
 
 
-def _variant(name: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
-    return Variant(Kernel("transpose", f"transpose_{name}", SIGNATURE), (*block, 1), tile, skew)
+DTYPES = ("f32", "f64", "f16", "bf16")                  # kernel-name suffixes
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
 
 
-VARIANTS: dict[str, Variant] = {
-    "naive": _variant("naive", (32, 8), (8, 32)),                # one element a thread, scattered writes
-    "tiled": _variant("tiled", (32, 32), (32, 32)),              # seed 001's shared-memory tile
-    "tiled_padded": _variant("tiled_padded", (32, 32), (32, 32)),  # tile padded to 32 x 33
-    "tiled_rect": _variant("tiled_rect", (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
-    "tiled_rect64": _variant("tiled_rect64", (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
-    # the 64 x 64 tile with each row piece of B shifted to start on a 32-byte sector
-    "sector_aligned": _variant("sector_aligned", (32, 8), (64, 64), skew=7),
+def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
+    return Variant(Kernel("transpose", f"transpose_{name}_{dtype}", SIGNATURE), (*block, 1), tile, skew)
+
+
+def _family(dtype: str) -> dict[str, Variant]:
+    sector = 32 // ITEMSIZE[dtype]  # elements a 32-byte sector
+    return {
+        "naive": _variant("naive", dtype, (32, 8), (8, 32)),                # one element a thread, scattered writes
+        "tiled": _variant("tiled", dtype, (32, 32), (32, 32)),              # seed 001's shared-memory tile
+        "tiled_padded": _variant("tiled_padded", dtype, (32, 32), (32, 32)),  # tile rows padded to odd words
+        "tiled_rect": _variant("tiled_rect", dtype, (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
+        "tiled_rect64": _variant("tiled_rect64", dtype, (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
+        # the 64 x 64 tile with each row piece of B shifted to start on a 32-byte sector
+        "sector_aligned": _variant("sector_aligned", dtype, (32, 8), (64, 64), skew=sector - 1),
+    }
+
+
+@dataclass(frozen=True)
+class NarrowVariant:
+    """A strip kernel for narrow matrices: axis "cols" takes A with 1..NARROW_COLS_MAX columns (strips of
+    whole rows), axis "rows" takes A with 1..NARROW_ROWS_MAX rows (strips of whole columns), with `nbytes`
+    of shared memory. 2-byte dtypes have two more modes with 4-byte (and 16-byte) accesses:
+      "pairs": A and B 4-byte aligned with even lda and ldb; axis "cols" needs an even width <= 126;
+      "flat":  an odd narrow dimension; axis "cols": A contiguous (lda == cols) and 16-byte aligned, B
+               4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
+               A 4-byte aligned with even lda."""
+    kernel: Kernel
+    axis: str          # "cols" or "rows": which dimension of A is narrow
+    itemsize: int
+    nbytes: int = 32768
+    mode: str = "plain"  # "plain", "pairs" or "flat"
+    block: tuple[int, int, int] = (256, 1, 1)
+
+    @property
+    def pairs(self) -> bool:
+        return self.mode != "plain"   # needs 4-byte aligned operands with even strides
+
+    def strip(self, rows: int, cols: int) -> int:
+        """What one block moves per step (the kernel's R): rows of A (axis "cols"; row pairs in mode
+        "pairs") or columns of A (axis "rows")."""
+        if self.mode == "pairs":
+            words = self.nbytes // 4
+            if self.axis == "cols":
+                return (words // (cols + 1)) & ~15
+            return (words // cdiv(rows, 2) - 1) & ~15
+        elems = self.nbytes // self.itemsize
+        if self.mode == "flat":
+            return (elems // (cols if self.axis == "cols" else rows)) & ~15
+        if self.axis == "cols":
+            return (elems // (cols | 1)) & ~15
+        return (elems // rows - 1) & ~15
+
+    def accepts(self, rows: int, cols: int, a_address: int, lda: int, b_address: int, ldb: int) -> bool:
+        """Whether the kernel may run on these operands (its contract)."""
+        if self.axis == "cols" and not 1 <= cols <= NARROW_COLS_MAX or self.axis == "rows" and not 1 <= rows <= NARROW_ROWS_MAX:
+            return False
+        if self.mode == "pairs":
+            return ((a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
+                    and (self.axis == "rows" or cols % 2 == 0))
+        if self.mode == "flat":
+            if self.axis == "cols":
+                return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
+            return rows % 2 == 1 and ldb == rows and b_address % 16 == 0 and a_address % 4 == 0 and lda % 2 == 0
+        return True
+
+    def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
+        r = self.strip(rows, cols)
+        if self.axis == "cols":
+            return 1, max(min(cdiv(cdiv(rows, 2) if self.mode == "pairs" else rows, r), MAX_GRID_YZ), 1), 1
+        return max(min(cdiv(cols, r), MAX_GRID_X), 1), 1, 1
+
+
+NARROW_COLS_MAX = 127   # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
+NARROW_ROWS_MAX = 64    # transpose_narrow_rows_*: A's height limit
+
+
+def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: str = "plain") -> NarrowVariant:
+    name = f"transpose_narrow_{axis}{suffix}_{dtype}"
+    return NarrowVariant(Kernel("transpose", name, SIGNATURE), axis, ITEMSIZE[dtype], nbytes, mode)
+
+
+KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
+    **{(name, dt): v for dt in DTYPES for name, v in _family(dt).items()},
+    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in DTYPES for axis in ("cols", "rows")},
+    **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in DTYPES for axis in ("cols", "rows")},
+    **{(f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
+       for dt in ("f16", "bf16") for axis in ("cols", "rows") for sfx, nbytes in (("", 32768), ("16k", 16384))},
+    **{(f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
+       for dt in ("f16", "bf16") for axis in ("cols", "rows")},
+    # 2-byte elements only: 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
+    **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in ("f16", "bf16")},
 }
+
+VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
 ALGORITHMS = ("auto", *VARIANTS)
 SECTOR_FLOATS = 8  # 32 bytes
 

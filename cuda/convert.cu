@@ -1,0 +1,60 @@
+// Dtype conversion over a strided 2-D region: dst (rows x cols, row stride ldd) = src (rows x cols,
+// row stride lds) converted, for every ordered pair of distinct dtypes among float32, float64, float16
+// and bfloat16 (convert_<src>_<dst>). The value goes through double (exact for every source) and is
+// rounded once to the destination, to nearest even; NaN stays NaN, +-Inf stays +-Inf, values beyond
+// the destination's range become +-Inf, and widening conversions are exact.
+//
+// Technique: a plain memory-bound map. A block of 32 x 8 threads covers 128 columns x 8 rows; each
+// thread converts four elements 32 columns apart (coalesced along a row); rows beyond gridDim.y x 8 are
+// walked in a grid-stride loop. Offsets are 64-bit.
+// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535)).
+#include "gpumat.cuh"
+
+using gpumat::Dtype;
+
+namespace {
+
+template <class S, class D>
+__device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols,
+                                        long long lds, long long ldd)
+{
+    const long long c = (long long)blockIdx.x * 128 + threadIdx.x;
+    for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
+         r += (long long)gridDim.y * blockDim.y) {
+        const S* s = src + r * lds;
+        D* d = dst + r * ldd;
+        S v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (c + 32 * j < cols)
+                v[j] = s[c + 32 * j];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (c + 32 * j < cols)
+                d[c + 32 * j] = Dtype<D>::from(Dtype<S>::wide(v[j]));
+    }
+}
+
+}  // namespace
+
+#define GPUMAT_CONVERT(SN, S, DN, D)                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) convert_##SN##_##DN(                                  \
+        const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols, long long lds,      \
+        long long ldd)                                                                                       \
+    {                                                                                                        \
+        convert<S, D>(src, dst, rows, cols, lds, ldd);                                                       \
+    }
+
+// The twelve ordered pairs of distinct dtypes (a same-dtype "conversion" is a copy: cuMemcpy2D).
+GPUMAT_CONVERT(f32, float, f64, double)
+GPUMAT_CONVERT(f32, float, f16, __half)
+GPUMAT_CONVERT(f32, float, bf16, __nv_bfloat16)
+GPUMAT_CONVERT(f64, double, f32, float)
+GPUMAT_CONVERT(f64, double, f16, __half)
+GPUMAT_CONVERT(f64, double, bf16, __nv_bfloat16)
+GPUMAT_CONVERT(f16, __half, f32, float)
+GPUMAT_CONVERT(f16, __half, f64, double)
+GPUMAT_CONVERT(f16, __half, bf16, __nv_bfloat16)
+GPUMAT_CONVERT(bf16, __nv_bfloat16, f32, float)
+GPUMAT_CONVERT(bf16, __nv_bfloat16, f64, double)
+GPUMAT_CONVERT(bf16, __nv_bfloat16, f16, __half)

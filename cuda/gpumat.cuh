@@ -1,0 +1,92 @@
+// Shared device helpers for gpumat's kernels: element types (dtype traits) and cp.async wrappers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace gpumat {
+
+// ---------------------------------------------------------------------------------------------------
+// Dtype traits. Dtype<T> for T in {float, double, __half, __nv_bfloat16}:
+//   Acc        what arithmetic kernels accumulate in: double for double, float for the others;
+//   Bits       an unsigned integer of the same size, for kernels that only move bits (transpose);
+//   acc(x)     the element widened to Acc (exact);
+//   wide(x)    the element widened to double (exact);
+//   from(v)    an Acc (float or double) rounded to T, round-to-nearest-even; NaN and Inf stay NaN/Inf;
+//              from double to a half type the rounding is done once, straight from double.
+// ---------------------------------------------------------------------------------------------------
+template <class T>
+struct Dtype;
+
+template <>
+struct Dtype<float> {
+    using Acc = float;
+    using Bits = unsigned int;
+    __device__ __forceinline__ static float acc(float x) { return x; }
+    __device__ __forceinline__ static double wide(float x) { return (double)x; }
+    __device__ __forceinline__ static float from(float v) { return v; }
+    __device__ __forceinline__ static float from(double v) { return __double2float_rn(v); }
+};
+
+template <>
+struct Dtype<double> {
+    using Acc = double;
+    using Bits = unsigned long long;
+    __device__ __forceinline__ static double acc(double x) { return x; }
+    __device__ __forceinline__ static double wide(double x) { return x; }
+    __device__ __forceinline__ static double from(float v) { return (double)v; }
+    __device__ __forceinline__ static double from(double v) { return v; }
+};
+
+template <>
+struct Dtype<__half> {
+    using Acc = float;
+    using Bits = unsigned short;
+    __device__ __forceinline__ static float acc(__half x) { return __half2float(x); }
+    __device__ __forceinline__ static double wide(__half x) { return (double)__half2float(x); }
+    __device__ __forceinline__ static __half from(float v) { return __float2half_rn(v); }
+    __device__ __forceinline__ static __half from(double v) { return __double2half(v); }
+};
+
+template <>
+struct Dtype<__nv_bfloat16> {
+    using Acc = float;
+    using Bits = unsigned short;
+    __device__ __forceinline__ static float acc(__nv_bfloat16 x) { return __bfloat162float(x); }
+    __device__ __forceinline__ static double wide(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+    __device__ __forceinline__ static __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+    __device__ __forceinline__ static __nv_bfloat16 from(double v) { return __double2bfloat16(v); }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Global -> shared copies that need no register: cp.async (sm_80 and newer) lets a thread issue all its
+// loads back to back and wait for them together, whatever ptxas' register budget; on older GPUs an
+// ordinary load and store. BYTES is 4, 8 or 16 (cp.async has no 2-byte form); both addresses must be
+// aligned to BYTES.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* smem, const void* gmem)
+{
+    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+#if __CUDA_ARCH__ >= 800
+    const unsigned int s = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(gmem), "n"(BYTES) : "memory");
+#else
+    if constexpr (BYTES == 4)
+        *static_cast<unsigned int*>(smem) = *static_cast<const unsigned int*>(gmem);
+    else if constexpr (BYTES == 8)
+        *static_cast<unsigned long long*>(smem) = *static_cast<const unsigned long long*>(gmem);
+    else
+        *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+
+// Waits for every cp.async the calling thread issued (a barrier must follow before other threads read).
+__device__ __forceinline__ void wait_async()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+}  // namespace gpumat

@@ -1,0 +1,371 @@
+"""The float64 / float16 / bfloat16 kernels, launched directly on raw device buffers (before Matrix has dtypes).
+
+Every operand lives inside a larger buffer at an odd element offset with a padded row stride; the
+padding of inputs and the whole output start as NaN (the 16-bit pattern 0x7FF8 repeated, a NaN in all
+four dtypes), so a kernel that reads outside its operand or misses an output element fails. Transpose
+and conversions are checked bit for bit; arithmetic against float64 with bounds from the dtype's unit
+roundoff and K.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+from cuda.bindings import driver
+
+from gpumat import _memory
+from gpumat._driver import check, device
+from gpumat._geometry import cdiv, tiled_grid
+
+pytestmark = pytest.mark.gpu
+
+rng = np.random.default_rng(11)
+BITS = {"f32": np.uint32, "f64": np.uint64, "f16": np.uint16, "bf16": np.uint16}
+SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+NAN16 = 0x7FF8
+UNIT = {"f32": 2.0**-24, "f64": 2.0**-53, "f16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff
+
+
+# ------------------------------------------------------------------------------------------- dtypes on the host
+def to_bits(x, dt: str) -> np.ndarray:
+    """float64 values -> storage bits of dtype dt, rounded once to nearest even."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dt == "f64":
+            return x.view(np.uint64).copy()
+        if dt == "f32":
+            return x.astype(np.float32).view(np.uint32)
+        if dt == "f16":
+            return x.astype(np.float16).view(np.uint16)
+        m, e = np.frexp(np.where(np.isfinite(x), x, 0.0))       # bfloat16: 8 significant bits
+        r = np.ldexp(np.rint(m * 256.0) / 256.0, e)
+        r = np.where(np.isfinite(x), r, x).astype(np.float32)
+        bits = (r.view(np.uint32) >> 16).astype(np.uint16)
+        return np.where(np.isnan(x), np.uint16(0x7FC0), bits).astype(np.uint16)
+
+
+def from_bits(b, dt: str) -> np.ndarray:
+    b = np.asarray(b)
+    if dt == "bf16":
+        return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return b.view({"f32": np.float32, "f64": np.float64, "f16": np.float16}[dt]).astype(np.float64)
+
+
+def nan_fill(n: int, dt: str) -> np.ndarray:
+    return np.full(n * SIZE[dt] // 2, NAN16, dtype=np.uint16).view(BITS[dt])
+
+
+# ------------------------------------------------------------------------------------------- device operands
+class Operand:
+    """A rows x cols operand at element offset `off` with row stride `ld` inside a NaN-padded device buffer."""
+
+    def __init__(self, bits: np.ndarray | None, dt: str, rows: int, cols: int, off: int = 0, ld: int | None = None):
+        self.dt, self.rows, self.cols, self.off = dt, rows, cols, off
+        self.ld = ld if ld is not None else max(cols, 1)
+        self.n = off + (rows - 1) * self.ld + cols + 5 if rows and cols else off + 5
+        host = nan_fill(self.n, dt)
+        if bits is not None:
+            host[self.index()] = bits
+        self.nbytes = self.n * SIZE[dt]
+        self.base = _memory.alloc(self.nbytes)
+        _memory.upload_contiguous(self.base, host)
+        self.ptr = self.base + off * SIZE[dt]
+
+    def index(self) -> np.ndarray:
+        return self.off + np.arange(self.rows)[:, None] * self.ld + np.arange(self.cols)[None, :]
+
+    def download(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the operand's bits, the whole buffer's bits)."""
+        host = np.empty(self.n, dtype=BITS[self.dt])
+        _memory.download_contiguous(host, self.base)
+        return host[self.index()], host
+
+    def padding_untouched(self, host: np.ndarray) -> bool:
+        mask = np.ones(self.n, dtype=bool)
+        mask[self.index().ravel()] = False
+        return bool(np.all(host[mask] == nan_fill(1, self.dt)[0]))
+
+    def free(self):
+        _memory.free(self.base)
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    device()
+    yield
+    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def random_values(shape, dt: str, spread: int = 0) -> np.ndarray:
+    """Random float64 values exactly representable in dt (never zero), magnitudes 2^-spread .. 2^spread."""
+    x = rng.uniform(0.5, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    if spread:
+        x = np.ldexp(x, rng.integers(-spread, spread + 1, size=shape))
+    return from_bits(to_bits(x, dt), dt)
+
+
+# ------------------------------------------------------------------------------------------- transpose
+T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose names the function)
+TR_SHAPES = [(1, 1), (1, 37), (37, 1), (63, 65), (129, 130), (300, 7), (7, 300), (1000, 64), (64, 1000),
+             (517, 127), (517, 126), (2, 2049), (257, 3), (33, 2), (1, 2), (4099, 2), (3, 4099), (4100, 3),
+             (3, 4100), (20000, 17), (17, 20000), (1, 5000), (5000, 1)]
+
+
+# (A offset, A stride, B offset, B stride) in elements, for a rows x cols A
+LAYOUTS = {
+    "contiguous": lambda r, c: (0, c, 0, r),
+    "view": lambda r, c: (3, c + 3, 1, r + 5),                                 # odd offsets and strides
+    "even": lambda r, c: (2, c + 4 - c % 2, 4, r + 6 - r % 2),                # 4-byte aligned, even strides
+    "a_flat": lambda r, c: (8, c, 2, r + 6 - r % 2),                          # A contiguous from 16 bytes on
+    "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),                          # B contiguous from 16 bytes on
+}
+
+
+def transpose_cases():
+    for (name, dt), v in T.KERNELS.items():
+        for rows, cols in TR_SHAPES:
+            for layout, make in LAYOUTS.items():
+                a_off, lda, b_off, ldb = make(rows, cols)
+                if isinstance(v, T.NarrowVariant):
+                    if not v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
+                        continue
+                elif layout not in ("contiguous", "view"):
+                    continue
+                yield pytest.param(name, dt, (rows, cols), layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
+
+
+@pytest.mark.parametrize("name,dt,shape,layout", list(transpose_cases()))
+def test_transpose_moves_bits(name, dt, shape, layout):
+    rows, cols = shape
+    v = T.KERNELS[(name, dt)]
+    info = np.iinfo(BITS[dt])
+    bits = rng.integers(0, info.max, size=shape, dtype=BITS[dt], endpoint=True)  # any pattern, NaNs included
+    a_off, lda, b_off, ldb = LAYOUTS[layout](rows, cols)
+    a, b = Operand(bits, dt, rows, cols, off=a_off, ld=lda), Operand(None, dt, cols, rows, off=b_off, ld=ldb)
+    try:
+        if isinstance(v, T.NarrowVariant):   # the buffers are 256-byte aligned: the contract holds
+            assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
+        v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld)
+        got, whole = b.download()
+        assert np.array_equal(got, bits.T), f"{name}/{dt} {shape} {layout}: wrong bits"
+        assert b.padding_untouched(whole), "wrote outside B"
+    finally:
+        a.free()
+        b.free()
+
+
+# ------------------------------------------------------------------------------------------- dot
+D = importlib.import_module("gpumat.dot")
+
+
+@pytest.fixture(scope="module")
+def scratch():
+    ptr = _memory.alloc(D.SCRATCH_BYTES)
+    check(driver.cuMemsetD8(ptr, 0, D.SCRATCH_BYTES), "cuMemsetD8")
+    yield ptr
+    _memory.free(ptr)
+
+
+def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
+    n = x.rows * x.cols
+    grid = (D.grid_blocks(n, device().sm_count, dt), 1, 1)
+    if flat:
+        D.FLAT_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, n, scratch)
+    else:
+        D.STRIDED_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, x.rows, x.cols, x.ld, y.ld, scratch)
+    out = np.empty(1, dtype=np.float64)
+    _memory.download_contiguous(out, scratch)
+    return float(out[0])
+
+
+@pytest.mark.parametrize("dt", D.DTYPES)
+@pytest.mark.parametrize("shape,offs,flat", [((1, 1), (0, 0), True), ((1, 1001), (1, 1), True),
+                                             ((1, 1001), (0, 3), True), ((257, 129), (0, 0), True),
+                                             ((1024, 1024), (2, 2), True), ((257, 129), (1, 2), False),
+                                             ((3, 5000), (3, 0), False)])
+def test_dot(dt, shape, offs, flat, scratch):
+    rows, cols = shape
+    xv, yv = random_values(shape, dt, 4), random_values(shape, dt, 4)
+    ld = cols if flat else cols + 3
+    x = Operand(to_bits(xv, dt), dt, rows, cols, off=offs[0], ld=ld)
+    y = Operand(to_bits(yv, dt), dt, rows, cols, off=offs[1], ld=cols if flat else cols + 1)
+    try:
+        got = run_dot(dt, x, y, scratch, flat)
+        again = run_dot(dt, x, y, scratch, flat)
+    finally:
+        x.free()
+        y.free()
+    prods = (xv * yv).ravel()
+    ref = math.fsum(prods.tolist())
+    bound = (rows * cols + 2) * 2.0**-52 * float(np.abs(prods).sum())
+    assert abs(got - ref) <= bound, (got, ref, bound)
+    assert np.float64(got).tobytes() == np.float64(again).tobytes(), "not deterministic"
+
+
+# ------------------------------------------------------------------------------------------- matmul
+MM = importlib.import_module("gpumat.matmul")
+MM_SHAPES = [(1, 1, 1), (17, 33, 65), (64, 64, 16), (65, 63, 17), (130, 67, 129), (3, 200, 1000)]
+
+
+def matmul_cases():
+    for (name, dt), v in MM.TEACHING_KERNELS.items():
+        yield pytest.param(v, dt, dt, id=f"{name}-{dt}")
+    for (src, dst), v in MM.SIMT_KERNELS.items():
+        yield pytest.param(v, src, dst, id=f"simt-{src}-{dst}")
+
+
+@pytest.mark.parametrize("v,dt,out_dt", list(matmul_cases()))
+@pytest.mark.parametrize("mnk", MM_SHAPES)
+@pytest.mark.parametrize("layout", ["contiguous", "view"])
+def test_matmul(v, dt, out_dt, mnk, layout):
+    m, n, k = mnk
+    av, bv = random_values((m, k), dt), random_values((k, n), dt)
+    view = layout == "view"
+    a = Operand(to_bits(av, dt), dt, m, k, off=1 if view else 0, ld=k + 3 if view else k)
+    b = Operand(to_bits(bv, dt), dt, k, n, off=3 if view else 0, ld=n + 1 if view else n)
+    c = Operand(None, out_dt, m, n, off=1 if view else 0, ld=n + 2 if view else n)
+    try:
+        v.kernel(v.grid(m, n), v.block, a.ptr, b.ptr, c.ptr, m, n, k, a.ld, b.ld, c.ld)
+        got_bits, whole = c.download()
+        assert c.padding_untouched(whole), "wrote outside C"
+    finally:
+        a.free()
+        b.free()
+        c.free()
+    got = from_bits(got_bits, out_dt)
+    ref = av @ bv
+    acc_unit = 2.0**-53 if dt == "f64" else 2.0**-24
+    bound = 1.01 * k * acc_unit * (np.abs(av) @ np.abs(bv)) + UNIT[out_dt] * np.abs(ref) + 1e-300
+    err = np.abs(got - ref)
+    assert np.all(np.isfinite(got)), "unwritten (NaN) elements of C"
+    assert np.all(err <= bound), f"max error {err.max()} over bound at {np.unravel_index(np.argmax(err - bound), err.shape)}"
+
+
+# ------------------------------------------------------------------------------------------- CSR x dense
+SP = importlib.import_module("gpumat.sparse")
+
+
+def csr(rows, k, max_nnz):
+    lengths = rng.integers(0, max_nnz + 1, size=rows)
+    lengths[rng.integers(0, rows)] = 3 * max_nnz   # one long row
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, k, size=int(indptr[-1])).astype(np.int32)   # repeats allowed
+    return indptr, indices
+
+
+def schedule(indptr, split):
+    lengths = np.diff(indptr)
+    chunk_row, chunk_start, long_rows, chunk_ptr = [], [], [], [0]
+    for r, length in enumerate(lengths):
+        if length > split:
+            long_rows.append(r)
+            for s in range(int(indptr[r]), int(indptr[r + 1]), split):
+                chunk_row.append(r)
+                chunk_start.append(s)
+            chunk_ptr.append(len(chunk_row))
+    return (np.array(chunk_row, np.int32), np.array(chunk_start, np.int64), np.array(long_rows, np.int32),
+            np.array(chunk_ptr, np.int32))
+
+
+def upload_raw(arr: np.ndarray) -> int:
+    ptr = _memory.alloc(max(arr.nbytes, 16))
+    _memory.upload_contiguous(ptr, np.ascontiguousarray(arr))
+    return ptr
+
+
+@pytest.mark.parametrize("dt", SP.DTYPES)
+@pytest.mark.parametrize("n", [1, 5, 8, 33, 130])
+@pytest.mark.parametrize("kind", ["scalar", "vector2", "vector8", "vector32", "tile8_v4", "tile32_v4", "tile128_v4",
+                                  "tile8_v1", "tile32_v1", "to_dense"])
+def test_csr(dt, n, kind):
+    rows, k, split = 37, 50, 8
+    indptr, indices = csr(rows, k, 12)
+    data = random_values(indices.shape, dt)
+    bv = random_values((k, n), dt)
+    v4 = kind.endswith("_v4")
+    if kind == "to_dense":
+        n = k
+    b = Operand(to_bits(bv, dt), dt, k, bv.shape[1], off=0 if v4 else 1,
+                ld=cdiv(bv.shape[1], 4) * 4 + 4 if v4 else bv.shape[1] + 3)
+    c = Operand(None, dt, rows, n, off=0 if v4 else 3, ld=(cdiv(n, 4) * 4 + 4) if v4 else n + 1)
+    chunk_row, chunk_start, long_rows, chunk_ptr = schedule(indptr, split)
+    n_chunks, n_long = len(chunk_row), len(long_rows)
+    ldp = cdiv(n, 4) * 4
+    bufs = [upload_raw(a) for a in (indptr, indices, to_bits(data, dt), chunk_row, chunk_start, long_rows, chunk_ptr)]
+    p_indptr, p_indices, p_data, p_crow, p_cstart, p_long, p_cptr = bufs
+    partial = _memory.alloc(max(n_chunks * ldp * SIZE[dt], 16))
+    try:
+        if kind == "scalar":
+            SP.SCALAR_BY_DTYPE[dt]((cdiv(rows, 256), n, 1), (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr,
+                                   rows, n, b.ld, c.ld)
+        elif kind == "to_dense":
+            check(driver.cuMemsetD8(c.base, 0, c.nbytes), "cuMemsetD8")
+            SP.TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr, rows, c.ld)
+        else:
+            if kind.startswith("vector"):
+                lanes = int(kind[6:])
+                chunk_blocks = cdiv(n_chunks, 8)
+                grid = (chunk_blocks + cdiv(rows, 256 // lanes), n, 1)
+                kern, extra = SP.VECTOR_BY_DTYPE[dt], (lanes,)
+            else:
+                tile, vec = (int(x) for x in kind[4:].split("_v"))
+                groups = 256 * vec // tile
+                chunk_blocks = cdiv(n_chunks, groups)
+                grid = (chunk_blocks + cdiv(rows, groups), cdiv(n, tile), 1)
+                kern, extra = SP.TILE_KERNELS_BY_DTYPE[dt][(tile, vec)], ()
+            kern(grid, (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr, partial, p_crow, p_cstart, rows, n,
+                 b.ld, c.ld, ldp, split, n_chunks, chunk_blocks, *extra)
+            if n_long:
+                SP.REDUCE_BY_DTYPE[dt]((cdiv(n, 32), cdiv(n_long, 8), 1), (32, 8, 1), partial, p_long, p_cptr, c.ptr,
+                                       n_long, n, ldp, c.ld)
+        got_bits, whole = c.download()
+        assert c.padding_untouched(whole) or kind == "to_dense", "wrote outside C"
+    finally:
+        for p in (*bufs, partial):
+            _memory.free(p)
+        b.free()
+        c.free()
+    dense = np.zeros((rows, k))
+    np.add.at(dense, (np.repeat(np.arange(rows), np.diff(indptr)), indices), data)
+    got = from_bits(got_bits, dt)
+    if kind == "to_dense":
+        ref, bound = dense, 4 * UNIT[dt] * np.abs(dense) + 1e-300
+    else:
+        ref = dense @ bv
+        bound = 1.01 * 40 * UNIT[dt] * (np.abs(dense) @ np.abs(bv)) + 1e-300
+    assert np.all(np.isfinite(got)), "unwritten (NaN) elements of C"
+    assert np.all(np.abs(got - ref) <= bound)
+
+
+# ------------------------------------------------------------------------------------------- astype
+CV = importlib.import_module("gpumat.convert")
+SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 65504.0, 65519.99, 65520.0, 3.4e38, 3.5e38,
+            1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 1 + 2.0**-24, 1 + 3 * 2.0**-24,
+            1 + 2.0**-24 + 2.0**-40, 2.0**-24, 3 * 2.0**-26, 1.0 / 3]
+
+
+@pytest.mark.parametrize("pair", list(CV.CONVERT_KERNELS))
+@pytest.mark.parametrize("shape", [(1, 1), (5, 131), (300, 3), (129, 257)])
+def test_convert(pair, shape):
+    src_dt, dst_dt = pair
+    rows, cols = shape
+    vals = random_values(shape, "f64", spread=20).ravel()
+    vals[: min(len(SPECIALS), vals.size)] = SPECIALS[: vals.size]
+    rng.shuffle(vals)
+    src_bits = to_bits(vals.reshape(shape), src_dt)
+    s = Operand(src_bits, src_dt, rows, cols, off=1, ld=cols + 3)
+    d = Operand(None, dst_dt, rows, cols, off=3, ld=cols + 1)
+    try:
+        CV.launch(src_dt, dst_dt, s.ptr, d.ptr, rows, cols, s.ld, d.ld)
+        got, whole = d.download()
+        assert d.padding_untouched(whole), "wrote outside dst"
+    finally:
+        s.free()
+        d.free()
+    src_vals = from_bits(src_bits, src_dt)
+    want = to_bits(src_vals, dst_dt)
+    nan = np.isnan(src_vals)
+    assert np.all(np.isnan(from_bits(got, dst_dt)[nan]))
+    assert np.array_equal(got[~nan], want[~nan]), f"{pair}: first mismatch at {np.argwhere(got != want)[:3]}"
