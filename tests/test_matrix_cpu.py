@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import gpumat as gm
-from gpumat.matrix import as_float32_2d, overlaps
+from gpumat.matrix import as_float32_2d, as_host_2d, overlaps
 from support import fake_matrix
 
 
@@ -26,6 +26,50 @@ def test_conversion_makes_c_order_float32_and_rows_from_vectors():
     assert host.dtype == np.float32 and host.flags.c_contiguous and host.shape == (4, 3)
     np.testing.assert_array_equal(host, a)
     assert as_float32_2d([1, 2, 3]).shape == (1, 3)
+
+
+@pytest.mark.parametrize("src, expected", [
+    (np.float32, np.float32), (np.float64, np.float64), (np.float16, np.float16),
+    (np.int8, np.float64), (np.int32, np.float64), (np.uint32, np.float64), (np.int64, np.float64),
+])
+def test_the_dtype_rule(src, expected):
+    host, dt = as_host_2d(np.arange(6, dtype=src).reshape(2, 3))
+    assert dt == expected and host.dtype == expected and host.flags.c_contiguous
+    np.testing.assert_array_equal(host, np.arange(6).reshape(2, 3))
+
+
+def test_integers_beyond_float64s_exact_range_need_an_explicit_dtype():
+    big = np.array([2**53 + 1, 0], dtype=np.int64)
+    with pytest.raises(TypeError, match="2\\^53"):
+        as_host_2d(big)
+    host, dt = as_host_2d(big, np.float64)
+    assert dt == np.float64 and host[0, 0] == float(2**53)
+    host, dt = as_host_2d(np.array([2**31 - 1], dtype=np.int64))
+    assert host[0, 0] == 2**31 - 1  # exact, unlike float32's 2147483648.0
+
+
+@pytest.mark.parametrize("bad", [np.array([True]), np.array([1 + 2j]), np.array(["x"]), np.array([object()])])
+def test_non_real_data_is_refused(bad):
+    with pytest.raises(TypeError):
+        as_host_2d(bad)
+
+
+def test_bfloat16_conversion_on_the_host_rounds_to_nearest_even():
+    from gpumat import _dtypes
+    x = np.array([1.0, 1.00390625, 1.01171875, -2.5, np.inf, np.nan, 3.4e38], np.float32)
+    bits = _dtypes.float32_to_bfloat16_bits(x)
+    back = _dtypes.bfloat16_bits_to_float32(bits)
+    assert back[0] == 1.0 and back[1] == 1.0 and back[2] == 1.015625 and back[3] == -2.5  # ties to even
+    assert np.isinf(back[4]) and np.isnan(back[5]) and np.isinf(back[6])
+
+
+def test_dtype_names():
+    from gpumat import _dtypes
+    assert _dtypes.as_dtype("bfloat16") is _dtypes.BFLOAT16 and _dtypes.suffix(_dtypes.BFLOAT16) == "bf16"
+    assert _dtypes.suffix(np.dtype(np.float64)) == "f64" and _dtypes.name(_dtypes.BFLOAT16) == "bfloat16"
+    for bad in (np.int32, "complex64", object):
+        with pytest.raises(TypeError):
+            _dtypes.as_dtype(bad)
 
 
 @pytest.mark.parametrize("h,w,exc", [(-1, 2, ValueError), (2, -3, ValueError), (2.0, 2, TypeError), (True, 2, TypeError)])

@@ -18,12 +18,14 @@ def test_round_trip(h, w):
         np.testing.assert_array_equal(m.to_numpy(), a)
 
 
-def test_vector_becomes_one_row_and_any_real_dtype_converts():
-    with gm.Matrix.from_numpy(np.arange(5, dtype=np.int16)) as m:
-        assert m.shape == (1, 5)
+def test_vector_becomes_one_row_and_dtypes_follow_the_rule():
+    with gm.Matrix.from_numpy(np.arange(5, dtype=np.int16)) as m:  # integers: float64, exactly
+        assert m.shape == (1, 5) and m.dtype == np.float64
         np.testing.assert_array_equal(m.to_numpy(), [[0, 1, 2, 3, 4]])
-    f = np.asfortranarray(random((7, 3)).astype(np.float64))
-    with gm.Matrix.from_numpy(f) as m:
+    f = np.asfortranarray(np.random.default_rng(3).uniform(-1, 1, (7, 3)))
+    with gm.Matrix.from_numpy(f) as m:  # float64 stays float64, bit for bit
+        assert m.dtype == np.float64 and m.to_numpy().tobytes() == np.ascontiguousarray(f).tobytes()
+    with gm.Matrix.from_numpy(f, dtype=np.float32) as m:
         np.testing.assert_array_equal(m.to_numpy(), f.astype(np.float32))
 
 

@@ -21,7 +21,7 @@ from support import FAKE_DEVICE, FakeBuffer, dims, fake_matrix, poison, poisoned
 TOL = 1e-5
 SEED_S = np.array([[1, 2, 0], [3, 0, 4], [0, 5, 6]], dtype=np.float32)
 SEED_B = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
-SEED_CSR = ([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], (3, 3))
+SEED_CSR = ([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], np.float32), (3, 3))
 KERNEL_ALGORITHMS = [a for a in ops.ALGORITHMS if a != "auto"]
 
 
@@ -116,7 +116,7 @@ def test_shape_entries_must_be_integers():
 def test_validation_normalises_dtypes_and_accepts_unsorted_and_repeated_columns():
     host = sp.validate_csr(np.array([0, 3, 3], dtype=np.uint8), np.array([2, 0, 2], dtype=np.int64),
                            np.array([1, 2, 3], dtype=np.int16), (2, 3))
-    assert host.indptr.dtype == np.int64 and host.indices.dtype == np.int32 and host.data.dtype == np.float32
+    assert host.indptr.dtype == np.int64 and host.indices.dtype == np.int32 and host.data.dtype == np.float64
     assert host.shape == (2, 3)
     np.testing.assert_array_equal(dense_of(*host), [[2, 0, 4], [0, 0, 0]])
 
@@ -397,7 +397,8 @@ def test_results_are_deterministic():
 @pytest.mark.parametrize("shape, n", [((0, 5), 3), ((5, 0), 3), ((4, 4), 3), ((4, 4), 0), ((0, 0), 2), ((3, 6), 1)])
 def test_empty_matrices_and_shapes(shape, n):
     rows, cols = shape
-    with sp.CSRMatrix([0] * (rows + 1), [], [], shape) as S, Matrix.from_numpy(random((cols, n))) as B:
+    with sp.CSRMatrix([0] * (rows + 1), [], np.zeros(0, np.float32), shape) as S, \
+            Matrix.from_numpy(random((cols, n))) as B:
         assert S.nnz == 0
         for name in ops.ALGORITHMS:
             with poisoned(rows, n) as C:

@@ -136,9 +136,22 @@ def test_empty_never_launches(no_gpu, shape):
     assert no_gpu == []
 
 
-def test_auto_is_a_variant():
+def test_auto_is_a_kernel_of_the_dtype():
     for rows, cols in SHAPES:
-        assert T.choose_algorithm(rows, cols, 0x7F0000000000, rows) in T.VARIANTS
+        for dt in T.DTYPES:
+            assert (T.choose_algorithm(rows, cols, 0x7F0000000000, rows, dt), dt) in T.KERNELS
+
+
+def test_auto_takes_strip_kernels_for_narrow_matrices():
+    base = 0x7F0000000000
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20) == "narrow_cols16k"
+    assert T.choose_algorithm(20, 1 << 20, base, 20) == "narrow_rows16k"
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f64") == "narrow_cols"
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_pairs16k"
+    assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
+    assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "narrow_cols16k"
+    assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
+    assert T.choose_algorithm(4096, 4095, base, 4096, "bf16", base, 4095) == "tiled_rect64"
 
 
 def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
@@ -206,7 +219,8 @@ def test_tall_matrix_walks_row_tiles_past_the_grid_cap(name):
     # more row tiles than gridDim.y can hold even for 8-row tiles: the grid-stride loop must cover them
     rows, cols = 65535 * 64 + 77, 3
     host = random((rows, cols))
-    assert T.VARIANTS[name if name != "auto" else T.choose_algorithm(rows, cols, 0, rows)].grid(rows, cols)[1] == 65535
+    if name != "auto":  # auto takes a strip kernel here, whose grid is smaller
+        assert T.VARIANTS[name].grid(rows, cols)[1] == 65535
     with gm.Matrix.from_numpy(host) as a, poisoned(cols, rows) as out:
         T.transpose(a, out=out, algorithm=name)
         _check_transposed(out, host)

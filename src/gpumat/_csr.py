@@ -1,7 +1,7 @@
 """CSR on the host: validation, conversions, row-length statistics and the long-row schedule.
 
 Everything here runs without a GPU. A CSR matrix is normalised to indptr int64 (any nnz), indices
-int32 and float32 data; the statistics feed spmm's `auto`, and the schedule cuts every row with more
+int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integers become float64 when exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more
 than `split` nonzeros into chunks of `split`, which the kernels spread over many warps.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ class CSRTypeError(TypeError, ValueError):
 class HostCSR(NamedTuple):
     indptr: np.ndarray   # int64, rows + 1
     indices: np.ndarray  # int32, nnz
-    data: np.ndarray     # float32, nnz
+    data: np.ndarray     # float32 or float64, nnz
     shape: tuple[int, int]
 
 
@@ -54,7 +54,7 @@ def _integer_array(x, name: str) -> np.ndarray:
     return a
 
 
-def validate_csr(indptr, indices, data, shape) -> HostCSR:
+def validate_csr(indptr, indices, data, shape, dtype=None) -> HostCSR:
     """Check CSR arrays on the host and return them normalised; ValueError (or CSRTypeError) names the first problem."""
     rows, cols = _check_shape(shape)
     indptr = _integer_array(indptr, "indptr")
@@ -88,10 +88,22 @@ def validate_csr(indptr, indices, data, shape) -> HostCSR:
             raise ValueError(f"column index {indices[p]} (entry {p}, row {row}) is outside 0..{cols - 1}"
                              if cols else f"column index {indices[p]} (entry {p}, row {row}): the matrix has 0 columns")
     return HostCSR(np.ascontiguousarray(indptr), np.ascontiguousarray(indices, dtype=np.int32),
-                   np.ascontiguousarray(data, dtype=np.float32), (rows, cols))
+                   np.ascontiguousarray(data, dtype=value_dtype(data, dtype)), (rows, cols))
 
 
-def dense_to_csr(array) -> HostCSR:
+def value_dtype(data: np.ndarray, dtype=None) -> np.dtype:
+    """float32 or float64 for CSR values, by the Matrix rule (see _dtypes); halves are refused."""
+    from . import _dtypes
+    try:
+        dt = _dtypes.host_dtype_for(data, dtype)
+    except TypeError as exc:
+        raise CSRTypeError(str(exc)) from None
+    if dt not in (_dtypes.FLOAT32, _dtypes.FLOAT64):
+        raise CSRTypeError(f"CSR values are float32 or float64, not {_dtypes.name(dt)}")
+    return dt
+
+
+def dense_to_csr(array, dtype=None) -> HostCSR:
     """Host side of from_dense: the nonzeros of a 1-D (one row) or 2-D real array, row by row."""
     a = np.asarray(array)
     if a.dtype.kind not in "fiu":
@@ -100,14 +112,14 @@ def dense_to_csr(array) -> HostCSR:
         a = a.reshape(1, -1)
     elif a.ndim != 2:
         raise ValueError(f"from_dense needs a 1-D or 2-D array, got {a.ndim}-D with shape {a.shape}")
-    a = a.astype(np.float32)
+    a = a.astype(value_dtype(a, dtype))
     r, c = np.nonzero(a)
     indptr = np.zeros(a.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=a.shape[0]), out=indptr[1:])
     return validate_csr(indptr, c.astype(np.int32), a[r, c], a.shape)
 
 
-def scipy_to_csr(m) -> HostCSR:
+def scipy_to_csr(m, dtype=None) -> HostCSR:
     """Host side of from_scipy: anything with indptr, indices, data and shape (other formats via tocsr())."""
     fmt = getattr(m, "format", None)
     if fmt is not None and fmt != "csr" and hasattr(m, "tocsr"):
@@ -116,7 +128,7 @@ def scipy_to_csr(m) -> HostCSR:
     if missing:
         raise TypeError(f"from_scipy needs an object with indptr, indices, data and shape; "
                         f"{type(m).__name__} lacks {', '.join(missing)}")
-    return validate_csr(m.indptr, m.indices, m.data, tuple(m.shape))
+    return validate_csr(m.indptr, m.indices, m.data, tuple(m.shape), dtype)
 
 
 def split_length(rows: int, nnz: int) -> int:

@@ -65,7 +65,7 @@ def transpose_examples() -> list[bool]:
 def dot_examples() -> list[bool]:
     n = 1024  # seed 003: a[i] = i, b[i] = 2, so the sum is 2 * (0 + 1 + ... + N-1) = N (N - 1)
     print("\ndot, seed 003: N = 1024, a[i] = i, b[i] = 2, closed form N(N-1)")
-    with gm.Matrix.from_numpy(np.arange(n, dtype=np.float32)) as a, gm.Matrix.from_numpy(np.full(n, 2.0)) as b:
+    with gm.Matrix.from_numpy(np.arange(n, dtype=np.float32)) as a, gm.Matrix.from_numpy(np.full(n, 2.0, np.float32)) as b:
         got = gm.dot(a, b)
     print(f"  computed {got:.1f}, closed form {n * (n - 1)}")
     return [_check("dot", [got], [n * (n - 1)], 0.0)]

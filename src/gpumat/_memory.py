@@ -775,3 +775,9 @@ def wait_for_streams_across(stream: int, other: int, other_dev: Device, dev: Dev
         check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
     finally:
         driver.cuEventDestroy(event)
+
+
+def zero_2d(dst: int, pitch_bytes: int, width_bytes: int, height: int, stream: int = LEGACY_STREAM) -> None:
+    """Set a pitched region to zero bytes (any element size)."""
+    if width_bytes and height:
+        check(driver.cuMemsetD2D8Async(dst, pitch_bytes, 0, width_bytes, height, stream), "cuMemsetD2D8Async")

@@ -23,9 +23,33 @@ def grid(rows: int, cols: int) -> tuple[int, int, int]:
     return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1
 
 
+
+
 def launch(src_dtype: str, dst_dtype: str, src: int, dst: int, rows: int, cols: int, lds: int, ldd: int,
            stream=0) -> None:
     """Convert a rows x cols region from src (row stride lds) into dst (row stride ldd), on the device."""
     if rows and cols:
         CONVERT_KERNELS[(src_dtype, dst_dtype)](grid(rows, cols), BLOCK, src, dst, rows, cols, lds, ldd,
                                                 stream=stream)
+
+
+def astype(m, dtype, stream=None):
+    """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
+    from . import _dtypes
+    from ._driver import stream_handle
+    from .matrix import Matrix, done_on, operand_device, use_on
+    dt = _dtypes.as_dtype(dtype)
+    dev = operand_device((m, "m"))
+    if dt == m.dtype:
+        return m.copy(stream=stream)
+    s = stream_handle(stream, dev)
+    with dev.lock:
+        src = m.elements
+        out = Matrix._allocate(m.height, m.width, dev, s, dt)
+        if m.size:
+            use_on(s, m, out)
+            kernel = CONVERT_KERNELS[(_dtypes.suffix(m.dtype), _dtypes.suffix(dt))]
+            kernel(grid(m.height, m.width), BLOCK, src, out.elements, m.height, m.width, m.stride, out.stride,
+                   stream=s, device=dev)
+            done_on(s, m, out)
+    return out

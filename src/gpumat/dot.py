@@ -16,7 +16,8 @@ from cuda.bindings import driver
 from ._driver import Device, check, stream_handle
 from ._geometry import cdiv
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, operand_device, use_on
+from ._dtypes import suffix
+from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
 
 THREADS = 256               # threads a block (the kernels' THREADS)
 ELEMENTS_PER_THREAD = 8     # elements a thread handles per grid-stride step of the flat kernel (two float4)
@@ -89,15 +90,16 @@ def _scratch(dev: Device) -> _Scratch:
 
 
 def dot(x: Matrix, y: Matrix, stream=None) -> float:
-    """sum(x * y) over all elements of two equal-shape float32 matrices (views welcome), as a float.
+    """sum(x * y) over all elements of two equal-shape matrices of one dtype (views welcome), as a float.
 
-    Products are exact and sums are kept in double on the GPU; empty matrices give 0.0; NaN and Inf
+    Products and sums are kept in double on the GPU (every dtype); empty matrices give 0.0; NaN and Inf
     propagate. Deterministic: the same inputs give the same bits on every call on the same GPU.
     The work is queued on `stream` (default: the thread's current stream) and the call waits for it."""
     dev = operand_device((x, "x"), (y, "y"))
     s = stream_handle(stream, dev)
     if check_operands(x, y) == (0, 0) or 0 in x.shape:  # shapes first: bad input never touches the GPU
         return 0.0
+    dt = suffix(same_dtype("dot", (x, "x"), (y, "y")))
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:
@@ -106,11 +108,11 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
             if n == 0:
                 return 0.0
             use_on(s, x, y)
-            grid, block = (grid_blocks(n, scratch.sm_count), 1, 1), (THREADS, 1, 1)
+            grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
             if is_flat(x) and is_flat(y):
-                FLAT(grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
+                FLAT_KERNELS[dt](grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
             else:
-                STRIDED(grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, scratch.dev,
+                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, scratch.dev,
                         stream=s, device=dev)
             scratch.fetch(s)
         return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile

@@ -1,4 +1,8 @@
-"""Dense matrix multiply, C = A @ B, float32: argument checks, variant choice, launch."""
+"""Dense matrix multiply, C = A @ B: argument checks, variant choice, launch.
+
+float32 runs the fast SGEMM family (or the teaching kernels); float64, float16 and bfloat16 run the
+teaching kernels or a register-tiled SIMT kernel (float64: exact FP64 FMA; halves: float32
+accumulation, C in the input dtype or, with a float32 `out`, in float32)."""
 from __future__ import annotations
 
 import math
@@ -9,8 +13,8 @@ from ._driver import Device, device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from . import _memory
-from ._memory import fill_2d
-from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, use_on
+from ._dtypes import BFLOAT16, FLOAT16, FLOAT32, name, suffix
+from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
 FAST_SIGNATURE = "PPPiiiqqqi"      # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
@@ -67,7 +71,13 @@ VARIANTS: dict[str, Variant] = {
     "sgemm64x64": _sgemm(64, 64, 64, 6, 0.90),
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
-ALGORITHMS = ("auto", *VARIANTS)
+ALGORITHMS = ("auto", *VARIANTS)                          # float32
+OTHER_ALGORITHMS = ("auto", *TEACHING, "simt64x64")       # float64, float16, bfloat16
+
+
+def algorithms(dtype: str) -> tuple[str, ...]:
+    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16)."""
+    return ALGORITHMS if dtype == "f32" else OTHER_ALGORITHMS
 SPLITK_REDUCE = Kernel("matmul_fast", "matmul_splitk_reduce", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 K_ALIGN = 32  # split boundaries on multiples of 32 keep every split's A loads 128-bit and its k tiles full
@@ -125,8 +135,16 @@ def choose_algorithm(m: int, n: int, k: int, device=None) -> str:
 def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     """Validate everything before any allocation or launch; returns (M, N, K)."""
     a, b = as_matrix(a, "a"), as_matrix(b, "b")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown matmul algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    dt = same_dtype("matmul", (a, "a"), (b, "b"))
+    names = algorithms(suffix(dt))
+    if algorithm not in names:
+        raise ValueError(f"unknown matmul algorithm {algorithm!r} for {name(dt)}; choose one of {', '.join(names)}")
+    if out is not None and out.dtype != dt and not (dt in (FLOAT16, BFLOAT16) and out.dtype == FLOAT32):
+        raise TypeError(f"matmul: a and b are {name(dt)} and out is {name(out.dtype)}; out must be {name(dt)}"
+                        + (" or float32" if dt in (FLOAT16, BFLOAT16) else ""))
+    if out is not None and out.dtype != dt and algorithm not in ("auto", "simt64x64"):
+        raise TypeError(f"matmul: the teaching kernels write C in the input dtype; a float32 out takes "
+                        f"algorithm 'auto' or 'simt64x64'")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
@@ -138,20 +156,26 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
 
 
 def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """C = a @ b for float32 matrices of any shape (views welcome) on their device. Returns out (new if
-    None). `stream`: where the work is queued (default: the thread's current stream). Deterministic:
-    the same inputs give the same bits on the same GPU."""
+    """C = a @ b for two matrices of one dtype and any shape (views welcome) on their device. Returns out
+    (new if None, in the inputs' dtype; for float16/bfloat16 a float32 out is allowed). `stream`: where the
+    work is queued (default: the thread's current stream). Deterministic: the same inputs give the same
+    bits on the same GPU (no atomics; split-K partial sums are added in a fixed order)."""
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between
         m, n, k = check_operands(a, b, out, algorithm)
         if out is None:
-            out = Matrix._allocate(m, n, dev, s)
+            out = Matrix._allocate(m, n, dev, s, a.dtype)
         if m == 0 or n == 0:
             return out
         use_on(s, a, b, out)
         if k == 0:
-            fill_2d(out.elements, out.stride * 4, 0, n, m, s)
+            _memory.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
+        elif a._dtype != FLOAT32:
+            v = SIMT_KERNELS[(suffix(a.dtype), suffix(out.dtype))] if algorithm in ("auto", "simt64x64") \
+                else TEACHING_KERNELS[(algorithm, suffix(a.dtype))]
+            v.kernel(v.grid(m, n), v.block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride,
+                     out.stride, stream=s, device=dev)
         else:
             launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out, dev, s)
         done_on(s, a, b, out)

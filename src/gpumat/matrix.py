@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _memory
+from . import _dtypes, _memory
 from ._driver import Device, LEGACY_STREAM, as_device, stream_handle
+from ._dtypes import FLOAT32
 
-FLOAT32 = np.dtype(np.float32)
 INT32_MAX = 2**31 - 1
 
 
@@ -21,7 +21,8 @@ class FreedMatrixError(ValueError):
 
 
 class Matrix:
-    """A matrix in GPU memory. Make one with from_numpy, empty, zeros or from_dlpack; release it with free()."""
+    """A float32, float64, float16 or bfloat16 matrix in GPU memory. Make one with from_numpy, empty, zeros
+    or from_dlpack; release it with free()."""
 
     __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "__weakref__")
 
@@ -40,9 +41,9 @@ class Matrix:
     # construction -------------------------------------------------------------------------
     @classmethod
     def empty(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
-        """Uninitialised (height, width) matrix on `device` (the current one by default)."""
+        """Uninitialised (height, width) matrix of `dtype` (float32 by default) on `device` (the current one)."""
         height, width = _check_dims(height, width)
-        dtype = _check_dtype(dtype)
+        dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
         dev = as_device(device)
         _memory.check_size(height * width * dtype.itemsize, dev, f"a {height}x{width} {dtype} matrix")
         return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype)
@@ -60,23 +61,23 @@ class Matrix:
     def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
-        _memory.fill_2d(buf.ptr, m._stride * m._dtype.itemsize, 0, width * m._dtype.itemsize // 4, height,
-                        buf.stream)
+        _memory.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, buf.stream)
         return m
 
     @classmethod
     def from_numpy(cls, array, dtype=None, device=None, stream=None) -> "Matrix":
         """Copy a 1-D (one row) or 2-D real array-like to the GPU as a C-order matrix.
 
-        Today every Matrix holds float32: other real dtypes are converted (float64 and large integers
-        lose precision). Large pageable arrays are staged through pinned buffers; a pinned array (see
-        pinned_empty) is copied by one DMA. The call returns once the data is on the GPU."""
-        host = as_float32_2d(array, dtype)
+        dtype=None keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer arrays
+        become float64 when every value is exact there (else TypeError: pass dtype=); dtype= converts
+        (on the host, rounding to nearest). Large pageable arrays are staged through pinned buffers; a
+        pinned array (see pinned_empty) is copied by one DMA. Returns once the data is on the GPU."""
+        host, dt = as_host_2d(array, dtype)
         dev = as_device(device)
         s = stream_handle(stream, dev)
         if not host.size:
-            return cls.empty(*host.shape, device=dev)
-        m = cls._allocate(*host.shape, dev, s, host.dtype)
+            return cls.empty(*host.shape, dtype=dt, device=dev)
+        m = cls._allocate(*host.shape, dev, s, dt)
         m._buffer.use_on(s)
         _memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
         return m
@@ -154,9 +155,16 @@ class Matrix:
         return transpose(self)
 
     # host <-> device -----------------------------------------------------------------------
-    def to_numpy(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
-        """A numpy copy (height, width) in the matrix's dtype; into `out` (C-contiguous, right shape and
-        dtype, pinned or not) when given. Returns once the data has arrived."""
+    def to_numpy(self, out: np.ndarray | None = None, stream=None, dtype=None) -> np.ndarray:
+        """A numpy copy (height, width) in the matrix's dtype, or in `dtype` (converted on the GPU first);
+        into `out` (C-contiguous, right shape and dtype, pinned or not) when given. Returns once the data
+        has arrived. bfloat16 needs ml_dtypes on the host, or dtype=np.float32."""
+        if dtype is not None and _dtypes.as_dtype(dtype) != self._dtype:
+            with self.astype(dtype, stream=stream) as converted:
+                return converted.to_numpy(out, stream)
+        if _dtypes.is_bfloat16(self._dtype) and _dtypes.ML_BFLOAT16 is None:
+            raise TypeError("a bfloat16 matrix comes to numpy as ml_dtypes.bfloat16: pip install ml_dtypes, "
+                            "or ask for another dtype with to_numpy(dtype=np.float32)")
         dev = self.device
         s = stream_handle(stream, dev)
         if out is None:
@@ -183,6 +191,12 @@ class Matrix:
     def copy(self, stream=None) -> "Matrix":
         """A new, packed matrix with the same contents on the same device."""
         return self.to(self.device, stream=stream)
+
+    def astype(self, dtype, stream=None) -> "Matrix":
+        """A new matrix of `dtype` on the same device, converted there (round to nearest even; NaN and
+        infinities kept; values beyond a half type's range become infinities). Same dtype: a copy."""
+        from .convert import astype
+        return astype(self, dtype, stream=stream)
 
     def to(self, device, stream=None) -> "Matrix":
         """A copy on another GPU (peer-to-peer where the GPUs allow, else through the driver's staging);
@@ -249,10 +263,11 @@ class Matrix:
         return NotImplemented
 
     def __repr__(self) -> str:
+        dt = _dtypes.name(self._dtype)
         if self.is_freed:
-            return f"<gpumat.Matrix {self._height}x{self._width} {self._dtype}, freed>"
+            return f"<gpumat.Matrix {self._height}x{self._width} {dt}, freed>"
         view = f", view stride={self._stride}" if self.is_view else ""
-        return (f"<gpumat.Matrix {self._height}x{self._width} {self._dtype}{view} on GPU {self.device.ordinal} "
+        return (f"<gpumat.Matrix {self._height}x{self._width} {dt}{view} on GPU {self.device.ordinal} "
                 f"at 0x{self.elements:x}>")
 
     def _describe(self) -> str:
@@ -268,18 +283,6 @@ def _check_dims(height, width) -> tuple[int, int]:
     return int(height), int(width)
 
 
-def _check_dtype(dtype) -> np.dtype:
-    if dtype is None:
-        return FLOAT32
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"unknown dtype {dtype!r}") from None
-    if dt != FLOAT32:
-        raise TypeError(f"a Matrix holds float32 today, not {dt}")
-    return dt
-
-
 def _check_host_out(out, shape, dtype) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
@@ -289,18 +292,38 @@ def _check_host_out(out, shape, dtype) -> np.ndarray:
     return out
 
 
-def as_float32_2d(array, dtype=None) -> np.ndarray:
-    """Host side of from_numpy: a C-contiguous float32 2-D array, or TypeError/ValueError."""
-    _check_dtype(dtype)
+def as_host_2d(array, dtype=None) -> tuple[np.ndarray, np.dtype]:
+    """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, the Matrix dtype), or
+    TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
     a = np.asarray(array)
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} "
-                        "(convert bool/complex/object data explicitly first)")
     if a.ndim == 1:
         a = a.reshape(1, -1)
     elif a.ndim != 2:
         raise ValueError(f"expected a 1-D or 2-D array, got {a.ndim}-D with shape {a.shape}")
-    return np.ascontiguousarray(a, dtype=FLOAT32)
+    if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
+        raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} "
+                        "(convert bool/complex/object data explicitly first)")
+    dt = _dtypes.host_dtype_for(a, dtype)
+    return _dtypes.to_host_array(a, dt), dt
+
+
+def as_float32_2d(array) -> np.ndarray:
+    """A C-contiguous float32 2-D copy of a real array-like (what from_numpy(a, dtype=np.float32) uploads)."""
+    return as_host_2d(array, FLOAT32)[0]
+
+
+def same_dtype(op: str, *named) -> np.dtype:
+    """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion)."""
+    dt, first = None, None
+    for m, name in named:
+        if m is None:
+            continue
+        if dt is None:
+            dt, first = m._dtype, name
+        elif m._dtype != dt:
+            raise TypeError(f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
+                            f"not mix dtypes in one call (convert one with .astype())")
+    return dt
 
 
 def as_matrix(x, name: str) -> Matrix:

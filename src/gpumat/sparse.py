@@ -1,7 +1,7 @@
-"""CSRMatrix: a float32 sparse matrix in compressed sparse row form on one GPU.
+"""CSRMatrix: a float32 or float64 sparse matrix in compressed sparse row form on one GPU.
 
 A CSRMatrix is validated on the host (see _csr), then uploaded once: indptr as int64 (any nnz),
-indices as int32, data as float32, plus the long-row schedule that spmm's kernels use. `S @ B`
+indices as int32, data as float32 or float64, plus the long-row schedule that spmm's kernels use. `S @ B`
 multiplies it with a dense gpumat.Matrix (see spmm).
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belon
     row_stats, scipy_to_csr, split_length, validate_csr,
 )
 from ._driver import as_device
+from ._dtypes import suffix
 from ._geometry import cdiv
 from ._kernels import Kernel
 from .matrix import FreedMatrixError, Matrix, as_matrix
@@ -39,12 +40,15 @@ def _from_device(buf: _memory.DeviceBuffer, dtype, count: int) -> np.ndarray:
 
 
 class CSRMatrix:
-    """A float32 CSR matrix on the GPU. S @ B multiplies it with a gpumat.Matrix; free() releases it."""
+    """A float32 or float64 CSR matrix on the GPU. S @ B multiplies it with a gpumat.Matrix; free() releases it."""
 
-    __slots__ = ("_shape", "_nnz", "_stats", "_bufs", "_device", "__weakref__")
+    __slots__ = ("_shape", "_nnz", "_stats", "_bufs", "_device", "_dtype", "__weakref__")
 
-    def __init__(self, indptr, indices, data, shape, device=None):
-        self._setup(validate_csr(indptr, indices, data, shape), device)
+    def __init__(self, indptr, indices, data, shape, device=None, dtype=None):
+        """Host arrays, validated (ValueError / CSRTypeError naming the first problem) and uploaded to
+        `device`. Values are float32 or float64: float64 data stays float64, integers become float64
+        when exact (the Matrix rule); dtype= converts."""
+        self._setup(validate_csr(indptr, indices, data, shape, dtype), device)
 
     @classmethod
     def _from_host(cls, host: HostCSR, device=None) -> "CSRMatrix":
@@ -55,6 +59,7 @@ class CSRMatrix:
     def _setup(self, host: HostCSR, device=None) -> None:
         self._bufs = None
         dev = self._device = as_device(device)
+        self._dtype = host.data.dtype
         self._shape, self._nnz = host.shape, len(host.data)
         self._stats = row_stats(host.indptr, host.shape[1])
         sched = long_row_schedule(host.indptr, self._stats.split)
@@ -71,17 +76,17 @@ class CSRMatrix:
 
     # construction ----------------------------------------------------------------------------
     @classmethod
-    def from_scipy(cls, m, device=None) -> "CSRMatrix":
+    def from_scipy(cls, m, device=None, dtype=None) -> "CSRMatrix":
         """From a scipy.sparse matrix or anything with indptr, indices, data and shape (scipy not needed)."""
-        return cls._from_host(scipy_to_csr(m), device)
+        return cls._from_host(scipy_to_csr(m, dtype), device)
 
     @classmethod
-    def from_dense(cls, array, device=None) -> "CSRMatrix":
+    def from_dense(cls, array, device=None, dtype=None) -> "CSRMatrix":
         """The nonzeros of a gpumat.Matrix (on its device) or a 1-D/2-D real array-like."""
         if isinstance(array, Matrix):
             device = array.device if device is None else device
             array = as_matrix(array, "array").to_numpy()
-        return cls._from_host(dense_to_csr(array), device)
+        return cls._from_host(dense_to_csr(array, dtype), device)
 
     # facts -----------------------------------------------------------------------------------
     @property
@@ -94,7 +99,7 @@ class CSRMatrix:
 
     @property
     def dtype(self):
-        return np.dtype(np.float32)
+        return self._dtype
 
     @property
     def device(self):
@@ -116,12 +121,12 @@ class CSRMatrix:
 
     # host copies -----------------------------------------------------------------------------
     def to_host(self) -> HostCSR:
-        """(indptr int64, indices int32, data float32, shape) copied back from the GPU."""
+        """(indptr int64, indices int32, data float32/float64, shape) copied back from the GPU."""
         self._ptr("data")
         b = self._bufs
         return HostCSR(_from_device(b["indptr"], np.int64, self._shape[0] + 1),
                        _from_device(b["indices"], np.int32, self._nnz),
-                       _from_device(b["data"], np.float32, self._nnz), self._shape)
+                       _from_device(b["data"], self._dtype, self._nnz), self._shape)
 
     def to_scipy(self):
         """A scipy.sparse.csr_matrix copy (needs scipy)."""
@@ -139,10 +144,10 @@ class CSRMatrix:
         rows, cols = self._shape
         self._ptr("data")
         dev = self._device.activate()
-        out = Matrix.zeros(rows, cols, device=dev)
+        out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev)
         with dev.lock:
             if rows and cols and self._nnz:
-                TO_DENSE((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
+                TO_DENSE_BY_DTYPE[suffix(self._dtype)]((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
                          self._ptr("data"), out.elements, rows, out.stride, device=dev)
         return out
 
@@ -172,5 +177,5 @@ class CSRMatrix:
         rows, cols = self._shape
         state = ", freed" if self.is_freed else ""
         s = self._stats
-        return (f"<gpumat.CSRMatrix {rows}x{cols} float32, nnz={self._nnz} "
+        return (f"<gpumat.CSRMatrix {rows}x{cols} {self._dtype}, nnz={self._nnz} "
                 f"({s.mean:.3g} a row, max {s.max}){state}>")

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from . import _memory
 from ._csr import INT32_MAX, RowStats
 from ._driver import stream_handle
+from ._dtypes import name, suffix
 from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from ._kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
@@ -90,23 +91,24 @@ class Launch(NamedTuple):
     extra: tuple  # trailing kernel arguments (the vector kernel's lane count)
 
 
-def tile_launch(tile: int, vec: int, rows: int, n: int, n_chunks: int) -> Launch:
+def tile_launch(tile: int, vec: int, rows: int, n: int, n_chunks: int, dtype: str = "f32") -> Launch:
     lanes = tile // vec
     groups = BLOCK // lanes
     chunk_blocks = cdiv(n_chunks, groups)
     gx = chunk_blocks + cdiv(rows, groups)
     if gx > MAX_GRID_X:
         raise ValueError(f"{rows} rows need {gx} blocks, over the grid limit {MAX_GRID_X}")
-    return Launch(TILE_KERNELS[(tile, vec)], (max(gx, 1), min(max(cdiv(n, tile), 1), MAX_GRID_YZ), 1),
+    return Launch(TILE_KERNELS_BY_DTYPE[dtype][(tile, vec)], (max(gx, 1), min(max(cdiv(n, tile), 1), MAX_GRID_YZ), 1),
                   (BLOCK, 1, 1), chunk_blocks, ())
 
 
-def vector_launch(lanes: int, rows: int, n: int, n_chunks: int) -> Launch:
+def vector_launch(lanes: int, rows: int, n: int, n_chunks: int, dtype: str = "f32") -> Launch:
     chunk_blocks = cdiv(n_chunks, BLOCK // 32)  # a warp per chunk
     gx = chunk_blocks + cdiv(rows, BLOCK // lanes)
     if gx > MAX_GRID_X:
         raise ValueError(f"{rows} rows need {gx} blocks, over the grid limit {MAX_GRID_X}")
-    return Launch(VECTOR, (max(gx, 1), min(max(n, 1), MAX_GRID_YZ), 1), (BLOCK, 1, 1), chunk_blocks, (lanes,))
+    return Launch(VECTOR_BY_DTYPE[dtype], (max(gx, 1), min(max(n, 1), MAX_GRID_YZ), 1), (BLOCK, 1, 1), chunk_blocks,
+                  (lanes,))
 
 
 def reduce_grid(n_long: int, n: int) -> tuple[int, int, int]:
@@ -128,8 +130,8 @@ def resolve(algorithm: str, n: int, stats: RowStats, vec4: bool):
 
 
 def vec4_ok(b: Matrix, out: Matrix) -> bool:
-    """float4 access needs 16-byte aligned rows of B and C."""
-    return all(m.elements % 16 == 0 and m.stride % 4 == 0 for m in (b, out))
+    """The vector tiles' 128-bit access needs 16-byte aligned rows of B and C."""
+    return all(m.elements % 16 == 0 and m.stride * m.itemsize % 16 == 0 for m in (b, out))
 
 
 # C = S @ B --------------------------------------------------------------------------------------
@@ -147,11 +149,17 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
     if n > INT32_MAX:
         raise ValueError(f"spmm: B has {n} columns, over the limit of 2^31 - 1")
     check_out(out, (rows, n), (b,), "spmm")
+    if b.dtype != s.dtype:
+        raise TypeError(f"spmm: S is {s.dtype} and b is {name(b.dtype)}; gpumat does not mix dtypes in one call "
+                        f"(convert one with .astype())")
+    if out is not None and out.dtype != s.dtype:
+        raise TypeError(f"spmm: S is {s.dtype} and out is {name(out.dtype)}; gpumat does not mix dtypes in one call")
     return rows, n
 
 
 def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """C = s @ b for a CSRMatrix s and a float32 Matrix b (views welcome). Returns out (new if None).
+    """C = s @ b for a CSRMatrix s and a Matrix b of the same dtype (float32 or float64; views welcome).
+    Returns out (new if None), in that dtype.
 
     algorithm: "auto", "scalar", "vector" (lanes from the row lengths) or "vector2" .. "vector32",
     "tile8" .. "tile128" (the row-group kernels; B and C not 16-byte aligned take one float a lane and
@@ -166,7 +174,7 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
     with dev.lock:
         rows, n = check_operands(s, b, out, algorithm)
         if out is None:
-            out = Matrix._allocate(rows, n, dev, st)
+            out = Matrix._allocate(rows, n, dev, st, s.dtype)
         if rows == 0 or n == 0:
             return out
         use_on(st, b, out)
@@ -178,30 +186,31 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
 def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) -> None:
     rows, n = out.shape
     c = out.elements
+    isz, dt = out.itemsize, suffix(out.dtype)
     if s.nnz == 0:
-        _memory.fill_2d(c, out.stride * 4, 0, n, rows, st)
+        _memory.zero_2d(c, out.stride * isz, n * isz, rows, st)
         return
     kind, param = resolve(algorithm, n, s.stats, vec4_ok(b, out))
     ptr = s._ptr
     if kind == "scalar":
-        SCALAR(scalar_grid(rows, n), (BLOCK, 1, 1), ptr("indptr"), ptr("indices"), ptr("data"), b.elements, c,
+        SCALAR_BY_DTYPE[dt](scalar_grid(rows, n), (BLOCK, 1, 1), ptr("indptr"), ptr("indices"), ptr("data"), b.elements, c,
                rows, n, b.stride, out.stride, stream=st, device=dev)
         return
     stats = s.stats
     if kind == "vector":
-        launch = vector_launch(param, rows, n, stats.chunks)
+        launch = vector_launch(param, rows, n, stats.chunks, dt)
     else:
-        launch = tile_launch(*param, rows, n, stats.chunks)
+        launch = tile_launch(*param, rows, n, stats.chunks, dt)
     ldp = cdiv(n, 4) * 4
     pool = dev.memory or _memory.pool(dev)
-    nbytes = stats.chunks * ldp * 4
+    nbytes = stats.chunks * ldp * isz
     partial = pool.alloc(nbytes, st) if stats.chunks else 0
     try:
         launch.kernel(launch.grid, launch.block, ptr("indptr"), ptr("indices"), ptr("data"), b.elements, c, partial,
                       ptr("chunk_row"), ptr("chunk_start"), rows, n, b.stride, out.stride, ldp, stats.split,
                       stats.chunks, launch.chunk_blocks, *launch.extra, stream=st, device=dev)
         if stats.chunks:
-            REDUCE(reduce_grid(stats.long_rows, n), (32, 8, 1), partial, ptr("long_rows"), ptr("chunk_ptr"), c,
+            REDUCE_BY_DTYPE[dt](reduce_grid(stats.long_rows, n), (32, 8, 1), partial, ptr("long_rows"), ptr("chunk_ptr"), c,
                    stats.long_rows, n, ldp, out.stride, stream=st, device=dev)
     finally:
         if partial:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from ._driver import stream_handle
 from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from ._kernels import Kernel
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
+from ._dtypes import suffix
+from ._memory import copy_device_2d
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
 
@@ -128,19 +130,77 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
 }
 
 VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
-ALGORITHMS = ("auto", *VARIANTS)
-SECTOR_FLOATS = 8  # 32 bytes
+# What `algorithm=` takes, for every dtype: the tiled family, and the two strip kernels for narrow
+# matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
+ALGORITHMS = ("auto", *VARIANTS, "narrow_cols", "narrow_rows")
+SECTOR_BYTES = 32
+NARROW_AUTO_COLS = 63   # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
+NARROW_AUTO_ROWS = 31
 
 
-def choose_algorithm(rows: int, cols: int, out_address: int = 0, ldb: int = 0) -> str:
-    """What "auto" runs for a rows x cols A written to B at out_address with row stride ldb.
+def choose_algorithm(rows: int, cols: int, out_address: int = 0, ldb: int = 0, dtype: str = "f32",
+                     a_address: int = 0, lda: int = 0) -> str:
+    """The kernel (a KERNELS key's name for `dtype`) "auto" runs for a rows x cols A at a_address
+    (row stride lda) written to B at out_address (row stride ldb).
 
-    B's alignment decides (measured on the H100 at 3001 x 17011): when every row of B starts on a
-    32-byte sector, tiled_rect64 (0.94-0.95 of the copy ceiling); otherwise rows of B start inside
-    sectors and sector_aligned writes whole sectors anyway."""
-    if ldb % SECTOR_FLOATS == 0 and out_address % (4 * SECTOR_FLOATS) == 0:
+    Measured on the H100 (benchmarks/NOTES.md): narrow matrices (<= 63 columns or <= 31 rows) go
+    through strip kernels that read and write long contiguous runs; otherwise B's alignment decides:
+    rows of B that start on 32-byte sectors take tiled_rect64 (0.94-0.97 of the copy ceiling),
+    others sector_aligned, which writes whole sectors anyway. 2-byte elements move as 4-byte pairs
+    where alignment and even strides allow (pairs128x64, and the pair/flat strip kernels)."""
+    isz = ITEMSIZE[dtype]
+    lda = lda or cols
+    if isz == 2:
+        return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
+    if cols <= NARROW_AUTO_COLS:
+        return "narrow_cols16k" if isz == 4 else "narrow_cols"
+    if rows <= NARROW_AUTO_ROWS:
+        return "narrow_rows16k" if isz == 4 else "narrow_rows"
+    sector = SECTOR_BYTES // isz
+    if ldb % sector == 0 and out_address % SECTOR_BYTES == 0:
         return "tiled_rect64"
     return "sector_aligned"
+
+
+def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
+    args = (rows, cols, a_address, lda, b_address, ldb)
+    if cols <= NARROW_AUTO_COLS:
+        for name in (("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_pairs16k",)):
+            if KERNELS[(name, dtype)].accepts(*args):
+                return name
+        return "narrow_cols16k"
+    if rows <= NARROW_AUTO_ROWS:
+        order = ("narrow_rows_flat16k",) if rows % 2 else (("narrow_rows_pairs",) if rows <= 8 else ())
+        for name in order:
+            if KERNELS[(name, dtype)].accepts(*args):
+                return name
+        return "narrow_rows16k"
+    if (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0:
+        return "pairs128x64"
+    return "tiled_rect64"
+
+
+def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, lda: int, b_address: int,
+            ldb: int):
+    """The Variant or NarrowVariant a call runs."""
+    if algorithm == "auto":
+        name = choose_algorithm(rows, cols, b_address, ldb, dtype, a_address, lda)
+    elif algorithm in ("narrow_cols", "narrow_rows"):
+        axis = algorithm[len("narrow_"):]
+        limit, size = (NARROW_COLS_MAX, cols) if axis == "cols" else (NARROW_ROWS_MAX, rows)
+        if size > limit:
+            raise ValueError(f"transpose: {algorithm} takes A with at most {limit} {axis}, got {size}")
+        isz = ITEMSIZE[dtype]
+        name = algorithm if isz == 8 else f"{algorithm}16k"
+        if isz == 2:
+            for fast in (f"{algorithm}_flat16k", f"{algorithm}_pairs16k"):
+                if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(rows, cols, a_address, lda,
+                                                                               b_address, ldb):
+                    name = fast
+                    break
+    else:
+        name = algorithm
+    return KERNELS[(name, dtype)]
 
 
 def check_operands(a, out, algorithm: str) -> tuple[int, int]:
@@ -154,21 +214,32 @@ def check_operands(a, out, algorithm: str) -> tuple[int, int]:
 
 
 def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """B = a^T for a float32 matrix of any shape (views welcome). Returns out (new if None).
-    `stream`: where the work is queued (default: the thread's current stream)."""
+    """B = a^T for a matrix of any shape and dtype (views welcome): the bits move unchanged. Returns out
+    (new if None; of a's dtype). `stream`: where the work is queued (default: the thread's current stream)."""
     dev = operand_device((a, "a"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:
         rows, cols = check_operands(a, out, algorithm)
+        dt = suffix(same_dtype("transpose", (a, "a"), (out, "out")))
         if out is None:
-            out = Matrix._allocate(cols, rows, dev, s)
+            out = Matrix._allocate(cols, rows, dev, s, a.dtype)
         if rows == 0 or cols == 0:
             return out
         use_on(s, a, out)
-        if algorithm == "auto":
-            algorithm = choose_algorithm(rows, cols, out.elements, out.stride)
-        variant = VARIANTS[algorithm]
-        variant.kernel(variant.grid(rows, cols), variant.block, a.elements, out.elements, rows, cols, a.stride,
-                       out.stride, stream=s, device=dev)
+        if algorithm == "auto" and (rows == 1 or cols == 1):  # a vector: its transpose is a copy
+            _copy_vector(a, out, s)
+        else:
+            v = resolve(algorithm, dt, rows, cols, a.elements, a.stride, out.elements, out.stride)
+            v.kernel(v.grid(rows, cols), v.block, a.elements, out.elements, rows, cols, a.stride, out.stride,
+                     stream=s, device=dev)
         done_on(s, a, out)
     return out
+
+
+def _copy_vector(a: Matrix, out: Matrix, s: int) -> None:
+    """Transpose of a single row or column: one pitched copy (a row of A becomes a column of B)."""
+    rows, cols, isz = a.height, a.width, a.itemsize
+    if rows == 1:  # 1 x cols -> cols x 1: contiguous source, destination one element a row
+        copy_device_2d(out.elements, out.stride * isz, a.elements, isz, isz, cols, s)
+    else:          # rows x 1 -> 1 x rows: one element a row of A, contiguous destination
+        copy_device_2d(out.elements, isz, a.elements, a.stride * isz, isz, rows, s)

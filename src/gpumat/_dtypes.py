@@ -1,0 +1,113 @@
+"""The element types a Matrix holds: float32, float64, float16 and bfloat16.
+
+A dtype is a numpy dtype. bfloat16 is ml_dtypes' when that package is installed (the `bfloat16`
+extra); without it, gpumat still holds bfloat16 matrices on the GPU and names their dtype with a
+uint16 dtype tagged "bfloat16" (to_numpy then asks for ml_dtypes, or converts when given a dtype).
+
+The conversion rule of from_numpy (and CSRMatrix data): a supported floating dtype is kept; an integer
+array becomes float64 when every value is exact in float64 (always for 8-32 bit integers, for 64-bit
+ones when |x| <= 2^53), else TypeError asks for an explicit dtype=; anything else (bool, complex,
+object, long double) is a TypeError unless dtype= says what to convert to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import ml_dtypes as _ml
+    ML_BFLOAT16 = np.dtype(_ml.bfloat16)
+except ImportError:  # optional: bfloat16 matrices still work on the device
+    ML_BFLOAT16 = None
+
+FLOAT32, FLOAT64, FLOAT16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+# bfloat16 as gpumat names it: ml_dtypes' type, or a tagged uint16 stand-in
+BFLOAT16 = ML_BFLOAT16 if ML_BFLOAT16 is not None else np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
+EXACT_INT = 2**53
+
+
+def is_bfloat16(dt: np.dtype) -> bool:
+    if ML_BFLOAT16 is not None and dt == ML_BFLOAT16:
+        return True
+    return bool(dt.metadata and dt.metadata.get("gpumat") == "bfloat16")
+
+
+def suffix(dt: np.dtype) -> str:
+    """The kernel-name suffix: f32, f64, f16, bf16."""
+    if dt == FLOAT32:
+        return "f32"
+    if dt == FLOAT64:
+        return "f64"
+    if dt == FLOAT16:
+        return "f16"
+    if is_bfloat16(dt):
+        return "bf16"
+    raise TypeError(f"gpumat has no kernels for {dt}")
+
+
+def name(dt: np.dtype) -> str:
+    return "bfloat16" if is_bfloat16(dt) else str(dt)
+
+
+SUPPORTED = "float32, float64, float16, bfloat16"
+
+
+def as_dtype(dtype) -> np.dtype:
+    """A supported gpumat dtype from anything numpy understands, or the string "bfloat16"."""
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        return BFLOAT16
+    if isinstance(dtype, np.dtype) and is_bfloat16(dtype):
+        return BFLOAT16
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unknown dtype {dtype!r}; gpumat matrices hold {SUPPORTED}") from None
+    if dt in (FLOAT32, FLOAT64, FLOAT16):
+        return dt
+    raise TypeError(f"gpumat matrices hold {SUPPORTED}, not {dt}")
+
+
+def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
+    """The Matrix dtype an array becomes (the rule in this module's docstring)."""
+    if dtype is not None:
+        return as_dtype(dtype)
+    dt = a.dtype
+    if dt in (FLOAT32, FLOAT64, FLOAT16) or is_bfloat16(dt):
+        return BFLOAT16 if is_bfloat16(dt) else dt
+    if dt.kind in "iu":
+        if dt.itemsize <= 4 or a.size == 0:
+            return FLOAT64
+        lo, hi = (int(a.min()), int(a.max()))
+        if -EXACT_INT <= lo and hi <= EXACT_INT:
+            return FLOAT64
+        raise TypeError(f"the {dt} array holds values beyond 2^53, which float64 cannot hold exactly; "
+                        f"pass dtype= to convert anyway")
+    raise TypeError(f"gpumat matrices hold real numbers ({SUPPORTED}); got dtype {dt} "
+                    "(convert it explicitly, or pass dtype=)")
+
+
+def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """a converted to dt on the host, C-contiguous (bfloat16 without ml_dtypes: rounded bits in uint16)."""
+    if is_bfloat16(dt) and ML_BFLOAT16 is None:
+        if is_bfloat16(a.dtype):
+            return np.ascontiguousarray(a).view(np.uint16)
+        return float32_to_bfloat16_bits(np.asarray(a, dtype=np.float32))
+    return np.ascontiguousarray(a, dtype=dt)
+
+
+def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
+    """Round float32 to bfloat16 (nearest even), as uint16 bit patterns; NaN stays NaN."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    if nan.any():
+        rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)  # keep a quiet NaN
+    return rounded
+
+
+def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    return (np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def storage_dtype(dt: np.dtype) -> np.dtype:
+    """The numpy dtype a host buffer of this Matrix dtype uses."""
+    return np.dtype(np.uint16) if is_bfloat16(dt) and ML_BFLOAT16 is None else dt
