@@ -36,8 +36,9 @@ def _teaching(name: str, threads: int, tile: int) -> Variant:
     return Variant(Kernel("matmul", f"matmul_{name}", TEACHING_SIGNATURE), (threads, threads, 1), (tile, tile))
 
 
-def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0) -> FastVariant:
-    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}", FAST_SIGNATURE, dynamic_smem=smem)
+def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0,
+           suffix: str = "") -> FastVariant:
+    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}{suffix}", FAST_SIGNATURE, dynamic_smem=smem)
     return FastVariant(kernel, (threads, 1, 1), (bm, bn), smem, blocks_per_sm, efficiency)
 
 
@@ -46,8 +47,14 @@ VARIANTS: dict[str, Variant] = {
     "tiled16": _teaching("tiled16", 16, 16),
     "tiled32": _teaching("tiled32", 32, 32),
     "tiled16x64": _teaching("tiled16x64", 16, 16),
-    "sgemm128x128": _sgemm(128, 128, 256, 2, 1.00),
-    "sgemm128x64": _sgemm(128, 64, 128, 4, 0.90),
+    # 16 x 8 outputs a thread (64 x 64 warp tiles), BK = 8, 4 stages; the two 256-thread ones take 49,664
+    # bytes of dynamic shared memory.
+    "sgemm256x128": _sgemm(256, 128, 256, 1, 1.00, smem=49664),
+    "sgemm128x256": _sgemm(128, 256, 256, 1, 1.00, smem=49664),
+    "sgemm128x128w4": _sgemm(128, 128, 128, 2, 1.00, suffix="w4"),
+    # 8 x 8 outputs a thread (32 x 64 warp tiles), BK = 8, 4 stages.
+    "sgemm128x128": _sgemm(128, 128, 256, 2, 0.95),
+    "sgemm128x64": _sgemm(128, 64, 128, 3, 0.90),
     "sgemm64x64": _sgemm(64, 64, 64, 6, 0.90),
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
@@ -84,7 +91,8 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, m
         if (only is not None and name != only) or (v.smem > max_smem and only is None):
             continue  # a kernel needing more shared memory than this GPU gives a block is never chosen
         bm, bn = v.tile
-        tiles = _live_tiles(m, bm, 32) * _live_tiles(n, bn, 64)
+        warp_m = bm * (bn // 64) * 32 // v.block[0]  # warp tiles are warp_m x 64
+        tiles = _live_tiles(m, bm, warp_m) * _live_tiles(n, bn, 64)
         slots = sm_count * v.blocks_per_sm
         for splits in SPLIT_CHOICES:
             k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), K_ALIGN) * K_ALIGN
