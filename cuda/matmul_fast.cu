@@ -418,6 +418,9 @@ using Tile64x64 = Tile<64, 64, 8, 8, 4>;
 using Tile256x128 = Tile<256, 128, 8, 16, 4>;
 using Tile128x256 = Tile<128, 256, 8, 16, 4>;
 using Tile128x128w4 = Tile<128, 128, 8, 16, 4>;
+using Tile256x128k16 = Tile<256, 128, 16, 16, 3>;
+using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
+using Tile128x128w4k16 = Tile<128, 128, 16, 16, 3>;
 
 }  // namespace
 
@@ -461,6 +464,29 @@ extern "C" __global__ void __launch_bounds__(Tile128x256::THREADS, 1) matmul_sge
     gemm_entry<Tile128x256>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
+// The same three 16 x 8 tiles at BK = 16 with 3 stages (half the barriers per FFMA): 74,496 bytes of
+// dynamic shared memory for the 256-thread ones, 49,920 for the 128-thread one.
+extern "C" __global__ void __launch_bounds__(Tile256x128k16::THREADS, 1) matmul_sgemm_256x128k16(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    gemm_entry<Tile256x128k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(Tile128x256k16::THREADS, 1) matmul_sgemm_128x256k16(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    gemm_entry<Tile128x256k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(Tile128x128w4k16::THREADS, 2) matmul_sgemm_128x128w4k16(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    gemm_entry<Tile128x128w4k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
 // Medium tiles: twice the blocks of 128x128 for mid-size problems, where finer tiles even out the
 // last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile 128 x 64 x 8, 4 stages:
 // 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four, at 128 registers, spill). Grid (ceil(N/64),
@@ -492,7 +518,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce(
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
         float sum = partial[idx];
-#pragma unroll 4
+#pragma unroll 16
         for (int s = 1; s < splits; ++s)
             sum += partial[s * plane + idx];
         const long long i = idx / N;

@@ -52,6 +52,9 @@ VARIANTS: dict[str, Variant] = {
     "sgemm256x128": _sgemm(256, 128, 256, 1, 1.00, smem=49664),
     "sgemm128x256": _sgemm(128, 256, 256, 1, 1.00, smem=49664),
     "sgemm128x128w4": _sgemm(128, 128, 128, 2, 1.00, suffix="w4"),
+    "sgemm256x128k16": _sgemm(256, 128, 256, 1, 1.00, smem=74496, suffix="k16"),
+    "sgemm128x256k16": _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),
+    "sgemm128x128w4k16": _sgemm(128, 128, 128, 2, 1.00, smem=49920, suffix="w4k16"),
     # 8 x 8 outputs a thread (32 x 64 warp tiles), BK = 8, 4 stages.
     "sgemm128x128": _sgemm(128, 128, 256, 2, 0.95),
     "sgemm128x64": _sgemm(128, 64, 128, 3, 0.90),
