@@ -4,8 +4,8 @@
 // Every GEMM entry point shares one signature and one split-K contract: block z = s multiplies over
 // k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to C + s*M*ldc, so a
 // split-K caller passes a scratch buffer (ldc = N) and then runs matmul_splitk_reduce; a plain run
-// uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles; blockIdx.y walks M tiles in a
-// grid-stride loop because gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the
+// uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles (gridDim.x must be their count);
+// blockIdx.y walks M tiles in a grid-stride loop because gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the
 // kernels whose shared memory passes 48 KB take it as dynamic shared memory (see their entry points).
 //
 // Technique (same for every tile shape, see Tile below):
@@ -258,12 +258,16 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int frag_m = wm * T::WARP_TILE_M + lane_m * 4;  // rows frag_m + 16 s + {0..3}
     const int frag_n = wn * WARP_TILE_N + lane_n * 4;     // cols frag_n + {0..3, 32..35}
 
-    const int col0 = blockIdx.x * BN;
+    // Tiles are walked from the last one back, so the blocks launched first hold the thin edge tiles
+    // of C (last row and column of tiles), whose dead warps make them short: they end inside the
+    // first wave instead of forming a last, nearly empty one. gridDim.x is exactly
+    // the number of column tiles.
+    const int col0 = (gridDim.x - 1 - blockIdx.x) * BN;
     const int kspan = k_end - k_begin;
     const int ktiles = kspan > 0 ? (kspan + BK - 1) / BK : 0;
     const int tiles_m = (M + BM - 1) / BM;
 
-    for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
+    for (int tm = tiles_m - 1 - (int)blockIdx.y; tm >= 0; tm -= gridDim.y) {
         const int row0 = tm * BM;
         Loader<T, VEC_B> ld;
         const int a_row = row0 + tid / 8;
@@ -411,27 +415,34 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
         gemm_block<T, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
 }
 
-//                     BM   BN   BK  TM  STAGES
+//                         BM   BN   BK  TM  STAGES
+using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
+using Tile128x256 = Tile<128, 256, 8, 16, 4>;
+using Tile128x128w4 = Tile<128, 128, 8, 16, 4>;
 using Tile128x128 = Tile<128, 128, 8, 8, 4>;
 using Tile128x64 = Tile<128, 64, 8, 8, 4>;
 using Tile64x64 = Tile<64, 64, 8, 8, 4>;
-using Tile256x128 = Tile<256, 128, 8, 16, 4>;
-using Tile128x256 = Tile<128, 256, 8, 16, 4>;
-using Tile128x128w4 = Tile<128, 128, 8, 16, 4>;
-using Tile256x128k16 = Tile<256, 128, 16, 16, 3>;
-using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
-using Tile128x128w4k16 = Tile<128, 128, 16, 16, 3>;
 
 }  // namespace
 
-// Large tiles at 8 x 8 a thread. Block (256,1,1) = 8 warps as 4 (M) x 2 (N) warp tiles of 32 x 64;
-// tile 128 x 128 x 16, 2 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
-// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sgemm_128x128(
+// Largest tiles, 16 x 8 a thread, for big problems. Block (256,1,1) = 2 (M) x 4 (N) warp tiles of
+// 64 x 64; tile 128 x 256 x 16, 3 stages: 74,496 bytes of dynamic shared memory; one block per SM.
+// (The same tile turned, 256 x 128, ran 4-8% slower: twice the one-float A copies per k tile.)
+// Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Tile128x256k16::THREADS, 1) matmul_sgemm_128x256k16(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
-    gemm_entry<Tile128x128>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+    gemm_entry<Tile128x256k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The same at BK = 8, 4 stages: 49,664 bytes of dynamic shared memory; one block per SM.
+// Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Tile128x256::THREADS, 1) matmul_sgemm_128x256(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    gemm_entry<Tile128x256>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
@@ -444,53 +455,21 @@ extern "C" __global__ void __launch_bounds__(Tile128x128w4::THREADS, 2) matmul_s
     gemm_entry<Tile128x128w4>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
-// Largest tiles, 16 x 8 a thread. Block (256,1,1) = 4 (M) x 2 (N) warp tiles of 64 x 64;
-// tile 256 x 128 x 8, 4 stages: 49,664 bytes of dynamic shared memory; one block per SM.
-// Grid (ceil(N/128), min(ceil(M/256), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile256x128::THREADS, 1) matmul_sgemm_256x128(
+// Large tiles at 8 x 8 a thread. Block (256,1,1) = 4 (M) x 2 (N) warp tiles of 32 x 64; tile
+// 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM
+// (128 registers: zero spills on sm_90; other archs spill a few bytes).
+// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sgemm_128x128(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
-    gemm_entry<Tile256x128>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-// Largest tiles, 16 x 8 a thread. Block (256,1,1) = 2 (M) x 4 (N) warp tiles of 64 x 64;
-// tile 128 x 256 x 8, 4 stages: 49,664 bytes of dynamic shared memory; one block per SM.
-// Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x256::THREADS, 1) matmul_sgemm_128x256(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x256>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-// The same three 16 x 8 tiles at BK = 16 with 3 stages (half the barriers per FFMA): 74,496 bytes of
-// dynamic shared memory for the 256-thread ones, 49,920 for the 128-thread one.
-extern "C" __global__ void __launch_bounds__(Tile256x128k16::THREADS, 1) matmul_sgemm_256x128k16(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile256x128k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-extern "C" __global__ void __launch_bounds__(Tile128x256k16::THREADS, 1) matmul_sgemm_128x256k16(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x256k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-extern "C" __global__ void __launch_bounds__(Tile128x128w4k16::THREADS, 2) matmul_sgemm_128x128w4k16(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x128w4k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+    gemm_entry<Tile128x128>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
 // Medium tiles: twice the blocks of 128x128 for mid-size problems, where finer tiles even out the
 // last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile 128 x 64 x 8, 4 stages:
-// 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four, at 128 registers, spill). Grid (ceil(N/64),
-// min(ceil(M/128), 65535), splits).
+// 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four, at 128 registers,
+// spill). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile128x64::THREADS, 3) matmul_sgemm_128x64(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
