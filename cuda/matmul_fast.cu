@@ -4,8 +4,8 @@
 // Every GEMM entry point shares one signature and one split-K contract: block z = s multiplies over
 // k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to C + s*M*ldc, so a
 // split-K caller passes a scratch buffer (ldc = N) and then runs matmul_splitk_reduce; a plain run
-// uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles (gridDim.x must be their count);
-// blockIdx.y walks M tiles in a grid-stride loop because gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the
+// uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles; blockIdx.y walks M tiles in a
+// grid-stride loop because gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the
 // kernels whose shared memory passes 48 KB take it as dynamic shared memory (see their entry points).
 //
 // Technique (same for every tile shape, see Tile below):
@@ -47,7 +47,7 @@
 // SGEMM_ZIGZAG=0 restores the plain 4 x 8 lane map, SGEMM_FRAG_DB=0 loads each fragment in the
 // step that uses it.
 #ifndef SGEMM_VEC_B
-#define SGEMM_VEC_B 1
+#define SGEMM_VEC_B 0
 #endif
 #ifndef SGEMM_ZIGZAG
 #define SGEMM_ZIGZAG 1
@@ -258,16 +258,12 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int frag_m = wm * T::WARP_TILE_M + lane_m * 4;  // rows frag_m + 16 s + {0..3}
     const int frag_n = wn * WARP_TILE_N + lane_n * 4;     // cols frag_n + {0..3, 32..35}
 
-    // Tiles are walked from the last one back, so the blocks launched first hold the thin edge tiles
-    // of C (last row and column of tiles), whose dead warps make them short: they end inside the
-    // first wave instead of forming a last, nearly empty one. gridDim.x is exactly
-    // the number of column tiles.
-    const int col0 = (gridDim.x - 1 - blockIdx.x) * BN;
+    const int col0 = blockIdx.x * BN;
     const int kspan = k_end - k_begin;
     const int ktiles = kspan > 0 ? (kspan + BK - 1) / BK : 0;
     const int tiles_m = (M + BM - 1) / BM;
 
-    for (int tm = tiles_m - 1 - (int)blockIdx.y; tm >= 0; tm -= gridDim.y) {
+    for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row0 = tm * BM;
         Loader<T, VEC_B> ld;
         const int a_row = row0 + tid / 8;
@@ -418,8 +414,7 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
 //                         BM   BN   BK  TM  STAGES
 using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
 using Tile128x256 = Tile<128, 256, 8, 16, 4>;
-using Tile128x128w4 = Tile<128, 128, 8, 16, 4>;
-using Tile128x128 = Tile<128, 128, 8, 8, 4>;
+using Tile128x128 = Tile<128, 128, 8, 16, 4>;
 using Tile128x64 = Tile<128, 64, 8, 8, 4>;
 using Tile64x64 = Tile<64, 64, 8, 8, 4>;
 
@@ -448,17 +443,6 @@ extern "C" __global__ void __launch_bounds__(Tile128x256::THREADS, 1) matmul_sge
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
 // tile 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
 // Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x128w4::THREADS, 2) matmul_sgemm_128x128w4(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x128w4>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-// Large tiles at 8 x 8 a thread. Block (256,1,1) = 4 (M) x 2 (N) warp tiles of 32 x 64; tile
-// 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM
-// (128 registers: zero spills on sm_90; other archs spill a few bytes).
-// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sgemm_128x128(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
@@ -466,10 +450,10 @@ extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sge
     gemm_entry<Tile128x128>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
-// Medium tiles: twice the blocks of 128x128 for mid-size problems, where finer tiles even out the
-// last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile 128 x 64 x 8, 4 stages:
-// 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four, at 128 registers,
-// spill). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+// Medium tiles at 8 x 8 a thread: twice the blocks of 128x128 for mid-size problems, where finer
+// tiles even out the last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile
+// 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
+// at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(Tile128x64::THREADS, 3) matmul_sgemm_128x64(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)

@@ -51,9 +51,8 @@ VARIANTS: dict[str, Variant] = {
     # shared memory) and at BK = 8 (4 stages, 49,664 bytes), 128 x 128 at BK = 8 (4 stages, static).
     "sgemm128x256k16": _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),
     "sgemm128x256": _sgemm(128, 256, 256, 1, 0.915, smem=49664),
-    "sgemm128x128w4": _sgemm(128, 128, 128, 2, 0.93, suffix="w4"),
+    "sgemm128x128": _sgemm(128, 128, 128, 2, 0.93),
     # 8 x 8 outputs a thread (32 x 64 warp tiles), BK = 8, 4 stages.
-    "sgemm128x128": _sgemm(128, 128, 256, 2, 0.89),
     "sgemm128x64": _sgemm(128, 64, 128, 3, 0.83),
     "sgemm64x64": _sgemm(64, 64, 64, 6, 0.84),
 }
