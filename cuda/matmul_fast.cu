@@ -47,7 +47,7 @@
 // SGEMM_ZIGZAG=0 restores the plain 4 x 8 lane map, SGEMM_FRAG_DB=0 loads each fragment in the
 // step that uses it.
 #ifndef SGEMM_VEC_B
-#define SGEMM_VEC_B 0
+#define SGEMM_VEC_B 1
 #endif
 #ifndef SGEMM_ZIGZAG
 #define SGEMM_ZIGZAG 1
