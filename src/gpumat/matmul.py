@@ -50,11 +50,11 @@ VARIANTS: dict[str, Variant] = {
     # 16 x 8 outputs a thread (64 x 64 warp tiles); 128 x 256 at BK = 16 (3 stages, 74,496 bytes of dynamic
     # shared memory) and at BK = 8 (4 stages, 49,664 bytes), 128 x 128 at BK = 8 (4 stages, static).
     "sgemm128x256k16": _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),
-    "sgemm128x256": _sgemm(128, 256, 256, 1, 0.855, smem=49664),
-    "sgemm128x128": _sgemm(128, 128, 128, 2, 0.87),
+    "sgemm128x256": _sgemm(128, 256, 256, 1, 0.86, smem=49664),
+    "sgemm128x128": _sgemm(128, 128, 128, 2, 1.01),
     # 8 x 8 outputs a thread (32 x 64 warp tiles), BK = 8, 4 stages.
-    "sgemm128x64": _sgemm(128, 64, 128, 3, 0.89),
-    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.78),
+    "sgemm128x64": _sgemm(128, 64, 128, 3, 0.92),
+    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.80),
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
 ALGORITHMS = ("auto", *VARIANTS)
@@ -85,10 +85,11 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, m
     kernel's relative efficiency), plus, for split-K, the scratch round trip through memory.
     Tiles along each edge count only their live warp tiles, since dead warps skip the math.
 
-    Constants, fitted on the H100 (sm_90, 132 SMs; benchmarks/results/matmul-tuning-*.json, the median of
-    four runs per plan): peak_flops is what sgemm128x256k16 sustains on full waves, each variant's
-    "efficiency" is fitted relative to it (it absorbs how the variant fares on partial waves and edges, so
-    it is not its full-wave speed), bandwidth is the effective rate of split-K's scratch round trip. They are the only measured set: other GPUs use them
+    Constants, fitted on the H100 (sm_90, 132 SMs; benchmarks/results/matmul-tuning-*.json, four runs, the
+    last with the kernels as built now): peak_flops is the scale, about what the 16 x 8 kernels sustain on
+    full waves; each variant's "efficiency" is fitted relative to it (it absorbs how the variant fares on
+    partial waves and edges, so it is not its full-wave speed); bandwidth is the effective rate of
+    split-K's scratch round trip. They are the only measured set: other GPUs use them
     as they are, with their own SM count and shared-memory limit (a ranking that holds while the FFMA rate,
     the shared-memory pipe and memory bandwidth scale together; re-run benchmarks/tune_matmul.py there).
     """
