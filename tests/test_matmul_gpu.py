@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat.matmul import ALGORITHMS
+from gpumat.matmul import ALGORITHMS, FAST
 from support import dims, poisoned, product_error, random, rel_error, strided_view
 
 pytestmark = pytest.mark.gpu
@@ -92,7 +92,7 @@ def test_bad_input_raises_before_launch_and_library_keeps_working():
     np.testing.assert_allclose((gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(a)).to_numpy(), reference(a, a), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["sgemm128x128", "sgemm128x64", "sgemm64x64"])
+@pytest.mark.parametrize("name", list(FAST))
 @given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
        chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
 def test_split_k_matches_reference_for_any_chunking(name, m, n, k, splits, chunk_tiles, odd_chunk):
@@ -118,11 +118,29 @@ def test_split_k_is_bitwise_deterministic():
         assert product_error(first, a, b) < TOL
 
 
-def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds():
-    m, n, k = 65535 * 128 + 77, 5, 3
+@pytest.mark.parametrize("name", [name for name, v in FAST.items() if v.tile[0] >= 128])
+def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds(name):
+    m, n, k = 65535 * FAST[name].tile[0] + 77, 5, 3
     a, b = random((m, k)), random((k, n))
-    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
-        for name in ("sgemm128x128", "sgemm128x64"):
-            with poisoned(m, n) as C:
-                gm.matmul(A, B, out=C, algorithm=name)
-                assert product_error(C.to_numpy(), a, b) < TOL
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        gm.matmul(A, B, out=C, algorithm=name)
+        assert product_error(C.to_numpy(), a, b) < TOL
+
+
+@pytest.mark.parametrize("name", list(FAST))
+@given(m=dims(300), n=st.sampled_from([1, 3, 4, 61, 64, 127, 128, 130, 255, 257]), k=dims(300),
+       shift=st.integers(1, 3))
+def test_aligned_and_unaligned_b_give_identical_bits(name, m, n, k, shift):
+    """A 16-byte aligned B (base and row stride) takes 16-byte copies, any other view one-float copies:
+    the sums are formed in the same order either way, so the results agree bit for bit."""
+    a, b = random((m, k)), random((k, n))
+    width = -(-(n + 3) // 4) * 4  # a parent row of a multiple of 4 floats: the view at offset 0 is aligned
+    parent = random((k, width + 4))
+    parent[:, :n] = b
+    odd = random((k, n + shift + 1))
+    odd[:, shift:shift + n] = b
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(parent) as P, gm.Matrix.from_numpy(odd) as Q:
+        aligned = gm.matmul(A, P[:, :n], algorithm=name).to_numpy()
+        unaligned = gm.matmul(A, Q[:, shift:shift + n], algorithm=name).to_numpy()
+    np.testing.assert_array_equal(aligned, unaligned)
+    assert product_error(aligned, a, b) < TOL

@@ -59,16 +59,22 @@ SIMT_KERNELS: dict[tuple[str, str], Variant] = {
 }
 
 
-def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0) -> FastVariant:
-    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}", FAST_SIGNATURE, dynamic_smem=smem)
+def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0,
+           suffix: str = "") -> FastVariant:
+    kernel = Kernel("matmul_fast", f"matmul_sgemm_{bm}x{bn}{suffix}", FAST_SIGNATURE, dynamic_smem=smem)
     return FastVariant(kernel, (threads, 1, 1), (bm, bn), smem, blocks_per_sm, efficiency)
 
 
 VARIANTS: dict[str, Variant] = {
     **{name: TEACHING_KERNELS[(name, "f32")] for name in TEACHING},
-    "sgemm128x128": _sgemm(128, 128, 256, 2, 1.00),
-    "sgemm128x64": _sgemm(128, 64, 128, 4, 0.90),
-    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.90),
+    # 16 x 8 outputs a thread (64 x 64 warp tiles); 128 x 256 at BK = 16 (3 stages, 74,496 bytes of dynamic
+    # shared memory) and at BK = 8 (4 stages, 49,664 bytes), 128 x 128 at BK = 8 (4 stages, static).
+    "sgemm128x256k16": _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),
+    "sgemm128x256": _sgemm(128, 256, 256, 1, 0.86, smem=49664),
+    "sgemm128x128": _sgemm(128, 128, 128, 2, 1.01),
+    # 8 x 8 outputs a thread (32 x 64 warp tiles), BK = 8, 4 stages.
+    "sgemm128x64": _sgemm(128, 64, 128, 3, 0.92),
+    "sgemm64x64": _sgemm(64, 64, 64, 6, 0.80),
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
 ALGORITHMS = ("auto", *VARIANTS)                          # float32
@@ -91,9 +97,10 @@ class Plan:
 
 
 def _live_tiles(length: int, tile: int, warp_tile: int) -> float:
-    """Tiles along one axis, the edge tile counted by the share of its warp tiles that have work."""
+    """Tiles along one axis, the edge tile counted by the share of its warp tiles that have work, but at least
+    half a tile: the few live warps of a thin tile run faster than in a full block, not in proportion."""
     full, rest = divmod(length, tile)
-    return full + (cdiv(rest, warp_tile) * warp_tile / tile if rest else 0.0)
+    return full + (max(0.5, cdiv(rest, warp_tile) * warp_tile / tile) if rest else 0.0)
 
 
 @lru_cache(maxsize=4096)
@@ -103,20 +110,29 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, m
     A small cost model: time = full waves of tiles x the time of one tile (its FFMA count over the
     kernel's relative efficiency), plus, for split-K, the scratch round trip through memory.
     Tiles along each edge count only their live warp tiles, since dead warps skip the math.
+
+    Constants, fitted on the H100 (sm_90, 132 SMs; benchmarks/results/matmul-tuning-*.json, four runs, the
+    last with the kernels as built now): peak_flops is the scale, about what the 16 x 8 kernels sustain on
+    full waves; each variant's "efficiency" is fitted relative to it (it absorbs how the variant fares on
+    partial waves and edges, so it is not its full-wave speed); bandwidth is the effective rate of
+    split-K's scratch round trip. They are the only measured set: other GPUs use them
+    as they are, with their own SM count and shared-memory limit (a ranking that holds while the FFMA rate,
+    the shared-memory pipe and memory bandwidth scale together; re-run benchmarks/tune_matmul.py there).
     """
-    peak_flops, bandwidth, launch_s = 46e12, 2.5e12, 4e-6
+    peak_flops, bandwidth, launch_s = 50.7e12, 1.5e12, 4e-6
     best = None
     for name, v in FAST.items():
         if (only is not None and name != only) or (v.smem > max_smem and only is None):
             continue  # a kernel needing more shared memory than this GPU gives a block is never chosen
         bm, bn = v.tile
-        tiles = _live_tiles(m, bm, 32) * _live_tiles(n, bn, 64)
+        warp_m = bm * (bn // 64) * 32 // v.block[0]  # warp tiles are warp_m x 64
+        tiles = _live_tiles(m, bm, warp_m) * _live_tiles(n, bn, 64)
         slots = sm_count * v.blocks_per_sm
         for splits in SPLIT_CHOICES:
             k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), K_ALIGN) * K_ALIGN
             if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < 128):
                 continue
-            waves = max(1.0, cdiv(math.ceil(tiles * splits), slots))
+            waves = max(1.0, math.ceil(tiles * splits / slots - 0.05))  # a wave 5% over is edge tiles: absorbed
             seconds = waves * 2.0 * bm * bn * k_chunk * slots / (peak_flops * v.efficiency)
             if splits > 1:
                 seconds += (2 * splits + 1) * m * n * 4 / bandwidth + launch_s

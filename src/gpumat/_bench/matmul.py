@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
 import time
 
 import numpy as np
 
 import gpumat as gm
 
-from ..matmul import VARIANTS, choose_algorithm
+from ..matmul import VARIANTS, choose_algorithm, plan
 from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
@@ -35,6 +36,36 @@ def _latency_us(call, sync, calls: int = 2000, batches: int = 7) -> float:
     return statistics.median(per_call)
 
 
+def sm_clock_mhz() -> int | None:
+    """The SM clock nvidia-smi reports now (read right after a timed batch, while the GPU is still busy-clocked)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i",
+                              str(gm.device().ordinal)], capture_output=True, text=True, timeout=10).stdout
+        return int(out.split()[0])
+    except Exception:
+        return None
+
+
+def cublas_kernels(cp, fn) -> list[str] | None:
+    """Names of the kernels one call of fn launches, through PyTorch's profiler (CUPTI sees CuPy's launches
+    too); None when PyTorch is not installed. Benchmarks only: it tells which cuBLAS kernel a ratio is against."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except Exception:
+        return None
+    try:
+        cp.cuda.Device().synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            cp.cuda.Device().synchronize()
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        return list(dict.fromkeys(n for n in names if "memcpy" not in n.lower() and "memset" not in n.lower()))
+    except Exception as err:  # a profiler that cannot start must not cost the benchmark
+        return [f"unavailable: {type(err).__name__}"]
+
+
 def run(args) -> dict:
     cp = cupy()
     quick = getattr(args, "quick", False)
@@ -45,25 +76,32 @@ def run(args) -> dict:
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         flop = 2 * m * n * k
         repeat = 10
-        cublas_ms = None
+        cublas_ms = cublas_mhz = kernels = None
         if cp is not None:
             ca, cb = cp.asarray(a), cp.asarray(b)
             cublas_ms = cupy_time_ms(cp, lambda: cp.matmul(ca, cb), repeat=repeat)
+            cublas_mhz = sm_clock_mhz()
+            kernels = cublas_kernels(cp, lambda: cp.matmul(ca, cb))
             del ca, cb
             cp.get_default_memory_pool().free_all_blocks()
-        entry = {"M": m, "N": n, "K": k, "auto_picks": choose_algorithm(m, n, k),
-                 "cublas_ms": cublas_ms, "cublas_tflops": flop / cublas_ms / 1e9 if cublas_ms else None, "variants": {}}
+        p = plan(m, n, k, gm.device().sm_count)
+        entry = {"M": m, "N": n, "K": k, "auto_picks": choose_algorithm(m, n, k), "auto_splits": p.splits,
+                 "cublas_ms": cublas_ms, "cublas_tflops": flop / cublas_ms / 1e9 if cublas_ms else None,
+                 "cublas_sm_mhz": cublas_mhz, "cublas_kernels": kernels, "variants": {}}
         names = ["auto"] + [v for v in VARIANTS if v not in TEACHING or flop <= TEACHING_MAX_FLOP]
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
             for name in names:
                 ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=repeat)
+                mhz = sm_clock_mhz() if name == "auto" else None
                 tflops = flop / ms / 1e9
                 ratio = cublas_ms / ms if cublas_ms else None
-                entry["variants"][name] = {"ms": ms, "tflops": tflops, "ratio_cublas": ratio}
-                rows.append([f"{m}x{n}x{k}", name, ms, tflops, entry["cublas_tflops"], ratio])
+                entry["variants"][name] = {"ms": ms, "tflops": tflops, "ratio_cublas": ratio, "sm_mhz": mhz}
+                rows.append([f"{m}x{n}x{k}", name, ms, tflops, entry["cublas_tflops"], ratio, mhz or cublas_mhz])
         records.append(entry)
     print_table("matmul float32 (TFLOP/s; ratio = cuBLAS time / gpumat time, >1 is faster than cuBLAS)",
-                ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio"], rows)
+                ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "SM MHz"], rows)
+    for r in records:
+        print(f"cuBLAS kernel for {r['M']}x{r['N']}x{r['K']}: {r['cublas_kernels']} at {r['cublas_sm_mhz']} MHz")
 
     small = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
     A = gm.Matrix.from_numpy(small)
@@ -75,6 +113,9 @@ def run(args) -> dict:
     print_table("64 x 64 x 64 end to end from Python (result allocation included), us per call",
                 ["gpumat", "CuPy"], [[latency["gpumat_us"], latency.get("cupy_us")]])
     payload = {"anchor": "cuBLAS FP32 via CuPy cupy.matmul (CUPY_TF32 unset), same process, same inputs",
-               "timing": "CUDA events, 3 warm-ups, median of 10 runs", "shapes": records, "latency_64": latency}
+               "timing": "CUDA events, 3 warm-ups, median of 10 runs",
+               "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
+               "cublas_kernels": "kernels one cupy.matmul launches, seen by torch.profiler (CUPTI)",
+               "shapes": records, "latency_64": latency}
     write_json("matmul", payload)
     return payload
