@@ -1,0 +1,424 @@
+// Float32 matrix multiply on the tensor cores (mma.sync m16n8k8 TF32, sm_80 and later):
+// C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
+// offsets. Same signature and split-K contract as matmul_fast.cu: block z multiplies over
+// k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
+// caller passes scratch with ldc = N, then runs matmul_splitk_reduce); a plain run has gridDim.z = 1
+// and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop: gridDim.y is
+// capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory SMEM_BYTES (below).
+//
+// Two ways of using the TF32 units, chosen by a template parameter:
+//  * TF32: one pass. Each operand is rounded to TF32 (10 explicit mantissa bits) with cvt.rna, so the
+//    products carry about 2^-11 relative error each; the accumulation is FP32 in the tensor cores.
+//  * TF32X3: x = big + small, big = rna_tf32(x), small = rna_tf32(x - big) (x - big is exact in
+//    FP32), so big + small carries 22 mantissa bits of x. C = big_a*big_b + big_a*small_b +
+//    small_a*big_b (small*small, ~2^-22 relative, is dropped). The two correction products go into a
+//    second FP32 accumulator that is added to the main one once, at the end (SPLIT_ACC): the
+//    corrections are ~2^-11 of the main products, so the tensor cores' truncating accumulation of
+//    them into the large main sum would lose their low bits. The one-accumulator variant is kept for
+//    the measurement of what that costs (benchmarks/NOTES.md).
+// The operand split is done in registers, right after the fragments are read from shared memory:
+// shared memory holds plain FP32 copies of A and B.
+//
+// Tile and data flow:
+//  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
+//    4 x 4 mma tiles of 16 x 8; k tiles of BK = 32 go global -> shared memory by cp.async into a
+//    ring of STAGES = 3 buffers (one barrier per k tile);
+//  * the mma's k and n indices are labels, and they are relabelled so that every fragment is a
+//    128-bit shared-memory read. In k step s (0..3) of a k tile, mma k index t (0..3) stands for
+//    the tile's k = 8t + 2s and index t + 4 for 8t + 2s + 1; so the thread (g = lane/4, t = lane%4)
+//    reads row g of the A tile at k 8t..8t+7 as two float4 that serve all four k steps. For B, n
+//    index g of mma tile j stands for the warp's column 4g + j, so the thread reads B's row k at
+//    columns 4g..4g+3 as one float4 that feeds all four n tiles, and it ends up owning 8
+//    consecutive columns 8t..8t+7 of each of its C rows: two float4 stores;
+//  * shared memory: A rows padded to 36 floats (the 8 lanes of a quarter warp read 8 distinct
+//    16-byte bank groups); B rows of 128 floats with the 16-byte chunk index XORed by
+//    2 * ((k / 8) % 4), which does the same for the B reads, whose 4 rows are 8 k apart. The copies
+//    into both layouts are whole 16-byte chunks, 8 consecutive chunks of one row a quarter warp;
+//  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
+//    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
+//    offsets or strides) takes the same path with one 4-byte cp.async per float;
+//  * blocks are mapped to tiles in groups of 8 row tiles so that blocks running at the same time
+//    share A and B tiles in L2; warps whose whole warp tile lies outside C skip the math; stores of
+//    C are guarded per element.
+// Deterministic: a fixed order of products and sums, no atomics.
+//
+// Built for every arch in the default list; the mma code exists only for sm_80 and later (below
+// that the kernels trap, and gpumat never launches them there).
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int THREADS = 256;
+constexpr int WARPS_N = 4;
+constexpr int WM = 64, WN = 32;           // warp tile
+constexpr int MT = WM / 16, NT = WN / 8;  // mma tiles a warp: 4 x 4
+constexpr int AS = BK + 4;                // A row stride in shared memory (floats)
+constexpr int A_FLOATS = BM * AS;
+constexpr int B_FLOATS = BK * BN;
+constexpr int STAGE_FLOATS = A_FLOATS + B_FLOATS;
+constexpr int STAGES = 3;
+constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4;  // 104,448
+constexpr int GROUP_M = 8;
+static_assert(SMEM_BYTES == 104448, "the launch in matmul.py asks for this many bytes");
+
+enum class Mode { TF32, TF32X3, TF32X3_ONE_ACC };
+
+#if __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared; the copy reads `bytes` (0..16) and zero-fills the rest.
+__device__ __forceinline__ void copy16(float* dst, const float* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool ok)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small)
+{
+    big = to_tf32(x);
+    small = to_tf32(x - __uint_as_float(big));
+}
+
+// d += a (16x8, row) * b (8x8, col), TF32 inputs, FP32 accumulation.
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// B tile element (k, n) lives at Bs[k * BN + swizzled n]: the 16-byte chunk n / 4 XOR 2 * ((k / 8) % 4).
+__device__ __forceinline__ int b_offset(int k, int chunk)
+{
+    return k * BN + ((chunk ^ (((k >> 3) & 3) << 1)) << 2);
+}
+
+// The copies of one k tile. Thread tid copies A chunk (row tid/8 + 32 i, k 4 (tid%8)) and
+// B chunk (k tid/32 + 8 i, columns 4 (tid%32)), i = 0..3.
+struct Loader {
+    const float* a;    // A at this thread's first row, its k chunk, in the next k tile
+    const float* b;    // B at this thread's first k row and its column chunk, in the next k tile
+    long long lda;     // row stride of A
+    long long ldb;     // row stride of B
+    int a_rows;        // rows of A from this thread's first row to M
+    int b_cols;        // columns of B from this thread's first column to N
+
+    template <bool VEC, bool GUARD>
+    __device__ __forceinline__ void fetch(float* As, float* Bs, int kvalid)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid & 7, kb = tid >> 5, cb = tid & 31;
+        const int a_kleft = kvalid - 4 * ca;  // valid k in this thread's A chunk (may be <= 0 or > 4)
+        float* adst = As + (tid >> 3) * AS + 4 * ca;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float* src = a + i * 32 * lda;
+            float* dst = adst + i * 32 * AS;
+            const bool row_ok = !GUARD || 32 * i < a_rows;
+            if (VEC) {
+                const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, a_kleft)) : 0);
+                copy16(dst, src, 4 * n);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    copy4(dst + e, src + e, !GUARD || (row_ok && e < a_kleft));
+            }
+        }
+        a += BK;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = kb + 8 * i;
+            const float* src = b + i * 8 * ldb;
+            float* dst = Bs + b_offset(k, cb);
+            const bool row_ok = !GUARD || k < kvalid;
+            if (VEC) {
+                const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, b_cols)) : 0);
+                copy16(dst, src, 4 * n);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    copy4(dst + e, src + e, !GUARD || (row_ok && e < b_cols));
+            }
+        }
+        b += 32 * ldb;
+    }
+};
+
+template <Mode MODE>
+struct Accumulators {
+    static constexpr bool TWO = MODE == Mode::TF32X3;
+    float main[MT][NT][4];
+    float corr[TWO ? MT : 1][TWO ? NT : 1][4];
+};
+
+// One k tile: 4 k steps of MT x NT mma tiles (x3 for the split modes).
+template <Mode MODE>
+__device__ __forceinline__ void multiply_tile(const float* __restrict__ As, const float* __restrict__ Bs,
+                                              int a_row, int b_chunk, int g, int t, Accumulators<MODE>& acc)
+{
+    if constexpr (MODE == Mode::TF32) {
+        // B for two k steps first, then A one mma row at a time (fewer live registers than the split
+        // modes' order below; ptxas still wants 166, so this kernel also runs one block an SM).
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            uint32_t bf[2][NT][2];
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2) {
+                const int k = 8 * t + 4 * half + 2 * s2;
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) bf[s2][j][r] = to_tf32(bx[j][r]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const float4 lo = *reinterpret_cast<const float4*>(As + (a_row + 16 * i) * AS + 8 * t + 4 * half);
+                const float4 hi = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8) * AS + 8 * t + 4 * half);
+                const uint32_t af[2][4] = {{to_tf32(lo.x), to_tf32(hi.x), to_tf32(lo.y), to_tf32(hi.y)},
+                                           {to_tf32(lo.z), to_tf32(hi.z), to_tf32(lo.w), to_tf32(hi.w)}};
+#pragma unroll
+                for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) mma(acc.main[i][j], af[s2], bf[s2][j]);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // k steps 2*half and 2*half + 1 share the A float4
+        float4 ar[MT][2];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                ar[i][h] = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8 * h) * AS + 8 * t + 4 * half);
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) {
+            const int k = 8 * t + 4 * half + 2 * s2;  // this thread's k for mma index t; k + 1 for t + 4
+            const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
+            const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+            const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
+            float ax[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+                ax[i][0] = s2 ? ar[i][0].z : ar[i][0].x;
+                ax[i][1] = s2 ? ar[i][1].z : ar[i][1].x;
+                ax[i][2] = s2 ? ar[i][0].w : ar[i][0].y;
+                ax[i][3] = s2 ? ar[i][1].w : ar[i][1].y;
+            }
+            {
+                uint32_t ab[MT][4], as[MT][4], bb[NT][2], bs[NT][2];
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) split_tf32(ax[i][r], ab[i][r], as[i][r]);
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) split_tf32(bx[j][r], bb[j][r], bs[j][r]);
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        if constexpr (MODE == Mode::TF32X3) {
+                            mma(acc.corr[i][j], as[i], bb[j]);
+                            mma(acc.corr[i][j], ab[i], bs[j]);
+                        } else {
+                            mma(acc.main[i][j], as[i], bb[j]);
+                            mma(acc.main[i][j], ab[i], bs[j]);
+                        }
+                        mma(acc.main[i][j], ab[i], bb[j]);
+                    }
+            }
+        }
+    }
+}
+
+template <Mode MODE, bool VEC>
+__device__ __forceinline__ void gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                                     int M, int N, long long lda, long long ldb, long long ldc,
+                                     int k_begin, int k_end, bool vec_c, float* smem)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int g = lane >> 2, t = lane & 3;
+    const int a_row = wm * WM + g;           // fragment rows a_row + 16 i + {0, 8}
+    const int b_chunk = wn * (WN / 4) + g;   // the 16-byte chunk of B this thread reads
+    const int kspan = k_end - k_begin;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = gridDim.x;
+
+    for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
+        int tm = tm_raw, tn = blockIdx.x;
+        if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
+            const int id = tm_raw * tiles_n + tn;
+            const int per_group = GROUP_M * tiles_n;
+            const int first = id / per_group * GROUP_M;
+            const int rows = min(tiles_m - first, GROUP_M);
+            tm = first + (id % per_group) % rows;
+            tn = (id % per_group) / rows;
+        }
+        const int row0 = tm * BM, col0 = tn * BN;
+
+        Loader ld;
+        ld.a = A + (long long)(row0 + (tid >> 3)) * lda + k_begin + 4 * (tid & 7);
+        ld.b = B + (long long)(k_begin + (tid >> 5)) * ldb + col0 + 4 * (tid & 31);
+        ld.lda = lda;
+        ld.ldb = ldb;
+        ld.a_rows = M - (row0 + (tid >> 3));
+        ld.b_cols = N - (col0 + 4 * (tid & 31));
+        const bool inside = row0 + BM <= M && col0 + BN <= N;
+        const bool warp_live = row0 + wm * WM < M && col0 + wn * WN < N;
+
+        Accumulators<MODE> acc;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    acc.main[i][j][r] = 0.0f;
+                    if constexpr (Accumulators<MODE>::TWO) acc.corr[i][j][r] = 0.0f;
+                }
+
+        // Tile t goes to stage t % STAGES; every thread commits one group per tile slot (empty past
+        // the end), so "all but STAGES - 2 groups done" always means "tile t has landed".
+        int kleft = kspan, stage = 0;
+        auto fetch_next = [&]() {
+            float* st = smem + stage * STAGE_FLOATS;
+            if (kleft >= BK && inside) ld.template fetch<VEC, false>(st, st + A_FLOATS, BK);
+            else if (kleft > 0) ld.template fetch<VEC, true>(st, st + A_FLOATS, kleft);
+            copy_commit();
+            kleft -= BK;
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        };
+#pragma unroll 1
+        for (int s = 0; s < STAGES - 1; ++s) fetch_next();
+        while (kleft > -(STAGES - 1) * BK) {
+            copy_wait<STAGES - 2>();
+            __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
+            fetch_next();     // tile t + STAGES - 1 into tile t - 1's stage; `stage` is now tile t's
+            const float* st = smem + stage * STAGE_FLOATS;
+            if (warp_live) multiply_tile<MODE>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
+        }
+        copy_wait<0>();
+        __syncthreads();  // the next row tile's first copies may overwrite a stage just read
+
+        // Thread's outputs: rows row0 + a_row + 16 i + 8 h, columns col0 + wn*WN + 8t .. + 7.
+        const int cols_left = N - (col0 + wn * WN + 8 * t);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + a_row + 16 * i + 8 * h;
+                if (r >= M) continue;
+                float v[8];
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        float x = acc.main[i][j][2 * h + c];
+                        // An infinite input makes its small half NaN (inf - inf) and the corrections
+                        // NaN or of either sign: a non-finite main sum stands alone, as FP32 gives it.
+                        if constexpr (Accumulators<MODE>::TWO)
+                            if (isfinite(x)) x += acc.corr[i][j][2 * h + c];
+                        v[4 * c + j] = x;  // mma column 2t + c of n tile j is column 8t + 4c + j
+                    }
+                float* crow = C + (long long)r * ldc + col0 + wn * WN + 8 * t;
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (vec_c && 4 * q + 3 < cols_left) {
+                        *reinterpret_cast<float4*>(crow + 4 * q) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            if (4 * q + e < cols_left) crow[4 * q + e] = v[4 * q + e];
+                    }
+                }
+            }
+    }
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+template <Mode MODE>
+__device__ __forceinline__ void entry(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) float smem[];
+    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    float* const Cz = C + (long long)blockIdx.z * M * ldc;
+    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
+                     (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
+    if (vec) gemm<MODE, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    else gemm<MODE, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+#else
+    __trap();  // no TF32 tensor cores before sm_80: gpumat runs its FP32 kernels there instead
+#endif
+}
+
+}  // namespace
+
+// One TF32 pass (operands rounded to TF32 with cvt.rna, FP32 accumulation): ~1e-3 relative error
+// against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
+// 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
+// registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 3xTF32 (FP32-level accuracy): big*big into one accumulator, big*small + small*big into a second,
+// added at the end. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32, 3 cp.async stages
+// in 104,448 bytes of dynamic shared memory, one block per SM (two accumulator sets: ~200 registers).
+// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
+// published scheme, kept to measure what the separate correction accumulator buys and costs. An
+// infinite input gives NaN here (its small half is inf - inf), where FP32 gives an infinity.
+// Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_oneacc_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3_ONE_ACC>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
