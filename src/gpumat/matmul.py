@@ -9,6 +9,7 @@ from ._driver import device
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from ._memory import alloc, fill_2d, free
+from ._precision import check_precision, resolve as resolve_precision
 from .matrix import Matrix, as_matrix, check_out
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
@@ -107,8 +108,9 @@ def choose_algorithm(m: int, n: int, k: int) -> str:
 def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     """Validate everything before any allocation or launch; returns (M, N, K)."""
     a, b = as_matrix(a, "a"), as_matrix(b, "b")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown matmul algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if algorithm not in ALGORITHMS and algorithm not in TC_ALGORITHMS:
+        raise ValueError(f"unknown matmul algorithm {algorithm!r}; choose one of "
+                         f"{', '.join((*ALGORITHMS, *TC_ALGORITHMS))}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
@@ -116,9 +118,17 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto") -> Matrix:
-    """C = a @ b for float32 matrices of any shape (views welcome). Returns out (new if None)."""
+def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto",
+           precision: str | None = None) -> Matrix:
+    """C = a @ b for float32 matrices of any shape (views welcome). Returns out (new if None).
+
+    precision: "float32" (exact FP32 kernels), "tf32x3" (FP32-level accuracy on the tensor cores) or
+    "tf32" (one TF32 pass, ~1e-3 relative error); None takes the current default (gm.matmul_precision
+    block, else gm.set_matmul_precision, else "float32"). A named algorithm runs at its own
+    precision. Below compute capability 8.0 the tensor-core modes run the exact FP32 kernels.
+    """
     m, n, k = check_operands(a, b, out, algorithm)
+    mode = matmul_mode(algorithm, precision)
     if out is None:
         out = Matrix._allocate(m, n)
     if m == 0 or n == 0:
@@ -127,6 +137,11 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         fill_2d(out.elements, out.stride * 4, 0, n, m)
         return out
     dev = device()
+    if mode != "float32" and tensor_cores_usable(dev.arch, dev.max_smem_optin):
+        tc_launch_config(m, n, k, algorithm, mode, dev.sm_count).run(a, b, out)
+        return out
+    if algorithm in TC_ALGORITHMS:
+        algorithm = "auto"  # no TF32 tensor cores here: the exact FP32 kernels
     launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out)
     return out
 
@@ -142,7 +157,7 @@ class Launch:
 
     @classmethod
     def for_plan(cls, p: Plan, m: int, n: int, sm_count: int) -> "Launch":
-        v = VARIANTS[p.algorithm]
+        v = VARIANTS[p.algorithm] if p.algorithm in VARIANTS else TC_VARIANTS[TC_ALGORITHMS[p.algorithm]][p.algorithm]
         return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
 
     def run(self, a: Matrix, b: Matrix, out: Matrix) -> None:
@@ -175,3 +190,68 @@ def launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int, max_sme
 def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix) -> None:
     """Run a given plan (tests and tuning force split-K counts this way)."""
     Launch.for_plan(p, a.height, b.width, device().sm_count).run(a, b, out)
+
+
+# --- Tensor cores (cuda/matmul_tc.cu): TF32 mma.sync kernels for the "tf32x3" and "tf32" precisions ---
+
+TC_SMEM = 104448      # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
+TC_MIN_ARCH = 80      # mma.sync TF32 needs sm_80
+
+
+def _tc(name: str, flops: float) -> FastVariant:
+    """flops: what the kernel sustains on a whole H100 (132 SMs), for the split-K model."""
+    kernel = Kernel("matmul_tc", f"matmul_{name}_f32", FAST_SIGNATURE, dynamic_smem=TC_SMEM)
+    return FastVariant(kernel, (256, 1, 1), (128, 128), TC_SMEM, 1, flops / 132)
+
+
+# By precision; the first variant of a mode is the one "auto" runs.
+TC_VARIANTS: dict[str, dict[str, FastVariant]] = {
+    "tf32x3": {"tf32x3_128x128": _tc("tf32x3_128x128", 90e12),
+               "tf32x3_oneacc_128x128": _tc("tf32x3_oneacc_128x128", 90e12)},
+    "tf32": {"tf32_128x128": _tc("tf32_128x128", 220e12)},
+}
+TC_ALGORITHMS = {name: mode for mode, variants in TC_VARIANTS.items() for name in variants}  # name -> mode
+
+
+def matmul_mode(algorithm: str, precision) -> str:
+    """The precision a call runs at: a named algorithm's own, else `precision`, else the default.
+    A precision that contradicts the named algorithm is a ValueError (never a silent change)."""
+    if algorithm == "auto":
+        return resolve_precision(precision)
+    own = TC_ALGORITHMS.get(algorithm, "float32")
+    if precision is not None and check_precision(precision) != own:
+        raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
+    return own
+
+
+def tensor_cores_usable(arch: int, max_smem: int) -> bool:
+    """TF32 mma.sync needs sm_80+, and the kernels' 3 stages need 102 KiB of shared memory a block
+    (sm_86/89/120 parts give 99 KiB: they run the exact FP32 kernels)."""
+    return arch >= TC_MIN_ARCH and max_smem >= TC_SMEM
+
+
+@lru_cache(maxsize=4096)
+def tc_plan(m: int, n: int, k: int, sm_count: int = 132, algorithm: str = "tf32x3_128x128") -> Plan:
+    """Split-K count for a tensor-core variant: the same wave model as plan(), one block an SM."""
+    v = TC_VARIANTS[TC_ALGORITHMS[algorithm]][algorithm]
+    bandwidth, launch_s = 2.5e12, 4e-6
+    tiles = _live_tiles(m, 128, 64) * _live_tiles(n, 128, 32)
+    slots = sm_count * v.blocks_per_sm
+    best = None
+    for splits in SPLIT_CHOICES:
+        k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), K_ALIGN) * K_ALIGN
+        if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < 256):
+            continue
+        waves = max(1.0, cdiv(math.ceil(tiles * splits), slots))
+        seconds = waves * 2.0 * 128 * 128 * k_chunk / v.efficiency
+        if splits > 1:
+            seconds += (2 * splits + 1) * m * n * 4 / bandwidth + launch_s
+        if best is None or seconds < best[0]:
+            best = (seconds, Plan(algorithm, splits, k_chunk))
+    return best[1]
+
+
+@lru_cache(maxsize=4096)
+def tc_launch_config(m: int, n: int, k: int, algorithm: str, mode: str, sm_count: int) -> Launch:
+    name = next(iter(TC_VARIANTS[mode])) if algorithm == "auto" else algorithm
+    return Launch.for_plan(tc_plan(m, n, k, sm_count, name), m, n, sm_count)
