@@ -7,18 +7,18 @@
 // capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory SMEM_BYTES (below).
 //
 // Two ways of using the TF32 units, chosen by a template parameter:
-//  * TF32: one pass. Each operand is rounded to TF32 (10 explicit mantissa bits) with cvt.rna, so the
-//    products carry about 2^-11 relative error each; the accumulation is FP32 in the tensor cores.
-//  * TF32X3: x = big + small, big = rna_tf32(x), small = rna_tf32(x - big) (x - big is exact in
-//    FP32), so big + small carries 22 mantissa bits of x. C = big_a*big_b + big_a*small_b +
-//    small_a*big_b (small*small, ~2^-22 relative, is dropped). The two correction products go into a
-//    second FP32 accumulator that is added to the main one once, at the end (SPLIT_ACC): the
-//    corrections are ~2^-11 of the main products, so the tensor cores' truncating accumulation of
-//    them into the large main sum would lose their low bits. The one-accumulator variant is kept for
-//    the measurement of what that costs (benchmarks/NOTES.md).
-// The operand split is done in registers, right after the fragments are read from shared memory:
-// shared memory holds plain FP32 copies of A and B.
-//
+//  * TF32: one pass. Each operand is rounded to TF32 (11 significant bits, to nearest), so the
+//    products carry up to 2^-10 relative error; the accumulation is FP32 in the tensor cores.
+//  * TF32X3: x = big + small, big = x rounded to TF32, small = x - big (exact in FP32), so big + small
+//    carries ~22 bits of x. C = big_a*big_b + big_a*small_b + small_a*big_b (small*small, ~2^-22
+//    relative, is dropped). The tensor cores truncate as they accumulate, which over a long K costs
+//    more than the split gains; so the three products of one k tile (32 k) go into a fresh tensor-core
+//    sum, and those per-tile sums are added up in FP32 registers, rounding to nearest. A variant with
+//    one accumulator for everything (the published scheme) is kept to measure what that buys and costs.
+// The operand split is done in registers right after the fragments are read from shared memory
+// (which holds plain FP32 copies of A and B), with plain FP32/integer operations (see to_tf32).
+// Non-finite outputs are recomputed in plain FP32 (exact_dot), so infinities and NaNs in the
+// inputs give exactly what an FP32 product gives.
 // Tile and data flow:
 //  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
 //    4 x 4 mma tiles of 16 x 8; k tiles of BK = 32 go global -> shared memory by cp.async into a
@@ -88,17 +88,27 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int N>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 
+// Round to TF32 (11 significant bits, to nearest) in three FP32 operations (Veltkamp's split with
+// 2^13 + 1): cheaper than cvt.rna.tf32.f32, which ptxas expands to a compare and a predicated add
+// in place, after which every value needs a move into the mma's register quad. A NaN stays NaN; an
+// infinity, or |x| above ~4e34 (where x * 8193 overflows), becomes NaN, and such outputs are
+// recomputed exactly (see exact_dot).
 __device__ __forceinline__ uint32_t to_tf32(float x)
 {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
+    const float t = __fmul_rn(x, 8193.0f);  // _rn: never contracted into an FMA, which would break the split
+    return __float_as_uint(__fsub_rn(t, __fsub_rn(t, x)));
 }
 
+// x = big + small: big = x rounded to 11 significant bits (ties up, in the integer domain: add half
+// a TF32 unit, clear the 13 low bits), small = x - big (exact), handed to the mma as it is: the
+// tensor cores read only the top 19 bits of a TF32 operand, so small is truncated to 11 bits
+// (error below 2^-23 |x|). A NaN x gives a NaN small; an infinite x, or one that rounds up to
+// infinity, gives big = inf and small = NaN or -inf: every non-finite input ends in a non-finite
+// output, which is recomputed exactly (see exact_dot).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small)
 {
-    big = to_tf32(x);
-    small = to_tf32(x - __uint_as_float(big));
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 // d += a (16x8, row) * b (8x8, col), TF32 inputs, FP32 accumulation.
@@ -108,6 +118,15 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d = a * b (a zero accumulator in).
+__device__ __forceinline__ void mma_first(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
 // B tile element (k, n) lives at Bs[k * BN + swizzled n]: the 16-byte chunk n / 4 XOR 2 * ((k / 8) % 4).
@@ -170,8 +189,8 @@ struct Loader {
 template <Mode MODE>
 struct Accumulators {
     static constexpr bool TWO = MODE == Mode::TF32X3;
-    float main[MT][NT][4];
-    float corr[TWO ? MT : 1][TWO ? NT : 1][4];
+    float main[MT][NT][4];                        // FP32 sums (TF32X3: added to once a k tile)
+    float tile[TWO ? MT : 1][TWO ? NT : 1][4];    // TF32X3: this k tile's sum, in the tensor cores
 };
 
 // One k tile: 4 k steps of MT x NT mma tiles (x3 for the split modes).
@@ -248,17 +267,39 @@ __device__ __forceinline__ void multiply_tile(const float* __restrict__ As, cons
 #pragma unroll
                     for (int j = 0; j < NT; ++j) {
                         if constexpr (MODE == Mode::TF32X3) {
-                            mma(acc.corr[i][j], as[i], bb[j]);
-                            mma(acc.corr[i][j], ab[i], bs[j]);
+                            if (half == 0 && s2 == 0) mma_first(acc.tile[i][j], as[i], bb[j]);
+                            else mma(acc.tile[i][j], as[i], bb[j]);
+                            mma(acc.tile[i][j], ab[i], bs[j]);
+                            mma(acc.tile[i][j], ab[i], bb[j]);
                         } else {
                             mma(acc.main[i][j], as[i], bb[j]);
                             mma(acc.main[i][j], ab[i], bs[j]);
+                            mma(acc.main[i][j], ab[i], bb[j]);
                         }
-                        mma(acc.main[i][j], ab[i], bb[j]);
                     }
             }
         }
     }
+    if constexpr (MODE == Mode::TF32X3) {
+        // The tensor cores truncate as they accumulate; summing k tiles here, rounding to nearest,
+        // keeps that truncation to the 12 products of one k tile.
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc.main[i][j][r] += acc.tile[i][j][r];
+    }
+}
+
+// One element of C in plain FP32 (fused multiply-adds in k order), for the rare outputs that come out
+// of the tensor cores non-finite: the splits above turn infinite inputs into NaN, and this restores
+// exactly what FP32 gives (an infinity, a NaN, or a finite value near the overflow threshold).
+__device__ __noinline__ float exact_dot(const float* a_row, const float* b_col, long long ldb, int k_begin, int k_end)
+{
+    float sum = 0.0f;
+    for (int k = k_begin; k < k_end; ++k) sum = fmaf(a_row[k], b_col[(long long)k * ldb], sum);
+    return sum;
 }
 
 template <Mode MODE, bool VEC>
@@ -304,7 +345,7 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     acc.main[i][j][r] = 0.0f;
-                    if constexpr (Accumulators<MODE>::TWO) acc.corr[i][j][r] = 0.0f;
+                    if constexpr (Accumulators<MODE>::TWO) acc.tile[i][j][r] = 0.0f;
                 }
 
         // Tile t goes to stage t % STAGES; every thread commits one group per tile slot (empty past
@@ -343,13 +384,12 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
                 for (int j = 0; j < NT; ++j)
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
-                        float x = acc.main[i][j][2 * h + c];
-                        // An infinite input makes its small half NaN (inf - inf) and the corrections
-                        // NaN or of either sign: a non-finite main sum stands alone, as FP32 gives it.
-                        if constexpr (Accumulators<MODE>::TWO)
-                            if (isfinite(x)) x += acc.corr[i][j][2 * h + c];
-                        v[4 * c + j] = x;  // mma column 2t + c of n tile j is column 8t + 4c + j
+                        v[4 * c + j] = acc.main[i][j][2 * h + c];  // mma column 2t + c of n tile j is column 8t + 4c + j
                     }
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (!isfinite(v[e]) && e < cols_left)
+                        v[e] = exact_dot(A + (long long)r * lda, B + col0 + wn * WN + 8 * t + e, ldb, k_begin, k_end);
                 float* crow = C + (long long)r * ldc + col0 + wn * WN + 8 * t;
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
@@ -390,7 +430,7 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
 
 }  // namespace
 
-// One TF32 pass (operands rounded to TF32 with cvt.rna, FP32 accumulation): ~1e-3 relative error
+// One TF32 pass (operands rounded to TF32, FP32 accumulation): ~1e-3 relative error
 // against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
 // 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
 // registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
@@ -401,9 +441,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_128x128_f32
     entry<Mode::TF32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
-// 3xTF32 (FP32-level accuracy): big*big into one accumulator, big*small + small*big into a second,
-// added at the end. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32, 3 cp.async stages
-// in 104,448 bytes of dynamic shared memory, one block per SM (two accumulator sets: ~200 registers).
+// 3xTF32 (FP32-level accuracy): big*big + big*small + small*big of each k tile summed in the tensor
+// cores, the per-tile sums added up in FP32. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
+// 64 x 32, 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (two
+// accumulator sets: ~230 registers).
 // Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
 extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_128x128_f32(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -413,8 +454,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_128x128_f
 }
 
 // 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
-// published scheme, kept to measure what the separate correction accumulator buys and costs. An
-// infinite input gives NaN here (its small half is inf - inf), where FP32 gives an infinity.
+// published scheme, kept to measure what the per-tile FP32 sums buys and costs.
 // Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_oneacc_128x128_f32(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,

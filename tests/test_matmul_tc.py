@@ -230,7 +230,7 @@ def test_tf32x3_is_within_twice_the_exact_kernels_error(k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("algorithm", ["tf32x3_128x128", "tf32_128x128"])
+@pytest.mark.parametrize("algorithm", TC)
 def test_nan_and_inf_propagate_like_numpy(algorithm):
     a, b = random((37, 19)), random((19, 41))
     a[3, 5], b[7, 11], a[20, 0] = np.nan, np.inf, -np.inf
@@ -252,3 +252,24 @@ def test_many_row_tiles_walk_the_grid_stride_loop():
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
         gm.matmul(A, B, out=C, precision="tf32x3")
         assert product_error(C.to_numpy(), a, b) < TF32X3_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+def test_canonical_nan_and_values_near_float32_max(algorithm):
+    """0x7fffffff (the NaN CUDA itself makes) and FLT_MAX, which rounds up to infinity in TF32: the
+    results are what FP32 gives (NaN rows stay NaN, finite products near the top stay finite)."""
+    a, b = random((40, 70)), random((70, 50))
+    a.view(np.uint32)[5, 3] = 0x7FFFFFFF
+    a.view(np.uint32)[9, 3] = 0xFFFFFFFF
+    a[17, :] = 0
+    a[17, 8] = np.finfo(np.float32).max
+    b[8, :] = np.abs(b[8, :]) * 0.5
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.isnan(got[5]).all() and np.isnan(got[9]).all()
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref))
+    rows = [r for r in range(40) if r not in (5, 9, 17)]
+    assert product_error(got[rows], a[rows], b) < tolerance(algorithm, 70)
+    np.testing.assert_allclose(got[17], ref[17], rtol=1e-6)
