@@ -63,7 +63,19 @@ constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4;  // 104,448
 constexpr int GROUP_M = 8;
 static_assert(SMEM_BYTES == 104448, "the launch in matmul.py asks for this many bytes");
 
-enum class Mode { TF32, TF32X3, TF32X3_ONE_ACC };
+// Lane-native fragment area of the *_SMEM modes (one k tile, rewritten every k tile): the A quads
+// (m tile mt of 8, k step s, lane) at ((mt*4 + s)*32 + lane)*4, then the B pairs of a warp's 4 n
+// tiles (warp column wn, k step s, half h = n tiles 2h and 2h+1, lane) at (((wn*4 + s)*2 + h)*32
+// + lane)*4: every fragment read is one conflict-free 128-bit load straight into the mma's registers.
+constexpr int FRAG_FLOATS = BM * BK + BK * BN;  // 8192: one part (rounded, or big, or small)
+constexpr int SMEM_BYTES_TF32_SMEM = SMEM_BYTES + FRAG_FLOATS * 4;        // 137,216
+constexpr int SMEM_BYTES_TF32X3_SMEM = SMEM_BYTES + 2 * FRAG_FLOATS * 4;  // 169,984
+static_assert(SMEM_BYTES_TF32X3_SMEM == 169984 && SMEM_BYTES_TF32_SMEM == 137216, "matmul.py asks for these");
+
+enum class Mode { TF32, TF32X3, TF32X3_ONE_ACC, TF32_SMEM, TF32X3_SMEM };
+
+template <Mode M>
+constexpr bool SMEM_MODE = M == Mode::TF32_SMEM || M == Mode::TF32X3_SMEM;
 
 #if __CUDA_ARCH__ >= 800
 
@@ -188,7 +200,7 @@ struct Loader {
 
 template <Mode MODE>
 struct Accumulators {
-    static constexpr bool TWO = MODE == Mode::TF32X3;
+    static constexpr bool TWO = MODE == Mode::TF32X3 || MODE == Mode::TF32X3_SMEM;
     float main[MT][NT][4];                        // FP32 sums (TF32X3: added to once a k tile)
     float tile[TWO ? MT : 1][TWO ? NT : 1][4];    // TF32X3: this k tile's sum, in the tensor cores
 };
@@ -227,59 +239,59 @@ __device__ __forceinline__ void multiply_tile(const float* __restrict__ As, cons
                     for (int j = 0; j < NT; ++j) mma(acc.main[i][j], af[s2], bf[s2][j]);
             }
         }
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // k steps 2*half and 2*half + 1 share the A float4
-        float4 ar[MT][2];
+        for (int half = 0; half < 2; ++half) {  // k steps 2*half and 2*half + 1 share the A float4
+            float4 ar[MT][2];
 #pragma unroll
-        for (int i = 0; i < MT; ++i)
+            for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-                ar[i][h] = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8 * h) * AS + 8 * t + 4 * half);
+                for (int h = 0; h < 2; ++h)
+                    ar[i][h] = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8 * h) * AS + 8 * t + 4 * half);
 #pragma unroll
-        for (int s2 = 0; s2 < 2; ++s2) {
-            const int k = 8 * t + 4 * half + 2 * s2;  // this thread's k for mma index t; k + 1 for t + 4
-            const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
-            const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
-            const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
-            float ax[MT][4];
+            for (int s2 = 0; s2 < 2; ++s2) {
+                const int k = 8 * t + 4 * half + 2 * s2;  // this thread's k for mma index t; k + 1 for t + 4
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
+                float ax[MT][4];
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
-                ax[i][0] = s2 ? ar[i][0].z : ar[i][0].x;
-                ax[i][1] = s2 ? ar[i][1].z : ar[i][1].x;
-                ax[i][2] = s2 ? ar[i][0].w : ar[i][0].y;
-                ax[i][3] = s2 ? ar[i][1].w : ar[i][1].y;
-            }
-            {
-                uint32_t ab[MT][4], as[MT][4], bb[NT][2], bs[NT][2];
+                for (int i = 0; i < MT; ++i) {
+                    // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+                    ax[i][0] = s2 ? ar[i][0].z : ar[i][0].x;
+                    ax[i][1] = s2 ? ar[i][1].z : ar[i][1].x;
+                    ax[i][2] = s2 ? ar[i][0].w : ar[i][0].y;
+                    ax[i][3] = s2 ? ar[i][1].w : ar[i][1].y;
+                }
+                {
+                    uint32_t ab[MT][4], as[MT][4], bb[NT][2], bs[NT][2];
 #pragma unroll
-                for (int i = 0; i < MT; ++i)
+                    for (int i = 0; i < MT; ++i)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) split_tf32(ax[i][r], ab[i][r], as[i][r]);
+                        for (int r = 0; r < 4; ++r) split_tf32(ax[i][r], ab[i][r], as[i][r]);
 #pragma unroll
-                for (int j = 0; j < NT; ++j)
+                    for (int j = 0; j < NT; ++j)
 #pragma unroll
-                    for (int r = 0; r < 2; ++r) split_tf32(bx[j][r], bb[j][r], bs[j][r]);
+                        for (int r = 0; r < 2; ++r) split_tf32(bx[j][r], bb[j][r], bs[j][r]);
 #pragma unroll
-                for (int i = 0; i < MT; ++i)
+                    for (int i = 0; i < MT; ++i)
 #pragma unroll
-                    for (int j = 0; j < NT; ++j) {
-                        if constexpr (MODE == Mode::TF32X3) {
-                            if (half == 0 && s2 == 0) mma_first(acc.tile[i][j], as[i], bb[j]);
-                            else mma(acc.tile[i][j], as[i], bb[j]);
-                            mma(acc.tile[i][j], ab[i], bs[j]);
-                            mma(acc.tile[i][j], ab[i], bb[j]);
-                        } else {
-                            mma(acc.main[i][j], as[i], bb[j]);
-                            mma(acc.main[i][j], ab[i], bs[j]);
-                            mma(acc.main[i][j], ab[i], bb[j]);
+                        for (int j = 0; j < NT; ++j) {
+                            if constexpr (MODE == Mode::TF32X3) {
+                                if (half == 0 && s2 == 0) mma_first(acc.tile[i][j], as[i], bb[j]);
+                                else mma(acc.tile[i][j], as[i], bb[j]);
+                                mma(acc.tile[i][j], ab[i], bs[j]);
+                                mma(acc.tile[i][j], ab[i], bb[j]);
+                            } else {
+                                mma(acc.main[i][j], as[i], bb[j]);
+                                mma(acc.main[i][j], ab[i], bs[j]);
+                                mma(acc.main[i][j], ab[i], bb[j]);
+                            }
                         }
-                    }
+                }
             }
         }
-    }
+    }  // split modes
     if constexpr (MODE == Mode::TF32X3) {
         // The tensor cores truncate as they accumulate; summing k tiles here, rounding to nearest,
         // keeps that truncation to the 12 products of one k tile.
@@ -300,6 +312,106 @@ __device__ __noinline__ float exact_dot(const float* a_row, const float* b_col, 
     float sum = 0.0f;
     for (int k = k_begin; k < k_end; ++k) sum = fmaf(a_row[k], b_col[(long long)k * ldb], sum);
     return sum;
+}
+
+// The *_SMEM modes: once a k tile has landed, the block rounds (TF32_SMEM) or splits (TF32X3_SMEM)
+// every element once, writing the lane-native fragment area (big at F, small at F + FRAG_FLOATS).
+// The register-split modes above redo that work in each of the 4 (A) or 2 (B) warps that read an
+// element, and need register moves to assemble the mma operands.
+template <Mode MODE>
+__device__ __forceinline__ void fill_fragments(const float* __restrict__ As, const float* __restrict__ Bs, float* F)
+{
+    constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // A: 1024 quads {(g, k), (g + 8, k), (g, k + 1), (g + 8, k + 1)}
+        const int item = tid + THREADS * q;
+        const int lane = item & 31, st = (item >> 5) & 3, mt = item >> 7;
+        const int k = 8 * (lane & 3) + 2 * st, row = 16 * mt + (lane >> 2);
+        const float2 lo = *reinterpret_cast<const float2*>(As + row * AS + k);
+        const float2 hi = *reinterpret_cast<const float2*>(As + (row + 8) * AS + k);
+        const float v[4] = {lo.x, hi.x, lo.y, hi.y};
+        uint4 big, small;
+        if constexpr (X3) {
+            split_tf32(v[0], big.x, small.x); split_tf32(v[1], big.y, small.y);
+            split_tf32(v[2], big.z, small.z); split_tf32(v[3], big.w, small.w);
+            *reinterpret_cast<uint4*>(F + FRAG_FLOATS + 4 * item) = small;
+        } else {
+            big = make_uint4(to_tf32(v[0]), to_tf32(v[1]), to_tf32(v[2]), to_tf32(v[3]));
+        }
+        *reinterpret_cast<uint4*>(F + 4 * item) = big;
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {  // B: 512 items, each the pairs {(k, n), (k + 1, n)} of 4 n tiles
+        const int item = tid + THREADS * q;
+        const int lane = item & 31, st = (item >> 5) & 3, wn = item >> 7;
+        const int k = 8 * (lane & 3) + 2 * st, chunk = wn * (WN / 4) + (lane >> 2);
+        const float4 r0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, chunk));
+        const float4 r1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, chunk));
+        const float v[2][4] = {{r0.x, r1.x, r0.y, r1.y}, {r0.z, r1.z, r0.w, r1.w}};
+        float* dst = F + BM * BK + (item >> 5) * 256 + 4 * lane;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            uint4 big, small;
+            if constexpr (X3) {
+                split_tf32(v[h][0], big.x, small.x); split_tf32(v[h][1], big.y, small.y);
+                split_tf32(v[h][2], big.z, small.z); split_tf32(v[h][3], big.w, small.w);
+                *reinterpret_cast<uint4*>(dst + FRAG_FLOATS + 128 * h) = small;
+            } else {
+                big = make_uint4(to_tf32(v[h][0]), to_tf32(v[h][1]), to_tf32(v[h][2]), to_tf32(v[h][3]));
+            }
+            *reinterpret_cast<uint4*>(dst + 128 * h) = big;
+        }
+    }
+}
+
+template <Mode MODE>
+__device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, int wm, int wn, int lane,
+                                                   Accumulators<MODE>& acc)
+{
+    constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    const float* fa = F + (wm * MT * 4 * 32 + lane) * 4;         // + ((i*4 + s)*32)*4
+    const float* fb = F + BM * BK + wn * 4 * 256 + 4 * lane;      // + s*256 + h*128
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+        uint32_t bb[NT][2], bs[NT][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint4 vb = *reinterpret_cast<const uint4*>(fb + st * 256 + 128 * h);
+            bb[2 * h][0] = vb.x; bb[2 * h][1] = vb.y; bb[2 * h + 1][0] = vb.z; bb[2 * h + 1][1] = vb.w;
+            if constexpr (X3) {
+                const uint4 vs = *reinterpret_cast<const uint4*>(fb + FRAG_FLOATS + st * 256 + 128 * h);
+                bs[2 * h][0] = vs.x; bs[2 * h][1] = vs.y; bs[2 * h + 1][0] = vs.z; bs[2 * h + 1][1] = vs.w;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const uint4 qa = *reinterpret_cast<const uint4*>(fa + (i * 4 + st) * 128);
+            const uint32_t ab[4] = {qa.x, qa.y, qa.z, qa.w};
+            if constexpr (X3) {
+                const uint4 qs = *reinterpret_cast<const uint4*>(fa + FRAG_FLOATS + (i * 4 + st) * 128);
+                const uint32_t as[4] = {qs.x, qs.y, qs.z, qs.w};
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    if (st == 0) mma_first(acc.tile[i][j], as, bb[j]);
+                    else mma(acc.tile[i][j], as, bb[j]);
+                    mma(acc.tile[i][j], ab, bs[j]);
+                    mma(acc.tile[i][j], ab, bb[j]);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma(acc.main[i][j], ab, bb[j]);
+            }
+        }
+    }
+    if constexpr (X3) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc.main[i][j][r] += acc.tile[i][j][r];
+    }
 }
 
 template <Mode MODE, bool VEC>
@@ -366,7 +478,14 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
             __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
             fetch_next();     // tile t + STAGES - 1 into tile t - 1's stage; `stage` is now tile t's
             const float* st = smem + stage * STAGE_FLOATS;
-            if (warp_live) multiply_tile<MODE>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
+            if constexpr (SMEM_MODE<MODE>) {
+                float* frag = smem + STAGES * STAGE_FLOATS;
+                fill_fragments<MODE>(st, st + A_FLOATS, frag);  // (the barrier above: tile t - 1's fragments are read)
+                __syncthreads();
+                if (warp_live) multiply_fragments<MODE>(frag, wm, wn, lane, acc);
+            } else {
+                if (warp_live) multiply_tile<MODE>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
+            }
         }
         copy_wait<0>();
         __syncthreads();  // the next row tile's first copies may overwrite a stage just read
@@ -461,4 +580,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_oneacc_12
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
     entry<Mode::TF32X3_ONE_ACC>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The same two modes with the rounding / split done once per element into shared memory (see
+// fill_fragments), two barriers a k tile. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
+// 64 x 32, one block per SM, 3 cp.async stages plus the fragment area: 137,216 bytes (tf32) and
+// 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_splitsmem_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_splitsmem_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }

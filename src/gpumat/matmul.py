@@ -137,11 +137,12 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         fill_2d(out.elements, out.stride * 4, 0, n, m)
         return out
     dev = device()
-    if mode != "float32" and tensor_cores_usable(dev.arch, dev.max_smem_optin):
-        tc_launch_config(m, n, k, algorithm, mode, dev.sm_count).run(a, b, out)
-        return out
-    if algorithm in TC_ALGORITHMS:
-        algorithm = "auto"  # no TF32 tensor cores here: the exact FP32 kernels
+    if mode != "float32":
+        name = tc_algorithm(mode, algorithm, dev.arch, dev.max_smem_optin)
+        if name is not None:
+            tc_launch_config(m, n, k, name, dev.sm_count).run(a, b, out)
+            return out
+        algorithm = "auto"  # no TF32 tensor cores (or not enough shared memory) here: the exact FP32 kernels
     launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out)
     return out
 
@@ -198,17 +199,24 @@ TC_SMEM = 104448      # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 
 TC_MIN_ARCH = 80      # mma.sync TF32 needs sm_80
 
 
-def _tc(name: str, flops: float) -> FastVariant:
+def _tc(name: str, flops: float, smem: int = TC_SMEM) -> FastVariant:
     """flops: what the kernel sustains on a whole H100 (132 SMs), for the split-K model."""
-    kernel = Kernel("matmul_tc", f"matmul_{name}_f32", FAST_SIGNATURE, dynamic_smem=TC_SMEM)
-    return FastVariant(kernel, (256, 1, 1), (128, 128), TC_SMEM, 1, flops / 132)
+    kernel = Kernel("matmul_tc", f"matmul_{name}_f32", FAST_SIGNATURE, dynamic_smem=smem)
+    return FastVariant(kernel, (256, 1, 1), (128, 128), smem, 1, flops / 132)
 
 
-# By precision; the first variant of a mode is the one "auto" runs.
+# By precision. "auto" runs the first variant of the mode that fits the GPU's shared memory a block.
+#   *_128x128: the operands are rounded / split in registers, by each warp that reads them.
+#   *_splitsmem_128x128: rounded / split once per element into shared memory, read as mma fragments
+#   (needs 134 / 166 KiB of shared memory a block).
+#   tf32x3_oneacc_128x128: all three products in one tensor-core accumulator (the published
+#   scheme; less accurate, kept for the comparison).
 TC_VARIANTS: dict[str, dict[str, FastVariant]] = {
-    "tf32x3": {"tf32x3_128x128": _tc("tf32x3_128x128", 90e12),
-               "tf32x3_oneacc_128x128": _tc("tf32x3_oneacc_128x128", 90e12)},
-    "tf32": {"tf32_128x128": _tc("tf32_128x128", 220e12)},
+    "tf32x3": {"tf32x3_128x128": _tc("tf32x3_128x128", 65e12),
+               "tf32x3_splitsmem_128x128": _tc("tf32x3_splitsmem_128x128", 65e12, 169984),
+               "tf32x3_oneacc_128x128": _tc("tf32x3_oneacc_128x128", 65e12)},
+    "tf32": {"tf32_128x128": _tc("tf32_128x128", 110e12),
+             "tf32_splitsmem_128x128": _tc("tf32_splitsmem_128x128", 110e12, 137216)},
 }
 TC_ALGORITHMS = {name: mode for mode, variants in TC_VARIANTS.items() for name in variants}  # name -> mode
 
@@ -224,10 +232,16 @@ def matmul_mode(algorithm: str, precision) -> str:
     return own
 
 
-def tensor_cores_usable(arch: int, max_smem: int) -> bool:
-    """TF32 mma.sync needs sm_80+, and the kernels' 3 stages need 102 KiB of shared memory a block
-    (sm_86/89/120 parts give 99 KiB: they run the exact FP32 kernels)."""
-    return arch >= TC_MIN_ARCH and max_smem >= TC_SMEM
+def tc_algorithm(mode: str, algorithm: str, arch: int, max_smem: int) -> str | None:
+    """The tensor-core kernel a call runs, or None where there is none to run: before sm_80 (no TF32
+    mma), or when the kernel needs more shared memory than the GPU gives a block. None means the
+    exact FP32 kernels run instead."""
+    if arch < TC_MIN_ARCH:
+        return None
+    for name in (TC_VARIANTS[mode] if algorithm == "auto" else (algorithm,)):
+        if TC_VARIANTS[mode][name].smem <= max_smem:
+            return name
+    return None
 
 
 @lru_cache(maxsize=4096)
@@ -252,6 +266,5 @@ def tc_plan(m: int, n: int, k: int, sm_count: int = 132, algorithm: str = "tf32x
 
 
 @lru_cache(maxsize=4096)
-def tc_launch_config(m: int, n: int, k: int, algorithm: str, mode: str, sm_count: int) -> Launch:
-    name = next(iter(TC_VARIANTS[mode])) if algorithm == "auto" else algorithm
-    return Launch.for_plan(tc_plan(m, n, k, sm_count, name), m, n, sm_count)
+def tc_launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int) -> Launch:
+    return Launch.for_plan(tc_plan(m, n, k, sm_count, algorithm), m, n, sm_count)

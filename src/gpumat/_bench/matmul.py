@@ -8,7 +8,7 @@ import numpy as np
 
 import gpumat as gm
 
-from ..matmul import VARIANTS, choose_algorithm
+from ..matmul import TC_ALGORITHMS, VARIANTS, choose_algorithm
 from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
@@ -88,11 +88,9 @@ PRECISION_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), 
                     (3001, 3011, 2999), (2137, 108, 1055), (256, 256, 65536)]
 ACCURACY_KS = (64, 256, 1024, 4096, 16384, 65536)
 ACCURACY_MN = 256
-GPUMAT_MODES = {  # label -> matmul keyword arguments
+GPUMAT_MODES = {  # label -> matmul keyword arguments: the exact kernels ("auto") and every tensor-core kernel
     "exact": {"precision": "float32"},
-    "tf32x3": {"precision": "tf32x3"},
-    "tf32x3_oneacc": {"algorithm": "tf32x3_oneacc_128x128"},
-    "tf32": {"precision": "tf32"},
+    **{name: {"algorithm": name} for name in TC_ALGORITHMS},
 }
 CUPY_COMPUTE_DEFAULT, CUPY_COMPUTE_TF32 = 1, 7  # cupy._core._routines_linalg COMPUTE_TYPE_*
 
@@ -131,7 +129,7 @@ def run_precision(args) -> dict:
     cp = cupy()
     rng = np.random.default_rng(3)
     quick = getattr(args, "quick", False)
-    rows, records = [], []
+    rows, ratio_rows, records = [], [], []
     for m, n, k in (PRECISION_SHAPES[:1] + PRECISION_SHAPES[-2:] if quick else PRECISION_SHAPES):
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
@@ -160,12 +158,15 @@ def run_precision(args) -> dict:
                            if c in ms}
         records.append(entry)
         t = entry["tflops"]
-        rows.append([f"{m}x{n}x{k}", t.get("cublas_fp32"), t.get("cublas_tf32"), t["exact"], t["tf32x3"],
-                     t["tf32x3_oneacc"], t["tf32"], entry["ratios"].get("tf32x3/cublas_fp32"),
-                     entry["ratios"].get("tf32/cublas_tf32"), entry["error"]["tf32x3"], entry["error"]["tf32"]])
-    print_table("matmul float32 by precision (TFLOP/s; tf32x3 ratio against cuBLAS FP32, tf32 ratio against cuBLAS TF32)",
-                ["M x N x K", "cuBLAS FP32", "cuBLAS TF32", "exact", "tf32x3", "tf32x3 1acc", "tf32",
-                 "tf32x3/FP32", "tf32/TF32", "err tf32x3", "err tf32"], rows)
+        rows.append([f"{m}x{n}x{k}", t.get("cublas_fp32"), t.get("cublas_tf32"), *(t[g] for g in GPUMAT_MODES)])
+        for g in GPUMAT_MODES:
+            anchor = "cublas_tf32" if TC_ALGORITHMS.get(g) == "tf32" else "cublas_fp32"
+            ratio_rows.append([f"{m}x{n}x{k}", g, t[g], anchor, entry["ratios"].get(f"{g}/{anchor}"), entry["error"][g]])
+    print_table("matmul float32 by precision, TFLOP/s (same inputs, same process)",
+                ["M x N x K", "cuBLAS FP32", "cuBLAS TF32", *GPUMAT_MODES], rows)
+    print_table("against the same-mode anchor (exact and tf32x3 against cuBLAS FP32, tf32 against cuBLAS TF32); "
+                "error = ||C - AB||_F / ||AB||_F",
+                ["M x N x K", "gpumat", "TFLOP/s", "anchor", "ratio", "error"], ratio_rows)
 
     accuracy, arows = [], []
     for kind in ("uniform", "wide", "cancel"):
@@ -184,9 +185,9 @@ def run_precision(args) -> dict:
                 _cublas_mode(cp, False)
             accuracy.append({"inputs": kind, "M": ACCURACY_MN, "N": ACCURACY_MN, "K": k, "error": errs})
             arows.append([kind, k, *(errs[c]["rel"] if c in errs else None
-                                     for c in ("exact", "tf32x3", "tf32x3_oneacc", "tf32", "cublas_fp32", "cublas_tf32"))])
+                                     for c in (*GPUMAT_MODES, "cublas_fp32", "cublas_tf32"))])
     print_table(f"relative error ||C - AB||_F / ||AB||_F against float64, {ACCURACY_MN} x {ACCURACY_MN} x K",
-                ["inputs", "K", "exact", "tf32x3", "tf32x3 1acc", "tf32", "cuBLAS FP32", "cuBLAS TF32"], arows)
+                ["inputs", "K", *GPUMAT_MODES, "cuBLAS FP32", "cuBLAS TF32"], arows)
     payload = {"anchor": "cuBLAS via CuPy cupy.matmul with CuPy's float32 compute type set to DEFAULT (FP32) or TF32, "
                          "same process, same inputs",
                "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
