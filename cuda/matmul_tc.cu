@@ -70,7 +70,9 @@ static_assert(SMEM_BYTES == 104448, "the launch in matmul.py asks for this many 
 constexpr int FRAG_FLOATS = BM * BK + BK * BN;  // 8192: one part (rounded, or big, or small)
 constexpr int SMEM_BYTES_TF32_SMEM = SMEM_BYTES + FRAG_FLOATS * 4;        // 137,216
 constexpr int SMEM_BYTES_TF32X3_SMEM = SMEM_BYTES + 2 * FRAG_FLOATS * 4;  // 169,984
-static_assert(SMEM_BYTES_TF32X3_SMEM == 169984 && SMEM_BYTES_TF32_SMEM == 137216, "matmul.py asks for these");
+constexpr int SMEM_BYTES_TF32_SMEM_2STAGE = 2 * STAGE_FLOATS * 4 + FRAG_FLOATS * 4;  // 102,400
+static_assert(SMEM_BYTES_TF32X3_SMEM == 169984 && SMEM_BYTES_TF32_SMEM == 137216 &&
+              SMEM_BYTES_TF32_SMEM_2STAGE == 102400, "matmul.py asks for these");
 
 enum class Mode { TF32, TF32X3, TF32X3_ONE_ACC, TF32_SMEM, TF32X3_SMEM };
 
@@ -414,7 +416,7 @@ __device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, 
     }
 }
 
-template <Mode MODE, bool VEC>
+template <Mode MODE, bool VEC, int S>
 __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                      int M, int N, long long lda, long long ldb, long long ldc,
                                      int k_begin, int k_end, bool vec_c, float* smem)
@@ -460,8 +462,8 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
                     if constexpr (Accumulators<MODE>::TWO) acc.tile[i][j][r] = 0.0f;
                 }
 
-        // Tile t goes to stage t % STAGES; every thread commits one group per tile slot (empty past
-        // the end), so "all but STAGES - 2 groups done" always means "tile t has landed".
+        // Tile t goes to stage t % S; every thread commits one group per tile slot (empty past
+        // the end), so "all but S - 2 groups done" always means "tile t has landed".
         int kleft = kspan, stage = 0;
         auto fetch_next = [&]() {
             float* st = smem + stage * STAGE_FLOATS;
@@ -469,17 +471,17 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
             else if (kleft > 0) ld.template fetch<VEC, true>(st, st + A_FLOATS, kleft);
             copy_commit();
             kleft -= BK;
-            stage = stage == STAGES - 1 ? 0 : stage + 1;
+            stage = stage == S - 1 ? 0 : stage + 1;
         };
 #pragma unroll 1
-        for (int s = 0; s < STAGES - 1; ++s) fetch_next();
-        while (kleft > -(STAGES - 1) * BK) {
-            copy_wait<STAGES - 2>();
+        for (int s = 0; s < S - 1; ++s) fetch_next();
+        while (kleft > -(S - 1) * BK) {
+            copy_wait<S - 2>();
             __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
-            fetch_next();     // tile t + STAGES - 1 into tile t - 1's stage; `stage` is now tile t's
+            fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
             const float* st = smem + stage * STAGE_FLOATS;
             if constexpr (SMEM_MODE<MODE>) {
-                float* frag = smem + STAGES * STAGE_FLOATS;
+                float* frag = smem + S * STAGE_FLOATS;
                 fill_fragments<MODE>(st, st + A_FLOATS, frag);  // (the barrier above: tile t - 1's fragments are read)
                 __syncthreads();
                 if (warp_live) multiply_fragments<MODE>(frag, wm, wn, lane, acc);
@@ -526,7 +528,7 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
 
 #endif  // __CUDA_ARCH__ >= 800
 
-template <Mode MODE>
+template <Mode MODE, int S = STAGES>
 __device__ __forceinline__ void entry(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                       int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
@@ -540,8 +542,8 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
     // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
     const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
                      (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
-    if (vec) gemm<MODE, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
-    else gemm<MODE, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    if (vec) gemm<MODE, true, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    else gemm<MODE, false, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
 #else
     __trap();  // no TF32 tensor cores before sm_80: gpumat runs its FP32 kernels there instead
 #endif
@@ -598,4 +600,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_splitsmem
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
     entry<Mode::TF32X3_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// tf32_splitsmem with 2 cp.async stages (102,400 bytes of dynamic shared memory) and at most 128
+// registers, so that two blocks share an SM (16 warps to hide latency instead of 8). Block (256,1,1),
+// grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 2) matmul_tf32_splitsmem_2stage_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32_SMEM, 2>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
