@@ -101,6 +101,9 @@ def test_tensor_cores_need_sm80_and_the_shared_memory():
         assert tc_algorithm(mode, "auto", 75, h100) is None  # Turing: the exact kernels run
         assert tc_algorithm(mode, "auto", 86, rtx) is None   # consumer Ampere/Ada: not enough shared memory
         assert tc_algorithm(mode, "auto", 90, h100) == next(iter(TC_VARIANTS[mode]))
+        for shape in [(4096, 4096, 4096), (4097, 4097, 4097), (1, 1, 1)]:
+            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=False) == next(iter(TC_VARIANTS[mode]))
+            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=True) in TC_VARIANTS[mode]
         for name, v in TC_VARIANTS[mode].items():
             assert tc_algorithm(mode, name, 80, a100) == (name if v.smem <= a100 else None)
         assert tc_algorithm(mode, "auto", 80, a100) is not None

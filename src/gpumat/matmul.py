@@ -125,7 +125,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     precision: "float32" (exact FP32 kernels), "tf32x3" (FP32-level accuracy on the tensor cores) or
     "tf32" (one TF32 pass, ~1e-3 relative error); None takes the current default (gm.matmul_precision
     block, else gm.set_matmul_precision, else "float32"). A named algorithm runs at its own
-    precision. Below compute capability 8.0 the tensor-core modes run the exact FP32 kernels.
+    precision. Below compute capability 8.0, and on GPUs that give a block less shared memory than
+    the tensor-core kernels need (99 KiB parts), the tensor-core modes run the exact FP32 kernels.
     """
     m, n, k = check_operands(a, b, out, algorithm)
     mode = matmul_mode(algorithm, precision)
@@ -138,7 +139,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         return out
     dev = device()
     if mode != "float32":
-        name = tc_algorithm(mode, algorithm, dev.arch, dev.max_smem_optin)
+        aligned = all(x.elements % 16 == 0 and x.stride % 4 == 0 for x in (a, b))
+        name = tc_algorithm(mode, algorithm, dev.arch, dev.max_smem_optin, (m, n, k), dev.sm_count, aligned)
         if name is not None:
             tc_launch_config(m, n, k, name, dev.sm_count).run(a, b, out)
             return out
@@ -221,6 +223,16 @@ TC_VARIANTS: dict[str, dict[str, FastVariant]] = {
              "tf32_splitsmem_2stage_128x128": _tc("tf32_splitsmem_2stage_128x128", 110e12, 102400, 2)},
 }
 TC_ALGORITHMS = {name: mode for mode, variants in TC_VARIANTS.items() for name in variants}  # name -> mode
+# What "auto" chooses among, with each kernel's full-tile speed relative to the first (measured on the
+# H100 at 4096^3 and 8192^3, benchmarks/NOTES.md): the modeled time of its plan over this factor
+# decides. The split-in-shared-memory tf32x3 kernel (0.85x) and the one-accumulator one (less
+# accurate) are never chosen. The two-block tf32 kernel only for operands that take the 16-byte
+# copies (TC_AUTO_ALIGNED_ONLY): with 4-byte copies (4097^3, 3001x3011x2999) it measured 0.85-0.9x.
+TC_AUTO: dict[str, dict[str, float]] = {
+    "tf32x3": {"tf32x3_128x128": 1.0},
+    "tf32": {"tf32_128x128": 1.0, "tf32_splitsmem_2stage_128x128": 1.15},
+}
+TC_AUTO_ALIGNED_ONLY = {"tf32_splitsmem_2stage_128x128"}
 
 
 def matmul_mode(algorithm: str, precision) -> str:
@@ -234,21 +246,32 @@ def matmul_mode(algorithm: str, precision) -> str:
     return own
 
 
-def tc_algorithm(mode: str, algorithm: str, arch: int, max_smem: int) -> str | None:
+def tc_algorithm(mode: str, algorithm: str, arch: int, max_smem: int,
+                 shape: tuple[int, int, int] | None = None, sm_count: int = 132, aligned: bool = False) -> str | None:
     """The tensor-core kernel a call runs, or None where there is none to run: before sm_80 (no TF32
     mma), or when the kernel needs more shared memory than the GPU gives a block. None means the
-    exact FP32 kernels run instead."""
+    exact FP32 kernels run instead. For "auto", the TC_AUTO kernel of the mode whose plan for
+    `shape` (m, n, k) is modeled fastest (the first that fits, without a shape); `aligned`: both
+    operands start on 16 bytes with strides of a multiple of 4 floats."""
     if arch < TC_MIN_ARCH:
         return None
-    for name in (TC_VARIANTS[mode] if algorithm == "auto" else (algorithm,)):
-        if TC_VARIANTS[mode][name].smem <= max_smem:
-            return name
-    return None
+    names = (algorithm,) if algorithm != "auto" else [n for n in TC_AUTO[mode] if aligned or n not in TC_AUTO_ALIGNED_ONLY]
+    names = [n for n in names if TC_VARIANTS[mode][n].smem <= max_smem]
+    if not names:
+        return None
+    if shape is None or len(names) == 1:
+        return names[0]
+    return min(names, key=lambda n: _tc_plan_seconds(*shape, sm_count, n)[0] / TC_AUTO[mode][n])
 
 
 @lru_cache(maxsize=4096)
 def tc_plan(m: int, n: int, k: int, sm_count: int = 132, algorithm: str = "tf32x3_128x128") -> Plan:
-    """Split-K count for a tensor-core variant: the same wave model as plan(), one block an SM."""
+    """Split-K count for a tensor-core variant: the same wave model as plan()."""
+    return _tc_plan_seconds(m, n, k, sm_count, algorithm)[1]
+
+
+@lru_cache(maxsize=4096)
+def _tc_plan_seconds(m: int, n: int, k: int, sm_count: int, algorithm: str) -> tuple[float, Plan]:
     v = TC_VARIANTS[TC_ALGORITHMS[algorithm]][algorithm]
     bandwidth, launch_s = 2.5e12, 4e-6
     tiles = _live_tiles(m, 128, 64) * _live_tiles(n, 128, 32)
@@ -264,7 +287,7 @@ def tc_plan(m: int, n: int, k: int, sm_count: int = 132, algorithm: str = "tf32x
             seconds += (2 * splits + 1) * m * n * 4 / bandwidth + launch_s
         if best is None or seconds < best[0]:
             best = (seconds, Plan(algorithm, splits, k_chunk))
-    return best[1]
+    return best
 
 
 @lru_cache(maxsize=4096)
