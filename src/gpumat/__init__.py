@@ -10,6 +10,7 @@ from ._memory import (memory_info, pinned_empty, release_cached, reset_peak, set
                       set_memory_limit)
 from ._version import __version__
 from .dot import dot
+from ._precision import get_matmul_precision, matmul_precision, set_matmul_precision
 from .matmul import matmul
 from .matrix import FreedMatrixError, Matrix
 from .sparse import CSRMatrix
@@ -22,4 +23,5 @@ __all__ = [
     "from_dlpack", "asmatrix", "pinned_empty",
     "memory_info", "release_cached", "reset_peak", "set_memory_limit", "set_cache_limit",
     "CudaError", "OutOfMemoryError", "NoDeviceError", "FreedMatrixError",
+    "matmul_precision", "set_matmul_precision", "get_matmul_precision",
 ]

@@ -66,6 +66,8 @@ def main(argv=None) -> int:
     bench = sub.add_parser("bench", help="each variant against NVIDIA's libraries, same process, same inputs")
     bench.add_argument("op", choices=(*BENCHES, "all"))
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
+    bench.add_argument("--precision", action="store_true",
+                       help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy")
     bench.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
     try:

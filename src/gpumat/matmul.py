@@ -14,6 +14,7 @@ from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from . import _memory
 from ._dtypes import BFLOAT16, FLOAT16, FLOAT32, name, suffix
+from ._precision import check_precision, resolve as resolve_precision
 from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 TEACHING_SIGNATURE = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
@@ -82,8 +83,15 @@ OTHER_ALGORITHMS = ("auto", *TEACHING, "simt64x64")       # float64, float16, bf
 
 
 def algorithms(dtype: str) -> tuple[str, ...]:
-    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16)."""
-    return ALGORITHMS if dtype == "f32" else OTHER_ALGORITHMS
+    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16); float32 adds the tensor-core kernels."""
+    return (*ALGORITHMS, *TC_ALGORITHMS) if dtype == "f32" else OTHER_ALGORITHMS
+
+
+def _other_mode(a: Matrix, precision) -> str:
+    """float64 and the halves compute in their own format: an explicit precision is refused."""
+    if precision is not None:
+        raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {name(a.dtype)}")
+    return "native"
 SPLITK_REDUCE = Kernel("matmul_fast", "matmul_splitk_reduce", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 K_ALIGN = 32  # split boundaries on multiples of 32 keep every split's A loads 128-bit and its k tiles full
@@ -171,15 +179,24 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
+def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", precision: str | None = None,
+           stream=None) -> Matrix:
     """C = a @ b for two matrices of one dtype and any shape (views welcome) on their device. Returns out
     (new if None, in the inputs' dtype; for float16/bfloat16 a float32 out is allowed). `stream`: where the
     work is queued (default: the thread's current stream). Deterministic: the same inputs give the same
-    bits on the same GPU (no atomics; split-K partial sums are added in a fixed order)."""
+    bits on the same GPU (no atomics; split-K partial sums are added in a fixed order).
+
+    precision (float32 operands): "float32" (exact FP32 kernels), "tf32x3" (FP32-level accuracy on the
+    tensor cores) or "tf32" (one TF32 pass, ~1e-3 relative error); None takes the current default
+    (gm.matmul_precision block, else gm.set_matmul_precision, else "float32"). A named algorithm runs at
+    its own precision. Below compute capability 8.0, and on GPUs that give a block less shared memory
+    than the tensor-core kernels need (99 KiB parts), the tensor-core modes run the exact FP32 kernels.
+    Other dtypes ignore a precision of None and refuse a tensor-core one."""
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between
         m, n, k = check_operands(a, b, out, algorithm)
+        mode = matmul_mode(algorithm, precision) if a._dtype == FLOAT32 else _other_mode(a, precision)
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a.dtype)
         if m == 0 or n == 0:
@@ -193,7 +210,15 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             v.kernel(v.grid(m, n), v.block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride,
                      out.stride, stream=s, device=dev)
         else:
-            launch_config(m, n, k, algorithm, dev.sm_count, dev.max_smem_optin).run(a, b, out, dev, s)
+            tc = None
+            if mode != "float32":
+                aligned = all(x.elements % 16 == 0 and x.stride % 4 == 0 for x in (a, b))
+                tc = tc_algorithm(mode, algorithm, dev.arch, dev.max_smem_optin, (m, n, k), dev.sm_count, aligned)
+            if tc is not None:
+                tc_launch_config(m, n, k, tc, dev.sm_count).run(a, b, out, dev, s)
+            else:  # exact FP32 (also where the GPU has no TF32 tensor cores or too little shared memory)
+                launch_config(m, n, k, algorithm if algorithm not in TC_ALGORITHMS else "auto", dev.sm_count,
+                              dev.max_smem_optin).run(a, b, out, dev, s)
         done_on(s, a, b, out)
     return out
 
@@ -209,7 +234,7 @@ class Launch:
 
     @classmethod
     def for_plan(cls, p: Plan, m: int, n: int, sm_count: int) -> "Launch":
-        v = VARIANTS[p.algorithm]
+        v = VARIANTS[p.algorithm] if p.algorithm in VARIANTS else TC_VARIANTS[TC_ALGORITHMS[p.algorithm]][p.algorithm]
         return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
 
     def run(self, a: Matrix, b: Matrix, out: Matrix, dev: Device, stream: int) -> None:
@@ -251,3 +276,103 @@ def run_plan(p: Plan, a: Matrix, b: Matrix, out: Matrix, stream=None) -> None:
         use_on(s, a, b, out)
         Launch.for_plan(p, a.height, b.width, dev.sm_count).run(a, b, out, dev, s)
         done_on(s, a, b, out)
+
+
+# --- Tensor cores (cuda/matmul_tc.cu): TF32 mma.sync kernels for the "tf32x3" and "tf32" precisions ---
+
+TC_SMEM = 104448      # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
+TC_MIN_ARCH = 80      # mma.sync TF32 needs sm_80
+
+
+def _tc(name: str, flops: float, smem: int = TC_SMEM, blocks_per_sm: int = 1) -> FastVariant:
+    """flops: what the kernel sustains on a whole H100 (132 SMs), for the split-K model."""
+    kernel = Kernel("matmul_tc", f"matmul_{name}_f32", FAST_SIGNATURE, dynamic_smem=smem)
+    return FastVariant(kernel, (256, 1, 1), (128, 128), smem, blocks_per_sm, flops / (132 * blocks_per_sm))
+
+
+# By precision. "auto" runs the first variant of the mode that fits the GPU's shared memory a block.
+#   *_128x128: the operands are rounded / split in registers, by each warp that reads them.
+#   *_splitsmem_128x128: rounded / split once per element into shared memory, read as mma fragments
+#   (needs 134 / 166 KiB of shared memory a block); *_2stage: two cp.async stages and at most 128
+#   registers, so two blocks share an SM (100 KiB each).
+#   tf32x3_oneacc_128x128: all three products in one tensor-core accumulator (the published
+#   scheme; less accurate, kept for the comparison).
+TC_VARIANTS: dict[str, dict[str, FastVariant]] = {
+    "tf32x3": {"tf32x3_128x128": _tc("tf32x3_128x128", 65e12),
+               "tf32x3_splitsmem_128x128": _tc("tf32x3_splitsmem_128x128", 65e12, 169984),
+               "tf32x3_oneacc_128x128": _tc("tf32x3_oneacc_128x128", 65e12)},
+    "tf32": {"tf32_128x128": _tc("tf32_128x128", 110e12),
+             "tf32_splitsmem_128x128": _tc("tf32_splitsmem_128x128", 110e12, 137216),
+             "tf32_splitsmem_2stage_128x128": _tc("tf32_splitsmem_2stage_128x128", 110e12, 102400, 2)},
+}
+TC_ALGORITHMS = {name: mode for mode, variants in TC_VARIANTS.items() for name in variants}  # name -> mode
+# What "auto" chooses among, with each kernel's full-tile speed relative to the first (measured on the
+# H100 at 4096^3 and 8192^3, benchmarks/NOTES.md): the modeled time of its plan over this factor
+# decides. The split-in-shared-memory tf32x3 kernel (0.85x) and the one-accumulator one (less
+# accurate) are never chosen. The two-block tf32 kernel only for operands that take the 16-byte
+# copies (TC_AUTO_ALIGNED_ONLY): with 4-byte copies (4097^3, 3001x3011x2999) it measured 0.85-0.9x.
+TC_AUTO: dict[str, dict[str, float]] = {
+    "tf32x3": {"tf32x3_128x128": 1.0},
+    "tf32": {"tf32_128x128": 1.0, "tf32_splitsmem_2stage_128x128": 1.15},
+}
+TC_AUTO_ALIGNED_ONLY = {"tf32_splitsmem_2stage_128x128"}
+
+
+def matmul_mode(algorithm: str, precision) -> str:
+    """The precision a call runs at: a named algorithm's own, else `precision`, else the default.
+    A precision that contradicts the named algorithm is a ValueError (never a silent change)."""
+    if algorithm == "auto":
+        return resolve_precision(precision)
+    own = TC_ALGORITHMS.get(algorithm, "float32")
+    if precision is not None and check_precision(precision) != own:
+        raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
+    return own
+
+
+def tc_algorithm(mode: str, algorithm: str, arch: int, max_smem: int,
+                 shape: tuple[int, int, int] | None = None, sm_count: int = 132, aligned: bool = False) -> str | None:
+    """The tensor-core kernel a call runs, or None where there is none to run: before sm_80 (no TF32
+    mma), or when the kernel needs more shared memory than the GPU gives a block. None means the
+    exact FP32 kernels run instead. For "auto", the TC_AUTO kernel of the mode whose plan for
+    `shape` (m, n, k) is modeled fastest (the first that fits, without a shape); `aligned`: both
+    operands start on 16 bytes with strides of a multiple of 4 floats."""
+    if arch < TC_MIN_ARCH:
+        return None
+    names = (algorithm,) if algorithm != "auto" else [n for n in TC_AUTO[mode] if aligned or n not in TC_AUTO_ALIGNED_ONLY]
+    names = [n for n in names if TC_VARIANTS[mode][n].smem <= max_smem]
+    if not names:
+        return None
+    if shape is None or len(names) == 1:
+        return names[0]
+    return min(names, key=lambda n: _tc_plan_seconds(*shape, sm_count, n)[0] / TC_AUTO[mode][n])
+
+
+@lru_cache(maxsize=4096)
+def tc_plan(m: int, n: int, k: int, sm_count: int = 132, algorithm: str = "tf32x3_128x128") -> Plan:
+    """Split-K count for a tensor-core variant: the same wave model as plan()."""
+    return _tc_plan_seconds(m, n, k, sm_count, algorithm)[1]
+
+
+@lru_cache(maxsize=4096)
+def _tc_plan_seconds(m: int, n: int, k: int, sm_count: int, algorithm: str) -> tuple[float, Plan]:
+    v = TC_VARIANTS[TC_ALGORITHMS[algorithm]][algorithm]
+    bandwidth, launch_s = 2.5e12, 4e-6
+    tiles = _live_tiles(m, 128, 64) * _live_tiles(n, 128, 32)
+    slots = sm_count * v.blocks_per_sm
+    best = None
+    for splits in SPLIT_CHOICES:
+        k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), K_ALIGN) * K_ALIGN
+        if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < 256):
+            continue
+        waves = max(1.0, cdiv(math.ceil(tiles * splits), slots))
+        seconds = waves * 2.0 * 128 * 128 * k_chunk / v.efficiency
+        if splits > 1:
+            seconds += (2 * splits + 1) * m * n * 4 / bandwidth + launch_s
+        if best is None or seconds < best[0]:
+            best = (seconds, Plan(algorithm, splits, k_chunk))
+    return best
+
+
+@lru_cache(maxsize=4096)
+def tc_launch_config(m: int, n: int, k: int, algorithm: str, sm_count: int) -> Launch:
+    return Launch.for_plan(tc_plan(m, n, k, sm_count, algorithm), m, n, sm_count)

@@ -9,7 +9,7 @@ import numpy as np
 
 import gpumat as gm
 
-from ..matmul import VARIANTS, choose_algorithm, plan
+from ..matmul import TC_ALGORITHMS, VARIANTS, choose_algorithm, plan
 from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
@@ -67,6 +67,8 @@ def cublas_kernels(cp, fn) -> list[str] | None:
 
 
 def run(args) -> dict:
+    if getattr(args, "precision", False):
+        return run_precision(args)
     cp = cupy()
     quick = getattr(args, "quick", False)
     rng = np.random.default_rng(1)
@@ -118,4 +120,119 @@ def run(args) -> dict:
                "cublas_kernels": "kernels one cupy.matmul launches, seen by torch.profiler (CUPTI)",
                "shapes": records, "latency_64": latency}
     write_json("matmul", payload)
+    return payload
+
+
+# ---- `bench matmul --precision`: the tensor-core modes against cuBLAS FP32 and TF32 ----
+
+PRECISION_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4097, 4097, 4097),
+                    (3001, 3011, 2999), (2137, 108, 1055), (256, 256, 65536)]
+ACCURACY_KS = (64, 256, 1024, 4096, 16384, 65536)
+ACCURACY_MN = 256
+GPUMAT_MODES = {  # label -> matmul keyword arguments: the exact kernels ("auto") and every tensor-core kernel
+    "exact": {"precision": "float32"},
+    **{name: {"algorithm": name} for name in TC_ALGORITHMS},
+}
+CUPY_COMPUTE_DEFAULT, CUPY_COMPUTE_TF32 = 1, 7  # cupy._core._routines_linalg COMPUTE_TYPE_*
+
+
+def _cublas_mode(cp, tf32: bool) -> None:
+    """cupy.matmul on float32 runs cublasGemmEx with CuPy's per-dtype compute type: TF32 or default (FP32)."""
+    from cupy._core import _routines_linalg as rl
+    rl.set_compute_type(np.float32, CUPY_COMPUTE_TF32 if tf32 else CUPY_COMPUTE_DEFAULT)
+
+
+def _inputs(kind: str, m: int, n: int, k: int, rng):
+    """uniform [-1, 1]; wide: uniform times 2^e, e uniform in [-20, 20]; cancel: A = [X X'], B = [Y; -Y + d]
+    so that most of each dot product cancels (the result is ~1e-3 of || |A| |B| ||)."""
+    if kind == "uniform":
+        return rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    if kind == "wide":
+        a = rng.uniform(-1, 1, (m, k)) * np.exp2(rng.integers(-20, 21, (m, k)))
+        b = rng.uniform(-1, 1, (k, n)) * np.exp2(rng.integers(-20, 21, (k, n)))
+        return a.astype(np.float32), b.astype(np.float32)
+    h = k // 2
+    x = rng.uniform(-1, 1, (m, h))
+    y = rng.uniform(-1, 1, (h, n))
+    a = np.concatenate([x, x * (1 + 1e-3 * rng.uniform(-1, 1, (m, h))), rng.uniform(-1, 1, (m, k - 2 * h))], axis=1)
+    b = np.concatenate([y, -y, 1e-3 * rng.uniform(-1, 1, (k - 2 * h, n))], axis=0)
+    return a.astype(np.float32), b.astype(np.float32)
+
+
+def _errors(got: np.ndarray, a: np.ndarray, b: np.ndarray, ref: np.ndarray) -> dict:
+    got = np.asarray(got, np.float64)
+    scale = np.linalg.norm(np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    diff = np.linalg.norm(got - ref)
+    return {"rel": float(diff / np.linalg.norm(ref)), "rel_abs": float(diff / scale)}
+
+
+def run_precision(args) -> dict:
+    cp = cupy()
+    rng = np.random.default_rng(3)
+    quick = getattr(args, "quick", False)
+    rows, ratio_rows, records = [], [], []
+    for m, n, k in (PRECISION_SHAPES[:1] + PRECISION_SHAPES[-2:] if quick else PRECISION_SHAPES):
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        flop = 2 * m * n * k
+        entry = {"M": m, "N": n, "K": k, "ms": {}, "tflops": {}, "error": {}}
+        if cp is not None:
+            ca, cb = cp.asarray(a), cp.asarray(b)
+            ref = cp.asnumpy(ca.astype(cp.float64) @ cb.astype(cp.float64))
+            for label, tf32 in (("cublas_fp32", False), ("cublas_tf32", True)):
+                _cublas_mode(cp, tf32)
+                entry["ms"][label] = cupy_time_ms(cp, lambda: cp.matmul(ca, cb), repeat=10)
+                entry["error"][label] = _errors(cp.asnumpy(cp.matmul(ca, cb)), a, b, ref)["rel"]
+            _cublas_mode(cp, False)
+            del ca, cb
+            cp.get_default_memory_pool().free_all_blocks()
+        else:
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
+            for label, kw in GPUMAT_MODES.items():
+                entry["ms"][label] = time_ms(lambda: gm.matmul(A, B, out=C, **kw), repeat=10)
+                gm.matmul(A, B, out=C, **kw)
+                entry["error"][label] = _errors(C.to_numpy(), a, b, ref)["rel"]
+        entry["tflops"] = {key: flop / ms / 1e9 for key, ms in entry["ms"].items()}
+        ms = entry["ms"]
+        entry["ratios"] = {f"{g}/{c}": ms[c] / ms[g] for g in GPUMAT_MODES for c in ("cublas_fp32", "cublas_tf32")
+                           if c in ms}
+        records.append(entry)
+        t = entry["tflops"]
+        rows.append([f"{m}x{n}x{k}", t.get("cublas_fp32"), t.get("cublas_tf32"), *(t[g] for g in GPUMAT_MODES)])
+        for g in GPUMAT_MODES:
+            anchor = "cublas_tf32" if TC_ALGORITHMS.get(g) == "tf32" else "cublas_fp32"
+            ratio_rows.append([f"{m}x{n}x{k}", g, t[g], anchor, entry["ratios"].get(f"{g}/{anchor}"), entry["error"][g]])
+    print_table("matmul float32 by precision, TFLOP/s (same inputs, same process)",
+                ["M x N x K", "cuBLAS FP32", "cuBLAS TF32", *GPUMAT_MODES], rows)
+    print_table("against the same-mode anchor (exact and tf32x3 against cuBLAS FP32, tf32 against cuBLAS TF32); "
+                "error = ||C - AB||_F / ||AB||_F",
+                ["M x N x K", "gpumat", "TFLOP/s", "anchor", "ratio", "error"], ratio_rows)
+
+    accuracy, arows = [], []
+    for kind in ("uniform", "wide", "cancel"):
+        for k in ACCURACY_KS:
+            a, b = _inputs(kind, ACCURACY_MN, ACCURACY_MN, k, rng)
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+            errs = {}
+            with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+                for label, kw in GPUMAT_MODES.items():
+                    errs[label] = _errors(gm.matmul(A, B, **kw).to_numpy(), a, b, ref)
+            if cp is not None:
+                ca, cb = cp.asarray(a), cp.asarray(b)
+                for label, tf32 in (("cublas_fp32", False), ("cublas_tf32", True)):
+                    _cublas_mode(cp, tf32)
+                    errs[label] = _errors(cp.asnumpy(cp.matmul(ca, cb)), a, b, ref)
+                _cublas_mode(cp, False)
+            accuracy.append({"inputs": kind, "M": ACCURACY_MN, "N": ACCURACY_MN, "K": k, "error": errs})
+            arows.append([kind, k, *(errs[c]["rel"] if c in errs else None
+                                     for c in (*GPUMAT_MODES, "cublas_fp32", "cublas_tf32"))])
+    print_table(f"relative error ||C - AB||_F / ||AB||_F against float64, {ACCURACY_MN} x {ACCURACY_MN} x K",
+                ["inputs", "K", *GPUMAT_MODES, "cuBLAS FP32", "cuBLAS TF32"], arows)
+    payload = {"anchor": "cuBLAS via CuPy cupy.matmul with CuPy's float32 compute type set to DEFAULT (FP32) or TF32, "
+                         "same process, same inputs",
+               "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
+               "error": "rel: ||C - AB||_F / ||AB||_F; rel_abs: ||C - AB||_F / || |A| |B| ||_F; AB in float64",
+               "shapes": records, "accuracy": accuracy}
+    write_json("matmul-precision", payload)
     return payload

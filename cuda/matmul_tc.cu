@@ -1,0 +1,613 @@
+// Float32 matrix multiply on the tensor cores (mma.sync m16n8k8 TF32, sm_80 and later):
+// C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
+// offsets. Same signature and split-K contract as matmul_fast.cu: block z multiplies over
+// k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
+// caller passes scratch with ldc = N, then runs matmul_splitk_reduce); a plain run has gridDim.z = 1
+// and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop: gridDim.y is
+// capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory SMEM_BYTES (below).
+//
+// Two ways of using the TF32 units, chosen by a template parameter:
+//  * TF32: one pass. Each operand is rounded to TF32 (11 significant bits, to nearest), so the
+//    products carry up to 2^-10 relative error; the accumulation is FP32 in the tensor cores.
+//  * TF32X3: x = big + small, big = x rounded to TF32, small = x - big (exact in FP32), so big + small
+//    carries ~22 bits of x. C = big_a*big_b + big_a*small_b + small_a*big_b (small*small, ~2^-22
+//    relative, is dropped). The tensor cores truncate as they accumulate, which over a long K costs
+//    more than the split gains; so the three products of one k tile (32 k) go into a fresh tensor-core
+//    sum, and those per-tile sums are added up in FP32 registers, rounding to nearest. A variant with
+//    one accumulator for everything (the published scheme) is kept to measure what that buys and costs.
+// The operand split is done in registers right after the fragments are read from shared memory
+// (which holds plain FP32 copies of A and B), with plain FP32/integer operations (see to_tf32).
+// Non-finite outputs are recomputed in plain FP32 (exact_dot), so infinities and NaNs in the
+// inputs give exactly what an FP32 product gives.
+// Tile and data flow:
+//  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
+//    4 x 4 mma tiles of 16 x 8; k tiles of BK = 32 go global -> shared memory by cp.async into a
+//    ring of STAGES = 3 buffers (one barrier per k tile);
+//  * the mma's k and n indices are labels, and they are relabelled so that every fragment is a
+//    128-bit shared-memory read. In k step s (0..3) of a k tile, mma k index t (0..3) stands for
+//    the tile's k = 8t + 2s and index t + 4 for 8t + 2s + 1; so the thread (g = lane/4, t = lane%4)
+//    reads row g of the A tile at k 8t..8t+7 as two float4 that serve all four k steps. For B, n
+//    index g of mma tile j stands for the warp's column 4g + j, so the thread reads B's row k at
+//    columns 4g..4g+3 as one float4 that feeds all four n tiles, and it ends up owning 8
+//    consecutive columns 8t..8t+7 of each of its C rows: two float4 stores;
+//  * shared memory: A rows padded to 36 floats (the 8 lanes of a quarter warp read 8 distinct
+//    16-byte bank groups); B rows of 128 floats with the 16-byte chunk index XORed by
+//    2 * ((k / 8) % 4), which does the same for the B reads, whose 4 rows are 8 k apart. The copies
+//    into both layouts are whole 16-byte chunks, 8 consecutive chunks of one row a quarter warp;
+//  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
+//    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
+//    offsets or strides) takes the same path with one 4-byte cp.async per float;
+//  * blocks are mapped to tiles in groups of 8 row tiles so that blocks running at the same time
+//    share A and B tiles in L2; warps whose whole warp tile lies outside C skip the math; stores of
+//    C are guarded per element.
+// Deterministic: a fixed order of products and sums, no atomics.
+//
+// Built for every arch in the default list; the mma code exists only for sm_80 and later (below
+// that the kernels trap, and gpumat never launches them there).
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int THREADS = 256;
+constexpr int WARPS_N = 4;
+constexpr int WM = 64, WN = 32;           // warp tile
+constexpr int MT = WM / 16, NT = WN / 8;  // mma tiles a warp: 4 x 4
+constexpr int AS = BK + 4;                // A row stride in shared memory (floats)
+constexpr int A_FLOATS = BM * AS;
+constexpr int B_FLOATS = BK * BN;
+constexpr int STAGE_FLOATS = A_FLOATS + B_FLOATS;
+constexpr int STAGES = 3;
+constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4;  // 104,448
+constexpr int GROUP_M = 8;
+static_assert(SMEM_BYTES == 104448, "the launch in matmul.py asks for this many bytes");
+
+// Lane-native fragment area of the *_SMEM modes (one k tile, rewritten every k tile): the A quads
+// (m tile mt of 8, k step s, lane) at ((mt*4 + s)*32 + lane)*4, then the B pairs of a warp's 4 n
+// tiles (warp column wn, k step s, half h = n tiles 2h and 2h+1, lane) at (((wn*4 + s)*2 + h)*32
+// + lane)*4: every fragment read is one conflict-free 128-bit load straight into the mma's registers.
+constexpr int FRAG_FLOATS = BM * BK + BK * BN;  // 8192: one part (rounded, or big, or small)
+constexpr int SMEM_BYTES_TF32_SMEM = SMEM_BYTES + FRAG_FLOATS * 4;        // 137,216
+constexpr int SMEM_BYTES_TF32X3_SMEM = SMEM_BYTES + 2 * FRAG_FLOATS * 4;  // 169,984
+constexpr int SMEM_BYTES_TF32_SMEM_2STAGE = 2 * STAGE_FLOATS * 4 + FRAG_FLOATS * 4;  // 102,400
+static_assert(SMEM_BYTES_TF32X3_SMEM == 169984 && SMEM_BYTES_TF32_SMEM == 137216 &&
+              SMEM_BYTES_TF32_SMEM_2STAGE == 102400, "matmul.py asks for these");
+
+enum class Mode { TF32, TF32X3, TF32X3_ONE_ACC, TF32_SMEM, TF32X3_SMEM };
+
+template <Mode M>
+constexpr bool SMEM_MODE = M == Mode::TF32_SMEM || M == Mode::TF32X3_SMEM;
+
+#if __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared; the copy reads `bytes` (0..16) and zero-fills the rest.
+__device__ __forceinline__ void copy16(float* dst, const float* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool ok)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+// Round to TF32 (11 significant bits, to nearest) in three FP32 operations (Veltkamp's split with
+// 2^13 + 1): cheaper than cvt.rna.tf32.f32, which ptxas expands to a compare and a predicated add
+// in place, after which every value needs a move into the mma's register quad. A NaN stays NaN; an
+// infinity, or |x| above ~4e34 (where x * 8193 overflows), becomes NaN, and such outputs are
+// recomputed exactly (see exact_dot).
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+    const float t = __fmul_rn(x, 8193.0f);  // _rn: never contracted into an FMA, which would break the split
+    return __float_as_uint(__fsub_rn(t, __fsub_rn(t, x)));
+}
+
+// x = big + small: big = x rounded to 11 significant bits (ties up, in the integer domain: add half
+// a TF32 unit, clear the 13 low bits), small = x - big (exact), handed to the mma as it is: the
+// tensor cores read only the top 19 bits of a TF32 operand, so small is truncated to 11 bits
+// (error below 2^-23 |x|). A NaN x gives a NaN small; an infinite x, or one that rounds up to
+// infinity, gives big = inf and small = NaN or -inf: every non-finite input ends in a non-finite
+// output, which is recomputed exactly (see exact_dot).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small)
+{
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
+}
+
+// d += a (16x8, row) * b (8x8, col), TF32 inputs, FP32 accumulation.
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d = a * b (a zero accumulator in).
+__device__ __forceinline__ void mma_first(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// B tile element (k, n) lives at Bs[k * BN + swizzled n]: the 16-byte chunk n / 4 XOR 2 * ((k / 8) % 4).
+__device__ __forceinline__ int b_offset(int k, int chunk)
+{
+    return k * BN + ((chunk ^ (((k >> 3) & 3) << 1)) << 2);
+}
+
+// The copies of one k tile. Thread tid copies A chunk (row tid/8 + 32 i, k 4 (tid%8)) and
+// B chunk (k tid/32 + 8 i, columns 4 (tid%32)), i = 0..3.
+struct Loader {
+    const float* a;    // A at this thread's first row, its k chunk, in the next k tile
+    const float* b;    // B at this thread's first k row and its column chunk, in the next k tile
+    long long lda;     // row stride of A
+    long long ldb;     // row stride of B
+    int a_rows;        // rows of A from this thread's first row to M
+    int b_cols;        // columns of B from this thread's first column to N
+
+    template <bool VEC, bool GUARD>
+    __device__ __forceinline__ void fetch(float* As, float* Bs, int kvalid)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid & 7, kb = tid >> 5, cb = tid & 31;
+        const int a_kleft = kvalid - 4 * ca;  // valid k in this thread's A chunk (may be <= 0 or > 4)
+        float* adst = As + (tid >> 3) * AS + 4 * ca;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float* src = a + i * 32 * lda;
+            float* dst = adst + i * 32 * AS;
+            const bool row_ok = !GUARD || 32 * i < a_rows;
+            if (VEC) {
+                const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, a_kleft)) : 0);
+                copy16(dst, src, 4 * n);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    copy4(dst + e, src + e, !GUARD || (row_ok && e < a_kleft));
+            }
+        }
+        a += BK;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = kb + 8 * i;
+            const float* src = b + i * 8 * ldb;
+            float* dst = Bs + b_offset(k, cb);
+            const bool row_ok = !GUARD || k < kvalid;
+            if (VEC) {
+                const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, b_cols)) : 0);
+                copy16(dst, src, 4 * n);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    copy4(dst + e, src + e, !GUARD || (row_ok && e < b_cols));
+            }
+        }
+        b += 32 * ldb;
+    }
+};
+
+template <Mode MODE>
+struct Accumulators {
+    static constexpr bool TWO = MODE == Mode::TF32X3 || MODE == Mode::TF32X3_SMEM;
+    float main[MT][NT][4];                        // FP32 sums (TF32X3: added to once a k tile)
+    float tile[TWO ? MT : 1][TWO ? NT : 1][4];    // TF32X3: this k tile's sum, in the tensor cores
+};
+
+// One k tile: 4 k steps of MT x NT mma tiles (x3 for the split modes).
+template <Mode MODE>
+__device__ __forceinline__ void multiply_tile(const float* __restrict__ As, const float* __restrict__ Bs,
+                                              int a_row, int b_chunk, int g, int t, Accumulators<MODE>& acc)
+{
+    if constexpr (MODE == Mode::TF32) {
+        // B for two k steps first, then A one mma row at a time (fewer live registers than the split
+        // modes' order below; ptxas still wants 166, so this kernel also runs one block an SM).
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            uint32_t bf[2][NT][2];
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2) {
+                const int k = 8 * t + 4 * half + 2 * s2;
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) bf[s2][j][r] = to_tf32(bx[j][r]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const float4 lo = *reinterpret_cast<const float4*>(As + (a_row + 16 * i) * AS + 8 * t + 4 * half);
+                const float4 hi = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8) * AS + 8 * t + 4 * half);
+                const uint32_t af[2][4] = {{to_tf32(lo.x), to_tf32(hi.x), to_tf32(lo.y), to_tf32(hi.y)},
+                                           {to_tf32(lo.z), to_tf32(hi.z), to_tf32(lo.w), to_tf32(hi.w)}};
+#pragma unroll
+                for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) mma(acc.main[i][j], af[s2], bf[s2][j]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // k steps 2*half and 2*half + 1 share the A float4
+            float4 ar[MT][2];
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    ar[i][h] = *reinterpret_cast<const float4*>(As + (a_row + 16 * i + 8 * h) * AS + 8 * t + 4 * half);
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2) {
+                const int k = 8 * t + 4 * half + 2 * s2;  // this thread's k for mma index t; k + 1 for t + 4
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
+                float ax[MT][4];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+                    ax[i][0] = s2 ? ar[i][0].z : ar[i][0].x;
+                    ax[i][1] = s2 ? ar[i][1].z : ar[i][1].x;
+                    ax[i][2] = s2 ? ar[i][0].w : ar[i][0].y;
+                    ax[i][3] = s2 ? ar[i][1].w : ar[i][1].y;
+                }
+                {
+                    uint32_t ab[MT][4], as[MT][4], bb[NT][2], bs[NT][2];
+#pragma unroll
+                    for (int i = 0; i < MT; ++i)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) split_tf32(ax[i][r], ab[i][r], as[i][r]);
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) split_tf32(bx[j][r], bb[j][r], bs[j][r]);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i)
+#pragma unroll
+                        for (int j = 0; j < NT; ++j) {
+                            if constexpr (MODE == Mode::TF32X3) {
+                                if (half == 0 && s2 == 0) mma_first(acc.tile[i][j], as[i], bb[j]);
+                                else mma(acc.tile[i][j], as[i], bb[j]);
+                                mma(acc.tile[i][j], ab[i], bs[j]);
+                                mma(acc.tile[i][j], ab[i], bb[j]);
+                            } else {
+                                mma(acc.main[i][j], as[i], bb[j]);
+                                mma(acc.main[i][j], ab[i], bs[j]);
+                                mma(acc.main[i][j], ab[i], bb[j]);
+                            }
+                        }
+                }
+            }
+        }
+    }  // split modes
+    if constexpr (MODE == Mode::TF32X3) {
+        // The tensor cores truncate as they accumulate; summing k tiles here, rounding to nearest,
+        // keeps that truncation to the 12 products of one k tile.
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc.main[i][j][r] += acc.tile[i][j][r];
+    }
+}
+
+// One element of C in plain FP32 (fused multiply-adds in k order), for the rare outputs that come out
+// of the tensor cores non-finite: the splits above turn infinite inputs into NaN, and this restores
+// exactly what FP32 gives (an infinity, a NaN, or a finite value near the overflow threshold).
+__device__ __noinline__ float exact_dot(const float* a_row, const float* b_col, long long ldb, int k_begin, int k_end)
+{
+    float sum = 0.0f;
+    for (int k = k_begin; k < k_end; ++k) sum = fmaf(a_row[k], b_col[(long long)k * ldb], sum);
+    return sum;
+}
+
+// The *_SMEM modes: once a k tile has landed, the block rounds (TF32_SMEM) or splits (TF32X3_SMEM)
+// every element once, writing the lane-native fragment area (big at F, small at F + FRAG_FLOATS).
+// The register-split modes above redo that work in each of the 4 (A) or 2 (B) warps that read an
+// element, and need register moves to assemble the mma operands.
+template <Mode MODE>
+__device__ __forceinline__ void fill_fragments(const float* __restrict__ As, const float* __restrict__ Bs, float* F)
+{
+    constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // A: 1024 quads {(g, k), (g + 8, k), (g, k + 1), (g + 8, k + 1)}
+        const int item = tid + THREADS * q;
+        const int lane = item & 31, st = (item >> 5) & 3, mt = item >> 7;
+        const int k = 8 * (lane & 3) + 2 * st, row = 16 * mt + (lane >> 2);
+        const float2 lo = *reinterpret_cast<const float2*>(As + row * AS + k);
+        const float2 hi = *reinterpret_cast<const float2*>(As + (row + 8) * AS + k);
+        const float v[4] = {lo.x, hi.x, lo.y, hi.y};
+        uint4 big, small;
+        if constexpr (X3) {
+            split_tf32(v[0], big.x, small.x); split_tf32(v[1], big.y, small.y);
+            split_tf32(v[2], big.z, small.z); split_tf32(v[3], big.w, small.w);
+            *reinterpret_cast<uint4*>(F + FRAG_FLOATS + 4 * item) = small;
+        } else {
+            big = make_uint4(to_tf32(v[0]), to_tf32(v[1]), to_tf32(v[2]), to_tf32(v[3]));
+        }
+        *reinterpret_cast<uint4*>(F + 4 * item) = big;
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {  // B: 512 items, each the pairs {(k, n), (k + 1, n)} of 4 n tiles
+        const int item = tid + THREADS * q;
+        const int lane = item & 31, st = (item >> 5) & 3, wn = item >> 7;
+        const int k = 8 * (lane & 3) + 2 * st, chunk = wn * (WN / 4) + (lane >> 2);
+        const float4 r0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, chunk));
+        const float4 r1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, chunk));
+        const float v[2][4] = {{r0.x, r1.x, r0.y, r1.y}, {r0.z, r1.z, r0.w, r1.w}};
+        float* dst = F + BM * BK + (item >> 5) * 256 + 4 * lane;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            uint4 big, small;
+            if constexpr (X3) {
+                split_tf32(v[h][0], big.x, small.x); split_tf32(v[h][1], big.y, small.y);
+                split_tf32(v[h][2], big.z, small.z); split_tf32(v[h][3], big.w, small.w);
+                *reinterpret_cast<uint4*>(dst + FRAG_FLOATS + 128 * h) = small;
+            } else {
+                big = make_uint4(to_tf32(v[h][0]), to_tf32(v[h][1]), to_tf32(v[h][2]), to_tf32(v[h][3]));
+            }
+            *reinterpret_cast<uint4*>(dst + 128 * h) = big;
+        }
+    }
+}
+
+template <Mode MODE>
+__device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, int wm, int wn, int lane,
+                                                   Accumulators<MODE>& acc)
+{
+    constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    const float* fa = F + (wm * MT * 4 * 32 + lane) * 4;         // + ((i*4 + s)*32)*4
+    const float* fb = F + BM * BK + wn * 4 * 256 + 4 * lane;      // + s*256 + h*128
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+        uint32_t bb[NT][2], bs[NT][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint4 vb = *reinterpret_cast<const uint4*>(fb + st * 256 + 128 * h);
+            bb[2 * h][0] = vb.x; bb[2 * h][1] = vb.y; bb[2 * h + 1][0] = vb.z; bb[2 * h + 1][1] = vb.w;
+            if constexpr (X3) {
+                const uint4 vs = *reinterpret_cast<const uint4*>(fb + FRAG_FLOATS + st * 256 + 128 * h);
+                bs[2 * h][0] = vs.x; bs[2 * h][1] = vs.y; bs[2 * h + 1][0] = vs.z; bs[2 * h + 1][1] = vs.w;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const uint4 qa = *reinterpret_cast<const uint4*>(fa + (i * 4 + st) * 128);
+            const uint32_t ab[4] = {qa.x, qa.y, qa.z, qa.w};
+            if constexpr (X3) {
+                const uint4 qs = *reinterpret_cast<const uint4*>(fa + FRAG_FLOATS + (i * 4 + st) * 128);
+                const uint32_t as[4] = {qs.x, qs.y, qs.z, qs.w};
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    if (st == 0) mma_first(acc.tile[i][j], as, bb[j]);
+                    else mma(acc.tile[i][j], as, bb[j]);
+                    mma(acc.tile[i][j], ab, bs[j]);
+                    mma(acc.tile[i][j], ab, bb[j]);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma(acc.main[i][j], ab, bb[j]);
+            }
+        }
+    }
+    if constexpr (X3) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc.main[i][j][r] += acc.tile[i][j][r];
+    }
+}
+
+template <Mode MODE, bool VEC, int S>
+__device__ __forceinline__ void gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                                     int M, int N, long long lda, long long ldb, long long ldc,
+                                     int k_begin, int k_end, bool vec_c, float* smem)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int g = lane >> 2, t = lane & 3;
+    const int a_row = wm * WM + g;           // fragment rows a_row + 16 i + {0, 8}
+    const int b_chunk = wn * (WN / 4) + g;   // the 16-byte chunk of B this thread reads
+    const int kspan = k_end - k_begin;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = gridDim.x;
+
+    for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
+        int tm = tm_raw, tn = blockIdx.x;
+        if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
+            const int id = tm_raw * tiles_n + tn;
+            const int per_group = GROUP_M * tiles_n;
+            const int first = id / per_group * GROUP_M;
+            const int rows = min(tiles_m - first, GROUP_M);
+            tm = first + (id % per_group) % rows;
+            tn = (id % per_group) / rows;
+        }
+        const int row0 = tm * BM, col0 = tn * BN;
+
+        Loader ld;
+        ld.a = A + (long long)(row0 + (tid >> 3)) * lda + k_begin + 4 * (tid & 7);
+        ld.b = B + (long long)(k_begin + (tid >> 5)) * ldb + col0 + 4 * (tid & 31);
+        ld.lda = lda;
+        ld.ldb = ldb;
+        ld.a_rows = M - (row0 + (tid >> 3));
+        ld.b_cols = N - (col0 + 4 * (tid & 31));
+        const bool inside = row0 + BM <= M && col0 + BN <= N;
+        const bool warp_live = row0 + wm * WM < M && col0 + wn * WN < N;
+
+        Accumulators<MODE> acc;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    acc.main[i][j][r] = 0.0f;
+                    if constexpr (Accumulators<MODE>::TWO) acc.tile[i][j][r] = 0.0f;
+                }
+
+        // Tile t goes to stage t % S; every thread commits one group per tile slot (empty past
+        // the end), so "all but S - 2 groups done" always means "tile t has landed".
+        int kleft = kspan, stage = 0;
+        auto fetch_next = [&]() {
+            float* st = smem + stage * STAGE_FLOATS;
+            if (kleft >= BK && inside) ld.template fetch<VEC, false>(st, st + A_FLOATS, BK);
+            else if (kleft > 0) ld.template fetch<VEC, true>(st, st + A_FLOATS, kleft);
+            copy_commit();
+            kleft -= BK;
+            stage = stage == S - 1 ? 0 : stage + 1;
+        };
+#pragma unroll 1
+        for (int s = 0; s < S - 1; ++s) fetch_next();
+        while (kleft > -(S - 1) * BK) {
+            copy_wait<S - 2>();
+            __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
+            fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
+            const float* st = smem + stage * STAGE_FLOATS;
+            if constexpr (SMEM_MODE<MODE>) {
+                float* frag = smem + S * STAGE_FLOATS;
+                fill_fragments<MODE>(st, st + A_FLOATS, frag);  // (the barrier above: tile t - 1's fragments are read)
+                __syncthreads();
+                if (warp_live) multiply_fragments<MODE>(frag, wm, wn, lane, acc);
+            } else {
+                if (warp_live) multiply_tile<MODE>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
+            }
+        }
+        copy_wait<0>();
+        __syncthreads();  // the next row tile's first copies may overwrite a stage just read
+
+        // Thread's outputs: rows row0 + a_row + 16 i + 8 h, columns col0 + wn*WN + 8t .. + 7.
+        const int cols_left = N - (col0 + wn * WN + 8 * t);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + a_row + 16 * i + 8 * h;
+                if (r >= M) continue;
+                float v[8];
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        v[4 * c + j] = acc.main[i][j][2 * h + c];  // mma column 2t + c of n tile j is column 8t + 4c + j
+                    }
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (!isfinite(v[e]) && e < cols_left)
+                        v[e] = exact_dot(A + (long long)r * lda, B + col0 + wn * WN + 8 * t + e, ldb, k_begin, k_end);
+                float* crow = C + (long long)r * ldc + col0 + wn * WN + 8 * t;
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (vec_c && 4 * q + 3 < cols_left) {
+                        *reinterpret_cast<float4*>(crow + 4 * q) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            if (4 * q + e < cols_left) crow[4 * q + e] = v[4 * q + e];
+                    }
+                }
+            }
+    }
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+template <Mode MODE, int S = STAGES>
+__device__ __forceinline__ void entry(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) float smem[];
+    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    float* const Cz = C + (long long)blockIdx.z * M * ldc;
+    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
+                     (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
+    if (vec) gemm<MODE, true, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    else gemm<MODE, false, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+#else
+    __trap();  // no TF32 tensor cores before sm_80: gpumat runs its FP32 kernels there instead
+#endif
+}
+
+}  // namespace
+
+// One TF32 pass (operands rounded to TF32, FP32 accumulation): ~1e-3 relative error
+// against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
+// 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
+// registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 3xTF32 (FP32-level accuracy): big*big + big*small + small*big of each k tile summed in the tensor
+// cores, the per-tile sums added up in FP32. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
+// 64 x 32, 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (two
+// accumulator sets: ~230 registers).
+// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
+// published scheme, kept to measure what the per-tile FP32 sums buys and costs.
+// Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_oneacc_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3_ONE_ACC>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The same two modes with the rounding / split done once per element into shared memory (see
+// fill_fragments), two barriers a k tile. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
+// 64 x 32, one block per SM, 3 cp.async stages plus the fragment area: 137,216 bytes (tf32) and
+// 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_splitsmem_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_splitsmem_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32X3_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// tf32_splitsmem with 2 cp.async stages (102,400 bytes of dynamic shared memory) and at most 128
+// registers, so that two blocks share an SM (16 warps to hide latency instead of 8). Block (256,1,1),
+// grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(THREADS, 2) matmul_tf32_splitsmem_2stage_128x128_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Mode::TF32_SMEM, 2>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}

@@ -1,0 +1,60 @@
+"""Which arithmetic a float32 matmul may use: exact FP32 (the default), or the tensor cores' TF32.
+
+    "float32"  exact FP32 on the FP32 pipes (the SGEMM kernels): the default, never replaced silently.
+    "tf32x3"   FP32-level accuracy on the tensor cores: each operand split into two TF32 halves,
+               three TF32 products (big*big + big*small + small*big), the corrections summed apart.
+    "tf32"     one TF32 pass on the tensor cores: operands rounded to 10 mantissa bits, about 1e-3
+               relative error (against || |A| |B| ||), fastest.
+
+The mode is chosen per call (`gm.matmul(a, b, precision="tf32x3")`), or for a block of code in this
+thread (`with gm.matmul_precision("tf32"): ...`), or for the process (`gm.set_matmul_precision(...)`);
+a call's own argument wins over a scope, a scope over the process default. On GPUs without TF32
+tensor cores (compute capability below 8.0) the tensor-core modes run the exact FP32 kernels.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+MATMUL_PRECISIONS = ("float32", "tf32x3", "tf32")
+TENSOR_CORE_MODES = ("tf32x3", "tf32")
+
+_process_default = "float32"
+_scoped = threading.local()  # .stack: the modes of this thread's open `matmul_precision` blocks
+
+
+def check_precision(mode) -> str:
+    if not isinstance(mode, str) or mode not in MATMUL_PRECISIONS:
+        raise ValueError(f"unknown matmul precision {mode!r}; choose one of {', '.join(MATMUL_PRECISIONS)}")
+    return mode
+
+
+def set_matmul_precision(mode: str) -> None:
+    """Set the process-wide default precision of float32 matmuls ("float32", "tf32x3" or "tf32")."""
+    global _process_default
+    _process_default = check_precision(mode)
+
+
+def get_matmul_precision() -> str:
+    """The precision a matmul called here without `precision=` uses: the innermost open
+    `matmul_precision` block of this thread, else the process default."""
+    stack = getattr(_scoped, "stack", None)
+    return stack[-1] if stack else _process_default
+
+
+@contextmanager
+def matmul_precision(mode: str):
+    """`with gm.matmul_precision("tf32x3"): ...`: the default precision inside the block, in this
+    thread only; restored on exit, also when the block raises."""
+    check_precision(mode)
+    stack = _scoped.__dict__.setdefault("stack", [])
+    stack.append(mode)
+    try:
+        yield mode
+    finally:
+        stack.pop()
+
+
+def resolve(precision) -> str:
+    """A call's `precision=` argument: None means the current default."""
+    return get_matmul_precision() if precision is None else check_precision(precision)

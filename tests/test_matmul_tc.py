@@ -1,0 +1,285 @@
+"""matmul on the tensor cores (precision "tf32x3" and "tf32"): accuracy against float64, views,
+split-K, determinism, and the precision setting itself (the argument checks run without a GPU).
+
+Error bounds, as ||C - A B||_F / || |A| |B| ||_F (the scale that rounding the operands is bounded by):
+  * tf32: each operand rounded to 11 significant bits (u = 2^-11), so each product is off by at most
+    2u + u^2 of |a||b|; plus the FP32 accumulation, K * 2^-23 at worst. About 1e-3, whatever K.
+  * tf32x3: big + small keeps ~22 bits of each operand and only small * small (~2^-22) is dropped,
+    so the error is that of the FP32 accumulation: the exact kernels' bound, 1e-5 here. Against the
+    exact kernels themselves: within 2x of their relative error for K >= 256 (uniform inputs).
+"""
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import _geometry
+from gpumat.matmul import TC_ALGORITHMS, TC_VARIANTS, matmul_mode, tc_algorithm, tc_plan
+from support import dims, fake_matrix, poisoned, random, rel_error, strided_view
+
+TC = list(TC_ALGORITHMS)  # every tensor-core kernel by name
+TF32X3_TOL = 1e-5
+
+
+def product_error(got, a, b) -> float:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
+    return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
+
+
+def tolerance(algorithm: str, k: int) -> float:
+    if TC_ALGORITHMS[algorithm] == "tf32":
+        return 2.0**-10 + 2.0**-22 + k * 2.0**-23
+    return TF32X3_TOL
+
+
+# ---- without a GPU: the precision setting and its argument checks ----
+
+@pytest.mark.parametrize("bad", ["fp32", "TF32", "highest", "", None, 3, "tf32x2"])
+def test_bad_precision_names_are_rejected(bad):
+    if bad is None:
+        return  # None is valid: the default
+    with pytest.raises(ValueError, match="unknown matmul precision"):
+        gm.matmul(fake_matrix(2, 3), fake_matrix(3, 2, ptr=0x7F0010000000), precision=bad)
+    with pytest.raises(ValueError, match="unknown matmul precision"):
+        gm.set_matmul_precision(bad)
+    with pytest.raises(ValueError, match="unknown matmul precision"):
+        with gm.matmul_precision(bad):
+            pass
+    assert gm.get_matmul_precision() == "float32"
+
+
+def test_a_precision_contradicting_the_named_kernel_is_rejected():
+    a, b = fake_matrix(2, 3), fake_matrix(3, 2, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="computes at precision"):
+        gm.matmul(a, b, algorithm="sgemm128x128", precision="tf32")
+    with pytest.raises(ValueError, match="computes at precision"):
+        gm.matmul(a, b, algorithm="tf32_128x128", precision="float32")
+    with pytest.raises(ValueError, match="unknown matmul algorithm"):
+        gm.matmul(a, b, algorithm="tf32_64x64")
+
+
+def test_mode_resolution():
+    assert matmul_mode("auto", None) == "float32"
+    assert matmul_mode("auto", "tf32") == "tf32"
+    assert matmul_mode("tiled16", None) == "float32"
+    assert matmul_mode("tf32x3_128x128", None) == matmul_mode("tf32x3_128x128", "tf32x3") == "tf32x3"
+    with gm.matmul_precision("tf32x3"):
+        assert matmul_mode("auto", None) == "tf32x3"
+        assert matmul_mode("auto", "float32") == "float32"   # the call's own argument wins
+        assert matmul_mode("sgemm64x64", None) == "float32"  # a named kernel keeps its precision
+    assert matmul_mode("auto", None) == "float32"
+
+
+def test_defaults_nest_restore_and_stay_in_their_thread():
+    assert gm.get_matmul_precision() == "float32"
+    try:
+        gm.set_matmul_precision("tf32")
+        assert gm.get_matmul_precision() == "tf32"
+        seen = []
+        with gm.matmul_precision("tf32x3"):
+            with gm.matmul_precision("float32"):
+                assert gm.get_matmul_precision() == "float32"
+            assert gm.get_matmul_precision() == "tf32x3"
+            worker = threading.Thread(target=lambda: seen.append(gm.get_matmul_precision()))
+            worker.start()
+            worker.join()
+        assert seen == ["tf32"]  # another thread sees the process default, not this thread's block
+        with pytest.raises(RuntimeError):
+            with gm.matmul_precision("tf32x3"):
+                raise RuntimeError
+        assert gm.get_matmul_precision() == "tf32"
+    finally:
+        gm.set_matmul_precision("float32")
+
+
+def test_tensor_cores_need_sm80_and_the_shared_memory():
+    h100, a100, rtx = 227 * 1024, 163 * 1024, 99 * 1024
+    for mode in ("tf32x3", "tf32"):
+        assert tc_algorithm(mode, "auto", 75, h100) is None  # Turing: the exact kernels run
+        assert tc_algorithm(mode, "auto", 86, rtx) is None   # consumer Ampere/Ada: not enough shared memory
+        assert tc_algorithm(mode, "auto", 90, h100) == next(iter(TC_VARIANTS[mode]))
+        for shape in [(4096, 4096, 4096), (4097, 4097, 4097), (1, 1, 1)]:
+            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=False) == next(iter(TC_VARIANTS[mode]))
+            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=True) in TC_VARIANTS[mode]
+        for name, v in TC_VARIANTS[mode].items():
+            assert tc_algorithm(mode, name, 80, a100) == (name if v.smem <= a100 else None)
+        assert tc_algorithm(mode, "auto", 80, a100) is not None
+
+
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
+def test_tc_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
+    for name in TC:
+        p = tc_plan(m, n, k, 132, name)
+        assert p.algorithm == name
+        if p.splits == 1:
+            assert p.k_chunk == k
+        else:
+            assert p.k_chunk % 32 == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = TC_VARIANTS[TC_ALGORITHMS[name]][name].grid(m, n, p.splits)
+        assert gz == p.splits and gx <= _geometry.MAX_GRID_X and gy <= _geometry.MAX_GRID_YZ
+
+
+# ---- on the GPU ----
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+@given(m=dims(), n=dims(), k=dims())
+def test_matches_float64_reference(algorithm, m, n, k):
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        gm.matmul(A, B, out=C, algorithm=algorithm)
+        assert product_error(C.to_numpy(), a, b) < tolerance(algorithm, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["tf32x3", "tf32"])
+@given(m=dims(), n=dims(), k=dims())
+def test_auto_in_each_mode_matches_float64_reference(mode, m, n, k):
+    a, b = random((m, k)), random((k, n))
+    name = next(iter(TC_VARIANTS[mode]))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        gm.matmul(A, B, out=C, precision=mode)
+        assert product_error(C.to_numpy(), a, b) < tolerance(name, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+@given(m=st.integers(1, 200), n=st.integers(1, 200), k=st.integers(1, 200), pads=st.tuples(*[st.integers(0, 5)] * 6))
+def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
+    a, b = random((m, k)), random((k, n))
+    pa, A = strided_view(a, pads[0], pads[1])
+    pb, B = strided_view(b, pads[2], pads[3])
+    pc, C = strided_view(np.full((m, n), np.nan, np.float32), pads[4], pads[5])
+    around = pc.to_numpy()
+    gm.matmul(A, B, out=C, algorithm=algorithm)
+    got = pc.to_numpy()
+    assert product_error(got[:, pads[4]:pads[4] + n], a, b) < tolerance(algorithm, k)
+    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
+    for x in (pa, pb, pc):
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+@given(m=dims(300), n=dims(300), k=dims(300), quads=st.tuples(*[st.integers(0, 2)] * 3))
+def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k, quads):
+    """Strides padded to multiples of 4 floats and 16-byte aligned starts: the 16-byte copy path,
+    with partial chunks wherever K or N is not a multiple of 4."""
+    a, b = random((m, k)), random((k, n))
+    views = []
+    for host, q in zip((a, b, np.full((m, n), np.nan, np.float32)), quads):
+        w = host.shape[1]
+        views.append(strided_view(host, 4 * q, (-w) % 4 + 4))
+    (pa, A), (pb, B), (pc, C) = views
+    assert A.stride % 4 == 0 and A.elements % 16 == 0 and B.stride % 4 == 0 and B.elements % 16 == 0
+    gm.matmul(A, B, out=C, algorithm=algorithm)
+    assert product_error(C.to_numpy(), a, b) < tolerance(algorithm, k)
+    for x in (pa, pb, pc):
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+@given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
+       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+def test_split_k_matches_reference_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_chunk):
+    from gpumat.matmul import Plan, run_plan
+    k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks move every split but the first to 4-byte copies
+    splits = max(min(splits, -(-k // k_chunk) + 1), 2)
+    if splits * k_chunk < k:
+        k_chunk = -(-k // splits)
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        run_plan(Plan(algorithm, splits, k_chunk), A, B, C)
+        assert product_error(C.to_numpy(), a, b) < tolerance(algorithm, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+def test_bitwise_deterministic_with_and_without_split_k(algorithm):
+    for m, n, k in [(256, 256, 16384), (1000, 1100, 900)]:
+        a, b = random((m, k)), random((k, n))
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+            first = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+            for _ in range(3):
+                np.testing.assert_array_equal(gm.matmul(A, B, algorithm=algorithm).to_numpy(), first)
+            assert product_error(first, a, b) < tolerance(algorithm, k)
+    assert tc_plan(256, 256, 16384, gm.device().sm_count, algorithm).splits > 1
+
+
+@pytest.mark.gpu
+def test_the_default_routes_calls_and_the_operator():
+    a, b = random((300, 500)), random((500, 200))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        exact = (A @ B).to_numpy()
+        tf32 = gm.matmul(A, B, precision="tf32").to_numpy()
+        assert not np.array_equal(exact, tf32)
+        with gm.matmul_precision("tf32"):
+            np.testing.assert_array_equal((A @ B).to_numpy(), tf32)
+            np.testing.assert_array_equal(gm.matmul(A, B, precision="float32").to_numpy(), exact)
+        np.testing.assert_array_equal((A @ B).to_numpy(), exact)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", [name for name in TC_VARIANTS["tf32x3"] if "oneacc" not in name])
+@pytest.mark.parametrize("k", [256, 1024, 4096, 16384])
+def test_tf32x3_is_within_twice_the_exact_kernels_error(algorithm, k):
+    """(The one-accumulator variant, the published scheme, is not: 1.8e-6 against 2e-7 at K = 256.)"""
+    a, b = random((256, k)), random((k, 256))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        exact = rel_error(gm.matmul(A, B, precision="float32").to_numpy(), ref)
+        tf32x3 = rel_error(gm.matmul(A, B, algorithm=algorithm).to_numpy(), ref)
+        tf32 = rel_error(gm.matmul(A, B, precision="tf32").to_numpy(), ref)
+    assert tf32x3 <= 2 * exact, (k, tf32x3, exact)
+    assert tf32 > 10 * tf32x3  # the one-pass mode really is the coarse one
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+def test_nan_and_inf_propagate_like_numpy(algorithm):
+    a, b = random((37, 19)), random((19, 41))
+    a[3, 5], b[7, 11], a[20, 0] = np.nan, np.inf, -np.inf
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+    with np.errstate(invalid="ignore"):
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    finite = np.isfinite(ref)
+    assert rel_error(got[finite], ref[finite]) < 2e-3
+
+
+@pytest.mark.gpu
+def test_many_row_tiles_walk_the_grid_stride_loop():
+    m, n, k = 65535 * 128 + 77, 5, 3
+    a, b = random((m, k)), random((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
+        gm.matmul(A, B, out=C, precision="tf32x3")
+        assert product_error(C.to_numpy(), a, b) < TF32X3_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", TC)
+def test_canonical_nan_and_values_near_float32_max(algorithm):
+    """0x7fffffff (the NaN CUDA itself makes) and FLT_MAX, which rounds up to infinity in TF32: the
+    results are what FP32 gives (NaN rows stay NaN, finite products near the top stay finite)."""
+    a, b = random((40, 70)), random((70, 50))
+    a.view(np.uint32)[5, 3] = 0x7FFFFFFF
+    a.view(np.uint32)[9, 3] = 0xFFFFFFFF
+    a[17, :] = 0
+    a[17, 8] = np.finfo(np.float32).max
+    b[8, :] = np.abs(b[8, :]) * 0.5
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.isnan(got[5]).all() and np.isnan(got[9]).all()
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref))
+    rows = [r for r in range(40) if r not in (5, 9, 17)]
+    assert product_error(got[rows], a[rows], b) < tolerance(algorithm, 70)
+    np.testing.assert_allclose(got[17], ref[17], rtol=1e-6)
