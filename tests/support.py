@@ -34,14 +34,15 @@ def product_error(got, a, b) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
 
 
-def poisoned(height: int, width: int) -> Matrix:
-    m = Matrix.empty(height, width)
+def poisoned(height: int, width: int, dtype=np.float32) -> Matrix:
+    m = Matrix.empty(height, width, dtype=dtype)
     poison(m)
     return m
 
 
 def poison(m: Matrix) -> None:
-    _memory.fill_2d(m.elements, m.stride * 4, NAN_BITS, m.width, m.height)
+    """NaN in every element, whatever the dtype (0x7FF8 repeated is a NaN in all four)."""
+    _memory.fill_bytes_2d(m.elements, m.stride * m.itemsize, 0x7FF8, m.width * m.itemsize, m.height)
 
 
 def strided_view(host: np.ndarray, pad_left: int = 1, pad_right: int = 2):
@@ -82,8 +83,11 @@ class FakeBuffer:
         raise AssertionError("a CPU test reached the point of using device memory")
 
 
-def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000) -> Matrix:
-    return Matrix._wrap(FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False)
+def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000,
+                dtype=np.float32) -> Matrix:
+    from gpumat import _dtypes
+    return Matrix._wrap(FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False,
+                        dtype=_dtypes.as_dtype(dtype))
 
 
 def dims(max_value: int = 300, tiles=(16, 32, 64, 128)):

@@ -35,7 +35,7 @@ import cuda_compiler  # noqa: E402
 LOCAL_ENV = ROOT / ".venv"
 SRC = ROOT / "src"
 # what each requirement set must make importable (checked before anything is installed)
-MODULES = {"deps": ["numpy", "cuda.bindings.driver"], "test": ["pytest", "hypothesis"], "plot": ["matplotlib"]}
+MODULES = {"deps": ["numpy", "cuda.bindings.driver"], "test": ["pytest", "hypothesis", "scipy", "ml_dtypes"], "plot": ["matplotlib"]}
 
 
 def say(line: str) -> None:

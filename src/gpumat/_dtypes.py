@@ -26,9 +26,10 @@ EXACT_INT = 2**53
 
 
 def is_bfloat16(dt: np.dtype) -> bool:
-    if ML_BFLOAT16 is not None and dt == ML_BFLOAT16:
+    """ml_dtypes' bfloat16, or gpumat's tagged stand-in (never a plain uint16)."""
+    if dt.metadata and dt.metadata.get("gpumat") == "bfloat16":
         return True
-    return bool(dt.metadata and dt.metadata.get("gpumat") == "bfloat16")
+    return dt.kind == "V" and dt.name == "bfloat16"
 
 
 def suffix(dt: np.dtype) -> str:

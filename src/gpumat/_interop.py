@@ -23,23 +23,19 @@ from cuda.bindings import driver
 
 from . import _memory
 from ._driver import CAI_LEGACY, LEGACY_STREAM, Device, device, stream_handle
-from .matrix import FLOAT32, Matrix
+from .matrix import Matrix
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
 FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
 DLPACK_VERSION = (1, 0)
 
-try:
-    import ml_dtypes as _ml_dtypes
-    BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
-except ImportError:  # bfloat16 is optional on the host side
-    BFLOAT16 = None
+from ._dtypes import BFLOAT16, as_dtype, is_bfloat16
 
 
 # dtype <-> (DLPack code, bits) and CAI typestr ------------------------------------------------------
 def dlpack_dtype(dtype: np.dtype) -> tuple[int, int]:
-    if BFLOAT16 is not None and dtype == BFLOAT16:
+    if is_bfloat16(dtype):
         return KDL_BFLOAT, 16
     if dtype.kind == "f":
         return KDL_FLOAT, dtype.itemsize * 8
@@ -52,24 +48,23 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
     if code == KDL_FLOAT and bits in (16, 32, 64):
         return np.dtype(f"float{bits}")
     if code == KDL_BFLOAT and bits == 16:
-        if BFLOAT16 is None:
-            raise TypeError("bfloat16 arrays need the ml_dtypes package on the host (pip install ml_dtypes)")
         return BFLOAT16
     names = {KDL_INT: "int", KDL_UINT: "uint", KDL_FLOAT: "float", KDL_BFLOAT: "bfloat"}
     raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
 
 
 def typestr(dtype: np.dtype) -> str:
-    if BFLOAT16 is not None and dtype == BFLOAT16:
-        return "<V2"  # the CUDA array interface has no bfloat16 code; CuPy and Numba use this too
+    if is_bfloat16(dtype):
+        return "<V2"  # the CUDA array interface has no bfloat16 code: two raw bytes (as CuPy and Numba)
     return dtype.str
 
 
 def supported(dtype: np.dtype) -> np.dtype:
-    if dtype != FLOAT32:
-        raise TypeError(f"gpumat matrices hold float32 today; the array is {dtype} (convert it first, "
-                        f"or import with copy=True after converting on the producer's side)")
-    return dtype
+    try:
+        return as_dtype(dtype)
+    except TypeError:
+        raise TypeError(f"the array is {dtype}, not a gpumat dtype (float32, float64, float16, bfloat16): "
+                        f"convert it on the producer's side first") from None
 
 
 # structures -------------------------------------------------------------------------------------
@@ -254,7 +249,7 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
         raise TypeError(f"{type(obj).__name__} has no __cuda_array_interface__")
     shape = tuple(int(x) for x in cai["shape"])
     dtype = np.dtype(cai["typestr"])
-    if dtype.kind == "V" and dtype.itemsize == 2 and BFLOAT16 is not None:
+    if dtype.kind == "V" and dtype.itemsize == 2:  # two raw bytes: what CAI producers write for bfloat16
         dtype = BFLOAT16
     supported(dtype)
     ptr = int(cai["data"][0] or 0)
