@@ -244,7 +244,7 @@ def test_matmul(v, dt, out_dt, mnk, layout):
 
 
 # ------------------------------------------------------------------------------------------- CSR x dense
-SP = importlib.import_module("gpumat.sparse")
+SP = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
 
 
 def csr(rows, k, max_nnz):
@@ -302,7 +302,7 @@ def test_csr(dt, n, kind):
                                    rows, n, b.ld, c.ld)
         elif kind == "to_dense":
             check(driver.cuMemsetD8(c.base, 0, c.nbytes), "cuMemsetD8")
-            SP.TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr, rows, c.ld)
+            importlib.import_module("gpumat.sparse").TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr, rows, c.ld)
         else:
             if kind.startswith("vector"):
                 lanes = int(kind[6:])

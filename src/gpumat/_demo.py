@@ -81,7 +81,7 @@ def sparse_examples() -> list[bool]:
     ref = dense.astype(np.float64) @ b
     results = []
     print("\nspmm, seed 002: CSR [[1,2,0],[3,0,4],[0,5,6]] @ [[1,2],[3,4],[5,6]]")
-    with gm.CSRMatrix([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], [1, 2, 3, 4, 5, 6], (3, 3)) as S, \
+    with gm.CSRMatrix([0, 2, 4, 6], [0, 1, 0, 2, 1, 2], np.float32([1, 2, 3, 4, 5, 6]), (3, 3)) as S, \
             gm.Matrix.from_numpy(b) as B:
         for name in SPMM_ALGORITHMS:
             with gm.spmm(S, B, algorithm=name) as C:
