@@ -161,7 +161,7 @@ _DESTRUCTOR = CAPSULE_DESTRUCTOR(_capsule_destructor)
 def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy=None):
     """Matrix.__dlpack__: a DLPack capsule over the matrix's memory (a copy only when copy=True)."""
     m.elements
-    dev = m.device
+    dev = m.device.activate()
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, dev.ordinal):
         raise BufferError(f"the matrix lives on CUDA device {dev.ordinal}; cannot export it to {tuple(dl_device)}")
     if stream is not None and stream != -1:
@@ -259,7 +259,7 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
         if any(s % isz for s in strides):
             raise ValueError(f"strides {tuple(strides)} are not multiples of the element size {isz}")
         strides = tuple(int(s) // isz for s in strides)
-    dev = _pointer_device(ptr) if ptr else device()
+    dev = (_pointer_device(ptr) if ptr else device()).activate()
     s = stream_handle(stream, dev)
     producer = cai.get("stream")
     if producer is not None and ptr:
@@ -311,7 +311,7 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
         raise ValueError(f"the array is not on a CUDA device (DLPack device type {dev_type}); "
                          f"use Matrix.from_numpy for host arrays")
-    dev = Device(int(dev_id))
+    dev = Device(int(dev_id)).activate()
     s = stream_handle(stream, dev)
     consumer = CAI_LEGACY if s == LEGACY_STREAM else s
     try:

@@ -417,6 +417,7 @@ class DeviceBuffer:
 
     def _free_now(self) -> None:
         ptr, self.ptr = self.ptr, 0
+        self.device.activate()  # events and frees below belong to this device's context
         if self.others:
             wait_for_streams(self.stream, self.others)
             self.others = None
@@ -547,8 +548,8 @@ def fill_bytes_2d(dst: int, pitch_bytes: int, value16: int, width_bytes: int, he
 class PinnedBlock:
     """Page-locked host memory from cuMemHostAlloc; freed when the last array over it is collected."""
 
-    def __init__(self, nbytes: int):
-        device()  # a context must exist
+    def __init__(self, nbytes: int, dev: Device | None = None):
+        (dev or device()).activate()  # a context must be current (portable memory serves every GPU)
         flags = driver.CU_MEMHOSTALLOC_PORTABLE
         self.ptr = int(check(driver.cuMemHostAlloc(max(nbytes, 1), flags), "cuMemHostAlloc"))
         self.nbytes = nbytes
@@ -610,8 +611,8 @@ class Staging:
 
     def __init__(self, dev: Device):
         from concurrent.futures import ThreadPoolExecutor
-        self.device = dev
-        self.block = PinnedBlock(STAGE_CHUNK * STAGE_BUFFERS)
+        self.device = dev.activate()  # the events belong to this device's context
+        self.block = PinnedBlock(STAGE_CHUNK * STAGE_BUFFERS, dev)
         self.buffers = [self.block.array((STAGE_CHUNK,), np.uint8)[0:0] for _ in range(STAGE_BUFFERS)]
         self.events = [check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)))
                        for _ in range(STAGE_BUFFERS)]

@@ -27,7 +27,8 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
             _memory.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
             done_on(s, m, out)
         return out
-    dst_dev.enable_peer_access(src_dev)
+    dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
+    src_dev.enable_peer_access(dst_dev)
     src_stream = stream_handle(None, src_dev)
     with src_dev.lock:
         src = m.elements

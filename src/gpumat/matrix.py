@@ -165,7 +165,7 @@ class Matrix:
         if _dtypes.is_bfloat16(self._dtype) and _dtypes.ML_BFLOAT16 is None:
             raise TypeError("a bfloat16 matrix comes to numpy as ml_dtypes.bfloat16: pip install ml_dtypes, "
                             "or ask for another dtype with to_numpy(dtype=np.float32)")
-        dev = self.device
+        dev = self.device.activate()
         s = stream_handle(stream, dev)
         if out is None:
             host = np.empty(self.shape, dtype=self._dtype)
