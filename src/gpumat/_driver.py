@@ -270,11 +270,19 @@ class Device:
             return True
         if other is self or not self.can_access_peer(other):
             return False
+        from ._memory import pool
+        other_pool = pool(other)  # before taking this device's lock: never hold two devices' locks at once
         with self.lock:
             self.activate()
             err, = driver.cuCtxEnablePeerAccess(other.context, 0)
             if err and err != CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
                 raise_error(err, "cuCtxEnablePeerAccess")
+            # stream-ordered pool allocations are not covered by context peer access: grant it on the pool
+            desc = driver.CUmemAccessDesc()
+            desc.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            check(driver.cuMemPoolSetAccess(other_pool.handle, [desc], 1), "cuMemPoolSetAccess")
             self._peers.add(other.ordinal)
         return True
 
