@@ -593,8 +593,11 @@ def is_pinned(a: np.ndarray) -> bool:
         base = getattr(base, "base", None)
     if a.nbytes < SMALL_BLOCK:
         return False  # not worth a driver query
-    err, _ = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.ctypes.data)
-    return err == driver.CUresult.CUDA_SUCCESS
+    # the plural query answers "unknown" for plain host memory instead of failing (a failed driver call
+    # would be an API error under compute-sanitizer, and costs more)
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+    err, values = driver.cuPointerGetAttributes(1, [attr], a.ctypes.data)
+    return err == driver.CUresult.CUDA_SUCCESS and int(values[0] or 0) == int(HOST)
 
 
 # staged copies from and into pageable memory ----------------------------------------------------
