@@ -68,6 +68,8 @@ def main(argv=None) -> int:
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
     bench.add_argument("--precision", action="store_true",
                        help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy")
+    bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32",
+                       help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16)")
     bench.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
     try:

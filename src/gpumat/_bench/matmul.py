@@ -69,6 +69,8 @@ def cublas_kernels(cp, fn) -> list[str] | None:
 def run(args) -> dict:
     if getattr(args, "precision", False):
         return run_precision(args)
+    if getattr(args, "dtype", "float32") != "float32":
+        return run_dtype(args)
     cp = cupy()
     quick = getattr(args, "quick", False)
     rng = np.random.default_rng(1)
@@ -236,3 +238,59 @@ def run_precision(args) -> dict:
                "shapes": records, "accuracy": accuracy}
     write_json("matmul-precision", payload)
     return payload
+
+
+DTYPE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (4097, 4097, 4097), (3001, 3011, 2999), (2137, 108, 1055),
+                (256, 256, 65536)]
+
+
+def run_dtype(args) -> dict:
+    """`bench matmul --dtype D`: gpumat's `auto` in float64 / float16 / bfloat16 against cuBLAS in the same
+    dtype (CuPy's matmul; PyTorch's for bfloat16, which CuPy lacks), same inputs, same run."""
+    import gpumat as gm
+    dtype = args.dtype
+    quick = getattr(args, "quick", False)
+    shapes = DTYPE_SHAPES[:3] if quick else DTYPE_SHAPES
+    rng = np.random.default_rng(7)
+    cp = cupy()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rows, records = [], []
+    for m, n, k in shapes:
+        a32, b32 = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        A = gm.Matrix.from_numpy(a32).astype(dtype)
+        B = gm.Matrix.from_numpy(b32).astype(dtype)
+        C = gm.Matrix.empty(m, n, dtype=dtype)
+        flops = 2.0 * m * n * k
+        ours = time_ms(lambda: gm.matmul(A, B, out=C), repeat=10)
+        anchor, anchor_name = None, None
+        if dtype == "bfloat16" and torch is not None:
+            ta, tb = torch.from_dlpack(A), torch.from_dlpack(B)
+            tc = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            anchor = time_ms(lambda: torch.matmul(ta, tb, out=tc), repeat=10)
+            anchor_name = "PyTorch (cuBLAS)"
+        elif cp is not None and dtype != "bfloat16":
+            ca, cb = cp.from_dlpack(A), cp.from_dlpack(B)
+            cc = cp.empty((m, n), dtype=dtype)
+            anchor = time_ms(lambda: cp.matmul(ca, cb, out=cc), repeat=10)
+            anchor_name = "CuPy (cuBLAS)"
+        ref = a32.astype(dtype if dtype != "bfloat16" else np.float32).astype(np.float64) @ \
+            b32.astype(dtype if dtype != "bfloat16" else np.float32).astype(np.float64) if m * n * k <= 2**33 else None
+        err = None
+        if ref is not None and dtype != "bfloat16":
+            got = C.to_numpy().astype(np.float64)
+            err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        record = {"M": m, "N": n, "K": k, "gpumat_ms": ours, "gpumat_tflops": flops / ours / 1e9,
+                  "anchor": anchor_name, "anchor_ms": anchor,
+                  "anchor_tflops": flops / anchor / 1e9 if anchor else None,
+                  "ratio": anchor / ours if anchor else None, "rel_error": err}
+        records.append(record)
+        rows.append([f"{m}x{n}x{k}", record["gpumat_tflops"], record["anchor_tflops"], record["ratio"], err])
+        for x in (A, B, C):
+            x.free()
+    print_table(f"matmul {dtype}: gpumat auto (SIMT kernels) against cuBLAS in {dtype}",
+                ["M x N x K", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"], rows)
+    return write_json(f"matmul-{dtype}", {"dtype": dtype, "timing": "CUDA events, warm-up, median of 10 runs",
+                                          "shapes": records})
