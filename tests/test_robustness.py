@@ -64,10 +64,15 @@ def test_impossible_sizes_raise_gpumats_own_errors(shape):
 def test_finalizers_never_wait_for_a_lock_another_thread_holds():
     """A Matrix collected while another thread holds the device lock: collection must not block."""
     dev = gm.device()
-    for _ in range(50):  # reference cycles: only the cycle collector frees these
-        box = [gm.Matrix.empty(64, 64)]
-        box.append(box)
-    del box
+    gc.collect()
+    gc.disable()  # the collector must run only where the test says (allocations would trigger it)
+    try:
+        for _ in range(50):  # reference cycles: only the cycle collector frees these
+            box = [gm.Matrix.empty(64, 64)]
+            box.append(box)
+        del box
+    finally:
+        gc.enable()
     held, release = threading.Event(), threading.Event()
 
     def holder():
