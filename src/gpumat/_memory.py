@@ -117,7 +117,17 @@ class Pool:
     # allocation ------------------------------------------------------------------------------
     def alloc(self, nbytes: int, stream: int) -> int:
         """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock."""
-        if self.pending:
+        pending = self.pending
+        if pending:
+            # the common case on the launch path: the last result, dropped and collected, has just the
+            # size and stream wanted; take it over directly (it is still counted as used)
+            head = pending[0]
+            if head[1] == nbytes and head[2] == stream and head[3] is None and head[0] is not None \
+                    and nbytes <= SMALL_BLOCK and trusted(stream):
+                pending.popleft()  # only drains (all under this lock) take from the left: this is `head`
+                if pending:
+                    self.drain_pending()
+                return head[0]
             self.drain_pending()
         if nbytes <= SMALL_BLOCK and trusted(stream):
             ptr = self.small.take(nbytes, stream)

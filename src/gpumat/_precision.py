@@ -55,6 +55,12 @@ def matmul_precision(mode: str):
         stack.pop()
 
 
+def current() -> str:
+    """get_matmul_precision() for the launch path (no docstring lookups, one attribute read)."""
+    stack = _scoped.__dict__.get("stack")
+    return stack[-1] if stack else _process_default
+
+
 def resolve(precision) -> str:
     """A call's `precision=` argument: None means the current default."""
     return get_matmul_precision() if precision is None else check_precision(precision)

@@ -12,7 +12,8 @@ from functools import lru_cache
 from ._driver import Device, device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
-from . import _memory
+from . import _memory, _precision
+from ._memory import SPECIAL_STREAMS
 from ._dtypes import BFLOAT16, FLOAT16, FLOAT32, name, suffix
 from ._precision import check_precision, resolve as resolve_precision
 from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
@@ -160,23 +161,32 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     """Validate everything before any allocation or launch; returns (M, N, K)."""
     a, b = as_matrix(a, "a"), as_matrix(b, "b")
     dt = same_dtype("matmul", (a, "a"), (b, "b"))
-    names = algorithms(suffix(dt))
-    if algorithm not in names:
+    if algorithm not in (_NAMES.get(a._sfx) or _algorithm_names(a._sfx)):
+        names = algorithms(a._sfx)
         raise ValueError(f"unknown matmul algorithm {algorithm!r} for {name(dt)}; choose one of {', '.join(names)}")
-    if out is not None and out.dtype != dt and not (dt in (FLOAT16, BFLOAT16) and out.dtype == FLOAT32):
+    if out is not None and out._sfx != a._sfx and not (a._sfx in ("f16", "bf16") and out._sfx == "f32"):
         raise TypeError(f"matmul: a and b are {name(dt)} and out is {name(out.dtype)}; out must be {name(dt)}"
                         + (" or float32" if dt in (FLOAT16, BFLOAT16) else ""))
-    if out is not None and out.dtype != dt and algorithm not in ("auto", "simt64x64"):
+    if out is not None and out._sfx != a._sfx and algorithm not in ("auto", "simt64x64"):
         raise TypeError(f"matmul: the teaching kernels write C in the input dtype; a float32 out takes "
                         f"algorithm 'auto' or 'simt64x64'")
-    (m, k), (k2, n) = a.shape, b.shape
+    m, k, k2, n = a._height, a._width, b._height, b._width
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
-    if max(m, n, k) > INT32_MAX:
+    if m > INT32_MAX or n > INT32_MAX or k > INT32_MAX:
         raise ValueError(f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
                          f"of 2^31 - 1 rows or columns")
-    check_out(out, (m, n), (a, b), "matmul")
+    if out is not None:
+        check_out(out, (m, n), (a, b), "matmul")
     return m, n, k
+
+
+_NAMES: dict[str, frozenset] = {}
+
+
+def _algorithm_names(sfx: str) -> frozenset:
+    names = _NAMES[sfx] = frozenset(algorithms(sfx))
+    return names
 
 
 def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", precision: str | None = None,
@@ -196,15 +206,20 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between
         m, n, k = check_operands(a, b, out, algorithm)
-        mode = matmul_mode(algorithm, precision) if a._dtype == FLOAT32 else _other_mode(a, precision)
+        f32 = a._sfx == "f32"
+        if f32:
+            mode = _precision.current() if precision is None and algorithm == "auto" else matmul_mode(algorithm, precision)
+        else:
+            mode = _other_mode(a, precision)
         if out is None:
-            out = Matrix._allocate(m, n, dev, s, a.dtype)
+            out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
             return out
-        use_on(s, a, b, out)
+        if a._buffer.stream != s or b._buffer.stream != s or out._buffer.stream != s:
+            use_on(s, a, b, out)
         if k == 0:
             _memory.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
-        elif a._dtype != FLOAT32:
+        elif not f32:
             v = SIMT_KERNELS[(suffix(a.dtype), suffix(out.dtype))] if algorithm in ("auto", "simt64x64") \
                 else TEACHING_KERNELS[(algorithm, suffix(a.dtype))]
             v.kernel(v.grid(m, n), v.block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride,
@@ -219,7 +234,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             else:  # exact FP32 (also where the GPU has no TF32 tensor cores or too little shared memory)
                 launch_config(m, n, k, algorithm if algorithm not in TC_ALGORITHMS else "auto", dev.sm_count,
                               dev.max_smem_optin).run(a, b, out, dev, s)
-        done_on(s, a, b, out)
+        if s not in SPECIAL_STREAMS:
+            done_on(s, a, b, out)
     return out
 
 
@@ -238,14 +254,15 @@ class Launch:
         return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
 
     def run(self, a: Matrix, b: Matrix, out: Matrix, dev: Device, stream: int) -> None:
-        (m, k), n = a.shape, b.width
-        kernel, block, smem = self.variant.kernel, self.variant.block, self.variant.smem
-        if self.splits == 0:
-            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride,
+        m, k, n = a._height, a._width, b._width
+        variant = self.variant
+        kernel, block, smem = variant.kernel, variant.block, variant.smem
+        if self.splits == 1:
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a._stride, b._stride, out._stride,
+                   k, smem=smem, stream=stream, device=dev)
+        elif self.splits == 0:
+            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a._stride, b._stride, out._stride,
                    stream=stream, device=dev)
-        elif self.splits == 1:
-            kernel(self.grid, block, a.elements, b.elements, out.elements, m, n, k, a.stride, b.stride, out.stride, k,
-                   smem=smem, stream=stream, device=dev)
         else:
             nbytes = self.splits * m * n * 4
             pool = dev.memory or _memory.pool(dev)

@@ -24,7 +24,7 @@ class Matrix:
     """A float32, float64, float16 or bfloat16 matrix in GPU memory. Make one with from_numpy, empty, zeros
     or from_dlpack; release it with free()."""
 
-    __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "__weakref__")
+    __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "_sfx", "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise TypeError("make a Matrix with Matrix.from_numpy(a), Matrix.empty(h, w), Matrix.zeros(h, w) "
@@ -35,7 +35,7 @@ class Matrix:
               dtype=FLOAT32) -> "Matrix":
         m = object.__new__(cls)
         m._buffer, m._offset, m._height, m._width, m._stride = buffer, offset, height, width, stride
-        m._owner, m._dtype = owner, dtype
+        m._owner, m._dtype, m._sfx = owner, dtype, _dtypes.suffix(dtype)
         return m
 
     # construction -------------------------------------------------------------------------
@@ -55,6 +55,7 @@ class Matrix:
         m = object.__new__(cls)
         m._buffer = _memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
         m._offset, m._height, m._width, m._stride, m._owner, m._dtype = 0, height, width, width or 1, True, dtype
+        m._sfx = _SUFFIX.get(dtype) or _dtypes.suffix(dtype)  # the kernel-name suffix, compared on hot paths
         return m
 
     @classmethod
@@ -258,8 +259,7 @@ class Matrix:
     # arithmetic ----------------------------------------------------------------------------
     def __matmul__(self, other):
         if isinstance(other, Matrix):
-            from .matmul import matmul
-            return matmul(self, other)
+            return (_matmul or _load_matmul())(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -272,6 +272,17 @@ class Matrix:
 
     def _describe(self) -> str:
         return f"Matrix {self._height}x{self._width}"
+
+
+_SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
+_matmul = None  # gpumat.matmul.matmul, imported on the first A @ B (the operation modules import this one)
+
+
+def _load_matmul():
+    global _matmul
+    from .matmul import matmul
+    _matmul = matmul
+    return matmul
 
 
 def _check_dims(height, width) -> tuple[int, int]:
@@ -314,13 +325,13 @@ def as_float32_2d(array) -> np.ndarray:
 
 def same_dtype(op: str, *named) -> np.dtype:
     """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion)."""
-    dt, first = None, None
+    dt, sfx, first = None, None, None
     for m, name in named:
         if m is None:
             continue
         if dt is None:
-            dt, first = m._dtype, name
-        elif m._dtype != dt:
+            dt, sfx, first = m._dtype, m._sfx, name
+        elif m._sfx != sfx:
             raise TypeError(f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
                             f"not mix dtypes in one call (convert one with .astype())")
     return dt
