@@ -28,6 +28,8 @@ from typing import NamedTuple
 PINNED_RELEASE = "13.0.88"
 PINNED = [f"{name}=={PINNED_RELEASE}"
           for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime")]
+# the CUDA C++ core library's headers of the same release (cuda_fp16.h / cuda_bf16.h include <nv/target>)
+PINNED.append("nvidia-cuda-cccl==13.0.85")
 OLDEST = (12, 8)  # the oldest nvcc that knows every arch in build_ptx.DEFAULT_ARCHS (sm_120)
 NEWEST_MAJOR = 13
 

@@ -738,6 +738,9 @@ def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STRE
             check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
         return
     dev.activate()
+    if sync and stream == LEGACY_STREAM and (dst_pitch == row_bytes or rows == 1):
+        check(driver.cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")  # one call, in order
+        return
     if dst_pitch == row_bytes or rows == 1:
         check(driver.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream), "cuMemcpyHtoDAsync")
     else:
@@ -758,6 +761,9 @@ def download(host: np.ndarray, src: int, src_pitch: int, stream: int = LEGACY_ST
         staging(dev).download(host, src, src_pitch, stream)
         return
     dev.activate()
+    if sync and stream == LEGACY_STREAM and (src_pitch == row_bytes or rows == 1):
+        check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")  # one call, in order
+        return
     if src_pitch == row_bytes or rows == 1:
         check(driver.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream), "cuMemcpyDtoHAsync")
     else:
