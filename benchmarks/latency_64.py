@@ -1,34 +1,19 @@
 """64 x 64 x 64 matmul end to end from Python (result allocation included), against CuPy in the same
 process: the launch path's cost. `python3 benchmarks/latency_64.py [label]` prints one JSON line.
 
-Each figure is the median over batches of the wall time of 2000 calls followed by one synchronisation,
-so it measures what a caller pays per call when the GPU keeps up."""
+Each figure is the bench's: the median over batches of the wall time of 2000 calls followed by one
+synchronisation, so it measures what a caller pays per call when the GPU keeps up."""
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
 
 
-def per_call_us(call, sync, calls: int = 2000, batches: int = 9) -> float:
-    for _ in range(200):
-        call()
-    sync()
-    times = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            call()
-        sync()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(times)
-
-
 def main() -> None:
     import gpumat as gm
+    from gpumat._bench.matmul import _latency_us as per_call_us  # the bench's own method, in either tree
     a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
     A = gm.Matrix.from_numpy(a)
     out = {"label": sys.argv[1] if len(sys.argv) > 1 else "gpumat", "gpumat_us": per_call_us(lambda: A @ A, gm.synchronize)}

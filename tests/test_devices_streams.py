@@ -79,7 +79,6 @@ def test_devices_are_objects_with_one_identity():
 @two_gpus
 def test_operations_on_each_gpu_and_mixing_refused():
     a, b = random((130, 70)), random((70, 90))
-    ref = a.astype(np.float64) @ b
     on = []
     for i in range(gm.device_count()):
         with gm.Device(i):
@@ -91,7 +90,7 @@ def test_operations_on_each_gpu_and_mixing_refused():
             assert gm.transpose(A).to_numpy().tobytes() == np.ascontiguousarray(a.T).tobytes()
             assert abs(gm.dot(A, A) - float((a.astype(np.float64) ** 2).sum())) < 1e-6 * a.size
             on.append((A, B))
-    (A0, B0), (A1, B1) = on[0], on[1]
+    (A0, _), (A1, B1) = on[0], on[1]
     with pytest.raises(ValueError, match="GPU 0 and b on GPU 1"):
         gm.matmul(A0, B1)
     with pytest.raises(ValueError, match="GPU"):

@@ -17,16 +17,10 @@ from hypothesis import given, strategies as st
 import gpumat as gm
 from gpumat import _geometry
 from gpumat.matmul import TC_ALGORITHMS, TC_VARIANTS, matmul_mode, tc_algorithm, tc_plan
-from support import dims, fake_matrix, poisoned, random, rel_error, strided_view
+from support import dims, fake_matrix, poisoned, product_error, random, rel_error, strided_view
 
 TC = list(TC_ALGORITHMS)  # every tensor-core kernel by name
 TF32X3_TOL = 1e-5
-
-
-def product_error(got, a, b) -> float:
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
-    return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
 
 
 def tolerance(algorithm: str, k: int) -> float:

@@ -8,7 +8,7 @@ from ._driver import (CudaError, Device, Event, NoDeviceError, OutOfMemoryError,
 from ._interop import asmatrix, from_dlpack
 from ._memory import (memory_info, pinned_empty, release_cached, reset_peak, set_cache_limit,
                       set_memory_limit)
-from ._version import __version__
+from ._version import __version__  # noqa: F401  (gpumat.__version__)
 from .dot import dot
 from ._precision import get_matmul_precision, matmul_precision, set_matmul_precision
 from .matmul import matmul

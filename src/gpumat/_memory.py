@@ -361,7 +361,40 @@ def wait_for_streams(stream: int, others) -> None:
             driver.cuEventDestroy(temp)
 
 
-class DeviceBuffer:
+class _Buffer:
+    """What every Matrix's memory shares: the device, the stream it belongs to, and the lifetime rule.
+    A long host transfer holds the buffer (hold/unhold, outside the device lock); release() marks it dead
+    at once, so no new operation can use it, and lets go of the memory when the last hold ends."""
+
+    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "__weakref__")
+
+    def hold(self) -> None:
+        """Keep the memory through a transfer that runs outside the device lock (lock held when called)."""
+        self.holds += 1
+
+    def unhold(self) -> None:
+        with self.device.lock:
+            self.holds -= 1
+            after = self._let_go() if self.holds == 0 and not self.alive else None
+        if after is not None:
+            after()
+
+    def release(self) -> None:
+        """Mark the buffer dead and let go of its memory (now, or when the last hold ends)."""
+        with self.device.lock:
+            if not self.alive:
+                return
+            self.alive = False
+            after = self._let_go() if self.holds == 0 else None
+        if after is not None:
+            after()
+
+    def _let_go(self):
+        """Under the device lock: give the memory up; may return a callable to run after the lock."""
+        raise NotImplementedError
+
+
+class DeviceBuffer(_Buffer):
     """A block of device memory with one owner; views of a Matrix share it.
 
     `stream` is the stream it was allocated on and is freed on. When an operation uses the block on
@@ -369,7 +402,7 @@ class DeviceBuffer:
     stream (see use_on). A long host transfer holds the block (hold/unhold): a free() meanwhile marks it
     dead at once and releases the memory when the transfer lets go."""
 
-    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "__weakref__")
+    __slots__ = ()
     borrowed = False
 
     def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
@@ -406,33 +439,16 @@ class DeviceBuffer:
             driver.cuEventDestroy(old)
         others[stream] = event
 
-    def hold(self) -> None:
-        """Keep the memory through a transfer that runs outside the device lock (lock held when called)."""
-        self.holds += 1
-
-    def unhold(self) -> None:
-        with self.device.lock:
-            self.holds -= 1
-            if self.holds == 0 and not self.alive and self.ptr:
-                self._free_now()
-
-    def release(self) -> None:
-        """Free now (stream-ordered after every stream that used it). Caller need not hold the lock."""
-        with self.device.lock:
-            if not self.alive:
-                return
-            self.alive = False
-            if self.ptr and self.holds == 0:
-                self._free_now()
-
-    def _free_now(self) -> None:
+    def _let_go(self) -> None:
+        """Free the block, stream-ordered after every stream that used it."""
         ptr, self.ptr = self.ptr, 0
-        self.device.activate()  # events and frees below belong to this device's context
-        if self.others:
-            wait_for_streams(self.stream, self.others)
-            self.others = None
-        self.device.activate()
-        self.device.memory.free(ptr, self.nbytes, self.stream)
+        if ptr:
+            self.device.activate()  # events and frees below belong to this device's context
+            if self.others:
+                wait_for_streams(self.stream, self.others)
+                self.others = None
+            self.device.memory.free(ptr, self.nbytes, self.stream)
+        return None
 
     def __del__(self):  # the safety net: only queue the block, never take a lock here
         if self.ptr:
@@ -443,13 +459,12 @@ class DeviceBuffer:
             self.ptr = 0
 
 
-class BorrowedBuffer:
+class BorrowedBuffer(_Buffer):
     """Device memory that another library owns (imported through DLPack or the CUDA array interface).
     gpumat never frees it; releasing it drops the reference that keeps the producer alive (for DLPack,
     by calling the producer's deleter)."""
 
-    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "owner", "_release",
-                 "__weakref__")
+    __slots__ = ("owner", "_release")
     borrowed = True
 
     def __init__(self, ptr: int, nbytes: int, dev: Device, owner, release=None, stream: int = LEGACY_STREAM):
@@ -462,24 +477,8 @@ class BorrowedBuffer:
     def used_on(self, stream: int) -> None:
         pass
 
-    def hold(self) -> None:
-        self.holds += 1
-
-    def unhold(self) -> None:
-        with self.device.lock:
-            self.holds -= 1
-            done = self.holds == 0 and not self.alive
-        if done:
-            self._drop()
-
-    def release(self) -> None:
-        with self.device.lock:
-            if not self.alive:
-                return
-            self.alive = False
-            done = self.holds == 0
-        if done:
-            self._drop()
+    def _let_go(self):
+        return self._drop  # the producer's deleter runs after the device lock is let go
 
     def _drop(self) -> None:
         owner, release, self.owner, self._release, self.ptr = self.owner, self._release, None, None, 0

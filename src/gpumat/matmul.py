@@ -9,12 +9,13 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._driver import Device, device, stream_handle
+from ._driver import Device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
 from . import _memory, _precision
 from ._memory import SPECIAL_STREAMS
-from ._dtypes import BFLOAT16, FLOAT16, FLOAT32, name, suffix
+from ._dtypes import BFLOAT16, FLOAT16, suffix
+from ._dtypes import name as dtype_name
 from ._precision import check_precision, resolve as resolve_precision
 from .matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
@@ -91,7 +92,7 @@ def algorithms(dtype: str) -> tuple[str, ...]:
 def _other_mode(a: Matrix, precision) -> str:
     """float64 and the halves compute in their own format: an explicit precision is refused."""
     if precision is not None:
-        raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {name(a.dtype)}")
+        raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {dtype_name(a.dtype)}")
     return "native"
 SPLITK_REDUCE = Kernel("matmul_fast", "matmul_splitk_reduce", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -163,13 +164,13 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     dt = same_dtype("matmul", (a, "a"), (b, "b"))
     if algorithm not in (_NAMES.get(a._sfx) or _algorithm_names(a._sfx)):
         names = algorithms(a._sfx)
-        raise ValueError(f"unknown matmul algorithm {algorithm!r} for {name(dt)}; choose one of {', '.join(names)}")
+        raise ValueError(f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of {', '.join(names)}")
     if out is not None and out._sfx != a._sfx and not (a._sfx in ("f16", "bf16") and out._sfx == "f32"):
-        raise TypeError(f"matmul: a and b are {name(dt)} and out is {name(out.dtype)}; out must be {name(dt)}"
+        raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {dtype_name(out.dtype)}; out must be {dtype_name(dt)}"
                         + (" or float32" if dt in (FLOAT16, BFLOAT16) else ""))
     if out is not None and out._sfx != a._sfx and algorithm not in ("auto", "simt64x64"):
-        raise TypeError(f"matmul: the teaching kernels write C in the input dtype; a float32 out takes "
-                        f"algorithm 'auto' or 'simt64x64'")
+        raise TypeError("matmul: the teaching kernels write C in the input dtype; a float32 out takes "
+                        "algorithm 'auto' or 'simt64x64'")
     m, k, k2, n = a._height, a._width, b._height, b._width
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")

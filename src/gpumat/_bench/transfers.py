@@ -18,7 +18,7 @@ import gpumat as gm
 
 from .._driver import check, device
 from .._memory import pinned_empty
-from .common import cupy, environment, print_table, time_ms, write_json
+from .common import cupy, environment, print_table, write_json
 
 SIZES = [64 << 10, 1 << 20, 64 << 20, 1 << 30]
 
