@@ -5,7 +5,7 @@ import pytest
 
 from gpumat import _kernels
 
-for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert"):
+for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
     try:
         importlib.import_module(f"gpumat.{_module}")
     except ModuleNotFoundError:

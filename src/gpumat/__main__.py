@@ -7,7 +7,7 @@ import sys
 
 from ._driver import NoDeviceError
 
-BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers")
+BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore")
 
 
 def cmd_info(args) -> int:
@@ -36,7 +36,7 @@ def cmd_info(args) -> int:
 
 def _import_operations() -> None:
     """Import every operation module so each kernel it declares is registered."""
-    for module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert"):
+    for module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
         try:
             importlib.import_module(f"gpumat.{module}")
         except ModuleNotFoundError:

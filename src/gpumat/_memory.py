@@ -640,15 +640,22 @@ class Staging:
             check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
             self.busy[i] = False
 
-    def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
-        """host: C-contiguous 2-D; its rows go to dst, dst_pitch bytes apart. Returns once `host` has
-        been read (the last DMAs may still be in flight; the buffers wait for them before reuse)."""
+    @staticmethod
+    def _plan(host: np.ndarray, dev_pitch: int):
+        """How to cut a transfer: (byte view of host, row bytes, whole-bytes chunks?, step). A host array
+        whose rows follow each other and a packed device side go as byte ranges; anything else (a
+        tile of a bigger host matrix, a device view) goes as whole rows through 2-D copies."""
         rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
-        flat = host.reshape(-1).view(np.uint8)
-        packed = dst_pitch == row_bytes or rows == 1
-        # chunks: byte ranges of the flat array when the destination is packed, else whole rows
-        step = STAGE_CHUNK if packed else max(STAGE_CHUNK // row_bytes, 1) * row_bytes
-        total = flat.nbytes
+        u8 = host.view(np.uint8)  # (rows, row_bytes); no copy: the rows themselves are contiguous
+        if host.flags.c_contiguous and (dev_pitch == row_bytes or rows == 1):
+            return u8.reshape(-1), row_bytes, True, STAGE_CHUNK
+        return u8, row_bytes, False, max(STAGE_CHUNK // row_bytes, 1)
+
+    def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
+        """host: 2-D with contiguous rows; its rows go to dst, dst_pitch bytes apart. Returns once `host`
+        has been read (the last DMAs may still be in flight; the buffers wait for them before reuse)."""
+        view, row_bytes, flat, step = self._plan(host, dst_pitch)
+        total = view.shape[0]
         with self.lock:
             self.device.activate()
             futures: list = [None] * STAGE_BUFFERS
@@ -656,60 +663,56 @@ class Staging:
                 i = n % STAGE_BUFFERS
                 if futures[i] is not None:
                     futures[i].result()
-                size = min(step, total - start)
                 self._wait(i)
-                futures[i] = self.pool.submit(self._stage_in, i, flat, start, size, dst, dst_pitch, row_bytes,
-                                              packed, stream)
+                futures[i] = self.pool.submit(self._stage_in, i, view, start, min(step, total - start), dst,
+                                              dst_pitch, row_bytes, flat, stream)
             for f in futures:
                 if f is not None:
                     f.result()
 
-    def _stage_in(self, i, flat, start, size, dst, dst_pitch, row_bytes, packed, stream) -> None:
+    def _stage_in(self, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream) -> None:
         self.device.activate()
-        buf = np.frombuffer((ctypes.c_byte * size).from_address(self.host(i)), dtype=np.uint8)
-        np.copyto(buf, flat[start:start + size])
-        if packed:
-            check(driver.cuMemcpyHtoDAsync(dst + start, self.host(i), size, stream), "cuMemcpyHtoDAsync")
+        nbytes = count if flat else count * row_bytes
+        buf = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.host(i)), dtype=np.uint8)
+        if flat:
+            np.copyto(buf, view[start:start + count])
+            check(driver.cuMemcpyHtoDAsync(dst + start, self.host(i), count, stream), "cuMemcpyHtoDAsync")
         else:
-            r0 = start // row_bytes
-            copy_2d_async(dst + r0 * dst_pitch, dst_pitch, self.host(i), row_bytes, row_bytes, size // row_bytes,
+            np.copyto(buf.reshape(count, row_bytes), view[start:start + count])
+            copy_2d_async(dst + start * dst_pitch, dst_pitch, self.host(i), row_bytes, row_bytes, count,
                           dst_on_host=False, src_on_host=True, stream=stream)
         check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
         self.busy[i] = True
 
     def download(self, host: np.ndarray, src: int, src_pitch: int, stream: int) -> None:
-        """Fill a C-contiguous 2-D host array from pitched device memory; returns when it is complete."""
-        rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
-        flat = host.reshape(-1).view(np.uint8)
-        packed = src_pitch == row_bytes or rows == 1
-        step = STAGE_CHUNK if packed else max(STAGE_CHUNK // row_bytes, 1) * row_bytes
-        total = flat.nbytes
+        """Fill a 2-D host array with contiguous rows from pitched device memory; returns when complete."""
+        view, row_bytes, flat, step = self._plan(host, src_pitch)
+        total = view.shape[0]
         with self.lock:
             self.device.activate()
-            chunks = list(range(0, total, step))
             futures: list = [None] * STAGE_BUFFERS
-            # queue the first DMAs, then drain each buffer on a host thread and refill it
-            for n, start in enumerate(chunks):
+            # queue the DMAs into the buffers in turn; a host thread drains each one as its event completes
+            for n, start in enumerate(range(0, total, step)):
                 i = n % STAGE_BUFFERS
                 if futures[i] is not None:
                     futures[i].result()
-                size = min(step, total - start)
-                if packed:
-                    check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, size, stream), "cuMemcpyDtoHAsync")
+                count = min(step, total - start)
+                if flat:
+                    check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, count, stream), "cuMemcpyDtoHAsync")
                 else:
-                    r0 = start // row_bytes
-                    copy_2d_async(self.host(i), row_bytes, src + r0 * src_pitch, src_pitch, row_bytes,
-                                  size // row_bytes, dst_on_host=True, src_on_host=False, stream=stream)
+                    copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
+                                  dst_on_host=True, src_on_host=False, stream=stream)
                 check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
-                futures[i] = self.pool.submit(self._stage_out, i, flat, start, size)
+                futures[i] = self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
             for f in futures:
                 if f is not None:
                     f.result()
 
-    def _stage_out(self, i, flat, start, size) -> None:
+    def _stage_out(self, i, view, start, count, row_bytes, flat) -> None:
         check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
-        buf = np.frombuffer((ctypes.c_byte * size).from_address(self.host(i)), dtype=np.uint8)
-        np.copyto(flat[start:start + size], buf)
+        nbytes = count if flat else count * row_bytes
+        buf = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.host(i)), dtype=np.uint8)
+        np.copyto(view[start:start + count], buf if flat else buf.reshape(count, row_bytes))
 
 
 def staging(dev: Device) -> Staging:
@@ -723,7 +726,8 @@ def staging(dev: Device) -> Staging:
 
 def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STREAM, dev: Device | None = None,
            sync: bool = True) -> None:
-    """host: C-contiguous 2-D array, its rows going to dst dst_pitch bytes apart.
+    """host: a 2-D array whose rows are contiguous (C-contiguous, or a tile of a bigger array); its rows
+    go to dst, dst_pitch bytes apart.
 
     Pinned sources are one DMA (asynchronous when sync is False); large pageable ones go through the
     staging pipeline; small ones through the driver."""
@@ -737,13 +741,15 @@ def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STRE
             check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
         return
     dev.activate()
-    if sync and stream == LEGACY_STREAM and (dst_pitch == row_bytes or rows == 1):
+    packed = host.flags.c_contiguous and (dst_pitch == row_bytes or rows == 1)
+    if packed and sync and stream == LEGACY_STREAM:
         check(driver.cuMemcpyHtoD(dst, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")  # one call, in order
         return
-    if dst_pitch == row_bytes or rows == 1:
+    if packed:
         check(driver.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream), "cuMemcpyHtoDAsync")
     else:
-        copy_2d_async(dst, dst_pitch, host.ctypes.data, row_bytes, row_bytes, rows, False, True, stream)
+        copy_2d_async(dst, dst_pitch, host.ctypes.data, host.strides[0] if rows > 1 else row_bytes, row_bytes, rows,
+                      False, True, stream)
     if sync:
         check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
@@ -760,13 +766,15 @@ def download(host: np.ndarray, src: int, src_pitch: int, stream: int = LEGACY_ST
         staging(dev).download(host, src, src_pitch, stream)
         return
     dev.activate()
-    if sync and stream == LEGACY_STREAM and (src_pitch == row_bytes or rows == 1):
+    packed = host.flags.c_contiguous and (src_pitch == row_bytes or rows == 1)
+    if packed and sync and stream == LEGACY_STREAM:
         check(driver.cuMemcpyDtoH(host.ctypes.data, src, host.nbytes), "cuMemcpyDtoH")  # one call, in order
         return
-    if src_pitch == row_bytes or rows == 1:
+    if packed:
         check(driver.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream), "cuMemcpyDtoHAsync")
     else:
-        copy_2d_async(host.ctypes.data, row_bytes, src, src_pitch, row_bytes, rows, True, False, stream)
+        copy_2d_async(host.ctypes.data, host.strides[0] if rows > 1 else row_bytes, src, src_pitch, row_bytes, rows,
+                      True, False, stream)
     if sync:
         check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
 

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from ._driver import Device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
@@ -191,7 +193,7 @@ def _algorithm_names(sfx: str) -> frozenset:
 
 
 def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", precision: str | None = None,
-           stream=None) -> Matrix:
+           stream=None, *, devices=None, memory_limit=None) -> Matrix:
     """C = a @ b for two matrices of one dtype and any shape (views welcome) on their device. Returns out
     (new if None, in the inputs' dtype; for float16/bfloat16 a float32 out is allowed). `stream`: where the
     work is queued (default: the thread's current stream). Deterministic: the same inputs give the same
@@ -202,7 +204,22 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
     (gm.matmul_precision block, else gm.set_matmul_precision, else "float32"). A named algorithm runs at
     its own precision. Below compute capability 8.0, and on GPUs that give a block less shared memory
     than the tensor-core kernels need (99 KiB parts), the tensor-core modes run the exact FP32 kernels.
-    Other dtypes ignore a precision of None and refuse a tensor-core one."""
+    Other dtypes ignore a precision of None and refuse a tensor-core one.
+
+    Host operands (numpy arrays, both) of any size that fits in host memory run out of core: tiles move
+    through each GPU in `devices` (default: all visible), within `memory_limit` bytes a GPU (default: its
+    free memory or gpumat's memory limit), and C comes back as a numpy array (or fills `out`); see
+    gpumat.outofcore."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            raise TypeError("matmul: give both operands as numpy arrays (out of core) or both as gpumat Matrix")
+        if stream is not None or algorithm != "auto":
+            raise ValueError("matmul: host operands run on each GPU's own streams with algorithm 'auto'")
+        from .outofcore import matmul_host
+        return matmul_host(a, b, out=out, precision=precision, devices=devices, memory_limit=memory_limit)
+    if devices is not None or memory_limit is not None:
+        raise ValueError("matmul: devices= and memory_limit= apply to host (numpy) operands; Matrix operands "
+                         "compute on their own device")
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between

@@ -1,0 +1,121 @@
+"""Products of host arrays through GPUs that hold only tiles of them (gpumat.outofcore)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import outofcore as oc
+from support import product_error, random
+
+gpu = pytest.mark.gpu
+two_gpus = pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (runs on the two-GPU machine)")
+
+
+# -------------------------------------------------------------------------------------------------
+# CPU: the tile plan, and argument checks
+# -------------------------------------------------------------------------------------------------
+@given(m=st.integers(1, 50000), n=st.integers(1, 50000), k=st.integers(1, 50000),
+       budget=st.integers(1 << 16, 1 << 36), size=st.sampled_from([2, 4, 8]))
+def test_tile_plans_fit_their_budget(m, n, k, budget, size):
+    acc = max(size, 4)
+    try:
+        p = oc.plan_tiles(m, n, k, size, acc, size, budget)
+    except gm.OutOfMemoryError:
+        assert oc.TilePlan(1, 1, 1).device_bytes(k, size, acc, size) > budget * (1 - oc.SCRATCH_SHARE)
+        return
+    assert 1 <= p.tm <= m and 1 <= p.tn <= n and 1 <= p.tk <= k
+    assert p.device_bytes(k, size, acc, size) <= budget * (1 - oc.SCRATCH_SHARE)
+
+
+def test_k_stays_whole_when_it_fits_and_is_split_when_not():
+    p = oc.plan_tiles(4096, 4096, 4096, 4, 4, 4, 1 << 30)
+    assert p.tk == 4096 and p.tm == p.tn == 4096
+    q = oc.plan_tiles(32768, 32768, 32768, 4, 4, 4, 3 << 30)
+    assert q.tk < 32768 and q.tm >= 4096
+    with pytest.raises(gm.OutOfMemoryError, match="needs at least"):
+        oc.plan_tiles(10, 10, 10, 4, 4, 4, 16)
+
+
+def test_host_operands_are_checked_before_any_gpu_work():
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError, match="not aligned"):
+        gm.matmul(a, np.ones((5, 2), np.float32))
+    with pytest.raises(TypeError, match="float32 and b is float64"):
+        gm.matmul(a, np.ones((4, 2), np.float64))
+    with pytest.raises(ValueError, match="streams"):
+        gm.matmul(a, np.ones((4, 2), np.float32), stream=0)
+    with pytest.raises(TypeError):
+        gm.matmul(a, np.ones((4, 2), np.complex64))
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU
+# -------------------------------------------------------------------------------------------------
+TOL = {np.float32: 1e-5, np.float64: 1e-13, np.float16: 2 * 2.0**-11}
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@given(m=st.sampled_from([1, 7, 97, 300, 1000]), n=st.sampled_from([1, 13, 128, 257, 700]),
+       k=st.sampled_from([1, 31, 256, 1025, 5000]))
+def test_results_match_float64_under_small_memory_limits(dtype, m, n, k):
+    a = random((m, k)).astype(dtype)
+    b = random((k, n)).astype(dtype)
+    limit = max(64 << 10, (m * k + k * n + m * n) * 4 // 6)  # well under what the operands need
+    got = gm.matmul(a, b, memory_limit=limit, devices=[0])
+    assert got.dtype == dtype and got.shape == (m, n)
+    assert product_error(got.astype(np.float64), a.astype(np.float64), b.astype(np.float64)) < TOL[dtype]
+    again = gm.matmul(a, b, memory_limit=limit, devices=[0])
+    assert again.tobytes() == got.tobytes()  # deterministic
+
+
+@gpu
+def test_out_and_the_gpumat_memory_limit():
+    a, b = random((600, 3000)), random((3000, 500))
+    out = np.full((600, 500), np.nan, np.float32)
+    gm.release_cached()
+    base = gm.memory_info()["used"]
+    gm.set_memory_limit(base + (2 << 20))  # 2 MiB: a few 128-wide tiles at a time
+    try:
+        assert gm.matmul(a, b, out=out) is out
+    finally:
+        gm.set_memory_limit(None)
+    assert product_error(out, a, b) < 1e-5
+    assert gm.memory_info()["used"] == base
+
+
+@gpu
+def test_a_failure_mid_product_leaves_nothing_behind(monkeypatch):
+    a, b = random((700, 900)), random((900, 800))
+    gm.release_cached()
+    base, threads = gm.memory_info()["used"], threading.active_count()
+    calls = []
+    real = oc._product
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise gm.OutOfMemoryError("injected", "test")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(oc, "_product", failing)
+    with pytest.raises(gm.OutOfMemoryError, match="injected"):
+        gm.matmul(a, b, memory_limit=1 << 20, devices=[0])
+    monkeypatch.undo()
+    assert gm.memory_info()["used"] == base and threading.active_count() == threads
+    assert product_error(gm.matmul(a, b, memory_limit=1 << 20), a, b) < 1e-5  # and the next call works
+    with pytest.raises(gm.OutOfMemoryError):
+        gm.matmul(a, b, memory_limit=1024)  # not even one tile
+
+
+@gpu
+@two_gpus
+def test_every_gpu_takes_a_share():
+    a, b = random((1500, 2000)), random((2000, 1700))
+    got = gm.matmul(a, b, memory_limit=4 << 20, devices=[0, 1])
+    assert product_error(got, a, b) < 1e-5
+    assert gm.matmul(a, b, memory_limit=4 << 20, devices=[1, 0]).tobytes() == got.tobytes()
