@@ -29,6 +29,7 @@ ADD = {dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32"
 TILE_SIDES = (16384, 8192, 6144, 4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128, 96, 64, 48, 32, 16, 8,
               4, 2, 1)
 SCRATCH_SHARE = 0.15  # of the budget, left for what the in-memory product allocates itself (split-K)
+MIN_SIDE = 64         # the smallest tile side worth a round trip (a smaller matrix side is taken whole)
 
 
 @dataclass(frozen=True)
@@ -51,18 +52,23 @@ def plan_tiles(m: int, n: int, k: int, in_size: int, acc_size: int, out_size: in
     whole when it fits (no accumulation), else the largest K step that does. Pure: testable anywhere."""
     usable = int(budget * (1 - SCRATCH_SHARE))
     tried = set()
-    for side in TILE_SIDES:
+    for side in (t for t in TILE_SIDES if t >= MIN_SIDE):
         tm, tn = min(side, m), min(side, n)
         if (tm, tn) in tried:
             continue
         tried.add((tm, tn))
-        for tk in (k, *[t for t in TILE_SIDES if t < k]):
+        for tk in (k, *[t for t in TILE_SIDES if MIN_SIDE <= t < k]):
             p = TilePlan(tm, tn, tk)
             if p.device_bytes(k, in_size, acc_size, out_size) <= usable:
                 return p
     raise OutOfMemoryError(f"an out-of-core product needs at least "
-                           f"{TilePlan(1, 1, 1).device_bytes(k, in_size, acc_size, out_size)} bytes of GPU memory "
-                           f"a device; {usable} are available to it", "gpumat.matmul")
+                           f"{smallest_plan(m, n, k).device_bytes(k, in_size, acc_size, out_size)} bytes of GPU "
+                           f"memory a device (tiles of {MIN_SIDE}); {usable} are available to it", "gpumat.matmul")
+
+
+def smallest_plan(m: int, n: int, k: int) -> TilePlan:
+    """The smallest tiles plan_tiles considers: MIN_SIDE on each side (or the whole side when shorter)."""
+    return TilePlan(min(MIN_SIDE, m), min(MIN_SIDE, n), min(MIN_SIDE, k))
 
 
 def _budget(dev: Device, memory_limit) -> int:
