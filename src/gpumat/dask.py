@@ -1,0 +1,63 @@
+"""gpumat on Dask: products of dask.array operands, every block product on the GPU of the worker that
+computes it, the K sums done by Dask's own reduction.
+
+    from dask.distributed import Client, LocalCluster
+    import gpumat as gm, gpumat.dask as gmd
+    cluster = LocalCluster(n_workers=gm.device_count(), threads_per_worker=1)   # one worker a GPU
+    client = Client(cluster)
+    C = gmd.matmul(A, B)          # A, B: dask.array; C: a lazy dask.array
+    c = C.compute()
+
+Dask is an optional dependency (the `dask` extra); importing gpumat never imports it. A worker named
+by an integer (LocalCluster names its workers 0, 1, ...) uses GPU `name % device_count()`; any other
+worker, and Dask's local schedulers, use the current GPU. A block product is an ordinary
+`gm.matmul` of numpy blocks, so a block larger than its GPU runs out of core. No scheduler or transport
+of gpumat's own: Dask plans, moves and reduces.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _worker_device():
+    """The GPU of the Dask worker running this task (its integer name modulo the GPUs), else None."""
+    try:
+        from distributed import get_worker
+        name = get_worker().name
+    except (ImportError, ValueError):  # no distributed, or not inside a worker
+        return None
+    try:
+        index = int(name)
+    except (TypeError, ValueError):
+        return None
+    from ._driver import device_count
+    return index % max(device_count(), 1)
+
+
+def _gpu_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """One block product on this worker's GPU (numpy in, numpy out)."""
+    from .matmul import matmul
+    dev = _worker_device()
+    return matmul(np.ascontiguousarray(x), np.ascontiguousarray(y), devices=None if dev is None else [dev])
+
+
+def _block(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # blockwise hands over A[i, k] and B[k, j]; the k axis stays a (length 1) axis of the result
+    return _gpu_product(x, y)[:, None, :]
+
+
+def matmul(a, b):
+    """C = a @ b for two 2-D dask arrays (any chunking; b's row chunks are aligned to a's column chunks).
+    Returns a lazy dask array; each block product runs on a GPU, and the partial products of one C
+    block are summed by dask.array's reduction (in a fixed tree, so the same graph gives the same bits)."""
+    import dask.array as da
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"gpumat.dask.matmul takes 2-D arrays, got {a.ndim}-D and {b.ndim}-D")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned")
+    if a.dtype != b.dtype:
+        raise TypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; gpumat does not mix dtypes in one call")
+    b = b.rechunk({0: a.chunks[1]})
+    partial = da.blockwise(_block, "ikj", a, "ik", b, "kj", dtype=a.dtype,
+                           adjust_chunks={"k": 1}, concatenate=False)
+    return partial.sum(axis=1, dtype=a.dtype)
