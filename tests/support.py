@@ -94,3 +94,20 @@ def dims(max_value: int = 300, tiles=(16, 32, 64, 128)):
     """Sizes that matter: 1, primes, tile sizes and their neighbours, and anything up to max_value."""
     special = sorted({1, 2, 3, 5, 7, 13, 31, 97, 127, 251, *[t + d for t in tiles for d in (-1, 0, 1)]})
     return st.one_of(st.sampled_from([s for s in special if s <= max_value]), st.integers(1, max_value))
+
+
+def check_view_product(algorithm: str, m: int, n: int, k: int, pads, tolerance: float) -> None:
+    """matmul of views at odd offsets and strides (pads: left/right padding of A, B and C) into a
+    NaN-filled C view: the view holds the product, and nothing around it was written."""
+    a, b = random((m, k)), random((k, n))
+    pa, A = strided_view(a, pads[0], pads[1])
+    pb, B = strided_view(b, pads[2], pads[3])
+    pc, C = strided_view(np.full((m, n), np.nan, np.float32), pads[4], pads[5])
+    around = pc.to_numpy()
+    gm.matmul(A, B, out=C, algorithm=algorithm)
+    got = pc.to_numpy()
+    assert product_error(got[:, pads[4]:pads[4] + n], a, b) < tolerance
+    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
+    for x in (pa, pb, pc):
+        x.free()
