@@ -61,7 +61,27 @@ def series_spmm(data):
     return labels, series, "GFLOP/s (2 nnz N / time)"
 
 
-SERIES = {"matmul": series_matmul, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
+def series_outofcore(data):
+    """Time over the floor (the in-device product, or the transfers when they are longer) against the limit."""
+    cases = data["shapes"]
+    labels = [f"1/{r['share']}" for r in cases[0]["runs"]]
+    series = {f"{c['M']}x{c['N']}x{c['K']} {c['host_memory']}": [r["over_floor"] for r in c["runs"]] for c in cases}
+    series["floor"] = [1.0] * len(labels)
+    return labels, series, "time / floor (memory limit: share of A + B + C)"
+
+
+def series_multigpu(data):
+    r = data["result"]
+    counts = sorted({d["gpus"] for d in r["direct"]} | {d["workers"] for d in r["dask"] if isinstance(r["dask"], list)})
+    labels = [f"{g} GPU" + ("s" if g > 1 else "") for g in counts]
+    direct = {d["gpus"]: d["speedup"] for d in r["direct"]}
+    dask = {d["workers"]: r["direct"][0]["seconds"] / d["seconds"] for d in r["dask"]} if isinstance(r["dask"], list) else {}
+    series = {"ideal": [float(g) for g in counts], "gm.matmul (out of core)": [direct.get(g) for g in counts],
+              "gpumat.dask": [dask.get(g) for g in counts]}
+    return labels, series, "speed-up over gm.matmul on one GPU"
+
+
+SERIES = {"matmul": series_matmul, "outofcore": series_outofcore, "multigpu": series_multigpu, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
 
 
 def main(path: str) -> Path:
@@ -72,7 +92,8 @@ def main(path: str) -> Path:
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(labels)), 5))
     for name, values in series.items():
         xs = [i for i, v in enumerate(values) if v is not None]
-        style = dict(color="black", linewidth=2.5, linestyle="--") if name in ("cuBLAS", "copy", "cuSPARSE") else {}
+        style = dict(color="black", linewidth=2.5, linestyle="--") if name in ("cuBLAS", "copy", "cuSPARSE", "floor",
+                                                                               "ideal") else {}
         if name == "CuPy" or name == "cupy.dot":
             style = dict(color="gray", linewidth=2, linestyle=":")
         ax.plot(xs, [values[i] for i in xs], marker="o", label=name, **style)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpumat as gm
-from gpumat import outofcore as oc
+from gpumat import _memory, outofcore as oc
 from support import product_error, random
 
 gpu = pytest.mark.gpu
@@ -28,16 +28,57 @@ def test_tile_plans_fit_their_budget(m, n, k, budget, size):
         assert oc.smallest_plan(m, n, k).device_bytes(k, size, acc, size) > budget * (1 - oc.SCRATCH_SHARE)
         return
     assert min(m, oc.MIN_SIDE) <= p.tm <= m and min(n, oc.MIN_SIDE) <= p.tn <= n and min(k, oc.MIN_SIDE) <= p.tk <= k
+    assert p.tn * size <= oc.STAGE_CHUNK and p.tk * size <= oc.STAGE_CHUNK  # a tile row fits a staging buffer
     assert p.device_bytes(k, size, acc, size) <= budget * (1 - oc.SCRATCH_SHARE)
 
 
 def test_k_stays_whole_when_it_fits_and_is_split_when_not():
-    p = oc.plan_tiles(4096, 4096, 4096, 4, 4, 4, 1 << 30)
-    assert p.tk == 4096 and p.tm == p.tn == 4096
+    assert oc.plan_tiles(4096, 4096, 4096, 4, 4, 4, 1 << 30).tk == 4096
     q = oc.plan_tiles(32768, 32768, 32768, 4, 4, 4, 3 << 30)
-    assert q.tk < 32768 and q.tm >= 4096
+    assert q.tk < 32768 and q.tm >= 4096 and q.tn >= 4096
     with pytest.raises(gm.OutOfMemoryError, match="needs at least"):
         oc.plan_tiles(10, 10, 10, 4, 4, 4, 16)
+
+
+def test_the_chosen_plan_is_the_cheapest_that_fits():
+    m, n, k, budget = 20000, 30000, 50000, 2 << 30
+    best = oc.plan_tiles(m, n, k, 4, 4, 4, budget)
+    usable = budget * (1 - oc.SCRATCH_SHARE)
+    cost = oc.plan_seconds(best, m, n, k, 4, 4, 4)
+    for tm in (1024, 4096, 8192, 16384):
+        for tn in (1024, 4096, 8192):
+            for tk in (1024, 4096, 16384):
+                p = oc.TilePlan(tm, tn, tk)
+                if p.device_bytes(k, 4, 4, 4) <= usable:
+                    assert cost <= oc.plan_seconds(p, m, n, k, 4, 4, 4) * (1 + 1e-9)
+
+
+def test_the_model_weighs_transfers_against_compute():
+    # compute-bound: the plan's modeled time is within a few percent of the product alone
+    m = n = k = 32768
+    p = oc.plan_tiles(m, n, k, 4, 4, 4, (m * k + k * n + m * n) * 4 // 4)
+    assert oc.plan_seconds(p, m, n, k, 4, 4, 4) < 1.1 * 2 * m * n * k / oc.FLOPS["f32"]
+    # transfer-bound (K = 256): C dominates, and two C tiles keep its download going all the time
+    q = oc.plan_tiles(16384, 16384, 256, 4, 4, 4, 256 << 20)
+    assert q.c_buffers == 2 and q.tk == 256
+    assert oc.plan_seconds(q, 16384, 16384, 256, 4, 4, 4) < 1.2 * 16384 * 16384 * 4 / oc.STAGED_BPS
+    assert oc.plan_tiles(16384, 16384, 256, 4, 4, 4, 256 << 20, pinned_in=True, pinned_out=True).tn == 16384  # whole rows
+
+
+@given(m=st.integers(1, 3000), n=st.integers(1, 3000), side=st.sampled_from([7, 64, 100, 1024]),
+       parts=st.integers(1, 5))
+def test_tiles_cover_c_once_and_split_evenly(m, n, side, parts):
+    plan = oc.TilePlan(max(1, min(side, m)), max(1, min(side, n)), 1)
+    tiles = oc.tile_order(m, n, plan)
+    cells = np.zeros((m, n), np.int32)
+    for i0, j0 in tiles:
+        cells[i0:i0 + plan.tm, j0:j0 + plan.tn] += 1
+    assert (cells == 1).all()
+    for before, after in zip(tiles, tiles[1:]):  # back and forth: the next tile shares a row or a column
+        assert before[0] == after[0] or before[1] == after[1]
+    shares = oc.split_work(tiles, parts)
+    assert [t for share in shares for t in share] == tiles
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
 def test_host_operands_are_checked_before_any_gpu_work():
@@ -87,6 +128,33 @@ def test_out_and_the_gpumat_memory_limit():
         gm.set_memory_limit(None)
     assert product_error(out, a, b) < 1e-5
     assert gm.memory_info()["used"] == base
+
+
+@gpu
+@pytest.mark.parametrize("pinned", ["a", "b", "out", "all"])
+def test_pinned_host_arrays_are_copied_directly(pinned):
+    """Pinned operands skip the staging buffers and a pinned out takes its tiles by queued copies."""
+    m, k, n = 900, 1300, 1100
+
+    def host(shape, name):
+        x = gm.pinned_empty(shape, np.float32) if pinned in (name, "all") else np.empty(shape, np.float32)
+        x[...] = random(shape) if name != "out" else np.nan
+        return x
+    a, b, out = host((m, k), "a"), host((k, n), "b"), host((m, n), "out")
+    assert gm.matmul(a, b, out=out, memory_limit=3 << 20, devices=[0]) is out
+    assert product_error(out, a, b) < 1e-5
+    again = gm.matmul(a, b, memory_limit=3 << 20, devices=[0])
+    assert again.tobytes() == out.tobytes()
+
+
+@gpu
+def test_registered_host_arrays_are_released_after_the_call():
+    a, b = random((700, 1900)), random((1900, 650))
+    out = np.full((700, 650), np.nan, np.float32)
+    assert oc.matmul_host(a, b, out=out, memory_limit=4 << 20, devices=[0], register=True) is out
+    assert product_error(out, a, b) < 1e-5
+    assert not any(_memory.is_pinned(x) for x in (a, b, out))  # page-locked for the call only
+    assert oc.matmul_host(a, b, memory_limit=4 << 20, devices=[0]).tobytes() == out.tobytes()
 
 
 @gpu

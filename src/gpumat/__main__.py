@@ -7,7 +7,7 @@ import sys
 
 from ._driver import NoDeviceError
 
-BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore")
+BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore", "multigpu")
 
 
 def cmd_info(args) -> int:

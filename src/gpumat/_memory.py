@@ -103,7 +103,7 @@ class Pool:
         self.limit: int | None = None
         self.cache_limit = 0
         self.set_cache_limit(min(dev.total_memory // 16, 2 << 30))
-        self.staging: Staging | None = None
+        self.staging: dict[str, Staging] = {}  # by role: plain copies, and out-of-core uploads / downloads
 
     def set_cache_limit(self, nbytes: int) -> None:
         attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
@@ -614,6 +614,7 @@ STAGE_CHUNK = 8 << 20        # bytes a staging buffer holds
 STAGE_BUFFERS = 6            # staging buffers in flight per device
 STAGE_MIN = 4 << 20          # smaller pageable copies go straight through the driver (as fast up to here)
 STAGE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
+STAGE_PIECE_MIN = 1 << 20    # a staged transfer is cut into pieces of at least this much, one a thread
 
 
 class Staging:
@@ -621,35 +622,39 @@ class Staging:
     host threads copy chunks into pinned buffers (numpy releases the GIL) while the copy engine moves
     the previous chunks; each buffer is reused only after its event says the DMA is done."""
 
-    def __init__(self, dev: Device):
+    def __init__(self, dev: Device, chunk: int = STAGE_CHUNK, buffers: int = STAGE_BUFFERS):
         from concurrent.futures import ThreadPoolExecutor
         self.device = dev.activate()  # the events belong to this device's context
-        self.block = PinnedBlock(STAGE_CHUNK * STAGE_BUFFERS, dev)
-        self.buffers = [self.block.array((STAGE_CHUNK,), np.uint8)[0:0] for _ in range(STAGE_BUFFERS)]
+        self.chunk, self.count = chunk, buffers
+        self.block = PinnedBlock(chunk * buffers, dev)
         self.events = [check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)))
-                       for _ in range(STAGE_BUFFERS)]
-        self.busy = [False] * STAGE_BUFFERS
-        self.lock = threading.Lock()    # one staged transfer at a time per device
+                       for _ in range(buffers)]
+        self.busy = [False] * buffers
+        self.lock = threading.Lock()    # one staged transfer at a time per Staging
         self.pool = ThreadPoolExecutor(STAGE_THREADS, thread_name_prefix="gpumat-stage")
 
     def host(self, i: int) -> int:
-        return self.block.ptr + i * STAGE_CHUNK
+        return self.block.ptr + i * self.chunk
 
     def _wait(self, i: int) -> None:
         if self.busy[i]:
             check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
             self.busy[i] = False
 
-    @staticmethod
-    def _plan(host: np.ndarray, dev_pitch: int):
-        """How to cut a transfer: (byte view of host, row bytes, whole-bytes chunks?, step). A host array
+    def _plan(self, host: np.ndarray, dev_pitch: int):
+        """How to cut a transfer: (byte view of host, row bytes, whole-bytes pieces?, step). A host array
         whose rows follow each other and a packed device side go as byte ranges; anything else (a
-        tile of a bigger host matrix, a device view) goes as whole rows through 2-D copies."""
+        tile of a bigger host matrix, a device view) goes as whole rows through 2-D copies. Pieces are
+        at most a buffer, and small enough that every host thread gets one (a single thread copies
+        pageable memory at a fraction of what several do), but not below STAGE_PIECE_MIN."""
         rows, row_bytes = host.shape[0], host.shape[1] * host.itemsize
         u8 = host.view(np.uint8)  # (rows, row_bytes); no copy: the rows themselves are contiguous
+        piece = min(self.chunk, max(STAGE_PIECE_MIN, -(-rows * row_bytes // STAGE_THREADS)))
         if host.flags.c_contiguous and (dev_pitch == row_bytes or rows == 1):
-            return u8.reshape(-1), row_bytes, True, STAGE_CHUNK
-        return u8, row_bytes, False, max(STAGE_CHUNK // row_bytes, 1)
+            return u8.reshape(-1), row_bytes, True, -(-piece // 4096) * 4096
+        if row_bytes > self.chunk:
+            raise ValueError(f"a staged copy moves whole rows of at most {self.chunk} bytes, not {row_bytes}")
+        return u8, row_bytes, False, max(1, min(self.chunk // row_bytes, -(-piece // row_bytes)))
 
     def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
         """host: 2-D with contiguous rows; its rows go to dst, dst_pitch bytes apart. Returns once `host`
@@ -658,9 +663,9 @@ class Staging:
         total = view.shape[0]
         with self.lock:
             self.device.activate()
-            futures: list = [None] * STAGE_BUFFERS
+            futures: list = [None] * self.count
             for n, start in enumerate(range(0, total, step)):
-                i = n % STAGE_BUFFERS
+                i = n % self.count
                 if futures[i] is not None:
                     futures[i].result()
                 self._wait(i)
@@ -690,10 +695,10 @@ class Staging:
         total = view.shape[0]
         with self.lock:
             self.device.activate()
-            futures: list = [None] * STAGE_BUFFERS
+            futures: list = [None] * self.count
             # queue the DMAs into the buffers in turn; a host thread drains each one as its event completes
             for n, start in enumerate(range(0, total, step)):
-                i = n % STAGE_BUFFERS
+                i = n % self.count
                 if futures[i] is not None:
                     futures[i].result()
                 count = min(step, total - start)
@@ -715,13 +720,17 @@ class Staging:
         np.copyto(view[start:start + count], buf if flat else buf.reshape(count, row_bytes))
 
 
-def staging(dev: Device) -> Staging:
+def staging(dev: Device, role: str = "copies", chunk: int = STAGE_CHUNK, buffers: int = STAGE_BUFFERS) -> Staging:
+    """The device's staging pipeline for `role` (made on first use, kept for the process): plain copies
+    share one; the out-of-core product has one for uploads and one for downloads, so both run at once."""
     p = pool(dev)
-    if p.staging is None:
+    s = p.staging.get(role)
+    if s is None:
         with dev.lock:
-            if p.staging is None:
-                p.staging = Staging(dev)
-    return p.staging
+            s = p.staging.get(role)
+            if s is None:
+                s = p.staging[role] = Staging(dev, chunk, buffers)
+    return s
 
 
 def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STREAM, dev: Device | None = None,

@@ -1,23 +1,31 @@
 """Matrix products of host (numpy) arrays larger than a GPU, on one GPU or several.
 
 `gm.matmul(a, b)` with numpy operands lands here. C is cut into tiles that, with their A and B tiles,
-fit in each GPU's memory (its free memory, gpumat's memory limit, or `memory_limit=`); each GPU gets a
-worker thread with a copy stream and a compute stream. Tiles of A and B move through pinned staging
-buffers on the copy stream (host threads fill them while the copy engine and the previous products
-run), double-buffered so the next tiles arrive while the current ones multiply; when K does not fit
-whole, each K tile's product is added into the C tile in K order (deterministic). A GPU walks its row
-blocks of C one at a time and keeps the row block's A tile while it streams the B tiles past it.
-Finished C tiles go back to the result array (or `out`). Row blocks go to the GPUs in turn.
+fit in each GPU's memory (its free memory, gpumat's memory limit, or `memory_limit=`). The tile plan is
+the one a small cost model says finishes first: bigger C tiles read A and B fewer times, a K kept
+whole lets a row block of A stay on the GPU while the B tiles stream past it, and two C tiles let one
+go back to the host while the next one multiplies (plan_tiles; pure, tested on the CPU).
+
+Each GPU gets a worker thread and three streams: uploads, products, downloads. A and B tiles move
+through pinned staging buffers (host threads fill them while the copy engine and the products run;
+operands already in pinned memory are copied directly), two of each, so the next tiles arrive while
+the current ones multiply and a tile a GPU already holds is not sent again. When K does not fit
+whole, each K tile's product is added into the C tile in K order (deterministic). Finished C tiles go
+back to the result array (or `out`) on a download thread of their own, through their own staging
+buffers. The C tiles are walked row by row, back and forth, and cut into one contiguous run per GPU.
 
 Every dtype of the in-memory matmul works: float32 (with `precision=`) and float64 accumulate in
 their own type; float16 and bfloat16 tiles multiply into float32 and C is rounded once at the end.
 """
 from __future__ import annotations
 
+import queue
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from cuda.bindings import driver
 
 from . import _dtypes, _memory
 from ._driver import Device, Event, OutOfMemoryError, Stream, as_device, device_count
@@ -26,10 +34,25 @@ from ._kernels import Kernel
 from .matrix import Matrix
 
 ADD = {dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32", "f64")}  # dst, src, rows, cols, ldd, lds
-TILE_SIDES = (16384, 8192, 6144, 4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128, 96, 64, 48, 32, 16, 8,
-              4, 2, 1)
+TILE_SIDES = (16384, 12288, 8192, 6144, 4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128, 96, 64)
 SCRATCH_SHARE = 0.15  # of the budget, left for what the in-memory product allocates itself (split-K)
 MIN_SIDE = 64         # the smallest tile side worth a round trip (a smaller matrix side is taken whole)
+STAGE_CHUNK = 16 << 20  # the out-of-core staging buffers (8 of them each way a GPU): a tile row fits one
+STAGE_BUFFERS = 8
+
+# The cost model's figures, measured on the H100 (benchmarks/results/outofcore-plans-*.json, transfers-*.json)
+# and used only to weigh transfers against compute when choosing tiles, so other GPUs share them.
+STAGED_BPS = 21e9     # pageable host memory through the staging buffers, each way
+PINNED_BPS = 50e9     # pinned host memory, each way
+PARTIAL_ROWS = 0.6    # direct copies of tiles whose rows are pieces of the host array's rows, against whole rows
+STAGED_CALL_S = 4e-4  # fixed cost of one staged copy (host threads, events); a pinned one's is CALL_S
+CALL_S = 2e-5
+STAGED_ROW_BYTES = 8192  # staged copies of shorter row pieces run slower (per-row work in the host copies)
+REGISTER_S = 5.4e-11  # page-locking pageable memory in place and releasing it, a byte (58 ms a GiB)
+REGISTER_GAIN = 0.9   # lock only where the model (within ~10% of what was measured) saves more than that
+DEVICE_BPS = 2.5e12   # the device memory traffic of adding a K tile's product into C
+STEP_S = 40e-6        # host work and launches of one product step
+FLOPS = {"f32": 50e12, "tf32": 300e12, "tf32x3": 100e12, "f64": 50e12, "f16": 400e12, "bf16": 400e12}
 
 
 @dataclass(frozen=True)
@@ -37,38 +60,111 @@ class TilePlan:
     tm: int   # rows of a C tile
     tn: int   # columns of a C tile
     tk: int   # the K a product step covers (K itself when it fits)
+    c_buffers: int = 2  # C tiles a GPU holds: with 2, one goes back to the host while the next multiplies
 
     def device_bytes(self, k: int, in_size: int, acc_size: int, out_size: int) -> int:
-        """What one GPU holds: two A and two B tiles, the C accumulator, a second C tile when K is split,
-        and C in the output dtype when it differs from the accumulator's."""
-        split = self.tk < k
+        """What one GPU holds: two A and two B tiles, the C accumulators (and C in the output dtype when
+        it differs from the accumulator's), and the product of one K tile when K is split."""
         c = self.tm * self.tn
-        return (2 * (self.tm * self.tk + self.tk * self.tn) * in_size + c * acc_size * (2 if split else 1)
-                + (c * out_size if out_size != acc_size else 0))
+        return (2 * (self.tm * self.tk + self.tk * self.tn) * in_size
+                + self.c_buffers * c * (acc_size + (out_size if out_size != acc_size else 0))
+                + (c * acc_size if self.tk < k else 0))
 
 
-def plan_tiles(m: int, n: int, k: int, in_size: int, acc_size: int, out_size: int, budget: int) -> TilePlan:
-    """The largest C tiles (square where the shape allows) whose buffers fit in `budget` bytes, with K
-    whole when it fits (no accumulation), else the largest K step that does. Pure: testable anywhere."""
+def _sides(length: int, cap: int) -> list[int]:
+    """Tile sides for one axis: the table's sides that fit, and the whole length when it fits a staged row
+    (whole rows copy fastest)."""
+    got = sorted({min(t, length) for t in TILE_SIDES if t <= cap} | ({length} if length <= cap else set()),
+                 reverse=True)
+    return [t for t in got if t >= min(MIN_SIDE, length)]
+
+
+def _row_rate(piece: int, whole: int, size: int, pinned: bool) -> float:
+    """Copy rate of tiles whose rows are `piece` of the host array's `whole`, against whole rows: direct
+    copies of partial rows are 2-D DMAs; staged ones are host copies that slow down below 8 KiB a row."""
+    if piece == whole:
+        return 1.0
+    return PARTIAL_ROWS if pinned else min(1.0, piece * size / STAGED_ROW_BYTES) ** 0.5
+
+
+def plan_seconds(p: TilePlan, m: int, n: int, k: int, in_size: int, acc_size: int, out_size: int,
+                 flops: float = FLOPS["f32"], pinned_in: bool = False, pinned_out: bool = False,
+                 parts: int = 1, sm_count: int = 132) -> float:
+    """Modeled seconds of a plan: compute, uploads and downloads overlap, so the slowest of the three
+    sets the pace; the first tiles' upload and the last tile's download do not overlap anything.
+    pinned_in / pinned_out: the operands / the result are in page-locked memory (direct copies)."""
+    rows, cols, ksteps = cdiv(m, p.tm), cdiv(n, p.tn), cdiv(k, p.tk)
+    tiles = rows * cols
+    # a tile's product runs in waves of 128 x 128 blocks, two a SM (the 128 x 128 kernels' occupancy)
+    blocks = cdiv(p.tm, 128) * cdiv(p.tn, 128)
+    wave_use = blocks / (cdiv(blocks, 2 * sm_count) * 2 * sm_count)
+    compute = (2.0 * m * n * k / flops / wave_use + (ksteps - 1) * m * n * acc_size * 3 / DEVICE_BPS
+               + tiles * ksteps * STEP_S)
+    in_bps, in_call = (PINNED_BPS, CALL_S) if pinned_in else (STAGED_BPS, STAGED_CALL_S)
+    out_bps, out_call = (PINNED_BPS, CALL_S) if pinned_out else (STAGED_BPS, STAGED_CALL_S)
+    whole_a = _row_rate(p.tk, k, in_size, pinned_in)
+    whole_b = _row_rate(p.tn, n, in_size, pinned_in)
+    whole_c = _row_rate(p.tn, n, out_size, pinned_out)
+    # with K whole a row block of A stays while its row of C is computed; otherwise A goes again per tile
+    a_copies = rows if ksteps == 1 else tiles * ksteps
+    up = (m * k * in_size * (1 if ksteps == 1 else cols) / (in_bps * whole_a)
+          + k * n * in_size * rows / (in_bps * whole_b) + (a_copies + tiles * ksteps) * in_call)
+    down = m * n * out_size / (out_bps * whole_c) + tiles * out_call
+    fill = ((p.tm * p.tk / whole_a + p.tk * p.tn / whole_b) * in_size / in_bps
+            + p.tm * p.tn * out_size / (out_bps * whole_c))
+    serial = down if p.c_buffers == 1 else 0.0  # one C tile: its download holds up the next product
+    share = cdiv(tiles, parts) / tiles          # the GPU with the most tiles finishes last
+    return (max(compute, up, down) + serial) * share + fill
+
+
+@lru_cache(maxsize=1024)
+def plan_tiles(m: int, n: int, k: int, in_size: int, acc_size: int, out_size: int, budget: int,
+               flops: float = FLOPS["f32"], pinned_in: bool = False, pinned_out: bool = False,
+               parts: int = 1) -> TilePlan:
+    """The tile plan that fits in `budget` bytes a GPU and that the cost model says finishes first,
+    with the largest K step that fits (K whole when it does). Pure: testable anywhere."""
+    return _best_plan(m, n, k, in_size, acc_size, out_size, budget, flops, pinned_in, pinned_out, parts)[1]
+
+
+@lru_cache(maxsize=1024)
+def _best_plan(m, n, k, in_size, acc_size, out_size, budget, flops, pinned_in, pinned_out, parts):
     usable = int(budget * (1 - SCRATCH_SHARE))
-    tried = set()
-    for side in (t for t in TILE_SIDES if t >= MIN_SIDE):
-        tm, tn = min(side, m), min(side, n)
-        if (tm, tn) in tried:
-            continue
-        tried.add((tm, tn))
-        for tk in (k, *[t for t in TILE_SIDES if MIN_SIDE <= t < k]):
-            p = TilePlan(tm, tn, tk)
-            if p.device_bytes(k, in_size, acc_size, out_size) <= usable:
-                return p
-    raise OutOfMemoryError(f"an out-of-core product needs at least "
-                           f"{smallest_plan(m, n, k).device_bytes(k, in_size, acc_size, out_size)} bytes of GPU "
-                           f"memory a device (tiles of {MIN_SIDE}); {usable} are available to it", "gpumat.matmul")
+    row_cap = STAGE_CHUNK // max(in_size, out_size)  # a staged copy moves whole rows of at most a chunk
+    k_steps = [t for t in (k, *(s for s in TILE_SIDES if s < k)) if t <= row_cap and t >= min(MIN_SIDE, k)]
+    best = None
+    for tm in _sides(m, 1 << 62):
+        for tn in _sides(n, row_cap):
+            for c_buffers in (2, 1):
+                tk = next((t for t in k_steps if TilePlan(tm, tn, t, c_buffers).device_bytes(
+                    k, in_size, acc_size, out_size) <= usable), None)
+                if tk is None:
+                    continue
+                p = TilePlan(tm, tn, tk, c_buffers)
+                cost = plan_seconds(p, m, n, k, in_size, acc_size, out_size, flops, pinned_in, pinned_out, parts)
+                if best is None or cost < best[0] * (1 - 1e-9):
+                    best = (cost, p)
+    if best is None:
+        need = smallest_plan(m, n, k).device_bytes(k, in_size, acc_size, out_size)
+        raise OutOfMemoryError(f"an out-of-core product needs at least {need} bytes of GPU memory a device "
+                               f"(tiles of {MIN_SIDE}); {usable} are available to it", "gpumat.matmul")
+    return best
 
 
 def smallest_plan(m: int, n: int, k: int) -> TilePlan:
     """The smallest tiles plan_tiles considers: MIN_SIDE on each side (or the whole side when shorter)."""
-    return TilePlan(min(MIN_SIDE, m), min(MIN_SIDE, n), min(MIN_SIDE, k))
+    return TilePlan(min(MIN_SIDE, m), min(MIN_SIDE, n), min(MIN_SIDE, k), 1)
+
+
+def tile_order(m: int, n: int, plan: TilePlan) -> list[tuple[int, int]]:
+    """C tiles (row start, column start) row by row, every other row backwards: the B tile at the end of
+    one row is the first of the next."""
+    cols = list(range(0, n, plan.tn))
+    return [(i0, j0) for r, i0 in enumerate(range(0, m, plan.tm)) for j0 in (cols if r % 2 == 0 else cols[::-1])]
+
+
+def split_work(tiles: list, parts: int) -> list[list]:
+    """Contiguous runs of tiles, one a GPU, as even as the count allows (neighbours share A row blocks)."""
+    return [tiles[w * len(tiles) // parts:(w + 1) * len(tiles) // parts] for w in range(parts)]
 
 
 def _budget(dev: Device, memory_limit) -> int:
@@ -95,11 +191,15 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     return a
 
 
-def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None) -> np.ndarray:
+def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None, *, tiles: TilePlan | None = None,
+                register: bool | None = None) -> np.ndarray:
     """C = a @ b for host arrays of any size that fits in host memory, on the GPUs in `devices` (default:
     every visible one). Returns C as a numpy array (or fills `out`, a C-contiguous array of the result's
     shape and dtype). `memory_limit`: bytes each GPU may use for it (default: its free memory, or
-    gpumat's memory limit when one is set)."""
+    gpumat's memory limit when one is set). `tiles`: a TilePlan to use instead of the model's (for
+    measurements). `register`: page-lock pageable arrays in place for the call (cuMemHostRegister), so
+    that every copy is a direct DMA instead of going through the staging buffers; None: when the cost
+    model says the faster copies pay for the locking (operands read several times over)."""
     a, b = _host_operand(a, "a"), _host_operand(b, "b")
     if a.dtype != b.dtype:
         raise TypeError(f"matmul: a is {_dtypes.name(a.dtype)} and b is {_dtypes.name(b.dtype)}; gpumat does "
@@ -127,84 +227,250 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None)
     if k == 0:
         out[...] = 0
         return out
-    plans = [plan_tiles(m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, _budget(d, memory_limit))
-             for d in devs]
-    plan = TilePlan(min(p.tm for p in plans), min(p.tn for p in plans), min(p.tk for p in plans))
-    row_blocks = list(range(0, m, plan.tm))
-    errors: list[BaseException] = []
-    workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
-                                args=(d, row_blocks[w::len(devs)], a, b, out, plan, precision, errors))
-               for w, d in enumerate(devs)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
+    mode = _dtypes.suffix(dt)
+    if mode == "f32":  # resolved here: a `matmul_precision` block belongs to this thread, not the workers
+        from ._precision import resolve
+        precision = resolve(precision)
+        mode = "f32" if precision == "float32" else precision
+    registered = []
+    try:
+        pinned = [_memory.is_pinned(x) and not _registered_here(x) for x in (a, b, out)]
+        budget = min(_budget(d, memory_limit) for d in devs)
+        args = (m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, budget, FLOPS.get(mode, FLOPS["f32"]))
+        if register is None and not all(pinned):
+            staged = _best_plan(*args, pinned[0] and pinned[1], pinned[2], len(devs))[0]
+            locked = _best_plan(*args, True, True, len(devs))[0]
+            locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned) if not p)
+            register = locked + locking < REGISTER_GAIN * staged
+        if register:
+            for i, x in enumerate((a, b, out)):
+                if not pinned[i] and _register(x, devs[0]):
+                    registered.append(x)
+                    pinned[i] = True
+        plan = tiles or plan_tiles(*args, pinned[0] and pinned[1], pinned[2], len(devs))
+        last_call.update(plan=plan, registered=len(registered), pinned=tuple(pinned))
+        shares = split_work(tile_order(m, n, plan), len(devs))
+        errors: list[BaseException] = []
+        stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
+        workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
+                                    args=(d, share, a, b, out, plan, precision, tuple(pinned), stop, errors))
+                   for d, share in zip(devs, shares) if share]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        for x in registered:  # every copy from or into them has finished: the workers wait for their streams
+            _unregister(x)
     if errors:
-        raise errors[0]
+        raise next((e for e in errors if not isinstance(e, _Stopped)), errors[0])
     return out
 
 
-def _worker(dev: Device, row_starts, a, b, out, plan: TilePlan, precision, errors) -> None:
-    """One GPU's share: its row blocks of C, each against every column block."""
+last_call: dict = {}  # the latest call's plan, and how many arrays it page-locked (for benchmarks)
+_LOCKED: dict[int, int] = {}    # start -> end of the host ranges out-of-core calls have page-locked
+_LOCKED_GUARD = threading.Lock()
+
+
+def _registered_here(x: np.ndarray) -> bool:
+    """Whether x overlaps memory another out-of-core call locked: it may be unlocked under this call, so
+    this call stages it as pageable memory."""
+    start, end = x.ctypes.data, x.ctypes.data + x.nbytes
+    with _LOCKED_GUARD:
+        return any(s < end and start < e for s, e in _LOCKED.items())
+
+
+def _register(x: np.ndarray, dev: Device) -> bool:
+    """Page-lock a host array in place for every GPU; False where the driver refuses (it is then staged)."""
+    if x.nbytes == 0:
+        return False
+    dev.activate()
+    with _LOCKED_GUARD:
+        if driver.cuMemHostRegister(x.ctypes.data, x.nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)[0] \
+                != driver.CUresult.CUDA_SUCCESS:
+            return False
+        _LOCKED[x.ctypes.data] = x.ctypes.data + x.nbytes
+        return True
+
+
+def _unregister(x: np.ndarray) -> None:
+    with _LOCKED_GUARD:
+        del _LOCKED[x.ctypes.data]
+        _memory.check(driver.cuMemHostUnregister(x.ctypes.data), "cuMemHostUnregister")
+
+
+def _worker(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop, errors) -> None:
+    """One GPU's share of the C tiles."""
     try:
         with dev:
-            _run(dev, row_starts, a, b, out, plan, precision)
+            _run(dev, tiles, a, b, out, plan, precision, pinned, stop)
     except BaseException as exc:  # reported by the caller, after every worker has stopped
         errors.append(exc)
+        stop.set()
 
 
-def _run(dev: Device, row_starts, a, b, out, plan: TilePlan, precision) -> None:
+def _upload(staging, pinned: bool, dst: Matrix, host: np.ndarray, stream: Stream) -> None:
+    """host (rows contiguous) into the top-left of dst: straight from pinned memory, else staged."""
+    pitch = dst.stride * dst.itemsize
+    if pinned:
+        _memory.copy_2d_async(dst.elements, pitch, host.ctypes.data, host.strides[0], host.shape[1] * host.itemsize,
+                              host.shape[0], dst_on_host=False, src_on_host=True, stream=stream.ptr)
+    else:
+        staging.upload(dst.elements, pitch, host, stream.ptr)
+
+
+class _Downloader:
+    """Brings finished C tiles back to the host, in order, each after its product's event, on a stream of
+    its own. Into pinned memory the copies are queued straight away and a C buffer is reused after its
+    copy on the GPU's side; into pageable memory a thread drains the staging buffers, and a C buffer is
+    reused once its tile is on the host (`slots` counts the free ones)."""
+
+    def __init__(self, dev: Device, out: np.ndarray, pinned: bool, c_buffers: int):
+        self.dev, self.out, self.pinned = dev, out, pinned
+        self.stream = Stream(device=dev)
+        self.error: BaseException | None = None
+        if pinned:
+            self.copied = [self.stream.record(Event(timing=False, device=dev)) for _ in range(c_buffers)]
+            return
+        self.staging = _memory.staging(dev, "outofcore-down", STAGE_CHUNK, STAGE_BUFFERS)
+        self.slots = threading.Semaphore(c_buffers)
+        self.jobs: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, name=f"gpumat-outofcore-down-{dev.ordinal}")
+        self.thread.start()
+
+    def put(self, c: int, event: Event, src: Matrix, i0: int, j0: int) -> None:
+        """C buffer c's tile (src, its top-left rows x cols) is ready once `event` completes."""
+        if not self.pinned:
+            self.jobs.put((event, src, i0, j0))
+            return
+        host = self.out[i0:i0 + src.height, j0:j0 + src.width]
+        self.stream.wait(event)
+        _memory.copy_2d_async(host.ctypes.data, host.strides[0], src.elements, src.stride * src.itemsize,
+                              src.width * src.itemsize, src.height, dst_on_host=True, src_on_host=False,
+                              stream=self.stream.ptr)
+        self.stream.record(self.copied[c])
+
+    def _loop(self) -> None:
+        with self.dev:
+            while (job := self.jobs.get()) is not None:
+                event, src, i0, j0 = job
+                try:
+                    if self.error is None:
+                        self.stream.wait(event)
+                        self.staging.download(self.out[i0:i0 + src.height, j0:j0 + src.width], src.elements,
+                                              src.stride * src.itemsize, self.stream.ptr)
+                except BaseException as exc:
+                    self.error = exc
+                finally:
+                    self.slots.release()
+
+    def reuse(self, c: int, comp_s: Stream, stop: threading.Event) -> None:
+        """Before C buffer c takes its next tile: its last tile must be out (raise if the downloads or
+        another GPU's worker failed)."""
+        if self.pinned:
+            comp_s.wait(self.copied[c])
+        else:
+            while not self.slots.acquire(timeout=0.05):
+                self.check(stop)
+        self.check(stop)
+
+    def check(self, stop: threading.Event) -> None:
+        if self.error is not None:
+            raise self.error
+        if stop.is_set():
+            raise _Stopped()
+
+    def close(self) -> None:
+        """Wait until every tile handed over is on the host."""
+        if not self.pinned:
+            self.jobs.put(None)
+            self.thread.join()
+        try:
+            self.stream.synchronize()
+        finally:
+            self.stream.close()
+
+
+class _Stopped(Exception):
+    """Another GPU's worker failed; this one stops (the caller raises that worker's error)."""
+
+
+class _Slots:
+    """Two device buffers for tiles of one operand; a tile already held is not sent again."""
+
+    def __init__(self, buffers: list[Matrix], comp_s: Stream, dev: Device):
+        self.buffers, self.keys, self.last = buffers, [None, None], 1
+        self.free = [comp_s.record(Event(timing=False, device=dev)) for _ in buffers]  # when each may be overwritten
+
+    def get(self, key) -> tuple[int, bool]:
+        """(slot, must upload): the slot holding `key`, else the one the last product did not use."""
+        if key in self.keys:
+            s, fresh = self.keys.index(key), False
+        else:
+            s, fresh = 1 - self.last, True
+            self.keys[s] = key
+        self.last = s
+        return s, fresh
+
+
+def _run(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop: threading.Event) -> None:
     (m, k), n = a.shape, b.shape[1]
     dt = a.dtype
-    sfx = _dtypes.suffix(dt)
-    half = sfx in ("f16", "bf16")
-    acc_dt = _dtypes.FLOAT32 if half else dt
+    acc_dt = _dtypes.FLOAT32 if _dtypes.suffix(dt) in ("f16", "bf16") else dt
+    add = ADD[_dtypes.suffix(acc_dt)]
     k_ranges = [(k0, min(k0 + plan.tk, k)) for k0 in range(0, k, plan.tk)]
     owned: list[Matrix] = []
     copy_s, comp_s = Stream(device=dev), Stream(device=dev)
-    staging = _memory.staging(dev)
+    up = None if pinned[0] and pinned[1] else _memory.staging(dev, "outofcore-up", STAGE_CHUNK, STAGE_BUFFERS)
+    down = None
     try:
         def buf(h, w, dtype):
             mat = Matrix.empty(h, w, dtype=dtype, device=dev, stream=comp_s)
             owned.append(mat)
             return mat
 
-        A = [buf(plan.tm, plan.tk, dt) for _ in range(2)]
-        B = [buf(plan.tk, plan.tn, dt) for _ in range(2)]
-        acc = buf(plan.tm, plan.tn, acc_dt)
+        A = _Slots([buf(plan.tm, plan.tk, dt) for _ in range(2)], comp_s, dev)
+        B = _Slots([buf(plan.tk, plan.tn, dt) for _ in range(2)], comp_s, dev)
+        C = [buf(plan.tm, plan.tn, acc_dt) for _ in range(plan.c_buffers)]
+        C_out = [buf(plan.tm, plan.tn, out.dtype) for _ in range(plan.c_buffers)] if out.dtype != acc_dt else None
         part = buf(plan.tm, plan.tn, acc_dt) if len(k_ranges) > 1 else None
-        cout = buf(plan.tm, plan.tn, out.dtype) if out.dtype != acc_dt else None
-        free = [comp_s.record(Event(timing=False, device=dev)) for _ in range(2)]  # slot s may be overwritten
         ready = Event(timing=False, device=dev)
         copy_s.wait(comp_s.record(Event(timing=False, device=dev)))  # the buffers' allocations come first
-        held = [None, None]  # which A tile each slot holds
-        step = 0
-        for i0 in row_starts:
-            rows = min(plan.tm, m - i0)
-            for j0 in range(0, n, plan.tn):
-                cols = min(plan.tn, n - j0)
-                for kk, (k0, k1) in enumerate(k_ranges):
-                    s, step = step % 2, step + 1
-                    kl = k1 - k0
-                    copy_s.wait(free[s])
-                    if held[s] != (i0, k0):
-                        staging.upload(A[s].elements, A[s].stride * dt.itemsize, a[i0:i0 + rows, k0:k1], copy_s.ptr)
-                        held[s] = (i0, k0)
-                    staging.upload(B[s].elements, B[s].stride * dt.itemsize, b[k0:k1, j0:j0 + cols], copy_s.ptr)
-                    comp_s.wait(copy_s.record(ready))
-                    target = (acc if kk == 0 else part)[:rows, :cols]
-                    _product(A[s][:rows, :kl], B[s][:kl, :cols], target, precision, comp_s)
-                    if kk:
-                        ADD[_dtypes.suffix(acc_dt)]((cdiv(cols, 128), min(cdiv(rows, 8), MAX_GRID_YZ), 1), (32, 8, 1),
-                                                    acc.elements, part.elements, rows, cols, acc.stride, part.stride,
-                                                    stream=comp_s.ptr, device=dev)
-                    comp_s.record(free[s])
-                result = acc[:rows, :cols]
-                if cout is not None:
-                    result = _convert(result, cout[:rows, :cols], comp_s)
-                staging.download(out[i0:i0 + rows, j0:j0 + cols], result.elements, result.stride * out.itemsize,
-                                 comp_s.ptr)  # waits for the product; the host copy overlaps the next uploads
+        down = _Downloader(dev, out, pinned[2], plan.c_buffers)
+        for t, (i0, j0) in enumerate(tiles):
+            rows, cols = min(plan.tm, m - i0), min(plan.tn, n - j0)
+            c = t % plan.c_buffers
+            down.reuse(c, comp_s, stop)  # C[c]'s previous tile is back on the host
+            for kk, (k0, k1) in enumerate(k_ranges):
+                kl = k1 - k0
+                sa, new_a = A.get((i0, k0))
+                sb, new_b = B.get((k0, j0))
+                if new_a:
+                    copy_s.wait(A.free[sa])
+                    _upload(up, pinned[0], A.buffers[sa], a[i0:i0 + rows, k0:k1], copy_s)
+                if new_b:
+                    copy_s.wait(B.free[sb])
+                    _upload(up, pinned[1], B.buffers[sb], b[k0:k1, j0:j0 + cols], copy_s)
+                comp_s.wait(copy_s.record(ready))
+                target = (C[c] if kk == 0 else part)[:rows, :cols]
+                _product(A.buffers[sa][:rows, :kl], B.buffers[sb][:kl, :cols], target, precision, comp_s)
+                if kk:
+                    add((cdiv(cols, 128), min(cdiv(rows, 8), MAX_GRID_YZ), 1), (32, 8, 1), C[c].elements,
+                        part.elements, rows, cols, C[c].stride, part.stride, stream=comp_s.ptr, device=dev)
+                comp_s.record(A.free[sa])
+                comp_s.record(B.free[sb])
+            result = C[c][:rows, :cols]
+            if C_out is not None:
+                result = _convert(result, C_out[c][:rows, :cols], comp_s)
+            down.put(c, comp_s.record(Event(timing=False, device=dev)), result, i0, j0)
+        finished, down = down, None
+        finished.close()  # every tile is on the host once the download thread has drained its queue
+        finished.check(threading.Event())
     finally:
+        if down is not None:
+            down.close()  # the tiles queued before a failure still land: nothing is left reading freed memory
+        # the buffers are freed in comp_s's order; make it wait for the last uploads first
+        comp_s.wait(copy_s.record(Event(timing=False, device=dev)))
         for mat in owned:
             mat.free()
         copy_s.close()
@@ -214,9 +480,8 @@ def _run(dev: Device, row_starts, a, b, out, plan: TilePlan, precision) -> None:
 def _product(a: Matrix, b: Matrix, out: Matrix, precision, stream: Stream) -> None:
     """One tile's product on the compute stream. Exact float32 runs the kernel `auto` would pick without
     split-K, whose scratch would need memory outside the tile plan's budget."""
-    from . import _precision
     from .matmul import Plan, matmul, plan, run_plan
-    if a._sfx == "f32" and (precision or _precision.current()) == "float32":
+    if a._sfx == "f32" and precision == "float32":
         (m, k), n, dev = a.shape, b.width, a.device
         run_plan(Plan(plan(m, n, k, dev.sm_count, None, dev.max_smem_optin).algorithm, 1, k), a, b, out, stream)
     else:

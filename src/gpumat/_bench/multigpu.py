@@ -1,0 +1,76 @@
+"""`python -m gpumat bench multigpu`: one out-of-core product on 1, 2, ... GPUs of this host, and the
+same product as a dask.array graph on a LocalCluster of 1, 2, ... workers (one GPU each; skipped
+without dask and distributed).
+
+float32 host operands (numpy in, numpy out), each GPU limited to 1/4 of what A, B and C need (so the
+product is out of core on one GPU). Dask: 8192-square chunks, the block products by gpumat.dask, the K
+sums by Dask; its time against the direct call on as many GPUs is the overhead of the engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import gpumat as gm
+
+from .common import environment, print_table, write_json
+from .outofcore import first_rows_error, in_device_seconds, operands, wall
+
+SHAPE = (32768, 32768, 32768)
+QUICK_SHAPE = (8192, 8192, 8192)
+SHARE = 4
+CHUNK = 8192
+
+
+def dask_seconds(a, b, workers: int, chunk: int) -> tuple[float, np.ndarray] | None:
+    try:
+        import dask.array as da
+        from distributed import Client, LocalCluster
+    except ImportError:
+        return None
+    from gpumat import dask as gmd
+    # threads, not processes: the workers share the host arrays (no pickling of 256 MB blocks); each is
+    # still bound to its own GPU by its name
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster):
+        A, B = da.from_array(a, chunks=chunk), da.from_array(b, chunks=chunk)
+        got = {}
+        seconds = wall(lambda: got.__setitem__("c", gmd.matmul(A, B).compute()), repeat=2)
+    return seconds, got["c"]
+
+
+def run(args) -> dict:
+    quick = getattr(args, "quick", False)
+    m, n, k = QUICK_SHAPE if quick else SHAPE
+    chunk = CHUNK if not quick else CHUNK // 4
+    gpus = gm.device_count()
+    a, b, out = operands(m, n, k)
+    data = a.nbytes + b.nbytes + out.nbytes
+    limit = data // SHARE
+    compute = in_device_seconds(a, b)
+    record = {"M": m, "N": n, "K": k, "data_bytes": data, "limit_bytes_per_gpu": limit, "in_device_s_one_gpu": compute,
+              "direct": [], "dask": [], "dask_chunk": chunk}
+    rows = []
+    direct = {}
+    for g in range(1, gpus + 1):
+        t = wall(lambda: gm.matmul(a, b, out=out, memory_limit=limit, devices=list(range(g))))
+        direct[g] = t
+        record["direct"].append({"gpus": g, "seconds": t, "speedup": direct[1] / t, "over_in_device": t / compute,
+                                 "rel_error_first_rows": first_rows_error(a, b, out)})
+        rows.append(["gm.matmul", g, t, direct[1] / t, t * g / compute])
+    for w in sorted({1, gpus}):
+        got = dask_seconds(a, b, w, chunk)
+        if got is None:
+            record["dask"] = "not run: dask or distributed is not installed"
+            break
+        t, c = got
+        one = record["dask"][0]["seconds"] if record["dask"] else t
+        record["dask"].append({"workers": w, "seconds": t, "speedup": one / t, "over_direct": t / direct[w],
+                               "rel_error_first_rows": first_rows_error(a, b, c)})
+        rows.append([f"dask, {w} worker(s)", w, t, one / t, t / direct[w]])
+        del c
+    print_table(f"{m}x{n}x{k} float32, host arrays, each GPU limited to 1/{SHARE} of the data; in device "
+                f"memory on one GPU: {compute:.3f} s",
+                ["how", "GPUs", "seconds", "speedup", "direct: GPUs x time / in-device; dask: over direct"], rows)
+    env = environment()
+    print(f"\n{env['device']} x{gpus}, {env['date']}")
+    return write_json("multigpu", {"gpus": gpus, "result": record})
