@@ -189,3 +189,16 @@ def test_every_gpu_takes_a_share():
     got = gm.matmul(a, b, memory_limit=4 << 20, devices=[0, 1])
     assert product_error(got, a, b) < 1e-5
     assert gm.matmul(a, b, memory_limit=4 << 20, devices=[1, 0]).tobytes() == got.tobytes()
+
+
+@pytest.mark.parametrize("m,n,side,parts", [(32768, 32768, 12288, 2), (10000, 3000, 4096, 3), (5000, 7000, 3000, 4)])
+def test_work_is_split_by_area_not_by_tile_count(m, n, side, parts):
+    plan = oc.TilePlan(side, side, 1)
+    tiles = oc.tile_order(m, n, plan)
+    areas = dict(zip(tiles, oc.tile_areas(m, n, plan, tiles)))
+    shares = [sum(areas[t] for t in share) for share in oc.split_work(tiles, parts, list(areas.values()))]
+    assert sum(shares) == m * n
+    # each cut is within half a tile of an even share, so no GPU gets more than a tile over its share
+    assert max(shares) - m * n / parts <= max(areas.values())
+    count_split = [sum(areas[t] for t in share) for share in oc.split_work(tiles, parts)]
+    assert max(shares) <= max(count_split)  # never worse than cutting by tile count

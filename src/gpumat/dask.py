@@ -38,7 +38,7 @@ def _gpu_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """One block product on this worker's GPU (numpy in, numpy out)."""
     from .matmul import matmul
     dev = _worker_device()
-    return matmul(np.ascontiguousarray(x), np.ascontiguousarray(y), devices=None if dev is None else [dev])
+    return matmul(x, y, devices=None if dev is None else [dev])  # views with contiguous rows go as they are
 
 
 def _block(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -46,10 +46,35 @@ def _block(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return _gpu_product(x, y)[:, None, :]
 
 
+def _keep(x, axis, keepdims):
+    return x  # the per-block step of the reduction: the partial products as they are
+
+
+def _add_up(parts, axis, keepdims):
+    """Dask's aggregation step: the partial products of one C block, added in their K order into the
+    first (in place, no concatenation); `parts` is a (possibly nested) list of (rows, 1, cols) arrays."""
+    flat = []
+
+    def walk(p):
+        if isinstance(p, list):
+            for q in p:
+                walk(q)
+        else:
+            flat.append(p)
+    walk(parts)
+    total = flat[0] + flat[1] if len(flat) > 1 else np.array(flat[0], copy=True)  # a new array: inputs stay as they are
+    for p in flat[2:]:
+        np.add(total, p, out=total)
+    if total.shape[1] != 1:  # Dask's own trial calls on empty arrays
+        return total.sum(axis=1, keepdims=keepdims)
+    return total if keepdims else total[:, 0, :]
+
+
 def matmul(a, b):
     """C = a @ b for two 2-D dask arrays (any chunking; b's row chunks are aligned to a's column chunks).
     Returns a lazy dask array; each block product runs on a GPU, and the partial products of one C
-    block are summed by dask.array's reduction (in a fixed tree, so the same graph gives the same bits)."""
+    block are summed by dask.array's reduction (a fixed tree, each step adding in K order, so the same
+    graph gives the same bits)."""
     import dask.array as da
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gpumat.dask.matmul takes 2-D arrays, got {a.ndim}-D and {b.ndim}-D")
@@ -60,4 +85,6 @@ def matmul(a, b):
     b = b.rechunk({0: a.chunks[1]})
     partial = da.blockwise(_block, "ikj", a, "ik", b, "kj", dtype=a.dtype,
                            adjust_chunks={"k": 1}, concatenate=False)
-    return partial.sum(axis=1, dtype=a.dtype)
+    # Dask's reduction over the k axis; its aggregation adds the partial products in place, in K order
+    return da.reduction(partial, _keep, _add_up, combine=_add_up, axis=1, concatenate=False, dtype=a.dtype,
+                        name="gpumat-matmul-ksum")

@@ -113,7 +113,7 @@ def plan_seconds(p: TilePlan, m: int, n: int, k: int, in_size: int, acc_size: in
     fill = ((p.tm * p.tk / whole_a + p.tk * p.tn / whole_b) * in_size / in_bps
             + p.tm * p.tn * out_size / (out_bps * whole_c))
     serial = down if p.c_buffers == 1 else 0.0  # one C tile: its download holds up the next product
-    share = cdiv(tiles, parts) / tiles          # the GPU with the most tiles finishes last
+    share = _largest_share(m, n, p, parts)      # the GPU with the most work finishes last
     return (max(compute, up, down) + serial) * share + fill
 
 
@@ -162,9 +162,39 @@ def tile_order(m: int, n: int, plan: TilePlan) -> list[tuple[int, int]]:
     return [(i0, j0) for r, i0 in enumerate(range(0, m, plan.tm)) for j0 in (cols if r % 2 == 0 else cols[::-1])]
 
 
-def split_work(tiles: list, parts: int) -> list[list]:
-    """Contiguous runs of tiles, one a GPU, as even as the count allows (neighbours share A row blocks)."""
-    return [tiles[w * len(tiles) // parts:(w + 1) * len(tiles) // parts] for w in range(parts)]
+def tile_areas(m: int, n: int, plan: TilePlan, tiles: list[tuple[int, int]]) -> list[int]:
+    """Each tile's share of the work: its rows times its columns (edge tiles are smaller)."""
+    return [min(plan.tm, m - i0) * min(plan.tn, n - j0) for i0, j0 in tiles]
+
+
+def split_work(tiles: list, parts: int, weights: list[int] | None = None) -> list[list]:
+    """Contiguous runs of tiles, one a GPU (neighbours share A row blocks), cut where the running total of
+    `weights` (default: one a tile) comes nearest to each GPU's even share of the work."""
+    weights = weights or [1] * len(tiles)
+    total, cuts, running, i = sum(weights), [0], 0, 0
+    for w in range(1, parts):
+        goal = total * w / parts
+        while i < len(tiles) and running + weights[i] / 2 <= goal:  # take a tile if most of it is below the goal
+            running += weights[i]
+            i += 1
+        cuts.append(max(i, cuts[-1]))
+    cuts.append(len(tiles))
+    return [tiles[cuts[w]:cuts[w + 1]] for w in range(parts)]
+
+
+@lru_cache(maxsize=4096)
+def _largest_share(m: int, n: int, plan: TilePlan, parts: int) -> float:
+    """The biggest GPU's fraction of the work under split_work (by tile count past 256 tiles, where the
+    exact split costs more than the difference it makes)."""
+    tiles = cdiv(m, plan.tm) * cdiv(n, plan.tn)
+    if parts == 1:
+        return 1.0
+    if tiles > 256:
+        return cdiv(tiles, parts) / tiles
+    order = tile_order(m, n, plan)
+    areas = tile_areas(m, n, plan, order)
+    index = {t: a for t, a in zip(order, areas)}
+    return max(sum(index[t] for t in share) for share in split_work(order, parts, areas)) / (m * n)
 
 
 def _budget(dev: Device, memory_limit) -> int:
@@ -249,7 +279,8 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
                     pinned[i] = True
         plan = tiles or plan_tiles(*args, pinned[0] and pinned[1], pinned[2], len(devs))
         last_call.update(plan=plan, registered=len(registered), pinned=tuple(pinned))
-        shares = split_work(tile_order(m, n, plan), len(devs))
+        order = tile_order(m, n, plan)
+        shares = split_work(order, len(devs), tile_areas(m, n, plan, order))
         errors: list[BaseException] = []
         stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
         workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
