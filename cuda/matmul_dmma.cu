@@ -7,32 +7,29 @@
 // gridDim.y is capped at 65535). blockDim must be (Cfg::THREADS, 1, 1); dynamic shared memory
 // Cfg::SMEM_BYTES (the entry points below say how much).
 //
-// Arithmetic: DMMA multiplies and adds in IEEE FP64 (fused, round to nearest), so the result is an
-// FP64 dot product in a fixed order: per k step of 16, the hardware's own order inside one mma, the
-// steps in increasing k, split-K partials added in split order. No atomics: the same inputs give the
-// same bits on the same GPU.
+// Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
+// dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
+// in increasing k, split-K partials added in split order. No atomics: the same inputs give the same
+// bits on the same GPU.
 //
 // Tile and data flow:
-//  * a block computes BM x 128 of C with warps of 32 columns: WARPS_M x 4 warp tiles of (16 MT) x 32,
-//    each warp MT x 4 mma tiles of 16 x 8; k tiles of BK (16 or 32) go global -> shared memory by
-//    cp.async into a ring of STAGES buffers (one barrier per k tile);
-//  * the mma is m16n8k16 .f64 on sm_90 and later (one DMMA.16x8x16 instruction); on sm_80..sm_89,
-//    which have only m8n8k4 .f64, the same register fragments feed eight m8n8k4 (two row halves,
-//    four k quarters), so both compute the same function from the same shared-memory reads;
-//  * the mma's k and n indices are labels, relabelled so that fragments are 16-byte reads. For a
-//    k step of 16 at tile offset k0, mma k index t + 4j (j = 0..3; the thread holds it in a[2j],
-//    a[2j+1], b[j]) stands for k0 + 4t + j: thread (g = lane/4, t = lane%4) reads row g (and g + 8)
-//    of A at k0 + 4t .. + 3 as two 16-byte reads. For B, n index g of n tile jj stands for the
-//    warp's column 4g + jj, so the thread reads B's row k0 + 4t + j at columns 4g .. 4g + 3 (two
-//    16-byte reads) and has its b[j] for all 4 n tiles; in the end it owns 8 consecutive columns
-//    8t .. 8t + 7 of each of its C rows: four 16-byte stores;
-//  * shared memory, in 16-byte chunks (two doubles): A rows of BK doubles with chunk c of row r at
-//    c ^ (r & 1); B rows of 128 doubles with chunk c of row k at c ^ X(k), X(k) = bit 2 of k in
-//    place 0 and bit 3 of k in place 2. A quarter warp (the 8 lanes one 16-byte read serves at a
-//    time) then reads 8 distinct bank groups for A (rows g, g + 1 land on opposite parities) and
-//    for B (its 4 rows, 4 k apart, move the two chunks it reads to 8 distinct places); the copies
-//    write whole rows of chunks and stay conflict-free too. Every fragment address is a per-thread
-//    base plus a compile-time constant (the XORs depend only on g & 1 and t);
+//  * a block computes BM x BN of C with WARPS_M x WARPS_N warp tiles of (16 MT) x 32, each warp MT x 4
+//    mma tiles of 16 x 8; k tiles of BK (16 or 32) go global -> shared memory by cp.async into a
+//    ring of STAGES buffers (one barrier per k tile);
+//  * the mma is m16n8k8 .f64 on sm_90 and later (one DMMA.16x8x8 instruction); on sm_80..sm_89,
+//    which have only m8n8k4 .f64, the same register fragments feed four m8n8k4 (two row halves, two
+//    k halves), so both compute the same function from the same shared-memory reads. (m16n8k16, one
+//    instruction for twice the work, needs 12 fragment doubles live per mma: ptxas 13.0 spilled.)
+//  * fragments in the mma's own layout, every element one 8-byte shared-memory read straight into
+//    its register (16-byte reads would pair elements the mma wants in different registers, and the
+//    register moves that regroup them cost more registers than the kernels have). Thread
+//    (g = lane/4, t = lane%4) reads A rows g, g + 8 at k t, t + 4 and B rows t, t + 4 at column g of
+//    each mma tile, and ends up owning columns 2t, 2t + 1 of its C rows: 16-byte stores;
+//  * shared memory rows are padded by 4 doubles (A rows BK + 4, B rows BN + 4), so consecutive rows
+//    start 32 bytes further along the banks: the 16 lanes one 8-byte read serves at a time (4 rows
+//    x 4 consecutive doubles, for A and for B) hit 16 distinct 8-byte bank pairs, and the copies,
+//    whole rows of 16-byte chunks, stay conflict-free. Every fragment address is a per-thread base
+//    plus a compile-time constant;
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
@@ -47,13 +44,14 @@
 
 namespace {
 
-constexpr int BN = 128, WN = 32, WARPS_N = 4, NT = 4;  // every variant: 4 warp columns of 32
+constexpr int WN = 32, NT = 4;  // every variant: warp tiles 32 columns wide (4 mma tiles of 8)
 constexpr int GROUP_M = 8;
 constexpr int PAD = 4;  // doubles added to every shared-memory row: consecutive rows start 32 bytes apart in the banks
 
-template <int WARPS_M_, int MT_, int BK_, int STAGES_, int UNROLL_>
+template <int WARPS_M_, int WARPS_N_, int MT_, int BK_, int STAGES_, int UNROLL_>
 struct Cfg {
-    static constexpr int WARPS_M = WARPS_M_, MT = MT_, BK = BK_, STAGES = STAGES_;
+    static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, MT = MT_, BK = BK_, STAGES = STAGES_;
+    static constexpr int BN = WARPS_N * WN;
     static constexpr int UNROLL = UNROLL_;  // k steps of 8 the compiler may schedule together (registers)
     static constexpr int WM = 16 * MT, BM = WARPS_M * WM;
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
@@ -69,11 +67,12 @@ struct Cfg {
 };
 
 // UNROLL: with more, ptxas (13.0, sm_90) hoists the next k step's fragment reads and spills.
-using Big = Cfg<2, 4, 16, 5, 2>;     // 128 x 128 x 16, 5 stages: 186,880 bytes
-using BigK32 = Cfg<2, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 bytes
-using Half = Cfg<2, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
-static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544,
-              "_matmul_f64.py asks for these");
+using Big = Cfg<2, 4, 4, 16, 5, 2>;     // 128 x 128 x 16, 5 stages: 186,880 bytes
+using BigK32 = Cfg<2, 4, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 bytes
+using Half = Cfg<2, 4, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
+using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes (two blocks an SM)
+static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
+              Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
 
 #if __CUDA_ARCH__ >= 800
 
@@ -200,9 +199,9 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
                                      int M, int N, long long lda, long long ldb, long long ldc,
                                      int k_begin, int k_end, bool vec_c, double* smem)
 {
-    constexpr int BM = C::BM, BK = C::BK, S = C::STAGES;
+    constexpr int BM = C::BM, BN = C::BN, BK = C::BK, S = C::STAGES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
     const int g = lane >> 2, t = lane & 3;
     const int a_off = (wm * C::WM + g) * C::AS + t;   // A (row g, k t) of the warp's tile
     const int b_off = t * C::BS + wn * WN + g;         // B (k t, column g) of the warp's tile
@@ -342,6 +341,16 @@ extern "C" __global__ void __launch_bounds__(Half::THREADS, 2) matmul_dmma64x128
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
     entry<Half>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 128 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 64 x 32, 3 stages in 87,552 bytes of dynamic
+// shared memory, two blocks an SM (each one's barriers, pipeline fill and stores of C overlap the other's
+// math). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Narrow::THREADS, 2) matmul_dmma128x64k16_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Narrow>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
 // Split-K's second pass: C = the sum of `splits` partial products (each M x N, row stride N, one

@@ -69,14 +69,14 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
     cfgs = dict(re.findall(r"using (\w+) = Cfg<([\d, ]+)>;", src))
     sizes = {}
     for name, args in cfgs.items():
-        warps_m, mt, bk, stages, _ = (int(x) for x in args.split(","))
-        bm = warps_m * mt * 16
-        sizes[name] = (bm, bk, stages * (bm * (bk + 4) + bk * (128 + 4)) * 8)
-    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half"}
+        warps_m, warps_n, mt, bk, stages, _ = (int(x) for x in args.split(","))
+        bm, bn = warps_m * mt * 16, warps_n * 32
+        sizes[name] = (bm, bn, warps_m * warps_n * 32, stages * (bm * (bk + 4) + bk * (bn + 4)) * 8)
+    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow"}
     for name, v in f64.VARIANTS.items():
         cfg = by_kernel[v.kernel.name[len("matmul_"):-len("_f64")]]
-        bm, bk, smem = sizes[cfg]
-        assert v.tile == (bm, 128) and v.smem == smem, name
+        bm, bn, threads, smem = sizes[cfg]
+        assert v.tile == (bm, bn) and v.smem == smem and v.threads == threads, name
         assert str(smem) in src.split(f"using {cfg} =")[1].split("\n")[0].replace(",", "")
 
 
