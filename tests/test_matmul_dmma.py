@@ -83,7 +83,8 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
     for shape in [(1, 1, 1), (4096, 4096, 4096), (256, 256, 65536)]:
         assert f64.choose(*shape, 75, 40, 64 * 1024) is None      # Turing
-        assert f64.choose(*shape, 86, 84, 99 * 1024) is None      # too little shared memory a block
+        assert f64.choose(*shape, 86, 84, 99 * 1024) is None      # FP64 at 1/64 rate: the SIMT kernel
+        assert f64.choose(*shape, 90, 132, 64 * 1024) is None     # too little shared memory a block
         assert f64.choose(*shape, 80, 108, 163 * 1024).algorithm in f64.AUTO
         assert f64.choose(*shape, **H100).algorithm in f64.AUTO
     with pytest.raises(ValueError, match="compute capability 8.0"):

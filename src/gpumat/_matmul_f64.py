@@ -16,6 +16,8 @@ from ._kernels import Kernel
 
 SIGNATURE = "PPPiiiqqqi"  # A, B, C, M, N, K, lda, ldb, ldc, k_chunk (block z multiplies k in [z*k_chunk, (z+1)*k_chunk))
 MIN_ARCH = 80             # mma.sync .f64 (m8n8k4) needs sm_80; sm_90 adds m16n8k8, which these kernels use there
+AUTO_ARCHS = (80, 90, 100)  # full-rate FP64 tensor cores (A100, H100/H200, B200); the other sm_8x/sm_12x
+                            # parts run FP64 at 1/64 rate either way, and "auto" keeps the SIMT kernel there
 K_ALIGN = 16              # split boundaries on whole k tiles, even: every split keeps the 16-byte copies
 MIN_K_CHUNK = 64          # no split shorter than this (each split pays a pipeline fill and a scratch pass)
 
@@ -99,8 +101,10 @@ def usable(algorithm: str, arch: int, max_smem: int) -> bool:
 @lru_cache(maxsize=4096)
 def choose(m: int, n: int, k: int, arch: int, sm_count: int, max_smem: int) -> Plan | None:
     """What "auto" runs for an m x k times k x n float64 product: the AUTO variant and split count with
-    the least modeled time among those the GPU can run, or None (run the SIMT kernel) before sm_80 or
-    where no variant fits the shared memory a block gets."""
+    the least modeled time among those the GPU can run, or None (run the SIMT kernel) on GPUs without
+    full-rate FP64 tensor cores (AUTO_ARCHS) or where no variant fits the shared memory a block gets."""
+    if arch not in AUTO_ARCHS:
+        return None
     names = [name for name in AUTO if usable(name, arch, max_smem)]
     if not names:
         return None
