@@ -48,8 +48,9 @@ constexpr int WN = 32, NT = 4;  // every variant: warp tiles 32 columns wide (4 
 constexpr int GROUP_M = 8;
 constexpr int PAD = 4;  // doubles added to every shared-memory row: consecutive rows start 32 bytes apart in the banks
 
-template <int WARPS_M_, int WARPS_N_, int MT_, int BK_, int STAGES_, int UNROLL_>
+template <int WARPS_M_, int WARPS_N_, int MT_, int BK_, int STAGES_, int UNROLL_, bool PIPE_ = false>
 struct Cfg {
+    static constexpr bool PIPE = PIPE_;  // the register-double-buffered main loop (see gemm)
     static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, MT = MT_, BK = BK_, STAGES = STAGES_;
     static constexpr int BN = WARPS_N * WN;
     static constexpr int UNROLL = UNROLL_;  // k steps of 8 the compiler may schedule together (registers)
@@ -71,6 +72,8 @@ using Big = Cfg<2, 4, 4, 16, 5, 2>;     // 128 x 128 x 16, 5 stages: 186,880 byt
 using BigK32 = Cfg<2, 4, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 bytes
 using Half = Cfg<2, 4, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
 using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes (two blocks an SM)
+using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
+using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
 static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
               Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
 
@@ -194,6 +197,23 @@ __device__ __forceinline__ void multiply_tile(const double* __restrict__ As, con
     }
 }
 
+// The pipelined main loop's fragment reads: B of one k step of 8 (step s of a k tile), A of one m tile.
+template <class C>
+__device__ __forceinline__ void load_b(const double* __restrict__ Bs, int b_off, int s, double (&b)[NT][2])
+{
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) b[j][e] = Bs[b_off + (8 * s + 4 * e) * C::BS + 8 * j];
+}
+
+template <class C>
+__device__ __forceinline__ void load_a(const double* __restrict__ As, int a_off, int s, int i, double (&a)[4])
+{
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[e] = As[a_off + (16 * i + 8 * (e & 1)) * C::AS + 8 * s + 4 * (e >> 1)];
+}
+
 template <class C, bool VEC>
 __device__ __forceinline__ void gemm(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
                                      int M, int N, long long lda, long long ldb, long long ldc,
@@ -251,15 +271,63 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
             kleft -= BK;
             stage = stage == S - 1 ? 0 : stage + 1;
         };
+        if constexpr (!C::PIPE) {
 #pragma unroll 1
-        for (int s = 0; s < S - 1; ++s) fetch_next();
+            for (int s = 0; s < S - 1; ++s) fetch_next();
 #pragma unroll 1
-        while (kleft > -(S - 1) * BK) {
-            copy_wait<S - 2>();
-            __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
-            fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
-            const double* st = smem + stage * C::STAGE_DOUBLES;
-            if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, a_off, b_off, acc);
+            while (kleft > -(S - 1) * BK) {
+                copy_wait<S - 2>();
+                __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
+                fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
+                const double* st = smem + stage * C::STAGE_DOUBLES;
+                if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, a_off, b_off, acc);
+            }
+        } else {
+            // Fragment reads one step ahead of the mmas: B double-buffered, and each m tile's A
+            // fragment re-read for the next step right after its mmas are issued. At a tile's last
+            // step the barrier comes first (tile t + 1 has landed; every warp has read all of tile t,
+            // whose last fragments are in registers), then the copy of tile t + S into tile t's stage
+            // and the reads of tile t + 1's first fragments, which the last step's mmas cover.
+            constexpr int STEPS = BK / 8;
+            const int tiles = (kspan + BK - 1) / BK;
+#pragma unroll 1
+            for (int s = 0; s < S; ++s) fetch_next();
+            copy_wait<S - 1>();
+            __syncthreads();
+            int rstage = 0;
+            double a[C::MT][4], b[2][NT][2];
+            if (tiles > 0) {
+                load_b<C>(smem + C::A_DOUBLES, b_off, 0, b[0]);
+#pragma unroll
+                for (int i = 0; i < C::MT; ++i) load_a<C>(smem, a_off, 0, i, a[i]);
+            }
+#pragma unroll 1
+            for (int t = 0; t < tiles; ++t) {
+                const double* st = smem + rstage * C::STAGE_DOUBLES;
+#pragma unroll
+                for (int s = 0; s < STEPS; ++s) {
+                    const bool last = s + 1 == STEPS;
+                    const bool more = !last || t + 1 < tiles;
+                    const double* nx = st;
+                    if (last && more) {
+                        copy_wait<S - 2>();
+                        __syncthreads();
+                        fetch_next();  // tile t + S into tile t's stage
+                        rstage = rstage == S - 1 ? 0 : rstage + 1;
+                        nx = smem + rstage * C::STAGE_DOUBLES;
+                    }
+                    const int ns = last ? 0 : s + 1;
+                    if (more) load_b<C>(nx + C::A_DOUBLES, b_off, ns, b[(s + 1) & 1]);
+#pragma unroll
+                    for (int i = 0; i < C::MT; ++i) {
+                        if (warp_live) {
+#pragma unroll
+                            for (int j = 0; j < NT; ++j) mma(acc[i][j], a[i], b[s & 1][j]);
+                        }
+                        if (more) load_a<C>(nx, a_off, ns, i, a[i]);
+                    }
+                }
+            }
         }
         copy_wait<0>();
         __syncthreads();  // the next row tile's first copies may overwrite a stage just read
@@ -351,6 +419,22 @@ extern "C" __global__ void __launch_bounds__(Narrow::THREADS, 2) matmul_dmma128x
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
     entry<Narrow>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The two shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
+// memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).
+extern "C" __global__ void __launch_bounds__(BigPipe::THREADS, 1) matmul_dmma128x128k16pipe_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<BigPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(NarrowPipe::THREADS, 2) matmul_dmma128x64k16pipe_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<NarrowPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
 // Split-K's second pass: C = the sum of `splits` partial products (each M x N, row stride N, one

@@ -66,18 +66,19 @@ def test_float64_lists_the_tensor_core_variants_and_keeps_the_others():
 def test_shared_memory_of_each_variant_matches_the_kernel_source():
     """The byte counts the launches ask for are the kernel file's own (its static_assert)."""
     src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_dmma.cu").read_text()
-    cfgs = dict(re.findall(r"using (\w+) = Cfg<([\d, ]+)>;", src))
+    cfgs = dict(re.findall(r"using (\w+) = Cfg<([\w, ]+)>;", src))
     sizes = {}
     for name, args in cfgs.items():
-        warps_m, warps_n, mt, bk, stages, _ = (int(x) for x in args.split(","))
+        warps_m, warps_n, mt, bk, stages = (int(x) for x in args.split(",")[:5])
         bm, bn = warps_m * mt * 16, warps_n * 32
         sizes[name] = (bm, bn, warps_m * warps_n * 32, stages * (bm * (bk + 4) + bk * (bn + 4)) * 8)
-    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow"}
+    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow",
+                 "dmma128x128k16pipe": "BigPipe", "dmma128x64k16pipe": "NarrowPipe"}
     for name, v in f64.VARIANTS.items():
         cfg = by_kernel[v.kernel.name[len("matmul_"):-len("_f64")]]
         bm, bn, threads, smem = sizes[cfg]
         assert v.tile == (bm, bn) and v.smem == smem and v.threads == threads, name
-        assert str(smem) in src.split(f"using {cfg} =")[1].split("\n")[0].replace(",", "")
+        assert f"SMEM_BYTES == {smem}" in src, (name, smem)  # the kernel file pins the same number
 
 
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
@@ -232,8 +233,8 @@ def test_bitwise_deterministic_with_and_without_split_k(algorithm):
             first = gm.matmul(A, B, algorithm=algorithm).to_numpy()
             for _ in range(3):
                 np.testing.assert_array_equal(gm.matmul(A, B, algorithm=algorithm).to_numpy(), first)
-            p = f64.plan_for(m, n, k, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)
-            assert_fp64_product(first, a, b, p.splits)
+            ref = a @ b  # (the FP64 bound is checked elsewhere; this guards against a deterministic wrong answer)
+            assert np.max(np.abs(first - ref)) <= 1e-12 * np.max(np.abs(a) @ np.abs(b))
     assert f64.plan_for(256, 256, 16384, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin).splits > 1
 
 

@@ -50,6 +50,8 @@ VARIANTS: dict[str, DmmaVariant] = {
     "dmma128x128k32": _variant("dmma128x128k32", (128, 128), 64, 211968, 1, 46e12),
     "dmma128x64": _variant("dmma128x64k16", (128, 64), 64, 87552, 2, 52e12),
     "dmma64x128": _variant("dmma64x128k16", (64, 128), 32, 108544, 2, 47e12),
+    "dmma128x128pipe": _variant("dmma128x128k16pipe", (128, 128), 64, 186880, 1, 50e12),
+    "dmma128x64pipe": _variant("dmma128x64k16pipe", (128, 64), 64, 87552, 2, 50e12),
 }
 AUTO = ("dmma128x64", "dmma128x128", "dmma64x128")  # what "auto" chooses among
 REDUCE = Kernel("matmul_dmma", "matmul_splitk_reduce_f64", "PPiiqi")  # partial, C, M, N, ldc, splits
