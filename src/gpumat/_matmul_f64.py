@@ -44,16 +44,21 @@ def _variant(name: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, flo
 
 # name -> variant. 128 x 128 tiles: 2 x 4 warps of 64 x 32, one block an SM (64 accumulators a thread);
 # k tiles of 16 in 5 cp.async stages, or of 32 in 3. 128 x 64: 2 x 2 warps of 64 x 32, 3 stages, two
-# blocks an SM. 64 x 128: 2 x 4 warps of 32 x 32, 4 stages, two blocks an SM.
+# blocks an SM. 64 x 128: 2 x 4 warps of 32 x 32, 4 stages, two blocks an SM. The *pipe variants run the
+# same tiles with the fragment reads one k step ahead of the mmas (see cuda/matmul_dmma.cu).
+# flops: sustained on the H100 at 4096^3 and 8192^3 (benchmarks/results/matmul-float64-*.json; runs of
+# one kernel and plan spread by up to 7%, so these rank the shapes only roughly). The *pipe variants were
+# not measured yet: their figure is a placeholder, and auto does not choose them.
 VARIANTS: dict[str, DmmaVariant] = {
     "dmma128x128": _variant("dmma128x128k16", (128, 128), 64, 186880, 1, 46e12),
     "dmma128x128k32": _variant("dmma128x128k32", (128, 128), 64, 211968, 1, 46e12),
-    "dmma128x64": _variant("dmma128x64k16", (128, 64), 64, 87552, 2, 52e12),
+    "dmma128x64": _variant("dmma128x64k16", (128, 64), 64, 87552, 2, 48e12),
     "dmma64x128": _variant("dmma64x128k16", (64, 128), 32, 108544, 2, 47e12),
-    "dmma128x128pipe": _variant("dmma128x128k16pipe", (128, 128), 64, 186880, 1, 50e12),
-    "dmma128x64pipe": _variant("dmma128x64k16pipe", (128, 64), 64, 87552, 2, 50e12),
+    "dmma128x128pipe": _variant("dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46e12),
+    "dmma128x64pipe": _variant("dmma128x64k16pipe", (128, 64), 64, 87552, 2, 48e12),
 }
-AUTO = ("dmma128x64", "dmma128x128", "dmma64x128")  # what "auto" chooses among
+# What "auto" chooses among (the k32 tile ran 0.74-0.87x of the others on the odd shapes).
+AUTO = ("dmma128x64", "dmma128x128", "dmma64x128")
 REDUCE = Kernel("matmul_dmma", "matmul_splitk_reduce_f64", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SCRATCH_BANDWIDTH, LAUNCH_S = 2.5e12, 4e-6  # split-K's scratch round trip and its second launch
