@@ -123,7 +123,7 @@ __device__ __forceinline__ void mma(double (&d)[4], const double (&a)[4], const 
 }
 
 // The copies of one k tile. Thread tid copies A chunk (row tid / A_CHUNKS_ROW + A_ROW_STEP i,
-// chunk tid % A_CHUNKS_ROW) and B chunk (k tid / 64 + B_ROW_STEP i, chunk tid % 64).
+// chunk tid % A_CHUNKS_ROW) and B chunk (k tid / B_CHUNKS_ROW + B_ROW_STEP i, chunk tid % B_CHUNKS_ROW).
 template <class C>
 struct Loader {
     const double* a;  // A at this thread's first row and its k chunk, in the next k tile
