@@ -76,6 +76,8 @@ using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
 using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
 static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
               Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
+static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
+              "the pipelined variants keep their shapes' shared memory");
 
 #if __CUDA_ARCH__ >= 800
 
