@@ -1,7 +1,8 @@
 """Dense matrix multiply, C = A @ B: argument checks, variant choice, launch.
 
-float32 runs the fast SGEMM family (or the teaching kernels); float64, float16 and bfloat16 run the
-teaching kernels or a register-tiled SIMT kernel (float64: exact FP64 FMA; halves: float32
+float32 runs the fast SGEMM family (or the teaching kernels); float64 runs the FP64 tensor-core kernels
+(_matmul_f64, sm_80 and later), a register-tiled SIMT kernel or the teaching kernels; float16 and
+bfloat16 run the teaching kernels or the SIMT kernel (float64: exact FP64 FMA; halves: float32
 accumulation, C in the input dtype or, with a float32 `out`, in float32)."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from ._driver import Device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
-from . import _memory, _precision
+from . import _matmul_f64, _memory, _precision
 from ._memory import SPECIAL_STREAMS
 from ._dtypes import BFLOAT16, FLOAT16, suffix
 from ._dtypes import name as dtype_name
@@ -87,8 +88,11 @@ OTHER_ALGORITHMS = ("auto", *TEACHING, "simt64x64")       # float64, float16, bf
 
 
 def algorithms(dtype: str) -> tuple[str, ...]:
-    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16); float32 adds the tensor-core kernels."""
-    return (*ALGORITHMS, *TC_ALGORITHMS) if dtype == "f32" else OTHER_ALGORITHMS
+    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16); float32 adds the TF32 tensor-core
+    kernels, float64 the FP64 tensor-core ones."""
+    if dtype == "f32":
+        return (*ALGORITHMS, *TC_ALGORITHMS)
+    return (*OTHER_ALGORITHMS, *_matmul_f64.VARIANTS) if dtype == "f64" else OTHER_ALGORITHMS
 
 
 def _other_mode(a: Matrix, precision) -> str:
@@ -237,6 +241,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             use_on(s, a, b, out)
         if k == 0:
             _memory.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
+        elif a._sfx == "f64" and _matmul_f64.takes(algorithm, m, n, k, dev):
+            _matmul_f64.run(a, b, out, algorithm, dev, s)
         elif not f32:
             v = SIMT_KERNELS[(suffix(a.dtype), suffix(out.dtype))] if algorithm in ("auto", "simt64x64") \
                 else TEACHING_KERNELS[(algorithm, suffix(a.dtype))]

@@ -249,6 +249,8 @@ def run_dtype(args) -> dict:
     dtype (CuPy's matmul; PyTorch's for bfloat16, which CuPy lacks), same inputs, same run."""
     import gpumat as gm
     dtype = args.dtype
+    if dtype == "float64":
+        return run_f64(args)
     quick = getattr(args, "quick", False)
     shapes = DTYPE_SHAPES[:3] if quick else DTYPE_SHAPES
     rng = np.random.default_rng(7)
@@ -294,3 +296,56 @@ def run_dtype(args) -> dict:
                 ["M x N x K", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"], rows)
     return write_json(f"matmul-{dtype}", {"dtype": dtype, "timing": "CUDA events, warm-up, median of 10 runs",
                                           "shapes": records})
+
+
+# ---- `bench matmul --dtype float64`: every FP64 tensor-core variant and auto against cuBLAS DGEMM ----
+
+F64_SIMT_MAX_FLOP = 2 * 4097**3  # the SIMT kernel runs at a fraction of the tensor cores: only up to this size
+
+
+def run_f64(args) -> dict:
+    """Each FP64 tensor-core variant, `auto` and (on the smaller shapes) the SIMT kernel against cuBLAS DGEMM
+    through CuPy, same inputs (uniform [-1, 1] doubles, full 53-bit significands), same run."""
+    from .. import _matmul_f64 as f64
+    cp = cupy()
+    dev = gm.device()
+    quick = getattr(args, "quick", False)
+    rng = np.random.default_rng(11)
+    rows, records = [], []
+    for m, n, k in (QUICK_SHAPES if quick else SHAPES):
+        a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+        flop = 2.0 * m * n * k
+        entry = {"M": m, "N": n, "K": k, "variants": {}}
+        p = f64.choose(m, n, k, dev.arch, dev.sm_count, dev.max_smem_optin)
+        entry["auto_picks"] = None if p is None else {"algorithm": p.algorithm, "splits": p.splits, "k_chunk": p.k_chunk}
+        cublas_ms = None
+        if cp is not None:
+            ca, cb = cp.asarray(a), cp.asarray(b)
+            cc = cp.empty((m, n), dtype=np.float64)
+            cublas_ms = cupy_time_ms(cp, lambda: cp.matmul(ca, cb, out=cc), repeat=10)
+            entry["cublas_sm_mhz"] = sm_clock_mhz()
+            entry["cublas_kernels"] = cublas_kernels(cp, lambda: cp.matmul(ca, cb, out=cc))
+            del ca, cb, cc
+            cp.get_default_memory_pool().free_all_blocks()
+        entry.update(cublas_ms=cublas_ms, cublas_tflops=flop / cublas_ms / 1e9 if cublas_ms else None)
+        names = ["auto", *f64.VARIANTS] + (["simt64x64"] if flop <= F64_SIMT_MAX_FLOP else [])
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n, dtype=np.float64) as C:
+            for name in names:
+                ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=10)
+                mhz = sm_clock_mhz() if name == "auto" else None
+                ratio = cublas_ms / ms if cublas_ms else None
+                entry["variants"][name] = {"ms": ms, "tflops": flop / ms / 1e9, "ratio_cublas": ratio, "sm_mhz": mhz}
+                rows.append([f"{m}x{n}x{k}", name, ms, flop / ms / 1e9, entry["cublas_tflops"], ratio])
+        records.append(entry)
+    print_table("matmul float64 (TFLOP/s; ratio = cuBLAS DGEMM time / gpumat time, >1 is faster than cuBLAS)",
+                ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio"], rows)
+    for r in records:
+        print(f"{r['M']}x{r['N']}x{r['K']}: auto = {r['auto_picks']}; cuBLAS {r.get('cublas_kernels')} "
+              f"at {r.get('cublas_sm_mhz')} MHz")
+    payload = {"dtype": "float64",
+               "anchor": "cuBLAS DGEMM via CuPy cupy.matmul(out=...), same process, same inputs",
+               "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
+               "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
+               "shapes": records}
+    write_json("matmul-float64", payload)
+    return payload

@@ -1,0 +1,457 @@
+// Float64 matrix multiply on the FP64 tensor cores (DMMA, mma.sync .f64, sm_80 and later):
+// C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
+// offsets. Same signature and split-K contract as matmul_tc.cu: block z multiplies over
+// k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
+// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f64); a plain run has
+// gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop:
+// gridDim.y is capped at 65535). blockDim must be (Cfg::THREADS, 1, 1); dynamic shared memory
+// Cfg::SMEM_BYTES (the entry points below say how much).
+//
+// Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
+// dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
+// in increasing k, split-K partials added in split order. No atomics: the same inputs give the same
+// bits on the same GPU.
+//
+// Tile and data flow:
+//  * a block computes BM x BN of C with WARPS_M x WARPS_N warp tiles of (16 MT) x 32, each warp MT x 4
+//    mma tiles of 16 x 8; k tiles of BK (16 or 32) go global -> shared memory by cp.async into a
+//    ring of STAGES buffers (one barrier per k tile);
+//  * the mma is m16n8k8 .f64 on sm_90 and later (one DMMA.16x8x8 instruction); on sm_80..sm_89,
+//    which have only m8n8k4 .f64, the same register fragments feed four m8n8k4 (two row halves, two
+//    k halves), so both compute the same function from the same shared-memory reads. (m16n8k16, one
+//    instruction for twice the work, needs 12 fragment doubles live per mma: ptxas 13.0 spilled.)
+//  * fragments in the mma's own layout, every element one 8-byte shared-memory read straight into
+//    its register (16-byte reads would pair elements the mma wants in different registers, and the
+//    register moves that regroup them cost more registers than the kernels have). Thread
+//    (g = lane/4, t = lane%4) reads A rows g, g + 8 at k t, t + 4 and B rows t, t + 4 at column g of
+//    each mma tile, and ends up owning columns 2t, 2t + 1 of its C rows: 16-byte stores;
+//  * shared memory rows are padded by 4 doubles (A rows BK + 4, B rows BN + 4), so consecutive rows
+//    start 32 bytes further along the banks: the 16 lanes one 8-byte read serves at a time (4 rows
+//    x 4 consecutive doubles, for A and for B) hit 16 distinct 8-byte bank pairs, and the copies,
+//    whole rows of 16-byte chunks, stay conflict-free. Every fragment address is a per-thread base
+//    plus a compile-time constant;
+//  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
+//    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
+//    offsets or strides) takes the same path with one 8-byte cp.async per double;
+//  * blocks are mapped to tiles in groups of 8 row tiles so that blocks running at the same time
+//    share A and B tiles in L2; warps whose whole warp tile lies outside C skip the math; stores of
+//    C are guarded per element.
+//
+// Built for every arch in the default list; the mma code exists only for sm_80 and later (below
+// that the kernels trap, and gpumat runs its SIMT kernel there).
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int WN = 32, NT = 4;  // every variant: warp tiles 32 columns wide (4 mma tiles of 8)
+constexpr int GROUP_M = 8;
+constexpr int PAD = 4;  // doubles added to every shared-memory row: consecutive rows start 32 bytes apart in the banks
+
+template <int WARPS_M_, int WARPS_N_, int MT_, int BK_, int STAGES_, int UNROLL_, bool PIPE_ = false>
+struct Cfg {
+    static constexpr bool PIPE = PIPE_;  // the register-double-buffered main loop (see gemm)
+    static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, MT = MT_, BK = BK_, STAGES = STAGES_;
+    static constexpr int BN = WARPS_N * WN;
+    static constexpr int UNROLL = UNROLL_;  // k steps of 8 the compiler may schedule together (registers)
+    static constexpr int WM = 16 * MT, BM = WARPS_M * WM;
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int AS = BK + PAD, BS = BN + PAD;  // row strides in shared memory (doubles)
+    static constexpr int A_DOUBLES = BM * AS, B_DOUBLES = BK * BS;
+    static constexpr int STAGE_DOUBLES = A_DOUBLES + B_DOUBLES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_DOUBLES * 8;
+    static constexpr int A_CHUNKS_ROW = BK / 2, B_CHUNKS_ROW = BN / 2;
+    static constexpr int A_ITERS = BM * A_CHUNKS_ROW / THREADS, B_ITERS = BK * B_CHUNKS_ROW / THREADS;
+    static constexpr int A_ROW_STEP = THREADS / A_CHUNKS_ROW, B_ROW_STEP = THREADS / B_CHUNKS_ROW;
+    static_assert(BK % 16 == 0 && A_ITERS * THREADS == BM * A_CHUNKS_ROW && B_ITERS * THREADS == BK * B_CHUNKS_ROW,
+                  "the copies split evenly over the threads");
+};
+
+// UNROLL: with more, ptxas (13.0, sm_90) hoists the next k step's fragment reads and spills.
+using Big = Cfg<2, 4, 4, 16, 5, 2>;     // 128 x 128 x 16, 5 stages: 186,880 bytes
+using BigK32 = Cfg<2, 4, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 bytes
+using Half = Cfg<2, 4, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
+using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes (two blocks an SM)
+using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
+using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
+static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
+              Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
+static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
+              "the pipelined variants keep their shapes' shared memory");
+
+#if __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared; the copy reads `bytes` (0, 8 or 16) and zero-fills the rest.
+__device__ __forceinline__ void copy16(double* dst, const double* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void copy8(double* dst, const double* src, bool ok)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(ok ? 8 : 0));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+// d += a (16 x 8) * b (8 x 8) in FP64. Fragments (g = lane/4, t = lane%4): a[i] is (row g + 8 (i%2),
+// k t + 4 (i/2)), b[j] is (k t + 4j, column g), d[r] is (row g + 8 (r/2), column 2t + r%2).
+__device__ __forceinline__ void mma(double (&d)[4], const double (&a)[4], const double (&b)[2])
+{
+#if __CUDA_ARCH__ >= 900
+    asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#else
+    // m8n8k4: a is (row g, k t), b (k t, column g), d (row g, columns 2t, 2t + 1). k half j of the
+    // m16n8k8 above is one m8n8k4 for rows g (a[2j]) and one for rows g + 8 (a[2j + 1]).
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+            : "+d"(d[0]), "+d"(d[1]) : "d"(a[2 * j]), "d"(b[j]));
+        asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+            : "+d"(d[2]), "+d"(d[3]) : "d"(a[2 * j + 1]), "d"(b[j]));
+    }
+#endif
+}
+
+// The copies of one k tile. Thread tid copies A chunk (row tid / A_CHUNKS_ROW + A_ROW_STEP i,
+// chunk tid % A_CHUNKS_ROW) and B chunk (k tid / B_CHUNKS_ROW + B_ROW_STEP i, chunk tid % B_CHUNKS_ROW).
+template <class C>
+struct Loader {
+    const double* a;  // A at this thread's first row and its k chunk, in the next k tile
+    const double* b;  // B at this thread's first k row and its column chunk, in the next k tile
+    long long lda, ldb;
+    int a_rows;       // rows of A from this thread's first row to M
+    int b_cols;       // columns of B from this thread's first column to N
+
+    template <bool VEC, bool GUARD>
+    __device__ __forceinline__ void fetch(double* As, double* Bs, int kvalid)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid % C::A_CHUNKS_ROW, ra = tid / C::A_CHUNKS_ROW;
+        const int cb = tid % C::B_CHUNKS_ROW, kb = tid / C::B_CHUNKS_ROW;
+        const int a_kleft = kvalid - 2 * ca;  // valid k in this thread's A chunk (may be <= 0 or > 2)
+#pragma unroll
+        for (int i = 0; i < C::A_ITERS; ++i) {
+            const int row = ra + i * C::A_ROW_STEP;
+            const double* src = a + (long long)i * C::A_ROW_STEP * lda;
+            double* dst = As + row * C::AS + 2 * ca;
+            const bool row_ok = !GUARD || i * C::A_ROW_STEP < a_rows;
+            if (VEC) {
+                const int n = !GUARD ? 2 : (row_ok ? max(0, min(2, a_kleft)) : 0);
+                copy16(dst, src, 8 * n);
+            } else {
+                copy8(dst, src, !GUARD || (row_ok && a_kleft > 0));
+                copy8(dst + 1, src + 1, !GUARD || (row_ok && a_kleft > 1));
+            }
+        }
+        a += C::BK;
+#pragma unroll
+        for (int i = 0; i < C::B_ITERS; ++i) {
+            const int k = kb + i * C::B_ROW_STEP;
+            const double* src = b + (long long)i * C::B_ROW_STEP * ldb;
+            double* dst = Bs + k * C::BS + 2 * cb;
+            const bool row_ok = !GUARD || k < kvalid;
+            if (VEC) {
+                const int n = !GUARD ? 2 : (row_ok ? max(0, min(2, b_cols)) : 0);
+                copy16(dst, src, 8 * n);
+            } else {
+                copy8(dst, src, !GUARD || (row_ok && b_cols > 0));
+                copy8(dst + 1, src + 1, !GUARD || (row_ok && b_cols > 1));
+            }
+        }
+        b += (long long)C::BK * ldb;
+    }
+};
+
+// One k tile: BK / 8 k steps of MT x NT mmas, every fragment element one 8-byte shared-memory read
+// straight into the mma's register. a_off: this thread's element (row g, k t) of A, b_off: its
+// element (k t, column g) of B, both in the warp's tile.
+template <class C>
+__device__ __forceinline__ void multiply_tile(const double* __restrict__ As, const double* __restrict__ Bs,
+                                              int a_off, int b_off, double (&acc)[C::MT][NT][4])
+{
+#pragma unroll C::UNROLL
+    for (int s = 0; s < C::BK / 8; ++s) {
+        double b[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) b[j][e] = Bs[b_off + (8 * s + 4 * e) * C::BS + 8 * j];
+#pragma unroll
+        for (int i = 0; i < C::MT; ++i) {
+            double a[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] = As[a_off + (16 * i + 8 * (e & 1)) * C::AS + 8 * s + 4 * (e >> 1)];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) mma(acc[i][j], a, b[j]);
+        }
+    }
+}
+
+// The pipelined main loop's fragment reads: B of one k step of 8 (step s of a k tile), A of one m tile.
+template <class C>
+__device__ __forceinline__ void load_b(const double* __restrict__ Bs, int b_off, int s, double (&b)[NT][2])
+{
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) b[j][e] = Bs[b_off + (8 * s + 4 * e) * C::BS + 8 * j];
+}
+
+template <class C>
+__device__ __forceinline__ void load_a(const double* __restrict__ As, int a_off, int s, int i, double (&a)[4])
+{
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[e] = As[a_off + (16 * i + 8 * (e & 1)) * C::AS + 8 * s + 4 * (e >> 1)];
+}
+
+template <class C, bool VEC>
+__device__ __forceinline__ void gemm(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
+                                     int M, int N, long long lda, long long ldb, long long ldc,
+                                     int k_begin, int k_end, bool vec_c, double* smem)
+{
+    constexpr int BM = C::BM, BN = C::BN, BK = C::BK, S = C::STAGES;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+    const int g = lane >> 2, t = lane & 3;
+    const int a_off = (wm * C::WM + g) * C::AS + t;   // A (row g, k t) of the warp's tile
+    const int b_off = t * C::BS + wn * WN + g;         // B (k t, column g) of the warp's tile
+    const int kspan = k_end - k_begin;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = gridDim.x;
+
+    for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
+        int tm = tm_raw, tn = blockIdx.x;
+        if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
+            const int id = tm_raw * tiles_n + tn;
+            const int per_group = GROUP_M * tiles_n;
+            const int first = id / per_group * GROUP_M;
+            const int rows = min(tiles_m - first, GROUP_M);
+            tm = first + (id % per_group) % rows;
+            tn = (id % per_group) / rows;
+        }
+        const int row0 = tm * BM, col0 = tn * BN;
+
+        Loader<C> ld;
+        const int ra = tid / C::A_CHUNKS_ROW, ca = tid % C::A_CHUNKS_ROW;
+        const int kb = tid / C::B_CHUNKS_ROW, cb = tid % C::B_CHUNKS_ROW;
+        ld.a = A + (long long)(row0 + ra) * lda + k_begin + 2 * ca;
+        ld.b = B + (long long)(k_begin + kb) * ldb + col0 + 2 * cb;
+        ld.lda = lda;
+        ld.ldb = ldb;
+        ld.a_rows = M - (row0 + ra);
+        ld.b_cols = N - (col0 + 2 * cb);
+        const bool inside = row0 + BM <= M && col0 + BN <= N;
+        const bool warp_live = row0 + wm * C::WM < M && col0 + wn * WN < N;
+
+        double acc[C::MT][NT][4];
+#pragma unroll
+        for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0;
+
+        // Tile t goes to stage t % S; every thread commits one group per tile slot (empty past
+        // the end), so "all but S - 2 groups done" always means "tile t has landed".
+        int kleft = kspan, stage = 0;
+        auto fetch_next = [&]() {
+            double* st = smem + stage * C::STAGE_DOUBLES;
+            if (kleft >= BK && inside) ld.template fetch<VEC, false>(st, st + C::A_DOUBLES, BK);
+            else if (kleft > 0) ld.template fetch<VEC, true>(st, st + C::A_DOUBLES, kleft);
+            copy_commit();
+            kleft -= BK;
+            stage = stage == S - 1 ? 0 : stage + 1;
+        };
+        if constexpr (!C::PIPE) {
+#pragma unroll 1
+            for (int s = 0; s < S - 1; ++s) fetch_next();
+#pragma unroll 1
+            while (kleft > -(S - 1) * BK) {
+                copy_wait<S - 2>();
+                __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
+                fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
+                const double* st = smem + stage * C::STAGE_DOUBLES;
+                if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, a_off, b_off, acc);
+            }
+        } else {
+            // Fragment reads one step ahead of the mmas: B double-buffered, and each m tile's A
+            // fragment re-read for the next step right after its mmas are issued. At a tile's last
+            // step the barrier comes first (tile t + 1 has landed; every warp has read all of tile t,
+            // whose last fragments are in registers), then the copy of tile t + S into tile t's stage
+            // and the reads of tile t + 1's first fragments, which the last step's mmas cover.
+            constexpr int STEPS = BK / 8;
+            const int tiles = (kspan + BK - 1) / BK;
+#pragma unroll 1
+            for (int s = 0; s < S; ++s) fetch_next();
+            copy_wait<S - 1>();
+            __syncthreads();
+            int rstage = 0;
+            double a[C::MT][4], b[2][NT][2];
+            if (tiles > 0) {
+                load_b<C>(smem + C::A_DOUBLES, b_off, 0, b[0]);
+#pragma unroll
+                for (int i = 0; i < C::MT; ++i) load_a<C>(smem, a_off, 0, i, a[i]);
+            }
+#pragma unroll 1
+            for (int t = 0; t < tiles; ++t) {
+                const double* st = smem + rstage * C::STAGE_DOUBLES;
+#pragma unroll
+                for (int s = 0; s < STEPS; ++s) {
+                    const bool last = s + 1 == STEPS;
+                    const bool more = !last || t + 1 < tiles;
+                    const double* nx = st;
+                    if (last && more) {
+                        copy_wait<S - 2>();
+                        __syncthreads();
+                        fetch_next();  // tile t + S into tile t's stage
+                        rstage = rstage == S - 1 ? 0 : rstage + 1;
+                        nx = smem + rstage * C::STAGE_DOUBLES;
+                    }
+                    const int ns = last ? 0 : s + 1;
+                    if (more) load_b<C>(nx + C::A_DOUBLES, b_off, ns, b[(s + 1) & 1]);
+#pragma unroll
+                    for (int i = 0; i < C::MT; ++i) {
+                        if (warp_live) {
+#pragma unroll
+                            for (int j = 0; j < NT; ++j) mma(acc[i][j], a[i], b[s & 1][j]);
+                        }
+                        if (more) load_a<C>(nx, a_off, ns, i, a[i]);
+                    }
+                }
+            }
+        }
+        copy_wait<0>();
+        __syncthreads();  // the next row tile's first copies may overwrite a stage just read
+
+        // Thread's outputs: rows row0 + wm*WM + g + 16 i + 8 h, columns col0 + wn*WN + 8 j + 2t and + 1.
+        const int col = col0 + wn * WN + 2 * t;
+#pragma unroll
+        for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
+                if (r >= M) continue;
+                double* crow = Cm + (long long)r * ldc + col;
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const int left = N - (col + 8 * j);
+                    const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                    if (vec_c && left >= 2) {
+                        *reinterpret_cast<double2*>(crow + 8 * j) = make_double2(x, y);
+                    } else {
+                        if (left >= 1) crow[8 * j] = x;
+                        if (left >= 2) crow[8 * j + 1] = y;
+                    }
+                }
+            }
+    }
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+template <class C>
+__device__ __forceinline__ void entry(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) double smem[];
+    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    double* const Cz = Cm + (long long)blockIdx.z * M * ldc;
+    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 1) == 0;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
+                     (lda & 1) == 0 && (ldb & 1) == 0 && (k_begin & 1) == 0;
+    if (vec) gemm<C, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    else gemm<C, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+#else
+    __trap();  // no FP64 tensor cores before sm_80: gpumat runs its SIMT kernel there instead
+#endif
+}
+
+}  // namespace
+
+// 128 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 64 x 32 (4 x 4 mmas of 16 x 8 each),
+// 5 cp.async stages in 163,840 bytes of dynamic shared memory, one block per SM (64 accumulators
+// a thread). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Big::THREADS, 1) matmul_dmma128x128k16_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Big>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The same with k tiles of 32 (half the barriers a k), 3 stages in 196,608 bytes of dynamic shared
+// memory. Block (256,1,1), one block per SM, grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(BigK32::THREADS, 1) matmul_dmma128x128k32_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<BigK32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 64 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 32 x 32, 4 stages in 98,304 bytes of dynamic
+// shared memory, at most 128 registers so that two blocks share an SM (more tiles for the small and
+// skinny shapes; fits the 99 KiB a block of sm_86 / sm_89 gets). Grid (ceil(N/128),
+// min(ceil(M/64), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Half::THREADS, 2) matmul_dmma64x128k16_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Half>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// 128 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 64 x 32, 3 stages in 87,552 bytes of dynamic
+// shared memory, two blocks an SM (each one's barriers, pipeline fill and stores of C overlap the other's
+// math). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+extern "C" __global__ void __launch_bounds__(Narrow::THREADS, 2) matmul_dmma128x64k16_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<Narrow>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// The two shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
+// memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).
+extern "C" __global__ void __launch_bounds__(BigPipe::THREADS, 1) matmul_dmma128x128k16pipe_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<BigPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(NarrowPipe::THREADS, 2) matmul_dmma128x64k16pipe_f64(
+    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+    entry<NarrowPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
+}
+
+// Split-K's second pass: C = the sum of `splits` partial products (each M x N, row stride N, one
+// after the other in `partial`), added in split order (deterministic). Block (256), a grid-stride
+// loop over the M x N elements.
+extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f64(
+    const double* __restrict__ partial, double* __restrict__ C, int M, int N, long long ldc, int splits)
+{
+    const long long plane = (long long)M * N;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
+        double sum = partial[idx];
+#pragma unroll 8
+        for (int s = 1; s < splits; ++s) sum += partial[s * plane + idx];
+        const long long i = idx / N;
+        C[i * ldc + (idx - i * N)] = sum;
+    }
+}

@@ -1,0 +1,280 @@
+"""float64 matmul on the FP64 tensor cores (cuda/matmul_dmma.cu via gpumat._matmul_f64).
+
+References and bounds:
+  * exact: integer-valued inputs with |a|, |b| <= 2^10 and K <= 2^12, so every product and every
+    partial sum is an integer below 2^33, exact in FP64 whatever the order of the additions: the
+    result must equal numpy's int64 product bit for bit.
+  * random doubles (full 53-bit significands): against the product in np.longdouble (x87 extended,
+    64-bit significand: its own error is about K * 2^-64 of |A||B|, far below the bound). An FP64 dot
+    product of length K in any order of fused multiply-adds and additions is within
+    gamma_K = K u / (1 - K u) of |A||B| elementwise (u = 2^-53); split-K adds one rounding per split.
+    The tests use (K + splits + 1) u |A||B| elementwise. A float32-grade result (1e-7) fails it by
+    six orders of magnitude.
+CPU tests check the variant choice, the launch geometry, the split plans and the build report.
+"""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import gpumat as gm
+from gpumat import _geometry, _matmul_f64 as f64
+from gpumat.matmul import algorithms
+from support import dims, fake_matrix, poison, poisoned
+
+NAMES = list(f64.VARIANTS)
+U = 2.0**-53
+H100 = dict(arch=90, sm_count=132, max_smem=227 * 1024)
+EXTENDED = np.finfo(np.longdouble).nmant >= 63
+rng = np.random.default_rng()
+
+
+def bound(a, b, splits: int = 1) -> np.ndarray:
+    k = a.shape[1]
+    return (k + splits + 1) * U * (np.abs(a) @ np.abs(b)) + np.finfo(np.float64).tiny
+
+
+def reference(a, b) -> np.ndarray:
+    if not EXTENDED:
+        pytest.skip("np.longdouble has no extended precision on this platform (the reference needs it)")
+    return np.asarray(a, np.longdouble) @ np.asarray(b, np.longdouble)
+
+
+def assert_fp64_product(got, a, b, splits: int = 1):
+    err = np.abs(np.asarray(got, np.longdouble) - reference(a, b))
+    tol = bound(a, b, splits)
+    assert np.all(err <= tol), f"max error {float(np.max(err / tol)):.3g} x the FP64 bound"
+
+
+def integers(shape, top=1024):
+    return rng.integers(-top, top + 1, size=shape).astype(np.float64)
+
+
+# ---- without a GPU ----
+
+def test_float64_lists_the_tensor_core_variants_and_keeps_the_others():
+    names = algorithms("f64")
+    assert set(NAMES) <= set(names) and {"auto", "simt64x64", "naive", "tiled16"} <= set(names)
+    assert not set(NAMES) & set(algorithms("f32")) and not set(NAMES) & set(algorithms("f16"))
+    a, b = fake_matrix(2, 3), fake_matrix(3, 2, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="unknown matmul algorithm"):
+        gm.matmul(a, b, algorithm="dmma128x128")  # float32 operands: no such kernel
+
+
+def test_shared_memory_of_each_variant_matches_the_kernel_source():
+    """The byte counts the launches ask for are the kernel file's own (its static_assert)."""
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_dmma.cu").read_text()
+    cfgs = dict(re.findall(r"using (\w+) = Cfg<([\w, ]+)>;", src))
+    sizes = {}
+    for name, args in cfgs.items():
+        warps_m, warps_n, mt, bk, stages = (int(x) for x in args.split(",")[:5])
+        bm, bn = warps_m * mt * 16, warps_n * 32
+        sizes[name] = (bm, bn, warps_m * warps_n * 32, stages * (bm * (bk + 4) + bk * (bn + 4)) * 8)
+    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow",
+                 "dmma128x128k16pipe": "BigPipe", "dmma128x64k16pipe": "NarrowPipe"}
+    for name, v in f64.VARIANTS.items():
+        cfg = by_kernel[v.kernel.name[len("matmul_"):-len("_f64")]]
+        bm, bn, threads, smem = sizes[cfg]
+        assert v.tile == (bm, bn) and v.smem == smem and v.threads == threads, name
+        assert f"SMEM_BYTES == {smem}" in src, (name, smem)  # the kernel file pins the same number
+
+
+def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
+    for shape in [(1, 1, 1), (4096, 4096, 4096), (256, 256, 65536)]:
+        assert f64.choose(*shape, 75, 40, 64 * 1024) is None      # Turing
+        assert f64.choose(*shape, 86, 84, 99 * 1024) is None      # FP64 at 1/64 rate: the SIMT kernel
+        assert f64.choose(*shape, 90, 132, 64 * 1024) is None     # too little shared memory a block
+        assert f64.choose(*shape, 80, 108, 163 * 1024).algorithm in f64.AUTO
+        assert f64.choose(*shape, **H100).algorithm in f64.AUTO
+    with pytest.raises(ValueError, match="compute capability 8.0"):
+        f64.plan_for(64, 64, 64, "dmma128x128", 75, 40, 64 * 1024)
+    with pytest.raises(ValueError, match="shared memory"):
+        f64.plan_for(64, 64, 64, "dmma128x128", 86, 84, 99 * 1024)
+
+
+def test_auto_splits_k_only_where_the_tiles_do_not_fill_the_gpu():
+    for shape in [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 256), (4097, 4097, 4097)]:
+        assert f64.choose(*shape, **H100).splits == 1, shape
+    for shape in [(256, 256, 65536), (2137, 108, 1055), (128, 128, 100000)]:
+        p = f64.choose(*shape, **H100)
+        assert p.splits > 1 and p.k_chunk % 16 == 0, (shape, p)
+
+
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
+def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
+    for name in NAMES:
+        p = f64.plan_seconds(m, n, k, name)[1]
+        assert p.algorithm == name
+        if p.splits == 1:
+            assert p.k_chunk == k
+        else:
+            assert p.k_chunk % f64.K_ALIGN == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = f64.VARIANTS[name].grid(m, n, p.splits)
+        assert gz == p.splits and gx <= _geometry.MAX_GRID_X and gy <= _geometry.MAX_GRID_YZ
+        assert gx * f64.VARIANTS[name].tile[1] >= n
+
+
+def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
+    from gpumat import _kernels
+    try:
+        entries = _kernels.manifest()["modules"]["matmul_dmma"]["entries"]
+    except FileNotFoundError:
+        pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
+    for name in [v.kernel.name for v in f64.VARIANTS.values()] + [f64.REDUCE.name]:
+        for arch, r in entries[name]["resources"].items():
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (name, arch, r)
+    for v in f64.VARIANTS.values():
+        r = entries[v.kernel.name]["resources"].get("sm_90")
+        if r:
+            assert r["registers"] * v.threads * v.blocks_per_sm <= 65536, v.kernel.name
+
+
+# ---- on the GPU ----
+
+@pytest.fixture(autouse=True)
+def _fp64_tensor_cores(request):
+    """GPU tests need a GPU whose FP64 tensor cores every variant can use (sm_80+, 208 KiB a block)."""
+    if "gpu" in request.keywords:
+        dev = gm.device()
+        if dev.arch < f64.MIN_ARCH or dev.max_smem_optin < max(v.smem for v in f64.VARIANTS.values()):
+            pytest.skip(f"sm_{dev.arch} with {dev.max_smem_optin} bytes of shared memory a block cannot run every "
+                        "FP64 tensor-core variant")
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES + ["auto"])
+@settings(max_examples=15)
+@given(m=dims(300, (64, 128)), n=dims(300, (64, 128)), k=dims(300, (16, 32, 64)))
+def test_integer_products_are_exact(algorithm, m, n, k):
+    a, b = integers((m, k)), integers((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
+        gm.matmul(A, B, out=C, algorithm=algorithm)
+        np.testing.assert_array_equal(C.to_numpy(), (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES)
+@settings(max_examples=10)
+@given(m=dims(200, (64, 128)), n=dims(200, (64, 128)), k=dims(400, (16, 32, 64)))
+def test_random_doubles_within_the_fp64_bound(algorithm, m, n, k):
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
+        gm.matmul(A, B, out=C, algorithm=algorithm)
+        assert_fp64_product(C.to_numpy(), a, b)
+
+
+def _view(host, left, right):
+    h, w = host.shape
+    parent = rng.standard_normal((h, w + left + right))
+    parent[:, left:left + w] = host
+    big = gm.Matrix.from_numpy(parent)
+    return big, big[:, left:left + w]
+
+
+def _check_views(algorithm, m, n, k, pads):
+    a, b = integers((m, k)), integers((k, n))
+    (pa, A), (pb, B) = _view(a, pads[0], pads[1]), _view(b, pads[2], pads[3])
+    pc, C = _view(np.full((m, n), np.nan), pads[4], pads[5])
+    around = pc.to_numpy()
+    gm.matmul(A, B, out=C, algorithm=algorithm)
+    got = pc.to_numpy()
+    np.testing.assert_array_equal(got[:, pads[4]:pads[4] + n], (a.astype(np.int64) @ b.astype(np.int64)))
+    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    np.testing.assert_array_equal(got, around)  # nothing outside the view was written
+    for x in (pa, pb, pc):
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES)
+@settings(max_examples=12)
+@given(m=st.integers(1, 200), n=st.integers(1, 200), k=st.integers(1, 200), pads=st.tuples(*[st.integers(0, 5)] * 6))
+def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
+    """Odd offsets or strides take the 8-byte copies; even ones the 16-byte copies with ragged edges."""
+    _check_views(algorithm, m, n, k, pads)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES)
+@settings(max_examples=10)
+@given(m=dims(260, (64, 128)), n=dims(260, (64, 128)), k=dims(260, (16, 32)), quads=st.tuples(*[st.integers(0, 2)] * 3))
+def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k, quads):
+    """Starts on 16 bytes and even strides: the 16-byte path, half chunks wherever K or N is odd."""
+    pads = []
+    for w, q in zip((k, n, n), quads):
+        pads += [2 * q, (-(w + 2 * q)) % 2 + 2]
+    _check_views(algorithm, m, n, k, [pads[0], pads[1], pads[2], pads[3], pads[4], pads[5]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES)
+@settings(max_examples=10)
+@given(m=dims(130, (64, 128)), n=dims(130, (64, 128)), k=st.integers(1, 2000), splits=st.sampled_from([2, 3, 5, 8]),
+       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+def test_split_k_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_chunk):
+    k_chunk = chunk_tiles * 16 - (3 if odd_chunk else 0)  # odd chunks move every other split to the 8-byte copies
+    splits = max(min(splits, -(-k // k_chunk) + 1), 2)
+    if splits * k_chunk < k:
+        k_chunk = -(-k // splits)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
+        f64.run_plan(f64.Plan(algorithm, splits, k_chunk), A, B, C)
+        assert_fp64_product(C.to_numpy(), a, b, splits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES + ["auto"])
+def test_bitwise_deterministic_with_and_without_split_k(algorithm):
+    dev = gm.device()
+    for m, n, k in [(256, 256, 16384), (1000, 1100, 900), (2137, 108, 1055)]:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+            first = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+            for _ in range(3):
+                np.testing.assert_array_equal(gm.matmul(A, B, algorithm=algorithm).to_numpy(), first)
+            ref = a @ b  # (the FP64 bound is checked elsewhere; this guards against a deterministic wrong answer)
+            assert np.max(np.abs(first - ref)) <= 1e-12 * np.max(np.abs(a) @ np.abs(b))
+    assert f64.plan_for(256, 256, 16384, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin).splits > 1
+
+
+@pytest.mark.gpu
+def test_auto_runs_the_tensor_cores_and_the_simt_kernel_stays_a_named_variant():
+    dev = gm.device()
+    a, b = rng.standard_normal((300, 500)), rng.standard_normal((500, 200))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        auto = (A @ B).to_numpy()
+        simt = gm.matmul(A, B, algorithm="simt64x64").to_numpy()
+        assert_fp64_product(simt, a, b)
+        assert_fp64_product(auto, a, b)
+        p = f64.choose(300, 200, 500, dev.arch, dev.sm_count, dev.max_smem_optin)
+        if p is None:
+            np.testing.assert_array_equal(auto, simt)
+        else:
+            np.testing.assert_array_equal(auto, gm.matmul(A, B, algorithm=p.algorithm).to_numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", NAMES)
+def test_nan_and_inf_propagate_like_numpy(algorithm):
+    a, b = rng.standard_normal((37, 19)), rng.standard_normal((19, 41))
+    a[3, 5], b[7, 11], a[20, 0] = np.nan, np.inf, -np.inf
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = gm.matmul(A, B, algorithm=algorithm).to_numpy()
+    with np.errstate(invalid="ignore"):
+        ref = a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+
+
+@pytest.mark.gpu
+def test_many_row_tiles_walk_the_grid_stride_loop():
+    m, n, k = 65535 * 128 + 77, 5, 3
+    a, b = integers((m, k)), integers((k, n))
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
+        for name in NAMES:
+            poison(C)
+            gm.matmul(A, B, out=C, algorithm=name)
+            np.testing.assert_array_equal(C.to_numpy(), ref)
