@@ -139,9 +139,11 @@ def tensor_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, box_cols: 
     args = tensor_map_args(ptr, rows, cols, stride, box_cols, box_rows)
     kind = driver.CUtensorMapDataType
     dtype = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if sfx == "f16" else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     encoded = check(driver.cuTensorMapEncodeTiled(
-        dtype, 2, args["globalAddress"], list(args["globalDim"]), list(args["globalStrides"]), list(args["boxDim"]),
-        list(args["elementStrides"]), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        dtype, 2, args["globalAddress"], [u64(x) for x in args["globalDim"]], [u64(x) for x in args["globalStrides"]],
+        [u32(x) for x in args["boxDim"]], [u32(x) for x in args["elementStrides"]],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
