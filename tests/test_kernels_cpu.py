@@ -115,3 +115,22 @@ def test_signature_packing_offsets_follow_c_alignment():
         assert [p - base for p in k._ptrs] == [0, 8, 16, 24, 28, 32]
     finally:
         del _kernels.DECLARED["test_packing_probe"]
+
+
+def test_arch_marker_and_struct_parameters_are_parsed():
+    """build_ptx.py: a module's `// gpumat-archs:` line picks its targets from ARCHS; a by-value struct
+    parameter reads as b8[size]."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
+    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    marked = "// gpumat-archs: 90a\n// float16 ...\n"
+    assert build.module_archs(marked, ["80", "90", "100"]) == (["90a"], True)
+    assert build.module_archs(marked, ["80", "86"]) == ([], True)
+    assert build.module_archs("// no marker\n", ["80", "90"]) == (["80", "90"], False)
+    assert build.gencode_flags(["90a"], ptx=False) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    ptx = (".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128],\n\t.param .u64 k_param_1,\n"
+           "\t.param .u32 k_param_2\n)\n")
+    assert build.parse_entries(ptx) == {"k": ["b8[128]", "u64", "u32"]}
