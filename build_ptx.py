@@ -2,7 +2,10 @@
 """Compile cuda/*.cu ahead of time into src/gpumat/kernels/<name>.fatbin plus a manifest.
 
 Each fatbin holds machine code for every arch in ARCHS and PTX for the lowest one (so a GPU newer
-than any listed arch still runs, through the driver's JIT). The manifest records, for each entry
+than any listed arch still runs, through the driver's JIT). A module whose first line is a marker
+`// gpumat-archs: 90a` (arch-specific features, e.g. wgmma) is built only for the listed archs whose
+base (90) is in ARCHS, as machine code alone; when none is, it is skipped and the manifest lists it
+under "skipped" (Python never selects its kernels then). The manifest records, for each entry
 point, its parameter types (read from PTX) and, for each arch, the registers, shared memory, stack
 and spill bytes that ptxas reports. A module is rebuilt only when its sources, the arch list, the
 flags or the compiler change.
@@ -36,7 +39,9 @@ DEFAULT_ARCHS = "75 80 86 89 90 100 120"
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v"]
 
 ENTRY_RE = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
-PARAM_RE = re.compile(r"\.param\s+\.(\w+)")
+# a parameter's type: ".u64", or a by-value struct ".align 64 .b8 name[128]" -> "b8[128]"
+PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+\w+(\[\d+\])?")
+ARCHS_MARKER_RE = re.compile(r"\A//\s*gpumat-archs:\s*([0-9a-z ]+)")
 PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
 PTXAS_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 PTXAS_USED_RE = re.compile(r"Used (\d+) registers")
@@ -48,9 +53,19 @@ def arch_list() -> list[str]:
     return sorted(set(archs), key=int)
 
 
-def gencode_flags(archs: list[str]) -> list[str]:
+def module_archs(source: str, archs: list[str]) -> tuple[list[str], bool]:
+    """(the archs a module is built for, whether it declares its own): a module's marker line names
+    arch-specific targets ("90a"); each is built when its base number is in ARCHS."""
+    m = ARCHS_MARKER_RE.match(source)
+    if not m:
+        return archs, False
+    return [a for a in m.group(1).split() if a.rstrip("af") in archs], True
+
+
+def gencode_flags(archs: list[str], ptx: bool = True) -> list[str]:
     flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
-    flags.append(f"-gencode=arch=compute_{archs[0]},code=compute_{archs[0]}")
+    if ptx:
+        flags.append(f"-gencode=arch=compute_{archs[0]},code=compute_{archs[0]}")
     return flags
 
 
@@ -63,7 +78,7 @@ def source_key(cu: Path, archs: list[str], version: str) -> str:
 
 
 def parse_entries(ptx: str) -> dict[str, list[str]]:
-    return {name: PARAM_RE.findall(params) for name, params in ENTRY_RE.findall(ptx)}
+    return {name: [t + n for t, n in PARAM_RE.findall(params)] for name, params in ENTRY_RE.findall(ptx)}
 
 
 def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
@@ -83,12 +98,13 @@ def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
     return resources
 
 
-def build_module(exe: str, cu: Path, archs: list[str]) -> dict:
+def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) -> dict:
     name = cu.stem
     fatbin = OUT_DIR / f"{name}.fatbin"
     ptx = PTX_DIR / f"{name}.ptx"
     common = [exe, *NVCC_FLAGS, "-I", str(SRC_DIR)]
-    build = subprocess.run([*common, "--threads", "0", "-fatbin", *gencode_flags(archs), "-o", str(fatbin), str(cu)],
+    build = subprocess.run([*common, "--threads", "0", "-fatbin", *gencode_flags(archs, ptx=not own_archs),
+                            "-o", str(fatbin), str(cu)],
                            capture_output=True, text=True)
     if build.returncode != 0:
         raise RuntimeError(f"nvcc failed on {cu.name}:\n{build.stderr}")
@@ -97,10 +113,13 @@ def build_module(exe: str, cu: Path, archs: list[str]) -> dict:
                     "-o", str(ptx), str(cu)], capture_output=True, text=True, check=True)
     params = parse_entries(ptx.read_text())
     resources = parse_ptxas(build.stderr)
-    return {
+    module = {
         "fatbin": fatbin.name,
         "entries": {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())},
     }
+    if own_archs:
+        module["archs"] = archs  # machine code for these alone, no PTX
+    return module
 
 
 def main() -> int:
@@ -117,28 +136,33 @@ def main() -> int:
     old = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     old_modules = old.get("modules", {})
     sources = sorted(SRC_DIR.glob("*.cu"))
-    modules, todo = {}, []
+    modules, todo, skipped = {}, [], {}
     for cu in sources:
-        key = source_key(cu, archs, version)
+        own, declared = module_archs(cu.read_text(), archs)
+        if not own:
+            skipped[cu.stem] = f"built only for sm_{ARCHS_MARKER_RE.match(cu.read_text()).group(1).strip()}, " \
+                               f"whose base is not in ARCHS ({' '.join(archs)})"
+            continue
+        key = source_key(cu, own, version)
         prev = old_modules.get(cu.stem)
         if prev and prev.get("key") == key and (OUT_DIR / prev["fatbin"]).exists():
             modules[cu.stem] = prev
         else:
-            todo.append((cu, key))
+            todo.append((cu, key, own, declared))
     failed = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        futures = {pool.submit(build_module, exe, cu, archs): (cu, key) for cu, key in todo}
+        futures = {pool.submit(build_module, exe, cu, own, declared): (cu, key, own) for cu, key, own, declared in todo}
         for fut in concurrent.futures.as_completed(futures):
-            cu, key = futures[fut]
+            cu, key, own = futures[fut]
             try:
                 modules[cu.stem] = {**fut.result(), "key": key}
-                print(f"built {cu.name} for sm_{', sm_'.join(archs)} with nvcc {version}")
+                print(f"built {cu.name} for sm_{', sm_'.join(own)} with nvcc {version}")
             except (RuntimeError, subprocess.CalledProcessError) as err:
                 failed.append(f"{cu.name}: {err}")
-    for stale in set(old_modules) - {cu.stem for cu in sources}:
+    for stale in set(old_modules) - {cu.stem for cu in sources if cu.stem not in skipped}:
         (OUT_DIR / f"{stale}.fatbin").unlink(missing_ok=True)
     manifest = {"cuda_version": release, "nvcc": f"{version} ({compiler.origin})", "archs": archs,
-                "modules": dict(sorted(modules.items()))}
+                "modules": dict(sorted(modules.items())), "skipped": skipped}
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
     if failed:
         print("\n".join(failed), file=sys.stderr)

@@ -59,6 +59,7 @@ class FakeDevice:
 
     def __init__(self, ordinal: int = 0):
         self.ordinal, self.sm_count, self.max_smem_optin, self.total_memory = ordinal, 132, 227 * 1024, 80 << 30
+        self.arch = 90
         self.lock = threading.RLock()
         self.memory = None
 

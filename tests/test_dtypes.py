@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _dtypes
+from gpumat import _dtypes, _matmul_half
 from gpumat.matmul import algorithms
 from support import dims, fake_matrix, poisoned, product_error
 
@@ -131,6 +131,12 @@ def test_matmul_in_every_dtype_against_float64(dt, m, n, k):
         for name in names:
             if name.startswith("tf32"):
                 continue  # the tensor-core modes have their own tests and bounds
+            v, dev = _matmul_half.VARIANTS.get(name), A.device
+            if v is not None and (not _matmul_half.runs_on(name, dev.arch, dev.max_smem_optin, _matmul_half.built(name))
+                                  or v.tma and not all(_matmul_half.tma_ready(x.elements, x.stride) for x in (A, B))):
+                with pytest.raises(ValueError, match="sm_|16-byte aligned"):  # this GPU or these views: refused
+                    gm.matmul(A, B, algorithm=name)
+                continue
             with poisoned(m, n, dt) as C:
                 gm.matmul(A, B, out=C, algorithm=name)
                 assert product_error(exact(C.to_numpy()), exact(a), exact(b)) < tol, name

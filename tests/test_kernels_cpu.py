@@ -5,7 +5,7 @@ import pytest
 
 from gpumat import _kernels
 
-for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
+for _module in ("matmul", "_matmul_half", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
     try:
         importlib.import_module(f"gpumat.{_module}")
     except ModuleNotFoundError:
@@ -30,9 +30,18 @@ def compiler(manifest) -> str:
     return f"nvcc {manifest.get('nvcc', manifest['cuda_version'])}"
 
 
-def test_every_declared_kernel_exists_with_the_same_parameter_types(entries):
+def module_archs(manifest, module: str) -> list[str]:
+    """The archs a module has machine code for: its own list (an arch-specific module), else the build's."""
+    return manifest["modules"][module].get("archs", manifest["archs"])
+
+
+def test_every_declared_kernel_exists_with_the_same_parameter_types(manifest, entries):
     assert _kernels.DECLARED, "no kernels declared"
+    skipped = manifest.get("skipped", {})
     for name, kernel in _kernels.DECLARED.items():
+        if kernel.module in skipped:
+            assert not any(m == kernel.module for m, _ in entries.values()), kernel.module
+            continue  # an arch-specific module this build left out (ARCHS without its base arch)
         assert name in entries, f"{name} is declared in Python but no fatbin exports it"
         module, info = entries[name]
         assert module == kernel.module, f"{name} lives in {module}.cu, declared as {kernel.module}"
@@ -50,17 +59,32 @@ def test_every_exported_kernel_is_used(entries):
 def test_no_spills_or_stack_on_sm90(manifest, entries):
     if "90" not in manifest["archs"]:
         pytest.skip(f"kernels were built without sm_90 (ARCHS={' '.join(manifest['archs'])})")
-    spills = {name: info["resources"]["sm_90"] for name, (module, info) in entries.items()
-              if info["resources"]["sm_90"]["spill_stores"] or info["resources"]["sm_90"]["spill_loads"]}
+    hopper = {name: next(info["resources"][k] for k in ("sm_90", "sm_90a") if k in info["resources"])
+              for name, (module, info) in entries.items()}
+    spills = {name: r for name, r in hopper.items() if r["spill_stores"] or r["spill_loads"] or r["stack"]}
     assert not spills, f"built with {compiler(manifest)}, these kernels spill on sm_90: {spills}"
-    for name, (module, info) in entries.items():
-        assert info["resources"]["sm_90"]["registers"] > 0, name
+    for name, r in hopper.items():
+        assert r["registers"] > 0, name
 
 
 def test_fatbins_hold_machine_code_for_every_listed_arch(manifest):
     for module, m in manifest["modules"].items():
         for name, info in m["entries"].items():
-            assert set(info["resources"]) == {f"sm_{a}" for a in manifest["archs"]}, (module, name)
+            assert set(info["resources"]) == {f"sm_{a}" for a in module_archs(manifest, module)}, (module, name)
+
+
+def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifest):
+    """cuda/matmul_wgmma_half.cu declares sm_90a: built (machine code for sm_90a alone) when ARCHS has 90,
+    otherwise listed as skipped, and then Python never picks its kernels."""
+    from gpumat import _matmul_half
+    if "90" in manifest["archs"]:
+        assert module_archs(manifest, "matmul_wgmma_half") == ["90a"]
+        assert _matmul_half.built("wgmma128x256")
+    else:
+        assert "matmul_wgmma_half" in manifest["skipped"] and "matmul_wgmma_half" not in manifest["modules"]
+        assert not _matmul_half.built("wgmma128x256")
+        assert _matmul_half.choose(4096, 4096, 4096, 90, 227 * 1024, True,
+                                   candidates=tuple(_matmul_half.VARIANTS)) == "mma128x128"
 
 
 def test_code_arch_prefers_machine_code(manifest):
@@ -68,6 +92,19 @@ def test_code_arch_prefers_machine_code(manifest):
     for arch in archs:
         assert _kernels.code_arch(arch) == f"sm_{arch}"
     assert "PTX" in _kernels.code_arch(min(archs) - 5) or min(archs) % 10 != 0
+
+
+def test_tensor_map_parameters_are_packed_on_64_bytes():
+    k = _kernels.Kernel.__new__(_kernels.Kernel)
+    _kernels.Kernel.__init__(k, "test", "test_packing_probe_tma", "TTPiiiqi")
+    try:
+        base = k._ptrs[0]
+        assert base % 64 == 0
+        assert [p - base for p in k._ptrs] == [0, 128, 256, 264, 268, 272, 280, 288]
+        k._pack(k._buf, k._base, bytes(range(128)), bytes(128), 1, 2, 3, 4, 5, 6)
+        assert k._buf.raw[k._base:k._base + 128] == bytes(range(128))
+    finally:
+        del _kernels.DECLARED["test_packing_probe_tma"]
 
 
 def test_signature_packing_offsets_follow_c_alignment():
@@ -78,3 +115,22 @@ def test_signature_packing_offsets_follow_c_alignment():
         assert [p - base for p in k._ptrs] == [0, 8, 16, 24, 28, 32]
     finally:
         del _kernels.DECLARED["test_packing_probe"]
+
+
+def test_arch_marker_and_struct_parameters_are_parsed():
+    """build_ptx.py: a module's `// gpumat-archs:` line picks its targets from ARCHS; a by-value struct
+    parameter reads as b8[size]."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
+    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    marked = "// gpumat-archs: 90a\n// float16 ...\n"
+    assert build.module_archs(marked, ["80", "90", "100"]) == (["90a"], True)
+    assert build.module_archs(marked, ["80", "86"]) == ([], True)
+    assert build.module_archs("// no marker\n", ["80", "90"]) == (["80", "90"], False)
+    assert build.gencode_flags(["90a"], ptx=False) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    ptx = (".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128],\n\t.param .u64 k_param_1,\n"
+           "\t.param .u32 k_param_2\n)\n")
+    assert build.parse_entries(ptx) == {"k": ["b8[128]", "u64", "u32"]}

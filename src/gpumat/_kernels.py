@@ -1,6 +1,7 @@
 """Kernels: each entry point is declared once, with its parameter types; fatbins load lazily.
 
-Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f float32. A CPU test
+Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f float32, T a 128-byte
+struct passed by value (a CUtensorMap, given as 128 bytes; 64-byte aligned like the kernel's). A CPU test
 checks every declaration against the PTX parameter list that build_ptx.py records in the manifest.
 The launch path packs arguments with a precompiled struct into a buffer the kernel-parameter
 pointer array already points into, so a launch costs one pack_into and one cuLaunchKernel.
@@ -20,7 +21,8 @@ from ._driver import NoDeviceError, check, device
 from ._driver import device as _current
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
-PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32"}  # what each code looks like in PTX
+PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32", "T": "b8[128]"}  # what each code looks like in PTX
+_FORMATS = {"P": ("Q", 8), "q": ("q", 8), "i": ("i", 4), "f": ("f", 4), "T": ("128s", 64)}  # struct code, alignment
 DECLARED: dict[str, "Kernel"] = {}
 
 
@@ -83,19 +85,25 @@ class Kernel:
     """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0, device=None)` launches it
     on `stream` (a raw handle) of `device` (the current one by default)."""
 
-    __slots__ = ("module", "name", "signature", "dynamic_smem", "_pack", "_buf", "_ptrs", "_ptrs_addr", "_lock")
+    __slots__ = ("module", "name", "signature", "dynamic_smem", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock")
 
     def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0):
         if name in DECLARED:
             raise ValueError(f"kernel {name} declared twice")
         self.module, self.name, self.signature, self.dynamic_smem = module, name, signature, dynamic_smem
-        codes = signature.replace("P", "Q")
-        self._pack = struct.Struct("@" + codes).pack_into
-        self._buf = ctypes.create_string_buffer(max(struct.calcsize("@" + codes), 1))
-        base = ctypes.addressof(self._buf)
-        # native alignment, as C lays out the parameters: the end of field k minus its own size
-        offsets = [struct.calcsize("@" + codes[:k + 1]) - struct.calcsize("@" + codes[k]) for k in range(len(codes))]
-        self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(*[base + off for off in offsets])
+        # each parameter at its natural alignment, as C lays out a parameter list; explicit padding bytes
+        fmt, offsets, end = "=", [], 0
+        for code in signature:
+            code_fmt, align = _FORMATS[code]
+            pad = -end % align
+            fmt += f"{pad}x" * bool(pad) + code_fmt
+            offsets.append(end + pad)
+            end += pad + struct.calcsize("=" + code_fmt)
+        self._pack = struct.Struct(fmt).pack_into
+        self._buf = ctypes.create_string_buffer(max(end, 1) + 64)
+        self._base = -ctypes.addressof(self._buf) % 64  # the parameters start on 64 bytes, for the T ones
+        self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(
+            *[ctypes.addressof(self._buf) + self._base + off for off in offsets])
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._lock = threading.Lock()
         DECLARED[name] = self
@@ -119,7 +127,7 @@ class Kernel:
         if fn is None:
             fn = self.function(dev)
         with self._lock:
-            self._pack(self._buf, 0, *args)
+            self._pack(self._buf, self._base, *args)
             err, = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                          smem, stream, self._ptrs_addr, 0)
         if err:

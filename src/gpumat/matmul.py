@@ -1,9 +1,9 @@
 """Dense matrix multiply, C = A @ B: argument checks, variant choice, launch.
 
 float32 runs the fast SGEMM family (or the teaching kernels); float64 runs the FP64 tensor-core kernels
-(_matmul_f64, sm_80 and later), a register-tiled SIMT kernel or the teaching kernels; float16 and
-bfloat16 run the teaching kernels or the SIMT kernel (float64: exact FP64 FMA; halves: float32
-accumulation, C in the input dtype or, with a float32 `out`, in float32)."""
+(_matmul_f64, sm_80 and later), a register-tiled SIMT kernel (exact FP64 FMA) or the teaching kernels;
+float16 and bfloat16 run the tensor-core kernels of _matmul_half (sm_80 and later), the SIMT kernel or
+the teaching kernels (float32 accumulation, C in the input dtype or, with a float32 `out`, in float32)."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,7 @@ import numpy as np
 from ._driver import Device, stream_handle
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel
-from . import _matmul_f64, _memory, _precision
+from . import _matmul_f64, _matmul_half, _memory, _precision
 from ._memory import SPECIAL_STREAMS
 from ._dtypes import BFLOAT16, FLOAT16, suffix
 from ._dtypes import name as dtype_name
@@ -84,15 +84,19 @@ VARIANTS: dict[str, Variant] = {
 }
 FAST = {name: v for name, v in VARIANTS.items() if isinstance(v, FastVariant)}
 ALGORITHMS = ("auto", *VARIANTS)                          # float32
-OTHER_ALGORITHMS = ("auto", *TEACHING, "simt64x64")       # float64, float16, bfloat16
+OTHER_ALGORITHMS = ("auto", *TEACHING, "simt64x64")       # float64
+HALF_ALGORITHMS = (*OTHER_ALGORITHMS, *_matmul_half.ALGORITHMS)  # float16, bfloat16: and the tensor-core kernels
+F32_OUT_ALGORITHMS = ("auto", "simt64x64", *_matmul_half.ALGORITHMS)  # those that write a float32 C from halves
 
 
 def algorithms(dtype: str) -> tuple[str, ...]:
-    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16); float32 adds the TF32 tensor-core
-    kernels, float64 the FP64 tensor-core ones."""
+    """The `algorithm=` names for a dtype suffix (f32, f64, f16, bf16); float32, float64 and the halves add
+    their tensor-core kernels."""
     if dtype == "f32":
         return (*ALGORITHMS, *TC_ALGORITHMS)
-    return (*OTHER_ALGORITHMS, *_matmul_f64.VARIANTS) if dtype == "f64" else OTHER_ALGORITHMS
+    if dtype == "f64":
+        return (*OTHER_ALGORITHMS, *_matmul_f64.VARIANTS)
+    return HALF_ALGORITHMS if dtype in ("f16", "bf16") else OTHER_ALGORITHMS
 
 
 def _other_mode(a: Matrix, precision) -> str:
@@ -174,9 +178,9 @@ def check_operands(a, b, out, algorithm: str) -> tuple[int, int, int]:
     if out is not None and out._sfx != a._sfx and not (a._sfx in ("f16", "bf16") and out._sfx == "f32"):
         raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {dtype_name(out.dtype)}; out must be {dtype_name(dt)}"
                         + (" or float32" if dt in (FLOAT16, BFLOAT16) else ""))
-    if out is not None and out._sfx != a._sfx and algorithm not in ("auto", "simt64x64"):
+    if out is not None and out._sfx != a._sfx and algorithm not in F32_OUT_ALGORITHMS:
         raise TypeError("matmul: the teaching kernels write C in the input dtype; a float32 out takes "
-                        "algorithm 'auto' or 'simt64x64'")
+                        f"algorithm {', '.join(repr(x) for x in F32_OUT_ALGORITHMS)}")
     m, k, k2, n = a._height, a._width, b._height, b._width
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
@@ -233,6 +237,10 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             mode = _precision.current() if precision is None and algorithm == "auto" else matmul_mode(algorithm, precision)
         else:
             mode = _other_mode(a, precision)
+        half = None  # the tensor-core kernel a float16/bfloat16 product runs (None: SIMT or teaching)
+        if a._sfx in ("f16", "bf16") and algorithm in F32_OUT_ALGORITHMS and algorithm != "simt64x64":
+            aligned = _matmul_half.tma_ready(a.elements, a._stride) and _matmul_half.tma_ready(b.elements, b._stride)
+            half = _matmul_half.resolve(algorithm, m, n, k, dev, aligned)  # a named kernel that cannot run: ValueError
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
@@ -243,6 +251,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             _memory.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         elif a._sfx == "f64" and _matmul_f64.takes(algorithm, m, n, k, dev):
             _matmul_f64.run(a, b, out, algorithm, dev, s)
+        elif half is not None:
+            _matmul_half.run(a, b, out, half, dev, s)
         elif not f32:
             v = SIMT_KERNELS[(suffix(a.dtype), suffix(out.dtype))] if algorithm in ("auto", "simt64x64") \
                 else TEACHING_KERNELS[(algorithm, suffix(a.dtype))]

@@ -242,17 +242,30 @@ def run_precision(args) -> dict:
 
 DTYPE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (4097, 4097, 4097), (3001, 3011, 2999), (2137, 108, 1055),
                 (256, 256, 65536)]
+HALF_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4097, 4097, 4097), (3001, 3011, 2999),
+               (2137, 108, 1055), (16384, 16384, 256), (256, 256, 65536)]  # float16, bfloat16: every target shape
+SIMT_MAX_FLOP = 2 * 4097**3  # the SIMT kernel runs at ~4% of the tensor cores: only up to this size
+
+
+def _half_names(flops: float) -> list[str]:
+    """auto, every tensor-core kernel this GPU runs, and the SIMT kernel where it is quick enough."""
+    from .. import _matmul_half as half
+    dev = gm.device()
+    names = [n for n in half.VARIANTS if half.runs_on(n, dev.arch, dev.max_smem_optin, half.built(n))]
+    return ["auto", *names] + (["simt64x64"] if flops <= SIMT_MAX_FLOP else [])
 
 
 def run_dtype(args) -> dict:
     """`bench matmul --dtype D`: gpumat's `auto` in float64 / float16 / bfloat16 against cuBLAS in the same
-    dtype (CuPy's matmul; PyTorch's for bfloat16, which CuPy lacks), same inputs, same run."""
+    dtype (CuPy's matmul; PyTorch's for bfloat16, which CuPy lacks), same inputs, same run. For the 16-bit
+    dtypes also every tensor-core variant (and SIMT on the smaller shapes), each with its ratio."""
     import gpumat as gm
     dtype = args.dtype
     if dtype == "float64":
         return run_f64(args)
     quick = getattr(args, "quick", False)
-    shapes = DTYPE_SHAPES[:3] if quick else DTYPE_SHAPES
+    halves = dtype in ("float16", "bfloat16")
+    shapes = (HALF_SHAPES if halves else DTYPE_SHAPES)[:3 if quick else None]
     rng = np.random.default_rng(7)
     cp = cupy()
     try:
@@ -267,6 +280,17 @@ def run_dtype(args) -> dict:
         C = gm.Matrix.empty(m, n, dtype=dtype)
         flops = 2.0 * m * n * k
         ours = time_ms(lambda: gm.matmul(A, B, out=C), repeat=10)
+        err = None
+        if m * n * k <= 2**33:  # C from auto against the float64 product of the operands as stored
+            ref = A.to_numpy(dtype=np.float64) @ B.to_numpy(dtype=np.float64)
+            got = C.to_numpy(dtype=np.float64)
+            err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        names = _half_names(flops)[1:] if halves else []
+        if halves:  # the TMA kernels read only 16-byte aligned operands (4097-wide rows are not)
+            from .. import _matmul_half as half
+            ready = half.tma_ready(A.elements, A.stride) and half.tma_ready(B.elements, B.stride)
+            names = [name for name in names if ready or not half.VARIANTS.get(name) or not half.VARIANTS[name].tma]
+        variants = {name: time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=10) for name in names}
         anchor, anchor_name = None, None
         if dtype == "bfloat16" and torch is not None:
             ta, tb = torch.from_dlpack(A), torch.from_dlpack(B)
@@ -278,22 +302,26 @@ def run_dtype(args) -> dict:
             cc = cp.empty((m, n), dtype=dtype)
             anchor = time_ms(lambda: cp.matmul(ca, cb, out=cc), repeat=10)
             anchor_name = "CuPy (cuBLAS)"
-        ref = a32.astype(dtype if dtype != "bfloat16" else np.float32).astype(np.float64) @ \
-            b32.astype(dtype if dtype != "bfloat16" else np.float32).astype(np.float64) if m * n * k <= 2**33 else None
-        err = None
-        if ref is not None and dtype != "bfloat16":
-            got = C.to_numpy().astype(np.float64)
-            err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         record = {"M": m, "N": n, "K": k, "gpumat_ms": ours, "gpumat_tflops": flops / ours / 1e9,
                   "anchor": anchor_name, "anchor_ms": anchor,
                   "anchor_tflops": flops / anchor / 1e9 if anchor else None,
                   "ratio": anchor / ours if anchor else None, "rel_error": err}
+        if halves:
+            from .. import _matmul_half as half
+            dev = gm.device()
+            aligned = half.tma_ready(A.elements, A.stride) and half.tma_ready(B.elements, B.stride)
+            record["auto_picks"] = half.choose(m, n, k, dev.arch, dev.max_smem_optin, aligned) or "simt64x64"
+            record["variants"] = {name: {"ms": ms, "tflops": flops / ms / 1e9, "ratio": anchor / ms if anchor else None}
+                                  for name, ms in variants.items()}
         records.append(record)
-        rows.append([f"{m}x{n}x{k}", record["gpumat_tflops"], record["anchor_tflops"], record["ratio"], err])
+        label = f"auto ({record['auto_picks']})" if halves else "auto"
+        rows.append([f"{m}x{n}x{k}", label, record["gpumat_tflops"], record["anchor_tflops"], record["ratio"], err])
+        for name, v in record.get("variants", {}).items():
+            rows.append([f"{m}x{n}x{k}", name, v["tflops"], record["anchor_tflops"], v["ratio"], None])
         for x in (A, B, C):
             x.free()
-    print_table(f"matmul {dtype}: gpumat auto (SIMT kernels) against cuBLAS in {dtype}",
-                ["M x N x K", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"], rows)
+    print_table(f"matmul {dtype}: gpumat against cuBLAS in {dtype} (ratio = cuBLAS time / gpumat time)",
+                ["M x N x K", "variant", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"], rows)
     return write_json(f"matmul-{dtype}", {"dtype": dtype, "timing": "CUDA events, warm-up, median of 10 runs",
                                           "shapes": records})
 

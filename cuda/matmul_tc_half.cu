@@ -1,0 +1,405 @@
+// float16 / bfloat16 matrix multiply on the tensor cores with mma.sync m16n8k16 (sm_80 and later):
+// C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
+// offsets, float32 accumulation; C in the input dtype (rounded to nearest even) or in float32 (the
+// _f32out entries). This is the portable tensor-core path: every GPU from sm_80 on, and on Hopper the
+// views the TMA kernel (matmul_wgmma_half.cu) cannot take (base or row stride not 16-byte aligned).
+//
+// Split-K contract (as matmul_fast.cu / matmul_tc.cu): block z multiplies over k in
+// [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; a split-K
+// caller runs the _f32out entry into float32 scratch (ldc = N) and then matmul_splitk_reduce_<dtype>,
+// which adds the partial sums in a fixed order (deterministic, no atomics). A plain run has
+// gridDim.z = 1 and k_chunk = K.
+//
+// Tile and data flow:
+//  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
+//    4 x 4 mma tiles of 16 x 8; k tiles of BK = 32 (two mma k steps) pass through a ring of STAGES = 4
+//    shared-memory buffers, one barrier a k tile;
+//  * fragments are read with ldmatrix (A: .x4, four 8 x 8 pieces = one 16 x 16 A fragment; B: .x4.trans
+//    from the k-major B tile, two n tiles of 8 at once). Shared memory is swizzled in 16-byte chunks so
+//    that the eight rows of every 8 x 8 piece hit distinct bank groups: A rows are 64 bytes (4 chunks),
+//    chunk c of row r stored at c ^ ((r / 2) % 4); B rows are 256 bytes (16 chunks), chunk c of k row
+//    r at c ^ (r % 8);
+//  * copies: when A, B, lda, ldb and the k start are all 16-byte aligned, one cp.async of 16 bytes a
+//    chunk, the M, N and K edges zero-filled by the copy (its source size); otherwise ("any view")
+//    each thread loads its chunks element by element into registers (bounds-checked, zero outside)
+//    before the math of the current k tile and stores them to shared memory after it, so the loads'
+//    latency still hides behind a k tile of mma;
+//  * blocks are mapped to tiles in groups of 8 row tiles (neighbours in time share A and B in L2);
+//    warps whose warp tile lies wholly outside C skip the math; C is written in pairs (4 or 8 bytes)
+//    where aligned, else element by element, every store guarded.
+// Deterministic: a fixed order of products and sums, no atomics.
+//
+// Built for every arch in the default list; the mma code exists only for sm_80 and later (below that
+// the kernels trap, and gpumat never launches them there).
+#include <stdint.h>
+
+#include "gpumat.cuh"
+
+using gpumat::Dtype;
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int THREADS = 256;
+constexpr int WARPS_N = 4;
+constexpr int WM = 64, WN = 32;            // warp tile
+constexpr int MT = WM / 16, NT = WN / 8;   // mma tiles a warp: 4 x 4
+constexpr int STAGES = 4;
+constexpr int A_ELEMS = BM * BK;           // 4096 halves, 8 KiB
+constexpr int B_ELEMS = BK * BN;           // 4096 halves, 8 KiB
+constexpr int STAGE_ELEMS = A_ELEMS + B_ELEMS;
+constexpr int SMEM_BYTES = STAGES * STAGE_ELEMS * 2;  // 65,536
+constexpr int GROUP_M = 8;
+static_assert(SMEM_BYTES == 65536, "src/gpumat/_matmul_half.py asks for this many bytes");
+// Two blocks an SM (128 registers a thread) where ptxas fits the kernel in them without spilling; its
+// sm_80 and sm_100 code needs a few more registers, so there one block (8 warps) an SM.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 1000) && __CUDA_ARCH__ < 1200
+constexpr int MIN_BLOCKS = 1;
+#else
+constexpr int MIN_BLOCKS = 2;
+#endif
+
+#if __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared; reads `bytes` (0..16) of them and zero-fills the rest.
+__device__ __forceinline__ void copy16(void* dst, const void* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+// Element offsets (in halves) of 16-byte chunk c of row r inside a stage's A and B tiles.
+__device__ __forceinline__ int a_chunk(int r, int c) { return r * BK + ((c ^ ((r >> 1) & 3)) << 3); }
+__device__ __forceinline__ int b_chunk(int r, int c) { return r * BN + ((c ^ (r & 7)) << 3); }
+
+template <class T>
+struct Mma;
+
+template <>
+struct Mma<__half> {
+    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+    {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+template <>
+struct Mma<__nv_bfloat16> {
+    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+    {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// The copies of one k tile. Thread tid owns A chunks (row tid/4 + 64 i, chunk tid%4) and B chunks
+// (k row tid/16 + 16 i, chunk tid%16), i = 0, 1.
+template <class T>
+struct Loader {
+    const T* a;       // A at this thread's first row and its chunk's first k, in the next k tile
+    const T* b;       // B at this thread's first k row and its chunk's first column, in the next k tile
+    long long lda, ldb;
+    int a_rows;       // rows of A from this thread's first row to M
+    int b_cols;       // columns of B from this thread's chunk's first column to N
+    uint4 held[4];    // the element-wise path: this k tile's chunks, between load() and store()
+
+    __device__ __forceinline__ void async(T* As, T* Bs, int kvalid, bool guard)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid & 3, cb = tid & 15, ra = tid >> 2, rb = tid >> 4;
+        const int a_kleft = kvalid - 8 * ca;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int n = !guard ? 8 : (64 * i < a_rows ? max(0, min(8, a_kleft)) : 0);
+            const T* src = n ? a + i * 64 * lda : a;
+            copy16(As + a_chunk(ra + 64 * i, ca), src, 2 * n);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int r = rb + 16 * i;
+            const int n = !guard ? 8 : (r < kvalid ? max(0, min(8, b_cols)) : 0);
+            const T* src = n ? b + i * 16 * ldb : b;
+            copy16(Bs + b_chunk(r, cb), src, 2 * n);
+        }
+        a += BK;
+        b += BK * ldb;
+    }
+
+    __device__ __forceinline__ void load(int kvalid)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid & 3, rb = tid >> 4;
+        const int a_kleft = kvalid - 8 * ca;
+        const unsigned short* a16 = reinterpret_cast<const unsigned short*>(a);
+        const unsigned short* b16 = reinterpret_cast<const unsigned short*>(b);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            unsigned short v[8];
+            const bool row_ok = 64 * i < a_rows;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < a_kleft) ? a16[i * 64 * lda + e] : 0;
+            held[i] = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            unsigned short v[8];
+            const bool row_ok = rb + 16 * i < kvalid;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < b_cols) ? b16[i * 16 * ldb + e] : 0;
+            held[2 + i] = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+        }
+        a += BK;
+        b += BK * ldb;
+    }
+
+    __device__ __forceinline__ void store(T* As, T* Bs)
+    {
+        const int tid = threadIdx.x;
+        const int ca = tid & 3, cb = tid & 15, ra = tid >> 2, rb = tid >> 4;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) *reinterpret_cast<uint4*>(As + a_chunk(ra + 64 * i, ca)) = held[i];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) *reinterpret_cast<uint4*>(Bs + b_chunk(rb + 16 * i, cb)) = held[2 + i];
+    }
+};
+
+// One k tile (two k steps of 16) of the warp's 4 x 4 mma tiles.
+template <class T>
+__device__ __forceinline__ void multiply_tile(const T* As, const T* Bs, int wm, int wn, int lane, float (&acc)[MT][NT][4])
+{
+    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;  // the row (A) or k row (B) this lane points at
+    const int lhalf = lane >> 4;                          // which 16-byte chunk of the pair
+    const uint32_t a_base = smem_addr(As), b_base = smem_addr(Bs);
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+        uint32_t af[MT][4], bf[NT / 2][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+            ldmatrix_x4(af[i], a_base + 2 * a_chunk(wm * WM + 16 * i + lrow, 2 * ks + lhalf));
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj)
+            ldmatrix_x4_trans(bf[jj], b_base + 2 * b_chunk(16 * ks + lrow, wn * (WN / 8) + 2 * jj + lhalf));
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+                Mma<T>::run(acc[i][j], af[i], bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
+    }
+}
+
+template <class Out>
+__device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_ok, bool vec)
+{
+    if (pair_ok && vec) {
+        if constexpr (sizeof(Out) == 4) {
+            *reinterpret_cast<float2*>(p) = make_float2(x, y);
+        } else {
+            Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
+            *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<uint32_t*>(v);
+        }
+    } else {
+        p[0] = Dtype<Out>::from(x);
+        if (pair_ok) p[1] = Dtype<Out>::from(y);
+    }
+}
+
+template <class T, class Out, bool VEC>
+__device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                     int M, int N, long long lda, long long ldb, long long ldc,
+                                     int k_begin, int k_end, bool vec_c, T* smem)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int kspan = k_end - k_begin;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = gridDim.x;
+
+    for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
+        int tm = tm_raw, tn = blockIdx.x;
+        if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
+            const int id = tm_raw * tiles_n + tn;
+            const int per_group = GROUP_M * tiles_n;
+            const int first = id / per_group * GROUP_M;
+            const int rows = min(tiles_m - first, GROUP_M);
+            tm = first + (id % per_group) % rows;
+            tn = (id % per_group) / rows;
+        }
+        const int row0 = tm * BM, col0 = tn * BN;
+
+        Loader<T> ld;
+        ld.a = A + (long long)(row0 + (tid >> 2)) * lda + k_begin + 8 * (tid & 3);
+        ld.b = B + (long long)(k_begin + (tid >> 4)) * ldb + col0 + 8 * (tid & 15);
+        ld.lda = lda;
+        ld.ldb = ldb;
+        ld.a_rows = M - (row0 + (tid >> 2));
+        ld.b_cols = N - (col0 + 8 * (tid & 15));
+        const bool inside = row0 + BM <= M && col0 + BN <= N;
+        const bool warp_live = row0 + wm * WM < M && col0 + wn * WN < N;
+
+        float acc[MT][NT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+
+        // Tile t lives in stage t % STAGES. Every thread commits one cp.async group per tile slot
+        // (empty past the end), so "all but STAGES - 2 groups done" means "tile t has landed".
+        // The element-wise path loads tile t + STAGES - 1 into registers before tile t's math and
+        // stores it after (its stage was last read in tile t - 1, behind this iteration's barrier).
+        int kleft = kspan, fill = 0;
+        auto issue = [&](bool now) {
+            T* st = smem + fill * STAGE_ELEMS;
+            if constexpr (VEC) {
+                if (kleft > 0) ld.async(st, st + A_ELEMS, min(kleft, BK), !(kleft >= BK && inside));
+                copy_commit();
+            } else if (kleft > 0) {
+                ld.load(min(kleft, BK));
+                if (now) ld.store(st, st + A_ELEMS);
+            }
+        };
+        auto advance = [&]() {
+            kleft -= BK;
+            fill = fill == STAGES - 1 ? 0 : fill + 1;
+        };
+#pragma unroll 1
+        for (int s = 0; s < STAGES - 1; ++s) {
+            issue(true);
+            advance();
+        }
+        int stage = 0;
+#pragma unroll 1
+        for (int t = 0; t * BK < kspan; ++t) {
+            if constexpr (VEC) copy_wait<STAGES - 2>();
+            __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
+            const bool pending = kleft > 0;
+            T* const fill_stage = smem + fill * STAGE_ELEMS;
+            issue(false);     // tile t + STAGES - 1 into tile t - 1's stage (VEC: in flight; else: registers)
+            const T* st = smem + stage * STAGE_ELEMS;
+            if (warp_live) multiply_tile<T>(st, st + A_ELEMS, wm, wn, lane, acc);
+            if constexpr (!VEC)
+                if (pending) ld.store(fill_stage, fill_stage + A_ELEMS);
+            advance();
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        }
+        if constexpr (VEC) copy_wait<0>();
+        __syncthreads();  // the next row tile's first copies may overwrite a stage just read
+
+        // Thread (g = lane/4, t = lane%4) holds, for mma tile (i, j), rows 16 i + g (+8) and columns 8 j + 2 t, +1.
+        const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + wm * WM + 16 * i + 8 * h + g;
+                if (r >= M) continue;
+                Out* crow = C + (long long)r * ldc;
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const int c = col0 + wn * WN + 8 * j + 2 * tq;
+                    if (c < N) store_pair<Out>(crow + c, acc[i][j][2 * h], acc[i][j][2 * h + 1], c + 1 < N, vec_c);
+                }
+            }
+    }
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+template <class T, class Out>
+__device__ __forceinline__ void entry(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>(smem_raw);
+    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    Out* const Cz = C + (long long)blockIdx.z * M * ldc;
+    // pairs of outputs as one store: the base aligned to a pair, and an even row stride
+    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
+                     (lda & 7) == 0 && (ldb & 7) == 0 && (k_begin & 7) == 0;
+    if (vec) gemm<T, Out, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    else gemm<T, Out, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+#else
+    __trap();  // no 16-bit mma before sm_80: gpumat runs the SIMT kernels there instead
+#endif
+}
+
+}  // namespace
+
+// matmul_mma128x128_<dtype>[_f32out](A, B, C, M, N, K, lda, ldb, ldc, k_chunk): mma.sync m16n8k16 with
+// float32 accumulation, ldmatrix from swizzled shared memory, 4 cp.async stages (16-byte copies for
+// aligned operands, element-wise register-staged loads for any other view). Tile 128 x 128 x 32,
+// block (256,1,1) = 2 x 4 warps of 64 x 32, 65,536 bytes of dynamic shared memory, two blocks an SM
+// (one on sm_80 and sm_100, see MIN_BLOCKS). Grid (ceil(N/128), min(ceil(M/128), 65535), splits). C in the input dtype, or float32.
+#define GPUMAT_MMA_HALF(NAME, T, OUT)                                                                     \
+    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) NAME(                                        \
+        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,      \
+        long long lda, long long ldb, long long ldc, int k_chunk)                                          \
+    {                                                                                                      \
+        entry<T, OUT>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                           \
+    }
+
+GPUMAT_MMA_HALF(matmul_mma128x128_f16, __half, __half)
+GPUMAT_MMA_HALF(matmul_mma128x128_f16_f32out, __half, float)
+GPUMAT_MMA_HALF(matmul_mma128x128_bf16, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_MMA_HALF(matmul_mma128x128_bf16_f32out, __nv_bfloat16, float)
+
+// Deterministic split-K reduction into a 16-bit C: C[i*ldc + j] = the float32 sum over s = 0..splits-1,
+// in that order, of partial[s*M*N + i*N + j], rounded once to the output dtype. No atomics.
+// Launch: block (256,1,1), grid-stride over M*N, e.g. grid (min(ceil(M*N/256), 132*16), 1, 1).
+template <class Out>
+__device__ __forceinline__ void splitk_reduce(const float* __restrict__ partial, Out* __restrict__ C, int M, int N,
+                                              long long ldc, int splits)
+{
+    const long long plane = (long long)M * N;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
+        float sum = partial[idx];
+#pragma unroll 8
+        for (int s = 1; s < splits; ++s) sum += partial[s * plane + idx];
+        const long long i = idx / N;
+        C[i * ldc + (idx - i * N)] = Dtype<Out>::from(sum);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f16(
+    const float* __restrict__ partial, __half* __restrict__ C, int M, int N, long long ldc, int splits)
+{
+    splitk_reduce<__half>(partial, C, M, N, ldc, splits);
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_bf16(
+    const float* __restrict__ partial, __nv_bfloat16* __restrict__ C, int M, int N, long long ldc, int splits)
+{
+    splitk_reduce<__nv_bfloat16>(partial, C, M, N, ldc, splits);
+}

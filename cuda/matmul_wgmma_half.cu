@@ -1,0 +1,308 @@
+// gpumat-archs: 90a
+// float16 / bfloat16 matrix multiply on Hopper's warpgroup tensor-core instructions (sm_90a only):
+// C (M x N) = A (M x K) @ B (K x N), row-major, float32 accumulation, C in the input dtype (rounded to
+// nearest even) or in float32 (the _f32out entries), row stride ldc in elements.
+//
+// A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
+// src/gpumat/_matmul_half.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
+// tensor with 64 x 64 boxes, both with the 128-byte swizzle. TMA needs the base address and the row
+// stride 16-byte aligned; other views run matmul_tc_half.cu. The copy engine zero-fills whatever lies
+// past M, N or K, so edge tiles need no special code on the way in; stores of C are guarded.
+//
+// Split-K contract (as the other matmul kernels): work item z multiplies over k in
+// [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
+// multiple of BK = 64 when there is more than one split (a k tile never straddles two splits).
+//
+// Technique:
+//  * a block computes 128 x 256 tiles of C with three warpgroups: warpgroup 0 is the producer (one
+//    thread issues the bulk tensor copies; the warpgroup gives registers back with setmaxnreg),
+//    warpgroups 1 and 2 are consumers, each owning 64 rows x 256 columns of the tile as 128 float32
+//    accumulators a thread (one wgmma m64n256k16 a k step, A and B both read from shared memory);
+//  * k tiles of 64 pass through a ring of STAGES = 4 shared-memory stages (48 KiB each: A 128 x 64,
+//    B 64 x 256 as four 64-column boxes), each with a "full" mbarrier (the copies' byte count lands)
+//    and an "empty" mbarrier (both consumers are done with it). Consumers keep one k tile of wgmma in
+//    flight (wait_group 1) and release a stage as soon as the group that read it completes;
+//  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
+//    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
+//    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b);
+//  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
+//    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
+//    groups of 16 row tiles (neighbours in time share A and B panels in L2);
+//  * the consumers store C straight from their accumulators: pairs of adjacent columns (4 or 8 bytes)
+//    where aligned, else element by element.
+// Deterministic: a fixed order of products and sums, no atomics.
+#include <stdint.h>
+
+#include "gpumat.cuh"
+
+using gpumat::Dtype;
+
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64;
+constexpr int STAGES = 4;
+constexpr int THREADS = 384;                      // producer + two consumer warpgroups
+constexpr int A_BYTES = BM * BK * 2;              // 16 KiB
+constexpr int B_BOX_BYTES = BK * 64 * 2;          // 8 KiB: 64 k rows x 64 columns
+constexpr int B_BYTES = BK * BN * 2;              // 32 KiB
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;    // 48 KiB
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 128;  // + alignment slack + barriers
+constexpr int GROUP_M = 16;
+static_assert(SMEM_BYTES == 197760, "src/gpumat/_matmul_half.py asks for this many bytes");
+
+// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value.
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPUMAT_HAS_WGMMA 1
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void bar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void bar_wait(uint32_t bar, int parity)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n"
+        "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void bar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void bar_expect(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+// A 2-D box of the tensor map at element coordinates (inner, outer) into shared memory; its bytes
+// count towards `bar`'s transaction.
+__device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int inner, int outer, uint32_t bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar) : "memory");
+}
+
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
+__device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lead, uint32_t stride)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lead >> 4) << 16) | ((uint64_t)(stride >> 4) << 32) |
+           (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+
+// d (64 x 256, float32) += A (64 x 16, K-major, from shared memory) * B (16 x 256, N-major, transposed
+// by the instruction). One spelling per input type.
+#define GPUMAT_WGMMA_OPERANDS                                                                              \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                       \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                       \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                       \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                       \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "           \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
+    "%128, %129, 1, 1, 1, 0, 1;\n"
+
+#define GPUMAT_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+                     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GPUMAT_D128 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24), GPUMAT_D8(32), GPUMAT_D8(40),     \
+                    GPUMAT_D8(48), GPUMAT_D8(56), GPUMAT_D8(64), GPUMAT_D8(72), GPUMAT_D8(80), GPUMAT_D8(88),   \
+                    GPUMAT_D8(96), GPUMAT_D8(104), GPUMAT_D8(112), GPUMAT_D8(120)
+
+template <class T>
+struct Wgmma;
+
+template <>
+struct Wgmma<__half> {
+    __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
+    {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS
+                     : GPUMAT_D128 : "l"(a), "l"(b));
+    }
+};
+
+template <>
+struct Wgmma<__nv_bfloat16> {
+    __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
+    {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS
+                     : GPUMAT_D128 : "l"(a), "l"(b));
+    }
+};
+
+template <class Out>
+__device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_ok, bool vec)
+{
+    if (pair_ok && vec) {
+        if constexpr (sizeof(Out) == 4) {
+            *reinterpret_cast<float2*>(p) = make_float2(x, y);
+        } else {
+            Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
+            *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<uint32_t*>(v);
+        }
+    } else {
+        p[0] = Dtype<Out>::from(x);
+        if (pair_ok) p[1] = Dtype<Out>::from(y);
+    }
+}
+
+// Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles.
+struct Work {
+    int tm, tn, split;
+};
+
+__device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
+{
+    const int tiles = tiles_m * tiles_n;
+    const int split = w / tiles, id = w - split * tiles;
+    const int per_group = GROUP_M * tiles_n;
+    const int first = id / per_group * GROUP_M;
+    const int rows = min(tiles_m - first, GROUP_M);
+    return {first + (id % per_group) % rows, (id % per_group) / rows, split};
+}
+
+#endif
+
+template <class T, class Out>
+__device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, Out* __restrict__ C,
+                                     int M, int N, int K, long long ldc, int k_chunk)
+{
+#ifdef GPUMAT_HAS_WGMMA
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
+    const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
+    const uint32_t bars = base + STAGES * STAGE_BYTES;   // full[s] at bars + 8 s, empty[s] at bars + 64 + 8 s
+    const int tid = threadIdx.x, wg = tid / 128;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int splits = (K + k_chunk - 1) / k_chunk;
+    const int works = tiles_m * tiles_n * (splits > 0 ? splits : 1);
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            bar_init(bars + 8 * s, 1);
+            bar_init(bars + 64 + 8 * s, 2);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int stage = 0, phase = 0;
+            for (int w = blockIdx.x; w < works; w += gridDim.x) {
+                const Work wk = work_item(w, tiles_m, tiles_n);
+                const int k_begin = wk.split * k_chunk;
+                const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
+                for (int t = 0; t < k_tiles; ++t) {
+                    bar_wait(bars + 64 + 8 * stage, phase ^ 1);
+                    const uint32_t full = bars + 8 * stage;
+                    const uint32_t dst = base + stage * STAGE_BYTES;
+                    const int k = k_begin + t * BK;
+                    bar_expect(full, STAGE_BYTES);
+                    tma_load(dst, &map_a, k, wk.tm * BM, full);
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load(dst + A_BYTES + j * B_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1;                      // consumer: rows 64 c .. 64 c + 63 of the tile
+        const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
+        int stage = 0, phase = 0;
+        float d[128];
+        for (int w = blockIdx.x; w < works; w += gridDim.x) {
+            const Work wk = work_item(w, tiles_m, tiles_n);
+            const int k_begin = wk.split * k_chunk;
+            const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
+#pragma unroll
+            for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+            int prev = -1;
+            for (int t = 0; t < k_tiles; ++t) {
+                bar_wait(bars + 8 * stage, phase);
+                const uint32_t a0 = base + stage * STAGE_BYTES + c * (64 * BK * 2);
+                const uint32_t b0 = base + stage * STAGE_BYTES + A_BYTES;
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < BK / 16; ++ks)
+                    Wgmma<T>::run(d, descriptor(a0 + 32 * ks, 16, 1024), descriptor(b0 + 2048 * ks, B_BOX_BYTES, 1024));
+                wgmma_commit();
+                wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
+                if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
+                prev = stage;
+                if (++stage == STAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+            wgmma_wait<0>();
+            if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
+
+            // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
+            Out* const Cz = C + (long long)wk.split * M * ldc;
+            const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
+            const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;
+            const int col = wk.tn * BN + 2 * (lane % 4);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row + 8 * h;
+                if (r >= M) continue;
+                Out* crow = Cz + (long long)r * ldc;
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    const int cc = col + 8 * j;
+                    if (cc < N) store_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
+                }
+            }
+        }
+    }
+#else
+    __trap();  // built for sm_90a only; gpumat never launches it elsewhere
+#endif
+}
+
+}  // namespace
+
+// matmul_wgmma128x256_<dtype>[_f32out](map_a, map_b, C, M, N, K, ldc, k_chunk): TMA + wgmma m64n256k16,
+// float32 accumulation, 4-stage mbarrier ring, producer warpgroup + two consumer warpgroups,
+// persistent blocks. Tile 128 x 256 x 64, block (384,1,1), 197,760 bytes of dynamic shared memory, one
+// block an SM. Grid (min(work items, SMs), 1, 1) with work items = ceil(M/128) * ceil(N/256) * splits.
+// C in the input dtype, or float32.
+#define GPUMAT_WGMMA_HALF(NAME, T, OUT)                                                                      \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
+        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, OUT* __restrict__ C, \
+        int M, int N, int K, long long ldc, int k_chunk)                                                      \
+    {                                                                                                         \
+        gemm<T, OUT>(map_a, map_b, C, M, N, K, ldc, k_chunk);                                                 \
+    }
+
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, __half, __half)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, __half, float)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, __nv_bfloat16, float)

@@ -1,0 +1,205 @@
+"""float16 / bfloat16 matmul on the tensor cores: the variants, the choice `auto` makes, the launch.
+
+Two kernel families, float32 accumulation, C in the input dtype or (a float32 `out`) in float32:
+  mma128x128    cuda/matmul_tc_half.cu: mma.sync m16n8k16, sm_80 and later, any view (16-byte
+                cp.async copies where A, B and their strides allow, element-wise loads otherwise).
+  wgmma128x256  cuda/matmul_wgmma_half.cu: TMA + wgmma, sm_90a (Hopper) only, and only for operands
+                whose base addresses and row strides are 16-byte aligned (the copy engine's rule).
+`auto` (choose) takes the fastest variant of AUTO_VARIANTS that can run (wgmma128x256 before
+mma128x128), else None: the caller then runs the SIMT kernel. wgmma128x256 is not in AUTO_VARIANTS
+yet: it has not run on a GPU (the session that wrote it ran out of device time after checking
+mma128x128), so it is a named variant only until tests/test_matmul_tc_half.py passes on an H100. Both kernels split K for products with few output tiles: block z
+writes its partial product to float32 scratch and a second kernel adds the partials in a fixed order
+(deterministic), rounding once to C's dtype.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ._geometry import cdiv, flat_grid, tiled_grid
+from ._kernels import Kernel, manifest
+
+MMA_SIGNATURE = "PPPiiiqqqi"    # A, B, C, M, N, K, lda, ldb, ldc, k_chunk
+WGMMA_SIGNATURE = "TTPiiiqi"    # tensor map A, tensor map B, C, M, N, K, ldc, k_chunk
+REDUCE_SIGNATURE = "PPiiqi"     # partial, C, M, N, ldc, splits
+PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))  # (input, output) suffixes
+SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+SCRATCH_BANDWIDTH = 2.5e12   # bytes/s of split-K's float32 round trip (H100 figure; a ranking constant)
+EXTRA_LAUNCH_S = 6e-6        # the reduction launch and the scratch allocation
+
+
+@dataclass(frozen=True)
+class HalfVariant:
+    module: str
+    tile: tuple[int, int]        # rows x columns of C one block (one work item) covers
+    threads: int
+    smem: int                    # dynamic shared memory a block asks for
+    min_arch: int                # lowest compute capability (x10) that runs it
+    only_arch: int | None        # arch-specific code (sm_90a): this compute capability alone
+    tma: bool                    # A and B must start on 16 bytes with row strides of 16-byte multiples
+    persistent: bool             # grid = min(work items, SMs), blocks walk the work items
+    blocks_per_sm: int
+    k_align: int                 # split boundaries on multiples of this (a k tile never straddles two)
+    flops: float                 # what the kernel sustains on a full H100 (132 SMs), for the split-K model
+    kernels: dict
+
+    def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
+        if self.persistent:
+            works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
+            return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
+        return tiled_grid(m, n, *self.tile, layers=splits)
+
+
+def _kernels(module: str, stem: str, signature: str, smem: int) -> dict:
+    return {(src, dst): Kernel(module, f"matmul_{stem}_{src}" + ("_f32out" if dst != src else ""), signature,
+                               dynamic_smem=smem) for src, dst in PAIRS}
+
+
+MMA_SMEM = 65536       # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
+WGMMA_SMEM = 197760    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 1 KiB for alignment, the mbarriers
+VARIANTS: dict[str, HalfVariant] = {
+    "mma128x128": HalfVariant("matmul_tc_half", (128, 128), 256, MMA_SMEM, 80, None, False, False, 2, 32,
+                              400e12, _kernels("matmul_tc_half", "mma128x128", MMA_SIGNATURE, MMA_SMEM)),
+    "wgmma128x256": HalfVariant("matmul_wgmma_half", (128, 256), 384, WGMMA_SMEM, 90, 90, True, True, 1, 64,
+                                650e12, _kernels("matmul_wgmma_half", "wgmma128x256", WGMMA_SIGNATURE, WGMMA_SMEM)),
+}
+ALGORITHMS = tuple(VARIANTS)
+AUTO_VARIANTS = ("mma128x128",)  # what `auto` may choose; add "wgmma128x256" once it has passed on a GPU
+REDUCE = {"f16": Kernel("matmul_tc_half", "matmul_splitk_reduce_f16", REDUCE_SIGNATURE),
+          "bf16": Kernel("matmul_tc_half", "matmul_splitk_reduce_bf16", REDUCE_SIGNATURE)}
+
+
+def built(name: str) -> bool:
+    """Whether the variant's module is in this build (an sm_90a module is skipped when ARCHS lacks 90)."""
+    try:
+        return VARIANTS[name].module in manifest()["modules"]
+    except FileNotFoundError:
+        return False
+
+
+def runs_on(name: str, arch: int, max_smem: int, is_built: bool = True) -> bool:
+    v = VARIANTS[name]
+    return is_built and arch >= v.min_arch and (v.only_arch is None or arch == v.only_arch) and v.smem <= max_smem
+
+
+def tma_ready(ptr: int, stride: int, itemsize: int = 2) -> bool:
+    """A matrix the copy engine can read: base address and row stride (bytes) multiples of 16."""
+    return ptr % 16 == 0 and (stride * itemsize) % 16 == 0
+
+
+def choose(m: int, n: int, k: int, arch: int, max_smem: int, aligned: bool,
+           have: tuple[str, ...] | None = None, candidates: tuple[str, ...] = AUTO_VARIANTS) -> str | None:
+    """What `auto` runs for an m x k times k x n float16/bfloat16 product: among `candidates`,
+    wgmma128x256 on Hopper for operands the copy engine can read, else mma128x128 from sm_80 on, else
+    None (the SIMT kernel). `aligned`: both operands pass tma_ready. `have`: the variants in this build
+    (default: looked up)."""
+    have = tuple(n for n in VARIANTS if built(n)) if have is None else have
+    for name in [n for n in ALGORITHMS[::-1] if n in candidates]:  # the fastest first
+        if name in have and runs_on(name, arch, max_smem) and (aligned or not VARIANTS[name].tma):
+            return name
+    return None
+
+
+@lru_cache(maxsize=4096)
+def plan(m: int, n: int, k: int, sm_count: int, name: str) -> tuple[int, int]:
+    """(splits, k_chunk) for a variant: full waves of work items times one item's time at the kernel's
+    rate, plus, for split-K, the scratch round trip and the extra launch; the fastest count wins."""
+    v = VARIANTS[name]
+    tiles = cdiv(m, v.tile[0]) * cdiv(n, v.tile[1])
+    slots = sm_count * v.blocks_per_sm
+    per_block = v.flops / (132 * v.blocks_per_sm)
+    best = None
+    for splits in SPLIT_CHOICES:
+        k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), v.k_align) * v.k_align
+        if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < 4 * v.k_align):
+            continue
+        waves = cdiv(tiles * splits, slots)
+        seconds = waves * 2.0 * v.tile[0] * v.tile[1] * k_chunk / per_block
+        if splits > 1:
+            seconds += (2 * splits + 1) * m * n * 4 / SCRATCH_BANDWIDTH + EXTRA_LAUNCH_S
+        if best is None or seconds < best[0]:
+            best = (seconds, splits, k_chunk)
+    return best[1], best[2]
+
+
+def tensor_map_args(ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int,
+                    itemsize: int = 2) -> dict:
+    """cuTensorMapEncodeTiled's shape arguments for a row-major rows x cols matrix (row stride in
+    elements): the inner dimension is the columns; boxes of box_cols x box_rows."""
+    if not tma_ready(ptr, stride, itemsize):
+        raise ValueError("a tensor map needs a 16-byte aligned base and row stride")
+    return {"globalAddress": ptr, "globalDim": (cols, rows), "globalStrides": (stride * itemsize,),
+            "boxDim": (box_cols, box_rows), "elementStrides": (1, 1)}
+
+
+@lru_cache(maxsize=1024)
+def tensor_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int) -> bytes:
+    """The 128 bytes of a CUtensorMap (128-byte swizzle, zero fill outside the matrix), cached: it
+    depends on nothing but these numbers."""
+    from cuda.bindings import driver
+    from ._driver import check
+    args = tensor_map_args(ptr, rows, cols, stride, box_cols, box_rows)
+    kind = driver.CUtensorMapDataType
+    dtype = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if sfx == "f16" else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    encoded = check(driver.cuTensorMapEncodeTiled(
+        dtype, 2, args["globalAddress"], [u64(x) for x in args["globalDim"]], [u64(x) for x in args["globalStrides"]],
+        [u32(x) for x in args["boxDim"]], [u32(x) for x in args["elementStrides"]],
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return ctypes.string_at(encoded.getPtr(), 128)
+
+
+def resolve(algorithm: str, m: int, n: int, k: int, dev, aligned: bool) -> str | None:
+    """The variant a call runs (None: the SIMT kernel); a named variant this GPU or these operands cannot
+    run is a ValueError, raised before anything is launched."""
+    if algorithm == "auto":
+        return choose(m, n, k, dev.arch, dev.max_smem_optin, aligned)
+    v = VARIANTS[algorithm]
+    if not runs_on(algorithm, dev.arch, dev.max_smem_optin, built(algorithm)):
+        where = f"sm_{v.only_arch}a" if v.only_arch else f"sm_{v.min_arch} or newer"
+        raise ValueError(f"matmul algorithm {algorithm!r} runs on {where} with {v.smem} bytes of shared memory a "
+                         f"block" + ("" if built(algorithm) else " (not in this build)") +
+                         f"; this GPU is sm_{dev.arch} with {dev.max_smem_optin}")
+    if v.tma and not aligned:
+        raise ValueError(f"matmul algorithm {algorithm!r} reads A and B through TMA: both need 16-byte aligned "
+                         "addresses and row strides (a multiple of 8 elements); other views run 'mma128x128'")
+    return algorithm
+
+
+def run(a, b, out, name: str, dev, stream: int) -> None:
+    """C = A @ B with the named variant (resolve() has checked that it can run)."""
+    from . import _memory
+    from .matmul import SPLITK_REDUCE
+    m, k, n = a._height, a._width, b._width
+    v = VARIANTS[name]
+    splits, k_chunk = plan(m, n, k, dev.sm_count, name)
+    src = a._sfx
+    scratch = 0
+    if splits > 1:
+        nbytes = splits * m * n * 4
+        pool = dev.memory or _memory.pool(dev)
+        scratch = pool.alloc(nbytes, stream)
+    try:
+        kernel = v.kernels[(src, "f32" if splits > 1 else out._sfx)]
+        c, ldc = (scratch, n) if splits > 1 else (out.elements, out._stride)
+        grid = v.grid(m, n, splits, dev.sm_count)
+        if v.tma:
+            ma = tensor_map(src, a.elements, m, k, a._stride, 64, v.tile[0])
+            mb = tensor_map(src, b.elements, k, n, b._stride, 64, 64)
+            kernel(grid, (v.threads, 1, 1), ma, mb, c, m, n, k, ldc, k_chunk, smem=v.smem, stream=stream, device=dev)
+        else:
+            kernel(grid, (v.threads, 1, 1), a.elements, b.elements, c, m, n, k, a._stride, b._stride, ldc, k_chunk,
+                   smem=v.smem, stream=stream, device=dev)
+        if splits > 1:
+            reduce = SPLITK_REDUCE if out._sfx == "f32" else REDUCE[out._sfx]
+            reduce(flat_grid(m * n, 256, 16 * dev.sm_count), (256, 1, 1), scratch, out.elements, m, n, out._stride,
+                   splits, stream=stream, device=dev)
+    finally:
+        if scratch:
+            pool.free(scratch, nbytes, stream)  # stream-ordered: reused only after these launches
+

@@ -1,0 +1,255 @@
+"""float16 / bfloat16 matmul on the tensor cores (gpumat._matmul_half): mma128x128 (mma.sync, sm_80+,
+any view) and wgmma128x256 (TMA + wgmma, sm_90a, 16-byte aligned operands). The variant choice, the
+split-K plan, the launch geometry, tensor-map arguments and argument checks run without a GPU; the
+products run on one.
+
+Error bound, as ||C - A B||_F / || |A| |B| ||_F against the float64 product of the exact (already
+rounded) 16-bit operands: the products of two float16 (11 significant bits) or bfloat16 (8) values
+are exact in float32, so the error is float32 accumulation over K terms, at most K * 2^-24 of
+|A||B| with round-to-nearest sums; the tensor cores align and truncate inside each k step, so allow
+twice that (K * 2^-23); plus one rounding of C to its dtype, 2^-11 (float16), 2^-8 (bfloat16) or
+2^-24 (float32) of |A B| <= |A||B|. A kernel that drops or repeats a k tile, a row or a column is off
+by orders of magnitude more.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat import _geometry, _matmul_half as half
+from gpumat.matmul import algorithms
+from support import FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
+
+DTYPES = ("float16", "bfloat16")
+UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
+VARIANTS = list(half.VARIANTS)
+
+
+def tolerance(out_dtype: str, k: int) -> float:
+    return UNIT[out_dtype] + k * 2.0**-23
+
+
+# ---- without a GPU ----
+
+def test_choice_prefers_wgmma_on_hopper_for_aligned_operands_only():
+    both = tuple(VARIANTS)
+    pick = lambda *args, have=both: half.choose(*args, have=have, candidates=both)  # noqa: E731
+    assert pick(4096, 4096, 4096, 90, 227 * 1024, True) == "wgmma128x256"
+    assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "mma128x128"
+    assert pick(64, 64, 64, 90, 227 * 1024, True, have=("mma128x128",)) == "mma128x128"  # no sm_90a build
+    for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
+        assert pick(4096, 4096, 4096, arch, smem, True) == "mma128x128"  # sm_90a code runs on 9.0 alone
+    assert pick(4096, 4096, 4096, 75, 64 * 1024, True) is None  # SIMT below sm_80
+    assert pick(4096, 4096, 4096, 80, 48 * 1024, True) is None  # too little shared memory
+
+
+def test_auto_leaves_out_the_kernel_not_yet_run_on_a_gpu():
+    """wgmma128x256 joins AUTO_VARIANTS once this file has passed on an H100 (see _matmul_half)."""
+    assert half.AUTO_VARIANTS == ("mma128x128",)
+    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, True, tuple(VARIANTS)) == "mma128x128"
+
+
+@given(dims(5000, (64, 128, 256)), dims(5000, (64, 128, 256)), dims(70000, (32, 64, 256, 1024)),
+       st.sampled_from(VARIANTS), st.sampled_from([1, 8, 46, 132]))
+def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
+    splits, k_chunk = half.plan(m, n, k, sms, name)
+    v = half.VARIANTS[name]
+    assert 1 <= splits and _geometry.cdiv(k, k_chunk) == splits  # every split has work, none is left over
+    if splits > 1:
+        assert k_chunk % v.k_align == 0 and k_chunk >= 4 * v.k_align
+    else:
+        assert k_chunk == k
+    grid = v.grid(m, n, splits, sms)
+    if v.persistent:
+        assert 1 <= grid[0] <= sms and grid[1:] == (1, 1)
+    else:
+        assert grid == _geometry.tiled_grid(m, n, *v.tile, layers=splits)
+
+
+def test_skinny_products_split_k_and_square_ones_do_not():
+    for name in VARIANTS:
+        assert half.plan(256, 256, 65536, 132, name)[0] >= 16
+        assert half.plan(2137, 108, 1055, 132, name)[0] > 1
+        assert half.plan(8192, 8192, 8192, 132, name) == (1, 8192)
+
+
+def test_tensor_map_arguments():
+    args = half.tensor_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, box_cols=64, box_rows=128)
+    assert args["globalDim"] == (2999, 3001) and args["globalStrides"] == (6016,)
+    assert args["boxDim"] == (64, 128) and args["elementStrides"] == (1, 1)
+    assert half.tma_ready(0x7F0000000010, 8) and not half.tma_ready(0x7F0000000002, 8)
+    assert not half.tma_ready(0x7F0000000000, 4097)
+    with pytest.raises(ValueError, match="16-byte"):
+        half.tensor_map_args(0x7F0000000000, 4, 4, 4097, 64, 64)
+
+
+def test_every_half_variant_is_an_algorithm_name():
+    for sfx in ("f16", "bf16"):
+        assert set(VARIANTS) <= set(algorithms(sfx))
+    assert not set(VARIANTS) & set(algorithms("f64"))
+
+
+def test_named_variants_that_cannot_run_are_refused_before_any_launch():
+    a16 = fake_matrix(64, 64, stride=4097, dtype=np.float16)  # a row stride the copy engine cannot take
+    b16 = fake_matrix(64, 64, ptr=0x7F0010000000, dtype=np.float16)
+    with pytest.raises(ValueError, match="TMA" if half.built("wgmma128x256") else "not in this build"):
+        gm.matmul(a16, b16, algorithm="wgmma128x256")
+    with pytest.raises(ValueError, match="unknown matmul algorithm"):
+        gm.matmul(fake_matrix(2, 3), fake_matrix(3, 2, ptr=0x7F0010000000), algorithm="mma128x128")  # float32
+    old = FAKE_DEVICE.arch
+    try:
+        FAKE_DEVICE.arch = 86
+        b = fake_matrix(64, 64, ptr=0x7F0010000000, dtype=np.float16)
+        with pytest.raises(ValueError, match="sm_90a"):
+            gm.matmul(fake_matrix(64, 64, dtype=np.float16), b, algorithm="wgmma128x256")
+        FAKE_DEVICE.arch = 75
+        with pytest.raises(ValueError, match="sm_80"):
+            gm.matmul(fake_matrix(64, 64, dtype=np.float16), b, algorithm="mma128x128")
+    finally:
+        FAKE_DEVICE.arch = old
+
+
+# ---- on the GPU ----
+
+def runnable() -> list[str]:
+    dev = gm.device()
+    return [n for n in VARIANTS if half.runs_on(n, dev.arch, dev.max_smem_optin, half.built(n))]
+
+
+def upload(host: np.ndarray, dtype: str, pad_left: int, pad_right: int):
+    """host rounded to dtype inside a wider random matrix (parent, view); the view's exact values as float64."""
+    h, w = host.shape
+    parent = rng.uniform(-1, 1, (h, w + pad_left + pad_right)).astype(np.float32)
+    parent[:, pad_left:pad_left + w] = host
+    big = gm.Matrix.from_numpy(parent, dtype=dtype)
+    view = big[:, pad_left:pad_left + w]
+    return big, view, view.to_numpy(dtype=np.float32).astype(np.float64)
+
+
+def tma_pads(m: int, n: int, k: int) -> tuple:
+    """Right paddings that make A's and B's row strides multiples of 8 elements (what TMA needs)."""
+    return (0, -k % 8, 0, -n % 8, 0, 0)
+
+
+def product(name: str, dtype: str, out_dtype: str, m: int, n: int, k: int, pads=None):
+    """C = A @ B for views with the given (left, right) paddings, into a NaN-filled view of a larger C;
+    returns (error against float64, C as float64, whether everything outside C's view stayed NaN).
+    Default paddings: none for mma128x128, TMA-ready strides for the others."""
+    if pads is None:
+        pads = (0,) * 6 if name == "mma128x128" else tma_pads(m, n, k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    pa, A, a64 = upload(a, dtype, pads[0], pads[1])
+    pb, B, b64 = upload(b, dtype, pads[2], pads[3])
+    pc = gm.Matrix.empty(m, n + pads[4] + pads[5], dtype=out_dtype)
+    poison(pc)
+    C = pc[:, pads[4]:pads[4] + n]
+    before = pc.to_numpy(dtype=np.float32)
+    gm.matmul(A, B, out=C, algorithm=name)
+    after = pc.to_numpy(dtype=np.float32)
+    got = after[:, pads[4]:pads[4] + n].astype(np.float64)
+    outside = np.concatenate([after[:, :pads[4]], after[:, pads[4] + n:]], axis=1)
+    untouched = np.array_equal(np.isnan(outside), np.isnan(np.concatenate(
+        [before[:, :pads[4]], before[:, pads[4] + n:]], axis=1)))
+    err = product_error(got, a64, b64)
+    for x in (pa, pb, pc):
+        x.free()
+    return err, got, untouched
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_dtype", ["same", "float32"])
+def test_every_variant_matches_float64(dtype, out_dtype):
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    names = runnable()
+    if not names:
+        pytest.skip(f"no tensor-core half kernel runs on sm_{gm.device().arch}")
+    for name in names:
+        for m, n, k in ((1, 1, 1), (128, 256, 64), (129, 257, 65), (300, 200, 1000), (2137, 108, 1055),
+                        (64, 64, 8192)):
+            err, got, _ = product(name, dtype, out_dtype, m, n, k)
+            assert not np.isnan(got).any(), (name, m, n, k)
+            assert err < tolerance(out_dtype, k), (name, m, n, k, err)
+
+
+@pytest.mark.gpu
+@given(m=dims(400, (64, 128, 256)), n=dims(600, (64, 128, 256)), k=dims(400, (16, 32, 64)),
+       dtype=st.sampled_from(DTYPES), f32out=st.booleans(), which=st.integers(0, 1))
+def test_any_shape(m, n, k, dtype, f32out, which):
+    names = runnable()
+    if not names:
+        pytest.skip("no tensor-core half kernel runs here")
+    name = names[which % len(names)]
+    out_dtype = "float32" if f32out else dtype
+    err, got, _ = product(name, dtype, out_dtype, m, n, k)
+    assert not np.isnan(got).any()
+    assert err < tolerance(out_dtype, k), (name, err)
+
+
+@pytest.mark.gpu
+@given(m=dims(300, (128,)), n=dims(300, (128, 256)), k=dims(300, (32, 64)), dtype=st.sampled_from(DTYPES),
+       pads=st.tuples(*[st.integers(0, 9)] * 6), f32out=st.booleans())
+def test_views_at_odd_offsets_and_strides(m, n, k, dtype, pads, f32out):
+    """mma128x128 takes any view (16-byte or element-wise copies); auto sends unaligned views there."""
+    names = runnable()
+    if not names:
+        pytest.skip("no tensor-core half kernel runs here")
+    out_dtype = "float32" if f32out else dtype
+    for name in ("mma128x128", "auto"):
+        err, got, untouched = product(name, dtype, out_dtype, m, n, k, pads)
+        assert not np.isnan(got).any() and untouched
+        assert err < tolerance(out_dtype, k), (name, err)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_wgmma_takes_aligned_views_with_padded_strides(dtype):
+    if "wgmma128x256" not in runnable():
+        pytest.skip(f"wgmma128x256 needs sm_90a; this GPU is sm_{gm.device().arch}")
+    # (left, right) paddings of A, B and C: A's and B's rows start on 16 bytes and are a multiple of 8 long
+    for m, n, k, pads in ((300, 517, 200, (8, 16, 16, 3, 3, 5)), (129, 255, 1000, (16, 0, 8, 1, 0, 1))):
+        assert (k + pads[0] + pads[1]) % 8 == 0 and (n + pads[2] + pads[3]) % 8 == 0
+        err, got, untouched = product("wgmma128x256", dtype, dtype, m, n, k, pads)
+        assert not np.isnan(got).any() and untouched
+        assert err < tolerance(dtype, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_results_are_bitwise_deterministic(dtype):
+    for name in runnable():
+        for m, n, k in ((513, 296, 776), (96, 80, 20000)):  # the second splits K; views with TMA-ready strides
+            a = gm.Matrix.from_numpy(rng.uniform(-1, 1, (m, k + 8)).astype(np.float32), dtype=dtype)[:, :k]
+            b = gm.Matrix.from_numpy(rng.uniform(-1, 1, (k, n + 8)).astype(np.float32), dtype=dtype)[:, :n]
+            first = gm.matmul(a, b, algorithm=name).to_numpy(dtype=np.float32)
+            for _ in range(3):
+                np.testing.assert_array_equal(gm.matmul(a, b, algorithm=name).to_numpy(dtype=np.float32), first)
+
+
+@pytest.mark.gpu
+def test_auto_runs_the_tensor_cores_from_sm80():
+    dev = gm.device()
+    pick = half.choose(1024, 1024, 1024, dev.arch, dev.max_smem_optin, True)
+    if dev.arch >= 80:
+        hopper = dev.arch == 90 and half.built("wgmma128x256") and "wgmma128x256" in half.AUTO_VARIANTS
+        assert pick == ("wgmma128x256" if hopper else "mma128x128")
+    else:
+        assert pick is None
+    err, got, _ = product("auto", "float16", "float16", 1024, 1024, 1024)
+    assert err < tolerance("float16", 1024)
+
+
+@pytest.mark.gpu
+def test_infinities_and_nans_propagate():
+    for name in runnable():
+        a = np.ones((130, 72), np.float32)
+        a[3, 5] = np.inf
+        a[100, 0] = np.nan
+        A = gm.Matrix.from_numpy(a, dtype="float16")
+        B = gm.Matrix.from_numpy(np.ones((72, 264), np.float32), dtype="float16")
+        c = gm.matmul(A, B, algorithm=name).to_numpy(dtype=np.float32)
+        assert np.isposinf(c[3]).all() and np.isnan(c[100]).all()
+        assert (c[np.r_[0:3, 4:100, 101:130]] == 72).all()
