@@ -45,10 +45,10 @@ def test_choice_prefers_wgmma_on_hopper_for_aligned_operands_only():
     assert pick(4096, 4096, 4096, 80, 48 * 1024, True) is None  # too little shared memory
 
 
-def test_auto_leaves_out_the_kernel_not_yet_run_on_a_gpu():
-    """wgmma128x256 joins AUTO_VARIANTS once this file has passed on an H100 (see _matmul_half)."""
-    assert half.AUTO_VARIANTS == ("mma128x128",)
-    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, True, tuple(VARIANTS)) == "mma128x128"
+def test_auto_takes_wgmma_on_hopper_for_aligned_operands_only():
+    assert half.AUTO_VARIANTS == ("mma128x128", "wgmma128x256")
+    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, True, tuple(VARIANTS)) == "wgmma128x256"
+    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, False, tuple(VARIANTS)) == "mma128x128"
 
 
 @given(dims(5000, (64, 128, 256)), dims(5000, (64, 128, 256)), dims(70000, (32, 64, 256, 1024)),
