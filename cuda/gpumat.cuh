@@ -89,4 +89,26 @@ __device__ __forceinline__ void wait_async()
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------------
+// The multi-stage matmul kernels' cp.async ring (sm_80 and newer): 16-byte copies that zero-fill what
+// they do not read (edges of A and B), commit groups, and waits for all but N groups.
+// ---------------------------------------------------------------------------------------------------
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ unsigned int smem_addr(const void* p)
+{
+    return static_cast<unsigned int>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; the copy reads `bytes` (0..16) and zero-fills the rest.
+__device__ __forceinline__ void copy16(void* dst, const void* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+#endif
+
 }  // namespace gpumat

@@ -42,6 +42,8 @@
 
 #include <stdint.h>
 
+#include "gpumat.cuh"
+
 namespace {
 
 constexpr int WN = 32, NT = 4;  // every variant: warp tiles 32 columns wide (4 mma tiles of 8)
@@ -81,26 +83,16 @@ static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES =
 
 #if __CUDA_ARCH__ >= 800
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// 16 bytes global -> shared; the copy reads `bytes` (0, 8 or 16) and zero-fills the rest.
-__device__ __forceinline__ void copy16(double* dst, const double* src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
+using gpumat::copy16;
+using gpumat::copy_commit;
+using gpumat::copy_wait;
+using gpumat::smem_addr;
 
 __device__ __forceinline__ void copy8(double* dst, const double* src, bool ok)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(ok ? 8 : 0));
 }
 
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 
 // d += a (16 x 8) * b (8 x 8) in FP64. Fragments (g = lane/4, t = lane%4): a[i] is (row g + 8 (i%2),
 // k t + 4 (i/2)), b[j] is (k t + 4j, column g), d[r] is (row g + 8 (r/2), column 2t + r%2).

@@ -47,6 +47,8 @@
 
 #include <stdint.h>
 
+#include "gpumat.cuh"
+
 namespace {
 
 constexpr int BM = 128, BN = 128, BK = 32;
@@ -81,26 +83,16 @@ constexpr bool SMEM_MODE = M == Mode::TF32_SMEM || M == Mode::TF32X3_SMEM;
 
 #if __CUDA_ARCH__ >= 800
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// 16 bytes global -> shared; the copy reads `bytes` (0..16) and zero-fills the rest.
-__device__ __forceinline__ void copy16(float* dst, const float* src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
+using gpumat::copy16;
+using gpumat::copy_commit;
+using gpumat::copy_wait;
+using gpumat::smem_addr;
 
 __device__ __forceinline__ void copy4(float* dst, const float* src, bool ok)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0));
 }
 
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 
 // Round to TF32 (11 significant bits, to nearest) in three FP32 operations (Veltkamp's split with
 // 2^13 + 1): cheaper than cvt.rna.tf32.f32, which ptxas expands to a compare and a predicated add

@@ -61,21 +61,10 @@ constexpr int MIN_BLOCKS = 2;
 
 #if __CUDA_ARCH__ >= 800
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// 16 bytes global -> shared; reads `bytes` (0..16) of them and zero-fills the rest.
-__device__ __forceinline__ void copy16(void* dst, const void* src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+using gpumat::copy16;
+using gpumat::copy_commit;
+using gpumat::copy_wait;
+using gpumat::smem_addr;
 
 // Element offsets (in halves) of 16-byte chunk c of row r inside a stage's A and B tiles.
 __device__ __forceinline__ int a_chunk(int r, int c) { return r * BK + ((c ^ ((r >> 1) & 3)) << 3); }

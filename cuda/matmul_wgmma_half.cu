@@ -58,10 +58,7 @@ struct alignas(64) TensorMap {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define GPUMAT_HAS_WGMMA 1
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+using gpumat::smem_addr;
 
 __device__ __forceinline__ void bar_init(uint32_t bar, int count)
 {
