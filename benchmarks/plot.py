@@ -61,6 +61,20 @@ def series_spmm(data):
     return labels, series, "GFLOP/s (2 nnz N / time)"
 
 
+def series_matmul_dtype(data):
+    """`bench matmul --dtype`: cuBLAS in that dtype, `auto` and every variant timed, per shape."""
+    cases = sorted(data["shapes"], key=lambda s: 2 * s["M"] * s["N"] * s["K"])
+    labels = [f"{s['M']}x{s['N']}x{s['K']}" for s in cases]
+    if "cublas_tflops" in cases[0]:  # float64: auto is one of the variants
+        series = {"cuBLAS": [s["cublas_tflops"] for s in cases]}
+    else:
+        series = {"cuBLAS": [s.get("anchor_tflops") for s in cases], "auto": [s["gpumat_tflops"] for s in cases]}
+    names = list(dict.fromkeys(v for s in cases for v in s.get("variants", {})))
+    for name in names:
+        series[name] = [s.get("variants", {}).get(name, {}).get("tflops") for s in cases]
+    return labels, series, f"TFLOP/s ({data['dtype']})"
+
+
 def series_outofcore(data):
     """Time over the floor (the in-device product, or the transfers when they are longer) against the limit."""
     cases = data["shapes"]
@@ -81,7 +95,8 @@ def series_multigpu(data):
     return labels, series, "speed-up over gm.matmul on one GPU"
 
 
-SERIES = {"matmul": series_matmul, "outofcore": series_outofcore, "multigpu": series_multigpu, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
+SERIES = {"matmul": series_matmul, "matmul-float16": series_matmul_dtype, "matmul-bfloat16": series_matmul_dtype,
+          "matmul-float64": series_matmul_dtype, "outofcore": series_outofcore, "multigpu": series_multigpu, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
 
 
 def main(path: str) -> Path:
@@ -94,7 +109,7 @@ def main(path: str) -> Path:
         xs = [i for i, v in enumerate(values) if v is not None]
         style = dict(color="black", linewidth=2.5, linestyle="--") if name in ("cuBLAS", "copy", "cuSPARSE", "floor",
                                                                                "ideal") else {}
-        if name == "CuPy" or name == "cupy.dot":
+        if name in ("CuPy", "cupy.dot"):
             style = dict(color="gray", linewidth=2, linestyle=":")
         ax.plot(xs, [values[i] for i in xs], marker="o", label=name, **style)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
