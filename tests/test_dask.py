@@ -37,6 +37,28 @@ def test_the_graph_multiplies_blocks_and_sums_over_k(monkeypatch, chunks):
     assert C.compute(scheduler="sync").tobytes() == got.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_many_k_blocks_through_every_reduction_level(monkeypatch, dtype):
+    """CPU: 9 K blocks with split_every=2 go through the combine step (nested lists) before the
+    aggregate; float16 partial products are summed in float32 and rounded once at the end."""
+    import dask
+    monkeypatch.setattr(gmd, "_gpu_product", lambda x, y: (x.astype(np.float64) @ y.astype(np.float64)).astype(
+        np.float32 if dtype == np.float16 else dtype))
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-1, 1, (24, 90)).astype(dtype), rng.uniform(-1, 1, (90, 17)).astype(dtype)
+    with dask.config.set(split_every=2):
+        C = gmd.matmul(da.from_array(a, chunks=(8, 10)), da.from_array(b, chunks=(10, 9)))
+        got = C.compute(scheduler="sync")
+        assert C.compute(scheduler="sync").tobytes() == got.tobytes()
+    assert got.dtype == dtype
+    ref = host_product(a, b)
+    if dtype == np.float16:  # one rounding of a float32 sum: half a float16 unit, plus the float32 sums' error
+        bound = np.abs(ref) * 2.0**-11 + a.shape[1] * 2.0**-24 * host_product(np.abs(a), np.abs(b))
+        assert np.all(np.abs(got.astype(np.float64) - ref) <= bound)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
 def test_argument_checks():
     A = da.ones((4, 5), chunks=2)
     with pytest.raises(ValueError, match="not aligned"):

@@ -81,6 +81,25 @@ def test_tiles_cover_c_once_and_split_evenly(m, n, side, parts):
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
+def test_host_views_keep_forward_rows_and_copy_the_rest():
+    big = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
+    view = oc._host_operand(big[3:20, 5:17], "a")
+    assert view.base is not None and np.shares_memory(view, big)  # rows forward: used in place
+    for other in (big[::-1], big[:, ::-1], np.broadcast_to(big[0], (40, 30)), big[::2, ::3]):
+        got = oc._host_operand(other, "a")
+        assert not np.shares_memory(got, big) and np.array_equal(got, other)
+        assert got.strides[0] >= got.shape[1] * got.itemsize and got.strides[1] == got.itemsize
+
+
+def test_the_locked_span_covers_every_row_of_a_view():
+    big = np.zeros((64, 1000), np.float32)
+    view = big[10:50, 100:300]
+    start, end = _memory._host_span(view)
+    first, last = view.ctypes.data, view[-1, -1:].ctypes.data + 4
+    assert start <= first and last <= end and start % 4096 == 0 and end % 4096 == 0
+    assert end - start < 40 * 4000 + 2 * 4096  # the rows between, not the whole parent array
+
+
 def test_host_operands_are_checked_before_any_gpu_work():
     a = np.ones((3, 4), np.float32)
     with pytest.raises(ValueError, match="not aligned"):
@@ -141,7 +160,8 @@ def test_pinned_host_arrays_are_copied_directly(pinned):
         x[...] = random(shape) if name != "out" else np.nan
         return x
     a, b, out = host((m, k), "a"), host((k, n), "b"), host((m, n), "out")
-    assert gm.matmul(a, b, out=out, memory_limit=3 << 20, devices=[0]) is out
+    assert oc.matmul_host(a, b, out=out, memory_limit=3 << 20, devices=[0], register=False) is out
+    assert oc.last_call["pinned"] == tuple(pinned in (name, "all") for name in ("a", "b", "out"))
     assert product_error(out, a, b) < 1e-5
     again = gm.matmul(a, b, memory_limit=3 << 20, devices=[0])
     assert again.tobytes() == out.tobytes()
@@ -152,9 +172,24 @@ def test_registered_host_arrays_are_released_after_the_call():
     a, b = random((700, 1900)), random((1900, 650))
     out = np.full((700, 650), np.nan, np.float32)
     assert oc.matmul_host(a, b, out=out, memory_limit=4 << 20, devices=[0], register=True) is out
+    assert oc.last_call["registered"] == 3 and oc.last_call["pinned"] == (True, True, True)
     assert product_error(out, a, b) < 1e-5
     assert not any(_memory.is_pinned(x) for x in (a, b, out))  # page-locked for the call only
     assert oc.matmul_host(a, b, memory_limit=4 << 20, devices=[0]).tobytes() == out.tobytes()
+
+
+@gpu
+def test_registered_views_and_a_split_k_with_edge_tiles():
+    big_a, big_b = random((310, 2700)), random((2600, 450))
+    a, b = big_a[7:300, 3:2503], big_b[50:2550, 11:444]  # rows forward with a longer stride: locked in place
+    out = np.full((293, 433), np.nan, np.float32)
+    oc.matmul_host(a, b, out=out, memory_limit=1 << 20, devices=[0], register=True)
+    plan = oc.last_call["plan"]
+    assert plan.tk < 2500 and (293 % plan.tm or 433 % plan.tn)  # K split, and tiles cut at an edge
+    assert product_error(out, a, b) < 1e-5
+    assert not any(_memory.is_pinned(x) for x in (big_a, big_b, out))
+    rev = oc.matmul_host(a[::-1], b, memory_limit=1 << 20, devices=[0], register=True)  # copied: rows go back
+    assert product_error(rev, a[::-1], b) < 1e-5
 
 
 @gpu

@@ -180,6 +180,9 @@ def run_plan(p: Plan, a, b, out, stream=None) -> None:
     from .matrix import done_on, operand_device, use_on
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)
+    m, k = a.shape
+    if p.k_chunk <= 0 or p.splits < 1 or cdiv(k, p.k_chunk) > p.splits:
+        raise ValueError(f"run_plan: {p.splits} splits of {p.k_chunk} do not cover K = {k}")
     with dev.lock:
         plan_for(1, 1, 1, p.algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)  # the GPU can run it
         use_on(s, a, b, out)

@@ -593,8 +593,58 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     return PinnedBlock(nbytes).array(shape, dtype)
 
 
+# Host ranges gpumat page-locks in place for the length of one call (the out-of-core product): start ->
+# end, rounded out to whole pages (the driver locks pages). Arrays in them do not count as pinned for
+# anyone else, since the lock goes when that call ends.
+_HOST_LOCKS: dict[int, int] = {}
+_HOST_LOCKS_GUARD = threading.Lock()
+_PAGE = 4096
+
+
+def _host_span(a: np.ndarray) -> tuple[int, int]:
+    """The pages under a host array whose rows go forward (row stride >= row bytes) or that is one row."""
+    rows = a.shape[0] if a.ndim == 2 else 1
+    row_bytes = a.shape[-1] * a.itemsize if a.ndim else a.itemsize
+    span = (rows - 1) * a.strides[0] + row_bytes if a.ndim == 2 and rows > 1 else row_bytes
+    start = a.ctypes.data
+    return start // _PAGE * _PAGE, -(-(start + span) // _PAGE) * _PAGE
+
+
+def _locked_for_a_call(a: np.ndarray) -> bool:
+    start, end = _host_span(a)
+    with _HOST_LOCKS_GUARD:
+        return any(s < end and start < e for s, e in _HOST_LOCKS.items())
+
+
+def lock_host(a: np.ndarray) -> bool:
+    """Page-lock a host array (2-D, rows forward) in place for every GPU until unlock_host; False when
+    the driver refuses, or when its pages overlap a range already locked this way (it is then left as
+    it is, and copied as pageable memory)."""
+    if a.nbytes == 0:
+        return False
+    start, end = _host_span(a)
+    with _HOST_LOCKS_GUARD:
+        if any(s < end and start < e for s, e in _HOST_LOCKS.items()):
+            return False
+        flags = driver.CU_MEMHOSTREGISTER_PORTABLE
+        if driver.cuMemHostRegister(start, end - start, flags)[0] != driver.CUresult.CUDA_SUCCESS:
+            return False
+        _HOST_LOCKS[start] = end
+        return True
+
+
+def unlock_host(a: np.ndarray) -> None:
+    start, _ = _host_span(a)
+    with _HOST_LOCKS_GUARD:
+        del _HOST_LOCKS[start]
+        check(driver.cuMemHostUnregister(start), "cuMemHostUnregister")
+
+
 def is_pinned(a: np.ndarray) -> bool:
-    """Whether a host array lies in page-locked memory (gpumat's own, or registered by anyone)."""
+    """Whether a host array lies in page-locked memory (gpumat's own, or registered by anyone) that stays
+    locked: memory an out-of-core call has locked for its own length does not count."""
+    if _HOST_LOCKS and a.ndim <= 2 and a.size and _locked_for_a_call(a):
+        return False
     base = a
     while base is not None:
         if isinstance(base, ctypes.Array) and hasattr(base, "_gpumat_block"):
@@ -664,16 +714,16 @@ class Staging:
         with self.lock:
             self.device.activate()
             futures: list = [None] * self.count
-            for n, start in enumerate(range(0, total, step)):
-                i = n % self.count
-                if futures[i] is not None:
-                    futures[i].result()
-                self._wait(i)
-                futures[i] = self.pool.submit(self._stage_in, i, view, start, min(step, total - start), dst,
-                                              dst_pitch, row_bytes, flat, stream)
-            for f in futures:
-                if f is not None:
-                    f.result()
+            try:
+                for n, start in enumerate(range(0, total, step)):
+                    i = n % self.count
+                    if futures[i] is not None:
+                        futures[i].result()
+                    self._wait(i)
+                    futures[i] = self.pool.submit(self._stage_in, i, view, start, min(step, total - start), dst,
+                                                  dst_pitch, row_bytes, flat, stream)
+            finally:
+                _settle(futures)
 
     def _stage_in(self, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream) -> None:
         self.device.activate()
@@ -696,28 +746,43 @@ class Staging:
         with self.lock:
             self.device.activate()
             futures: list = [None] * self.count
-            # queue the DMAs into the buffers in turn; a host thread drains each one as its event completes
-            for n, start in enumerate(range(0, total, step)):
-                i = n % self.count
-                if futures[i] is not None:
-                    futures[i].result()
-                count = min(step, total - start)
-                if flat:
-                    check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, count, stream), "cuMemcpyDtoHAsync")
-                else:
-                    copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
-                                  dst_on_host=True, src_on_host=False, stream=stream)
-                check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
-                futures[i] = self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
-            for f in futures:
-                if f is not None:
-                    f.result()
+            try:
+                # queue the DMAs into the buffers in turn; a host thread drains each one as its event completes
+                for n, start in enumerate(range(0, total, step)):
+                    i = n % self.count
+                    if futures[i] is not None:
+                        futures[i].result()
+                    count = min(step, total - start)
+                    if flat:
+                        check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, count, stream), "cuMemcpyDtoHAsync")
+                    else:
+                        copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
+                                      dst_on_host=True, src_on_host=False, stream=stream)
+                    check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
+                    futures[i] = self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
+            finally:
+                _settle(futures)
 
     def _stage_out(self, i, view, start, count, row_bytes, flat) -> None:
         check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
         nbytes = count if flat else count * row_bytes
         buf = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.host(i)), dtype=np.uint8)
         np.copyto(view[start:start + count], buf if flat else buf.reshape(count, row_bytes))
+
+
+def _settle(futures: list) -> None:
+    """Wait for every piece of a staged transfer, then raise the first failure: on an error no host thread
+    is left copying or queueing copies after the transfer has returned."""
+    first = None
+    for f in futures:
+        if f is None:
+            continue
+        try:
+            f.result()
+        except BaseException as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 def staging(dev: Device, role: str = "copies", chunk: int = STAGE_CHUNK, buffers: int = STAGE_BUFFERS) -> Staging:

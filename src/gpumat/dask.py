@@ -16,6 +16,8 @@ of gpumat's own: Dask plans, moves and reduces.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -34,11 +36,18 @@ def _worker_device():
     return index % max(device_count(), 1)
 
 
+def _half(dtype) -> bool:
+    from ._dtypes import is_bfloat16
+    return dtype == np.float16 or is_bfloat16(dtype)
+
+
 def _gpu_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """One block product on this worker's GPU (numpy in, numpy out)."""
+    """One block product on this worker's GPU (numpy in, numpy out; float16/bfloat16 blocks give float32
+    partial products, rounded once after the K sum)."""
     from .matmul import matmul
     dev = _worker_device()
-    return matmul(x, y, devices=None if dev is None else [dev])  # views with contiguous rows go as they are
+    out = np.empty((x.shape[0], y.shape[1]), np.float32) if _half(x.dtype) else None
+    return matmul(x, y, out=out, devices=None if dev is None else [dev])  # views with contiguous rows go as they are
 
 
 def _block(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -50,9 +59,10 @@ def _keep(x, axis, keepdims):
     return x  # the per-block step of the reduction: the partial products as they are
 
 
-def _add_up(parts, axis, keepdims):
-    """Dask's aggregation step: the partial products of one C block, added in their K order into the
-    first (in place, no concatenation); `parts` is a (possibly nested) list of (rows, 1, cols) arrays."""
+def _add_up(parts, axis, keepdims, dtype=None):
+    """Dask's combine and aggregate steps: the partial products of one C block, added in their K order
+    (in place, no concatenation); `parts` is a (possibly nested) list of (rows, 1, cols) arrays. The
+    last step (aggregate) rounds the sum to `dtype`."""
     flat = []
 
     def walk(p):
@@ -66,7 +76,9 @@ def _add_up(parts, axis, keepdims):
     for p in flat[2:]:
         np.add(total, p, out=total)
     if total.shape[1] != 1:  # Dask's own trial calls on empty arrays
-        return total.sum(axis=1, keepdims=keepdims)
+        total = total.sum(axis=1, keepdims=True)
+    if dtype is not None:
+        total = total.astype(dtype, copy=False)
     return total if keepdims else total[:, 0, :]
 
 
@@ -83,8 +95,9 @@ def matmul(a, b):
     if a.dtype != b.dtype:
         raise TypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; gpumat does not mix dtypes in one call")
     b = b.rechunk({0: a.chunks[1]})
-    partial = da.blockwise(_block, "ikj", a, "ik", b, "kj", dtype=a.dtype,
+    partial = da.blockwise(_block, "ikj", a, "ik", b, "kj", dtype=np.float32 if _half(a.dtype) else a.dtype,
                            adjust_chunks={"k": 1}, concatenate=False)
-    # Dask's reduction over the k axis; its aggregation adds the partial products in place, in K order
-    return da.reduction(partial, _keep, _add_up, combine=_add_up, axis=1, concatenate=False, dtype=a.dtype,
-                        name="gpumat-matmul-ksum")
+    # Dask's reduction over the k axis: each step adds the partial products in place, in K order, and the
+    # last one rounds to the operands' dtype (halves are summed in float32)
+    return da.reduction(partial, _keep, functools.partial(_add_up, dtype=a.dtype), combine=_add_up, axis=1,
+                        concatenate=False, dtype=a.dtype, name="gpumat-matmul-ksum")

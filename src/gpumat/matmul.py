@@ -241,6 +241,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         if a._sfx in ("f16", "bf16") and algorithm in F32_OUT_ALGORITHMS and algorithm != "simt64x64":
             aligned = _matmul_half.tma_ready(a.elements, a._stride) and _matmul_half.tma_ready(b.elements, b._stride)
             half = _matmul_half.resolve(algorithm, m, n, k, dev, aligned)  # a named kernel that cannot run: ValueError
+        if a._sfx == "f64" and algorithm in _matmul_f64.VARIANTS:  # likewise, before out is made
+            _matmul_f64.plan_for(m, n, k, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from cuda.bindings import driver
 
 from . import _dtypes, _memory
 from ._driver import Device, Event, OutOfMemoryError, Stream, as_device, device_count
@@ -216,8 +215,8 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     dt = _dtypes.host_dtype_for(a, dtype)
     if _dtypes.is_bfloat16(dt) and _dtypes.ML_BFLOAT16 is None:
         raise TypeError("a bfloat16 product of host arrays needs ml_dtypes on the host (pip install ml_dtypes)")
-    if a.dtype != dt or a.strides[-1] != a.itemsize:
-        a = np.ascontiguousarray(a, dtype=dt)  # rows must be contiguous for the staged copies
+    if a.dtype != dt or a.strides[-1] != a.itemsize or (a.shape[0] > 1 and a.strides[0] < a.shape[1] * a.itemsize):
+        a = np.ascontiguousarray(a, dtype=dt)  # rows contiguous and going forward, for the copies
     return a
 
 
@@ -262,9 +261,10 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
         from ._precision import resolve
         precision = resolve(precision)
         mode = "f32" if precision == "float32" else precision
-    registered = []
+    registered, started, errors = [], [], []
+    stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
     try:
-        pinned = [_memory.is_pinned(x) and not _registered_here(x) for x in (a, b, out)]
+        pinned = [_memory.is_pinned(x) for x in (a, b, out)]
         budget = min(_budget(d, memory_limit) for d in devs)
         args = (m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, budget, FLOPS.get(mode, FLOPS["f32"]))
         if register is None and not all(pinned):
@@ -273,61 +273,44 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
             locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned) if not p)
             register = locked + locking < REGISTER_GAIN * staged
         if register:
+            devs[0].activate()  # the driver registers host memory for the current context (portable: for all)
             for i, x in enumerate((a, b, out)):
-                if not pinned[i] and _register(x, devs[0]):
+                if not pinned[i] and _memory.lock_host(x):
                     registered.append(x)
                     pinned[i] = True
         plan = tiles or plan_tiles(*args, pinned[0] and pinned[1], pinned[2], len(devs))
         last_call.update(plan=plan, registered=len(registered), pinned=tuple(pinned))
         order = tile_order(m, n, plan)
         shares = split_work(order, len(devs), tile_areas(m, n, plan, order))
-        errors: list[BaseException] = []
-        stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
         workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
                                     args=(d, share, a, b, out, plan, precision, tuple(pinned), stop, errors))
                    for d, share in zip(devs, shares) if share]
         for t in workers:
             t.start()
-        for t in workers:
+            started.append(t)
+        for t in started:
             t.join()
     finally:
-        for x in registered:  # every copy from or into them has finished: the workers wait for their streams
-            _unregister(x)
+        # on any way out (a failed start, an interrupt in join) the workers stop and are waited for, so
+        # that nothing still copies from or into the arrays when they are unlocked
+        stop.set()
+        for t in started:
+            while t.is_alive():
+                try:
+                    t.join()
+                except BaseException:  # a second interrupt: keep waiting, the copies are still running
+                    pass
+        for x in registered:
+            try:
+                _memory.unlock_host(x)
+            except Exception as exc:  # keep unlocking the others; report the first failure
+                errors.append(exc)
     if errors:
         raise next((e for e in errors if not isinstance(e, _Stopped)), errors[0])
     return out
 
 
 last_call: dict = {}  # the latest call's plan, and how many arrays it page-locked (for benchmarks)
-_LOCKED: dict[int, int] = {}    # start -> end of the host ranges out-of-core calls have page-locked
-_LOCKED_GUARD = threading.Lock()
-
-
-def _registered_here(x: np.ndarray) -> bool:
-    """Whether x overlaps memory another out-of-core call locked: it may be unlocked under this call, so
-    this call stages it as pageable memory."""
-    start, end = x.ctypes.data, x.ctypes.data + x.nbytes
-    with _LOCKED_GUARD:
-        return any(s < end and start < e for s, e in _LOCKED.items())
-
-
-def _register(x: np.ndarray, dev: Device) -> bool:
-    """Page-lock a host array in place for every GPU; False where the driver refuses (it is then staged)."""
-    if x.nbytes == 0:
-        return False
-    dev.activate()
-    with _LOCKED_GUARD:
-        if driver.cuMemHostRegister(x.ctypes.data, x.nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)[0] \
-                != driver.CUresult.CUDA_SUCCESS:
-            return False
-        _LOCKED[x.ctypes.data] = x.ctypes.data + x.nbytes
-        return True
-
-
-def _unregister(x: np.ndarray) -> None:
-    with _LOCKED_GUARD:
-        del _LOCKED[x.ctypes.data]
-        _memory.check(driver.cuMemHostUnregister(x.ctypes.data), "cuMemHostUnregister")
 
 
 def _worker(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop, errors) -> None:
@@ -382,18 +365,21 @@ class _Downloader:
         self.stream.record(self.copied[c])
 
     def _loop(self) -> None:
-        with self.dev:
-            while (job := self.jobs.get()) is not None:
-                event, src, i0, j0 = job
-                try:
-                    if self.error is None:
-                        self.stream.wait(event)
-                        self.staging.download(self.out[i0:i0 + src.height, j0:j0 + src.width], src.elements,
-                                              src.stride * src.itemsize, self.stream.ptr)
-                except BaseException as exc:
-                    self.error = exc
-                finally:
-                    self.slots.release()
+        try:
+            self.dev.activate()
+        except BaseException as exc:  # every job below is then skipped, and the worker sees the error
+            self.error = exc
+        while (job := self.jobs.get()) is not None:
+            event, src, i0, j0 = job
+            try:
+                if self.error is None:
+                    self.stream.wait(event)
+                    self.staging.download(self.out[i0:i0 + src.height, j0:j0 + src.width], src.elements,
+                                          src.stride * src.itemsize, self.stream.ptr)
+            except BaseException as exc:
+                self.error = exc
+            finally:
+                self.slots.release()
 
     def reuse(self, c: int, comp_s: Stream, stop: threading.Event) -> None:
         """Before C buffer c takes its next tile: its last tile must be out (raise if the downloads or
@@ -403,6 +389,8 @@ class _Downloader:
         else:
             while not self.slots.acquire(timeout=0.05):
                 self.check(stop)
+                if not self.thread.is_alive():
+                    raise RuntimeError("gpumat.matmul: the out-of-core download thread ended unexpectedly")
         self.check(stop)
 
     def check(self, stop: threading.Event) -> None:
@@ -451,10 +439,11 @@ def _run(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop:
     add = ADD[_dtypes.suffix(acc_dt)]
     k_ranges = [(k0, min(k0 + plan.tk, k)) for k0 in range(0, k, plan.tk)]
     owned: list[Matrix] = []
-    copy_s, comp_s = Stream(device=dev), Stream(device=dev)
-    up = None if pinned[0] and pinned[1] else _memory.staging(dev, "outofcore-up", STAGE_CHUNK, STAGE_BUFFERS)
-    down = None
+    copy_s = comp_s = down = None
     try:
+        copy_s, comp_s = Stream(device=dev), Stream(device=dev)
+        up = None if pinned[0] and pinned[1] else _memory.staging(dev, "outofcore-up", STAGE_CHUNK, STAGE_BUFFERS)
+
         def buf(h, w, dtype):
             mat = Matrix.empty(h, w, dtype=dtype, device=dev, stream=comp_s)
             owned.append(mat)
@@ -498,14 +487,29 @@ def _run(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop:
         finished.close()  # every tile is on the host once the download thread has drained its queue
         finished.check(threading.Event())
     finally:
+        _clean_up(dev, down, copy_s, comp_s, owned)
+
+
+def _clean_up(dev: Device, down, copy_s, comp_s, owned: list[Matrix]) -> None:
+    """After a worker's last tile or a failure: the tiles queued so far land, no upload is still reading
+    the host arrays (they may be unlocked next), and the buffers and streams go, each step even if an
+    earlier one failed."""
+    try:
         if down is not None:
-            down.close()  # the tiles queued before a failure still land: nothing is left reading freed memory
-        # the buffers are freed in comp_s's order; make it wait for the last uploads first
-        comp_s.wait(copy_s.record(Event(timing=False, device=dev)))
-        for mat in owned:
-            mat.free()
-        copy_s.close()
-        comp_s.close()
+            down.close()
+    finally:
+        try:
+            if copy_s is not None:
+                copy_s.synchronize()
+        finally:
+            if comp_s is not None:
+                if copy_s is not None:  # the buffers are freed in comp_s's order: after the last uploads
+                    comp_s.wait(copy_s.record(Event(timing=False, device=dev)))
+                for mat in owned:
+                    mat.free()
+                comp_s.close()
+            if copy_s is not None:
+                copy_s.close()
 
 
 def _product(a: Matrix, b: Matrix, out: Matrix, precision, stream: Stream) -> None:
