@@ -242,7 +242,7 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             aligned = _matmul_half.tma_ready(a.elements, a._stride) and _matmul_half.tma_ready(b.elements, b._stride)
             half = _matmul_half.resolve(algorithm, m, n, k, dev, aligned)  # a named kernel that cannot run: ValueError
         if a._sfx == "f64" and algorithm in _matmul_f64.VARIANTS:  # likewise, before out is made
-            _matmul_f64.plan_for(m, n, k, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)
+            _matmul_f64.plan_for(1, 1, 1, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)  # runs here?
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
