@@ -706,11 +706,10 @@ class Staging:
             raise ValueError(f"a staged copy moves whole rows of at most {self.chunk} bytes, not {row_bytes}")
         return u8, row_bytes, False, max(1, min(self.chunk // row_bytes, -(-piece // row_bytes)))
 
-    def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
-        """host: 2-D with contiguous rows; its rows go to dst, dst_pitch bytes apart. Returns once `host`
-        has been read (the last DMAs may still be in flight; the buffers wait for them before reuse)."""
-        view, row_bytes, flat, step = self._plan(host, dst_pitch)
-        total = view.shape[0]
+    def _pieces(self, total: int, step: int, start_piece) -> None:
+        """Cut [0, total) into pieces of `step`, piece n going through buffer n % count once the buffer's
+        previous piece is done; start_piece(i, start, count) starts one and returns the future of its
+        host work. Returns (or raises the first failure) after every piece's host work has finished."""
         with self.lock:
             self.device.activate()
             futures: list = [None] * self.count
@@ -719,11 +718,19 @@ class Staging:
                     i = n % self.count
                     if futures[i] is not None:
                         futures[i].result()
-                    self._wait(i)
-                    futures[i] = self.pool.submit(self._stage_in, i, view, start, min(step, total - start), dst,
-                                                  dst_pitch, row_bytes, flat, stream)
+                    futures[i] = start_piece(i, start, min(step, total - start))
             finally:
                 _settle(futures)
+
+    def upload(self, dst: int, dst_pitch: int, host: np.ndarray, stream: int) -> None:
+        """host: 2-D with contiguous rows; its rows go to dst, dst_pitch bytes apart. Returns once `host`
+        has been read (the last DMAs may still be in flight; the buffers wait for them before reuse)."""
+        view, row_bytes, flat, step = self._plan(host, dst_pitch)
+
+        def start_piece(i: int, start: int, count: int):
+            self._wait(i)  # the buffer's last DMA has drained it
+            return self.pool.submit(self._stage_in, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream)
+        self._pieces(view.shape[0], step, start_piece)
 
     def _stage_in(self, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream) -> None:
         self.device.activate()
@@ -742,26 +749,17 @@ class Staging:
     def download(self, host: np.ndarray, src: int, src_pitch: int, stream: int) -> None:
         """Fill a 2-D host array with contiguous rows from pitched device memory; returns when complete."""
         view, row_bytes, flat, step = self._plan(host, src_pitch)
-        total = view.shape[0]
-        with self.lock:
-            self.device.activate()
-            futures: list = [None] * self.count
-            try:
-                # queue the DMAs into the buffers in turn; a host thread drains each one as its event completes
-                for n, start in enumerate(range(0, total, step)):
-                    i = n % self.count
-                    if futures[i] is not None:
-                        futures[i].result()
-                    count = min(step, total - start)
-                    if flat:
-                        check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, count, stream), "cuMemcpyDtoHAsync")
-                    else:
-                        copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
-                                      dst_on_host=True, src_on_host=False, stream=stream)
-                    check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
-                    futures[i] = self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
-            finally:
-                _settle(futures)
+
+        def start_piece(i: int, start: int, count: int):
+            # queue the DMA into the buffer; a host thread drains it once its event completes
+            if flat:
+                check(driver.cuMemcpyDtoHAsync(self.host(i), src + start, count, stream), "cuMemcpyDtoHAsync")
+            else:
+                copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
+                              dst_on_host=True, src_on_host=False, stream=stream)
+            check(driver.cuEventRecord(self.events[i], stream), "cuEventRecord")
+            return self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
+        self._pieces(view.shape[0], step, start_piece)
 
     def _stage_out(self, i, view, start, count, row_bytes, flat) -> None:
         check(driver.cuEventSynchronize(self.events[i]), "cuEventSynchronize")
