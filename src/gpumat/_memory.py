@@ -616,28 +616,46 @@ def _locked_for_a_call(a: np.ndarray) -> bool:
         return any(s < end and start < e for s, e in _HOST_LOCKS.items())
 
 
-def lock_host(a: np.ndarray) -> bool:
-    """Page-lock a host array (2-D, rows forward) in place for every GPU until unlock_host; False when
-    the driver refuses, or when its pages overlap a range already locked this way (it is then left as
-    it is, and copied as pageable memory)."""
-    if a.nbytes == 0:
-        return False
-    start, end = _host_span(a)
+def lock_host(arrays) -> tuple[list[bool], list[int]]:
+    """Page-lock host arrays (2-D, rows forward) in place for every GPU until unlock_host. Arrays whose
+    pages touch (numpy may put two small arrays on one page) are locked as one range, since the driver
+    refuses to lock a page twice. Returns which arrays are locked and the ranges to hand to unlock_host.
+    An array is left as it is (and copied as pageable memory) when the driver refuses its range, or when
+    that range overlaps one another call has locked."""
+    spans = sorted((_host_span(x), i) for i, x in enumerate(arrays) if x.nbytes)
+    groups: list[list] = []  # [start, end, [array indices]]
+    for (start, end), i in spans:
+        if groups and start < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], end)
+            groups[-1][2].append(i)
+        else:
+            groups.append([start, end, [i]])
+    locked, ranges = [False] * len(arrays), []
     with _HOST_LOCKS_GUARD:
-        if any(s < end and start < e for s, e in _HOST_LOCKS.items()):
-            return False
-        flags = driver.CU_MEMHOSTREGISTER_PORTABLE
-        if driver.cuMemHostRegister(start, end - start, flags)[0] != driver.CUresult.CUDA_SUCCESS:
-            return False
-        _HOST_LOCKS[start] = end
-        return True
+        for start, end, members in groups:
+            if any(s < end and start < e for s, e in _HOST_LOCKS.items()):
+                continue
+            flags = driver.CU_MEMHOSTREGISTER_PORTABLE
+            if driver.cuMemHostRegister(start, end - start, flags)[0] != driver.CUresult.CUDA_SUCCESS:
+                continue
+            _HOST_LOCKS[start] = end
+            ranges.append(start)
+            for i in members:
+                locked[i] = True
+    return locked, ranges
 
 
-def unlock_host(a: np.ndarray) -> None:
-    start, _ = _host_span(a)
+def unlock_host(ranges: list[int]) -> None:
+    """Unlock what lock_host locked (every range, even when one fails; the first failure is raised)."""
+    failure = None
     with _HOST_LOCKS_GUARD:
-        del _HOST_LOCKS[start]
-        check(driver.cuMemHostUnregister(start), "cuMemHostUnregister")
+        for start in ranges:
+            del _HOST_LOCKS[start]
+            err = driver.cuMemHostUnregister(start)[0]
+            if err and failure is None:
+                failure = err
+    if failure is not None:
+        raise_error(failure, "cuMemHostUnregister")
 
 
 def is_pinned(a: np.ndarray) -> bool:

@@ -261,7 +261,7 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
         from ._precision import resolve
         precision = resolve(precision)
         mode = "f32" if precision == "float32" else precision
-    registered, started, errors = [], [], []
+    locked_ranges, started, errors = [], [], []
     stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
     try:
         pinned = [_memory.is_pinned(x) for x in (a, b, out)]
@@ -272,14 +272,19 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
             locked = _best_plan(*args, True, True, len(devs))[0]
             locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned) if not p)
             register = locked + locking < REGISTER_GAIN * staged
+        # the plan (and with it the order of every sum) follows from the arguments alone: it assumes the
+        # locking below succeeds, so that an array the driver would not lock is only copied more slowly
+        planned = [p or bool(register) for p in pinned]
+        plan = tiles or plan_tiles(*args, planned[0] and planned[1], planned[2], len(devs))
+        registered = 0
         if register:
             devs[0].activate()  # the driver registers host memory for the current context (portable: for all)
-            for i, x in enumerate((a, b, out)):
-                if not pinned[i] and _memory.lock_host(x):
-                    registered.append(x)
-                    pinned[i] = True
-        plan = tiles or plan_tiles(*args, pinned[0] and pinned[1], pinned[2], len(devs))
-        last_call.update(plan=plan, registered=len(registered), pinned=tuple(pinned))
+            todo = [i for i in range(3) if not pinned[i]]
+            locked, locked_ranges = _memory.lock_host([(a, b, out)[i] for i in todo])
+            for i, ok in zip(todo, locked):
+                pinned[i] = pinned[i] or ok
+                registered += ok
+        last_call.update(plan=plan, registered=registered, pinned=tuple(pinned))
         order = tile_order(m, n, plan)
         shares = split_work(order, len(devs), tile_areas(m, n, plan, order))
         workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
@@ -300,11 +305,10 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
                     t.join()
                 except BaseException:  # a second interrupt: keep waiting, the copies are still running
                     pass
-        for x in registered:
-            try:
-                _memory.unlock_host(x)
-            except Exception as exc:  # keep unlocking the others; report the first failure
-                errors.append(exc)
+        try:
+            _memory.unlock_host(locked_ranges)
+        except Exception as exc:
+            errors.append(exc)
     if errors:
         raise next((e for e in errors if not isinstance(e, _Stopped)), errors[0])
     return out
