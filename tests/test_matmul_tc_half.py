@@ -33,11 +33,13 @@ def tolerance(out_dtype: str, k: int) -> float:
 
 # ---- without a GPU ----
 
-def test_choice_prefers_wgmma_on_hopper_for_aligned_operands_only():
+def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_they_are_cheap():
     both = tuple(VARIANTS)
     pick = lambda *args, have=both: half.choose(*args, have=have, candidates=both)  # noqa: E731
     assert pick(4096, 4096, 4096, 90, 227 * 1024, True) == "wgmma128x256"
-    assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "mma128x128"
+    assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"  # copies: ~3% of the product
+    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x256"
+    assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma128x128"  # copies: longer than the product
     assert pick(64, 64, 64, 90, 227 * 1024, True, have=("mma128x128",)) == "mma128x128"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
         assert pick(4096, 4096, 4096, arch, smem, True) == "mma128x128"  # sm_90a code runs on 9.0 alone
@@ -45,10 +47,18 @@ def test_choice_prefers_wgmma_on_hopper_for_aligned_operands_only():
     assert pick(4096, 4096, 4096, 80, 48 * 1024, True) is None  # too little shared memory
 
 
-def test_auto_takes_wgmma_on_hopper_for_aligned_operands_only():
+def test_auto_counts_the_copies_of_unaligned_operands():
     assert half.AUTO_VARIANTS == ("mma128x128", "wgmma128x256")
-    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, True, tuple(VARIANTS)) == "wgmma128x256"
-    assert half.choose(4096, 4096, 4096, 90, 227 * 1024, False, tuple(VARIANTS)) == "mma128x128"
+    choose = lambda m, n, k, nbytes: half.choose(m, n, k, 90, 227 * 1024, not nbytes, tuple(VARIANTS),  # noqa: E731
+                                                 unaligned_bytes=nbytes)
+    assert choose(4096, 4096, 4096, 0) == "wgmma128x256"
+    assert choose(4096, 4096, 4096, 2 * 4096 * 4096) == "wgmma128x256"
+    assert choose(4096, 4096, 512, 2 * 512 * 4096) == "wgmma128x256"
+    assert choose(4096, 4096, 512, 1 << 40) == "mma128x128"  # a copy far longer than the product
+    a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
+    b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
+    assert half.unaligned_bytes(a, b) == 2 * 64 * 100
+    assert half.unaligned_bytes(b) == 0
 
 
 @given(dims(5000, (64, 128, 256)), dims(5000, (64, 128, 256)), dims(70000, (32, 64, 256, 1024)),
@@ -91,11 +101,13 @@ def test_every_half_variant_is_an_algorithm_name():
     assert not set(VARIANTS) & set(algorithms("f64"))
 
 
-def test_named_variants_that_cannot_run_are_refused_before_any_launch():
-    a16 = fake_matrix(64, 64, stride=4097, dtype=np.float16)  # a row stride the copy engine cannot take
+def test_named_variants_that_cannot_run_are_refused_before_any_launch(monkeypatch):
+    a16 = fake_matrix(64, 64, stride=4097, dtype=np.float16)
     b16 = fake_matrix(64, 64, ptr=0x7F0010000000, dtype=np.float16)
-    with pytest.raises(ValueError, match="TMA" if half.built("wgmma128x256") else "not in this build"):
+    monkeypatch.setattr(a16.device, "arch", 89)  # sm_90a code runs on compute capability 9.0 alone
+    with pytest.raises(ValueError, match="sm_90a"):
         gm.matmul(a16, b16, algorithm="wgmma128x256")
+    monkeypatch.undo()
     with pytest.raises(ValueError, match="unknown matmul algorithm"):
         gm.matmul(fake_matrix(2, 3), fake_matrix(3, 2, ptr=0x7F0010000000), algorithm="mma128x128")  # float32
     old = FAKE_DEVICE.arch
@@ -193,12 +205,13 @@ def test_any_shape(m, n, k, dtype, f32out, which):
 @given(m=dims(300, (128,)), n=dims(300, (128, 256)), k=dims(300, (32, 64)), dtype=st.sampled_from(DTYPES),
        pads=st.tuples(*[st.integers(0, 9)] * 6), f32out=st.booleans())
 def test_views_at_odd_offsets_and_strides(m, n, k, dtype, pads, f32out):
-    """mma128x128 takes any view (16-byte or element-wise copies); auto sends unaligned views there."""
+    """Every variant takes any view: mma128x128 reads it in place (16-byte or element-wise copies), a
+    TMA variant from an aligned copy of each operand that needs one; C is written in place."""
     names = runnable()
     if not names:
         pytest.skip("no tensor-core half kernel runs here")
     out_dtype = "float32" if f32out else dtype
-    for name in ("mma128x128", "auto"):
+    for name in (*names, "auto"):
         err, got, untouched = product(name, dtype, out_dtype, m, n, k, pads)
         assert not np.isnan(got).any() and untouched
         assert err < tolerance(out_dtype, k), (name, err)
@@ -221,6 +234,13 @@ def test_wgmma_takes_aligned_views_with_padded_strides(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_results_are_bitwise_deterministic(dtype):
     for name in runnable():
+        # odd strides: a TMA variant multiplies aligned copies; the bits must not depend on where they land
+        for m, n, k in ((300, 129, 1001),):
+            a = gm.Matrix.from_numpy(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype=dtype)
+            b = gm.Matrix.from_numpy(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype=dtype)
+            first = gm.matmul(a, b, algorithm=name).to_numpy(dtype=np.float32)
+            gm.matmul(b, a[:129, :], algorithm=name)  # other scratch in between
+            np.testing.assert_array_equal(gm.matmul(a, b, algorithm=name).to_numpy(dtype=np.float32), first)
         for m, n, k in ((513, 296, 776), (96, 80, 20000)):  # the second splits K; views with TMA-ready strides
             a = gm.Matrix.from_numpy(rng.uniform(-1, 1, (m, k + 8)).astype(np.float32), dtype=dtype)[:, :k]
             b = gm.Matrix.from_numpy(rng.uniform(-1, 1, (k, n + 8)).astype(np.float32), dtype=dtype)[:, :n]

@@ -3,10 +3,12 @@
 Two kernel families, float32 accumulation, C in the input dtype or (a float32 `out`) in float32:
   mma128x128    cuda/matmul_tc_half.cu: mma.sync m16n8k16, sm_80 and later, any view (16-byte
                 cp.async copies where A, B and their strides allow, element-wise loads otherwise).
-  wgmma128x256  cuda/matmul_wgmma_half.cu: TMA + wgmma, sm_90a (Hopper) only, and only for operands
-                whose base addresses and row strides are 16-byte aligned (the copy engine's rule).
-`auto` (choose) takes the fastest variant of AUTO_VARIANTS that can run (wgmma128x256 before
-mma128x128), else None: the caller then runs the SIMT kernel. On the H100 wgmma128x256 measured
+  wgmma128x256  cuda/matmul_wgmma_half.cu: TMA + wgmma, sm_90a (Hopper) only. The copy engine reads
+                only operands whose base address and row stride are 16-byte aligned; any other view
+                is first copied (one 2-D device copy) into pool scratch with its stride rounded up.
+`auto` (choose) takes, among the variants of AUTO_VARIANTS this GPU runs, the one the cost model says
+finishes first, the copies of unaligned operands counted; None when none runs: the caller then runs
+the SIMT kernel. On the H100 wgmma128x256 measured
 1.05-1.09x cuBLAS at 8192^3 and 0.88-1.07x at 4096^3, mma128x128 about 0.5x (the mma.sync rate);
 benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json. Both kernels split K for products with few output tiles: block z
 writes its partial product to float32 scratch and a second kernel adds the partials in a fixed order
@@ -28,6 +30,8 @@ PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))  # (
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 SCRATCH_BANDWIDTH = 2.5e12   # bytes/s of split-K's float32 round trip (H100 figure; a ranking constant)
 EXTRA_LAUNCH_S = 6e-6        # the reduction launch and the scratch allocation
+COPY_BANDWIDTH = 2.5e12      # bytes/s (read + write) of the 2-D copy that aligns an operand for TMA
+COPY_LAUNCH_S = 5e-6         # each such copy's launch and scratch allocation
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ MMA_SMEM = 65536       # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16
 WGMMA_SMEM = 197760    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 1 KiB for alignment, the mbarriers
 VARIANTS: dict[str, HalfVariant] = {
     "mma128x128": HalfVariant("matmul_tc_half", (128, 128), 256, MMA_SMEM, 80, None, False, False, 2, 32,
-                              400e12, _kernels("matmul_tc_half", "mma128x128", MMA_SIGNATURE, MMA_SMEM)),
+                              300e12, _kernels("matmul_tc_half", "mma128x128", MMA_SIGNATURE, MMA_SMEM)),
     "wgmma128x256": HalfVariant("matmul_wgmma_half", (128, 256), 384, WGMMA_SMEM, 90, 90, True, True, 1, 64,
                                 650e12, _kernels("matmul_wgmma_half", "wgmma128x256", WGMMA_SIGNATURE, WGMMA_SMEM)),
 }
@@ -90,22 +94,38 @@ def tma_ready(ptr: int, stride: int, itemsize: int = 2) -> bool:
 
 
 def choose(m: int, n: int, k: int, arch: int, max_smem: int, aligned: bool,
-           have: tuple[str, ...] | None = None, candidates: tuple[str, ...] = AUTO_VARIANTS) -> str | None:
-    """What `auto` runs for an m x k times k x n float16/bfloat16 product: among `candidates`,
-    wgmma128x256 on Hopper for operands the copy engine can read, else mma128x128 from sm_80 on, else
-    None (the SIMT kernel). `aligned`: both operands pass tma_ready. `have`: the variants in this build
-    (default: looked up)."""
+           have: tuple[str, ...] | None = None, candidates: tuple[str, ...] = AUTO_VARIANTS,
+           sm_count: int = 132, unaligned_bytes: int | None = None) -> str | None:
+    """What `auto` runs for an m x k times k x n float16/bfloat16 product: among `candidates` this GPU
+    runs, the one with the smallest modelled time (plan_seconds, plus the copies that align operands
+    for a TMA variant), else None (the SIMT kernel). `aligned`: both operands pass tma_ready;
+    `unaligned_bytes`: the bytes of the operands that do not (default: both, when not aligned). `have`:
+    the variants in this build (default: looked up)."""
     have = tuple(n for n in VARIANTS if built(n)) if have is None else have
-    for name in [n for n in ALGORITHMS[::-1] if n in candidates]:  # the fastest first
-        if name in have and runs_on(name, arch, max_smem) and (aligned or not VARIANTS[name].tma):
-            return name
-    return None
+    if unaligned_bytes is None:
+        unaligned_bytes = 0 if aligned else 2 * (m * k + k * n)
+    best = None
+    for name in [n for n in ALGORITHMS if n in candidates]:
+        if name not in have or not runs_on(name, arch, max_smem):
+            continue
+        seconds = plan_seconds(m, n, k, sm_count, name)[0]
+        if VARIANTS[name].tma and unaligned_bytes:
+            seconds += 2 * unaligned_bytes / COPY_BANDWIDTH + COPY_LAUNCH_S
+        if best is None or seconds < best[0]:
+            best = (seconds, name)
+    return None if best is None else best[1]
+
+
+def plan(m: int, n: int, k: int, sm_count: int, name: str) -> tuple[int, int]:
+    """(splits, k_chunk) for a variant (see plan_seconds)."""
+    return plan_seconds(m, n, k, sm_count, name)[1:]
 
 
 @lru_cache(maxsize=4096)
-def plan(m: int, n: int, k: int, sm_count: int, name: str) -> tuple[int, int]:
-    """(splits, k_chunk) for a variant: full waves of work items times one item's time at the kernel's
-    rate, plus, for split-K, the scratch round trip and the extra launch; the fastest count wins."""
+def plan_seconds(m: int, n: int, k: int, sm_count: int, name: str) -> tuple[float, int, int]:
+    """(modelled seconds, splits, k_chunk) for a variant: full waves of work items times one item's time
+    at the kernel's rate, plus, for split-K, the scratch round trip and the extra launch; the fastest
+    count wins."""
     v = VARIANTS[name]
     tiles = cdiv(m, v.tile[0]) * cdiv(n, v.tile[1])
     slots = sm_count * v.blocks_per_sm
@@ -121,7 +141,7 @@ def plan(m: int, n: int, k: int, sm_count: int, name: str) -> tuple[int, int]:
             seconds += (2 * splits + 1) * m * n * 4 / SCRATCH_BANDWIDTH + EXTRA_LAUNCH_S
         if best is None or seconds < best[0]:
             best = (seconds, splits, k_chunk)
-    return best[1], best[2]
+    return best
 
 
 def tensor_map_args(ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int,
@@ -154,43 +174,52 @@ def tensor_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, box_cols: 
     return ctypes.string_at(encoded.getPtr(), 128)
 
 
-def resolve(algorithm: str, m: int, n: int, k: int, dev, aligned: bool) -> str | None:
-    """The variant a call runs (None: the SIMT kernel); a named variant this GPU or these operands cannot
-    run is a ValueError, raised before anything is launched."""
+def unaligned_bytes(*operands) -> int:
+    """The bytes a TMA variant copies before it starts: the operands (Matrix) tma_ready refuses."""
+    return sum(2 * x._height * x._width for x in operands if not tma_ready(x.elements, x._stride))
+
+
+def resolve(algorithm: str, m: int, n: int, k: int, dev, unaligned: int = 0) -> str | None:
+    """The variant a call runs (None: the SIMT kernel); a named variant this GPU cannot run is a
+    ValueError, raised before anything is launched. `unaligned`: unaligned_bytes of the operands."""
     if algorithm == "auto":
-        return choose(m, n, k, dev.arch, dev.max_smem_optin, aligned)
+        return choose(m, n, k, dev.arch, dev.max_smem_optin, not unaligned, sm_count=dev.sm_count,
+                      unaligned_bytes=unaligned)
     v = VARIANTS[algorithm]
     if not runs_on(algorithm, dev.arch, dev.max_smem_optin, built(algorithm)):
         where = f"sm_{v.only_arch}a" if v.only_arch else f"sm_{v.min_arch} or newer"
         raise ValueError(f"matmul algorithm {algorithm!r} runs on {where} with {v.smem} bytes of shared memory a "
                          f"block" + ("" if built(algorithm) else " (not in this build)") +
                          f"; this GPU is sm_{dev.arch} with {dev.max_smem_optin}")
-    if v.tma and not aligned:
-        raise ValueError(f"matmul algorithm {algorithm!r} reads A and B through TMA: both need 16-byte aligned "
-                         "addresses and row strides (a multiple of 8 elements); other views run 'mma128x128'")
     return algorithm
 
 
 def run(a, b, out, name: str, dev, stream: int) -> None:
-    """C = A @ B with the named variant (resolve() has checked that it can run)."""
+    """C = A @ B with the named variant (resolve() has checked that it can run). A TMA variant reads an
+    operand that is not 16-byte aligned from an aligned copy in pool scratch."""
     from . import _memory
     from .matmul import SPLITK_REDUCE
     m, k, n = a._height, a._width, b._width
     v = VARIANTS[name]
     splits, k_chunk = plan(m, n, k, dev.sm_count, name)
     src = a._sfx
-    scratch = 0
-    if splits > 1:
-        nbytes = splits * m * n * 4
-        pool = dev.memory or _memory.pool(dev)
-        scratch = pool.alloc(nbytes, stream)
+    pool = dev.memory or _memory.pool(dev)
+    held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
     try:
+        if v.tma:
+            pa, lda = _aligned(a, pool, stream, held)
+            pb, ldb = _aligned(b, pool, stream, held)
+        scratch = 0
+        if splits > 1:
+            nbytes = splits * m * n * 4
+            scratch = pool.alloc(nbytes, stream)
+            held.append((scratch, nbytes))
         kernel = v.kernels[(src, "f32" if splits > 1 else out._sfx)]
         c, ldc = (scratch, n) if splits > 1 else (out.elements, out._stride)
         grid = v.grid(m, n, splits, dev.sm_count)
         if v.tma:
-            ma = tensor_map(src, a.elements, m, k, a._stride, 64, v.tile[0])
-            mb = tensor_map(src, b.elements, k, n, b._stride, 64, 64)
+            ma = tensor_map(src, pa, m, k, lda, 64, v.tile[0])
+            mb = tensor_map(src, pb, k, n, ldb, 64, 64)
             kernel(grid, (v.threads, 1, 1), ma, mb, c, m, n, k, ldc, k_chunk, smem=v.smem, stream=stream, device=dev)
         else:
             kernel(grid, (v.threads, 1, 1), a.elements, b.elements, c, m, n, k, a._stride, b._stride, ldc, k_chunk,
@@ -200,6 +229,20 @@ def run(a, b, out, name: str, dev, stream: int) -> None:
             reduce(flat_grid(m * n, 256, 16 * dev.sm_count), (256, 1, 1), scratch, out.elements, m, n, out._stride,
                    splits, stream=stream, device=dev)
     finally:
-        if scratch:
-            pool.free(scratch, nbytes, stream)  # stream-ordered: reused only after these launches
+        for ptr, nbytes in held:
+            pool.free(ptr, nbytes, stream)  # stream-ordered: reused only after these launches
 
+
+def _aligned(x, pool, stream: int, held: list) -> tuple[int, int]:
+    """(address, row stride) of x, or of an aligned copy of it: the stride rounded up to 8 elements."""
+    from . import _memory
+    if tma_ready(x.elements, x._stride):
+        return x.elements, x._stride
+    rows, cols = x._height, x._width
+    stride = cdiv(cols, 8) * 8
+    nbytes = rows * stride * 2
+    ptr = pool.alloc(nbytes, stream)
+    held.append((ptr, nbytes))
+    _memory.copy_2d_async(ptr, stride * 2, x.elements, x._stride * 2, cols * 2, rows, dst_on_host=False,
+                          src_on_host=False, stream=stream)
+    return ptr, stride

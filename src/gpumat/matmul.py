@@ -239,8 +239,8 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
             mode = _other_mode(a, precision)
         half = None  # the tensor-core kernel a float16/bfloat16 product runs (None: SIMT or teaching)
         if a._sfx in ("f16", "bf16") and algorithm in F32_OUT_ALGORITHMS and algorithm != "simt64x64":
-            aligned = _matmul_half.tma_ready(a.elements, a._stride) and _matmul_half.tma_ready(b.elements, b._stride)
-            half = _matmul_half.resolve(algorithm, m, n, k, dev, aligned)  # a named kernel that cannot run: ValueError
+            unaligned = _matmul_half.unaligned_bytes(a, b)
+            half = _matmul_half.resolve(algorithm, m, n, k, dev, unaligned)  # a named kernel that cannot run: ValueError
         if a._sfx == "f64" and algorithm in _matmul_f64.VARIANTS:  # likewise, before out is made
             _matmul_f64.plan_for(1, 1, 1, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin)  # runs here?
         if out is None:

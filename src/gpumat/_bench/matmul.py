@@ -286,10 +286,6 @@ def run_dtype(args) -> dict:
             got = C.to_numpy(dtype=np.float64)
             err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         names = _half_names(flops)[1:] if halves else []
-        if halves:  # the TMA kernels read only 16-byte aligned operands (4097-wide rows are not)
-            from .. import _matmul_half as half
-            ready = half.tma_ready(A.elements, A.stride) and half.tma_ready(B.elements, B.stride)
-            names = [name for name in names if ready or not half.VARIANTS.get(name) or not half.VARIANTS[name].tma]
         variants = {name: time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=10) for name in names}
         anchor, anchor_name = None, None
         if dtype == "bfloat16" and torch is not None:
@@ -309,8 +305,8 @@ def run_dtype(args) -> dict:
         if halves:
             from .. import _matmul_half as half
             dev = gm.device()
-            aligned = half.tma_ready(A.elements, A.stride) and half.tma_ready(B.elements, B.stride)
-            record["auto_picks"] = half.choose(m, n, k, dev.arch, dev.max_smem_optin, aligned) or "simt64x64"
+            record["auto_picks"] = half.resolve("auto", m, n, k, dev, half.unaligned_bytes(A, B)) or "simt64x64"
+            record["aligned_copies_bytes"] = half.unaligned_bytes(A, B)
             record["variants"] = {name: {"ms": ms, "tflops": flops / ms / 1e9, "ratio": anchor / ms if anchor else None}
                                   for name, ms in variants.items()}
         records.append(record)
