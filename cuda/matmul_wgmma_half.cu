@@ -6,8 +6,10 @@
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/_matmul_half.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
 // tensor with 64 x 64 boxes, both with the 128-byte swizzle. TMA needs the base address and the row
-// stride 16-byte aligned; other views run matmul_tc_half.cu. The copy engine zero-fills whatever lies
-// past M, N or K, so edge tiles need no special code on the way in; stores of C are guarded.
+// stride 16-byte aligned (the host copies other views first). The copy engine zero-fills whatever lies
+// past M, N or K, so edge tiles need no special code on the way in. C leaves through a third map when
+// its address and stride allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide,
+// clipped at the edges by the copy engine), else by guarded stores from the registers.
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
@@ -28,8 +30,12 @@
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
-//  * the consumers store C straight from their accumulators: pairs of adjacent columns (4 or 8 bytes)
-//    where aligned, else element by element.
+//  * epilogue with tma_c: each consumer writes its 64 x 256 result, 128 bytes of columns at a time,
+//    into one of its two 8 KiB shared-memory buffers (in the 128-byte swizzle, so the fragment stores
+//    are free of bank conflicts) and one thread hands the buffer to a TMA store; the consumer goes on
+//    to the next tile while the copy engine writes C, and waits only before refilling a buffer whose
+//    store has not yet read it. Without tma_c: pairs of adjacent columns (4 or 8 bytes) straight from
+//    the accumulators where aligned, else element by element.
 // Deterministic: a fixed order of products and sums, no atomics.
 #include <stdint.h>
 
@@ -46,9 +52,11 @@ constexpr int A_BYTES = BM * BK * 2;              // 16 KiB
 constexpr int B_BOX_BYTES = BK * 64 * 2;          // 8 KiB: 64 k rows x 64 columns
 constexpr int B_BYTES = BK * BN * 2;              // 32 KiB
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;    // 48 KiB
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 128;  // + alignment slack + barriers
+constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
+constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + 128;  // + alignment slack + barriers
 constexpr int GROUP_M = 16;
-static_assert(SMEM_BYTES == 197760, "src/gpumat/_matmul_half.py asks for this many bytes");
+static_assert(SMEM_BYTES == 230528, "src/gpumat/_matmul_half.py asks for this many bytes");
 
 // The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value.
 struct alignas(64) TensorMap {
@@ -93,6 +101,36 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar) : "memory");
+}
+
+// C's box at element coordinates (column, row, split) from shared memory, in this thread's bulk group.
+__device__ __forceinline__ void tma_store(const TensorMap* map, uint32_t src, int col, int row, int split)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                 :: "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(split), "r"(src) : "memory");
+}
+
+__device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// this thread's bulk stores but the newest N have finished reading shared memory
+template <int N>
+__device__ __forceinline__ void store_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory"); }
+
+__device__ __forceinline__ void store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// the 128 threads of one consumer warpgroup (named barrier `id`)
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory"); }
+
+// Two adjacent C values into shared memory, in C's type.
+template <class Out>
+__device__ __forceinline__ void st_shared_pair(uint32_t addr, float x, float y)
+{
+    if constexpr (sizeof(Out) == 4) {
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(x), "f"(y) : "memory");
+    } else {
+        Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
+        asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(*reinterpret_cast<uint32_t*>(v)) : "memory");
+    }
 }
 
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
@@ -181,14 +219,15 @@ __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 #endif
 
 template <class T, class Out>
-__device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, Out* __restrict__ C,
-                                     int M, int N, int K, long long ldc, int k_chunk)
+__device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
+                                     Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c)
 {
 #ifdef GPUMAT_HAS_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
-    const uint32_t bars = base + STAGES * STAGE_BYTES;   // full[s] at bars + 8 s, empty[s] at bars + 64 + 8 s
+    const uint32_t c_bufs = base + STAGES * STAGE_BYTES;  // consumer c's buffers at c_bufs + 2 c C_BUF_BYTES
+    const uint32_t bars = c_bufs + C_BYTES;               // full[s] at bars + 8 s, empty[s] at bars + 64 + 8 s
     const int tid = threadIdx.x, wg = tid / 128;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = (K + k_chunk - 1) / k_chunk;
@@ -262,6 +301,34 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
 
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
+            if (tma_c) {
+                constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
+#pragma unroll
+                for (int q = 0; q < BN / CW; ++q) {
+                    const uint32_t buf = c_bufs + (2 * c + (q & 1)) * C_BUF_BYTES;
+                    if (lt == 0) store_wait_read<1>();  // the store that read this buffer two boxes ago
+                    warpgroup_sync(1 + c);
+#pragma unroll
+                    for (int jj = 0; jj < CW / 8; ++jj) {
+                        const int j = q * (CW / 8) + jj;
+                        const int byte = (8 * jj + 2 * (lane % 4)) * (int)sizeof(Out);
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = 16 * warp + lane / 4 + 8 * h;
+                            // the 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
+                            const uint32_t at = buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+                            st_shared_pair<Out>(at, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                        }
+                    }
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the copy engine
+                    warpgroup_sync(1 + c);
+                    if (lt == 0) {
+                        tma_store(&map_c, buf, wk.tn * BN + q * CW, wk.tm * BM + 64 * c, wk.split);
+                        store_commit();
+                    }
+                }
+                continue;
+            }
             Out* const Cz = C + (long long)wk.split * M * ldc;
             const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;
@@ -278,6 +345,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
             }
         }
+        if (tma_c && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
     }
 #else
     __trap();  // built for sm_90a only; gpumat never launches it elsewhere
@@ -286,17 +354,18 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 }  // namespace
 
-// matmul_wgmma128x256_<dtype>[_f32out](map_a, map_b, C, M, N, K, ldc, k_chunk): TMA + wgmma m64n256k16,
-// float32 accumulation, 4-stage mbarrier ring, producer warpgroup + two consumer warpgroups,
-// persistent blocks. Tile 128 x 256 x 64, block (384,1,1), 197,760 bytes of dynamic shared memory, one
-// block an SM. Grid (min(work items, SMs), 1, 1) with work items = ceil(M/128) * ceil(N/256) * splits.
-// C in the input dtype, or float32.
+// matmul_wgmma128x256_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c): TMA +
+// wgmma m64n256k16, float32 accumulation, 4-stage mbarrier ring, producer warpgroup + two consumer
+// warpgroups, persistent blocks, C through TMA stores (tma_c = 1) or plain stores. Tile 128 x 256 x 64,
+// block (384,1,1), 230,528 bytes of dynamic shared memory, one block an SM. Grid (min(work items, SMs),
+// 1, 1) with work items = ceil(M/128) * ceil(N/256) * splits. C in the input dtype, or float32.
 #define GPUMAT_WGMMA_HALF(NAME, T, OUT)                                                                      \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
-        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, OUT* __restrict__ C, \
-        int M, int N, int K, long long ldc, int k_chunk)                                                      \
+        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
+        const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
+        int k_chunk, int tma_c)                                                                               \
     {                                                                                                         \
-        gemm<T, OUT>(map_a, map_b, C, M, N, K, ldc, k_chunk);                                                 \
+        gemm<T, OUT>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c);                                   \
     }
 
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, __half, __half)

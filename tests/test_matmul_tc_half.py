@@ -95,6 +95,16 @@ def test_tensor_map_arguments():
         half.tensor_map_args(0x7F0000000000, 4, 4, 4097, 64, 64)
 
 
+def test_c_map_arguments():
+    args = half.c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2)
+    assert args["globalDim"] == (2999, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
+    assert args["boxDim"] == (64, 64, 1)  # 128 bytes of columns: one swizzle row
+    split = half.c_map_args(0x7F0000000100, rows=100, cols=36, stride=36, layers=5, itemsize=4)
+    assert split["globalDim"] == (36, 100, 5) and split["globalStrides"] == (144, 14400) and split["boxDim"] == (32, 64, 1)
+    assert half.c_map_args(0x7F0000000000, 10, 10, 4097, 1, 2) is None  # plain stores
+    assert half.c_map_args(0x7F0000000004, 10, 16, 16, 1, 4) is None
+
+
 def test_every_half_variant_is_an_algorithm_name():
     for sfx in ("f16", "bf16"):
         assert set(VARIANTS) <= set(algorithms(sfx))

@@ -24,7 +24,7 @@ from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel, manifest
 
 MMA_SIGNATURE = "PPPiiiqqqi"    # A, B, C, M, N, K, lda, ldb, ldc, k_chunk
-WGMMA_SIGNATURE = "TTPiiiqi"    # tensor map A, tensor map B, C, M, N, K, ldc, k_chunk
+WGMMA_SIGNATURE = "TTTPiiiqii"  # tensor maps A, B, C; C, M, N, K, ldc, k_chunk, tma_c
 REDUCE_SIGNATURE = "PPiiqi"     # partial, C, M, N, ldc, splits
 PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))  # (input, output) suffixes
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -62,7 +62,7 @@ def _kernels(module: str, stem: str, signature: str, smem: int) -> dict:
 
 
 MMA_SMEM = 65536       # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
-WGMMA_SMEM = 197760    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 1 KiB for alignment, the mbarriers
+WGMMA_SMEM = 230528    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of 8 KiB, 1 KiB for alignment, the mbarriers
 VARIANTS: dict[str, HalfVariant] = {
     "mma128x128": HalfVariant("matmul_tc_half", (128, 128), 256, MMA_SMEM, 80, None, False, False, 2, 32,
                               300e12, _kernels("matmul_tc_half", "mma128x128", MMA_SIGNATURE, MMA_SMEM)),
@@ -154,19 +154,45 @@ def tensor_map_args(ptr: int, rows: int, cols: int, stride: int, box_cols: int, 
             "boxDim": (box_cols, box_rows), "elementStrides": (1, 1)}
 
 
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
+NO_MAP = bytes(128)  # the C map's place when C is written by plain stores (tma_c = 0)
+
+
+def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int) -> dict | None:
+    """cuTensorMapEncodeTiled's arguments for C (or split-K's float32 layers, `rows` x `stride` elements
+    apart) as a cols x rows x layers tensor with boxes of 128 bytes x 64 rows; None when C's address
+    or row stride is not 16-byte aligned (C then goes out by plain stores)."""
+    if not tma_ready(ptr, stride, itemsize):
+        return None
+    return {"globalAddress": ptr, "globalDim": (cols, rows, layers),
+            "globalStrides": (stride * itemsize, rows * stride * itemsize),
+            "boxDim": (128 // itemsize, 64, 1), "elementStrides": (1, 1, 1)}
+
+
 @lru_cache(maxsize=1024)
 def tensor_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int) -> bytes:
-    """The 128 bytes of a CUtensorMap (128-byte swizzle, zero fill outside the matrix), cached: it
-    depends on nothing but these numbers."""
+    """The 128 bytes of a CUtensorMap for an operand (128-byte swizzle, zero fill outside the matrix),
+    cached: it depends on nothing but these numbers."""
+    return _encode(sfx, tensor_map_args(ptr, rows, cols, stride, box_cols, box_rows))
+
+
+@lru_cache(maxsize=1024)
+def c_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int) -> bytes | None:
+    """C's CUtensorMap (see c_map_args), or None: plain stores."""
+    args = c_map_args(ptr, rows, cols, stride, layers, ITEMSIZE[sfx])
+    return None if args is None else _encode(sfx, args)
+
+
+def _encode(sfx: str, args: dict) -> bytes:
     from cuda.bindings import driver
     from ._driver import check
-    args = tensor_map_args(ptr, rows, cols, stride, box_cols, box_rows)
     kind = driver.CUtensorMapDataType
-    dtype = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if sfx == "f16" else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    dtype = {"f16": kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "bf16": kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             "f32": kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[sfx]
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     encoded = check(driver.cuTensorMapEncodeTiled(
-        dtype, 2, args["globalAddress"], [u64(x) for x in args["globalDim"]], [u64(x) for x in args["globalStrides"]],
-        [u32(x) for x in args["boxDim"]], [u32(x) for x in args["elementStrides"]],
+        dtype, len(args["globalDim"]), args["globalAddress"], [u64(x) for x in args["globalDim"]],
+        [u64(x) for x in args["globalStrides"]], [u32(x) for x in args["boxDim"]], [u32(x) for x in args["elementStrides"]],
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -220,7 +246,9 @@ def run(a, b, out, name: str, dev, stream: int) -> None:
         if v.tma:
             ma = tensor_map(src, pa, m, k, lda, 64, v.tile[0])
             mb = tensor_map(src, pb, k, n, ldb, 64, 64)
-            kernel(grid, (v.threads, 1, 1), ma, mb, c, m, n, k, ldc, k_chunk, smem=v.smem, stream=stream, device=dev)
+            mc = c_map("f32" if splits > 1 else out._sfx, c, m, n, ldc, splits)
+            kernel(grid, (v.threads, 1, 1), ma, mb, mc or NO_MAP, c, m, n, k, ldc, k_chunk, int(mc is not None),
+                   smem=v.smem, stream=stream, device=dev)
         else:
             kernel(grid, (v.threads, 1, 1), a.elements, b.elements, c, m, n, k, a._stride, b._stride, ldc, k_chunk,
                    smem=v.smem, stream=stream, device=dev)
