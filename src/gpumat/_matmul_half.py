@@ -20,6 +20,7 @@ import ctypes
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import _memory
 from ._geometry import cdiv, flat_grid, tiled_grid
 from ._kernels import Kernel, manifest
 
@@ -93,6 +94,7 @@ def tma_ready(ptr: int, stride: int, itemsize: int = 2) -> bool:
     return ptr % 16 == 0 and (stride * itemsize) % 16 == 0
 
 
+@lru_cache(maxsize=4096)
 def choose(m: int, n: int, k: int, arch: int, max_smem: int, aligned: bool,
            have: tuple[str, ...] | None = None, candidates: tuple[str, ...] = AUTO_VARIANTS,
            sm_count: int = 132, unaligned_bytes: int | None = None) -> str | None:
@@ -220,57 +222,73 @@ def resolve(algorithm: str, m: int, n: int, k: int, dev, unaligned: int = 0) -> 
     return algorithm
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What one product's launch needs that depends only on its shape, dtypes and GPU (cached)."""
+    variant: HalfVariant
+    kernel: Kernel
+    grid: tuple[int, int, int]
+    splits: int
+    k_chunk: int
+    reduce: Kernel | None
+    reduce_grid: tuple[int, int, int]
+
+
+@lru_cache(maxsize=4096)
+def _launch(name: str, m: int, n: int, k: int, sm_count: int, src: str, dst: str) -> _Launch:
+    from .matmul import SPLITK_REDUCE
+    v = VARIANTS[name]
+    splits, k_chunk = plan(m, n, k, sm_count, name)
+    kernel = v.kernels[(src, "f32" if splits > 1 else dst)]
+    reduce = (SPLITK_REDUCE if dst == "f32" else REDUCE[dst]) if splits > 1 else None
+    return _Launch(v, kernel, v.grid(m, n, splits, sm_count), splits, k_chunk, reduce, flat_grid(m * n, 256, 16 * sm_count))
+
+
 def run(a, b, out, name: str, dev, stream: int) -> None:
     """C = A @ B with the named variant (resolve() has checked that it can run). A TMA variant reads an
     operand that is not 16-byte aligned from an aligned copy in pool scratch."""
-    from . import _memory
-    from .matmul import SPLITK_REDUCE
     m, k, n = a._height, a._width, b._width
-    v = VARIANTS[name]
-    splits, k_chunk = plan(m, n, k, dev.sm_count, name)
-    src = a._sfx
-    pool = dev.memory or _memory.pool(dev)
+    src, dst = a._sfx, out._sfx
+    L = _launch(name, m, n, k, dev.sm_count, src, dst)
+    v = L.variant
+    pa, pb, pc = a.elements, b.elements, out.elements
+    lda, ldb, ldc = a._stride, b._stride, out._stride
     held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
+    pool = dev.memory if (v.tma or L.splits > 1) and dev.memory is not None else None
     try:
+        if v.tma and not (tma_ready(pa, lda) and tma_ready(pb, ldb)):
+            pool = pool or _memory.pool(dev)
+            pa, lda = _aligned(pa, lda, m, k, pool, stream, held)
+            pb, ldb = _aligned(pb, ldb, k, n, pool, stream, held)
+        c, c_ld, c_sfx = pc, ldc, dst
+        if L.splits > 1:
+            pool = pool or _memory.pool(dev)
+            nbytes = L.splits * m * n * 4
+            c, c_ld, c_sfx = pool.alloc(nbytes, stream), n, "f32"
+            held.append((c, nbytes))
+        block = (v.threads, 1, 1)
         if v.tma:
-            pa, lda = _aligned(a, pool, stream, held)
-            pb, ldb = _aligned(b, pool, stream, held)
-        scratch = 0
-        if splits > 1:
-            nbytes = splits * m * n * 4
-            scratch = pool.alloc(nbytes, stream)
-            held.append((scratch, nbytes))
-        kernel = v.kernels[(src, "f32" if splits > 1 else out._sfx)]
-        c, ldc = (scratch, n) if splits > 1 else (out.elements, out._stride)
-        grid = v.grid(m, n, splits, dev.sm_count)
-        if v.tma:
-            ma = tensor_map(src, pa, m, k, lda, 64, v.tile[0])
-            mb = tensor_map(src, pb, k, n, ldb, 64, 64)
-            mc = c_map("f32" if splits > 1 else out._sfx, c, m, n, ldc, splits)
-            kernel(grid, (v.threads, 1, 1), ma, mb, mc or NO_MAP, c, m, n, k, ldc, k_chunk, int(mc is not None),
-                   smem=v.smem, stream=stream, device=dev)
+            mc = c_map(c_sfx, c, m, n, c_ld, L.splits)
+            L.kernel(L.grid, block, tensor_map(src, pa, m, k, lda, 64, v.tile[0]), tensor_map(src, pb, k, n, ldb, 64, 64),
+                     mc or NO_MAP, c, m, n, k, c_ld, L.k_chunk, int(mc is not None), smem=v.smem, stream=stream, device=dev)
         else:
-            kernel(grid, (v.threads, 1, 1), a.elements, b.elements, c, m, n, k, a._stride, b._stride, ldc, k_chunk,
-                   smem=v.smem, stream=stream, device=dev)
-        if splits > 1:
-            reduce = SPLITK_REDUCE if out._sfx == "f32" else REDUCE[out._sfx]
-            reduce(flat_grid(m * n, 256, 16 * dev.sm_count), (256, 1, 1), scratch, out.elements, m, n, out._stride,
-                   splits, stream=stream, device=dev)
+            L.kernel(L.grid, block, pa, pb, c, m, n, k, lda, ldb, c_ld, L.k_chunk, smem=v.smem, stream=stream, device=dev)
+        if L.reduce is not None:
+            L.reduce(L.reduce_grid, (256, 1, 1), c, pc, m, n, ldc, L.splits, stream=stream, device=dev)
     finally:
         for ptr, nbytes in held:
             pool.free(ptr, nbytes, stream)  # stream-ordered: reused only after these launches
 
 
-def _aligned(x, pool, stream: int, held: list) -> tuple[int, int]:
-    """(address, row stride) of x, or of an aligned copy of it: the stride rounded up to 8 elements."""
-    from . import _memory
-    if tma_ready(x.elements, x._stride):
-        return x.elements, x._stride
-    rows, cols = x._height, x._width
-    stride = cdiv(cols, 8) * 8
-    nbytes = rows * stride * 2
-    ptr = pool.alloc(nbytes, stream)
-    held.append((ptr, nbytes))
-    _memory.copy_2d_async(ptr, stride * 2, x.elements, x._stride * 2, cols * 2, rows, dst_on_host=False,
+def _aligned(ptr: int, stride: int, rows: int, cols: int, pool, stream: int, held: list) -> tuple[int, int]:
+    """(address, row stride) of a rows x cols operand, or of an aligned copy of it (stride rounded up to
+    8 elements) when the copy engine cannot read it in place."""
+    if tma_ready(ptr, stride):
+        return ptr, stride
+    aligned_stride = cdiv(cols, 8) * 8
+    nbytes = rows * aligned_stride * 2
+    dst = pool.alloc(nbytes, stream)
+    held.append((dst, nbytes))
+    _memory.copy_2d_async(dst, aligned_stride * 2, ptr, stride * 2, cols * 2, rows, dst_on_host=False,
                           src_on_host=False, stream=stream)
-    return ptr, stride
+    return dst, aligned_stride

@@ -380,10 +380,11 @@ def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
 
 def address_range(m: Matrix) -> tuple[int, int]:
     """[first byte, last byte + 1) that the matrix's elements span in device memory."""
-    if m.size == 0:
+    h, w = m._height, m._width
+    if h == 0 or w == 0:
         return 0, 0
     start = m.elements
-    return start, start + ((m.height - 1) * m.stride + m.width) * m.itemsize
+    return start, start + ((h - 1) * m._stride + w) * m._dtype.itemsize
 
 
 def overlaps(a: Matrix, b: Matrix) -> bool:
