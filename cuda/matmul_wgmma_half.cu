@@ -8,8 +8,9 @@
 // tensor with 64 x 64 boxes, both with the 128-byte swizzle. TMA needs the base address and the row
 // stride 16-byte aligned (the host copies other views first). The copy engine zero-fills whatever lies
 // past M, N or K, so edge tiles need no special code on the way in. C leaves through a third map when
-// its address and stride allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide,
-// clipped at the edges by the copy engine), else by guarded stores from the registers.
+// its address, stride and row length allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128
+// bytes wide, clipped at the edges by the copy engine, which writes whole 16-byte pieces: rows must be
+// a multiple of 16 bytes long), else by guarded stores from the registers.
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a

@@ -96,13 +96,18 @@ def test_tensor_map_arguments():
 
 
 def test_c_map_arguments():
-    args = half.c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2)
-    assert args["globalDim"] == (2999, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
+    args = half.c_map_args(0x7F0000000000, rows=3001, cols=3000, stride=3008, layers=1, itemsize=2)
+    assert args["globalDim"] == (3000, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
     assert args["boxDim"] == (64, 64, 1)  # 128 bytes of columns: one swizzle row
     split = half.c_map_args(0x7F0000000100, rows=100, cols=36, stride=36, layers=5, itemsize=4)
     assert split["globalDim"] == (36, 100, 5) and split["globalStrides"] == (144, 14400) and split["boxDim"] == (32, 64, 1)
+    assert half.c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2) is None
     assert half.c_map_args(0x7F0000000000, 10, 10, 4097, 1, 2) is None  # plain stores
     assert half.c_map_args(0x7F0000000004, 10, 16, 16, 1, 4) is None
+    # rows that end inside a 16-byte piece: the copy engine would write the whole piece, past the view
+    assert half.c_map_args(0x7F0000000000, rows=1, cols=1, stride=4, layers=1, itemsize=4) is None
+    assert half.c_map_args(0x7F0000000000, rows=9, cols=12, stride=16, layers=1, itemsize=2) is None
+    assert half.c_map_args(0x7F0000000000, rows=9, cols=16, stride=24, layers=1, itemsize=2) is not None
 
 
 def test_every_half_variant_is_an_algorithm_name():

@@ -163,8 +163,10 @@ NO_MAP = bytes(128)  # the C map's place when C is written by plain stores (tma_
 def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int) -> dict | None:
     """cuTensorMapEncodeTiled's arguments for C (or split-K's float32 layers, `rows` x `stride` elements
     apart) as a cols x rows x layers tensor with boxes of 128 bytes x 64 rows; None when C's address
-    or row stride is not 16-byte aligned (C then goes out by plain stores)."""
-    if not tma_ready(ptr, stride, itemsize):
+    or row stride is not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store
+    writes whole 16-byte pieces, so it would run past the last column into the next one's memory
+    (C then goes out by plain stores)."""
+    if not tma_ready(ptr, stride, itemsize) or (cols * itemsize) % 16:
         return None
     return {"globalAddress": ptr, "globalDim": (cols, rows, layers),
             "globalStrides": (stride * itemsize, rows * stride * itemsize),
