@@ -431,19 +431,9 @@ extern "C" __global__ void __launch_bounds__(NarrowPipe::THREADS, 2) matmul_dmma
     entry<NarrowPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
-// Split-K's second pass: C = the sum of `splits` partial products (each M x N, row stride N, one
-// after the other in `partial`), added in split order (deterministic). Block (256), a grid-stride
-// loop over the M x N elements.
+// Split-K's second pass (gpumat::splitk_reduce): C = the partial products added in a fixed order.
 extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f64(
     const double* __restrict__ partial, double* __restrict__ C, int M, int N, long long ldc, int splits)
 {
-    const long long plane = (long long)M * N;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
-        double sum = partial[idx];
-#pragma unroll 8
-        for (int s = 1; s < splits; ++s) sum += partial[s * plane + idx];
-        const long long i = idx / N;
-        C[i * ldc + (idx - i * N)] = sum;
-    }
+    gpumat::splitk_reduce<double, double>(partial, C, M, N, ldc, splits);
 }

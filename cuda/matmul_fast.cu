@@ -49,6 +49,8 @@
 
 #include <stdint.h>
 
+#include "gpumat.cuh"
+
 // Build switches (the defaults are what ships): SGEMM_VEC_B=1 copies aligned B 16 bytes at a time,
 // SGEMM_ZIGZAG=0 restores the plain 4 x 8 lane map, SGEMM_FRAG_DB=0 loads each fragment in the
 // step that uses it. Every combination builds with zero spills on sm_90.
@@ -477,20 +479,9 @@ extern "C" __global__ void __launch_bounds__(Tile64x64::THREADS, 6) matmul_sgemm
     gemm_entry<Tile64x64>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
 }
 
-// Deterministic split-K reduction: C[i*ldc + j] = sum over s = 0..splits-1, in that order, of
-// partial[s*M*N + i*N + j]. No atomics, so results are bitwise reproducible.
-// Launch: block (256,1,1), grid-stride over M*N, e.g. grid (min(ceil(M*N/256), 132*16), 1, 1).
+// Split-K's second pass (gpumat::splitk_reduce): C = the partial products added in a fixed order.
 extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce(
     const float* __restrict__ partial, float* __restrict__ C, int M, int N, long long ldc, int splits)
 {
-    const long long plane = (long long)M * N;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
-        float sum = partial[idx];
-#pragma unroll 16
-        for (int s = 1; s < splits; ++s)
-            sum += partial[s * plane + idx];
-        const long long i = idx / N;
-        C[i * ldc + (idx - i * N)] = sum;
-    }
+    gpumat::splitk_reduce<float, float>(partial, C, M, N, ldc, splits);
 }

@@ -363,32 +363,16 @@ GPUMAT_MMA_HALF(matmul_mma128x128_f16_f32out, __half, float)
 GPUMAT_MMA_HALF(matmul_mma128x128_bf16, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_MMA_HALF(matmul_mma128x128_bf16_f32out, __nv_bfloat16, float)
 
-// Deterministic split-K reduction into a 16-bit C: C[i*ldc + j] = the float32 sum over s = 0..splits-1,
-// in that order, of partial[s*M*N + i*N + j], rounded once to the output dtype. No atomics.
-// Launch: block (256,1,1), grid-stride over M*N, e.g. grid (min(ceil(M*N/256), 132*16), 1, 1).
-template <class Out>
-__device__ __forceinline__ void splitk_reduce(const float* __restrict__ partial, Out* __restrict__ C, int M, int N,
-                                              long long ldc, int splits)
-{
-    const long long plane = (long long)M * N;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < plane; idx += stride) {
-        float sum = partial[idx];
-#pragma unroll 8
-        for (int s = 1; s < splits; ++s) sum += partial[s * plane + idx];
-        const long long i = idx / N;
-        C[i * ldc + (idx - i * N)] = Dtype<Out>::from(sum);
-    }
-}
-
+// Split-K's second pass into a 16-bit C (gpumat::splitk_reduce): the float32 partials added in a fixed
+// order, rounded once to the output dtype.
 extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f16(
     const float* __restrict__ partial, __half* __restrict__ C, int M, int N, long long ldc, int splits)
 {
-    splitk_reduce<__half>(partial, C, M, N, ldc, splits);
+    gpumat::splitk_reduce<float, __half>(partial, C, M, N, ldc, splits);
 }
 
 extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_bf16(
     const float* __restrict__ partial, __nv_bfloat16* __restrict__ C, int M, int N, long long ldc, int splits)
 {
-    splitk_reduce<__nv_bfloat16>(partial, C, M, N, ldc, splits);
+    gpumat::splitk_reduce<float, __nv_bfloat16>(partial, C, M, N, ldc, splits);
 }

@@ -58,6 +58,14 @@ def test_tiled_grid_covers_every_tile_within_limits(rows, cols):
             assert gy == min(tiles, _geometry.MAX_GRID_YZ)
 
 
+@given(m=st.integers(1, 10**6), n=st.integers(1, 10**6), sms=st.sampled_from([1, 46, 132, 148]))
+def test_split_k_reduction_grid_walks_strips_of_32_outputs(m, n, sms):
+    blocks, gy, gz = _geometry.splitk_reduce_grid(m, n, sms)
+    assert (gy, gz) == (1, 1) and 1 <= blocks <= 16 * sms
+    strips = _geometry.cdiv(m * n, 32)
+    assert blocks == min(strips, 16 * sms)  # no block without a strip; the grid-stride loop takes the rest
+
+
 def test_block_shapes_are_legal():
     for variant in VARIANTS.values():
         threads = variant.block[0] * variant.block[1] * variant.block[2]

@@ -32,3 +32,9 @@ def row_tiles_visited(grid_y: int, tiles: int) -> list[int]:
 def flat_grid(n: int, threads: int, blocks_cap: int) -> tuple[int, int, int]:
     """1-D grid for a grid-stride loop over n items: enough blocks to cover n, at most blocks_cap."""
     return max(min(cdiv(n, threads), blocks_cap), 1), 1, 1
+
+
+def splitk_reduce_grid(m: int, n: int, sm_count: int) -> tuple[int, int, int]:
+    """Grid of a split-K reduction (block (256,1,1)): a block adds the partials of 32 outputs at a time,
+    its 8 warps one group of splits each (cuda/gpumat.cuh); up to 16 blocks an SM."""
+    return flat_grid(m * n, 32, 16 * sm_count)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._geometry import cdiv, flat_grid, tiled_grid
+from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
 from ._kernels import Kernel
 
 SIGNATURE = "PPPiiiqqqi"  # A, B, C, M, N, K, lda, ldb, ldc, k_chunk (block z multiplies k in [z*k_chunk, (z+1)*k_chunk))
@@ -134,7 +134,7 @@ def plan_for(m: int, n: int, k: int, algorithm: str, arch: int, sm_count: int, m
 
 
 def reduce_grid(m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-    return flat_grid(m * n, 256, 16 * sm_count)
+    return splitk_reduce_grid(m, n, sm_count)
 
 
 def launch(p: Plan, a, b, out, dev, stream: int) -> None:

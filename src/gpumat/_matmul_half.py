@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import _memory
-from ._geometry import cdiv, flat_grid, tiled_grid
+from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
 from ._kernels import Kernel, manifest
 
 MMA_SIGNATURE = "PPPiiiqqqi"    # A, B, C, M, N, K, lda, ldb, ldc, k_chunk
@@ -243,7 +243,7 @@ def _launch(name: str, m: int, n: int, k: int, sm_count: int, src: str, dst: str
     splits, k_chunk = plan(m, n, k, sm_count, name)
     kernel = v.kernels[(src, "f32" if splits > 1 else dst)]
     reduce = (SPLITK_REDUCE if dst == "f32" else REDUCE[dst]) if splits > 1 else None
-    return _Launch(v, kernel, v.grid(m, n, splits, sm_count), splits, k_chunk, reduce, flat_grid(m * n, 256, 16 * sm_count))
+    return _Launch(v, kernel, v.grid(m, n, splits, sm_count), splits, k_chunk, reduce, splitk_reduce_grid(m, n, sm_count))
 
 
 def run(a, b, out, name: str, dev, stream: int) -> None:

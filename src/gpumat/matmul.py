@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._driver import Device, stream_handle
-from ._geometry import cdiv, flat_grid, tiled_grid
+from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
 from ._kernels import Kernel
 from . import _matmul_f64, _matmul_half, _memory, _precision
 from ._memory import SPECIAL_STREAMS
@@ -287,7 +287,7 @@ class Launch:
     @classmethod
     def for_plan(cls, p: Plan, m: int, n: int, sm_count: int) -> "Launch":
         v = VARIANTS[p.algorithm] if p.algorithm in VARIANTS else TC_VARIANTS[TC_ALGORITHMS[p.algorithm]][p.algorithm]
-        return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, flat_grid(m * n, 256, 16 * sm_count))
+        return cls(v, v.grid(m, n, p.splits), p.splits, p.k_chunk, splitk_reduce_grid(m, n, sm_count))
 
     def run(self, a: Matrix, b: Matrix, out: Matrix, dev: Device, stream: int) -> None:
         m, k, n = a._height, a._width, b._width
