@@ -9,7 +9,7 @@
 //
 // Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
 // dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
-// in increasing k, split-K partials added in split order. No atomics: the same inputs give the same
+// in increasing k, split-K partials added in an order fixed by the split count. No atomics: the same inputs give the same
 // bits on the same GPU.
 //
 // Tile and data flow:
