@@ -9,8 +9,8 @@
 //
 // Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
 // dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
-// in increasing k, split-K partials added in an order fixed by the split count. No atomics: the same inputs give the same
-// bits on the same GPU.
+// in increasing k, split-K partials added in an order fixed by the split count. No atomics: the same
+// inputs give the same bits on the same GPU.
 //
 // Tile and data flow:
 //  * a block computes BM x BN of C with WARPS_M x WARPS_N warp tiles of (16 MT) x 32, each warp MT x 4
