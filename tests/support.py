@@ -26,11 +26,15 @@ def rel_error(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / (denom if denom else 1.0))
 
 
-def product_error(got, a, b) -> float:
+def product_error(got, a, b, out_dtype=None) -> float:
     """||got - A B|| / || |A| |B| ||: the scale that float32 rounding of a product is bounded by, so
-    results that cancel to near zero (a 1 x 1 product can) are judged by the same yardstick."""
+    results that cancel to near zero (a 1 x 1 product can) are judged by the same yardstick. A float16
+    C (out_dtype) is measured against at least 2^-14 an element, float16's smallest normal number:
+    below it the format rounds to a fixed spacing of 2^-24, not to 11 bits of the value."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     scale = np.linalg.norm(np.abs(a64) @ np.abs(b64))
+    if out_dtype is not None and np.dtype(out_dtype) == np.float16:
+        scale = max(scale, 2.0**-14 * np.sqrt(np.asarray(got).size))
     return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
 
 

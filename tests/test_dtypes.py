@@ -138,7 +138,7 @@ def test_matmul_in_every_dtype_against_float64(dt, m, n, k):
                 continue
             with poisoned(m, n, dt) as C:
                 gm.matmul(A, B, out=C, algorithm=name)
-                assert product_error(exact(C.to_numpy()), exact(a), exact(b)) < tol, name
+                assert product_error(exact(C.to_numpy()), exact(a), exact(b), dt) < tol, name
         if sfx in ("f16", "bf16"):
             with poisoned(m, n, np.float32) as C32:
                 gm.matmul(A, B, out=C32)

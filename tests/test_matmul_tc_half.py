@@ -180,7 +180,7 @@ def product(name: str, dtype: str, out_dtype: str, m: int, n: int, k: int, pads=
     outside = np.concatenate([after[:, :pads[4]], after[:, pads[4] + n:]], axis=1)
     untouched = np.array_equal(np.isnan(outside), np.isnan(np.concatenate(
         [before[:, :pads[4]], before[:, pads[4] + n:]], axis=1)))
-    err = product_error(got, a64, b64)
+    err = product_error(got, a64, b64, out_dtype if out_dtype != "bfloat16" else None)
     for x in (pa, pb, pc):
         x.free()
     return err, got, untouched

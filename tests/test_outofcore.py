@@ -182,7 +182,7 @@ def test_results_match_float64_under_small_memory_limits(dtype, m, n, k):
     limit = max(1 << 20, (m * k + k * n + m * n) * 4 // 6)  # under what the operands need, once they are big
     got = gm.matmul(a, b, memory_limit=limit, devices=[0])
     assert got.dtype == dtype and got.shape == (m, n)
-    assert product_error(got.astype(np.float64), a.astype(np.float64), b.astype(np.float64)) < TOL[dtype]
+    assert product_error(got.astype(np.float64), a.astype(np.float64), b.astype(np.float64), dtype) < TOL[dtype]
     again = gm.matmul(a, b, memory_limit=limit, devices=[0])
     assert again.tobytes() == got.tobytes()  # deterministic
 
