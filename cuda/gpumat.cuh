@@ -118,7 +118,7 @@ __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group 
 // block adds group g for 32 consecutive outputs, in split order, and warp 0 then adds the group sums
 // in group order and rounds once to Out. Eight warps read at once where one thread an output would
 // walk all the partials alone (64 float32 partials of 256 x 256 on the H100: 11.9 us, 13.0 with one
-// thread an output; both well under the copy rate: the partials come back from DRAM, not L2).
+// thread an output; both well under the device copy rate, not yet understood).
 // Launch: block (256,1,1), a grid-stride loop over strips of 32 outputs (splitk_reduce_grid in
 // src/gpumat/_geometry.py).
 template <class Acc, class Out>
