@@ -1,6 +1,8 @@
 // Shared device helpers for gpumat's kernels: element types (dtype traits) and cp.async wrappers.
 #pragma once
 
+#include <stdint.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -110,6 +112,32 @@ __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_gr
 template <int N>
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 #endif
+
+// ---------------------------------------------------------------------------------------------------
+// Two adjacent 16-bit C values (columns j, j + 1) in one 32-bit word, each rounded to nearest even.
+template <class Out>
+__device__ __forceinline__ uint32_t pack_pair(float x, float y)
+{
+    Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
+    return *reinterpret_cast<uint32_t*>(v);
+}
+
+// C[j] = x and, where pair_ok (column j + 1 exists), C[j + 1] = y: one 4- or 8-byte store when `vec`
+// says p is aligned for it, else element by element.
+template <class Out>
+__device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_ok, bool vec)
+{
+    if (pair_ok && vec) {
+        if constexpr (sizeof(Out) == 4) {
+            *reinterpret_cast<float2*>(p) = make_float2(x, y);
+        } else {
+            *reinterpret_cast<uint32_t*>(p) = pack_pair<Out>(x, y);
+        }
+    } else {
+        p[0] = Dtype<Out>::from(x);
+        if (pair_ok) p[1] = Dtype<Out>::from(y);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Split-K's second pass: C[i*ldc + j] = the sum of `splits` partial products (each M x N with row

@@ -375,61 +375,41 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
 
 }  // namespace
 
+// One extern "C" entry point a tile configuration: launch bounds (CFG's threads, blocks an SM) and the
+// shared signature of every matmul kernel.
+#define GPUMAT_DMMA_ENTRY(NAME, CFG, BLOCKS_PER_SM)                                                          \
+    extern "C" __global__ void __launch_bounds__(CFG::THREADS, BLOCKS_PER_SM) NAME(                           \
+        const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int M, int N,     \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+    {                                                                                                         \
+        entry<CFG>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                                 \
+    }
+
 // 128 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 64 x 32 (4 x 4 mmas of 16 x 8 each),
-// 5 cp.async stages in 163,840 bytes of dynamic shared memory, one block per SM (64 accumulators
+// 5 cp.async stages in 186,880 bytes of dynamic shared memory, one block per SM (64 accumulators
 // a thread). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Big::THREADS, 1) matmul_dmma128x128k16_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Big>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16_f64, Big, 1)
 
-// The same with k tiles of 32 (half the barriers a k), 3 stages in 196,608 bytes of dynamic shared
+// The same with k tiles of 32 (half the barriers a k), 3 stages in 211,968 bytes of dynamic shared
 // memory. Block (256,1,1), one block per SM, grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(BigK32::THREADS, 1) matmul_dmma128x128k32_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<BigK32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma128x128k32_f64, BigK32, 1)
 
-// 64 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 32 x 32, 4 stages in 98,304 bytes of dynamic
+// 64 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 32 x 32, 4 stages in 108,544 bytes of dynamic
 // shared memory, at most 128 registers so that two blocks share an SM (more tiles for the small and
 // skinny shapes; fits the 99 KiB a block of sm_86 / sm_89 gets). Grid (ceil(N/128),
 // min(ceil(M/64), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Half::THREADS, 2) matmul_dmma64x128k16_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Half>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma64x128k16_f64, Half, 2)
 
 // 128 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 64 x 32, 3 stages in 87,552 bytes of dynamic
 // shared memory, two blocks an SM (each one's barriers, pipeline fill and stores of C overlap the other's
 // math). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Narrow::THREADS, 2) matmul_dmma128x64k16_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Narrow>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16_f64, Narrow, 2)
 
 // The two shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
 // memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).
-extern "C" __global__ void __launch_bounds__(BigPipe::THREADS, 1) matmul_dmma128x128k16pipe_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<BigPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16pipe_f64, BigPipe, 1)
 
-extern "C" __global__ void __launch_bounds__(NarrowPipe::THREADS, 2) matmul_dmma128x64k16pipe_f64(
-    const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<NarrowPipe>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16pipe_f64, NarrowPipe, 2)
 
 // Split-K's second pass (gpumat::splitk_reduce): C = the partial products added in a fixed order.
 extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f64(

@@ -36,6 +36,7 @@
 #include "gpumat.cuh"
 
 using gpumat::Dtype;
+using gpumat::store_pair;
 
 namespace {
 
@@ -199,22 +200,6 @@ __device__ __forceinline__ void multiply_tile(const T* As, const T* Bs, int wm, 
 #pragma unroll
             for (int j = 0; j < NT; ++j)
                 Mma<T>::run(acc[i][j], af[i], bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
-    }
-}
-
-template <class Out>
-__device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_ok, bool vec)
-{
-    if (pair_ok && vec) {
-        if constexpr (sizeof(Out) == 4) {
-            *reinterpret_cast<float2*>(p) = make_float2(x, y);
-        } else {
-            Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
-            *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<uint32_t*>(v);
-        }
-    } else {
-        p[0] = Dtype<Out>::from(x);
-        if (pair_ok) p[1] = Dtype<Out>::from(y);
     }
 }
 

@@ -43,6 +43,8 @@
 #include "gpumat.cuh"
 
 using gpumat::Dtype;
+using gpumat::pack_pair;
+using gpumat::store_pair;
 
 namespace {
 
@@ -129,8 +131,7 @@ __device__ __forceinline__ void st_shared_pair(uint32_t addr, float x, float y)
     if constexpr (sizeof(Out) == 4) {
         asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(x), "f"(y) : "memory");
     } else {
-        Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
-        asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(*reinterpret_cast<uint32_t*>(v)) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(pack_pair<Out>(x, y)) : "memory");
     }
 }
 
@@ -185,22 +186,6 @@ struct Wgmma<__nv_bfloat16> {
                      : GPUMAT_D128 : "l"(a), "l"(b));
     }
 };
-
-template <class Out>
-__device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_ok, bool vec)
-{
-    if (pair_ok && vec) {
-        if constexpr (sizeof(Out) == 4) {
-            *reinterpret_cast<float2*>(p) = make_float2(x, y);
-        } else {
-            Out v[2] = {Dtype<Out>::from(x), Dtype<Out>::from(y)};
-            *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<uint32_t*>(v);
-        }
-    } else {
-        p[0] = Dtype<Out>::from(x);
-        if (pair_ok) p[1] = Dtype<Out>::from(y);
-    }
-}
 
 // Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles.
 struct Work {

@@ -5,6 +5,8 @@ cap y and z at 65535; kernels walk any row tiles beyond the cap in a grid-stride
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
 MAX_BLOCK_THREADS = 1024
@@ -12,6 +14,14 @@ MAX_BLOCK_THREADS = 1024
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A matmul kernel and its split-K: `splits` blocks along z, each over k_chunk of K (K when 1)."""
+    algorithm: str
+    splits: int = 1
+    k_chunk: int = 0
 
 
 def tiled_grid(rows: int, cols: int, tile_rows: int, tile_cols: int, layers: int = 1) -> tuple[int, int, int]:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
+from ._geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
 from ._kernels import Kernel
 
 SIGNATURE = "PPPiiiqqqi"  # A, B, C, M, N, K, lda, ldb, ldc, k_chunk (block z multiplies k in [z*k_chunk, (z+1)*k_chunk))
@@ -62,13 +62,6 @@ AUTO = ("dmma128x64", "dmma128x128", "dmma64x128")
 REDUCE = Kernel("matmul_dmma", "matmul_splitk_reduce_f64", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SCRATCH_BANDWIDTH, LAUNCH_S = 2.5e12, 4e-6  # split-K's scratch round trip and its second launch
-
-
-@dataclass(frozen=True)
-class Plan:
-    algorithm: str
-    splits: int = 1
-    k_chunk: int = 0  # k per split (K when splits == 1)
 
 
 def _live(length: int, tile: int, warp: int) -> float:

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._driver import Device, stream_handle
-from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
+from ._geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
 from ._kernels import Kernel
 from . import _matmul_f64, _matmul_half, _memory, _precision
 from ._memory import SPECIAL_STREAMS
@@ -107,13 +107,6 @@ def _other_mode(a: Matrix, precision) -> str:
 SPLITK_REDUCE = Kernel("matmul_fast", "matmul_splitk_reduce", "PPiiqi")  # partial, C, M, N, ldc, splits
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 K_ALIGN = 32  # split boundaries on multiples of 32 keep every split's A loads 128-bit and its k tiles full
-
-
-@dataclass(frozen=True)
-class Plan:
-    algorithm: str
-    splits: int = 1
-    k_chunk: int = 0  # k per split (K when splits == 1)
 
 
 def _live_tiles(length: int, tile: int, warp_tile: int) -> float:
