@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat import _memory
+from gpumat import memory
+from gpumat.runtime import memops
 from gpumat.matrix import Matrix
 
 NAN_BITS = 0x7FC00000  # a quiet NaN: any element a kernel fails to write stays NaN and fails the check
@@ -46,7 +47,7 @@ def poisoned(height: int, width: int, dtype=np.float32) -> Matrix:
 
 def poison(m: Matrix) -> None:
     """NaN in every element, whatever the dtype (0x7FF8 repeated is a NaN in all four)."""
-    _memory.fill_bytes_2d(m.elements, m.stride * m.itemsize, 0x7FF8, m.width * m.itemsize, m.height)
+    memops.fill_bytes_2d(m.elements, m.stride * m.itemsize, 0x7FF8, m.width * m.itemsize, m.height)
 
 
 def strided_view(host: np.ndarray, pad_left: int = 1, pad_right: int = 2):

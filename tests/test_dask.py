@@ -71,7 +71,7 @@ def test_argument_checks():
 
 def test_workers_are_bound_to_gpus_by_name(monkeypatch):
     distributed = pytest.importorskip("distributed")
-    import gpumat._driver as drv
+    import gpumat.runtime.devices as drv
     monkeypatch.setattr(drv, "device_count", lambda: 2)
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:

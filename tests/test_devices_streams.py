@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _driver, _memory
+from gpumat import memory
+from gpumat.runtime import streams
 from support import FAKE_DEVICE, product_error, random
 
 gpu = pytest.mark.gpu
@@ -25,20 +26,20 @@ class ProtocolStream:
 
 
 def test_stream_arguments_resolve_to_handles():
-    assert _driver.stream_handle(None, FAKE_DEVICE) == _driver.LEGACY_STREAM
-    assert _driver.stream_handle(0, FAKE_DEVICE) == 0
-    assert _driver.stream_handle(0x1234, FAKE_DEVICE) == 0x1234
-    assert _driver.stream_handle(ProtocolStream(0x5678), FAKE_DEVICE) == 0x5678
+    assert streams.stream_handle(None, FAKE_DEVICE) == streams.LEGACY_STREAM
+    assert streams.stream_handle(0, FAKE_DEVICE) == 0
+    assert streams.stream_handle(0x1234, FAKE_DEVICE) == 0x1234
+    assert streams.stream_handle(ProtocolStream(0x5678), FAKE_DEVICE) == 0x5678
 
     class TorchLike:
         cuda_stream = 0x9ABC
 
-    assert _driver.stream_handle(TorchLike(), FAKE_DEVICE) == 0x9ABC
+    assert streams.stream_handle(TorchLike(), FAKE_DEVICE) == 0x9ABC
     for bad in ("stream", 1.5, object(), True):
         with pytest.raises(TypeError):
-            _driver.stream_handle(bad, FAKE_DEVICE)
+            streams.stream_handle(bad, FAKE_DEVICE)
     with pytest.raises(ValueError):
-        _driver.stream_handle(-1, FAKE_DEVICE)
+        streams.stream_handle(-1, FAKE_DEVICE)
 
 
 def test_operations_refuse_bad_streams_before_any_gpu_call():
@@ -136,9 +137,9 @@ def test_every_operation_on_a_non_default_stream():
         ref = np.where(a > 0.5, a, 0).astype(np.float64) @ b
         assert product_error(D.to_numpy(stream=s), np.where(a > 0.5, a, 0), b) < 1e-5
         with s:  # the current stream is the default
-            assert _driver.stream_handle(None, gm.device()) == s.ptr
+            assert streams.stream_handle(None, gm.device()) == s.ptr
             E = A @ B
-        assert _driver.stream_handle(None, gm.device()) == _driver.LEGACY_STREAM
+        assert streams.stream_handle(None, gm.device()) == streams.LEGACY_STREAM
         assert product_error(E.to_numpy(), a, b) < 1e-5 and ref.shape == D.shape
     finally:
         s.synchronize()
@@ -231,7 +232,7 @@ def test_uploads_and_downloads_are_exact_at_every_size(rows, cols, pad, pinned):
     host = random((rows, cols))
     src = gm.pinned_empty(host.shape, np.float32) if pinned else host.copy()
     src[...] = host
-    assert _memory.is_pinned(src) == pinned
+    assert memory.is_pinned(src) == pinned
     with gm.Matrix.from_numpy(src) as A:
         assert np.array_equal(A.to_numpy(), host)
         out = gm.pinned_empty(host.shape, np.float32) if pinned else np.empty_like(host)

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat import _kernels, _memory
+from gpumat import memory
+from gpumat.runtime import kernels
 from support import dims, fake_matrix, random, strided_view
 
 D = importlib.import_module("gpumat.dot")  # the module (gpumat.dot may name the function)
@@ -21,12 +22,12 @@ D = importlib.import_module("gpumat.dot")  # the module (gpumat.dot may name the
 # ---------------------------------------------------------------- CPU: declarations and geometry
 def test_declarations_match_ptx():
     try:
-        entries = _kernels.manifest()["modules"]["dot"]["entries"]
+        entries = kernels.manifest()["modules"]["dot"]["entries"]
     except (FileNotFoundError, KeyError):
         pytest.skip("dot kernels not built")
     for k in (*D.FLAT_KERNELS.values(), *D.STRIDED_KERNELS.values()):
         assert k.name in entries, k.name
-        assert entries[k.name]["params"] == [_kernels.PTX_TYPES[c] for c in k.signature]
+        assert entries[k.name]["params"] == [kernels.PTX_TYPES[c] for c in k.signature]
     for name, info in entries.items():
         for arch, res in info["resources"].items():
             assert res["spill_stores"] == 0 and res["spill_loads"] == 0, (name, arch, res)
@@ -144,8 +145,8 @@ def launches(monkeypatch):
         seen.append((self.name, tuple(grid), tuple(block), args))
 
     scratch = FakeScratch()
-    monkeypatch.setattr(_memory.Pool, "alloc", refuse)
-    monkeypatch.setattr(_kernels.Kernel, "__call__", record)
+    monkeypatch.setattr(memory.Pool, "alloc", refuse)
+    monkeypatch.setattr(kernels.Kernel, "__call__", record)
     monkeypatch.setattr(D, "_scratch", lambda dev: scratch)
     return seen
 
@@ -330,8 +331,8 @@ def test_no_pool_growth_across_calls():
     x = random((513, 1027))
     with gm.Matrix.from_numpy(x) as dx:
         D.dot(dx, dx)
-        before = _memory.pool_used_bytes()
+        before = memory.pool_used_bytes()
         for _ in range(50):
             D.dot(dx, dx)
             D.dot(dx[1:, 1:], dx[1:, 1:])
-        assert _memory.pool_used_bytes() == before
+        assert memory.pool_used_bytes() == before

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from cuda.bindings import driver
 
-from gpumat import _memory
-from gpumat._driver import check, device
-from gpumat._geometry import cdiv, tiled_grid
+from gpumat import memory
+from gpumat.runtime import check, device
+from gpumat.runtime.geometry import cdiv, tiled_grid
 
 pytestmark = pytest.mark.gpu
 
@@ -69,8 +69,8 @@ class Operand:
         if bits is not None:
             host[self.index()] = bits
         self.nbytes = self.n * SIZE[dt]
-        self.base = _memory.alloc(self.nbytes)
-        _memory.upload_contiguous(self.base, host)
+        self.base = memory.alloc(self.nbytes)
+        memory.upload_contiguous(self.base, host)
         self.ptr = self.base + off * SIZE[dt]
 
     def index(self) -> np.ndarray:
@@ -79,7 +79,7 @@ class Operand:
     def download(self) -> tuple[np.ndarray, np.ndarray]:
         """(the operand's bits, the whole buffer's bits)."""
         host = np.empty(self.n, dtype=BITS[self.dt])
-        _memory.download_contiguous(host, self.base)
+        memory.download_contiguous(host, self.base)
         return host[self.index()], host
 
     def padding_untouched(self, host: np.ndarray) -> bool:
@@ -88,7 +88,7 @@ class Operand:
         return bool(np.all(host[mask] == nan_fill(1, self.dt)[0]))
 
     def free(self):
-        _memory.free(self.base)
+        memory.free(self.base)
 
 
 @pytest.fixture(autouse=True)
@@ -162,10 +162,10 @@ D = importlib.import_module("gpumat.dot")
 
 @pytest.fixture(scope="module")
 def scratch():
-    ptr = _memory.alloc(D.SCRATCH_BYTES)
+    ptr = memory.alloc(D.SCRATCH_BYTES)
     check(driver.cuMemsetD8(ptr, 0, D.SCRATCH_BYTES), "cuMemsetD8")
     yield ptr
-    _memory.free(ptr)
+    memory.free(ptr)
 
 
 def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
@@ -176,7 +176,7 @@ def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
     else:
         D.STRIDED_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, x.rows, x.cols, x.ld, y.ld, scratch)
     out = np.empty(1, dtype=np.float64)
-    _memory.download_contiguous(out, scratch)
+    memory.download_contiguous(out, scratch)
     return float(out[0])
 
 
@@ -270,8 +270,8 @@ def schedule(indptr, split):
 
 
 def upload_raw(arr: np.ndarray) -> int:
-    ptr = _memory.alloc(max(arr.nbytes, 16))
-    _memory.upload_contiguous(ptr, np.ascontiguousarray(arr))
+    ptr = memory.alloc(max(arr.nbytes, 16))
+    memory.upload_contiguous(ptr, np.ascontiguousarray(arr))
     return ptr
 
 
@@ -295,7 +295,7 @@ def test_csr(dt, n, kind):
     ldp = cdiv(n, 4) * 4
     bufs = [upload_raw(a) for a in (indptr, indices, to_bits(data, dt), chunk_row, chunk_start, long_rows, chunk_ptr)]
     p_indptr, p_indices, p_data, p_crow, p_cstart, p_long, p_cptr = bufs
-    partial = _memory.alloc(max(n_chunks * ldp * SIZE[dt], 16))
+    partial = memory.alloc(max(n_chunks * ldp * SIZE[dt], 16))
     try:
         if kind == "scalar":
             SP.SCALAR_BY_DTYPE[dt]((cdiv(rows, 256), n, 1), (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr,
@@ -324,7 +324,7 @@ def test_csr(dt, n, kind):
         assert c.padding_untouched(whole) or kind == "to_dense", "wrote outside C"
     finally:
         for p in (*bufs, partial):
-            _memory.free(p)
+            memory.free(p)
         b.free()
         c.free()
     dense = np.zeros((rows, k))

@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-from gpumat import _kernels
+from gpumat.runtime import kernels
 
 for _module in ("matmul", "_matmul_half", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
     try:
@@ -16,7 +16,7 @@ for _module in ("matmul", "_matmul_half", "transpose", "dot", "sparse", "spmm", 
 def manifest():
     """The built kernels' manifest; the tests that read it skip, with the reason, when there is none."""
     try:
-        return _kernels.manifest()
+        return kernels.manifest()
     except FileNotFoundError:
         pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
 
@@ -36,23 +36,23 @@ def module_archs(manifest, module: str) -> list[str]:
 
 
 def test_every_declared_kernel_exists_with_the_same_parameter_types(manifest, entries):
-    assert _kernels.DECLARED, "no kernels declared"
+    assert kernels.DECLARED, "no kernels declared"
     skipped = manifest.get("skipped", {})
-    for name, kernel in _kernels.DECLARED.items():
+    for name, kernel in kernels.DECLARED.items():
         if kernel.module in skipped:
             assert not any(m == kernel.module for m, _ in entries.values()), kernel.module
             continue  # an arch-specific module this build left out (ARCHS without its base arch)
         assert name in entries, f"{name} is declared in Python but no fatbin exports it"
         module, info = entries[name]
         assert module == kernel.module, f"{name} lives in {module}.cu, declared as {kernel.module}"
-        expected = [_kernels.PTX_TYPES[c] for c in kernel.signature]
+        expected = [kernels.PTX_TYPES[c] for c in kernel.signature]
         actual = [t.replace("s32", "u32").replace("b32", "u32").replace("b64", "u64").replace("s64", "u64")
                   for t in info["params"]]
         assert actual == expected, f"{name}: PTX takes {info['params']}, Python packs {kernel.signature}"
 
 
 def test_every_exported_kernel_is_used(entries):
-    unused = set(entries) - set(_kernels.DECLARED)
+    unused = set(entries) - set(kernels.DECLARED)
     assert not unused, f"kernels built but never declared in Python: {sorted(unused)}"
 
 
@@ -90,13 +90,13 @@ def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifes
 def test_code_arch_prefers_machine_code(manifest):
     archs = [int(a) for a in manifest["archs"]]
     for arch in archs:
-        assert _kernels.code_arch(arch) == f"sm_{arch}"
-    assert "PTX" in _kernels.code_arch(min(archs) - 5) or min(archs) % 10 != 0
+        assert kernels.code_arch(arch) == f"sm_{arch}"
+    assert "PTX" in kernels.code_arch(min(archs) - 5) or min(archs) % 10 != 0
 
 
 def test_tensor_map_parameters_are_packed_on_64_bytes():
-    k = _kernels.Kernel.__new__(_kernels.Kernel)
-    _kernels.Kernel.__init__(k, "test", "test_packing_probe_tma", "TTPiiiqi")
+    k = kernels.Kernel.__new__(kernels.Kernel)
+    kernels.Kernel.__init__(k, "test", "test_packing_probe_tma", "TTPiiiqi")
     try:
         base = k._ptrs[0]
         assert base % 64 == 0
@@ -104,17 +104,17 @@ def test_tensor_map_parameters_are_packed_on_64_bytes():
         k._pack(k._buf, k._base, bytes(range(128)), bytes(128), 1, 2, 3, 4, 5, 6)
         assert k._buf.raw[k._base:k._base + 128] == bytes(range(128))
     finally:
-        del _kernels.DECLARED["test_packing_probe_tma"]
+        del kernels.DECLARED["test_packing_probe_tma"]
 
 
 def test_signature_packing_offsets_follow_c_alignment():
-    k = _kernels.Kernel.__new__(_kernels.Kernel)
-    _kernels.Kernel.__init__(k, "test", "test_packing_probe", "PiqfiP")
+    k = kernels.Kernel.__new__(kernels.Kernel)
+    kernels.Kernel.__init__(k, "test", "test_packing_probe", "PiqfiP")
     try:
         base = k._ptrs[0]
         assert [p - base for p in k._ptrs] == [0, 8, 16, 24, 28, 32]
     finally:
-        del _kernels.DECLARED["test_packing_probe"]
+        del kernels.DECLARED["test_packing_probe"]
 
 
 def test_arch_marker_and_struct_parameters_are_parsed():

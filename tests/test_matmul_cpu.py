@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _geometry
+from gpumat.runtime import geometry
 from gpumat.matmul import VARIANTS, check_operands
 from support import fake_matrix
 
@@ -49,27 +49,27 @@ def test_tiled_grid_covers_every_tile_within_limits(rows, cols):
     for variant in VARIANTS.values():
         tile_rows, tile_cols = variant.tile
         gx, gy, gz = variant.grid(rows, cols)
-        assert 1 <= gx <= _geometry.MAX_GRID_X and 1 <= gy <= _geometry.MAX_GRID_YZ and gz == 1
+        assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
         assert gx * tile_cols >= cols and (gx - 1) * tile_cols < cols
-        tiles = _geometry.cdiv(rows, tile_rows)
+        tiles = geometry.cdiv(rows, tile_rows)
         if tiles <= 200_000:  # the grid-stride loop over row tiles visits each exactly once
-            assert sorted(_geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
+            assert sorted(geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
         else:
-            assert gy == min(tiles, _geometry.MAX_GRID_YZ)
+            assert gy == min(tiles, geometry.MAX_GRID_YZ)
 
 
 @given(m=st.integers(1, 10**6), n=st.integers(1, 10**6), sms=st.sampled_from([1, 46, 132, 148]))
 def test_split_k_reduction_grid_walks_strips_of_32_outputs(m, n, sms):
-    blocks, gy, gz = _geometry.splitk_reduce_grid(m, n, sms)
+    blocks, gy, gz = geometry.splitk_reduce_grid(m, n, sms)
     assert (gy, gz) == (1, 1) and 1 <= blocks <= 16 * sms
-    strips = _geometry.cdiv(m * n, 32)
+    strips = geometry.cdiv(m * n, 32)
     assert blocks == min(strips, 16 * sms)  # no block without a strip; the grid-stride loop takes the rest
 
 
 def test_block_shapes_are_legal():
     for variant in VARIANTS.values():
         threads = variant.block[0] * variant.block[1] * variant.block[2]
-        assert 32 <= threads <= _geometry.MAX_BLOCK_THREADS and threads % 32 == 0
+        assert 32 <= threads <= geometry.MAX_BLOCK_THREADS and threads % 32 == 0
 
 
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
@@ -81,9 +81,9 @@ def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
         if p.splits == 1:
             assert p.k_chunk == k
         else:  # every split has work, together they cover K, and boundaries keep 128-bit loads
-            assert p.k_chunk % K_ALIGN == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+            assert p.k_chunk % K_ALIGN == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
         gx, gy, gz = FAST[p.algorithm].grid(m, n, p.splits)
-        assert gz == p.splits <= _geometry.MAX_GRID_YZ and gx <= _geometry.MAX_GRID_X
+        assert gz == p.splits <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X
 
 
 def test_plan_prefers_split_k_only_when_tiles_cannot_fill_the_gpu():

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpumat as gm
-from gpumat import _geometry, _matmul_f64 as f64
+from gpumat import _matmul_f64 as f64
+from gpumat.runtime import geometry
 from gpumat.matmul import algorithms
 from support import dims, fake_matrix, poison, poisoned
 
@@ -110,16 +111,16 @@ def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
         if p.splits == 1:
             assert p.k_chunk == k
         else:
-            assert p.k_chunk % f64.K_ALIGN == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+            assert p.k_chunk % f64.K_ALIGN == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
         gx, gy, gz = f64.VARIANTS[name].grid(m, n, p.splits)
-        assert gz == p.splits and gx <= _geometry.MAX_GRID_X and gy <= _geometry.MAX_GRID_YZ
+        assert gz == p.splits and gx <= geometry.MAX_GRID_X and gy <= geometry.MAX_GRID_YZ
         assert gx * f64.VARIANTS[name].tile[1] >= n
 
 
 def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
-    from gpumat import _kernels
+    from gpumat.runtime import kernels
     try:
-        entries = _kernels.manifest()["modules"]["matmul_dmma"]["entries"]
+        entries = kernels.manifest()["modules"]["matmul_dmma"]["entries"]
     except FileNotFoundError:
         pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
     for name in [v.kernel.name for v in f64.VARIANTS.values()] + [f64.REDUCE.name]:

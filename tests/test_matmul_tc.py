@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _geometry
+from gpumat.runtime import geometry
 from gpumat.matmul import TC_ALGORITHMS, TC_VARIANTS, matmul_mode, tc_algorithm, tc_plan
 from support import check_view_product, dims, fake_matrix, poisoned, product_error, random, rel_error, strided_view
 
@@ -111,9 +111,9 @@ def test_tc_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
         if p.splits == 1:
             assert p.k_chunk == k
         else:
-            assert p.k_chunk % 32 == 0 and _geometry.cdiv(k, p.k_chunk) == p.splits
+            assert p.k_chunk % 32 == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
         gx, gy, gz = TC_VARIANTS[TC_ALGORITHMS[name]][name].grid(m, n, p.splits)
-        assert gz == p.splits and gx <= _geometry.MAX_GRID_X and gy <= _geometry.MAX_GRID_YZ
+        assert gz == p.splits and gx <= geometry.MAX_GRID_X and gy <= geometry.MAX_GRID_YZ
 
 
 # ---- on the GPU ----

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _geometry, _matmul_half as half
+from gpumat import _matmul_half as half
+from gpumat.runtime import geometry
 from gpumat.matmul import algorithms
 from support import FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
 
@@ -66,7 +67,7 @@ def test_auto_counts_the_copies_of_unaligned_operands():
 def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
     splits, k_chunk = half.plan(m, n, k, sms, name)
     v = half.VARIANTS[name]
-    assert 1 <= splits and _geometry.cdiv(k, k_chunk) == splits  # every split has work, none is left over
+    assert 1 <= splits and geometry.cdiv(k, k_chunk) == splits  # every split has work, none is left over
     if splits > 1:
         assert k_chunk % v.k_align == 0 and k_chunk >= 4 * v.k_align
     else:
@@ -75,7 +76,7 @@ def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
     if v.persistent:
         assert 1 <= grid[0] <= sms and grid[1:] == (1, 1)
     else:
-        assert grid == _geometry.tiled_grid(m, n, *v.tile, layers=splits)
+        assert grid == geometry.tiled_grid(m, n, *v.tile, layers=splits)
 
 
 def test_skinny_products_split_k_and_square_ones_do_not():

@@ -113,7 +113,7 @@ def test_overlap_is_by_address_range():
 def test_driver_results_map_to_the_right_exceptions():
     from cuda.bindings import driver
 
-    from gpumat._driver import raise_error
+    from gpumat.runtime.errors import raise_error
     for code, exc in [(driver.CUresult.CUDA_ERROR_NO_DEVICE, gm.NoDeviceError),
                       (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, gm.OutOfMemoryError),
                       (driver.CUresult.CUDA_ERROR_INVALID_VALUE, gm.CudaError)]:
@@ -126,21 +126,21 @@ def test_driver_results_map_to_the_right_exceptions():
 
 
 def test_small_block_free_list_is_bounded_and_exact_in_size():
-    from gpumat import _memory
-    blocks = _memory._SmallBlocks()
+    from gpumat import memory
+    blocks = memory.pool._SmallBlocks()
     assert blocks.take(256, 0) == 0
     assert blocks.give(0x1000, 256, 0) and blocks.take(512, 0) == 0 and blocks.take(256, 0) == 0x1000
-    kept = [blocks.give(0x2000 + i * 256, 256, 0) for i in range(_memory.KEEP_PER_SIZE + 3)]
-    assert kept.count(True) == _memory.KEEP_PER_SIZE and blocks.bytes == _memory.KEEP_PER_SIZE * 256
-    big = _memory.SMALL_BLOCK
-    assert sum(blocks.give(0x9000000 + i * big, big, 0) for i in range(200)) * big <= _memory.KEEP_BYTES
+    kept = [blocks.give(0x2000 + i * 256, 256, 0) for i in range(memory.pool.KEEP_PER_SIZE + 3)]
+    assert kept.count(True) == memory.pool.KEEP_PER_SIZE and blocks.bytes == memory.pool.KEEP_PER_SIZE * 256
+    big = memory.pool.SMALL_BLOCK
+    assert sum(blocks.give(0x9000000 + i * big, big, 0) for i in range(200)) * big <= memory.pool.KEEP_BYTES
     drained = blocks.drain()
     assert len(drained) == len(set(drained)) and blocks.bytes == 0 and blocks.take(256, 0) == 0
 
 
 def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():
-    from gpumat import _memory
-    blocks = _memory._SmallBlocks()
+    from gpumat import memory
+    blocks = memory.pool._SmallBlocks()
     assert blocks.give(0x1000, 256, 0x77)
     assert blocks.take(256, 0) == 0 and blocks.take(256, 0x78) == 0
     assert blocks.give(0x2000, 256, 0)

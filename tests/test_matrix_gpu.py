@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _memory
+from gpumat import memory
 from support import dims, random
 
 pytestmark = pytest.mark.gpu
@@ -111,18 +111,18 @@ def test_repr_names_shape_and_view():
 @pytest.mark.parametrize("side", [64, 1024])  # through the small-block free list, and through the pool
 def test_device_memory_returns_to_where_it_started_after_many_cycles(side):
     a = random((side, side))
-    _memory.release_cached()
-    start = _memory.pool_used_bytes()
+    memory.release_cached()
+    start = memory.pool_used_bytes()
     for _ in range(2000 if side == 64 else 200):
         with gm.Matrix.from_numpy(a) as x:
             y = x @ x
             y.free()
             z = x @ x  # dropped without free(): the finalizer releases it
             del z
-    if side * side * 4 <= _memory.SMALL_BLOCK:  # the free list served these cycles, within its bound
-        assert 0 < gm.device().memory.small.bytes <= _memory.KEEP_BYTES
-    _memory.release_cached()
-    assert _memory.pool_used_bytes() == start
+    if side * side * 4 <= memory.pool.SMALL_BLOCK:  # the free list served these cycles, within its bound
+        assert 0 < gm.device().memory.small.bytes <= memory.pool.KEEP_BYTES
+    memory.release_cached()
+    assert memory.pool_used_bytes() == start
 
 
 def test_stream_orders_with_the_library_and_closes():

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpumat as gm
-from gpumat import _memory, outofcore as oc
+from gpumat import memory, outofcore as oc
+from gpumat.runtime import memops
 from support import product_error, random
 
 gpu = pytest.mark.gpu
@@ -94,7 +95,7 @@ def test_host_views_keep_forward_rows_and_copy_the_rest():
 def test_the_locked_span_covers_every_row_of_a_view():
     big = np.zeros((64, 1000), np.float32)
     view = big[10:50, 100:300]
-    start, end = _memory._host_span(view)
+    start, end = memory.host._host_span(view)
     first, last = view.ctypes.data, view[-1, -1:].ctypes.data + 4
     assert start <= first and last <= end and start % 4096 == 0 and end % 4096 == 0
     assert end - start < 40 * 4000 + 2 * 4096  # the rows between, not the whole parent array
@@ -132,8 +133,8 @@ class _FakeRegistry:
 @pytest.fixture
 def fake_registry(monkeypatch):
     fake = _FakeRegistry()
-    monkeypatch.setattr(_memory.driver, "cuMemHostRegister", fake.register)
-    monkeypatch.setattr(_memory.driver, "cuMemHostUnregister", fake.unregister)
+    monkeypatch.setattr(memops.driver, "cuMemHostRegister", fake.register)
+    monkeypatch.setattr(memops.driver, "cuMemHostUnregister", fake.unregister)
     return fake
 
 
@@ -143,15 +144,15 @@ def test_arrays_sharing_a_page_are_locked_as_one_range(fake_registry):
     x = buf[base:base + 1000].view(np.float32).reshape(10, 25)
     y = buf[base + 2000:base + 6000].view(np.float32).reshape(10, 100)  # shares x's page, runs into the next
     z = buf[base + 8192:base + 8292].view(np.float32).reshape(5, 5)  # a page of its own
-    locked, ranges = _memory.lock_host([x, y, z])
+    locked, ranges = memory.lock_host([x, y, z])
     assert locked == [True, True, True] and len(ranges) == 2
     assert sorted(fake_registry.locked.items()) == [(x.ctypes.data, x.ctypes.data + 8192),
                                                    (z.ctypes.data, z.ctypes.data + 4096)]
-    assert not _memory.is_pinned(y)  # locked for a call, so not pinned memory a later call can rely on
+    assert not memory.is_pinned(y)  # locked for a call, so not pinned memory a later call can rely on
     # a second call over the same pages locks nothing and leaves the first call's ranges alone
-    assert _memory.lock_host([y]) == ([False], [])
-    _memory.unlock_host(ranges)
-    assert fake_registry.locked == {} and _memory._HOST_LOCKS == {}
+    assert memory.lock_host([y]) == ([False], [])
+    memory.unlock_host(ranges)
+    assert fake_registry.locked == {} and memory.host._HOST_LOCKS == {}
 
 
 def test_a_refused_range_leaves_its_arrays_pageable(fake_registry):
@@ -159,9 +160,9 @@ def test_a_refused_range_leaves_its_arrays_pageable(fake_registry):
     base = -buf.ctypes.data % 4096
     x, y = buf[base:base + 400].reshape(4, 100), buf[base + 4096:base + 4496].reshape(4, 100)
     fake_registry.refuse.add(x.ctypes.data)
-    locked, ranges = _memory.lock_host([x, y])
+    locked, ranges = memory.lock_host([x, y])
     assert locked == [False, True] and ranges == [y.ctypes.data]
-    _memory.unlock_host(ranges)
+    memory.unlock_host(ranges)
     assert fake_registry.locked == {}
 
 
@@ -228,7 +229,7 @@ def test_registered_host_arrays_are_released_after_the_call():
     assert oc.matmul_host(a, b, out=out, memory_limit=4 << 20, devices=[0], register=True) is out
     assert oc.last_call["registered"] == 3 and oc.last_call["pinned"] == (True, True, True)
     assert product_error(out, a, b) < 1e-5
-    assert not any(_memory.is_pinned(x) for x in (a, b, out))  # page-locked for the call only
+    assert not any(memory.is_pinned(x) for x in (a, b, out))  # page-locked for the call only
     assert oc.matmul_host(a, b, memory_limit=4 << 20, devices=[0], register=True).tobytes() == out.tobytes()
 
 
@@ -241,7 +242,7 @@ def test_registered_views_and_a_split_k_with_edge_tiles():
     plan = oc.last_call["plan"]
     assert plan.tk < 2500 and (293 % plan.tm or 433 % plan.tn)  # K split, and tiles cut at an edge
     assert product_error(out, a, b) < 1e-5
-    assert not any(_memory.is_pinned(x) for x in (big_a, big_b, out))
+    assert not any(memory.is_pinned(x) for x in (big_a, big_b, out))
     rev = oc.matmul_host(a[::-1], b, memory_limit=1 << 20, devices=[0], register=True)  # copied: rows go back
     assert product_error(rev, a[::-1], b) < 1e-5
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpumat as gm
-from gpumat import _memory
+from gpumat import memory
 from gpumat.matmul import Launch, choose_algorithm, launch_config
 from support import FAKE_DEVICE, fake_matrix, random
 
@@ -31,10 +31,10 @@ def test_matmul_dimensions_past_int32_are_refused_with_the_limit():
 
 def test_sizes_over_what_a_gpu_allocation_can_ask_for():
     with pytest.raises(ValueError, match=r"2\^63 - 1"):
-        _memory.check_size(2**64, FAKE_DEVICE, "a matrix")
+        memory.check_size(2**64, FAKE_DEVICE, "a matrix")
     with pytest.raises(gm.OutOfMemoryError, match="more than GPU 0 has"):
-        _memory.check_size(FAKE_DEVICE.total_memory + 1, FAKE_DEVICE, "a matrix")
-    _memory.check_size(FAKE_DEVICE.total_memory, FAKE_DEVICE, "a matrix")  # possible: the driver decides
+        memory.check_size(FAKE_DEVICE.total_memory + 1, FAKE_DEVICE, "a matrix")
+    memory.check_size(FAKE_DEVICE.total_memory, FAKE_DEVICE, "a matrix")  # possible: the driver decides
 
 
 def test_memory_limit_arguments():

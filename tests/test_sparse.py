@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat import _memory, sparse as sp
+from gpumat import memory, sparse as sp
 
 ops = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
 from gpumat.matrix import FreedMatrixError, Matrix
@@ -441,15 +441,15 @@ def test_free_releases_everything_and_blocks_use():
     rng = np.random.default_rng(5)
     host = random_csr(rng, 10, 5000, 0.5)  # long rows: a schedule on the device too
     with Matrix.from_numpy(random((5000, 16))) as B:
-        _memory.release_cached()  # no small blocks kept aside: every allocation below comes from the pool
-        before = _memory.pool_used_bytes()
+        memory.release_cached()  # no small blocks kept aside: every allocation below comes from the pool
+        before = memory.pool_used_bytes()
         S = sp.CSRMatrix(*host)
-        assert S.stats.chunks > 0 and _memory.pool_used_bytes() > before
+        assert S.stats.chunks > 0 and memory.pool_used_bytes() > before
         (S @ B).free()
         S.free()
         S.free()  # twice is fine
-        _memory.release_cached()
-        assert _memory.pool_used_bytes() == before
+        memory.release_cached()
+        assert memory.pool_used_bytes() == before
         with pytest.raises(FreedMatrixError):
             S @ B
         with pytest.raises(FreedMatrixError):

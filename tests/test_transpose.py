@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat import _geometry, _kernels, _memory
+from gpumat import memory
+from gpumat.runtime import geometry, kernels
 from gpumat.matrix import Matrix
 from support import dims, fake_matrix, poison, poisoned, random, strided_view
 
@@ -22,18 +23,18 @@ SHAPES = [(1, 1), (1, 7), (7, 1), (33, 31), (1000, 3), (4096, 4096), (3001, 1701
 # ---------------------------------------------------------------- CPU: declarations, geometry, checks
 def test_declarations_match_ptx():
     try:
-        entries = _kernels.manifest()["modules"]["transpose"]["entries"]
+        entries = kernels.manifest()["modules"]["transpose"]["entries"]
     except (FileNotFoundError, KeyError):
         pytest.skip("transpose kernels not built")
     for v in T.VARIANTS.values():
         k = v.kernel
         assert k.name in entries, k.name
-        assert entries[k.name]["params"] == [_kernels.PTX_TYPES[c] for c in k.signature]
+        assert entries[k.name]["params"] == [kernels.PTX_TYPES[c] for c in k.signature]
 
 
 def test_kernels_do_not_spill():
     try:
-        entries = _kernels.manifest()["modules"]["transpose"]["entries"]
+        entries = kernels.manifest()["modules"]["transpose"]["entries"]
     except (FileNotFoundError, KeyError):
         pytest.skip("transpose kernels not built")
     for name, info in entries.items():
@@ -45,7 +46,7 @@ def test_kernels_do_not_spill():
 def test_block_fits_tile(name):
     v = T.VARIANTS[name]
     bx, by, bz = v.block
-    assert bx * by * bz <= _geometry.MAX_BLOCK_THREADS and bz == 1
+    assert bx * by * bz <= geometry.MAX_BLOCK_THREADS and bz == 1
     tr, tc = v.tile
     assert tc % bx == 0 and tr % by == 0   # each thread moves a whole number of elements
 
@@ -57,13 +58,13 @@ def test_grid_covers_and_stays_in_limits(name, shape):
     v = T.VARIANTS[name]
     gx, gy, gz = v.grid(rows, cols)
     tr, tc = v.tile
-    assert 1 <= gx <= _geometry.MAX_GRID_X and 1 <= gy <= _geometry.MAX_GRID_YZ and gz == 1
+    assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
     assert gx * tc >= cols and (gx - 1) * tc < cols          # every column tile, no idle column of blocks
-    tiles = _geometry.cdiv(rows + v.skew, tr)  # the kernels' row-tile count
-    assert gy == min(tiles, _geometry.MAX_GRID_YZ)
+    tiles = geometry.cdiv(rows + v.skew, tr)  # the kernels' row-tile count
+    assert gy == min(tiles, geometry.MAX_GRID_YZ)
     # the kernels' row-tile loop: block row by visits by, by + gy, ... < tiles; each tile exactly once
     if tiles <= 10**6:
-        assert sorted(_geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
+        assert sorted(geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
 
 
 @given(rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)), name=st.sampled_from(VARIANTS))
@@ -71,9 +72,9 @@ def test_grid_covers_drawn_shapes(rows, cols, name):
     v = T.VARIANTS[name]
     gx, gy, _ = v.grid(rows, cols)
     tr, tc = v.tile
-    tiles = _geometry.cdiv(rows + v.skew, tr)
-    covered = {(t, cx) for cx in range(gx) for t in _geometry.row_tiles_visited(gy, tiles)}
-    assert len(covered) == tiles * _geometry.cdiv(cols, tc)
+    tiles = geometry.cdiv(rows + v.skew, tr)
+    covered = {(t, cx) for cx in range(gx) for t in geometry.row_tiles_visited(gy, tiles)}
+    assert len(covered) == tiles * geometry.cdiv(cols, tc)
     assert gx * tc >= cols
 
 
@@ -88,8 +89,8 @@ def no_gpu(monkeypatch):
     def record(self, grid, block, *args, smem=0, stream=0, device=None):
         launches.append((self.name, tuple(grid), tuple(block), args))
 
-    monkeypatch.setattr(_memory.Pool, "alloc", refuse)
-    monkeypatch.setattr(_kernels.Kernel, "__call__", record)
+    monkeypatch.setattr(memory.Pool, "alloc", refuse)
+    monkeypatch.setattr(kernels.Kernel, "__call__", record)
     return launches
 
 
@@ -315,7 +316,7 @@ def test_huge_square_beyond_2_31_elements():
     """46341^2 > 2^31 elements: element offsets must be 64-bit everywhere. Checked on sampled rows/columns."""
     n = 46341
     need = 2 * n * n * 4
-    _memory.release_cached()  # earlier tests' blocks stay cached in the pool unless handed back
+    memory.release_cached()  # earlier tests' blocks stay cached in the pool unless handed back
     free_bytes, _ = _free_memory()
     if free_bytes < need + 2**30:
         pytest.skip(f"needs {need / 2**30:.1f} GiB of GPU memory, {free_bytes / 2**30:.1f} free")
@@ -336,7 +337,7 @@ def test_huge_square_beyond_2_31_elements():
             k = min(chunk, n - r0)
             np.add(hr[r0:r0 + k, None], hc[None, :], out=buf[:k])
             np.bitwise_and(buf[:k], 0xFFFFFF, out=buf[:k])
-            _memory.upload(a[r0:r0 + k, :].elements, n * 4, buf[:k].astype(np.float32))
+            memory.upload(a[r0:r0 + k, :].elements, n * 4, buf[:k].astype(np.float32))
         del buf
         rng = np.random.default_rng()
         picks = sorted({0, 1, 31, 32, 63, 64, n // 2, n - 65, n - 64, n - 33, n - 2, n - 1,
@@ -353,11 +354,11 @@ def test_huge_square_beyond_2_31_elements():
     finally:
         a.free()
         b.free()
-        _memory.release_cached()
+        memory.release_cached()
 
 
 def _free_memory():
     from cuda.bindings import driver
-    from gpumat._driver import check
+    from gpumat.runtime import check
     gm.device()
     return check(driver.cuMemGetInfo())

@@ -3,10 +3,10 @@
 Hand-written CUDA kernels, compiled ahead of time, launched through NVIDIA's driver API
 (cuda.bindings.driver); numpy on the host. Nothing else at run time.
 """
-from ._driver import (CudaError, Device, Event, NoDeviceError, OutOfMemoryError, Stream, current_device, device,
+from .runtime import (CudaError, Device, Event, NoDeviceError, OutOfMemoryError, Stream, current_device, device,
                       device_count, is_available, synchronize)
 from ._interop import asmatrix, from_dlpack
-from ._memory import (memory_info, pinned_empty, release_cached, reset_peak, set_cache_limit,
+from .memory import (memory_info, pinned_empty, release_cached, reset_peak, set_cache_limit,
                       set_memory_limit)
 from ._version import __version__  # noqa: F401  (gpumat.__version__)
 from .dot import dot

@@ -5,14 +5,14 @@ import argparse
 import importlib
 import sys
 
-from ._driver import NoDeviceError
+from .runtime.errors import NoDeviceError
 
 BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore", "multigpu")
 
 
 def cmd_info(args) -> int:
     import gpumat as gm
-    from . import _kernels
+    from .runtime import kernels as _kernels
 
     dev = gm.device()
     print(f"device        {dev.name}")
@@ -49,7 +49,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from ._driver import device
+    from .runtime.devices import device
     device()  # the GPU first: the anchors (CuPy) would otherwise fail on their own, less clearly
     ops = BENCHES if args.op == "all" else (args.op,)
     for op in ops:

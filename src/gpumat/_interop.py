@@ -19,10 +19,10 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from cuda.bindings import driver
-
-from . import _memory
-from ._driver import CAI_LEGACY, LEGACY_STREAM, Device, device, stream_handle
+from .memory import BorrowedBuffer
+from .runtime import memops
+from .runtime.devices import Device, device
+from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, wait_for_streams
 from .matrix import Matrix
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -168,7 +168,7 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         producer = stream_handle(None, dev)
         consumer = LEGACY_STREAM if stream in (0, CAI_LEGACY) else int(stream)
         if consumer != producer:
-            _memory.wait_for_streams(consumer, (producer,))
+            wait_for_streams(consumer, (producer,))
     flags = 0
     if copy:
         m = m.copy()
@@ -222,16 +222,15 @@ def _column_major(shape: tuple, strides: tuple | None) -> int | None:
 
 
 def _pointer_device(ptr: int) -> Device:
-    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    err, ordinal = driver.cuPointerGetAttribute(attr, ptr)
-    if err:
+    ordinal = memops.pointer_device_ordinal(ptr)
+    if ordinal is None:
         raise ValueError(f"0x{ptr:x} is not GPU memory that the CUDA driver knows of")
-    return Device(int(ordinal))
+    return Device(ordinal)
 
 
 def _wrap(ptr: int, h: int, w: int, ld: int, dtype: np.dtype, dev: Device, owner, release, stream: int) -> Matrix:
     nbytes = ((h - 1) * ld + w) * dtype.itemsize if h and w else 0
-    buf = _memory.BorrowedBuffer(ptr, nbytes, dev, owner, release, stream)
+    buf = BorrowedBuffer(ptr, nbytes, dev, owner, release, stream)
     return Matrix._wrap(buf, 0, h, w, ld, owner=True, dtype=dtype)
 
 
@@ -265,7 +264,7 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
     if producer is not None and ptr:
         producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else int(producer)
         if producer != s:
-            _memory.wait_for_streams(s, (producer,))
+            wait_for_streams(s, (producer,))
     return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy)
 
 

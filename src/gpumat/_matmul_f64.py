@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
-from ._kernels import Kernel
+from .runtime.geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
+from .runtime.kernels import Kernel
 
 SIGNATURE = "PPPiiiqqqi"  # A, B, C, M, N, K, lda, ldb, ldc, k_chunk (block z multiplies k in [z*k_chunk, (z+1)*k_chunk))
 MIN_ARCH = 80             # mma.sync .f64 (m8n8k4) needs sm_80; sm_90 adds m16n8k8, which these kernels use there
@@ -132,7 +132,7 @@ def reduce_grid(m: int, n: int, sm_count: int) -> tuple[int, int, int]:
 
 def launch(p: Plan, a, b, out, dev, stream: int) -> None:
     """Enqueue plan p for out = a @ b (float64 Matrix operands already checked, k > 0)."""
-    from . import _memory
+    from . import memory as _memory
     m, k, n = a._height, a._width, b._width
     v = VARIANTS[p.algorithm]
     if p.splits == 1:
@@ -140,7 +140,7 @@ def launch(p: Plan, a, b, out, dev, stream: int) -> None:
                  b._stride, out._stride, k, smem=v.smem, stream=stream, device=dev)
         return
     nbytes = p.splits * m * n * 8
-    pool = dev.memory or _memory.pool(dev)
+    pool = dev.memory or _memory.device_pool(dev)
     scratch = pool.alloc(nbytes, stream)
     try:
         v.kernel(v.grid(m, n, p.splits), (v.threads, 1, 1), a.elements, b.elements, scratch, m, n, k, a._stride,
@@ -169,7 +169,7 @@ def run(a, b, out, algorithm: str, dev, stream: int) -> None:
 
 def run_plan(p: Plan, a, b, out, stream=None) -> None:
     """Run a given plan (tests force split-K counts and chunks this way)."""
-    from ._driver import stream_handle
+    from .runtime.streams import stream_handle
     from .matrix import done_on, operand_device, use_on
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)

@@ -20,9 +20,10 @@ import ctypes
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import _memory
-from ._geometry import cdiv, splitk_reduce_grid, tiled_grid
-from ._kernels import Kernel, manifest
+from . import memory as _memory
+from .runtime import memops
+from .runtime.geometry import cdiv, splitk_reduce_grid, tiled_grid
+from .runtime.kernels import Kernel, manifest
 
 MMA_SIGNATURE = "PPPiiiqqqi"    # A, B, C, M, N, K, lda, ldb, ldc, k_chunk
 WGMMA_SIGNATURE = "TTTPiiiqii"  # tensor maps A, B, C; C, M, N, K, ldc, k_chunk, tma_c
@@ -188,8 +189,8 @@ def c_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int) ->
 
 
 def _encode(sfx: str, args: dict) -> bytes:
-    from cuda.bindings import driver
-    from ._driver import check
+    from .runtime.tensormaps import encode_tiled
+    return encode_tiled(sfx, args)
     kind = driver.CUtensorMapDataType
     dtype = {"f16": kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "bf16": kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
              "f32": kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[sfx]
@@ -259,12 +260,12 @@ def run(a, b, out, name: str, dev, stream: int) -> None:
     pool = dev.memory if (v.tma or L.splits > 1) and dev.memory is not None else None
     try:
         if v.tma and not (tma_ready(pa, lda) and tma_ready(pb, ldb)):
-            pool = pool or _memory.pool(dev)
+            pool = pool or _memory.device_pool(dev)
             pa, lda = _aligned(pa, lda, m, k, pool, stream, held)
             pb, ldb = _aligned(pb, ldb, k, n, pool, stream, held)
         c, c_ld, c_sfx = pc, ldc, dst
         if L.splits > 1:
-            pool = pool or _memory.pool(dev)
+            pool = pool or _memory.device_pool(dev)
             nbytes = L.splits * m * n * 4
             c, c_ld, c_sfx = pool.alloc(nbytes, stream), n, "f32"
             held.append((c, nbytes))
@@ -291,6 +292,6 @@ def _aligned(ptr: int, stride: int, rows: int, cols: int, pool, stream: int, hel
     nbytes = rows * aligned_stride * 2
     dst = pool.alloc(nbytes, stream)
     held.append((dst, nbytes))
-    _memory.copy_2d_async(dst, aligned_stride * 2, ptr, stride * 2, cols * 2, rows, dst_on_host=False,
+    memops.copy_2d_async(dst, aligned_stride * 2, ptr, stride * 2, cols * 2, rows, dst_on_host=False,
                           src_on_host=False, stream=stream)
     return dst, aligned_stride

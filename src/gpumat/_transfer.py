@@ -1,10 +1,9 @@
 """Copies of whole matrices between GPUs (and within one): Matrix.to(device) and Matrix.copy()."""
 from __future__ import annotations
 
-from cuda.bindings import driver
-
-from . import _memory
-from ._driver import Device, check, stream_handle
+from .runtime import memops
+from .runtime.devices import Device
+from .runtime.streams import stream_handle, synchronize_stream, wait_across_devices
 from .matrix import Matrix, done_on, use_on
 
 
@@ -24,7 +23,7 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
         with dst_dev.lock:
             src = m.elements
             use_on(s, m, out)
-            _memory.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
+            memops.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
             done_on(s, m, out)
         return out
     dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
@@ -36,19 +35,11 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
         buf.hold()
     try:
         src_dev.activate()
-        _memory.wait_for_streams_across(s, src_stream, src_dev, dst_dev)
+        wait_across_devices(s, dst_dev, src_stream, src_dev)
         dst_dev.activate()
-        if m.is_contiguous:
-            check(driver.cuMemcpyPeerAsync(out.elements, dst_dev.context, src, src_dev.context, h * w * isz, s),
-                  "cuMemcpyPeerAsync")
-        else:
-            p = driver.CUDA_MEMCPY3D_PEER()
-            p.srcMemoryType = p.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
-            p.srcDevice, p.srcContext, p.srcPitch, p.srcHeight = src, src_dev.context, m.stride * isz, h
-            p.dstDevice, p.dstContext, p.dstPitch, p.dstHeight = out.elements, dst_dev.context, w * isz, h
-            p.WidthInBytes, p.Height, p.Depth = w * isz, h, 1
-            check(driver.cuMemcpy3DPeerAsync(p, s), "cuMemcpy3DPeerAsync")
-        check(driver.cuStreamSynchronize(s), "cuStreamSynchronize")
+        memops.copy_peer_2d_async(out.elements, dst_dev.context, w * isz, src, src_dev.context, m.stride * isz,
+                                  w * isz, h, s)
+        synchronize_stream(s)
     finally:
         buf.unhold()
     return out

@@ -6,8 +6,8 @@ through double, exact for every source); NaN and +-Inf are preserved. Same-dtype
 """
 from __future__ import annotations
 
-from ._geometry import MAX_GRID_YZ, cdiv
-from ._kernels import Kernel
+from .runtime.geometry import MAX_GRID_YZ, cdiv
+from .runtime.kernels import Kernel
 
 DTYPES = ("f32", "f64", "f16", "bf16")
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
@@ -36,7 +36,7 @@ def launch(src_dtype: str, dst_dtype: str, src: int, dst: int, rows: int, cols: 
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
     from . import _dtypes
-    from ._driver import stream_handle
+    from .runtime.streams import stream_handle
     from .matrix import Matrix, done_on, operand_device, use_on
     dt = _dtypes.as_dtype(dtype)
     dev = operand_device((m, "m"))

@@ -32,7 +32,7 @@ def _worker_device():
         index = int(name)
     except (TypeError, ValueError):
         return None
-    from ._driver import device_count
+    from .runtime.devices import device_count
     return index % max(device_count(), 1)
 
 

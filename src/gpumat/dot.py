@@ -11,11 +11,11 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from cuda.bindings import driver
-
-from ._driver import Device, check, stream_handle
-from ._geometry import cdiv
-from ._kernels import Kernel
+from .runtime import memops
+from .runtime.devices import Device
+from .runtime.geometry import cdiv
+from .runtime.kernels import Kernel
+from .runtime.streams import stream_handle, synchronize_stream
 from ._dtypes import suffix
 from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
 
@@ -65,17 +65,17 @@ class _Scratch:
         dev.activate()
         self.sm_count = dev.sm_count
         self.lock = threading.Lock()
-        self.dev = int(check(driver.cuMemAlloc(SCRATCH_BYTES), "cuMemAlloc"))
-        check(driver.cuMemsetD8(self.dev, 0, SCRATCH_BYTES), "cuMemsetD8")  # the ticket counter starts at 0
-        self.host = int(check(driver.cuMemAllocHost(8), "cuMemAllocHost"))
+        self.dev = memops.alloc_unpooled(SCRATCH_BYTES)
+        memops.zero(self.dev, SCRATCH_BYTES)  # the ticket counter starts at 0
+        self.host = memops.host_alloc(8)
         self._value = ctypes.c_double.from_address(self.host)
 
     def fetch(self, stream: int) -> None:
         """Queue the copy of the result into the pinned double."""
-        check(driver.cuMemcpyDtoHAsync(self.host, self.dev, 8, stream), "cuMemcpyDtoHAsync")
+        memops.copy_to_host(self.host, self.dev, 8, stream)
 
     def value(self, stream: int) -> float:
-        check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        synchronize_stream(stream)
         return float(self._value.value)
 
 

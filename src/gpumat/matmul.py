@@ -12,11 +12,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._driver import Device, stream_handle
-from ._geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
-from ._kernels import Kernel
-from . import _matmul_f64, _matmul_half, _memory, _precision
-from ._memory import SPECIAL_STREAMS
+from .runtime.devices import Device
+from .runtime.streams import SPECIAL_STREAMS, stream_handle
+from .runtime.geometry import Plan, cdiv, splitk_reduce_grid, tiled_grid
+from .runtime.kernels import Kernel
+from .runtime import memops
+from . import _matmul_f64, _matmul_half, memory as _memory, _precision
 from ._dtypes import BFLOAT16, FLOAT16, suffix
 from ._dtypes import name as dtype_name
 from ._precision import check_precision, resolve as resolve_precision
@@ -156,7 +157,7 @@ def plan(m: int, n: int, k: int, sm_count: int = 132, only: str | None = None, m
 
 def choose_algorithm(m: int, n: int, k: int, device=None) -> str:
     """What "auto" runs for an m x k times k x n product on `device` (the current GPU by default)."""
-    from ._driver import as_device
+    from .runtime.devices import as_device
     dev = as_device(device)
     return plan(m, n, k, dev.sm_count, None, dev.max_smem_optin).algorithm
 
@@ -243,7 +244,7 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         if a._buffer.stream != s or b._buffer.stream != s or out._buffer.stream != s:
             use_on(s, a, b, out)
         if k == 0:
-            _memory.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
+            memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         elif a._sfx == "f64" and _matmul_f64.takes(algorithm, m, n, k, dev):
             _matmul_f64.run(a, b, out, algorithm, dev, s)
         elif half is not None:
@@ -294,7 +295,7 @@ class Launch:
                    stream=stream, device=dev)
         else:
             nbytes = self.splits * m * n * 4
-            pool = dev.memory or _memory.pool(dev)
+            pool = dev.memory or _memory.device_pool(dev)
             scratch = pool.alloc(nbytes, stream)
             try:
                 kernel(self.grid, block, a.elements, b.elements, scratch, m, n, k, a.stride, b.stride, n, self.k_chunk,

@@ -3,14 +3,16 @@
 Element (r, c) lives at elements + (r * stride + c) * itemsize. A slice is a view: it shares the
 owner's device memory and keeps its stride, so kernels that take a leading dimension use it without
 a copy. A Matrix lives on one device (`.device`); its memory was allocated on one stream, and using it
-on another stream orders that stream after the allocation (see _memory.DeviceBuffer.use_on).
+on another stream orders that stream after the allocation (see gpumat.memory.buffers).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _dtypes, _memory
-from ._driver import Device, LEGACY_STREAM, as_device, stream_handle
+from . import _dtypes, memory
+from .runtime import memops
+from .runtime.devices import Device, as_device
+from .runtime.streams import LEGACY_STREAM, stream_handle, trusted
 from ._dtypes import FLOAT32
 
 INT32_MAX = 2**31 - 1
@@ -45,7 +47,7 @@ class Matrix:
         height, width = _check_dims(height, width)
         dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
         dev = as_device(device)
-        _memory.check_size(height * width * dtype.itemsize, dev, f"a {height}x{width} {dtype} matrix")
+        memory.check_size(height * width * dtype.itemsize, dev, f"a {height}x{width} {dtype} matrix")
         return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype)
 
     @classmethod
@@ -53,7 +55,7 @@ class Matrix:
                   dtype=FLOAT32) -> "Matrix":
         """empty() for arguments already known to be valid (the operations' result path)."""
         m = object.__new__(cls)
-        m._buffer = _memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
+        m._buffer = memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
         m._offset, m._height, m._width, m._stride, m._owner, m._dtype = 0, height, width, width or 1, True, dtype
         m._sfx = _SUFFIX.get(dtype) or _dtypes.suffix(dtype)  # the kernel-name suffix, compared on hot paths
         return m
@@ -62,7 +64,7 @@ class Matrix:
     def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
-        _memory.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, buf.stream)
+        memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, buf.stream)
         return m
 
     @classmethod
@@ -80,7 +82,7 @@ class Matrix:
             return cls.empty(*host.shape, dtype=dt, device=dev)
         m = cls._allocate(*host.shape, dev, s, dt)
         m._buffer.use_on(s)
-        _memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
+        memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -180,7 +182,7 @@ class Matrix:
             buf.use_on(s)
             buf.hold()
         try:
-            _memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
+            memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
         finally:
             buf.unhold()
         return host
@@ -404,7 +406,7 @@ def use_on(stream: int, *matrices) -> None:
 def done_on(stream: int, *matrices) -> None:
     """After queueing work on `stream`: when it is another library's stream, each matrix's eventual free
     waits for an event recorded now (the stream itself may be gone by then)."""
-    if stream in _memory.SPECIAL_STREAMS or stream in _memory.own_streams:
+    if trusted(stream):
         return
     for m in matrices:
         m._buffer.used_on(stream)

@@ -26,10 +26,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _dtypes, _memory
-from ._driver import Device, Event, OutOfMemoryError, Stream, as_device, device_count
-from ._geometry import MAX_GRID_YZ, cdiv
-from ._kernels import Kernel
+from . import _dtypes, memory as _memory
+from .runtime import memops
+from .runtime.devices import Device, as_device, device_count
+from .runtime.errors import OutOfMemoryError
+from .runtime.geometry import MAX_GRID_YZ, cdiv
+from .runtime.kernels import Kernel
+from .runtime.streams import Event, Stream
 from .matrix import Matrix
 
 ADD = {dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32", "f64")}  # dst, src, rows, cols, ldd, lds
@@ -331,7 +334,7 @@ def _upload(staging, pinned: bool, dst: Matrix, host: np.ndarray, stream: Stream
     """host (rows contiguous) into the top-left of dst: straight from pinned memory, else staged."""
     pitch = dst.stride * dst.itemsize
     if pinned:
-        _memory.copy_2d_async(dst.elements, pitch, host.ctypes.data, host.strides[0], host.shape[1] * host.itemsize,
+        memops.copy_2d_async(dst.elements, pitch, host.ctypes.data, host.strides[0], host.shape[1] * host.itemsize,
                               host.shape[0], dst_on_host=False, src_on_host=True, stream=stream.ptr)
     else:
         staging.upload(dst.elements, pitch, host, stream.ptr)
@@ -363,7 +366,7 @@ class _Downloader:
             return
         host = self.out[i0:i0 + src.height, j0:j0 + src.width]
         self.stream.wait(event)
-        _memory.copy_2d_async(host.ctypes.data, host.strides[0], src.elements, src.stride * src.itemsize,
+        memops.copy_2d_async(host.ctypes.data, host.strides[0], src.elements, src.stride * src.itemsize,
                               src.width * src.itemsize, src.height, dst_on_host=True, src_on_host=False,
                               stream=self.stream.ptr)
         self.stream.record(self.copied[c])

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _memory
+from . import memory
 from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belong to this public module's API)
     INT32_MAX, SPLIT_MAX, SPLIT_MIN, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr, long_row_schedule,
     row_stats, scipy_to_csr, split_length, validate_csr,
 )
-from ._driver import as_device
+from .runtime.devices import as_device
 from ._dtypes import suffix
-from ._geometry import cdiv
-from ._kernels import Kernel
+from .runtime.geometry import cdiv
+from .runtime.kernels import Kernel
 from .matrix import FreedMatrixError, Matrix, as_matrix
 
 BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
@@ -25,17 +25,17 @@ TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt i
 TO_DENSE = TO_DENSE_BY_DTYPE["f32"]
 
 
-def _to_device(a: np.ndarray, dev) -> _memory.DeviceBuffer:
+def _to_device(a: np.ndarray, dev) -> memory.DeviceBuffer:
     a = np.ascontiguousarray(a)
-    buf = _memory.DeviceBuffer(a.nbytes, dev=dev)
-    _memory.upload_contiguous(buf.ptr, a)
+    buf = memory.DeviceBuffer(a.nbytes, dev=dev)
+    memory.upload_contiguous(buf.ptr, a)
     return buf
 
 
-def _from_device(buf: _memory.DeviceBuffer, dtype, count: int) -> np.ndarray:
+def _from_device(buf: memory.DeviceBuffer, dtype, count: int) -> np.ndarray:
     host = np.empty(count, dtype=dtype)
     buf.device.activate()
-    _memory.download_contiguous(host, buf.ptr)
+    memory.download_contiguous(host, buf.ptr)
     return host
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import _memory
+from . import memory
 from ._csr import INT32_MAX, RowStats
-from ._driver import stream_handle
+from .runtime.memops import zero_2d
+from .runtime.streams import stream_handle
 from ._dtypes import name, suffix
-from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
-from ._kernels import Kernel
+from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
+from .runtime.kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
 from .sparse import BLOCK, DTYPES, CSRMatrix
 
@@ -188,7 +189,7 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
     c = out.elements
     isz, dt = out.itemsize, suffix(out.dtype)
     if s.nnz == 0:
-        _memory.zero_2d(c, out.stride * isz, n * isz, rows, st)
+        zero_2d(c, out.stride * isz, n * isz, rows, st)
         return
     kind, param = resolve(algorithm, n, s.stats, vec4_ok(b, out))
     ptr = s._ptr
@@ -202,7 +203,7 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
     else:
         launch = tile_launch(*param, rows, n, stats.chunks, dt)
     ldp = cdiv(n, 4) * 4
-    pool = dev.memory or _memory.pool(dev)
+    pool = dev.memory or memory.device_pool(dev)
     nbytes = stats.chunks * ldp * isz
     partial = pool.alloc(nbytes, st) if stats.chunks else 0
     try:

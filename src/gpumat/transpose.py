@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._driver import stream_handle
-from ._geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
-from ._kernels import Kernel
+from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
+from .runtime.kernels import Kernel
+from .runtime.memops import copy_device_2d
+from .runtime.streams import stream_handle
 from ._dtypes import suffix
-from ._memory import copy_device_2d
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb

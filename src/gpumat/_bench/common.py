@@ -9,10 +9,9 @@ import statistics
 import time
 from pathlib import Path
 
-from cuda.bindings import driver
+import gpumat as gm
 
-from .._driver import check, device
-from .._memory import alloc, free
+from ..runtime import memops
 
 RESULTS_DIR = Path(os.environ.get("GPUMAT_RESULTS", "benchmarks/results"))
 
@@ -34,32 +33,26 @@ def _warm_up(fn, runs: int, sync) -> None:
 def time_ms(fn, warmup: int = 3, repeat: int = 20) -> float:
     """Median milliseconds of fn() on the default stream, each run between two CUDA events,
     after at least `warmup` runs and WARMUP_SECONDS of them."""
-    device()
-    start, stop = (check(driver.cuEventCreate(0)) for _ in range(2))
-    try:
-        _warm_up(fn, warmup, lambda: check(driver.cuCtxSynchronize()))
-        times = []
-        for _ in range(repeat):
-            check(driver.cuEventRecord(start, 0))
-            fn()
-            check(driver.cuEventRecord(stop, 0))
-            check(driver.cuEventSynchronize(stop))
-            times.append(check(driver.cuEventElapsedTime(start, stop)))
-        return statistics.median(times)
-    finally:
-        check(driver.cuEventDestroy(start))
-        check(driver.cuEventDestroy(stop))
+    start, stop = gm.Event(), gm.Event()
+    _warm_up(fn, warmup, gm.synchronize)
+    times = []
+    for _ in range(repeat):
+        start.record(0)
+        fn()
+        stop.record(0)
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
 
 
 def copy_gbps(nbytes: int, repeat: int = 20) -> float:
-    """Device-to-device copy of nbytes, as GB/s counting bytes read plus bytes written: the memory ceiling."""
-    src, dst = alloc(nbytes), alloc(nbytes)
-    try:
-        ms = time_ms(lambda: check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, 0)), repeat=repeat)
-    finally:
-        free(src)
-        free(dst)
-    return 2 * nbytes / ms / 1e6
+    """Device-to-device copy of nbytes, as GB/s counting bytes read plus bytes written: the memory ceiling
+    (the driver's own copy, cuMemcpyDtoDAsync, between two gpumat buffers)."""
+    words = max(nbytes // 4, 1)
+    with gm.Matrix.empty(1, words) as src, gm.Matrix.empty(1, words) as dst:
+        ms = time_ms(lambda: memops.copy_device_2d(dst.elements, words * 4, src.elements, words * 4, words * 4, 1, 0),
+                     repeat=repeat)
+    return 2 * words * 4 / ms / 1e6
 
 
 def cupy():
@@ -86,7 +79,7 @@ def cupy_time_ms(cp, fn, warmup: int = 3, repeat: int = 20) -> float:
 
 
 def environment() -> dict:
-    dev = device()
+    dev = gm.device()
     env = {
         "device": dev.name, "compute_capability": f"{dev.compute_capability[0]}.{dev.compute_capability[1]}",
         "sms": dev.sm_count, "driver_cuda": dev.driver_version_str,

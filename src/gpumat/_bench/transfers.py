@@ -12,12 +12,10 @@ import statistics
 import time
 
 import numpy as np
-from cuda.bindings import driver
-
 import gpumat as gm
+from gpumat import pinned_empty
 
-from .._driver import check, device
-from .._memory import pinned_empty
+from ..runtime import memops
 from .common import cupy, environment, print_table, write_json
 
 SIZES = [64 << 10, 1 << 20, 64 << 20, 1 << 30]
@@ -48,8 +46,8 @@ def host_copies(quick: bool) -> list[dict]:
         m = gm.Matrix.from_numpy(host)
         # the ceiling: one DMA from / into page-locked memory
         dev_ptr = m.elements
-        up_ceiling = wall_ms(lambda: (check(driver.cuMemcpyHtoD(dev_ptr, pinned.ctypes.data, nbytes))), repeat)
-        down_ceiling = wall_ms(lambda: (check(driver.cuMemcpyDtoH(pinned.ctypes.data, dev_ptr, nbytes))), repeat)
+        up_ceiling = wall_ms(lambda: memops.copy_to_device(dev_ptr, pinned.ctypes.data, nbytes, None), repeat)
+        down_ceiling = wall_ms(lambda: memops.copy_to_host(pinned.ctypes.data, dev_ptr, nbytes, None), repeat)
         up = wall_ms(lambda: gm.Matrix.from_numpy(host).free(), repeat)
         up_pinned = wall_ms(lambda: gm.Matrix.from_numpy(pinned).free(), repeat)
         down = wall_ms(lambda: m.to_numpy(out=back), repeat)
@@ -157,7 +155,7 @@ def stream_overlap() -> dict:
 
 
 def run(args) -> None:
-    device()
+    gm.device()
     quick = getattr(args, "quick", False)
     copies = host_copies(quick)
     print_table("host <-> device (GB/s; ratios: gpumat over CuPy on the same arrays, pinned over the ceiling)",

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from cuda.bindings import driver
 
-from ._driver import NoDeviceError, check, device
-from ._driver import device as _current
+from .devices import device
+from .devices import device as _current
+from .errors import NoDeviceError, check
 
-KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32", "T": "b8[128]"}  # what each code looks like in PTX
 _FORMATS = {"P": ("Q", 8), "q": ("q", 8), "i": ("i", 4), "f": ("f", 4), "T": ("128s", 64)}  # struct code, alignment
 DECLARED: dict[str, "Kernel"] = {}

@@ -1,0 +1,147 @@
+"""Device buffers and their lifetime rule: the memory a Matrix (and its views) shares.
+
+A `DeviceBuffer` is a block of gpumat's pool with one owner; a `BorrowedBuffer` is another library's
+memory imported without a copy. Both follow one rule: `release()` marks the buffer dead at once (no new
+operation can use it) and lets go of the memory when the last `hold()` (a long host transfer running
+outside the device lock) ends. A DeviceBuffer is freed stream-ordered after every stream that used it:
+it remembers the streams (or, for another library's stream, an event recorded after the last use).
+Finalizers only queue the block for the device's next allocation (see gpumat.memory.pool).
+"""
+from __future__ import annotations
+
+from ..runtime.devices import Device, device
+from ..runtime.streams import LEGACY_STREAM, record_event, destroy_event, trusted, wait_for_streams
+from .pool import device_pool
+
+
+class _Buffer:
+    """What every Matrix's memory shares: the device, the stream it belongs to, and the lifetime rule.
+    A long host transfer holds the buffer (hold/unhold, outside the device lock); release() marks it dead
+    at once, so no new operation can use it, and lets go of the memory when the last hold ends."""
+
+    __slots__ = ("ptr", "nbytes", "device", "stream", "others", "alive", "holds", "__weakref__")
+
+    def hold(self) -> None:
+        """Keep the memory through a transfer that runs outside the device lock (lock held when called)."""
+        self.holds += 1
+
+    def unhold(self) -> None:
+        with self.device.lock:
+            self.holds -= 1
+            after = self._let_go() if self.holds == 0 and not self.alive else None
+        if after is not None:
+            after()
+
+    def release(self) -> None:
+        """Mark the buffer dead and let go of its memory (now, or when the last hold ends)."""
+        with self.device.lock:
+            if not self.alive:
+                return
+            self.alive = False
+            after = self._let_go() if self.holds == 0 else None
+        if after is not None:
+            after()
+
+    def _let_go(self):
+        """Under the device lock: give the memory up; may return a callable to run after the lock."""
+        raise NotImplementedError
+
+
+class DeviceBuffer(_Buffer):
+    """A block of device memory with one owner; views of a Matrix share it.
+
+    `stream` is the stream it was allocated on and is freed on. When an operation uses the block on
+    another stream, that stream first waits for the allocation, and the eventual free waits for that
+    stream (see use_on). A long host transfer holds the block (hold/unhold): a free() meanwhile marks it
+    dead at once and releases the memory when the transfer lets go."""
+
+    __slots__ = ()
+    borrowed = False
+
+    def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
+        self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
+        dev = self.device = dev or device()
+        # tagged with a stream that outlives the buffer; use_on orders another library's stream after it
+        self.stream = stream if trusted(stream) else LEGACY_STREAM
+        if nbytes > 0:
+            p = dev.memory or device_pool(dev)
+            with dev.lock:
+                self.ptr = p.alloc(nbytes, stream)
+
+    def use_on(self, stream: int) -> None:
+        """Order `stream` after this block's allocation the first time it is used there (lock held)."""
+        if stream == self.stream:
+            return
+        others = self.others
+        if others is None:
+            others = self.others = {}
+        elif stream in others:
+            return
+        wait_for_streams(stream, (self.stream,))
+        others[stream] = None
+
+    def used_on(self, stream: int) -> None:
+        """After queueing work on another library's stream: remember an event instead of the handle."""
+        event = record_event(stream)
+        others = self.others
+        if others is None:
+            others = self.others = {}
+        old = others.get(stream)
+        if old is not None:
+            destroy_event(old)
+        others[stream] = event
+
+    def _let_go(self) -> None:
+        """Free the block, stream-ordered after every stream that used it."""
+        ptr, self.ptr = self.ptr, 0
+        if ptr:
+            self.device.activate()  # events and frees below belong to this device's context
+            if self.others:
+                wait_for_streams(self.stream, self.others)
+                self.others = None
+            self.device.memory.free(ptr, self.nbytes, self.stream)
+        return None
+
+    def __del__(self):  # the safety net: only queue the block, never take a lock here
+        if self.ptr:
+            try:
+                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others))
+            except Exception:  # interpreter shutdown: nothing useful left to do
+                pass
+            self.ptr = 0
+
+
+class BorrowedBuffer(_Buffer):
+    """Device memory that another library owns (imported through DLPack or the CUDA array interface).
+    gpumat never frees it; releasing it drops the reference that keeps the producer alive (for DLPack,
+    by calling the producer's deleter)."""
+
+    __slots__ = ("owner", "_release")
+    borrowed = True
+
+    def __init__(self, ptr: int, nbytes: int, dev: Device, owner, release=None, stream: int = LEGACY_STREAM):
+        self.ptr, self.nbytes, self.device, self.stream, self.others = ptr, nbytes, dev, stream, None
+        self.alive, self.holds, self.owner, self._release = True, 0, owner, release
+
+    def use_on(self, stream: int) -> None:
+        pass  # the producer's stream order was settled at import; later uses are the caller's to order
+
+    def used_on(self, stream: int) -> None:
+        pass
+
+    def _let_go(self):
+        return self._drop  # the producer's deleter runs after the device lock is let go
+
+    def _drop(self) -> None:
+        owner, release, self.owner, self._release, self.ptr = self.owner, self._release, None, None, 0
+        if release is not None:
+            release(owner)
+
+    def __del__(self):
+        if self._release is not None:
+            try:
+                self._release(self.owner)
+            except Exception:
+                pass
+            self._release = None
+

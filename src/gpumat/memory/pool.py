@@ -1,0 +1,291 @@
+"""Device memory: each GPU's pool of stream-ordered allocations, its limits, and the public memory API.
+
+The memory policy (README, "Memory"):
+- Blocks come from the device's default memory pool with cuMemAllocAsync on the operation's stream.
+  The pool keeps freed memory for reuse up to its release threshold (the cache limit: 1/16 of the
+  GPU's memory, at most 2 GiB, by default); past it, the driver hands memory back to the system at
+  the next synchronisation, so an idle gpumat never sits on the whole GPU.
+- Small blocks (<= 1 MiB, 64 MiB in all) are also kept on a free list of their own, per stream, so a
+  small product's result costs no driver call; a block on it is reused only on the stream it was
+  freed on, which keeps the reuse in stream order. Blocks of a stream gpumat has closed go back to
+  the driver pool at the next allocation (the stream was drained when it closed).
+- After an out-of-memory failure everything cached is handed back, and the allocation tried again.
+- `release_cached()` hands back all cached memory now; `memory_info()` says what is used, cached and
+  the peak; `set_memory_limit()` caps what gpumat may hold on a device.
+
+Finalizers never take a lock: a block whose Matrix was collected goes on a queue (deque.append is
+atomic) that the next allocation or free on that device drains. So the cycle collector, which can
+run inside any allocation, never re-enters a lock a thread already holds.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from ..runtime import memops, streams
+from ..runtime.devices import Device, as_device, device
+from ..runtime.errors import OutOfMemoryError
+from ..runtime.streams import LEGACY_STREAM, abandoned, dead_streams, trusted
+
+SMALL_BLOCK = 1 << 20
+KEEP_PER_SIZE = 16
+KEEP_BYTES = 64 << 20   # the most the small-block free list holds in all
+MAX_BYTES = 2**63 - 1   # no request reaches the driver above this (its size argument is 64-bit)
+
+
+class _SmallBlocks:
+    """The free list: blocks by (size, stream). Only called with the device's lock held."""
+
+    def __init__(self):
+        self.by_key: dict[tuple[int, int], list[int]] = {}
+        self.bytes = 0
+
+    def take(self, nbytes: int, stream: int) -> int:
+        kept = self.by_key.get((nbytes, stream))
+        if not kept:
+            return 0
+        self.bytes -= nbytes
+        return kept.pop()
+
+    def give(self, ptr: int, nbytes: int, stream: int) -> bool:
+        """Keep the block if there is room; False means the caller frees it."""
+        if self.bytes + nbytes > KEEP_BYTES:
+            return False
+        kept = self.by_key.get((nbytes, stream))
+        if kept is None:
+            kept = self.by_key[(nbytes, stream)] = []
+        elif len(kept) >= KEEP_PER_SIZE:
+            return False
+        kept.append(ptr)
+        self.bytes += nbytes
+        return True
+
+    def drain(self, stream: int | None = None) -> list[tuple[int, int, int]]:
+        """Remove and return (ptr, nbytes, stream) of every kept block (of one stream, if given)."""
+        out = []
+        for (nbytes, s), kept in list(self.by_key.items()):
+            if stream is None or s == stream:
+                out += [(p, nbytes, s) for p in kept]
+                self.bytes -= nbytes * len(kept)
+                del self.by_key[(nbytes, s)]
+        return out
+
+
+class Pool:
+    """Everything gpumat's memory keeps for one device. Guarded by the device's lock."""
+
+    def __init__(self, dev: Device):
+        self.device = dev
+        self.handle = dev.default_mem_pool()
+        self.small = _SmallBlocks()
+        self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others) from finalizers
+        self.closed_seen = streams.closed_generation  # stream closes already swept from the free list
+        self.used = 0          # bytes in live gpumat buffers (the free list's blocks are not counted)
+        self.peak = 0
+        self.limit: int | None = None
+        self.cache_limit = 0
+        self.set_cache_limit(min(dev.total_memory // 16, 2 << 30))
+
+    def set_cache_limit(self, nbytes: int) -> None:
+        memops.set_release_threshold(self.handle, nbytes)
+        self.cache_limit = int(nbytes)
+
+    def _pool_attr(self, name: str) -> int:
+        return memops.pool_attribute(self.handle, name)
+
+    # allocation ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, stream: int) -> int:
+        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock."""
+        if self.closed_seen != streams.closed_generation:
+            self.sweep_closed_streams()
+        pending = self.pending
+        if pending or abandoned:
+            # the common case on the launch path: the last result, dropped and collected, has just the
+            # size and stream wanted; take it over directly (it is still counted as used)
+            head = pending[0] if pending else None
+            if head is not None and head[1] == nbytes and head[2] == stream and head[3] is None \
+                    and nbytes <= SMALL_BLOCK and trusted(stream):
+                pending.popleft()  # only drains (all under this lock) take from the left: this is `head`
+                if pending:
+                    self.drain_pending()
+                return head[0]
+            self.drain_pending()
+        if nbytes <= SMALL_BLOCK and trusted(stream):
+            ptr = self.small.take(nbytes, stream)
+            if ptr:
+                self._count(nbytes)
+                return ptr
+        if self.limit is not None and self.used + nbytes > self.limit:
+            self.release_cached()  # the free list's blocks count against nothing, but hand them back anyway
+            raise OutOfMemoryError(
+                f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal}: gpumat's memory limit is "
+                f"{_mib(self.limit)} and {_mib(self.used)} is in use", "gpumat.set_memory_limit")
+        ptr = memops.alloc_async(nbytes, stream)
+        if ptr is None:
+            self.release_cached()  # cached blocks may be what is in the way: try once more without them
+            ptr = memops.alloc_async(nbytes, stream)
+        if ptr is None:
+            free_bytes, total = memops.mem_get_info()
+            raise OutOfMemoryError(f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal} "
+                                   f"({_mib(free_bytes)} free of {_mib(total)})", "cuMemAllocAsync")
+        self._count(nbytes)
+        return ptr
+
+    def _count(self, nbytes: int) -> None:
+        self.used += nbytes
+        if self.used > self.peak:
+            self.peak = self.used
+
+    def free(self, ptr: int, nbytes: int, stream: int) -> None:
+        """Release a block from alloc after the work queued on `stream`. Caller holds the device lock."""
+        self.used -= nbytes
+        if stream in dead_streams:  # its stream was closed (and drained first): any stream orders the free
+            stream = LEGACY_STREAM
+        if nbytes <= SMALL_BLOCK and trusted(stream) and self.small.give(ptr, nbytes, stream):
+            return
+        memops.free_async(ptr, stream)
+
+    def drain_pending(self) -> None:
+        """Free the blocks finalizers queued, and close the streams collected unclosed (lock held)."""
+        pending = self.pending
+        while pending:
+            try:
+                ptr, nbytes, stream, others = pending.popleft()
+            except IndexError:
+                break
+            if others:
+                streams.wait_for_streams(stream, others)
+            self.free(ptr, nbytes, stream)
+        streams.close_abandoned(self.device)
+
+    def sweep_closed_streams(self) -> None:
+        """Hand the free-list blocks of streams gpumat has closed back to the driver pool (lock held):
+        each stream was drained before it was destroyed, so the legacy stream orders the free."""
+        self.closed_seen = streams.closed_generation
+        for ptr, nbytes, s in self.small.drain():
+            if s in dead_streams:
+                memops.free_async(ptr, LEGACY_STREAM)
+            elif not self.small.give(ptr, nbytes, s):
+                memops.free_async(ptr, s)
+
+    def release_cached(self) -> None:
+        """Hand every cached block back: the free list to the pool, then the pool to the system."""
+        self.drain_pending()
+        for ptr, _, s in self.small.drain():
+            memops.free_async(ptr, LEGACY_STREAM if s in dead_streams else s)
+        memops.context_synchronize()
+        memops.trim_pool(self.handle)
+
+    def info(self) -> dict:
+        reserved = self._pool_attr("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT")
+        free_bytes, total = memops.mem_get_info()
+        return {"device": self.device.ordinal, "used": self.used, "cached": max(reserved - self.used, 0),
+                "peak": self.peak, "limit": self.limit, "cache_limit": self.cache_limit,
+                "gpu_free": int(free_bytes), "gpu_total": int(total)}
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def device_pool(dev: Device) -> Pool:
+    p = dev.memory
+    if p is None:
+        with dev.lock:
+            if dev.memory is None:
+                dev.activate()
+                dev.memory = Pool(dev)
+            p = dev.memory
+    return p
+
+
+def alloc(nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None) -> int:
+    """A raw device block (0 for nbytes <= 0); release it with free() with the same size."""
+    if nbytes <= 0:
+        return 0
+    dev = dev or device()
+    p = dev.memory or device_pool(dev)
+    with dev.lock:
+        return p.alloc(nbytes, stream)
+
+
+def free(ptr: int, stream: int = LEGACY_STREAM, nbytes: int = 0, dev: Device | None = None) -> None:
+    if not ptr:
+        return
+    dev = dev or device()
+    with dev.lock:
+        dev.memory.free(ptr, nbytes, stream)
+
+
+# -------------------------------------------------------------------------------------------------
+# the public memory functions
+# -------------------------------------------------------------------------------------------------
+def release_cached(device=None) -> None:
+    """Wait for the GPU, then hand every block gpumat keeps cached (its free list and the driver pool's
+    reserve) back to the system, so other processes and libraries can use that memory."""
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        dev.activate()
+        p.release_cached()
+
+
+def memory_info(device=None) -> dict:
+    """{'used', 'cached', 'peak', 'limit', 'cache_limit', 'gpu_free', 'gpu_total'} in bytes for a device
+    (the current one by default). used: in live gpumat matrices and scratch; cached: held for reuse."""
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        dev.activate()
+        p.drain_pending()
+        return p.info()
+
+
+def reset_peak(device=None) -> None:
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        p.peak = p.used
+
+
+def set_memory_limit(nbytes: int | None, device=None) -> None:
+    """Cap the bytes gpumat may hold in live buffers on a device (None: no cap). Past it, allocations
+    raise OutOfMemoryError as if the GPU were that small."""
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
+        raise ValueError(f"the memory limit is a number of bytes >= 0 or None, got {nbytes!r}")
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        p.limit = None if nbytes is None else int(nbytes)
+
+
+def set_cache_limit(nbytes: int, device=None) -> None:
+    """How many freed bytes the device's pool may keep for reuse past a synchronisation (the driver's
+    release threshold)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise ValueError(f"the cache limit is a number of bytes >= 0, got {nbytes!r}")
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        p.set_cache_limit(int(nbytes))
+
+
+def pool_used_bytes(device=None) -> int:
+    """Bytes of the device pool handed out and not yet freed, free-list blocks included (what a leak grows)."""
+    dev = as_device(device)
+    p = device_pool(dev)
+    with dev.lock:
+        p.drain_pending()
+        return p._pool_attr("CU_MEMPOOL_ATTR_USED_MEM_CURRENT")
+
+
+def check_size(nbytes: int, dev: Device, what: str) -> None:
+    """Refuse requests no GPU can satisfy before they reach the driver (whose size is a 64-bit integer)."""
+    if nbytes > MAX_BYTES:
+        raise ValueError(f"{what} needs {nbytes} bytes, over the 2^63 - 1 that a GPU allocation can ask for")
+    if nbytes > dev.total_memory:
+        raise OutOfMemoryError(f"cannot allocate {what}: it needs {_mib(nbytes)}, more than GPU {dev.ordinal} "
+                               f"has in all ({_mib(dev.total_memory)})", "gpumat")
+
+

@@ -1,0 +1,238 @@
+"""GPUs: driver initialisation, one `Device` object a GPU, and the current device of each thread.
+
+Initialisation is lazy (importing gpumat never touches the GPU). Each GPU is one `Device` that owns
+everything gpumat keeps for it: its primary context, loaded modules and functions, the memory pool
+(set by the memory layer on first allocation), per-operation scratch and an enqueue lock. The lock is
+held from an operation's argument checks until its work is enqueued, and `free()` takes it too, so
+memory can never be released and reused between the moment an operation checked a matrix and the
+moment its kernel was queued. Finalizers never take it: they only queue work for the next
+allocation (see gpumat.memory).
+"""
+from __future__ import annotations
+
+import threading
+
+from cuda.bindings import driver
+
+from .errors import CUresult, CudaError, NoDeviceError, check, raise_error
+
+
+# -------------------------------------------------------------------------------------------------
+# initialisation and the current device of each thread
+# -------------------------------------------------------------------------------------------------
+_init_lock = threading.Lock()
+_count: int | None = None
+_devices: dict[int, "Device"] = {}
+_tls = threading.local()  # .stack: devices entered with `with`; .ctx: the Device whose context is current;
+# .streams: the streams entered with `with` (gpumat.runtime.streams)
+_many_devices = False        # set once a second Device is initialised: then contexts are checked, not assumed
+
+
+def thread_state() -> threading.local:
+    """The calling thread's device and stream state (the streams module keeps its `with` stack here)."""
+    return _tls
+
+
+def device_count() -> int:
+    """How many GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without a driver or GPU."""
+    try:
+        return _driver_count()
+    except CudaError:
+        return 0
+
+
+def _driver_count() -> int:
+    global _count
+    if _count is None:
+        with _init_lock:
+            if _count is None:
+                try:
+                    err, = driver.cuInit(0)
+                except Exception as exc:  # cuda.pathfinder raises when libcuda.so cannot be found at all
+                    raise NoDeviceError(f"no NVIDIA driver found ({type(exc).__name__}: {exc})") from None
+                if err:
+                    raise_error(err, "cuInit")
+                _count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+    if _count == 0:
+        raise NoDeviceError("the NVIDIA driver reports no GPU")
+    return _count
+
+
+def _get_device(ordinal: int) -> "Device":
+    dev = _devices.get(ordinal)
+    if dev is None:
+        count = _driver_count()
+        if not 0 <= ordinal < count:
+            raise ValueError(f"no GPU {ordinal}: this process sees {count} (0..{count - 1})")
+        with _init_lock:
+            dev = _devices.get(ordinal)
+            if dev is None:
+                global _many_devices
+                dev = object.__new__(Device)
+                dev._setup(ordinal)
+                _devices[ordinal] = dev
+                _many_devices = len(_devices) > 1
+    return dev
+
+
+def device() -> "Device":
+    """The calling thread's current GPU (device 0 unless a `with gm.Device(i):` block says otherwise),
+    initialised on first use, with its context current in this thread."""
+    stack = getattr(_tls, "stack", None)
+    dev = stack[-1] if stack else (_devices.get(0) or _get_device(0))
+    if _many_devices or getattr(_tls, "ctx", None) is not dev:
+        dev.activate()
+    return dev
+
+
+current_device = device
+
+
+def is_available() -> bool:
+    """True when a GPU and a driver are usable (never raises)."""
+    try:
+        device()
+        return True
+    except CudaError:
+        return False
+
+
+def synchronize() -> None:
+    """Wait for all work on the current device."""
+    device().synchronize()
+
+
+class Device:
+    """One GPU. `gm.Device(i)` is the same object every time for the same i; `with gm.Device(i):`
+    makes it the current device of the calling thread for the block (CuPy's convention)."""
+
+    __slots__ = ("ordinal", "handle", "context", "name", "compute_capability", "sm_count", "total_memory",
+                 "max_smem_optin", "l2_bytes", "driver_version", "lock", "modules", "functions", "scratch",
+                 "memory", "_context_int", "_peers", "__weakref__")
+
+    def __new__(cls, ordinal: int | None = None):
+        if ordinal is None:
+            return device()
+        if isinstance(ordinal, Device):
+            return ordinal
+        if isinstance(ordinal, bool) or not isinstance(ordinal, int) and not hasattr(ordinal, "__index__"):
+            raise TypeError(f"a device is given by its integer index, got {type(ordinal).__name__}")
+        return _get_device(int(ordinal.__index__()))
+
+    def _setup(self, ordinal: int) -> None:
+        handle = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.ordinal, self.handle = ordinal, handle
+        self.context = check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+        self._context_int = int(self.context)
+
+        def attr(a):
+            return check(driver.cuDeviceGetAttribute(getattr(driver.CUdevice_attribute, a), handle))
+
+        self.name = check(driver.cuDeviceGetName(256, handle)).split(b"\0", 1)[0].decode()
+        self.compute_capability = (attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+                                   attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+        self.sm_count = attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+        self.total_memory = check(driver.cuDeviceTotalMem(handle))
+        self.max_smem_optin = attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        self.l2_bytes = attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
+        self.driver_version = check(driver.cuDriverGetVersion())
+        # Reentrant: an operation holding it may allocate, and allocation takes it too. Finalizers never
+        # take it (they only queue), so no re-entry can find a half-updated structure.
+        self.lock = threading.RLock()
+        self.modules: dict[str, object] = {}       # module name -> CUmodule in this device's context
+        self.functions: dict[str, object] = {}     # kernel name -> CUfunction
+        self.scratch: dict[str, object] = {}       # operation -> its per-device scratch object
+        self.memory = None                         # gpumat.memory.pool.Pool, made on first allocation
+        self._peers: set[int] = set()
+
+    # facts -----------------------------------------------------------------------------------
+    @property
+    def id(self) -> int:
+        return self.ordinal
+
+    @property
+    def arch(self) -> int:
+        return self.compute_capability[0] * 10 + self.compute_capability[1]
+
+    @property
+    def driver_version_str(self) -> str:
+        return f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}"
+
+    def __index__(self) -> int:
+        return self.ordinal
+
+    def __repr__(self) -> str:
+        return f"<gpumat.Device {self.ordinal}: {self.name}, sm_{self.arch}>"
+
+    # the context -----------------------------------------------------------------------------
+    def activate(self) -> "Device":
+        """Make this device's context current in the calling thread (cheap when it already is)."""
+        if _many_devices:  # another library may have switched the thread to another GPU's context
+            current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+            if int(current) != self._context_int:
+                check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        elif getattr(_tls, "ctx", None) is not self:
+            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        _tls.ctx = self
+        return self
+
+    def use(self) -> "Device":
+        """Make this the current device of the calling thread (until another use() or a `with` block ends)."""
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        if stack:
+            stack[-1] = self
+        else:
+            stack.append(self)
+        return self.activate()
+
+    def __enter__(self) -> "Device":
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        stack.append(self)
+        return self.activate()
+
+    def __exit__(self, *exc) -> None:
+        _tls.stack.pop()
+        device()  # the previous device's context is current again
+
+    def synchronize(self) -> None:
+        self.activate()
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def default_mem_pool(self):
+        """The driver's default memory pool of this GPU (where stream-ordered allocations come from)."""
+        return check(driver.cuDeviceGetDefaultMemPool(self.handle), "cuDeviceGetDefaultMemPool")
+
+    def can_access_peer(self, other: "Device") -> bool:
+        return bool(check(driver.cuDeviceCanAccessPeer(self.handle, other.handle), "cuDeviceCanAccessPeer"))
+
+    def enable_peer_access(self, other: "Device") -> bool:
+        """Let kernels and copies on this device reach `other`'s memory directly; False where the GPUs cannot."""
+        if other.ordinal in self._peers:
+            return True
+        if other is self or not self.can_access_peer(other):
+            return False
+        other_pool = other.default_mem_pool()  # before taking this device's lock: never hold two devices' locks
+        with self.lock:
+            self.activate()
+            err, = driver.cuCtxEnablePeerAccess(other.context, 0)
+            if err and err != CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+                raise_error(err, "cuCtxEnablePeerAccess")
+            # stream-ordered pool allocations are not covered by context peer access: grant it on the pool
+            desc = driver.CUmemAccessDesc()
+            desc.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            check(driver.cuMemPoolSetAccess(other_pool, [desc], 1), "cuMemPoolSetAccess")
+            self._peers.add(other.ordinal)
+        return True
+
+
+def as_device(dev) -> Device:
+    """A Device from a Device, an index, or None (the current device), its context current in this thread."""
+    if dev is None:
+        return device()
+    return (dev if isinstance(dev, Device) else Device(dev)).activate()

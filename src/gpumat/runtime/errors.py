@@ -1,0 +1,70 @@
+"""CUDA errors as Python exceptions, and the one helper every driver call goes through.
+
+`check(result, call)` unpacks a cuda.bindings result tuple (CUresult, *values) and turns a failure into
+`CudaError` (code, symbolic name, text, and the call that failed); results that mean "no usable GPU"
+become `NoDeviceError`, and out-of-memory becomes `OutOfMemoryError` (also a MemoryError).
+"""
+from __future__ import annotations
+
+from cuda.bindings import driver
+
+CUresult = driver.CUresult
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed. `code` is the CUresult value, `name` its symbolic name."""
+
+    def __init__(self, code: int, name: str, message: str, call: str = ""):
+        self.code, self.name, self.message, self.call = int(code), name, message, call
+        where = f" in {call}" if call else ""
+        super().__init__(f"{name} ({int(code)}){where}: {message}")
+
+
+class OutOfMemoryError(CudaError, MemoryError):
+    """The GPU (or the memory limit set for gpumat) has too little free memory for the request."""
+
+    def __init__(self, message: str, call: str = ""):
+        super().__init__(CUresult.CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", message, call)
+
+
+class NoDeviceError(CudaError):
+    """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels."""
+
+    def __init__(self, message: str):
+        super().__init__(CUresult.CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", message)
+
+
+def _describe(code) -> tuple[str, str]:
+    try:
+        err, name = driver.cuGetErrorName(code)
+        err2, text = driver.cuGetErrorString(code)
+        name = name.decode() if not err else getattr(code, "name", str(code))
+        return name, (text.decode() if not err2 else "unknown error")
+    except Exception:  # the driver itself may be unusable when we get here (no libcuda: the enum still names it)
+        return getattr(code, "name", str(code)), "unknown error"
+
+
+# Results that mean "no usable GPU here" rather than a failed operation.
+NO_GPU_RESULTS = frozenset({
+    CUresult.CUDA_ERROR_NO_DEVICE, CUresult.CUDA_ERROR_STUB_LIBRARY, CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
+    CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
+})
+
+
+def raise_error(code, call: str = "") -> None:
+    name, text = _describe(code)
+    if code in NO_GPU_RESULTS:
+        raise NoDeviceError(f"{name}: {text}")
+    if code == CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+        raise OutOfMemoryError(text, call)
+    raise CudaError(code, name, text, call)
+
+
+def check(result, call: str = ""):
+    """Unpack a cuda.bindings result tuple (CUresult, *values), raising CudaError on failure."""
+    err = result[0]
+    if err:
+        raise_error(err, call)
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]

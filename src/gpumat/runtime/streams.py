@@ -1,0 +1,298 @@
+"""Streams and events, the registry of the streams gpumat made, and stream ordering.
+
+Every operation takes `stream=`: a `Stream`, anything with `__cuda_stream__` (CuPy, PyTorch,
+cuda.core), an object with a `cuda_stream`/`ptr` integer, a cuda.bindings `CUstream`, or a raw handle.
+`with stream:` makes a stream current for the calling thread; without one, work goes to the legacy
+default stream, which orders itself with every blocking stream.
+
+The registry: `own_streams` holds the live streams gpumat made, `dead_streams` those it has closed.
+Memory remembers a stream only when it is trusted (one of gpumat's own, or the legacy / per-thread
+default streams 0, 1, 2): another library's stream may be destroyed behind gpumat's back, and a
+destroyed handle must never reach the driver, so work on it is followed by an event instead.
+`closed_generation` counts closes, so the memory layer can notice a closed stream with one compare.
+
+A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
+or wait): it is queued, and `closeabandoned(device)` (called by the next allocation on that device)
+waits for it and destroys it.
+"""
+from __future__ import annotations
+
+import collections
+
+from cuda.bindings import driver
+
+from .devices import Device, as_device, thread_state
+from .errors import CUresult, check
+
+LEGACY_STREAM = 0  # the handle gpumat passes for the legacy default stream
+CAI_LEGACY = 1  # how __cuda_array_interface__ and DLPack spell that stream
+SPECIAL_STREAMS = frozenset({0, 1, 2})  # legacy default, and the per-thread default stream's two spellings
+_NO_TIMING = int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+
+own_streams: set[int] = set()
+dead_streams: set[int] = set()
+closed_generation = 0
+abandoned: collections.deque = collections.deque()  # (device, handle) of Streams collected unclosed
+
+
+def trusted(stream: int) -> bool:
+    """Whether a handle can be remembered and used later: gpumat's own live streams and the defaults."""
+    return stream in SPECIAL_STREAMS or stream in own_streams
+
+
+def _close_handle(dev: Device, ptr: int, handle) -> None:
+    """Wait for a gpumat stream, destroy it, and record that it is gone (memory tagged with it is then
+    freed on the legacy stream: nothing on the dead stream can still use it)."""
+    global closed_generation
+    dev.activate()
+    check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")
+    dead_streams.add(ptr)
+    own_streams.discard(ptr)
+    closed_generation += 1
+    check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
+
+
+def closeabandoned(dev: Device) -> None:
+    """Close the streams of `dev` that were collected without close() (caller holds the device lock)."""
+    for _ in range(len(abandoned)):
+        try:
+            owner, ptr, handle = abandoned.popleft()
+        except IndexError:
+            return
+        if owner is dev:
+            _close_handle(dev, ptr, handle)
+        else:
+            abandoned.append((owner, ptr, handle))
+
+
+class Stream:
+    """A CUDA stream on one device. Non-blocking by default: it does not wait for the legacy default
+    stream. `with stream:` makes it the current stream of the calling thread (it is not closed then);
+    `close()` waits for it and destroys it; a Stream collected unclosed is closed by the device's next
+    allocation."""
+
+    __slots__ = ("handle", "ptr", "device", "non_blocking", "_owned", "__weakref__")
+
+    def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
+        self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
+        dev = as_device(device).activate()
+        flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
+        self.handle = check(driver.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
+        self.ptr, self.device, self.non_blocking, self._owned = int(self.handle), dev, non_blocking, True
+        dead_streams.discard(self.ptr)
+        own_streams.add(self.ptr)
+
+    @classmethod
+    def external(cls, handle: int, device=None) -> Stream:
+        """Wrap a stream some other code owns (never destroyed by gpumat)."""
+        s = object.__new__(cls)
+        s.handle, s.ptr, s.device, s.non_blocking, s._owned = (
+            driver.CUstream(handle), int(handle), as_device(device), None, False)
+        return s
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol: (version, handle)."""
+        return 0, self.ptr
+
+    def synchronize(self) -> None:
+        self.device.activate()
+        check(driver.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+
+    def query(self) -> bool:
+        """True when all work queued on the stream has finished."""
+        self.device.activate()
+        err, = driver.cuStreamQuery(self.handle)
+        if err == CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        check((err,), "cuStreamQuery")
+        return True
+
+    def wait(self, event: Event) -> None:
+        """Work queued on this stream from now on waits for `event`."""
+        check(driver.cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
+
+    def record(self, event: Event | None = None) -> Event:
+        event = event or Event(device=self.device)
+        event.record(self)
+        return event
+
+    def close(self) -> None:
+        if not self._owned or self.ptr == 0:
+            return
+        handle, ptr, self.handle, self.ptr = self.handle, self.ptr, None, 0
+        _close_handle(self.device, ptr, handle)
+
+    def __del__(self):  # never takes a lock or waits: the device's next allocation closes the stream
+        if getattr(self, "_owned", False) and self.ptr:
+            abandoned.append((self.device, self.ptr, self.handle))
+            self.ptr = 0
+
+    def __enter__(self) -> Stream:
+        state = thread_state()
+        stack = getattr(state, "streams", None)
+        if stack is None:
+            stack = state.streams = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        thread_state().streams.pop()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other.ptr == self.ptr
+
+    def __hash__(self) -> int:
+        return hash(self.ptr)
+
+    def __repr__(self) -> str:
+        return f"<gpumat.Stream 0x{self.ptr:x} on device {self.device.ordinal}>"
+
+
+def stream_handle(stream, dev: Device) -> int:
+    """The raw handle for an operation's `stream=` argument on device `dev` (see the module docstring):
+    None is the thread's current stream for `dev`, else the legacy default stream (0)."""
+    if stream is None:
+        stack = getattr(thread_state(), "streams", None)
+        if stack:
+            s = stack[-1]
+            if s.device is dev:
+                return s.ptr
+        return LEGACY_STREAM
+    if type(stream) is Stream:
+        if stream.device is not dev:
+            raise ValueError(f"the stream lives on GPU {stream.device.ordinal}, the operands on GPU {dev.ordinal}")
+        if stream.ptr == 0 and stream._owned:
+            raise ValueError("that stream has been closed")
+        return stream.ptr
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"a stream handle is a non-negative integer, got {stream}")
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise TypeError(f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), got {value!r}")
+        return int(value[1])
+    if isinstance(stream, driver.CUstream):
+        return int(stream)
+    for attr in ("cuda_stream", "ptr"):  # PyTorch streams / older CuPy streams
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    raise TypeError(f"stream must be a gpumat.Stream, an object with __cuda_stream__, or a raw handle; "
+                    f"got {type(stream).__name__}")
+
+
+class Event:
+    """A CUDA event: `record(stream)`, `synchronize()`, `query()`, `elapsed_time(end)` in milliseconds."""
+
+    __slots__ = ("handle", "device", "timing", "__weakref__")
+
+    def __init__(self, timing: bool = True, blocking: bool = False, device=None):
+        self.handle = None
+        dev = as_device(device).activate()
+        flags = 0 if timing else _NO_TIMING
+        if blocking:
+            flags |= int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
+        self.handle = check(driver.cuEventCreate(flags), "cuEventCreate")
+        self.device, self.timing = dev, timing
+
+    def record(self, stream=None) -> Event:
+        check(driver.cuEventRecord(self.handle, stream_handle(stream, self.device)), "cuEventRecord")
+        return self
+
+    def synchronize(self) -> None:
+        check(driver.cuEventSynchronize(self.handle), "cuEventSynchronize")
+
+    def query(self) -> bool:
+        err, = driver.cuEventQuery(self.handle)
+        if err == CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        check((err,), "cuEventQuery")
+        return True
+
+    def elapsed_time(self, end: Event) -> float:
+        """Milliseconds from this event to `end` (both recorded and complete, both with timing)."""
+        if not (self.timing and end.timing):
+            raise ValueError("elapsed_time needs two events made with timing=True")
+        return float(check(driver.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
+
+    def close(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            check(driver.cuEventDestroy(handle), "cuEventDestroy")
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# stream ordering with raw handles (the memory layer's lifetime rule and the copies use these)
+# ---------------------------------------------------------------------------------------------------
+def new_event():
+    """A raw timing-free event (destroy it with destroy_event)."""
+    return check(driver.cuEventCreate(_NO_TIMING), "cuEventCreate")
+
+
+def record_on(event, stream: int) -> None:
+    check(driver.cuEventRecord(event, stream), "cuEventRecord")
+
+
+def record_event(stream: int):
+    """A new timing-free event recorded on `stream` now (destroy it with destroy_event)."""
+    event = new_event()
+    record_on(event, stream)
+    return event
+
+
+def destroy_event(event) -> None:
+    driver.cuEventDestroy(event)
+
+
+def wait_for_streams(stream: int, others) -> None:
+    """Make `stream` wait for work on other streams: `others` maps a stream handle to an event already
+    recorded on it (waited for, then destroyed) or to None (the work queued on it so far; a stream gpumat
+    closed is skipped: it was drained when it closed). A plain iterable of handles means None for each."""
+    if stream in dead_streams:
+        stream = LEGACY_STREAM
+    items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
+    temp = None
+    try:
+        for s, ev in items:
+            if ev is not None:
+                if s != stream:
+                    check(driver.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
+                driver.cuEventDestroy(ev)
+                continue
+            if s == stream or s in dead_streams:
+                continue
+            if temp is None:
+                temp = check(driver.cuEventCreate(_NO_TIMING), "cuEventCreate")
+            check(driver.cuEventRecord(temp, s), "cuEventRecord")
+            check(driver.cuStreamWaitEvent(stream, temp, 0), "cuStreamWaitEvent")
+    finally:
+        if temp is not None:
+            driver.cuEventDestroy(temp)
+
+
+def wait_across_devices(stream: int, dev: Device, other: int, other_dev: Device) -> None:
+    """Make `stream` (on dev) wait for the work queued so far on `other` (on other_dev)."""
+    other_dev.activate()
+    event = record_event(other)
+    try:
+        dev.activate()
+        check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+    finally:
+        destroy_event(event)
+
+
+def synchronize_stream(stream: int) -> None:
+    check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+def synchronize_event(event) -> None:
+    check(driver.cuEventSynchronize(event), "cuEventSynchronize")
