@@ -11,14 +11,14 @@ from .memory import (memory_info, pinned_empty, release_cached, reset_peak, set_
 from ._version import __version__  # noqa: F401  (gpumat.__version__)
 from .dot import dot
 from ._precision import get_matmul_precision, matmul_precision, set_matmul_precision
-from .matmul import matmul
+from .matmul import MatmulPlan, matmul, matmul_plan
 from .matrix import FreedMatrixError, Matrix
 from .sparse import CSRMatrix
 from .spmm import spmm
 from .transpose import transpose
 
 __all__ = [
-    "Matrix", "CSRMatrix", "matmul", "transpose", "dot", "spmm",
+    "Matrix", "CSRMatrix", "matmul", "matmul_plan", "MatmulPlan", "transpose", "dot", "spmm",
     "Device", "Stream", "Event", "device", "current_device", "device_count", "is_available", "synchronize",
     "from_dlpack", "asmatrix", "pinned_empty",
     "memory_info", "release_cached", "reset_peak", "set_memory_limit", "set_cache_limit",

@@ -1,18 +1,14 @@
-"""Matrix products of host (numpy) arrays larger than a GPU, on one GPU or several.
+"""The out-of-core pipeline: `gm.matmul(a, b)` with numpy operands, on one GPU or several.
 
-`gm.matmul(a, b)` with numpy operands lands here. C is cut into tiles that, with their A and B tiles,
-fit in each GPU's memory (its free memory, gpumat's memory limit, or `memory_limit=`). The tile plan is
-the one a small cost model says finishes first: bigger C tiles read A and B fewer times, a K kept
-whole lets a row block of A stay on the GPU while the B tiles stream past it, and two C tiles let one
-go back to the host while the next one multiplies (plan_tiles; pure, tested on the CPU).
-
-Each GPU gets a worker thread and three streams: uploads, products, downloads. A and B tiles move
-through pinned staging buffers (host threads fill them while the copy engine and the products run;
-operands already in pinned memory are copied directly), two of each, so the next tiles arrive while
-the current ones multiply and a tile a GPU already holds is not sent again. When K does not fit
-whole, each K tile's product is added into the C tile in K order (deterministic). Finished C tiles go
-back to the result array (or `out`) on a download thread of their own, through their own staging
-buffers. The C tiles are walked row by row, back and forth, and cut into one contiguous run per GPU.
+The tile plan comes from gpumat.outofcore.planner. Each GPU gets a worker thread and three streams:
+uploads, products, downloads. A and B tiles move through pinned staging buffers (host threads fill
+them while the copy engine and the products run; operands already in pinned memory are copied
+directly), two of each, so the next tiles arrive while the current ones multiply and a tile a GPU
+already holds is not sent again. Each tile product is planned by the GEMM engine once per tile shape
+and launched directly (the public call's checks are made once, for the whole product). When K does
+not fit whole, each K tile's product is added into the C tile in K order (deterministic). Finished C
+tiles go back to the result array (or `out`) on a download thread of their own, through their own
+staging buffers.
 
 Every dtype of the in-memory matmul works: float32 (with `precision=`) and float64 accumulate in
 their own type; float16 and bfloat16 tiles multiply into float32 and C is rounded once at the end.
@@ -26,177 +22,23 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _dtypes, memory as _memory
-from .runtime import memops
-from .runtime.devices import Device, as_device, device_count
-from .runtime.errors import OutOfMemoryError
-from .runtime.geometry import MAX_GRID_YZ, cdiv
-from .runtime.kernels import Kernel
-from .runtime.streams import Event, Stream
-from .matrix import Matrix
+from .. import _dtypes, _precision
+from .. import memory as _memory
+from ..convert import BLOCK, CONVERT_KERNELS
+from ..convert import grid as convert_grid
+from ..matmul import Problem, Target, launch, plan_problem
+from ..matmul.planner import forced
+from ..matmul.problem import aligned
+from ..matrix import Matrix
+from ..runtime import memops
+from ..runtime.devices import Device, as_device, device_count
+from ..runtime.geometry import MAX_GRID_YZ, cdiv
+from ..runtime.kernels import Kernel
+from ..runtime.streams import Event, Stream
+from .planner import FLOPS, STAGE_CHUNK, REGISTER_GAIN, REGISTER_S, TilePlan, best_plan, plan_tiles, split_work, tile_areas, tile_order
 
 ADD = {dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32", "f64")}  # dst, src, rows, cols, ldd, lds
-TILE_SIDES = (16384, 12288, 8192, 6144, 4096, 3072, 2048, 1536, 1024, 768, 512, 384, 256, 192, 128, 96, 64)
-SCRATCH_SHARE = 0.15  # of the budget, left for what the in-memory product allocates itself (split-K)
-MIN_SIDE = 64         # the smallest tile side worth a round trip (a smaller matrix side is taken whole)
-STAGE_CHUNK = 16 << 20  # the out-of-core staging buffers (8 of them each way a GPU): a tile row fits one
-STAGE_BUFFERS = 8
-
-# The cost model's figures, measured on the H100 (benchmarks/results/outofcore-plans-*.json, transfers-*.json)
-# and used only to weigh transfers against compute when choosing tiles, so other GPUs share them.
-STAGED_BPS = 21e9     # pageable host memory through the staging buffers, each way
-PINNED_BPS = 50e9     # pinned host memory, each way
-PARTIAL_ROWS = 0.6    # direct copies of tiles whose rows are pieces of the host array's rows, against whole rows
-STAGED_CALL_S = 4e-4  # fixed cost of one staged copy (host threads, events); a pinned one's is CALL_S
-CALL_S = 2e-5
-STAGED_ROW_BYTES = 8192  # staged copies of shorter row pieces run slower (per-row work in the host copies)
-REGISTER_S = 5.4e-11  # page-locking pageable memory in place and releasing it, a byte (58 ms a GiB)
-REGISTER_GAIN = 0.9   # lock only where the model (within ~10% of what was measured) saves more than that
-DEVICE_BPS = 2.5e12   # the device memory traffic of adding a K tile's product into C
-STEP_S = 40e-6        # host work and launches of one product step
-FLOPS = {"f32": 50e12, "tf32": 300e12, "tf32x3": 100e12, "f64": 50e12, "f16": 400e12, "bf16": 400e12}
-
-
-@dataclass(frozen=True)
-class TilePlan:
-    tm: int   # rows of a C tile
-    tn: int   # columns of a C tile
-    tk: int   # the K a product step covers (K itself when it fits)
-    c_buffers: int = 2  # C tiles a GPU holds: with 2, one goes back to the host while the next multiplies
-
-    def device_bytes(self, k: int, in_size: int, acc_size: int, out_size: int) -> int:
-        """What one GPU holds: two A and two B tiles, the C accumulators (and C in the output dtype when
-        it differs from the accumulator's), and the product of one K tile when K is split."""
-        c = self.tm * self.tn
-        return (2 * (self.tm * self.tk + self.tk * self.tn) * in_size
-                + self.c_buffers * c * (acc_size + (out_size if out_size != acc_size else 0))
-                + (c * acc_size if self.tk < k else 0))
-
-
-def _sides(length: int, cap: int) -> list[int]:
-    """Tile sides for one axis: the table's sides that fit, and the whole length when it fits a staged row
-    (whole rows copy fastest)."""
-    got = sorted({min(t, length) for t in TILE_SIDES if t <= cap} | ({length} if length <= cap else set()),
-                 reverse=True)
-    return [t for t in got if t >= min(MIN_SIDE, length)]
-
-
-def _row_rate(piece: int, whole: int, size: int, pinned: bool) -> float:
-    """Copy rate of tiles whose rows are `piece` of the host array's `whole`, against whole rows: direct
-    copies of partial rows are 2-D DMAs; staged ones are host copies that slow down below 8 KiB a row."""
-    if piece == whole:
-        return 1.0
-    return PARTIAL_ROWS if pinned else min(1.0, piece * size / STAGED_ROW_BYTES) ** 0.5
-
-
-def plan_seconds(p: TilePlan, m: int, n: int, k: int, in_size: int, acc_size: int, out_size: int,
-                 flops: float = FLOPS["f32"], pinned_in: bool = False, pinned_out: bool = False,
-                 parts: int = 1, sm_count: int = 132) -> float:
-    """Modeled seconds of a plan: compute, uploads and downloads overlap, so the slowest of the three
-    sets the pace; the first tiles' upload and the last tile's download do not overlap anything.
-    pinned_in / pinned_out: the operands / the result are in page-locked memory (direct copies)."""
-    rows, cols, ksteps = cdiv(m, p.tm), cdiv(n, p.tn), cdiv(k, p.tk)
-    tiles = rows * cols
-    # a tile's product runs in waves of 128 x 128 blocks, two a SM (the 128 x 128 kernels' occupancy)
-    blocks = cdiv(p.tm, 128) * cdiv(p.tn, 128)
-    wave_use = blocks / (cdiv(blocks, 2 * sm_count) * 2 * sm_count)
-    compute = (2.0 * m * n * k / flops / wave_use + (ksteps - 1) * m * n * acc_size * 3 / DEVICE_BPS
-               + tiles * ksteps * STEP_S)
-    in_bps, in_call = (PINNED_BPS, CALL_S) if pinned_in else (STAGED_BPS, STAGED_CALL_S)
-    out_bps, out_call = (PINNED_BPS, CALL_S) if pinned_out else (STAGED_BPS, STAGED_CALL_S)
-    whole_a = _row_rate(p.tk, k, in_size, pinned_in)
-    whole_b = _row_rate(p.tn, n, in_size, pinned_in)
-    whole_c = _row_rate(p.tn, n, out_size, pinned_out)
-    # with K whole a row block of A stays while its row of C is computed; otherwise A goes again per tile
-    a_copies = rows if ksteps == 1 else tiles * ksteps
-    up = (m * k * in_size * (1 if ksteps == 1 else cols) / (in_bps * whole_a)
-          + k * n * in_size * rows / (in_bps * whole_b) + (a_copies + tiles * ksteps) * in_call)
-    down = m * n * out_size / (out_bps * whole_c) + tiles * out_call
-    fill = ((p.tm * p.tk / whole_a + p.tk * p.tn / whole_b) * in_size / in_bps
-            + p.tm * p.tn * out_size / (out_bps * whole_c))
-    serial = down if p.c_buffers == 1 else 0.0  # one C tile: its download holds up the next product
-    share = _largest_share(m, n, p, parts)      # the GPU with the most work finishes last
-    return (max(compute, up, down) + serial) * share + fill
-
-
-@lru_cache(maxsize=1024)
-def plan_tiles(m: int, n: int, k: int, in_size: int, acc_size: int, out_size: int, budget: int,
-               flops: float = FLOPS["f32"], pinned_in: bool = False, pinned_out: bool = False,
-               parts: int = 1) -> TilePlan:
-    """The tile plan that fits in `budget` bytes a GPU and that the cost model says finishes first,
-    with the largest K step that fits (K whole when it does). Pure: testable anywhere."""
-    return _best_plan(m, n, k, in_size, acc_size, out_size, budget, flops, pinned_in, pinned_out, parts)[1]
-
-
-@lru_cache(maxsize=1024)
-def _best_plan(m, n, k, in_size, acc_size, out_size, budget, flops, pinned_in, pinned_out, parts):
-    usable = int(budget * (1 - SCRATCH_SHARE))
-    row_cap = STAGE_CHUNK // max(in_size, out_size)  # a staged copy moves whole rows of at most a chunk
-    k_steps = [t for t in (k, *(s for s in TILE_SIDES if s < k)) if t <= row_cap and t >= min(MIN_SIDE, k)]
-    best = None
-    for tm in _sides(m, 1 << 62):
-        for tn in _sides(n, row_cap):
-            for c_buffers in (2, 1):
-                tk = next((t for t in k_steps if TilePlan(tm, tn, t, c_buffers).device_bytes(
-                    k, in_size, acc_size, out_size) <= usable), None)
-                if tk is None:
-                    continue
-                p = TilePlan(tm, tn, tk, c_buffers)
-                cost = plan_seconds(p, m, n, k, in_size, acc_size, out_size, flops, pinned_in, pinned_out, parts)
-                if best is None or cost < best[0] * (1 - 1e-9):
-                    best = (cost, p)
-    if best is None:
-        need = smallest_plan(m, n, k).device_bytes(k, in_size, acc_size, out_size)
-        raise OutOfMemoryError(f"an out-of-core product needs at least {need} bytes of GPU memory a device "
-                               f"(tiles of {MIN_SIDE}); {usable} are available to it", "gpumat.matmul")
-    return best
-
-
-def smallest_plan(m: int, n: int, k: int) -> TilePlan:
-    """The smallest tiles plan_tiles considers: MIN_SIDE on each side (or the whole side when shorter)."""
-    return TilePlan(min(MIN_SIDE, m), min(MIN_SIDE, n), min(MIN_SIDE, k), 1)
-
-
-def tile_order(m: int, n: int, plan: TilePlan) -> list[tuple[int, int]]:
-    """C tiles (row start, column start) row by row, every other row backwards: the B tile at the end of
-    one row is the first of the next."""
-    cols = list(range(0, n, plan.tn))
-    return [(i0, j0) for r, i0 in enumerate(range(0, m, plan.tm)) for j0 in (cols if r % 2 == 0 else cols[::-1])]
-
-
-def tile_areas(m: int, n: int, plan: TilePlan, tiles: list[tuple[int, int]]) -> list[int]:
-    """Each tile's share of the work: its rows times its columns (edge tiles are smaller)."""
-    return [min(plan.tm, m - i0) * min(plan.tn, n - j0) for i0, j0 in tiles]
-
-
-def split_work(tiles: list, parts: int, weights: list[int] | None = None) -> list[list]:
-    """Contiguous runs of tiles, one a GPU (neighbours share A row blocks), cut where the running total of
-    `weights` (default: one a tile) comes nearest to each GPU's even share of the work."""
-    weights = weights or [1] * len(tiles)
-    total, cuts, running, i = sum(weights), [0], 0, 0
-    for w in range(1, parts):
-        goal = total * w / parts
-        while i < len(tiles) and running + weights[i] / 2 <= goal:  # take a tile if most of it is below the goal
-            running += weights[i]
-            i += 1
-        cuts.append(max(i, cuts[-1]))
-    cuts.append(len(tiles))
-    return [tiles[cuts[w]:cuts[w + 1]] for w in range(parts)]
-
-
-@lru_cache(maxsize=4096)
-def _largest_share(m: int, n: int, plan: TilePlan, parts: int) -> float:
-    """The biggest GPU's fraction of the work under split_work (by tile count past 256 tiles, where the
-    exact split costs more than the difference it makes)."""
-    tiles = cdiv(m, plan.tm) * cdiv(n, plan.tn)
-    if parts == 1:
-        return 1.0
-    if tiles > 256:
-        return cdiv(tiles, parts) / tiles
-    order = tile_order(m, n, plan)
-    areas = tile_areas(m, n, plan, order)
-    index = {t: a for t, a in zip(order, areas)}
-    return max(sum(index[t] for t in share) for share in split_work(order, parts, areas)) / (m * n)
+STAGE_BUFFERS = 8  # staging buffers each way a GPU (of planner.STAGE_CHUNK bytes: a tile row fits one)
 
 
 def _budget(dev: Device, memory_limit) -> int:
@@ -224,14 +66,16 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
 
 
 def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None, *, tiles: TilePlan | None = None,
-                register: bool | None = None) -> np.ndarray:
+                register: bool | None = None, report: dict | None = None) -> np.ndarray:
     """C = a @ b for host arrays of any size that fits in host memory, on the GPUs in `devices` (default:
     every visible one). Returns C as a numpy array (or fills `out`, a C-contiguous array of the result's
     shape and dtype). `memory_limit`: bytes each GPU may use for it (default: its free memory, or
     gpumat's memory limit when one is set). `tiles`: a TilePlan to use instead of the model's (for
     measurements). `register`: page-lock pageable arrays in place for the call (cuMemHostRegister), so
     that every copy is a direct DMA instead of going through the staging buffers; None: when the cost
-    model says the faster copies pay for the locking (operands read several times over)."""
+    model says the faster copies pay for the locking (operands read several times over). `report`: a dict
+    to fill with what the call did (plan: the TilePlan; registered: how many arrays it page-locked;
+    pinned: whether a, b and out were page-locked while it ran)."""
     a, b = _host_operand(a, "a"), _host_operand(b, "b")
     if a.dtype != b.dtype:
         raise TypeError(f"matmul: a is {_dtypes.name(a.dtype)} and b is {_dtypes.name(b.dtype)}; gpumat does "
@@ -259,20 +103,19 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
     if k == 0:
         out[...] = 0
         return out
-    mode = _dtypes.suffix(dt)
-    if mode == "f32":  # resolved here: a `matmul_precision` block belongs to this thread, not the workers
-        from ._precision import resolve
-        precision = resolve(precision)
-        mode = "f32" if precision == "float32" else precision
+    mode = "native"
+    if _dtypes.suffix(dt) == "f32":  # resolved here: a `matmul_precision` block belongs to this thread
+        mode = _precision.resolve(precision)
+    rate = FLOPS.get(_dtypes.suffix(dt) if mode in ("native", "float32") else mode, FLOPS["f32"])
     locked_ranges, started, errors = [], [], []
     stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
     try:
         pinned = [_memory.is_pinned(x) for x in (a, b, out)]
         budget = min(_budget(d, memory_limit) for d in devs)
-        args = (m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, budget, FLOPS.get(mode, FLOPS["f32"]))
+        args = (m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, budget, rate)
         if register is None and not all(pinned):
-            staged = _best_plan(*args, pinned[0] and pinned[1], pinned[2], len(devs))[0]
-            locked = _best_plan(*args, True, True, len(devs))[0]
+            staged = best_plan(*args, pinned[0] and pinned[1], pinned[2], len(devs))[0]
+            locked = best_plan(*args, True, True, len(devs))[0]
             locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned) if not p)
             register = locked + locking < REGISTER_GAIN * staged
         # the plan (and with it the order of every sum) follows from the arguments alone: it assumes the
@@ -287,11 +130,12 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
             for i, ok in zip(todo, locked):
                 pinned[i] = pinned[i] or ok
                 registered += ok
-        last_call.update(plan=plan, registered=registered, pinned=tuple(pinned))
+        if report is not None:
+            report.update(plan=plan, registered=registered, pinned=tuple(pinned))
         order = tile_order(m, n, plan)
         shares = split_work(order, len(devs), tile_areas(m, n, plan, order))
         workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
-                                    args=(d, share, a, b, out, plan, precision, tuple(pinned), stop, errors))
+                                    args=(d, share, a, b, out, plan, mode, tuple(pinned), stop, errors))
                    for d, share in zip(devs, shares) if share]
         for t in workers:
             t.start()
@@ -317,14 +161,11 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
     return out
 
 
-last_call: dict = {}  # the latest call's plan, and how many arrays it page-locked (for benchmarks)
-
-
-def _worker(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop, errors) -> None:
+def _worker(dev: Device, tiles, a, b, out, plan: TilePlan, mode: str, pinned, stop, errors) -> None:
     """One GPU's share of the C tiles."""
     try:
         with dev:
-            _run(dev, tiles, a, b, out, plan, precision, pinned, stop)
+            _run(dev, tiles, a, b, out, plan, mode, pinned, stop)
     except BaseException as exc:  # reported by the caller, after every worker has stopped
         errors.append(exc)
         stop.set()
@@ -439,7 +280,7 @@ class _Slots:
         return s, fresh
 
 
-def _run(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop: threading.Event) -> None:
+def _run(dev: Device, tiles, a, b, out, plan: TilePlan, mode: str, pinned, stop: threading.Event) -> None:
     (m, k), n = a.shape, b.shape[1]
     dt = a.dtype
     acc_dt = _dtypes.FLOAT32 if _dtypes.suffix(dt) in ("f16", "bf16") else dt
@@ -480,7 +321,7 @@ def _run(dev: Device, tiles, a, b, out, plan: TilePlan, precision, pinned, stop:
                     _upload(up, pinned[1], B.buffers[sb], b[k0:k1, j0:j0 + cols], copy_s)
                 comp_s.wait(copy_s.record(ready))
                 target = (C[c] if kk == 0 else part)[:rows, :cols]
-                _product(A.buffers[sa][:rows, :kl], B.buffers[sb][:kl, :cols], target, precision, comp_s)
+                _product(A.buffers[sa][:rows, :kl], B.buffers[sb][:kl, :cols], target, mode, comp_s)
                 if kk:
                     add((cdiv(cols, 128), min(cdiv(rows, 8), MAX_GRID_YZ), 1), (32, 8, 1), C[c].elements,
                         part.elements, rows, cols, C[c].stride, part.stride, stream=comp_s.ptr, device=dev)
@@ -519,19 +360,24 @@ def _clean_up(dev: Device, down, copy_s, comp_s, owned: list[Matrix]) -> None:
                 copy_s.close()
 
 
-def _product(a: Matrix, b: Matrix, out: Matrix, precision, stream: Stream) -> None:
-    """One tile's product on the compute stream. Exact float32 runs the kernel `auto` would pick without
+def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> None:
+    """One tile's product on the compute stream, planned by the GEMM engine (plans are cached by shape)
+    and launched without the public call's checks. Exact float32 runs the kernel `auto` picks without
     split-K, whose scratch would need memory outside the tile plan's budget."""
-    from .matmul import Plan, matmul, plan, run_plan
-    if a._sfx == "f32" and precision == "float32":
-        (m, k), n, dev = a.shape, b.width, a.device
-        run_plan(Plan(plan(m, n, k, dev.sm_count, None, dev.max_smem_optin).algorithm, 1, k), a, b, out, stream)
-    else:
-        matmul(a, b, out=out, precision=precision, stream=stream)
+    dev = a.device
+    (m, k), n = a.shape, b.width
+    problem = Problem(m, n, k, a._sfx, out._sfx, mode, aligned(a.elements, a.stride, a.itemsize),
+                      aligned(b.elements, b.stride, b.itemsize))
+    target = Target.of(dev)
+    plan = plan_problem(problem, target)
+    if mode == "float32" and plan.splits > 1:
+        plan = forced(problem, target, plan.algorithm, 1, k)
+    with dev.lock:
+        launch(plan, a, b, out, dev, stream.ptr)
 
 
 def _convert(src: Matrix, dst: Matrix, stream: Stream) -> Matrix:
-    from .convert import BLOCK, CONVERT_KERNELS, grid
-    CONVERT_KERNELS[(src._sfx, dst._sfx)](grid(src.height, src.width), BLOCK, src.elements, dst.elements, src.height,
-                                          src.width, src.stride, dst.stride, stream=stream.ptr, device=src.device)
+    CONVERT_KERNELS[(src._sfx, dst._sfx)](convert_grid(src.height, src.width), BLOCK, src.elements, dst.elements,
+                                          src.height, src.width, src.stride, dst.stride, stream=stream.ptr,
+                                          device=src.device)
     return dst

@@ -1,0 +1,67 @@
+"""The plan object: everything one matmul launch needs that does not depend on the operands' addresses.
+
+A `MatmulPlan` is made once per (problem, GPU, algorithm) by the planner and cached; the launcher
+only reads it. It is also what `gm.matmul_plan(A, B, ...)` returns: printing it says which kernel runs,
+how K is split, the launch geometry, the scratch memory and copies it needs, the modelled time, and
+why the planner chose it. `gm.matmul(A, B, plan=p)` runs a given plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..runtime.kernels import Kernel
+from .problem import Problem, Target
+from .variants import Variant
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    problem: Problem
+    target: Target
+    variant: Variant
+    kernel: Kernel               # the product kernel (into float32/float64 partials when splits > 1)
+    grid: tuple[int, int, int]
+    splits: int                  # K cut into this many chunks, one grid layer (or work item) each
+    k_chunk: int                 # the K one split covers (K itself without split-K)
+    reduce: Kernel | None        # split-K's second pass, adding the partials in a fixed order
+    reduce_grid: tuple[int, int, int]
+    scratch_bytes: int           # the partials (splits x m x n accumulators)
+    copy_a: bool                 # A is first copied into aligned scratch (TMA variants, unaligned views)
+    copy_b: bool
+    seconds: float               # the cost model's time on this GPU (a ranking figure, not a promise)
+    reason: str                  # why this variant and split
+
+    @property
+    def algorithm(self) -> str:
+        return self.variant.name
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.variant.block
+
+    @property
+    def smem(self) -> int:
+        return self.variant.smem
+
+    @property
+    def copy_bytes(self) -> int:
+        p, size = self.problem, 2 if self.problem.dtype in ("f16", "bf16") else 4
+        return (p.m * p.k * size if self.copy_a else 0) + (p.k * p.n * size if self.copy_b else 0)
+
+    def __str__(self) -> str:
+        p, v = self.problem, self.variant
+        lines = [f"matmul plan: {p.describe()} on sm_{self.target.arch} ({self.target.sm_count} SMs)",
+                 f"  kernel     {self.kernel.name} ({v.name}: {v.tile[0]}x{v.tile[1]} tiles, block {v.block}, "
+                 f"{v.smem} bytes dynamic shared memory)",
+                 f"  grid       {self.grid}" + (" (persistent)" if v.persistent else "")]
+        if self.splits > 1:
+            lines.append(f"  split-K    {self.splits} splits of {self.k_chunk}, {self.scratch_bytes} bytes of partials, "
+                         f"reduced in a fixed order by {self.reduce.name}, grid {self.reduce_grid}")
+        else:
+            lines.append("  split-K    none")
+        if self.copy_a or self.copy_b:
+            which = " and ".join(x for x, c in (("A", self.copy_a), ("B", self.copy_b)) if c)
+            lines.append(f"  copies     {which} into 16-byte aligned scratch first ({self.copy_bytes} bytes)")
+        lines.append(f"  modelled   {self.seconds * 1e6:.1f} us")
+        lines.append(f"  why        {self.reason}")
+        return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""The one planner: which variant of the table runs a problem on a GPU, and how K is split.
+
+One cost model for every variant, with the variant's row as its constants:
+
+    tiles   = live tiles along M x along N (an edge tile counts the share of its warp tiles that
+              have work, at least half a tile: a few live warps run faster than a full block)
+    waves   = max(1, ceil(tiles x splits / (SMs x blocks an SM) - wave_slack))
+    time    = waves x 2 x tile_m x tile_n x max(k_chunk, 16) / (rate / (132 x blocks an SM))
+            + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
+            + for a TMA variant reading unaligned operands: their copy into aligned scratch
+
+`auto` takes, among the table's rows that compute the problem's dtypes at its precision, run on
+the GPU and are auto's candidates (tier 1), the (variant, splits) of least modelled time; where none
+runs, the tier-2 fallback (the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel
+on the GPU (before sm_80, or too little shared memory a block) runs exact FP32. A named variant runs
+with its own best split; one the GPU cannot run is a ValueError before anything is launched.
+Pure: a function of the Problem and the Target, cached, and testable without a GPU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_grid
+from .plan import MatmulPlan
+from .problem import Problem, Target
+from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator
+
+SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
+COPY_LAUNCH_S = 5e-6     # the copies' launch and scratch allocation
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+
+
+def computes(v: Variant, dtype: str) -> str:
+    """The precision mode a variant computes operands of `dtype` at (teaching kernels: the dtype's own)."""
+    if v.mode != "any":
+        return v.mode
+    return "float32" if dtype == "f32" else "native"
+
+
+def unavailable(v: Variant, t: Target) -> str | None:
+    """Why the variant cannot run on the target, or None when it can."""
+    if v.kernels and next(iter(v.kernels.values())).module not in t.modules:
+        return "its kernels are not in this build"
+    if t.arch < v.min_arch or (v.only_arch is not None and t.arch != v.only_arch):
+        return f"it needs sm_{v.only_arch}a" if v.only_arch else f"it needs sm_{v.min_arch} or newer"
+    if v.smem > t.max_smem:
+        return f"it needs {v.smem} bytes of shared memory a block and this GPU gives {t.max_smem}"
+    return None
+
+
+def _live(length: int, tile: int, warp: int) -> float:
+    full, rest = divmod(length, tile)
+    return full + (max(0.5, cdiv(rest, warp) * warp / tile) if rest else 0.0)
+
+
+def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
+    return (v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned)
+
+
+def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:
+    """The modelled seconds of variant v running problem p on target t with this split."""
+    bm, bn = v.tile
+    wm, wn = v.warp_tile or v.tile
+    tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn)
+    slots = t.sm_count * v.blocks_per_sm
+    waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
+    seconds = waves * 2.0 * bm * bn * max(k_chunk, 16) / (v.rate / (H100_SMS * v.blocks_per_sm))
+    if splits > 1:
+        seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth
+        seconds += v.split_launch_s
+    copy_a, copy_b = _copies(v, p)
+    if copy_a or copy_b:
+        size = ITEMSIZE[p.dtype]
+        nbytes = (p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0)
+        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S
+    return seconds
+
+
+def split_options(v: Variant, k: int):
+    """(splits, k_chunk) a variant may run K with: every split has work, boundaries on k_align."""
+    if not v.splits_k:
+        yield 1, k
+        return
+    for splits in SPLIT_CHOICES:
+        if splits > v.max_splits:
+            return
+        k_chunk = k if splits == 1 else cdiv(cdiv(k, splits), v.k_align) * v.k_align
+        if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < v.min_k_chunk):
+            continue
+        yield splits, k_chunk
+
+
+def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
+    """(modelled seconds, splits, k_chunk) of the variant's fastest split."""
+    best = None
+    for splits, k_chunk in split_options(v, p.k):
+        seconds = model(v, p, t, splits, k_chunk)
+        if best is None or seconds < best[0]:
+            best = (seconds, splits, k_chunk)
+    return best
+
+
+def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
+    """The table's rows of `tier` that auto may run the problem with on this target."""
+    pair = (p.dtype, p.out_dtype)
+    aligned = p.a_aligned and p.b_aligned
+    return [v for v in VARIANTS.values()
+            if v.tier == tier and pair in v.kernels and computes(v, p.dtype) == p.mode
+            and unavailable(v, t) is None and (v.auto_archs is None or t.arch in v.auto_archs)
+            and (aligned or not v.auto_needs_aligned)]
+
+
+@lru_cache(maxsize=8192)
+def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
+    """The plan for problem p on target t: auto's choice, or the named variant with its best split."""
+    if algorithm != "auto":
+        v = VARIANTS[algorithm]
+        if (p.dtype, p.out_dtype) not in v.kernels:
+            raise ValueError(f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a "
+                             f"{p.out_dtype} result")
+        why = unavailable(v, t)
+        if why is not None:
+            if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
+                return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
+            raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; "
+                             f"use 'auto'")
+        seconds, splits, k_chunk = best_split(v, p, t)
+        return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
+    for tier in (1, 2):
+        options = [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
+        if options:
+            seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])  # the first of equal times
+            others = ", ".join(f"{o[3].name} {o[0] * 1e6:.1f} us" for o in options)
+            why = ("auto: least modelled time among " + others if len(options) > 1
+                   else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)"))
+            return _make(v, p, t, splits, k_chunk, seconds, why)
+    if p.mode in ("tf32", "tf32x3"):
+        return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
+    raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
+
+
+def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
+    """The exact FP32 plan that a float32 tensor-core request runs where its kernels cannot."""
+    exact = plan(Problem(p.m, p.n, p.k, "f32", "f32", "float32", p.a_aligned, p.b_aligned), t)
+    return replace(exact, reason=f"{why}: exact FP32 instead; {exact.reason}")
+
+
+def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> MatmulPlan:
+    """A plan with the split given by the caller (tests and measurements): `splits` grid layers of
+    k_chunk each; the last layers may start past K (they contribute zeros)."""
+    base = plan(p, t, algorithm)
+    v = base.variant
+    if not isinstance(splits, int) or not isinstance(k_chunk, int) or splits < 1 or k_chunk < 1:
+        raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
+    if splits > 1 and not v.splits_k:
+        raise ValueError(f"matmul plan: {v.name} does not split K")
+    if splits > 1 and cdiv(p.k, k_chunk) > splits:
+        raise ValueError(f"matmul plan: {splits} splits of {k_chunk} do not cover K = {p.k}")
+    if splits == 1:
+        k_chunk = p.k
+    if splits > MAX_GRID_YZ:
+        raise ValueError(f"matmul plan: at most {MAX_GRID_YZ} splits, got {splits}")
+    return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), "split given by the caller")
+
+
+def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds: float, why: str) -> MatmulPlan:
+    acc = accumulator(p.dtype)
+    kernel = v.kernels[(p.dtype, acc if splits > 1 else p.out_dtype)]
+    reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
+    copy_a, copy_b = _copies(v, p)
+    scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
+    return MatmulPlan(p, t, v, kernel, v.grid(p.m, p.n, splits, t.sm_count), splits, k_chunk, reduce,
+                      splitk_reduce_grid(p.m, p.n, t.sm_count), scratch, copy_a, copy_b, seconds, why)

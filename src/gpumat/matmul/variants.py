@@ -1,0 +1,208 @@
+"""The one table of matmul kernels: a row per variant, every dtype and precision mode.
+
+A row says what a kernel computes (its entry point for each (input, output) dtype pair, the precision
+mode), how it is launched (tile of C a block covers, threads, dynamic shared memory, its argument
+list), where it runs (architectures, shared memory, whether its module is in this build, alignment
+it needs), whether `auto` may choose it, and the constants of the one cost model (gpumat.matmul.planner):
+its sustained rate on a whole H100, blocks an SM, the warp tile that decides which edge tiles have
+work, how a split-K plan may cut K and what the split's extra pass costs. Adding a kernel is: the
+kernel, a row here, a test.
+
+Precision modes: float32 operands compute at "float32" (exact FP32 on the FP32 pipes), "tf32x3" or
+"tf32" (tensor cores; see gpumat._precision); float64, float16 and bfloat16 compute in their own
+format, mode "native".
+
+Rates are FLOP/s sustained on the H100 80GB (sm_90, 132 SMs), measured with the bench JSON named in
+each group's comment; a block's rate is rate / (132 * blocks_per_sm), so a GPU with another SM count
+gets proportionally more or fewer slots at the same per-block speed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..runtime.geometry import cdiv, tiled_grid
+from ..runtime.kernels import Kernel
+
+H100_SMS = 132  # the rates below were measured on the H100's 132 SMs
+
+# Argument lists (struct codes of gpumat.runtime.kernels), by the `args` field of a row:
+PLAIN = "PPPiiiqqq"           # A, B, C, M, N, K, lda, ldb, ldc
+K_CHUNK = "PPPiiiqqqi"        # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
+TENSOR_MAPS = "TTTPiiiqii"    # tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
+SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS}
+
+SUFFIXES = ("f32", "f64", "f16", "bf16")
+HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    kernels: dict = field(hash=False, compare=False)  # (input suffix, output suffix) -> Kernel
+    mode: str                    # the precision it computes at: float32 | tf32 | tf32x3 | native
+    tile: tuple[int, int]        # rows x columns of C a block (a work item, when persistent) covers
+    block: tuple[int, int, int]
+    args: str = "plain"          # plain | k_chunk (may split K) | tensor_maps (TMA; may split K)
+    smem: int = 0                # dynamic shared memory a block asks for
+    min_arch: int = 0            # lowest compute capability (x10) that runs it
+    only_arch: int | None = None  # architecture-specific machine code (sm_90a): that one alone
+    needs_aligned: bool = False  # TMA: operands not 16-byte aligned (base and row stride) are copied first
+    persistent: bool = False     # grid = min(work items, slots); blocks walk the work items
+    # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
+    tier: int = 0
+    auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
+    auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
+    # the cost model's constants
+    rate: float = 0.0            # FLOP/s on a whole H100
+    blocks_per_sm: int = 1
+    warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
+    wave_slack: float = 0.0      # a last wave this much over a whole number of waves is absorbed (edge tiles)
+    k_align: int = 32            # split boundaries on multiples of this
+    min_k_chunk: int = 128       # no split shorter than this
+    max_splits: int = 128
+    scratch_bandwidth: float = 2.5e12  # bytes/s of the split partials' round trip through memory
+    split_launch_s: float = 4e-6       # the reduction's launch and the scratch allocation
+
+    @property
+    def splits_k(self) -> bool:
+        return self.args != "plain"
+
+    def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
+        """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
+        block a slot up to the number of work items."""
+        if self.persistent:
+            works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
+            return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
+        return tiled_grid(m, n, *self.tile, layers=splits)
+
+
+def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
+    return {pair: Kernel(module, name, SIGNATURES[args], dynamic_smem=smem) for pair, name in names.items()}
+
+
+# --- the documents' teaching kernels (cuda/matmul.cu), every dtype: one thread an element of C ---------
+# (threads a side, tile a side): naive and tiled16x64 cover 16 x 16 of C a block; tiled16/32 are the
+# shared-memory tiles of BLOCK_SIZE 16 and 32.
+TEACHING = {"naive": (16, 16), "tiled16": (16, 16), "tiled32": (32, 32), "tiled16x64": (16, 16)}
+
+
+def _teaching(name: str, threads: int, tile: int) -> Variant:
+    names = {(s, s): f"matmul_{name}_{s}" for s in SUFFIXES}
+    return Variant(name, _kernels("matmul", names, "plain"), "any", (tile, tile), (threads, threads, 1))
+
+
+# --- register-tiled SIMT (cuda/matmul_simt.cu): 64 x 64 of C a block of 256; float64 exact FP64 FMA,
+# halves accumulate in float32 and write C in their dtype or float32. auto's fallback where no
+# tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64 tensor cores).
+_SIMT_PAIRS = (("f64", "f64"), *HALF_PAIRS)
+SIMT = Variant("simt64x64", _kernels("matmul_simt", {
+    (s, d): f"matmul_simt64x64_{s}" + ("_f32out" if d != s else "") for s, d in _SIMT_PAIRS}, "plain"),
+    "native", (64, 64), (256, 1, 1), tier=2)
+
+
+# --- FP32 SGEMM (cuda/matmul_fast.cu): 16 x 8 (8 x 8 for the 64-wide tiles) outputs a thread, a
+# cp.async ring of shared-memory stages, split-K. Rates: the 16 x 8 kernels' full-wave speed (50.7
+# TFLOP/s) times each variant's fitted efficiency (benchmarks/results/matmul-tuning-*.json), which also
+# absorbs how it fares on partial waves and edges.
+def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0,
+           suffix: str = "") -> Variant:
+    warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
+    name = f"sgemm{bm}x{bn}{suffix}"
+    kernels = _kernels("matmul_fast", {("f32", "f32"): f"matmul_sgemm_{bm}x{bn}{suffix}"}, "k_chunk", smem)
+    return Variant(name, kernels, "float32", (bm, bn), (threads, 1, 1), "k_chunk", smem, tier=1,
+                   rate=50.7e12 * efficiency, blocks_per_sm=blocks_per_sm, warp_tile=(warp_m, 64),
+                   wave_slack=0.05, scratch_bandwidth=1.5e12)
+
+
+# --- TF32 tensor cores (cuda/matmul_tc.cu): mma.sync m16n8k8 on 128 x 128 tiles, 8 warps of 64 x 32,
+# sm_80+. tf32x3: each operand split into two TF32 halves, three products; tf32: one. *_splitsmem:
+# operands rounded / split once into shared memory (more shared memory); *_2stage: two blocks an SM
+# (auto takes it only for 16-byte aligned operands: with 4-byte copies it measured 0.85-0.9x).
+# Rates measured at 4096^3 and 8192^3 (benchmarks/NOTES.md); the 2stage kernel's is 1.15x the
+# one-block kernel's. Not chosen by auto: the split-in-shared-memory tf32x3 (0.85x) and the
+# one-accumulator tf32x3 (the published scheme, less accurate; kept for the comparison).
+TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
+
+
+def _tf32(name: str, mode: str, rate: float, smem: int = TC_SMEM, blocks_per_sm: int = 1, tier: int = 0,
+          auto_needs_aligned: bool = False) -> Variant:
+    kernels = _kernels("matmul_tc", {("f32", "f32"): f"matmul_{name}_f32"}, "k_chunk", smem)
+    return Variant(name, kernels, mode, (128, 128), (256, 1, 1), "k_chunk", smem, min_arch=80, tier=tier,
+                   auto_needs_aligned=auto_needs_aligned, rate=rate, blocks_per_sm=blocks_per_sm,
+                   warp_tile=(64, 32), min_k_chunk=256)
+
+
+# --- float16 / bfloat16 tensor cores, float32 accumulation, C in the input dtype or float32 -----------
+# mma128x128 (cuda/matmul_tc_half.cu): mma.sync m16n8k16, sm_80+, any view (16-byte cp.async where
+# the operands allow). wgmma128x256 (cuda/matmul_wgmma_half.cu): TMA + wgmma, sm_90a only, persistent;
+# operands the copy engine cannot read (base or row stride not 16-byte aligned) are first copied into
+# aligned scratch. Rates: benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
+def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
+    names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
+    return Variant(name, _kernels(module, names, args, smem), "native", tile, (threads, 1, 1), args, smem,
+                   tier=1, split_launch_s=6e-6, **kw)
+
+
+MMA_SMEM = 65536       # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
+WGMMA_SMEM = 230528    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers
+
+
+# --- float64 on the FP64 tensor cores (cuda/matmul_dmma.cu): mma.sync f64 (m16n8k8 on sm_90, m8n8k4 on
+# sm_80-89), exact FP64 FMA, any view. auto uses them only on GPUs with full-rate FP64 tensor cores
+# (A100, H100/H200, B200); elsewhere the SIMT kernel. Rates: benchmarks/results/matmul-float64-*.json
+# at 4096^3 and 8192^3 (runs of one plan spread by up to 7%: they rank the shapes only roughly). The
+# *pipe variants (fragment reads one k step ahead) and the k32 tile (0.74-0.87x on the odd shapes)
+# are not chosen by auto.
+def _dmma(name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float,
+          tier: int) -> Variant:
+    threads = tile[0] // warp_rows * tile[1] // 32 * 32  # warp tiles are warp_rows x 32
+    kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}_f64"}, "k_chunk", smem)
+    return Variant(name, kernels, "native", tile, (threads, 1, 1), "k_chunk", smem, min_arch=80, tier=tier,
+                   auto_archs=(80, 90, 100), rate=rate, blocks_per_sm=blocks_per_sm, warp_tile=(warp_rows, 32),
+                   wave_slack=0.02, k_align=16, min_k_chunk=64, max_splits=64)
+
+
+_ROWS = [
+    *(_teaching(name, threads, tile) for name, (threads, tile) in TEACHING.items()),
+    SIMT,
+    _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),  # BK 16, 3 stages
+    _sgemm(128, 256, 256, 1, 0.86, smem=49664),                # BK 8, 4 stages
+    _sgemm(128, 128, 128, 2, 1.01),                            # BK 8, 4 stages, static shared memory
+    _sgemm(128, 64, 128, 3, 0.92),                             # 8 x 8 a thread
+    _sgemm(64, 64, 64, 6, 0.80),
+    _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1),
+    _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
+    _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
+    _tf32("tf32_128x128", "tf32", 110e12, tier=1),
+    _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
+    _tf32("tf32_splitsmem_2stage_128x128", "tf32", 126.5e12, 102400, 2, tier=1, auto_needs_aligned=True),
+    _half("mma128x128", "matmul_tc_half", "k_chunk", (128, 128), 256, MMA_SMEM, min_arch=80, rate=300e12,
+          blocks_per_sm=2, k_align=32, min_k_chunk=128),
+    _half("wgmma128x256", "matmul_wgmma_half", "tensor_maps", (128, 256), 384, WGMMA_SMEM, min_arch=90,
+          only_arch=90, needs_aligned=True, persistent=True, rate=650e12, k_align=64, min_k_chunk=256),
+    _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
+    _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
+    _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
+    _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
+    _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46e12, tier=0),
+    _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 48e12, tier=0),
+]
+VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
+
+# Split-K's second pass (cuda/matmul_splitk.cu): the partials (accumulator dtype) added in a fixed
+# order into C (output dtype); block (256,1,1), grid by runtime.geometry.splitk_reduce_grid.
+REDUCE_SIGNATURE = "PPiiqi"  # partial, C, M, N, ldc, splits
+REDUCE: dict[tuple[str, str], Kernel] = {
+    (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)
+    for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))}
+
+
+def accumulator(sfx: str) -> str:
+    """The dtype suffix split-K partials are kept in: float64 for float64, float32 for the others."""
+    return "f64" if sfx == "f64" else "f32"
+
+
+def algorithms(sfx: str) -> tuple[str, ...]:
+    """The `algorithm=` names for operands of dtype suffix `sfx`: "auto" and every variant with a kernel
+    for that input dtype."""
+    return ("auto", *(name for name, v in VARIANTS.items() if any(pair[0] == sfx for pair in v.kernels)))
