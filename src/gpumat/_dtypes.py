@@ -107,8 +107,3 @@ def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
 
 def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
     return (np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def storage_dtype(dt: np.dtype) -> np.dtype:
-    """The numpy dtype a host buffer of this Matrix dtype uses."""
-    return np.dtype(np.uint16) if is_bfloat16(dt) and ML_BFLOAT16 is None else dt

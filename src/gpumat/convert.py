@@ -23,16 +23,6 @@ def grid(rows: int, cols: int) -> tuple[int, int, int]:
     return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1
 
 
-
-
-def launch(src_dtype: str, dst_dtype: str, src: int, dst: int, rows: int, cols: int, lds: int, ldd: int,
-           stream=0) -> None:
-    """Convert a rows x cols region from src (row stride lds) into dst (row stride ldd), on the device."""
-    if rows and cols:
-        CONVERT_KERNELS[(src_dtype, dst_dtype)](grid(rows, cols), BLOCK, src, dst, rows, cols, lds, ldd,
-                                                stream=stream)
-
-
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
     from . import _dtypes

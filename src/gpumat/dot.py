@@ -32,8 +32,6 @@ FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqP") for dt in DTYPES}   
 STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in DTYPES}   # x, y, rows, cols, ldx, ldy, scratch
 # elements a thread handles per grid-stride step of the flat kernel: two 16-byte loads of each operand
 ELEMENTS_PER_THREAD_BY_DTYPE = {dt: 2 * 16 // ITEMSIZE[dt] for dt in DTYPES}
-FLAT = FLAT_KERNELS["f32"]
-STRIDED = STRIDED_KERNELS["f32"]
 
 
 def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:

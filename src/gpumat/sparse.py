@@ -22,7 +22,6 @@ from .matrix import FreedMatrixError, Matrix, as_matrix
 BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
 DTYPES = ("f32", "f64")         # value dtypes the CSR kernels exist for
 TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in DTYPES}
-TO_DENSE = TO_DENSE_BY_DTYPE["f32"]
 
 
 def _to_device(a: np.ndarray, dev) -> memory.DeviceBuffer:

@@ -38,10 +38,6 @@ TILE_KERNELS_BY_DTYPE = {dt: {
     **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
 } for dt in DTYPES}
 REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in DTYPES}
-SCALAR = SCALAR_BY_DTYPE["f32"]
-VECTOR = VECTOR_BY_DTYPE["f32"]
-TILE_KERNELS = TILE_KERNELS_BY_DTYPE["f32"]
-REDUCE = REDUCE_BY_DTYPE["f32"]
 
 # The one table of variants: algorithm name -> (kind, parameter). "vector" takes its lanes from the
 # row statistics; "tileN" falls back to one float a lane (and at most 32 columns) when B or C is not

@@ -69,10 +69,6 @@ class NarrowVariant:
     mode: str = "plain"  # "plain", "pairs" or "flat"
     block: tuple[int, int, int] = (256, 1, 1)
 
-    @property
-    def pairs(self) -> bool:
-        return self.mode != "plain"   # needs 4-byte aligned operands with even strides
-
     def strip(self, rows: int, cols: int) -> int:
         """What one block moves per step (the kernel's R): rows of A (axis "cols"; row pairs in mode
         "pairs") or columns of A (axis "rows")."""
