@@ -12,7 +12,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _dtypes
+
 INT32_MAX = 2**31 - 1
+VALUE_DTYPES = (_dtypes.FLOAT32, _dtypes.FLOAT64)  # what a CSR matrix's values may be (and its kernels take)
 SPLIT_MIN, SPLIT_MAX = 128, 4096
 FEW_ROWS = 1 << 16              # below this many rows, cut rows at SPLIT_MIN: the rows alone cannot fill the GPU
 
@@ -93,12 +96,11 @@ def validate_csr(indptr, indices, data, shape, dtype=None) -> HostCSR:
 
 def value_dtype(data: np.ndarray, dtype=None) -> np.dtype:
     """float32 or float64 for CSR values, by the Matrix rule (see _dtypes); halves are refused."""
-    from . import _dtypes
     try:
         dt = _dtypes.host_dtype_for(data, dtype)
     except TypeError as exc:
         raise CSRTypeError(str(exc)) from None
-    if dt not in (_dtypes.FLOAT32, _dtypes.FLOAT64):
+    if dt not in VALUE_DTYPES:
         raise CSRTypeError(f"CSR values are float32 or float64, not {_dtypes.name(dt)}")
     return dt
 

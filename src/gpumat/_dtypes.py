@@ -24,6 +24,11 @@ FLOAT32, FLOAT64, FLOAT16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype
 BFLOAT16 = ML_BFLOAT16 if ML_BFLOAT16 is not None else np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
 EXACT_INT = 2**53
 
+# The one table of kernel-name suffixes (every kernel family declares one entry point a suffix, in this
+# order) and of their element sizes in bytes.
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+SUFFIXES = tuple(ITEMSIZE)
+
 
 def is_bfloat16(dt: np.dtype) -> bool:
     """ml_dtypes' bfloat16, or gpumat's tagged stand-in (never a plain uint16)."""

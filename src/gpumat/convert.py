@@ -1,6 +1,6 @@
 """Dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
 
-CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtypes among DTYPES; arguments
+CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. Same-dtype copies are cuMemcpy2D.
 """
@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
-
-DTYPES = ("f32", "f64", "f16", "bf16")
+from ._dtypes import SUFFIXES
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
-    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in DTYPES for d in DTYPES if s != d}
+    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d}
 
 
 def grid(rows: int, cols: int) -> tuple[int, int, int]:

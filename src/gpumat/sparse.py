@@ -10,8 +10,8 @@ import numpy as np
 
 from . import memory
 from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belong to this public module's API)
-    INT32_MAX, SPLIT_MAX, SPLIT_MIN, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr, long_row_schedule,
-    row_stats, scipy_to_csr, split_length, validate_csr,
+    INT32_MAX, SPLIT_MAX, SPLIT_MIN, VALUE_DTYPES, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr,
+    long_row_schedule, row_stats, scipy_to_csr, split_length, validate_csr,
 )
 from .runtime.devices import as_device
 from ._dtypes import suffix
@@ -20,8 +20,8 @@ from .runtime.kernels import Kernel
 from .matrix import FreedMatrixError, Matrix, as_matrix
 
 BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
-DTYPES = ("f32", "f64")         # value dtypes the CSR kernels exist for
-TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in DTYPES}
+VALUE_SUFFIXES = tuple(suffix(dt) for dt in VALUE_DTYPES)  # the CSR kernels exist for these value dtypes
+TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in VALUE_SUFFIXES}
 
 
 def _to_device(a: np.ndarray, dev) -> memory.DeviceBuffer:

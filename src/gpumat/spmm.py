@@ -19,7 +19,7 @@ from ._dtypes import name, suffix
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
-from .sparse import BLOCK, DTYPES, CSRMatrix
+from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix
 
 TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (float4 lanes)
 TILES_SCALAR = (8, 16, 32)      # the same with one float per lane, for B or C not 16-byte aligned
@@ -31,13 +31,13 @@ SPARSE_SIGNATURE = "PPPPPPPPiiqqqqii"  # indptr, indices, data, B, C, partial, c
 
 # Every kernel exists for float32 and float64 values (data, B and C in one dtype): *_BY_DTYPE[dtype].
 # float64's vec-4 tiles need B and C 16-byte aligned with even ldb, ldc (two 128-bit loads of 4 doubles).
-SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in DTYPES}
-VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in DTYPES}
+SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in VALUE_SUFFIXES}
+VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in VALUE_SUFFIXES}
 TILE_KERNELS_BY_DTYPE = {dt: {
     **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4_{dt}", SPARSE_SIGNATURE) for t in TILES},
     **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
-} for dt in DTYPES}
-REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in DTYPES}
+} for dt in VALUE_SUFFIXES}
+REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in VALUE_SUFFIXES}
 
 # The one table of variants: algorithm name -> (kind, parameter). "vector" takes its lanes from the
 # row statistics; "tileN" falls back to one float a lane (and at most 32 columns) when B or C is not
