@@ -280,6 +280,12 @@ def test_operand_checks_run_before_any_gpu_call():
         ops.spmm(s, b)
 
 
+def test_s_at_b_runs_spmm_which_sparse_does_not_import():
+    s = fake_csr(sp.validate_csr(*SEED_CSR))
+    with pytest.raises(ValueError, match="not aligned"):  # spmm's own check, reached through the registered slot
+        s @ fake_matrix(4, 2)
+
+
 def test_to_scipy_without_scipy_is_a_clear_import_error(monkeypatch):
     import builtins
     real_import = builtins.__import__

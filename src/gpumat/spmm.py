@@ -1,4 +1,9 @@
-"""Sparse CSR x dense, C = S @ B, float32: SpMV (one column) or SpMM (several).
+"""Sparse CSR x dense, C = S @ B, float32 or float64: SpMV (one column) or SpMM (several).
+
+This module owns the operation: argument checks, the variant table and "auto"'s choice, launch
+geometry, and the kernels of cuda/spmm.cu except csr_to_dense (the container's, in gpumat.sparse). It
+imports the container and registers spmm as what `S @ B` runs (sparse.register_matmul), so that
+sparse.py never imports this module.
 
 Kernels (cuda/spmm.cu): "scalar" (one thread per row and column, the baseline), "vector" (a group of
 2..32 lanes per row, the SpMV kernel), and "tile8" .. "tile128" (GE-SpMM-style row groups: a group owns
@@ -19,7 +24,7 @@ from ._dtypes import name, suffix
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
-from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix
+from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix, register_matmul
 
 TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (float4 lanes)
 TILES_SCALAR = (8, 16, 32)      # the same with one float per lane, for B or C not 16-byte aligned
@@ -178,6 +183,9 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
         _launch(s, b, out, algorithm, dev, st)
         done_on(st, b, out)
     return out
+
+
+register_matmul(spmm)  # S @ B
 
 
 def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) -> None:
