@@ -1,8 +1,9 @@
 """CSR on the host: validation, conversions, row-length statistics and the long-row schedule.
 
 Everything here runs without a GPU. A CSR matrix is normalised to indptr int64 (any nnz), indices
-int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integers become float64 when exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more
-than `split` nonzeros into chunks of `split`, which the kernels spread over many warps.
+int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integers become float64 when
+exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more than `split`
+nonzeros into chunks of `split`, which the kernels spread over many warps.
 """
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The element types a Matrix holds: float32, float64, float16 and bfloat16.
 
+This module owns the dtype facts every other module uses: the numpy dtypes, the kernel-name suffix of
+each (`suffix`; the table SUFFIXES with ITEMSIZE, bytes by suffix, from which the kernel families are
+declared), the conversion rule below, and bfloat16 without ml_dtypes.
+
 A dtype is a numpy dtype. bfloat16 is ml_dtypes' when that package is installed (the `bfloat16`
 extra); without it, gpumat still holds bfloat16 matrices on the GPU and names their dtype with a
 uint16 dtype tagged "bfloat16" (to_numpy then asks for ml_dtypes, or converts when given a dtype).

@@ -1,4 +1,4 @@
-"""Dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
+"""Matrix.astype and the dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
 
 CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
@@ -6,9 +6,12 @@ through double, exact for every source); NaN and +-Inf are preserved. Same-dtype
 """
 from __future__ import annotations
 
+from . import _dtypes
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
+from .runtime.streams import stream_handle
 from ._dtypes import SUFFIXES
+from .matrix import Matrix, done_on, operand_device, use_on
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
@@ -24,9 +27,6 @@ def grid(rows: int, cols: int) -> tuple[int, int, int]:
 
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
-    from . import _dtypes
-    from .runtime.streams import stream_handle
-    from .matrix import Matrix, done_on, operand_device, use_on
     dt = _dtypes.as_dtype(dtype)
     dev = operand_device((m, "m"))
     if dt == m.dtype:

@@ -1,4 +1,5 @@
-"""Dot product, sum(x * y) over all elements of two equal-shape float32 matrices -> Python float.
+"""Dot product, sum(x * y) over all elements of two equal-shape matrices of one dtype (float32, float64,
+float16 or bfloat16) -> Python float.
 
 One launch (cuda/dot.cu): threads keep double partial sums in a grid-stride loop, blocks reduce in a
 fixed order, and the last block to finish adds the blocks' sums in block order on the device; then
@@ -107,7 +108,7 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
             if is_flat(x) and is_flat(y):
                 FLAT_KERNELS[dt](grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
             else:
-                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, scratch.dev,
-                        stream=s, device=dev)
+                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride,
+                                    scratch.dev, stream=s, device=dev)
             scratch.fetch(s)
         return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile

@@ -161,7 +161,8 @@ class CSRMatrix:
         out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev)
         with dev.lock:
             if rows and cols and self._nnz:
-                TO_DENSE_BY_DTYPE[suffix(self._dtype)]((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
+                to_dense = TO_DENSE_BY_DTYPE[suffix(self._dtype)]
+                to_dense((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
                          self._ptr("data"), out.elements, rows, out.stride, device=dev)
         return out
 
