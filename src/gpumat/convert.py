@@ -12,6 +12,7 @@ from .runtime.kernels import Kernel
 from .runtime.streams import stream_handle
 from ._dtypes import SUFFIXES
 from .matrix import Matrix, done_on, operand_device, use_on
+
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
