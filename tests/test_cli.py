@@ -34,6 +34,14 @@ def test_info_reports_the_device_and_loads_every_kernel():
     assert "FAILED" not in result.stdout and "loaded" in result.stdout
 
 
+def test_the_demo_imports_no_benchmark_code():
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    probe = "import sys, gpumat._demo; print(sorted(m for m in sys.modules if m.startswith('gpumat._bench')))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_unknown_command_is_a_usage_error():
     result = gpumat("frobnicate")
     assert result.returncode == 2 and "usage" in result.stderr

@@ -39,13 +39,13 @@ def test_grid_blocks(n, sm_count):
     blocks = D.grid_blocks(n, sm_count)
     assert 1 <= blocks <= min(D.MAX_BLOCKS, D.BLOCKS_PER_SM * sm_count)
     assert blocks == D.grid_blocks(n, sm_count)        # a pure function of n and the GPU: deterministic
-    per_block = D.THREADS * D.ELEMENTS_PER_THREAD
+    per_block = D.THREADS * D.ELEMENTS_PER_THREAD["f32"]
     assert n > (blocks - 1) * per_block, "more blocks than the elements need"
 
 
 def test_small_sizes_fit_one_pass():
     # 2^20 elements on an H100 (132 SMs): every thread does a single step of the flat loop
-    assert D.grid_blocks(2**20, 132) * D.THREADS * D.ELEMENTS_PER_THREAD >= 2**20
+    assert D.grid_blocks(2**20, 132) * D.THREADS * D.ELEMENTS_PER_THREAD["f32"] >= 2**20
 
 
 def model_flat(n: int, nthreads: int, x_addr: int, y_addr: int) -> Counter:

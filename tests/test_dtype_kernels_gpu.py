@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from cuda.bindings import driver
 
-from gpumat import memory
+from gpumat import memory, sparse
+from gpumat._dtypes import SUFFIXES
 from gpumat.runtime import check, device
 from gpumat.runtime.geometry import cdiv, tiled_grid
 
@@ -180,7 +181,7 @@ def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
     return float(out[0])
 
 
-@pytest.mark.parametrize("dt", D.DTYPES)
+@pytest.mark.parametrize("dt", SUFFIXES)
 @pytest.mark.parametrize("shape,offs,flat", [((1, 1), (0, 0), True), ((1, 1001), (1, 1), True),
                                              ((1, 1001), (0, 3), True), ((257, 129), (0, 0), True),
                                              ((1024, 1024), (2, 2), True), ((257, 129), (1, 2), False),
@@ -275,7 +276,7 @@ def upload_raw(arr: np.ndarray) -> int:
     return ptr
 
 
-@pytest.mark.parametrize("dt", SP.DTYPES)
+@pytest.mark.parametrize("dt", sparse.VALUE_SUFFIXES)
 @pytest.mark.parametrize("n", [1, 5, 8, 33, 130])
 @pytest.mark.parametrize("kind", ["scalar", "vector2", "vector8", "vector32", "tile8_v4", "tile32_v4", "tile128_v4",
                                   "tile8_v1", "tile32_v1", "to_dense"])
@@ -302,7 +303,8 @@ def test_csr(dt, n, kind):
                                    rows, n, b.ld, c.ld)
         elif kind == "to_dense":
             check(driver.cuMemsetD8(c.base, 0, c.nbytes), "cuMemsetD8")
-            importlib.import_module("gpumat.sparse").TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr, rows, c.ld)
+            sparse.TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr,
+                                         rows, c.ld)
         else:
             if kind.startswith("vector"):
                 lanes = int(kind[6:])
@@ -358,7 +360,7 @@ def test_convert(pair, shape):
     s = Operand(src_bits, src_dt, rows, cols, off=1, ld=cols + 3)
     d = Operand(None, dst_dt, rows, cols, off=3, ld=cols + 1)
     try:
-        CV.launch(src_dt, dst_dt, s.ptr, d.ptr, rows, cols, s.ld, d.ld)
+        CV.CONVERT_KERNELS[pair](CV.grid(rows, cols), CV.BLOCK, s.ptr, d.ptr, rows, cols, s.ld, d.ld)
         got, whole = d.download()
         assert d.padding_untouched(whole), "wrote outside dst"
     finally:

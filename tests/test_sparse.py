@@ -243,7 +243,7 @@ def test_resolve_maps_names_to_kernels():
 def test_launch_geometry():
     la = ops.tile_launch(32, 4, rows=1000, n=200, n_chunks=70)  # 8 lanes a group, 32 groups a block
     assert la.block == (256, 1, 1) and la.chunk_blocks == 3 and la.grid == (3 + 32, 7, 1)
-    assert la.kernel is ops.TILE_KERNELS[(32, 4)]
+    assert la.kernel is ops.TILE_KERNELS_BY_DTYPE["f32"][(32, 4)]
     la = ops.tile_launch(8, 1, rows=1, n=1, n_chunks=0)
     assert la.grid == (1, 1, 1) and la.chunk_blocks == 0
     assert ops.tile_launch(8, 4, rows=10, n=10**7, n_chunks=0).grid[1] == 65535
@@ -254,8 +254,9 @@ def test_launch_geometry():
 
 
 def test_every_tile_kernel_is_declared_once():
-    names = {k.name for k in ops.TILE_KERNELS.values()}
-    assert len(names) == len(ops.TILE_KERNELS) == len(ops.TILES) + len(ops.TILES_SCALAR)
+    f32_tiles = ops.TILE_KERNELS_BY_DTYPE["f32"]
+    names = {k.name for k in f32_tiles.values()}
+    assert len(names) == len(f32_tiles) == len(ops.TILES) + len(ops.TILES_SCALAR)
 
 
 def test_operand_checks_run_before_any_gpu_call():
@@ -277,6 +278,12 @@ def test_operand_checks_run_before_any_gpu_call():
     s._bufs = None
     with pytest.raises(FreedMatrixError):
         ops.spmm(s, b)
+
+
+def test_s_at_b_runs_spmm_which_sparse_does_not_import():
+    s = fake_csr(sp.validate_csr(*SEED_CSR))
+    with pytest.raises(ValueError, match="not aligned"):  # spmm's own check, reached through the registered slot
+        s @ fake_matrix(4, 2)
 
 
 def test_to_scipy_without_scipy_is_a_clear_import_error(monkeypatch):

@@ -1,8 +1,9 @@
 """CSR on the host: validation, conversions, row-length statistics and the long-row schedule.
 
 Everything here runs without a GPU. A CSR matrix is normalised to indptr int64 (any nnz), indices
-int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integers become float64 when exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more
-than `split` nonzeros into chunks of `split`, which the kernels spread over many warps.
+int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integers become float64 when
+exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more than `split`
+nonzeros into chunks of `split`, which the kernels spread over many warps.
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _dtypes
+
 INT32_MAX = 2**31 - 1
+VALUE_DTYPES = (_dtypes.FLOAT32, _dtypes.FLOAT64)  # what a CSR matrix's values may be (and its kernels take)
 SPLIT_MIN, SPLIT_MAX = 128, 4096
 FEW_ROWS = 1 << 16              # below this many rows, cut rows at SPLIT_MIN: the rows alone cannot fill the GPU
 
@@ -93,12 +97,11 @@ def validate_csr(indptr, indices, data, shape, dtype=None) -> HostCSR:
 
 def value_dtype(data: np.ndarray, dtype=None) -> np.dtype:
     """float32 or float64 for CSR values, by the Matrix rule (see _dtypes); halves are refused."""
-    from . import _dtypes
     try:
         dt = _dtypes.host_dtype_for(data, dtype)
     except TypeError as exc:
         raise CSRTypeError(str(exc)) from None
-    if dt not in (_dtypes.FLOAT32, _dtypes.FLOAT64):
+    if dt not in VALUE_DTYPES:
         raise CSRTypeError(f"CSR values are float32 or float64, not {_dtypes.name(dt)}")
     return dt
 

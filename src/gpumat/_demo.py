@@ -1,14 +1,36 @@
-"""The source documents' worked examples, run on the GPU and checked against numpy."""
+"""The source documents' worked examples, run on the GPU and checked against numpy (`python -m gpumat demo`).
+
+Each variant is also timed, by gpumat's own events; the demo imports no benchmark code.
+"""
 from __future__ import annotations
+
+import statistics
 
 import numpy as np
 
 import gpumat as gm
 
-from ._bench.common import time_ms
 from .spmm import ALGORITHMS as SPMM_ALGORITHMS
+from .transpose import VARIANTS as TRANSPOSE_VARIANTS, choose_algorithm as transpose_auto_choice
 
 MATMUL_TOLERANCE = 1e-5
+SPMM_TOLERANCE = 1e-5
+TIMED_RUNS = 5
+
+
+def _time_ms(run) -> float:
+    """Median milliseconds of run() over TIMED_RUNS runs, each between two events on the thread's current
+    stream (where the operations queue their work), after one untimed run that loads the kernel."""
+    run()
+    start, stop = gm.Event(), gm.Event()
+    times = []
+    for _ in range(TIMED_RUNS):
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
 
 
 def _check(label: str, got, ref, tolerance: float, detail: str = "") -> bool:
@@ -21,6 +43,8 @@ def _check(label: str, got, ref, tolerance: float, detail: str = "") -> bool:
 
 
 def matmul_examples() -> list[bool]:
+    # TODO(matmul rewrite): list the variants and what "auto" runs through the public gm.matmul_plan instead
+    # of the matmul module's VARIANTS table and choose_algorithm.
     from .matmul import VARIANTS, choose_algorithm
     rng = np.random.default_rng(0)
     idx = np.arange(4, dtype=np.float32)
@@ -38,8 +62,7 @@ def matmul_examples() -> list[bool]:
         print(f"\nmatmul, {title} (auto runs {choose_algorithm(m, n, k)})")
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
             for name in ("auto", *VARIANTS):
-                gm.matmul(A, B, out=C, algorithm=name)
-                ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), warmup=1, repeat=5)
+                ms = _time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name))
                 detail = f"  {ms:8.3f} ms  {2 * m * n * k / ms / 1e6:8.1f} GFLOP/s"
                 results.append(_check(name, C.to_numpy(), ref, MATMUL_TOLERANCE, detail))
         if title.startswith("seed 003"):
@@ -48,15 +71,13 @@ def matmul_examples() -> list[bool]:
 
 
 def transpose_examples() -> list[bool]:
-    from .transpose import VARIANTS, choose_algorithm
     results = []
     for h, w in [(1024, 1024), (37, 1000)]:  # seed 001's square case, and a non-square one
         host = np.arange(h * w, dtype=np.float32).reshape(h, w)
-        print(f"\ntranspose, {h}x{w} -> {w}x{h} (auto runs {choose_algorithm(h, w, 0, h)})")
+        print(f"\ntranspose, {h}x{w} -> {w}x{h} (auto runs {transpose_auto_choice(h, w, 0, h)})")
         with gm.Matrix.from_numpy(host) as A, gm.Matrix.empty(w, h) as B:
-            for name in ("auto", *VARIANTS):
-                gm.transpose(A, out=B, algorithm=name)
-                ms = time_ms(lambda: gm.transpose(A, out=B, algorithm=name), warmup=1, repeat=5)
+            for name in ("auto", *TRANSPOSE_VARIANTS):
+                ms = _time_ms(lambda: gm.transpose(A, out=B, algorithm=name))
                 detail = f"  {ms:8.3f} ms  {2 * A.nbytes / ms / 1e6:8.1f} GB/s"
                 results.append(_check(name, B.to_numpy(), host.T, 0.0, detail))
     return results
@@ -69,9 +90,6 @@ def dot_examples() -> list[bool]:
         got = gm.dot(a, b)
     print(f"  computed {got:.1f}, closed form {n * (n - 1)}")
     return [_check("dot", [got], [n * (n - 1)], 0.0)]
-
-
-SPMM_TOLERANCE = 1e-5
 
 
 def sparse_examples() -> list[bool]:

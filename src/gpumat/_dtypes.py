@@ -1,5 +1,9 @@
 """The element types a Matrix holds: float32, float64, float16 and bfloat16.
 
+This module owns the dtype facts every other module uses: the numpy dtypes, the kernel-name suffix of
+each (`suffix`; the table SUFFIXES with ITEMSIZE, bytes by suffix, from which the kernel families are
+declared), the conversion rule below, and bfloat16 without ml_dtypes.
+
 A dtype is a numpy dtype. bfloat16 is ml_dtypes' when that package is installed (the `bfloat16`
 extra); without it, gpumat still holds bfloat16 matrices on the GPU and names their dtype with a
 uint16 dtype tagged "bfloat16" (to_numpy then asks for ml_dtypes, or converts when given a dtype).
@@ -23,6 +27,11 @@ FLOAT32, FLOAT64, FLOAT16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype
 # bfloat16 as gpumat names it: ml_dtypes' type, or a tagged uint16 stand-in
 BFLOAT16 = ML_BFLOAT16 if ML_BFLOAT16 is not None else np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
 EXACT_INT = 2**53
+
+# The one table of kernel-name suffixes (every kernel family declares one entry point a suffix, in this
+# order) and of their element sizes in bytes.
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+SUFFIXES = tuple(ITEMSIZE)
 
 
 def is_bfloat16(dt: np.dtype) -> bool:
@@ -107,8 +116,3 @@ def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
 
 def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
     return (np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def storage_dtype(dt: np.dtype) -> np.dtype:
-    """The numpy dtype a host buffer of this Matrix dtype uses."""
-    return np.dtype(np.uint16) if is_bfloat16(dt) and ML_BFLOAT16 is None else dt

@@ -19,18 +19,18 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+
 from .memory import BorrowedBuffer
 from .runtime import memops
 from .runtime.devices import Device, device
 from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, wait_for_streams
+from ._dtypes import BFLOAT16, SUPPORTED, as_dtype, is_bfloat16
 from .matrix import Matrix
 
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
-FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
+FLAG_IS_COPIED = 2
 DLPACK_VERSION = (1, 0)
-
-from ._dtypes import BFLOAT16, as_dtype, is_bfloat16
 
 
 # dtype <-> (DLPack code, bits) and CAI typestr ------------------------------------------------------
@@ -63,7 +63,7 @@ def supported(dtype: np.dtype) -> np.dtype:
     try:
         return as_dtype(dtype)
     except TypeError:
-        raise TypeError(f"the array is {dtype}, not a gpumat dtype (float32, float64, float16, bfloat16): "
+        raise TypeError(f"the array is {dtype}, not a gpumat dtype ({SUPPORTED}): "
                         f"convert it on the producer's side first") from None
 
 

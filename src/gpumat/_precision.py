@@ -17,7 +17,6 @@ import threading
 from contextlib import contextmanager
 
 MATMUL_PRECISIONS = ("float32", "tf32x3", "tf32")
-TENSOR_CORE_MODES = ("tf32x3", "tf32")
 
 _process_default = "float32"
 _scoped = threading.local()  # .stack: the modes of this thread's open `matmul_precision` blocks

@@ -1,21 +1,24 @@
-"""Dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
+"""Matrix.astype and the dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
 
-CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtypes among DTYPES; arguments
+CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. Same-dtype copies are cuMemcpy2D.
 """
 from __future__ import annotations
 
+from . import _dtypes
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
+from .runtime.streams import stream_handle
+from ._dtypes import SUFFIXES
+from .matrix import Matrix, done_on, operand_device, use_on
 
-DTYPES = ("f32", "f64", "f16", "bf16")
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
-    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in DTYPES for d in DTYPES if s != d}
+    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d}
 
 
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
@@ -23,21 +26,8 @@ def grid(rows: int, cols: int) -> tuple[int, int, int]:
     return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1
 
 
-
-
-def launch(src_dtype: str, dst_dtype: str, src: int, dst: int, rows: int, cols: int, lds: int, ldd: int,
-           stream=0) -> None:
-    """Convert a rows x cols region from src (row stride lds) into dst (row stride ldd), on the device."""
-    if rows and cols:
-        CONVERT_KERNELS[(src_dtype, dst_dtype)](grid(rows, cols), BLOCK, src, dst, rows, cols, lds, ldd,
-                                                stream=stream)
-
-
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
-    from . import _dtypes
-    from .runtime.streams import stream_handle
-    from .matrix import Matrix, done_on, operand_device, use_on
     dt = _dtypes.as_dtype(dtype)
     dev = operand_device((m, "m"))
     if dt == m.dtype:

@@ -1,4 +1,5 @@
-"""Dot product, sum(x * y) over all elements of two equal-shape float32 matrices -> Python float.
+"""Dot product, sum(x * y) over all elements of two equal-shape matrices of one dtype (float32, float64,
+float16 or bfloat16) -> Python float.
 
 One launch (cuda/dot.cu): threads keep double partial sums in a grid-stride loop, blocks reduce in a
 fixed order, and the last block to finish adds the blocks' sums in block order on the device; then
@@ -16,31 +17,26 @@ from .runtime.devices import Device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
 from .runtime.streams import stream_handle, synchronize_stream
-from ._dtypes import suffix
+from ._dtypes import ITEMSIZE, SUFFIXES, suffix
 from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
 
 THREADS = 256               # threads a block (the kernels' THREADS)
-ELEMENTS_PER_THREAD = 8     # elements a thread handles per grid-stride step of the flat kernel (two float4)
 BLOCKS_PER_SM = 4           # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
 MAX_BLOCKS = 4096           # partial-sum slots in the scratch buffer
 SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
 
 # One flat and one strided kernel per dtype (cuda/dot.cu); every dtype accumulates in double.
-DTYPES = ("f32", "f64", "f16", "bf16")
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
-FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqP") for dt in DTYPES}            # x, y, n, scratch
-STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in DTYPES}   # x, y, rows, cols, ldx, ldy, scratch
+FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqP") for dt in SUFFIXES}  # x, y, n, scratch
+# x, y, rows, cols, ldx, ldy, scratch
+STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in SUFFIXES}
 # elements a thread handles per grid-stride step of the flat kernel: two 16-byte loads of each operand
-ELEMENTS_PER_THREAD_BY_DTYPE = {dt: 2 * 16 // ITEMSIZE[dt] for dt in DTYPES}
-FLAT = FLAT_KERNELS["f32"]
-STRIDED = STRIDED_KERNELS["f32"]
+ELEMENTS_PER_THREAD = {dt: 2 * 16 // ITEMSIZE[dt] for dt in SUFFIXES}
 
 
 def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:
     """Blocks for n elements: enough for every thread to get a full step, at most BLOCKS_PER_SM a SM.
     Fixed by n, the dtype and the GPU alone, which is what makes the result deterministic."""
-    per_thread = ELEMENTS_PER_THREAD_BY_DTYPE[dtype]
-    return max(1, min(cdiv(n, THREADS * per_thread), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
+    return max(1, min(cdiv(n, THREADS * ELEMENTS_PER_THREAD[dtype]), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
 
 
 def is_flat(m: Matrix) -> bool:
@@ -112,7 +108,7 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
             if is_flat(x) and is_flat(y):
                 FLAT_KERNELS[dt](grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
             else:
-                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride, scratch.dev,
-                        stream=s, device=dev)
+                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride,
+                                    scratch.dev, stream=s, device=dev)
             scratch.fetch(s)
         return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile

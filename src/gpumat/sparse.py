@@ -1,8 +1,12 @@
 """CSRMatrix: a float32 or float64 sparse matrix in compressed sparse row form on one GPU.
 
-A CSRMatrix is validated on the host (see _csr), then uploaded once: indptr as int64 (any nnz),
-indices as int32, data as float32 or float64, plus the long-row schedule that spmm's kernels use. `S @ B`
-multiplies it with a dense gpumat.Matrix (see spmm).
+This module owns the container: validated on the host (see _csr), then uploaded once: indptr as int64
+(any nnz), indices as int32, data as float32 or float64, plus the long-row schedule that spmm's kernels
+use; its copies back (to_host, to_scipy, to_dense with cuda/spmm.cu's csr_to_dense kernel); its lifetime.
+
+`S @ B` multiplies it with a dense gpumat.Matrix through gpumat.spmm. Data flows one way, the operation
+above the container: spmm imports this module, never the reverse; spmm hands its function to
+register_matmul when it is imported (which `import gpumat` always does), and __matmul__ calls it.
 """
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ import numpy as np
 
 from . import memory
 from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belong to this public module's API)
-    INT32_MAX, SPLIT_MAX, SPLIT_MIN, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr, long_row_schedule,
-    row_stats, scipy_to_csr, split_length, validate_csr,
+    INT32_MAX, SPLIT_MAX, SPLIT_MIN, VALUE_DTYPES, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr,
+    long_row_schedule, row_stats, scipy_to_csr, split_length, validate_csr,
 )
 from .runtime.devices import as_device
 from ._dtypes import suffix
@@ -20,9 +24,19 @@ from .runtime.kernels import Kernel
 from .matrix import FreedMatrixError, Matrix, as_matrix
 
 BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
-DTYPES = ("f32", "f64")         # value dtypes the CSR kernels exist for
-TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in DTYPES}
-TO_DENSE = TO_DENSE_BY_DTYPE["f32"]
+VALUE_SUFFIXES = tuple(suffix(dt) for dt in VALUE_DTYPES)  # the CSR kernels exist for these value dtypes
+TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in VALUE_SUFFIXES}
+
+
+_matmul = None  # what S @ B runs: gpumat.spmm.spmm, registered by that module (see register_matmul)
+
+
+def register_matmul(operation) -> None:
+    """Called by gpumat.spmm as it is imported: `operation(s, b)` becomes S @ B. The container does not
+    import its operation (spmm imports this module), and `import gpumat` imports spmm, so the slot is
+    filled before any CSRMatrix exists."""
+    global _matmul
+    _matmul = operation
 
 
 def _to_device(a: np.ndarray, dev) -> memory.DeviceBuffer:
@@ -147,7 +161,8 @@ class CSRMatrix:
         out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev)
         with dev.lock:
             if rows and cols and self._nnz:
-                TO_DENSE_BY_DTYPE[suffix(self._dtype)]((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
+                to_dense = TO_DENSE_BY_DTYPE[suffix(self._dtype)]
+                to_dense((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
                          self._ptr("data"), out.elements, rows, out.stride, device=dev)
         return out
 
@@ -169,8 +184,7 @@ class CSRMatrix:
     # arithmetic ------------------------------------------------------------------------------
     def __matmul__(self, other):
         if isinstance(other, Matrix):
-            from .spmm import spmm
-            return spmm(self, other)
+            return _matmul(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:

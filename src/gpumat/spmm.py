@@ -1,8 +1,13 @@
-"""Sparse CSR x dense, C = S @ B, float32: SpMV (one column) or SpMM (several).
+"""Sparse CSR x dense, C = S @ B, float32 or float64: SpMV (one column) or SpMM (several).
+
+This module owns the operation: argument checks, the variant table and "auto"'s choice, launch
+geometry, and the kernels of cuda/spmm.cu except csr_to_dense (the container's, in gpumat.sparse). It
+imports the container and registers spmm as what `S @ B` runs (sparse.register_matmul), so that
+sparse.py never imports this module.
 
 Kernels (cuda/spmm.cu): "scalar" (one thread per row and column, the baseline), "vector" (a group of
 2..32 lanes per row, the SpMV kernel), and "tile8" .. "tile128" (GE-SpMM-style row groups: a group owns
-a row times a tile of B's columns, reads B's rows in coalesced float4 loads and reuses each staged
+a row times a tile of B's columns, reads B's rows in coalesced 128-bit loads and reuses each staged
 nonzero across the tile; one sweep over S per column tile). Rows longer than the matrix's split are
 cut into chunks spread over many warps (partial rows into scratch, then a fixed-order reduction), so
 one row of millions of nonzeros does not stall one warp. Deterministic: no atomics anywhere.
@@ -19,10 +24,10 @@ from ._dtypes import name, suffix
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
-from .sparse import BLOCK, DTYPES, CSRMatrix
+from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix, register_matmul
 
-TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (float4 lanes)
-TILES_SCALAR = (8, 16, 32)      # the same with one float per lane, for B or C not 16-byte aligned
+TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (four elements a lane)
+TILES_SCALAR = (8, 16, 32)      # the same with one element a lane, for B or C not 16-byte aligned
 VECTOR_LANES = (2, 4, 8, 16, 32)
 AUTO_TILE_CAP = 64              # auto's widest column tile (measured on the H100, see choose_algorithm)
 
@@ -31,20 +36,16 @@ SPARSE_SIGNATURE = "PPPPPPPPiiqqqqii"  # indptr, indices, data, B, C, partial, c
 
 # Every kernel exists for float32 and float64 values (data, B and C in one dtype): *_BY_DTYPE[dtype].
 # float64's vec-4 tiles need B and C 16-byte aligned with even ldb, ldc (two 128-bit loads of 4 doubles).
-SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in DTYPES}
-VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in DTYPES}
+SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in VALUE_SUFFIXES}
+VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in VALUE_SUFFIXES}
 TILE_KERNELS_BY_DTYPE = {dt: {
     **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4_{dt}", SPARSE_SIGNATURE) for t in TILES},
     **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
-} for dt in DTYPES}
-REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in DTYPES}
-SCALAR = SCALAR_BY_DTYPE["f32"]
-VECTOR = VECTOR_BY_DTYPE["f32"]
-TILE_KERNELS = TILE_KERNELS_BY_DTYPE["f32"]
-REDUCE = REDUCE_BY_DTYPE["f32"]
+} for dt in VALUE_SUFFIXES}
+REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in VALUE_SUFFIXES}
 
 # The one table of variants: algorithm name -> (kind, parameter). "vector" takes its lanes from the
-# row statistics; "tileN" falls back to one float a lane (and at most 32 columns) when B or C is not
+# row statistics; "tileN" falls back to one element a lane (and at most 32 columns) when B or C is not
 # 16-byte aligned.
 VARIANTS: dict[str, tuple[str, object]] = {
     "scalar": ("scalar", None),
@@ -99,8 +100,8 @@ def tile_launch(tile: int, vec: int, rows: int, n: int, n_chunks: int, dtype: st
     gx = chunk_blocks + cdiv(rows, groups)
     if gx > MAX_GRID_X:
         raise ValueError(f"{rows} rows need {gx} blocks, over the grid limit {MAX_GRID_X}")
-    return Launch(TILE_KERNELS_BY_DTYPE[dtype][(tile, vec)], (max(gx, 1), min(max(cdiv(n, tile), 1), MAX_GRID_YZ), 1),
-                  (BLOCK, 1, 1), chunk_blocks, ())
+    grid = (max(gx, 1), min(max(cdiv(n, tile), 1), MAX_GRID_YZ), 1)
+    return Launch(TILE_KERNELS_BY_DTYPE[dtype][(tile, vec)], grid, (BLOCK, 1, 1), chunk_blocks, ())
 
 
 def vector_launch(lanes: int, rows: int, n: int, n_chunks: int, dtype: str = "f32") -> Launch:
@@ -163,7 +164,7 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
     Returns out (new if None), in that dtype.
 
     algorithm: "auto", "scalar", "vector" (lanes from the row lengths) or "vector2" .. "vector32",
-    "tile8" .. "tile128" (the row-group kernels; B and C not 16-byte aligned take one float a lane and
+    "tile8" .. "tile128" (the row-group kernels; B and C not 16-byte aligned take one element a lane and
     tiles of at most 32)."""
     if not isinstance(s, CSRMatrix):
         raise TypeError(f"s must be a gpumat.CSRMatrix, got {type(s).__name__}")
@@ -184,6 +185,9 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
     return out
 
 
+register_matmul(spmm)  # S @ B
+
+
 def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) -> None:
     rows, n = out.shape
     c = out.elements
@@ -194,8 +198,8 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
     kind, param = resolve(algorithm, n, s.stats, vec4_ok(b, out))
     ptr = s._ptr
     if kind == "scalar":
-        SCALAR_BY_DTYPE[dt](scalar_grid(rows, n), (BLOCK, 1, 1), ptr("indptr"), ptr("indices"), ptr("data"), b.elements, c,
-               rows, n, b.stride, out.stride, stream=st, device=dev)
+        SCALAR_BY_DTYPE[dt](scalar_grid(rows, n), (BLOCK, 1, 1), ptr("indptr"), ptr("indices"), ptr("data"),
+                            b.elements, c, rows, n, b.stride, out.stride, stream=st, device=dev)
         return
     stats = s.stats
     if kind == "vector":
@@ -211,8 +215,8 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
                       ptr("chunk_row"), ptr("chunk_start"), rows, n, b.stride, out.stride, ldp, stats.split,
                       stats.chunks, launch.chunk_blocks, *launch.extra, stream=st, device=dev)
         if stats.chunks:
-            REDUCE_BY_DTYPE[dt](reduce_grid(stats.long_rows, n), (32, 8, 1), partial, ptr("long_rows"), ptr("chunk_ptr"), c,
-                   stats.long_rows, n, ldp, out.stride, stream=st, device=dev)
+            REDUCE_BY_DTYPE[dt](reduce_grid(stats.long_rows, n), (32, 8, 1), partial, ptr("long_rows"),
+                                ptr("chunk_ptr"), c, stats.long_rows, n, ldp, out.stride, stream=st, device=dev)
     finally:
         if partial:
             pool.free(partial, nbytes, st)  # stream-ordered: released after the kernels that use it

@@ -1,10 +1,10 @@
-"""Transpose, B = A^T: argument checks, variant choice, launch.
+"""Transpose, B = A^T, of a float32, float64, float16 or bfloat16 matrix: argument checks, variant choice, launch.
 
 Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb); see
 cuda/transpose.cu. The grid puts A's column tiles on x and A's row tiles on y (capped at 65535; the
-kernels walk the rest in a grid-stride loop). The kernels move bits: every variant exists for each
-dtype (KERNELS[(variant, dtype)], dtype one of DTYPES); VARIANTS is the float32 table the Matrix API
-runs today.
+kernels walk the rest in a grid-stride loop). The kernels move bits: KERNELS[(variant, suffix)] holds
+every variant of every dtype (suffixes from _dtypes.SUFFIXES), strip kernels for narrow matrices and the
+2-byte kernels included; VARIANTS is the tiled family by name (the same names for every dtype).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from .runtime.kernels import Kernel
 from .runtime.memops import copy_device_2d
 from .runtime.streams import stream_handle
-from ._dtypes import suffix
+from ._dtypes import ITEMSIZE, SUFFIXES, suffix
 from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
@@ -32,8 +32,8 @@ class Variant:
         return tiled_grid(rows + self.skew, cols, *self.tile)
 
 
-DTYPES = ("f32", "f64", "f16", "bf16")                  # kernel-name suffixes
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+# 2-byte elements have kernels of their own that move pairs of elements as 4-byte words
+TWO_BYTE_SUFFIXES = tuple(dt for dt in SUFFIXES if ITEMSIZE[dt] == 2)
 
 
 def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
@@ -68,10 +68,6 @@ class NarrowVariant:
     nbytes: int = 32768
     mode: str = "plain"  # "plain", "pairs" or "flat"
     block: tuple[int, int, int] = (256, 1, 1)
-
-    @property
-    def pairs(self) -> bool:
-        return self.mode != "plain"   # needs 4-byte aligned operands with even strides
 
     def strip(self, rows: int, cols: int) -> int:
         """What one block moves per step (the kernel's R): rows of A (axis "cols"; row pairs in mode
@@ -118,15 +114,15 @@ def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: 
 
 
 KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
-    **{(name, dt): v for dt in DTYPES for name, v in _family(dt).items()},
-    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in DTYPES for axis in ("cols", "rows")},
-    **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in DTYPES for axis in ("cols", "rows")},
+    **{(name, dt): v for dt in SUFFIXES for name, v in _family(dt).items()},
+    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in SUFFIXES for axis in ("cols", "rows")},
+    **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in SUFFIXES for axis in ("cols", "rows")},
     **{(f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
-       for dt in ("f16", "bf16") for axis in ("cols", "rows") for sfx, nbytes in (("", 32768), ("16k", 16384))},
+       for dt in TWO_BYTE_SUFFIXES for axis in ("cols", "rows") for sfx, nbytes in (("", 32768), ("16k", 16384))},
     **{(f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
-       for dt in ("f16", "bf16") for axis in ("cols", "rows")},
-    # 2-byte elements only: 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
-    **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in ("f16", "bf16")},
+       for dt in TWO_BYTE_SUFFIXES for axis in ("cols", "rows")},
+    # 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
+    **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in TWO_BYTE_SUFFIXES},
 }
 
 VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
