@@ -16,6 +16,7 @@ flags or the compiler change.
 The compiler is found by tools/cuda_compiler.py ($NVCC, the PATH, $CUDA_HOME, or the package-index
 nvcc in this Python's site-packages); `make kernels` installs the latter when there is none.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -88,7 +89,8 @@ def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
     for line in report.splitlines():
         if m := PTXAS_ENTRY_RE.search(line):
             current = resources.setdefault(m.group(1), {}).setdefault(
-                m.group(2), {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0})
+                m.group(2), {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0}
+            )
         elif current is not None and (m := PTXAS_FRAME_RE.search(line)):
             current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
         elif current is not None and (m := PTXAS_USED_RE.search(line)):
@@ -103,14 +105,20 @@ def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) 
     fatbin = OUT_DIR / f"{name}.fatbin"
     ptx = PTX_DIR / f"{name}.ptx"
     common = [exe, *NVCC_FLAGS, "-I", str(SRC_DIR)]
-    build = subprocess.run([*common, "--threads", "0", "-fatbin", *gencode_flags(archs, ptx=not own_archs),
-                            "-o", str(fatbin), str(cu)],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [*common, "--threads", "0", "-fatbin", *gencode_flags(archs, ptx=not own_archs), "-o", str(fatbin), str(cu)],
+        capture_output=True,
+        text=True,
+    )
     if build.returncode != 0:
         raise RuntimeError(f"nvcc failed on {cu.name}:\n{build.stderr}")
     lowest = archs[0]
-    subprocess.run([*common[:1], "-std=c++17", "-I", str(SRC_DIR), "-ptx", f"-arch=compute_{lowest}",
-                    "-o", str(ptx), str(cu)], capture_output=True, text=True, check=True)
+    subprocess.run(
+        [*common[:1], "-std=c++17", "-I", str(SRC_DIR), "-ptx", f"-arch=compute_{lowest}", "-o", str(ptx), str(cu)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     params = parse_entries(ptx.read_text())
     resources = parse_ptxas(build.stderr)
     module = {
@@ -140,8 +148,10 @@ def main() -> int:
     for cu in sources:
         own, declared = module_archs(cu.read_text(), archs)
         if not own:
-            skipped[cu.stem] = f"built only for sm_{ARCHS_MARKER_RE.match(cu.read_text()).group(1).strip()}, " \
-                               f"whose base is not in ARCHS ({' '.join(archs)})"
+            skipped[cu.stem] = (
+                f"built only for sm_{ARCHS_MARKER_RE.match(cu.read_text()).group(1).strip()}, "
+                f"whose base is not in ARCHS ({' '.join(archs)})"
+            )
             continue
         key = source_key(cu, own, version)
         prev = old_modules.get(cu.stem)
@@ -161,8 +171,13 @@ def main() -> int:
                 failed.append(f"{cu.name}: {err}")
     for stale in set(old_modules) - {cu.stem for cu in sources if cu.stem not in skipped}:
         (OUT_DIR / f"{stale}.fatbin").unlink(missing_ok=True)
-    manifest = {"cuda_version": release, "nvcc": f"{version} ({compiler.origin})", "archs": archs,
-                "modules": dict(sorted(modules.items())), "skipped": skipped}
+    manifest = {
+        "cuda_version": release,
+        "nvcc": f"{version} ({compiler.origin})",
+        "archs": archs,
+        "modules": dict(sorted(modules.items())),
+        "skipped": skipped,
+    }
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
     if failed:
         print("\n".join(failed), file=sys.stderr)

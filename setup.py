@@ -3,6 +3,7 @@
 build_py runs build_ptx.py (the same build as `make kernels`) before it copies the package, so the
 fatbins and the manifest go into the wheel; if the kernels do not build, neither does the wheel.
 """
+
 import sys
 from pathlib import Path
 
@@ -18,8 +19,10 @@ class BuildWithKernels(build_py):
         import build_ptx
 
         if build_ptx.main() != 0:
-            raise SystemExit("gpumat: the CUDA kernels did not build (see above), so no package is made: "
-                             "a gpumat without kernels cannot run anything")
+            raise SystemExit(
+                "gpumat: the CUDA kernels did not build (see above), so no package is made: "
+                "a gpumat without kernels cannot run anything"
+            )
         self.__dict__.pop("data_files", None)  # listed again, now that the fatbins exist
         super().run()
 

@@ -3,6 +3,7 @@ process: the launch path's cost. `python3 benchmarks/latency_64.py [label]` prin
 
 Each figure is the bench's: the median over batches of the wall time of 2000 calls followed by one
 synchronisation, so it measures what a caller pays per call when the GPU keeps up."""
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,19 @@ import numpy as np
 def main() -> None:
     import gpumat as gm
     from gpumat._bench.matmul import _latency_us as per_call_us  # the bench's own method, in either tree
+
     a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
     A = gm.Matrix.from_numpy(a)
-    out = {"label": sys.argv[1] if len(sys.argv) > 1 else "gpumat", "gpumat_us": per_call_us(lambda: A @ A, gm.synchronize)}
+    out = {
+        "label": sys.argv[1] if len(sys.argv) > 1 else "gpumat",
+        "gpumat_us": per_call_us(lambda: A @ A, gm.synchronize),
+    }
     if hasattr(gm, "Stream") and "stream" in gm.matmul.__code__.co_varnames:
         s = gm.Stream()
         out["gpumat_explicit_stream_us"] = per_call_us(lambda: gm.matmul(A, A, stream=s), s.synchronize)
     try:
         import cupy as cp
+
         x = cp.asarray(a)
         out["cupy_us"] = per_call_us(lambda: x @ x, cp.cuda.Device().synchronize)
     except ImportError:

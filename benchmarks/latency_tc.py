@@ -2,6 +2,7 @@
 process: `python3 benchmarks/latency_tc.py` prints one JSON line. Each figure is the wall time of many
 calls into a preallocated C followed by one synchronisation (the bench's _latency_us): on a tiny
 product it is the launch path's cost, on a small one the larger of that and the GPU's time."""
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ SHAPES = [(64, 64, 64), (2137, 108, 1055), (256, 256, 65536), (1024, 1024, 1024)
 def main() -> None:
     import gpumat as gm
     from gpumat._bench.matmul import _latency_us as per_call_us
+
     try:
         import torch
     except ImportError:
@@ -26,8 +28,11 @@ def main() -> None:
             b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
             A, B = gm.Matrix.from_numpy(a, dtype=dtype), gm.Matrix.from_numpy(b, dtype=dtype)
             C = gm.Matrix.empty(m, n, dtype=dtype)
-            row = {"dtype": dtype, "shape": [m, n, k],
-                   "gpumat_us": per_call_us(lambda: gm.matmul(A, B, out=C), gm.synchronize, calls=300)}
+            row = {
+                "dtype": dtype,
+                "shape": [m, n, k],
+                "gpumat_us": per_call_us(lambda: gm.matmul(A, B, out=C), gm.synchronize, calls=300),
+            }
             if torch is not None:
                 ta, tb = torch.from_dlpack(A), torch.from_dlpack(B)
                 tc = torch.empty(m, n, dtype=getattr(torch, dtype), device="cuda")

@@ -4,6 +4,7 @@ tile plans compare with the model's pick on pageable, registered and pinned host
 
     PYTHONPATH=src python3 benchmarks/outofcore_plans.py [out.json]
 """
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,24 @@ from cuda.bindings import driver
 
 import gpumat as gm
 from gpumat import outofcore as oc
-from gpumat._bench.outofcore import operands, wall
 from gpumat._bench.common import environment
+from gpumat._bench.outofcore import operands, wall
 
 CASES = [  # (m, n, k, share of A + B + C allowed, candidate plans besides the model's)
     (16384, 16384, 256, 4, [(1024, 16384, 256, 2), (512, 16384, 256, 2), (4096, 4096, 256, 2), (2048, 1536, 256, 2)]),
-    (16384, 16384, 16384, 4, [(8192, 6144, 512, 2), (4096, 4096, 2048, 2), (8192, 4096, 1024, 2),
-                              (16384, 2048, 1024, 2), (6144, 6144, 1024, 2)]),
+    (
+        16384,
+        16384,
+        16384,
+        4,
+        [
+            (8192, 6144, 512, 2),
+            (4096, 4096, 2048, 2),
+            (8192, 4096, 1024, 2),
+            (16384, 2048, 1024, 2),
+            (6144, 6144, 1024, 2),
+        ],
+    ),
     (32768, 32768, 32768, 16, [(8192, 6144, 2048, 1), (8192, 4096, 2048, 2), (4096, 4096, 4096, 2)]),
 ]
 
@@ -54,11 +66,23 @@ def main(path: str | None) -> None:
             for p in plans:
                 if p.device_bytes(k, 4, 4, 4) > limit * (1 - oc.SCRATCH_SHARE):
                     continue
-                t = wall(lambda: oc.matmul_host(a, b, out=c, memory_limit=limit, devices=[0], tiles=p,
-                                                register=memory == "registered"), repeat=2)
-                rec = {"M": m, "N": n, "K": k, "share": share, "memory": memory, "plan": [p.tm, p.tn, p.tk, p.c_buffers],
-                       "model_pick": p == model, "seconds": t,
-                       "modeled_s": oc.plan_seconds(p, m, n, k, 4, 4, 4, pinned_in=direct, pinned_out=direct)}
+                t = wall(
+                    lambda: oc.matmul_host(
+                        a, b, out=c, memory_limit=limit, devices=[0], tiles=p, register=memory == "registered"
+                    ),
+                    repeat=2,
+                )
+                rec = {
+                    "M": m,
+                    "N": n,
+                    "K": k,
+                    "share": share,
+                    "memory": memory,
+                    "plan": [p.tm, p.tn, p.tk, p.c_buffers],
+                    "model_pick": p == model,
+                    "seconds": t,
+                    "modeled_s": oc.plan_seconds(p, m, n, k, 4, 4, 4, pinned_in=direct, pinned_out=direct),
+                }
                 out["cases"].append(rec)
                 print(json.dumps(rec), flush=True)
     if path:

@@ -7,6 +7,7 @@ matmul: TFLOP/s of every variant and of cuBLAS for each shape, sizes growing lef
 transpose, dot: GB/s of every variant, the copy ceiling and CuPy; spmm: GFLOP/s against cuSPARSE and CuPy.
 Needs matplotlib (a plotting convenience, not a gpumat dependency).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,11 @@ def series_transpose(data):
 def series_dot(data):
     cases = data["results"]
     labels = [f"2^{c['n'].bit_length() - 1}" for c in cases]
-    series = {"copy": [c["copy_gbps"] for c in cases], "gpumat.dot": [c["gpumat"]["gbps"] for c in cases],
-              "cupy.dot": [c.get("cupy", {}).get("gbps") for c in cases]}
+    series = {
+        "copy": [c["copy_gbps"] for c in cases],
+        "gpumat.dot": [c["gpumat"]["gbps"] for c in cases],
+        "cupy.dot": [c.get("cupy", {}).get("gbps") for c in cases],
+    }
     return labels, series, "GB/s (bytes read)"
 
 
@@ -53,9 +57,12 @@ def series_spmm(data):
 
     def gflops(c, ms):
         return 2 * c["nnz"] * c["N"] / ms / 1e6 if ms else None
+
     names = list(dict.fromkeys(v for c in cases for v in c["variants"] if v != "scalar"))
-    series = {"cuSPARSE": [gflops(c, c.get("cusparse_best_ms")) for c in cases],
-              "CuPy": [gflops(c, c.get("cupy_ms")) for c in cases]}
+    series = {
+        "cuSPARSE": [gflops(c, c.get("cusparse_best_ms")) for c in cases],
+        "CuPy": [gflops(c, c.get("cupy_ms")) for c in cases],
+    }
     for name in names:
         series[name] = [c["variants"].get(name, {}).get("gflops") for c in cases]
     return labels, series, "GFLOP/s (2 nnz N / time)"
@@ -89,14 +96,30 @@ def series_multigpu(data):
     counts = sorted({d["gpus"] for d in r["direct"]} | {d["workers"] for d in r["dask"] if isinstance(r["dask"], list)})
     labels = [f"{g} GPU" + ("s" if g > 1 else "") for g in counts]
     direct = {d["gpus"]: d["speedup"] for d in r["direct"]}
-    dask = {d["workers"]: r["direct"][0]["seconds"] / d["seconds"] for d in r["dask"]} if isinstance(r["dask"], list) else {}
-    series = {"ideal": [float(g) for g in counts], "gm.matmul (out of core)": [direct.get(g) for g in counts],
-              "gpumat.dask": [dask.get(g) for g in counts]}
+    dask = (
+        {d["workers"]: r["direct"][0]["seconds"] / d["seconds"] for d in r["dask"]}
+        if isinstance(r["dask"], list)
+        else {}
+    )
+    series = {
+        "ideal": [float(g) for g in counts],
+        "gm.matmul (out of core)": [direct.get(g) for g in counts],
+        "gpumat.dask": [dask.get(g) for g in counts],
+    }
     return labels, series, "speed-up over gm.matmul on one GPU"
 
 
-SERIES = {"matmul": series_matmul, "matmul-float16": series_matmul_dtype, "matmul-bfloat16": series_matmul_dtype,
-          "matmul-float64": series_matmul_dtype, "outofcore": series_outofcore, "multigpu": series_multigpu, "transpose": series_transpose, "dot": series_dot, "spmm": series_spmm}
+SERIES = {
+    "matmul": series_matmul,
+    "matmul-float16": series_matmul_dtype,
+    "matmul-bfloat16": series_matmul_dtype,
+    "matmul-float64": series_matmul_dtype,
+    "outofcore": series_outofcore,
+    "multigpu": series_multigpu,
+    "transpose": series_transpose,
+    "dot": series_dot,
+    "spmm": series_spmm,
+}
 
 
 def main(path: str) -> Path:
@@ -107,8 +130,11 @@ def main(path: str) -> Path:
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(labels)), 5))
     for name, values in series.items():
         xs = [i for i, v in enumerate(values) if v is not None]
-        style = dict(color="black", linewidth=2.5, linestyle="--") if name in ("cuBLAS", "copy", "cuSPARSE", "floor",
-                                                                               "ideal") else {}
+        style = (
+            dict(color="black", linewidth=2.5, linestyle="--")
+            if name in ("cuBLAS", "copy", "cuSPARSE", "floor", "ideal")
+            else {}
+        )
         if name in ("CuPy", "cupy.dot"):
             style = dict(color="gray", linewidth=2, linestyle=":")
         ax.plot(xs, [values[i] for i in xs], marker="o", label=name, **style)

@@ -7,6 +7,7 @@ Left: TFLOP/s per shape of gpumat's exact / tf32x3 / tf32 modes and cuBLAS FP32 
 Right: relative error against a float64 product over K, one line per method and input kind.
 Needs matplotlib (a plotting convenience, not a gpumat dependency).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ANCHORS = {"cublas_fp32": ("cuBLAS FP32", dict(color="black", linestyle="--")),
-           "cublas_tf32": ("cuBLAS TF32", dict(color="gray", linestyle="--"))}
+ANCHORS = {
+    "cublas_fp32": ("cuBLAS FP32", dict(color="black", linestyle="--")),
+    "cublas_tf32": ("cuBLAS TF32", dict(color="gray", linestyle="--")),
+}
 
 
 def methods(data) -> dict:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fast-matmul launches to profile, one per algorithm (and one cuBLAS call through CuPy with --cublas):
 
-    ncu --kernel-name regex:gemm python3 benchmarks/profile_matmul.py M N K [alg1,alg2,...] [--cublas]
+ncu --kernel-name regex:gemm python3 benchmarks/profile_matmul.py M N K [alg1,alg2,...] [--cublas]
 """
+
 import sys
 
 import numpy as np
@@ -21,6 +22,7 @@ for algorithm in algorithms:
 gm.synchronize()
 if "--cublas" in sys.argv:
     import cupy as cp
+
     ca, cb = cp.asarray(a), cp.asarray(b)
     cp.matmul(ca, cb)
     cp.cuda.Device().synchronize()

@@ -7,6 +7,7 @@ blocks (each block then walks neighbouring row tiles, writing neighbouring piece
 
     PYTHONPATH=src python3 benchmarks/transpose_alignment.py
 """
+
 import gpumat as gm
 from gpumat._bench.common import copy_gbps, print_table, time_ms
 from gpumat.transpose import VARIANTS
@@ -23,9 +24,17 @@ def view(rows, cols, stride):
 def main():
     ceiling = copy_gbps(ROWS * COLS * 4)
     rows = []
-    cases = [(f"A {a_name}, B {b_name}", STRIDES[a_name][0], STRIDES[b_name][1])
-             for a_name, b_name in [("4 B (odd)", "4 B (odd)"), ("128 B", "4 B (odd)"), ("4 B (odd)", "128 B"),
-                                    ("16 B", "16 B"), ("32 B", "32 B"), ("128 B", "128 B")]]
+    cases = [
+        (f"A {a_name}, B {b_name}", STRIDES[a_name][0], STRIDES[b_name][1])
+        for a_name, b_name in [
+            ("4 B (odd)", "4 B (odd)"),
+            ("128 B", "4 B (odd)"),
+            ("4 B (odd)", "128 B"),
+            ("16 B", "16 B"),
+            ("32 B", "32 B"),
+            ("128 B", "128 B"),
+        ]
+    ]
     for label, lda, ldb in cases:
         pa, a = view(ROWS, COLS, lda)
         pb, b = view(COLS, ROWS, ldb)
@@ -40,8 +49,11 @@ def main():
             rows.append([label, "tiled_rect64", blocks_y, ms, 2 * a.nbytes / ms / 1e6 / ceiling])
         pa.free()
         pb.free()
-    print_table(f"transpose {ROWS}x{COLS}: fraction of the copy ceiling ({ceiling:.0f} GB/s) by row alignment",
-                ["row starts aligned to", "variant", "grid y", "ms", "x copy"], rows)
+    print_table(
+        f"transpose {ROWS}x{COLS}: fraction of the copy ceiling ({ceiling:.0f} GB/s) by row alignment",
+        ["row starts aligned to", "variant", "grid y", "ms", "x copy"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

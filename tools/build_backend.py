@@ -6,12 +6,12 @@ compiles them: setup.py's build_py step runs build_ptx.py. Here, when no support
 environment installs, and build_ptx.py finds it there. Without build isolation there is no such
 step: with no compiler the build stops with build_ptx.py's message.
 """
+
 from __future__ import annotations
 
+import cuda_compiler
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F401,F403  (every hook not redefined below)
-
-import cuda_compiler
 
 
 def _compiler_requirements() -> list[str]:

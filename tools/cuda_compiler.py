@@ -12,6 +12,7 @@ all import it.
 
     python3 tools/cuda_compiler.py        # prints "nvcc 13.0.88 (PATH): /usr/local/bin/nvcc" or exits 1
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ from typing import NamedTuple
 # runtime, and a 13.0 nvcc with 13.5 headers fails in ptxas. 13.0 matches the oldest driver the
 # kernels ask for (CUDA 13.0, R580).
 PINNED_RELEASE = "13.0.88"
-PINNED = [f"{name}=={PINNED_RELEASE}"
-          for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime")]
+PINNED = [
+    f"{name}=={PINNED_RELEASE}"
+    for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime")
+]
 # the CUDA C++ core library's headers of the same release (cuda_fp16.h / cuda_bf16.h include <nv/target>)
 PINNED.append("nvidia-cuda-cccl==13.0.85")
 OLDEST = (12, 8)  # the oldest nvcc that knows every arch in build_ptx.DEFAULT_ARCHS (sm_120)
@@ -37,7 +40,7 @@ NEWEST_MAJOR = 13
 class Compiler(NamedTuple):
     path: str
     version: str  # "13.0.88"
-    origin: str   # "NVCC", "PATH", "CUDA_HOME", "package index"
+    origin: str  # "NVCC", "PATH", "CUDA_HOME", "package index"
 
     def __str__(self) -> str:
         return f"nvcc {self.version} ({self.origin}): {self.path}"
@@ -71,8 +74,9 @@ def site_nvcc() -> tuple[str, str] | None:
 
 
 def mixed_releases() -> str:
-    """"" when the compiler packages installed here are of one release, else what differs."""
+    """ "" when the compiler packages installed here are of one release, else what differs."""
     from importlib import metadata
+
     found = {}
     for requirement in PINNED:
         name = requirement.split("==")[0]
@@ -123,14 +127,18 @@ def require() -> Compiler:
     notes = []
     compiler = find(notes.append)
     if compiler is None:
-        raise NoCompilerError("\n".join([
-            *notes,
-            "no CUDA compiler (nvcc 12.8+ or 13.x) found: not $NVCC, not on the PATH, not in $CUDA_HOME/bin, "
-            "not in this Python's site-packages.",
-            "Either run `make kernels`, which installs the package-index compiler into the project's environment, "
-            "or install the CUDA toolkit, or run",
-            f"  {Path(sys.executable).name} -m pip install {' '.join(PINNED)}",
-        ]))
+        raise NoCompilerError(
+            "\n".join(
+                [
+                    *notes,
+                    "no CUDA compiler (nvcc 12.8+ or 13.x) found: not $NVCC, not on the PATH, not in $CUDA_HOME/bin, "
+                    "not in this Python's site-packages.",
+                    "Either run `make kernels`, which installs the package-index compiler into the project's "
+                    "environment, or install the CUDA toolkit, or run",
+                    f"  {Path(sys.executable).name} -m pip install {' '.join(PINNED)}",
+                ]
+            )
+        )
     return compiler
 
 

@@ -17,6 +17,7 @@ The compiler is the one tools/cuda_compiler.py finds; when there is none, the pi
 compiler is installed into the environment of 1 or 3.
 Standard library only; Python 3.10+.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,11 @@ import cuda_compiler  # noqa: E402
 LOCAL_ENV = ROOT / ".venv"
 SRC = ROOT / "src"
 # what each requirement set must make importable (checked before anything is installed)
-MODULES = {"deps": ["numpy", "cuda.bindings.driver"], "test": ["pytest", "hypothesis", "scipy", "ml_dtypes"], "plot": ["matplotlib"]}
+MODULES = {
+    "deps": ["numpy", "cuda.bindings.driver"],
+    "test": ["pytest", "hypothesis", "scipy", "ml_dtypes"],
+    "plot": ["matplotlib"],
+}
 
 
 def say(line: str) -> None:
@@ -47,13 +52,16 @@ def requirements(extras: list[str], deps: bool) -> list[str]:
     text = (ROOT / "pyproject.toml").read_text()
     try:
         import tomllib
+
         project = tomllib.loads(text)["project"]
         runtime, optional = project["dependencies"], project.get("optional-dependencies", {})
     except ImportError:  # Python 3.10: our pyproject's two lists, read by pattern
         listed = lambda body: re.findall(r'"([^"]+)"', body)  # noqa: E731
         runtime = listed(re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S).group(1))
         section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
-        optional = {m.group(1): listed(m.group(2)) for m in re.finditer(r"^([\w-]+)\s*=\s*\[(.*?)\]", section, re.M | re.S)}
+        optional = {
+            m.group(1): listed(m.group(2)) for m in re.finditer(r"^([\w-]+)\s*=\s*\[(.*?)\]", section, re.M | re.S)
+        }
     wanted = list(runtime) if deps else []
     for extra in extras:
         if extra not in optional:
@@ -74,11 +82,13 @@ def missing_modules(python: str, modules: list[str]) -> list[str]:
             except ImportError:  # a parent package is missing
                 absent.append(name)
         return absent
-    probe = ("import importlib.util, sys\n"
-             "def has(n):\n"
-             "    try: return importlib.util.find_spec(n) is not None\n"
-             "    except ImportError: return False\n"
-             "print(' '.join(n for n in sys.argv[1:] if not has(n)))")
+    probe = (
+        "import importlib.util, sys\n"
+        "def has(n):\n"
+        "    try: return importlib.util.find_spec(n) is not None\n"
+        "    except ImportError: return False\n"
+        "print(' '.join(n for n in sys.argv[1:] if not has(n)))"
+    )
     out = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, check=True).stdout
     return out.split()
 
@@ -93,8 +103,10 @@ def pip_install(python: str, packages: list[str], where: str) -> None:
     say(f"installing into {where}: {' '.join(packages)}")
     cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", *packages]
     if subprocess.run(cmd).returncode != 0:
-        sys.exit(f"devenv: `{' '.join(cmd)}` failed. Without access to the package index, install these "
-                 f"packages another way, or activate an environment that has them.")
+        sys.exit(
+            f"devenv: `{' '.join(cmd)}` failed. Without access to the package index, install these "
+            f"packages another way, or activate an environment that has them."
+        )
 
 
 def local_env() -> str:
@@ -102,11 +114,17 @@ def local_env() -> str:
     if not python.exists():
         say(f"creating the project's environment {LOCAL_ENV} (python {sys.version.split()[0]})")
         if subprocess.run([sys.executable, "-m", "venv", str(LOCAL_ENV)]).returncode != 0:
-            sys.exit(f"devenv: `{sys.executable} -m venv {LOCAL_ENV}` failed: install Python's venv module "
-                     "(on Debian/Ubuntu: apt install python3-venv), or activate a virtual environment")
+            sys.exit(
+                f"devenv: `{sys.executable} -m venv {LOCAL_ENV}` failed: install Python's venv module "
+                "(on Debian/Ubuntu: apt install python3-venv), or activate a virtual environment"
+            )
         # the source tree on the environment's path, as an editable install would put it
-        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         (Path(purelib) / "gpumat-src.pth").write_text(str(SRC) + "\n")
     return str(python)
 
@@ -142,8 +160,11 @@ def main() -> int:
         key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
         if wanted and kind == "local":
             # installed for this pyproject.toml already, by this target or one that needs more
-            done = [set(f.name[len(".gpumat-"):-len(".stamp")].split("+")) for f in LOCAL_ENV.glob(".gpumat-*.stamp")
-                    if f.read_text() == key]
+            done = [
+                set(f.name[len(".gpumat-") : -len(".stamp")].split("+"))
+                for f in LOCAL_ENV.glob(".gpumat-*.stamp")
+                if f.read_text() == key
+            ]
             if not any(set(sets) <= d for d in done):
                 stamp = LOCAL_ENV / f".gpumat-{'+'.join(sets)}.stamp"
                 pip_install(python, wanted, where)

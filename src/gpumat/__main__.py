@@ -1,4 +1,5 @@
 """`python -m gpumat info | demo | bench <op>`: the command-line face of gpumat."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,15 +13,20 @@ BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore", "mult
 
 def cmd_info(args) -> int:
     import gpumat as gm
+
     from .runtime import kernels as _kernels
 
     dev = gm.device()
     print(f"device        {dev.name}")
-    print(f"compute cap.  {dev.compute_capability[0]}.{dev.compute_capability[1]}  ({dev.sm_count} SMs, "
-          f"L2 {dev.l2_bytes / 2**20:.0f} MiB, {dev.max_smem_optin // 1024} KiB shared memory per block)")
+    print(
+        f"compute cap.  {dev.compute_capability[0]}.{dev.compute_capability[1]}  ({dev.sm_count} SMs, "
+        f"L2 {dev.l2_bytes / 2**20:.0f} MiB, {dev.max_smem_optin // 1024} KiB shared memory per block)"
+    )
     print(f"memory        {dev.total_memory / 2**30:.1f} GiB")
-    print(f"driver        CUDA {dev.driver_version_str}; kernels built with CUDA {_kernels.manifest()['cuda_version']} "
-          f"for sm_{', sm_'.join(_kernels.manifest()['archs'])}")
+    print(
+        f"driver        CUDA {dev.driver_version_str}; kernels built with CUDA {_kernels.manifest()['cuda_version']} "
+        f"for sm_{', sm_'.join(_kernels.manifest()['archs'])}"
+    )
     print(f"running code  {_kernels.code_arch(dev.arch)}")
     _import_operations()
     failed = 0
@@ -45,11 +51,13 @@ def _import_operations() -> None:
 
 def cmd_demo(args) -> int:
     from ._demo import run_demos
+
     return run_demos()
 
 
 def cmd_bench(args) -> int:
     from .runtime.devices import device
+
     device()  # the GPU first: the anchors (CuPy) would otherwise fail on their own, less clearly
     ops = BENCHES if args.op == "all" else (args.op,)
     for op in ops:
@@ -66,10 +74,17 @@ def main(argv=None) -> int:
     bench = sub.add_parser("bench", help="each variant against NVIDIA's libraries, same process, same inputs")
     bench.add_argument("op", choices=(*BENCHES, "all"))
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
-    bench.add_argument("--precision", action="store_true",
-                       help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy")
-    bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32",
-                       help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16)")
+    bench.add_argument(
+        "--precision",
+        action="store_true",
+        help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy",
+    )
+    bench.add_argument(
+        "--dtype",
+        choices=("float32", "float64", "float16", "bfloat16"),
+        default="float32",
+        help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16)",
+    )
     bench.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
     try:

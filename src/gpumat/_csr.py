@@ -5,6 +5,7 @@ int32 and float32 or float64 data (the Matrix dtype rule: float64 stays, integer
 exact); the statistics feed spmm's `auto`, and the schedule cuts every row with more than `split`
 nonzeros into chunks of `split`, which the kernels spread over many warps.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,7 @@ from . import _dtypes
 INT32_MAX = 2**31 - 1
 VALUE_DTYPES = (_dtypes.FLOAT32, _dtypes.FLOAT64)  # what a CSR matrix's values may be (and its kernels take)
 SPLIT_MIN, SPLIT_MAX = 128, 4096
-FEW_ROWS = 1 << 16              # below this many rows, cut rows at SPLIT_MIN: the rows alone cannot fill the GPU
+FEW_ROWS = 1 << 16  # below this many rows, cut rows at SPLIT_MIN: the rows alone cannot fill the GPU
 
 
 class CSRTypeError(TypeError, ValueError):
@@ -26,9 +27,9 @@ class CSRTypeError(TypeError, ValueError):
 
 
 class HostCSR(NamedTuple):
-    indptr: np.ndarray   # int64, rows + 1
+    indptr: np.ndarray  # int64, rows + 1
     indices: np.ndarray  # int32, nnz
-    data: np.ndarray     # float32 or float64, nnz
+    data: np.ndarray  # float32 or float64, nnz
     shape: tuple[int, int]
 
 
@@ -89,10 +90,17 @@ def validate_csr(indptr, indices, data, shape, dtype=None) -> HostCSR:
         if bad.any():
             p = int(np.argmax(bad))
             row = int(np.searchsorted(indptr, p, side="right") - 1)
-            raise ValueError(f"column index {indices[p]} (entry {p}, row {row}) is outside 0..{cols - 1}"
-                             if cols else f"column index {indices[p]} (entry {p}, row {row}): the matrix has 0 columns")
-    return HostCSR(np.ascontiguousarray(indptr), np.ascontiguousarray(indices, dtype=np.int32),
-                   np.ascontiguousarray(data, dtype=value_dtype(data, dtype)), (rows, cols))
+            raise ValueError(
+                f"column index {indices[p]} (entry {p}, row {row}) is outside 0..{cols - 1}"
+                if cols
+                else f"column index {indices[p]} (entry {p}, row {row}): the matrix has 0 columns"
+            )
+    return HostCSR(
+        np.ascontiguousarray(indptr),
+        np.ascontiguousarray(indices, dtype=np.int32),
+        np.ascontiguousarray(data, dtype=value_dtype(data, dtype)),
+        (rows, cols),
+    )
 
 
 def value_dtype(data: np.ndarray, dtype=None) -> np.dtype:
@@ -129,8 +137,10 @@ def scipy_to_csr(m, dtype=None) -> HostCSR:
         m = m.tocsr()
     missing = [a for a in ("indptr", "indices", "data", "shape") if not hasattr(m, a)]
     if missing:
-        raise TypeError(f"from_scipy needs an object with indptr, indices, data and shape; "
-                        f"{type(m).__name__} lacks {', '.join(missing)}")
+        raise TypeError(
+            f"from_scipy needs an object with indptr, indices, data and shape; "
+            f"{type(m).__name__} lacks {', '.join(missing)}"
+        )
     return validate_csr(m.indptr, m.indices, m.data, tuple(m.shape), dtype)
 
 
@@ -145,14 +155,15 @@ def split_length(rows: int, nnz: int) -> int:
 @dataclass(frozen=True)
 class RowStats:
     """Row-length statistics of a CSR matrix, computed once on the host."""
+
     rows: int
     cols: int
     nnz: int
-    mean: float        # nonzeros a row
+    mean: float  # nonzeros a row
     std: float
     max: int
-    empty: int         # rows with no nonzeros
-    split: int         # rows longer than this are cut into chunks of this many nonzeros
+    empty: int  # rows with no nonzeros
+    split: int  # rows longer than this are cut into chunks of this many nonzeros
     long_rows: int
     long_nnz: int
     chunks: int
@@ -160,9 +171,9 @@ class RowStats:
 
 
 class Schedule(NamedTuple):
-    long_rows: np.ndarray    # int32: the rows cut into chunks
-    chunk_ptr: np.ndarray    # int32, len(long_rows) + 1: chunks of long_rows[i] are chunk_ptr[i] .. chunk_ptr[i+1]
-    chunk_row: np.ndarray    # int32: the row of each chunk
+    long_rows: np.ndarray  # int32: the rows cut into chunks
+    chunk_ptr: np.ndarray  # int32, len(long_rows) + 1: chunks of long_rows[i] are chunk_ptr[i] .. chunk_ptr[i+1]
+    chunk_row: np.ndarray  # int32: the row of each chunk
     chunk_start: np.ndarray  # int64: its first nonzero; it ends at min(start + split, indptr[row + 1])
 
 
@@ -178,8 +189,9 @@ def long_row_schedule(indptr: np.ndarray, split: int) -> Schedule:
     chunk_row = np.repeat(long_rows, per_row)
     within = np.arange(total, dtype=np.int64) - np.repeat(chunk_ptr[:-1], per_row)
     chunk_start = indptr[chunk_row] + within * split
-    return Schedule(long_rows.astype(np.int32), chunk_ptr.astype(np.int32), chunk_row.astype(np.int32),
-                    chunk_start.astype(np.int64))
+    return Schedule(
+        long_rows.astype(np.int32), chunk_ptr.astype(np.int32), chunk_row.astype(np.int32), chunk_start.astype(np.int64)
+    )
 
 
 def row_stats(indptr: np.ndarray, cols: int, split: int | None = None) -> RowStats:
@@ -191,10 +203,16 @@ def row_stats(indptr: np.ndarray, cols: int, split: int | None = None) -> RowSta
     short = lengths[~long_mask]
     long_lengths = lengths[long_mask]
     return RowStats(
-        rows=rows, cols=cols, nnz=nnz,
-        mean=float(lengths.mean()) if rows else 0.0, std=float(lengths.std()) if rows else 0.0,
-        max=int(lengths.max()) if rows else 0, empty=int(np.count_nonzero(lengths == 0)),
-        split=split, long_rows=int(long_mask.sum()), long_nnz=int(long_lengths.sum()),
+        rows=rows,
+        cols=cols,
+        nnz=nnz,
+        mean=float(lengths.mean()) if rows else 0.0,
+        std=float(lengths.std()) if rows else 0.0,
+        max=int(lengths.max()) if rows else 0,
+        empty=int(np.count_nonzero(lengths == 0)),
+        split=split,
+        long_rows=int(long_mask.sum()),
+        long_nnz=int(long_lengths.sum()),
         chunks=int(((long_lengths + split - 1) // split).sum()),
         short_mean=float(short.mean()) if len(short) else 0.0,
     )

@@ -13,12 +13,14 @@ array becomes float64 when every value is exact in float64 (always for 8-32 bit 
 ones when |x| <= 2^53), else TypeError asks for an explicit dtype=; anything else (bool, complex,
 object, long double) is a TypeError unless dtype= says what to convert to.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 try:
     import ml_dtypes as _ml
+
     ML_BFLOAT16 = np.dtype(_ml.bfloat16)
 except ImportError:  # optional: bfloat16 matrices still work on the device
     ML_BFLOAT16 = None
@@ -89,10 +91,12 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
         lo, hi = (int(a.min()), int(a.max()))
         if -EXACT_INT <= lo and hi <= EXACT_INT:
             return FLOAT64
-        raise TypeError(f"the {dt} array holds values beyond 2^53, which float64 cannot hold exactly; "
-                        f"pass dtype= to convert anyway")
-    raise TypeError(f"gpumat matrices hold real numbers ({SUPPORTED}); got dtype {dt} "
-                    "(convert it explicitly, or pass dtype=)")
+        raise TypeError(
+            f"the {dt} array holds values beyond 2^53, which float64 cannot hold exactly; pass dtype= to convert anyway"
+        )
+    raise TypeError(
+        f"gpumat matrices hold real numbers ({SUPPORTED}); got dtype {dt} (convert it explicitly, or pass dtype=)"
+    )
 
 
 def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:

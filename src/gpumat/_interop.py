@@ -14,18 +14,19 @@ which stream to wait for (CAI's "stream" key); on import, gpumat's stream waits 
 The DLPack structures are declared with ctypes (DLPack 1.0, and the older unversioned capsule): no
 dependency beyond the standard library.
 """
+
 from __future__ import annotations
 
 import ctypes
 
 import numpy as np
 
+from ._dtypes import BFLOAT16, SUPPORTED, as_dtype, is_bfloat16
+from .matrix import Matrix
 from .memory import BorrowedBuffer
 from .runtime import memops
 from .runtime.devices import Device, device
 from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, wait_for_streams
-from ._dtypes import BFLOAT16, SUPPORTED, as_dtype, is_bfloat16
-from .matrix import Matrix
 
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
@@ -63,8 +64,9 @@ def supported(dtype: np.dtype) -> np.dtype:
     try:
         return as_dtype(dtype)
     except TypeError:
-        raise TypeError(f"the array is {dtype}, not a gpumat dtype ({SUPPORTED}): "
-                        f"convert it on the producer's side first") from None
+        raise TypeError(
+            f"the array is {dtype}, not a gpumat dtype ({SUPPORTED}): convert it on the producer's side first"
+        ) from None
 
 
 # structures -------------------------------------------------------------------------------------
@@ -77,9 +79,15 @@ class DLDataType(ctypes.Structure):
 
 
 class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class DLManagedTensor(ctypes.Structure):
@@ -95,8 +103,13 @@ class DLPackVersion(ctypes.Structure):
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER),
-                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", DELETER),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
 
 
 _api = ctypes.pythonapi
@@ -138,7 +151,7 @@ def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
     }
 
 
-_exports: dict[int, tuple] = {}   # address of a DLManagedTensor(Versioned) -> what keeps it and the Matrix alive
+_exports: dict[int, tuple] = {}  # address of a DLManagedTensor(Versioned) -> what keeps it and the Matrix alive
 
 
 def _export_deleter(address: int) -> None:
@@ -160,7 +173,7 @@ _DESTRUCTOR = CAPSULE_DESTRUCTOR(_capsule_destructor)
 
 def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy=None):
     """Matrix.__dlpack__: a DLPack capsule over the matrix's memory (a copy only when copy=True)."""
-    m.elements
+    _ = m.elements  # a freed matrix raises FreedMatrixError here
     dev = m.device.activate()
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, dev.ordinal):
         raise BufferError(f"the matrix lives on CUDA device {dev.ordinal}; cannot export it to {tuple(dl_device)}")
@@ -177,8 +190,15 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
     shape = (ctypes.c_int64 * 2)(*m.shape)
     strides = (ctypes.c_int64 * 2)(m.stride, 1)
     code, bits = dlpack_dtype(m.dtype)
-    tensor = DLTensor(ctypes.c_void_p(m.elements or None), DLDevice(KDL_CUDA, dev.ordinal), 2,
-                      DLDataType(code, bits, 1), shape, strides, 0)
+    tensor = DLTensor(
+        ctypes.c_void_p(m.elements or None),
+        DLDevice(KDL_CUDA, dev.ordinal),
+        2,
+        DLDataType(code, bits, 1),
+        shape,
+        strides,
+        0,
+    )
     if versioned:
         managed = DLManagedTensorVersioned(DLPackVersion(*DLPACK_VERSION), None, _DELETER, flags, tensor)
     else:
@@ -237,6 +257,7 @@ def _wrap(ptr: int, h: int, w: int, ld: int, dtype: np.dtype, dev: Device, owner
 def _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, stream: int) -> Matrix:
     """A packed row-major copy of a column-major array: it is the transpose of a row-major (w x h) view."""
     from .transpose import transpose
+
     view = _wrap(ptr, w, h, ld, dtype, dev, owner, None, stream)
     return transpose(view, stream=stream)
 
@@ -292,8 +313,10 @@ def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Ma
     if release is not None:
         release(owner)
     what = "column-major (pass copy=True for a row-major copy)" if ld is not None else "not row-major"
-    raise ValueError(f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is {what}: gpumat "
-                     f"needs each row contiguous in memory")
+    raise ValueError(
+        f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is {what}: gpumat "
+        f"needs each row contiguous in memory"
+    )
 
 
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
@@ -308,8 +331,9 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         raise TypeError(f"{type(obj).__name__} does not support DLPack (no __dlpack_device__)")
     dev_type, dev_id = dl_device()
     if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
-        raise ValueError(f"the array is not on a CUDA device (DLPack device type {dev_type}); "
-                         f"use Matrix.from_numpy for host arrays")
+        raise ValueError(
+            f"the array is not on a CUDA device (DLPack device type {dev_type}); use Matrix.from_numpy for host arrays"
+        )
     dev = Device(int(dev_id)).activate()
     s = stream_handle(stream, dev)
     consumer = CAI_LEGACY if s == LEGACY_STREAM else s

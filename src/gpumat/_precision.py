@@ -11,6 +11,7 @@ thread (`with gm.matmul_precision("tf32"): ...`), or for the process (`gm.set_ma
 a call's own argument wins over a scope, a scope over the process default. On GPUs without TF32
 tensor cores (compute capability below 8.0) the tensor-core modes run the exact FP32 kernels.
 """
+
 from __future__ import annotations
 
 import threading

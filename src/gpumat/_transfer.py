@@ -1,10 +1,11 @@
 """Copies of whole matrices between GPUs (and within one): Matrix.to(device) and Matrix.copy()."""
+
 from __future__ import annotations
 
+from .matrix import Matrix, done_on, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.streams import stream_handle, synchronize_stream, wait_across_devices
-from .matrix import Matrix, done_on, use_on
 
 
 def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
@@ -17,7 +18,7 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     h, w, isz = m.height, m.width, m.itemsize
     out = Matrix._allocate(h, w, dst_dev.activate(), s, m.dtype)
     if h == 0 or w == 0:
-        m.elements
+        _ = m.elements  # a freed source raises FreedMatrixError here
         return out
     if src_dev is dst_dev:
         with dst_dev.lock:
@@ -37,8 +38,9 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
         src_dev.activate()
         wait_across_devices(s, dst_dev, src_stream, src_dev)
         dst_dev.activate()
-        memops.copy_peer_2d_async(out.elements, dst_dev.context, w * isz, src, src_dev.context, m.stride * isz,
-                                  w * isz, h, s)
+        memops.copy_peer_2d_async(
+            out.elements, dst_dev.context, w * isz, src, src_dev.context, m.stride * isz, w * isz, h, s
+        )
         synchronize_stream(s)
     finally:
         buf.unhold()

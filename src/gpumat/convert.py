@@ -4,21 +4,23 @@ CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; a
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. Same-dtype copies are cuMemcpy2D.
 """
+
 from __future__ import annotations
 
 from . import _dtypes
+from ._dtypes import SUFFIXES
+from .matrix import Matrix, done_on, operand_device, use_on
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .runtime.streams import stream_handle
-from ._dtypes import SUFFIXES
-from .matrix import Matrix, done_on, operand_device, use_on
 
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
-    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d}
+    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d
+}
 
 
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
@@ -39,7 +41,17 @@ def astype(m, dtype, stream=None):
         if m.size:
             use_on(s, m, out)
             kernel = CONVERT_KERNELS[(_dtypes.suffix(m.dtype), _dtypes.suffix(dt))]
-            kernel(grid(m.height, m.width), BLOCK, src, out.elements, m.height, m.width, m.stride, out.stride,
-                   stream=s, device=dev)
+            kernel(
+                grid(m.height, m.width),
+                BLOCK,
+                src,
+                out.elements,
+                m.height,
+                m.width,
+                m.stride,
+                out.stride,
+                stream=s,
+                device=dev,
+            )
             done_on(s, m, out)
     return out

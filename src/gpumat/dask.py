@@ -14,6 +14,7 @@ worker, and Dask's local schedulers, use the current GPU. A block product is an 
 `gm.matmul` of numpy blocks, so a block larger than its GPU runs out of core. No scheduler or transport
 of gpumat's own: Dask plans, moves and reduces.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,6 +26,7 @@ def _worker_device():
     """The GPU of the Dask worker running this task (its integer name modulo the GPUs), else None."""
     try:
         from distributed import get_worker
+
         name = get_worker().name
     except (ImportError, ValueError):  # no distributed, or not inside a worker
         return None
@@ -33,11 +35,13 @@ def _worker_device():
     except (TypeError, ValueError):
         return None
     from .runtime.devices import device_count
+
     return index % max(device_count(), 1)
 
 
 def _half(dtype) -> bool:
     from ._dtypes import is_bfloat16
+
     return dtype == np.float16 or is_bfloat16(dtype)
 
 
@@ -45,6 +49,7 @@ def _gpu_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """One block product on this worker's GPU (numpy in, numpy out; float16/bfloat16 blocks give float32
     partial products, rounded once after the K sum)."""
     from .matmul import matmul
+
     dev = _worker_device()
     out = np.empty((x.shape[0], y.shape[1]), np.float32) if _half(x.dtype) else None
     return matmul(x, y, out=out, devices=None if dev is None else [dev])  # views with contiguous rows go as they are
@@ -71,6 +76,7 @@ def _add_up(parts, axis, keepdims, dtype=None):
                 walk(q)
         else:
             flat.append(p)
+
     walk(parts)
     total = flat[0] + flat[1] if len(flat) > 1 else np.array(flat[0], copy=True)  # a new array: inputs stay as they are
     for p in flat[2:]:
@@ -88,6 +94,7 @@ def matmul(a, b):
     block are summed by dask.array's reduction (a fixed tree, each step adding in K order, so the same
     graph gives the same bits)."""
     import dask.array as da
+
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gpumat.dask.matmul takes 2-D arrays, got {a.ndim}-D and {b.ndim}-D")
     if a.shape[1] != b.shape[0]:
@@ -95,9 +102,26 @@ def matmul(a, b):
     if a.dtype != b.dtype:
         raise TypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; gpumat does not mix dtypes in one call")
     b = b.rechunk({0: a.chunks[1]})
-    partial = da.blockwise(_block, "ikj", a, "ik", b, "kj", dtype=np.float32 if _half(a.dtype) else a.dtype,
-                           adjust_chunks={"k": 1}, concatenate=False)
+    partial = da.blockwise(
+        _block,
+        "ikj",
+        a,
+        "ik",
+        b,
+        "kj",
+        dtype=np.float32 if _half(a.dtype) else a.dtype,
+        adjust_chunks={"k": 1},
+        concatenate=False,
+    )
     # Dask's reduction over the k axis: each step adds the partial products in place, in K order, and the
     # last one rounds to the operands' dtype (halves are summed in float32)
-    return da.reduction(partial, _keep, functools.partial(_add_up, dtype=a.dtype), combine=_add_up, axis=1,
-                        concatenate=False, dtype=a.dtype, name="gpumat-matmul-ksum")
+    return da.reduction(
+        partial,
+        _keep,
+        functools.partial(_add_up, dtype=a.dtype),
+        combine=_add_up,
+        axis=1,
+        concatenate=False,
+        dtype=a.dtype,
+        name="gpumat-matmul-ksum",
+    )

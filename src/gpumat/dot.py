@@ -7,22 +7,23 @@ one 8-byte copy brings the double back. The grid depends only on the size and th
 inputs give the same bits every run. Contiguous operands are read as flat vectors (128-bit loads when
 aligned); views with a row stride go through a row-aware kernel.
 """
+
 from __future__ import annotations
 
 import ctypes
 import threading
 
+from ._dtypes import ITEMSIZE, SUFFIXES, suffix
+from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
 from .runtime.streams import stream_handle, synchronize_stream
-from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
 
-THREADS = 256               # threads a block (the kernels' THREADS)
-BLOCKS_PER_SM = 4           # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
-MAX_BLOCKS = 4096           # partial-sum slots in the scratch buffer
+THREADS = 256  # threads a block (the kernels' THREADS)
+BLOCKS_PER_SM = 4  # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
+MAX_BLOCKS = 4096  # partial-sum slots in the scratch buffer
 SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
 
 # One flat and one strided kernel per dtype (cuda/dot.cu); every dtype accumulates in double.
@@ -108,7 +109,18 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
             if is_flat(x) and is_flat(y):
                 FLAT_KERNELS[dt](grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
             else:
-                STRIDED_KERNELS[dt](grid, block, x.elements, y.elements, rows, cols, x.stride, y.stride,
-                                    scratch.dev, stream=s, device=dev)
+                STRIDED_KERNELS[dt](
+                    grid,
+                    block,
+                    x.elements,
+                    y.elements,
+                    rows,
+                    cols,
+                    x.stride,
+                    y.stride,
+                    scratch.dev,
+                    stream=s,
+                    device=dev,
+                )
             scratch.fetch(s)
         return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile

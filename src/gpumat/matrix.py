@@ -5,15 +5,16 @@ owner's device memory and keeps its stride, so kernels that take a leading dimen
 a copy. A Matrix lives on one device (`.device`); its memory was allocated on one stream, and using it
 on another stream orders that stream after the allocation (see gpumat.memory.buffers).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from . import _dtypes, memory
+from ._dtypes import FLOAT32
 from .runtime import memops
 from .runtime.devices import Device, as_device
 from .runtime.streams import LEGACY_STREAM, stream_handle, trusted
-from ._dtypes import FLOAT32
 
 INT32_MAX = 2**31 - 1
 
@@ -29,12 +30,14 @@ class Matrix:
     __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "_sfx", "__weakref__")
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("make a Matrix with Matrix.from_numpy(a), Matrix.empty(h, w), Matrix.zeros(h, w) "
-                        "or gpumat.from_dlpack(x)")
+        raise TypeError(
+            "make a Matrix with Matrix.from_numpy(a), Matrix.empty(h, w), Matrix.zeros(h, w) or gpumat.from_dlpack(x)"
+        )
 
     @classmethod
-    def _wrap(cls, buffer, offset: int, height: int, width: int, stride: int, owner: bool = False,
-              dtype=FLOAT32) -> "Matrix":
+    def _wrap(
+        cls, buffer, offset: int, height: int, width: int, stride: int, owner: bool = False, dtype=FLOAT32
+    ) -> Matrix:
         m = object.__new__(cls)
         m._buffer, m._offset, m._height, m._width, m._stride = buffer, offset, height, width, stride
         m._owner, m._dtype, m._sfx = owner, dtype, _dtypes.suffix(dtype)
@@ -42,7 +45,7 @@ class Matrix:
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def empty(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
+    def empty(cls, height: int, width: int, dtype=None, device=None, stream=None) -> Matrix:
         """Uninitialised (height, width) matrix of `dtype` (float32 by default) on `device` (the current one)."""
         height, width = _check_dims(height, width)
         dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
@@ -51,8 +54,9 @@ class Matrix:
         return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype)
 
     @classmethod
-    def _allocate(cls, height: int, width: int, dev: Device | None = None, stream: int = LEGACY_STREAM,
-                  dtype=FLOAT32) -> "Matrix":
+    def _allocate(
+        cls, height: int, width: int, dev: Device | None = None, stream: int = LEGACY_STREAM, dtype=FLOAT32
+    ) -> Matrix:
         """empty() for arguments already known to be valid (the operations' result path)."""
         m = object.__new__(cls)
         m._buffer = memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
@@ -61,14 +65,14 @@ class Matrix:
         return m
 
     @classmethod
-    def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> "Matrix":
+    def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> Matrix:
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
         memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, buf.stream)
         return m
 
     @classmethod
-    def from_numpy(cls, array, dtype=None, device=None, stream=None) -> "Matrix":
+    def from_numpy(cls, array, dtype=None, device=None, stream=None) -> Matrix:
         """Copy a 1-D (one row) or 2-D real array-like to the GPU as a C-order matrix.
 
         dtype=None keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer arrays
@@ -153,9 +157,8 @@ class Matrix:
         return self._height <= 1 or self._stride == self._width
 
     @property
-    def T(self) -> "Matrix":
-        from .transpose import transpose
-        return transpose(self)
+    def T(self) -> Matrix:
+        return _operations().transpose(self)
 
     # host <-> device -----------------------------------------------------------------------
     def to_numpy(self, out: np.ndarray | None = None, stream=None, dtype=None) -> np.ndarray:
@@ -166,8 +169,10 @@ class Matrix:
             with self.astype(dtype, stream=stream) as converted:
                 return converted.to_numpy(out, stream)
         if _dtypes.is_bfloat16(self._dtype) and _dtypes.ML_BFLOAT16 is None:
-            raise TypeError("a bfloat16 matrix comes to numpy as ml_dtypes.bfloat16: pip install ml_dtypes, "
-                            "or ask for another dtype with to_numpy(dtype=np.float32)")
+            raise TypeError(
+                "a bfloat16 matrix comes to numpy as ml_dtypes.bfloat16: pip install ml_dtypes, "
+                "or ask for another dtype with to_numpy(dtype=np.float32)"
+            )
         dev = self.device.activate()
         s = stream_handle(stream, dev)
         if out is None:
@@ -191,51 +196,45 @@ class Matrix:
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    def copy(self, stream=None) -> "Matrix":
+    def copy(self, stream=None) -> Matrix:
         """A new, packed matrix with the same contents on the same device."""
         return self.to(self.device, stream=stream)
 
-    def astype(self, dtype, stream=None) -> "Matrix":
+    def astype(self, dtype, stream=None) -> Matrix:
         """A new matrix of `dtype` on the same device, converted there (round to nearest even; NaN and
         infinities kept; values beyond a half type's range become infinities). Same dtype: a copy."""
-        from .convert import astype
-        return astype(self, dtype, stream=stream)
+        return _operations().astype(self, dtype, stream=stream)
 
-    def to(self, device, stream=None) -> "Matrix":
+    def to(self, device, stream=None) -> Matrix:
         """A copy on another GPU (peer-to-peer where the GPUs allow, else through the driver's staging);
         on the same GPU, a packed copy. Ordered on `stream` of the destination (waits for it to finish
         when the source is on another device)."""
-        from ._transfer import copy_matrix
-        return copy_matrix(self, as_device(device), stream)
+        return _operations().copy_matrix(self, as_device(device), stream)
 
     # interop -------------------------------------------------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
-        from ._interop import cuda_array_interface
-        return cuda_array_interface(self)
+        return _operations().cuda_array_interface(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from ._interop import export_dlpack
-        return export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        return _operations().export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from ._interop import KDL_CUDA
         return KDL_CUDA, self.device.ordinal
 
     @classmethod
-    def from_cuda_array(cls, obj, copy: bool | None = None, stream=None) -> "Matrix":
+    def from_cuda_array(cls, obj, copy: bool | None = None, stream=None) -> Matrix:
         """A Matrix over another library's device array (anything with __cuda_array_interface__), without
         a copy when its rows are contiguous; see gpumat.from_dlpack."""
-        from ._interop import from_cuda_array
-        return from_cuda_array(obj, copy=copy, stream=stream)
+        return _operations().from_cuda_array(obj, copy=copy, stream=stream)
 
     # views ---------------------------------------------------------------------------------
-    def __getitem__(self, key) -> "Matrix":
+    def __getitem__(self, key) -> Matrix:
         if not isinstance(key, tuple):
             key = (key, slice(None))
         if len(key) != 2 or not all(isinstance(k, slice) for k in key):
             raise TypeError("index a Matrix with two slices, A[r0:r1, c0:c1]; element access goes through to_numpy()")
-        self.elements  # views of freed memory are refused up front
+        _ = self.elements  # views of freed memory are refused up front
         (r0, r1, rs), (c0, c1, cs) = key[0].indices(self._height), key[1].indices(self._width)
         if rs != 1 or cs != 1:
             raise ValueError("Matrix views take contiguous slices only (step 1)")
@@ -252,7 +251,7 @@ class Matrix:
         if buf is not None and self._owner:
             buf.release()
 
-    def __enter__(self) -> "Matrix":
+    def __enter__(self) -> Matrix:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -261,7 +260,7 @@ class Matrix:
     # arithmetic ----------------------------------------------------------------------------
     def __matmul__(self, other):
         if isinstance(other, Matrix):
-            return (_matmul or _load_matmul())(self, other)
+            return _operations().matmul(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -269,22 +268,30 @@ class Matrix:
         if self.is_freed:
             return f"<gpumat.Matrix {self._height}x{self._width} {dt}, freed>"
         view = f", view stride={self._stride}" if self.is_view else ""
-        return (f"<gpumat.Matrix {self._height}x{self._width} {dt}{view} on GPU {self.device.ordinal} "
-                f"at 0x{self.elements:x}>")
+        return (
+            f"<gpumat.Matrix {self._height}x{self._width} {dt}{view} on GPU {self.device.ordinal} "
+            f"at 0x{self.elements:x}>"
+        )
 
     def _describe(self) -> str:
         return f"Matrix {self._height}x{self._width}"
 
 
 _SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
-_matmul = None  # gpumat.matmul.matmul, imported on the first A @ B (the operation modules import this one)
+KDL_CUDA = 2  # DLPack's device type of GPU memory
+_ops = None
 
 
-def _load_matmul():
-    global _matmul
-    from .matmul import matmul
-    _matmul = matmul
-    return matmul
+def _operations():
+    """The operations Matrix methods hand their work to (matmul, transpose, astype, copies, DLPack and the
+    CUDA array interface). Those modules are built on this one, so they are imported on first use: the
+    one declared late import of this module (tests/test_import_graph.py lists it)."""
+    global _ops
+    if _ops is None:
+        from . import _operations as ops
+
+        _ops = ops
+    return _ops
 
 
 def _check_dims(height, width) -> tuple[int, int]:
@@ -300,8 +307,10 @@ def _check_host_out(out, shape, dtype) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
     if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError(f"out must be a writeable C-contiguous {dtype} array of shape {shape}, got "
-                         f"{out.dtype} {out.shape}{'' if out.flags.c_contiguous else ', not C-contiguous'}")
+        raise ValueError(
+            f"out must be a writeable C-contiguous {dtype} array of shape {shape}, got "
+            f"{out.dtype} {out.shape}{'' if out.flags.c_contiguous else ', not C-contiguous'}"
+        )
     return out
 
 
@@ -314,8 +323,10 @@ def as_host_2d(array, dtype=None) -> tuple[np.ndarray, np.dtype]:
     elif a.ndim != 2:
         raise ValueError(f"expected a 1-D or 2-D array, got {a.ndim}-D with shape {a.shape}")
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
-        raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} "
-                        "(convert bool/complex/object data explicitly first)")
+        raise TypeError(
+            f"gpumat matrices hold real numbers; got dtype {a.dtype} "
+            "(convert bool/complex/object data explicitly first)"
+        )
     dt = _dtypes.host_dtype_for(a, dtype)
     return _dtypes.to_host_array(a, dt), dt
 
@@ -334,15 +345,17 @@ def same_dtype(op: str, *named) -> np.dtype:
         if dt is None:
             dt, sfx, first = m._dtype, m._sfx, name
         elif m._sfx != sfx:
-            raise TypeError(f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
-                            f"not mix dtypes in one call (convert one with .astype())")
+            raise TypeError(
+                f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
+                f"not mix dtypes in one call (convert one with .astype())"
+            )
     return dt
 
 
 def as_matrix(x, name: str) -> Matrix:
     if not isinstance(x, Matrix):
         raise TypeError(f"{name} must be a gpumat.Matrix, got {type(x).__name__} (use Matrix.from_numpy)")
-    x.elements  # raises FreedMatrixError for freed matrices
+    _ = x.elements  # raises FreedMatrixError for freed matrices
     return x
 
 
@@ -364,8 +377,10 @@ def operand_device(*named) -> Device:
         if dev is None:
             dev, first = d, name
         elif d is not dev:
-            raise ValueError(f"{first} is on GPU {dev.ordinal} and {name} on GPU {d.ordinal}: the operands of one "
-                             f"operation must live on one device (copy with .to(device))")
+            raise ValueError(
+                f"{first} is on GPU {dev.ordinal} and {name} on GPU {d.ordinal}: the operands of one "
+                f"operation must live on one device (copy with .to(device))"
+            )
     return dev.activate()
 
 

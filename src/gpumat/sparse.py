@@ -4,39 +4,41 @@ This module owns the container: validated on the host (see _csr), then uploaded 
 (any nnz), indices as int32, data as float32 or float64, plus the long-row schedule that spmm's kernels
 use; its copies back (to_host, to_scipy, to_dense with cuda/spmm.cu's csr_to_dense kernel); its lifetime.
 
-`S @ B` multiplies it with a dense gpumat.Matrix through gpumat.spmm. Data flows one way, the operation
-above the container: spmm imports this module, never the reverse; spmm hands its function to
-register_matmul when it is imported (which `import gpumat` always does), and __matmul__ calls it.
+`S @ B` multiplies it with a dense gpumat.Matrix through gpumat.spmm, the operation built on this
+container: __matmul__ imports it on first use, this module's one declared late import
+(tests/test_import_graph.py lists it).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from . import memory
 from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belong to this public module's API)
-    INT32_MAX, SPLIT_MAX, SPLIT_MIN, VALUE_DTYPES, CSRTypeError, HostCSR, RowStats, Schedule, dense_to_csr,
-    long_row_schedule, row_stats, scipy_to_csr, split_length, validate_csr,
+    INT32_MAX,
+    SPLIT_MAX,
+    SPLIT_MIN,
+    VALUE_DTYPES,
+    CSRTypeError,
+    HostCSR,
+    RowStats,
+    Schedule,
+    dense_to_csr,
+    long_row_schedule,
+    row_stats,
+    scipy_to_csr,
+    split_length,
+    validate_csr,
 )
-from .runtime.devices import as_device
 from ._dtypes import suffix
+from .matrix import FreedMatrixError, Matrix, as_matrix
+from .runtime.devices import as_device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
-from .matrix import FreedMatrixError, Matrix, as_matrix
 
-BLOCK = 256                     # threads per block in every kernel of cuda/spmm.cu
+BLOCK = 256  # threads per block in every kernel of cuda/spmm.cu
 VALUE_SUFFIXES = tuple(suffix(dt) for dt in VALUE_DTYPES)  # the CSR kernels exist for these value dtypes
 TO_DENSE_BY_DTYPE = {dt: Kernel("spmm", f"csr_to_dense_{dt}", "PPPPiq") for dt in VALUE_SUFFIXES}
-
-
-_matmul = None  # what S @ B runs: gpumat.spmm.spmm, registered by that module (see register_matmul)
-
-
-def register_matmul(operation) -> None:
-    """Called by gpumat.spmm as it is imported: `operation(s, b)` becomes S @ B. The container does not
-    import its operation (spmm imports this module), and `import gpumat` imports spmm, so the slot is
-    filled before any CSRMatrix exists."""
-    global _matmul
-    _matmul = operation
 
 
 def _to_device(a: np.ndarray, dev) -> memory.DeviceBuffer:
@@ -65,7 +67,7 @@ class CSRMatrix:
         self._setup(validate_csr(indptr, indices, data, shape, dtype), device)
 
     @classmethod
-    def _from_host(cls, host: HostCSR, device=None) -> "CSRMatrix":
+    def _from_host(cls, host: HostCSR, device=None) -> CSRMatrix:
         s = object.__new__(cls)
         s._setup(host, device)
         return s
@@ -79,8 +81,12 @@ class CSRMatrix:
         sched = long_row_schedule(host.indptr, self._stats.split)
         bufs = {}
         try:
-            for name, arr in (("indptr", host.indptr), ("indices", host.indices), ("data", host.data),
-                              *zip(Schedule._fields, sched)):
+            for name, arr in (
+                ("indptr", host.indptr),
+                ("indices", host.indices),
+                ("data", host.data),
+                *zip(Schedule._fields, sched, strict=True),
+            ):
                 bufs[name] = _to_device(arr, dev)
         except BaseException:
             for buf in bufs.values():
@@ -90,12 +96,12 @@ class CSRMatrix:
 
     # construction ----------------------------------------------------------------------------
     @classmethod
-    def from_scipy(cls, m, device=None, dtype=None) -> "CSRMatrix":
+    def from_scipy(cls, m, device=None, dtype=None) -> CSRMatrix:
         """From a scipy.sparse matrix or anything with indptr, indices, data and shape (scipy not needed)."""
         return cls._from_host(scipy_to_csr(m, dtype), device)
 
     @classmethod
-    def from_dense(cls, array, device=None, dtype=None) -> "CSRMatrix":
+    def from_dense(cls, array, device=None, dtype=None) -> CSRMatrix:
         """The nonzeros of a gpumat.Matrix (on its device) or a 1-D/2-D real array-like."""
         if isinstance(array, Matrix):
             device = array.device if device is None else device
@@ -138,17 +144,21 @@ class CSRMatrix:
         """(indptr int64, indices int32, data float32/float64, shape) copied back from the GPU."""
         self._ptr("data")
         b = self._bufs
-        return HostCSR(_from_device(b["indptr"], np.int64, self._shape[0] + 1),
-                       _from_device(b["indices"], np.int32, self._nnz),
-                       _from_device(b["data"], self._dtype, self._nnz), self._shape)
+        return HostCSR(
+            _from_device(b["indptr"], np.int64, self._shape[0] + 1),
+            _from_device(b["indices"], np.int32, self._nnz),
+            _from_device(b["data"], self._dtype, self._nnz),
+            self._shape,
+        )
 
     def to_scipy(self):
         """A scipy.sparse.csr_matrix copy (needs scipy)."""
         try:
             import scipy.sparse
         except ImportError:
-            raise ImportError("CSRMatrix.to_scipy() needs scipy (pip install scipy); "
-                              "to_host() and to_dense() work without it") from None
+            raise ImportError(
+                "CSRMatrix.to_scipy() needs scipy (pip install scipy); to_host() and to_dense() work without it"
+            ) from None
         h = self.to_host()
         index = np.int32 if h.indptr[-1] <= INT32_MAX else np.int64
         return scipy.sparse.csr_matrix((h.data, h.indices.astype(index), h.indptr.astype(index)), shape=h.shape)
@@ -162,8 +172,17 @@ class CSRMatrix:
         with dev.lock:
             if rows and cols and self._nnz:
                 to_dense = TO_DENSE_BY_DTYPE[suffix(self._dtype)]
-                to_dense((cdiv(rows, BLOCK), 1, 1), (BLOCK, 1, 1), self._ptr("indptr"), self._ptr("indices"),
-                         self._ptr("data"), out.elements, rows, out.stride, device=dev)
+                to_dense(
+                    (cdiv(rows, BLOCK), 1, 1),
+                    (BLOCK, 1, 1),
+                    self._ptr("indptr"),
+                    self._ptr("indices"),
+                    self._ptr("data"),
+                    out.elements,
+                    rows,
+                    out.stride,
+                    device=dev,
+                )
         return out
 
     # lifetime --------------------------------------------------------------------------------
@@ -175,7 +194,7 @@ class CSRMatrix:
                 for buf in bufs.values():
                     buf.release()
 
-    def __enter__(self) -> "CSRMatrix":
+    def __enter__(self) -> CSRMatrix:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -184,12 +203,15 @@ class CSRMatrix:
     # arithmetic ------------------------------------------------------------------------------
     def __matmul__(self, other):
         if isinstance(other, Matrix):
-            return _matmul(self, other)
+            from .spmm import spmm  # the declared late import (see the module docstring)
+
+            return spmm(self, other)
         return NotImplemented
 
     def __repr__(self) -> str:
         rows, cols = self._shape
         state = ", freed" if self.is_freed else ""
         s = self._stats
-        return (f"<gpumat.CSRMatrix {rows}x{cols} {self._dtype}, nnz={self._nnz} "
-                f"({s.mean:.3g} a row, max {s.max}){state}>")
+        return (
+            f"<gpumat.CSRMatrix {rows}x{cols} {self._dtype}, nnz={self._nnz} ({s.mean:.3g} a row, max {s.max}){state}>"
+        )

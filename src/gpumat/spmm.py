@@ -1,9 +1,7 @@
 """Sparse CSR x dense, C = S @ B, float32 or float64: SpMV (one column) or SpMM (several).
 
 This module owns the operation: argument checks, the variant table and "auto"'s choice, launch
-geometry, and the kernels of cuda/spmm.cu except csr_to_dense (the container's, in gpumat.sparse). It
-imports the container and registers spmm as what `S @ B` runs (sparse.register_matmul), so that
-sparse.py never imports this module.
+geometry, and the kernels of cuda/spmm.cu except csr_to_dense (the container's, in gpumat.sparse).
 
 Kernels (cuda/spmm.cu): "scalar" (one thread per row and column, the baseline), "vector" (a group of
 2..32 lanes per row, the SpMV kernel), and "tile8" .. "tile128" (GE-SpMM-style row groups: a group owns
@@ -12,24 +10,25 @@ nonzero across the tile; one sweep over S per column tile). Rows longer than the
 cut into chunks spread over many warps (partial rows into scratch, then a fixed-order reduction), so
 one row of millions of nonzeros does not stall one warp. Deterministic: no atomics anywhere.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from . import memory
 from ._csr import INT32_MAX, RowStats
-from .runtime.memops import zero_2d
-from .runtime.streams import stream_handle
 from ._dtypes import name, suffix
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
-from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix, register_matmul
+from .runtime.memops import zero_2d
+from .runtime.streams import stream_handle
+from .sparse import BLOCK, VALUE_SUFFIXES, CSRMatrix
 
-TILES = (8, 16, 32, 64, 128)    # column tiles of the row-group kernels (four elements a lane)
-TILES_SCALAR = (8, 16, 32)      # the same with one element a lane, for B or C not 16-byte aligned
+TILES = (8, 16, 32, 64, 128)  # column tiles of the row-group kernels (four elements a lane)
+TILES_SCALAR = (8, 16, 32)  # the same with one element a lane, for B or C not 16-byte aligned
 VECTOR_LANES = (2, 4, 8, 16, 32)
-AUTO_TILE_CAP = 64              # auto's widest column tile (measured on the H100, see choose_algorithm)
+AUTO_TILE_CAP = 64  # auto's widest column tile (measured on the H100, see choose_algorithm)
 
 SPARSE_SIGNATURE = "PPPPPPPPiiqqqqii"  # indptr, indices, data, B, C, partial, chunk_row, chunk_start,
 #                                        rows, N, ldb, ldc, ldp, split, n_chunks, chunk_blocks
@@ -38,10 +37,13 @@ SPARSE_SIGNATURE = "PPPPPPPPiiqqqqii"  # indptr, indices, data, B, C, partial, c
 # float64's vec-4 tiles need B and C 16-byte aligned with even ldb, ldc (two 128-bit loads of 4 doubles).
 SCALAR_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_scalar_{dt}", "PPPPPiiqq") for dt in VALUE_SUFFIXES}
 VECTOR_BY_DTYPE = {dt: Kernel("spmm", f"spmv_csr_vector_{dt}", SPARSE_SIGNATURE + "i") for dt in VALUE_SUFFIXES}
-TILE_KERNELS_BY_DTYPE = {dt: {
-    **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4_{dt}", SPARSE_SIGNATURE) for t in TILES},
-    **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
-} for dt in VALUE_SUFFIXES}
+TILE_KERNELS_BY_DTYPE = {
+    dt: {
+        **{(t, 4): Kernel("spmm", f"spmm_csr_tile{t}_v4_{dt}", SPARSE_SIGNATURE) for t in TILES},
+        **{(t, 1): Kernel("spmm", f"spmm_csr_tile{t}_v1_{dt}", SPARSE_SIGNATURE) for t in TILES_SCALAR},
+    }
+    for dt in VALUE_SUFFIXES
+}
 REDUCE_BY_DTYPE = {dt: Kernel("spmm", f"spmm_csr_reduce_chunks_{dt}", "PPPPiiqq") for dt in VALUE_SUFFIXES}
 
 # The one table of variants: algorithm name -> (kind, parameter). "vector" takes its lanes from the
@@ -109,8 +111,9 @@ def vector_launch(lanes: int, rows: int, n: int, n_chunks: int, dtype: str = "f3
     gx = chunk_blocks + cdiv(rows, BLOCK // lanes)
     if gx > MAX_GRID_X:
         raise ValueError(f"{rows} rows need {gx} blocks, over the grid limit {MAX_GRID_X}")
-    return Launch(VECTOR_BY_DTYPE[dtype], (max(gx, 1), min(max(n, 1), MAX_GRID_YZ), 1), (BLOCK, 1, 1), chunk_blocks,
-                  (lanes,))
+    return Launch(
+        VECTOR_BY_DTYPE[dtype], (max(gx, 1), min(max(n, 1), MAX_GRID_YZ), 1), (BLOCK, 1, 1), chunk_blocks, (lanes,)
+    )
 
 
 def reduce_grid(n_long: int, n: int) -> tuple[int, int, int]:
@@ -152,8 +155,10 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
         raise ValueError(f"spmm: B has {n} columns, over the limit of 2^31 - 1")
     check_out(out, (rows, n), (b,), "spmm")
     if b.dtype != s.dtype:
-        raise TypeError(f"spmm: S is {s.dtype} and b is {name(b.dtype)}; gpumat does not mix dtypes in one call "
-                        f"(convert one with .astype())")
+        raise TypeError(
+            f"spmm: S is {s.dtype} and b is {name(b.dtype)}; gpumat does not mix dtypes in one call "
+            f"(convert one with .astype())"
+        )
     if out is not None and out.dtype != s.dtype:
         raise TypeError(f"spmm: S is {s.dtype} and out is {name(out.dtype)}; gpumat does not mix dtypes in one call")
     return rows, n
@@ -170,8 +175,10 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
         raise TypeError(f"s must be a gpumat.CSRMatrix, got {type(s).__name__}")
     dev = operand_device((b, "b"), (out, "out"))
     if s.device is not dev:
-        raise ValueError(f"S is on GPU {s.device.ordinal} and b on GPU {dev.ordinal}: the operands of one "
-                         f"operation must live on one device")
+        raise ValueError(
+            f"S is on GPU {s.device.ordinal} and b on GPU {dev.ordinal}: the operands of one "
+            f"operation must live on one device"
+        )
     st = stream_handle(stream, dev)
     with dev.lock:
         rows, n = check_operands(s, b, out, algorithm)
@@ -185,9 +192,6 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
     return out
 
 
-register_matmul(spmm)  # S @ B
-
-
 def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) -> None:
     rows, n = out.shape
     c = out.elements
@@ -198,8 +202,21 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
     kind, param = resolve(algorithm, n, s.stats, vec4_ok(b, out))
     ptr = s._ptr
     if kind == "scalar":
-        SCALAR_BY_DTYPE[dt](scalar_grid(rows, n), (BLOCK, 1, 1), ptr("indptr"), ptr("indices"), ptr("data"),
-                            b.elements, c, rows, n, b.stride, out.stride, stream=st, device=dev)
+        SCALAR_BY_DTYPE[dt](
+            scalar_grid(rows, n),
+            (BLOCK, 1, 1),
+            ptr("indptr"),
+            ptr("indices"),
+            ptr("data"),
+            b.elements,
+            c,
+            rows,
+            n,
+            b.stride,
+            out.stride,
+            stream=st,
+            device=dev,
+        )
         return
     stats = s.stats
     if kind == "vector":
@@ -211,12 +228,44 @@ def _launch(s: CSRMatrix, b: Matrix, out: Matrix, algorithm: str, dev, st: int) 
     nbytes = stats.chunks * ldp * isz
     partial = pool.alloc(nbytes, st) if stats.chunks else 0
     try:
-        launch.kernel(launch.grid, launch.block, ptr("indptr"), ptr("indices"), ptr("data"), b.elements, c, partial,
-                      ptr("chunk_row"), ptr("chunk_start"), rows, n, b.stride, out.stride, ldp, stats.split,
-                      stats.chunks, launch.chunk_blocks, *launch.extra, stream=st, device=dev)
+        launch.kernel(
+            launch.grid,
+            launch.block,
+            ptr("indptr"),
+            ptr("indices"),
+            ptr("data"),
+            b.elements,
+            c,
+            partial,
+            ptr("chunk_row"),
+            ptr("chunk_start"),
+            rows,
+            n,
+            b.stride,
+            out.stride,
+            ldp,
+            stats.split,
+            stats.chunks,
+            launch.chunk_blocks,
+            *launch.extra,
+            stream=st,
+            device=dev,
+        )
         if stats.chunks:
-            REDUCE_BY_DTYPE[dt](reduce_grid(stats.long_rows, n), (32, 8, 1), partial, ptr("long_rows"),
-                                ptr("chunk_ptr"), c, stats.long_rows, n, ldp, out.stride, stream=st, device=dev)
+            REDUCE_BY_DTYPE[dt](
+                reduce_grid(stats.long_rows, n),
+                (32, 8, 1),
+                partial,
+                ptr("long_rows"),
+                ptr("chunk_ptr"),
+                c,
+                stats.long_rows,
+                n,
+                ldp,
+                out.stride,
+                stream=st,
+                device=dev,
+            )
     finally:
         if partial:
             pool.free(partial, nbytes, st)  # stream-ordered: released after the kernels that use it

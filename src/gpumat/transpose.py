@@ -6,16 +6,17 @@ kernels walk the rest in a grid-stride loop). The kernels move bits: KERNELS[(va
 every variant of every dtype (suffixes from _dtypes.SUFFIXES), strip kernels for narrow matrices and the
 2-byte kernels included; VARIANTS is the tiled family by name (the same names for every dtype).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._dtypes import ITEMSIZE, SUFFIXES, suffix
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from .runtime.kernels import Kernel
 from .runtime.memops import copy_device_2d
 from .runtime.streams import stream_handle
-from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 
 SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
 
@@ -25,7 +26,7 @@ class Variant:
     kernel: Kernel
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows x cols of A one block covers per step of its row-tile loop
-    skew: int = 0          # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7)
+    skew: int = 0  # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7)
 
     def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
         """Grid for transposing a rows x cols matrix A."""
@@ -43,10 +44,10 @@ def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int
 def _family(dtype: str) -> dict[str, Variant]:
     sector = 32 // ITEMSIZE[dtype]  # elements a 32-byte sector
     return {
-        "naive": _variant("naive", dtype, (32, 8), (8, 32)),                # one element a thread, scattered writes
-        "tiled": _variant("tiled", dtype, (32, 32), (32, 32)),              # seed 001's shared-memory tile
+        "naive": _variant("naive", dtype, (32, 8), (8, 32)),  # one element a thread, scattered writes
+        "tiled": _variant("tiled", dtype, (32, 32), (32, 32)),  # seed 001's shared-memory tile
         "tiled_padded": _variant("tiled_padded", dtype, (32, 32), (32, 32)),  # tile rows padded to odd words
-        "tiled_rect": _variant("tiled_rect", dtype, (32, 8), (32, 32)),     # 32 x 8 threads, 4 elements each
+        "tiled_rect": _variant("tiled_rect", dtype, (32, 8), (32, 32)),  # 32 x 8 threads, 4 elements each
         "tiled_rect64": _variant("tiled_rect64", dtype, (32, 8), (64, 64)),  # 32 x 8 threads, 64 x 64 tile, 16 each
         # the 64 x 64 tile with each row piece of B shifted to start on a 32-byte sector
         "sector_aligned": _variant("sector_aligned", dtype, (32, 8), (64, 64), skew=sector - 1),
@@ -62,8 +63,9 @@ class NarrowVariant:
       "flat":  an odd narrow dimension; axis "cols": A contiguous (lda == cols) and 16-byte aligned, B
                4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
                A 4-byte aligned with even lda."""
+
     kernel: Kernel
-    axis: str          # "cols" or "rows": which dimension of A is narrow
+    axis: str  # "cols" or "rows": which dimension of A is narrow
     itemsize: int
     nbytes: int = 32768
     mode: str = "plain"  # "plain", "pairs" or "flat"
@@ -86,11 +88,20 @@ class NarrowVariant:
 
     def accepts(self, rows: int, cols: int, a_address: int, lda: int, b_address: int, ldb: int) -> bool:
         """Whether the kernel may run on these operands (its contract)."""
-        if self.axis == "cols" and not 1 <= cols <= NARROW_COLS_MAX or self.axis == "rows" and not 1 <= rows <= NARROW_ROWS_MAX:
+        if (
+            self.axis == "cols"
+            and not 1 <= cols <= NARROW_COLS_MAX
+            or self.axis == "rows"
+            and not 1 <= rows <= NARROW_ROWS_MAX
+        ):
             return False
         if self.mode == "pairs":
-            return ((a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
-                    and (self.axis == "rows" or cols % 2 == 0))
+            return (
+                (a_address | b_address) % 4 == 0
+                and lda % 2 == 0
+                and ldb % 2 == 0
+                and (self.axis == "rows" or cols % 2 == 0)
+            )
         if self.mode == "flat":
             if self.axis == "cols":
                 return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
@@ -104,8 +115,8 @@ class NarrowVariant:
         return max(min(cdiv(cols, r), MAX_GRID_X), 1), 1, 1
 
 
-NARROW_COLS_MAX = 127   # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
-NARROW_ROWS_MAX = 64    # transpose_narrow_rows_*: A's height limit
+NARROW_COLS_MAX = 127  # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
+NARROW_ROWS_MAX = 64  # transpose_narrow_rows_*: A's height limit
 
 
 def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: str = "plain") -> NarrowVariant:
@@ -117,10 +128,17 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     **{(name, dt): v for dt in SUFFIXES for name, v in _family(dt).items()},
     **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in SUFFIXES for axis in ("cols", "rows")},
     **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in SUFFIXES for axis in ("cols", "rows")},
-    **{(f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
-       for dt in TWO_BYTE_SUFFIXES for axis in ("cols", "rows") for sfx, nbytes in (("", 32768), ("16k", 16384))},
-    **{(f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
-       for dt in TWO_BYTE_SUFFIXES for axis in ("cols", "rows")},
+    **{
+        (f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
+        for dt in TWO_BYTE_SUFFIXES
+        for axis in ("cols", "rows")
+        for sfx, nbytes in (("", 32768), ("16k", 16384))
+    },
+    **{
+        (f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
+        for dt in TWO_BYTE_SUFFIXES
+        for axis in ("cols", "rows")
+    },
     # 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
     **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in TWO_BYTE_SUFFIXES},
 }
@@ -130,12 +148,13 @@ VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if 
 # matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
 ALGORITHMS = ("auto", *VARIANTS, "narrow_cols", "narrow_rows")
 SECTOR_BYTES = 32
-NARROW_AUTO_COLS = 63   # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
+NARROW_AUTO_COLS = 63  # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
 NARROW_AUTO_ROWS = 31
 
 
-def choose_algorithm(rows: int, cols: int, out_address: int = 0, ldb: int = 0, dtype: str = "f32",
-                     a_address: int = 0, lda: int = 0) -> str:
+def choose_algorithm(
+    rows: int, cols: int, out_address: int = 0, ldb: int = 0, dtype: str = "f32", a_address: int = 0, lda: int = 0
+) -> str:
     """The kernel (a KERNELS key's name for `dtype`) "auto" runs for a rows x cols A at a_address
     (row stride lda) written to B at out_address (row stride ldb).
 
@@ -161,7 +180,7 @@ def choose_algorithm(rows: int, cols: int, out_address: int = 0, ldb: int = 0, d
 def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     args = (rows, cols, a_address, lda, b_address, ldb)
     if cols <= NARROW_AUTO_COLS:
-        for name in (("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_pairs16k",)):
+        for name in ("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_pairs16k",):
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_cols16k"
@@ -176,13 +195,12 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     return "tiled_rect64"
 
 
-def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, lda: int, b_address: int,
-            ldb: int):
+def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, lda: int, b_address: int, ldb: int):
     """The Variant or NarrowVariant a call runs."""
     if algorithm == "auto":
         name = choose_algorithm(rows, cols, b_address, ldb, dtype, a_address, lda)
     elif algorithm in ("narrow_cols", "narrow_rows"):
-        axis = algorithm[len("narrow_"):]
+        axis = algorithm[len("narrow_") :]
         limit, size = (NARROW_COLS_MAX, cols) if axis == "cols" else (NARROW_ROWS_MAX, rows)
         if size > limit:
             raise ValueError(f"transpose: {algorithm} takes A with at most {limit} {axis}, got {size}")
@@ -190,8 +208,9 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
         name = algorithm if isz == 8 else f"{algorithm}16k"
         if isz == 2:
             for fast in (f"{algorithm}_flat16k", f"{algorithm}_pairs16k"):
-                if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(rows, cols, a_address, lda,
-                                                                               b_address, ldb):
+                if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(
+                    rows, cols, a_address, lda, b_address, ldb
+                ):
                     name = fast
                     break
     else:
@@ -226,8 +245,18 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
             _copy_vector(a, out, s)
         else:
             v = resolve(algorithm, dt, rows, cols, a.elements, a.stride, out.elements, out.stride)
-            v.kernel(v.grid(rows, cols), v.block, a.elements, out.elements, rows, cols, a.stride, out.stride,
-                     stream=s, device=dev)
+            v.kernel(
+                v.grid(rows, cols),
+                v.block,
+                a.elements,
+                out.elements,
+                rows,
+                cols,
+                a.stride,
+                out.stride,
+                stream=s,
+                device=dev,
+            )
         done_on(s, a, out)
     return out
 
@@ -237,5 +266,5 @@ def _copy_vector(a: Matrix, out: Matrix, s: int) -> None:
     rows, cols, isz = a.height, a.width, a.itemsize
     if rows == 1:  # 1 x cols -> cols x 1: contiguous source, destination one element a row
         copy_device_2d(out.elements, out.stride * isz, a.elements, isz, isz, cols, s)
-    else:          # rows x 1 -> 1 x rows: one element a row of A, contiguous destination
+    else:  # rows x 1 -> 1 x rows: one element a row of A, contiguous destination
         copy_device_2d(out.elements, isz, a.elements, a.stride * isz, isz, rows, s)

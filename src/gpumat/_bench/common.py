@@ -1,4 +1,5 @@
 """Shared benchmark machinery: CUDA-event timing, the copy ceiling, optional CuPy anchors, tables, JSON."""
+
 from __future__ import annotations
 
 import datetime
@@ -50,8 +51,10 @@ def copy_gbps(nbytes: int, repeat: int = 20) -> float:
     (the driver's own copy, cuMemcpyDtoDAsync, between two gpumat buffers)."""
     words = max(nbytes // 4, 1)
     with gm.Matrix.empty(1, words) as src, gm.Matrix.empty(1, words) as dst:
-        ms = time_ms(lambda: memops.copy_device_2d(dst.elements, words * 4, src.elements, words * 4, words * 4, 1, 0),
-                     repeat=repeat)
+        ms = time_ms(
+            lambda: memops.copy_device_2d(dst.elements, words * 4, src.elements, words * 4, words * 4, 1, 0),
+            repeat=repeat,
+        )
     return 2 * words * 4 / ms / 1e6
 
 
@@ -59,6 +62,7 @@ def cupy():
     """CuPy when importable (benchmarks only: it is the yardstick, never a dependency), else None."""
     try:
         import cupy  # noqa: F401
+
         return cupy
     except Exception:
         return None
@@ -81,8 +85,10 @@ def cupy_time_ms(cp, fn, warmup: int = 3, repeat: int = 20) -> float:
 def environment() -> dict:
     dev = gm.device()
     env = {
-        "device": dev.name, "compute_capability": f"{dev.compute_capability[0]}.{dev.compute_capability[1]}",
-        "sms": dev.sm_count, "driver_cuda": dev.driver_version_str,
+        "device": dev.name,
+        "compute_capability": f"{dev.compute_capability[0]}.{dev.compute_capability[1]}",
+        "sms": dev.sm_count,
+        "driver_cuda": dev.driver_version_str,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "python": platform.python_version(),
     }
@@ -97,7 +103,7 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     print(f"\n{title}")
     for n, row in enumerate(cells):
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
         if n == 0:
             print("  ".join("-" * w for w in widths))
 

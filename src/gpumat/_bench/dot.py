@@ -4,6 +4,7 @@ against the device-to-device copy and, when importable, cupy.dot (cuBLAS sdot).
 GB/s counts bytes read (2 x 4 x n); "x copy" divides that by the copy's read+write GB/s, the ratio
 ANCHORS.md uses. CuPy's dot leaves its result on the device, so its time has no device->host copy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,13 +48,25 @@ def run(args=None) -> dict:
             cp.get_default_memory_pool().free_all_blocks()
         results.append(entry)
         label = f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
-        rows_out.append([label, "gpumat.dot", entry["gpumat"]["ms"], entry["gpumat"]["gbps"],
-                         entry["gpumat"]["gbps"] / copy, entry.get("cupy", {}).get("ms")])
+        rows_out.append(
+            [
+                label,
+                "gpumat.dot",
+                entry["gpumat"]["ms"],
+                entry["gpumat"]["gbps"],
+                entry["gpumat"]["gbps"] / copy,
+                entry.get("cupy", {}).get("ms"),
+            ]
+        )
         if "cupy" in entry:
-            rows_out.append([label, "cupy.dot", entry["cupy"]["ms"], entry["cupy"]["gbps"],
-                             entry["cupy"]["gbps"] / copy, None])
-    print_table("dot, float32: GB/s = bytes read / time; x copy = that / copy GB/s (read + written)",
-                ["n", "impl", "ms", "GB/s", "x copy", "cupy ms"], rows_out)
+            rows_out.append(
+                [label, "cupy.dot", entry["cupy"]["ms"], entry["cupy"]["gbps"], entry["cupy"]["gbps"] / copy, None]
+            )
+    print_table(
+        "dot, float32: GB/s = bytes read / time; x copy = that / copy GB/s (read + written)",
+        ["n", "impl", "ms", "GB/s", "x copy", "cupy ms"],
+        rows_out,
+    )
     payload = {"results": results}
     if not getattr(args, "no_json", False):
         write_json("dot", payload)

@@ -1,4 +1,5 @@
 """`python -m gpumat bench matmul`: every variant and cuBLAS (through CuPy) on the same inputs."""
+
 from __future__ import annotations
 
 import statistics
@@ -9,12 +10,19 @@ import numpy as np
 
 import gpumat as gm
 
-from ..matmul import TC_ALGORITHMS, VARIANTS, choose_algorithm, plan
+from ..matmul import algorithms
 from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
-    (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4097, 4097, 4097),
-    (3001, 3011, 2999), (2137, 108, 1055), (16384, 16384, 256), (256, 256, 65536),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (4097, 4097, 4097),
+    (3001, 3011, 2999),
+    (2137, 108, 1055),
+    (16384, 16384, 256),
+    (256, 256, 65536),
 ]
 QUICK_SHAPES = [(1024, 1024, 1024), (2137, 108, 1055), (4097, 4097, 4097)]
 TEACHING = ("naive", "tiled16", "tiled32", "tiled16x64")
@@ -39,8 +47,12 @@ def _latency_us(call, sync, calls: int = 2000, batches: int = 7) -> float:
 def sm_clock_mhz() -> int | None:
     """The SM clock nvidia-smi reports now (read right after a timed batch, while the GPU is still busy-clocked)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i",
-                              str(gm.device().ordinal)], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", str(gm.device().ordinal)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         return int(out.split()[0])
     except Exception:
         return None
@@ -75,7 +87,7 @@ def run(args) -> dict:
     quick = getattr(args, "quick", False)
     rng = np.random.default_rng(1)
     rows, records = [], []
-    for m, n, k in (QUICK_SHAPES if quick else SHAPES):
+    for m, n, k in QUICK_SHAPES if quick else SHAPES:
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         flop = 2 * m * n * k
@@ -88,12 +100,20 @@ def run(args) -> dict:
             kernels = cublas_kernels(cp, lambda: cp.matmul(ca, cb))
             del ca, cb
             cp.get_default_memory_pool().free_all_blocks()
-        p = plan(m, n, k, gm.device().sm_count)
-        entry = {"M": m, "N": n, "K": k, "auto_picks": choose_algorithm(m, n, k), "auto_splits": p.splits,
-                 "cublas_ms": cublas_ms, "cublas_tflops": flop / cublas_ms / 1e9 if cublas_ms else None,
-                 "cublas_sm_mhz": cublas_mhz, "cublas_kernels": kernels, "variants": {}}
-        names = ["auto"] + [v for v in VARIANTS if v not in TEACHING or flop <= TEACHING_MAX_FLOP]
+        entry = {
+            "M": m,
+            "N": n,
+            "K": k,
+            "cublas_ms": cublas_ms,
+            "cublas_tflops": flop / cublas_ms / 1e9 if cublas_ms else None,
+            "cublas_sm_mhz": cublas_mhz,
+            "cublas_kernels": kernels,
+            "variants": {},
+        }
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
+            p = gm.matmul_plan(A, B, out=C, precision="float32")
+            entry.update(auto_picks=p.algorithm, auto_splits=p.splits)
+            names = ["auto"] + [v for v in _exact_fp32_names(A, B) if v not in TEACHING or flop <= TEACHING_MAX_FLOP]
             for name in names:
                 ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=repeat)
                 mhz = sm_clock_mhz() if name == "auto" else None
@@ -102,8 +122,11 @@ def run(args) -> dict:
                 entry["variants"][name] = {"ms": ms, "tflops": tflops, "ratio_cublas": ratio, "sm_mhz": mhz}
                 rows.append([f"{m}x{n}x{k}", name, ms, tflops, entry["cublas_tflops"], ratio, mhz or cublas_mhz])
         records.append(entry)
-    print_table("matmul float32 (TFLOP/s; ratio = cuBLAS time / gpumat time, >1 is faster than cuBLAS)",
-                ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "SM MHz"], rows)
+    print_table(
+        "matmul float32 (TFLOP/s; ratio = cuBLAS time / gpumat time, >1 is faster than cuBLAS)",
+        ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "SM MHz"],
+        rows,
+    )
     for r in records:
         print(f"cuBLAS kernel for {r['M']}x{r['N']}x{r['K']}: {r['cublas_kernels']} at {r['cublas_sm_mhz']} MHz")
 
@@ -114,33 +137,73 @@ def run(args) -> dict:
         ca = cp.asarray(small)
         latency["cupy_us"] = _latency_us(lambda: ca @ ca, cp.cuda.Device().synchronize)
     A.free()
-    print_table("64 x 64 x 64 end to end from Python (result allocation included), us per call",
-                ["gpumat", "CuPy"], [[latency["gpumat_us"], latency.get("cupy_us")]])
-    payload = {"anchor": "cuBLAS FP32 via CuPy cupy.matmul (CUPY_TF32 unset), same process, same inputs",
-               "timing": "CUDA events, 3 warm-ups, median of 10 runs",
-               "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
-               "cublas_kernels": "kernels one cupy.matmul launches, seen by torch.profiler (CUPTI)",
-               "shapes": records, "latency_64": latency}
+    print_table(
+        "64 x 64 x 64 end to end from Python (result allocation included), us per call",
+        ["gpumat", "CuPy"],
+        [[latency["gpumat_us"], latency.get("cupy_us")]],
+    )
+    payload = {
+        "anchor": "cuBLAS FP32 via CuPy cupy.matmul (CUPY_TF32 unset), same process, same inputs",
+        "timing": "CUDA events, 3 warm-ups, median of 10 runs",
+        "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
+        "cublas_kernels": "kernels one cupy.matmul launches, seen by torch.profiler (CUPTI)",
+        "shapes": records,
+        "latency_64": latency,
+    }
     write_json("matmul", payload)
     return payload
 
 
 # ---- `bench matmul --precision`: the tensor-core modes against cuBLAS FP32 and TF32 ----
 
-PRECISION_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4097, 4097, 4097),
-                    (3001, 3011, 2999), (2137, 108, 1055), (256, 256, 65536)]
+PRECISION_SHAPES = [
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (4097, 4097, 4097),
+    (3001, 3011, 2999),
+    (2137, 108, 1055),
+    (256, 256, 65536),
+]
 ACCURACY_KS = (64, 256, 1024, 4096, 16384, 65536)
 ACCURACY_MN = 256
-GPUMAT_MODES = {  # label -> matmul keyword arguments: the exact kernels ("auto") and every tensor-core kernel
-    "exact": {"precision": "float32"},
-    **{name: {"algorithm": name} for name in TC_ALGORITHMS},
-}
+
+
+def _modes(sfx: str = "f32") -> dict[str, str]:
+    """Every float32 variant's precision mode, from its plan for a small product (a variant this GPU
+    cannot run plans exact FP32 and is left out of the tensor-core list)."""
+    with gm.Matrix.zeros(8, 8) as x:
+        return {name: gm.matmul_plan(x, x, algorithm=name).variant.mode for name in algorithms(sfx)[1:]}
+
+
+def _exact_fp32_names(A, B) -> list[str]:
+    return [
+        name
+        for name in algorithms("f32")[1:]
+        if gm.matmul_plan(A, B, algorithm=name).variant.mode in ("float32", "any")
+    ]
+
+
+def _gpumat_modes() -> tuple[dict, dict]:
+    """(label -> matmul keyword arguments, tensor-core name -> its mode): the exact kernels ("exact"),
+    auto in each tensor-core mode, and every tensor-core kernel by name."""
+    tensor_core = {name: mode for name, mode in _modes().items() if mode in ("tf32", "tf32x3")}
+    modes = {
+        "exact": {"precision": "float32"},
+        "tf32x3 auto": {"precision": "tf32x3"},
+        "tf32 auto": {"precision": "tf32"},
+        **{name: {"algorithm": name} for name in tensor_core},
+    }
+    return modes, tensor_core
+
+
 CUPY_COMPUTE_DEFAULT, CUPY_COMPUTE_TF32 = 1, 7  # cupy._core._routines_linalg COMPUTE_TYPE_*
 
 
 def _cublas_mode(cp, tf32: bool) -> None:
     """cupy.matmul on float32 runs cublasGemmEx with CuPy's per-dtype compute type: TF32 or default (FP32)."""
     from cupy._core import _routines_linalg as rl
+
     rl.set_compute_type(np.float32, CUPY_COMPUTE_TF32 if tf32 else CUPY_COMPUTE_DEFAULT)
 
 
@@ -169,11 +232,13 @@ def _errors(got: np.ndarray, a: np.ndarray, b: np.ndarray, ref: np.ndarray) -> d
 
 
 def run_precision(args) -> dict:
+    gpumat_modes, tensor_core = _gpumat_modes()
+    tensor_core.update({"tf32 auto": "tf32", "tf32x3 auto": "tf32x3"})
     cp = cupy()
     rng = np.random.default_rng(3)
     quick = getattr(args, "quick", False)
     rows, ratio_rows, records = [], [], []
-    for m, n, k in (PRECISION_SHAPES[:1] + PRECISION_SHAPES[-2:] if quick else PRECISION_SHAPES):
+    for m, n, k in PRECISION_SHAPES[:1] + PRECISION_SHAPES[-2:] if quick else PRECISION_SHAPES:
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         flop = 2 * m * n * k
@@ -191,25 +256,34 @@ def run_precision(args) -> dict:
         else:
             ref = a.astype(np.float64) @ b.astype(np.float64)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n) as C:
-            for label, kw in GPUMAT_MODES.items():
+            for label, kw in gpumat_modes.items():
                 entry["ms"][label] = time_ms(lambda: gm.matmul(A, B, out=C, **kw), repeat=10)
                 gm.matmul(A, B, out=C, **kw)
                 entry["error"][label] = _errors(C.to_numpy(), a, b, ref)["rel"]
         entry["tflops"] = {key: flop / ms / 1e9 for key, ms in entry["ms"].items()}
         ms = entry["ms"]
-        entry["ratios"] = {f"{g}/{c}": ms[c] / ms[g] for g in GPUMAT_MODES for c in ("cublas_fp32", "cublas_tf32")
-                           if c in ms}
+        entry["ratios"] = {
+            f"{g}/{c}": ms[c] / ms[g] for g in gpumat_modes for c in ("cublas_fp32", "cublas_tf32") if c in ms
+        }
         records.append(entry)
         t = entry["tflops"]
-        rows.append([f"{m}x{n}x{k}", t.get("cublas_fp32"), t.get("cublas_tf32"), *(t[g] for g in GPUMAT_MODES)])
-        for g in GPUMAT_MODES:
-            anchor = "cublas_tf32" if TC_ALGORITHMS.get(g) == "tf32" else "cublas_fp32"
-            ratio_rows.append([f"{m}x{n}x{k}", g, t[g], anchor, entry["ratios"].get(f"{g}/{anchor}"), entry["error"][g]])
-    print_table("matmul float32 by precision, TFLOP/s (same inputs, same process)",
-                ["M x N x K", "cuBLAS FP32", "cuBLAS TF32", *GPUMAT_MODES], rows)
-    print_table("against the same-mode anchor (exact and tf32x3 against cuBLAS FP32, tf32 against cuBLAS TF32); "
-                "error = ||C - AB||_F / ||AB||_F",
-                ["M x N x K", "gpumat", "TFLOP/s", "anchor", "ratio", "error"], ratio_rows)
+        rows.append([f"{m}x{n}x{k}", t.get("cublas_fp32"), t.get("cublas_tf32"), *(t[g] for g in gpumat_modes)])
+        for g in gpumat_modes:
+            anchor = "cublas_tf32" if tensor_core.get(g) == "tf32" else "cublas_fp32"
+            ratio_rows.append(
+                [f"{m}x{n}x{k}", g, t[g], anchor, entry["ratios"].get(f"{g}/{anchor}"), entry["error"][g]]
+            )
+    print_table(
+        "matmul float32 by precision, TFLOP/s (same inputs, same process)",
+        ["M x N x K", "cuBLAS FP32", "cuBLAS TF32", *gpumat_modes],
+        rows,
+    )
+    print_table(
+        "against the same-mode anchor (exact and tf32x3 against cuBLAS FP32, tf32 against cuBLAS TF32); "
+        "error = ||C - AB||_F / ||AB||_F",
+        ["M x N x K", "gpumat", "TFLOP/s", "anchor", "ratio", "error"],
+        ratio_rows,
+    )
 
     accuracy, arows = [], []
     for kind in ("uniform", "wide", "cancel"):
@@ -218,7 +292,7 @@ def run_precision(args) -> dict:
             ref = a.astype(np.float64) @ b.astype(np.float64)
             errs = {}
             with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
-                for label, kw in GPUMAT_MODES.items():
+                for label, kw in gpumat_modes.items():
                     errs[label] = _errors(gm.matmul(A, B, **kw).to_numpy(), a, b, ref)
             if cp is not None:
                 ca, cb = cp.asarray(a), cp.asarray(b)
@@ -227,32 +301,62 @@ def run_precision(args) -> dict:
                     errs[label] = _errors(cp.asnumpy(cp.matmul(ca, cb)), a, b, ref)
                 _cublas_mode(cp, False)
             accuracy.append({"inputs": kind, "M": ACCURACY_MN, "N": ACCURACY_MN, "K": k, "error": errs})
-            arows.append([kind, k, *(errs[c]["rel"] if c in errs else None
-                                     for c in (*GPUMAT_MODES, "cublas_fp32", "cublas_tf32"))])
-    print_table(f"relative error ||C - AB||_F / ||AB||_F against float64, {ACCURACY_MN} x {ACCURACY_MN} x K",
-                ["inputs", "K", *GPUMAT_MODES, "cuBLAS FP32", "cuBLAS TF32"], arows)
-    payload = {"anchor": "cuBLAS via CuPy cupy.matmul with CuPy's float32 compute type set to DEFAULT (FP32) or TF32, "
-                         "same process, same inputs",
-               "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
-               "error": "rel: ||C - AB||_F / ||AB||_F; rel_abs: ||C - AB||_F / || |A| |B| ||_F; AB in float64",
-               "shapes": records, "accuracy": accuracy}
+            arows.append(
+                [
+                    kind,
+                    k,
+                    *(errs[c]["rel"] if c in errs else None for c in (*gpumat_modes, "cublas_fp32", "cublas_tf32")),
+                ]
+            )
+    print_table(
+        f"relative error ||C - AB||_F / ||AB||_F against float64, {ACCURACY_MN} x {ACCURACY_MN} x K",
+        ["inputs", "K", *gpumat_modes, "cuBLAS FP32", "cuBLAS TF32"],
+        arows,
+    )
+    payload = {
+        "anchor": "cuBLAS via CuPy cupy.matmul with CuPy's float32 compute type set to DEFAULT (FP32) or TF32, "
+        "same process, same inputs",
+        "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
+        "error": "rel: ||C - AB||_F / ||AB||_F; rel_abs: ||C - AB||_F / || |A| |B| ||_F; AB in float64",
+        "shapes": records,
+        "accuracy": accuracy,
+    }
     write_json("matmul-precision", payload)
     return payload
 
 
-DTYPE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (4097, 4097, 4097), (3001, 3011, 2999), (2137, 108, 1055),
-                (256, 256, 65536)]
-HALF_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4097, 4097, 4097), (3001, 3011, 2999),
-               (2137, 108, 1055), (16384, 16384, 256), (256, 256, 65536)]  # float16, bfloat16: every target shape
+DTYPE_SHAPES = [
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (4097, 4097, 4097),
+    (3001, 3011, 2999),
+    (2137, 108, 1055),
+    (256, 256, 65536),
+]
+HALF_SHAPES = [
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (4097, 4097, 4097),
+    (3001, 3011, 2999),
+    (2137, 108, 1055),
+    (16384, 16384, 256),
+    (256, 256, 65536),
+]  # float16, bfloat16: every target shape
 SIMT_MAX_FLOP = 2 * 4097**3  # the SIMT kernel runs at ~4% of the tensor cores: only up to this size
 
 
-def _half_names(flops: float) -> list[str]:
-    """auto, every tensor-core kernel this GPU runs, and the SIMT kernel where it is quick enough."""
-    from .. import _matmul_half as half
-    dev = gm.device()
-    names = [n for n in half.VARIANTS if half.runs_on(n, dev.arch, dev.max_smem_optin, half.built(n))]
-    return ["auto", *names] + (["simt64x64"] if flops <= SIMT_MAX_FLOP else [])
+def _half_names(A, B, out, flops: float) -> list[str]:
+    """Every tensor-core kernel this GPU runs for these operands, and the SIMT kernel where it is quick enough."""
+    names = []
+    for name in algorithms(A.dtype)[1:]:
+        try:
+            plan = gm.matmul_plan(A, B, out=out, algorithm=name)
+        except (ValueError, TypeError):  # not on this GPU, or not for a float32 out
+            continue
+        if plan.variant.tier == 1 or (name == "simt64x64" and flops <= SIMT_MAX_FLOP):
+            names.append(name)
+    return names
 
 
 def run_dtype(args) -> dict:
@@ -260,12 +364,13 @@ def run_dtype(args) -> dict:
     dtype (CuPy's matmul; PyTorch's for bfloat16, which CuPy lacks), same inputs, same run. For the 16-bit
     dtypes also every tensor-core variant (and SIMT on the smaller shapes), each with its ratio."""
     import gpumat as gm
+
     dtype = args.dtype
     if dtype == "float64":
         return run_f64(args)
     quick = getattr(args, "quick", False)
     halves = dtype in ("float16", "bfloat16")
-    shapes = (HALF_SHAPES if halves else DTYPE_SHAPES)[:3 if quick else None]
+    shapes = (HALF_SHAPES if halves else DTYPE_SHAPES)[: 3 if quick else None]
     rng = np.random.default_rng(7)
     cp = cupy()
     try:
@@ -285,7 +390,7 @@ def run_dtype(args) -> dict:
             ref = A.to_numpy(dtype=np.float64) @ B.to_numpy(dtype=np.float64)
             got = C.to_numpy(dtype=np.float64)
             err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-        names = _half_names(flops)[1:] if halves else []
+        names = _half_names(A, B, C, flops) if halves else []
         variants = {name: time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=10) for name in names}
         anchor, anchor_name = None, None
         if dtype == "bfloat16" and torch is not None:
@@ -298,17 +403,26 @@ def run_dtype(args) -> dict:
             cc = cp.empty((m, n), dtype=dtype)
             anchor = time_ms(lambda: cp.matmul(ca, cb, out=cc), repeat=10)
             anchor_name = "CuPy (cuBLAS)"
-        record = {"M": m, "N": n, "K": k, "gpumat_ms": ours, "gpumat_tflops": flops / ours / 1e9,
-                  "anchor": anchor_name, "anchor_ms": anchor,
-                  "anchor_tflops": flops / anchor / 1e9 if anchor else None,
-                  "ratio": anchor / ours if anchor else None, "rel_error": err}
+        record = {
+            "M": m,
+            "N": n,
+            "K": k,
+            "gpumat_ms": ours,
+            "gpumat_tflops": flops / ours / 1e9,
+            "anchor": anchor_name,
+            "anchor_ms": anchor,
+            "anchor_tflops": flops / anchor / 1e9 if anchor else None,
+            "ratio": anchor / ours if anchor else None,
+            "rel_error": err,
+        }
         if halves:
-            from .. import _matmul_half as half
-            dev = gm.device()
-            record["auto_picks"] = half.resolve("auto", m, n, k, dev, half.unaligned_bytes(A, B)) or "simt64x64"
-            record["aligned_copies_bytes"] = half.unaligned_bytes(A, B)
-            record["variants"] = {name: {"ms": ms, "tflops": flops / ms / 1e9, "ratio": anchor / ms if anchor else None}
-                                  for name, ms in variants.items()}
+            plan = gm.matmul_plan(A, B, out=C)
+            record["auto_picks"] = plan.algorithm
+            record["aligned_copies_bytes"] = plan.copy_bytes
+            record["variants"] = {
+                name: {"ms": ms, "tflops": flops / ms / 1e9, "ratio": anchor / ms if anchor else None}
+                for name, ms in variants.items()
+            }
         records.append(record)
         label = f"auto ({record['auto_picks']})" if halves else "auto"
         rows.append([f"{m}x{n}x{k}", label, record["gpumat_tflops"], record["anchor_tflops"], record["ratio"], err])
@@ -316,10 +430,14 @@ def run_dtype(args) -> dict:
             rows.append([f"{m}x{n}x{k}", name, v["tflops"], record["anchor_tflops"], v["ratio"], None])
         for x in (A, B, C):
             x.free()
-    print_table(f"matmul {dtype}: gpumat against cuBLAS in {dtype} (ratio = cuBLAS time / gpumat time)",
-                ["M x N x K", "variant", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"], rows)
-    return write_json(f"matmul-{dtype}", {"dtype": dtype, "timing": "CUDA events, warm-up, median of 10 runs",
-                                          "shapes": records})
+    print_table(
+        f"matmul {dtype}: gpumat against cuBLAS in {dtype} (ratio = cuBLAS time / gpumat time)",
+        ["M x N x K", "variant", "gpumat TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"],
+        rows,
+    )
+    return write_json(
+        f"matmul-{dtype}", {"dtype": dtype, "timing": "CUDA events, warm-up, median of 10 runs", "shapes": records}
+    )
 
 
 # ---- `bench matmul --dtype float64`: every FP64 tensor-core variant and auto against cuBLAS DGEMM ----
@@ -327,21 +445,25 @@ def run_dtype(args) -> dict:
 F64_SIMT_MAX_FLOP = 2 * 4097**3  # the SIMT kernel runs at a fraction of the tensor cores: only up to this size
 
 
+def _runs(A, B, C, name: str) -> bool:
+    try:
+        gm.matmul_plan(A, B, out=C, algorithm=name)
+        return True
+    except ValueError:
+        return False
+
+
 def run_f64(args) -> dict:
     """Each FP64 tensor-core variant, `auto` and (on the smaller shapes) the SIMT kernel against cuBLAS DGEMM
     through CuPy, same inputs (uniform [-1, 1] doubles, full 53-bit significands), same run."""
-    from .. import _matmul_f64 as f64
     cp = cupy()
-    dev = gm.device()
     quick = getattr(args, "quick", False)
     rng = np.random.default_rng(11)
     rows, records = [], []
-    for m, n, k in (QUICK_SHAPES if quick else SHAPES):
+    for m, n, k in QUICK_SHAPES if quick else SHAPES:
         a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
         flop = 2.0 * m * n * k
         entry = {"M": m, "N": n, "K": k, "variants": {}}
-        p = f64.choose(m, n, k, dev.arch, dev.sm_count, dev.max_smem_optin)
-        entry["auto_picks"] = None if p is None else {"algorithm": p.algorithm, "splits": p.splits, "k_chunk": p.k_chunk}
         cublas_ms = None
         if cp is not None:
             ca, cb = cp.asarray(a), cp.asarray(b)
@@ -352,8 +474,11 @@ def run_f64(args) -> dict:
             del ca, cb, cc
             cp.get_default_memory_pool().free_all_blocks()
         entry.update(cublas_ms=cublas_ms, cublas_tflops=flop / cublas_ms / 1e9 if cublas_ms else None)
-        names = ["auto", *f64.VARIANTS] + (["simt64x64"] if flop <= F64_SIMT_MAX_FLOP else [])
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.empty(m, n, dtype=np.float64) as C:
+            p = gm.matmul_plan(A, B, out=C)
+            entry["auto_picks"] = {"algorithm": p.algorithm, "splits": p.splits, "k_chunk": p.k_chunk}
+            tensor_cores = [n for n in algorithms("f64")[1:] if n.startswith("dmma") and _runs(A, B, C, n)]
+            names = ["auto", *tensor_cores] + (["simt64x64"] if flop <= F64_SIMT_MAX_FLOP else [])
             for name in names:
                 ms = time_ms(lambda: gm.matmul(A, B, out=C, algorithm=name), repeat=10)
                 mhz = sm_clock_mhz() if name == "auto" else None
@@ -361,15 +486,22 @@ def run_f64(args) -> dict:
                 entry["variants"][name] = {"ms": ms, "tflops": flop / ms / 1e9, "ratio_cublas": ratio, "sm_mhz": mhz}
                 rows.append([f"{m}x{n}x{k}", name, ms, flop / ms / 1e9, entry["cublas_tflops"], ratio])
         records.append(entry)
-    print_table("matmul float64 (TFLOP/s; ratio = cuBLAS DGEMM time / gpumat time, >1 is faster than cuBLAS)",
-                ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio"], rows)
+    print_table(
+        "matmul float64 (TFLOP/s; ratio = cuBLAS DGEMM time / gpumat time, >1 is faster than cuBLAS)",
+        ["M x N x K", "variant", "ms", "TFLOP/s", "cuBLAS TFLOP/s", "ratio"],
+        rows,
+    )
     for r in records:
-        print(f"{r['M']}x{r['N']}x{r['K']}: auto = {r['auto_picks']}; cuBLAS {r.get('cublas_kernels')} "
-              f"at {r.get('cublas_sm_mhz')} MHz")
-    payload = {"dtype": "float64",
-               "anchor": "cuBLAS DGEMM via CuPy cupy.matmul(out=...), same process, same inputs",
-               "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
-               "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
-               "shapes": records}
+        print(
+            f"{r['M']}x{r['N']}x{r['K']}: auto = {r['auto_picks']}; cuBLAS {r.get('cublas_kernels')} "
+            f"at {r.get('cublas_sm_mhz')} MHz"
+        )
+    payload = {
+        "dtype": "float64",
+        "anchor": "cuBLAS DGEMM via CuPy cupy.matmul(out=...), same process, same inputs",
+        "timing": "CUDA events, warm-up >= 0.2 s, median of 10 runs",
+        "clock": "sm_mhz: nvidia-smi's SM clock read right after the timed runs (cuBLAS and auto)",
+        "shapes": records,
+    }
     write_json("matmul-float64", payload)
     return payload

@@ -6,6 +6,7 @@ float32 host operands (numpy in, numpy out), each GPU limited to 1/4 of what A, 
 product is out of core on one GPU). Dask: 8192-square chunks, the block products by gpumat.dask, the K
 sums by Dask; its time against the direct call on as many GPUs is the overhead of the engine.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,11 +38,14 @@ def dask_seconds(a, b, workers: int, chunk: int) -> tuple[float, np.ndarray] | N
     except ImportError:
         return None
     from gpumat import dask as gmd
+
     # threads, not processes: the workers share the host arrays, and tasks read their blocks by name
     # (the arrays are not put into the graph); each worker is still bound to its own GPU by its name
     _HOST.update(a=a, b=b)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster):
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster),
+    ):
         A = da.map_blocks(_read_block, "a", chunks=da.core.normalize_chunks(chunk, a.shape), dtype=a.dtype)
         B = da.map_blocks(_read_block, "b", chunks=da.core.normalize_chunks(chunk, b.shape), dtype=b.dtype)
         got = {}
@@ -59,15 +63,31 @@ def run(args) -> dict:
     data = a.nbytes + b.nbytes + out.nbytes
     limit = data // SHARE
     compute = in_device_seconds(a, b)
-    record = {"M": m, "N": n, "K": k, "data_bytes": data, "limit_bytes_per_gpu": limit, "in_device_s_one_gpu": compute,
-              "direct": [], "dask": [], "dask_chunk": chunk}
+    record = {
+        "M": m,
+        "N": n,
+        "K": k,
+        "data_bytes": data,
+        "limit_bytes_per_gpu": limit,
+        "in_device_s_one_gpu": compute,
+        "direct": [],
+        "dask": [],
+        "dask_chunk": chunk,
+    }
     rows = []
     direct = {}
     for g in range(1, gpus + 1):
         t = wall(lambda: gm.matmul(a, b, out=out, memory_limit=limit, devices=list(range(g))))
         direct[g] = t
-        record["direct"].append({"gpus": g, "seconds": t, "speedup": direct[1] / t, "over_in_device": t / compute,
-                                 "rel_error_first_rows": first_rows_error(a, b, out)})
+        record["direct"].append(
+            {
+                "gpus": g,
+                "seconds": t,
+                "speedup": direct[1] / t,
+                "over_in_device": t / compute,
+                "rel_error_first_rows": first_rows_error(a, b, out),
+            }
+        )
         rows.append(["gm.matmul", g, t, direct[1] / t, t * g / compute])
     for w in sorted({1, gpus}):
         got = dask_seconds(a, b, w, chunk)
@@ -76,13 +96,23 @@ def run(args) -> dict:
             break
         t, c = got
         one = record["dask"][0]["seconds"] if record["dask"] else t
-        record["dask"].append({"workers": w, "seconds": t, "speedup": one / t, "over_direct": t / direct[w],
-                               "rel_error_first_rows": first_rows_error(a, b, c)})
+        record["dask"].append(
+            {
+                "workers": w,
+                "seconds": t,
+                "speedup": one / t,
+                "over_direct": t / direct[w],
+                "rel_error_first_rows": first_rows_error(a, b, c),
+            }
+        )
         rows.append([f"dask, {w} worker(s)", w, t, one / t, t / direct[w]])
         del c
-    print_table(f"{m}x{n}x{k} float32, host arrays, each GPU limited to 1/{SHARE} of the data; in device "
-                f"memory on one GPU: {compute:.3f} s",
-                ["how", "GPUs", "seconds", "speedup", "direct: GPUs x time / in-device; dask: over direct"], rows)
+    print_table(
+        f"{m}x{n}x{k} float32, host arrays, each GPU limited to 1/{SHARE} of the data; in device "
+        f"memory on one GPU: {compute:.3f} s",
+        ["how", "GPUs", "seconds", "speedup", "direct: GPUs x time / in-device; dask: over direct"],
+        rows,
+    )
     env = environment()
     print(f"\n{env['device']} x{gpus}, {env['date']}")
     return write_json("multigpu", {"gpus": gpus, "result": record})

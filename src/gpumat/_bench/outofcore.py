@@ -8,6 +8,7 @@ cost model says it pays); and the transfer floor (A, B and C once each
 over the pinned copy bandwidth measured in the same run). The target ratio is against the larger of
 the two floors.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -50,9 +51,9 @@ def operands(m: int, n: int, k: int, seed: int = 3, pinned: bool = False):
     make = (lambda shape: gm.pinned_empty(shape, np.float32)) if pinned else (lambda shape: np.empty(shape, np.float32))
     a, b, out = make((m, k)), make((k, n)), make((m, n))
     for i in range(0, m, 4096):  # in slices: no float64 temporary the size of the operand
-        a[i:i + 4096] = rng.random((min(4096, m - i), k), dtype=np.float32) - 0.5
+        a[i : i + 4096] = rng.random((min(4096, m - i), k), dtype=np.float32) - 0.5
     for i in range(0, k, 4096):
-        b[i:i + 4096] = rng.random((min(4096, k - i), n), dtype=np.float32) - 0.5
+        b[i : i + 4096] = rng.random((min(4096, k - i), n), dtype=np.float32) - 0.5
     return a, b, out
 
 
@@ -79,24 +80,64 @@ def run(args) -> dict:
             compute = in_device_seconds(a, b)
             transfer = data / (bandwidth * 1e9)
             floor = max(compute, transfer)
-            entry = {"M": m, "N": n, "K": k, "host_memory": "pinned" if pinned else "pageable", "data_bytes": data,
-                     "in_device_s": compute, "transfer_floor_s": transfer, "floor_s": floor,
-                     "pinned_gbps": bandwidth, "runs": []}
+            entry = {
+                "M": m,
+                "N": n,
+                "K": k,
+                "host_memory": "pinned" if pinned else "pageable",
+                "data_bytes": data,
+                "in_device_s": compute,
+                "transfer_floor_s": transfer,
+                "floor_s": floor,
+                "pinned_gbps": bandwidth,
+                "runs": [],
+            }
             for share in SHARES:
                 limit = data // share
-                t = wall(lambda: gm.matmul(a, b, out=out, memory_limit=limit, devices=[0]))
-                plan, locked = oc.last_call["plan"], oc.last_call["registered"]
-                entry["runs"].append({"limit_bytes": limit, "share": share, "seconds": t, "over_in_device": t / compute,
-                                      "over_floor": t / floor, "plan": [plan.tm, plan.tn, plan.tk, plan.c_buffers],
-                                      "arrays_page_locked": locked})
-                rows.append([f"{m}x{n}x{k}", entry["host_memory"], f"1/{share}",
-                             f"{plan.tm}x{plan.tn}x{plan.tk}/{plan.c_buffers}" + (f" +{locked} locked" if locked else ""), t, compute, transfer,
-                             t / compute, t / floor])
+                report: dict = {}  # what the call did: its tile plan, and how many arrays it page-locked
+                t = wall(lambda: oc.matmul_host(a, b, out=out, memory_limit=limit, devices=[0], report=report))
+                plan, locked = report["plan"], report["registered"]
+                entry["runs"].append(
+                    {
+                        "limit_bytes": limit,
+                        "share": share,
+                        "seconds": t,
+                        "over_in_device": t / compute,
+                        "over_floor": t / floor,
+                        "plan": [plan.tm, plan.tn, plan.tk, plan.c_buffers],
+                        "arrays_page_locked": locked,
+                    }
+                )
+                rows.append(
+                    [
+                        f"{m}x{n}x{k}",
+                        entry["host_memory"],
+                        f"1/{share}",
+                        f"{plan.tm}x{plan.tn}x{plan.tk}/{plan.c_buffers}" + (f" +{locked} locked" if locked else ""),
+                        t,
+                        compute,
+                        transfer,
+                        t / compute,
+                        t / floor,
+                    ]
+                )
             entry["rel_error_first_rows"] = first_rows_error(a, b, out)
             records.append(entry)
-    print_table(f"out-of-core float32 matmul (numpy in, numpy out), one GPU; pinned copies {bandwidth:.1f} GB/s",
-                ["M x N x K", "host", "limit", "tiles (m x n x k / C bufs)", "seconds", "in-device s", "transfer s",
-                 "over in-device", "over floor"], rows)
+    print_table(
+        f"out-of-core float32 matmul (numpy in, numpy out), one GPU; pinned copies {bandwidth:.1f} GB/s",
+        [
+            "M x N x K",
+            "host",
+            "limit",
+            "tiles (m x n x k / C bufs)",
+            "seconds",
+            "in-device s",
+            "transfer s",
+            "over in-device",
+            "over floor",
+        ],
+        rows,
+    )
     env = environment()
     print(f"\n{env['device']}, {env['date']}")
     return write_json("outofcore", {"shapes": records})

@@ -7,10 +7,10 @@ Anchors, when CuPy imports: `csr @ dense` / `csr @ vector` (cupyx.scipy.sparse.c
 SpMM with row-major B and C through CuPy's low-level bindings for ALG_DEFAULT, CSR_ALG1, CSR_ALG2 and
 CSR_ALG3 (the best is reported). A missing anchor prints "-".
 """
+
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 
 import numpy as np
@@ -73,6 +73,7 @@ class CupyAnchors:
 
     def __init__(self, cp, host):
         import cupyx.scipy.sparse as cpsparse
+
         indptr, indices, data, shape = host
         self.cp, self.shape, self.nnz = cp, shape, len(data)
         self.indptr = cp.asarray(indptr.astype(np.int32))
@@ -89,6 +90,7 @@ class CupyAnchors:
         """{algorithm: ms or None} for cusparseSpMM with row-major B and C."""
         from cupy.cuda import device as cpdevice
         from cupy_backends.cuda.libs import cusparse as cs
+
         cp = self.cp
         rows, cols = self.shape
         n = b.shape[1]
@@ -100,8 +102,18 @@ class CupyAnchors:
         handle = cpdevice.get_cusparse_handle()
         bd, cd = cp.asarray(b), cp.empty((rows, n), dtype=cp.float32)
         alpha, beta = np.array(1.0, dtype=np.float32), np.array(0.0, dtype=np.float32)
-        mat_a = cs.createCsr(rows, cols, self.nnz, self.indptr.data.ptr, self.indices.data.ptr, self.data.data.ptr,
-                             index32, index32, base0, r32f)
+        mat_a = cs.createCsr(
+            rows,
+            cols,
+            self.nnz,
+            self.indptr.data.ptr,
+            self.indices.data.ptr,
+            self.data.data.ptr,
+            index32,
+            index32,
+            base0,
+            r32f,
+        )
         mat_b = cs.createDnMat(cols, n, n, bd.data.ptr, r32f, order_row)
         mat_c = cs.createDnMat(rows, n, n, cd.data.ptr, r32f, order_row)
         results = {}
@@ -109,18 +121,44 @@ class CupyAnchors:
             for name, alg in CUSPARSE_ALGS.items():
                 try:
                     alg = getattr(cs, f"CUSPARSE_SPMM_{name}", alg)
-                    size = cs.spMM_bufferSize(handle, op, op, alpha.ctypes.data, mat_a, mat_b, beta.ctypes.data,
-                                              mat_c, r32f, alg)
+                    size = cs.spMM_bufferSize(
+                        handle, op, op, alpha.ctypes.data, mat_a, mat_b, beta.ctypes.data, mat_c, r32f, alg
+                    )
                     buf = cp.empty(max(int(size), 1), dtype=cp.int8)
                     if hasattr(cs, "spMM_preprocess"):
                         try:
-                            cs.spMM_preprocess(handle, op, op, alpha.ctypes.data, mat_a, mat_b, beta.ctypes.data,
-                                               mat_c, r32f, alg, buf.data.ptr)
+                            cs.spMM_preprocess(
+                                handle,
+                                op,
+                                op,
+                                alpha.ctypes.data,
+                                mat_a,
+                                mat_b,
+                                beta.ctypes.data,
+                                mat_c,
+                                r32f,
+                                alg,
+                                buf.data.ptr,
+                            )
                         except Exception:
                             pass
-                    results[name] = cupy_time_ms(cp, lambda: cs.spMM(
-                        handle, op, op, alpha.ctypes.data, mat_a, mat_b, beta.ctypes.data, mat_c, r32f, alg,
-                        buf.data.ptr), repeat=repeat)
+                    results[name] = cupy_time_ms(
+                        cp,
+                        lambda: cs.spMM(
+                            handle,
+                            op,
+                            op,
+                            alpha.ctypes.data,
+                            mat_a,
+                            mat_b,
+                            beta.ctypes.data,
+                            mat_c,
+                            r32f,
+                            alg,
+                            buf.data.ptr,
+                        ),
+                        repeat=repeat,
+                    )
                 except Exception as exc:  # an algorithm cuSPARSE refuses for this layout: report, go on
                     print(f"  cuSPARSE {name}: {type(exc).__name__}: {exc}")
                     results[name] = None
@@ -182,8 +220,10 @@ def run(args=None) -> dict:
         nnz = len(host.data)
         S = sp.CSRMatrix._from_host(host)
         stats = S.stats
-        print(f"\n{label}: {rows}x{rows}, nnz {nnz}, {stats.mean:.2f} a row (std {stats.std:.1f}, max {stats.max}), "
-              f"{stats.long_rows} rows over {stats.split} cut into {stats.chunks} chunks")
+        print(
+            f"\n{label}: {rows}x{rows}, nnz {nnz}, {stats.mean:.2f} a row (std {stats.std:.1f}, max {stats.max}), "
+            f"{stats.long_rows} rows over {stats.split} cut into {stats.chunks} chunks"
+        )
         anchors = None
         if cp is not None:
             try:
@@ -191,7 +231,7 @@ def run(args=None) -> dict:
             except Exception as exc:
                 print(f"  CuPy anchors unavailable: {type(exc).__name__}: {exc}")
         check_rows = np.sort(rng.choice(rows, size=min(CHECK_ROWS, rows), replace=False))
-        for n in (NS[:3] if quick else NS):
+        for n in NS[:3] if quick else NS:
             b = (rng.random((rows, n), dtype=np.float32) * 2 - 1).astype(np.float32)
             flop = 2 * nnz * n
             entry = {"matrix": label, "N": n, "nnz": nnz, "stats": dataclasses.asdict(stats), "variants": {}}
@@ -224,25 +264,61 @@ def run(args=None) -> dict:
             best_ms = timed.get(best_alg) if best_alg else None
             ours = entry["variants"].get("auto", {}).get("ms")
             gather_ms = nnz * n * 4 / (copy * 1e6) if copy else None
-            entry.update(cupy_ms=cupy_ms, cusparse_ms=cusparse, cusparse_best=best_alg, cusparse_best_ms=best_ms,
-                         gather_bound_ms=gather_ms,
-                         ratio_cusparse=best_ms / ours if best_ms and ours else None,
-                         ratio_cupy=cupy_ms / ours if cupy_ms and ours else None)
+            entry.update(
+                cupy_ms=cupy_ms,
+                cusparse_ms=cusparse,
+                cusparse_best=best_alg,
+                cusparse_best_ms=best_ms,
+                gather_bound_ms=gather_ms,
+                ratio_cusparse=best_ms / ours if best_ms and ours else None,
+                ratio_cupy=cupy_ms / ours if cupy_ms and ours else None,
+            )
             records.append(entry)
-            summary.append([label, n, auto, ours, flop / ours / 1e6 if ours else None,
-                            f"{best_ms:.3f} ({best_alg})" if best_ms else None, entry["ratio_cusparse"],
-                            cupy_ms, entry["ratio_cupy"], gather_ms])
+            summary.append(
+                [
+                    label,
+                    n,
+                    auto,
+                    ours,
+                    flop / ours / 1e6 if ours else None,
+                    f"{best_ms:.3f} ({best_alg})" if best_ms else None,
+                    entry["ratio_cusparse"],
+                    cupy_ms,
+                    entry["ratio_cupy"],
+                    gather_ms,
+                ]
+            )
         if anchors is not None:
             anchors.free()
         S.free()
-    print_table("SpMM/SpMV variants (sample error: relative, float64 reference on sampled rows)",
-                ["matrix", "N", "variant", "ms", "GFLOP/s", "sample err"], sweep)
-    print_table("CSR x dense, float32, auto (ratio = anchor time / gpumat time, >1 is faster than the anchor)",
-                ["matrix", "N", "auto picks", "ms", "GFLOP/s", "cuSPARSE best ms", "ratio", "CuPy ms",
-                 "ratio CuPy", "gather bound ms"], summary)
-    payload = {"anchor": "cuSPARSE SpMM (row-major B, C; best of ALG_DEFAULT/CSR_ALG1/2/3) and CuPy csr @ dense/vector "
-                         "through CuPy, same process, same inputs",
-               "timing": f"CUDA events, median of {repeat} runs after warm-ups",
-               "copy_gbps": copy, "rows": rows, "cases": records}
+    print_table(
+        "SpMM/SpMV variants (sample error: relative, float64 reference on sampled rows)",
+        ["matrix", "N", "variant", "ms", "GFLOP/s", "sample err"],
+        sweep,
+    )
+    print_table(
+        "CSR x dense, float32, auto (ratio = anchor time / gpumat time, >1 is faster than the anchor)",
+        [
+            "matrix",
+            "N",
+            "auto picks",
+            "ms",
+            "GFLOP/s",
+            "cuSPARSE best ms",
+            "ratio",
+            "CuPy ms",
+            "ratio CuPy",
+            "gather bound ms",
+        ],
+        summary,
+    )
+    payload = {
+        "anchor": "cuSPARSE SpMM (row-major B, C; best of ALG_DEFAULT/CSR_ALG1/2/3) and CuPy csr @ dense/vector "
+        "through CuPy, same process, same inputs",
+        "timing": f"CUDA events, median of {repeat} runs after warm-ups",
+        "copy_gbps": copy,
+        "rows": rows,
+        "cases": records,
+    }
     write_json("spmm", payload)
     return payload

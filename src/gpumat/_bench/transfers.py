@@ -6,12 +6,14 @@ memory). Interop: import and export through DLPack against CuPy's from_dlpack in
 Streams: a 64^3 product with and without an explicit stream; four small-grid products on one stream
 against four streams (their overlap).
 """
+
 from __future__ import annotations
 
 import statistics
 import time
 
 import numpy as np
+
 import gpumat as gm
 from gpumat import pinned_empty
 
@@ -38,8 +40,11 @@ def host_copies(quick: bool) -> list[dict]:
     for nbytes in SIZES[:3] if quick else SIZES:
         n = nbytes // 4
         repeat = 5 if nbytes >= 1 << 30 else 20
-        host = np.random.default_rng(0).random(n, dtype=np.float32).reshape(1, n) if n < 1 << 20 else \
-            np.random.default_rng(0).random(n, dtype=np.float32).reshape(-1, 1024)
+        host = (
+            np.random.default_rng(0).random(n, dtype=np.float32).reshape(1, n)
+            if n < 1 << 20
+            else np.random.default_rng(0).random(n, dtype=np.float32).reshape(-1, 1024)
+        )
         pinned = pinned_empty(host.shape, np.float32)
         pinned[...] = host
         back = np.empty_like(host)
@@ -53,19 +58,29 @@ def host_copies(quick: bool) -> list[dict]:
         down = wall_ms(lambda: m.to_numpy(out=back), repeat)
         down_new = wall_ms(lambda: m.to_numpy(), repeat)
         down_pinned = wall_ms(lambda: m.to_numpy(out=pinned), repeat)
-        row = {"bytes": nbytes, "pinned_ceiling_up_gbps": nbytes / up_ceiling / 1e6,
-               "pinned_ceiling_down_gbps": nbytes / down_ceiling / 1e6,
-               "gpumat_up_gbps": nbytes / up / 1e6, "gpumat_up_pinned_gbps": nbytes / up_pinned / 1e6,
-               "gpumat_down_gbps": nbytes / down / 1e6, "gpumat_down_new_array_gbps": nbytes / down_new / 1e6,
-               "gpumat_down_pinned_gbps": nbytes / down_pinned / 1e6}
+        row = {
+            "bytes": nbytes,
+            "pinned_ceiling_up_gbps": nbytes / up_ceiling / 1e6,
+            "pinned_ceiling_down_gbps": nbytes / down_ceiling / 1e6,
+            "gpumat_up_gbps": nbytes / up / 1e6,
+            "gpumat_up_pinned_gbps": nbytes / up_pinned / 1e6,
+            "gpumat_down_gbps": nbytes / down / 1e6,
+            "gpumat_down_new_array_gbps": nbytes / down_new / 1e6,
+            "gpumat_down_pinned_gbps": nbytes / down_pinned / 1e6,
+        }
         if cp is not None:
             x = cp.asarray(host)
             cp_up = wall_ms(lambda: cp.asarray(host), repeat)
             cp_down = wall_ms(lambda: cp.asnumpy(x, out=back), repeat)
             cp_down_new = wall_ms(lambda: cp.asnumpy(x), repeat)
-            row.update(cupy_up_gbps=nbytes / cp_up / 1e6, cupy_down_gbps=nbytes / cp_down / 1e6,
-                       cupy_down_new_array_gbps=nbytes / cp_down_new / 1e6,
-                       up_vs_cupy=cp_up / up, down_vs_cupy=cp_down / down, down_new_vs_cupy=cp_down_new / down_new)
+            row.update(
+                cupy_up_gbps=nbytes / cp_up / 1e6,
+                cupy_down_gbps=nbytes / cp_down / 1e6,
+                cupy_down_new_array_gbps=nbytes / cp_down_new / 1e6,
+                up_vs_cupy=cp_up / up,
+                down_vs_cupy=cp_down / down,
+                down_new_vs_cupy=cp_down_new / down_new,
+            )
             del x
             cp.get_default_memory_pool().free_all_blocks()
         row["up_pinned_vs_ceiling"] = up_ceiling / up_pinned
@@ -90,6 +105,7 @@ def interop_overheads() -> dict:
         out["cupy_from_dlpack_cupy_us"] = wall_ms(lambda: cp.from_dlpack(x), 2000) * us
     try:
         import torch
+
         t = torch.ones(64, 64, device="cuda")
         out["gpumat_from_dlpack_torch_us"] = wall_ms(lambda: gm.from_dlpack(t), 2000) * us
         out["torch_from_dlpack_gpumat_us"] = wall_ms(lambda: torch.from_dlpack(a), 2000) * us
@@ -99,8 +115,11 @@ def interop_overheads() -> dict:
         out["torch"] = repr(exc)
     try:
         from cuda.core.experimental.utils import StridedMemoryView
+
         if cp is not None:
-            out["cuda_core_strided_memory_view_cupy_us"] = wall_ms(lambda: StridedMemoryView(x, stream_ptr=-1), 2000) * us
+            out["cuda_core_strided_memory_view_cupy_us"] = (
+                wall_ms(lambda: StridedMemoryView(x, stream_ptr=-1), 2000) * us
+            )
     except Exception as exc:
         out["cuda_core"] = repr(exc)
     return out
@@ -139,32 +158,65 @@ def stream_overlap() -> dict:
         streams[0].synchronize()
 
     def four_streams():
-        for o, s in zip(outs, streams):
+        for o, s in zip(outs, streams, strict=True):
             gm.matmul(a, b, out=o, algorithm="sgemm128x128", stream=s)
         for s in streams:
             s.synchronize()
 
-    single = wall_ms(lambda: (gm.matmul(a, b, out=outs[0], algorithm="sgemm128x128", stream=streams[0]),
-                              streams[0].synchronize()), 10)
+    single = wall_ms(
+        lambda: (gm.matmul(a, b, out=outs[0], algorithm="sgemm128x128", stream=streams[0]), streams[0].synchronize()),
+        10,
+    )
     serial = wall_ms(one_stream, 10)
     overlapped = wall_ms(four_streams, 10)
     for s in streams:
         s.close()
-    return {"one_product_ms": single, "four_on_one_stream_ms": serial, "four_on_four_streams_ms": overlapped,
-            "overlap_speedup": serial / overlapped}
+    return {
+        "one_product_ms": single,
+        "four_on_one_stream_ms": serial,
+        "four_on_four_streams_ms": overlapped,
+        "overlap_speedup": serial / overlapped,
+    }
 
 
 def run(args) -> None:
     gm.device()
     quick = getattr(args, "quick", False)
     copies = host_copies(quick)
-    print_table("host <-> device (GB/s; ratios: gpumat over CuPy on the same arrays, pinned over the ceiling)",
-                ["MiB", "ceiling up", "gpumat up", "pinned up", "CuPy up", "vs CuPy", "ceiling down", "gpumat down",
-                 "pinned down", "CuPy down", "vs CuPy", "new array vs CuPy"],
-                [[r["bytes"] / 2**20, r["pinned_ceiling_up_gbps"], r["gpumat_up_gbps"], r["gpumat_up_pinned_gbps"],
-                  r.get("cupy_up_gbps"), r.get("up_vs_cupy"), r["pinned_ceiling_down_gbps"], r["gpumat_down_gbps"],
-                  r["gpumat_down_pinned_gbps"], r.get("cupy_down_gbps"), r.get("down_vs_cupy"),
-                  r.get("down_new_vs_cupy")] for r in copies])
+    print_table(
+        "host <-> device (GB/s; ratios: gpumat over CuPy on the same arrays, pinned over the ceiling)",
+        [
+            "MiB",
+            "ceiling up",
+            "gpumat up",
+            "pinned up",
+            "CuPy up",
+            "vs CuPy",
+            "ceiling down",
+            "gpumat down",
+            "pinned down",
+            "CuPy down",
+            "vs CuPy",
+            "new array vs CuPy",
+        ],
+        [
+            [
+                r["bytes"] / 2**20,
+                r["pinned_ceiling_up_gbps"],
+                r["gpumat_up_gbps"],
+                r["gpumat_up_pinned_gbps"],
+                r.get("cupy_up_gbps"),
+                r.get("up_vs_cupy"),
+                r["pinned_ceiling_down_gbps"],
+                r["gpumat_down_gbps"],
+                r["gpumat_down_pinned_gbps"],
+                r.get("cupy_down_gbps"),
+                r.get("down_vs_cupy"),
+                r.get("down_new_vs_cupy"),
+            ]
+            for r in copies
+        ],
+    )
     interop = interop_overheads()
     print_table("interop (microseconds a call, 64 x 64)", ["what", "us"], [[k, v] for k, v in interop.items()])
     streams = stream_overheads()

@@ -6,6 +6,7 @@ sides are not multiples of 32, the variants also run on views of the same matric
 padded to multiples of 32 (rows "name [lda L, ldb M]"): the same bytes with every row 128-byte aligned,
 which separates the cost of misaligned rows from everything else.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..transpose import ALGORITHMS, VARIANTS, choose_algorithm, transpose
 from .common import copy_gbps, cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SIZES = [(4096, 4096), (8192, 8192), (16384, 16384), (3001, 17011)]
-CHECK_EVERY_VARIANT_UP_TO = 1 << 26   # elements; above, only auto and the newest variant are checked
+CHECK_EVERY_VARIANT_UP_TO = 1 << 26  # elements; above, only auto and the newest variant are checked
 
 
 def _round_up(n: int, k: int) -> int:
@@ -45,7 +46,7 @@ def _padded_strides(rows: int, cols: int, host: np.ndarray, repeat: int) -> dict
 
 
 def _host(rows: int, cols: int) -> np.ndarray:
-    return (np.random.default_rng(0).random((rows, cols), dtype=np.float32) + np.float32(0.5))
+    return np.random.default_rng(0).random((rows, cols), dtype=np.float32) + np.float32(0.5)
 
 
 def run(args=None) -> dict:
@@ -57,8 +58,14 @@ def run(args=None) -> dict:
         nbytes = rows * cols * 4
         host = _host(rows, cols)
         copy = copy_gbps(nbytes, repeat=repeat)
-        entry = {"rows": rows, "cols": cols, "bytes_moved": 2 * nbytes, "copy_gbps": copy,
-                 "auto": choose_algorithm(rows, cols, 0, rows), "variants": {}}
+        entry = {
+            "rows": rows,
+            "cols": cols,
+            "bytes_moved": 2 * nbytes,
+            "copy_gbps": copy,
+            "auto": choose_algorithm(rows, cols, 0, rows),
+            "variants": {},
+        }
         a = Matrix.from_numpy(host)
         out = Matrix.empty(cols, rows)
         try:
@@ -93,14 +100,24 @@ def run(args=None) -> dict:
         if "padded_strides" in entry:
             pad = entry["padded_strides"]
             for name, r in pad["variants"].items():
-                rows_out.append([f"{rows}x{cols}", f"{name} [lda {pad['lda']}, ldb {pad['ldb']}]", r["ms"], r["gbps"],
-                                 r["gbps"] / copy])
+                rows_out.append(
+                    [
+                        f"{rows}x{cols}",
+                        f"{name} [lda {pad['lda']}, ldb {pad['ldb']}]",
+                        r["ms"],
+                        r["gbps"],
+                        r["gbps"] / copy,
+                    ]
+                )
         if "cupy" in entry:
             c = entry["cupy"]
             rows_out.append([f"{rows}x{cols}", "cupy a.T copy", c["ms"], c["gbps"], c["gbps"] / copy])
         rows_out.append([f"{rows}x{cols}", "copy (ceiling)", 2 * nbytes / copy / 1e6, copy, 1.0])
-    print_table("transpose, float32: GB/s = (bytes read + written) / time",
-                ["shape", "variant", "ms", "GB/s", "x copy"], rows_out)
+    print_table(
+        "transpose, float32: GB/s = (bytes read + written) / time",
+        ["shape", "variant", "ms", "GB/s", "x copy"],
+        rows_out,
+    )
     payload = {"algorithms": list(ALGORITHMS), "results": results}
     if not getattr(args, "no_json", False):
         write_json("transpose", payload)

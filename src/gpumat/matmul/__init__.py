@@ -11,6 +11,7 @@
 Adding a kernel: write it (cuda/, with its comment and launch shape), add its row to variants.VARIANTS,
 add a test. Nothing else names it.
 """
+
 from .api import matmul, matmul_plan
 from .launch import launch
 from .plan import MatmulPlan
@@ -18,5 +19,14 @@ from .planner import plan as plan_problem
 from .problem import Problem, Target
 from .variants import VARIANTS, algorithms
 
-__all__ = ["matmul", "matmul_plan", "MatmulPlan", "Problem", "Target", "VARIANTS", "algorithms", "launch",
-           "plan_problem"]
+__all__ = [
+    "matmul",
+    "matmul_plan",
+    "MatmulPlan",
+    "Problem",
+    "Target",
+    "VARIANTS",
+    "algorithms",
+    "launch",
+    "plan_problem",
+]

@@ -5,6 +5,7 @@ Problem, takes the plan (cached by problem, GPU and algorithm), allocates the re
 plan to the launcher: one path for every dtype, precision mode and variant. Host (numpy) operands
 go to gpumat.outofcore, which plans each tile product through this engine.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,23 +35,31 @@ def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
     if names is None:
         names = _NAMES[a._sfx] = frozenset(algorithms(a._sfx))
     if algorithm not in names:
-        raise ValueError(f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of "
-                         f"{', '.join(algorithms(a._sfx))}")
+        raise ValueError(
+            f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of "
+            f"{', '.join(algorithms(a._sfx))}"
+        )
     if out is not None and out._sfx != a._sfx:
         half = a._sfx in ("f16", "bf16")
         if not (half and out._sfx == "f32"):
-            raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {dtype_name(out.dtype)}; out must be "
-                            f"{dtype_name(dt)}" + (" or float32" if half else ""))
+            raise TypeError(
+                f"matmul: a and b are {dtype_name(dt)} and out is {dtype_name(out.dtype)}; out must be "
+                f"{dtype_name(dt)}" + (" or float32" if half else "")
+            )
         if algorithm != "auto" and (a._sfx, "f32") not in VARIANTS[algorithm].kernels:
             f32_out = [n for n in algorithms(a._sfx) if n == "auto" or (a._sfx, "f32") in VARIANTS[n].kernels]
-            raise TypeError("matmul: the teaching kernels write C in the input dtype; a float32 out takes "
-                            f"algorithm {', '.join(repr(x) for x in f32_out)}")
+            raise TypeError(
+                "matmul: the teaching kernels write C in the input dtype; a float32 out takes "
+                f"algorithm {', '.join(repr(x) for x in f32_out)}"
+            )
     m, k, k2, n = a._height, a._width, b._height, b._width
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
     if m > INT32_MAX or n > INT32_MAX or k > INT32_MAX:
-        raise ValueError(f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
-                         f"of 2^31 - 1 rows or columns")
+        raise ValueError(
+            f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
+            f"of 2^31 - 1 rows or columns"
+        )
     if out is not None:
         check_out(out, (m, n), (a, b), "matmul")
     return m, n, k
@@ -72,8 +81,7 @@ def _mode(a: Matrix, algorithm: str, precision) -> str:
     return own
 
 
-def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: str, algorithm: str,
-              dev) -> MatmulPlan:
+def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: str, algorithm: str, dev) -> MatmulPlan:
     a_al = aligned(a.elements, a._stride, a._dtype.itemsize)
     b_al = aligned(b.elements, b._stride, b._dtype.itemsize)
     key = (m, n, k, a._sfx, out_sfx, mode, algorithm, a_al, b_al, dev.ordinal)
@@ -86,8 +94,16 @@ def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: 
     return p
 
 
-def matmul_plan(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", precision: str | None = None,
-                *, splits: int | None = None, k_chunk: int | None = None) -> MatmulPlan:
+def matmul_plan(
+    a: Matrix,
+    b: Matrix,
+    out: Matrix | None = None,
+    algorithm: str = "auto",
+    precision: str | None = None,
+    *,
+    splits: int | None = None,
+    k_chunk: int | None = None,
+) -> MatmulPlan:
     """The plan gm.matmul would run for these operands: the kernel, the split of K, the launch grid, the
     scratch and copies it needs, the cost model's time and the reason for the choice (print it). Give
     `splits` (and `k_chunk`, default: K cut evenly on the variant's alignment) to force a split-K plan
@@ -107,8 +123,18 @@ def matmul_plan(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str 
     return planner.forced(p.problem, p.target, p.algorithm, splits, k_chunk)
 
 
-def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", precision: str | None = None,
-           stream=None, *, plan: MatmulPlan | None = None, devices=None, memory_limit=None) -> Matrix:
+def matmul(
+    a: Matrix,
+    b: Matrix,
+    out: Matrix | None = None,
+    algorithm: str = "auto",
+    precision: str | None = None,
+    stream=None,
+    *,
+    plan: MatmulPlan | None = None,
+    devices=None,
+    memory_limit=None,
+) -> Matrix:
     """C = a @ b for two matrices of one dtype and any shape (views welcome) on their device. Returns out
     (new if None, in the inputs' dtype; for float16/bfloat16 a float32 out is allowed). `stream`: where the
     work is queued (default: the thread's current stream). Deterministic: the same inputs give the same
@@ -135,10 +161,13 @@ def matmul(a: Matrix, b: Matrix, out: Matrix | None = None, algorithm: str = "au
         if stream is not None or algorithm != "auto" or plan is not None:
             raise ValueError("matmul: host operands run on each GPU's own streams with algorithm 'auto'")
         from ..outofcore import matmul_host  # the host path is a layer above the engine
+
         return matmul_host(a, b, out=out, precision=precision, devices=devices, memory_limit=memory_limit)
     if devices is not None or memory_limit is not None:
-        raise ValueError("matmul: devices= and memory_limit= apply to host (numpy) operands; Matrix operands "
-                         "compute on their own device")
+        raise ValueError(
+            "matmul: devices= and memory_limit= apply to host (numpy) operands; Matrix operands "
+            "compute on their own device"
+        )
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between
@@ -172,7 +201,12 @@ def _check_plan(p, a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, d
         raise TypeError(f"matmul: plan= takes a plan from gm.matmul_plan, got {type(p).__name__}")
     q = p.problem
     in_place = [x for x, copied in ((a, p.copy_a), (b, p.copy_b)) if p.variant.needs_aligned and not copied]
-    if (q.m, q.n, q.k, q.dtype, q.out_dtype) != (m, n, k, a._sfx, out_sfx) or p.target != Target.of(dev) \
-            or not all(aligned(x.elements, x._stride, x._dtype.itemsize) for x in in_place):
-        raise ValueError(f"matmul: the plan is for {q.describe()} on sm_{p.target.arch}; these operands are "
-                         f"{m}x{k} @ {k}x{n} {a._sfx} -> {out_sfx} on GPU {dev.ordinal}")
+    if (
+        (q.m, q.n, q.k, q.dtype, q.out_dtype) != (m, n, k, a._sfx, out_sfx)
+        or p.target != Target.of(dev)
+        or not all(aligned(x.elements, x._stride, x._dtype.itemsize) for x in in_place)
+    ):
+        raise ValueError(
+            f"matmul: the plan is for {q.describe()} on sm_{p.target.arch}; these operands are "
+            f"{m}x{k} @ {k}x{n} {a._sfx} -> {out_sfx} on GPU {dev.ordinal}"
+        )

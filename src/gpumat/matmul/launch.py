@@ -5,16 +5,19 @@ and has ordered the stream after the operands' allocations. Scratch (split-K par
 of operands for the copy engine) comes from the device's pool on the same stream and is freed
 stream-ordered after the launches, so it is reused only once they are done.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
 
+from .._dtypes import ITEMSIZE
 from ..memory import device_pool
 from ..runtime import memops
 from ..runtime.geometry import cdiv
 from ..runtime.tensormaps import encode_tiled
 from .plan import MatmulPlan
 from .problem import aligned
+from .variants import accumulator
 
 NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
@@ -34,24 +37,39 @@ def launch(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
     pool = dev.memory or device_pool(dev)
     held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
     try:
-        size = 2 if p.problem.dtype in ("f16", "bf16") else 4
+        size = ITEMSIZE[p.problem.dtype]
         if p.copy_a:
             pa, lda = _aligned_copy(pa, lda, m, k, size, pool, stream, held)
         if p.copy_b:
             pb, ldb = _aligned_copy(pb, ldb, k, n, size, pool, stream, held)
         c, c_ld, c_sfx = pc, ldc, p.problem.out_dtype
         if p.splits > 1:
-            c, c_ld, c_sfx = pool.alloc(p.scratch_bytes, stream), n, "f64" if p.problem.dtype == "f64" else "f32"
+            c, c_ld, c_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(p.problem.dtype)
             held.append((c, p.scratch_bytes))
         if v.args == "tensor_maps":
             src = p.problem.dtype
             mc = c_map(c_sfx, c, m, n, c_ld, p.splits)
-            p.kernel(p.grid, v.block, tensor_map(src, pa, m, k, lda, 64, v.tile[0]), tensor_map(src, pb, k, n, ldb, 64, 64),
-                     mc or NO_MAP, c, m, n, k, c_ld, p.k_chunk, int(mc is not None), smem=v.smem, stream=stream,
-                     device=dev)
+            p.kernel(
+                p.grid,
+                v.block,
+                tensor_map(src, pa, m, k, lda, 64, v.tile[0]),
+                tensor_map(src, pb, k, n, ldb, 64, 64),
+                mc or NO_MAP,
+                c,
+                m,
+                n,
+                k,
+                c_ld,
+                p.k_chunk,
+                int(mc is not None),
+                smem=v.smem,
+                stream=stream,
+                device=dev,
+            )
         else:
-            p.kernel(p.grid, v.block, pa, pb, c, m, n, k, lda, ldb, c_ld, p.k_chunk, smem=v.smem, stream=stream,
-                     device=dev)
+            p.kernel(
+                p.grid, v.block, pa, pb, c, m, n, k, lda, ldb, c_ld, p.k_chunk, smem=v.smem, stream=stream, device=dev
+            )
         if p.reduce is not None:
             p.reduce(p.reduce_grid, (256, 1, 1), c, pc, m, n, ldc, p.splits, stream=stream, device=dev)
     finally:
@@ -59,8 +77,9 @@ def launch(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
             pool.free(ptr, nbytes, stream)
 
 
-def _aligned_copy(ptr: int, stride: int, rows: int, cols: int, size: int, pool, stream: int,
-                  held: list) -> tuple[int, int]:
+def _aligned_copy(
+    ptr: int, stride: int, rows: int, cols: int, size: int, pool, stream: int, held: list
+) -> tuple[int, int]:
     """(address, row stride) of a copy of a rows x cols operand whose base and row stride are 16-byte
     aligned (stride rounded up to 16 bytes), in pool scratch."""
     per_16 = 16 // size
@@ -68,20 +87,35 @@ def _aligned_copy(ptr: int, stride: int, rows: int, cols: int, size: int, pool, 
     nbytes = rows * aligned_stride * size
     dst = pool.alloc(nbytes, stream)
     held.append((dst, nbytes))
-    memops.copy_2d_async(dst, aligned_stride * size, ptr, stride * size, cols * size, rows, dst_on_host=False,
-                         src_on_host=False, stream=stream)
+    memops.copy_2d_async(
+        dst,
+        aligned_stride * size,
+        ptr,
+        stride * size,
+        cols * size,
+        rows,
+        dst_on_host=False,
+        src_on_host=False,
+        stream=stream,
+    )
     return dst, aligned_stride
 
 
 # --- tensor maps (TMA variants): boxes of 64 columns (128 bytes of 16-bit elements) ----------------
-def tensor_map_args(ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int,
-                    itemsize: int = 2) -> dict:
+def tensor_map_args(
+    ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int, itemsize: int = 2
+) -> dict:
     """cuTensorMapEncodeTiled's arguments for a row-major rows x cols operand (row stride in elements):
     the inner dimension is the columns; boxes of box_cols x box_rows."""
     if not aligned(ptr, stride, itemsize):
         raise ValueError("a tensor map needs a 16-byte aligned base and row stride")
-    return {"globalAddress": ptr, "globalDim": (cols, rows), "globalStrides": (stride * itemsize,),
-            "boxDim": (box_cols, box_rows), "elementStrides": (1, 1)}
+    return {
+        "globalAddress": ptr,
+        "globalDim": (cols, rows),
+        "globalStrides": (stride * itemsize,),
+        "boxDim": (box_cols, box_rows),
+        "elementStrides": (1, 1),
+    }
 
 
 def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int) -> dict | None:
@@ -92,12 +126,13 @@ def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsiz
     (C then leaves by plain stores)."""
     if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16:
         return None
-    return {"globalAddress": ptr, "globalDim": (cols, rows, layers),
-            "globalStrides": (stride * itemsize, rows * stride * itemsize),
-            "boxDim": (128 // itemsize, 64, 1), "elementStrides": (1, 1, 1)}
-
-
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
+    return {
+        "globalAddress": ptr,
+        "globalDim": (cols, rows, layers),
+        "globalStrides": (stride * itemsize, rows * stride * itemsize),
+        "boxDim": (128 // itemsize, 64, 1),
+        "elementStrides": (1, 1, 1),
+    }
 
 
 @lru_cache(maxsize=1024)

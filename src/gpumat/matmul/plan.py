@@ -5,10 +5,12 @@ only reads it. It is also what `gm.matmul_plan(A, B, ...)` returns: printing it 
 how K is split, the launch geometry, the scratch memory and copies it needs, the modelled time, and
 why the planner chose it. `gm.matmul(A, B, plan=p)` runs a given plan.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._dtypes import ITEMSIZE
 from ..runtime.kernels import Kernel
 from .problem import Problem, Target
 from .variants import Variant
@@ -19,17 +21,17 @@ class MatmulPlan:
     problem: Problem
     target: Target
     variant: Variant
-    kernel: Kernel               # the product kernel (into float32/float64 partials when splits > 1)
+    kernel: Kernel  # the product kernel (into float32/float64 partials when splits > 1)
     grid: tuple[int, int, int]
-    splits: int                  # K cut into this many chunks, one grid layer (or work item) each
-    k_chunk: int                 # the K one split covers (K itself without split-K)
-    reduce: Kernel | None        # split-K's second pass, adding the partials in a fixed order
+    splits: int  # K cut into this many chunks, one grid layer (or work item) each
+    k_chunk: int  # the K one split covers (K itself without split-K)
+    reduce: Kernel | None  # split-K's second pass, adding the partials in a fixed order
     reduce_grid: tuple[int, int, int]
-    scratch_bytes: int           # the partials (splits x m x n accumulators)
-    copy_a: bool                 # A is first copied into aligned scratch (TMA variants, unaligned views)
+    scratch_bytes: int  # the partials (splits x m x n accumulators)
+    copy_a: bool  # A is first copied into aligned scratch (TMA variants, unaligned views)
     copy_b: bool
-    seconds: float               # the cost model's time on this GPU (a ranking figure, not a promise)
-    reason: str                  # why this variant and split
+    seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
+    reason: str  # why this variant and split
 
     @property
     def algorithm(self) -> str:
@@ -45,18 +47,22 @@ class MatmulPlan:
 
     @property
     def copy_bytes(self) -> int:
-        p, size = self.problem, 2 if self.problem.dtype in ("f16", "bf16") else 4
+        p, size = self.problem, ITEMSIZE[self.problem.dtype]
         return (p.m * p.k * size if self.copy_a else 0) + (p.k * p.n * size if self.copy_b else 0)
 
     def __str__(self) -> str:
         p, v = self.problem, self.variant
-        lines = [f"matmul plan: {p.describe()} on sm_{self.target.arch} ({self.target.sm_count} SMs)",
-                 f"  kernel     {self.kernel.name} ({v.name}: {v.tile[0]}x{v.tile[1]} tiles, block {v.block}, "
-                 f"{v.smem} bytes dynamic shared memory)",
-                 f"  grid       {self.grid}" + (" (persistent)" if v.persistent else "")]
+        lines = [
+            f"matmul plan: {p.describe()} on sm_{self.target.arch} ({self.target.sm_count} SMs)",
+            f"  kernel     {self.kernel.name} ({v.name}: {v.tile[0]}x{v.tile[1]} tiles, block {v.block}, "
+            f"{v.smem} bytes dynamic shared memory)",
+            f"  grid       {self.grid}" + (" (persistent)" if v.persistent else ""),
+        ]
         if self.splits > 1:
-            lines.append(f"  split-K    {self.splits} splits of {self.k_chunk}, {self.scratch_bytes} bytes of partials, "
-                         f"reduced in a fixed order by {self.reduce.name}, grid {self.reduce_grid}")
+            lines.append(
+                f"  split-K    {self.splits} splits of {self.k_chunk}, {self.scratch_bytes} bytes of partials, "
+                f"reduced in a fixed order by {self.reduce.name}, grid {self.reduce_grid}"
+            )
         else:
             lines.append("  split-K    none")
         if self.copy_a or self.copy_b:

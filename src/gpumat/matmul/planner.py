@@ -16,12 +16,14 @@ on the GPU (before sm_80, or too little shared memory a block) runs exact FP32. 
 with its own best split; one the GPU cannot run is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 from functools import lru_cache
 
+from .._dtypes import ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_grid
 from .plan import MatmulPlan
 from .problem import Problem, Target
@@ -29,8 +31,7 @@ from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
-COPY_LAUNCH_S = 5e-6     # the copies' launch and scratch allocation
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
 
 
 def computes(v: Variant, dtype: str) -> str:
@@ -107,10 +108,16 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
     """The table's rows of `tier` that auto may run the problem with on this target."""
     pair = (p.dtype, p.out_dtype)
     aligned = p.a_aligned and p.b_aligned
-    return [v for v in VARIANTS.values()
-            if v.tier == tier and pair in v.kernels and computes(v, p.dtype) == p.mode
-            and unavailable(v, t) is None and (v.auto_archs is None or t.arch in v.auto_archs)
-            and (aligned or not v.auto_needs_aligned)]
+    return [
+        v
+        for v in VARIANTS.values()
+        if v.tier == tier
+        and pair in v.kernels
+        and computes(v, p.dtype) == p.mode
+        and unavailable(v, t) is None
+        and (v.auto_archs is None or t.arch in v.auto_archs)
+        and (aligned or not v.auto_needs_aligned)
+    ]
 
 
 @lru_cache(maxsize=8192)
@@ -119,14 +126,14 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
     if algorithm != "auto":
         v = VARIANTS[algorithm]
         if (p.dtype, p.out_dtype) not in v.kernels:
-            raise ValueError(f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a "
-                             f"{p.out_dtype} result")
+            raise ValueError(
+                f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
+            )
         why = unavailable(v, t)
         if why is not None:
             if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
                 return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
-            raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; "
-                             f"use 'auto'")
+            raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
     for tier in (1, 2):
@@ -134,8 +141,11 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
         if options:
             seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])  # the first of equal times
             others = ", ".join(f"{o[3].name} {o[0] * 1e6:.1f} us" for o in options)
-            why = ("auto: least modelled time among " + others if len(options) > 1
-                   else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)"))
+            why = (
+                "auto: least modelled time among " + others
+                if len(options) > 1
+                else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)")
+            )
             return _make(v, p, t, splits, k_chunk, seconds, why)
     if p.mode in ("tf32", "tf32x3"):
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
@@ -172,5 +182,19 @@ def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds:
     reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
     copy_a, copy_b = _copies(v, p)
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
-    return MatmulPlan(p, t, v, kernel, v.grid(p.m, p.n, splits, t.sm_count), splits, k_chunk, reduce,
-                      splitk_reduce_grid(p.m, p.n, t.sm_count), scratch, copy_a, copy_b, seconds, why)
+    return MatmulPlan(
+        p,
+        t,
+        v,
+        kernel,
+        v.grid(p.m, p.n, splits, t.sm_count),
+        splits,
+        k_chunk,
+        reduce,
+        splitk_reduce_grid(p.m, p.n, t.sm_count),
+        scratch,
+        copy_a,
+        copy_b,
+        seconds,
+        why,
+    )

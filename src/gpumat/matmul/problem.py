@@ -6,6 +6,7 @@ decides the kernel and its launch and nothing else: shape, dtypes, precision mod
 operand can be read by the copy engine in place (16-byte aligned base and row stride). Operands'
 addresses are not part of it: the launcher takes those.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ class Problem:
     """C (m x n, `out_dtype`) = A (m x k) @ B (k x n), A and B of `dtype` (kernel suffixes: f32, f64,
     f16, bf16), computed at precision `mode` (float32 | tf32 | tf32x3 for float32 operands; native
     for the others)."""
+
     m: int
     n: int
     k: int
@@ -44,6 +46,7 @@ class Target:
     """The facts of a GPU that planning needs: compute capability (x10), SM count, the shared memory a
     block may opt into, and the kernel modules in this build (an sm_90a module is absent from builds
     without sm_90)."""
+
     arch: int
     sm_count: int
     max_smem: int

@@ -16,22 +16,23 @@ Rates are FLOP/s sustained on the H100 80GB (sm_90, 132 SMs), measured with the 
 each group's comment; a block's rate is rate / (132 * blocks_per_sm), so a GPU with another SM count
 gets proportionally more or fewer slots at the same per-block speed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._dtypes import SUFFIXES, as_dtype, suffix
 from ..runtime.geometry import cdiv, tiled_grid
 from ..runtime.kernels import Kernel
 
 H100_SMS = 132  # the rates below were measured on the H100's 132 SMs
 
 # Argument lists (struct codes of gpumat.runtime.kernels), by the `args` field of a row:
-PLAIN = "PPPiiiqqq"           # A, B, C, M, N, K, lda, ldb, ldc
-K_CHUNK = "PPPiiiqqqi"        # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
-TENSOR_MAPS = "TTTPiiiqii"    # tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
+PLAIN = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
+K_CHUNK = "PPPiiiqqqi"  # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
+TENSOR_MAPS = "TTTPiiiqii"  # tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
 SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS}
 
-SUFFIXES = ("f32", "f64", "f16", "bf16")
 HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 
 
@@ -39,29 +40,29 @@ HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 class Variant:
     name: str
     kernels: dict = field(hash=False, compare=False)  # (input suffix, output suffix) -> Kernel
-    mode: str                    # the precision it computes at: float32 | tf32 | tf32x3 | native
-    tile: tuple[int, int]        # rows x columns of C a block (a work item, when persistent) covers
+    mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native
+    tile: tuple[int, int]  # rows x columns of C a block (a work item, when persistent) covers
     block: tuple[int, int, int]
-    args: str = "plain"          # plain | k_chunk (may split K) | tensor_maps (TMA; may split K)
-    smem: int = 0                # dynamic shared memory a block asks for
-    min_arch: int = 0            # lowest compute capability (x10) that runs it
+    args: str = "plain"  # plain | k_chunk (may split K) | tensor_maps (TMA; may split K)
+    smem: int = 0  # dynamic shared memory a block asks for
+    min_arch: int = 0  # lowest compute capability (x10) that runs it
     only_arch: int | None = None  # architecture-specific machine code (sm_90a): that one alone
     needs_aligned: bool = False  # TMA: operands not 16-byte aligned (base and row stride) are copied first
-    persistent: bool = False     # grid = min(work items, slots); blocks walk the work items
+    persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
     # the cost model's constants
-    rate: float = 0.0            # FLOP/s on a whole H100
+    rate: float = 0.0  # FLOP/s on a whole H100
     blocks_per_sm: int = 1
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
-    wave_slack: float = 0.0      # a last wave this much over a whole number of waves is absorbed (edge tiles)
-    k_align: int = 32            # split boundaries on multiples of this
-    min_k_chunk: int = 128       # no split shorter than this
+    wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
+    k_align: int = 32  # split boundaries on multiples of this
+    min_k_chunk: int = 128  # no split shorter than this
     max_splits: int = 128
     scratch_bandwidth: float = 2.5e12  # bytes/s of the split partials' round trip through memory
-    split_launch_s: float = 4e-6       # the reduction's launch and the scratch allocation
+    split_launch_s: float = 4e-6  # the reduction's launch and the scratch allocation
 
     @property
     def splits_k(self) -> bool:
@@ -95,23 +96,45 @@ def _teaching(name: str, threads: int, tile: int) -> Variant:
 # halves accumulate in float32 and write C in their dtype or float32. auto's fallback where no
 # tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64 tensor cores).
 _SIMT_PAIRS = (("f64", "f64"), *HALF_PAIRS)
-SIMT = Variant("simt64x64", _kernels("matmul_simt", {
-    (s, d): f"matmul_simt64x64_{s}" + ("_f32out" if d != s else "") for s, d in _SIMT_PAIRS}, "plain"),
-    "native", (64, 64), (256, 1, 1), tier=2)
+SIMT = Variant(
+    "simt64x64",
+    _kernels(
+        "matmul_simt",
+        {(s, d): f"matmul_simt64x64_{s}" + ("_f32out" if d != s else "") for s, d in _SIMT_PAIRS},
+        "plain",
+    ),
+    "native",
+    (64, 64),
+    (256, 1, 1),
+    tier=2,
+)
 
 
 # --- FP32 SGEMM (cuda/matmul_fast.cu): 16 x 8 (8 x 8 for the 64-wide tiles) outputs a thread, a
 # cp.async ring of shared-memory stages, split-K. Rates: the 16 x 8 kernels' full-wave speed (50.7
 # TFLOP/s) times each variant's fitted efficiency (benchmarks/results/matmul-tuning-*.json), which also
 # absorbs how it fares on partial waves and edges.
-def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0,
-           suffix: str = "") -> Variant:
+def _sgemm(
+    bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0, suffix: str = ""
+) -> Variant:
     warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
     name = f"sgemm{bm}x{bn}{suffix}"
     kernels = _kernels("matmul_fast", {("f32", "f32"): f"matmul_sgemm_{bm}x{bn}{suffix}"}, "k_chunk", smem)
-    return Variant(name, kernels, "float32", (bm, bn), (threads, 1, 1), "k_chunk", smem, tier=1,
-                   rate=50.7e12 * efficiency, blocks_per_sm=blocks_per_sm, warp_tile=(warp_m, 64),
-                   wave_slack=0.05, scratch_bandwidth=1.5e12)
+    return Variant(
+        name,
+        kernels,
+        "float32",
+        (bm, bn),
+        (threads, 1, 1),
+        "k_chunk",
+        smem,
+        tier=1,
+        rate=50.7e12 * efficiency,
+        blocks_per_sm=blocks_per_sm,
+        warp_tile=(warp_m, 64),
+        wave_slack=0.05,
+        scratch_bandwidth=1.5e12,
+    )
 
 
 # --- TF32 tensor cores (cuda/matmul_tc.cu): mma.sync m16n8k8 on 128 x 128 tiles, 8 warps of 64 x 32,
@@ -124,12 +147,32 @@ def _sgemm(bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
 
 
-def _tf32(name: str, mode: str, rate: float, smem: int = TC_SMEM, blocks_per_sm: int = 1, tier: int = 0,
-          auto_needs_aligned: bool = False) -> Variant:
+def _tf32(
+    name: str,
+    mode: str,
+    rate: float,
+    smem: int = TC_SMEM,
+    blocks_per_sm: int = 1,
+    tier: int = 0,
+    auto_needs_aligned: bool = False,
+) -> Variant:
     kernels = _kernels("matmul_tc", {("f32", "f32"): f"matmul_{name}_f32"}, "k_chunk", smem)
-    return Variant(name, kernels, mode, (128, 128), (256, 1, 1), "k_chunk", smem, min_arch=80, tier=tier,
-                   auto_needs_aligned=auto_needs_aligned, rate=rate, blocks_per_sm=blocks_per_sm,
-                   warp_tile=(64, 32), min_k_chunk=256)
+    return Variant(
+        name,
+        kernels,
+        mode,
+        (128, 128),
+        (256, 1, 1),
+        "k_chunk",
+        smem,
+        min_arch=80,
+        tier=tier,
+        auto_needs_aligned=auto_needs_aligned,
+        rate=rate,
+        blocks_per_sm=blocks_per_sm,
+        warp_tile=(64, 32),
+        min_k_chunk=256,
+    )
 
 
 # --- float16 / bfloat16 tensor cores, float32 accumulation, C in the input dtype or float32 -----------
@@ -139,12 +182,22 @@ def _tf32(name: str, mode: str, rate: float, smem: int = TC_SMEM, blocks_per_sm:
 # aligned scratch. Rates: benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
-    return Variant(name, _kernels(module, names, args, smem), "native", tile, (threads, 1, 1), args, smem,
-                   tier=1, split_launch_s=6e-6, **kw)
+    return Variant(
+        name,
+        _kernels(module, names, args, smem),
+        "native",
+        tile,
+        (threads, 1, 1),
+        args,
+        smem,
+        tier=1,
+        split_launch_s=6e-6,
+        **kw,
+    )
 
 
-MMA_SMEM = 65536       # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
-WGMMA_SMEM = 230528    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers
+MMA_SMEM = 65536  # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
+WGMMA_SMEM = 230528  # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers
 
 
 # --- float64 on the FP64 tensor cores (cuda/matmul_dmma.cu): mma.sync f64 (m16n8k8 on sm_90, m8n8k4 on
@@ -153,22 +206,39 @@ WGMMA_SMEM = 230528    # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of
 # at 4096^3 and 8192^3 (runs of one plan spread by up to 7%: they rank the shapes only roughly). The
 # *pipe variants (fragment reads one k step ahead) and the k32 tile (0.74-0.87x on the odd shapes)
 # are not chosen by auto.
-def _dmma(name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float,
-          tier: int) -> Variant:
+def _dmma(
+    name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int
+) -> Variant:
     threads = tile[0] // warp_rows * tile[1] // 32 * 32  # warp tiles are warp_rows x 32
     kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}_f64"}, "k_chunk", smem)
-    return Variant(name, kernels, "native", tile, (threads, 1, 1), "k_chunk", smem, min_arch=80, tier=tier,
-                   auto_archs=(80, 90, 100), rate=rate, blocks_per_sm=blocks_per_sm, warp_tile=(warp_rows, 32),
-                   wave_slack=0.02, k_align=16, min_k_chunk=64, max_splits=64)
+    return Variant(
+        name,
+        kernels,
+        "native",
+        tile,
+        (threads, 1, 1),
+        "k_chunk",
+        smem,
+        min_arch=80,
+        tier=tier,
+        auto_archs=(80, 90, 100),
+        rate=rate,
+        blocks_per_sm=blocks_per_sm,
+        warp_tile=(warp_rows, 32),
+        wave_slack=0.02,
+        k_align=16,
+        min_k_chunk=64,
+        max_splits=64,
+    )
 
 
 _ROWS = [
     *(_teaching(name, threads, tile) for name, (threads, tile) in TEACHING.items()),
     SIMT,
     _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),  # BK 16, 3 stages
-    _sgemm(128, 256, 256, 1, 0.86, smem=49664),                # BK 8, 4 stages
-    _sgemm(128, 128, 128, 2, 1.01),                            # BK 8, 4 stages, static shared memory
-    _sgemm(128, 64, 128, 3, 0.92),                             # 8 x 8 a thread
+    _sgemm(128, 256, 256, 1, 0.86, smem=49664),  # BK 8, 4 stages
+    _sgemm(128, 128, 128, 2, 1.01),  # BK 8, 4 stages, static shared memory
+    _sgemm(128, 64, 128, 3, 0.92),  # 8 x 8 a thread
     _sgemm(64, 64, 64, 6, 0.80),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
@@ -176,10 +246,34 @@ _ROWS = [
     _tf32("tf32_128x128", "tf32", 110e12, tier=1),
     _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
     _tf32("tf32_splitsmem_2stage_128x128", "tf32", 126.5e12, 102400, 2, tier=1, auto_needs_aligned=True),
-    _half("mma128x128", "matmul_tc_half", "k_chunk", (128, 128), 256, MMA_SMEM, min_arch=80, rate=300e12,
-          blocks_per_sm=2, k_align=32, min_k_chunk=128),
-    _half("wgmma128x256", "matmul_wgmma_half", "tensor_maps", (128, 256), 384, WGMMA_SMEM, min_arch=90,
-          only_arch=90, needs_aligned=True, persistent=True, rate=650e12, k_align=64, min_k_chunk=256),
+    _half(
+        "mma128x128",
+        "matmul_tc_half",
+        "k_chunk",
+        (128, 128),
+        256,
+        MMA_SMEM,
+        min_arch=80,
+        rate=300e12,
+        blocks_per_sm=2,
+        k_align=32,
+        min_k_chunk=128,
+    ),
+    _half(
+        "wgmma128x256",
+        "matmul_wgmma_half",
+        "tensor_maps",
+        (128, 256),
+        384,
+        WGMMA_SMEM,
+        min_arch=90,
+        only_arch=90,
+        needs_aligned=True,
+        persistent=True,
+        rate=650e12,
+        k_align=64,
+        min_k_chunk=256,
+    ),
     _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
@@ -194,7 +288,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 REDUCE_SIGNATURE = "PPiiqi"  # partial, C, M, N, ldc, splits
 REDUCE: dict[tuple[str, str], Kernel] = {
     (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)
-    for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))}
+    for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))
+}
 
 
 def accumulator(sfx: str) -> str:
@@ -202,7 +297,8 @@ def accumulator(sfx: str) -> str:
     return "f64" if sfx == "f64" else "f32"
 
 
-def algorithms(sfx: str) -> tuple[str, ...]:
-    """The `algorithm=` names for operands of dtype suffix `sfx`: "auto" and every variant with a kernel
-    for that input dtype."""
+def algorithms(dtype="float32") -> tuple[str, ...]:
+    """The `algorithm=` names for operands of `dtype` (a numpy dtype, "bfloat16", or a kernel suffix such
+    as "f16"): "auto" and every variant with a kernel for that input dtype."""
+    sfx = dtype if dtype in SUFFIXES else suffix(as_dtype(dtype))
     return ("auto", *(name for name, v in VARIANTS.items() if any(pair[0] == sfx for pair in v.kernels)))

@@ -7,10 +7,11 @@ outside the device lock) ends. A DeviceBuffer is freed stream-ordered after ever
 it remembers the streams (or, for another library's stream, an event recorded after the last use).
 Finalizers only queue the block for the device's next allocation (see gpumat.memory.pool).
 """
+
 from __future__ import annotations
 
 from ..runtime.devices import Device, device
-from ..runtime.streams import LEGACY_STREAM, record_event, destroy_event, trusted, wait_for_streams
+from ..runtime.streams import LEGACY_STREAM, destroy_event, record_event, trusted, wait_for_streams
 from .pool import device_pool
 
 
@@ -144,4 +145,3 @@ class BorrowedBuffer(_Buffer):
             except Exception:
                 pass
             self._release = None
-

@@ -1,5 +1,6 @@
 """Host memory the GPUs copy at full speed: pinned arrays (`pinned_empty`), and numpy arrays page-locked
 in place for the length of one call (the out-of-core product's `lock_host` / `unlock_host`)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -124,5 +125,3 @@ def is_pinned(a: np.ndarray) -> bool:
     if a.nbytes < SMALL_BLOCK:
         return False  # not worth a driver query
     return memops.is_page_locked(a.ctypes.data)
-
-

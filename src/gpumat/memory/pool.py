@@ -17,6 +17,7 @@ Finalizers never take a lock: a block whose Matrix was collected goes on a queue
 atomic) that the next allocation or free on that device drains. So the cycle collector, which can
 run inside any allocation, never re-enters a lock a thread already holds.
 """
+
 from __future__ import annotations
 
 import collections
@@ -30,8 +31,8 @@ from ..runtime.streams import LEGACY_STREAM, abandoned, dead_streams, trusted
 
 SMALL_BLOCK = 1 << 20
 KEEP_PER_SIZE = 16
-KEEP_BYTES = 64 << 20   # the most the small-block free list holds in all
-MAX_BYTES = 2**63 - 1   # no request reaches the driver above this (its size argument is 64-bit)
+KEEP_BYTES = 64 << 20  # the most the small-block free list holds in all
+MAX_BYTES = 2**63 - 1  # no request reaches the driver above this (its size argument is 64-bit)
 
 
 class _SmallBlocks:
@@ -81,7 +82,7 @@ class Pool:
         self.small = _SmallBlocks()
         self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others) from finalizers
         self.closed_seen = streams.closed_generation  # stream closes already swept from the free list
-        self.used = 0          # bytes in live gpumat buffers (the free list's blocks are not counted)
+        self.used = 0  # bytes in live gpumat buffers (the free list's blocks are not counted)
         self.peak = 0
         self.limit: int | None = None
         self.cache_limit = 0
@@ -104,8 +105,14 @@ class Pool:
             # the common case on the launch path: the last result, dropped and collected, has just the
             # size and stream wanted; take it over directly (it is still counted as used)
             head = pending[0] if pending else None
-            if head is not None and head[1] == nbytes and head[2] == stream and head[3] is None \
-                    and nbytes <= SMALL_BLOCK and trusted(stream):
+            if (
+                head is not None
+                and head[1] == nbytes
+                and head[2] == stream
+                and head[3] is None
+                and nbytes <= SMALL_BLOCK
+                and trusted(stream)
+            ):
                 pending.popleft()  # only drains (all under this lock) take from the left: this is `head`
                 if pending:
                     self.drain_pending()
@@ -120,15 +127,20 @@ class Pool:
             self.release_cached()  # the free list's blocks count against nothing, but hand them back anyway
             raise OutOfMemoryError(
                 f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal}: gpumat's memory limit is "
-                f"{_mib(self.limit)} and {_mib(self.used)} is in use", "gpumat.set_memory_limit")
+                f"{_mib(self.limit)} and {_mib(self.used)} is in use",
+                "gpumat.set_memory_limit",
+            )
         ptr = memops.alloc_async(nbytes, stream)
         if ptr is None:
             self.release_cached()  # cached blocks may be what is in the way: try once more without them
             ptr = memops.alloc_async(nbytes, stream)
         if ptr is None:
             free_bytes, total = memops.mem_get_info()
-            raise OutOfMemoryError(f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal} "
-                                   f"({_mib(free_bytes)} free of {_mib(total)})", "cuMemAllocAsync")
+            raise OutOfMemoryError(
+                f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal} "
+                f"({_mib(free_bytes)} free of {_mib(total)})",
+                "cuMemAllocAsync",
+            )
         self._count(nbytes)
         return ptr
 
@@ -180,9 +192,16 @@ class Pool:
     def info(self) -> dict:
         reserved = self._pool_attr("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT")
         free_bytes, total = memops.mem_get_info()
-        return {"device": self.device.ordinal, "used": self.used, "cached": max(reserved - self.used, 0),
-                "peak": self.peak, "limit": self.limit, "cache_limit": self.cache_limit,
-                "gpu_free": int(free_bytes), "gpu_total": int(total)}
+        return {
+            "device": self.device.ordinal,
+            "used": self.used,
+            "cached": max(reserved - self.used, 0),
+            "peak": self.peak,
+            "limit": self.limit,
+            "cache_limit": self.cache_limit,
+            "gpu_free": int(free_bytes),
+            "gpu_total": int(total),
+        }
 
 
 def _mib(n: int) -> str:
@@ -285,7 +304,8 @@ def check_size(nbytes: int, dev: Device, what: str) -> None:
     if nbytes > MAX_BYTES:
         raise ValueError(f"{what} needs {nbytes} bytes, over the 2^63 - 1 that a GPU allocation can ask for")
     if nbytes > dev.total_memory:
-        raise OutOfMemoryError(f"cannot allocate {what}: it needs {_mib(nbytes)}, more than GPU {dev.ordinal} "
-                               f"has in all ({_mib(dev.total_memory)})", "gpumat")
-
-
+        raise OutOfMemoryError(
+            f"cannot allocate {what}: it needs {_mib(nbytes)}, more than GPU {dev.ordinal} "
+            f"has in all ({_mib(dev.total_memory)})",
+            "gpumat",
+        )

@@ -1,6 +1,7 @@
 """Copies between numpy arrays and device memory: pinned sources in one DMA, large pageable ones
 through the staging pipeline (host threads filling pinned buffers while the copy engine drains the
 previous ones), small ones through the driver."""
+
 from __future__ import annotations
 
 import ctypes
@@ -15,11 +16,11 @@ from ..runtime.streams import LEGACY_STREAM, new_event, record_on, synchronize_e
 from .host import PinnedBlock, is_pinned
 
 # staged copies from and into pageable memory ----------------------------------------------------
-STAGE_CHUNK = 8 << 20        # bytes a staging buffer holds
-STAGE_BUFFERS = 6            # staging buffers in flight per device
-STAGE_MIN = 4 << 20          # smaller pageable copies go straight through the driver (as fast up to here)
+STAGE_CHUNK = 8 << 20  # bytes a staging buffer holds
+STAGE_BUFFERS = 6  # staging buffers in flight per device
+STAGE_MIN = 4 << 20  # smaller pageable copies go straight through the driver (as fast up to here)
 STAGE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
-STAGE_PIECE_MIN = 1 << 20    # a staged transfer is cut into pieces of at least this much, one a thread
+STAGE_PIECE_MIN = 1 << 20  # a staged transfer is cut into pieces of at least this much, one a thread
 
 
 class Staging:
@@ -29,13 +30,13 @@ class Staging:
 
     def __init__(self, dev: Device, chunk: int = STAGE_CHUNK, buffers: int = STAGE_BUFFERS):
         from concurrent.futures import ThreadPoolExecutor
+
         self.device = dev.activate()  # the events belong to this device's context
         self.chunk, self.count = chunk, buffers
         self.block = PinnedBlock(chunk * buffers, dev)
-        self.events = [new_event()
-                       for _ in range(buffers)]
+        self.events = [new_event() for _ in range(buffers)]
         self.busy = [False] * buffers
-        self.lock = threading.Lock()    # one staged transfer at a time per Staging
+        self.lock = threading.Lock()  # one staged transfer at a time per Staging
         self.pool = ThreadPoolExecutor(STAGE_THREADS, thread_name_prefix="gpumat-stage")
 
     def host(self, i: int) -> int:
@@ -85,6 +86,7 @@ class Staging:
         def start_piece(i: int, start: int, count: int):
             self._wait(i)  # the buffer's last DMA has drained it
             return self.pool.submit(self._stage_in, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream)
+
         self._pieces(view.shape[0], step, start_piece)
 
     def _stage_in(self, i, view, start, count, dst, dst_pitch, row_bytes, flat, stream) -> None:
@@ -92,12 +94,21 @@ class Staging:
         nbytes = count if flat else count * row_bytes
         buf = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.host(i)), dtype=np.uint8)
         if flat:
-            np.copyto(buf, view[start:start + count])
+            np.copyto(buf, view[start : start + count])
             memops.copy_to_device(dst + start, self.host(i), count, stream)
         else:
-            np.copyto(buf.reshape(count, row_bytes), view[start:start + count])
-            memops.copy_2d_async(dst + start * dst_pitch, dst_pitch, self.host(i), row_bytes, row_bytes, count,
-                          dst_on_host=False, src_on_host=True, stream=stream)
+            np.copyto(buf.reshape(count, row_bytes), view[start : start + count])
+            memops.copy_2d_async(
+                dst + start * dst_pitch,
+                dst_pitch,
+                self.host(i),
+                row_bytes,
+                row_bytes,
+                count,
+                dst_on_host=False,
+                src_on_host=True,
+                stream=stream,
+            )
         record_on(self.events[i], stream)
         self.busy[i] = True
 
@@ -110,17 +121,27 @@ class Staging:
             if flat:
                 memops.copy_to_host(self.host(i), src + start, count, stream)
             else:
-                memops.copy_2d_async(self.host(i), row_bytes, src + start * src_pitch, src_pitch, row_bytes, count,
-                              dst_on_host=True, src_on_host=False, stream=stream)
+                memops.copy_2d_async(
+                    self.host(i),
+                    row_bytes,
+                    src + start * src_pitch,
+                    src_pitch,
+                    row_bytes,
+                    count,
+                    dst_on_host=True,
+                    src_on_host=False,
+                    stream=stream,
+                )
             record_on(self.events[i], stream)
             return self.pool.submit(self._stage_out, i, view, start, count, row_bytes, flat)
+
         self._pieces(view.shape[0], step, start_piece)
 
     def _stage_out(self, i, view, start, count, row_bytes, flat) -> None:
         synchronize_event(self.events[i])
         nbytes = count if flat else count * row_bytes
         buf = np.frombuffer((ctypes.c_byte * nbytes).from_address(self.host(i)), dtype=np.uint8)
-        np.copyto(view[start:start + count], buf if flat else buf.reshape(count, row_bytes))
+        np.copyto(view[start : start + count], buf if flat else buf.reshape(count, row_bytes))
 
 
 def _settle(futures: list) -> None:
@@ -151,8 +172,14 @@ def staging(dev: Device, role: str = "copies", chunk: int = STAGE_CHUNK, buffers
     return s
 
 
-def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STREAM, dev: Device | None = None,
-           sync: bool = True) -> None:
+def upload(
+    dst: int,
+    dst_pitch: int,
+    host: np.ndarray,
+    stream: int = LEGACY_STREAM,
+    dev: Device | None = None,
+    sync: bool = True,
+) -> None:
     """host: a 2-D array whose rows are contiguous (C-contiguous, or a tile of a bigger array); its rows
     go to dst, dst_pitch bytes apart.
 
@@ -175,14 +202,29 @@ def upload(dst: int, dst_pitch: int, host: np.ndarray, stream: int = LEGACY_STRE
     if packed:
         memops.copy_to_device(dst, host.ctypes.data, host.nbytes, stream)
     else:
-        memops.copy_2d_async(dst, dst_pitch, host.ctypes.data, host.strides[0] if rows > 1 else row_bytes, row_bytes, rows,
-                      False, True, stream)
+        memops.copy_2d_async(
+            dst,
+            dst_pitch,
+            host.ctypes.data,
+            host.strides[0] if rows > 1 else row_bytes,
+            row_bytes,
+            rows,
+            False,
+            True,
+            stream,
+        )
     if sync:
         synchronize_stream(stream)
 
 
-def download(host: np.ndarray, src: int, src_pitch: int, stream: int = LEGACY_STREAM, dev: Device | None = None,
-             sync: bool = True) -> None:
+def download(
+    host: np.ndarray,
+    src: int,
+    src_pitch: int,
+    stream: int = LEGACY_STREAM,
+    dev: Device | None = None,
+    sync: bool = True,
+) -> None:
     """Fill a C-contiguous 2-D host array from pitched device memory (waits unless sync is False and the
     array is pinned)."""
     if host.size == 0:
@@ -200,8 +242,17 @@ def download(host: np.ndarray, src: int, src_pitch: int, stream: int = LEGACY_ST
     if packed:
         memops.copy_to_host(host.ctypes.data, src, host.nbytes, stream)
     else:
-        memops.copy_2d_async(host.ctypes.data, host.strides[0] if rows > 1 else row_bytes, src, src_pitch, row_bytes, rows,
-                      True, False, stream)
+        memops.copy_2d_async(
+            host.ctypes.data,
+            host.strides[0] if rows > 1 else row_bytes,
+            src,
+            src_pitch,
+            row_bytes,
+            rows,
+            True,
+            False,
+            stream,
+        )
     if sync:
         synchronize_stream(stream)
 
@@ -217,5 +268,3 @@ def download_contiguous(host: np.ndarray, src: int, stream: int = LEGACY_STREAM)
     """Fill a C-contiguous host array of any dtype and shape from src, byte for byte (waits)."""
     if host.nbytes:
         download(host.reshape(1, -1).view(np.uint8), src, host.nbytes, stream)
-
-

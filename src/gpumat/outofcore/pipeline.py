@@ -13,17 +13,15 @@ staging buffers.
 Every dtype of the in-memory matmul works: float32 (with `precision=`) and float64 accumulate in
 their own type; float16 and bfloat16 tiles multiply into float32 and C is rounded once at the end.
 """
+
 from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from .. import _dtypes, _precision
-from .. import memory as _memory
+from .. import _dtypes, _precision, memory
 from ..convert import BLOCK, CONVERT_KERNELS
 from ..convert import grid as convert_grid
 from ..matmul import Problem, Target, launch, plan_problem
@@ -35,14 +33,27 @@ from ..runtime.devices import Device, as_device, device_count
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import Kernel
 from ..runtime.streams import Event, Stream
-from .planner import FLOPS, STAGE_CHUNK, REGISTER_GAIN, REGISTER_S, TilePlan, best_plan, plan_tiles, split_work, tile_areas, tile_order
+from .planner import (
+    FLOPS,
+    REGISTER_GAIN,
+    REGISTER_S,
+    STAGE_CHUNK,
+    TilePlan,
+    best_plan,
+    plan_tiles,
+    split_work,
+    tile_areas,
+    tile_order,
+)
 
-ADD = {dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32", "f64")}  # dst, src, rows, cols, ldd, lds
+ADD = {
+    dt: Kernel("elementwise", f"add_inplace_{dt}", "PPqqqq") for dt in ("f32", "f64")
+}  # dst, src, rows, cols, ldd, lds
 STAGE_BUFFERS = 8  # staging buffers each way a GPU (of planner.STAGE_CHUNK bytes: a tile row fits one)
 
 
 def _budget(dev: Device, memory_limit) -> int:
-    info = _memory.memory_info(dev)
+    info = memory.memory_info(dev)
     free = info["gpu_free"] + info["cached"]
     if memory_limit is not None:
         return int(memory_limit)
@@ -65,8 +76,18 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     return a
 
 
-def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None, *, tiles: TilePlan | None = None,
-                register: bool | None = None, report: dict | None = None) -> np.ndarray:
+def matmul_host(
+    a,
+    b,
+    out=None,
+    precision=None,
+    devices=None,
+    memory_limit=None,
+    *,
+    tiles: TilePlan | None = None,
+    register: bool | None = None,
+    report: dict | None = None,
+) -> np.ndarray:
     """C = a @ b for host arrays of any size that fits in host memory, on the GPUs in `devices` (default:
     every visible one). Returns C as a numpy array (or fills `out`, a C-contiguous array of the result's
     shape and dtype). `memory_limit`: bytes each GPU may use for it (default: its free memory, or
@@ -78,8 +99,10 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
     pinned: whether a, b and out were page-locked while it ran)."""
     a, b = _host_operand(a, "a"), _host_operand(b, "b")
     if a.dtype != b.dtype:
-        raise TypeError(f"matmul: a is {_dtypes.name(a.dtype)} and b is {_dtypes.name(b.dtype)}; gpumat does "
-                        f"not mix dtypes in one call")
+        raise TypeError(
+            f"matmul: a is {_dtypes.name(a.dtype)} and b is {_dtypes.name(b.dtype)}; gpumat does "
+            f"not mix dtypes in one call"
+        )
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
@@ -88,8 +111,13 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
     acc_dt = _dtypes.FLOAT32 if half else dt
     if out is None:
         out = np.empty((m, n), dtype=dt)
-    elif not isinstance(out, np.ndarray) or out.shape != (m, n) or out.dtype not in (dt, acc_dt) \
-            or not out.flags.c_contiguous or not out.flags.writeable:
+    elif (
+        not isinstance(out, np.ndarray)
+        or out.shape != (m, n)
+        or out.dtype not in (dt, acc_dt)
+        or not out.flags.c_contiguous
+        or not out.flags.writeable
+    ):
         raise ValueError(f"matmul: out must be a writeable C-contiguous {_dtypes.name(dt)} array of shape {(m, n)}")
     if precision is not None and _dtypes.suffix(dt) != "f32":
         raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {_dtypes.name(dt)}")
@@ -110,13 +138,13 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
     locked_ranges, started, errors = [], [], []
     stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
     try:
-        pinned = [_memory.is_pinned(x) for x in (a, b, out)]
+        pinned = [memory.is_pinned(x) for x in (a, b, out)]
         budget = min(_budget(d, memory_limit) for d in devs)
         args = (m, n, k, dt.itemsize, acc_dt.itemsize, out.dtype.itemsize, budget, rate)
         if register is None and not all(pinned):
             staged = best_plan(*args, pinned[0] and pinned[1], pinned[2], len(devs))[0]
             locked = best_plan(*args, True, True, len(devs))[0]
-            locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned) if not p)
+            locking = REGISTER_S * sum(x.nbytes for x, p in zip((a, b, out), pinned, strict=True) if not p)
             register = locked + locking < REGISTER_GAIN * staged
         # the plan (and with it the order of every sum) follows from the arguments alone: it assumes the
         # locking below succeeds, so that an array the driver would not lock is only copied more slowly
@@ -126,17 +154,23 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
         if register:
             devs[0].activate()  # the driver registers host memory for the current context (portable: for all)
             todo = [i for i in range(3) if not pinned[i]]
-            locked, locked_ranges = _memory.lock_host([(a, b, out)[i] for i in todo])
-            for i, ok in zip(todo, locked):
+            locked, locked_ranges = memory.lock_host([(a, b, out)[i] for i in todo])
+            for i, ok in zip(todo, locked, strict=True):
                 pinned[i] = pinned[i] or ok
                 registered += ok
         if report is not None:
             report.update(plan=plan, registered=registered, pinned=tuple(pinned))
         order = tile_order(m, n, plan)
         shares = split_work(order, len(devs), tile_areas(m, n, plan, order))
-        workers = [threading.Thread(target=_worker, name=f"gpumat-outofcore-{d.ordinal}",
-                                    args=(d, share, a, b, out, plan, mode, tuple(pinned), stop, errors))
-                   for d, share in zip(devs, shares) if share]
+        workers = [
+            threading.Thread(
+                target=_worker,
+                name=f"gpumat-outofcore-{d.ordinal}",
+                args=(d, share, a, b, out, plan, mode, tuple(pinned), stop, errors),
+            )
+            for d, share in zip(devs, shares, strict=True)
+            if share
+        ]
         for t in workers:
             t.start()
             started.append(t)
@@ -153,7 +187,7 @@ def matmul_host(a, b, out=None, precision=None, devices=None, memory_limit=None,
                 except BaseException:  # a second interrupt: keep waiting, the copies are still running
                     pass
         try:
-            _memory.unlock_host(locked_ranges)
+            memory.unlock_host(locked_ranges)
         except Exception as exc:
             errors.append(exc)
     if errors:
@@ -175,8 +209,17 @@ def _upload(staging, pinned: bool, dst: Matrix, host: np.ndarray, stream: Stream
     """host (rows contiguous) into the top-left of dst: straight from pinned memory, else staged."""
     pitch = dst.stride * dst.itemsize
     if pinned:
-        memops.copy_2d_async(dst.elements, pitch, host.ctypes.data, host.strides[0], host.shape[1] * host.itemsize,
-                              host.shape[0], dst_on_host=False, src_on_host=True, stream=stream.ptr)
+        memops.copy_2d_async(
+            dst.elements,
+            pitch,
+            host.ctypes.data,
+            host.strides[0],
+            host.shape[1] * host.itemsize,
+            host.shape[0],
+            dst_on_host=False,
+            src_on_host=True,
+            stream=stream.ptr,
+        )
     else:
         staging.upload(dst.elements, pitch, host, stream.ptr)
 
@@ -194,7 +237,7 @@ class _Downloader:
         if pinned:
             self.copied = [self.stream.record(Event(timing=False, device=dev)) for _ in range(c_buffers)]
             return
-        self.staging = _memory.staging(dev, "outofcore-down", STAGE_CHUNK, STAGE_BUFFERS)
+        self.staging = memory.staging(dev, "outofcore-down", STAGE_CHUNK, STAGE_BUFFERS)
         self.slots = threading.Semaphore(c_buffers)
         self.jobs: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._loop, name=f"gpumat-outofcore-down-{dev.ordinal}")
@@ -205,11 +248,19 @@ class _Downloader:
         if not self.pinned:
             self.jobs.put((event, src, i0, j0))
             return
-        host = self.out[i0:i0 + src.height, j0:j0 + src.width]
+        host = self.out[i0 : i0 + src.height, j0 : j0 + src.width]
         self.stream.wait(event)
-        memops.copy_2d_async(host.ctypes.data, host.strides[0], src.elements, src.stride * src.itemsize,
-                              src.width * src.itemsize, src.height, dst_on_host=True, src_on_host=False,
-                              stream=self.stream.ptr)
+        memops.copy_2d_async(
+            host.ctypes.data,
+            host.strides[0],
+            src.elements,
+            src.stride * src.itemsize,
+            src.width * src.itemsize,
+            src.height,
+            dst_on_host=True,
+            src_on_host=False,
+            stream=self.stream.ptr,
+        )
         self.stream.record(self.copied[c])
 
     def _loop(self) -> None:
@@ -222,8 +273,12 @@ class _Downloader:
             try:
                 if self.error is None:
                     self.stream.wait(event)
-                    self.staging.download(self.out[i0:i0 + src.height, j0:j0 + src.width], src.elements,
-                                          src.stride * src.itemsize, self.stream.ptr)
+                    self.staging.download(
+                        self.out[i0 : i0 + src.height, j0 : j0 + src.width],
+                        src.elements,
+                        src.stride * src.itemsize,
+                        self.stream.ptr,
+                    )
             except BaseException as exc:
                 self.error = exc
             finally:
@@ -290,7 +345,7 @@ def _run(dev: Device, tiles, a, b, out, plan: TilePlan, mode: str, pinned, stop:
     copy_s = comp_s = down = None
     try:
         copy_s, comp_s = Stream(device=dev), Stream(device=dev)
-        up = None if pinned[0] and pinned[1] else _memory.staging(dev, "outofcore-up", STAGE_CHUNK, STAGE_BUFFERS)
+        up = None if pinned[0] and pinned[1] else memory.staging(dev, "outofcore-up", STAGE_CHUNK, STAGE_BUFFERS)
 
         def buf(h, w, dtype):
             mat = Matrix.empty(h, w, dtype=dtype, device=dev, stream=comp_s)
@@ -315,16 +370,26 @@ def _run(dev: Device, tiles, a, b, out, plan: TilePlan, mode: str, pinned, stop:
                 sb, new_b = B.get((k0, j0))
                 if new_a:
                     copy_s.wait(A.free[sa])
-                    _upload(up, pinned[0], A.buffers[sa], a[i0:i0 + rows, k0:k1], copy_s)
+                    _upload(up, pinned[0], A.buffers[sa], a[i0 : i0 + rows, k0:k1], copy_s)
                 if new_b:
                     copy_s.wait(B.free[sb])
-                    _upload(up, pinned[1], B.buffers[sb], b[k0:k1, j0:j0 + cols], copy_s)
+                    _upload(up, pinned[1], B.buffers[sb], b[k0:k1, j0 : j0 + cols], copy_s)
                 comp_s.wait(copy_s.record(ready))
                 target = (C[c] if kk == 0 else part)[:rows, :cols]
                 _product(A.buffers[sa][:rows, :kl], B.buffers[sb][:kl, :cols], target, mode, comp_s)
                 if kk:
-                    add((cdiv(cols, 128), min(cdiv(rows, 8), MAX_GRID_YZ), 1), (32, 8, 1), C[c].elements,
-                        part.elements, rows, cols, C[c].stride, part.stride, stream=comp_s.ptr, device=dev)
+                    add(
+                        (cdiv(cols, 128), min(cdiv(rows, 8), MAX_GRID_YZ), 1),
+                        (32, 8, 1),
+                        C[c].elements,
+                        part.elements,
+                        rows,
+                        cols,
+                        C[c].stride,
+                        part.stride,
+                        stream=comp_s.ptr,
+                        device=dev,
+                    )
                 comp_s.record(A.free[sa])
                 comp_s.record(B.free[sb])
             result = C[c][:rows, :cols]
@@ -366,8 +431,16 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
     split-K, whose scratch would need memory outside the tile plan's budget."""
     dev = a.device
     (m, k), n = a.shape, b.width
-    problem = Problem(m, n, k, a._sfx, out._sfx, mode, aligned(a.elements, a.stride, a.itemsize),
-                      aligned(b.elements, b.stride, b.itemsize))
+    problem = Problem(
+        m,
+        n,
+        k,
+        a._sfx,
+        out._sfx,
+        mode,
+        aligned(a.elements, a.stride, a.itemsize),
+        aligned(b.elements, b.stride, b.itemsize),
+    )
     target = Target.of(dev)
     plan = plan_problem(problem, target)
     if mode == "float32" and plan.splits > 1:
@@ -377,7 +450,16 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
 
 
 def _convert(src: Matrix, dst: Matrix, stream: Stream) -> Matrix:
-    CONVERT_KERNELS[(src._sfx, dst._sfx)](convert_grid(src.height, src.width), BLOCK, src.elements, dst.elements,
-                                          src.height, src.width, src.stride, dst.stride, stream=stream.ptr,
-                                          device=src.device)
+    CONVERT_KERNELS[(src._sfx, dst._sfx)](
+        convert_grid(src.height, src.width),
+        BLOCK,
+        src.elements,
+        dst.elements,
+        src.height,
+        src.width,
+        src.stride,
+        dst.stride,
+        stream=stream.ptr,
+        device=src.device,
+    )
     return dst

@@ -6,10 +6,25 @@ gpumat's streams, stream ordering), kernels (entry points declared once, modules
 the launch), geometry (launch grids as pure functions), memops (the driver's memory calls),
 tensormaps (TMA descriptors).
 """
+
 from .devices import Device, as_device, current_device, device, device_count, is_available, synchronize
 from .errors import CudaError, NoDeviceError, OutOfMemoryError, check
 from .streams import LEGACY_STREAM, Event, Stream, stream_handle
 
-__all__ = ["Device", "as_device", "current_device", "device", "device_count", "is_available", "synchronize",
-           "CudaError", "NoDeviceError", "OutOfMemoryError", "check", "LEGACY_STREAM", "Event", "Stream",
-           "stream_handle"]
+__all__ = [
+    "Device",
+    "as_device",
+    "current_device",
+    "device",
+    "device_count",
+    "is_available",
+    "synchronize",
+    "CudaError",
+    "NoDeviceError",
+    "OutOfMemoryError",
+    "check",
+    "LEGACY_STREAM",
+    "Event",
+    "Stream",
+    "stream_handle",
+]

@@ -8,24 +8,24 @@ memory can never be released and reused between the moment an operation checked 
 moment its kernel was queued. Finalizers never take it: they only queue work for the next
 allocation (see gpumat.memory).
 """
+
 from __future__ import annotations
 
 import threading
 
 from cuda.bindings import driver
 
-from .errors import CUresult, CudaError, NoDeviceError, check, raise_error
-
+from .errors import CudaError, CUresult, NoDeviceError, check, raise_error
 
 # -------------------------------------------------------------------------------------------------
 # initialisation and the current device of each thread
 # -------------------------------------------------------------------------------------------------
 _init_lock = threading.Lock()
 _count: int | None = None
-_devices: dict[int, "Device"] = {}
+_devices: dict[int, Device] = {}
 _tls = threading.local()  # .stack: devices entered with `with`; .ctx: the Device whose context is current;
 # .streams: the streams entered with `with` (gpumat.runtime.streams)
-_many_devices = False        # set once a second Device is initialised: then contexts are checked, not assumed
+_many_devices = False  # set once a second Device is initialised: then contexts are checked, not assumed
 
 
 def thread_state() -> threading.local:
@@ -47,7 +47,7 @@ def _driver_count() -> int:
         with _init_lock:
             if _count is None:
                 try:
-                    err, = driver.cuInit(0)
+                    (err,) = driver.cuInit(0)
                 except Exception as exc:  # cuda.pathfinder raises when libcuda.so cannot be found at all
                     raise NoDeviceError(f"no NVIDIA driver found ({type(exc).__name__}: {exc})") from None
                 if err:
@@ -58,7 +58,7 @@ def _driver_count() -> int:
     return _count
 
 
-def _get_device(ordinal: int) -> "Device":
+def _get_device(ordinal: int) -> Device:
     dev = _devices.get(ordinal)
     if dev is None:
         count = _driver_count()
@@ -75,7 +75,7 @@ def _get_device(ordinal: int) -> "Device":
     return dev
 
 
-def device() -> "Device":
+def device() -> Device:
     """The calling thread's current GPU (device 0 unless a `with gm.Device(i):` block says otherwise),
     initialised on first use, with its context current in this thread."""
     stack = getattr(_tls, "stack", None)
@@ -106,9 +106,26 @@ class Device:
     """One GPU. `gm.Device(i)` is the same object every time for the same i; `with gm.Device(i):`
     makes it the current device of the calling thread for the block (CuPy's convention)."""
 
-    __slots__ = ("ordinal", "handle", "context", "name", "compute_capability", "sm_count", "total_memory",
-                 "max_smem_optin", "l2_bytes", "driver_version", "lock", "modules", "functions", "scratch",
-                 "memory", "_context_int", "_peers", "__weakref__")
+    __slots__ = (
+        "ordinal",
+        "handle",
+        "context",
+        "name",
+        "compute_capability",
+        "sm_count",
+        "total_memory",
+        "max_smem_optin",
+        "l2_bytes",
+        "driver_version",
+        "lock",
+        "modules",
+        "functions",
+        "scratch",
+        "memory",
+        "_context_int",
+        "_peers",
+        "__weakref__",
+    )
 
     def __new__(cls, ordinal: int | None = None):
         if ordinal is None:
@@ -129,8 +146,10 @@ class Device:
             return check(driver.cuDeviceGetAttribute(getattr(driver.CUdevice_attribute, a), handle))
 
         self.name = check(driver.cuDeviceGetName(256, handle)).split(b"\0", 1)[0].decode()
-        self.compute_capability = (attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
-                                   attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+        self.compute_capability = (
+            attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+            attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+        )
         self.sm_count = attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
         self.total_memory = check(driver.cuDeviceTotalMem(handle))
         self.max_smem_optin = attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
@@ -139,10 +158,10 @@ class Device:
         # Reentrant: an operation holding it may allocate, and allocation takes it too. Finalizers never
         # take it (they only queue), so no re-entry can find a half-updated structure.
         self.lock = threading.RLock()
-        self.modules: dict[str, object] = {}       # module name -> CUmodule in this device's context
-        self.functions: dict[str, object] = {}     # kernel name -> CUfunction
-        self.scratch: dict[str, object] = {}       # operation -> its per-device scratch object
-        self.memory = None                         # gpumat.memory.pool.Pool, made on first allocation
+        self.modules: dict[str, object] = {}  # module name -> CUmodule in this device's context
+        self.functions: dict[str, object] = {}  # kernel name -> CUfunction
+        self.scratch: dict[str, object] = {}  # operation -> its per-device scratch object
+        self.memory = None  # gpumat.memory.pool.Pool, made on first allocation
         self._peers: set[int] = set()
 
     # facts -----------------------------------------------------------------------------------
@@ -165,7 +184,7 @@ class Device:
         return f"<gpumat.Device {self.ordinal}: {self.name}, sm_{self.arch}>"
 
     # the context -----------------------------------------------------------------------------
-    def activate(self) -> "Device":
+    def activate(self) -> Device:
         """Make this device's context current in the calling thread (cheap when it already is)."""
         if _many_devices:  # another library may have switched the thread to another GPU's context
             current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
@@ -176,7 +195,7 @@ class Device:
         _tls.ctx = self
         return self
 
-    def use(self) -> "Device":
+    def use(self) -> Device:
         """Make this the current device of the calling thread (until another use() or a `with` block ends)."""
         stack = getattr(_tls, "stack", None)
         if stack is None:
@@ -187,7 +206,7 @@ class Device:
             stack.append(self)
         return self.activate()
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         stack = getattr(_tls, "stack", None)
         if stack is None:
             stack = _tls.stack = []
@@ -206,10 +225,10 @@ class Device:
         """The driver's default memory pool of this GPU (where stream-ordered allocations come from)."""
         return check(driver.cuDeviceGetDefaultMemPool(self.handle), "cuDeviceGetDefaultMemPool")
 
-    def can_access_peer(self, other: "Device") -> bool:
+    def can_access_peer(self, other: Device) -> bool:
         return bool(check(driver.cuDeviceCanAccessPeer(self.handle, other.handle), "cuDeviceCanAccessPeer"))
 
-    def enable_peer_access(self, other: "Device") -> bool:
+    def enable_peer_access(self, other: Device) -> bool:
         """Let kernels and copies on this device reach `other`'s memory directly; False where the GPUs cannot."""
         if other.ordinal in self._peers:
             return True
@@ -218,7 +237,7 @@ class Device:
         other_pool = other.default_mem_pool()  # before taking this device's lock: never hold two devices' locks
         with self.lock:
             self.activate()
-            err, = driver.cuCtxEnablePeerAccess(other.context, 0)
+            (err,) = driver.cuCtxEnablePeerAccess(other.context, 0)
             if err and err != CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
                 raise_error(err, "cuCtxEnablePeerAccess")
             # stream-ordered pool allocations are not covered by context peer access: grant it on the pool

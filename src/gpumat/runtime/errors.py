@@ -4,6 +4,7 @@
 `CudaError` (code, symbolic name, text, and the call that failed); results that mean "no usable GPU"
 become `NoDeviceError`, and out-of-memory becomes `OutOfMemoryError` (also a MemoryError).
 """
+
 from __future__ import annotations
 
 from cuda.bindings import driver
@@ -45,10 +46,15 @@ def _describe(code) -> tuple[str, str]:
 
 
 # Results that mean "no usable GPU here" rather than a failed operation.
-NO_GPU_RESULTS = frozenset({
-    CUresult.CUDA_ERROR_NO_DEVICE, CUresult.CUDA_ERROR_STUB_LIBRARY, CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
-    CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
-})
+NO_GPU_RESULTS = frozenset(
+    {
+        CUresult.CUDA_ERROR_NO_DEVICE,
+        CUresult.CUDA_ERROR_STUB_LIBRARY,
+        CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
+        CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
+        CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
+    }
+)
 
 
 def raise_error(code, call: str = "") -> None:

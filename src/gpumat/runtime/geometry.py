@@ -3,6 +3,7 @@
 Grids put the long dimension (columns, or a flat element count) on x, whose limit is 2^31 - 1, and
 cap y and z at 65535; kernels walk any row tiles beyond the cap in a grid-stride loop.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ def cdiv(a: int, b: int) -> int:
 @dataclass(frozen=True)
 class Plan:
     """A matmul kernel and its split-K: `splits` blocks along z, each over k_chunk of K (K when 1)."""
+
     algorithm: str
     splits: int = 1
     k_chunk: int = 0

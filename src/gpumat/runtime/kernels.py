@@ -6,13 +6,14 @@ checks every declaration against the PTX parameter list that build_ptx.py record
 The launch path packs arguments with a precompiled struct into a buffer the kernel-parameter
 pointer array already points into, so a launch costs one pack_into and one cuLaunchKernel.
 """
+
 from __future__ import annotations
 
 import ctypes
 import json
 import struct
 import threading
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from cuda.bindings import driver
@@ -24,21 +25,24 @@ from .errors import NoDeviceError, check
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32", "T": "b8[128]"}  # what each code looks like in PTX
 _FORMATS = {"P": ("Q", 8), "q": ("q", 8), "i": ("i", 4), "f": ("f", 4), "T": ("128s", 64)}  # struct code, alignment
-DECLARED: dict[str, "Kernel"] = {}
+DECLARED: dict[str, Kernel] = {}
 
 
-@lru_cache(maxsize=None)
+@cache
 def manifest() -> dict:
     path = KERNEL_DIR / "manifest.json"
     if not path.exists():
         source_tree = KERNEL_DIR.parents[2]
         if (source_tree / "build_ptx.py").exists():
-            raise FileNotFoundError(f"gpumat's kernels are not built ({path} is missing): run `make kernels` in "
-                                    f"{source_tree} (it finds a CUDA compiler, or installs one from the package index)")
+            raise FileNotFoundError(
+                f"gpumat's kernels are not built ({path} is missing): run `make kernels` in "
+                f"{source_tree} (it finds a CUDA compiler, or installs one from the package index)"
+            )
         raise FileNotFoundError(
             f"this gpumat has no kernels ({path} is missing), so it cannot run: reinstall it from a wheel that "
             "carries them, or from the source (`pip install --force-reinstall --no-deps <sdist or source tree>` "
-            "compiles them; it needs nvcc, or the package index to fetch one)")
+            "compiles them; it needs nvcc, or the package index to fetch one)"
+        )
     return json.loads(path.read_text())
 
 
@@ -65,7 +69,8 @@ def _load_module(name: str, dev):
     if dev.driver_version < need:
         raise NoDeviceError(
             f"the NVIDIA driver supports CUDA {dev.driver_version_str}, but gpumat's kernels were built with "
-            f"CUDA {manifest()['cuda_version']}: install a driver for CUDA {need // 1000}.0 or newer")
+            f"CUDA {manifest()['cuda_version']}: install a driver for CUDA {need // 1000}.0 or newer"
+        )
     info = manifest()["modules"].get(name)
     if info is None:
         raise FileNotFoundError(f"kernel module {name!r} is not in the manifest: rebuild with `make`")
@@ -86,7 +91,18 @@ class Kernel:
     """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0, device=None)` launches it
     on `stream` (a raw handle) of `device` (the current one by default)."""
 
-    __slots__ = ("module", "name", "signature", "dynamic_smem", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock")
+    __slots__ = (
+        "module",
+        "name",
+        "signature",
+        "dynamic_smem",
+        "_pack",
+        "_buf",
+        "_base",
+        "_ptrs",
+        "_ptrs_addr",
+        "_lock",
+    )
 
     def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0):
         if name in DECLARED:
@@ -104,7 +120,8 @@ class Kernel:
         self._buf = ctypes.create_string_buffer(max(end, 1) + 64)
         self._base = -ctypes.addressof(self._buf) % 64  # the parameters start on 64 bytes, for the T ones
         self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(
-            *[ctypes.addressof(self._buf) + self._base + off for off in offsets])
+            *[ctypes.addressof(self._buf) + self._base + off for off in offsets]
+        )
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._lock = threading.Lock()
         DECLARED[name] = self
@@ -116,9 +133,14 @@ class Kernel:
         if fn is None:
             fn = check(driver.cuModuleGetFunction(load_module(self.module, dev), self.name.encode()), self.name)
             if self.dynamic_smem > 48 * 1024:
-                check(driver.cuFuncSetAttribute(
-                    fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    self.dynamic_smem), f"cuFuncSetAttribute({self.name})")
+                check(
+                    driver.cuFuncSetAttribute(
+                        fn,
+                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        self.dynamic_smem,
+                    ),
+                    f"cuFuncSetAttribute({self.name})",
+                )
             dev.functions[self.name] = fn
         return fn
 
@@ -129,8 +151,9 @@ class Kernel:
             fn = self.function(dev)
         with self._lock:
             self._pack(self._buf, self._base, *args)
-            err, = driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         smem, stream, self._ptrs_addr, 0)
+            (err,) = driver.cuLaunchKernel(
+                fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, self._ptrs_addr, 0
+            )
         if err:
             check((err,), f"cuLaunchKernel({self.name}, grid={tuple(grid)}, block={tuple(block)})")
 

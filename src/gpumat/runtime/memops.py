@@ -3,6 +3,7 @@
 Policy (what to cache, when to free, how to stage) lives in gpumat.memory; this module only speaks to
 the driver and turns its results into Python values and exceptions.
 """
+
 from __future__ import annotations
 
 from cuda.bindings import driver
@@ -12,8 +13,9 @@ from .streams import LEGACY_STREAM
 
 HOST, DEVICE = driver.CUmemorytype.CU_MEMORYTYPE_HOST, driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
 # A stream another library owned and destroyed answers with one of these
-STALE_STREAM = frozenset({CUresult.CUDA_ERROR_INVALID_HANDLE, CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE,
-                          CUresult.CUDA_ERROR_INVALID_CONTEXT})
+STALE_STREAM = frozenset(
+    {CUresult.CUDA_ERROR_INVALID_HANDLE, CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE, CUresult.CUDA_ERROR_INVALID_CONTEXT}
+)
 
 
 # stream-ordered allocations from a device's default pool ---------------------------------------
@@ -45,10 +47,10 @@ def alloc_async(nbytes: int, stream: int) -> int | None:
 def free_async(ptr: int, stream: int) -> None:
     """Free a pool block after the work queued on `stream`; when the stream has been destroyed behind
     gpumat's back, wait for the whole device and free it on the legacy stream instead."""
-    err, = driver.cuMemFreeAsync(ptr, stream)
+    (err,) = driver.cuMemFreeAsync(ptr, stream)
     if err in STALE_STREAM:
         check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-        err, = driver.cuMemFreeAsync(ptr, LEGACY_STREAM)
+        (err,) = driver.cuMemFreeAsync(ptr, LEGACY_STREAM)
     if err:
         raise_error(err, "cuMemFreeAsync")
 
@@ -69,8 +71,17 @@ def alloc_unpooled(nbytes: int) -> int:
 
 
 # copies and fills --------------------------------------------------------------------------------
-def copy_2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
-                  dst_on_host: bool, src_on_host: bool, stream: int) -> None:
+def copy_2d_async(
+    dst: int,
+    dst_pitch: int,
+    src: int,
+    src_pitch: int,
+    width_bytes: int,
+    height: int,
+    dst_on_host: bool,
+    src_on_host: bool,
+    stream: int,
+) -> None:
     """Queue a copy of `height` rows of `width_bytes` between pitched host or device memory."""
     if width_bytes == 0 or height == 0:
         return
@@ -89,14 +100,17 @@ def copy_2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byte
     check(driver.cuMemcpy2DAsync(p, stream), "cuMemcpy2DAsync")
 
 
-def copy_device_2d(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
-                   stream: int) -> None:
+def copy_device_2d(
+    dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int, stream: int
+) -> None:
     """Queue a device-to-device pitched copy (one contiguous copy when both sides are packed)."""
     if width_bytes == 0 or height == 0:
         return
     if (dst_pitch == width_bytes and src_pitch == width_bytes) or height == 1:
-        check(driver.cuMemcpyDtoDAsync(dst, src, width_bytes * height if height > 1 else width_bytes, stream),
-              "cuMemcpyDtoDAsync")
+        check(
+            driver.cuMemcpyDtoDAsync(dst, src, width_bytes * height if height > 1 else width_bytes, stream),
+            "cuMemcpyDtoDAsync",
+        )
     else:
         copy_2d_async(dst, dst_pitch, src, src_pitch, width_bytes, height, False, False, stream)
 
@@ -117,12 +131,23 @@ def copy_to_host(dst: int, src: int, nbytes: int, stream: int | None) -> None:
         check(driver.cuMemcpyDtoHAsync(dst, src, nbytes, stream), "cuMemcpyDtoHAsync")
 
 
-def copy_peer_2d_async(dst: int, dst_context, dst_pitch: int, src: int, src_context, src_pitch: int,
-                       width_bytes: int, height: int, stream: int) -> None:
+def copy_peer_2d_async(
+    dst: int,
+    dst_context,
+    dst_pitch: int,
+    src: int,
+    src_context,
+    src_pitch: int,
+    width_bytes: int,
+    height: int,
+    stream: int,
+) -> None:
     """Queue a copy between two GPUs' memory (peer to peer where they allow, else staged by the driver)."""
     if (dst_pitch == width_bytes and src_pitch == width_bytes) or height == 1:
-        check(driver.cuMemcpyPeerAsync(dst, dst_context, src, src_context, width_bytes * height, stream),
-              "cuMemcpyPeerAsync")
+        check(
+            driver.cuMemcpyPeerAsync(dst, dst_context, src, src_context, width_bytes * height, stream),
+            "cuMemcpyPeerAsync",
+        )
         return
     p = driver.CUDA_MEMCPY3D_PEER()
     p.srcMemoryType = p.dstMemoryType = DEVICE
@@ -138,12 +163,14 @@ def zero_2d(dst: int, pitch_bytes: int, width_bytes: int, height: int, stream: i
         check(driver.cuMemsetD2D8Async(dst, pitch_bytes, 0, width_bytes, height, stream), "cuMemsetD2D8Async")
 
 
-def fill_bytes_2d(dst: int, pitch_bytes: int, value16: int, width_bytes: int, height: int,
-                  stream: int = LEGACY_STREAM) -> None:
+def fill_bytes_2d(
+    dst: int, pitch_bytes: int, value16: int, width_bytes: int, height: int, stream: int = LEGACY_STREAM
+) -> None:
     """Set a pitched region to a repeated 16-bit pattern (width_bytes even), for any element size."""
     if width_bytes and height:
-        check(driver.cuMemsetD2D16Async(dst, pitch_bytes, value16, width_bytes // 2, height, stream),
-              "cuMemsetD2D16Async")
+        check(
+            driver.cuMemsetD2D16Async(dst, pitch_bytes, value16, width_bytes // 2, height, stream), "cuMemsetD2D16Async"
+        )
 
 
 def zero(dst: int, nbytes: int) -> None:
@@ -166,7 +193,7 @@ def host_free(ptr: int) -> None:
 
 def host_register(start: int, nbytes: int) -> bool:
     """Page-lock an existing host range for every GPU; False when the driver refuses it."""
-    err, = driver.cuMemHostRegister(start, nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)
+    (err,) = driver.cuMemHostRegister(start, nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)
     return err == CUresult.CUDA_SUCCESS
 
 

@@ -15,6 +15,7 @@ A Stream collected without close() is never destroyed in its finalizer (which mu
 or wait): it is queued, and `closeabandoned(device)` (called by the next allocation on that device)
 waits for it and destroys it.
 """
+
 from __future__ import annotations
 
 import collections
@@ -76,7 +77,9 @@ class Stream:
     def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
         self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
         dev = as_device(device).activate()
-        flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
+        flags = (
+            driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
+        )
         self.handle = check(driver.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
         self.ptr, self.device, self.non_blocking, self._owned = int(self.handle), dev, non_blocking, True
         dead_streams.discard(self.ptr)
@@ -87,7 +90,12 @@ class Stream:
         """Wrap a stream some other code owns (never destroyed by gpumat)."""
         s = object.__new__(cls)
         s.handle, s.ptr, s.device, s.non_blocking, s._owned = (
-            driver.CUstream(handle), int(handle), as_device(device), None, False)
+            driver.CUstream(handle),
+            int(handle),
+            as_device(device),
+            None,
+            False,
+        )
         return s
 
     def __cuda_stream__(self) -> tuple[int, int]:
@@ -101,7 +109,7 @@ class Stream:
     def query(self) -> bool:
         """True when all work queued on the stream has finished."""
         self.device.activate()
-        err, = driver.cuStreamQuery(self.handle)
+        (err,) = driver.cuStreamQuery(self.handle)
         if err == CUresult.CUDA_ERROR_NOT_READY:
             return False
         check((err,), "cuStreamQuery")
@@ -180,8 +188,9 @@ def stream_handle(stream, dev: Device) -> int:
         value = getattr(stream, attr, None)
         if isinstance(value, int):
             return value
-    raise TypeError(f"stream must be a gpumat.Stream, an object with __cuda_stream__, or a raw handle; "
-                    f"got {type(stream).__name__}")
+    raise TypeError(
+        f"stream must be a gpumat.Stream, an object with __cuda_stream__, or a raw handle; got {type(stream).__name__}"
+    )
 
 
 class Event:
@@ -206,7 +215,7 @@ class Event:
         check(driver.cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def query(self) -> bool:
-        err, = driver.cuEventQuery(self.handle)
+        (err,) = driver.cuEventQuery(self.handle)
         if err == CUresult.CUDA_ERROR_NOT_READY:
             return False
         check((err,), "cuEventQuery")

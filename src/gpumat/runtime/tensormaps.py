@@ -4,6 +4,7 @@
 into the CUtensorMap bytes a kernel takes by value ("T" in a kernel signature): 128-byte swizzle,
 256-byte L2 promotion, zero fill outside the matrix.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -13,20 +14,31 @@ from cuda.bindings import driver
 from .errors import check
 
 _KIND = driver.CUtensorMapDataType
-DATA_TYPES = {"f16": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "bf16": _KIND.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-              "f32": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
+DATA_TYPES = {
+    "f16": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    "bf16": _KIND.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+    "f32": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+}
 
 
 def encode_tiled(sfx: str, args: dict) -> bytes:
     """The CUtensorMap for elements of dtype suffix `sfx` described by `args` (the keyword names of
     cuTensorMapEncodeTiled: globalAddress, globalDim, globalStrides, boxDim, elementStrides)."""
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
-    encoded = check(driver.cuTensorMapEncodeTiled(
-        DATA_TYPES[sfx], len(args["globalDim"]), args["globalAddress"], [u64(x) for x in args["globalDim"]],
-        [u64(x) for x in args["globalStrides"]], [u32(x) for x in args["boxDim"]],
-        [u32(x) for x in args["elementStrides"]],
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    encoded = check(
+        driver.cuTensorMapEncodeTiled(
+            DATA_TYPES[sfx],
+            len(args["globalDim"]),
+            args["globalAddress"],
+            [u64(x) for x in args["globalDim"]],
+            [u64(x) for x in args["globalStrides"]],
+            [u32(x) for x in args["boxDim"]],
+            [u32(x) for x in args["elementStrides"]],
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ),
+        "cuTensorMapEncodeTiled",
+    )
     return ctypes.string_at(encoded.getPtr(), 128)
