@@ -1,7 +1,8 @@
 # Each target brings what it needs (tools/devenv.py): the Python packages, from the package index into
 # .venv/ unless an active virtual environment or python3 itself already has them, and a CUDA compiler
 # (nvcc from $NVCC, the PATH or $CUDA_HOME, else the pinned package-index one, installed likewise).
-#   make demo | test | info | bench [OP=matmul]   build the kernels, then run
+#   make demo | test | info | bench [OP=matmul]   build the kernels, then run (test: after lint)
+#   make lint                                     ruff check and ruff format --check over the tree
 #   make kernels                                  build the kernels only
 #   make sanitize [TESTS=tests/x.py]              the GPU tests under compute-sanitizer memcheck and racecheck
 #   make plot RESULT=benchmarks/results/X.json    draw a benchmark result
@@ -11,7 +12,7 @@ PYTHON ?= python3
 DEVENV = $(PYTHON) tools/devenv.py
 OP ?= all
 
-.PHONY: all kernels demo test sanitize info bench plot wheel clean
+.PHONY: all kernels demo test lint sanitize info bench plot wheel clean
 
 all: kernels
 
@@ -21,8 +22,12 @@ kernels:
 demo:
 	$(DEVENV) --deps --kernels -- -m gpumat demo
 
-test:
+test: lint
 	$(DEVENV) --deps --extra test --kernels -- -m pytest -q -ra
+
+lint:
+	$(DEVENV) --extra lint -- -m ruff check .
+	$(DEVENV) --extra lint -- -m ruff format --check .
 
 sanitize:
 	$(DEVENV) --deps --extra test --kernels -- tools/sanitize.py $(TESTS)

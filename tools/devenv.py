@@ -40,6 +40,7 @@ MODULES = {
     "deps": ["numpy", "cuda.bindings.driver"],
     "test": ["pytest", "hypothesis", "scipy", "ml_dtypes"],
     "plot": ["matplotlib"],
+    "lint": ["ruff"],
 }
 
 

@@ -8,6 +8,8 @@ go to gpumat.outofcore, which plans each tile product through this engine.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import _precision
@@ -23,7 +25,7 @@ from .problem import Problem, Target, aligned
 from .variants import VARIANTS, algorithms
 
 _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
-_PLANS: dict[tuple, MatmulPlan] = {}  # the launch path's own cache: no Problem built on a hit
+_PLANS: dict[tuple, object] = {}  # the launch path's own cache: a MatmulPlan, or plans by operand alignment
 _PLAN_CACHE_SIZE = 4096
 
 
@@ -82,16 +84,33 @@ def _mode(a: Matrix, algorithm: str, precision) -> str:
 
 
 def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: str, algorithm: str, dev) -> MatmulPlan:
-    a_al = aligned(a.elements, a._stride, a._dtype.itemsize)
-    b_al = aligned(b.elements, b._stride, b._dtype.itemsize)
-    key = (m, n, k, a._sfx, out_sfx, mode, algorithm, a_al, b_al, dev.ordinal)
-    p = _PLANS.get(key)
-    if p is None:
-        p = planner.plan(Problem(m, n, k, a._sfx, out_sfx, mode, a_al, b_al), Target.of(dev), algorithm)
-        if len(_PLANS) >= _PLAN_CACHE_SIZE:
-            _PLANS.clear()
-        _PLANS[key] = p
-    return p
+    """The plan of a call, from the launch path's cache. Most plans do not depend on the operands'
+    alignment: those are cached under the product alone, so the common call looks at no address."""
+    key = (m, n, k, a._sfx, out_sfx, mode, algorithm, dev)
+    entry = _PLANS.get(key)
+    if entry is None:
+        entry = _PLANS[key] = _plans_by_alignment(Problem(m, n, k, a._sfx, out_sfx, mode), Target.of(dev), algorithm)
+        if len(_PLANS) > _PLAN_CACHE_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))  # the oldest entry
+    if entry.__class__ is MatmulPlan:
+        return entry
+    return entry[aligned(a.elements, a._stride, a._dtype.itemsize), aligned(b.elements, b._stride, b._dtype.itemsize)]
+
+
+def _plans_by_alignment(p: Problem, t: Target, algorithm: str):
+    """One plan when the four alignments of A and B plan alike, else the plans by (A aligned, B aligned)."""
+    plans = {
+        (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
+        for x in (True, False)
+        for y in (True, False)
+    }
+    first = plans[True, True]
+    same = all(
+        (q.variant, q.splits, q.k_chunk, q.copy_a, q.copy_b)
+        == (first.variant, first.splits, first.k_chunk, first.copy_a, first.copy_b)
+        for q in plans.values()
+    )
+    return first if same else plans
 
 
 def matmul_plan(
