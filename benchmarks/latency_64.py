@@ -25,6 +25,12 @@ def main() -> None:
     if hasattr(gm, "Stream") and "stream" in gm.matmul.__code__.co_varnames:
         s = gm.Stream()
         out["gpumat_explicit_stream_us"] = per_call_us(lambda: gm.matmul(A, A, stream=s), s.synchronize)
+    C = gm.Matrix.empty(64, 64)
+    out["gpumat_out_us"] = per_call_us(lambda: gm.matmul(A, A, out=C), gm.synchronize)
+    H = gm.Matrix.from_numpy(a, dtype=np.float16)
+    out["gpumat_float16_us"] = per_call_us(lambda: H @ H, gm.synchronize)
+    D = gm.Matrix.from_numpy(a, dtype=np.float64)
+    out["gpumat_float64_us"] = per_call_us(lambda: D @ D, gm.synchronize)
     try:
         import cupy as cp
 
