@@ -82,19 +82,22 @@ def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
 
 
 # --- the documents' teaching kernels (cuda/matmul.cu), every dtype: one thread an element of C ---------
-# (threads a side, tile a side): naive and tiled16x64 cover 16 x 16 of C a block; tiled16/32 are the
-# shared-memory tiles of BLOCK_SIZE 16 and 32.
-TEACHING = {"naive": (16, 16), "tiled16": (16, 16), "tiled32": (32, 32), "tiled16x64": (16, 16)}
+# (threads a side, tile a side, float32 rate at 2048^3-4097^3 in benchmarks/results/matmul-*-2026-11-22.json):
+# naive and tiled16x64 cover 16 x 16 of C a block; tiled16/32 are the shared-memory tiles of BLOCK_SIZE
+# 16 and 32. Named only; the rate makes their plans' modelled time.
+TEACHING = {"naive": (16, 16, 5.5e12), "tiled16": (16, 16, 8.2e12), "tiled32": (32, 32, 8.6e12),
+            "tiled16x64": (16, 16, 8.2e12)}
 
 
-def _teaching(name: str, threads: int, tile: int) -> Variant:
+def _teaching(name: str, threads: int, tile: int, rate: float) -> Variant:
     names = {(s, s): f"matmul_{name}_{s}" for s in SUFFIXES}
-    return Variant(name, _kernels("matmul", names, "plain"), "any", (tile, tile), (threads, threads, 1))
+    return Variant(name, _kernels("matmul", names, "plain"), "any", (tile, tile), (threads, threads, 1), rate=rate)
 
 
 # --- register-tiled SIMT (cuda/matmul_simt.cu): 64 x 64 of C a block of 256; float64 exact FP64 FMA,
 # halves accumulate in float32 and write C in their dtype or float32. auto's fallback where no
-# tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64 tensor cores).
+# tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64 tensor cores). Rate: the
+# float64 figure at 4096^3 (benchmarks/results/matmul-float64-*-2026-11-23.json; float16 ran 25 TFLOP/s).
 _SIMT_PAIRS = (("f64", "f64"), *HALF_PAIRS)
 SIMT = Variant(
     "simt64x64",
@@ -233,7 +236,7 @@ def _dmma(
 
 
 _ROWS = [
-    *(_teaching(name, threads, tile) for name, (threads, tile) in TEACHING.items()),
+    *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
     SIMT,
     _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),  # BK 16, 3 stages
     _sgemm(128, 256, 256, 1, 0.86, smem=49664),  # BK 8, 4 stages
