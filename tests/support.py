@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 import gpumat as gm
 from gpumat import memory
-from gpumat.runtime import memops
+from gpumat.matmul.problem import Target
+from gpumat.matmul.variants import REDUCE, VARIANTS
 from gpumat.matrix import Matrix
+from gpumat.runtime import memops
 
 NAN_BITS = 0x7FC00000  # a quiet NaN: any element a kernel fails to write stays NaN and fails the check
 rng = np.random.default_rng()
@@ -64,9 +66,24 @@ class FakeDevice:
 
     def __init__(self, ordinal: int = 0):
         self.ordinal, self.sm_count, self.max_smem_optin, self.total_memory = ordinal, 132, 227 * 1024, 80 << 30
+        self.scratch: dict = {}  # per-device objects (the matmul engine keeps the device's Target here)
         self.arch = 90
         self.lock = threading.RLock()
         self.memory = None
+
+    @property
+    def arch(self) -> int:
+        return self._arch
+
+    @arch.setter
+    def arch(self, value: int) -> None:
+        """A test that changes the fake GPU's compute capability makes it another GPU: the facts the
+        matmul engine cached for the old one (its Target, the plans of its launch path, which that path
+        keys by device ordinal) must not be used for the new one."""
+        from gpumat.matmul import api
+        self._arch = value
+        self.scratch.clear()
+        api._PLANS.clear()
 
     def activate(self):
         return self
@@ -94,6 +111,16 @@ def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0
     from gpumat import _dtypes
     return Matrix._wrap(FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False,
                         dtype=_dtypes.as_dtype(dtype))
+
+
+# The matmul engine's planner is pure: CPU tests plan for these GPUs by hand (gpumat.matmul.problem.Target).
+ALL_MODULES = frozenset({k.module for v in VARIANTS.values() for k in v.kernels.values()}
+                        | {k.module for k in REDUCE.values()})
+H100 = Target(90, 132, 227 * 1024, ALL_MODULES)
+A100 = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})  # a build without sm_90: no sm_90a module
+SM86 = Target(86, 84, 99 * 1024, ALL_MODULES)
+TURING = Target(75, 40, 64 * 1024, ALL_MODULES)
+TARGETS = {"H100": H100, "A100": A100, "sm_86": SM86, "Turing": TURING}
 
 
 def dims(max_value: int = 300, tiles=(16, 32, 64, 128)):

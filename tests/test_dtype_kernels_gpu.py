@@ -210,11 +210,24 @@ MM = importlib.import_module("gpumat.matmul")
 MM_SHAPES = [(1, 1, 1), (17, 33, 65), (64, 64, 16), (65, 63, 17), (130, 67, 129), (3, 200, 1000)]
 
 
+MM_TEACHING = ("naive", "tiled16", "tiled32", "tiled16x64")  # the documents' kernels, one thread an element of C
+
+
 def matmul_cases():
-    for (name, dt), v in MM.TEACHING_KERNELS.items():
-        yield pytest.param(v, dt, dt, id=f"{name}-{dt}")
-    for (src, dst), v in MM.SIMT_KERNELS.items():
-        yield pytest.param(v, src, dst, id=f"simt-{src}-{dst}")
+    """(variant, input dtype, output dtype): the teaching kernels in every dtype, the SIMT kernel's pairs."""
+    for name in MM_TEACHING:
+        for dt, out_dt in MM.VARIANTS[name].kernels:
+            yield pytest.param(MM.VARIANTS[name], dt, out_dt, id=f"{name}-{dt}")
+    for dt, out_dt in MM.VARIANTS["simt64x64"].kernels:
+        yield pytest.param(MM.VARIANTS["simt64x64"], dt, out_dt, id=f"simt-{dt}-{out_dt}")
+
+
+def test_matmul_cases_cover_every_dtype():
+    cases = [(p.values[0].name, p.values[1], p.values[2]) for p in matmul_cases()]
+    for name in MM_TEACHING:
+        assert {(dt, out) for n, dt, out in cases if n == name} == {(s, s) for s in ("f32", "f64", "f16", "bf16")}
+    simt = {(dt, out) for n, dt, out in cases if n == "simt64x64"}
+    assert simt == {("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
 
 
 @pytest.mark.parametrize("v,dt,out_dt", list(matmul_cases()))
@@ -228,7 +241,8 @@ def test_matmul(v, dt, out_dt, mnk, layout):
     b = Operand(to_bits(bv, dt), dt, k, n, off=3 if view else 0, ld=n + 1 if view else n)
     c = Operand(None, out_dt, m, n, off=1 if view else 0, ld=n + 2 if view else n)
     try:
-        v.kernel(v.grid(m, n), v.block, a.ptr, b.ptr, c.ptr, m, n, k, a.ld, b.ld, c.ld)
+        assert v.args == "plain" and not v.persistent  # launched here as a plain tiled grid
+        v.kernels[(dt, out_dt)](v.grid(m, n, 1, 1), v.block, a.ptr, b.ptr, c.ptr, m, n, k, a.ld, b.ld, c.ld)
         got_bits, whole = c.download()
         assert c.padding_untouched(whole), "wrote outside C"
     finally:

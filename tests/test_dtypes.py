@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _dtypes, _matmul_half
-from gpumat.matmul import algorithms
+from gpumat import _dtypes
+from gpumat.matmul import VARIANTS, Target, algorithms
+from gpumat.matmul.planner import unavailable
 from support import dims, fake_matrix, poisoned, product_error
 
 gpu = pytest.mark.gpu
@@ -131,8 +132,7 @@ def test_matmul_in_every_dtype_against_float64(dt, m, n, k):
         for name in names:
             if name.startswith("tf32"):
                 continue  # the tensor-core modes have their own tests and bounds
-            v, dev = _matmul_half.VARIANTS.get(name), A.device
-            if v is not None and not _matmul_half.runs_on(name, dev.arch, dev.max_smem_optin, _matmul_half.built(name)):
+            if name != "auto" and unavailable(VARIANTS[name], Target.of(A.device)) is not None:
                 with pytest.raises(ValueError, match="sm_"):  # not on this GPU: refused
                     gm.matmul(A, B, algorithm=name)
                 continue

@@ -5,7 +5,7 @@ import pytest
 
 from gpumat.runtime import kernels
 
-for _module in ("matmul", "_matmul_half", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
+for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outofcore"):
     try:
         importlib.import_module(f"gpumat.{_module}")
     except ModuleNotFoundError:
@@ -76,15 +76,19 @@ def test_fatbins_hold_machine_code_for_every_listed_arch(manifest):
 def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifest):
     """cuda/matmul_wgmma_half.cu declares sm_90a: built (machine code for sm_90a alone) when ARCHS has 90,
     otherwise listed as skipped, and then Python never picks its kernels."""
-    from gpumat import _matmul_half
+    from gpumat.matmul.planner import plan, unavailable
+    from gpumat.matmul.problem import Problem, Target, built_modules
+    from gpumat.matmul.variants import VARIANTS
+    hopper = Target(90, 132, 227 * 1024, built_modules())
+    wgmma = VARIANTS["wgmma128x256"]
+    assert {k.module for k in wgmma.kernels.values()} == {"matmul_wgmma_half"}
     if "90" in manifest["archs"]:
         assert module_archs(manifest, "matmul_wgmma_half") == ["90a"]
-        assert _matmul_half.built("wgmma128x256")
+        assert "matmul_wgmma_half" in built_modules() and unavailable(wgmma, hopper) is None
     else:
         assert "matmul_wgmma_half" in manifest["skipped"] and "matmul_wgmma_half" not in manifest["modules"]
-        assert not _matmul_half.built("wgmma128x256")
-        assert _matmul_half.choose(4096, 4096, 4096, 90, 227 * 1024, True,
-                                   candidates=tuple(_matmul_half.VARIANTS)) == "mma128x128"
+        assert "matmul_wgmma_half" not in built_modules() and unavailable(wgmma, hopper) is not None
+        assert plan(Problem(4096, 4096, 4096, "f16", "f16", "native"), hopper).algorithm == "mma128x128"
 
 
 def test_code_arch_prefers_machine_code(manifest):

@@ -3,9 +3,19 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
+from gpumat.matmul import VARIANTS
+from gpumat.matmul.api import _check
+from gpumat.matmul.planner import plan
+from gpumat.matmul.problem import Problem, Target
 from gpumat.runtime import geometry
-from gpumat.matmul import VARIANTS, check_operands
-from support import fake_matrix
+from support import ALL_MODULES, fake_matrix
+
+SGEMM = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the fast exact FP32 kernels
+
+
+def f32_plan(m, n, k, sm_count=132, only=None, max_smem=227 * 1024):
+    """What float32 at precision "float32" runs on an sm_90 GPU with these facts."""
+    return plan(Problem(m, n, k, "f32", "f32", "float32"), Target(90, sm_count, max_smem, ALL_MODULES), only or "auto")
 
 
 def test_shape_mismatch_is_rejected():
@@ -28,7 +38,9 @@ def test_out_overlapping_an_input_is_rejected():
 
 def test_unknown_algorithm_is_rejected():
     with pytest.raises(ValueError, match="unknown matmul algorithm"):
-        check_operands(fake_matrix(2, 2), fake_matrix(2, 2), None, "fastest")
+        _check(fake_matrix(2, 2), fake_matrix(2, 2), None, "fastest")
+    with pytest.raises(ValueError, match="unknown matmul algorithm"):
+        gm.matmul(fake_matrix(2, 2), fake_matrix(2, 2, ptr=0x7F0010000000), algorithm="fastest")
 
 
 @pytest.mark.parametrize("bad", [None, 3.0, [[1.0]], "A"])
@@ -44,11 +56,16 @@ def test_matmul_operator_declines_foreign_types():
         fake_matrix(2, 2) @ 3
 
 
-@given(rows=st.integers(1, 10**7), cols=st.integers(1, 10**7))
-def test_tiled_grid_covers_every_tile_within_limits(rows, cols):
+@given(rows=st.integers(1, 10**7), cols=st.integers(1, 10**7), sms=st.sampled_from([1, 46, 132, 148]))
+def test_tiled_grid_covers_every_tile_within_limits(rows, cols, sms):
     for variant in VARIANTS.values():
         tile_rows, tile_cols = variant.tile
-        gx, gy, gz = variant.grid(rows, cols)
+        gx, gy, gz = variant.grid(rows, cols, 1, sms)
+        if variant.persistent:  # one block a slot, up to the work items; blocks walk the rest
+            works = geometry.cdiv(rows, tile_rows) * geometry.cdiv(cols, tile_cols)
+            assert 1 <= gx <= min(works, sms * variant.blocks_per_sm) and (gy, gz) == (1, 1)
+            assert gx == min(works, sms * variant.blocks_per_sm)  # no idle slot while work is left
+            continue
         assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
         assert gx * tile_cols >= cols and (gx - 1) * tile_cols < cols
         tiles = geometry.cdiv(rows, tile_rows)
@@ -74,26 +91,32 @@ def test_block_shapes_are_legal():
 
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
 def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
-    from gpumat.matmul import FAST, K_ALIGN, plan
-    for only in (None, *FAST):
-        p = plan(m, n, k, 132, only)
-        assert p.algorithm in FAST and (only is None or p.algorithm == only)
+    for only in (None, *SGEMM):
+        p = f32_plan(m, n, k, 132, only)
+        assert p.algorithm in SGEMM and (only is None or p.algorithm == only)
         if p.splits == 1:
             assert p.k_chunk == k
         else:  # every split has work, together they cover K, and boundaries keep 128-bit loads
-            assert p.k_chunk % K_ALIGN == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
-        gx, gy, gz = FAST[p.algorithm].grid(m, n, p.splits)
+            assert p.k_chunk % p.variant.k_align == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = SGEMM[p.algorithm].grid(m, n, p.splits, 132)
+        assert p.grid == (gx, gy, gz)
         assert gz == p.splits <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X
 
 
 def test_plan_prefers_split_k_only_when_tiles_cannot_fill_the_gpu():
-    from gpumat.matmul import plan
-    assert plan(8192, 8192, 8192).splits == 1
-    assert plan(256, 256, 65536).splits > 1
+    assert f32_plan(8192, 8192, 8192).splits == 1
+    assert f32_plan(256, 256, 65536).splits > 1
 
 
 def test_plan_never_picks_a_kernel_the_gpu_cannot_hold():
-    from gpumat.matmul import FAST, plan
     for shape in [(8192, 8192, 8192), (3001, 3011, 2999), (256, 256, 65536), (64, 64, 64)]:
         for max_smem in (48 * 1024, 64 * 1024, 99 * 1024, 227 * 1024):
-            assert FAST[plan(*shape, 132, None, max_smem).algorithm].smem <= max_smem
+            assert SGEMM[f32_plan(*shape, 132, None, max_smem).algorithm].smem <= max_smem
+
+
+def test_the_fast_kernels_are_the_exact_float32_candidates():
+    """The rows auto may pick for exact FP32: the five SGEMM kernels, each splitting K."""
+    assert set(SGEMM) == {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x64"}
+    for v in SGEMM.values():
+        assert v.tier == 1 and v.splits_k and set(v.kernels) == {("f32", "f32")}
+        assert v.kernels[("f32", "f32")].name == "matmul_" + v.name.replace("sgemm", "sgemm_")

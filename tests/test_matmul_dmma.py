@@ -1,4 +1,4 @@
-"""float64 matmul on the FP64 tensor cores (cuda/matmul_dmma.cu via gpumat._matmul_f64).
+"""float64 matmul on the FP64 tensor cores (cuda/matmul_dmma.cu, the engine's dmma rows).
 
 References and bounds:
   * exact: integer-valued inputs with |a|, |b| <= 2^10 and K <= 2^12, so every product and every
@@ -20,14 +20,31 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpumat as gm
-from gpumat import _matmul_f64 as f64
+from gpumat.matmul import VARIANTS, algorithms
+from gpumat.matmul.planner import plan
+from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.variants import REDUCE
 from gpumat.runtime import geometry
-from gpumat.matmul import algorithms
-from support import dims, fake_matrix, poison, poisoned
+from support import ALL_MODULES, H100, dims, fake_matrix, poison, poisoned
 
-NAMES = list(f64.VARIANTS)
+DMMA = {name: v for name, v in VARIANTS.items() if ("f64", "f64") in v.kernels and v.min_arch >= 80}
+NAMES = list(DMMA)
+AUTO = [name for name, v in DMMA.items() if v.tier == 1]  # what auto chooses among
+MIN_ARCH = min(v.min_arch for v in DMMA.values())
 U = 2.0**-53
-H100 = dict(arch=90, sm_count=132, max_smem=227 * 1024)
+
+
+def f64_plan(m, n, k, arch, sm_count, max_smem, algorithm="auto"):
+    return plan(Problem(m, n, k, "f64", "f64", "native"), Target(arch, sm_count, max_smem, ALL_MODULES), algorithm)
+
+
+def auto_dmma(m, n, k, arch, sm_count, max_smem):
+    """auto's float64 plan, or None where it runs the SIMT kernel."""
+    p = f64_plan(m, n, k, arch, sm_count, max_smem)
+    return None if p.algorithm == "simt64x64" else p
+
+
+H100_FACTS = (H100.arch, H100.sm_count, H100.max_smem)
 EXTENDED = np.finfo(np.longdouble).nmant >= 63
 rng = np.random.default_rng()
 
@@ -75,61 +92,67 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
         sizes[name] = (bm, bn, warps_m * warps_n * 32, stages * (bm * (bk + 4) + bk * (bn + 4)) * 8)
     by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow",
                  "dmma128x128k16pipe": "BigPipe", "dmma128x64k16pipe": "NarrowPipe"}
-    for name, v in f64.VARIANTS.items():
-        cfg = by_kernel[v.kernel.name[len("matmul_"):-len("_f64")]]
+    for name, v in DMMA.items():
+        kernel = v.kernels[("f64", "f64")]
+        cfg = by_kernel[kernel.name[len("matmul_"):-len("_f64")]]
         bm, bn, threads, smem = sizes[cfg]
-        assert v.tile == (bm, bn) and v.smem == smem and v.threads == threads, name
+        assert v.tile == (bm, bn) and v.smem == smem and v.block == (threads, 1, 1), name
+        assert kernel.dynamic_smem == smem, name
         assert f"SMEM_BYTES == {smem}" in src, (name, smem)  # the kernel file pins the same number
 
 
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
     for shape in [(1, 1, 1), (4096, 4096, 4096), (256, 256, 65536)]:
-        assert f64.choose(*shape, 75, 40, 64 * 1024) is None      # Turing
-        assert f64.choose(*shape, 86, 84, 99 * 1024) is None      # FP64 at 1/64 rate: the SIMT kernel
-        assert f64.choose(*shape, 90, 132, 64 * 1024) is None     # too little shared memory a block
-        assert f64.choose(*shape, 80, 108, 163 * 1024).algorithm in f64.AUTO
-        assert f64.choose(*shape, **H100).algorithm in f64.AUTO
-    with pytest.raises(ValueError, match="compute capability 8.0"):
-        f64.plan_for(64, 64, 64, "dmma128x128", 75, 40, 64 * 1024)
+        assert auto_dmma(*shape, 75, 40, 64 * 1024) is None      # Turing
+        assert auto_dmma(*shape, 86, 84, 99 * 1024) is None      # FP64 at 1/64 rate: the SIMT kernel
+        assert auto_dmma(*shape, 90, 132, 64 * 1024) is None     # too little shared memory a block
+        assert auto_dmma(*shape, 80, 108, 163 * 1024).algorithm in AUTO
+        assert auto_dmma(*shape, *H100_FACTS).algorithm in AUTO
+    with pytest.raises(ValueError, match="sm_80 or newer"):
+        f64_plan(64, 64, 64, 75, 40, 64 * 1024, "dmma128x128")
     with pytest.raises(ValueError, match="shared memory"):
-        f64.plan_for(64, 64, 64, "dmma128x128", 86, 84, 99 * 1024)
+        f64_plan(64, 64, 64, 86, 84, 99 * 1024, "dmma128x128")
 
 
 def test_auto_splits_k_only_where_the_tiles_do_not_fill_the_gpu():
     for shape in [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 256), (4097, 4097, 4097)]:
-        assert f64.choose(*shape, **H100).splits == 1, shape
+        assert auto_dmma(*shape, *H100_FACTS).splits == 1, shape
     for shape in [(256, 256, 65536), (2137, 108, 1055), (128, 128, 100000)]:
-        p = f64.choose(*shape, **H100)
+        p = auto_dmma(*shape, *H100_FACTS)
         assert p.splits > 1 and p.k_chunk % 16 == 0, (shape, p)
+        assert p.reduce is REDUCE[("f64", "f64")] and p.scratch_bytes == p.splits * shape[0] * shape[1] * 8
 
 
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
 def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
     for name in NAMES:
-        p = f64.plan_seconds(m, n, k, name)[1]
+        p = f64_plan(m, n, k, *H100_FACTS, name)
         assert p.algorithm == name
         if p.splits == 1:
             assert p.k_chunk == k
         else:
-            assert p.k_chunk % f64.K_ALIGN == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
-        gx, gy, gz = f64.VARIANTS[name].grid(m, n, p.splits)
+            assert p.k_chunk % DMMA[name].k_align == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = DMMA[name].grid(m, n, p.splits, H100.sm_count)
+        assert p.grid == (gx, gy, gz)
         assert gz == p.splits and gx <= geometry.MAX_GRID_X and gy <= geometry.MAX_GRID_YZ
-        assert gx * f64.VARIANTS[name].tile[1] >= n
+        assert gx * DMMA[name].tile[1] >= n
 
 
 def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
     from gpumat.runtime import kernels
     try:
-        entries = kernels.manifest()["modules"]["matmul_dmma"]["entries"]
+        modules = kernels.manifest()["modules"]
     except FileNotFoundError:
         pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
-    for name in [v.kernel.name for v in f64.VARIANTS.values()] + [f64.REDUCE.name]:
-        for arch, r in entries[name]["resources"].items():
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (name, arch, r)
-    for v in f64.VARIANTS.values():
-        r = entries[v.kernel.name]["resources"].get("sm_90")
+    reduce = REDUCE[("f64", "f64")]
+    for k in [v.kernels[("f64", "f64")] for v in DMMA.values()] + [reduce]:
+        for arch, r in modules[k.module]["entries"][k.name]["resources"].items():
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (k.name, arch, r)
+    for v in DMMA.values():
+        k = v.kernels[("f64", "f64")]
+        r = modules[k.module]["entries"][k.name]["resources"].get("sm_90")
         if r:
-            assert r["registers"] * v.threads * v.blocks_per_sm <= 65536, v.kernel.name
+            assert r["registers"] * v.block[0] * v.blocks_per_sm <= 65536, k.name
 
 
 # ---- on the GPU ----
@@ -139,7 +162,7 @@ def _fp64_tensor_cores(request):
     """GPU tests need a GPU whose FP64 tensor cores every variant can use (sm_80+, 208 KiB a block)."""
     if "gpu" in request.keywords:
         dev = gm.device()
-        if dev.arch < f64.MIN_ARCH or dev.max_smem_optin < max(v.smem for v in f64.VARIANTS.values()):
+        if dev.arch < MIN_ARCH or dev.max_smem_optin < max(v.smem for v in DMMA.values()):
             pytest.skip(f"sm_{dev.arch} with {dev.max_smem_optin} bytes of shared memory a block cannot run every "
                         "FP64 tensor-core variant")
 
@@ -220,14 +243,15 @@ def test_split_k_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_c
         k_chunk = -(-k // splits)
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
-        f64.run_plan(f64.Plan(algorithm, splits, k_chunk), A, B, C)
+        p = gm.matmul_plan(A, B, out=C, algorithm=algorithm, splits=splits, k_chunk=k_chunk)
+        assert (p.algorithm, p.splits, p.k_chunk) == (algorithm, splits, k_chunk)
+        gm.matmul(A, B, out=C, plan=p)
         assert_fp64_product(C.to_numpy(), a, b, splits)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES + ["auto"])
 def test_bitwise_deterministic_with_and_without_split_k(algorithm):
-    dev = gm.device()
     for m, n, k in [(256, 256, 16384), (1000, 1100, 900), (2137, 108, 1055)]:
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
@@ -236,20 +260,20 @@ def test_bitwise_deterministic_with_and_without_split_k(algorithm):
                 np.testing.assert_array_equal(gm.matmul(A, B, algorithm=algorithm).to_numpy(), first)
             ref = a @ b  # (the FP64 bound is checked elsewhere; this guards against a deterministic wrong answer)
             assert np.max(np.abs(first - ref)) <= 1e-12 * np.max(np.abs(a) @ np.abs(b))
-    assert f64.plan_for(256, 256, 16384, algorithm, dev.arch, dev.sm_count, dev.max_smem_optin).splits > 1
+            if (m, n, k) == (256, 256, 16384):
+                assert gm.matmul_plan(A, B, algorithm=algorithm).splits > 1
 
 
 @pytest.mark.gpu
 def test_auto_runs_the_tensor_cores_and_the_simt_kernel_stays_a_named_variant():
-    dev = gm.device()
     a, b = rng.standard_normal((300, 500)), rng.standard_normal((500, 200))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
         auto = (A @ B).to_numpy()
         simt = gm.matmul(A, B, algorithm="simt64x64").to_numpy()
         assert_fp64_product(simt, a, b)
         assert_fp64_product(auto, a, b)
-        p = f64.choose(300, 200, 500, dev.arch, dev.sm_count, dev.max_smem_optin)
-        if p is None:
+        p = gm.matmul_plan(A, B)
+        if p.algorithm == "simt64x64":
             np.testing.assert_array_equal(auto, simt)
         else:
             np.testing.assert_array_equal(auto, gm.matmul(A, B, algorithm=p.algorithm).to_numpy())

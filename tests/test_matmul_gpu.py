@@ -4,11 +4,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat.matmul import ALGORITHMS, FAST
+from gpumat.matmul import VARIANTS, algorithms
+from gpumat.matmul.planner import computes
 from support import check_view_product, dims, poisoned, product_error, random, rel_error
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
+# float32 at precision "float32": auto, the teaching kernels and the SGEMM kernels (test_matmul_tc: the TF32 ones)
+ALGORITHMS = [name for name in algorithms("f32") if name == "auto" or computes(VARIANTS[name], "f32") == "float32"]
+FAST = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the SGEMM kernels, which split K
 
 
 def reference(a, b):
@@ -85,22 +89,22 @@ def test_bad_input_raises_before_launch_and_library_keeps_working():
 @given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
        chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
 def test_split_k_matches_reference_for_any_chunking(name, m, n, k, splits, chunk_tiles, odd_chunk):
-    from gpumat.matmul import Plan, run_plan
     k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks drop A to scalar loads
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)  # at most one split past K, which writes zeros
     a, b = random((m, k)), random((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
         if splits * k_chunk < k:
             k_chunk = -(-k // splits)
-        run_plan(Plan(name, splits, k_chunk), A, B, C)
+        p = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits, k_chunk=k_chunk)
+        assert (p.algorithm, p.splits, p.k_chunk) == (name, splits, k_chunk)
+        gm.matmul(A, B, out=C, plan=p)
         assert product_error(C.to_numpy(), a, b) < TOL
 
 
 def test_split_k_is_bitwise_deterministic():
-    from gpumat.matmul import plan
     a, b = random((256, 16384)), random((16384, 256))
-    assert plan(256, 256, 16384).splits > 1
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        assert gm.matmul_plan(A, B).splits > 1
         first = (A @ B).to_numpy()
         for _ in range(10):
             np.testing.assert_array_equal((A @ B).to_numpy(), first)

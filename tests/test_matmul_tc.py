@@ -15,12 +15,29 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
+from gpumat.matmul import VARIANTS
+from gpumat.matmul.api import _mode
+from gpumat.matmul.planner import plan
+from gpumat.matmul.problem import Problem, Target
 from gpumat.runtime import geometry
-from gpumat.matmul import TC_ALGORITHMS, TC_VARIANTS, matmul_mode, tc_algorithm, tc_plan
-from support import check_view_product, dims, fake_matrix, poisoned, product_error, random, rel_error, strided_view
+from support import (ALL_MODULES, H100, check_view_product, dims, fake_matrix, poisoned, product_error, random,
+                     rel_error, strided_view)
 
+MODES = ("tf32x3", "tf32")
+TC_VARIANTS = {mode: {name: v for name, v in VARIANTS.items() if v.mode == mode} for mode in MODES}  # by precision
+TC_ALGORITHMS = {name: mode for mode, names in TC_VARIANTS.items() for name in names}  # name -> mode
 TC = list(TC_ALGORITHMS)  # every tensor-core kernel by name
+FIRST = {mode: next(iter(names)) for mode, names in TC_VARIANTS.items()}  # the register-split kernel of each mode
 TF32X3_TOL = 1e-5
+
+
+def matmul_mode(algorithm: str, precision) -> str:
+    """The precision a float32 call with this algorithm and precision= runs at."""
+    return _mode(fake_matrix(1, 1), algorithm, precision)
+
+
+def tc_plan(mode: str, shape, target: Target, algorithm: str = "auto", aligned: bool = False):
+    return plan(Problem(*shape, "f32", "f32", mode, aligned, aligned), target, algorithm)
 
 
 def tolerance(algorithm: str, k: int) -> float:
@@ -91,28 +108,39 @@ def test_defaults_nest_restore_and_stay_in_their_thread():
 
 def test_tensor_cores_need_sm80_and_the_shared_memory():
     h100, a100, rtx = 227 * 1024, 163 * 1024, 99 * 1024
-    for mode in ("tf32x3", "tf32"):
-        assert tc_algorithm(mode, "auto", 75, h100) is None  # Turing: the exact kernels run
-        assert tc_algorithm(mode, "auto", 86, rtx) is None   # consumer Ampere/Ada: not enough shared memory
-        assert tc_algorithm(mode, "auto", 90, h100) == next(iter(TC_VARIANTS[mode]))
+    turing, consumer = Target(75, 40, h100, ALL_MODULES), Target(86, 84, rtx, ALL_MODULES)
+    a100_gpu = Target(80, 108, a100, ALL_MODULES)
+    assert FIRST == {"tf32x3": "tf32x3_128x128", "tf32": "tf32_128x128"}
+    for mode in MODES:
         for shape in [(4096, 4096, 4096), (4097, 4097, 4097), (1, 1, 1)]:
-            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=False) == next(iter(TC_VARIANTS[mode]))
-            assert tc_algorithm(mode, "auto", 90, h100, shape, 132, aligned=True) in TC_VARIANTS[mode]
+            for aligned in (False, True):
+                # Turing, and consumer Ampere/Ada (not enough shared memory): the exact kernels run
+                for target in (turing, consumer):
+                    p = tc_plan(mode, shape, target, aligned=aligned)
+                    assert p.variant.mode == "float32" and "exact FP32" in p.reason, (mode, target.arch)
+            assert tc_plan(mode, shape, H100, aligned=False).algorithm == FIRST[mode]
+            assert tc_plan(mode, shape, H100, aligned=True).algorithm in TC_VARIANTS[mode]
+            assert tc_plan(mode, shape, a100_gpu).algorithm in TC_VARIANTS[mode]
         for name, v in TC_VARIANTS[mode].items():
-            assert tc_algorithm(mode, name, 80, a100) == (name if v.smem <= a100 else None)
-        assert tc_algorithm(mode, "auto", 80, a100) is not None
+            p = tc_plan(mode, (64, 64, 64), a100_gpu, name)
+            if v.smem <= a100:
+                assert p.algorithm == name
+            else:  # a named tensor-core kernel the GPU cannot hold runs exact FP32, and says so
+                assert p.variant.mode == "float32" and name in p.reason
 
 
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
 def test_tc_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
     for name in TC:
-        p = tc_plan(m, n, k, 132, name)
+        p = tc_plan(TC_ALGORITHMS[name], (m, n, k), H100, name)
         assert p.algorithm == name
         if p.splits == 1:
             assert p.k_chunk == k
         else:
-            assert p.k_chunk % 32 == 0 and geometry.cdiv(k, p.k_chunk) == p.splits
-        gx, gy, gz = TC_VARIANTS[TC_ALGORITHMS[name]][name].grid(m, n, p.splits)
+            assert p.k_chunk % 32 == 0 and p.k_chunk % p.variant.k_align == 0
+            assert geometry.cdiv(k, p.k_chunk) == p.splits
+        gx, gy, gz = TC_VARIANTS[TC_ALGORITHMS[name]][name].grid(m, n, p.splits, 132)
+        assert p.grid == (gx, gy, gz)
         assert gz == p.splits and gx <= geometry.MAX_GRID_X and gy <= geometry.MAX_GRID_YZ
 
 
@@ -133,7 +161,7 @@ def test_matches_float64_reference(algorithm, m, n, k):
 @given(m=dims(), n=dims(), k=dims())
 def test_auto_in_each_mode_matches_float64_reference(mode, m, n, k):
     a, b = random((m, k)), random((k, n))
-    name = next(iter(TC_VARIANTS[mode]))
+    name = FIRST[mode]
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
         gm.matmul(A, B, out=C, precision=mode)
         assert product_error(C.to_numpy(), a, b) < tolerance(name, k)
@@ -170,14 +198,15 @@ def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k
 @given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
        chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
 def test_split_k_matches_reference_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_chunk):
-    from gpumat.matmul import Plan, run_plan
     k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks move every split but the first to 4-byte copies
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)
     if splits * k_chunk < k:
         k_chunk = -(-k // splits)
     a, b = random((m, k)), random((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n) as C:
-        run_plan(Plan(algorithm, splits, k_chunk), A, B, C)
+        p = gm.matmul_plan(A, B, out=C, algorithm=algorithm, splits=splits, k_chunk=k_chunk)
+        assert (p.algorithm, p.splits, p.k_chunk) == (algorithm, splits, k_chunk)
+        gm.matmul(A, B, out=C, plan=p)
         assert product_error(C.to_numpy(), a, b) < tolerance(algorithm, k)
 
 
@@ -191,7 +220,8 @@ def test_bitwise_deterministic_with_and_without_split_k(algorithm):
             for _ in range(3):
                 np.testing.assert_array_equal(gm.matmul(A, B, algorithm=algorithm).to_numpy(), first)
             assert product_error(first, a, b) < tolerance(algorithm, k)
-    assert tc_plan(256, 256, 16384, gm.device().sm_count, algorithm).splits > 1
+            if (m, n, k) == (256, 256, 16384):
+                assert gm.matmul_plan(A, B, algorithm=algorithm).splits > 1
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""float16 / bfloat16 matmul on the tensor cores (gpumat._matmul_half): mma128x128 (mma.sync, sm_80+,
+"""float16 / bfloat16 matmul on the tensor cores (the engine's half rows): mma128x128 (mma.sync, sm_80+,
 any view) and wgmma128x256 (TMA + wgmma, sm_90a, 16-byte aligned operands). The variant choice, the
 split-K plan, the launch geometry, tensor-map arguments and argument checks run without a GPU; the
 products run on one.
@@ -18,14 +18,23 @@ import pytest
 from hypothesis import given, strategies as st
 
 import gpumat as gm
-from gpumat import _matmul_half as half
+from gpumat.matmul import planner
+from gpumat.matmul.launch import c_map_args, tensor_map_args
+from gpumat.matmul.problem import Problem, Target, aligned, built_modules
+from gpumat.matmul.variants import VARIANTS as ROWS
+from gpumat.matmul.variants import algorithms
 from gpumat.runtime import geometry
-from gpumat.matmul import algorithms
-from support import FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
+from support import ALL_MODULES, FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
 
 DTYPES = ("float16", "bfloat16")
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
-VARIANTS = list(half.VARIANTS)
+# the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
+VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
+NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
+
+
+def half_plan(m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto"):
+    return planner.plan(Problem(m, n, k, "f16", "f16", "native", a_aligned, b_aligned), target, algorithm)
 
 
 def tolerance(out_dtype: str, k: int) -> float:
@@ -35,13 +44,15 @@ def tolerance(out_dtype: str, k: int) -> float:
 # ---- without a GPU ----
 
 def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_they_are_cheap():
-    both = tuple(VARIANTS)
-    pick = lambda *args, have=both: half.choose(*args, have=have, candidates=both)  # noqa: E731
+    def pick(m, n, k, arch, smem, ok, modules=ALL_MODULES, sms=132):
+        """auto's kernel; None for the SIMT fallback (no tensor-core kernel runs)."""
+        name = half_plan(m, n, k, Target(arch, sms, smem, modules), ok, ok).algorithm
+        return None if name == "simt64x64" else name
     assert pick(4096, 4096, 4096, 90, 227 * 1024, True) == "wgmma128x256"
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"  # copies: ~3% of the product
     assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x256"
     assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma128x128"  # copies: longer than the product
-    assert pick(64, 64, 64, 90, 227 * 1024, True, have=("mma128x128",)) == "mma128x128"  # no sm_90a build
+    assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma128x128"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
         assert pick(4096, 4096, 4096, arch, smem, True) == "mma128x128"  # sm_90a code runs on 9.0 alone
     assert pick(4096, 4096, 4096, 75, 64 * 1024, True) is None  # SIMT below sm_80
@@ -49,66 +60,83 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 
 
 def test_auto_counts_the_copies_of_unaligned_operands():
-    assert half.AUTO_VARIANTS == ("mma128x128", "wgmma128x256")
-    choose = lambda m, n, k, nbytes: half.choose(m, n, k, 90, 227 * 1024, not nbytes, tuple(VARIANTS),  # noqa: E731
-                                                 unaligned_bytes=nbytes)
-    assert choose(4096, 4096, 4096, 0) == "wgmma128x256"
-    assert choose(4096, 4096, 4096, 2 * 4096 * 4096) == "wgmma128x256"
-    assert choose(4096, 4096, 512, 2 * 512 * 4096) == "wgmma128x256"
-    assert choose(4096, 4096, 512, 1 << 40) == "mma128x128"  # a copy far longer than the product
+    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", "wgmma128x256"]
+    assert ROWS["wgmma128x256"].needs_aligned and not ROWS["mma128x128"].needs_aligned
+
+    def choose(m, n, k, a_ok, b_ok):
+        p = half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), a_ok, b_ok)
+        copied = (p.copy_a, p.copy_b)
+        assert copied == ((not a_ok, not b_ok) if p.variant.needs_aligned else (False, False))
+        return p.algorithm
+    assert choose(4096, 4096, 4096, True, True) == "wgmma128x256"
+    assert choose(4096, 4096, 4096, False, True) == "wgmma128x256"  # a copy of A: a few % of the product
+    assert choose(4096, 4096, 512, False, True) == "wgmma128x256"
+    assert choose(256, 256, 65536, True, True) == "wgmma128x256"
+    assert choose(256, 256, 65536, False, False) == "mma128x128"  # copies far longer than the product
+    assert choose(128, 4096, 4096, False, True) == "wgmma128x256"  # only the operand that needs it is copied:
+    assert choose(128, 4096, 4096, True, False) == "mma128x128"    # A is 1/32 of B here
     a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
     b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
-    assert half.unaligned_bytes(a, b) == 2 * 64 * 100
-    assert half.unaligned_bytes(b) == 0
+    b2 = fake_matrix(64, 64, stride=64, ptr=0x7F0020000000, dtype=np.float16)
+    ok = lambda x: aligned(x.elements, x.stride, x.itemsize)  # noqa: E731
+    assert not ok(a) and ok(b) and ok(b2)
+    wgmma = half_plan(64, 64, 100, Target(90, 132, 227 * 1024, ALL_MODULES), ok(a), ok(b), "wgmma128x256")
+    assert (wgmma.copy_a, wgmma.copy_b) == (True, False) and wgmma.copy_bytes == 2 * 64 * 100
+    in_place = half_plan(100, 64, 64, Target(90, 132, 227 * 1024, ALL_MODULES), ok(b), ok(b2), "wgmma128x256")
+    assert in_place.copy_bytes == 0 and not (in_place.copy_a or in_place.copy_b)
 
 
 @given(dims(5000, (64, 128, 256)), dims(5000, (64, 128, 256)), dims(70000, (32, 64, 256, 1024)),
        st.sampled_from(VARIANTS), st.sampled_from([1, 8, 46, 132]))
 def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
-    splits, k_chunk = half.plan(m, n, k, sms, name)
-    v = half.VARIANTS[name]
+    p = half_plan(m, n, k, Target(90, sms, 227 * 1024, ALL_MODULES), algorithm=name)
+    splits, k_chunk, v = p.splits, p.k_chunk, ROWS[name]
+    assert p.variant is v
     assert 1 <= splits and geometry.cdiv(k, k_chunk) == splits  # every split has work, none is left over
     if splits > 1:
-        assert k_chunk % v.k_align == 0 and k_chunk >= 4 * v.k_align
+        assert k_chunk % v.k_align == 0 and k_chunk >= 4 * v.k_align and k_chunk >= v.min_k_chunk
     else:
         assert k_chunk == k
     grid = v.grid(m, n, splits, sms)
+    assert p.grid == grid
     if v.persistent:
-        assert 1 <= grid[0] <= sms and grid[1:] == (1, 1)
+        assert 1 <= grid[0] <= sms * v.blocks_per_sm and grid[1:] == (1, 1)
     else:
         assert grid == geometry.tiled_grid(m, n, *v.tile, layers=splits)
 
 
 def test_skinny_products_split_k_and_square_ones_do_not():
     for name in VARIANTS:
-        assert half.plan(256, 256, 65536, 132, name)[0] >= 16
-        assert half.plan(2137, 108, 1055, 132, name)[0] > 1
-        assert half.plan(8192, 8192, 8192, 132, name) == (1, 8192)
+        split = lambda m, n, k: half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES),  # noqa: E731
+                                          algorithm=name)
+        assert split(256, 256, 65536).splits >= 16
+        assert split(2137, 108, 1055).splits > 1
+        assert (split(8192, 8192, 8192).splits, split(8192, 8192, 8192).k_chunk) == (1, 8192)
 
 
 def test_tensor_map_arguments():
-    args = half.tensor_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, box_cols=64, box_rows=128)
+    args = tensor_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, box_cols=64, box_rows=128)
     assert args["globalDim"] == (2999, 3001) and args["globalStrides"] == (6016,)
     assert args["boxDim"] == (64, 128) and args["elementStrides"] == (1, 1)
-    assert half.tma_ready(0x7F0000000010, 8) and not half.tma_ready(0x7F0000000002, 8)
-    assert not half.tma_ready(0x7F0000000000, 4097)
+    assert aligned(0x7F0000000010, 8, 2) and not aligned(0x7F0000000002, 8, 2)
+    assert not aligned(0x7F0000000000, 4097, 2)
     with pytest.raises(ValueError, match="16-byte"):
-        half.tensor_map_args(0x7F0000000000, 4, 4, 4097, 64, 64)
+        tensor_map_args(0x7F0000000000, 4, 4, 4097, 64, 64)
 
 
 def test_c_map_arguments():
-    args = half.c_map_args(0x7F0000000000, rows=3001, cols=3000, stride=3008, layers=1, itemsize=2)
+    args = c_map_args(0x7F0000000000, rows=3001, cols=3000, stride=3008, layers=1, itemsize=2)
     assert args["globalDim"] == (3000, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
     assert args["boxDim"] == (64, 64, 1)  # 128 bytes of columns: one swizzle row
-    split = half.c_map_args(0x7F0000000100, rows=100, cols=36, stride=36, layers=5, itemsize=4)
+    split = c_map_args(0x7F0000000100, rows=100, cols=36, stride=36, layers=5, itemsize=4)
     assert split["globalDim"] == (36, 100, 5) and split["globalStrides"] == (144, 14400) and split["boxDim"] == (32, 64, 1)
-    assert half.c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2) is None
-    assert half.c_map_args(0x7F0000000000, 10, 10, 4097, 1, 2) is None  # plain stores
-    assert half.c_map_args(0x7F0000000004, 10, 16, 16, 1, 4) is None
+    assert c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2) is None
+    assert c_map_args(0x7F0000000000, 10, 10, 4097, 1, 2) is None  # plain stores
+    assert c_map_args(0x7F0000000004, 10, 16, 16, 1, 4) is None
     # rows that end inside a 16-byte piece: the copy engine would write the whole piece, past the view
-    assert half.c_map_args(0x7F0000000000, rows=1, cols=1, stride=4, layers=1, itemsize=4) is None
-    assert half.c_map_args(0x7F0000000000, rows=9, cols=12, stride=16, layers=1, itemsize=2) is None
-    assert half.c_map_args(0x7F0000000000, rows=9, cols=16, stride=24, layers=1, itemsize=2) is not None
+    assert c_map_args(0x7F0000000000, rows=1, cols=1, stride=4, layers=1, itemsize=4) is None
+    assert c_map_args(0x7F0000000000, rows=9, cols=12, stride=16, layers=1, itemsize=2) is None
+    assert c_map_args(0x7F0000000000, rows=9, cols=16, stride=24, layers=1, itemsize=2) is not None
 
 
 def test_every_half_variant_is_an_algorithm_name():
@@ -142,8 +170,8 @@ def test_named_variants_that_cannot_run_are_refused_before_any_launch(monkeypatc
 # ---- on the GPU ----
 
 def runnable() -> list[str]:
-    dev = gm.device()
-    return [n for n in VARIANTS if half.runs_on(n, dev.arch, dev.max_smem_optin, half.built(n))]
+    target = Target.of(gm.device())
+    return [n for n in VARIANTS if planner.unavailable(ROWS[n], target) is None]
 
 
 def upload(host: np.ndarray, dtype: str, pad_left: int, pad_right: int):
@@ -268,12 +296,12 @@ def test_results_are_bitwise_deterministic(dtype):
 @pytest.mark.gpu
 def test_auto_runs_the_tensor_cores_from_sm80():
     dev = gm.device()
-    pick = half.choose(1024, 1024, 1024, dev.arch, dev.max_smem_optin, True)
+    pick = half_plan(1024, 1024, 1024, Target.of(dev)).algorithm
     if dev.arch >= 80:
-        hopper = dev.arch == 90 and half.built("wgmma128x256") and "wgmma128x256" in half.AUTO_VARIANTS
+        hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x256"].tier == 1
         assert pick == ("wgmma128x256" if hopper else "mma128x128")
     else:
-        assert pick is None
+        assert pick == "simt64x64"
     err, got, _ = product("auto", "float16", "float16", 1024, 1024, 1024)
     assert err < tolerance("float16", 1024)
 

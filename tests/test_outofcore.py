@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import gpumat as gm
 from gpumat import memory, outofcore as oc
+from gpumat.outofcore import pipeline
 from gpumat.runtime import memops
 from support import product_error, random
 
@@ -84,10 +85,10 @@ def test_tiles_cover_c_once_and_split_evenly(m, n, side, parts):
 
 def test_host_views_keep_forward_rows_and_copy_the_rest():
     big = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
-    view = oc._host_operand(big[3:20, 5:17], "a")
+    view = pipeline._host_operand(big[3:20, 5:17], "a")
     assert view.base is not None and np.shares_memory(view, big)  # rows forward: used in place
     for other in (big[::-1], big[:, ::-1], np.broadcast_to(big[0], (40, 30)), big[::2, ::3]):
-        got = oc._host_operand(other, "a")
+        got = pipeline._host_operand(other, "a")
         assert not np.shares_memory(got, big) and np.array_equal(got, other)
         assert got.strides[0] >= got.shape[1] * got.itemsize and got.strides[1] == got.itemsize
 
@@ -214,8 +215,9 @@ def test_pinned_host_arrays_are_copied_directly(pinned):
         x[...] = random(shape) if name != "out" else np.nan
         return x
     a, b, out = host((m, k), "a"), host((k, n), "b"), host((m, n), "out")
-    assert oc.matmul_host(a, b, out=out, memory_limit=3 << 20, devices=[0], register=False) is out
-    assert oc.last_call["pinned"] == tuple(pinned in (name, "all") for name in ("a", "b", "out"))
+    report = {}
+    assert oc.matmul_host(a, b, out=out, memory_limit=3 << 20, devices=[0], register=False, report=report) is out
+    assert report["pinned"] == tuple(pinned in (name, "all") for name in ("a", "b", "out"))
     assert product_error(out, a, b) < 1e-5
     again = host((m, n), "out")  # pinned or not, as out: the same call gives the same bits
     oc.matmul_host(a, b, out=again, memory_limit=3 << 20, devices=[0], register=False)
@@ -226,8 +228,9 @@ def test_pinned_host_arrays_are_copied_directly(pinned):
 def test_registered_host_arrays_are_released_after_the_call():
     a, b = random((700, 1900)), random((1900, 650))
     out = np.full((700, 650), np.nan, np.float32)
-    assert oc.matmul_host(a, b, out=out, memory_limit=4 << 20, devices=[0], register=True) is out
-    assert oc.last_call["registered"] == 3 and oc.last_call["pinned"] == (True, True, True)
+    report = {}
+    assert oc.matmul_host(a, b, out=out, memory_limit=4 << 20, devices=[0], register=True, report=report) is out
+    assert report["registered"] == 3 and report["pinned"] == (True, True, True)
     assert product_error(out, a, b) < 1e-5
     assert not any(memory.is_pinned(x) for x in (a, b, out))  # page-locked for the call only
     assert oc.matmul_host(a, b, memory_limit=4 << 20, devices=[0], register=True).tobytes() == out.tobytes()
@@ -238,8 +241,10 @@ def test_registered_views_and_a_split_k_with_edge_tiles():
     big_a, big_b = random((310, 2700)), random((2600, 450))
     a, b = big_a[7:300, 3:2503], big_b[50:2550, 11:444]  # rows forward with a longer stride: locked in place
     out = np.full((293, 433), np.nan, np.float32)
-    oc.matmul_host(a, b, out=out, memory_limit=1 << 20, devices=[0], register=True)
-    plan = oc.last_call["plan"]
+    report = {}
+    oc.matmul_host(a, b, out=out, memory_limit=1 << 20, devices=[0], register=True, report=report)
+    plan = report["plan"]
+    assert isinstance(plan, oc.TilePlan)
     assert plan.tk < 2500 and (293 % plan.tm or 433 % plan.tn)  # K split, and tiles cut at an edge
     assert product_error(out, a, b) < 1e-5
     assert not any(memory.is_pinned(x) for x in (big_a, big_b, out))
@@ -253,7 +258,7 @@ def test_a_failure_mid_product_leaves_nothing_behind(monkeypatch):
     gm.release_cached()
     base = gm.memory_info()["used"]
     calls = []
-    real = oc._product
+    real = pipeline._product  # (a, b, out, mode, stream): one tile product
 
     def failing(*args, **kwargs):
         calls.append(1)
@@ -261,7 +266,7 @@ def test_a_failure_mid_product_leaves_nothing_behind(monkeypatch):
             raise gm.OutOfMemoryError("injected", "test")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(oc, "_product", failing)
+    monkeypatch.setattr(pipeline, "_product", failing)
     with pytest.raises(gm.OutOfMemoryError, match="injected"):
         gm.matmul(a, b, memory_limit=1 << 20, devices=[0])
     monkeypatch.undo()

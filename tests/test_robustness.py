@@ -12,7 +12,8 @@ import pytest
 
 import gpumat as gm
 from gpumat import memory
-from gpumat.matmul import Launch, choose_algorithm, launch_config
+from gpumat.matmul import MatmulPlan, Target, plan_problem
+from gpumat.matmul.problem import Problem, aligned
 from support import FAKE_DEVICE, fake_matrix, random
 
 gpu = pytest.mark.gpu
@@ -231,9 +232,14 @@ def test_memory_info_and_limit():
 def test_auto_plans_for_the_gpu_it_runs_on():
     dev = gm.device()
     for m, n, k in [(4096, 4096, 4096), (2137, 108, 1055), (256, 256, 65536), (64, 64, 64)]:
-        chosen = choose_algorithm(m, n, k)
-        launch: Launch = launch_config(m, n, k, "auto", dev.sm_count, dev.max_smem_optin)
-        assert launch.variant.kernel.name == f"matmul_{chosen.replace('sgemm', 'sgemm_')}"
+        with gm.Matrix.empty(m, k) as A, gm.Matrix.empty(k, n) as B:
+            p: MatmulPlan = gm.matmul_plan(A, B)
+            ok = [aligned(x.elements, x.stride, x.itemsize) for x in (A, B)]
+        assert p.target == Target.of(dev) and (p.target.arch, p.target.sm_count) == (dev.arch, dev.sm_count)
+        assert p.target.max_smem == dev.max_smem_optin
+        assert p == plan_problem(Problem(m, n, k, "f32", "f32", "float32", *ok), Target.of(dev))
+        assert p.kernel is p.variant.kernels[("f32", "f32")] and p.smem <= dev.max_smem_optin
+        assert p.kernel.name == f"matmul_{p.algorithm.replace('sgemm', 'sgemm_')}"
 
 
 @gpu

@@ -1,0 +1,226 @@
+"""The GEMM engine's planner without a GPU: for every dtype and precision mode, on GPUs of four kinds
+(Targets by hand), over shapes from 1 to tens of thousands, the plan exists, runs on the GPU, computes
+the problem's dtypes at its mode, its grid covers C once, its split of K is sound, its scratch is what
+the split needs, and it is cached. Named variants: their own plan where they run, a ValueError where
+they do not (float32's TF32 names run exact FP32 there instead). And the public matmul_plan / plan=."""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import gpumat as gm
+from gpumat.matmul import MatmulPlan, VARIANTS
+from gpumat.matmul.planner import best_split, candidates, computes, forced, model, plan, unavailable
+from gpumat.matmul.problem import Problem, Target, aligned
+from gpumat.matmul.variants import REDUCE, accumulator
+from gpumat.runtime import geometry
+from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
+
+# (input, output, mode, operands aligned): every kind of problem the engine takes
+KINDS = {
+    "f32": ("f32", "f32", "float32", True), "f32-unaligned": ("f32", "f32", "float32", False),
+    "tf32": ("f32", "f32", "tf32", True), "tf32-unaligned": ("f32", "f32", "tf32", False),
+    "tf32x3": ("f32", "f32", "tf32x3", True), "tf32x3-unaligned": ("f32", "f32", "tf32x3", False),
+    "f16": ("f16", "f16", "native", True), "f16-unaligned": ("f16", "f16", "native", False),
+    "f16-f32out": ("f16", "f32", "native", True),
+    "bf16": ("bf16", "bf16", "native", True), "bf16-unaligned": ("bf16", "bf16", "native", False),
+    "bf16-f32out": ("bf16", "f32", "native", True),
+    "f64": ("f64", "f64", "native", True), "f64-unaligned": ("f64", "f64", "native", False),
+}
+ITEMSIZE = {"f32": 4, "f64": 8}
+TILES = (16, 32, 64, 128, 256)
+TALL = (65535 * 16 + 37, 65535 * 128 + 77)  # more row tiles than gridDim.y holds: the grid-stride loop
+SIDES = st.one_of(dims(30000, TILES), st.sampled_from(TALL))
+DEPTHS = dims(60000, (*TILES, 1024))
+
+
+def problem(kind: str, m: int, n: int, k: int) -> Problem:
+    dtype, out, mode, ok = KINDS[kind]
+    return Problem(m, n, k, dtype, out, mode, ok, ok)
+
+
+def degraded(p: Problem, t: Target) -> bool:
+    """A float32 TF32 mode with no tensor-core kernel on this GPU: runs exact FP32."""
+    return p.mode in ("tf32", "tf32x3") and not candidates(p, t, 1)
+
+
+@lru_cache(maxsize=None)
+def rows_covered_once(grid_y: int, row_tiles: int) -> bool:
+    """The kernels' grid-stride loop over row tiles visits each exactly once (memoized: tall shapes repeat)."""
+    return sorted(geometry.row_tiles_visited(grid_y, row_tiles)) == list(range(row_tiles))
+
+
+def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") -> None:
+    """Everything a plan must satisfy, whoever chose its variant."""
+    v, (m, n, k) = q.variant, (p.m, p.n, p.k)
+    assert q.target == t
+    # it runs here and computes these dtypes at the problem's mode (exact FP32 for a degraded TF32 mode)
+    assert unavailable(v, t) is None, (v.name, unavailable(v, t))
+    mode = "float32" if p.mode in ("tf32", "tf32x3") and computes(v, p.dtype) == "float32" else p.mode
+    assert computes(v, p.dtype) == mode and q.problem == replace(p, mode=mode)
+    assert (p.dtype, p.out_dtype) in v.kernels
+    # K: one chunk, or splits on the variant's alignment, each with work, together covering K
+    assert 1 <= q.splits <= v.max_splits
+    if q.splits == 1:
+        assert q.k_chunk == k and q.reduce is None and q.scratch_bytes == 0
+    else:
+        assert v.splits_k
+        assert q.k_chunk % v.k_align == 0 and q.k_chunk >= v.min_k_chunk
+        assert geometry.cdiv(k, q.k_chunk) == q.splits and (q.splits - 1) * q.k_chunk < k <= q.splits * q.k_chunk
+        acc = accumulator(p.dtype)
+        assert q.reduce is REDUCE[(acc, p.out_dtype)]
+        assert q.scratch_bytes == q.splits * m * n * ITEMSIZE[acc]
+        assert q.reduce_grid == geometry.splitk_reduce_grid(m, n, t.sm_count)
+    acc_or_out = accumulator(p.dtype) if q.splits > 1 else p.out_dtype
+    assert q.kernel is v.kernels[(p.dtype, acc_or_out)]
+    # the grid covers C once
+    gx, gy, gz = q.grid
+    assert q.grid == v.grid(m, n, q.splits, t.sm_count)
+    tile_m, tile_n = v.tile
+    if v.persistent:  # one block a slot; blocks walk the work items
+        works = geometry.cdiv(m, tile_m) * geometry.cdiv(n, tile_n) * q.splits
+        assert 1 <= gx <= works and gx <= t.sm_count * v.blocks_per_sm and (gy, gz) == (1, 1)
+    else:
+        assert gz == q.splits and 1 <= gy <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X
+        assert gx * tile_n >= n > (gx - 1) * tile_n
+        assert rows_covered_once(gy, geometry.cdiv(m, tile_m))
+    # copies only for a TMA variant, of the operands the copy engine cannot read in place
+    assert (q.copy_a, q.copy_b) == (v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned)
+    assert q.seconds == model(v, q.problem, t, q.splits, q.k_chunk) > 0
+    # cached: the same plan object, and an equal plan from equal arguments
+    assert plan(replace(p), replace(t), algorithm) == q
+
+
+@pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
+@pytest.mark.parametrize("kind", list(KINDS))
+@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS)
+def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k):
+    t, p = TARGETS[target], problem(kind, m, n, k)
+    q = plan(p, t)
+    assert plan(p, t) is q
+    check_plan(q, p, t)
+    exact = replace(p, mode="float32")
+    tier1 = candidates(exact if degraded(p, t) else p, t, 1)
+    # auto's variant: a candidate of tier 1 where any runs (else the fallback), of least modelled time
+    pool = tier1 or candidates(p, t, 2)
+    assert q.variant in pool
+    assert q.seconds <= min(best_split(v, q.problem, t)[0] for v in pool)
+    assert q.seconds == best_split(q.variant, q.problem, t)[0]
+    if degraded(p, t):
+        assert "exact FP32" in q.reason
+
+
+@pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
+@pytest.mark.parametrize("kind", list(KINDS))
+@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS)
+def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, target, m, n, k):
+    t, p = TARGETS[target], problem(kind, m, n, k)
+    for name, v in VARIANTS.items():
+        if (p.dtype, p.out_dtype) not in v.kernels:
+            with pytest.raises(ValueError, match="has no kernel"):
+                plan(p, t, name)
+            continue
+        if p.dtype == "f32" and computes(v, "f32") != p.mode:
+            continue  # a named float32 kernel runs at its own mode: the API sets the problem's mode from it
+        why = unavailable(v, t)
+        if why is None:
+            q = plan(p, t, name)
+            assert q.variant is v and q.algorithm == name
+            check_plan(q, p, t, name)
+            assert (q.seconds, q.splits, q.k_chunk) == best_split(v, p, t)
+        elif p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):
+            q = plan(p, t, name)  # the tensor-core modes degrade to exact FP32, and say why
+            assert q.variant.mode == "float32" and name in q.reason and why in q.reason
+            check_plan(q, p, t, name)
+        else:
+            with pytest.raises(ValueError, match="cannot run on this GPU"):
+                plan(p, t, name)
+
+
+@given(m=dims(3000, TILES), n=dims(3000, TILES), k=dims(20000, TILES), splits=st.integers(1, 200),
+       chunk=st.integers(1, 25000))
+def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
+    p = problem("f32", m, n, k)
+    if splits > 1 and geometry.cdiv(k, chunk) > splits:
+        with pytest.raises(ValueError, match="do not cover"):
+            forced(p, H100, "sgemm128x128", splits, chunk)
+        return
+    q = forced(p, H100, "sgemm128x128", splits, chunk)
+    assert (q.algorithm, q.splits, q.k_chunk) == ("sgemm128x128", splits, chunk if splits > 1 else k)
+    assert q.grid == VARIANTS["sgemm128x128"].grid(m, n, splits, H100.sm_count) and q.splits * q.k_chunk >= k
+    assert q.scratch_bytes == (splits * m * n * 4 if splits > 1 else 0)
+    assert (q.reduce is None) == (splits == 1)
+
+
+def test_kernels_that_do_not_split_k_refuse_a_split():
+    p = problem("f32", 256, 256, 4096)
+    for name, v in VARIANTS.items():
+        if ("f32", "f32") in v.kernels and not v.splits_k:
+            with pytest.raises(ValueError, match="does not split K"):
+                forced(p, H100, name, 2, 2048)
+            assert forced(p, H100, name, 1, 4096).splits == 1
+    with pytest.raises(ValueError, match="does not split K"):
+        gm.matmul_plan(fake_matrix(256, 4096), fake_matrix(4096, 256, ptr=0x7F0010000000), algorithm="naive",
+                       splits=2)
+    with pytest.raises(ValueError, match="positive integers"):
+        forced(p, H100, "sgemm64x64", 0, 128)
+
+
+def test_the_printed_plan_names_the_kernel_the_split_and_the_reason():
+    for p, name in [(Problem(256, 256, 65536, "f32", "f32", "float32"), "auto"),
+                    (Problem(4096, 4096, 4096, "f16", "f16", "native", False, True), "wgmma128x256"),
+                    (Problem(64, 64, 64, "f64", "f64", "native"), "dmma128x64")]:
+        q = plan(p, H100, name)
+        text = str(q)
+        assert q.kernel.name in text and q.algorithm in text and q.reason in text and p.describe() in text
+        if q.splits > 1:
+            assert f"{q.splits} splits of {q.k_chunk}" in text and q.reduce.name in text
+        else:
+            assert "split-K    none" in text
+        if q.copy_a or q.copy_b:
+            assert f"({q.copy_bytes} bytes)" in text
+    assert plan(Problem(256, 256, 65536, "f32", "f32", "float32"), H100).splits > 1
+
+
+# ---- the public face, with fake operands (nothing is launched) ----
+
+def test_matmul_plan_is_the_planners_plan_for_these_operands():
+    a = fake_matrix(300, 500, stride=501)  # rows of 2004 bytes: not 16-byte aligned
+    b = fake_matrix(500, 200, ptr=0x7F0010000000)
+    c = fake_matrix(300, 200, ptr=0x7F0020000000)
+    ok = [aligned(x.elements, x.stride, x.itemsize) for x in (a, b)]
+    assert ok == [False, True]
+    for precision in ("float32", "tf32", "tf32x3"):
+        q = gm.matmul_plan(a, b, out=c, precision=precision)
+        assert isinstance(q, MatmulPlan)
+        assert q == plan(Problem(300, 200, 500, "f32", "f32", precision, *ok), Target.of(FAKE_DEVICE))
+    forced_plan = gm.matmul_plan(a, b, algorithm="sgemm64x64", splits=3)
+    assert (forced_plan.algorithm, forced_plan.splits) == ("sgemm64x64", 3)
+    assert forced_plan.k_chunk % forced_plan.variant.k_align == 0 and 2 * forced_plan.k_chunk < 500
+    with pytest.raises(ValueError, match="k_chunk= needs splits="):
+        gm.matmul_plan(a, b, k_chunk=64)
+    h = fake_matrix(64, 64, dtype=np.float16), fake_matrix(64, 64, ptr=0x7F0010000000, dtype=np.float16)
+    with pytest.raises(ValueError, match="precision"):
+        gm.matmul_plan(*h, precision="tf32")
+
+
+def test_a_plan_for_other_operands_is_refused_before_any_launch():
+    a, b = fake_matrix(300, 500), fake_matrix(500, 200, ptr=0x7F0010000000)
+    c = fake_matrix(300, 200, ptr=0x7F0020000000)
+    q = gm.matmul_plan(a, b, out=c)
+    b2 = fake_matrix(500, 201, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="the plan is for"):
+        gm.matmul(a, b2, out=fake_matrix(300, 201, ptr=0x7F0020000000), plan=q)
+    with pytest.raises(TypeError, match="plan= takes a plan"):
+        gm.matmul(a, b, out=c, plan=(q.algorithm, q.splits, q.k_chunk))
+    h = (fake_matrix(128, 64, stride=72, dtype=np.float16), fake_matrix(64, 128, ptr=0x7F0010000000, dtype=np.float16))
+    odd = fake_matrix(128, 64, stride=72, ptr=0x7F0030000002, dtype=np.float16)  # not 16-byte aligned
+    tma = gm.matmul_plan(*h, out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16),
+                         algorithm="wgmma128x256")
+    assert not (tma.copy_a or tma.copy_b)  # this plan reads A in place: an unaligned A cannot take it
+    with pytest.raises(ValueError, match="the plan is for"):
+        gm.matmul(odd, h[1], out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16), plan=tma)
