@@ -147,8 +147,7 @@ __device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_o
 // in group order and rounds once to Out. Eight warps read at once where one thread an output would
 // walk all the partials alone (64 float32 partials of 256 x 256 on the H100: 11.9 us, 13.0 with one
 // thread an output; both well under the device copy rate, not yet understood).
-// Launch: block (256,1,1), a grid-stride loop over strips of 32 outputs (splitk_reduce_grid in
-// src/gpumat/_geometry.py).
+// The entry points, one an accumulator and output dtype, and their launch: matmul_splitk.cu.
 template <class Acc, class Out>
 __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, Out* __restrict__ C, int M, int N,
                                               long long ldc, int splits)

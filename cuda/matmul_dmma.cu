@@ -2,10 +2,10 @@
 // C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
 // offsets. Same signature and split-K contract as matmul_tc.cu: block z multiplies over
 // k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
-// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f64); a plain run has
-// gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop:
-// gridDim.y is capped at 65535). blockDim must be (Cfg::THREADS, 1, 1); dynamic shared memory
-// Cfg::SMEM_BYTES (the entry points below say how much).
+// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f64_f64 in matmul_splitk.cu); a
+// plain run has gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a
+// grid-stride loop: gridDim.y is capped at 65535). blockDim must be (Cfg::THREADS, 1, 1); dynamic
+// shared memory Cfg::SMEM_BYTES (the entry points below say how much).
 //
 // Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
 // dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
@@ -410,10 +410,3 @@ GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16_f64, Narrow, 2)
 GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16pipe_f64, BigPipe, 1)
 
 GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16pipe_f64, NarrowPipe, 2)
-
-// Split-K's second pass (gpumat::splitk_reduce): C = the partial products added in a fixed order.
-extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f64(
-    const double* __restrict__ partial, double* __restrict__ C, int M, int N, long long ldc, int splits)
-{
-    gpumat::splitk_reduce<double, double>(partial, C, M, N, ldc, splits);
-}

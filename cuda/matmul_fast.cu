@@ -3,10 +3,11 @@
 //
 // Every GEMM entry point shares one signature and one split-K contract: block z = s multiplies over
 // k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to C + s*M*ldc, so a
-// split-K caller passes a scratch buffer (ldc = N) and then runs matmul_splitk_reduce; a plain run
-// uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles; blockIdx.y walks M tiles in a
-// grid-stride loop because gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the
-// kernels whose shared memory passes 48 KB take it as dynamic shared memory (see their entry points).
+// split-K caller passes a scratch buffer (ldc = N) and then runs matmul_splitk_reduce_f32_f32
+// (matmul_splitk.cu); a plain run uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles;
+// blockIdx.y walks M tiles in a grid-stride loop because gridDim.y is capped at 65535. blockDim must
+// be (THREADS, 1, 1); the kernels whose shared memory passes 48 KB take it as dynamic shared memory
+// (see their entry points).
 //
 // Technique (same for every tile shape, see Tile below):
 //  * each thread owns TM x 8 outputs of C in registers (TM = 8 or 16), as (TM / 4) x 2 sub-blocks of
@@ -477,11 +478,4 @@ extern "C" __global__ void __launch_bounds__(Tile64x64::THREADS, 6) matmul_sgemm
     int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
 {
     gemm_entry<Tile64x64>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
-
-// Split-K's second pass (gpumat::splitk_reduce): C = the partial products added in a fixed order.
-extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce(
-    const float* __restrict__ partial, float* __restrict__ C, int M, int N, long long ldc, int splits)
-{
-    gpumat::splitk_reduce<float, float>(partial, C, M, N, ldc, splits);
 }

@@ -2,9 +2,10 @@
 // C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
 // offsets. Same signature and split-K contract as matmul_fast.cu: block z multiplies over
 // k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
-// caller passes scratch with ldc = N, then runs matmul_splitk_reduce); a plain run has gridDim.z = 1
-// and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop: gridDim.y is
-// capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory SMEM_BYTES (below).
+// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f32_f32 in matmul_splitk.cu); a
+// plain run has gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a
+// grid-stride loop: gridDim.y is capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory
+// SMEM_BYTES (below).
 //
 // Two ways of using the TF32 units, chosen by a template parameter:
 //  * TF32: one pass. Each operand is rounded to TF32 (11 significant bits, to nearest), so the

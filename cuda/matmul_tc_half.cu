@@ -6,9 +6,9 @@
 //
 // Split-K contract (as matmul_fast.cu / matmul_tc.cu): block z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; a split-K
-// caller runs the _f32out entry into float32 scratch (ldc = N) and then matmul_splitk_reduce_<dtype>,
-// which adds the partial sums in a fixed order (deterministic, no atomics). A plain run has
-// gridDim.z = 1 and k_chunk = K.
+// caller runs the _f32out entry into float32 scratch (ldc = N) and then
+// matmul_splitk_reduce_f32_<dtype> (matmul_splitk.cu), which adds the partial sums in a fixed order
+// (deterministic, no atomics). A plain run has gridDim.z = 1 and k_chunk = K.
 //
 // Tile and data flow:
 //  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
@@ -347,17 +347,3 @@ GPUMAT_MMA_HALF(matmul_mma128x128_f16, __half, __half)
 GPUMAT_MMA_HALF(matmul_mma128x128_f16_f32out, __half, float)
 GPUMAT_MMA_HALF(matmul_mma128x128_bf16, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_MMA_HALF(matmul_mma128x128_bf16_f32out, __nv_bfloat16, float)
-
-// Split-K's second pass into a 16-bit C (gpumat::splitk_reduce): the float32 partials added in a fixed
-// order, rounded once to the output dtype.
-extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_f16(
-    const float* __restrict__ partial, __half* __restrict__ C, int M, int N, long long ldc, int splits)
-{
-    gpumat::splitk_reduce<float, __half>(partial, C, M, N, ldc, splits);
-}
-
-extern "C" __global__ void __launch_bounds__(256) matmul_splitk_reduce_bf16(
-    const float* __restrict__ partial, __nv_bfloat16* __restrict__ C, int M, int N, long long ldc, int splits)
-{
-    gpumat::splitk_reduce<float, __nv_bfloat16>(partial, C, M, N, ldc, splits);
-}

@@ -1,0 +1,25 @@
+// Split-K's second pass for every matmul module: a split-K run writes `splits` partial products of
+// M x N (row stride N, one after the other) into scratch, and one of these kernels adds them into C
+// (row stride ldc), in an order fixed by `splits` alone (deterministic, no atomics).
+//
+// Technique (gpumat::splitk_reduce in gpumat.cuh): the splits are cut into at most 8 groups of
+// consecutive ones; warp g of a block adds group g for 32 consecutive outputs, in split order, and warp 0
+// then adds the group sums in group order and rounds once to the output dtype.
+// Launch: block (256,1,1), a grid-stride loop over strips of 32 outputs; the grid is computed by
+// splitk_reduce_grid in src/gpumat/runtime/geometry.py.
+#include "gpumat.cuh"
+
+// matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits)
+#define GPUMAT_SPLITK_REDUCE(NAME, ACC, OUT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
+        const ACC* __restrict__ partial, OUT* __restrict__ C, int M, int N, long long ldc, int splits)        \
+    {                                                                                                         \
+        gpumat::splitk_reduce<ACC, OUT>(partial, C, M, N, ldc, splits);                                       \
+    }
+
+// float32 partials (matmul_fast.cu, matmul_tc.cu, and the _f32out entries of matmul_tc_half.cu and
+// matmul_wgmma_half.cu) into float32, float16 or bfloat16; float64 partials (matmul_dmma.cu) into float64.
+GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_f32, float, float)
+GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_f16, float, __half)
+GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_bf16, float, __nv_bfloat16)
+GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f64_f64, double, double)
