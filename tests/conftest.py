@@ -9,8 +9,12 @@ from hypothesis import HealthCheck, settings
 import gpumat as gm
 
 # GPU examples are slow to generate relative to hypothesis' defaults; keep the draw count modest and fixed.
-settings.register_profile("gpumat", max_examples=int(os.environ.get("GPUMAT_EXAMPLES", "40")), deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "gpumat",
+    max_examples=int(os.environ.get("GPUMAT_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 settings.load_profile("gpumat")
 
 HAS_GPU = gm.is_available()

@@ -1,4 +1,5 @@
 """Test helpers: random data, float64 references, poisoned outputs, fake device buffers for CPU tests."""
+
 from __future__ import annotations
 
 import threading
@@ -7,7 +8,6 @@ import numpy as np
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat import memory
 from gpumat.matmul.problem import Target
 from gpumat.matmul.variants import REDUCE, VARIANTS
 from gpumat.matrix import Matrix
@@ -56,9 +56,9 @@ def strided_view(host: np.ndarray, pad_left: int = 1, pad_right: int = 2):
     """Upload host inside a wider random matrix and return (parent, view of host's place): odd offsets and strides."""
     h, w = host.shape
     parent = random((h, w + pad_left + pad_right))
-    parent[:, pad_left:pad_left + w] = host
+    parent[:, pad_left : pad_left + w] = host
     big = gm.Matrix.from_numpy(parent)
-    return big, big[:, pad_left:pad_left + w]
+    return big, big[:, pad_left : pad_left + w]
 
 
 class FakeDevice:
@@ -81,6 +81,7 @@ class FakeDevice:
         matmul engine cached for the old one (its Target, the plans of its launch path, which that path
         keys by device ordinal) must not be used for the new one."""
         from gpumat.matmul import api
+
         self._arch = value
         self.scratch.clear()
         api._PLANS.clear()
@@ -106,16 +107,20 @@ class FakeBuffer:
         raise AssertionError("a CPU test reached the point of using device memory")
 
 
-def fake_matrix(height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000,
-                dtype=np.float32) -> Matrix:
+def fake_matrix(
+    height: int, width: int, stride: int | None = None, ptr: int = 0x7F0000000000, dtype=np.float32
+) -> Matrix:
     from gpumat import _dtypes
-    return Matrix._wrap(FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False,
-                        dtype=_dtypes.as_dtype(dtype))
+
+    return Matrix._wrap(
+        FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False, dtype=_dtypes.as_dtype(dtype)
+    )
 
 
 # The matmul engine's planner is pure: CPU tests plan for these GPUs by hand (gpumat.matmul.problem.Target).
-ALL_MODULES = frozenset({k.module for v in VARIANTS.values() for k in v.kernels.values()}
-                        | {k.module for k in REDUCE.values()})
+ALL_MODULES = frozenset(
+    {k.module for v in VARIANTS.values() for k in v.kernels.values()} | {k.module for k in REDUCE.values()}
+)
 H100 = Target(90, 132, 227 * 1024, ALL_MODULES)
 A100 = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})  # a build without sm_90: no sm_90a module
 SM86 = Target(86, 84, 99 * 1024, ALL_MODULES)
@@ -139,8 +144,8 @@ def check_view_product(algorithm: str, m: int, n: int, k: int, pads, tolerance: 
     around = pc.to_numpy()
     gm.matmul(A, B, out=C, algorithm=algorithm)
     got = pc.to_numpy()
-    assert product_error(got[:, pads[4]:pads[4] + n], a, b) < tolerance
-    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    assert product_error(got[:, pads[4] : pads[4] + n], a, b) < tolerance
+    got[:, pads[4] : pads[4] + n] = around[:, pads[4] : pads[4] + n]
     np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
     for x in (pa, pb, pc):
         x.free()

@@ -1,11 +1,11 @@
 """`python -m gpumat`: one clear line and a non-zero exit without a GPU; a full report with one."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

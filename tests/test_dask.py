@@ -1,4 +1,5 @@
 """gpumat.dask: dask.array products with each block product on a worker's GPU (skipped without dask)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +7,10 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 
+from support import product_error  # noqa: E402
+
 import gpumat as gm  # noqa: E402
 from gpumat import dask as gmd  # noqa: E402
-from support import product_error  # noqa: E402
 
 
 def host_product(x, y):
@@ -42,8 +44,12 @@ def test_many_k_blocks_through_every_reduction_level(monkeypatch, dtype):
     """CPU: 9 K blocks with split_every=2 go through the combine step (nested lists) before the
     aggregate; float16 partial products are summed in float32 and rounded once at the end."""
     import dask
-    monkeypatch.setattr(gmd, "_gpu_product", lambda x, y: (x.astype(np.float64) @ y.astype(np.float64)).astype(
-        np.float32 if dtype == np.float16 else dtype))
+
+    monkeypatch.setattr(
+        gmd,
+        "_gpu_product",
+        lambda x, y: (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32 if dtype == np.float16 else dtype),
+    )
     rng = np.random.default_rng(5)
     a, b = rng.uniform(-1, 1, (24, 90)).astype(dtype), rng.uniform(-1, 1, (90, 17)).astype(dtype)
     with dask.config.set(split_every=2):
@@ -72,12 +78,17 @@ def test_argument_checks():
 def test_workers_are_bound_to_gpus_by_name(monkeypatch):
     distributed = pytest.importorskip("distributed")
     import gpumat.runtime.devices as drv
+
     monkeypatch.setattr(drv, "device_count", lambda: 2)
-    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         workers = client.scheduler_info()["workers"]
-        seen = {info["name"]: client.submit(gmd._worker_device, workers=[address], pure=False).result()
-                for address, info in workers.items()}
+        seen = {
+            info["name"]: client.submit(gmd._worker_device, workers=[address], pure=False).result()
+            for address, info in workers.items()
+        }
     assert seen == {0: 0, 1: 1, 2: 0}  # workers 0, 1, 2 on GPUs 0, 1, 0
     assert gmd._worker_device() is None  # outside a worker: the current GPU
 
@@ -87,7 +98,11 @@ def test_on_the_gpu_with_a_local_cluster():
     distributed = pytest.importorskip("distributed")
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (700, 500)).astype(np.float32), rng.uniform(-1, 1, (500, 300)).astype(np.float32)
-    with distributed.LocalCluster(n_workers=gm.device_count(), threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+    with (
+        distributed.LocalCluster(
+            n_workers=gm.device_count(), threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
         got = gmd.matmul(da.from_array(a, chunks=(256, 128)), da.from_array(b, chunks=(128, 128))).compute()
     assert product_error(got, a, b) < 1e-5

@@ -1,14 +1,16 @@
 """Devices, streams and events; host transfers (pinned and staged); copies between GPUs."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import FAKE_DEVICE, product_error, random
 
 import gpumat as gm
 from gpumat import memory
 from gpumat.runtime import streams
-from support import FAKE_DEVICE, product_error, random
 
 gpu = pytest.mark.gpu
 two_gpus = pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (runs on the two-GPU machine)")
@@ -44,9 +46,13 @@ def test_stream_arguments_resolve_to_handles():
 
 def test_operations_refuse_bad_streams_before_any_gpu_call():
     from support import fake_matrix
+
     a, b = fake_matrix(4, 4), fake_matrix(4, 4, ptr=0x7F8000000000)
-    for op in (lambda s: gm.matmul(a, b, stream=s), lambda s: gm.transpose(a, stream=s),
-               lambda s: gm.dot(a, b, stream=s)):
+    for op in (
+        lambda s: gm.matmul(a, b, stream=s),
+        lambda s: gm.transpose(a, stream=s),
+        lambda s: gm.dot(a, b, stream=s),
+    ):
         with pytest.raises(TypeError, match="stream must be"):
             op("not a stream")
 
@@ -132,6 +138,7 @@ def test_every_operation_on_a_non_default_stream():
         assert np.array_equal(gm.transpose(A, stream=s).to_numpy(stream=s), a.T)
         assert abs(gm.dot(A, A, stream=s) - float((a.astype(np.float64) ** 2).sum())) < 1e-9 * a.size
         from gpumat.sparse import CSRMatrix
+
         S = CSRMatrix.from_dense(np.where(a > 0.5, a, 0))
         D = gm.spmm(S, B, stream=s)
         ref = np.where(a > 0.5, a, 0).astype(np.float64) @ b
@@ -224,8 +231,12 @@ def test_a_matrix_made_on_one_stream_is_ordered_before_use_on_another():
 # GPU: host transfers
 # -------------------------------------------------------------------------------------------------
 @gpu
-@given(rows=st.integers(1, 700), cols=st.sampled_from([1, 3, 64, 1000, 2**21 + 3]), pad=st.integers(0, 5),
-       pinned=st.booleans())
+@given(
+    rows=st.integers(1, 700),
+    cols=st.sampled_from([1, 3, 64, 1000, 2**21 + 3]),
+    pad=st.integers(0, 5),
+    pinned=st.booleans(),
+)
 def test_uploads_and_downloads_are_exact_at_every_size(rows, cols, pad, pinned):
     if rows * cols > 2**24:
         rows = max(2**24 // cols, 1)
@@ -240,7 +251,7 @@ def test_uploads_and_downloads_are_exact_at_every_size(rows, cols, pad, pinned):
         assert np.array_equal(out, host)
         # a view with an odd offset and stride, both ways
         with gm.Matrix.zeros(rows + 1, cols + pad + 1) as P:
-            V = P[1:, 1:cols + 1]
+            V = P[1:, 1 : cols + 1]
             assert V.shape == host.shape
             view_data = gm.Matrix.from_numpy(host)
             gm.transpose(gm.transpose(view_data), out=V)

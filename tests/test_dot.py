@@ -1,5 +1,6 @@
 """Dot product: argument checks, grid and the kernels' index walks on the CPU; accuracy, determinism,
 views and special values on the GPU."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,11 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import dims, fake_matrix, random, strided_view
 
 import gpumat as gm
 from gpumat import memory
 from gpumat.runtime import kernels
-from support import dims, fake_matrix, random, strided_view
 
 D = importlib.import_module("gpumat.dot")  # the module (gpumat.dot may name the function)
 
@@ -38,7 +39,7 @@ def test_declarations_match_ptx():
 def test_grid_blocks(n, sm_count):
     blocks = D.grid_blocks(n, sm_count)
     assert 1 <= blocks <= min(D.MAX_BLOCKS, D.BLOCKS_PER_SM * sm_count)
-    assert blocks == D.grid_blocks(n, sm_count)        # a pure function of n and the GPU: deterministic
+    assert blocks == D.grid_blocks(n, sm_count)  # a pure function of n and the GPU: deterministic
     per_block = D.THREADS * D.ELEMENTS_PER_THREAD["f32"]
     assert n > (blocks - 1) * per_block, "more blocks than the elements need"
 
@@ -105,8 +106,12 @@ def model_strided(rows: int, cols: int, nthreads: int) -> Counter:
     return seen
 
 
-@given(n=st.integers(1, 3000), nthreads=st.sampled_from([1, 3, 32, 64, 256, 512]),
-       ox=st.integers(0, 7), oy=st.integers(0, 7))
+@given(
+    n=st.integers(1, 3000),
+    nthreads=st.sampled_from([1, 3, 32, 64, 256, 512]),
+    ox=st.integers(0, 7),
+    oy=st.integers(0, 7),
+)
 def test_flat_walk_reads_every_element_once(n, nthreads, ox, oy):
     base = 0x7F0000000000
     seen = model_flat(n, nthreads, base + 4 * ox, base + 1024 + 4 * oy)
@@ -125,6 +130,7 @@ class FakeScratch:
 
     def __init__(self):
         import threading
+
         self.lock = threading.Lock()
 
     def fetch(self, stream):
@@ -174,7 +180,7 @@ def test_argument_errors_before_any_gpu_call(launches, monkeypatch):
 def test_contiguous_goes_flat(launches):
     x, y = fake_matrix(1024, 1024), fake_matrix(1024, 1024, ptr=0x7F1000000000)
     assert D.dot(x, y) == 42.0
-    (name, grid, block, args), = launches
+    ((name, grid, block, args),) = launches
     assert name == "dot_flat_f32" and block == (D.THREADS, 1, 1) and grid == (D.grid_blocks(2**20, 132), 1, 1)
     assert args == (x.elements, y.elements, 2**20, FakeScratch.dev)
 
@@ -188,7 +194,7 @@ def test_one_row_view_goes_flat(launches):
 def test_views_go_strided(launches):
     x, y = fake_matrix(30, 40, stride=41), fake_matrix(30, 40, ptr=0x7F1000000000)
     D.dot(x, y)
-    (name, grid, block, args), = launches
+    ((name, grid, block, args),) = launches
     assert name == "dot_strided_f32" and grid == (D.grid_blocks(1200, 132), 1, 1)
     assert args == (x.elements, y.elements, 30, 40, 41, 40, FakeScratch.dev)
 
@@ -221,15 +227,18 @@ def test_contiguous_against_float64(rows, cols):
 
 @pytest.mark.gpu
 @settings(max_examples=25)
-@given(rows=dims(700), cols=dims(700),
-       pads=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)))
+@given(
+    rows=dims(700),
+    cols=dims(700),
+    pads=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
+)
 def test_views_against_float64(rows, cols, pads):
     x, y = random((rows, cols)), random((rows, cols))
     px, vx = strided_view(x, pads[0], pads[1] + 1)
     py, vy = strided_view(y, pads[2], pads[3])
     try:
         assert_close(D.dot(vx, vy), x, y)
-        with gm.Matrix.from_numpy(y) as dy:      # a view with a contiguous partner
+        with gm.Matrix.from_numpy(y) as dy:  # a view with a contiguous partner
             assert_close(D.dot(vx, dy), x, y)
             assert_close(D.dot(dy, vx), y, x)
     finally:
@@ -247,9 +256,9 @@ def test_row_slices_any_alignment(cols, rx, ry):
     hx, hy = random((rows + 8, cols)), random((rows + 8, cols))
     with gm.Matrix.from_numpy(hx) as px, gm.Matrix.from_numpy(hy) as py:
         for h in (1, 2, 3, 4, 5, rows):
-            vx, vy = px[rx:rx + h, :], py[ry:ry + h, :]
+            vx, vy = px[rx : rx + h, :], py[ry : ry + h, :]
             assert D.is_flat(vx) and D.is_flat(vy)
-            assert_close(D.dot(vx, vy), hx[rx:rx + h], hy[ry:ry + h])
+            assert_close(D.dot(vx, vy), hx[rx : rx + h], hy[ry : ry + h])
 
 
 @pytest.mark.gpu
@@ -259,7 +268,7 @@ def test_deterministic_over_20_runs(shape):
     with gm.Matrix.from_numpy(x) as dx, gm.Matrix.from_numpy(y) as dy:
         first = D.dot(dx, dy)
         assert all(bits(D.dot(dx, dy)) == bits(first) for _ in range(19))
-        if shape[1] > 2:                               # the strided kernel too
+        if shape[1] > 2:  # the strided kernel too
             vx, vy = dx[:, 1:], dy[:, 1:]
             first = D.dot(vx, vy)
             assert all(bits(D.dot(vx, vy)) == bits(first) for _ in range(19))
@@ -271,32 +280,34 @@ def test_deterministic_over_20_runs(shape):
 def test_accuracy_at_2_28_elements():
     n = 2**14
     g = np.random.default_rng()
-    x = g.random((n, n), dtype=np.float32) + np.float32(0.5)   # all positive: the relative error is meaningful
+    x = g.random((n, n), dtype=np.float32) + np.float32(0.5)  # all positive: the relative error is meaningful
     y = g.random((n, n), dtype=np.float32) + np.float32(0.5)
     ref = 0.0
     for r0 in range(0, n, 1024):
-        ref += float(np.dot(x[r0:r0 + 1024].astype(np.float64).ravel(), y[r0:r0 + 1024].astype(np.float64).ravel()))
+        ref += float(np.dot(x[r0 : r0 + 1024].astype(np.float64).ravel(), y[r0 : r0 + 1024].astype(np.float64).ravel()))
     with gm.Matrix.from_numpy(x) as dx, gm.Matrix.from_numpy(y) as dy:
         del x, y
         got = D.dot(dx, dy)
         again = D.dot(dx, dy)
     assert bits(got) == bits(again)
     rel = abs(got - ref) / ref
-    assert rel < 1e-9, rel       # float32 accumulation would sit near 1e-4 .. 1e-7 here
+    assert rel < 1e-9, rel  # float32 accumulation would sit near 1e-4 .. 1e-7 here
 
 
 @pytest.mark.gpu
 def test_closed_form_seed_example():
-    n = 1024                                           # seed 003: a[i] = i, b[i] = 2 -> N (N - 1)
-    with gm.Matrix.from_numpy(np.arange(n, dtype=np.float32)) as a, \
-            gm.Matrix.from_numpy(np.full(n, 2, np.float32)) as b:
+    n = 1024  # seed 003: a[i] = i, b[i] = 2 -> N (N - 1)
+    with (
+        gm.Matrix.from_numpy(np.arange(n, dtype=np.float32)) as a,
+        gm.Matrix.from_numpy(np.full(n, 2, np.float32)) as b,
+    ):
         assert D.dot(a, b) == n * (n - 1)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (1, 5), (33, 77), (1000, 1000)])
 def test_nan_and_inf_propagate(shape):
-    x, y = random(shape), random(shape) + np.float32(2.0)     # y > 0 everywhere
+    x, y = random(shape), random(shape) + np.float32(2.0)  # y > 0 everywhere
     where = (shape[0] // 2, shape[1] - 1)
     for value, check in [(np.nan, np.isnan), (np.inf, lambda v: v == np.inf), (-np.inf, lambda v: v == -np.inf)]:
         xx = x.copy()
@@ -305,7 +316,7 @@ def test_nan_and_inf_propagate(shape):
             assert check(D.dot(dx, dy)), value
             if shape[1] > 1:
                 assert check(D.dot(dx[:, 1:], dy[:, 1:])), value
-    if x.size > 1:                                   # inf + (-inf) -> nan
+    if x.size > 1:  # inf + (-inf) -> nan
         xx = x.copy()
         xx.flat[0], xx.flat[-1] = np.inf, -np.inf
         with gm.Matrix.from_numpy(xx) as dx, gm.Matrix.from_numpy(y) as dy:

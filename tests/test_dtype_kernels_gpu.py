@@ -6,6 +6,7 @@ four dtypes), so a kernel that reads outside its operand or misses an output ele
 and conversions are checked bit for bit; arithmetic against float64 with bounds from the dtype's unit
 roundoff and K.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,7 +19,7 @@ from cuda.bindings import driver
 from gpumat import memory, sparse
 from gpumat._dtypes import SUFFIXES
 from gpumat.runtime import check, device
-from gpumat.runtime.geometry import cdiv, tiled_grid
+from gpumat.runtime.geometry import cdiv
 
 pytestmark = pytest.mark.gpu
 
@@ -40,7 +41,7 @@ def to_bits(x, dt: str) -> np.ndarray:
             return x.astype(np.float32).view(np.uint32)
         if dt == "f16":
             return x.astype(np.float16).view(np.uint16)
-        m, e = np.frexp(np.where(np.isfinite(x), x, 0.0))       # bfloat16: 8 significant bits
+        m, e = np.frexp(np.where(np.isfinite(x), x, 0.0))  # bfloat16: 8 significant bits
         r = np.ldexp(np.rint(m * 256.0) / 256.0, e)
         r = np.where(np.isfinite(x), r, x).astype(np.float32)
         bits = (r.view(np.uint32) >> 16).astype(np.uint16)
@@ -109,18 +110,40 @@ def random_values(shape, dt: str, spread: int = 0) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- transpose
 T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose names the function)
-TR_SHAPES = [(1, 1), (1, 37), (37, 1), (63, 65), (129, 130), (300, 7), (7, 300), (1000, 64), (64, 1000),
-             (517, 127), (517, 126), (2, 2049), (257, 3), (33, 2), (1, 2), (4099, 2), (3, 4099), (4100, 3),
-             (3, 4100), (20000, 17), (17, 20000), (1, 5000), (5000, 1)]
+TR_SHAPES = [
+    (1, 1),
+    (1, 37),
+    (37, 1),
+    (63, 65),
+    (129, 130),
+    (300, 7),
+    (7, 300),
+    (1000, 64),
+    (64, 1000),
+    (517, 127),
+    (517, 126),
+    (2, 2049),
+    (257, 3),
+    (33, 2),
+    (1, 2),
+    (4099, 2),
+    (3, 4099),
+    (4100, 3),
+    (3, 4100),
+    (20000, 17),
+    (17, 20000),
+    (1, 5000),
+    (5000, 1),
+]
 
 
 # (A offset, A stride, B offset, B stride) in elements, for a rows x cols A
 LAYOUTS = {
     "contiguous": lambda r, c: (0, c, 0, r),
-    "view": lambda r, c: (3, c + 3, 1, r + 5),                                 # odd offsets and strides
-    "even": lambda r, c: (2, c + 4 - c % 2, 4, r + 6 - r % 2),                # 4-byte aligned, even strides
-    "a_flat": lambda r, c: (8, c, 2, r + 6 - r % 2),                          # A contiguous from 16 bytes on
-    "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),                          # B contiguous from 16 bytes on
+    "view": lambda r, c: (3, c + 3, 1, r + 5),  # odd offsets and strides
+    "even": lambda r, c: (2, c + 4 - c % 2, 4, r + 6 - r % 2),  # 4-byte aligned, even strides
+    "a_flat": lambda r, c: (8, c, 2, r + 6 - r % 2),  # A contiguous from 16 bytes on
+    "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),  # B contiguous from 16 bytes on
 }
 
 
@@ -146,7 +169,7 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     a_off, lda, b_off, ldb = LAYOUTS[layout](rows, cols)
     a, b = Operand(bits, dt, rows, cols, off=a_off, ld=lda), Operand(None, dt, cols, rows, off=b_off, ld=ldb)
     try:
-        if isinstance(v, T.NarrowVariant):   # the buffers are 256-byte aligned: the contract holds
+        if isinstance(v, T.NarrowVariant):  # the buffers are 256-byte aligned: the contract holds
             assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
         v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld)
         got, whole = b.download()
@@ -182,10 +205,18 @@ def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
 
 
 @pytest.mark.parametrize("dt", SUFFIXES)
-@pytest.mark.parametrize("shape,offs,flat", [((1, 1), (0, 0), True), ((1, 1001), (1, 1), True),
-                                             ((1, 1001), (0, 3), True), ((257, 129), (0, 0), True),
-                                             ((1024, 1024), (2, 2), True), ((257, 129), (1, 2), False),
-                                             ((3, 5000), (3, 0), False)])
+@pytest.mark.parametrize(
+    "shape,offs,flat",
+    [
+        ((1, 1), (0, 0), True),
+        ((1, 1001), (1, 1), True),
+        ((1, 1001), (0, 3), True),
+        ((257, 129), (0, 0), True),
+        ((1024, 1024), (2, 2), True),
+        ((257, 129), (1, 2), False),
+        ((3, 5000), (3, 0), False),
+    ],
+)
 def test_dot(dt, shape, offs, flat, scratch):
     rows, cols = shape
     xv, yv = random_values(shape, dt, 4), random_values(shape, dt, 4)
@@ -255,7 +286,9 @@ def test_matmul(v, dt, out_dt, mnk, layout):
     bound = 1.01 * k * acc_unit * (np.abs(av) @ np.abs(bv)) + UNIT[out_dt] * np.abs(ref) + 1e-300
     err = np.abs(got - ref)
     assert np.all(np.isfinite(got)), "unwritten (NaN) elements of C"
-    assert np.all(err <= bound), f"max error {err.max()} over bound at {np.unravel_index(np.argmax(err - bound), err.shape)}"
+    assert np.all(err <= bound), (
+        f"max error {err.max()} over bound at {np.unravel_index(np.argmax(err - bound), err.shape)}"
+    )
 
 
 # ------------------------------------------------------------------------------------------- CSR x dense
@@ -264,9 +297,9 @@ SP = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also t
 
 def csr(rows, k, max_nnz):
     lengths = rng.integers(0, max_nnz + 1, size=rows)
-    lengths[rng.integers(0, rows)] = 3 * max_nnz   # one long row
+    lengths[rng.integers(0, rows)] = 3 * max_nnz  # one long row
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    indices = rng.integers(0, k, size=int(indptr[-1])).astype(np.int32)   # repeats allowed
+    indices = rng.integers(0, k, size=int(indptr[-1])).astype(np.int32)  # repeats allowed
     return indptr, indices
 
 
@@ -280,8 +313,12 @@ def schedule(indptr, split):
                 chunk_row.append(r)
                 chunk_start.append(s)
             chunk_ptr.append(len(chunk_row))
-    return (np.array(chunk_row, np.int32), np.array(chunk_start, np.int64), np.array(long_rows, np.int32),
-            np.array(chunk_ptr, np.int32))
+    return (
+        np.array(chunk_row, np.int32),
+        np.array(chunk_start, np.int64),
+        np.array(long_rows, np.int32),
+        np.array(chunk_ptr, np.int32),
+    )
 
 
 def upload_raw(arr: np.ndarray) -> int:
@@ -292,8 +329,21 @@ def upload_raw(arr: np.ndarray) -> int:
 
 @pytest.mark.parametrize("dt", sparse.VALUE_SUFFIXES)
 @pytest.mark.parametrize("n", [1, 5, 8, 33, 130])
-@pytest.mark.parametrize("kind", ["scalar", "vector2", "vector8", "vector32", "tile8_v4", "tile32_v4", "tile128_v4",
-                                  "tile8_v1", "tile32_v1", "to_dense"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "scalar",
+        "vector2",
+        "vector8",
+        "vector32",
+        "tile8_v4",
+        "tile32_v4",
+        "tile128_v4",
+        "tile8_v1",
+        "tile32_v1",
+        "to_dense",
+    ],
+)
 def test_csr(dt, n, kind):
     rows, k, split = 37, 50, 8
     indptr, indices = csr(rows, k, 12)
@@ -302,8 +352,14 @@ def test_csr(dt, n, kind):
     v4 = kind.endswith("_v4")
     if kind == "to_dense":
         n = k
-    b = Operand(to_bits(bv, dt), dt, k, bv.shape[1], off=0 if v4 else 1,
-                ld=cdiv(bv.shape[1], 4) * 4 + 4 if v4 else bv.shape[1] + 3)
+    b = Operand(
+        to_bits(bv, dt),
+        dt,
+        k,
+        bv.shape[1],
+        off=0 if v4 else 1,
+        ld=cdiv(bv.shape[1], 4) * 4 + 4 if v4 else bv.shape[1] + 3,
+    )
     c = Operand(None, dt, rows, n, off=0 if v4 else 3, ld=(cdiv(n, 4) * 4 + 4) if v4 else n + 1)
     chunk_row, chunk_start, long_rows, chunk_ptr = schedule(indptr, split)
     n_chunks, n_long = len(chunk_row), len(long_rows)
@@ -313,12 +369,14 @@ def test_csr(dt, n, kind):
     partial = memory.alloc(max(n_chunks * ldp * SIZE[dt], 16))
     try:
         if kind == "scalar":
-            SP.SCALAR_BY_DTYPE[dt]((cdiv(rows, 256), n, 1), (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr,
-                                   rows, n, b.ld, c.ld)
+            SP.SCALAR_BY_DTYPE[dt](
+                (cdiv(rows, 256), n, 1), (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr, rows, n, b.ld, c.ld
+            )
         elif kind == "to_dense":
             check(driver.cuMemsetD8(c.base, 0, c.nbytes), "cuMemsetD8")
-            sparse.TO_DENSE_BY_DTYPE[dt]((cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr,
-                                         rows, c.ld)
+            sparse.TO_DENSE_BY_DTYPE[dt](
+                (cdiv(rows, 256), 1, 1), (256, 1, 1), p_indptr, p_indices, p_data, c.ptr, rows, c.ld
+            )
         else:
             if kind.startswith("vector"):
                 lanes = int(kind[6:])
@@ -331,11 +389,31 @@ def test_csr(dt, n, kind):
                 chunk_blocks = cdiv(n_chunks, groups)
                 grid = (chunk_blocks + cdiv(rows, groups), cdiv(n, tile), 1)
                 kern, extra = SP.TILE_KERNELS_BY_DTYPE[dt][(tile, vec)], ()
-            kern(grid, (256, 1, 1), p_indptr, p_indices, p_data, b.ptr, c.ptr, partial, p_crow, p_cstart, rows, n,
-                 b.ld, c.ld, ldp, split, n_chunks, chunk_blocks, *extra)
+            kern(
+                grid,
+                (256, 1, 1),
+                p_indptr,
+                p_indices,
+                p_data,
+                b.ptr,
+                c.ptr,
+                partial,
+                p_crow,
+                p_cstart,
+                rows,
+                n,
+                b.ld,
+                c.ld,
+                ldp,
+                split,
+                n_chunks,
+                chunk_blocks,
+                *extra,
+            )
             if n_long:
-                SP.REDUCE_BY_DTYPE[dt]((cdiv(n, 32), cdiv(n_long, 8), 1), (32, 8, 1), partial, p_long, p_cptr, c.ptr,
-                                       n_long, n, ldp, c.ld)
+                SP.REDUCE_BY_DTYPE[dt](
+                    (cdiv(n, 32), cdiv(n_long, 8), 1), (32, 8, 1), partial, p_long, p_cptr, c.ptr, n_long, n, ldp, c.ld
+                )
         got_bits, whole = c.download()
         assert c.padding_untouched(whole) or kind == "to_dense", "wrote outside C"
     finally:
@@ -357,9 +435,31 @@ def test_csr(dt, n, kind):
 
 # ------------------------------------------------------------------------------------------- astype
 CV = importlib.import_module("gpumat.convert")
-SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, 65504.0, 65519.99, 65520.0, 3.4e38, 3.5e38,
-            1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 1 + 2.0**-24, 1 + 3 * 2.0**-24,
-            1 + 2.0**-24 + 2.0**-40, 2.0**-24, 3 * 2.0**-26, 1.0 / 3]
+SPECIALS = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1e300,
+    -1e300,
+    1e-300,
+    65504.0,
+    65519.99,
+    65520.0,
+    3.4e38,
+    3.5e38,
+    1 + 2.0**-11,
+    1 + 3 * 2.0**-11,
+    1 + 2.0**-8,
+    1 + 3 * 2.0**-8,
+    1 + 2.0**-24,
+    1 + 3 * 2.0**-24,
+    1 + 2.0**-24 + 2.0**-40,
+    2.0**-24,
+    3 * 2.0**-26,
+    1.0 / 3,
+]
 
 
 @pytest.mark.parametrize("pair", list(CV.CONVERT_KERNELS))

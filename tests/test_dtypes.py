@@ -1,15 +1,17 @@
 """Every operation in every dtype through the Matrix API: float32, float64, float16, bfloat16."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import dims, fake_matrix, poisoned, product_error
 
 import gpumat as gm
 from gpumat import _dtypes
 from gpumat.matmul import VARIANTS, Target, algorithms
 from gpumat.matmul.planner import unavailable
-from support import dims, fake_matrix, poisoned, product_error
 
 gpu = pytest.mark.gpu
 ml_dtypes = pytest.importorskip("ml_dtypes")  # the host side of bfloat16 (installed on the GPU machine)
@@ -36,8 +38,11 @@ def test_mixed_dtypes_are_type_errors_naming_both(other):
     a = fake_matrix(4, 4)
     b = fake_matrix(4, 4, ptr=0x7F8000000000, dtype=other)
     name = _dtypes.name(_dtypes.as_dtype(other))
-    for call in (lambda: gm.matmul(a, b), lambda: gm.dot(a, b),
-                 lambda: gm.transpose(a, out=fake_matrix(4, 4, ptr=0x7F9000000000, dtype=other))):
+    for call in (
+        lambda: gm.matmul(a, b),
+        lambda: gm.dot(a, b),
+        lambda: gm.transpose(a, out=fake_matrix(4, 4, ptr=0x7F9000000000, dtype=other)),
+    ):
         with pytest.raises(TypeError, match=f"float32.*{name}"):
             call()
 
@@ -65,8 +70,8 @@ def test_round_trip_is_bit_exact_views_included(dt, h, w, pad):
     with gm.Matrix.from_numpy(host) as m:
         assert m.dtype == dt and m.itemsize == dt.itemsize and m.nbytes == h * (w + pad + 1) * dt.itemsize
         assert m.to_numpy().tobytes() == host.tobytes()
-        view = m[:, 1:w + 1]
-        assert view.to_numpy().tobytes() == np.ascontiguousarray(host[:, 1:w + 1]).tobytes()
+        view = m[:, 1 : w + 1]
+        assert view.to_numpy().tobytes() == np.ascontiguousarray(host[:, 1 : w + 1]).tobytes()
     with gm.Matrix.zeros(h, w, dtype=dt) as z:
         assert z.dtype == dt and not exact(z.to_numpy()).any()
 
@@ -81,7 +86,9 @@ def test_astype_rounds_to_nearest_and_keeps_specials(src, dst):
         got = c.to_numpy()
         assert c.dtype == dst
         ref = host.astype(np.float32).astype(dst) if (src == np.float64 and dst == BF16) else host.astype(dst)
-        same = (got.view(np.uint8) == ref.view(np.uint8)).all() or np.array_equal(exact(got), exact(ref), equal_nan=True)
+        same = (got.view(np.uint8) == ref.view(np.uint8)).all() or np.array_equal(
+            exact(got), exact(ref), equal_nan=True
+        )
         if src == np.float64 and dst == BF16:  # numpy's route may round twice; one unit in the last place apart
             with np.errstate(invalid="ignore"):
                 close = (exact(got) == exact(ref)) | (np.abs(exact(got) - exact(ref)) <= np.abs(exact(ref)) * 2**-7)
@@ -106,8 +113,9 @@ def test_transpose_moves_the_bits_in_every_dtype(dt, rows, cols, pad):
 
 @gpu
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
-@pytest.mark.parametrize("shape", [(1 << 16, 3), (1 << 14, 40), (70000, 64), (5, 1 << 16), (31, 50000), (1, 999),
-                                   (999, 1)])
+@pytest.mark.parametrize(
+    "shape", [(1 << 16, 3), (1 << 14, 40), (70000, 64), (5, 1 << 16), (31, 50000), (1, 999), (999, 1)]
+)
 def test_narrow_transposes(dt, shape):
     host = data(shape, dt)
     with gm.Matrix.from_numpy(host) as a, gm.transpose(a) as t:
@@ -154,7 +162,8 @@ def test_matmul_is_deterministic_and_takes_views(dt):
         first = (A @ B).to_numpy()
         assert (A @ B).to_numpy().tobytes() == first.tobytes()
         assert product_error(exact(first), exact(a), exact(b)) < {"f32": 1e-5, "f64": 1e-13}.get(
-            _dtypes.suffix(dt), 3 * EPS[_dtypes.suffix(dt)])
+            _dtypes.suffix(dt), 3 * EPS[_dtypes.suffix(dt)]
+        )
 
 
 @gpu
@@ -168,8 +177,10 @@ def test_dot_accumulates_in_double_in_every_dtype(dt, rows, cols, strided):
         if strided:
             X, Y = X[:, :cols], Y[:, :cols]
         else:
-            X, Y = gm.Matrix.from_numpy(np.ascontiguousarray(x[:, :cols])), gm.Matrix.from_numpy(
-                np.ascontiguousarray(y[:, :cols]))
+            X, Y = (
+                gm.Matrix.from_numpy(np.ascontiguousarray(x[:, :cols])),
+                gm.Matrix.from_numpy(np.ascontiguousarray(y[:, :cols])),
+            )
         got = gm.dot(X, Y)
         assert abs(got - ref) <= 1e-12 * scale + 1e-300
         assert gm.dot(X, Y) == got  # the same bits again
@@ -201,9 +212,14 @@ def test_interop_carries_every_dtype(dt):
     assert m.dtype == dt and m.elements == t.data_ptr()
     back = torch.from_dlpack(m)
     assert back.dtype == tdt and back.data_ptr() == t.data_ptr()
-    assert m.to_numpy().tobytes() == t.cpu().contiguous().view(torch.int16 if dt.itemsize == 2 else
-                                                               (torch.int32 if dt.itemsize == 4 else torch.int64)
-                                                               ).numpy().tobytes()
+    assert (
+        m.to_numpy().tobytes()
+        == t.cpu()
+        .contiguous()
+        .view(torch.int16 if dt.itemsize == 2 else (torch.int32 if dt.itemsize == 4 else torch.int64))
+        .numpy()
+        .tobytes()
+    )
     cai = m.__cuda_array_interface__
     assert cai["typestr"] == ("<V2" if dt == BF16 else dt.str)
 

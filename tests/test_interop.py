@@ -1,14 +1,15 @@
 """Zero-copy exchange with CuPy, PyTorch and JAX: the CUDA array interface and DLPack, both ways."""
+
 from __future__ import annotations
 
 import gc
 
 import numpy as np
 import pytest
+from support import fake_matrix, product_error, random
 
 import gpumat as gm
 from gpumat import _interop
-from support import fake_matrix, product_error, random
 
 gpu = pytest.mark.gpu
 
@@ -63,8 +64,8 @@ def test_layouts_accepted_without_a_copy():
     assert _interop._row_major((5,), (1,)) == (1, 5, 5)
     assert _interop._row_major((1, 4), (1, 1)) == (1, 4, 4)
     assert _interop._row_major((3, 1), (7, 3)) == (3, 1, 7)
-    assert _interop._row_major((3, 4), (1, 3)) is None          # column-major
-    assert _interop._row_major((3, 4), (8, 2)) is None          # every other column
+    assert _interop._row_major((3, 4), (1, 3)) is None  # column-major
+    assert _interop._row_major((3, 4), (8, 2)) is None  # every other column
     assert _interop._column_major((3, 4), (1, 3)) == 3
     with pytest.raises(ValueError, match="1-D or 2-D"):
         _interop._row_major((2, 2, 2), None)
@@ -179,6 +180,7 @@ def test_cupy_stream_order_is_respected_on_import():
 def test_jax_both_ways():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
+
     x = jnp.arange(12 * 7, dtype=jnp.float32).reshape(12, 7)
     m = gm.from_dlpack(x)
     assert np.array_equal(m.to_numpy(), np.asarray(x))

@@ -1,4 +1,5 @@
 """The kernel build, checked without a GPU: declarations match the PTX, and ptxas reports no spills."""
+
 import importlib
 
 import pytest
@@ -46,8 +47,10 @@ def test_every_declared_kernel_exists_with_the_same_parameter_types(manifest, en
         module, info = entries[name]
         assert module == kernel.module, f"{name} lives in {module}.cu, declared as {kernel.module}"
         expected = [kernels.PTX_TYPES[c] for c in kernel.signature]
-        actual = [t.replace("s32", "u32").replace("b32", "u32").replace("b64", "u64").replace("s64", "u64")
-                  for t in info["params"]]
+        actual = [
+            t.replace("s32", "u32").replace("b32", "u32").replace("b64", "u64").replace("s64", "u64")
+            for t in info["params"]
+        ]
         assert actual == expected, f"{name}: PTX takes {info['params']}, Python packs {kernel.signature}"
 
 
@@ -59,8 +62,10 @@ def test_every_exported_kernel_is_used(entries):
 def test_no_spills_or_stack_on_sm90(manifest, entries):
     if "90" not in manifest["archs"]:
         pytest.skip(f"kernels were built without sm_90 (ARCHS={' '.join(manifest['archs'])})")
-    hopper = {name: next(info["resources"][k] for k in ("sm_90", "sm_90a") if k in info["resources"])
-              for name, (module, info) in entries.items()}
+    hopper = {
+        name: next(info["resources"][k] for k in ("sm_90", "sm_90a") if k in info["resources"])
+        for name, (module, info) in entries.items()
+    }
     spills = {name: r for name, r in hopper.items() if r["spill_stores"] or r["spill_loads"] or r["stack"]}
     assert not spills, f"built with {compiler(manifest)}, these kernels spill on sm_90: {spills}"
     for name, r in hopper.items():
@@ -79,6 +84,7 @@ def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifes
     from gpumat.matmul.planner import plan, unavailable
     from gpumat.matmul.problem import Problem, Target, built_modules
     from gpumat.matmul.variants import VARIANTS
+
     hopper = Target(90, 132, 227 * 1024, built_modules())
     wgmma = VARIANTS["wgmma128x256"]
     assert {k.module for k in wgmma.kernels.values()} == {"matmul_wgmma_half"}
@@ -106,7 +112,7 @@ def test_tensor_map_parameters_are_packed_on_64_bytes():
         assert base % 64 == 0
         assert [p - base for p in k._ptrs] == [0, 128, 256, 264, 268, 272, 280, 288]
         k._pack(k._buf, k._base, bytes(range(128)), bytes(128), 1, 2, 3, 4, 5, 6)
-        assert k._buf.raw[k._base:k._base + 128] == bytes(range(128))
+        assert k._buf.raw[k._base : k._base + 128] == bytes(range(128))
     finally:
         del kernels.DECLARED["test_packing_probe_tma"]
 
@@ -126,6 +132,7 @@ def test_arch_marker_and_struct_parameters_are_parsed():
     parameter reads as b8[size]."""
     import importlib.util
     from pathlib import Path
+
     path = Path(__file__).resolve().parents[1] / "build_ptx.py"
     spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
     build = importlib.util.module_from_spec(spec)
@@ -135,6 +142,8 @@ def test_arch_marker_and_struct_parameters_are_parsed():
     assert build.module_archs(marked, ["80", "86"]) == ([], True)
     assert build.module_archs("// no marker\n", ["80", "90"]) == (["80", "90"], False)
     assert build.gencode_flags(["90a"], ptx=False) == ["-gencode=arch=compute_90a,code=sm_90a"]
-    ptx = (".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128],\n\t.param .u64 k_param_1,\n"
-           "\t.param .u32 k_param_2\n)\n")
+    ptx = (
+        ".visible .entry k(\n\t.param .align 64 .b8 k_param_0[128],\n\t.param .u64 k_param_1,\n"
+        "\t.param .u32 k_param_2\n)\n"
+    )
     assert build.parse_entries(ptx) == {"k": ["b8[128]", "u64", "u32"]}

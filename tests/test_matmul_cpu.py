@@ -1,6 +1,9 @@
 """matmul without a GPU: argument checks happen before any device call; launch geometry covers C."""
+
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import ALL_MODULES, fake_matrix
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS
@@ -8,7 +11,6 @@ from gpumat.matmul.api import _check
 from gpumat.matmul.planner import plan
 from gpumat.matmul.problem import Problem, Target
 from gpumat.runtime import geometry
-from support import ALL_MODULES, fake_matrix
 
 SGEMM = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the fast exact FP32 kernels
 

@@ -12,12 +12,15 @@ References and bounds:
     six orders of magnitude.
 CPU tests check the variant choice, the launch geometry, the split plans and the build report.
 """
+
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import ALL_MODULES, H100, dims, fake_matrix, poison, poisoned
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS, algorithms
@@ -25,7 +28,6 @@ from gpumat.matmul.planner import plan
 from gpumat.matmul.problem import Problem, Target
 from gpumat.matmul.variants import REDUCE
 from gpumat.runtime import geometry
-from support import ALL_MODULES, H100, dims, fake_matrix, poison, poisoned
 
 DMMA = {name: v for name, v in VARIANTS.items() if ("f64", "f64") in v.kernels and v.min_arch >= 80}
 NAMES = list(DMMA)
@@ -72,6 +74,7 @@ def integers(shape, top=1024):
 
 # ---- without a GPU ----
 
+
 def test_float64_lists_the_tensor_core_variants_and_keeps_the_others():
     names = algorithms("f64")
     assert set(NAMES) <= set(names) and {"auto", "simt64x64", "naive", "tiled16"} <= set(names)
@@ -90,11 +93,17 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
         warps_m, warps_n, mt, bk, stages = (int(x) for x in args.split(",")[:5])
         bm, bn = warps_m * mt * 16, warps_n * 32
         sizes[name] = (bm, bn, warps_m * warps_n * 32, stages * (bm * (bk + 4) + bk * (bn + 4)) * 8)
-    by_kernel = {"dmma128x128k16": "Big", "dmma128x128k32": "BigK32", "dmma64x128k16": "Half", "dmma128x64k16": "Narrow",
-                 "dmma128x128k16pipe": "BigPipe", "dmma128x64k16pipe": "NarrowPipe"}
+    by_kernel = {
+        "dmma128x128k16": "Big",
+        "dmma128x128k32": "BigK32",
+        "dmma64x128k16": "Half",
+        "dmma128x64k16": "Narrow",
+        "dmma128x128k16pipe": "BigPipe",
+        "dmma128x64k16pipe": "NarrowPipe",
+    }
     for name, v in DMMA.items():
         kernel = v.kernels[("f64", "f64")]
-        cfg = by_kernel[kernel.name[len("matmul_"):-len("_f64")]]
+        cfg = by_kernel[kernel.name[len("matmul_") : -len("_f64")]]
         bm, bn, threads, smem = sizes[cfg]
         assert v.tile == (bm, bn) and v.smem == smem and v.block == (threads, 1, 1), name
         assert kernel.dynamic_smem == smem, name
@@ -103,9 +112,9 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
 
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
     for shape in [(1, 1, 1), (4096, 4096, 4096), (256, 256, 65536)]:
-        assert auto_dmma(*shape, 75, 40, 64 * 1024) is None      # Turing
-        assert auto_dmma(*shape, 86, 84, 99 * 1024) is None      # FP64 at 1/64 rate: the SIMT kernel
-        assert auto_dmma(*shape, 90, 132, 64 * 1024) is None     # too little shared memory a block
+        assert auto_dmma(*shape, 75, 40, 64 * 1024) is None  # Turing
+        assert auto_dmma(*shape, 86, 84, 99 * 1024) is None  # FP64 at 1/64 rate: the SIMT kernel
+        assert auto_dmma(*shape, 90, 132, 64 * 1024) is None  # too little shared memory a block
         assert auto_dmma(*shape, 80, 108, 163 * 1024).algorithm in AUTO
         assert auto_dmma(*shape, *H100_FACTS).algorithm in AUTO
     with pytest.raises(ValueError, match="sm_80 or newer"):
@@ -140,6 +149,7 @@ def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
 
 def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
     from gpumat.runtime import kernels
+
     try:
         modules = kernels.manifest()["modules"]
     except FileNotFoundError:
@@ -157,14 +167,18 @@ def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
 
 # ---- on the GPU ----
 
+
 @pytest.fixture(autouse=True)
 def _fp64_tensor_cores(request):
     """GPU tests need a GPU whose FP64 tensor cores every variant can use (sm_80+, 208 KiB a block)."""
     if "gpu" in request.keywords:
         dev = gm.device()
         if dev.arch < MIN_ARCH or dev.max_smem_optin < max(v.smem for v in DMMA.values()):
-            pytest.skip(f"sm_{dev.arch} with {dev.max_smem_optin} bytes of shared memory a block cannot run every "
-                        "FP64 tensor-core variant")
+            pytest.skip(
+                f"sm_{dev.arch} with {dev.max_smem_optin} bytes of shared memory a block cannot run every "
+                "FP64 tensor-core variant"
+            )
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES + ["auto"])
@@ -191,9 +205,9 @@ def test_random_doubles_within_the_fp64_bound(algorithm, m, n, k):
 def _view(host, left, right):
     h, w = host.shape
     parent = rng.standard_normal((h, w + left + right))
-    parent[:, left:left + w] = host
+    parent[:, left : left + w] = host
     big = gm.Matrix.from_numpy(parent)
-    return big, big[:, left:left + w]
+    return big, big[:, left : left + w]
 
 
 def _check_views(algorithm, m, n, k, pads):
@@ -203,8 +217,8 @@ def _check_views(algorithm, m, n, k, pads):
     around = pc.to_numpy()
     gm.matmul(A, B, out=C, algorithm=algorithm)
     got = pc.to_numpy()
-    np.testing.assert_array_equal(got[:, pads[4]:pads[4] + n], (a.astype(np.int64) @ b.astype(np.int64)))
-    got[:, pads[4]:pads[4] + n] = around[:, pads[4]:pads[4] + n]
+    np.testing.assert_array_equal(got[:, pads[4] : pads[4] + n], (a.astype(np.int64) @ b.astype(np.int64)))
+    got[:, pads[4] : pads[4] + n] = around[:, pads[4] : pads[4] + n]
     np.testing.assert_array_equal(got, around)  # nothing outside the view was written
     for x in (pa, pb, pc):
         x.free()
@@ -226,7 +240,7 @@ def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
 def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k, quads):
     """Starts on 16 bytes and even strides: the 16-byte path, half chunks wherever K or N is odd."""
     pads = []
-    for w, q in zip((k, n, n), quads):
+    for w, q in zip((k, n, n), quads, strict=True):
         pads += [2 * q, (-(w + 2 * q)) % 2 + 2]
     _check_views(algorithm, m, n, k, [pads[0], pads[1], pads[2], pads[3], pads[4], pads[5]])
 
@@ -234,8 +248,14 @@ def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES)
 @settings(max_examples=10)
-@given(m=dims(130, (64, 128)), n=dims(130, (64, 128)), k=st.integers(1, 2000), splits=st.sampled_from([2, 3, 5, 8]),
-       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+@given(
+    m=dims(130, (64, 128)),
+    n=dims(130, (64, 128)),
+    k=st.integers(1, 2000),
+    splits=st.sampled_from([2, 3, 5, 8]),
+    chunk_tiles=st.integers(1, 12),
+    odd_chunk=st.booleans(),
+)
 def test_split_k_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_chunk):
     k_chunk = chunk_tiles * 16 - (3 if odd_chunk else 0)  # odd chunks move every other split to the 8-byte copies
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)

@@ -1,12 +1,14 @@
 """matmul on the GPU: every variant against a float64 reference, on every kind of shape."""
+
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import check_view_product, dims, poisoned, product_error, random, rel_error
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS, algorithms
 from gpumat.matmul.planner import computes
-from support import check_view_product, dims, poisoned, product_error, random, rel_error
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
@@ -51,7 +53,9 @@ def test_nan_and_inf_propagate_like_numpy(algorithm):
 
 def test_empty_shapes_and_zero_k():
     for m, n, k in [(0, 5, 3), (5, 0, 3), (0, 0, 0)]:
-        c = gm.matmul(gm.Matrix.from_numpy(random((m, k)).reshape(m, k)), gm.Matrix.from_numpy(random((k, n)).reshape(k, n)))
+        c = gm.matmul(
+            gm.Matrix.from_numpy(random((m, k)).reshape(m, k)), gm.Matrix.from_numpy(random((k, n)).reshape(k, n))
+        )
         assert c.shape == (m, n)
     c = poisoned(4, 6)
     gm.matmul(gm.Matrix.empty(4, 0), gm.Matrix.empty(0, 6), out=c)
@@ -82,12 +86,20 @@ def test_bad_input_raises_before_launch_and_library_keeps_working():
     with pytest.raises(ValueError, match="overlaps"):
         gm.matmul(S, S[:, :], out=S[:, :])  # out overlaps an input
     a = random((4, 4))
-    np.testing.assert_allclose((gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(a)).to_numpy(), reference(a, a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        (gm.Matrix.from_numpy(a) @ gm.Matrix.from_numpy(a)).to_numpy(), reference(a, a), rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", list(FAST))
-@given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
-       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+@given(
+    m=dims(200),
+    n=dims(200),
+    k=st.integers(1, 3000),
+    splits=st.sampled_from([2, 3, 5, 8]),
+    chunk_tiles=st.integers(1, 12),
+    odd_chunk=st.booleans(),
+)
 def test_split_k_matches_reference_for_any_chunking(name, m, n, k, splits, chunk_tiles, odd_chunk):
     k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks drop A to scalar loads
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)  # at most one split past K, which writes zeros
@@ -121,8 +133,7 @@ def test_fast_kernels_walk_more_row_tiles_than_the_grid_holds(name):
 
 
 @pytest.mark.parametrize("name", list(FAST))
-@given(m=dims(300), n=st.sampled_from([1, 3, 4, 61, 64, 127, 128, 130, 255, 257]), k=dims(300),
-       shift=st.integers(1, 3))
+@given(m=dims(300), n=st.sampled_from([1, 3, 4, 61, 64, 127, 128, 130, 255, 257]), k=dims(300), shift=st.integers(1, 3))
 def test_aligned_and_unaligned_b_give_identical_bits(name, m, n, k, shift):
     """A 16-byte aligned B (base and row stride) takes 16-byte copies, any other view one-float copies:
     the sums are formed in the same order either way, so the results agree bit for bit."""
@@ -131,9 +142,9 @@ def test_aligned_and_unaligned_b_give_identical_bits(name, m, n, k, shift):
     parent = random((k, width + 4))
     parent[:, :n] = b
     odd = random((k, n + shift + 1))
-    odd[:, shift:shift + n] = b
+    odd[:, shift : shift + n] = b
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(parent) as P, gm.Matrix.from_numpy(odd) as Q:
         aligned = gm.matmul(A, P[:, :n], algorithm=name).to_numpy()
-        unaligned = gm.matmul(A, Q[:, shift:shift + n], algorithm=name).to_numpy()
+        unaligned = gm.matmul(A, Q[:, shift : shift + n], algorithm=name).to_numpy()
     np.testing.assert_array_equal(aligned, unaligned)
     assert product_error(aligned, a, b) < TOL

@@ -3,33 +3,41 @@
 the problem's dtypes at its mode, its grid covers C once, its split of K is sound, its scratch is what
 the split needs, and it is cached. Named variants: their own plan where they run, a ValueError where
 they do not (float32's TF32 names run exact FP32 there instead). And the public matmul_plan / plan=."""
+
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 
 import gpumat as gm
-from gpumat.matmul import MatmulPlan, VARIANTS
+from gpumat.matmul import VARIANTS, MatmulPlan
 from gpumat.matmul.planner import best_split, candidates, computes, forced, model, plan, unavailable
 from gpumat.matmul.problem import Problem, Target, aligned
 from gpumat.matmul.variants import REDUCE, accumulator
 from gpumat.runtime import geometry
-from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 
 # (input, output, mode, operands aligned): every kind of problem the engine takes
 KINDS = {
-    "f32": ("f32", "f32", "float32", True), "f32-unaligned": ("f32", "f32", "float32", False),
-    "tf32": ("f32", "f32", "tf32", True), "tf32-unaligned": ("f32", "f32", "tf32", False),
-    "tf32x3": ("f32", "f32", "tf32x3", True), "tf32x3-unaligned": ("f32", "f32", "tf32x3", False),
-    "f16": ("f16", "f16", "native", True), "f16-unaligned": ("f16", "f16", "native", False),
+    "f32": ("f32", "f32", "float32", True),
+    "f32-unaligned": ("f32", "f32", "float32", False),
+    "tf32": ("f32", "f32", "tf32", True),
+    "tf32-unaligned": ("f32", "f32", "tf32", False),
+    "tf32x3": ("f32", "f32", "tf32x3", True),
+    "tf32x3-unaligned": ("f32", "f32", "tf32x3", False),
+    "f16": ("f16", "f16", "native", True),
+    "f16-unaligned": ("f16", "f16", "native", False),
     "f16-f32out": ("f16", "f32", "native", True),
-    "bf16": ("bf16", "bf16", "native", True), "bf16-unaligned": ("bf16", "bf16", "native", False),
+    "bf16": ("bf16", "bf16", "native", True),
+    "bf16-unaligned": ("bf16", "bf16", "native", False),
     "bf16-f32out": ("bf16", "f32", "native", True),
-    "f64": ("f64", "f64", "native", True), "f64-unaligned": ("f64", "f64", "native", False),
+    "f64": ("f64", "f64", "native", True),
+    "f64-unaligned": ("f64", "f64", "native", False),
 }
 ITEMSIZE = {"f32": 4, "f64": 8}
 TILES = (16, 32, 64, 128, 256)
@@ -48,7 +56,7 @@ def degraded(p: Problem, t: Target) -> bool:
     return p.mode in ("tf32", "tf32x3") and not candidates(p, t, 1)
 
 
-@lru_cache(maxsize=None)
+@cache
 def rows_covered_once(grid_y: int, row_tiles: int) -> bool:
     """The kernels' grid-stride loop over row tiles visits each exactly once (memoized: tall shapes repeat)."""
     return sorted(geometry.row_tiles_visited(grid_y, row_tiles)) == list(range(row_tiles))
@@ -141,8 +149,13 @@ def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, t
                 plan(p, t, name)
 
 
-@given(m=dims(3000, TILES), n=dims(3000, TILES), k=dims(20000, TILES), splits=st.integers(1, 200),
-       chunk=st.integers(1, 25000))
+@given(
+    m=dims(3000, TILES),
+    n=dims(3000, TILES),
+    k=dims(20000, TILES),
+    splits=st.integers(1, 200),
+    chunk=st.integers(1, 25000),
+)
 def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
     p = problem("f32", m, n, k)
     if splits > 1 and geometry.cdiv(k, chunk) > splits:
@@ -164,16 +177,17 @@ def test_kernels_that_do_not_split_k_refuse_a_split():
                 forced(p, H100, name, 2, 2048)
             assert forced(p, H100, name, 1, 4096).splits == 1
     with pytest.raises(ValueError, match="does not split K"):
-        gm.matmul_plan(fake_matrix(256, 4096), fake_matrix(4096, 256, ptr=0x7F0010000000), algorithm="naive",
-                       splits=2)
+        gm.matmul_plan(fake_matrix(256, 4096), fake_matrix(4096, 256, ptr=0x7F0010000000), algorithm="naive", splits=2)
     with pytest.raises(ValueError, match="positive integers"):
         forced(p, H100, "sgemm64x64", 0, 128)
 
 
 def test_the_printed_plan_names_the_kernel_the_split_and_the_reason():
-    for p, name in [(Problem(256, 256, 65536, "f32", "f32", "float32"), "auto"),
-                    (Problem(4096, 4096, 4096, "f16", "f16", "native", False, True), "wgmma128x256"),
-                    (Problem(64, 64, 64, "f64", "f64", "native"), "dmma128x64")]:
+    for p, name in [
+        (Problem(256, 256, 65536, "f32", "f32", "float32"), "auto"),
+        (Problem(4096, 4096, 4096, "f16", "f16", "native", False, True), "wgmma128x256"),
+        (Problem(64, 64, 64, "f64", "f64", "native"), "dmma128x64"),
+    ]:
         q = plan(p, H100, name)
         text = str(q)
         assert q.kernel.name in text and q.algorithm in text and q.reason in text and p.describe() in text
@@ -187,6 +201,7 @@ def test_the_printed_plan_names_the_kernel_the_split_and_the_reason():
 
 
 # ---- the public face, with fake operands (nothing is launched) ----
+
 
 def test_matmul_plan_is_the_planners_plan_for_these_operands():
     a = fake_matrix(300, 500, stride=501)  # rows of 2004 bytes: not 16-byte aligned
@@ -219,8 +234,13 @@ def test_a_plan_for_other_operands_is_refused_before_any_launch():
         gm.matmul(a, b, out=c, plan=(q.algorithm, q.splits, q.k_chunk))
     h = (fake_matrix(128, 64, stride=72, dtype=np.float16), fake_matrix(64, 128, ptr=0x7F0010000000, dtype=np.float16))
     odd = fake_matrix(128, 64, stride=72, ptr=0x7F0030000002, dtype=np.float16)  # not 16-byte aligned
-    tma = gm.matmul_plan(*h, out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16),
-                         algorithm="wgmma128x256")
+    tma = gm.matmul_plan(*h, out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16), algorithm="wgmma128x256")
     assert not (tma.copy_a or tma.copy_b)  # this plan reads A in place: an unaligned A cannot take it
     with pytest.raises(ValueError, match="the plan is for"):
         gm.matmul(odd, h[1], out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16), plan=tma)
+
+
+def test_every_row_carries_its_measured_rate_and_blocks_an_sm():
+    """The cost model divides by the rate: a row without its measured figure cannot be planned."""
+    for name, v in VARIANTS.items():
+        assert v.rate > 0 and v.blocks_per_sm >= 1, name

@@ -8,11 +8,25 @@ Error bounds, as ||C - A B||_F / || |A| |B| ||_F (the scale that rounding the op
     so the error is that of the FP32 accumulation: the exact kernels' bound, 1e-5 here. Against the
     exact kernels themselves: within 2x of their relative error for K >= 256 (uniform inputs).
 """
+
 import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import (
+    ALL_MODULES,
+    H100,
+    check_view_product,
+    dims,
+    fake_matrix,
+    poisoned,
+    product_error,
+    random,
+    rel_error,
+    strided_view,
+)
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS
@@ -20,8 +34,6 @@ from gpumat.matmul.api import _mode
 from gpumat.matmul.planner import plan
 from gpumat.matmul.problem import Problem, Target
 from gpumat.runtime import geometry
-from support import (ALL_MODULES, H100, check_view_product, dims, fake_matrix, poisoned, product_error, random,
-                     rel_error, strided_view)
 
 MODES = ("tf32x3", "tf32")
 TC_VARIANTS = {mode: {name: v for name, v in VARIANTS.items() if v.mode == mode} for mode in MODES}  # by precision
@@ -47,6 +59,7 @@ def tolerance(algorithm: str, k: int) -> float:
 
 
 # ---- without a GPU: the precision setting and its argument checks ----
+
 
 @pytest.mark.parametrize("bad", ["fp32", "TF32", "highest", "", None, 3, "tf32x2"])
 def test_bad_precision_names_are_rejected(bad):
@@ -79,7 +92,7 @@ def test_mode_resolution():
     assert matmul_mode("tf32x3_128x128", None) == matmul_mode("tf32x3_128x128", "tf32x3") == "tf32x3"
     with gm.matmul_precision("tf32x3"):
         assert matmul_mode("auto", None) == "tf32x3"
-        assert matmul_mode("auto", "float32") == "float32"   # the call's own argument wins
+        assert matmul_mode("auto", "float32") == "float32"  # the call's own argument wins
         assert matmul_mode("sgemm64x64", None) == "float32"  # a named kernel keeps its precision
     assert matmul_mode("auto", None) == "float32"
 
@@ -146,6 +159,7 @@ def test_tc_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
 
 # ---- on the GPU ----
 
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", TC)
 @given(m=dims(), n=dims(), k=dims())
@@ -182,7 +196,7 @@ def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k
     with partial chunks wherever K or N is not a multiple of 4."""
     a, b = random((m, k)), random((k, n))
     views = []
-    for host, q in zip((a, b, np.full((m, n), np.nan, np.float32)), quads):
+    for host, q in zip((a, b, np.full((m, n), np.nan, np.float32)), quads, strict=True):
         w = host.shape[1]
         views.append(strided_view(host, 4 * q, (-w) % 4 + 4))
     (pa, A), (pb, B), (pc, C) = views
@@ -195,8 +209,14 @@ def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", TC)
-@given(m=dims(200), n=dims(200), k=st.integers(1, 3000), splits=st.sampled_from([2, 3, 5, 8]),
-       chunk_tiles=st.integers(1, 12), odd_chunk=st.booleans())
+@given(
+    m=dims(200),
+    n=dims(200),
+    k=st.integers(1, 3000),
+    splits=st.sampled_from([2, 3, 5, 8]),
+    chunk_tiles=st.integers(1, 12),
+    odd_chunk=st.booleans(),
+)
 def test_split_k_matches_reference_for_any_chunking(algorithm, m, n, k, splits, chunk_tiles, odd_chunk):
     k_chunk = chunk_tiles * 32 - (3 if odd_chunk else 0)  # odd chunks move every split but the first to 4-byte copies
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)

@@ -11,20 +11,22 @@ twice that (K * 2^-23); plus one rounding of C to its dtype, 2^-11 (float16), 2^
 2^-24 (float32) of |A B| <= |A||B|. A kernel that drops or repeats a k tile, a row or a column is off
 by orders of magnitude more.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import ALL_MODULES, FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
 
 import gpumat as gm
 from gpumat.matmul import planner
-from gpumat.matmul.launch import c_map_args, tensor_map_args
+from gpumat.matmul.launcher import c_map_args, tensor_map_args
 from gpumat.matmul.problem import Problem, Target, aligned, built_modules
 from gpumat.matmul.variants import VARIANTS as ROWS
 from gpumat.matmul.variants import algorithms
 from gpumat.runtime import geometry
-from support import ALL_MODULES, FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
 
 DTYPES = ("float16", "bfloat16")
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
@@ -43,11 +45,13 @@ def tolerance(out_dtype: str, k: int) -> float:
 
 # ---- without a GPU ----
 
+
 def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_they_are_cheap():
     def pick(m, n, k, arch, smem, ok, modules=ALL_MODULES, sms=132):
         """auto's kernel; None for the SIMT fallback (no tensor-core kernel runs)."""
         name = half_plan(m, n, k, Target(arch, sms, smem, modules), ok, ok).algorithm
         return None if name == "simt64x64" else name
+
     assert pick(4096, 4096, 4096, 90, 227 * 1024, True) == "wgmma128x256"
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"  # copies: ~3% of the product
     assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x256"
@@ -68,13 +72,14 @@ def test_auto_counts_the_copies_of_unaligned_operands():
         copied = (p.copy_a, p.copy_b)
         assert copied == ((not a_ok, not b_ok) if p.variant.needs_aligned else (False, False))
         return p.algorithm
+
     assert choose(4096, 4096, 4096, True, True) == "wgmma128x256"
     assert choose(4096, 4096, 4096, False, True) == "wgmma128x256"  # a copy of A: a few % of the product
     assert choose(4096, 4096, 512, False, True) == "wgmma128x256"
     assert choose(256, 256, 65536, True, True) == "wgmma128x256"
     assert choose(256, 256, 65536, False, False) == "mma128x128"  # copies far longer than the product
     assert choose(128, 4096, 4096, False, True) == "wgmma128x256"  # only the operand that needs it is copied:
-    assert choose(128, 4096, 4096, True, False) == "mma128x128"    # A is 1/32 of B here
+    assert choose(128, 4096, 4096, True, False) == "mma128x128"  # A is 1/32 of B here
     a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
     b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
     b2 = fake_matrix(64, 64, stride=64, ptr=0x7F0020000000, dtype=np.float16)
@@ -86,8 +91,13 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert in_place.copy_bytes == 0 and not (in_place.copy_a or in_place.copy_b)
 
 
-@given(dims(5000, (64, 128, 256)), dims(5000, (64, 128, 256)), dims(70000, (32, 64, 256, 1024)),
-       st.sampled_from(VARIANTS), st.sampled_from([1, 8, 46, 132]))
+@given(
+    dims(5000, (64, 128, 256)),
+    dims(5000, (64, 128, 256)),
+    dims(70000, (32, 64, 256, 1024)),
+    st.sampled_from(VARIANTS),
+    st.sampled_from([1, 8, 46, 132]),
+)
 def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
     p = half_plan(m, n, k, Target(90, sms, 227 * 1024, ALL_MODULES), algorithm=name)
     splits, k_chunk, v = p.splits, p.k_chunk, ROWS[name]
@@ -107,8 +117,10 @@ def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
 
 def test_skinny_products_split_k_and_square_ones_do_not():
     for name in VARIANTS:
-        split = lambda m, n, k: half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES),  # noqa: E731
-                                          algorithm=name)
+
+        def split(m, n, k, name=name):
+            return half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), algorithm=name)
+
         assert split(256, 256, 65536).splits >= 16
         assert split(2137, 108, 1055).splits > 1
         assert (split(8192, 8192, 8192).splits, split(8192, 8192, 8192).k_chunk) == (1, 8192)
@@ -129,7 +141,9 @@ def test_c_map_arguments():
     assert args["globalDim"] == (3000, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
     assert args["boxDim"] == (64, 64, 1)  # 128 bytes of columns: one swizzle row
     split = c_map_args(0x7F0000000100, rows=100, cols=36, stride=36, layers=5, itemsize=4)
-    assert split["globalDim"] == (36, 100, 5) and split["globalStrides"] == (144, 14400) and split["boxDim"] == (32, 64, 1)
+    assert (
+        split["globalDim"] == (36, 100, 5) and split["globalStrides"] == (144, 14400) and split["boxDim"] == (32, 64, 1)
+    )
     assert c_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, layers=1, itemsize=2) is None
     assert c_map_args(0x7F0000000000, 10, 10, 4097, 1, 2) is None  # plain stores
     assert c_map_args(0x7F0000000004, 10, 16, 16, 1, 4) is None
@@ -169,6 +183,7 @@ def test_named_variants_that_cannot_run_are_refused_before_any_launch(monkeypatc
 
 # ---- on the GPU ----
 
+
 def runnable() -> list[str]:
     target = Target.of(gm.device())
     return [n for n in VARIANTS if planner.unavailable(ROWS[n], target) is None]
@@ -178,9 +193,9 @@ def upload(host: np.ndarray, dtype: str, pad_left: int, pad_right: int):
     """host rounded to dtype inside a wider random matrix (parent, view); the view's exact values as float64."""
     h, w = host.shape
     parent = rng.uniform(-1, 1, (h, w + pad_left + pad_right)).astype(np.float32)
-    parent[:, pad_left:pad_left + w] = host
+    parent[:, pad_left : pad_left + w] = host
     big = gm.Matrix.from_numpy(parent, dtype=dtype)
-    view = big[:, pad_left:pad_left + w]
+    view = big[:, pad_left : pad_left + w]
     return big, view, view.to_numpy(dtype=np.float32).astype(np.float64)
 
 
@@ -201,14 +216,15 @@ def product(name: str, dtype: str, out_dtype: str, m: int, n: int, k: int, pads=
     pb, B, b64 = upload(b, dtype, pads[2], pads[3])
     pc = gm.Matrix.empty(m, n + pads[4] + pads[5], dtype=out_dtype)
     poison(pc)
-    C = pc[:, pads[4]:pads[4] + n]
+    C = pc[:, pads[4] : pads[4] + n]
     before = pc.to_numpy(dtype=np.float32)
     gm.matmul(A, B, out=C, algorithm=name)
     after = pc.to_numpy(dtype=np.float32)
-    got = after[:, pads[4]:pads[4] + n].astype(np.float64)
-    outside = np.concatenate([after[:, :pads[4]], after[:, pads[4] + n:]], axis=1)
-    untouched = np.array_equal(np.isnan(outside), np.isnan(np.concatenate(
-        [before[:, :pads[4]], before[:, pads[4] + n:]], axis=1)))
+    got = after[:, pads[4] : pads[4] + n].astype(np.float64)
+    outside = np.concatenate([after[:, : pads[4]], after[:, pads[4] + n :]], axis=1)
+    untouched = np.array_equal(
+        np.isnan(outside), np.isnan(np.concatenate([before[:, : pads[4]], before[:, pads[4] + n :]], axis=1))
+    )
     err = product_error(got, a64, b64, out_dtype if out_dtype != "bfloat16" else None)
     for x in (pa, pb, pc):
         x.free()
@@ -224,16 +240,21 @@ def test_every_variant_matches_float64(dtype, out_dtype):
     if not names:
         pytest.skip(f"no tensor-core half kernel runs on sm_{gm.device().arch}")
     for name in names:
-        for m, n, k in ((1, 1, 1), (128, 256, 64), (129, 257, 65), (300, 200, 1000), (2137, 108, 1055),
-                        (64, 64, 8192)):
+        for m, n, k in ((1, 1, 1), (128, 256, 64), (129, 257, 65), (300, 200, 1000), (2137, 108, 1055), (64, 64, 8192)):
             err, got, _ = product(name, dtype, out_dtype, m, n, k)
             assert not np.isnan(got).any(), (name, m, n, k)
             assert err < tolerance(out_dtype, k), (name, m, n, k, err)
 
 
 @pytest.mark.gpu
-@given(m=dims(400, (64, 128, 256)), n=dims(600, (64, 128, 256)), k=dims(400, (16, 32, 64)),
-       dtype=st.sampled_from(DTYPES), f32out=st.booleans(), which=st.integers(0, 1))
+@given(
+    m=dims(400, (64, 128, 256)),
+    n=dims(600, (64, 128, 256)),
+    k=dims(400, (16, 32, 64)),
+    dtype=st.sampled_from(DTYPES),
+    f32out=st.booleans(),
+    which=st.integers(0, 1),
+)
 def test_any_shape(m, n, k, dtype, f32out, which):
     names = runnable()
     if not names:
@@ -246,8 +267,14 @@ def test_any_shape(m, n, k, dtype, f32out, which):
 
 
 @pytest.mark.gpu
-@given(m=dims(300, (128,)), n=dims(300, (128, 256)), k=dims(300, (32, 64)), dtype=st.sampled_from(DTYPES),
-       pads=st.tuples(*[st.integers(0, 9)] * 6), f32out=st.booleans())
+@given(
+    m=dims(300, (128,)),
+    n=dims(300, (128, 256)),
+    k=dims(300, (32, 64)),
+    dtype=st.sampled_from(DTYPES),
+    pads=st.tuples(*[st.integers(0, 9)] * 6),
+    f32out=st.booleans(),
+)
 def test_views_at_odd_offsets_and_strides(m, n, k, dtype, pads, f32out):
     """Every variant takes any view: mma128x128 reads it in place (16-byte or element-wise copies), a
     TMA variant from an aligned copy of each operand that needs one; C is written in place."""

@@ -1,14 +1,16 @@
 """Matrix without a GPU: input conversion rules and view arithmetic are host-side and checked here."""
+
 import numpy as np
 import pytest
+from support import fake_matrix
 
 import gpumat as gm
 from gpumat.matrix import as_float32_2d, as_host_2d, overlaps
-from support import fake_matrix
 
 
-@pytest.mark.parametrize("bad", [np.array([1 + 2j]), np.array([True, False]), np.array(["a"]),
-                                 np.array([object()], dtype=object)])
+@pytest.mark.parametrize(
+    "bad", [np.array([1 + 2j]), np.array([True, False]), np.array(["a"]), np.array([object()], dtype=object)]
+)
 def test_non_real_dtypes_are_type_errors(bad):
     with pytest.raises(TypeError, match="real numbers"):
         gm.Matrix.from_numpy(bad)
@@ -28,10 +30,18 @@ def test_conversion_makes_c_order_float32_and_rows_from_vectors():
     assert as_float32_2d([1, 2, 3]).shape == (1, 3)
 
 
-@pytest.mark.parametrize("src, expected", [
-    (np.float32, np.float32), (np.float64, np.float64), (np.float16, np.float16),
-    (np.int8, np.float64), (np.int32, np.float64), (np.uint32, np.float64), (np.int64, np.float64),
-])
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+        (np.float16, np.float16),
+        (np.int8, np.float64),
+        (np.int32, np.float64),
+        (np.uint32, np.float64),
+        (np.int64, np.float64),
+    ],
+)
 def test_the_dtype_rule(src, expected):
     host, dt = as_host_2d(np.arange(6, dtype=src).reshape(2, 3))
     assert dt == expected and host.dtype == expected and host.flags.c_contiguous
@@ -56,6 +66,7 @@ def test_non_real_data_is_refused(bad):
 
 def test_bfloat16_conversion_on_the_host_rounds_to_nearest_even():
     from gpumat import _dtypes
+
     x = np.array([1.0, 1.00390625, 1.01171875, -2.5, np.inf, np.nan, 3.4e38], np.float32)
     bits = _dtypes.float32_to_bfloat16_bits(x)
     back = _dtypes.bfloat16_bits_to_float32(bits)
@@ -65,6 +76,7 @@ def test_bfloat16_conversion_on_the_host_rounds_to_nearest_even():
 
 def test_dtype_names():
     from gpumat import _dtypes
+
     assert _dtypes.as_dtype("bfloat16") is _dtypes.BFLOAT16 and _dtypes.suffix(_dtypes.BFLOAT16) == "bf16"
     assert _dtypes.suffix(np.dtype(np.float64)) == "f64" and _dtypes.name(_dtypes.BFLOAT16) == "bfloat16"
     for bad in (np.int32, "complex64", object):
@@ -72,7 +84,9 @@ def test_dtype_names():
             _dtypes.as_dtype(bad)
 
 
-@pytest.mark.parametrize("h,w,exc", [(-1, 2, ValueError), (2, -3, ValueError), (2.0, 2, TypeError), (True, 2, TypeError)])
+@pytest.mark.parametrize(
+    "h,w,exc", [(-1, 2, ValueError), (2, -3, ValueError), (2.0, 2, TypeError), (True, 2, TypeError)]
+)
 def test_bad_dimensions(h, w, exc):
     with pytest.raises(exc):
         gm.Matrix.empty(h, w)
@@ -114,9 +128,12 @@ def test_driver_results_map_to_the_right_exceptions():
     from cuda.bindings import driver
 
     from gpumat.runtime.errors import raise_error
-    for code, exc in [(driver.CUresult.CUDA_ERROR_NO_DEVICE, gm.NoDeviceError),
-                      (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, gm.OutOfMemoryError),
-                      (driver.CUresult.CUDA_ERROR_INVALID_VALUE, gm.CudaError)]:
+
+    for code, exc in [
+        (driver.CUresult.CUDA_ERROR_NO_DEVICE, gm.NoDeviceError),
+        (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, gm.OutOfMemoryError),
+        (driver.CUresult.CUDA_ERROR_INVALID_VALUE, gm.CudaError),
+    ]:
         with pytest.raises(exc) as info:
             raise_error(code, "cuTest")
         assert isinstance(info.value, gm.CudaError) and info.value.code == int(code)
@@ -127,6 +144,7 @@ def test_driver_results_map_to_the_right_exceptions():
 
 def test_small_block_free_list_is_bounded_and_exact_in_size():
     from gpumat import memory
+
     blocks = memory.pool._SmallBlocks()
     assert blocks.take(256, 0) == 0
     assert blocks.give(0x1000, 256, 0) and blocks.take(512, 0) == 0 and blocks.take(256, 0) == 0x1000
@@ -140,6 +158,7 @@ def test_small_block_free_list_is_bounded_and_exact_in_size():
 
 def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():
     from gpumat import memory
+
     blocks = memory.pool._SmallBlocks()
     assert blocks.give(0x1000, 256, 0x77)
     assert blocks.take(256, 0) == 0 and blocks.take(256, 0x78) == 0

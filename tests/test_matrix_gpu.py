@@ -1,11 +1,13 @@
 """Matrix on the GPU: round trips, views, lifetime, errors that leave the library working."""
+
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from support import dims, random
 
 import gpumat as gm
 from gpumat import memory
-from support import dims, random
 
 pytestmark = pytest.mark.gpu
 
@@ -41,12 +43,16 @@ def test_zeros_and_empty_shapes():
 @given(h=st.integers(1, 50), w=st.integers(1, 50), data=st.data())
 def test_views_read_and_share_memory(h, w, data):
     a = random((h, w))
-    r0 = data.draw(st.integers(0, h - 1)); r1 = data.draw(st.integers(r0 + 1, h))
-    c0 = data.draw(st.integers(0, w - 1)); c1 = data.draw(st.integers(c0 + 1, w))
+    r0 = data.draw(st.integers(0, h - 1))
+    r1 = data.draw(st.integers(r0 + 1, h))
+    c0 = data.draw(st.integers(0, w - 1))
+    c1 = data.draw(st.integers(c0 + 1, w))
     with gm.Matrix.from_numpy(a) as m:
         v = m[r0:r1, c0:c1]
         np.testing.assert_array_equal(v.to_numpy(), a[r0:r1, c0:c1])
-        gm.matmul(gm.Matrix.from_numpy(np.eye(r1 - r0, dtype=np.float32)), gm.Matrix.from_numpy(-a[r0:r1, c0:c1]), out=v)
+        gm.matmul(
+            gm.Matrix.from_numpy(np.eye(r1 - r0, dtype=np.float32)), gm.Matrix.from_numpy(-a[r0:r1, c0:c1]), out=v
+        )
         expected = a.copy()
         expected[r0:r1, c0:c1] *= -1
         np.testing.assert_array_equal(m.to_numpy(), expected)
@@ -85,6 +91,7 @@ def test_out_of_memory_is_a_memory_error_and_the_library_keeps_working():
 
 def test_threads_can_use_the_library():
     import threading
+
     errors = []
 
     def work():

@@ -1,17 +1,21 @@
 """Products of host arrays through GPUs that hold only tiles of them (gpumat.outofcore)."""
+
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import product_error, random
 
 import gpumat as gm
-from gpumat import memory, outofcore as oc
+from gpumat import memory
+from gpumat import outofcore as oc
 from gpumat.outofcore import pipeline
 from gpumat.runtime import memops
-from support import product_error, random
 
 gpu = pytest.mark.gpu
 two_gpus = pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (runs on the two-GPU machine)")
@@ -20,8 +24,13 @@ two_gpus = pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (run
 # -------------------------------------------------------------------------------------------------
 # CPU: the tile plan, and argument checks
 # -------------------------------------------------------------------------------------------------
-@given(m=st.integers(1, 50000), n=st.integers(1, 50000), k=st.integers(1, 50000),
-       budget=st.integers(1 << 16, 1 << 36), size=st.sampled_from([2, 4, 8]))
+@given(
+    m=st.integers(1, 50000),
+    n=st.integers(1, 50000),
+    k=st.integers(1, 50000),
+    budget=st.integers(1 << 16, 1 << 36),
+    size=st.sampled_from([2, 4, 8]),
+)
 def test_tile_plans_fit_their_budget(m, n, k, budget, size):
     acc = max(size, 4)
     try:
@@ -64,19 +73,22 @@ def test_the_model_weighs_transfers_against_compute():
     q = oc.plan_tiles(16384, 16384, 256, 4, 4, 4, 256 << 20)
     assert q.c_buffers == 2 and q.tk == 256
     assert oc.plan_seconds(q, 16384, 16384, 256, 4, 4, 4) < 1.2 * 16384 * 16384 * 4 / oc.STAGED_BPS
-    assert oc.plan_tiles(16384, 16384, 256, 4, 4, 4, 256 << 20, pinned_in=True, pinned_out=True).tn == 16384  # whole rows
+    assert (
+        oc.plan_tiles(16384, 16384, 256, 4, 4, 4, 256 << 20, pinned_in=True, pinned_out=True).tn == 16384
+    )  # whole rows
 
 
-@given(m=st.integers(1, 3000), n=st.integers(1, 3000), side=st.sampled_from([7, 64, 100, 1024]),
-       parts=st.integers(1, 5))
+@given(
+    m=st.integers(1, 3000), n=st.integers(1, 3000), side=st.sampled_from([7, 64, 100, 1024]), parts=st.integers(1, 5)
+)
 def test_tiles_cover_c_once_and_split_evenly(m, n, side, parts):
     plan = oc.TilePlan(max(1, min(side, m)), max(1, min(side, n)), 1)
     tiles = oc.tile_order(m, n, plan)
     cells = np.zeros((m, n), np.int32)
     for i0, j0 in tiles:
-        cells[i0:i0 + plan.tm, j0:j0 + plan.tn] += 1
+        cells[i0 : i0 + plan.tm, j0 : j0 + plan.tn] += 1
     assert (cells == 1).all()
-    for before, after in zip(tiles, tiles[1:]):  # back and forth: the next tile shares a row or a column
+    for before, after in itertools.pairwise(tiles):  # back and forth: the next tile shares a row or a column
         assert before[0] == after[0] or before[1] == after[1]
     shares = oc.split_work(tiles, parts)
     assert [t for share in shares for t in share] == tiles
@@ -142,13 +154,15 @@ def fake_registry(monkeypatch):
 def test_arrays_sharing_a_page_are_locked_as_one_range(fake_registry):
     buf = np.zeros(3 * 4096, np.uint8)
     base = -buf.ctypes.data % 4096  # page-aligned offsets inside buf
-    x = buf[base:base + 1000].view(np.float32).reshape(10, 25)
-    y = buf[base + 2000:base + 6000].view(np.float32).reshape(10, 100)  # shares x's page, runs into the next
-    z = buf[base + 8192:base + 8292].view(np.float32).reshape(5, 5)  # a page of its own
+    x = buf[base : base + 1000].view(np.float32).reshape(10, 25)
+    y = buf[base + 2000 : base + 6000].view(np.float32).reshape(10, 100)  # shares x's page, runs into the next
+    z = buf[base + 8192 : base + 8292].view(np.float32).reshape(5, 5)  # a page of its own
     locked, ranges = memory.lock_host([x, y, z])
     assert locked == [True, True, True] and len(ranges) == 2
-    assert sorted(fake_registry.locked.items()) == [(x.ctypes.data, x.ctypes.data + 8192),
-                                                   (z.ctypes.data, z.ctypes.data + 4096)]
+    assert sorted(fake_registry.locked.items()) == [
+        (x.ctypes.data, x.ctypes.data + 8192),
+        (z.ctypes.data, z.ctypes.data + 4096),
+    ]
     assert not memory.is_pinned(y)  # locked for a call, so not pinned memory a later call can rely on
     # a second call over the same pages locks nothing and leaves the first call's ranges alone
     assert memory.lock_host([y]) == ([False], [])
@@ -159,7 +173,7 @@ def test_arrays_sharing_a_page_are_locked_as_one_range(fake_registry):
 def test_a_refused_range_leaves_its_arrays_pageable(fake_registry):
     buf = np.zeros(3 * 4096, np.uint8)
     base = -buf.ctypes.data % 4096
-    x, y = buf[base:base + 400].reshape(4, 100), buf[base + 4096:base + 4496].reshape(4, 100)
+    x, y = buf[base : base + 400].reshape(4, 100), buf[base + 4096 : base + 4496].reshape(4, 100)
     fake_registry.refuse.add(x.ctypes.data)
     locked, ranges = memory.lock_host([x, y])
     assert locked == [False, True] and ranges == [y.ctypes.data]
@@ -176,8 +190,11 @@ TOL = {np.float32: 1e-5, np.float64: 1e-13, np.float16: 2 * 2.0**-11}
 @gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @settings(max_examples=8)  # each example runs a whole tiled product through staged copies
-@given(m=st.sampled_from([1, 7, 97, 300, 1000]), n=st.sampled_from([1, 13, 128, 257, 700]),
-       k=st.sampled_from([1, 31, 256, 1025, 5000]))
+@given(
+    m=st.sampled_from([1, 7, 97, 300, 1000]),
+    n=st.sampled_from([1, 13, 128, 257, 700]),
+    k=st.sampled_from([1, 31, 256, 1025, 5000]),
+)
 def test_results_match_float64_under_small_memory_limits(dtype, m, n, k):
     a = random((m, k)).astype(dtype)
     b = random((k, n)).astype(dtype)
@@ -214,6 +231,7 @@ def test_pinned_host_arrays_are_copied_directly(pinned):
         x = gm.pinned_empty(shape, np.float32) if pinned in (name, "all") else np.empty(shape, np.float32)
         x[...] = random(shape) if name != "out" else np.nan
         return x
+
     a, b, out = host((m, k), "a"), host((k, n), "b"), host((m, n), "out")
     report = {}
     assert oc.matmul_host(a, b, out=out, memory_limit=3 << 20, devices=[0], register=False, report=report) is out
@@ -290,7 +308,7 @@ def test_every_gpu_takes_a_share():
 def test_work_is_split_by_area_not_by_tile_count(m, n, side, parts):
     plan = oc.TilePlan(side, side, 1)
     tiles = oc.tile_order(m, n, plan)
-    areas = dict(zip(tiles, oc.tile_areas(m, n, plan, tiles)))
+    areas = dict(zip(tiles, oc.tile_areas(m, n, plan, tiles), strict=True))
     shares = [sum(areas[t] for t in share) for share in oc.split_work(tiles, parts, list(areas.values()))]
     assert sum(shares) == m * n
     # each cut is within half a tile of an even share, so no GPU gets more than a tile over its share

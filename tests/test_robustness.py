@@ -1,4 +1,5 @@
 """The ways users break a GPU library: finalizers, frees racing operations, huge sizes, memory policy."""
+
 from __future__ import annotations
 
 import gc
@@ -9,12 +10,12 @@ import threading
 
 import numpy as np
 import pytest
+from support import FAKE_DEVICE, fake_matrix, random
 
 import gpumat as gm
 from gpumat import memory
 from gpumat.matmul import MatmulPlan, Target, plan_problem
 from gpumat.matmul.problem import Problem, aligned
-from support import FAKE_DEVICE, fake_matrix, random
 
 gpu = pytest.mark.gpu
 
@@ -132,7 +133,7 @@ def test_free_racing_an_operation_never_returns_another_matrixs_data(op):
     n = 256
     ones = np.ones((n, n), np.float32)
     wrong = 0
-    for trial in range(60):
+    for _ in range(60):
         a = gm.Matrix.from_numpy(ones)
         b = gm.Matrix.from_numpy(ones) if op in ("matmul", "dot") else None
         results, start = [], threading.Event()

@@ -1,4 +1,5 @@
 """CSRMatrix and S @ B: host-side validation, conversions and the auto choice (CPU), every kernel (GPU)."""
+
 from __future__ import annotations
 
 import importlib
@@ -9,14 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support import FAKE_DEVICE, FakeBuffer, dims, fake_matrix, poison, poisoned, random, rel_error, strided_view
 
 import gpumat as gm
-from gpumat import memory, sparse as sp
-
-ops = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
+from gpumat import memory
+from gpumat import sparse as sp
 from gpumat.matrix import FreedMatrixError, Matrix
 
-from support import FAKE_DEVICE, FakeBuffer, dims, fake_matrix, poison, poisoned, random, rel_error, strided_view
+ops = importlib.import_module("gpumat.spmm")  # the module (gpumat.spmm is also the function's name)
 
 TOL = 1e-5
 SEED_S = np.array([[1, 2, 0], [3, 0, 4], [0, 5, 6]], dtype=np.float32)
@@ -67,38 +68,44 @@ def fake_csr(host: sp.HostCSR) -> sp.CSRMatrix:
 # -------------------------------------------------------------------------------------------------
 # CPU: validation
 # -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("indptr, indices, data, shape, message", [
-    ([0, 1], [0], [1.0], (2, 2), "rows + 1"),
-    ([0, 1, 2, 3], [0, 1, 0], [1.0, 1.0, 1.0], (2, 2), "rows + 1"),
-    ([1, 1, 2], [0], [1.0], (2, 2), "indptr[0] must be 0"),
-    ([0, 2, 1], [0, 1], [1.0, 1.0], (2, 2), "decreases at row 1"),
-    ([0, 1, 3], [0, 1], [1.0, 1.0], (2, 2), "indices has 2"),
-    ([0, 1, 2], [0, 1], [1.0, 1.0, 1.0], (2, 2), "data has 3"),
-    ([0, 1, 2], [0, 1, 1], [1.0, 1.0], (2, 2), "indices has 3"),
-    ([0, 1, 2], [0, -1], [1.0, 1.0], (2, 2), "column index -1"),
-    ([0, 1, 2], [0, 2], [1.0, 1.0], (2, 2), "column index 2 (entry 1, row 1)"),
-    ([0, 1], [0], [1.0], (1, 0), "0 columns"),
-    ([0, 1], [0], [1.0], (-1, 2), "rows must be >= 0"),
-    ([0, 1], [0], [1.0], (1, 2**31), "2^31 - 1"),
-    ([0, 1], [0], [1.0], (1,), "pair"),
-    ([[0, 1]], [0], [1.0], (1, 2), "1-D"),
-    ([0, 1], [[0]], [1.0], (1, 2), "1-D"),
-    ([0, 1], [0], [[1.0]], (1, 2), "1-D"),
-])
+@pytest.mark.parametrize(
+    "indptr, indices, data, shape, message",
+    [
+        ([0, 1], [0], [1.0], (2, 2), "rows + 1"),
+        ([0, 1, 2, 3], [0, 1, 0], [1.0, 1.0, 1.0], (2, 2), "rows + 1"),
+        ([1, 1, 2], [0], [1.0], (2, 2), "indptr[0] must be 0"),
+        ([0, 2, 1], [0, 1], [1.0, 1.0], (2, 2), "decreases at row 1"),
+        ([0, 1, 3], [0, 1], [1.0, 1.0], (2, 2), "indices has 2"),
+        ([0, 1, 2], [0, 1], [1.0, 1.0, 1.0], (2, 2), "data has 3"),
+        ([0, 1, 2], [0, 1, 1], [1.0, 1.0], (2, 2), "indices has 3"),
+        ([0, 1, 2], [0, -1], [1.0, 1.0], (2, 2), "column index -1"),
+        ([0, 1, 2], [0, 2], [1.0, 1.0], (2, 2), "column index 2 (entry 1, row 1)"),
+        ([0, 1], [0], [1.0], (1, 0), "0 columns"),
+        ([0, 1], [0], [1.0], (-1, 2), "rows must be >= 0"),
+        ([0, 1], [0], [1.0], (1, 2**31), "2^31 - 1"),
+        ([0, 1], [0], [1.0], (1,), "pair"),
+        ([[0, 1]], [0], [1.0], (1, 2), "1-D"),
+        ([0, 1], [[0]], [1.0], (1, 2), "1-D"),
+        ([0, 1], [0], [[1.0]], (1, 2), "1-D"),
+    ],
+)
 def test_invalid_csr_is_a_value_error_naming_the_problem(indptr, indices, data, shape, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         sp.validate_csr(indptr, indices, data, shape)
 
 
-@pytest.mark.parametrize("indptr, indices, data, what", [
-    (np.array([0.0, 1.0]), [0], [1.0], "indptr"),
-    ([0, 1], np.array([0.5]), [1.0], "indices"),
-    ([0, 1], np.array([True]), [1.0], "indices"),
-    ([0, 1], [0], np.array([1 + 2j]), "data"),
-    ([0, 1], [0], np.array(["x"]), "data"),
-    ([0, 1], [0], np.array([True]), "data"),
-    ([0, 1], [0], np.array([object()], dtype=object), "data"),
-])
+@pytest.mark.parametrize(
+    "indptr, indices, data, what",
+    [
+        (np.array([0.0, 1.0]), [0], [1.0], "indptr"),
+        ([0, 1], np.array([0.5]), [1.0], "indices"),
+        ([0, 1], np.array([True]), [1.0], "indices"),
+        ([0, 1], [0], np.array([1 + 2j]), "data"),
+        ([0, 1], [0], np.array(["x"]), "data"),
+        ([0, 1], [0], np.array([True]), "data"),
+        ([0, 1], [0], np.array([object()], dtype=object), "data"),
+    ],
+)
 def test_non_integer_indices_or_non_real_data_are_refused(indptr, indices, data, what):
     with pytest.raises((TypeError, ValueError), match=what):
         sp.validate_csr(indptr, indices, data, (1, 2))
@@ -114,8 +121,12 @@ def test_shape_entries_must_be_integers():
 
 
 def test_validation_normalises_dtypes_and_accepts_unsorted_and_repeated_columns():
-    host = sp.validate_csr(np.array([0, 3, 3], dtype=np.uint8), np.array([2, 0, 2], dtype=np.int64),
-                           np.array([1, 2, 3], dtype=np.int16), (2, 3))
+    host = sp.validate_csr(
+        np.array([0, 3, 3], dtype=np.uint8),
+        np.array([2, 0, 2], dtype=np.int64),
+        np.array([1, 2, 3], dtype=np.int16),
+        (2, 3),
+    )
     assert host.indptr.dtype == np.int64 and host.indices.dtype == np.int32 and host.data.dtype == np.float64
     assert host.shape == (2, 3)
     np.testing.assert_array_equal(dense_of(*host), [[2, 0, 4], [0, 0, 0]])
@@ -131,9 +142,12 @@ def test_empty_lists_and_degenerate_shapes_are_valid():
 # CPU: conversions (host side)
 # -------------------------------------------------------------------------------------------------
 def test_from_scipy_takes_any_object_with_the_four_attributes():
-    duck = types.SimpleNamespace(indptr=np.array(SEED_CSR[0], dtype=np.int32),
-                                 indices=np.array(SEED_CSR[1], dtype=np.int32),
-                                 data=np.array(SEED_CSR[2]), shape=SEED_CSR[3])
+    duck = types.SimpleNamespace(
+        indptr=np.array(SEED_CSR[0], dtype=np.int32),
+        indices=np.array(SEED_CSR[1], dtype=np.int32),
+        data=np.array(SEED_CSR[2]),
+        shape=SEED_CSR[3],
+    )
     host = sp.scipy_to_csr(duck)
     np.testing.assert_array_equal(dense_of(*host), SEED_S)
     with pytest.raises(TypeError, match="lacks indptr"):
@@ -196,8 +210,10 @@ def test_split_length_grows_with_the_mean_row_on_many_rows_only():
 
 
 def stats_of(rows, cols, per_row):
-    return sp.row_stats(np.arange(0, rows * per_row + 1, per_row, dtype=np.int64) if per_row else
-                        np.zeros(rows + 1, dtype=np.int64), cols)
+    return sp.row_stats(
+        np.arange(0, rows * per_row + 1, per_row, dtype=np.int64) if per_row else np.zeros(rows + 1, dtype=np.int64),
+        cols,
+    )
 
 
 def test_auto_runs_the_vector_kernel_for_one_column():
@@ -288,6 +304,7 @@ def test_s_at_b_runs_spmm_which_sparse_does_not_import():
 
 def test_to_scipy_without_scipy_is_a_clear_import_error(monkeypatch):
     import builtins
+
     real_import = builtins.__import__
 
     def no_scipy(name, *args, **kwargs):
@@ -323,11 +340,19 @@ def test_seed_example_every_algorithm():
 
 
 @pytest.mark.gpu
-@given(rows=dims(2000), cols=dims(2000), n=dims(200), density=st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.2, 0.5]),
-       empty_share=st.sampled_from([0.0, 0.3, 0.9]), duplicates=st.booleans(), unsorted=st.booleans(),
-       seed=st.integers(0, 2**32 - 1))
-def test_every_kernel_matches_float64_on_random_sparse_matrices(rows, cols, n, density, empty_share, duplicates,
-                                                                unsorted, seed):
+@given(
+    rows=dims(2000),
+    cols=dims(2000),
+    n=dims(200),
+    density=st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.2, 0.5]),
+    empty_share=st.sampled_from([0.0, 0.3, 0.9]),
+    duplicates=st.booleans(),
+    unsorted=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_every_kernel_matches_float64_on_random_sparse_matrices(
+    rows, cols, n, density, empty_share, duplicates, unsorted, seed
+):
     rng = np.random.default_rng(seed)
     density = min(density, 4e6 / max(rows * cols, 1))  # keep a draw to a few million nonzeros
     host = random_csr(rng, rows, cols, density, empty_share, duplicates, unsorted)
@@ -352,14 +377,14 @@ def test_strided_views_of_b_and_out(n):
         for pad_left, pad_right in [(1, 2), (4, 4), (4, 3)]:  # misaligned; aligned with stride % 4 == 0; odd stride
             parent, view = strided_view(b, pad_left, pad_right)
             out_parent = poisoned(700, n + 8)
-            out = out_parent[:, 4:4 + n]
+            out = out_parent[:, 4 : 4 + n]
             with parent, out_parent:
                 for name in ops.ALGORITHMS:
                     run(S, view, name, out=out)
                     assert rel_error(out.to_numpy(), ref) <= TOL, (name, pad_left, pad_right)
                     # the columns around the view stay poisoned: nothing is written outside out
                     around = out_parent.to_numpy()
-                    assert np.isnan(around[:, :4]).all() and np.isnan(around[:, 4 + n:]).all(), name
+                    assert np.isnan(around[:, :4]).all() and np.isnan(around[:, 4 + n :]).all(), name
 
 
 @pytest.mark.gpu
@@ -404,8 +429,10 @@ def test_results_are_deterministic():
 @pytest.mark.parametrize("shape, n", [((0, 5), 3), ((5, 0), 3), ((4, 4), 3), ((4, 4), 0), ((0, 0), 2), ((3, 6), 1)])
 def test_empty_matrices_and_shapes(shape, n):
     rows, cols = shape
-    with sp.CSRMatrix([0] * (rows + 1), [], np.zeros(0, np.float32), shape) as S, \
-            Matrix.from_numpy(random((cols, n))) as B:
+    with (
+        sp.CSRMatrix([0] * (rows + 1), [], np.zeros(0, np.float32), shape) as S,
+        Matrix.from_numpy(random((cols, n))) as B,
+    ):
         assert S.nnz == 0
         for name in ops.ALGORITHMS:
             with poisoned(rows, n) as C:
@@ -422,7 +449,7 @@ def test_conversions_round_trip():
     dense = dense_of(*host)
     with sp.CSRMatrix(*host) as S:
         back = S.to_host()
-        for got, want in zip(back[:3], host[:3]):
+        for got, want in zip(back[:3], host[:3], strict=True):
             np.testing.assert_array_equal(got, want)
         with S.to_dense() as D:
             np.testing.assert_allclose(D.to_numpy(), dense, rtol=1e-6, atol=1e-6)

@@ -1,4 +1,5 @@
 """Transpose: argument checks and launch geometry on the CPU; every variant against numpy on the GPU."""
+
 from __future__ import annotations
 
 import importlib
@@ -7,18 +8,32 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import dims, fake_matrix, poison, poisoned, random, strided_view
 
 import gpumat as gm
 from gpumat import memory
 from gpumat._dtypes import SUFFIXES
-from gpumat.runtime import geometry, kernels
 from gpumat.matrix import Matrix
-from support import dims, fake_matrix, poison, poisoned, random, strided_view
+from gpumat.runtime import geometry, kernels
 
 T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose may name the function)
 VARIANTS = list(T.VARIANTS)
-SHAPES = [(1, 1), (1, 7), (7, 1), (33, 31), (1000, 3), (4096, 4096), (3001, 17011), (16384, 16384),
-          (46341, 46341), (1, 2**31 - 1), (2**31 - 1, 1), (2**24 + 3, 5), (65535 * 64 + 1, 70), (10**6, 10**6)]
+SHAPES = [
+    (1, 1),
+    (1, 7),
+    (7, 1),
+    (33, 31),
+    (1000, 3),
+    (4096, 4096),
+    (3001, 17011),
+    (16384, 16384),
+    (46341, 46341),
+    (1, 2**31 - 1),
+    (2**31 - 1, 1),
+    (2**24 + 3, 5),
+    (65535 * 64 + 1, 70),
+    (10**6, 10**6),
+]
 
 
 # ---------------------------------------------------------------- CPU: declarations, geometry, checks
@@ -49,7 +64,7 @@ def test_block_fits_tile(name):
     bx, by, bz = v.block
     assert bx * by * bz <= geometry.MAX_BLOCK_THREADS and bz == 1
     tr, tc = v.tile
-    assert tc % bx == 0 and tr % by == 0   # each thread moves a whole number of elements
+    assert tc % bx == 0 and tr % by == 0  # each thread moves a whole number of elements
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -60,7 +75,7 @@ def test_grid_covers_and_stays_in_limits(name, shape):
     gx, gy, gz = v.grid(rows, cols)
     tr, tc = v.tile
     assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
-    assert gx * tc >= cols and (gx - 1) * tc < cols          # every column tile, no idle column of blocks
+    assert gx * tc >= cols and (gx - 1) * tc < cols  # every column tile, no idle column of blocks
     tiles = geometry.cdiv(rows + v.skew, tr)  # the kernels' row-tile count
     assert gy == min(tiles, geometry.MAX_GRID_YZ)
     # the kernels' row-tile loop: block row by visits by, by + gy, ... < tiles; each tile exactly once
@@ -109,7 +124,7 @@ def test_argument_errors_before_any_gpu_call(no_gpu):
         T.transpose(a, out=fake_matrix(6, 5, ptr=0x7F1000000000))
     with pytest.raises(ValueError, match="overlaps"):
         T.transpose(a, out=fake_matrix(6, 4, ptr=0x7F0000000000 + 8))
-    with pytest.raises(ValueError, match="overlaps"):        # a square matrix onto itself
+    with pytest.raises(ValueError, match="overlaps"):  # a square matrix onto itself
         sq = fake_matrix(5, 5)
         T.transpose(sq, out=sq)
     freed = fake_matrix(3, 3)
@@ -124,7 +139,7 @@ def test_launch_arguments(no_gpu, name):
     a = fake_matrix(3001, 17011, stride=17100)
     out = fake_matrix(17011, 3001, stride=3010, ptr=0x7F1000000000)
     assert T.transpose(a, out=out, algorithm=name) is out
-    (kname, grid, block, args), = no_gpu
+    ((kname, grid, block, args),) = no_gpu
     v = T.VARIANTS[T.choose_algorithm(3001, 17011, out.elements, 3010) if name == "auto" else name]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010)
@@ -159,8 +174,8 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
 def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
     base = 0x7F0000000000
     assert T.choose_algorithm(8192, 8192, base, 8192) == "tiled_rect64"
-    assert T.choose_algorithm(17011, 3001, base, 3001) == "sector_aligned"     # odd stride
-    assert T.choose_algorithm(100, 64, base + 4, 64) == "sector_aligned"      # a view starting mid-sector
+    assert T.choose_algorithm(17011, 3001, base, 3001) == "sector_aligned"  # odd stride
+    assert T.choose_algorithm(100, 64, base + 4, 64) == "sector_aligned"  # a view starting mid-sector
     assert T.choose_algorithm(100, 64, base + 32, 64) == "tiled_rect64"
 
 
@@ -195,8 +210,9 @@ def _check_transposed(out: Matrix, host: np.ndarray) -> None:
 
 
 @pytest.mark.gpu
-@given(rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)),
-       name=st.sampled_from(["auto", *VARIANTS]))
+@given(
+    rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)), name=st.sampled_from(["auto", *VARIANTS])
+)
 def test_variants_on_drawn_shapes(rows, cols, name):
     host = random((rows, cols))
     with gm.Matrix.from_numpy(host) as a, poisoned(cols, rows) as out:
@@ -206,8 +222,10 @@ def test_variants_on_drawn_shapes(rows, cols, name):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["auto", *VARIANTS])
-@pytest.mark.parametrize("shape", [(1, 1), (1, 1000), (1000, 1), (1, 70001), (70001, 1), (32, 32), (64, 64),
-                                   (63, 65), (97, 251), (1024, 1), (2, 3)])
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1), (1, 1000), (1000, 1), (1, 70001), (70001, 1), (32, 32), (64, 64), (63, 65), (97, 251), (1024, 1), (2, 3)],
+)
 def test_edge_shapes(name, shape):
     host = random(shape)
     with gm.Matrix.from_numpy(host) as a, poisoned(shape[1], shape[0]) as out:
@@ -230,20 +248,24 @@ def test_tall_matrix_walks_row_tiles_past_the_grid_cap(name):
 
 @pytest.mark.gpu
 @settings(max_examples=20)
-@given(rows=dims(300, tiles=(32, 64)), cols=dims(300, tiles=(32, 64)), name=st.sampled_from(["auto", *VARIANTS]),
-       pads=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)))
+@given(
+    rows=dims(300, tiles=(32, 64)),
+    cols=dims(300, tiles=(32, 64)),
+    name=st.sampled_from(["auto", *VARIANTS]),
+    pads=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
+)
 def test_views_in_and_out(rows, cols, name, pads):
     host = random((rows, cols))
     parent, a = strided_view(host, pads[0], pads[1] + 1)
     big = poisoned(cols + 2, rows + pads[2] + pads[3])
     try:
-        out = big[1:cols + 1, pads[2]:pads[2] + rows]
+        out = big[1 : cols + 1, pads[2] : pads[2] + rows]
         assert out.stride == rows + pads[2] + pads[3]
         T.transpose(a, out=out, algorithm=name)
         _check_transposed(out, host)
         whole = big.to_numpy()
         mask = np.ones(whole.shape, bool)
-        mask[1:cols + 1, pads[2]:pads[2] + rows] = False
+        mask[1 : cols + 1, pads[2] : pads[2] + rows] = False
         assert np.isnan(whole[mask]).all(), "wrote outside the output view"
     finally:
         parent.free()
@@ -262,16 +284,16 @@ def test_views_with_every_row_alignment(name, shape):
         # lda = cols + k, ldb = rows + 3k (mod 8): both strides take every residue, and for odd
         # squares both are odd at even k
         a_left, a_right = k, 0
-        b_top, b_left, b_right = 2, (5 * k + 3) % 8, (-2 * k - 3) % 8   # B's offset: 2 rows + 3k + 3 (mod 8)
+        b_top, b_left, b_right = 2, (5 * k + 3) % 8, (-2 * k - 3) % 8  # B's offset: 2 rows + 3k + 3 (mod 8)
         parent, a = strided_view(host, a_left, a_right)
         big = poisoned(cols + 3, rows + b_left + b_right)
         try:
-            out = big[b_top:b_top + cols, b_left:b_left + rows]
+            out = big[b_top : b_top + cols, b_left : b_left + rows]
             T.transpose(a, out=out, algorithm=name)
             _check_transposed(out, host)
             whole = big.to_numpy()
             mask = np.ones(whole.shape, bool)
-            mask[b_top:b_top + cols, b_left:b_left + rows] = False
+            mask[b_top : b_top + cols, b_left : b_left + rows] = False
             assert np.isnan(whole[mask]).all(), ("wrote outside the output view", k)
         finally:
             parent.free()
@@ -309,7 +331,7 @@ def test_out_overlapping_input_rejected():
         with pytest.raises(ValueError, match="overlaps"):
             T.transpose(a, out=a)
         with pytest.raises(ValueError, match="overlaps"):
-            T.transpose(a[0:4, 0:4], out=a[2:6, 4:8])   # no shared element, but the address ranges interleave
+            T.transpose(a[0:4, 0:4], out=a[2:6, 4:8])  # no shared element, but the address ranges interleave
 
 
 @pytest.mark.gpu
@@ -336,21 +358,22 @@ def test_huge_square_beyond_2_31_elements():
         buf = np.empty((chunk, n), np.int32)
         for r0 in range(0, n, chunk):
             k = min(chunk, n - r0)
-            np.add(hr[r0:r0 + k, None], hc[None, :], out=buf[:k])
+            np.add(hr[r0 : r0 + k, None], hc[None, :], out=buf[:k])
             np.bitwise_and(buf[:k], 0xFFFFFF, out=buf[:k])
-            memory.upload(a[r0:r0 + k, :].elements, n * 4, buf[:k].astype(np.float32))
+            memory.upload(a[r0 : r0 + k, :].elements, n * 4, buf[:k].astype(np.float32))
         del buf
         rng = np.random.default_rng()
-        picks = sorted({0, 1, 31, 32, 63, 64, n // 2, n - 65, n - 64, n - 33, n - 2, n - 1,
-                        *rng.integers(0, n, 6).tolist()})
+        picks = sorted(
+            {0, 1, 31, 32, 63, 64, n // 2, n - 65, n - 64, n - 33, n - 2, n - 1, *rng.integers(0, n, 6).tolist()}
+        )
         everything = np.arange(n)
         for name in ["auto", *VARIANTS]:
             poison(b)
             T.transpose(a, out=b, algorithm=name)
             for j in picks:
-                row = b[j:j + 1, :].to_numpy()[0]            # B[j, :] = A[:, j]
+                row = b[j : j + 1, :].to_numpy()[0]  # B[j, :] = A[:, j]
                 assert np.array_equal(row, expect(everything, j)), (name, "row", j)
-                col = b[:, j:j + 1].to_numpy()[:, 0]         # B[:, j] = A[j, :]
+                col = b[:, j : j + 1].to_numpy()[:, 0]  # B[:, j] = A[j, :]
                 assert np.array_equal(col, expect(j, everything)), (name, "column", j)
     finally:
         a.free()
@@ -360,6 +383,8 @@ def test_huge_square_beyond_2_31_elements():
 
 def _free_memory():
     from cuda.bindings import driver
+
     from gpumat.runtime import check
+
     gm.device()
     return check(driver.cuMemGetInfo())

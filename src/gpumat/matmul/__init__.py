@@ -6,14 +6,14 @@
                the cost model's constants)
     planner    the one cost model and auto's choice, pure and cached
     plan       MatmulPlan, the printable plan object
-    launch     the one launcher (scratch, aligned copies, tensor maps, split-K's reduction)
+    launcher   the one launcher (scratch, aligned copies, tensor maps, split-K's reduction)
 
 Adding a kernel: write it (cuda/, with its comment and launch shape), add its row to variants.VARIANTS,
 add a test. Nothing else names it.
 """
 
 from .api import matmul, matmul_plan
-from .launch import launch
+from .launcher import launch
 from .plan import MatmulPlan
 from .planner import plan as plan_problem
 from .problem import Problem, Target

@@ -19,7 +19,7 @@ from ..runtime import memops
 from ..runtime.geometry import cdiv
 from ..runtime.streams import stream_handle, trusted
 from . import planner
-from .launch import launch
+from .launcher import launch
 from .plan import MatmulPlan
 from .problem import Problem, Target, aligned
 from .variants import VARIANTS, algorithms
@@ -132,7 +132,8 @@ def matmul_plan(
     m, n, k = _check(a, b, out, algorithm)
     mode = _mode(a, algorithm, precision)
     out_sfx = out._sfx if out is not None else a._sfx
-    p = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
+    a_al, b_al = (aligned(x.elements, x._stride, x._dtype.itemsize) for x in (a, b))
+    p = planner.plan(Problem(m, n, k, a._sfx, out_sfx, mode, a_al, b_al), Target.of(dev), algorithm)
     if splits is None and k_chunk is None:
         return p
     if splits is None:
