@@ -12,7 +12,7 @@ destroyed handle must never reach the driver, so work on it is followed by an ev
 `closed_generation` counts closes, so the memory layer can notice a closed stream with one compare.
 
 A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
-or wait): it is queued, and `closeabandoned(device)` (called by the next allocation on that device)
+or wait): it is queued, and `close_abandoned(device)` (called by the next allocation on that device)
 waits for it and destroys it.
 """
 
@@ -33,7 +33,7 @@ _NO_TIMING = int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
 own_streams: set[int] = set()
 dead_streams: set[int] = set()
 closed_generation = 0
-abandoned: collections.deque = collections.deque()  # (device, handle) of Streams collected unclosed
+abandoned: collections.deque = collections.deque()  # (device, ptr, handle) of Streams collected unclosed
 
 
 def trusted(stream: int) -> bool:
@@ -53,7 +53,7 @@ def _close_handle(dev: Device, ptr: int, handle) -> None:
     check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
 
 
-def closeabandoned(dev: Device) -> None:
+def close_abandoned(dev: Device) -> None:
     """Close the streams of `dev` that were collected without close() (caller holds the device lock)."""
     for _ in range(len(abandoned)):
         try:
