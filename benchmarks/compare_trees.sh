@@ -2,8 +2,9 @@
 # Before/after a restructuring: the same benchmarks from two source trees, run back to back on one GPU,
 # each benchmark old tree then new tree, so that both see the same machine state.
 #
-#   benchmarks/compare_trees.sh OLD_TREE OUT_DIR latency [ROUNDS]     64^3 per-call cost, interleaved rounds
-#   benchmarks/compare_trees.sh OLD_TREE OUT_DIR bench "ARGS" ...     `python -m gpumat bench ARGS` in each tree
+#   benchmarks/compare_trees.sh OLD_TREE OUT_DIR rounds N SCRIPT [ARGS]   this tree's SCRIPT (one JSON line a run,
+#                                   its first argument the label) in the old tree, then in this one, N times
+#   benchmarks/compare_trees.sh OLD_TREE OUT_DIR bench "ARGS" ...         `python -m gpumat bench ARGS` in each tree
 #
 # Both trees' kernels must be built already (ARCHS=90 python3 build_ptx.py in each). JSON lands in
 # OUT_DIR/before and OUT_DIR/after; benchmarks/compare_results.py reads them.
@@ -22,10 +23,13 @@ run() { # TREE LABEL PYTHON-ARGS...
 }
 
 case "$what" in
-latency)
-    for _ in $(seq "${1:-3}"); do
-        run "$old" before "$new/benchmarks/latency_64.py" before >>"$out/latency.jsonl"
-        run "$new" after benchmarks/latency_64.py after >>"$out/latency.jsonl"
+rounds)
+    count=$1 script=$2
+    shift 2
+    name=$(basename "$script" .py)
+    for _ in $(seq "$count"); do
+        run "$old" before "$new/$script" before "$@" >>"$out/$name.jsonl"
+        run "$new" after "$new/$script" after "$@" >>"$out/$name.jsonl"
     done
     ;;
 bench)
@@ -39,7 +43,7 @@ bench)
     done
     ;;
 *)
-    echo "usage: $0 OLD_TREE OUT_DIR latency [ROUNDS] | bench ARGS..." >&2
+    echo "usage: $0 OLD_TREE OUT_DIR rounds N SCRIPT [ARGS...] | bench ARGS..." >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,83 @@
+"""Per-call cost of small operations from Python, two gpumat trees in one process, interleaved:
+
+    python3 benchmarks/latency_ab.py OLD_TREE [ROUNDS]
+
+The old tree's package is imported as `gpumat_before` (its imports are relative, so it loads beside
+this tree's `gpumat`: two libraries sharing the GPU's primary context, like CuPy beside PyTorch). Each
+round times every case in both, one after the other: the wall time of 2000 calls and one
+synchronisation, per call. Rounds alternate which tree goes first. Prints one JSON line: the median
+over rounds of each case, in microseconds, and the after/before ratio.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+CALLS = 2000
+
+
+def per_call_us(call, sync) -> float:
+    call()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(CALLS):
+        call()
+    sync()
+    return (time.perf_counter() - t0) / CALLS * 1e6
+
+
+def cases(gm) -> dict:
+    """name -> (call, sync) for one library."""
+    a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
+    A, C = gm.Matrix.from_numpy(a), gm.Matrix.empty(64, 64)
+    H, D = gm.Matrix.from_numpy(a, dtype=np.float16), gm.Matrix.from_numpy(a, dtype=np.float64)
+    s = gm.Stream()
+    sync = gm.synchronize
+    return {
+        "matmul 64^3 float32": (lambda: A @ A, sync),
+        "matmul 64^3 float32 on a gm.Stream": (lambda: gm.matmul(A, A, stream=s), s.synchronize),
+        "matmul 64^3 float32 into out=": (lambda: gm.matmul(A, A, out=C), sync),
+        "matmul 64^3 float16": (lambda: H @ H, sync),
+        "matmul 64^3 float64": (lambda: D @ D, sync),
+        "transpose 64x64": (lambda: gm.transpose(A), sync),
+        "dot 64x64": (lambda: gm.dot(A, A), sync),
+    }
+
+
+def main() -> None:
+    old_src = Path(sys.argv[1]).resolve() / "src" / "gpumat"
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+    links = Path(tempfile.mkdtemp())
+    (links / "gpumat_before").symlink_to(old_src)
+    sys.path.insert(0, str(links))
+    libraries = {"before": importlib.import_module("gpumat_before"), "after": importlib.import_module("gpumat")}
+    table = {label: cases(gm) for label, gm in libraries.items()}
+    times: dict = {label: {name: [] for name in table[label]} for label in table}
+    for r in range(rounds):
+        order = ("before", "after") if r % 2 == 0 else ("after", "before")
+        for name in table["after"]:
+            for label in order:
+                times[label][name].append(per_call_us(*table[label][name]))
+    out = {"calls": CALLS, "rounds": rounds}
+    for name in table["after"]:
+        before, after = (statistics.median(times[label][name]) for label in ("before", "after"))
+        out[name] = {
+            "before_us": before,
+            "after_us": after,
+            "after_over_before": after / before,
+            "before_spread_us": [min(times["before"][name]), max(times["before"][name])],
+            "after_spread_us": [min(times["after"][name]), max(times["after"][name])],
+        }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
