@@ -114,6 +114,28 @@ __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group 
 #endif
 
 // ---------------------------------------------------------------------------------------------------
+// The tiled matmul kernels' tile order: the id-th tile of a tiles_m x tiles_n grid of C tiles (ids
+// counted row tile by row tile) is mapped to tile (tm, tn) so that the grid is walked in groups of
+// GROUP_M row tiles, each group column by column (the last group has the row tiles that are left).
+// Blocks running at the same time (consecutive ids) then cover a few row tiles and a few column tiles,
+// and share those A and B tiles in L2 (in row order each would read its own column tile of B).
+// A kernel whose grid covers every row tile at once maps tile id blockIdx.y * gridDim.x + blockIdx.x;
+// one whose row tiles are a grid-stride loop keeps (blockIdx.y, blockIdx.x). That test and the plain
+// map stay in the kernels: moved in here, they changed the sm_90 machine code of some of them.
+struct TileIndex {
+    int tm, tn;  // row tile, column tile
+};
+
+template <int GROUP_M>
+__device__ __forceinline__ TileIndex grouped_tile(int id, int tiles_m, int tiles_n)
+{
+    const int per_group = GROUP_M * tiles_n;
+    const int first = id / per_group * GROUP_M;      // the group's first row tile
+    const int rows = min(tiles_m - first, GROUP_M);  // row tiles in the group
+    return {first + (id % per_group) % rows, (id % per_group) / rows};
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Two adjacent 16-bit C values (columns j, j + 1) in one 32-bit word, each rounded to nearest even.
 template <class Out>
 __device__ __forceinline__ uint32_t pack_pair(float x, float y)
