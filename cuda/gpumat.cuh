@@ -93,7 +93,9 @@ __device__ __forceinline__ void wait_async()
 
 // ---------------------------------------------------------------------------------------------------
 // The multi-stage matmul kernels' cp.async ring (sm_80 and newer): 16-byte copies that zero-fill what
-// they do not read (edges of A and B), commit groups, and waits for all but N groups.
+// they do not read (edges of A and B), commit groups, and waits for all but N groups. The commit and
+// the wait compile to nothing before sm_80, for the kernels whose copies are plain loads and stores
+// there (matmul_fast.cu): their pipeline code stays the same on every arch.
 // ---------------------------------------------------------------------------------------------------
 #if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ unsigned int smem_addr(const void* p)
@@ -106,12 +108,23 @@ __device__ __forceinline__ void copy16(void* dst, const void* src, int bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
 }
-
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 #endif
+
+__device__ __forceinline__ void copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The tiled matmul kernels' tile order: the id-th tile of a tiles_m x tiles_n grid of C tiles (ids

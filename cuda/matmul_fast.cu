@@ -126,21 +126,8 @@ __device__ __forceinline__ void copy16(float* dst, const float* src, int bytes)
 #endif
 }
 
-__device__ __forceinline__ void copy_commit()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// Waits until at most N of this thread's committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_wait()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-#endif
-}
+using gpumat::copy_commit;
+using gpumat::copy_wait;
 
 // Issues the copies of one BK-deep k tile of A (BM x BK, transposed into As[k][m]) and B (BK x BN,
 // into Bs[k][n]).
