@@ -93,7 +93,9 @@ __device__ __forceinline__ void wait_async()
 
 // ---------------------------------------------------------------------------------------------------
 // The multi-stage matmul kernels' cp.async ring (sm_80 and newer): 16-byte copies that zero-fill what
-// they do not read (edges of A and B), commit groups, and waits for all but N groups.
+// they do not read (edges of A and B), commit groups, and waits for all but N groups. The commit and
+// the wait compile to nothing before sm_80, for the kernels whose copies are plain loads and stores
+// there (matmul_fast.cu): their pipeline code stays the same on every arch.
 // ---------------------------------------------------------------------------------------------------
 #if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ unsigned int smem_addr(const void* p)
@@ -106,12 +108,45 @@ __device__ __forceinline__ void copy16(void* dst, const void* src, int bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src), "r"(bytes));
 }
-
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 #endif
+
+__device__ __forceinline__ void copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The tiled matmul kernels' tile order: the id-th tile of a tiles_m x tiles_n grid of C tiles (ids
+// counted row tile by row tile) is mapped to tile (tm, tn) so that the grid is walked in groups of
+// GROUP_M row tiles, each group column by column (the last group has the row tiles that are left).
+// Blocks running at the same time (consecutive ids) then cover a few row tiles and a few column tiles,
+// and share those A and B tiles in L2 (in row order each would read its own column tile of B).
+// A kernel whose grid covers every row tile at once maps tile id blockIdx.y * gridDim.x + blockIdx.x;
+// one whose row tiles are a grid-stride loop keeps (blockIdx.y, blockIdx.x). That test and the plain
+// map stay in the kernels: moved in here, they changed the sm_90 machine code of some of them.
+struct TileIndex {
+    int tm, tn;  // row tile, column tile
+};
+
+template <int GROUP_M>
+__device__ __forceinline__ TileIndex grouped_tile(int id, int tiles_m, int tiles_n)
+{
+    const int per_group = GROUP_M * tiles_n;
+    const int first = id / per_group * GROUP_M;      // the group's first row tile
+    const int rows = min(tiles_m - first, GROUP_M);  // row tiles in the group
+    return {first + (id % per_group) % rows, (id % per_group) / rows};
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Two adjacent 16-bit C values (columns j, j + 1) in one 32-bit word, each rounded to nearest even.

@@ -33,9 +33,9 @@
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
-//  * blocks are mapped to tiles in groups of 8 row tiles so that blocks running at the same time
-//    share A and B tiles in L2; warps whose whole warp tile lies outside C skip the math; stores of
-//    C are guarded per element.
+//  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
+//    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
+//    skip the math; stores of C are guarded per element.
 //
 // Built for every arch in the default list; the mma code exists only for sm_80 and later (below
 // that the kernels trap, and gpumat runs its SIMT kernel there).
@@ -225,12 +225,10 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
     for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
         int tm = tm_raw, tn = blockIdx.x;
         if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
-            const int id = tm_raw * tiles_n + tn;
-            const int per_group = GROUP_M * tiles_n;
-            const int first = id / per_group * GROUP_M;
-            const int rows = min(tiles_m - first, GROUP_M);
-            tm = first + (id % per_group) % rows;
-            tn = (id % per_group) / rows;
+            const gpumat::TileIndex tile =
+                gpumat::grouped_tile<GROUP_M>(tm_raw * tiles_n + tn, tiles_m, tiles_n);
+            tm = tile.tm;
+            tn = tile.tn;
         }
         const int row0 = tm * BM, col0 = tn * BN;
 

@@ -126,21 +126,8 @@ __device__ __forceinline__ void copy16(float* dst, const float* src, int bytes)
 #endif
 }
 
-__device__ __forceinline__ void copy_commit()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// Waits until at most N of this thread's committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_wait()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-#endif
-}
+using gpumat::copy_commit;
+using gpumat::copy_wait;
 
 // Issues the copies of one BK-deep k tile of A (BM x BK, transposed into As[k][m]) and B (BK x BN,
 // into Bs[k][n]).
@@ -429,53 +416,38 @@ using Tile64x64 = Tile<64, 64, 8, 8, 4>;
 
 }  // namespace
 
+// One extern "C" entry point a tile shape: launch bounds (TILE's threads, blocks an SM) and the shared
+// signature of every matmul kernel.
+#define GPUMAT_SGEMM_ENTRY(NAME, TILE, BLOCKS_PER_SM)                                                         \
+    extern "C" __global__ void __launch_bounds__(TILE::THREADS, BLOCKS_PER_SM) NAME(                          \
+        const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+    {                                                                                                         \
+        gemm_entry<TILE>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                           \
+    }
+
 // Largest tiles, 16 x 8 a thread, for big problems. Block (256,1,1) = 2 (M) x 4 (N) warp tiles of
 // 64 x 64; tile 128 x 256 x 16, 3 stages: 74,496 bytes of dynamic shared memory; one block per SM.
 // (The same tile turned, 256 x 128, ran 4-8% slower: twice the one-float A copies per k tile.)
 // Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x256k16::THREADS, 1) matmul_sgemm_128x256k16(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x256k16>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256k16, Tile128x256k16, 1)
 
 // The same at BK = 8, 4 stages: 49,664 bytes of dynamic shared memory; one block per SM.
 // Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x256::THREADS, 1) matmul_sgemm_128x256(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x256>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256, Tile128x256, 1)
 
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
 // tile 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
 // Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x128::THREADS, 2) matmul_sgemm_128x128(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x128>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x128, Tile128x128, 2)
 
 // Medium tiles at 8 x 8 a thread: twice the blocks of 128x128 for mid-size problems, where finer
 // tiles even out the last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile
 // 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
 // at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile128x64::THREADS, 3) matmul_sgemm_128x64(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile128x64>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x64, Tile128x64, 3)
 
 // Small tiles for small or skinny problems (usually with split-K). Block (64,1,1) = 2 (M) x 1 (N)
 // warp tiles of 32 x 64; tile 64 x 64 x 8, 4 stages: 16,896 bytes static shared memory (0 dynamic);
 // six blocks per SM. Grid (ceil(N/64), min(ceil(M/64), 65535), splits).
-extern "C" __global__ void __launch_bounds__(Tile64x64::THREADS, 6) matmul_sgemm_64x64(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    gemm_entry<Tile64x64>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_SGEMM_ENTRY(matmul_sgemm_64x64, Tile64x64, 6)

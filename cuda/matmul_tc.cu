@@ -38,9 +38,9 @@
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 4-byte cp.async per float;
-//  * blocks are mapped to tiles in groups of 8 row tiles so that blocks running at the same time
-//    share A and B tiles in L2; warps whose whole warp tile lies outside C skip the math; stores of
-//    C are guarded per element.
+//  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
+//    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
+//    skip the math; stores of C are guarded per element.
 // Deterministic: a fixed order of products and sums, no atomics.
 //
 // Built for every arch in the default list; the mma code exists only for sm_80 and later (below
@@ -425,12 +425,10 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
     for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
         int tm = tm_raw, tn = blockIdx.x;
         if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
-            const int id = tm_raw * tiles_n + tn;
-            const int per_group = GROUP_M * tiles_n;
-            const int first = id / per_group * GROUP_M;
-            const int rows = min(tiles_m - first, GROUP_M);
-            tm = first + (id % per_group) % rows;
-            tn = (id % per_group) / rows;
+            const gpumat::TileIndex tile =
+                gpumat::grouped_tile<GROUP_M>(tm_raw * tiles_n + tn, tiles_m, tiles_n);
+            tm = tile.tm;
+            tn = tile.tn;
         }
         const int row0 = tm * BM, col0 = tn * BN;
 
@@ -544,63 +542,43 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
 
 }  // namespace
 
+// One extern "C" entry point a mode and stage count: launch bounds (256 threads, blocks an SM) and the
+// shared signature of every matmul kernel.
+#define GPUMAT_TF32_ENTRY(NAME, MODE, S, BLOCKS_PER_SM)                                                       \
+    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) NAME(                                \
+        const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+    {                                                                                                         \
+        entry<MODE, S>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                             \
+    }
+
 // One TF32 pass (operands rounded to TF32, FP32 accumulation): ~1e-3 relative error
 // against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
 // 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
 // registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32_128x128_f32, Mode::TF32, STAGES, 1)
 
 // 3xTF32 (FP32-level accuracy): big*big + big*small + small*big of each k tile summed in the tensor
 // cores, the per-tile sums added up in FP32. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (two
 // accumulator sets: ~230 registers).
 // Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32X3>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32x3_128x128_f32, Mode::TF32X3, STAGES, 1)
 
 // 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
 // published scheme, kept to measure what the per-tile FP32 sums buys and costs.
 // Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_oneacc_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32X3_ONE_ACC>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32x3_oneacc_128x128_f32, Mode::TF32X3_ONE_ACC, STAGES, 1)
 
 // The same two modes with the rounding / split done once per element into shared memory (see
 // fill_fragments), two barriers a k tile. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, one block per SM, 3 cp.async stages plus the fragment area: 137,216 bytes (tf32) and
 // 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32_splitsmem_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_128x128_f32, Mode::TF32_SMEM, STAGES, 1)
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_splitsmem_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32X3_SMEM>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32x3_splitsmem_128x128_f32, Mode::TF32X3_SMEM, STAGES, 1)
 
 // tf32_splitsmem with 2 cp.async stages (102,400 bytes of dynamic shared memory) and at most 128
 // registers, so that two blocks share an SM (16 warps to hide latency instead of 8). Block (256,1,1),
 // grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-extern "C" __global__ void __launch_bounds__(THREADS, 2) matmul_tf32_splitsmem_2stage_128x128_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
-{
-    entry<Mode::TF32_SMEM, 2>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);
-}
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_2stage_128x128_f32, Mode::TF32_SMEM, 2, 2)

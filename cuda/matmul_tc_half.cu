@@ -24,9 +24,9 @@
 //    each thread loads its chunks element by element into registers (bounds-checked, zero outside)
 //    before the math of the current k tile and stores them to shared memory after it, so the loads'
 //    latency still hides behind a k tile of mma;
-//  * blocks are mapped to tiles in groups of 8 row tiles (neighbours in time share A and B in L2);
-//    warps whose warp tile lies wholly outside C skip the math; C is written in pairs (4 or 8 bytes)
-//    where aligned, else element by element, every store guarded.
+//  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile: neighbours in time
+//    share A and B in L2); warps whose warp tile lies wholly outside C skip the math; C is written in
+//    pairs (4 or 8 bytes) where aligned, else element by element, every store guarded.
 // Deterministic: a fixed order of products and sums, no atomics.
 //
 // Built for every arch in the default list; the mma code exists only for sm_80 and later (below that
@@ -216,12 +216,10 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
     for (int tm_raw = blockIdx.y; tm_raw < tiles_m; tm_raw += gridDim.y) {
         int tm = tm_raw, tn = blockIdx.x;
         if (gridDim.y == tiles_m) {  // the whole grid at once: walk it in groups of GROUP_M row tiles
-            const int id = tm_raw * tiles_n + tn;
-            const int per_group = GROUP_M * tiles_n;
-            const int first = id / per_group * GROUP_M;
-            const int rows = min(tiles_m - first, GROUP_M);
-            tm = first + (id % per_group) % rows;
-            tn = (id % per_group) / rows;
+            const gpumat::TileIndex tile =
+                gpumat::grouped_tile<GROUP_M>(tm_raw * tiles_n + tn, tiles_m, tiles_n);
+            tm = tile.tm;
+            tn = tile.tn;
         }
         const int row0 = tm * BM, col0 = tn * BN;
 

@@ -187,7 +187,8 @@ struct Wgmma<__nv_bfloat16> {
     }
 };
 
-// Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles.
+// Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles
+// (gpumat::grouped_tile).
 struct Work {
     int tm, tn, split;
 };
@@ -195,11 +196,9 @@ struct Work {
 __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 {
     const int tiles = tiles_m * tiles_n;
-    const int split = w / tiles, id = w - split * tiles;
-    const int per_group = GROUP_M * tiles_n;
-    const int first = id / per_group * GROUP_M;
-    const int rows = min(tiles_m - first, GROUP_M);
-    return {first + (id % per_group) % rows, (id % per_group) / rows, split};
+    const int split = w / tiles;
+    const gpumat::TileIndex tile = gpumat::grouped_tile<GROUP_M>(w - split * tiles, tiles_m, tiles_n);
+    return {tile.tm, tile.tn, split};
 }
 
 #endif
