@@ -152,7 +152,7 @@ def fake_registry(monkeypatch):
 
 
 def test_arrays_sharing_a_page_are_locked_as_one_range(fake_registry):
-    buf = np.zeros(3 * 4096, np.uint8)
+    buf = np.zeros(4 * 4096, np.uint8)  # room for three pages after the first page boundary
     base = -buf.ctypes.data % 4096  # page-aligned offsets inside buf
     x = buf[base : base + 1000].view(np.float32).reshape(10, 25)
     y = buf[base + 2000 : base + 6000].view(np.float32).reshape(10, 100)  # shares x's page, runs into the next

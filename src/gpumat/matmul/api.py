@@ -17,7 +17,7 @@ from .._dtypes import name as dtype_name
 from ..matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 from ..runtime import memops
 from ..runtime.geometry import cdiv
-from ..runtime.streams import stream_handle, trusted
+from ..runtime.streams import SPECIAL_STREAMS, own_streams, stream_handle
 from . import planner
 from .launcher import launch
 from .plan import MatmulPlan
@@ -194,9 +194,14 @@ def matmul(
         m, n, k = _check(a, b, out, algorithm)
         out_sfx = out._sfx if out is not None else a._sfx
         if plan is None:
-            mode = _mode(a, algorithm, precision)
+            if algorithm == "auto" and precision is None:  # the common call, without a function call
+                mode = _precision.current() if a._sfx == "f32" else "native"
+            else:
+                mode = _mode(a, algorithm, precision)
             if m and n and k:
-                plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
+                plan = _PLANS.get((m, n, k, a._sfx, out_sfx, mode, algorithm, dev))
+                if plan.__class__ is not MatmulPlan:
+                    plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
         else:
             _check_plan(plan, a, b, out_sfx, m, n, k, dev)
         if out is None:
@@ -209,7 +214,7 @@ def matmul(
             memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         else:
             launch(plan, a, b, out, dev, s)
-        if not trusted(s):
+        if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
             done_on(s, a, b, out)
     return out
 

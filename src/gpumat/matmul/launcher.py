@@ -24,16 +24,31 @@ NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 def launch(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
     """out = a @ b by plan p, queued on `stream` of `dev` (device lock held)."""
+    direct = p.direct
+    if direct is not None:  # one kernel, operands read in place: the common case
+        kernel, grid, block, smem, m, n, k, tail = direct
+        kernel(
+            grid,
+            block,
+            a.elements,
+            b.elements,
+            out.elements,
+            m,
+            n,
+            k,
+            a._stride,
+            b._stride,
+            out._stride,
+            *tail,
+            smem=smem,
+            stream=stream,
+            device=dev,
+        )
+        return
     pa, pb, pc = a.elements, b.elements, out.elements
     m, n, k = p.problem.m, p.problem.n, p.problem.k
     lda, ldb, ldc = a._stride, b._stride, out._stride
     v = p.variant
-    if p.splits == 1 and not (p.copy_a or p.copy_b) and v.args != "tensor_maps":  # one kernel: the common case
-        if v.args == "plain":
-            p.kernel(p.grid, v.block, pa, pb, pc, m, n, k, lda, ldb, ldc, stream=stream, device=dev)
-        else:
-            p.kernel(p.grid, v.block, pa, pb, pc, m, n, k, lda, ldb, ldc, k, smem=v.smem, stream=stream, device=dev)
-        return
     pool = dev.memory or device_pool(dev)
     held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
     try:

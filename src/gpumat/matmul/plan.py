@@ -8,7 +8,7 @@ why the planner chose it. `gm.matmul(A, B, plan=p)` runs a given plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._dtypes import ITEMSIZE
 from ..runtime.kernels import Kernel
@@ -32,6 +32,16 @@ class MatmulPlan:
     copy_b: bool
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
+    # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel reading
+    # A and B in place: the launcher's short path, which looks at nothing else
+    direct: tuple | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        v, q = self.variant, self.problem
+        one = self.splits == 1 and not (self.copy_a or self.copy_b) and v.args != "tensor_maps"
+        tail = () if v.args == "plain" else (self.k_chunk,)
+        direct = (self.kernel, self.grid, v.block, v.smem, q.m, q.n, q.k, tail) if one else None
+        object.__setattr__(self, "direct", direct)
 
     @property
     def algorithm(self) -> str:
