@@ -19,6 +19,7 @@ from pathlib import Path
 
 ANCHOR_WORDS = ("cublas", "cusparse", "cupy", "torch", "anchor", "copy", "ceiling", "gather")
 LABEL_FIELDS = ("M", "N", "K", "rows", "cols", "n", "matrix", "inputs")
+LONG_MS = 0.5  # timings this long are little moved by clocks and launch jitter: the kernels' own speed
 
 
 def _label(entry: dict) -> str:
@@ -53,7 +54,8 @@ def compare(directory: Path) -> dict:
         ratios = {key: after[key] / before[key] for key in sorted(before.keys() & after.keys()) if before[key] > 0}
         anchors = {k: r for k, r in ratios.items() if any(w in k.lower() for w in ANCHOR_WORDS)}
         ours = {k: r for k, r in ratios.items() if k not in anchors}
-        report[after_file.name.split("-nvidia")[0]] = {"gpumat": ours, "anchors": anchors}
+        long = {k: r for k, r in ours.items() if before[k] >= LONG_MS}
+        report[after_file.name.split("-nvidia")[0]] = {"gpumat": ours, "gpumat_long": long, "anchors": anchors}
     return report
 
 
@@ -72,6 +74,7 @@ def main() -> None:
     print("after/before time (under 1: faster after); the anchors' spread is the run-to-run noise")
     for op, parts in report.items():
         print(f"{op:18s} gpumat  {_summary(list(parts['gpumat'].values()))}")
+        print(f"{'':18s} >= {LONG_MS} ms {_summary(list(parts['gpumat_long'].values()))}")
         print(f"{'':18s} anchors {_summary(list(parts['anchors'].values()))}")
         worst = sorted(parts["gpumat"].items(), key=lambda kv: -kv[1])[:3]
         for key, ratio in worst:
