@@ -8,7 +8,7 @@ import sys
 
 from .runtime.errors import NoDeviceError
 
-BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "outofcore", "multigpu")
+BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu")
 
 
 def cmd_info(args) -> int:

@@ -14,7 +14,7 @@ from . import _dtypes, memory
 from ._dtypes import FLOAT32
 from .runtime import memops
 from .runtime.devices import Device, as_device
-from .runtime.streams import LEGACY_STREAM, stream_handle, trusted
+from .runtime.streams import LEGACY_STREAM, mark_after, stream_handle, trusted
 
 INT32_MAX = 2**31 - 1
 
@@ -279,6 +279,7 @@ class Matrix:
 
 _SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
 KDL_CUDA = 2  # DLPack's device type of GPU memory
+_DeviceBuffer = memory.DeviceBuffer
 _ops = None
 
 
@@ -391,8 +392,15 @@ def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
     as_matrix(out, "out")
     if out.shape != shape:
         raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
-    if any(overlaps(out, x) for x in inputs):
-        raise ValueError(f"{op}: out overlaps an input; the kernels read the inputs while they write out")
+    out_block = out._buffer
+    for x in inputs:
+        block = x._buffer
+        # two different blocks of gpumat's pool never share a byte; views of one block, and other
+        # libraries' memory, are compared by address
+        if (
+            block is out_block or type(block) is not _DeviceBuffer or type(out_block) is not _DeviceBuffer
+        ) and overlaps(out, x):
+            raise ValueError(f"{op}: out overlaps an input; the kernels read the inputs while they write out")
 
 
 def address_range(m: Matrix) -> tuple[int, int]:
@@ -419,9 +427,11 @@ def use_on(stream: int, *matrices) -> None:
 
 
 def done_on(stream: int, *matrices) -> None:
-    """After queueing work on `stream`: when it is another library's stream, each matrix's eventual free
-    waits for an event recorded now (the stream itself may be gone by then)."""
+    """After queueing work on `stream`: when it is another library's stream, its mark is recorded once
+    (runtime.streams.StreamMark) and each matrix's eventual free waits for it (the stream itself may be
+    gone by then)."""
     if trusted(stream):
         return
+    mark = mark_after(matrices[0]._buffer.device, stream)
     for m in matrices:
-        m._buffer.used_on(stream)
+        m._buffer.used_on(stream, mark)

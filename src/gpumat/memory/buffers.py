@@ -11,7 +11,7 @@ Finalizers only queue the block for the device's next allocation (see gpumat.mem
 from __future__ import annotations
 
 from ..runtime.devices import Device, device
-from ..runtime.streams import LEGACY_STREAM, destroy_event, record_event, trusted, wait_for_streams
+from ..runtime.streams import LEGACY_STREAM, UNMARKED, trusted, wait_for_streams
 from .pool import device_pool
 
 
@@ -62,8 +62,11 @@ class DeviceBuffer(_Buffer):
     def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
         self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
         dev = self.device = dev or device()
-        # tagged with a stream that outlives the buffer; use_on orders another library's stream after it
-        self.stream = stream if trusted(stream) else LEGACY_STREAM
+        # tagged with a stream that outlives the buffer. Allocated on another library's stream, the block
+        # is ordered there already; the operation's mark (done_on) will say when its use there ends.
+        self.stream = stream
+        if not trusted(stream):
+            self.stream, self.others = LEGACY_STREAM, {stream: UNMARKED}
         if nbytes > 0:
             p = dev.memory or device_pool(dev)
             with dev.lock:
@@ -79,18 +82,15 @@ class DeviceBuffer(_Buffer):
         elif stream in others:
             return
         wait_for_streams(stream, (self.stream,))
-        others[stream] = None
+        others[stream] = None if trusted(stream) else UNMARKED
 
-    def used_on(self, stream: int) -> None:
-        """After queueing work on another library's stream: remember an event instead of the handle."""
-        event = record_event(stream)
+    def used_on(self, stream: int, mark) -> None:
+        """After queueing work on another library's stream: the free will wait for that stream's mark."""
         others = self.others
         if others is None:
-            others = self.others = {}
-        old = others.get(stream)
-        if old is not None:
-            destroy_event(old)
-        others[stream] = event
+            self.others = {stream: mark}
+        else:
+            others[stream] = mark
 
     def _let_go(self) -> None:
         """Free the block, stream-ordered after every stream that used it."""
@@ -127,7 +127,7 @@ class BorrowedBuffer(_Buffer):
     def use_on(self, stream: int) -> None:
         pass  # the producer's stream order was settled at import; later uses are the caller's to order
 
-    def used_on(self, stream: int) -> None:
+    def used_on(self, stream: int, mark) -> None:
         pass
 
     def _let_go(self):

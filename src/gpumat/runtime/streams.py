@@ -262,30 +262,74 @@ def destroy_event(event) -> None:
     driver.cuEventDestroy(event)
 
 
+# A buffer used on another library's stream by an operation that has not recorded its mark yet (it
+# failed between the two): its free waits for the whole device, since that stream may be gone.
+UNMARKED = "unmarked"
+MAX_MARKS = 256  # marks kept for other libraries' streams (each a driver event); the oldest goes first
+
+
+class StreamMark:
+    """One reusable event per (device, stream handle) of another library: after every gpumat operation on
+    that stream it is recorded again, so it always stands after the last work gpumat queued there. A
+    buffer used on the stream keeps the mark, and its free waits for the mark's latest recording (which
+    is at or after the buffer's last use, since recordings on one stream follow that stream's order)
+    instead of touching the handle, which may be destroyed by then. One event record a call, where an
+    event a buffer cost a create, a record and a destroy."""
+
+    __slots__ = ("event", "__weakref__")
+
+    def __init__(self):
+        self.event = new_event()
+
+    def __del__(self):  # the last buffer holding it is gone: no lock, nothing to wait for
+        try:
+            destroy_event(self.event)
+        except Exception:
+            pass
+
+
+_marks: dict[tuple, StreamMark] = {}
+
+
+def mark_after(dev: Device, stream: int) -> StreamMark:
+    """Record the mark of another library's stream after the work just queued on it (device current)."""
+    key = (dev, stream)
+    mark = _marks.get(key)
+    if mark is None:
+        mark = _marks[key] = StreamMark()
+        if len(_marks) > MAX_MARKS:  # buffers holding an evicted mark keep it alive until they are freed
+            _marks.pop(next(iter(_marks)), None)
+    check(driver.cuEventRecord(mark.event, stream), "cuEventRecord")
+    return mark
+
+
 def wait_for_streams(stream: int, others) -> None:
-    """Make `stream` wait for work on other streams: `others` maps a stream handle to an event already
-    recorded on it (waited for, then destroyed) or to None (the work queued on it so far; a stream gpumat
-    closed is skipped: it was drained when it closed). A plain iterable of handles means None for each."""
+    """Make `stream` wait for work on other streams. `others` maps a stream handle to None (one of
+    gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is skipped, it
+    was drained when it closed), to the StreamMark of another library's stream, or to UNMARKED; a plain
+    iterable of handles means None for each."""
     if stream in dead_streams:
         stream = LEGACY_STREAM
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
     temp = None
     try:
-        for s, ev in items:
-            if ev is not None:
+        for s, mark in items:
+            if mark is UNMARKED:
+                check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+                continue
+            if mark is not None:
                 if s != stream:
-                    check(driver.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
-                driver.cuEventDestroy(ev)
+                    check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
                 continue
             if s == stream or s in dead_streams:
                 continue
             if temp is None:
-                temp = check(driver.cuEventCreate(_NO_TIMING), "cuEventCreate")
-            check(driver.cuEventRecord(temp, s), "cuEventRecord")
+                temp = new_event()
+            record_on(temp, s)
             check(driver.cuStreamWaitEvent(stream, temp, 0), "cuStreamWaitEvent")
     finally:
         if temp is not None:
-            driver.cuEventDestroy(temp)
+            destroy_event(temp)
 
 
 def wait_across_devices(stream: int, dev: Device, other: int, other_dev: Device) -> None:
