@@ -110,7 +110,7 @@ def test_operations_on_each_gpu_and_mixing_refused():
     moved = view.to(gm.Device(1))
     assert moved.device.ordinal == 1 and np.array_equal(moved.to_numpy(), a[3:100, 5:60])
     assert product_error((moved @ B1[0:55, :]).to_numpy(), a[3:100, 5:60], b[0:55, :]) < 1e-5
-    # staged host copies (over 4 MiB) to and from the second GPU while the first is current
+    # staged host copies (over 16 MiB) to and from the second GPU while the first is current
     big = random((2048, 1500))
     with gm.Matrix.from_numpy(big, device=1) as G:
         assert G.device.ordinal == 1 and np.array_equal(G.to_numpy(), big)

@@ -18,7 +18,10 @@ from .host import PinnedBlock, is_pinned
 # staged copies from and into pageable memory ----------------------------------------------------
 STAGE_CHUNK = 8 << 20  # bytes a staging buffer holds
 STAGE_BUFFERS = 6  # staging buffers in flight per device
-STAGE_MIN = 4 << 20  # smaller pageable copies go straight through the driver (as fast up to here)
+# Smaller pageable copies go straight through the driver: on the H100 it moved 4 and 8 MiB at 9-11 GB/s
+# each way against the staging pipeline's 6.4-7.1; from 16 MiB staging is as fast or faster (13 GB/s, 18-22
+# at 32-64 MiB). benchmarks/results/staging-crossover-*.json, benchmarks/staging_crossover.py.
+STAGE_MIN = 16 << 20
 STAGE_THREADS = max(2, min(8, (os.cpu_count() or 2)))
 STAGE_PIECE_MIN = 1 << 20  # a staged transfer is cut into pieces of at least this much, one a thread
 
