@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from cuda.bindings import driver
-
+from .bindings import driver
 from .errors import CudaError, CUresult, NoDeviceError, check, raise_error
 
 # -------------------------------------------------------------------------------------------------

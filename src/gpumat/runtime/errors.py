@@ -7,9 +7,9 @@ become `NoDeviceError`, and out-of-memory becomes `OutOfMemoryError` (also a Mem
 
 from __future__ import annotations
 
-from cuda.bindings import driver
+from functools import cache
 
-CUresult = driver.CUresult
+from .bindings import CUresult, driver
 
 
 class CudaError(RuntimeError):
@@ -45,21 +45,23 @@ def _describe(code) -> tuple[str, str]:
         return getattr(code, "name", str(code)), "unknown error"
 
 
-# Results that mean "no usable GPU here" rather than a failed operation.
-NO_GPU_RESULTS = frozenset(
-    {
-        CUresult.CUDA_ERROR_NO_DEVICE,
-        CUresult.CUDA_ERROR_STUB_LIBRARY,
-        CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
-        CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
-        CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
-    }
-)
+@cache
+def no_gpu_results() -> frozenset:
+    """Results that mean "no usable GPU here" rather than a failed operation."""
+    return frozenset(
+        {
+            CUresult.CUDA_ERROR_NO_DEVICE,
+            CUresult.CUDA_ERROR_STUB_LIBRARY,
+            CUresult.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
+            CUresult.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
+            CUresult.CUDA_ERROR_DEVICE_UNAVAILABLE,
+        }
+    )
 
 
 def raise_error(code, call: str = "") -> None:
     name, text = _describe(code)
-    if code in NO_GPU_RESULTS:
+    if code in no_gpu_results():
         raise NoDeviceError(f"{name}: {text}")
     if code == CUresult.CUDA_ERROR_OUT_OF_MEMORY:
         raise OutOfMemoryError(text, call)

@@ -16,8 +16,7 @@ import threading
 from functools import cache
 from pathlib import Path
 
-from cuda.bindings import driver
-
+from .bindings import driver
 from .devices import device
 from .devices import device as _current
 from .errors import NoDeviceError, check

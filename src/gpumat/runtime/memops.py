@@ -6,16 +6,23 @@ the driver and turns its results into Python values and exceptions.
 
 from __future__ import annotations
 
-from cuda.bindings import driver
+from functools import cache
 
-from .errors import CUresult, check, raise_error
+from .bindings import CUresult, driver
+from .errors import check, raise_error
 from .streams import LEGACY_STREAM
 
-HOST, DEVICE = driver.CUmemorytype.CU_MEMORYTYPE_HOST, driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
-# A stream another library owned and destroyed answers with one of these
-STALE_STREAM = frozenset(
-    {CUresult.CUDA_ERROR_INVALID_HANDLE, CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE, CUresult.CUDA_ERROR_INVALID_CONTEXT}
-)
+
+@cache
+def _stale_stream() -> frozenset:
+    """What the driver answers for a stream another library owned and destroyed."""
+    return frozenset(
+        {
+            CUresult.CUDA_ERROR_INVALID_HANDLE,
+            CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE,
+            CUresult.CUDA_ERROR_INVALID_CONTEXT,
+        }
+    )
 
 
 # stream-ordered allocations from a device's default pool ---------------------------------------
@@ -48,7 +55,7 @@ def free_async(ptr: int, stream: int) -> None:
     """Free a pool block after the work queued on `stream`; when the stream has been destroyed behind
     gpumat's back, wait for the whole device and free it on the legacy stream instead."""
     (err,) = driver.cuMemFreeAsync(ptr, stream)
-    if err in STALE_STREAM:
+    if err in _stale_stream():
         check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
         (err,) = driver.cuMemFreeAsync(ptr, LEGACY_STREAM)
     if err:
@@ -86,8 +93,9 @@ def copy_2d_async(
     if width_bytes == 0 or height == 0:
         return
     p = driver.CUDA_MEMCPY2D()
-    p.srcMemoryType = HOST if src_on_host else DEVICE
-    p.dstMemoryType = HOST if dst_on_host else DEVICE
+    kind = driver.CUmemorytype
+    p.srcMemoryType = kind.CU_MEMORYTYPE_HOST if src_on_host else kind.CU_MEMORYTYPE_DEVICE
+    p.dstMemoryType = kind.CU_MEMORYTYPE_HOST if dst_on_host else kind.CU_MEMORYTYPE_DEVICE
     if src_on_host:
         p.srcHost = src
     else:
@@ -150,7 +158,7 @@ def copy_peer_2d_async(
         )
         return
     p = driver.CUDA_MEMCPY3D_PEER()
-    p.srcMemoryType = p.dstMemoryType = DEVICE
+    p.srcMemoryType = p.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
     p.srcDevice, p.srcContext, p.srcPitch, p.srcHeight = src, src_context, src_pitch, height
     p.dstDevice, p.dstContext, p.dstPitch, p.dstHeight = dst, dst_context, dst_pitch, height
     p.WidthInBytes, p.Height, p.Depth = width_bytes, height, 1
@@ -207,7 +215,7 @@ def is_page_locked(ptr: int) -> bool:
     plain host memory instead of failing (a failed call would be an API error under compute-sanitizer)."""
     attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
     err, values = driver.cuPointerGetAttributes(1, [attr], ptr)
-    return err == CUresult.CUDA_SUCCESS and int(values[0] or 0) == int(HOST)
+    return err == CUresult.CUDA_SUCCESS and int(values[0] or 0) == int(driver.CUmemorytype.CU_MEMORYTYPE_HOST)
 
 
 def pointer_device_ordinal(ptr: int) -> int | None:

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import collections
 
-from cuda.bindings import driver
-
+from .bindings import CUresult, driver
 from .devices import Device, as_device, thread_state
-from .errors import CUresult, check
+from .errors import check
 
 LEGACY_STREAM = 0  # the handle gpumat passes for the legacy default stream
 CAI_LEGACY = 1  # how __cuda_array_interface__ and DLPack spell that stream
 SPECIAL_STREAMS = frozenset({0, 1, 2})  # legacy default, and the per-thread default stream's two spellings
-_NO_TIMING = int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
 
 own_streams: set[int] = set()
 dead_streams: set[int] = set()
@@ -201,7 +199,7 @@ class Event:
     def __init__(self, timing: bool = True, blocking: bool = False, device=None):
         self.handle = None
         dev = as_device(device).activate()
-        flags = 0 if timing else _NO_TIMING
+        flags = 0 if timing else int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         if blocking:
             flags |= int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
         self.handle = check(driver.cuEventCreate(flags), "cuEventCreate")
@@ -244,7 +242,7 @@ class Event:
 # ---------------------------------------------------------------------------------------------------
 def new_event():
     """A raw timing-free event (destroy it with destroy_event)."""
-    return check(driver.cuEventCreate(_NO_TIMING), "cuEventCreate")
+    return check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
 
 
 def record_on(event, stream: int) -> None:

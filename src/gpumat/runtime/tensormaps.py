@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import ctypes
 
-from cuda.bindings import driver
-
+from .bindings import driver
 from .errors import check
 
-_KIND = driver.CUtensorMapDataType
 DATA_TYPES = {
-    "f16": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-    "bf16": _KIND.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-    "f32": _KIND.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+    "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+    "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+    "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
 }
 
 
@@ -27,7 +25,7 @@ def encode_tiled(sfx: str, args: dict) -> bytes:
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     encoded = check(
         driver.cuTensorMapEncodeTiled(
-            DATA_TYPES[sfx],
+            getattr(driver.CUtensorMapDataType, DATA_TYPES[sfx]),
             len(args["globalDim"]),
             args["globalAddress"],
             [u64(x) for x in args["globalDim"]],
