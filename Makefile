@@ -1,7 +1,11 @@
 # Each target brings what it needs (tools/devenv.py): the Python packages, from the package index into
 # .venv/ unless an active virtual environment or python3 itself already has them, and a CUDA compiler
 # (nvcc from $NVCC, the PATH or $CUDA_HOME, else the pinned package-index one, installed likewise).
-#   make demo | test | info | bench [OP=matmul]   build the kernels, then run (test: after lint)
+# The targets that need a GPU (demo, info, bench, sanitize) first ask the driver for one (--gpu) and,
+# without one, say so and stop with exit status 2 before fetching or building anything; test, kernels
+# and wheel need no GPU.
+#   make demo | test | bench [OP=matmul]          build the kernels, then run (test: after lint)
+#   make info                                     the GPU and its kernels; builds them only if none are built
 #   make lint                                     ruff check and ruff format --check over the tree
 #   make kernels                                  build the kernels only
 #   make sanitize [TESTS=tests/x.py]              the GPU tests under compute-sanitizer memcheck and racecheck
@@ -20,7 +24,7 @@ kernels:
 	$(DEVENV) --kernels
 
 demo:
-	$(DEVENV) --deps --kernels -- -m gpumat demo
+	$(DEVENV) --gpu --deps --kernels -- -m gpumat demo
 
 test: lint
 	$(DEVENV) --deps --extra test --kernels -- -m pytest -q -ra
@@ -30,13 +34,13 @@ lint:
 	$(DEVENV) --extra lint -- -m ruff format --check .
 
 sanitize:
-	$(DEVENV) --deps --extra test --kernels -- tools/sanitize.py $(TESTS)
+	$(DEVENV) --gpu --deps --extra test --kernels -- tools/sanitize.py $(TESTS)
 
 info:
-	$(DEVENV) --deps --kernels -- -m gpumat info
+	$(DEVENV) --gpu --deps --kernels-if-absent -- -m gpumat info
 
 bench:
-	$(DEVENV) --deps --kernels -- -m gpumat bench $(OP)
+	$(DEVENV) --gpu --deps --kernels -- -m gpumat bench $(OP)
 
 plot:
 	$(DEVENV) --extra plot -- benchmarks/plot.py $(RESULT)

@@ -5,12 +5,18 @@
 
 matmul: TFLOP/s of every variant and of cuBLAS for each shape, sizes growing left to right.
 transpose, dot: GB/s of every variant, the copy ceiling and CuPy; spmm: GFLOP/s against cuSPARSE and CuPy.
+
+An anchor reading (cuBLAS, cuSPARSE, the copy, CuPy) below SUSPECT_FLOOR times the median of the same
+anchor at the same case in the other results of this bench and device (the sibling JSONs beside it) is
+a bad measurement of the anchor, not a gpumat result: it is left out of the anchor's line, drawn as a
+red cross, and named in a caption under the plot.
 Needs matplotlib (a plotting convenience, not a gpumat dependency).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -109,6 +115,42 @@ def series_multigpu(data):
     return labels, series, "speed-up over gm.matmul on one GPU"
 
 
+ANCHORS = ("cuBLAS", "copy", "cuSPARSE", "CuPy", "cupy.dot")
+# An anchor's runs on one machine move by a few percent (benchmarks/NOTES.md); one at less than half its
+# other runs was disturbed (e.g. cuBLAS at 2137x108x1055 in the 2026-11-22 float32 run: 0.88 TFLOP/s,
+# against 10.6 on 2026-11-24), and plotted as it is it would read as gpumat 13x faster.
+SUSPECT_FLOOR = 0.5
+
+
+def suspect_anchor_readings(path: Path, data, labels, series) -> dict[tuple[str, str], str]:
+    """{(anchor, case label): why} for the anchor readings below SUSPECT_FLOOR x their median elsewhere."""
+    others: dict[tuple[str, str], list[float]] = {}
+    for sibling in sorted(path.parent.glob("*.json")):
+        if sibling.resolve() == path.resolve():
+            continue
+        try:
+            other = json.loads(sibling.read_text())
+            if other.get("op") != data["op"] or other.get("device") != data["device"]:
+                continue
+            other_labels, other_series = SERIES[data["op"]](other)[:2]
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue  # another bench's layout, or an older one: nothing to compare with
+        for name in ANCHORS:
+            for label, value in zip(other_labels, other_series.get(name, [None] * len(other_labels)), strict=True):
+                if value:
+                    others.setdefault((name, label), []).append(value)
+    suspects = {}
+    for name in ANCHORS:
+        for label, value in zip(labels, series.get(name, [None] * len(labels)), strict=True):
+            elsewhere = others.get((name, label))
+            if value and elsewhere and value < SUSPECT_FLOOR * statistics.median(elsewhere):
+                suspects[(name, label)] = (
+                    f"{name} at {label}: {value:.3g}, against a median of {statistics.median(elsewhere):.3g} "
+                    f"over {len(elsewhere)} other run{'s' * (len(elsewhere) > 1)}"
+                )
+    return suspects
+
+
 SERIES = {
     "matmul": series_matmul,
     "matmul-float16": series_matmul_dtype,
@@ -127,7 +169,24 @@ def main(path: str) -> Path:
     if data["op"] not in SERIES:
         sys.exit(f"plot.py: no plot for {data['op']!r} results (plotted: {', '.join(SERIES)})")
     labels, series, unit = SERIES[data["op"]](data)
+    suspects = suspect_anchor_readings(Path(path), data, labels, series)
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(labels)), 5))
+    left_out = []
+    for name, label in suspects:
+        i = labels.index(label)
+        left_out.append((i, series[name][i]))
+        series[name][i] = None
+    if left_out:
+        ax.plot(
+            [i for i, _ in left_out],
+            [v for _, v in left_out],
+            linestyle="none",
+            marker="x",
+            markersize=10,
+            markeredgewidth=2.5,
+            color="red",
+            label="anchor reading left out",
+        )
     for name, values in series.items():
         xs = [i for i, v in enumerate(values) if v is not None]
         style = (
@@ -145,6 +204,13 @@ def main(path: str) -> Path:
     ax.set_title(f"gpumat {data['op']} on {data['device']} ({data['date']})")
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
+    if suspects:
+        caption = (
+            f"x: anchor reading left out, below {SUSPECT_FLOOR:g}x the same anchor's median in this bench's "
+            f"other results on this device, in {unit}: " + "; ".join(suspects.values())
+        )
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.06)
+        fig.text(0.01, 0.01, caption, fontsize=8, color="red", wrap=True)
     out = Path(path).with_suffix(".png")
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
