@@ -30,7 +30,8 @@ for name in sorted(kernels.manifest()["modules"]):
         continue
     s = time.perf_counter(); kernels.load_module(name, dev); loads[name] = (time.perf_counter() - s) * 1e3
 print(json.dumps({"numpy_ms": (t1 - t0) * 1e3, "import_gpumat_ms": (t2 - t1) * 1e3,
-                  "context_and_upload_ms": (t3 - t2) * 1e3, "first_matmul_ms": (t4 - t3) * 1e3, "module_load_ms": loads}))
+                  "context_and_upload_ms": (t3 - t2) * 1e3, "first_matmul_ms": (t4 - t3) * 1e3,
+                  "module_load_ms": loads}))
 """
 
 ANCHOR = """
