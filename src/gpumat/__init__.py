@@ -4,6 +4,9 @@ Hand-written CUDA kernels, compiled ahead of time, launched through NVIDIA's dri
 (cuda.bindings.driver); numpy on the host. Nothing else at run time.
 """
 
+# What Matrix methods hand their work to, loaded with the package so that a process's first A @ B,
+# A.T or A.to(...) pays no import (matrix.py reaches it through its one declared late import)
+from . import _operations  # noqa: F401
 from ._interop import asmatrix, from_dlpack
 from ._precision import get_matmul_precision, matmul_precision, set_matmul_precision
 from ._version import __version__  # noqa: F401  (gpumat.__version__)

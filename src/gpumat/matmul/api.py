@@ -98,7 +98,20 @@ def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: 
 
 
 def _plans_by_alignment(p: Problem, t: Target, algorithm: str):
-    """One plan when the four alignments of A and B plan alike, else the plans by (A aligned, B aligned)."""
+    """One plan when the four alignments of A and B plan alike, else the plans by (A aligned, B aligned).
+    When no row the call may run reads alignment (copy-engine variants, or ones auto takes only for aligned
+    operands), one plan is made: the common first call of a process plans once, not four times."""
+    rows = (
+        [VARIANTS[algorithm]]
+        if algorithm != "auto"
+        else [
+            v
+            for v in VARIANTS.values()
+            if (p.dtype, p.out_dtype) in v.kernels and planner.computes(v, p.dtype) == p.mode
+        ]
+    )
+    if not any(v.needs_aligned or v.auto_needs_aligned for v in rows):
+        return planner.plan(p, t, algorithm)
     plans = {
         (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
         for x in (True, False)
