@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -273,3 +275,32 @@ def test_pinned_arrays_copy_asynchronously_on_a_stream():
         A.to_numpy(out=np.empty((2048, 2047), np.float32))
     with pytest.raises(TypeError):
         A.to_numpy(out=[1, 2, 3])
+
+
+@gpu
+def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_back():
+    """Results made on a PyTorch stream reuse blocks kept for that stream (keyed by the driver's stream
+    id, so a new stream that gets a destroyed one's handle never sees them); kept, dropped and collected
+    results stay right, and the memory goes back."""
+    torch = pytest.importorskip("torch")
+    a, b = random((64, 64)), random((64, 64))
+    start = memory.memory_info()["used"]
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        for _ in range(2):  # the second stream may get the first one's handle
+            ts = torch.cuda.Stream()
+            kept = []
+            for i in range(200):
+                C = gm.matmul(A, B, stream=ts)
+                if i % 7 == 0:
+                    kept.append(C)  # the others are dropped at once and collected
+            E = gm.transpose(kept[-1], stream=ts)
+            ts.synchronize()
+            for C in kept:
+                assert product_error(C.to_numpy(), a, b) < 1e-5
+            assert product_error(E.to_numpy().T, a, b) < 1e-5
+            for C in (*kept, E):
+                C.free()
+            del ts, kept, C, E
+    gc.collect()
+    gm.release_cached()
+    assert memory.memory_info()["used"] == start

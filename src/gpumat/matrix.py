@@ -68,7 +68,11 @@ class Matrix:
     def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> Matrix:
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
-        memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, buf.stream)
+        s = stream_handle(stream, buf.device)  # the stream the block was allocated on: the fill is ordered there
+        memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, s)
+        if not trusted(s):
+            with buf.device.lock:
+                done_on(s, m)
         return m
 
     @classmethod
@@ -87,6 +91,9 @@ class Matrix:
         m = cls._allocate(*host.shape, dev, s, dt)
         m._buffer.use_on(s)
         memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
+        if not trusted(s):  # another library's stream: its mark says the upload is done there
+            with dev.lock:
+                done_on(s, m)
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -188,6 +195,9 @@ class Matrix:
             buf.hold()
         try:
             memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
+            if not trusted(s):
+                with dev.lock:
+                    done_on(s, self)
         finally:
             buf.unhold()
         return host

@@ -91,7 +91,10 @@ def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: 
     if entry is None:
         entry = _PLANS[key] = _plans_by_alignment(Problem(m, n, k, a._sfx, out_sfx, mode), Target.of(dev), algorithm)
         if len(_PLANS) > _PLAN_CACHE_SIZE:
-            _PLANS.pop(next(iter(_PLANS)))  # the oldest entry
+            try:  # the oldest entry; another device's thread may be evicting at the same time
+                _PLANS.pop(next(iter(_PLANS)), None)
+            except (StopIteration, RuntimeError):
+                pass
     if entry.__class__ is MatmulPlan:
         return entry
     return entry[aligned(a.elements, a._stride, a._dtype.itemsize), aligned(b.elements, b._stride, b._dtype.itemsize)]

@@ -11,8 +11,8 @@ Finalizers only queue the block for the device's next allocation (see gpumat.mem
 from __future__ import annotations
 
 from ..runtime.devices import Device, device
-from ..runtime.streams import LEGACY_STREAM, UNMARKED, trusted, wait_for_streams
-from .pool import device_pool
+from ..runtime.streams import LEGACY_STREAM, UNMARKED, foreign_key, trusted, wait_for_streams
+from .pool import SMALL_BLOCK, device_pool
 
 
 class _Buffer:
@@ -56,21 +56,24 @@ class DeviceBuffer(_Buffer):
     stream (see use_on). A long host transfer holds the block (hold/unhold): a free() meanwhile marks it
     dead at once and releases the memory when the transfer lets go."""
 
-    __slots__ = ()
+    __slots__ = ("home",)
     borrowed = False
 
     def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
         self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
         dev = self.device = dev or device()
         # tagged with a stream that outlives the buffer. Allocated on another library's stream, the block
-        # is ordered there already; the operation's mark (done_on) will say when its use there ends.
-        self.stream = stream
+        # is ordered there already; the operation's mark (done_on) will say when its use there ends, and
+        # `home` (that stream's foreign key) lets the pool keep a small block for the same stream.
+        self.stream, self.home = stream, None
         if not trusted(stream):
             self.stream, self.others = LEGACY_STREAM, {stream: UNMARKED}
         if nbytes > 0:
             p = dev.memory or device_pool(dev)
             with dev.lock:
-                self.ptr = p.alloc(nbytes, stream)
+                if self.others is not None and nbytes <= SMALL_BLOCK:
+                    self.home = foreign_key(stream)
+                self.ptr = p.alloc(nbytes, stream, self.home)
 
     def use_on(self, stream: int) -> None:
         """Order `stream` after this block's allocation the first time it is used there (lock held)."""
@@ -97,16 +100,14 @@ class DeviceBuffer(_Buffer):
         ptr, self.ptr = self.ptr, 0
         if ptr:
             self.device.activate()  # events and frees below belong to this device's context
-            if self.others:
-                wait_for_streams(self.stream, self.others)
-                self.others = None
-            self.device.memory.free(ptr, self.nbytes, self.stream)
+            others, self.others = self.others, None
+            self.device.memory.release(ptr, self.nbytes, self.stream, others, self.home)
         return None
 
     def __del__(self):  # the safety net: only queue the block, never take a lock here
         if self.ptr:
             try:
-                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others))
+                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others, self.home))
             except Exception:  # interpreter shutdown: nothing useful left to do
                 pass
             self.ptr = 0

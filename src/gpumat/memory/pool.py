@@ -80,8 +80,9 @@ class Pool:
         self.device = dev
         self.handle = dev.default_mem_pool()
         self.small = _SmallBlocks()
-        self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others) from finalizers
+        self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others, home) from finalizers
         self.closed_seen = streams.closed_generation  # stream closes already swept from the free list
+        self.foreign_marks: dict = {}  # foreign key -> the StreamMark its free-list blocks were last used under
         self.used = 0  # bytes in live gpumat buffers (the free list's blocks are not counted)
         self.peak = 0
         self.limit: int | None = None
@@ -96,8 +97,9 @@ class Pool:
         return memops.pool_attribute(self.handle, name)
 
     # allocation ------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, stream: int) -> int:
-        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock."""
+    def alloc(self, nbytes: int, stream: int, key=None) -> int:
+        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock. `key`:
+        for another library's stream, its streams.foreign_key (small blocks kept for it are reused)."""
         if self.closed_seen != streams.closed_generation:
             self.sweep_closed_streams()
         pending = self.pending
@@ -118,8 +120,8 @@ class Pool:
                     self.drain_pending()
                 return head[0]
             self.drain_pending()
-        if nbytes <= SMALL_BLOCK and trusted(stream):
-            ptr = self.small.take(nbytes, stream)
+        if nbytes <= SMALL_BLOCK and (key is not None or trusted(stream)):
+            ptr = self.small.take(nbytes, stream if key is None else key)
             if ptr:
                 self._count(nbytes)
                 return ptr
@@ -158,17 +160,41 @@ class Pool:
             return
         memops.free_async(ptr, stream)
 
+    def release(self, ptr: int, nbytes: int, stream: int, others, home) -> None:
+        """Free a buffer's block after every stream that used it (lock held). A block that lived on one
+        other library's stream alone (`home`, its foreign key) is kept for that stream: its next use
+        there follows this one in the stream's own order, so nothing waits."""
+        if home is not None and others is not None and len(others) == 1:
+            mark = others.get(home[0])
+            if isinstance(mark, streams.StreamMark):
+                self.used -= nbytes
+                if nbytes <= SMALL_BLOCK and self.small.give(ptr, nbytes, home):
+                    self.foreign_marks[home] = mark
+                else:
+                    streams.wait_for_streams(LEGACY_STREAM, others)
+                    memops.free_async(ptr, LEGACY_STREAM)
+                return
+        if others:
+            streams.wait_for_streams(stream, others)
+        self.free(ptr, nbytes, stream)
+
+    def _dispose(self, ptr: int, stream) -> None:
+        """Hand a free-list block back to the driver pool (lock held)."""
+        if isinstance(stream, tuple):  # kept for another library's stream: after its last use there
+            streams.wait_for_streams(LEGACY_STREAM, {stream[0]: self.foreign_marks[stream]})
+            memops.free_async(ptr, LEGACY_STREAM)
+        else:
+            memops.free_async(ptr, LEGACY_STREAM if stream in dead_streams else stream)
+
     def drain_pending(self) -> None:
         """Free the blocks finalizers queued, and close the streams collected unclosed (lock held)."""
         pending = self.pending
         while pending:
             try:
-                ptr, nbytes, stream, others = pending.popleft()
+                ptr, nbytes, stream, others, home = pending.popleft()
             except IndexError:
                 break
-            if others:
-                streams.wait_for_streams(stream, others)
-            self.free(ptr, nbytes, stream)
+            self.release(ptr, nbytes, stream, others, home)
         streams.close_abandoned(self.device)
 
     def sweep_closed_streams(self) -> None:
@@ -176,16 +202,15 @@ class Pool:
         each stream was drained before it was destroyed, so the legacy stream orders the free."""
         self.closed_seen = streams.closed_generation
         for ptr, nbytes, s in self.small.drain():
-            if s in dead_streams:
-                memops.free_async(ptr, LEGACY_STREAM)
-            elif not self.small.give(ptr, nbytes, s):
-                memops.free_async(ptr, s)
+            if (not isinstance(s, tuple) and s in dead_streams) or not self.small.give(ptr, nbytes, s):
+                self._dispose(ptr, s)
 
     def release_cached(self) -> None:
         """Hand every cached block back: the free list to the pool, then the pool to the system."""
         self.drain_pending()
         for ptr, _, s in self.small.drain():
-            memops.free_async(ptr, LEGACY_STREAM if s in dead_streams else s)
+            self._dispose(ptr, s)
+        self.foreign_marks.clear()
         memops.context_synchronize()
         memops.trim_pool(self.handle)
 

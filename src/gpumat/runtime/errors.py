@@ -25,14 +25,14 @@ class OutOfMemoryError(CudaError, MemoryError):
     """The GPU (or the memory limit set for gpumat) has too little free memory for the request."""
 
     def __init__(self, message: str, call: str = ""):
-        super().__init__(CUresult.CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", message, call)
+        super().__init__(2, "CUDA_ERROR_OUT_OF_MEMORY", message, call)  # CUresult's value: no driver needed
 
 
 class NoDeviceError(CudaError):
     """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels."""
 
     def __init__(self, message: str):
-        super().__init__(CUresult.CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", message)
+        super().__init__(100, "CUDA_ERROR_NO_DEVICE", message)  # CUresult's value: raised when there is no driver
 
 
 def _describe(code) -> tuple[str, str]:

@@ -126,11 +126,21 @@ class Stream:
         if not self._owned or self.ptr == 0:
             return
         handle, ptr, self.handle, self.ptr = self.handle, self.ptr, None, 0
-        _close_handle(self.device, ptr, handle)
+        dev = self.device
+        dev.activate()
+        check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")  # the long wait, outside the lock
+        with dev.lock:  # no operation can queue on the stream between its last drain and its end
+            _close_handle(dev, ptr, handle)
 
     def __del__(self):  # never takes a lock or waits: the device's next allocation closes the stream
         if getattr(self, "_owned", False) and self.ptr:
-            abandoned.append((self.device, self.ptr, self.handle))
+            if self.device.memory is None:  # nothing of gpumat's was ever allocated there: destroy it now
+                try:
+                    driver.cuStreamDestroy(self.handle)
+                except Exception:  # interpreter shutdown
+                    pass
+            else:
+                abandoned.append((self.device, self.ptr, self.handle))
             self.ptr = 0
 
     def __enter__(self) -> Stream:
@@ -287,6 +297,13 @@ class StreamMark:
 
 
 _marks: dict[tuple, StreamMark] = {}
+
+
+def foreign_key(stream: int) -> tuple[int, int]:
+    """(handle, the driver's id of the stream): what gpumat's free list keys another library's stream by.
+    A handle can be reused once its stream is destroyed; the id of a stream is never reused, so a block
+    kept for (handle, id) is handed out again only on that same stream, in its order."""
+    return stream, int(check(driver.cuStreamGetId(stream), "cuStreamGetId"))
 
 
 def mark_after(dev: Device, stream: int) -> StreamMark:
