@@ -46,6 +46,30 @@ def test_stream_arguments_resolve_to_handles():
         streams.stream_handle(-1, FAKE_DEVICE)
 
 
+def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
+    class Protocol:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __cuda_stream__(self):
+            return 0, self.handle
+
+    for bad in (2**64, -1, Protocol(-5), Protocol(2**70)):
+        with pytest.raises(ValueError, match="stream handle"):
+            streams.stream_handle(bad, FAKE_DEVICE)
+    for bad in (Protocol(1.5), Protocol(True)):
+        with pytest.raises(TypeError, match="__cuda_stream__"):
+            streams.stream_handle(bad, FAKE_DEVICE)
+    event = object.__new__(gm.Event)
+    event.handle, event.device, event.timing = None, FAKE_DEVICE, True
+    for bad in (5, None):
+        with pytest.raises(TypeError, match="gpumat.Event"):
+            event.elapsed_time(bad)
+    stream = object.__new__(gm.Stream)
+    with pytest.raises(TypeError, match="gpumat.Event"):
+        stream.wait(5)
+
+
 def test_operations_refuse_bad_streams_before_any_gpu_call():
     from support import fake_matrix
 

@@ -165,3 +165,34 @@ def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():
     assert blocks.give(0x2000, 256, 0)
     assert blocks.drain(0x77) == [(0x1000, 256, 0x77)] and blocks.bytes == 256
     assert blocks.take(256, 0) == 0x2000 and blocks.bytes == 0
+
+
+def test_a_dict_is_a_type_error_and_big_endian_arrays_convert_exactly():
+    with pytest.raises(TypeError, match="dict"):
+        as_host_2d({"a": 1})
+    for dt in (">f4", ">f8", ">i4", "<f4"):
+        x = (np.arange(12).reshape(3, 4) * 1.25 if dt[1] == "f" else np.arange(12).reshape(3, 4)).astype(dt)
+        host, matrix_dtype = as_host_2d(x)
+        assert host.dtype.isnative and matrix_dtype.isnative
+        assert np.array_equal(host.astype(np.float64), x.astype(np.float64))
+
+
+def test_the_memory_limit_counts_blocks_kept_for_reuse(monkeypatch):
+    """A block on the free list is not a way past gm.set_memory_limit."""
+    from collections import deque
+
+    from support import FakeDevice
+
+    from gpumat.memory import pool as pool_module
+    from gpumat.runtime import memops, streams
+
+    for name in ("free_async", "context_synchronize", "trim_pool"):
+        monkeypatch.setattr(memops, name, lambda *args: None)
+    p = object.__new__(pool_module.Pool)
+    p.device, p.small, p.pending, p.used, p.peak = FakeDevice(), pool_module._SmallBlocks(), deque(), 0, 0
+    p.limit, p.closed_seen, p.foreign_marks, p.handle = 1 << 20, streams.closed_generation, {}, None
+    assert p.small.give(0x7F0000000000, 64 << 10, 0)  # a kept 64 KiB block
+    p.used = (1 << 20) - 1024  # just under the limit
+    with pytest.raises(gm.OutOfMemoryError, match="memory limit"):
+        p.alloc(64 << 10, 0)
+    assert p.used == (1 << 20) - 1024

@@ -315,3 +315,12 @@ def test_work_is_split_by_area_not_by_tile_count(m, n, side, parts):
     assert max(shares) - m * n / parts <= max(areas.values())
     count_split = [sum(areas[t] for t in share) for share in oc.split_work(tiles, parts)]
     assert max(shares) <= max(count_split)  # never worse than cutting by tile count
+
+
+@pytest.mark.parametrize(
+    "bad, error", [(-1, ValueError), (True, TypeError), (float("inf"), TypeError), ("1", TypeError)]
+)
+def test_memory_limit_arguments_are_checked_first(bad, error):
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(error, match="memory_limit"):
+        gm.matmul(a, a, memory_limit=bad)

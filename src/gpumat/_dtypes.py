@@ -83,6 +83,8 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
     if dtype is not None:
         return as_dtype(dtype)
     dt = a.dtype
+    if dt.kind in "fiu" and not dt.isnative:  # big-endian data (read from a file): the same numbers, native order
+        dt = dt.newbyteorder("=")
     if dt in (FLOAT32, FLOAT64, FLOAT16) or is_bfloat16(dt):
         return BFLOAT16 if is_bfloat16(dt) else dt
     if dt.kind in "iu":

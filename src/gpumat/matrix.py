@@ -329,15 +329,15 @@ def as_host_2d(array, dtype=None) -> tuple[np.ndarray, np.dtype]:
     """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, the Matrix dtype), or
     TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
     a = np.asarray(array)
+    if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
+        what = f"a {type(array).__name__}" if a.dtype.kind == "O" and a.ndim == 0 else f"dtype {a.dtype}"
+        raise TypeError(
+            f"gpumat matrices hold real numbers; got {what} (convert bool/complex/object data explicitly first)"
+        )
     if a.ndim == 1:
         a = a.reshape(1, -1)
     elif a.ndim != 2:
         raise ValueError(f"expected a 1-D or 2-D array, got {a.ndim}-D with shape {a.shape}")
-    if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
-        raise TypeError(
-            f"gpumat matrices hold real numbers; got dtype {a.dtype} "
-            "(convert bool/complex/object data explicitly first)"
-        )
     dt = _dtypes.host_dtype_for(a, dtype)
     return _dtypes.to_host_array(a, dt), dt
 

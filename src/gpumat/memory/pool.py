@@ -120,18 +120,18 @@ class Pool:
                     self.drain_pending()
                 return head[0]
             self.drain_pending()
-        if nbytes <= SMALL_BLOCK and (key is not None or trusted(stream)):
-            ptr = self.small.take(nbytes, stream if key is None else key)
-            if ptr:
-                self._count(nbytes)
-                return ptr
-        if self.limit is not None and self.used + nbytes > self.limit:
+        if self.limit is not None and self.used + nbytes > self.limit:  # kept blocks count against it too
             self.release_cached()  # the free list's blocks count against nothing, but hand them back anyway
             raise OutOfMemoryError(
                 f"cannot allocate {_mib(nbytes)} on GPU {self.device.ordinal}: gpumat's memory limit is "
                 f"{_mib(self.limit)} and {_mib(self.used)} is in use",
                 "gpumat.set_memory_limit",
             )
+        if nbytes <= SMALL_BLOCK and (key is not None or trusted(stream)):
+            ptr = self.small.take(nbytes, stream if key is None else key)
+            if ptr:
+                self._count(nbytes)
+                return ptr
         ptr = memops.alloc_async(nbytes, stream)
         if ptr is None:
             self.release_cached()  # cached blocks may be what is in the way: try once more without them

@@ -97,6 +97,11 @@ def matmul_host(
     model says the faster copies pay for the locking (operands read several times over). `report`: a dict
     to fill with what the call did (plan: the TilePlan; registered: how many arrays it page-locked;
     pinned: whether a, b and out were page-locked while it ran)."""
+    if memory_limit is not None:  # checked first: a wrong limit is the caller's mistake, not a lack of memory
+        if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, np.integer)):
+            raise TypeError(f"matmul: memory_limit is a number of bytes (an integer), got {memory_limit!r}")
+        if memory_limit < 0:
+            raise ValueError(f"matmul: memory_limit must be >= 0 bytes, got {memory_limit}")
     a, b = _host_operand(a, "a"), _host_operand(b, "b")
     if a.dtype != b.dtype:
         raise TypeError(

@@ -115,6 +115,8 @@ class Stream:
 
     def wait(self, event: Event) -> None:
         """Work queued on this stream from now on waits for `event`."""
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait takes a gpumat.Event, got {type(event).__name__}")
         check(driver.cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
 
     def record(self, event: Event | None = None) -> Event:
@@ -164,6 +166,14 @@ class Stream:
         return f"<gpumat.Stream 0x{self.ptr:x} on device {self.device.ordinal}>"
 
 
+def _checked_handle(handle: int) -> int:
+    """A raw stream handle must be a pointer-sized non-negative integer. (Whether it names a live stream of
+    the device no library can tell from the integer: a handle from outside gpumat must be one.)"""
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"a stream handle is an integer in [0, 2**64), got {handle}")
+    return int(handle)
+
+
 def stream_handle(stream, dev: Device) -> int:
     """The raw handle for an operation's `stream=` argument on device `dev` (see the module docstring):
     None is the thread's current stream for `dev`, else the legacy default stream (0)."""
@@ -181,15 +191,17 @@ def stream_handle(stream, dev: Device) -> int:
             raise ValueError("that stream has been closed")
         return stream.ptr
     if isinstance(stream, int) and not isinstance(stream, bool):
-        if stream < 0:
-            raise ValueError(f"a stream handle is a non-negative integer, got {stream}")
-        return stream
+        return _checked_handle(stream)
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
         value = proto() if callable(proto) else proto
-        if not (isinstance(value, tuple) and len(value) == 2):
+        if (
+            not (isinstance(value, tuple) and len(value) == 2)
+            or isinstance(value[1], bool)
+            or not isinstance(value[1], int)
+        ):
             raise TypeError(f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), got {value!r}")
-        return int(value[1])
+        return _checked_handle(value[1])
     if isinstance(stream, driver.CUstream):
         return int(stream)
     for attr in ("cuda_stream", "ptr"):  # PyTorch streams / older CuPy streams
@@ -231,6 +243,8 @@ class Event:
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds from this event to `end` (both recorded and complete, both with timing)."""
+        if not isinstance(end, Event):
+            raise TypeError(f"elapsed_time takes the end gpumat.Event, got {type(end).__name__}")
         if not (self.timing and end.timing):
             raise ValueError("elapsed_time needs two events made with timing=True")
         return float(check(driver.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
