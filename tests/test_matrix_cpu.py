@@ -196,3 +196,15 @@ def test_the_memory_limit_counts_blocks_kept_for_reuse(monkeypatch):
     with pytest.raises(gm.OutOfMemoryError, match="memory limit"):
         p.alloc(64 << 10, 0)
     assert p.used == (1 << 20) - 1024
+
+
+def test_a_matrix_and_a_numpy_array_do_not_mix_silently():
+    """A @ x and x @ A with a numpy x are a TypeError that says how to upload, never a product on the CPU."""
+    A = fake_matrix(2, 2)
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(TypeError, match="from_numpy"):
+        A @ x
+    with pytest.raises(TypeError, match="from_numpy"):
+        x @ A
+    with pytest.raises(TypeError):
+        np.add(x, A)  # numpy defers to the Matrix, which has no addition

@@ -268,9 +268,20 @@ class Matrix:
         self.free()
 
     # arithmetic ----------------------------------------------------------------------------
+    # numpy's operators defer to the Matrix's own instead of converting it to a host array and computing on
+    # the CPU behind the caller's back (CuPy's rule: no implicit host/device mixing)
+    __array_ufunc__ = None
+
     def __matmul__(self, other):
         if isinstance(other, Matrix):
             return _operations().matmul(self, other)
+        if isinstance(other, np.ndarray):
+            raise TypeError(_HOST_OPERAND)
+        return NotImplemented
+
+    def __rmatmul__(self, other):
+        if isinstance(other, np.ndarray):
+            raise TypeError(_HOST_OPERAND)
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -289,6 +300,10 @@ class Matrix:
 
 _SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
 KDL_CUDA = 2  # DLPack's device type of GPU memory
+_HOST_OPERAND = (
+    "matmul of a gpumat.Matrix and a numpy array: gpumat does not move data between host and GPU behind your "
+    "back; upload the array with gm.Matrix.from_numpy(x), or bring the Matrix back with .to_numpy()"
+)
 _DeviceBuffer = memory.DeviceBuffer
 _ops = None
 
