@@ -9,6 +9,7 @@ import sys
 from .runtime.errors import NoDeviceError
 
 BENCHES = ("matmul", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu")
+LONG_BENCHES = ("sweep",)  # named only: not part of `bench all`
 
 
 def cmd_info(args) -> int:
@@ -72,12 +73,16 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="the GPU, the driver and which kernels load").set_defaults(fn=cmd_info)
     sub.add_parser("demo", help="the documents' worked examples, checked against numpy").set_defaults(fn=cmd_demo)
     bench = sub.add_parser("bench", help="each variant against NVIDIA's libraries, same process, same inputs")
-    bench.add_argument("op", choices=(*BENCHES, "all"))
+    bench.add_argument("op", choices=(*BENCHES, *LONG_BENCHES, "all"))
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
     bench.add_argument(
         "--precision",
-        action="store_true",
-        help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=(True, "float32", "tf32x3", "tf32"),
+        help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy; "
+        "sweep: the float32 mode to sweep (float32, tf32x3 or tf32)",
     )
     bench.add_argument(
         "--dtype",

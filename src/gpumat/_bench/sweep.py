@@ -1,0 +1,168 @@
+"""`python -m gpumat bench sweep [--dtype D] [--precision MODE]`: gpumat's `auto` against cuBLAS (through
+PyTorch, same process, same inputs, same mode) over a fixed grid of the shapes applications run, by
+class: squares (powers of two, 1.5x steps, odd sides), skinny M and skinny N, long K, short K,
+transformer layers and odd rectangles.
+
+Each shape is timed two ways, both with CUDA events on PyTorch's current stream, which gpumat is given:
+queued (calls back to back, the GPU's own time, the host keeping up) and idle (one call from an idle
+GPU, what a caller waits for, the Python path included). The JSON keeps every case and, for the dtype
+and mode, the geometric mean and the minimum of the ratios (cuBLAS time / gpumat time: above 1 gpumat
+is faster); benchmarks/plot_sweep.py draws it as a heat map.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import gpumat as gm
+
+from .common import environment, print_table, write_json
+
+SQUARES = (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 255, 257, 1023, 1025, 4095, 4097)
+SKINNY = (1, 8, 16, 32, 64, 128, 256)
+WIDE = (1024, 4096, 16384)
+ODD = ((1000, 3001, 777), (2999, 515, 1531), (97, 6007, 2049), (5003, 61, 4099), (333, 333, 33333), (12289, 1201, 67))
+
+
+def grid() -> list[tuple[str, int, int, int]]:
+    """(class, M, N, K) of every case, in a fixed order."""
+    cases = [("square", n, n, n) for n in SQUARES]
+    cases += [("skinny M", m, w, w) for w in WIDE for m in SKINNY]
+    cases += [("skinny N", w, n, w) for w in WIDE for n in SKINNY]
+    cases += [("long K", s, s, k) for s in (64, 128, 256, 512) for k in (16384, 65536)]
+    cases += [("short K", s, s, k) for s in (4096, 8192) for k in (16, 64, 256)]
+    cases += [("transformer", t, 4 * h, h) for t in (1, 128, 2048, 8192) for h in (1024, 4096)]
+    cases += [("transformer", t, h, 4 * h) for t in (1, 128, 2048, 8192) for h in (1024, 4096)]
+    cases += [("odd", m, n, k) for m, n, k in ODD]
+    return cases
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _queued_us(torch, fn) -> float:
+    """GPU microseconds a call, calls back to back: enough calls for ~2 ms a sample, median of 5 samples."""
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    calls = max(1, min(200, int(2.0 / max(start.elapsed_time(stop), 1e-3))))
+    samples = []
+    for _ in range(5):
+        start.record()
+        for _ in range(calls):
+            fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(samples)
+
+
+def _idle_us(torch, fn) -> float:
+    """Microseconds from an idle GPU to the end of one call (the host's path included), median of 5."""
+    samples = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        time.sleep(0.002)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(samples)
+
+
+def run(args) -> dict:
+    import torch  # the anchor: cuBLAS through PyTorch (CuPy has no bfloat16)
+
+    dtype = getattr(args, "dtype", "float32")
+    mode = args.precision if isinstance(getattr(args, "precision", None), str) else None
+    if dtype != "float32" and mode is not None:
+        raise SystemExit("bench sweep: --precision chooses among float32 modes")
+    mode = mode or ("float32" if dtype == "float32" else None)
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"  # tf32x3 and float32 against FP32 cuBLAS
+    tdtype = getattr(torch, dtype)
+    stream = torch.cuda.current_stream()
+    quick = getattr(args, "quick", False)
+    cases, rows = [], []
+    for cls, m, n, k in grid()[:: 6 if quick else 1]:
+        flop = 2.0 * m * n * k
+        g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
+        ta = torch.rand(m, k, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
+        tb = torch.rand(k, n, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
+        tc = torch.empty(m, n, device="cuda", dtype=tdtype)
+        A, B, C = gm.from_dlpack(ta), gm.from_dlpack(tb), gm.from_dlpack(tc)
+
+        def ours():
+            return gm.matmul(A, B, out=C, precision=mode if dtype == "float32" else None, stream=stream)
+
+        def cublas():
+            return torch.matmul(ta, tb, out=tc)
+
+        plan = gm.matmul_plan(A, B, out=C, precision=mode if dtype == "float32" else None)
+        case = {
+            "class": cls,
+            "M": m,
+            "N": n,
+            "K": k,
+            "auto": plan.algorithm,
+            "splits": plan.splits,
+            "gpumat_queued_us": _queued_us(torch, ours),
+            "cublas_queued_us": _queued_us(torch, cublas),
+            "gpumat_idle_us": _idle_us(torch, ours),
+            "cublas_idle_us": _idle_us(torch, cublas),
+        }
+        case["ratio_queued"] = case["cublas_queued_us"] / case["gpumat_queued_us"]
+        case["ratio_idle"] = case["cublas_idle_us"] / case["gpumat_idle_us"]
+        case["gpumat_tflops"] = flop / case["gpumat_queued_us"] / 1e6
+        cases.append(case)
+        rows.append(
+            [
+                cls,
+                f"{m}x{n}x{k}",
+                f"{plan.algorithm}/{plan.splits}",
+                case["gpumat_tflops"],
+                case["ratio_queued"],
+                case["ratio_idle"],
+            ]
+        )
+        for x in (A, B, C):
+            x.free()
+    summary = {
+        "geomean_queued": geometric_mean([c["ratio_queued"] for c in cases]),
+        "min_queued": min(c["ratio_queued"] for c in cases),
+        "geomean_idle": geometric_mean([c["ratio_idle"] for c in cases]),
+        "min_idle": min(c["ratio_idle"] for c in cases),
+    }
+    label = dtype + ("" if mode in (None, "float32") else f" {mode}")
+    print_table(
+        f"matmul sweep, {label} (ratio = cuBLAS time / gpumat time; > 1: gpumat faster)",
+        ["class", "M x N x K", "auto/splits", "TFLOP/s", "ratio queued", "ratio idle"],
+        rows,
+    )
+    print(
+        f"\ngeometric mean {summary['geomean_queued']:.3f} queued, {summary['geomean_idle']:.3f} idle; "
+        f"minimum {summary['min_queued']:.3f} queued, {summary['min_idle']:.3f} idle"
+    )
+    payload = {
+        "dtype": dtype,
+        "precision": mode,
+        "environment": environment(),
+        "anchor": f"cuBLAS through PyTorch {torch.__version__} torch.matmul(out=), same inputs and stream, "
+        f"allow_tf32={mode == 'tf32'}",
+        "timing": "CUDA events on PyTorch's current stream; queued: back-to-back calls, ~2 ms a sample, median "
+        "of 5; idle: one call after 2 ms of idle, median of 5",
+        "summary": summary,
+        "cases": cases,
+    }
+    tag = dtype + ("" if mode in (None, "float32") else f"-{mode}")
+    write_json(f"sweep-{tag}", payload)
+    return payload
