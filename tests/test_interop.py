@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 
 import numpy as np
 import pytest
-from support import fake_matrix, product_error, random
+from support import FAKE_DEVICE, fake_matrix, product_error, random
 
 import gpumat as gm
 from gpumat import _interop
@@ -201,3 +202,38 @@ def test_dlpack_device_and_copy_export():
         assert t.data_ptr() != A.elements and np.array_equal(t.cpu().numpy(), a)
         with pytest.raises(BufferError):
             A.__dlpack__(dl_device=(1, 0))
+
+
+def _producer(shape, data=0x7F0000000000, dtype_code=2, bits=32):
+    """A DLPack producer of a GPU tensor (fake address): its deleter counts how often it is called."""
+    shape_array = (ctypes.c_int64 * len(shape))(*shape)
+    managed = _interop.DLManagedTensor()
+    t = managed.dl_tensor
+    t.data, t.ndim, t.shape, t.strides, t.byte_offset = data, len(shape), shape_array, None, 0
+    t.device = _interop.DLDevice(_interop.KDL_CUDA, 0)
+    t.dtype = _interop.DLDataType(dtype_code, bits, 1)
+    calls = []
+    deleter = _interop.DELETER(lambda address: calls.append(address))
+    managed.deleter = deleter
+
+    class Producer:
+        keep = (shape_array, managed, deleter)  # alive as long as the producer
+
+        def __dlpack_device__(self):
+            return _interop.KDL_CUDA, 0
+
+        def __dlpack__(self, stream=None, max_version=None):
+            return _interop._api.PyCapsule_New(ctypes.addressof(managed), _interop.NAME, _interop.CAPSULE_DESTRUCTOR())
+
+    return Producer(), calls
+
+
+@pytest.mark.parametrize("shape, data", [((2, 3, 4), 0x7F0000000000), ((), 0x7F0000000000), ((4, 4), 0x7F0000000002)])
+def test_a_refused_dlpack_import_hands_the_tensor_back_once(monkeypatch, shape, data):
+    """3-D and 0-d tensors and a misaligned address are refused, and the producer's deleter runs exactly
+    once (a refusal used to keep the producer's memory forever)."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    producer, calls = _producer(shape, data)
+    with pytest.raises(ValueError):
+        gm.from_dlpack(producer)
+    assert len(calls) == 1

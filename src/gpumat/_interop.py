@@ -357,9 +357,14 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     _api.PyCapsule_SetName(capsule, used)  # from here on the tensor is ours to release
     deleter = managed.deleter
 
+    handed_back = []
+
     def release(_owner, address=address, deleter=deleter):
-        if deleter:
-            deleter(address)
+        """Hand the tensor back to its producer: once, whichever path gets here first."""
+        if not handed_back:
+            handed_back.append(True)
+            if deleter:
+                deleter(address)
 
     try:
         dtype = supported(dtype_from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes))
@@ -367,10 +372,10 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         shape = tuple(t.shape[i] for i in range(ndim))
         strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
-    except BaseException:
+        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy)
+    except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
         release(None)
         raise
-    return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy)
 
 
 def asmatrix(obj, copy: bool | None = None, stream=None, device=None) -> Matrix:
