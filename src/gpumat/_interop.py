@@ -26,7 +26,7 @@ from .matrix import Matrix
 from .memory import BorrowedBuffer
 from .runtime import memops
 from .runtime.devices import Device, device
-from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, wait_for_streams
+from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, synchronize_stream, wait_for_streams
 
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
@@ -300,13 +300,16 @@ def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Ma
         h, w, ld = layout
         view = _wrap(ptr, h, w, ld, dtype, dev, owner, release, s)
         try:
-            return view.copy(stream=s)
+            out = view.copy(stream=s)
+            synchronize_stream(s)  # the copy has read the source before the producer gets it back
+            return out
         finally:
             view.free()
     ld = _column_major(shape, strides)
     if ld is not None and copy:
         h, w = shape
         out = _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, s)
+        synchronize_stream(s)  # the copy has read the source before the producer gets it back
         if release is not None:
             release(owner)
         return out
