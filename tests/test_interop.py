@@ -237,3 +237,10 @@ def test_a_refused_dlpack_import_hands_the_tensor_back_once(monkeypatch, shape, 
     with pytest.raises(ValueError):
         gm.from_dlpack(producer)
     assert len(calls) == 1
+
+
+def test_empty_arrays_import_whatever_their_strides():
+    """CuPy describes a (0, 5) or (5, 0) array with strides (0, 0): an empty matrix, not a refused layout."""
+    for shape in ((0, 5), (5, 0)):
+        layout = _interop._row_major(shape, (0, 0))
+        assert layout is not None and layout[:2] == shape

@@ -220,7 +220,7 @@ def _row_major(shape: tuple, strides: tuple | None, itemsize_units: int = 1) -> 
     if len(shape) != 2:
         raise ValueError(f"gpumat matrices are 1-D or 2-D; the array has {len(shape)} dimensions, shape {tuple(shape)}")
     h, w = shape
-    if strides is None:
+    if strides is None or h == 0 or w == 0:  # an empty array has no layout to honour (CuPy gives (0, 0) strides)
         return h, w, max(w, 1)
     sr, sc = strides
     if w <= 1 or sc == 1:
