@@ -204,13 +204,13 @@ def test_dlpack_device_and_copy_export():
             A.__dlpack__(dl_device=(1, 0))
 
 
-def _producer(shape, data=0x7F0000000000, dtype_code=2, bits=32):
+def _producer(shape, data=0x7F0000000000, dtype_code=2, bits=32, device_type=None):
     """A DLPack producer of a GPU tensor (fake address): its deleter counts how often it is called."""
     shape_array = (ctypes.c_int64 * len(shape))(*shape)
     managed = _interop.DLManagedTensor()
     t = managed.dl_tensor
     t.data, t.ndim, t.shape, t.strides, t.byte_offset = data, len(shape), shape_array, None, 0
-    t.device = _interop.DLDevice(_interop.KDL_CUDA, 0)
+    t.device = _interop.DLDevice(_interop.KDL_CUDA if device_type is None else device_type, 0)
     t.dtype = _interop.DLDataType(dtype_code, bits, 1)
     calls = []
     deleter = _interop.DELETER(lambda address: calls.append(address))
@@ -244,3 +244,12 @@ def test_empty_arrays_import_whatever_their_strides():
     for shape in ((0, 5), (5, 0)):
         layout = _interop._row_major(shape, (0, 0))
         assert layout is not None and layout[:2] == shape
+
+
+def test_a_capsule_whose_tensor_is_on_the_host_is_refused(monkeypatch):
+    """The producer says CUDA but the tensor inside says CPU (DLPack device type 1): refused, handed back once."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    producer, calls = _producer((4, 4), device_type=1)
+    with pytest.raises(ValueError, match="device type 1"):
+        gm.from_dlpack(producer)
+    assert len(calls) == 1

@@ -370,6 +370,13 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
                 deleter(address)
 
     try:
+        # the tensor's own device, not only what __dlpack_device__ said: memory the capsule says is on the
+        # host (or on another GPU) is never taken for this GPU's
+        if (t.device.device_type, t.device.device_id) not in ((KDL_CUDA, dev_id), (KDL_CUDA_MANAGED, dev_id)):
+            raise ValueError(
+                f"the DLPack tensor lives on device type {t.device.device_type} id {t.device.device_id}, but its "
+                f"producer said CUDA device {dev_id}: refused"
+            )
         dtype = supported(dtype_from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes))
         ndim = t.ndim
         shape = tuple(t.shape[i] for i in range(ndim))
