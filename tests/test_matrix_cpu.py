@@ -208,3 +208,20 @@ def test_a_matrix_and_a_numpy_array_do_not_mix_silently():
         x @ A
     with pytest.raises(TypeError):
         np.add(x, A)  # numpy defers to the Matrix, which has no addition
+
+
+def test_free_waits_for_an_operation_that_holds_the_device_lock():
+    """free() from another thread detaches the matrix only after an operation that already checked it has
+    queued its work (it used to drop the buffer under the operation: AttributeError on None)."""
+    import threading
+
+    from support import FAKE_DEVICE
+
+    m = fake_matrix(4, 4)
+    with FAKE_DEVICE.lock:  # an operation between its checks and its enqueue
+        freeing = threading.Thread(target=m.free)
+        freeing.start()
+        freeing.join(timeout=0.2)
+        assert freeing.is_alive() and m._buffer is not None and m.elements  # still usable inside the operation
+    freeing.join(timeout=5)
+    assert not freeing.is_alive() and m.is_freed

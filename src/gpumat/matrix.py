@@ -257,8 +257,12 @@ class Matrix:
         """Release the device memory now (stream-ordered: work already queued that reads it finishes
         first). Views of it become unusable; freeing a view detaches only the view. An operation that
         already checked the matrix completes; one that starts afterwards raises FreedMatrixError."""
-        buf, self._buffer = self._buffer, None
-        if buf is not None and self._owner:
+        buf = self._buffer
+        if buf is None:
+            return
+        with buf.device.lock:  # an operation between its checks and its enqueue still sees the buffer
+            self._buffer = None
+        if self._owner:
             buf.release()
 
     def __enter__(self) -> Matrix:
