@@ -213,3 +213,74 @@ __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, O
 }
 
 }  // namespace gpumat
+
+namespace gpumat {
+
+// ---------------------------------------------------------------------------------------------------
+// The GEMM epilogue every matmul kernel (and split-K's reduction) applies to an output element before
+// rounding it to C's dtype, in the accumulator's type (float, or double for float64):
+//     C[i, j] = act(alpha * acc + beta * C[i, j] + bias)
+// bias: none (bias_along 0), bias[j * bias_step] for every row (1: a row vector over the rows) or
+// bias[i * bias_step] for every column (2: a column vector over the columns); its elements are float32
+// when bias_f32, else C's dtype. act: 0 none, 1 relu (x < 0 ? 0 : x, NaN stays NaN), 2 gelu with erf,
+// 0.5 x (1 + erf(x / sqrt 2)), 3 gelu with tanh, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+// With beta == 0, C is never read (BLAS: a NaN already in C does not leak into the result).
+// The identity epilogue (alpha 1, beta 0, no bias, no act) is the plain product: kernels test
+// identity() once and store as before. A split-K product kernel always gets the identity; its
+// reduction gets the caller's.
+// Every GEMM entry point takes these as its last parameters (GPUMAT_EPILOGUE_PARAMS) and builds the
+// struct with GPUMAT_EPILOGUE_ARGS.
+// ---------------------------------------------------------------------------------------------------
+struct Epilogue {
+    double alpha, beta;
+    const void* bias;
+    long long bias_step;
+    int bias_along, bias_f32, activation;
+
+    __device__ __forceinline__ bool identity() const
+    {
+        return alpha == 1.0 && beta == 0.0 && bias_along == 0 && activation == 0;
+    }
+
+    // The finished value of element (i, j) of C (one matrix of a batch), whose old value is at c.
+    template <class Out, class Acc>
+    __device__ __forceinline__ Acc apply(Acc v, int i, int j, const Out* c) const
+    {
+        Acc r = Acc(alpha) * v;
+        if (beta != 0.0) r += Acc(beta) * Dtype<Out>::acc(*c);
+        if (bias_along) {
+            const long long at = (long long)(bias_along == 1 ? j : i) * bias_step;
+            r += bias_f32 ? Acc(static_cast<const float*>(bias)[at]) : Dtype<Out>::acc(static_cast<const Out*>(bias)[at]);
+        }
+        if (activation == 1) {
+            r = r < Acc(0) ? Acc(0) : r;
+        } else if (activation == 2) {
+            r = Acc(0.5) * r * (Acc(1) + erf(r * Acc(0.70710678118654752440)));
+        } else if (activation == 3) {
+            r = Acc(0.5) * r * (Acc(1) + tanh(Acc(0.79788456080286535588) * (r + Acc(0.044715) * r * r * r)));
+        }
+        return r;
+    }
+};
+
+// A batched GEMM launch: grid z = batch index * splits + split of K (a batched launch does not split:
+// splits 1); matrix b of the batch starts batch_a * b elements after A (batch_b, batch_c alike; a
+// stride of 0 shares one matrix across the batch). Every GEMM entry point but the persistent TMA ones
+// takes these after its k_chunk (GPUMAT_BATCH_PARAMS).
+struct BatchSplit {
+    int batch, split;
+};
+
+__device__ __forceinline__ BatchSplit batch_split(int K, int k_chunk)
+{
+    const int splits = k_chunk > 0 ? max(1, (K + k_chunk - 1) / k_chunk) : 1;
+    return {(int)blockIdx.z / splits, (int)blockIdx.z % splits};
+}
+
+}  // namespace gpumat
+
+#define GPUMAT_BATCH_PARAMS long long batch_a, long long batch_b, long long batch_c
+#define GPUMAT_EPILOGUE_PARAMS                                                                               \
+    double alpha, double beta, const void* bias, long long bias_step, int bias_along, int bias_f32,        \
+        int activation
+#define GPUMAT_EPILOGUE_ARGS gpumat::Epilogue{alpha, beta, bias, bias_step, bias_along, bias_f32, activation}
