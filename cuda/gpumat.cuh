@@ -174,44 +174,6 @@ __device__ __forceinline__ void store_pair(Out* p, float x, float y, bool pair_o
     }
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Split-K's second pass: C[i*ldc + j] = the sum of `splits` partial products (each M x N with row
-// stride N, one after the other in `partial`), in an order fixed by `splits` alone (deterministic, no
-// atomics): the splits are cut into at most 8 groups of ceil(splits / 8) consecutive ones; warp g of a
-// block adds group g for 32 consecutive outputs, in split order, and warp 0 then adds the group sums
-// in group order and rounds once to Out. Eight warps read at once where one thread an output would
-// walk all the partials alone (64 float32 partials of 256 x 256 on the H100: 11.9 us, 13.0 with one
-// thread an output; both well under the device copy rate, not yet understood).
-// The entry points, one an accumulator and output dtype, and their launch: matmul_splitk.cu.
-template <class Acc, class Out>
-__device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, Out* __restrict__ C, int M, int N,
-                                              long long ldc, int splits)
-{
-    __shared__ Acc group_sum[8][32];
-    const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-    const int per = (splits + 7) / 8;
-    const int groups = (splits + per - 1) / per;
-    const long long plane = (long long)M * N;
-    for (long long base = (long long)blockIdx.x * 32; base < plane; base += (long long)gridDim.x * 32) {
-        const long long idx = base + lane;
-        if (g < groups && idx < plane) {
-            const int first = g * per, end = min(splits, first + per);
-            Acc sum = partial[first * plane + idx];
-#pragma unroll 4
-            for (int s = first + 1; s < end; ++s) sum += partial[s * plane + idx];
-            group_sum[g][lane] = sum;
-        }
-        __syncthreads();
-        if (g == 0 && idx < plane) {
-            Acc total = group_sum[0][lane];
-            for (int h = 1; h < groups; ++h) total += group_sum[h][lane];
-            const long long i = idx / N;
-            C[i * ldc + (idx - i * N)] = Dtype<Out>::from(total);
-        }
-        __syncthreads();
-    }
-}
-
 }  // namespace gpumat
 
 namespace gpumat {
@@ -252,13 +214,12 @@ struct Epilogue {
             const long long at = (long long)(bias_along == 1 ? j : i) * bias_step;
             r += bias_f32 ? Acc(static_cast<const float*>(bias)[at]) : Dtype<Out>::acc(static_cast<const Out*>(bias)[at]);
         }
-        if (activation == 1) {
-            r = r < Acc(0) ? Acc(0) : r;
-        } else if (activation == 2) {
-            r = Acc(0.5) * r * (Acc(1) + erf(r * Acc(0.70710678118654752440)));
-        } else if (activation == 3) {
+        // three separate tests, not an else-if chain: ptxas turns the chain into an indexed jump, which
+        // cost the teaching kernels 8 registers
+        if (activation == 1) r = r < Acc(0) ? Acc(0) : r;
+        if (activation == 2) r = Acc(0.5) * r * (Acc(1) + erf(r * Acc(0.70710678118654752440)));
+        if (activation == 3)
             r = Acc(0.5) * r * (Acc(1) + tanh(Acc(0.79788456080286535588) * (r + Acc(0.044715) * r * r * r)));
-        }
         return r;
     }
 };
@@ -284,3 +245,49 @@ __device__ __forceinline__ BatchSplit batch_split(int K, int k_chunk)
     double alpha, double beta, const void* bias, long long bias_step, int bias_along, int bias_f32,        \
         int activation
 #define GPUMAT_EPILOGUE_ARGS gpumat::Epilogue{alpha, beta, bias, bias_step, bias_along, bias_f32, activation}
+
+namespace gpumat {
+
+// ---------------------------------------------------------------------------------------------------
+// Split-K's second pass: C[i*ldc + j] = the epilogue (Epilogue above) of the sum of `splits` partial
+// products (each M x N with row stride N, one after the other in `partial`), added in an order fixed by
+// `splits` alone (deterministic, no atomics): the splits are cut into at most 8 groups of
+// ceil(splits / 8) consecutive ones; warp g of a block adds group g for 32 consecutive outputs, in split
+// order, and warp 0 then adds the group sums in group order, applies the epilogue to the total and rounds
+// once to Out (the identity epilogue: the total as before). Eight warps read at once where one thread an
+// output would walk all the partials alone (64 float32 partials of 256 x 256 on the H100: 11.9 us, 13.0
+// with one thread an output; both well under the device copy rate, not yet understood).
+// The entry points, one an accumulator and output dtype, and their launch: matmul_splitk.cu.
+template <class Acc, class Out>
+__device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, Out* __restrict__ C, int M, int N,
+                                              long long ldc, int splits, GPUMAT_EPILOGUE_PARAMS)
+{
+    __shared__ Acc group_sum[8][32];
+    const Epilogue ep = GPUMAT_EPILOGUE_ARGS;
+    const bool ep_id = ep.identity();
+    const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+    const int per = (splits + 7) / 8;
+    const int groups = (splits + per - 1) / per;
+    const long long plane = (long long)M * N;
+    for (long long base = (long long)blockIdx.x * 32; base < plane; base += (long long)gridDim.x * 32) {
+        const long long idx = base + lane;
+        if (g < groups && idx < plane) {
+            const int first = g * per, end = min(splits, first + per);
+            Acc sum = partial[first * plane + idx];
+#pragma unroll 4
+            for (int s = first + 1; s < end; ++s) sum += partial[s * plane + idx];
+            group_sum[g][lane] = sum;
+        }
+        __syncthreads();
+        if (g == 0 && idx < plane) {
+            Acc total = group_sum[0][lane];
+            for (int h = 1; h < groups; ++h) total += group_sum[h][lane];
+            const long long i = idx / N;
+            Out* c = C + i * ldc + (idx - i * N);
+            *c = Dtype<Out>::from(ep_id ? total : ep.apply<Out>(total, (int)i, (int)(idx - i * N), c));
+        }
+        __syncthreads();
+    }
+}
+
+}  // namespace gpumat

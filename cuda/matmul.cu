@@ -1,6 +1,9 @@
 // Teaching matrix-multiply kernels: C (M x N) = A (M x K) @ B (K x N), row-major, in four dtypes.
 // Every matrix comes with its row stride (leading dimension, in elements); offsets are 64-bit.
 // gridDim.y is capped at 65535 by the launcher, so blocks walk the row tiles in a grid-stride loop.
+// Grid z is the batch index: matrix z of A, B and C starts z * batch_a (batch_b, batch_c) elements on.
+// Each output goes through the fused epilogue (gpumat::Epilogue: alpha, beta, bias, activation) before
+// it is rounded; the identity epilogue stores the plain product, as without one.
 // Each family is one template over the element type T, instantiated per dtype by a macro
 // (matmul_<family>_f32, _f64, _f16, _bf16): float64 accumulates in double (FP64 FMA); float16 and
 // bfloat16 load as float, accumulate in float and round the result to the input dtype (nearest even).
@@ -10,13 +13,25 @@ using gpumat::Dtype;
 
 namespace {
 
+// ep as a value the compiler cannot see through (an empty asm), so that its arithmetic stays at the store
+// instead of being hoisted out of the row loop and held in registers through the k loop (tiled16_f16 and
+// _bf16 on sm_90: 40 registers instead of 32, a quarter fewer blocks an SM).
+__device__ __forceinline__ gpumat::Epilogue opaque(gpumat::Epilogue ep)
+{
+    asm volatile("" : "+d"(ep.alpha), "+d"(ep.beta), "+l"(ep.bias), "+l"(ep.bias_step), "+r"(ep.bias_along),
+                 "+r"(ep.bias_f32), "+r"(ep.activation));
+    return ep;
+}
+
 // naive: one thread per element of C, reading its row of A and column of B straight from global memory.
-// Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535)).
+// Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535), batch).
 template <class T>
 __device__ __forceinline__ void naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                      int M, int N, int K, long long lda, long long ldb, long long ldc)
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                      const gpumat::Epilogue& ep)
 {
     using Acc = typename Dtype<T>::Acc;
+    const bool ep_id = ep.identity();
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
     for (int row = blockIdx.y * blockDim.y + threadIdx.y; row < M; row += gridDim.y * blockDim.y) {
         if (col >= N) continue;
@@ -24,23 +39,26 @@ __device__ __forceinline__ void naive(const T* __restrict__ A, const T* __restri
         Acc acc = 0;
         for (int k = 0; k < K; ++k)
             acc += Dtype<T>::acc(a[k]) * Dtype<T>::acc(B[k * ldb + col]);
-        C[row * ldc + col] = Dtype<T>::from(acc);
+        T* c = C + row * ldc + col;
+        *c = Dtype<T>::from(ep_id ? acc : opaque(ep).apply<T>(acc, row, col, c));
     }
 }
 
 // tiled<TILE>: square shared-memory tiles: each block stages a TILE x TILE piece of A and of B per
 // step of K (as the accumulation type), and each thread accumulates one element of C. Loads outside
 // the matrices read as zero, so any M, N, K works without padding.
-// Launch: block (TILE, TILE), grid (ceil(N/TILE), min(ceil(M/TILE), 65535)).
+// Launch: block (TILE, TILE), grid (ceil(N/TILE), min(ceil(M/TILE), 65535), batch).
 template <class T, int TILE>
 __device__ __forceinline__ void tiled(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                      int M, int N, int K, long long lda, long long ldb, long long ldc)
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                      const gpumat::Epilogue& ep)
 {
     using Acc = typename Dtype<T>::Acc;
     __shared__ Acc As[TILE][TILE];
     __shared__ Acc Bs[TILE][TILE];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * TILE + tx;
+    const bool ep_id = ep.identity();
     const int tiles_m = (M + TILE - 1) / TILE;
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row = tm * TILE + ty;
@@ -54,32 +72,37 @@ __device__ __forceinline__ void tiled(const T* __restrict__ A, const T* __restri
                 acc += As[ty][k] * Bs[k][tx];
             __syncthreads();
         }
-        if (row < M && col < N)
-            C[row * ldc + col] = Dtype<T>::from(acc);
+        if (row < M && col < N) {
+            T* c = C + row * ldc + col;
+            *c = Dtype<T>::from(ep_id ? acc : opaque(ep).apply<T>(acc, row, col, c));
+        }
     }
 }
 
 template <class T>
 __device__ __forceinline__ void tiled16(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                        int M, int N, int K, long long lda, long long ldb, long long ldc)
+                                        int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                        const gpumat::Epilogue& ep)
 {
-    tiled<T, 16>(A, B, C, M, N, K, lda, ldb, ldc);
+    tiled<T, 16>(A, B, C, M, N, K, lda, ldb, ldc, ep);
 }
 
 template <class T>
 __device__ __forceinline__ void tiled32(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                        int M, int N, int K, long long lda, long long ldb, long long ldc)
+                                        int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                        const gpumat::Epilogue& ep)
 {
-    tiled<T, 32>(A, B, C, M, N, K, lda, ldb, ldc);
+    tiled<T, 32>(A, B, C, M, N, K, lda, ldb, ldc, ep);
 }
 
 // tiled16x64: the wider-tile strategy: a 16 x 64 tile of A and a 64 x 16 tile of B per step, so a block
 // makes a quarter as many barrier round trips through K; each of the 16 x 16 threads stages four
 // elements of each and still computes one element of C.
-// Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535)).
+// Launch: block (16, 16), grid (ceil(N/16), min(ceil(M/16), 65535), batch).
 template <class T>
 __device__ __forceinline__ void tiled16x64(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                           int M, int N, int K, long long lda, long long ldb, long long ldc)
+                                           int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                           const gpumat::Epilogue& ep)
 {
     using Acc = typename Dtype<T>::Acc;
     constexpr int TS = 16, KT = 64;
@@ -87,6 +110,7 @@ __device__ __forceinline__ void tiled16x64(const T* __restrict__ A, const T* __r
     __shared__ Acc Bs[KT][TS];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * TS + tx;
+    const bool ep_id = ep.identity();
     const int tiles_m = (M + TS - 1) / TS;
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row = tm * TS + ty;
@@ -104,20 +128,25 @@ __device__ __forceinline__ void tiled16x64(const T* __restrict__ A, const T* __r
                 acc += As[ty][k] * Bs[k][tx];
             __syncthreads();
         }
-        if (row < M && col < N)
-            C[row * ldc + col] = Dtype<T>::from(acc);
+        if (row < M && col < N) {
+            T* c = C + row * ldc + col;
+            *c = Dtype<T>::from(ep_id ? acc : opaque(ep).apply<T>(acc, row, col, c));
+        }
     }
 }
 
 }  // namespace
 
-// matmul_<family>_<dtype>(A, B, C, M, N, K, lda, ldb, ldc)
+// matmul_<family>_<dtype>(A, B, C, M, N, K, lda, ldb, ldc, batch_a, batch_b, batch_c, alpha, beta, bias,
+// bias_step, bias_along, bias_f32, activation): grid z picks the matrices of the batch.
 #define GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, SFX, T)                                                       \
     extern "C" __global__ void __launch_bounds__(THREADS) matmul_##FAMILY##_##SFX(                          \
         const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N, int K,          \
-        long long lda, long long ldb, long long ldc)                                                         \
+        long long lda, long long ldb, long long ldc, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS)           \
     {                                                                                                        \
-        FAMILY<T>(A, B, C, M, N, K, lda, ldb, ldc);                                                          \
+        const long long z = blockIdx.z;                                                                      \
+        FAMILY<T>(A + z * batch_a, B + z * batch_b, C + z * batch_c, M, N, K, lda, ldb, ldc,                 \
+                  GPUMAT_EPILOGUE_ARGS);                                                                     \
     }
 #define GPUMAT_MATMUL_FAMILY(FAMILY, THREADS)                   \
     GPUMAT_MATMUL_ENTRY(FAMILY, THREADS, f32, float)            \

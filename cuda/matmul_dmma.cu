@@ -1,11 +1,15 @@
 // Float64 matrix multiply on the FP64 tensor cores (DMMA, mma.sync .f64, sm_80 and later):
 // C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
-// offsets. Same signature and split-K contract as matmul_tc.cu: block z multiplies over
-// k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
-// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f64_f64 in matmul_splitk.cu); a
-// plain run has gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a
-// grid-stride loop: gridDim.y is capped at 65535). blockDim must be (Cfg::THREADS, 1, 1); dynamic
-// shared memory Cfg::SMEM_BYTES (the entry points below say how much).
+// offsets. Same signature, batch and split-K contract as matmul_tc.cu: block z is (batch b, split s)
+// by gpumat::batch_split (z = b * splits + s, splits = ceil(K / k_chunk)); it multiplies A + b*batch_a
+// by B + b*batch_b over k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to
+// C + b*batch_c + s*M*ldc (a split-K caller passes scratch with ldc = N and the identity epilogue, then
+// runs matmul_splitk_reduce_f64_f64 in matmul_splitk.cu, which applies the epilogue); a plain run has
+// gridDim.z = 1 and k_chunk = K, a batched one gridDim.z = batch and k_chunk = K. blockIdx.x walks N
+// tiles, blockIdx.y M tiles (a grid-stride loop: gridDim.y is capped at 65535). blockDim must be
+// (Cfg::THREADS, 1, 1); dynamic shared memory Cfg::SMEM_BYTES (the entry points below say how much).
+// The epilogue (gpumat::Epilogue, the last parameters): C[i, j] = act(alpha * acc + beta * C[i, j] +
+// bias) in float64; the identity epilogue stores the products as they are.
 //
 // Arithmetic: DMMA multiplies and adds in IEEE FP64 (round to nearest), so the result is an FP64
 // dot product in a fixed order: per k step of 8, the hardware's own order inside one mma, the steps
@@ -35,7 +39,12 @@
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
 //  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
 //    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
-//    skip the math; stores of C are guarded per element.
+//    skip the math; stores of C are guarded per element;
+//  * the epilogue: identity() is tested once per block; the identity runs the row-tile loop above,
+//    inline; any other epilogue runs its own copy of it, out of line (gemm_epilogue), which parks each
+//    tile's results in the idle ring (BM x (BN + 2) doubles fit in every shape's) and then finishes
+//    pairs of adjacent elements of a row, a warp a row segment: one apply per element in a loop, where
+//    one inlined per accumulator in the registers' store made the code ten times larger and spilled.
 //
 // Built for every arch in the default list; the mma code exists only for sm_80 and later (below
 // that the kernels trap, and gpumat runs its SIMT kernel there).
@@ -80,6 +89,10 @@ static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half:
               Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
 static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
               "the pipelined variants keep their shapes' shared memory");
+template <class C>
+constexpr bool parks = C::BM * (C::BN + 2) * 8 <= C::SMEM_BYTES;
+static_assert(parks<Big> && parks<BigK32> && parks<Half> && parks<Narrow>,
+              "a non-identity epilogue parks the tile (rows padded by 2 doubles) in the ring");
 
 #if __CUDA_ARCH__ >= 800
 
@@ -208,10 +221,12 @@ __device__ __forceinline__ void load_a(const double* __restrict__ As, int a_off,
     for (int e = 0; e < 4; ++e) a[e] = As[a_off + (16 * i + 8 * (e & 1)) * C::AS + 8 * s + 4 * (e >> 1)];
 }
 
-template <class C, bool VEC>
+// EPI: every tile goes through the epilogue ep (gemm_epilogue); else it is stored as it is and ep is
+// not read.
+template <class C, bool VEC, bool EPI>
 __device__ __forceinline__ void gemm(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
                                      int M, int N, long long lda, long long ldb, long long ldc,
-                                     int k_begin, int k_end, bool vec_c, double* smem)
+                                     int k_begin, int k_end, bool vec_c, double* smem, const gpumat::Epilogue& ep)
 {
     constexpr int BM = C::BM, BN = C::BN, BK = C::BK, S = C::STAGES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -231,6 +246,11 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
             tn = tile.tn;
         }
         const int row0 = tm * BM, col0 = tn * BN;
+        // The fragment offsets pass through empty asm each tile, so that what is derived from them is
+        // not held in registers from one tile to the next: with the batch and the epilogue in the kernel,
+        // ptxas otherwise scheduled the main loop differently (64 x 128 tiles 8% slower on the H100).
+        int fa = a_off, fb = b_off;
+        asm volatile("" : "+r"(fa), "+r"(fb));
 
         Loader<C> ld;
         const int ra = tid / C::A_CHUNKS_ROW, ca = tid % C::A_CHUNKS_ROW;
@@ -272,7 +292,7 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
                 __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
                 fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
                 const double* st = smem + stage * C::STAGE_DOUBLES;
-                if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, a_off, b_off, acc);
+                if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, fa, fb, acc);
             }
         } else {
             // Fragment reads one step ahead of the mmas: B double-buffered, and each m tile's A
@@ -289,9 +309,9 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
             int rstage = 0;
             double a[C::MT][4], b[2][NT][2];
             if (tiles > 0) {
-                load_b<C>(smem + C::A_DOUBLES, b_off, 0, b[0]);
+                load_b<C>(smem + C::A_DOUBLES, fb, 0, b[0]);
 #pragma unroll
-                for (int i = 0; i < C::MT; ++i) load_a<C>(smem, a_off, 0, i, a[i]);
+                for (int i = 0; i < C::MT; ++i) load_a<C>(smem, fa, 0, i, a[i]);
             }
 #pragma unroll 1
             for (int t = 0; t < tiles; ++t) {
@@ -309,14 +329,14 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
                         nx = smem + rstage * C::STAGE_DOUBLES;
                     }
                     const int ns = last ? 0 : s + 1;
-                    if (more) load_b<C>(nx + C::A_DOUBLES, b_off, ns, b[(s + 1) & 1]);
+                    if (more) load_b<C>(nx + C::A_DOUBLES, fb, ns, b[(s + 1) & 1]);
 #pragma unroll
                     for (int i = 0; i < C::MT; ++i) {
                         if (warp_live) {
 #pragma unroll
                             for (int j = 0; j < NT; ++j) mma(acc[i][j], a[i], b[s & 1][j]);
                         }
-                        if (more) load_a<C>(nx, a_off, ns, i, a[i]);
+                        if (more) load_a<C>(nx, fa, ns, i, a[i]);
                     }
                 }
             }
@@ -325,47 +345,112 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
         __syncthreads();  // the next row tile's first copies may overwrite a stage just read
 
         // Thread's outputs: rows row0 + wm*WM + g + 16 i + 8 h, columns col0 + wn*WN + 8 j + 2t and + 1.
-        const int col = col0 + wn * WN + 2 * t;
+        if constexpr (!EPI) {
+            const int col = col0 + wn * WN + 2 * t;
 #pragma unroll
-        for (int i = 0; i < C::MT; ++i)
+            for (int i = 0; i < C::MT; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
-                if (r >= M) continue;
-                double* crow = Cm + (long long)r * ldc + col;
+                for (int h = 0; h < 2; ++h) {
+                    const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
+                    if (r >= M) continue;
+                    double* crow = Cm + (long long)r * ldc + col;
 #pragma unroll
-                for (int j = 0; j < NT; ++j) {
-                    const int left = N - (col + 8 * j);
-                    const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
-                    if (vec_c && left >= 2) {
-                        *reinterpret_cast<double2*>(crow + 8 * j) = make_double2(x, y);
-                    } else {
-                        if (left >= 1) crow[8 * j] = x;
-                        if (left >= 2) crow[8 * j + 1] = y;
+                    for (int j = 0; j < NT; ++j) {
+                        const int left = N - (col + 8 * j);
+                        const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                        if (vec_c && left >= 2) {
+                            *reinterpret_cast<double2*>(crow + 8 * j) = make_double2(x, y);
+                        } else {
+                            if (left >= 1) crow[8 * j] = x;
+                            if (left >= 2) crow[8 * j + 1] = y;
+                        }
                     }
                 }
+        } else {
+            // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the row-tile
+            // loop (main loop included) for each value they can take.
+            gpumat::Epilogue e = ep;
+            asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
+            // Tile element (r, c) at stage_c[r * (BN + 2) + c]: rows 16 bytes apart in the banks, so the
+            // 8 rows of a fragment store take 4 wavefronts, as few as its 512 bytes can.
+            double* const stage_c = smem;
+            constexpr int CS = BN + 2;
+#pragma unroll
+            for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * C::WM + g + 16 * i + 8 * h;
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        const int c = wn * WN + 8 * j + 2 * t;
+                        *reinterpret_cast<double2*>(stage_c + r * CS + c) = make_double2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                    }
+                }
+            __syncthreads();
+#pragma unroll 1
+            for (int q = tid; q < BM * BN / 2; q += C::THREADS) {
+                const int r = q / (BN / 2), c = 2 * (q % (BN / 2));
+                const int i = row0 + r, j = col0 + c;  // element (i, j) of C and (i, j + 1)
+                if (i >= M || j >= N) continue;
+                const double2 v = *reinterpret_cast<const double2*>(stage_c + r * CS + c);
+                double* const at = Cm + (long long)i * ldc + j;
+                const double x = e.apply<double>(v.x, i, j, at);
+                if (j + 1 >= N) {
+                    at[0] = x;
+                    continue;
+                }
+                const double y = e.apply<double>(v.y, i, j + 1, at + 1);
+                if (vec_c) {
+                    *reinterpret_cast<double2*>(at) = make_double2(x, y);
+                } else {
+                    at[0] = x;
+                    at[1] = y;
+                }
             }
+            __syncthreads();  // the next row tile's first copies refill the ring
+        }
     }
+}
+
+// The epilogue's copy of the row-tile loop, out of line: inlined beside the plain one, it changed that
+// one's register allocation and schedule.
+template <class C, bool VEC>
+__device__ __noinline__ void gemm_epilogue(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
+                                           int M, int N, long long lda, long long ldb, long long ldc,
+                                           int k_begin, int k_end, bool vec_c, double* smem, const gpumat::Epilogue ep)
+{
+    gemm<C, VEC, true>(A, B, Cm, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
 }
 
 #endif  // __CUDA_ARCH__ >= 800
 
 template <class C>
 __device__ __forceinline__ void entry(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
-                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
+                                      GPUMAT_BATCH_PARAMS, const gpumat::Epilogue& ep)
 {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) double smem[];
-    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const gpumat::BatchSplit bs = gpumat::batch_split(K, k_chunk);
+    const long long k_lo = (long long)bs.split * k_chunk;
     const int k_begin = (int)(k_lo < K ? k_lo : K);
     const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
-    double* const Cz = Cm + (long long)blockIdx.z * M * ldc;
+    A += bs.batch * batch_a;
+    B += bs.batch * batch_b;
+    double* const Cz = Cm + bs.batch * batch_c + (long long)bs.split * M * ldc;
     const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 1) == 0;
     // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
     const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
                      (lda & 1) == 0 && (ldb & 1) == 0 && (k_begin & 1) == 0;
-    if (vec) gemm<C, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
-    else gemm<C, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    // identity() once: the plain row-tile loop inline, as before, or the epilogue's out of line.
+    if (!ep.identity()) {
+        if (vec) gemm_epilogue<C, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        else gemm_epilogue<C, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    } else if (vec) {
+        gemm<C, true, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    } else {
+        gemm<C, false, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    }
 #else
     __trap();  // no FP64 tensor cores before sm_80: gpumat runs its SIMT kernel there instead
 #endif
@@ -374,33 +459,36 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
 }  // namespace
 
 // One extern "C" entry point a tile configuration: launch bounds (CFG's threads, blocks an SM) and the
-// shared signature of every matmul kernel.
+// shared signature of every matmul kernel, (A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b,
+// batch_c, alpha, beta, bias, bias_step, bias_along, bias_f32, activation). Grids' z: batch * splits.
 #define GPUMAT_DMMA_ENTRY(NAME, CFG, BLOCKS_PER_SM)                                                          \
     extern "C" __global__ void __launch_bounds__(CFG::THREADS, BLOCKS_PER_SM) NAME(                           \
         const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int M, int N,     \
-        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
+        GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        entry<CFG>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                                 \
+        entry<CFG>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, GPUMAT_EPILOGUE_ARGS); \
     }
 
 // 128 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 64 x 32 (4 x 4 mmas of 16 x 8 each),
 // 5 cp.async stages in 186,880 bytes of dynamic shared memory, one block per SM (64 accumulators
-// a thread). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+// a thread). Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16_f64, Big, 1)
 
 // The same with k tiles of 32 (half the barriers a k), 3 stages in 211,968 bytes of dynamic shared
-// memory. Block (256,1,1), one block per SM, grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+// memory. Block (256,1,1), one block per SM, grid (ceil(N/128),
+// min(ceil(M/128), 65535), batch * splits).
 GPUMAT_DMMA_ENTRY(matmul_dmma128x128k32_f64, BigK32, 1)
 
 // 64 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 32 x 32, 4 stages in 108,544 bytes of dynamic
 // shared memory, at most 128 registers so that two blocks share an SM (more tiles for the small and
 // skinny shapes; fits the 99 KiB a block of sm_86 / sm_89 gets). Grid (ceil(N/128),
-// min(ceil(M/64), 65535), splits).
+// min(ceil(M/64), 65535), batch * splits).
 GPUMAT_DMMA_ENTRY(matmul_dmma64x128k16_f64, Half, 2)
 
 // 128 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 64 x 32, 3 stages in 87,552 bytes of dynamic
 // shared memory, two blocks an SM (each one's barriers, pipeline fill and stores of C overlap the other's
-// math). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+// math). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16_f64, Narrow, 2)
 
 // The two shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared

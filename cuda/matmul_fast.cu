@@ -1,13 +1,17 @@
 // Fast FP32 SIMT matrix multiply (plain FFMA, no tensor cores): C (M x N) = A (M x K) @ B (K x N),
 // row-major with row strides lda / ldb / ldc in elements; all offsets are 64-bit.
 //
-// Every GEMM entry point shares one signature and one split-K contract: block z = s multiplies over
-// k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to C + s*M*ldc, so a
-// split-K caller passes a scratch buffer (ldc = N) and then runs matmul_splitk_reduce_f32_f32
-// (matmul_splitk.cu); a plain run uses gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles;
-// blockIdx.y walks M tiles in a grid-stride loop because gridDim.y is capped at 65535. blockDim must
-// be (THREADS, 1, 1); the kernels whose shared memory passes 48 KB take it as dynamic shared memory
-// (see their entry points).
+// Every GEMM entry point shares one signature and one batch / split-K contract: block z is (batch b,
+// split s) = gpumat::batch_split(K, k_chunk); it multiplies matrix b of the batch (A + b*batch_a,
+// B + b*batch_b) over k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to
+// C + b*batch_c + s*M*ldc, so a split-K caller passes a scratch buffer (ldc = N) and then runs
+// matmul_splitk_reduce_f32_f32 (matmul_splitk.cu); a plain run uses gridDim.z = batch and k_chunk = K.
+// Each output goes through the fused epilogue (gpumat::Epilogue; a split-K product gets the identity,
+// its reduction the caller's): identity() is tested once and picks one of two copies of the kernel
+// body, the plain one as before or one that applies the epilogue before the same stores (see
+// gemm_block). blockIdx.x walks N tiles; blockIdx.y walks M tiles in a grid-stride loop because
+// gridDim.y is capped at 65535. blockDim must be (THREADS, 1, 1); the kernels whose shared memory
+// passes 48 KB take it as dynamic shared memory (see their entry points).
 //
 // Technique (same for every tile shape, see Tile below):
 //  * each thread owns TM x 8 outputs of C in registers (TM = 8 or 16), as (TM / 4) x 2 sub-blocks of
@@ -38,7 +42,7 @@
 //    copy, which lets the copy itself transpose it and takes any view (odd offsets and strides).
 //    B goes one float a copy with the pair swap above; built with SGEMM_VEC_B=1, it goes 16 bytes a
 //    copy whenever its base is 16-byte aligned and its row stride a multiple of 4 floats (decided
-//    once per launch, uniformly; other views keep one-float copies, and both give the same bits).
+//    once per block, uniformly; other views keep one-float copies, and both give the same bits).
 //    On the H100 the two paths measured within 2% of each other, each ahead on some shapes: the
 //    16-byte path issues fewer copy instructions, the swap has fewer dispatch stalls (ncu, per
 //    issued instruction: 0.27 against 0.23 in sgemm128x256k16), so the default stays with the swap;
@@ -234,11 +238,13 @@ __device__ __forceinline__ void fma_step(const Frag<T, VEC_B>& f, float (&acc)[T
             acc[i][j] = fmaf(f.a[i], f.b[j], acc[i][j]);
 }
 
-template <class T, bool VEC_B>
+// EPILOGUE: the outputs go through ep before they are stored (else ep is the identity, unread).
+template <class T, bool VEC_B, bool EPILOGUE>
 __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N,
                                            long long lda, long long ldb, long long ldc,
-                                           int k_begin, int k_end, bool vec_c, float* smem)
+                                           int k_begin, int k_end, bool vec_c, float* smem,
+                                           const gpumat::Epilogue& ep)
 {
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, STAGES = T::STAGES, TM = T::TM;
     constexpr int A_FLOATS = BK * T::AS;  // Bs follows As inside a stage
@@ -355,6 +361,33 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
         // offsets: separate column bounds, being loop invariants, were hoisted out of the row-tile
         // loop and held in registers through the main loop.
         const int cols_left = N - (col0 + frag_n);
+        if constexpr (EPILOGUE) {
+            // The epilogue, in place, on the outputs inside C; the stores below are the plain ones. One
+            // thread row a pass of a rolled loop: row i is in acc[0] and the rows move up one a pass,
+            // back in place after TM passes (unrolled over all TM rows, its code was 4-5 times the
+            // size of the rest of the kernel).
+#pragma unroll 1
+            for (int i = 0; i < TM; ++i) {
+                const int r = row0 + frag_m + (i & 3) + (i >> 2) * 16;
+                if (r < M) {
+                    const float* crow = C + (long long)r * ldc + col0 + frag_n;
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const int c = (j >> 2) * 32 + (j & 3);  // acc[.][j] is column col0 + frag_n + c
+                        if (c < cols_left) acc[0][j] = ep.apply<float>(acc[0][j], r, col0 + frag_n + c, crow + c);
+                    }
+                }
+                float first[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) first[j] = acc[0][j];
+#pragma unroll
+                for (int k = 0; k + 1 < TM; ++k)
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[k][j] = acc[k + 1][j];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[TM - 1][j] = first[j];
+            }
+        }
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
             const int r = row0 + frag_m + (i & 3) + (i >> 2) * 16;
@@ -377,12 +410,14 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     }
 }
 
-// Resolves this block's k range, output plane and shared memory, whether C allows 128-bit stores
-// and whether B allows 16-byte copies (one decision for the whole launch).
+// Resolves this block's matrices of the batch, k range, output plane and shared memory, whether C
+// allows 128-bit stores and whether B allows 16-byte copies (one decision for the block's matrix).
 template <class T>
 __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N, int K,
-                                           long long lda, long long ldb, long long ldc, int k_chunk)
+                                           long long lda, long long ldb, long long ldc, int k_chunk,
+                                           long long batch_a, long long batch_b, long long batch_c,
+                                           const gpumat::Epilogue& ep)
 {
     float* smem;
     if constexpr (T::SMEM_BYTES > 48 * 1024) {
@@ -392,19 +427,28 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
         __shared__ __align__(16) float static_smem[T::SMEM_FLOATS];
         smem = static_smem;
     }
-    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const gpumat::BatchSplit bs = gpumat::batch_split(K, k_chunk);
+    const long long k_lo = (long long)bs.split * k_chunk;
     const int k_begin = (int)(k_lo < K ? k_lo : K);
     const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
-    float* const Cz = C + (long long)blockIdx.z * M * ldc;
+    const float* const Az = A + bs.batch * batch_a;
+    const float* const Bz = B + bs.batch * batch_b;
+    float* const Cz = C + bs.batch * batch_c + (long long)bs.split * M * ldc;
 
     // C's float4 stores need a 16-byte aligned base and a stride that is a multiple of 4 floats.
     const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
-    const bool vec_b = SGEMM_VEC_B && (reinterpret_cast<uintptr_t>(B) & 15) == 0 && (ldb & 3) == 0;
+    const bool vec_b = SGEMM_VEC_B && (reinterpret_cast<uintptr_t>(Bz) & 15) == 0 && (ldb & 3) == 0;
 
-    if (vec_b)
-        gemm_block<T, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
-    else
-        gemm_block<T, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    // The epilogue gets a copy of the whole row-tile loop: inside the plain one, the compiler hoisted
+    // its arithmetic out of the loop, which cost the main loop registers and instructions.
+    const bool ep_id = ep.identity();
+    if (vec_b) {
+        if (ep_id) gemm_block<T, true, false>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        else gemm_block<T, true, true>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    } else {
+        if (ep_id) gemm_block<T, false, false>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        else gemm_block<T, false, true>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    }
 }
 
 //                         BM   BN   BK  TM  STAGES
@@ -417,37 +461,40 @@ using Tile64x64 = Tile<64, 64, 8, 8, 4>;
 }  // namespace
 
 // One extern "C" entry point a tile shape: launch bounds (TILE's threads, blocks an SM) and the shared
-// signature of every matmul kernel.
+// signature of every matmul kernel: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b,
+// batch_c, alpha, beta, bias, bias_step, bias_along, bias_f32, activation).
 #define GPUMAT_SGEMM_ENTRY(NAME, TILE, BLOCKS_PER_SM)                                                         \
     extern "C" __global__ void __launch_bounds__(TILE::THREADS, BLOCKS_PER_SM) NAME(                          \
         const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
-        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
+        GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_entry<TILE>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                           \
+        gemm_entry<TILE>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,                 \
+                         GPUMAT_EPILOGUE_ARGS);                                                               \
     }
 
 // Largest tiles, 16 x 8 a thread, for big problems. Block (256,1,1) = 2 (M) x 4 (N) warp tiles of
 // 64 x 64; tile 128 x 256 x 16, 3 stages: 74,496 bytes of dynamic shared memory; one block per SM.
 // (The same tile turned, 256 x 128, ran 4-8% slower: twice the one-float A copies per k tile.)
-// Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
+// Grid (ceil(N/256), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256k16, Tile128x256k16, 1)
 
 // The same at BK = 8, 4 stages: 49,664 bytes of dynamic shared memory; one block per SM.
-// Grid (ceil(N/256), min(ceil(M/128), 65535), splits).
+// Grid (ceil(N/256), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256, Tile128x256, 1)
 
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
 // tile 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
-// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
+// Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x128, Tile128x128, 2)
 
 // Medium tiles at 8 x 8 a thread: twice the blocks of 128x128 for mid-size problems, where finer
 // tiles even out the last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile
 // 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
-// at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), splits).
+// at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x64, Tile128x64, 3)
 
 // Small tiles for small or skinny problems (usually with split-K). Block (64,1,1) = 2 (M) x 1 (N)
 // warp tiles of 32 x 64; tile 64 x 64 x 8, 4 stages: 16,896 bytes static shared memory (0 dynamic);
-// six blocks per SM. Grid (ceil(N/64), min(ceil(M/64), 65535), splits).
+// six blocks per SM. Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_64x64, Tile64x64, 6)

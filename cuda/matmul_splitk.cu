@@ -1,20 +1,25 @@
 // Split-K's second pass for every matmul module: a split-K run writes `splits` partial products of
 // M x N (row stride N, one after the other) into scratch, and one of these kernels adds them into C
-// (row stride ldc), in an order fixed by `splits` alone (deterministic, no atomics).
+// (row stride ldc), in an order fixed by `splits` alone (deterministic, no atomics), and applies the
+// GEMM epilogue (gpumat::Epilogue) to each total before rounding it (the product kernels of a split-K
+// run get the identity epilogue).
 //
 // Technique (gpumat::splitk_reduce in gpumat.cuh): the splits are cut into at most 8 groups of
 // consecutive ones; warp g of a block adds group g for 32 consecutive outputs, in split order, and warp 0
-// then adds the group sums in group order and rounds once to the output dtype.
+// then adds the group sums in group order, applies the epilogue and rounds once to the output dtype.
 // Launch: block (256,1,1), a grid-stride loop over strips of 32 outputs; the grid is computed by
 // splitk_reduce_grid in src/gpumat/runtime/geometry.py.
 #include "gpumat.cuh"
 
-// matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits)
+// matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,
+// bias, bias_step, bias_along, bias_f32, activation)
 #define GPUMAT_SPLITK_REDUCE(NAME, ACC, OUT)                                                                  \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
-        const ACC* __restrict__ partial, OUT* __restrict__ C, int M, int N, long long ldc, int splits)        \
+        const ACC* __restrict__ partial, OUT* __restrict__ C, int M, int N, long long ldc, int splits,        \
+        GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gpumat::splitk_reduce<ACC, OUT>(partial, C, M, N, ldc, splits);                                       \
+        gpumat::splitk_reduce<ACC, OUT>(partial, C, M, N, ldc, splits, alpha, beta, bias, bias_step,          \
+                                        bias_along, bias_f32, activation);                                    \
     }
 
 // float32 partials (matmul_fast.cu, matmul_tc.cu, and the _f32out entries of matmul_tc_half.cu and

@@ -1,11 +1,15 @@
 // Float32 matrix multiply on the tensor cores (mma.sync m16n8k8 TF32, sm_80 and later):
 // C (M x N) = A (M x K) @ B (K x N), row-major with row strides lda / ldb / ldc in elements, 64-bit
-// offsets. Same signature and split-K contract as matmul_fast.cu: block z multiplies over
-// k in [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc (a split-K
-// caller passes scratch with ldc = N, then runs matmul_splitk_reduce_f32_f32 in matmul_splitk.cu); a
-// plain run has gridDim.z = 1 and k_chunk = K. blockIdx.x walks N tiles, blockIdx.y M tiles (a
-// grid-stride loop: gridDim.y is capped at 65535). blockDim must be (256, 1, 1); dynamic shared memory
-// SMEM_BYTES (below).
+// offsets. Same signature and batch / split-K contract as matmul_fast.cu: block z is (batch b, split s)
+// = gpumat::batch_split(K, k_chunk); it multiplies matrix b of the batch (A + b*batch_a, B + b*batch_b)
+// over k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to
+// C + b*batch_c + s*M*ldc (a split-K caller passes scratch with ldc = N, then runs
+// matmul_splitk_reduce_f32_f32 in matmul_splitk.cu); a plain run has gridDim.z = batch and k_chunk = K
+// (a launch that both batches and splits, which gpumat never makes, is done in plain FP32: see
+// batch_and_split). Each output goes through the fused epilogue (gpumat::Epilogue), tested once a
+// thread: the identity stores as before (see entry for where that is a copy of the row-tile loop of its
+// own). blockIdx.x walks N tiles, blockIdx.y M tiles (a grid-stride loop: gridDim.y is capped at
+// 65535). blockDim must be (256, 1, 1); dynamic shared memory SMEM_BYTES (below).
 //
 // Two ways of using the TF32 units, chosen by a template parameter:
 //  * TF32: one pass. Each operand is rounded to TF32 (11 significant bits, to nearest), so the
@@ -409,11 +413,61 @@ __device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, 
     }
 }
 
-template <Mode MODE, bool VEC, int S>
+// gemm's stores with an epilogue: each output inside C, a non-finite one first recomputed (exact_dot),
+// goes through ep and then out as the plain stores do. acc[i][j][2h + c] is row r0 + 16 i + 8 h, column
+// c0 + 4 c + j. ep and c0 pass through an empty asm, once for each i (once for all i, the 2-stage
+// kernel spilled): seen through, their arithmetic (columns, bias addresses, alpha and beta as float) was
+// hoisted out of the row-tile loop and held in registers through the main loop, which then took up to
+// 10% more instructions.
+__device__ __forceinline__ void epilogue_stores(const float (&acc)[MT][NT][4], const float* A, const float* B,
+                                                float* C, int M, long long lda, long long ldb, long long ldc,
+                                                int k_begin, int k_end, int r0, int c0, int cols_left, bool vec_c,
+                                                const gpumat::Epilogue& ep)
+{
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        gpumat::Epilogue epi = ep;
+        int col = c0;
+        asm volatile("" : "+d"(epi.alpha), "+d"(epi.beta), "+l"(epi.bias), "+l"(epi.bias_step),
+                     "+r"(epi.bias_along), "+r"(epi.bias_f32), "+r"(epi.activation), "+r"(col));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = r0 + 16 * i + 8 * h;
+            if (r >= M) continue;
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) v[4 * c + j] = acc[i][j][2 * h + c];
+            float* crow = C + (long long)r * ldc + col;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                if (e < cols_left) {
+                    if (!isfinite(v[e])) v[e] = exact_dot(A + (long long)r * lda, B + col + e, ldb, k_begin, k_end);
+                    v[e] = epi.apply<float>(v[e], r, col + e, crow + e);
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                if (vec_c && 4 * q + 3 < cols_left) {
+                    *reinterpret_cast<float4*>(crow + 4 * q) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (4 * q + e < cols_left) crow[4 * q + e] = v[4 * q + e];
+                }
+            }
+        }
+    }
+}
+
+// EPILOGUE: the stores test ep (else they are the plain ones and ep is not read).
+template <Mode MODE, bool VEC, int S, bool EPILOGUE>
 __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                      int M, int N, long long lda, long long ldb, long long ldc,
-                                     int k_begin, int k_end, bool vec_c, float* smem)
+                                     int k_begin, int k_end, bool vec_c, float* smem, const gpumat::Epilogue& ep)
 {
+    const bool ep_id = !EPILOGUE || ep.identity();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int g = lane >> 2, t = lane & 3;
@@ -485,6 +539,11 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
 
         // Thread's outputs: rows row0 + a_row + 16 i + 8 h, columns col0 + wn*WN + 8t .. + 7.
         const int cols_left = N - (col0 + wn * WN + 8 * t);
+        if (!ep_id) {
+            epilogue_stores(acc.main, A, B, C, M, lda, ldb, ldc, k_begin, k_end, row0 + a_row, col0 + wn * WN + 8 * t,
+                            cols_left, vec_c, ep);
+            continue;
+        }
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -517,24 +576,86 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
     }
 }
 
+// One block's matrices of the batch, k range and output plane, whether C allows 128-bit stores and
+// whether A and B allow 16-byte copies.
+template <Mode MODE, int S, bool EPILOGUE>
+__device__ __forceinline__ void block(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
+                                      int batch, int split, long long batch_a, long long batch_b, long long batch_c,
+                                      float* smem, const gpumat::Epilogue& ep)
+{
+    const long long k_lo = (long long)split * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    const float* const Az = A + batch * batch_a;
+    const float* const Bz = B + batch * batch_b;
+    float* const Cz = C + batch * batch_c + (long long)split * M * ldc;
+    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(Az) & 15) == 0 && (reinterpret_cast<uintptr_t>(Bz) & 15) == 0 &&
+                     (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
+    if (vec) gemm<MODE, true, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    else gemm<MODE, false, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+}
+
+// A launch that both batches and splits K (gpumat never makes one): each output of the block's tiles in
+// plain FP32 (exact_dot), through the epilogue. Its (batch, split) need batch_split's division, whose
+// per-thread results cost the row-tile loop registers and instructions (see entry).
+__device__ __noinline__ void batch_and_split(const float* A, const float* B, float* C, int M, int N, int K,
+                                             long long lda, long long ldb, long long ldc, int k_chunk,
+                                             long long batch_a, long long batch_b, long long batch_c,
+                                             gpumat::Epilogue ep)
+{
+    const gpumat::BatchSplit bs = gpumat::batch_split(K, k_chunk);
+    const long long k_lo = (long long)bs.split * k_chunk;
+    const int k_begin = (int)(k_lo < K ? k_lo : K);
+    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
+    A += bs.batch * batch_a;
+    B += bs.batch * batch_b;
+    C += bs.batch * batch_c + (long long)bs.split * M * ldc;
+    const bool ep_id = ep.identity();
+    const int tiles_m = (M + BM - 1) / BM;
+    for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
+        for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+            const int r = tm * BM + e / BN, c = blockIdx.x * BN + e % BN;
+            if (r >= M || c >= N) continue;
+            float* out = C + (long long)r * ldc + c;
+            const float v = exact_dot(A + (long long)r * lda, B + c, ldb, k_begin, k_end);
+            *out = ep_id ? v : ep.apply<float>(v, r, c, out);
+        }
+}
+
 #endif  // __CUDA_ARCH__ >= 800
 
-template <Mode MODE, int S = STAGES>
+template <Mode MODE, int S, bool PLAIN_COPY>
 __device__ __forceinline__ void entry(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
+                                      long long batch_a, long long batch_b, long long batch_c,
+                                      const gpumat::Epilogue& ep)
 {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) float smem[];
-    const long long k_lo = (long long)blockIdx.z * k_chunk;
-    const int k_begin = (int)(k_lo < K ? k_lo : K);
-    const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
-    float* const Cz = C + (long long)blockIdx.z * M * ldc;
-    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
-    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
-    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
-                     (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
-    if (vec) gemm<MODE, true, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
-    else gemm<MODE, false, S>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    // (batch, split) = gpumat::batch_split(K, k_chunk), without its division where the launch has no split
+    // (batch z, split 0) or no batch (batch 0, split z): computed through it, they were per-thread values
+    // (the division is not done in the uniform datapath) and cost the main loop up to 10% more
+    // instructions, the 2-stage kernel spills.
+    // PLAIN_COPY: plain and split-K launches with the identity epilogue run a copy of the row-tile loop
+    // without the epilogue's stores (sm_90: its main loop has 2-10% fewer instructions than before, in
+    // the registers the kernel now has); in one loop with them, the main loop took up to 10% more. Where
+    // two copies made ptxas spill (3xTF32, 3xTF32 split in shared memory, 2 stages) there is one loop,
+    // which tests the epilogue at its stores: the same main loop as before (the 2-stage kernel: 4-5% more
+    // instructions, at its 128 registers).
+    const int z = blockIdx.z;
+    const bool split_k = k_chunk > 0 && k_chunk < K;
+    if (split_k && (long long)z * k_chunk >= K) {  // a batch that is also split
+        batch_and_split(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, ep);
+        return;
+    }
+    if (PLAIN_COPY && (split_k || z == 0) && ep.identity())
+        block<MODE, S, false>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, 0, z, 0, 0, 0, smem, ep);
+    else
+        block<MODE, S, true>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, split_k ? 0 : z, split_k ? z : 0, batch_a,
+                             batch_b, batch_c, smem, ep);
 #else
     __trap();  // no TF32 tensor cores before sm_80: gpumat runs its FP32 kernels there instead
 #endif
@@ -542,43 +663,47 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
 
 }  // namespace
 
-// One extern "C" entry point a mode and stage count: launch bounds (256 threads, blocks an SM) and the
-// shared signature of every matmul kernel.
-#define GPUMAT_TF32_ENTRY(NAME, MODE, S, BLOCKS_PER_SM)                                                       \
+// One extern "C" entry point a mode and stage count: launch bounds (256 threads, blocks an SM), whether
+// the identity epilogue has a copy of the loop (PLAIN_COPY, see entry) and the shared signature of every
+// matmul kernel: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, alpha, beta,
+// bias, bias_step, bias_along, bias_f32, activation).
+#define GPUMAT_TF32_ENTRY(NAME, MODE, S, BLOCKS_PER_SM, PLAIN_COPY)                                           \
     extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) NAME(                                \
         const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
-        int K, long long lda, long long ldb, long long ldc, int k_chunk)                                      \
+        int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
+        GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        entry<MODE, S>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                             \
+        entry<MODE, S, PLAIN_COPY>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,       \
+                       GPUMAT_EPILOGUE_ARGS);                                                                 \
     }
 
 // One TF32 pass (operands rounded to TF32, FP32 accumulation): ~1e-3 relative error
 // against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
 // 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
-// registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_128x128_f32, Mode::TF32, STAGES, 1)
+// registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
+GPUMAT_TF32_ENTRY(matmul_tf32_128x128_f32, Mode::TF32, STAGES, 1, true)
 
 // 3xTF32 (FP32-level accuracy): big*big + big*small + small*big of each k tile summed in the tensor
 // cores, the per-tile sums added up in FP32. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (two
 // accumulator sets: ~230 registers).
-// Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-GPUMAT_TF32_ENTRY(matmul_tf32x3_128x128_f32, Mode::TF32X3, STAGES, 1)
+// Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
+GPUMAT_TF32_ENTRY(matmul_tf32x3_128x128_f32, Mode::TF32X3, STAGES, 1, false)
 
 // 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
 // published scheme, kept to measure what the per-tile FP32 sums buys and costs.
 // Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
-GPUMAT_TF32_ENTRY(matmul_tf32x3_oneacc_128x128_f32, Mode::TF32X3_ONE_ACC, STAGES, 1)
+GPUMAT_TF32_ENTRY(matmul_tf32x3_oneacc_128x128_f32, Mode::TF32X3_ONE_ACC, STAGES, 1, true)
 
 // The same two modes with the rounding / split done once per element into shared memory (see
 // fill_fragments), two barriers a k tile. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, one block per SM, 3 cp.async stages plus the fragment area: 137,216 bytes (tf32) and
-// 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_128x128_f32, Mode::TF32_SMEM, STAGES, 1)
+// 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_128x128_f32, Mode::TF32_SMEM, STAGES, 1, true)
 
-GPUMAT_TF32_ENTRY(matmul_tf32x3_splitsmem_128x128_f32, Mode::TF32X3_SMEM, STAGES, 1)
+GPUMAT_TF32_ENTRY(matmul_tf32x3_splitsmem_128x128_f32, Mode::TF32X3_SMEM, STAGES, 1, false)
 
 // tf32_splitsmem with 2 cp.async stages (102,400 bytes of dynamic shared memory) and at most 128
 // registers, so that two blocks share an SM (16 warps to hide latency instead of 8). Block (256,1,1),
-// grid (ceil(N/128), min(ceil(M/128), 65535), splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_2stage_128x128_f32, Mode::TF32_SMEM, 2, 2)
+// grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_2stage_128x128_f32, Mode::TF32_SMEM, 2, 2, false)

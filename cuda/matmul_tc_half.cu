@@ -4,11 +4,16 @@
 // _f32out entries). This is the portable tensor-core path: every GPU from sm_80 on, and on Hopper the
 // views the TMA kernel (matmul_wgmma_half.cu) cannot take (base or row stride not 16-byte aligned).
 //
-// Split-K contract (as matmul_fast.cu / matmul_tc.cu): block z multiplies over k in
-// [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; a split-K
-// caller runs the _f32out entry into float32 scratch (ldc = N) and then
-// matmul_splitk_reduce_f32_<dtype> (matmul_splitk.cu), which adds the partial sums in a fixed order
-// (deterministic, no atomics). A plain run has gridDim.z = 1 and k_chunk = K.
+// Batch and split-K contract (as matmul_fast.cu / matmul_tc.cu): block z is (batch b, split s) by
+// gpumat::batch_split (z = b * splits + s, splits = ceil(K / k_chunk)); it multiplies A + b*batch_a by
+// B + b*batch_b over k in [s*k_chunk, min(K, (s+1)*k_chunk)) and writes its whole M x N result to
+// C + b*batch_c + s*M*ldc. A split-K caller (one matrix) runs the _f32out entry into float32 scratch
+// (ldc = N) with the identity epilogue and then matmul_splitk_reduce_f32_<dtype> (matmul_splitk.cu),
+// which adds the partial sums in a fixed order (deterministic, no atomics) and applies the epilogue.
+// A plain run has gridDim.z = 1 and k_chunk = K; a batched one gridDim.z = batch and k_chunk = K.
+//
+// Epilogue (gpumat::Epilogue, the last parameters): C[i, j] = act(alpha * acc + beta * C[i, j] + bias)
+// in float32, before the rounding to C's dtype; the identity epilogue stores the products as they are.
 //
 // Tile and data flow:
 //  * a block computes 128 x 128 of C with 8 warps as 2 (M) x 4 (N) warp tiles of 64 x 32, each warp
@@ -26,7 +31,12 @@
 //    latency still hides behind a k tile of mma;
 //  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile: neighbours in time
 //    share A and B in L2); warps whose warp tile lies wholly outside C skip the math; C is written in
-//    pairs (4 or 8 bytes) where aligned, else element by element, every store guarded.
+//    pairs (4 or 8 bytes) where aligned, else element by element, every store guarded;
+//  * the epilogue: identity() is tested once per block; the identity runs the row-tile loop above,
+//    inline; any other epilogue runs its own copy of it, out of line (gemm_epilogue), which parks each
+//    tile's float32 results in the idle ring (BM x BN floats are its 64 KiB) and then finishes pairs of
+//    adjacent elements of a row, a warp a row segment: one apply per element in a loop, where 64
+//    inlined in the registers' store made the code six times larger and ptxas spill at 128 registers.
 // Deterministic: a fixed order of products and sums, no atomics.
 //
 // Built for every arch in the default list; the mma code exists only for sm_80 and later (below that
@@ -52,6 +62,7 @@ constexpr int STAGE_ELEMS = A_ELEMS + B_ELEMS;
 constexpr int SMEM_BYTES = STAGES * STAGE_ELEMS * 2;  // 65,536
 constexpr int GROUP_M = 8;
 static_assert(SMEM_BYTES == 65536, "src/gpumat/_matmul_half.py asks for this many bytes");
+static_assert(BM * BN * 4 <= SMEM_BYTES, "a non-identity epilogue parks the float32 tile in the ring");
 // Two blocks an SM (128 registers a thread) where ptxas fits the kernel in them without spilling; its
 // sm_80 and sm_100 code needs a few more registers, so there one block (8 warps) an SM.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 1000) && __CUDA_ARCH__ < 1200
@@ -203,10 +214,14 @@ __device__ __forceinline__ void multiply_tile(const T* As, const T* Bs, int wm, 
     }
 }
 
-template <class T, class Out, bool VEC>
+// The block's tiles of matrix `batch` of the batch (A + batch*batch_a, B + batch*batch_b; C is already
+// that matrix's). EPI: every tile goes through the epilogue ep (gemm_epilogue); else it is stored as it
+// is and ep is not read.
+template <class T, class Out, bool VEC, bool EPI>
 __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
-                                     int M, int N, long long lda, long long ldb, long long ldc,
-                                     int k_begin, int k_end, bool vec_c, T* smem)
+                                     int M, int N, long long lda, long long ldb, long long ldc, int k_begin,
+                                     int k_end, T* smem, const gpumat::Epilogue& ep, int batch, long long batch_a,
+                                     long long batch_b)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -222,10 +237,18 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
             tn = tile.tn;
         }
         const int row0 = tm * BM, col0 = tn * BN;
+        // The lane that the fragment addresses derive from (and below, the batch index) pass through
+        // empty asm each tile, so that nothing derived from them is held in registers from one tile to
+        // the next: with the batch and the epilogue in the kernel, ptxas otherwise re-derived the fragment
+        // addresses inside the main loop (128 registers), 5 to 9% slower on the H100.
+        int frag_lane = lane;
+        asm volatile("" : "+r"(frag_lane));
 
         Loader<T> ld;
-        ld.a = A + (long long)(row0 + (tid >> 2)) * lda + k_begin + 8 * (tid & 3);
-        ld.b = B + (long long)(k_begin + (tid >> 4)) * ldb + col0 + 8 * (tid & 15);
+        int bt = batch;
+        asm volatile("" : "+r"(bt));
+        ld.a = A + bt * batch_a + (long long)(row0 + (tid >> 2)) * lda + k_begin + 8 * (tid & 3);
+        ld.b = B + bt * batch_b + (long long)(k_begin + (tid >> 4)) * ldb + col0 + 8 * (tid & 15);
         ld.lda = lda;
         ld.ldb = ldb;
         ld.a_rows = M - (row0 + (tid >> 2));
@@ -274,7 +297,7 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
             T* const fill_stage = smem + fill * STAGE_ELEMS;
             issue(false);     // tile t + STAGES - 1 into tile t - 1's stage (VEC: in flight; else: registers)
             const T* st = smem + stage * STAGE_ELEMS;
-            if (warp_live) multiply_tile<T>(st, st + A_ELEMS, wm, wn, lane, acc);
+            if (warp_live) multiply_tile<T>(st, st + A_ELEMS, wm, wn, frag_lane, acc);
             if constexpr (!VEC)
                 if (pending) ld.store(fill_stage, fill_stage + A_ELEMS);
             advance();
@@ -285,42 +308,98 @@ __device__ __forceinline__ void gemm(const T* __restrict__ A, const T* __restric
 
         // Thread (g = lane/4, t = lane%4) holds, for mma tile (i, j), rows 16 i + g (+8) and columns 8 j + 2 t, +1.
         const int g = lane >> 2, tq = lane & 3;
+        // pairs of outputs as one store: the base aligned to a pair, and an even row stride
+        const bool vec_c = (reinterpret_cast<uintptr_t>(C) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
+        if constexpr (!EPI) {
 #pragma unroll
-        for (int i = 0; i < MT; ++i)
+            for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = row0 + wm * WM + 16 * i + 8 * h + g;
-                if (r >= M) continue;
-                Out* crow = C + (long long)r * ldc;
+                for (int h = 0; h < 2; ++h) {
+                    const int r = row0 + wm * WM + 16 * i + 8 * h + g;
+                    if (r >= M) continue;
+                    Out* crow = C + (long long)r * ldc;
 #pragma unroll
-                for (int j = 0; j < NT; ++j) {
-                    const int c = col0 + wn * WN + 8 * j + 2 * tq;
-                    if (c < N) store_pair<Out>(crow + c, acc[i][j][2 * h], acc[i][j][2 * h + 1], c + 1 < N, vec_c);
+                    for (int j = 0; j < NT; ++j) {
+                        const int c = col0 + wn * WN + 8 * j + 2 * tq;
+                        if (c < N) store_pair<Out>(crow + c, acc[i][j][2 * h], acc[i][j][2 * h + 1], c + 1 < N, vec_c);
+                    }
                 }
+        } else {
+            // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the row-tile
+            // loop (main loop included) for each value they can take.
+            gpumat::Epilogue e = ep;
+            asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
+            // Tile element (r, c) at stage_c[r * BN + c]. (The fragment stores conflict 8 ways; an XOR
+            // swizzle that avoids it took 16 more address registers and ptxas spilled at 128.)
+            float* const stage_c = reinterpret_cast<float*>(smem);
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = wm * WM + 16 * i + 8 * h + g;
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        const int c = wn * WN + 8 * j + 2 * tq;
+                        *reinterpret_cast<float2*>(stage_c + r * BN + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                    }
+                }
+            __syncthreads();
+#pragma unroll 1
+            for (int q = tid; q < BM * BN / 2; q += THREADS) {
+                const int r = q / (BN / 2), c = 2 * (q % (BN / 2));
+                const int i = row0 + r, j = col0 + c;  // element (i, j) of C and (i, j + 1)
+                if (i >= M || j >= N) continue;
+                const float2 v = *reinterpret_cast<const float2*>(stage_c + r * BN + c);
+                Out* const at = C + (long long)i * ldc + j;
+                const float x = e.apply<Out>(v.x, i, j, at);
+                const float y = j + 1 < N ? e.apply<Out>(v.y, i, j + 1, at + 1) : 0.0f;
+                store_pair<Out>(at, x, y, j + 1 < N, vec_c);
             }
+            __syncthreads();  // the next row tile's first copies refill the ring
+        }
     }
+}
+
+// The epilogue's copy of the row-tile loop, out of line: inlined beside the plain one, it changed that
+// one's register allocation (its main loop up to 4% slower on the H100).
+template <class T, class Out, bool VEC>
+__device__ __noinline__ void gemm_epilogue(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                           int M, int N, long long lda, long long ldb, long long ldc, int k_begin,
+                                           int k_end, T* smem, const gpumat::Epilogue ep, int batch,
+                                           long long batch_a, long long batch_b)
+{
+    gemm<T, Out, VEC, true>(A, B, C, M, N, lda, ldb, ldc, k_begin, k_end, smem, ep, batch, batch_a, batch_b);
 }
 
 #endif  // __CUDA_ARCH__ >= 800
 
 template <class T, class Out>
 __device__ __forceinline__ void entry(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
-                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk)
+                                      int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
+                                      GPUMAT_BATCH_PARAMS, const gpumat::Epilogue& ep)
 {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
-    const long long k_lo = (long long)blockIdx.z * k_chunk;
+    const gpumat::BatchSplit bs = gpumat::batch_split(K, k_chunk);
+    const long long k_lo = (long long)bs.split * k_chunk;
     const int k_begin = (int)(k_lo < K ? k_lo : K);
     const int k_end = (int)(k_lo + k_chunk < K ? k_lo + k_chunk : K);
-    Out* const Cz = C + (long long)blockIdx.z * M * ldc;
-    // pairs of outputs as one store: the base aligned to a pair, and an even row stride
-    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
-    // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
-    const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
-                     (lda & 7) == 0 && (ldb & 7) == 0 && (k_begin & 7) == 0;
-    if (vec) gemm<T, Out, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
-    else gemm<T, Out, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem);
+    Out* const Cz = C + bs.batch * batch_c + (long long)bs.split * M * ldc;
+    // 16-byte copies need every chunk start 16-byte aligned: both bases (of this matrix of the batch),
+    // both strides and the k start.
+    const bool vec = (reinterpret_cast<uintptr_t>(A + bs.batch * batch_a) & 15) == 0 &&
+                     (reinterpret_cast<uintptr_t>(B + bs.batch * batch_b) & 15) == 0 && (lda & 7) == 0 &&
+                     (ldb & 7) == 0 && (k_begin & 7) == 0;
+    // identity() once: the plain row-tile loop inline, as before, or the epilogue's out of line.
+    if (!ep.identity()) {
+        if (vec) gemm_epilogue<T, Out, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, smem, ep, bs.batch, batch_a, batch_b);
+        else gemm_epilogue<T, Out, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, smem, ep, bs.batch, batch_a, batch_b);
+    } else if (vec) {
+        gemm<T, Out, true, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, smem, ep, bs.batch, batch_a, batch_b);
+    } else {
+        gemm<T, Out, false, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, smem, ep, bs.batch, batch_a, batch_b);
+    }
 #else
     __trap();  // no 16-bit mma before sm_80: gpumat runs the SIMT kernels there instead
 #endif
@@ -328,17 +407,21 @@ __device__ __forceinline__ void entry(const T* __restrict__ A, const T* __restri
 
 }  // namespace
 
-// matmul_mma128x128_<dtype>[_f32out](A, B, C, M, N, K, lda, ldb, ldc, k_chunk): mma.sync m16n8k16 with
+// matmul_mma128x128_<dtype>[_f32out](A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,
+// alpha, beta, bias, bias_step, bias_along, bias_f32, activation): mma.sync m16n8k16 with
 // float32 accumulation, ldmatrix from swizzled shared memory, 4 cp.async stages (16-byte copies for
 // aligned operands, element-wise register-staged loads for any other view). Tile 128 x 128 x 32,
 // block (256,1,1) = 2 x 4 warps of 64 x 32, 65,536 bytes of dynamic shared memory, two blocks an SM
-// (one on sm_80 and sm_100, see MIN_BLOCKS). Grid (ceil(N/128), min(ceil(M/128), 65535), splits). C in the input dtype, or float32.
+// (one on sm_80 and sm_100, see MIN_BLOCKS). Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
+// C in the input dtype, or float32.
 #define GPUMAT_MMA_HALF(NAME, T, OUT)                                                                     \
     extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) NAME(                                        \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,      \
-        long long lda, long long ldb, long long ldc, int k_chunk)                                          \
+        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                     \
+        GPUMAT_EPILOGUE_PARAMS)                                                                            \
     {                                                                                                      \
-        entry<T, OUT>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk);                                           \
+        entry<T, OUT>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,                 \
+                      GPUMAT_EPILOGUE_ARGS);                                                               \
     }
 
 GPUMAT_MMA_HALF(matmul_mma128x128_f16, __half, __half)

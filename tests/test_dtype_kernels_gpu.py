@@ -18,6 +18,7 @@ from cuda.bindings import driver
 
 from gpumat import memory, sparse
 from gpumat._dtypes import SUFFIXES
+from gpumat.matmul.variants import IDENTITY
 from gpumat.runtime import check, device
 from gpumat.runtime.geometry import cdiv
 
@@ -273,7 +274,9 @@ def test_matmul(v, dt, out_dt, mnk, layout):
     c = Operand(None, out_dt, m, n, off=1 if view else 0, ld=n + 2 if view else n)
     try:
         assert v.args == "plain" and not v.persistent  # launched here as a plain tiled grid
-        v.kernels[(dt, out_dt)](v.grid(m, n, 1, 1), v.block, a.ptr, b.ptr, c.ptr, m, n, k, a.ld, b.ld, c.ld)
+        v.kernels[(dt, out_dt)](
+            v.grid(m, n, 1, 1), v.block, a.ptr, b.ptr, c.ptr, m, n, k, a.ld, b.ld, c.ld, 0, 0, 0, *IDENTITY
+        )
         got_bits, whole = c.download()
         assert c.padding_untouched(whole), "wrote outside C"
     finally:

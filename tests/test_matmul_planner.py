@@ -163,10 +163,12 @@ def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
             forced(p, H100, "sgemm128x128", splits, chunk)
         return
     q = forced(p, H100, "sgemm128x128", splits, chunk)
-    assert (q.algorithm, q.splits, q.k_chunk) == ("sgemm128x128", splits, chunk if splits > 1 else k)
-    assert q.grid == VARIANTS["sgemm128x128"].grid(m, n, splits, H100.sm_count) and q.splits * q.k_chunk >= k
-    assert q.scratch_bytes == (splits * m * n * 4 if splits > 1 else 0)
-    assert (q.reduce is None) == (splits == 1)
+    # layers that would start past K are dropped: the kernels count ceil(K / k_chunk) splits a matrix
+    layers = min(splits, geometry.cdiv(k, chunk))
+    assert (q.algorithm, q.splits, q.k_chunk) == ("sgemm128x128", layers, chunk if layers > 1 else k)
+    assert q.grid == VARIANTS["sgemm128x128"].grid(m, n, layers, H100.sm_count) and q.splits * q.k_chunk >= k
+    assert q.scratch_bytes == (layers * m * n * 4 if layers > 1 else 0)
+    assert (q.reduce is None) == (layers == 1)
 
 
 def test_kernels_that_do_not_split_k_refuse_a_split():

@@ -1,7 +1,9 @@
 """The one launcher: queue a MatmulPlan on a stream for given operands.
 
 It assumes the caller has checked the operands against the plan's problem, holds the device lock,
-and has ordered the stream after the operands' allocations. Scratch (split-K partials, aligned copies
+and has ordered the stream after the operands' allocations. Operands come as raw (address, row
+stride, batch stride) of their storage; a transposed operand is copied row-major first (the plan
+says so), and a batch runs as grid layers of one launch. Scratch (split-K partials, aligned copies
 of operands for the copy engine) comes from the device's pool on the same stream and is freed
 stream-ordered after the launches, so it is reused only once they are done.
 """
@@ -13,107 +15,158 @@ from functools import lru_cache
 from .._dtypes import ITEMSIZE
 from ..memory import device_pool
 from ..runtime import memops
-from ..runtime.geometry import cdiv
+from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.tensormaps import encode_tiled
+from ..transpose import transpose_region
 from .plan import MatmulPlan
 from .problem import aligned
-from .variants import accumulator
+from .variants import IDENTITY, accumulator
 
 NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 
-def launch(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
-    """out = a @ b by plan p, queued on `stream` of `dev` (device lock held)."""
+def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, stream: int) -> None:
+    """C = epilogue(op(A) @ op(B)) by plan p, queued on `stream` of `dev` (device lock held). a, b, c:
+    (address, row stride, batch stride) of each operand's storage (elements; batch stride 0: one matrix
+    shared by the batch); epilogue: the kernels' (alpha, beta, bias, bias_step, bias_along, bias_f32,
+    activation)."""
     direct = p.direct
     if direct is not None:  # one kernel, operands read in place: the common case
         kernel, grid, block, smem, m, n, k, tail = direct
         kernel(
             grid,
             block,
-            a.elements,
-            b.elements,
-            out.elements,
+            a[0],
+            b[0],
+            c[0],
             m,
             n,
             k,
-            a._stride,
-            b._stride,
-            out._stride,
+            a[1],
+            b[1],
+            c[1],
             *tail,
+            a[2],
+            b[2],
+            c[2],
+            *epilogue,
             smem=smem,
             stream=stream,
             device=dev,
         )
         return
-    pa, pb, pc = a.elements, b.elements, out.elements
-    m, n, k = p.problem.m, p.problem.n, p.problem.k
-    lda, ldb, ldc = a._stride, b._stride, out._stride
-    v = p.variant
+    q, v = p.problem, p.variant
+    m, n, k, batch = q.m, q.n, q.k, q.batch
+    (pa, lda, bsa), (pb, ldb, bsb), (pc, ldc, bsc) = a, b, c
     pool = dev.memory or device_pool(dev)
     held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
     try:
-        size = ITEMSIZE[p.problem.dtype]
+        size = ITEMSIZE[q.dtype]
         if p.copy_a:
-            pa, lda = _aligned_copy(pa, lda, m, k, size, pool, stream, held)
+            pa, lda, bsa = _row_major_copy(pa, lda, bsa, m, k, q.a_trans, batch, q.dtype, pool, stream, held, dev)
         if p.copy_b:
-            pb, ldb = _aligned_copy(pb, ldb, k, n, size, pool, stream, held)
-        c, c_ld, c_sfx = pc, ldc, p.problem.out_dtype
-        if p.splits > 1:
-            c, c_ld, c_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(p.problem.dtype)
-            held.append((c, p.scratch_bytes))
+            pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, k, n, q.b_trans, batch, q.dtype, pool, stream, held, dev)
+        out, out_ld, out_sfx, product_epilogue = pc, ldc, q.out_dtype, epilogue
+        if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
+            out, out_ld, out_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(q.dtype)
+            held.append((out, p.scratch_bytes))
+            product_epilogue = IDENTITY
         if v.args == "tensor_maps":
-            src = p.problem.dtype
-            mc = c_map(c_sfx, c, m, n, c_ld, p.splits)
+            mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
             p.kernel(
                 p.grid,
                 v.block,
-                tensor_map(src, pa, m, k, lda, 64, v.tile[0]),
-                tensor_map(src, pb, k, n, ldb, 64, 64),
+                tensor_map(q.dtype, pa, m, k, lda, 64, v.tile[0]),
+                tensor_map(q.dtype, pb, k, n, ldb, 64, 64),
                 mc or NO_MAP,
-                c,
+                out,
                 m,
                 n,
                 k,
-                c_ld,
+                out_ld,
                 p.k_chunk,
                 int(mc is not None),
+                *product_epilogue,
                 smem=v.smem,
                 stream=stream,
                 device=dev,
             )
         else:
-            p.kernel(
-                p.grid, v.block, pa, pb, c, m, n, k, lda, ldb, c_ld, p.k_chunk, smem=v.smem, stream=stream, device=dev
-            )
+            tail = () if v.args == "plain" else (p.k_chunk,)
+            out_size = ITEMSIZE[out_sfx]
+            for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
+                layers = min(MAX_GRID_YZ, batch - first)
+                grid = p.grid if batch == 1 else (p.grid[0], p.grid[1], layers)
+                p.kernel(
+                    grid,
+                    v.block,
+                    pa + first * bsa * size,
+                    pb + first * bsb * size,
+                    out + first * bsc * out_size,
+                    m,
+                    n,
+                    k,
+                    lda,
+                    ldb,
+                    out_ld,
+                    *tail,
+                    bsa,
+                    bsb,
+                    bsc,
+                    *product_epilogue,
+                    smem=v.smem,
+                    stream=stream,
+                    device=dev,
+                )
         if p.reduce is not None:
-            p.reduce(p.reduce_grid, (256, 1, 1), c, pc, m, n, ldc, p.splits, stream=stream, device=dev)
+            p.reduce(p.reduce_grid, (256, 1, 1), out, pc, m, n, ldc, p.splits, *epilogue, stream=stream, device=dev)
     finally:
         for ptr, nbytes in held:
             pool.free(ptr, nbytes, stream)
 
 
-def _aligned_copy(
-    ptr: int, stride: int, rows: int, cols: int, size: int, pool, stream: int, held: list
-) -> tuple[int, int]:
-    """(address, row stride) of a copy of a rows x cols operand whose base and row stride are 16-byte
-    aligned (stride rounded up to 16 bytes), in pool scratch."""
+def _row_major_copy(
+    ptr: int,
+    ld: int,
+    bstride: int,
+    rows: int,
+    cols: int,
+    trans: bool,
+    batch: int,
+    sfx: str,
+    pool,
+    stream: int,
+    held: list,
+    dev,
+) -> tuple[int, int, int]:
+    """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
+    batch when bstride is not 0) whose base and row stride are 16-byte aligned, in pool scratch. A
+    transposed operand (stored cols x rows) is transposed on the way, one launch a matrix."""
+    size = ITEMSIZE[sfx]
     per_16 = 16 // size
-    aligned_stride = cdiv(cols, per_16) * per_16
-    nbytes = rows * aligned_stride * size
+    aligned_ld = cdiv(cols, per_16) * per_16
+    count = batch if bstride else 1
+    per_matrix = rows * aligned_ld
+    nbytes = count * per_matrix * size
     dst = pool.alloc(nbytes, stream)
     held.append((dst, nbytes))
-    memops.copy_2d_async(
-        dst,
-        aligned_stride * size,
-        ptr,
-        stride * size,
-        cols * size,
-        rows,
-        dst_on_host=False,
-        src_on_host=False,
-        stream=stream,
-    )
-    return dst, aligned_stride
+    for i in range(count):
+        src, out = ptr + i * bstride * size, dst + i * per_matrix * size
+        if trans:
+            transpose_region(src, out, cols, rows, ld, aligned_ld, sfx, stream, dev)
+        else:
+            memops.copy_2d_async(
+                out,
+                aligned_ld * size,
+                src,
+                ld * size,
+                cols * size,
+                rows,
+                dst_on_host=False,
+                src_on_host=False,
+                stream=stream,
+            )
+    return dst, aligned_ld, per_matrix if bstride else 0
 
 
 # --- tensor maps (TMA variants): boxes of 64 columns (128 bytes of 16-bit elements) ----------------

@@ -32,13 +32,18 @@ class MatmulPlan:
     copy_b: bool
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
-    # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel reading
-    # A and B in place: the launcher's short path, which looks at nothing else
+    # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel launch
+    # reading A and B in place: the launcher's short path, which looks at nothing else
     direct: tuple | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         v, q = self.variant, self.problem
-        one = self.splits == 1 and not (self.copy_a or self.copy_b) and v.args != "tensor_maps"
+        one = (
+            self.splits == 1
+            and not (self.copy_a or self.copy_b)
+            and v.args != "tensor_maps"
+            and self.grid[2] == q.batch  # not a batch beyond the grid's limit
+        )
         tail = () if v.args == "plain" else (self.k_chunk,)
         direct = (self.kernel, self.grid, v.block, v.smem, q.m, q.n, q.k, tail) if one else None
         object.__setattr__(self, "direct", direct)
@@ -58,7 +63,7 @@ class MatmulPlan:
     @property
     def copy_bytes(self) -> int:
         p, size = self.problem, ITEMSIZE[self.problem.dtype]
-        return (p.m * p.k * size if self.copy_a else 0) + (p.k * p.n * size if self.copy_b else 0)
+        return p.batch * ((p.m * p.k * size if self.copy_a else 0) + (p.k * p.n * size if self.copy_b else 0))
 
     def __str__(self) -> str:
         p, v = self.problem, self.variant
@@ -77,7 +82,9 @@ class MatmulPlan:
             lines.append("  split-K    none")
         if self.copy_a or self.copy_b:
             which = " and ".join(x for x, c in (("A", self.copy_a), ("B", self.copy_b)) if c)
-            lines.append(f"  copies     {which} into 16-byte aligned scratch first ({self.copy_bytes} bytes)")
+            lines.append(
+                f"  copies     {which} into row-major, 16-byte aligned scratch first ({self.copy_bytes} bytes)"
+            )
         lines.append(f"  modelled   {self.seconds * 1e6:.1f} us")
         lines.append(f"  why        {self.reason}")
         return "\n".join(lines)

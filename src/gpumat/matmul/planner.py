@@ -58,14 +58,17 @@ def _live(length: int, tile: int, warp: int) -> float:
 
 
 def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
-    return (v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned)
+    """Whether A and B are first copied into row-major, 16-byte aligned scratch: a transposed operand (no
+    kernel of the table reads one in place yet: it is transposed in one pass), and an unaligned one for
+    the copy engine."""
+    return (p.a_trans or (v.needs_aligned and not p.a_aligned), p.b_trans or (v.needs_aligned and not p.b_aligned))
 
 
 def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:
     """The modelled seconds of variant v running problem p on target t with this split."""
     bm, bn = v.tile
     wm, wn = v.warp_tile or v.tile
-    tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn)
+    tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn) * p.batch
     slots = t.sm_count * v.blocks_per_sm
     waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
     seconds = waves * 2.0 * bm * bn * max(k_chunk, 16) / (v.rate / (H100_SMS * v.blocks_per_sm))
@@ -75,14 +78,15 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     copy_a, copy_b = _copies(v, p)
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
-        nbytes = (p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0)
+        nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
         seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S
     return seconds
 
 
-def split_options(v: Variant, k: int):
-    """(splits, k_chunk) a variant may run K with: every split has work, boundaries on k_align."""
-    if not v.splits_k:
+def split_options(v: Variant, k: int, batch: int = 1):
+    """(splits, k_chunk) a variant may run K with: every split has work, boundaries on k_align. A batch
+    does not split K."""
+    if not v.splits_k or batch > 1:
         yield 1, k
         return
     for splits in SPLIT_CHOICES:
@@ -97,7 +101,7 @@ def split_options(v: Variant, k: int):
 def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
     """(modelled seconds, splits, k_chunk) of the variant's fastest split."""
     best = None
-    for splits, k_chunk in split_options(v, p.k):
+    for splits, k_chunk in split_options(v, p.k, p.batch):
         seconds = model(v, p, t, splits, k_chunk)
         if best is None or seconds < best[0]:
             best = (seconds, splits, k_chunk)
@@ -117,6 +121,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and unavailable(v, t) is None
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (aligned or not v.auto_needs_aligned)
+        and (p.batch == 1 or v.batches)
     ]
 
 
@@ -130,6 +135,8 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
                 f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
             )
         why = unavailable(v, t)
+        if why is None and p.batch > 1 and not v.batches:
+            raise ValueError(f"matmul algorithm {algorithm!r} runs one product a launch, not a batch; use 'auto'")
         if why is not None:
             if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
                 return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
@@ -154,21 +161,28 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
 
 def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
     """The exact FP32 plan that a float32 tensor-core request runs where its kernels cannot."""
-    exact = plan(Problem(p.m, p.n, p.k, "f32", "f32", "float32", p.a_aligned, p.b_aligned), t)
+    exact = plan(replace(p, dtype="f32", out_dtype="f32", mode="float32"), t)
     return replace(exact, reason=f"{why}: exact FP32 instead; {exact.reason}")
 
 
 def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> MatmulPlan:
     """A plan with the split given by the caller (tests and measurements): `splits` grid layers of
-    k_chunk each; the last layers may start past K (they contribute zeros)."""
+    k_chunk each (layers that would start past K are dropped)."""
     base = plan(p, t, algorithm)
     v = base.variant
     if not isinstance(splits, int) or not isinstance(k_chunk, int) or splits < 1 or k_chunk < 1:
         raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
     if splits > 1 and not v.splits_k:
         raise ValueError(f"matmul plan: {v.name} does not split K")
+    if splits > 1 and p.batch > 1:
+        raise ValueError("matmul plan: a batched product does not split K")
     if splits > 1 and cdiv(p.k, k_chunk) > splits:
         raise ValueError(f"matmul plan: {splits} splits of {k_chunk} do not cover K = {p.k}")
+    if splits == 1:
+        k_chunk = p.k
+    # layers that would start past K add nothing: the kernels count splits as ceil(K / k_chunk) (grid z
+    # beyond that is the next matrix of a batch), so such layers are dropped
+    splits = min(splits, cdiv(p.k, k_chunk))
     if splits == 1:
         k_chunk = p.k
     if splits > MAX_GRID_YZ:
@@ -182,12 +196,15 @@ def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds:
     reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
     copy_a, copy_b = _copies(v, p)
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
+    grid = v.grid(p.m, p.n, splits, t.sm_count)
+    if p.batch > 1:  # one grid layer a matrix (the launcher cuts batches beyond the grid's limit)
+        grid = (grid[0], grid[1], min(p.batch, MAX_GRID_YZ))
     return MatmulPlan(
         p,
         t,
         v,
         kernel,
-        v.grid(p.m, p.n, splits, t.sm_count),
+        grid,
         splits,
         k_chunk,
         reduce,

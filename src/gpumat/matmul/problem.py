@@ -16,9 +16,10 @@ from ..runtime.kernels import manifest
 
 @dataclass(frozen=True)
 class Problem:
-    """C (m x n, `out_dtype`) = A (m x k) @ B (k x n), A and B of `dtype` (kernel suffixes: f32, f64,
-    f16, bf16), computed at precision `mode` (float32 | tf32 | tf32x3 for float32 operands; native
-    for the others)."""
+    """C (m x n, `out_dtype`) = op(A) (m x k) @ op(B) (k x n), `batch` times in one launch, A and B of
+    `dtype` (kernel suffixes: f32, f64, f16, bf16), computed at precision `mode` (float32 | tf32 |
+    tf32x3 for float32 operands; native for the others). The epilogue (alpha, beta, bias, activation)
+    does not change the plan: the launcher passes it."""
 
     m: int
     n: int
@@ -28,17 +29,23 @@ class Problem:
     mode: str
     a_aligned: bool = True
     b_aligned: bool = True
+    batch: int = 1  # products in one launch (grid z), each m x k @ k x n
+    a_trans: bool = False  # A (B) is stored transposed: op(A) = A^T of a row-major k x m storage
+    b_trans: bool = False
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.batch * self.m * self.n * self.k
 
     def describe(self) -> str:
         out = "" if self.out_dtype == self.dtype else f" -> {self.out_dtype}"
         mode = "" if self.mode == "native" else f" at {self.mode}"
         unaligned = [name for name, ok in (("A", self.a_aligned), ("B", self.b_aligned)) if not ok]
         note = f", {' and '.join(unaligned)} not 16-byte aligned" if unaligned else ""
-        return f"{self.m}x{self.k} @ {self.k}x{self.n} {self.dtype}{out}{mode}{note}"
+        trans = [name for name, t in (("A", self.a_trans), ("B", self.b_trans)) if t]
+        note += f", {' and '.join(trans)} stored transposed" if trans else ""
+        batch = f"{self.batch} x " if self.batch != 1 else ""
+        return f"{batch}{self.m}x{self.k} @ {self.k}x{self.n} {self.dtype}{out}{mode}{note}"
 
 
 @dataclass(frozen=True)

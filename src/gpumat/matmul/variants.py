@@ -27,11 +27,19 @@ from ..runtime.kernels import Kernel
 
 H100_SMS = 132  # the rates below were measured on the H100's 132 SMs
 
-# Argument lists (struct codes of gpumat.runtime.kernels), by the `args` field of a row:
-PLAIN = "PPPiiiqqq"  # A, B, C, M, N, K, lda, ldb, ldc
-K_CHUNK = "PPPiiiqqqi"  # ... and k_chunk: block z multiplies k in [z*k_chunk, (z+1)*k_chunk)
-TENSOR_MAPS = "TTTPiiiqii"  # tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
+# Argument lists (struct codes of gpumat.runtime.kernels), by the `args` field of a row. Every GEMM entry
+# point ends with the epilogue (gpumat::Epilogue in cuda/gpumat.cuh): alpha, beta, bias, bias_step,
+# bias_along, bias_f32, activation; all but the TMA ones take the batch strides of A, B and C before it
+# (grid z = matrix of the batch x splits + split).
+BATCH = "qqq"
+EPILOGUE = "ddPqiii"
+PLAIN = "PPPiiiqqq" + BATCH + EPILOGUE  # A, B, C, M, N, K, lda, ldb, ldc
+K_CHUNK = "PPPiiiqqqi" + BATCH + EPILOGUE  # ... and k_chunk: split s multiplies k in [s*k_chunk, (s+1)*k_chunk)
+# tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
+TENSOR_MAPS = "TTTPiiiqii" + EPILOGUE
 SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS}
+IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
 
 HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 
@@ -67,6 +75,11 @@ class Variant:
     @property
     def splits_k(self) -> bool:
         return self.args != "plain"
+
+    @property
+    def batches(self) -> bool:
+        """Whether one launch runs a batch (grid z); the persistent TMA kernels run one product."""
+        return self.args != "tensor_maps"
 
     def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
@@ -294,7 +307,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 
 # Split-K's second pass (cuda/matmul_splitk.cu): the partials (accumulator dtype) added in a fixed
 # order into C (output dtype); block (256,1,1), grid by runtime.geometry.splitk_reduce_grid.
-REDUCE_SIGNATURE = "PPiiqi"  # partial, C, M, N, ldc, splits
+REDUCE_SIGNATURE = "PPiiqi" + EPILOGUE  # partial, C, M, N, ldc, splits, the epilogue
 REDUCE: dict[tuple[str, str], Kernel] = {
     (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)
     for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))

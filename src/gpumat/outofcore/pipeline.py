@@ -27,6 +27,7 @@ from ..convert import grid as convert_grid
 from ..matmul import Problem, Target, launch, plan_problem
 from ..matmul.planner import forced
 from ..matmul.problem import aligned
+from ..matmul.variants import IDENTITY
 from ..matrix import Matrix
 from ..runtime import memops
 from ..runtime.devices import Device, as_device, device_count
@@ -451,7 +452,15 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
     if mode == "float32" and plan.splits > 1:
         plan = forced(problem, target, plan.algorithm, 1, k)
     with dev.lock:
-        launch(plan, a, b, out, dev, stream.ptr)
+        launch(
+            plan,
+            (a.elements, a.stride, 0),
+            (b.elements, b.stride, 0),
+            (out.elements, out.stride, 0),
+            IDENTITY,
+            dev,
+            stream.ptr,
+        )
 
 
 def _convert(src: Matrix, dst: Matrix, stream: Stream) -> Matrix:

@@ -1,6 +1,6 @@
 """Kernels: each entry point is declared once, with its parameter types; fatbins load lazily.
 
-Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f float32, T a 128-byte
+Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f float32, d float64, T a 128-byte
 struct passed by value (a CUtensorMap, given as 128 bytes; 64-byte aligned like the kernel's). A CPU test
 checks every declaration against the PTX parameter list that build_ptx.py records in the manifest.
 The launch path packs arguments with a precompiled struct into a buffer the kernel-parameter
@@ -22,8 +22,22 @@ from .devices import device as _current
 from .errors import NoDeviceError, check
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
-PTX_TYPES = {"P": "u64", "q": "u64", "i": "u32", "f": "f32", "T": "b8[128]"}  # what each code looks like in PTX
-_FORMATS = {"P": ("Q", 8), "q": ("q", 8), "i": ("i", 4), "f": ("f", 4), "T": ("128s", 64)}  # struct code, alignment
+PTX_TYPES = {
+    "P": "u64",
+    "q": "u64",
+    "i": "u32",
+    "f": "f32",
+    "d": "f64",
+    "T": "b8[128]",
+}  # what each code looks like in PTX
+_FORMATS = {
+    "P": ("Q", 8),
+    "q": ("q", 8),
+    "i": ("i", 4),
+    "f": ("f", 4),
+    "d": ("d", 8),
+    "T": ("128s", 64),
+}  # struct code, alignment
 DECLARED: dict[str, Kernel] = {}
 
 
