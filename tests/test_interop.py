@@ -60,16 +60,26 @@ def test_dlpack_deleter_releases_the_export():
 
 
 def test_layouts_accepted_without_a_copy():
-    assert _interop._row_major((3, 4), None) == (3, 4, 4)
-    assert _interop._row_major((3, 4), (10, 1)) == (3, 4, 10)
-    assert _interop._row_major((5,), (1,)) == (1, 5, 5)
-    assert _interop._row_major((1, 4), (1, 1)) == (1, 4, 4)
-    assert _interop._row_major((3, 1), (7, 3)) == (3, 1, 7)
-    assert _interop._row_major((3, 4), (1, 3)) is None  # column-major
-    assert _interop._row_major((3, 4), (8, 2)) is None  # every other column
-    assert _interop._column_major((3, 4), (1, 3)) == 3
-    with pytest.raises(ValueError, match="1-D or 2-D"):
-        _interop._row_major((2, 2, 2), None)
+    L = _interop.Layout
+    assert _interop._layout((3, 4), None) == L(None, 3, 4, 4, 0, False)
+    assert _interop._layout((3, 4), (10, 1)) == L(None, 3, 4, 10, 0, False)
+    assert _interop._layout((5,), (1,)) == L(None, 1, 5, 5, 0, False)
+    assert _interop._layout((5,), (2,)) == L(None, 1, 5, 2, 0, True)  # a strided vector: a transposed row
+    assert _interop._layout((1, 4), (1, 1)) == L(None, 1, 4, 4, 0, False)
+    assert _interop._layout((3, 1), (7, 3)) == L(None, 3, 1, 7, 0, False)
+    # column-major (PyTorch's w.t(), Fortran order): a transposed view with the column stride as ld
+    assert _interop._layout((3, 4), (1, 3)) == L(None, 3, 4, 3, 0, True)
+    assert _interop._layout((3, 4), (1, 8)) == L(None, 3, 4, 8, 0, True)
+    assert _interop._layout((3, 4), (8, 2)) is None  # every other column
+    assert _interop._layout((3, 4), (-4, 1)) is None  # rows reversed
+    # batches: C order, padded, column-major matrices, a shared (stride 0) matrix, overlapping matrices
+    assert _interop._layout((2, 3, 4), None) == L(2, 3, 4, 4, 12, False)
+    assert _interop._layout((2, 3, 4), (40, 10, 1)) == L(2, 3, 4, 10, 40, False)
+    assert _interop._layout((2, 3, 4), (12, 1, 3)) == L(2, 3, 4, 3, 12, True)
+    assert _interop._layout((2, 3, 4), (0, 4, 1)) == L(2, 3, 4, 4, 0, False)
+    assert _interop._layout((2, 3, 4), (5, 4, 1)) is None
+    with pytest.raises(ValueError, match="1-D, 2-D or 3-D"):
+        _interop._layout((2, 2, 2, 2), None)
 
 
 def test_dtype_codes():
@@ -115,14 +125,15 @@ def test_torch_round_trip_is_zero_copy():
 
 
 @gpu
-def test_torch_non_row_major_is_refused_or_copied():
+def test_torch_column_major_is_a_view_and_other_layouts_are_refused():
     torch = pytest.importorskip("torch")
     t = torch.rand(60, 40, device="cuda")
-    with pytest.raises(ValueError, match="column-major"):
-        gm.from_dlpack(t.T)
+    v = gm.from_dlpack(t.T)  # column-major: a transposed view of the same memory
+    assert v.is_transposed and v.is_borrowed and v.elements == t.data_ptr()
+    assert np.array_equal(v.to_numpy(), t.T.cpu().numpy())
     c = gm.from_dlpack(t.T, copy=True)
     assert np.array_equal(c.to_numpy(), t.T.cpu().numpy()) and not c.is_borrowed
-    with pytest.raises(ValueError, match="not row-major"):
+    with pytest.raises(ValueError, match="not one gpumat can view"):
         gm.from_dlpack(t[:, ::2])
     with pytest.raises(TypeError, match="not a gpumat dtype"):
         gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int32))
@@ -228,9 +239,11 @@ def _producer(shape, data=0x7F0000000000, dtype_code=2, bits=32, device_type=Non
     return Producer(), calls
 
 
-@pytest.mark.parametrize("shape, data", [((2, 3, 4), 0x7F0000000000), ((), 0x7F0000000000), ((4, 4), 0x7F0000000002)])
+@pytest.mark.parametrize(
+    "shape, data", [((2, 2, 3, 4), 0x7F0000000000), ((), 0x7F0000000000), ((4, 4), 0x7F0000000002)]
+)
 def test_a_refused_dlpack_import_hands_the_tensor_back_once(monkeypatch, shape, data):
-    """3-D and 0-d tensors and a misaligned address are refused, and the producer's deleter runs exactly
+    """4-D and 0-d tensors and a misaligned address are refused, and the producer's deleter runs exactly
     once (a refusal used to keep the producer's memory forever)."""
     monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
     producer, calls = _producer(shape, data)
@@ -242,8 +255,8 @@ def test_a_refused_dlpack_import_hands_the_tensor_back_once(monkeypatch, shape, 
 def test_empty_arrays_import_whatever_their_strides():
     """CuPy describes a (0, 5) or (5, 0) array with strides (0, 0): an empty matrix, not a refused layout."""
     for shape in ((0, 5), (5, 0)):
-        layout = _interop._row_major(shape, (0, 0))
-        assert layout is not None and layout[:2] == shape
+        layout = _interop._layout(shape, (0, 0))
+        assert layout is not None and layout[1:3] == shape
 
 
 def test_a_capsule_whose_tensor_is_on_the_host_is_refused(monkeypatch):

@@ -16,9 +16,9 @@ def test_non_real_dtypes_are_type_errors(bad):
         gm.Matrix.from_numpy(bad)
 
 
-@pytest.mark.parametrize("shape", [(), (2, 2, 2)])
+@pytest.mark.parametrize("shape", [(), (2, 2, 2, 2)])
 def test_wrong_ranks_are_value_errors(shape):
-    with pytest.raises(ValueError, match="1-D or 2-D"):
+    with pytest.raises(ValueError, match="1-D, 2-D or 3-D"):
         gm.Matrix.from_numpy(np.ones(shape))
 
 

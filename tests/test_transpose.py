@@ -305,14 +305,19 @@ def test_new_output_and_T_property():
     host = random((37, 129))
     with gm.Matrix.from_numpy(host) as a:
         b = T.transpose(a)
-        c = a.T
+        c = a.T  # a view: same memory, read column-major
         try:
-            assert b.shape == (129, 37) and not b.is_view
+            assert b.shape == (129, 37) and not b.is_view and not b.is_transposed
+            assert c.shape == (129, 37) and c.is_view and c.is_transposed and c.elements == a.elements
             _check_transposed(b, host)
             _check_transposed(c, host)
+            assert c.T.shape == (37, 129) and not c.T.is_transposed
+            # the transpose of a transposed view is a plain row-major copy of its storage
+            d = T.transpose(c)
+            assert not d.is_transposed and np.array_equal(d.to_numpy(), host)
+            d.free()
         finally:
             b.free()
-            c.free()
 
 
 @pytest.mark.gpu

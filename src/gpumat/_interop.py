@@ -18,6 +18,7 @@ dependency beyond the standard library.
 from __future__ import annotations
 
 import ctypes
+from typing import NamedTuple
 
 import numpy as np
 
@@ -139,13 +140,12 @@ def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
     ptr = m.elements  # FreedMatrixError for freed matrices
     dev = m.device
     s = stream_handle(None, dev) if stream is None else stream
-    isz = m.itemsize
     return {
         "shape": m.shape,
         "typestr": typestr(m.dtype),
         "descr": [("", typestr(m.dtype))],
         "data": (ptr, False),
-        "strides": None if m.is_contiguous else (m.stride * isz, isz),
+        "strides": None if m.is_contiguous else m.strides,
         "version": 3,
         "stream": CAI_LEGACY if s == LEGACY_STREAM else s,
     }
@@ -187,13 +187,14 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         m = m.copy()
         flags |= FLAG_IS_COPIED
     versioned = max_version is not None and tuple(max_version)[0] >= 1
-    shape = (ctypes.c_int64 * 2)(*m.shape)
-    strides = (ctypes.c_int64 * 2)(m.stride, 1)
+    ndim = m.ndim
+    shape = (ctypes.c_int64 * ndim)(*m.shape)
+    strides = (ctypes.c_int64 * ndim)(*(x // m.itemsize for x in m.strides))
     code, bits = dlpack_dtype(m.dtype)
     tensor = DLTensor(
         ctypes.c_void_p(m.elements or None),
         DLDevice(KDL_CUDA, dev.ordinal),
-        2,
+        ndim,
         DLDataType(code, bits, 1),
         shape,
         strides,
@@ -209,36 +210,63 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
 
 
 # import -----------------------------------------------------------------------------------------
-def _row_major(shape: tuple, strides: tuple | None, itemsize_units: int = 1) -> tuple[int, int, int] | None:
-    """(height, width, row stride in elements) when the layout is row-major with contiguous rows, else None.
-    strides in elements (None: C-contiguous)."""
-    if len(shape) == 1:
-        h, w = 1, shape[0]
-        if strides is None or w <= 1 or strides[0] == 1:
-            return h, w, max(w, 1)
-        return None
-    if len(shape) != 2:
-        raise ValueError(f"gpumat matrices are 1-D or 2-D; the array has {len(shape)} dimensions, shape {tuple(shape)}")
-    h, w = shape
-    if strides is None or h == 0 or w == 0:  # an empty array has no layout to honour (CuPy gives (0, 0) strides)
-        return h, w, max(w, 1)
-    sr, sc = strides
+class Layout(NamedTuple):
+    """How an array's elements map onto a Matrix: one matrix (batch None) or a batch, each height x width
+    with its storage rows `ld` elements apart, read transposed when `trans` (column-major), matrices
+    `bstride` elements apart."""
+
+    batch: int | None
+    height: int
+    width: int
+    ld: int
+    bstride: int
+    trans: bool
+
+
+def _matrix_layout(h: int, w: int, sr: int, sc: int) -> tuple[int, bool] | None:
+    """(leading dimension, transposed) of a 2-D layout with contiguous rows (row-major) or contiguous
+    columns (column-major, read as a transposed view), else None. Row-major wins where both hold."""
+    if h == 0 or w == 0:  # an empty array has no layout to honour (CuPy gives (0, 0) strides)
+        return max(w, 1), False
     if w <= 1 or sc == 1:
         ld = sr if h > 1 else max(w, 1)
-        if ld >= w and ld >= 1:
-            return h, w, ld
+        if ld >= w:
+            return ld, False
+    if h <= 1 or sr == 1:
+        ld = sc if w > 1 else max(h, 1)
+        if ld >= h:
+            return ld, True
     return None
 
 
-def _column_major(shape: tuple, strides: tuple | None) -> int | None:
-    """The leading dimension when a 2-D layout is column-major with contiguous columns, else None."""
-    if len(shape) != 2 or strides is None:
-        return None
+def _layout(shape: tuple, strides: tuple | None) -> Layout | None:
+    """The Layout of an array of `shape` with `strides` in elements (None: C-contiguous), or None when
+    gpumat cannot view it (neither rows nor columns contiguous, negative or overlapping strides); a
+    ValueError for ranks other than 1, 2 and 3."""
+    ndim = len(shape)
+    if ndim not in (1, 2, 3):
+        raise ValueError(
+            f"gpumat matrices are 1-D, 2-D or 3-D (a batch); the array has {ndim} dimensions, shape {tuple(shape)}"
+        )
+    if strides is None:  # C-contiguous
+        strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(ndim))
+    if ndim == 1:
+        shape, strides = (1, shape[0]), (max(shape[0], 1), strides[0])
+    batch, bstride = None, 0
+    if len(shape) == 3:
+        batch, bstride = shape[0], strides[0]
+        shape, strides = shape[1:], strides[1:]
     h, w = shape
-    sr, sc = strides
-    if (h <= 1 or sr == 1) and sc >= h:
-        return sc
-    return None
+    inner = _matrix_layout(h, w, *strides)
+    if inner is None:
+        return None
+    ld, trans = inner
+    if batch is not None:
+        if batch <= 1 or h * w == 0:
+            bstride = h * w
+        elif bstride < 0 or (bstride and bstride < ((w if trans else h) - 1) * ld + (h if trans else w)):
+            return None  # matrices that run into each other (or backwards) are not a batch gpumat can view
+    return Layout(batch, h, w, ld, bstride, trans)
 
 
 def _pointer_device(ptr: int) -> Device:
@@ -248,18 +276,12 @@ def _pointer_device(ptr: int) -> Device:
     return Device(ordinal)
 
 
-def _wrap(ptr: int, h: int, w: int, ld: int, dtype: np.dtype, dev: Device, owner, release, stream: int) -> Matrix:
-    nbytes = ((h - 1) * ld + w) * dtype.itemsize if h and w else 0
+def _wrap(ptr: int, layout: Layout, dtype: np.dtype, dev: Device, owner, release, stream: int) -> Matrix:
+    b, h, w, ld, bstride, trans = layout
+    rows, cols = (w, h) if trans else (h, w)  # the storage's
+    nbytes = ((rows - 1) * ld + cols + ((b or 1) - 1) * bstride) * dtype.itemsize if h and w and b != 0 else 0
     buf = BorrowedBuffer(ptr, nbytes, dev, owner, release, stream)
-    return Matrix._wrap(buf, 0, h, w, ld, owner=True, dtype=dtype)
-
-
-def _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, stream: int) -> Matrix:
-    """A packed row-major copy of a column-major array: it is the transpose of a row-major (w x h) view."""
-    from .transpose import transpose
-
-    view = _wrap(ptr, w, h, ld, dtype, dev, owner, None, stream)
-    return transpose(view, stream=stream)
+    return Matrix._wrap(buf, 0, h, w, ld, owner=True, dtype=dtype, trans=trans, batch=b, bstride=bstride)
 
 
 def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
@@ -292,41 +314,31 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
 def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Matrix:
     if ptr % dtype.itemsize:
         raise ValueError(f"the array's data at 0x{ptr:x} is not aligned to its {dtype.itemsize}-byte elements")
-    layout = _row_major(shape, strides)
-    if layout is not None and copy is not True:
-        h, w, ld = layout
-        return _wrap(ptr, h, w, ld, dtype, dev, owner, release, s)
-    if layout is not None:  # copy=True: a packed copy of a row-major array
-        h, w, ld = layout
-        view = _wrap(ptr, h, w, ld, dtype, dev, owner, release, s)
-        try:
-            out = view.copy(stream=s)
-            synchronize_stream(s)  # the copy has read the source before the producer gets it back
-            return out
-        finally:
-            view.free()
-    ld = _column_major(shape, strides)
-    if ld is not None and copy:
-        h, w = shape
-        out = _copy_of_column_major(ptr, h, w, ld, dtype, dev, owner, s)
+    layout = _layout(shape, strides)
+    if layout is None:
+        raise ValueError(
+            f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is not one gpumat can "
+            "view: it needs each row or each column contiguous in memory (a column-major array becomes a "
+            "transposed view) and the matrices of a batch one after another"
+        )
+    view = _wrap(ptr, layout, dtype, dev, owner, release, s)
+    if copy is not True:
+        return view
+    try:  # copy=True: a packed copy of the same shape and layout
+        out = view.copy(stream=s)
         synchronize_stream(s)  # the copy has read the source before the producer gets it back
-        if release is not None:
-            release(owner)
         return out
-    if release is not None:
-        release(owner)
-    what = "column-major (pass copy=True for a row-major copy)" if ld is not None else "not row-major"
-    raise ValueError(
-        f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is {what}: gpumat "
-        f"needs each row contiguous in memory"
-    )
+    finally:
+        view.free()
 
 
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     """A Matrix over another library's GPU array through DLPack (CuPy, PyTorch, JAX, Numba, ...), without a
-    copy when its rows are contiguous (padded row strides welcome). The producer stays alive as long as the
-    Matrix does, and gpumat never frees its memory. copy=True makes a packed copy instead (and also accepts
-    column-major arrays). Work the producer queued before the call is ordered before gpumat's `stream`."""
+    copy: 1-D (one row), 2-D or 3-D (a batch); rows contiguous (padded row strides welcome) or columns
+    contiguous (a column-major array, such as PyTorch's w.t() or a Fortran-order array, becomes a
+    transposed view). The producer stays alive as long as the Matrix does, and gpumat never frees its
+    memory. copy=True makes a packed copy of the same layout instead; other layouts are a ValueError.
+    Work the producer queued before the call is ordered before gpumat's `stream`."""
     if isinstance(obj, Matrix):
         return obj.copy(stream=stream) if copy else obj
     dl_device = getattr(obj, "__dlpack_device__", None)

@@ -2,45 +2,57 @@
 
 from __future__ import annotations
 
-from .matrix import Matrix, done_on, use_on
+from .matrix import Matrix, done_on, paired_pieces, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.streams import stream_handle, synchronize_stream, wait_across_devices
 
 
 def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
-    """A packed copy of m on dst_dev, queued on `stream` of dst_dev. Across GPUs the copy goes peer to
-    peer (NVLink or PCIe) where the GPUs allow it, else the driver stages it through the host; the
-    destination stream first waits for the source device's current stream, and the call returns once
-    the copy is done (so the source may be freed at once)."""
+    """A packed copy of m (same shape and layout) on dst_dev, queued on `stream` of dst_dev. Across GPUs
+    the copy goes peer to peer (NVLink or PCIe) where the GPUs allow it, else the driver stages it
+    through the host; the destination stream first waits for the source device's current stream, and
+    the call returns once the copy is done (so the source may be freed at once)."""
     src_dev = m.device
     s = stream_handle(stream, dst_dev)
-    h, w, isz = m.height, m.width, m.itemsize
-    out = Matrix._allocate(h, w, dst_dev.activate(), s, m.dtype)
-    if h == 0 or w == 0:
+    out = Matrix._allocate_like(m, dst_dev.activate(), s)
+    if out.size == 0:
         _ = m.elements  # a freed source raises FreedMatrixError here
         return out
+    isz = m.itemsize
     if src_dev is dst_dev:
         with dst_dev.lock:
-            src = m.elements
+            _ = m.elements
             use_on(s, m, out)
-            memops.copy_device_2d(out.elements, w * isz, src, m.stride * isz, w * isz, h, s)
+            for src, dst in paired_pieces(m, out):
+                h, w = src.shape
+                memops.copy_device_2d(dst.elements, dst.stride * isz, src.elements, src.stride * isz, w * isz, h, s)
             done_on(s, m, out)
         return out
     dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
     src_dev.enable_peer_access(dst_dev)
     src_stream = stream_handle(None, src_dev)
     with src_dev.lock:
-        src = m.elements
+        pieces = paired_pieces(m, out)
         buf = m._buffer
         buf.hold()
     try:
         src_dev.activate()
         wait_across_devices(s, dst_dev, src_stream, src_dev)
         dst_dev.activate()
-        memops.copy_peer_2d_async(
-            out.elements, dst_dev.context, w * isz, src, src_dev.context, m.stride * isz, w * isz, h, s
-        )
+        for src, dst in pieces:
+            h, w = src.shape
+            memops.copy_peer_2d_async(
+                dst.elements,
+                dst_dev.context,
+                dst.stride * isz,
+                src.elements,
+                src_dev.context,
+                src.stride * isz,
+                w * isz,
+                h,
+                s,
+            )
         synchronize_stream(s)
     finally:
         buf.unhold()

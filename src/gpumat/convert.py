@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import _dtypes
 from ._dtypes import SUFFIXES
-from .matrix import Matrix, done_on, operand_device, use_on
+from .matrix import Matrix, done_on, operand_device, paired_pieces, use_on
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .runtime.streams import stream_handle
@@ -29,29 +29,31 @@ def grid(rows: int, cols: int) -> tuple[int, int, int]:
 
 
 def astype(m, dtype, stream=None):
-    """Matrix.astype: a new packed matrix of `dtype` on m's device (same dtype: a copy)."""
+    """Matrix.astype: a new packed matrix of `dtype` on m's device, of m's shape and layout (a transposed
+    view gives a transposed result; same dtype: a copy)."""
     dt = _dtypes.as_dtype(dtype)
     dev = operand_device((m, "m"))
     if dt == m.dtype:
         return m.copy(stream=stream)
     s = stream_handle(stream, dev)
     with dev.lock:
-        src = m.elements
-        out = Matrix._allocate(m.height, m.width, dev, s, dt)
+        _ = m.elements
+        out = Matrix._allocate_like(m, dev, s, dt)
         if m.size:
             use_on(s, m, out)
             kernel = CONVERT_KERNELS[(_dtypes.suffix(m.dtype), _dtypes.suffix(dt))]
-            kernel(
-                grid(m.height, m.width),
-                BLOCK,
-                src,
-                out.elements,
-                m.height,
-                m.width,
-                m.stride,
-                out.stride,
-                stream=s,
-                device=dev,
-            )
+            for src, dst in paired_pieces(m, out):
+                kernel(
+                    grid(src.height, src.width),
+                    BLOCK,
+                    src.elements,
+                    dst.elements,
+                    src.height,
+                    src.width,
+                    src.stride,
+                    dst.stride,
+                    stream=s,
+                    device=dev,
+                )
             done_on(s, m, out)
     return out

@@ -14,7 +14,7 @@ import ctypes
 import threading
 
 from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, operand_device, same_dtype, use_on
+from .matrix import Matrix, as_matrix, operand_device, plain_2d, same_dtype, storage, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.geometry import cdiv
@@ -50,6 +50,9 @@ def check_operands(x, y) -> tuple[int, int]:
     x, y = as_matrix(x, "x"), as_matrix(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"dot: shapes {x.shape} and {y.shape} differ")
+    for m in (x, y):
+        if m.ndim != 2:
+            raise ValueError(f"dot takes 2-D matrices, got a batch of shape {m.shape}; index it (A[i]) for one matrix")
     return x.shape
 
 
@@ -90,13 +93,19 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     """sum(x * y) over all elements of two equal-shape matrices of one dtype (views welcome), as a float.
 
     Products and sums are kept in double on the GPU (every dtype); empty matrices give 0.0; NaN and Inf
-    propagate. Deterministic: the same inputs give the same bits on every call on the same GPU.
+    propagate. A batch is a ValueError; when one operand is a transposed view (A.T) and the other is
+    not, the transposed one is first copied row-major (one pass over it).
+    Deterministic: the same inputs give the same bits on every call on the same GPU.
     The work is queued on `stream` (default: the thread's current stream) and the call waits for it."""
     dev = operand_device((x, "x"), (y, "y"))
     s = stream_handle(stream, dev)
     if check_operands(x, y) == (0, 0) or 0 in x.shape:  # shapes first: bad input never touches the GPU
         return 0.0
     dt = suffix(same_dtype("dot", (x, "x"), (y, "y")))
+    if x.is_transposed and y.is_transposed:  # the sum of the storages' products is the same sum
+        x, y = storage(x), storage(y)
+    else:  # one transposed view is first copied row-major (one pass)
+        x, y = plain_2d(x, "dot"), plain_2d(y, "dot")
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:

@@ -4,6 +4,13 @@ Element (r, c) lives at elements + (r * stride + c) * itemsize. A slice is a vie
 owner's device memory and keeps its stride, so kernels that take a leading dimension use it without
 a copy. A Matrix lives on one device (`.device`); its memory was allocated on one stream, and using it
 on another stream orders that stream after the allocation (see gpumat.memory.buffers).
+
+Two generalisations of the struct, both views of the same memory:
+  * transposed (`A.T`, or an imported column-major array): element (r, c) lives at
+    elements + (c * stride + r) * itemsize: the storage is a row-major width x height matrix of row
+    stride `stride`, read as its transpose (BLAS's op(A) = A^T with leading dimension `stride`);
+  * batched: shape (batch, height, width), matrix i starting `batch_stride` elements after matrix
+    i - 1 (the 2-D struct is one matrix; A[i] is the i-th, a 2-D view).
 """
 
 from __future__ import annotations
@@ -27,7 +34,20 @@ class Matrix:
     """A float32, float64, float16 or bfloat16 matrix in GPU memory. Make one with from_numpy, empty, zeros
     or from_dlpack; release it with free()."""
 
-    __slots__ = ("_buffer", "_offset", "_height", "_width", "_stride", "_owner", "_dtype", "_sfx", "__weakref__")
+    __slots__ = (
+        "_buffer",
+        "_offset",
+        "_height",
+        "_width",
+        "_stride",
+        "_owner",
+        "_dtype",
+        "_sfx",
+        "_batch",  # None: one 2-D matrix; else the number of matrices (shape (batch, height, width))
+        "_bstride",  # elements from one matrix of a batch to the next
+        "_trans",  # stored transposed (column-major): element (r, c) at (c * stride + r)
+        "__weakref__",
+    )
 
     def __init__(self, *args, **kwargs):
         raise TypeError(
@@ -36,40 +56,72 @@ class Matrix:
 
     @classmethod
     def _wrap(
-        cls, buffer, offset: int, height: int, width: int, stride: int, owner: bool = False, dtype=FLOAT32
+        cls,
+        buffer,
+        offset: int,
+        height: int,
+        width: int,
+        stride: int,
+        owner: bool = False,
+        dtype=FLOAT32,
+        trans: bool = False,
+        batch: int | None = None,
+        bstride: int = 0,
     ) -> Matrix:
         m = object.__new__(cls)
         m._buffer, m._offset, m._height, m._width, m._stride = buffer, offset, height, width, stride
         m._owner, m._dtype, m._sfx = owner, dtype, _dtypes.suffix(dtype)
+        m._trans, m._batch, m._bstride = trans, batch, bstride
         return m
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def empty(cls, height: int, width: int, dtype=None, device=None, stream=None) -> Matrix:
-        """Uninitialised (height, width) matrix of `dtype` (float32 by default) on `device` (the current one)."""
-        height, width = _check_dims(height, width)
+    def empty(cls, height, width=None, dtype=None, device=None, stream=None) -> Matrix:
+        """Uninitialised matrix of `dtype` (float32 by default) on `device` (the current one): empty(height,
+        width), or empty(shape) with shape (height, width) or (batch, height, width)."""
+        batch, height, width = _check_shape(height, width)
         dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
         dev = as_device(device)
-        memory.check_size(height * width * dtype.itemsize, dev, f"a {height}x{width} {dtype} matrix")
-        return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype)
+        count = (1 if batch is None else batch) * height * width
+        what = "x".join(str(d) for d in _shape_of(batch, height, width))
+        memory.check_size(count * dtype.itemsize, dev, f"a {what} {dtype} matrix")
+        return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype, batch)
 
     @classmethod
     def _allocate(
-        cls, height: int, width: int, dev: Device | None = None, stream: int = LEGACY_STREAM, dtype=FLOAT32
+        cls,
+        height: int,
+        width: int,
+        dev: Device | None = None,
+        stream: int = LEGACY_STREAM,
+        dtype=FLOAT32,
+        batch: int | None = None,
+        trans: bool = False,
     ) -> Matrix:
-        """empty() for arguments already known to be valid (the operations' result path)."""
+        """empty() for arguments already known to be valid (the operations' result path): packed, row-major,
+        or stored transposed when `trans` (a width x height storage)."""
         m = object.__new__(cls)
-        m._buffer = memory.DeviceBuffer(height * width * dtype.itemsize, stream, dev)
-        m._offset, m._height, m._width, m._stride, m._owner, m._dtype = 0, height, width, width or 1, True, dtype
+        count = 1 if batch is None else batch
+        m._buffer = memory.DeviceBuffer(count * height * width * dtype.itemsize, stream, dev)
+        m._offset, m._height, m._width, m._owner, m._dtype = 0, height, width, True, dtype
+        m._stride = (height if trans else width) or 1
         m._sfx = _SUFFIX.get(dtype) or _dtypes.suffix(dtype)  # the kernel-name suffix, compared on hot paths
+        m._trans, m._batch, m._bstride = trans, batch, height * width
         return m
 
     @classmethod
-    def zeros(cls, height: int, width: int, dtype=None, device=None, stream=None) -> Matrix:
+    def _allocate_like(cls, m: Matrix, dev: Device, stream: int, dtype=None) -> Matrix:
+        """A packed matrix of m's shape and layout (transposed or not), of `dtype` (m's by default)."""
+        return cls._allocate(m._height, m._width, dev, stream, dtype or m._dtype, m._batch, m._trans)
+
+    @classmethod
+    def zeros(cls, height, width=None, dtype=None, device=None, stream=None) -> Matrix:
+        """Like empty(), filled with zeros."""
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
         s = stream_handle(stream, buf.device)  # the stream the block was allocated on: the fill is ordered there
-        memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, width * m._dtype.itemsize, height, s)
+        rows = m._height * (1 if m._batch is None else m._batch)
+        memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, m._width * m._dtype.itemsize, rows, s)
         if not trusted(s):
             with buf.device.lock:
                 done_on(s, m)
@@ -77,20 +129,23 @@ class Matrix:
 
     @classmethod
     def from_numpy(cls, array, dtype=None, device=None, stream=None) -> Matrix:
-        """Copy a 1-D (one row) or 2-D real array-like to the GPU as a C-order matrix.
+        """Copy a 1-D (one row), 2-D or 3-D (a batch of matrices) real array-like to the GPU as a C-order
+        matrix.
 
         dtype=None keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer arrays
         become float64 when every value is exact there (else TypeError: pass dtype=); dtype= converts
         (on the host, rounding to nearest). Large pageable arrays are staged through pinned buffers; a
         pinned array (see pinned_empty) is copied by one DMA. Returns once the data is on the GPU."""
-        host, dt = as_host_2d(array, dtype)
+        host, dt = as_host_2d(array, dtype, allow_batch=True)
         dev = as_device(device)
         s = stream_handle(stream, dev)
         if not host.size:
-            return cls.empty(*host.shape, dtype=dt, device=dev)
-        m = cls._allocate(*host.shape, dev, s, dt)
+            return cls.empty(host.shape, dtype=dt, device=dev)
+        batch = host.shape[0] if host.ndim == 3 else None
+        m = cls._allocate(host.shape[-2], host.shape[-1], dev, s, dt, batch)
         m._buffer.use_on(s)
-        memory.upload(m._buffer.ptr, m._stride * host.itemsize, host, s, dev)  # returns once uploaded
+        rows = host.reshape(-1, host.shape[-1])  # a packed batch is one tall matrix
+        memory.upload(m._buffer.ptr, m._stride * host.itemsize, rows, s, dev)  # returns once uploaded
         if not trusted(s):  # another library's stream: its mark says the upload is done there
             with dev.lock:
                 done_on(s, m)
@@ -135,12 +190,42 @@ class Matrix:
         return buf.device
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return self._height, self._width
+    def shape(self) -> tuple[int, ...]:
+        """(height, width), or (batch, height, width) for a batch."""
+        if self._batch is None:
+            return self._height, self._width
+        return self._batch, self._height, self._width
+
+    @property
+    def ndim(self) -> int:
+        return 2 if self._batch is None else 3
+
+    @property
+    def batch(self) -> int:
+        """The number of matrices: 1 for a 2-D matrix."""
+        return 1 if self._batch is None else self._batch
+
+    @property
+    def batch_stride(self) -> int:
+        """Elements from the start of one matrix of a batch to the next (0 for a 2-D matrix)."""
+        return 0 if self._batch is None else self._bstride
+
+    @property
+    def is_transposed(self) -> bool:
+        """Whether the matrix is stored transposed (column-major: element (r, c) at (c * stride + r)), as
+        A.T of a row-major matrix or an imported column-major array is."""
+        return self._trans
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes between consecutive elements along each dimension (numpy's convention)."""
+        isz = self._dtype.itemsize
+        two = (isz, self._stride * isz) if self._trans else (self._stride * isz, isz)
+        return two if self._batch is None else (self._bstride * isz, *two)
 
     @property
     def size(self) -> int:
-        return self._height * self._width
+        return self.batch * self._height * self._width
 
     @property
     def nbytes(self) -> int:
@@ -161,15 +246,34 @@ class Matrix:
 
     @property
     def is_contiguous(self) -> bool:
-        return self._height <= 1 or self._stride == self._width
+        """C-contiguous: the elements one after another in C order (row by row, matrix by matrix)."""
+        expected = self._dtype.itemsize
+        for size, stride in reversed(tuple(zip(self.shape, self.strides, strict=True))):
+            if size > 1 and stride != expected:
+                return False
+            expected *= size
+        return True
 
     @property
     def T(self) -> Matrix:
-        return _operations().transpose(self)
+        """The transpose as a view (no copy, no kernel): the same memory read column-major; of a batch, each
+        matrix transposed. gm.transpose(A) makes a transposed copy."""
+        _ = self.elements  # views of freed memory are refused up front
+        return Matrix._wrap(
+            self._buffer,
+            self._offset,
+            self._width,
+            self._height,
+            self._stride,
+            dtype=self._dtype,
+            trans=not self._trans,
+            batch=self._batch,
+            bstride=self._bstride,
+        )
 
     # host <-> device -----------------------------------------------------------------------
     def to_numpy(self, out: np.ndarray | None = None, stream=None, dtype=None) -> np.ndarray:
-        """A numpy copy (height, width) in the matrix's dtype, or in `dtype` (converted on the GPU first);
+        """A numpy copy (the matrix's shape, C order) in the matrix's dtype, or in `dtype` (converted on the GPU first);
         into `out` (C-contiguous, right shape and dtype, pinned or not) when given. Returns once the data
         has arrived. bfloat16 needs ml_dtypes on the host, or dtype=np.float32."""
         if dtype is not None and _dtypes.as_dtype(dtype) != self._dtype:
@@ -188,13 +292,29 @@ class Matrix:
             host = _check_host_out(out, self.shape, self._dtype)
         buf = self._buffer
         with dev.lock:
-            src = self.elements  # a freed matrix (empty or not) reports that it was freed
+            _ = self.elements  # a freed matrix (empty or not) reports that it was freed
             if host.size == 0:
                 return host
+            pieces = storage_pieces(self)
             buf.use_on(s)
             buf.hold()
         try:
-            memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
+            # each piece's storage rows arrive into a host array of its shape; a transposed matrix is
+            # then transposed on the host (one more pass there, none on the GPU)
+            targets = [host] if len(pieces) == 1 else list(host)
+            for piece, target in zip(pieces, targets, strict=True):
+                rows = target.reshape(-1, target.shape[-1]) if not self._trans else None
+                if rows is None:
+                    staged = np.empty((piece._height, piece._width), dtype=self._dtype)
+                    memory.download(staged, piece.elements, piece._stride * self._dtype.itemsize, s, dev)
+                    if target.ndim == 3:
+                        target[...] = staged.reshape(target.shape[0], target.shape[2], target.shape[1]).transpose(
+                            0, 2, 1
+                        )
+                    else:
+                        target[...] = staged.T
+                else:
+                    memory.download(rows, piece.elements, piece._stride * self._dtype.itemsize, s, dev)
             if not trusted(s):
                 with dev.lock:
                     done_on(s, self)
@@ -240,17 +360,74 @@ class Matrix:
 
     # views ---------------------------------------------------------------------------------
     def __getitem__(self, key) -> Matrix:
+        """Views: A[r0:r1, c0:c1] of a matrix; of a batch, A[i] (the i-th matrix), A[i:j] (a batch), and
+        A[i or i:j, r0:r1, c0:c1]. Slices take step 1."""
+        _ = self.elements  # views of freed memory are refused up front
+        if self._batch is not None:
+            return self._batch_item(key if isinstance(key, tuple) else (key,))
         if not isinstance(key, tuple):
             key = (key, slice(None))
         if len(key) != 2 or not all(isinstance(k, slice) for k in key):
             raise TypeError("index a Matrix with two slices, A[r0:r1, c0:c1]; element access goes through to_numpy()")
-        _ = self.elements  # views of freed memory are refused up front
         (r0, r1, rs), (c0, c1, cs) = key[0].indices(self._height), key[1].indices(self._width)
         if rs != 1 or cs != 1:
             raise ValueError("Matrix views take contiguous slices only (step 1)")
         rows, cols = max(r1 - r0, 0), max(c1 - c0, 0)
-        offset = self._offset + (r0 * self._stride + c0 if rows and cols else 0)
-        return Matrix._wrap(self._buffer, offset, rows, cols, self._stride, dtype=self._dtype)
+        start = (c0 * self._stride + r0) if self._trans else (r0 * self._stride + c0)
+        offset = self._offset + (start if rows and cols else 0)
+        return Matrix._wrap(self._buffer, offset, rows, cols, self._stride, dtype=self._dtype, trans=self._trans)
+
+    def _batch_item(self, key: tuple) -> Matrix:
+        first, rest = key[0], key[1:]
+        if len(rest) not in (0, 2):
+            raise TypeError("index a batch with A[i], A[i:j], or A[i or i:j, r0:r1, c0:c1]")
+        if isinstance(first, (int, np.integer)) and not isinstance(first, (bool, np.bool_)):
+            i = int(first) + (self._batch if first < 0 else 0)
+            if not 0 <= i < self._batch:
+                raise IndexError(f"index {int(first)} is out of range for a batch of {self._batch}")
+            one = Matrix._wrap(
+                self._buffer,
+                self._offset + i * self._bstride,
+                self._height,
+                self._width,
+                self._stride,
+                dtype=self._dtype,
+                trans=self._trans,
+            )
+            return one[rest] if rest else one
+        if not isinstance(first, slice):
+            raise TypeError(f"index a batch with an integer or a slice, got {type(first).__name__}")
+        b0, b1, step = first.indices(self._batch)
+        if step != 1:
+            raise ValueError("Matrix views take contiguous slices only (step 1)")
+        count = max(b1 - b0, 0)
+        view = Matrix._wrap(
+            self._buffer,
+            self._offset + (b0 * self._bstride if count else 0),
+            self._height,
+            self._width,
+            self._stride,
+            dtype=self._dtype,
+            trans=self._trans,
+            batch=count,
+            bstride=self._bstride,
+        )
+        if not rest:
+            return view
+        one = Matrix._wrap(
+            view._buffer, view._offset, view._height, view._width, view._stride, dtype=self._dtype, trans=self._trans
+        )[rest]
+        return Matrix._wrap(
+            one._buffer,
+            one._offset,
+            one._height,
+            one._width,
+            one._stride,
+            dtype=self._dtype,
+            trans=self._trans,
+            batch=count,
+            bstride=self._bstride,
+        )
 
     # lifetime ------------------------------------------------------------------------------
     def free(self) -> None:
@@ -290,16 +467,15 @@ class Matrix:
 
     def __repr__(self) -> str:
         dt = _dtypes.name(self._dtype)
+        shape = "x".join(str(d) for d in self.shape)
         if self.is_freed:
-            return f"<gpumat.Matrix {self._height}x{self._width} {dt}, freed>"
+            return f"<gpumat.Matrix {shape} {dt}, freed>"
         view = f", view stride={self._stride}" if self.is_view else ""
-        return (
-            f"<gpumat.Matrix {self._height}x{self._width} {dt}{view} on GPU {self.device.ordinal} "
-            f"at 0x{self.elements:x}>"
-        )
+        layout = ", transposed" if self._trans else ""
+        return f"<gpumat.Matrix {shape} {dt}{view}{layout} on GPU {self.device.ordinal} at 0x{self.elements:x}>"
 
     def _describe(self) -> str:
-        return f"Matrix {self._height}x{self._width}"
+        return "Matrix " + "x".join(str(d) for d in self.shape)
 
 
 _SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
@@ -324,13 +500,26 @@ def _operations():
     return _ops
 
 
-def _check_dims(height, width) -> tuple[int, int]:
-    for name, v in (("height", height), ("width", width)):
+def _check_shape(height, width) -> tuple[int | None, int, int]:
+    """(batch or None, height, width) from empty()'s arguments: (height, width) or one shape tuple."""
+    if width is None:
+        if not isinstance(height, (tuple, list)) or len(height) not in (2, 3):
+            raise TypeError(f"give a shape (height, width) or (batch, height, width), or two integers; got {height!r}")
+        dims = tuple(height)
+    else:
+        dims = (height, width)
+    names = ("height", "width") if len(dims) == 2 else ("batch", "height", "width")
+    for name, v in zip(names, dims, strict=True):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
         if v < 0:
             raise ValueError(f"{name} must be >= 0, got {v}")
-    return int(height), int(width)
+    dims = tuple(int(v) for v in dims)
+    return (None, *dims) if len(dims) == 2 else dims
+
+
+def _shape_of(batch, height: int, width: int) -> tuple[int, ...]:
+    return (height, width) if batch is None else (batch, height, width)
 
 
 def _check_host_out(out, shape, dtype) -> np.ndarray:
@@ -344,9 +533,9 @@ def _check_host_out(out, shape, dtype) -> np.ndarray:
     return out
 
 
-def as_host_2d(array, dtype=None) -> tuple[np.ndarray, np.dtype]:
-    """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, the Matrix dtype), or
-    TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
+def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray, np.dtype]:
+    """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, or 3-D where a batch is
+    allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
     a = np.asarray(array)
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
         what = f"a {type(array).__name__}" if a.dtype.kind == "O" and a.ndim == 0 else f"dtype {a.dtype}"
@@ -355,8 +544,9 @@ def as_host_2d(array, dtype=None) -> tuple[np.ndarray, np.dtype]:
         )
     if a.ndim == 1:
         a = a.reshape(1, -1)
-    elif a.ndim != 2:
-        raise ValueError(f"expected a 1-D or 2-D array, got {a.ndim}-D with shape {a.shape}")
+    elif a.ndim != 2 and not (allow_batch and a.ndim == 3):
+        what = "1-D, 2-D or 3-D (a batch)" if allow_batch else "1-D or 2-D"
+        raise ValueError(f"expected a {what} array, got {a.ndim}-D with shape {a.shape}")
     dt = _dtypes.host_dtype_for(a, dtype)
     return _dtypes.to_host_array(a, dt), dt
 
@@ -414,7 +604,7 @@ def operand_device(*named) -> Device:
     return dev.activate()
 
 
-def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
+def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
     """An optional `out`: a live Matrix of the result's shape sharing no memory with the inputs."""
     if out is None:
         return
@@ -435,10 +625,12 @@ def check_out(out, shape: tuple[int, int], inputs, op: str) -> None:
 def address_range(m: Matrix) -> tuple[int, int]:
     """[first byte, last byte + 1) that the matrix's elements span in device memory."""
     h, w = m._height, m._width
-    if h == 0 or w == 0:
+    if h == 0 or w == 0 or m._batch == 0:
         return 0, 0
     start = m.elements
-    return start, start + ((h - 1) * m._stride + w) * m._dtype.itemsize
+    rows, cols = (w, h) if m._trans else (h, w)  # the storage's
+    last = (rows - 1) * m._stride + cols + ((m._batch - 1) * m._bstride if m._batch else 0)
+    return start, start + last * m._dtype.itemsize
 
 
 def overlaps(a: Matrix, b: Matrix) -> bool:
@@ -464,3 +656,58 @@ def done_on(stream: int, *matrices) -> None:
     mark = mark_after(matrices[0]._buffer.device, stream)
     for m in matrices:
         m._buffer.used_on(stream, mark)
+
+
+# --- the storage under a matrix: what kernels that take a row-major (rows, cols, stride) region see ----
+def storage(m: Matrix) -> Matrix:
+    """The row-major 2-D matrix over m's memory (one matrix, not a batch): m itself, or for a transposed
+    matrix its width x height storage."""
+    if not m._trans:
+        return m
+    return Matrix._wrap(m._buffer, m._offset, m._width, m._height, m._stride, dtype=m._dtype)
+
+
+def matrices(m: Matrix) -> list[Matrix]:
+    """The 2-D matrices of a batch (views), or [m] for a 2-D matrix."""
+    if m._batch is None:
+        return [m]
+    return [
+        Matrix._wrap(
+            m._buffer, m._offset + i * m._bstride, m._height, m._width, m._stride, dtype=m._dtype, trans=m._trans
+        )
+        for i in range(m._batch)
+    ]
+
+
+def folded(m: Matrix) -> Matrix | None:
+    """A batch whose matrices' storages sit one after another at the row stride, as one tall row-major
+    storage matrix (batch x storage rows, storage columns); None when they do not."""
+    rows, cols = (m._width, m._height) if m._trans else (m._height, m._width)
+    count = 1 if m._batch is None else m._batch
+    if count > 1 and m._bstride != rows * m._stride:
+        return None
+    return Matrix._wrap(m._buffer, m._offset, count * rows, cols, m._stride, dtype=m._dtype)
+
+
+def storage_pieces(m: Matrix) -> list[Matrix]:
+    """m's elements as row-major 2-D storage pieces: one when the batch folds, else one a matrix."""
+    whole = folded(m)
+    return [whole] if whole is not None else [storage(x) for x in matrices(m)]
+
+
+def paired_pieces(src: Matrix, dst: Matrix) -> list[tuple[Matrix, Matrix]]:
+    """Matching storage pieces of two matrices of one shape and layout (a copy's source and result)."""
+    a, b = folded(src), folded(dst)
+    if a is not None and b is not None:
+        return [(a, b)]
+    return [(storage(x), storage(y)) for x, y in zip(matrices(src), matrices(dst), strict=True)]
+
+
+def plain_2d(m: Matrix, op: str) -> Matrix:
+    """For operations that take one row-major 2-D matrix: a batch is a ValueError; a transposed matrix is
+    materialised row-major in one pass (gm.transpose of its storage), which the caller owns."""
+    if m._batch is not None:
+        raise ValueError(f"{op} takes 2-D matrices, got a batch of shape {m.shape}; index it (A[i]) for one matrix")
+    if not m._trans:
+        return m
+    return _operations().transpose(storage(m))

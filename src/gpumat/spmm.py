@@ -18,7 +18,7 @@ from typing import NamedTuple
 from . import memory
 from ._csr import INT32_MAX, RowStats
 from ._dtypes import name, suffix
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, use_on
+from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, plain_2d, use_on
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .runtime.memops import zero_2d
@@ -148,6 +148,13 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
     b = as_matrix(b, "b")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown spmm algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    for m, label in ((b, "b"), (out, "out")):
+        if m is not None and m.ndim != 2:
+            raise ValueError(
+                f"spmm takes a 2-D {label}, got a batch of shape {m.shape}; index it (B[i]) for one matrix"
+            )
+    if out is not None and out.is_transposed:
+        raise ValueError("spmm: out must be row-major (not a transposed view); write into out.T's owner instead")
     (rows, k), (k2, n) = s.shape, b.shape
     if k != k2:
         raise ValueError(f"spmm: shapes {s.shape} and {b.shape} are not aligned: S has {k} columns, B {k2} rows")
@@ -166,7 +173,8 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
 
 def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
     """C = s @ b for a CSRMatrix s and a Matrix b of the same dtype (float32 or float64; views welcome).
-    Returns out (new if None), in that dtype.
+    Returns out (new if None), in that dtype. A transposed view of b (B.T) is first copied row-major (one
+    pass over it); a batch is a ValueError.
 
     algorithm: "auto", "scalar", "vector" (lanes from the row lengths) or "vector2" .. "vector32",
     "tile8" .. "tile128" (the row-group kernels; B and C not 16-byte aligned take one element a lane and
@@ -180,6 +188,8 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
             f"operation must live on one device"
         )
     st = stream_handle(stream, dev)
+    check_operands(s, b, out, algorithm)
+    b = plain_2d(b, "spmm")  # a transposed view of B is first copied row-major (one pass)
     with dev.lock:
         rows, n = check_operands(s, b, out, algorithm)
         if out is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
+from .matrix import Matrix, as_matrix, check_out, done_on, matrices, operand_device, same_dtype, storage, use_on
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from .runtime.kernels import Kernel
 from .runtime.memops import copy_device_2d
@@ -218,53 +218,63 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
     return KERNELS[(name, dtype)]
 
 
-def check_operands(a, out, algorithm: str) -> tuple[int, int]:
-    """Validate everything before any allocation or launch; returns A's (rows, cols)."""
+def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
+    """Validate everything before any allocation or launch; returns the result's shape."""
     a = as_matrix(a, "a")
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    rows, cols = a.shape
-    check_out(out, (cols, rows), (a,), "transpose")  # so no in-place transpose either
-    return rows, cols
+    shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
+    check_out(out, shape, (a,), "transpose")  # so no in-place transpose either
+    return shape
 
 
 def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """B = a^T for a matrix of any shape and dtype (views welcome): the bits move unchanged. Returns out
-    (new if None; of a's dtype). `stream`: where the work is queued (default: the thread's current stream)."""
+    """B = a^T for a matrix of any shape and dtype (views welcome): the bits move unchanged, through the
+    shared-memory tile kernels. Of a batch, each matrix is transposed (a launch a matrix). Returns out (new
+    if None: packed, row-major, of a's dtype). A transposed view (a.T) is already stored as its
+    transpose's rows: its transpose is a plain copy, and so is a transpose into a transposed out.
+    `stream`: where the work is queued (default: the thread's current stream). For a transposed view
+    without a copy, use a.T."""
     dev = operand_device((a, "a"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:
-        rows, cols = check_operands(a, out, algorithm)
+        shape = check_operands(a, out, algorithm)
         dt = suffix(same_dtype("transpose", (a, "a"), (out, "out")))
         if out is None:
-            out = Matrix._allocate(cols, rows, dev, s, a.dtype)
-        if rows == 0 or cols == 0:
+            out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, a._batch)
+        if out.size == 0:
             return out
         use_on(s, a, out)
-        if algorithm == "auto" and (rows == 1 or cols == 1):  # a vector: its transpose is a copy
-            _copy_vector(a, out, s)
-        else:
-            v = resolve(algorithm, dt, rows, cols, a.elements, a.stride, out.elements, out.stride)
-            v.kernel(
-                v.grid(rows, cols),
-                v.block,
-                a.elements,
-                out.elements,
-                rows,
-                cols,
-                a.stride,
-                out.stride,
-                stream=s,
-                device=dev,
-            )
+        for x, y in zip(matrices(a), matrices(out), strict=True):
+            _transpose_one(x, y, dt, algorithm, s, dev)
         done_on(s, a, out)
     return out
 
 
-def _copy_vector(a: Matrix, out: Matrix, s: int) -> None:
-    """Transpose of a single row or column: one pitched copy (a row of A becomes a column of B)."""
-    rows, cols, isz = a.height, a.width, a.itemsize
-    if rows == 1:  # 1 x cols -> cols x 1: contiguous source, destination one element a row
-        copy_device_2d(out.elements, out.stride * isz, a.elements, isz, isz, cols, s)
-    else:  # rows x 1 -> 1 x rows: one element a row of A, contiguous destination
-        copy_device_2d(out.elements, isz, a.elements, a.stride * isz, isz, rows, s)
+def _transpose_one(x: Matrix, y: Matrix, dt: str, algorithm: str, s: int, dev) -> None:
+    """y = x^T for one matrix of each; either may be stored transposed (then the move is a plain copy, or
+    a transpose of the two storages)."""
+    src, dst = storage(x), storage(y)
+    if x.is_transposed != y.is_transposed:  # y's storage holds exactly x's storage
+        isz = x.itemsize
+        copy_device_2d(dst.elements, dst.stride * isz, src.elements, src.stride * isz, src.width * isz, src.height, s)
+        return
+    rows, cols = src.shape
+    transpose_region(src.elements, dst.elements, rows, cols, src.stride, dst.stride, dt, s, dev, algorithm)
+
+
+def transpose_region(
+    src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, dt: str, s: int, dev, algorithm: str = "auto"
+) -> None:
+    """dst (cols x rows, row stride ldd) = src (rows x cols, row stride lds)^T, queued on stream s (device
+    lock held; operands already ordered on s): what gm.transpose and the matmul engine's transposed
+    operands run."""
+    isz = ITEMSIZE[dt]
+    if algorithm == "auto" and rows == 1:  # a vector: its transpose is a copy; 1 x cols -> cols x 1
+        copy_device_2d(dst, ldd * isz, src, isz, isz, cols, s)
+        return
+    if algorithm == "auto" and cols == 1:  # rows x 1 -> 1 x rows
+        copy_device_2d(dst, isz, src, lds * isz, isz, rows, s)
+        return
+    v = resolve(algorithm, dt, rows, cols, src, lds, dst, ldd)
+    v.kernel(v.grid(rows, cols), v.block, src, dst, rows, cols, lds, ldd, stream=s, device=dev)
