@@ -13,16 +13,17 @@ from dataclasses import replace
 import numpy as np
 
 from .. import _precision
+from .._dtypes import ITEMSIZE
 from .._dtypes import name as dtype_name
-from ..matrix import INT32_MAX, Matrix, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
+from ..matrix import INT32_MAX, Matrix, address_range, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
 from ..runtime import memops
-from ..runtime.geometry import cdiv
+from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.streams import SPECIAL_STREAMS, own_streams, stream_handle
 from . import planner
 from .launcher import launch
 from .plan import MatmulPlan
 from .problem import Problem, Target, aligned
-from .variants import VARIANTS, algorithms
+from .variants import ACTIVATIONS, IDENTITY, VARIANTS, algorithms
 
 _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 _PLANS: dict[tuple, object] = {}  # the launch path's own cache: a MatmulPlan, or plans by operand alignment
@@ -63,8 +64,91 @@ def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
             f"of 2^31 - 1 rows or columns"
         )
     if out is not None:
-        check_out(out, (m, n), (a, b), "matmul")
+        check_out(out, _result_shape(a, b, m, n), (a, b), "matmul")
+        if out.batch > 1 and out._bstride * out.itemsize < address_range(out[0])[1] - out[0].elements:
+            raise ValueError("matmul: the matrices of out overlap each other (batch stride too small)")
     return m, n, k
+
+
+def _result_shape(a: Matrix, b: Matrix, m: int, n: int) -> tuple[int, ...]:
+    """(m, n), or (batch, m, n) by NumPy's matmul rule: equal batches, or a batch of 1 (or a 2-D operand)
+    broadcast over the other's; a ValueError naming both otherwise."""
+    ba, bb = a._batch, b._batch
+    if ba is None and bb is None:
+        return m, n
+    if ba is None or bb is None:
+        return (ba if bb is None else bb), m, n
+    if ba == bb or bb == 1:
+        return ba, m, n
+    if ba == 1:
+        return bb, m, n
+    raise ValueError(f"matmul: the batches of a {a.shape} and b {b.shape} do not broadcast ({ba} against {bb})")
+
+
+def _number(x, name: str) -> float:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"matmul: {name} must be a real number, got {type(x).__name__}")
+    return float(x)
+
+
+def _epilogue(alpha, beta, bias, activation, out, a: Matrix, shape: tuple) -> tuple:
+    """The kernels' epilogue arguments (alpha, beta, bias, bias_step, bias_along, bias_f32, activation) for
+    C's own orientation; ValueError/TypeError for bad values before anything is launched."""
+    alpha, beta = _number(alpha, "alpha"), _number(beta, "beta")
+    if beta != 0.0 and out is None:
+        raise ValueError("matmul: beta != 0 adds beta * out to the product: pass out=")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"matmul: unknown activation {activation!r}; choose one of "
+            + ", ".join(repr(x) for x in ACTIVATIONS if x is not None)
+            + " (or None)"
+        )
+    bias_ptr = bias_step = along = bias_f32 = 0
+    if bias is not None:
+        as_matrix(bias, "bias")
+        m, n = shape[-2], shape[-1]
+        out_sfx = out._sfx if out is not None else a._sfx
+        if bias._sfx not in (out_sfx, "f32"):
+            raise TypeError(
+                f"matmul: bias is {dtype_name(bias.dtype)}; it must be the result's dtype "
+                f"({dtype_name(out.dtype if out is not None else a.dtype)}) or float32"
+            )
+        if bias.ndim != 2:
+            raise ValueError(f"matmul: bias must be a (1, n) row or an (m, 1) column, got shape {bias.shape}")
+        if bias.shape == (1, n):
+            along, bias_step = 1, bias.strides[1] // bias.itemsize
+        elif bias.shape == (m, 1):
+            along, bias_step = 2, bias.strides[0] // bias.itemsize
+        else:
+            raise ValueError(
+                f"matmul: bias has shape {bias.shape}; for a {m}x{n} result it is a (1, {n}) row (added to every "
+                f"row) or a ({m}, 1) column (added to every column)"
+            )
+        if bias.device is not a.device:
+            raise ValueError(f"matmul: bias is on GPU {bias.device.ordinal} and a on GPU {a.device.ordinal}")
+        bias_ptr, bias_f32 = bias.elements, int(bias._sfx == "f32")
+    return alpha, beta, bias_ptr, bias_step, along, bias_f32, ACTIVATIONS[activation]
+
+
+def _operands(a: Matrix, b: Matrix, out: Matrix, m: int, n: int, k: int, epilogue: tuple):
+    """The engine's view of a general call: (m, n, k, batch, A, B, C, a_trans, b_trans, epilogue), where A,
+    B and C are (address, row stride, batch stride) of their storages and C is row-major. A transposed
+    out is written as C^T = op(B)^T @ op(A)^T (operands swapped, each read the other way round); a batch
+    whose A matrices and results lie one after another, with one B for all, folds into one tall product."""
+    batch = out._batch
+    shared = (None, 1)
+    A = (a.elements, a._stride, 0 if a._batch in shared else a._bstride, a._trans)
+    B = (b.elements, b._stride, 0 if b._batch in shared else b._bstride, b._trans)
+    C = (out.elements, out._stride, 0 if batch is None else out._bstride)
+    if out._trans:  # C^T (n x m, row-major storage) = op(B)^T @ op(A)^T
+        A, B = (B[0], B[1], B[2], not B[3]), (A[0], A[1], A[2], not A[3])
+        m, n = n, m
+        if epilogue[4]:
+            epilogue = (*epilogue[:4], 3 - epilogue[4], *epilogue[5:])
+    count = 1 if batch is None else batch
+    if count > 1 and B[2] == 0 and not A[3] and A[2] == m * A[1] and C[2] == m * C[1] and epilogue[4] != 2:
+        m, count = m * count, 1  # one tall product: the batch's rows one after another
+    return m, n, k, count, A[:3], B[:3], C, A[3], B[3], epilogue
 
 
 def _mode(a: Matrix, algorithm: str, precision) -> str:
@@ -143,20 +227,41 @@ def matmul_plan(
     scratch and copies it needs, the cost model's time and the reason for the choice (print it). Give
     `splits` (and `k_chunk`, default: K cut evenly on the variant's alignment) to force a split-K plan
     of a variant that splits K. Pass the result as gm.matmul(a, b, plan=...) to run it. Nothing is
-    allocated or launched."""
+    allocated or launched. (The epilogue, alpha/beta/bias/activation, does not change the plan.)"""
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     m, n, k = _check(a, b, out, algorithm)
     mode = _mode(a, algorithm, precision)
-    out_sfx = out._sfx if out is not None else a._sfx
-    a_al, b_al = (aligned(x.elements, x._stride, x._dtype.itemsize) for x in (a, b))
-    p = planner.plan(Problem(m, n, k, a._sfx, out_sfx, mode, a_al, b_al), Target.of(dev), algorithm)
+    p = planner.plan(_problem(a, b, out, m, n, k, mode), Target.of(dev), algorithm)
     if splits is None and k_chunk is None:
         return p
     if splits is None:
         raise ValueError("matmul_plan: k_chunk= needs splits=")
     if k_chunk is None:
-        k_chunk = cdiv(cdiv(k, splits), p.variant.k_align) * p.variant.k_align
+        k_chunk = cdiv(cdiv(p.problem.k, splits), p.variant.k_align) * p.variant.k_align
     return planner.forced(p.problem, p.target, p.algorithm, splits, k_chunk)
+
+
+def _problem(a: Matrix, b: Matrix, out, m: int, n: int, k: int, mode: str, epilogue: tuple = IDENTITY) -> Problem:
+    """The Problem of a call (the shape the kernels see: after a transposed out's swap and a batch's fold,
+    which a column bias prevents)."""
+    out_sfx = out._sfx if out is not None else a._sfx
+    if out is None:  # a new result is row-major, of the broadcast batch
+        shape = _result_shape(a, b, m, n)
+        out = _Shape(shape[0] if len(shape) == 3 else None, m * n, False, n)
+    m2, n2, k2, batch, A, B, _, ta, tb, _ = _operands(a, b, out, m, n, k, epilogue)
+    size = a._dtype.itemsize
+    a_al = ta or (aligned(A[0], A[1], size) and A[2] * size % 16 == 0)
+    b_al = tb or (aligned(B[0], B[1], size) and B[2] * size % 16 == 0)
+    return Problem(m2, n2, k2, a._sfx, out_sfx, mode, a_al, b_al, batch, ta, tb)
+
+
+class _Shape:
+    """What _operands reads of a result that does not exist yet (matmul_plan without out)."""
+
+    __slots__ = ("_batch", "_bstride", "_trans", "_stride", "elements")
+
+    def __init__(self, batch, bstride: int, trans: bool, stride: int):
+        self._batch, self._bstride, self._trans, self._stride, self.elements = batch, bstride, trans, stride, 0
 
 
 def matmul(
@@ -167,14 +272,33 @@ def matmul(
     precision: str | None = None,
     stream=None,
     *,
+    alpha=1.0,
+    beta=0.0,
+    bias: Matrix | None = None,
+    activation: str | None = None,
     plan: MatmulPlan | None = None,
     devices=None,
     memory_limit=None,
 ) -> Matrix:
-    """C = a @ b for two matrices of one dtype and any shape (views welcome) on their device. Returns out
-    (new if None, in the inputs' dtype; for float16/bfloat16 a float32 out is allowed). `stream`: where the
-    work is queued (default: the thread's current stream). Deterministic: the same inputs give the same
-    bits on the same GPU (no atomics; split-K partial sums are added in a fixed order).
+    """C = act(alpha * op(a) @ op(b) + beta * out + bias) for matrices of one dtype on their device: the
+    BLAS GEMM with a fused epilogue. Returns out (new if None, in the inputs' dtype; for float16/bfloat16
+    a float32 out is allowed). `stream`: where the work is queued (default: the thread's current stream).
+    Deterministic: the same inputs give the same bits on the same GPU (no atomics; split-K partial sums
+    are added in a fixed order).
+
+    Shapes follow NumPy's matmul: 2-D a (m x k) and b (k x n), or batches (batch, m, k) @ (batch, k, n),
+    where a batch of 1 or a 2-D operand is shared by every product of the other's batch; the batch runs
+    in one launch (a batch whose a matrices lie one after another, with one b, as one tall product).
+    Operands may be views, transposed views (a.T: read in place, or copied row-major in one pass where
+    the chosen kernel needs it; gm.matmul_plan says which) and a transposed out (written as its
+    transpose's product).
+
+    Epilogue, applied to each element in float32 (float64 for float64) before rounding to out's dtype,
+    with no extra pass over C: alpha and beta (real numbers; beta != 0 needs out, and with beta == 0 out
+    is never read, so NaN there does not leak), bias (a (1, n) row added to every row or an (m, 1) column
+    added to every column; out's dtype or float32) and activation: None, "relu" (max(x, 0); NaN stays
+    NaN), "gelu" (0.5 x (1 + erf(x / sqrt 2))) or "gelu_tanh" (0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+    x^3)))). With split-K the epilogue runs in the reduction.
 
     algorithm: "auto" (the planner's choice; see gm.matmul_plan for what it picks and why) or a variant's
     name (gpumat.matmul.algorithms(dtype) lists them). plan: a plan from gm.matmul_plan for operands of
@@ -190,12 +314,22 @@ def matmul(
     Host operands (numpy arrays, both) of any size that fits in host memory run out of core: tiles move
     through each GPU in `devices` (default: all visible), within `memory_limit` bytes a GPU (default: its
     free memory or gpumat's memory limit), and C comes back as a numpy array (or fills `out`); see
-    gpumat.outofcore."""
+    gpumat.outofcore. Matrix @ numpy array is a TypeError: gpumat never moves data behind your back."""
+    plain_epilogue = (
+        alpha.__class__ is float
+        and beta.__class__ is float
+        and alpha == 1.0
+        and beta == 0.0
+        and bias is None
+        and activation is None
+    )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             raise TypeError("matmul: give both operands as numpy arrays (out of core) or both as gpumat Matrix")
         if stream is not None or algorithm != "auto" or plan is not None:
             raise ValueError("matmul: host operands run on each GPU's own streams with algorithm 'auto'")
+        if not plain_epilogue:
+            raise ValueError("matmul: alpha, beta, bias and activation apply to Matrix operands, not host arrays")
         from ..outofcore import matmul_host  # the host path is a layer above the engine
 
         return matmul_host(a, b, out=out, precision=precision, devices=devices, memory_limit=memory_limit)
@@ -204,22 +338,24 @@ def matmul(
             "matmul: devices= and memory_limit= apply to host (numpy) operands; Matrix operands "
             "compute on their own device"
         )
-    dev = operand_device((a, "a"), (b, "b"), (out, "out"))
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"), (bias, "bias"))
     s = stream_handle(stream, dev)
     with dev.lock:  # from the checks to the enqueue, no free() can slip in between
         m, n, k = _check(a, b, out, algorithm)
+        general = a._batch is not None or b._batch is not None or a._trans or b._trans
+        if out is not None:
+            general = general or out._batch is not None or out._trans
+        if general or not plain_epilogue or plan is not None:
+            return _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activation, plan, dev, s)
         out_sfx = out._sfx if out is not None else a._sfx
-        if plan is None:
-            if algorithm == "auto" and precision is None:  # the common call, without a function call
-                mode = _precision.current() if a._sfx == "f32" else "native"
-            else:
-                mode = _mode(a, algorithm, precision)
-            if m and n and k:
-                plan = _PLANS.get((m, n, k, a._sfx, out_sfx, mode, algorithm, dev))
-                if plan.__class__ is not MatmulPlan:
-                    plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
+        if algorithm == "auto" and precision is None:  # the common call, without a function call
+            mode = _precision.current() if a._sfx == "f32" else "native"
         else:
-            _check_plan(plan, a, b, out_sfx, m, n, k, dev)
+            mode = _mode(a, algorithm, precision)
+        if m and n and k:
+            plan = _PLANS.get((m, n, k, a._sfx, out_sfx, mode, algorithm, dev))
+            if plan.__class__ is not MatmulPlan:
+                plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
@@ -229,25 +365,103 @@ def matmul(
         if k == 0:
             memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         else:
-            launch(plan, a, b, out, dev, s)
+            launch(
+                plan,
+                (a.elements, a._stride, 0),
+                (b.elements, b._stride, 0),
+                (out.elements, out._stride, 0),
+                IDENTITY,
+                dev,
+                s,
+            )
         if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
             done_on(s, a, b, out)
     return out
 
 
-def _check_plan(p, a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, dev) -> None:
+def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activation, plan, dev, s) -> Matrix:
+    """matmul beyond one plain 2-D product: batches, transposed operands or out, an epilogue, a given plan
+    (device lock held, operands checked)."""
+    shape = _result_shape(a, b, m, n)
+    epilogue = _epilogue(alpha, beta, bias, activation, out, a, shape)
+    if bias is not None:
+        check_out(out, shape, (a, b, bias), "matmul")
+    mode = _mode(a, algorithm, precision)
+    if plan is None and m and n and k and (len(shape) == 2 or shape[0]):
+        problem = _problem(a, b, out, m, n, k, mode, epilogue)
+        key = (problem, algorithm, dev)
+        plan = _PLANS.get(key)
+        if plan is None:
+            plan = _PLANS[key] = planner.plan(problem, Target.of(dev), algorithm)
+    elif plan is not None:
+        _check_plan(plan, _problem(a, b, out, m, n, k, mode, epilogue), a, b, dev)
+    if out is None:
+        out = Matrix._allocate(m, n, dev, s, a._dtype, shape[0] if len(shape) == 3 else None)
+    if out.size == 0:
+        return out
+    matrices = (a, b, out) if bias is None else (a, b, out, bias)
+    use_on(s, *matrices)
+    m2, n2, k2, batch, A, B, C, _, _, epilogue = _operands(a, b, out, m, n, k, epilogue)
+    if k == 0:
+        _empty_product(a._sfx, out._sfx, m2, n2, batch, C, epilogue, dev, s)
+    else:
+        launch(plan, A, B, C, epilogue, dev, s)
+    if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
+        done_on(s, *matrices)
+    return out
+
+
+def _empty_product(sfx: str, out_sfx: str, m: int, n: int, batch: int, C: tuple, epilogue: tuple, dev, s) -> None:
+    """K = 0: the product is zero, so C = act(beta * C + bias): a plain zero fill, or for an epilogue the
+    naive kernel (the SIMT one for a float32 result of halves) with K = 0."""
+    ptr, ld, bstride = C
+    size = ITEMSIZE[out_sfx]
+    if epilogue[1] == 0.0 and epilogue[4] == 0:  # every activation maps 0 to 0
+        if bstride == m * ld or batch == 1:
+            memops.zero_2d(ptr, ld * size, n * size, m * batch, s)
+        else:
+            for i in range(batch):
+                memops.zero_2d(ptr + i * bstride * size, ld * size, n * size, m, s)
+        return
+    v = VARIANTS["naive"] if sfx == out_sfx else VARIANTS["simt64x64"]
+    grid = v.grid(m, n, 1, 1)
+    for first in range(0, batch, MAX_GRID_YZ):
+        layers = min(MAX_GRID_YZ, batch - first)
+        v.kernels[(sfx, out_sfx)](
+            (grid[0], grid[1], layers),
+            v.block,
+            0,
+            0,
+            ptr + first * bstride * size,
+            m,
+            n,
+            0,
+            0,
+            0,
+            ld,
+            0,
+            0,
+            bstride,
+            *epilogue,
+            stream=s,
+            device=dev,
+        )
+
+
+def _check_plan(p, problem: Problem, a: Matrix, b: Matrix, dev) -> None:
     """A given plan must be for this product on this GPU, and a TMA plan that reads an operand in place
     needs that operand aligned."""
     if not isinstance(p, MatmulPlan):
         raise TypeError(f"matmul: plan= takes a plan from gm.matmul_plan, got {type(p).__name__}")
     q = p.problem
-    in_place = [x for x, copied in ((a, p.copy_a), (b, p.copy_b)) if p.variant.needs_aligned and not copied]
+    in_place = [ok for ok, copied in ((problem.a_aligned, p.copy_a), (problem.b_aligned, p.copy_b)) if not copied]
+    fields = ("m", "n", "k", "dtype", "out_dtype", "batch", "a_trans", "b_trans")
     if (
-        (q.m, q.n, q.k, q.dtype, q.out_dtype) != (m, n, k, a._sfx, out_sfx)
+        any(getattr(q, f) != getattr(problem, f) for f in fields)
         or p.target != Target.of(dev)
-        or not all(aligned(x.elements, x._stride, x._dtype.itemsize) for x in in_place)
+        or (p.variant.needs_aligned and not all(in_place))
     ):
         raise ValueError(
             f"matmul: the plan is for {q.describe()} on sm_{p.target.arch}; these operands are "
-            f"{m}x{k} @ {k}x{n} {a._sfx} -> {out_sfx} on GPU {dev.ordinal}"
+            f"{problem.describe()} on GPU {dev.ordinal}"
         )

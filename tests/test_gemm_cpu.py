@@ -1,0 +1,241 @@
+"""The GEMM interface without a GPU: batched and transposed views, broadcasting, the epilogue's argument
+checks (before anything is launched), and how the engine plans batches and transposed operands."""
+
+import numpy as np
+import pytest
+from support import ALL_MODULES, H100, FakeBuffer, fake_matrix
+
+import gpumat as gm
+from gpumat.matmul import VARIANTS
+from gpumat.matmul.api import _operands, _result_shape
+from gpumat.matmul.planner import plan
+from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.variants import ACTIVATIONS, IDENTITY
+from gpumat.matrix import Matrix, folded, matrices, overlaps, storage
+
+
+def fake_batch(batch, height, width, stride=None, bstride=None, ptr=0x7F0000000000, dtype=np.float32, trans=False):
+    from gpumat import _dtypes
+
+    stride = stride or max(height if trans else width, 1)
+    bstride = (width if trans else height) * stride if bstride is None else bstride
+    return Matrix._wrap(
+        FakeBuffer(ptr),
+        0,
+        height,
+        width,
+        stride,
+        dtype=_dtypes.as_dtype(dtype),
+        trans=trans,
+        batch=batch,
+        bstride=bstride,
+    )
+
+
+# --- views -----------------------------------------------------------------------------------------
+def test_T_is_a_view_of_the_same_memory_read_column_major():
+    a = fake_matrix(3, 5, stride=8)
+    t = a.T
+    assert t.shape == (5, 3) and t.is_transposed and t.stride == 8 and t.elements == a.elements
+    assert t.strides == (4, 32) and a.strides == (32, 4)
+    assert t.T.shape == (3, 5) and not t.T.is_transposed
+    # slicing a transposed view moves along the storage's columns
+    v = t[1:4, 2:3]
+    assert v.shape == (3, 1) and v.is_transposed and v.elements == a.elements + (2 * 8 + 1) * 4
+    assert storage(t).shape == (3, 5) and not storage(t).is_transposed
+
+
+def test_batch_views_index_and_slice():
+    x = fake_batch(4, 3, 5, stride=6, bstride=20)
+    assert x.shape == (4, 3, 5) and x.ndim == 3 and x.batch == 4 and x.batch_stride == 20
+    assert x.strides == (80, 24, 4)
+    one = x[2]
+    assert one.shape == (3, 5) and one.ndim == 2 and one.elements == x.elements + 2 * 20 * 4
+    assert x[-1].elements == x.elements + 3 * 20 * 4
+    part = x[1:3]
+    assert part.shape == (2, 3, 5) and part.elements == x.elements + 20 * 4
+    corner = x[1:3, 1:3, 2:4]
+    assert corner.shape == (2, 2, 2) and corner.elements == x.elements + (20 + 6 + 2) * 4
+    assert x.T.shape == (4, 5, 3) and x.T.is_transposed and x.T[0].is_transposed
+    with pytest.raises(IndexError):
+        x[4]
+    with pytest.raises(ValueError, match="step 1"):
+        x[::2]
+    assert [m.elements for m in matrices(x)] == [x.elements + i * 80 for i in range(4)]
+    assert folded(x) is None  # 20 != 3 * 6: the matrices do not lie one after another
+    tall = folded(fake_batch(4, 3, 5))
+    assert tall.shape == (12, 5)
+
+
+def test_contiguity_and_the_address_range_of_batches_and_transposed_views():
+    assert fake_batch(2, 3, 4).is_contiguous
+    assert not fake_batch(2, 3, 4, bstride=13).is_contiguous
+    assert not fake_matrix(3, 4).T.is_contiguous and fake_matrix(1, 4).T.is_contiguous
+    assert fake_matrix(3, 1, stride=5).T.shape == (1, 3) and not fake_matrix(3, 1, stride=5).T.is_contiguous
+    x = fake_batch(2, 3, 4)  # 24 elements
+    y = fake_batch(1, 2, 2, ptr=x.elements + 23 * 4)
+    z = fake_batch(1, 2, 2, ptr=x.elements + 24 * 4)
+    assert overlaps(x, y) and not overlaps(x, z)
+
+
+# --- broadcasting and the engine's view of a call ------------------------------------------------------
+def test_batches_broadcast_by_numpys_rule():
+    m2 = fake_matrix(3, 4)
+    assert _result_shape(m2, fake_matrix(4, 5), 3, 5) == (3, 5)
+    assert _result_shape(fake_batch(7, 3, 4), m2.T, 3, 3) == (7, 3, 3)
+    assert _result_shape(m2, fake_batch(7, 4, 5), 3, 5) == (7, 3, 5)
+    assert _result_shape(fake_batch(1, 3, 4), fake_batch(7, 4, 5), 3, 5) == (7, 3, 5)
+    assert _result_shape(fake_batch(7, 3, 4), fake_batch(1, 4, 5), 3, 5) == (7, 3, 5)
+    with pytest.raises(ValueError, match=r"\(2, 3, 4\).*\(3, 4, 5\).*do not broadcast"):
+        _result_shape(fake_batch(2, 3, 4), fake_batch(3, 4, 5), 3, 5)
+
+
+def test_a_batch_with_one_shared_b_folds_into_one_tall_product():
+    a, b, out = fake_batch(6, 3, 4), fake_matrix(4, 5, ptr=0x7F1000000000), fake_batch(6, 3, 5, ptr=0x7F2000000000)
+    m, n, k, batch, A, B, C, ta, tb, _ = _operands(a, b, out, 3, 5, 4, IDENTITY)
+    assert (m, n, k, batch, ta, tb) == (18, 5, 4, 1, False, False)
+    # a column bias (one value a row of each matrix) cannot fold: its index would run past m
+    column = (*IDENTITY[:4], 2, *IDENTITY[5:])
+    assert _operands(a, b, out, 3, 5, 4, column)[3] == 6
+    # a batched b does not fold either; its matrices are a grid layer each
+    b3 = fake_batch(6, 4, 5, ptr=0x7F1000000000)
+    m, n, k, batch, A, B, C, *_ = _operands(a, b3, out, 3, 5, 4, IDENTITY)
+    assert (m, batch, A[2], B[2], C[2]) == (3, 6, 12, 20, 15)
+
+
+def test_a_transposed_out_is_computed_as_the_transposed_product():
+    a, b = fake_matrix(3, 4), fake_matrix(4, 5, ptr=0x7F1000000000)
+    out = fake_matrix(5, 3, ptr=0x7F2000000000).T  # 3 x 5, stored as 5 x 3 row-major
+    row_bias = (1.0, 0.0, 0x10, 1, 1, 0, 0)
+    m, n, k, batch, A, B, C, ta, tb, epilogue = _operands(a, b, out, 3, 5, 4, row_bias)
+    # C^T = B^T A^T: the operands swap and each is read the other way round; a row bias becomes a column one
+    assert (m, n, k, ta, tb) == (5, 3, 4, True, True)
+    assert A[0] == b.elements and B[0] == a.elements and C == (out.elements, 3, 0)
+    assert epilogue[4] == 2
+
+
+# --- bad input: clear errors before any launch, and the library keeps working -----------------------
+def _ab():
+    return fake_matrix(3, 4), fake_matrix(4, 5, ptr=0x7F1000000000)
+
+
+@pytest.mark.parametrize("value", ["1", None, 1j, True, np.bool_(False), [1.0]])
+@pytest.mark.parametrize("name", ["alpha", "beta"])
+def test_gemm_scalars_must_be_real_numbers(name, value):
+    a, b = _ab()
+    with pytest.raises(TypeError, match=f"{name} must be a real number"):
+        gm.matmul(a, b, out=fake_matrix(3, 5, ptr=0x7F2000000000), **{name: value})
+
+
+def test_beta_needs_out():
+    with pytest.raises(ValueError, match="pass out="):
+        gm.matmul(*_ab(), beta=1.0)
+
+
+def test_an_unknown_activation_lists_the_choices():
+    with pytest.raises(ValueError, match="'relu', 'gelu', 'gelu_tanh'"):
+        gm.matmul(*_ab(), activation="tanh")
+    assert set(ACTIVATIONS) == {None, "relu", "gelu", "gelu_tanh"}
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, error, match",
+    [
+        ((1, 4), np.float32, ValueError, r"\(1, 5\) row .* \(3, 1\) column"),
+        ((5, 1), np.float32, ValueError, "bias has shape"),
+        ((3, 5), np.float32, ValueError, "bias has shape"),
+        ((1, 5), np.float64, TypeError, "bias is float64"),
+        ((1, 5), np.float16, TypeError, "bias is float16"),
+    ],
+)
+def test_bias_of_the_wrong_shape_or_dtype(shape, dtype, error, match):
+    with pytest.raises(error, match=match):
+        gm.matmul(*_ab(), bias=fake_matrix(*shape, ptr=0x7F3000000000, dtype=dtype))
+
+
+def test_bias_must_be_a_matrix_and_not_a_batch():
+    with pytest.raises(TypeError, match="bias must be a gpumat.Matrix"):
+        gm.matmul(*_ab(), bias=np.ones((1, 5), np.float32))
+    with pytest.raises(ValueError, match="bias must be a"):
+        gm.matmul(*_ab(), bias=fake_batch(1, 1, 5, ptr=0x7F3000000000))
+
+
+def test_out_of_the_wrong_batch_shape_and_overlapping_out_matrices():
+    a, b = fake_batch(4, 3, 4), fake_batch(4, 4, 5, ptr=0x7F1000000000)
+    with pytest.raises(ValueError, match=r"out has shape \(3, 3, 5\), the result needs \(4, 3, 5\)"):
+        gm.matmul(a, b, out=fake_batch(3, 3, 5, ptr=0x7F2000000000))
+    with pytest.raises(ValueError, match=r"out has shape \(3, 5\)"):
+        gm.matmul(a, b, out=fake_matrix(3, 5, ptr=0x7F2000000000))
+    with pytest.raises(ValueError, match="overlap each other"):
+        gm.matmul(a, b, out=fake_batch(4, 3, 5, bstride=5, ptr=0x7F2000000000))
+
+
+def test_mixed_dtypes_and_freed_operands():
+    a, b = _ab()
+    with pytest.raises(TypeError, match="does not mix dtypes"):
+        gm.matmul(a, fake_batch(2, 4, 5, ptr=0x7F1000000000, dtype=np.float64))
+    gone = fake_batch(2, 4, 5, ptr=0x7F1000000000)
+    gone._buffer = None
+    with pytest.raises(gm.FreedMatrixError):
+        gm.matmul(a, gone)
+    with pytest.raises(gm.FreedMatrixError):
+        gm.matmul(*_ab(), bias=gone)
+
+
+def test_dot_and_spmm_refuse_a_batch():
+    x = fake_batch(2, 3, 4)
+    with pytest.raises(ValueError, match="dot takes 2-D matrices"):
+        gm.dot(x, fake_batch(2, 3, 4, ptr=0x7F1000000000))
+
+
+def test_host_operands_do_not_take_an_epilogue():
+    with pytest.raises(ValueError, match="apply to Matrix operands"):
+        gm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), alpha=2.0)
+
+
+# --- planning batches and transposed operands ---------------------------------------------------------
+def test_a_batch_runs_in_one_launch_without_split_k_on_a_kernel_that_batches():
+    for dtype, mode in (("f32", "float32"), ("f32", "tf32"), ("f16", "native"), ("bf16", "native"), ("f64", "native")):
+        for batch in (2, 17, 1000, 70000):
+            p = plan(Problem(64, 64, 4096, dtype, dtype, mode, batch=batch), H100)
+            assert p.variant.batches and p.splits == 1
+            assert p.grid[2] == min(batch, 65535)
+            assert (p.direct is not None) == (batch <= 65535)
+    with pytest.raises(ValueError, match="not a batch"):
+        plan(Problem(256, 256, 256, "f16", "f16", "native", batch=4), H100, "wgmma128x256")
+
+
+def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it():
+    plain = plan(Problem(4096, 4096, 512, "f32", "f32", "float32"), H100)
+    ta = plan(Problem(4096, 4096, 512, "f32", "f32", "float32", a_trans=True), H100)
+    tb = plan(Problem(512, 512, 512, "f32", "f32", "float32", b_trans=True, batch=3), H100)
+    assert not (plain.copy_a or plain.copy_b) and plain.direct is not None
+    assert ta.copy_a and not ta.copy_b and ta.direct is None and ta.seconds > plain.seconds
+    assert tb.copy_b and tb.copy_bytes == 3 * 512 * 512 * 4
+    assert "stored transposed" in str(ta)
+
+
+def test_batched_cost_grows_with_the_batch():
+    one = plan(Problem(128, 128, 128, "f32", "f32", "float32"), H100).seconds
+    many = plan(Problem(128, 128, 128, "f32", "f32", "float32", batch=4096), H100).seconds
+    assert many > 10 * one
+
+
+def test_every_gemm_kernel_takes_the_epilogue_and_every_batching_one_the_batch_strides():
+    for v in VARIANTS.values():
+        for kernel in v.kernels.values():
+            assert kernel.signature.endswith("ddPqiii"), kernel
+            assert kernel.signature[-10:-7] == "qqq" or not v.batches, kernel
+    t = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})
+    assert plan(Problem(100, 100, 100, "f16", "f32", "native", batch=5), t).kernel.signature.endswith("ddPqiii")
+
+
+def test_the_plan_sees_the_same_fold_as_the_launch():
+    """A column bias keeps a batch unfolded in the plan too (the plan's batch is the launch's grid)."""
+    from gpumat.matmul.api import _problem
+
+    a, b, out = fake_batch(2, 1, 1, stride=2), fake_matrix(1, 2, ptr=0x7F1000000000), fake_batch(2, 1, 2, stride=3)
+    column = (1.0, 0.0, 0x10, 1, 2, 0, 0)
+    assert _problem(a, b, out, 1, 2, 1, "float32").batch == 1  # folded: one tall product
+    p = _problem(a, b, out, 1, 2, 1, "float32", column)
+    assert (p.m, p.batch) == (1, 2)

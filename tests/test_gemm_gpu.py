@@ -1,0 +1,381 @@
+"""The GEMM interface on the GPU: batched products, transposed operands and out, alpha/beta and the fused
+epilogue, in every dtype and precision mode, against a float64 NumPy reference; batched results equal the
+same kernel's 2-D products bit for bit; every path deterministic; zero-copy interop of 3-D and
+column-major arrays."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import rng
+
+import gpumat as gm
+from gpumat._dtypes import BFLOAT16, ML_BFLOAT16
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = {
+    "float32": (np.float32, None),
+    "tf32x3": (np.float32, "tf32x3"),
+    "tf32": (np.float32, "tf32"),
+    "float16": (np.float16, None),
+    "bfloat16": (BFLOAT16, None),
+    "float64": (np.float64, None),
+}
+# unit roundoff of what the kernels compute in (inputs are exact in their dtype), and of the result
+COMPUTE_EPS = {"float32": 2.0**-24, "tf32x3": 2.0**-22, "tf32": 2.0**-11, "float16": 2.0**-24, "bfloat16": 2.0**-24}
+COMPUTE_EPS["float64"] = 2.0**-53
+RESULT_EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+SIZES = [1, 2, 3, 5, 7, 13, 16, 17, 31, 32, 33, 63, 64, 65, 97, 127, 128, 129]
+
+
+def tolerance(kind: str, k: int) -> float:
+    """A bound on the error relative to the scale |alpha| |A| |B| + |beta| |C| + |bias| (elementwise): the
+    accumulation's rounding grows with sqrt(K) for random data (a factor 8 of margin), plus one rounding
+    of the result (and of the epilogue's few float32 operations)."""
+    eps = COMPUTE_EPS[kind]
+    return 8 * eps * math.sqrt(max(k, 1)) + RESULT_EPS.get(kind, eps) + (16 * 2.0**-24 if kind != "float64" else 0)
+
+
+def host_random(shape, dtype):
+    return rng.uniform(-1, 1, size=shape).astype(np.float32).astype(dtype)
+
+
+def upload(host: np.ndarray, transposed: bool, pad: int):
+    """host (2-D or 3-D) on the GPU as a view at an odd offset inside padded storage: row-major, or stored
+    transposed (column-major) and read through .T. Returns (view, parent to free, the parent's host copy
+    and the storage columns the view covers)."""
+    store = np.swapaxes(host, -1, -2) if transposed else host
+    shape = list(store.shape)
+    shape[-1] += pad + 1
+    parent_host = host_random(shape, host.dtype)
+    cols = slice(pad, pad + store.shape[-1])
+    parent_host[..., cols] = store
+    parent = gm.Matrix.from_numpy(parent_host)
+    view = parent[:, cols] if store.ndim == 2 else parent[:, :, cols]
+    return (view.T if transposed else view), parent, parent_host, cols
+
+
+def wide(x) -> np.ndarray:
+    return np.asarray(x.to_numpy(), dtype=np.float64) if isinstance(x, gm.Matrix) else np.asarray(x, np.float64)
+
+
+def reference(a, b, alpha, beta, c0, bias, activation):
+    """float64: act(alpha * a @ b + beta * c0 + bias), and the scale its error is measured against."""
+    a64, b64 = wide(a), wide(b)
+    prod = np.matmul(a64, b64)
+    scale = abs(alpha) * np.matmul(np.abs(a64), np.abs(b64))
+    r = alpha * prod
+    if beta:
+        r = r + beta * c0
+        scale = scale + abs(beta) * np.abs(c0)
+    if bias is not None:
+        r = r + bias
+        scale = scale + np.abs(bias)
+    if activation == "relu":
+        r = np.maximum(r, 0)
+    elif activation == "gelu":
+        erf = np.vectorize(math.erf)
+        r = 0.5 * r * (1 + erf(r / math.sqrt(2)))
+    elif activation == "gelu_tanh":
+        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    return r, scale
+
+
+def check_close(got, ref, scale, tol, what=""):
+    got = np.asarray(got, np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape, what)
+    assert not np.isnan(got).any(), f"NaN in the result (an element not written, or poison read) {what}"
+    err = np.abs(got - ref) / np.maximum(scale, 2.0**-14)
+    assert err.max() <= tol, f"max relative error {err.max():.3g} over {tol:.3g} {what}"
+
+
+@st.composite
+def gemm_cases(draw):
+    kind = draw(st.sampled_from(list(DTYPES)))
+    m, n, k = (draw(st.sampled_from(SIZES)) for _ in range(3))
+    form = draw(st.sampled_from(["2d", "both", "a_only", "b_only", "a_one", "b_one"]))
+    batch = draw(st.sampled_from([1, 2, 3, 17])) if form != "2d" else None
+    return {
+        "kind": kind,
+        "m": m,
+        "n": n,
+        "k": k,
+        "form": form,
+        "batch": batch,
+        "ta": draw(st.booleans()),
+        "tb": draw(st.booleans()),
+        "tc": draw(st.booleans()),
+        "alpha": draw(st.sampled_from([1.0, -1.0, 0.5, 3.0, 0.0])),
+        "beta": draw(st.sampled_from([0.0, 0.0, 1.0, -1.0, 0.5])),
+        "bias": draw(st.sampled_from([None, "row", "column"])),
+        "bias_f32": draw(st.booleans()),
+        "activation": draw(st.sampled_from([None, "relu", "gelu", "gelu_tanh"])),
+        "pads": [draw(st.integers(0, 3)) for _ in range(3)],
+    }
+
+
+def _shapes(case):
+    m, n, k, batch, form = case["m"], case["n"], case["k"], case["batch"], case["form"]
+    a_shape, b_shape = (m, k), (k, n)
+    if form in ("both", "a_only", "b_one"):
+        a_shape = (batch, m, k)
+    if form in ("both", "b_only", "a_one"):
+        b_shape = (batch, k, n)
+    if form == "a_one":
+        a_shape = (1, m, k)
+    if form == "b_one":
+        b_shape = (1, k, n)
+    out_shape = np.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (m, n)
+    return a_shape, b_shape, out_shape
+
+
+def run_case(case, plan_check=True):
+    dtype, precision = DTYPES[case["kind"]]
+    a_shape, b_shape, out_shape = _shapes(case)
+    a_host, b_host = host_random(a_shape, dtype), host_random(b_shape, dtype)
+    out_dtype = dtype
+    c0 = host_random(out_shape, out_dtype)
+    keep = []
+    try:
+        a, pa, _, _ = upload(a_host, case["ta"], case["pads"][0])
+        b, pb, _, _ = upload(b_host, case["tb"], case["pads"][1])
+        keep += [pa, pb]
+        # beta == 0: out is never read, so a NaN-filled out must give a NaN-free result
+        start = c0 if case["beta"] else np.full(out_shape, np.nan, dtype=out_dtype)
+        out, pc, pc_host, cols = upload(start, case["tc"], case["pads"][2])
+        keep.append(pc)
+        bias = bias_host = None
+        if case["bias"]:
+            shape = (1, case["n"]) if case["bias"] == "row" else (case["m"], 1)
+            bias_dtype = np.float32 if case["bias_f32"] else out_dtype
+            bias_host = host_random(shape, bias_dtype)
+            bias = gm.Matrix.from_numpy(bias_host)
+            keep.append(bias)
+        result = gm.matmul(
+            a,
+            b,
+            out=out,
+            precision=precision,
+            alpha=case["alpha"],
+            beta=case["beta"],
+            bias=bias,
+            activation=case["activation"],
+        )
+        assert result is out
+        got = out.to_numpy()
+        ref, scale = reference(
+            a_host,
+            b_host,
+            case["alpha"],
+            case["beta"],
+            wide(c0),
+            None if bias_host is None else wide(bias_host),
+            case["activation"],
+        )
+        check_close(got, ref, scale, tolerance(case["kind"], case["k"]), str(case))
+        # nothing outside out's view was written
+        after, before = pc.to_numpy(), pc_host
+        outside = np.ones(before.shape[-1], bool)
+        outside[cols] = False
+        kept = [np.ascontiguousarray(x[..., outside]).view(np.uint8) for x in (after, before)]
+        assert np.array_equal(*kept), "out's parent changed outside the view"
+        return got
+    finally:
+        for x in keep:
+            x.free()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gemm_cases())
+def test_gemm_against_a_float64_reference(case):
+    run_case(case)
+
+
+@pytest.mark.parametrize("kind", list(DTYPES))
+@pytest.mark.parametrize("batch, size", [(1000, 8), (2, 300), (65536 + 3, 2)])
+def test_large_and_odd_batches(kind, batch, size):
+    dtype, precision = DTYPES[kind]
+    a_host, b_host = host_random((batch, size, size + 1), dtype), host_random((batch, size + 1, size), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        with gm.matmul(a, b, precision=precision) as c:
+            assert c.shape == (batch, size, size)
+            ref, scale = reference(a_host, b_host, 1.0, 0.0, None, None, None)
+            check_close(c.to_numpy(), ref, scale, tolerance(kind, size + 1))
+
+
+@pytest.mark.parametrize("kind", ["float32", "tf32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("shared", ["none", "b"])
+def test_batched_results_equal_the_same_kernels_2d_products_bit_for_bit(kind, shared):
+    dtype, precision = DTYPES[kind]
+    batch, m, n, k = 5, 70, 90, 130
+    a_host = host_random((batch, m, k), dtype)
+    b_host = host_random((k, n) if shared == "b" else (batch, k, n), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        p = gm.matmul_plan(a, b, precision=precision, splits=1)  # a shared b folds into one product: no split
+        with gm.matmul(a, b, plan=p) as c:
+            got = c.to_numpy()
+        for i in range(batch):
+            bi = b if shared == "b" else b[i]
+            one = gm.matmul_plan(a[i], bi, algorithm=p.algorithm, splits=1)
+            with gm.matmul(a[i], bi, plan=one) as ci:
+                assert np.array_equal(ci.to_numpy().view(np.uint8), got[i].view(np.uint8)), (p.algorithm, i)
+
+
+@pytest.mark.parametrize("kind", list(DTYPES))
+def test_every_new_path_is_deterministic(kind):
+    dtype, precision = DTYPES[kind]
+    a_host, b_host = host_random((3, 200, 300), dtype), host_random((3, 200, 150), dtype)
+    bias = gm.Matrix.from_numpy(host_random((1, 150), np.float32))
+    c_host = host_random((3, 300, 150), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        results = []
+        for _ in range(2):
+            c = gm.Matrix.from_numpy(c_host)
+            gm.matmul(a.T, b, out=c, precision=precision, alpha=0.5, beta=-1.0, bias=bias, activation="gelu")
+            results.append(c.to_numpy())
+            c.free()
+        assert np.array_equal(results[0].view(np.uint8), results[1].view(np.uint8))
+    bias.free()
+
+
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16", "float64"])
+def test_epilogue_with_split_k_runs_in_the_reduction(kind):
+    dtype, _ = DTYPES[kind]
+    a_host, b_host = host_random((64, 8192), dtype), host_random((8192, 48), dtype)
+    bias_host = host_random((64, 1), np.float32)
+    c_host = host_random((64, 48), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b, gm.Matrix.from_numpy(bias_host) as bias:
+        p = gm.matmul_plan(a, b)
+        forced = gm.matmul_plan(a, b, algorithm=p.algorithm, splits=4)
+        assert forced.splits == 4
+        with gm.Matrix.from_numpy(c_host) as c:
+            gm.matmul(a, b, out=c, plan=forced, alpha=2.0, beta=0.5, bias=bias, activation="relu")
+            ref, scale = reference(a_host, b_host, 2.0, 0.5, wide(c_host), wide(bias_host), "relu")
+            check_close(c.to_numpy(), ref, scale, tolerance(kind, 8192))
+
+
+@pytest.mark.parametrize("algorithm", ["naive", "tiled16", "tiled32", "tiled16x64"])
+def test_teaching_kernels_batch_and_take_the_epilogue(algorithm):
+    a_host, b_host = host_random((3, 40, 50), np.float32), host_random((3, 50, 30), np.float32)
+    bias_host = host_random((1, 30), np.float32)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b, gm.Matrix.from_numpy(bias_host) as bias:
+        with gm.matmul(a, b, algorithm=algorithm, alpha=-1.5, bias=bias, activation="gelu_tanh") as c:
+            ref, scale = reference(a_host, b_host, -1.5, 0.0, None, wide(bias_host), "gelu_tanh")
+            check_close(c.to_numpy(), ref, scale, tolerance("float32", 50))
+
+
+def test_k_zero_with_an_epilogue():
+    with (
+        gm.Matrix.from_numpy(np.zeros((3, 4, 0), np.float32)) as a,
+        gm.Matrix.from_numpy(np.zeros((0, 5), np.float32)) as b,
+    ):
+        c_host = host_random((3, 4, 5), np.float32)
+        bias_host = host_random((4, 1), np.float32)
+        with gm.Matrix.from_numpy(c_host) as c, gm.Matrix.from_numpy(bias_host) as bias:
+            gm.matmul(a, b, out=c, beta=2.0, bias=bias, activation="relu")
+            np.testing.assert_allclose(c.to_numpy(), np.maximum(2 * c_host + bias_host, 0), rtol=1e-6)
+        with gm.matmul(a, b) as z:
+            assert z.shape == (3, 4, 5) and not z.to_numpy().any()
+
+
+def test_relu_keeps_nan_and_gelu_matches_its_formula_at_known_points():
+    a_host = np.array([[np.nan, -2.0, 0.0, 1.0, 3.0]], np.float32).T  # 5 x 1
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(np.ones((1, 1), np.float32)) as one:
+        with gm.matmul(a, one, activation="relu") as r:
+            got = r.to_numpy()[:, 0]
+            assert np.isnan(got[0]) and list(got[1:]) == [0.0, 0.0, 1.0, 3.0]
+        with gm.matmul(a[1:], one, activation="gelu") as g:
+            expect = [0.5 * x * (1 + math.erf(x / math.sqrt(2))) for x in (-2.0, 0.0, 1.0, 3.0)]
+            np.testing.assert_allclose(g.to_numpy()[:, 0], expect, rtol=1e-6, atol=1e-7)
+
+
+# --- views and operations on batches and transposed views ---------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BFLOAT16])
+def test_batch_and_transposed_round_trips_and_operations(dtype):
+    host = host_random((4, 5, 7), dtype)
+    with gm.Matrix.from_numpy(host) as x:
+        assert x.shape == (4, 5, 7) and x.is_contiguous
+        assert np.array_equal(x.to_numpy(), host)
+        assert np.array_equal(x[2].to_numpy(), host[2])
+        assert np.array_equal(x[1:3, 1:4, 2:6].to_numpy(), host[1:3, 1:4, 2:6])
+        t = x.T
+        assert np.array_equal(t.to_numpy(), np.swapaxes(host, 1, 2))
+        assert np.array_equal(t[1:3].to_numpy(), np.swapaxes(host, 1, 2)[1:3])
+        for y in (x[1:3, 1:4, 2:6], t, t[0]):
+            with y.copy() as c:
+                assert np.array_equal(c.to_numpy(), y.to_numpy()) and c.is_transposed == y.is_transposed
+            with y.astype(np.float32) as f:
+                assert np.array_equal(f.to_numpy(), y.to_numpy().astype(np.float32))
+            with gm.transpose(y) as tr:
+                assert not tr.is_transposed and np.array_equal(tr.to_numpy(), np.swapaxes(y.to_numpy(), -1, -2))
+        with gm.Matrix.zeros((3, 2, 5), dtype=dtype) as z:
+            assert z.shape == (3, 2, 5) and not z.to_numpy().astype(np.float32).any()
+    with pytest.raises(ValueError, match="takes 2-D matrices"):
+        gm.dot(gm.Matrix.empty((2, 2, 2)), gm.Matrix.empty((2, 2, 2)))
+
+
+def test_dot_and_spmm_read_transposed_views():
+    from scipy import sparse
+
+    host = host_random((30, 20), np.float32)
+    other = host_random((20, 30), np.float32)
+    with gm.Matrix.from_numpy(host) as x, gm.Matrix.from_numpy(other) as y:
+        assert math.isclose(gm.dot(x.T, y), float(np.sum(host.T.astype(np.float64) * other)), rel_tol=1e-9)
+        assert math.isclose(gm.dot(x.T, x.T.T.T), float(np.sum(host.astype(np.float64) ** 2)), rel_tol=1e-9)
+        s = sparse.random(7, 30, density=0.3, format="csr", dtype=np.float32, random_state=1)
+        with gm.CSRMatrix.from_scipy(s) as S, gm.spmm(S, y.T) as c:
+            np.testing.assert_allclose(c.to_numpy(), s @ other.T, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_batched_and_column_major_arrays_cross_without_a_copy():
+    torch = pytest.importorskip("torch")
+    w = torch.rand(64, 48, device="cuda")
+    wt = gm.from_dlpack(w.t())  # PyTorch's w.t(): column-major, a transposed view of the same memory
+    assert wt.is_transposed and wt.shape == (48, 64) and wt.elements == w.data_ptr() and wt.is_borrowed
+    x = torch.rand(5, 32, 48, device="cuda")
+    xb = gm.from_dlpack(x)
+    assert xb.shape == (5, 32, 48) and xb.elements == x.data_ptr()
+    y = gm.matmul(xb, wt)
+    expect = torch.matmul(x.double(), w.t().double()).cpu().numpy()
+    np.testing.assert_allclose(y.to_numpy(), expect, rtol=1e-5, atol=1e-5)
+    back = torch.from_dlpack(y)
+    assert back.shape == (5, 32, 64) and back.data_ptr() == y.elements
+    tv = torch.from_dlpack(wt)  # a transposed view goes back with its strides
+    assert tv.stride() == (1, 48) and torch.equal(tv, w.t())
+    cupy = pytest.importorskip("cupy")
+    f = cupy.asfortranarray(cupy.random.rand(30, 20, dtype=cupy.float32))
+    fm = gm.from_dlpack(f)
+    assert fm.is_transposed and np.array_equal(fm.to_numpy(), cupy.asnumpy(f))
+    cai = cupy.asarray(xb[1:3].T)
+    assert cai.shape == (2, 48, 32) and np.array_equal(cupy.asnumpy(cai), x[1:3].transpose(1, 2).cpu().numpy())
+    for m in (wt, xb, y, fm):
+        m.free()
+
+
+@pytest.mark.skipif(ML_BFLOAT16 is None, reason="needs ml_dtypes")
+def test_bfloat16_batch_round_trip():
+    host = host_random((3, 4, 5), BFLOAT16)
+    with gm.Matrix.from_numpy(host) as x:
+        assert np.array_equal(x.T.to_numpy(), np.swapaxes(host, 1, 2))
+
+
+def test_bad_input_leaves_the_library_working():
+    a = gm.Matrix.from_numpy(host_random((2, 3, 4), np.float32))
+    b = gm.Matrix.from_numpy(host_random((3, 4, 5), np.float32))
+    for call in (
+        lambda: gm.matmul(a, b),
+        lambda: gm.matmul(a, b[0], activation="swish"),
+        lambda: gm.matmul(a, b[0], beta=1.0),
+        lambda: gm.matmul(a, b[0], alpha="2"),
+        lambda: gm.matmul(a, b[0], bias=gm.Matrix.zeros(1, 4)),
+    ):
+        with pytest.raises((ValueError, TypeError)):
+            call()
+    with gm.matmul(a, b[0]) as c:
+        ref, scale = reference(a.to_numpy(), b[0].to_numpy(), 1.0, 0.0, None, None, None)
+        check_close(c.to_numpy(), ref, scale, tolerance("float32", 4))
+    a.free()
+    b.free()
