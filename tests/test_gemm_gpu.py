@@ -379,3 +379,26 @@ def test_bad_input_leaves_the_library_working():
         check_close(c.to_numpy(), ref, scale, tolerance("float32", 4))
     a.free()
     b.free()
+
+
+def test_empty_matrices_and_read_only_imports_cross_to_cupy():
+    """An empty matrix exports to CuPy (a null address used to be refused there; issue 24 item 12), and
+    memory its producer marks read-only (CAI's data[1], DLPack's READ_ONLY flag) is never written (item 5)."""
+    cupy = pytest.importorskip("cupy")
+    with gm.Matrix.empty(0, 5) as e:
+        assert cupy.asarray(e).shape == (0, 5)
+    x = cupy.ones((8, 8), dtype=cupy.float32)
+
+    class ReadOnly:
+        __cuda_array_interface__ = dict(x.__cuda_array_interface__, data=(x.data.ptr, True))
+
+    m = gm.Matrix.from_cuda_array(ReadOnly())
+    assert m.__cuda_array_interface__["data"][1] is True
+    with gm.Matrix.from_numpy(np.ones((8, 8), np.float32)) as a:
+        with pytest.raises(ValueError, match="read-only"):
+            gm.matmul(a, a, out=m)
+        with pytest.raises(ValueError, match="read-only"):
+            gm.transpose(a, out=m)
+        with gm.matmul(a, m) as c:  # reading it is fine
+            assert np.array_equal(c.to_numpy(), np.full((8, 8), 8, np.float32))
+    m.free()

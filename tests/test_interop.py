@@ -134,7 +134,13 @@ def test_torch_column_major_is_a_view_and_other_layouts_are_refused():
     c = gm.from_dlpack(t.T, copy=True)
     assert np.array_equal(c.to_numpy(), t.T.cpu().numpy()) and not c.is_borrowed
     with pytest.raises(ValueError, match="not one gpumat can view"):
-        gm.from_dlpack(t[:, ::2])
+        gm.from_dlpack(t[:, ::2])  # copy=None never copies (issue 24 item 6)
+    with pytest.raises(ValueError, match="not one gpumat can view"):
+        gm.from_dlpack(t[:, ::2], copy=False)
+    for strided in (t[:, ::2], t[::3, ::2], t.T[::2, 1:]):  # copy=True gathers them (issue 24 item 15)
+        g = gm.from_dlpack(strided, copy=True)
+        assert not g.is_borrowed and np.array_equal(g.to_numpy(), strided.cpu().numpy())
+        g.free()
     with pytest.raises(TypeError, match="not a gpumat dtype"):
         gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int32))
 
@@ -266,3 +272,26 @@ def test_a_capsule_whose_tensor_is_on_the_host_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="device type 1"):
         gm.from_dlpack(producer)
     assert len(calls) == 1
+
+
+@gpu
+def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run():
+    """Issue 24 item 2: freeing a borrowed matrix while gpumat work that reads it is still queued used to
+    hand the memory back at once: PyTorch's allocator gave it to the next tensor and the kernel read that."""
+    torch = pytest.importorskip("torch")
+    t = torch.rand(1024, 1024, device="cuda", dtype=torch.float64)
+    expected = (t @ t).cpu().numpy()
+    s = gm.Stream()
+    with gm.Matrix.from_numpy(np.random.rand(4096, 4096)) as big:
+        for _ in range(4):  # tens of milliseconds of queued float64 work ahead of the product
+            gm.matmul(big, big, stream=s).free()
+        a = gm.from_dlpack(t)
+        c = gm.matmul(a, a, stream=s)
+        a.free()
+        del t
+        filler = [torch.full((1024, 1024), 7.0, device="cuda", dtype=torch.float64) for _ in range(4)]
+        s.synchronize()
+        assert np.allclose(c.to_numpy(), expected, rtol=1e-12, atol=1e-9)
+        c.free()
+        del filler
+    s.close()

@@ -265,3 +265,25 @@ def test_eight_threads_share_one_gpu():
     for t in threads:
         t.join(120)
     assert not errors
+
+
+def test_host_matmul_refuses_an_out_that_overlaps_an_input():
+    """Out of core, C's tiles are written while later tiles still read A and B (issue 24 item 4)."""
+    a = np.ones((64, 64), np.float32)
+    with pytest.raises(ValueError, match="out overlaps a"):
+        gm.matmul(a, np.ones((64, 64), np.float32), out=a)
+    b = np.ones((64, 64), np.float32)
+    with pytest.raises(ValueError, match="out overlaps b"):
+        gm.matmul(np.ones((64, 64), np.float32), b, out=b)
+
+
+def test_a_read_only_import_is_never_written():
+    """A producer's read-only memory (DLPack 1.0's READ_ONLY flag, CAI's data[1]) is refused as out by every
+    operation that writes one (issue 24 item 5)."""
+    ro = fake_matrix(4, 4, ptr=0x7F3000000000)
+    ro._buffer.readonly = True
+    a, b = fake_matrix(4, 4), fake_matrix(4, 4, ptr=0x7F1000000000)
+    with pytest.raises(ValueError, match="read-only"):
+        gm.matmul(a, b, out=ro)
+    with pytest.raises(ValueError, match="read-only"):
+        gm.transpose(a, out=ro)

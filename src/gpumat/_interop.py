@@ -31,6 +31,7 @@ from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, synchroni
 
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
+FLAG_READ_ONLY = 1  # DLPack 1.0's flag bits
 FLAG_IS_COPIED = 2
 DLPACK_VERSION = (1, 0)
 
@@ -139,16 +140,30 @@ def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
     a consumer waits for it before reading."""
     ptr = m.elements  # FreedMatrixError for freed matrices
     dev = m.device
+    if not ptr:  # an empty matrix: consumers (CuPy) refuse a null address without a device to go with it
+        ptr = _empty_address(dev)
     s = stream_handle(None, dev) if stream is None else stream
     return {
         "shape": m.shape,
         "typestr": typestr(m.dtype),
         "descr": [("", typestr(m.dtype))],
-        "data": (ptr, False),
+        "data": (ptr, bool(getattr(m._buffer, "readonly", False))),
         "strides": None if m.is_contiguous else m.strides,
         "version": 3,
         "stream": CAI_LEGACY if s == LEGACY_STREAM else s,
     }
+
+
+def _empty_address(dev: Device) -> int:
+    """A valid, never-written address on the device for empty exports (256 bytes, allocated once a device)."""
+    ptr = dev.scratch.get("empty export")
+    if ptr is None:
+        with dev.lock:
+            ptr = dev.scratch.get("empty export")
+            if ptr is None:
+                dev.activate()
+                ptr = dev.scratch["empty export"] = memops.alloc_unpooled(256)
+    return ptr
 
 
 _exports: dict[int, tuple] = {}  # address of a DLManagedTensor(Versioned) -> what keeps it and the Matrix alive
@@ -182,10 +197,10 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         consumer = LEGACY_STREAM if stream in (0, CAI_LEGACY) else int(stream)
         if consumer != producer:
             wait_for_streams(consumer, (producer,))
-    flags = 0
+    flags = FLAG_READ_ONLY if getattr(m._buffer, "readonly", False) else 0
     if copy:
         m = m.copy()
-        flags |= FLAG_IS_COPIED
+        flags = FLAG_IS_COPIED  # the copy is the consumer's to write
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     ndim = m.ndim
     shape = (ctypes.c_int64 * ndim)(*m.shape)
@@ -276,11 +291,13 @@ def _pointer_device(ptr: int) -> Device:
     return Device(ordinal)
 
 
-def _wrap(ptr: int, layout: Layout, dtype: np.dtype, dev: Device, owner, release, stream: int) -> Matrix:
+def _wrap(
+    ptr: int, layout: Layout, dtype: np.dtype, dev: Device, owner, release, stream: int, readonly: bool = False
+) -> Matrix:
     b, h, w, ld, bstride, trans = layout
     rows, cols = (w, h) if trans else (h, w)  # the storage's
     nbytes = ((rows - 1) * ld + cols + ((b or 1) - 1) * bstride) * dtype.itemsize if h and w and b != 0 else 0
-    buf = BorrowedBuffer(ptr, nbytes, dev, owner, release, stream)
+    buf = BorrowedBuffer(ptr, nbytes, dev, owner, release, stream, readonly)
     return Matrix._wrap(buf, 0, h, w, ld, owner=True, dtype=dtype, trans=trans, batch=b, bstride=bstride)
 
 
@@ -308,20 +325,28 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
         producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else int(producer)
         if producer != s:
             wait_for_streams(s, (producer,))
-    return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy)
+    readonly = bool(cai["data"][1]) if len(cai["data"]) > 1 else False
+    return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy, readonly)
 
 
-def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Matrix:
+def _import(
+    ptr, shape, strides, dtype, dev, owner, release, s: int, copy, readonly: bool = False, check_pointer: bool = False
+) -> Matrix:
     if ptr % dtype.itemsize:
         raise ValueError(f"the array's data at 0x{ptr:x} is not aligned to its {dtype.itemsize}-byte elements")
     layout = _layout(shape, strides)
+    if layout is None and copy is True and len(shape) == 2 and strides is not None and min(strides) > 0:
+        return _strided_copy(ptr, shape, strides, dtype, dev, owner, release, s)
     if layout is None:
         raise ValueError(
             f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is not one gpumat can "
             "view: it needs each row or each column contiguous in memory (a column-major array becomes a "
             "transposed view) and the matrices of a batch one after another"
         )
-    view = _wrap(ptr, layout, dtype, dev, owner, release, s)
+    if check_pointer and ptr and memops.pointer_device_ordinal(ptr) != dev.ordinal:
+        # a capsule's word is not enough: host memory, or another GPU's, is never taken for this GPU's
+        raise ValueError(f"the tensor's data at 0x{ptr:x} is not memory of CUDA device {dev.ordinal}: refused")
+    view = _wrap(ptr, layout, dtype, dev, owner, release, s, readonly)
     if copy is not True:
         return view
     try:  # copy=True: a packed copy of the same shape and layout
@@ -332,12 +357,34 @@ def _import(ptr, shape, strides, dtype, dev, owner, release, s: int, copy) -> Ma
         view.free()
 
 
+def _strided_copy(ptr, shape, strides, dtype, dev, owner, release, s: int) -> Matrix:
+    """copy=True of a 2-D layout gpumat cannot view (neither rows nor columns contiguous, e.g. every other
+    column): a packed row-major copy, gathered by 2-D copies of one element a row along the shorter
+    side; the producer gets its memory back once the copies have run."""
+    (h, w), (sr, sc), isz = shape, strides, dtype.itemsize
+    out = Matrix._allocate(h, w, dev, s, dtype)
+    try:
+        if h <= w:  # row i: w elements sc apart -> one contiguous row
+            for i in range(h):
+                memops.copy_device_2d(out.elements + i * w * isz, isz, ptr + i * sr * isz, sc * isz, isz, w, s)
+        else:  # column j: h elements sr apart -> one column of the packed result
+            for j in range(w):
+                memops.copy_device_2d(out.elements + j * isz, w * isz, ptr + j * sc * isz, sr * isz, isz, h, s)
+        synchronize_stream(s)  # the copies have read the source before the producer gets it back
+    finally:
+        if release is not None:
+            release(owner)
+    return out
+
+
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     """A Matrix over another library's GPU array through DLPack (CuPy, PyTorch, JAX, Numba, ...), without a
     copy: 1-D (one row), 2-D or 3-D (a batch); rows contiguous (padded row strides welcome) or columns
     contiguous (a column-major array, such as PyTorch's w.t() or a Fortran-order array, becomes a
     transposed view). The producer stays alive as long as the Matrix does, and gpumat never frees its
-    memory. copy=True makes a packed copy of the same layout instead; other layouts are a ValueError.
+    memory. copy=True makes a packed copy of the same layout instead (and a row-major copy of a strided
+    2-D layout, such as every other column); copy=None or False never copies: other layouts are a
+    ValueError.
     Work the producer queued before the call is ordered before gpumat's `stream`."""
     if isinstance(obj, Matrix):
         return obj.copy(stream=stream) if copy else obj
@@ -394,7 +441,8 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         shape = tuple(t.shape[i] for i in range(ndim))
         strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
-        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy)
+        readonly = used == USED_V and bool(managed.flags & FLAG_READ_ONLY)
+        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, check_pointer=True)
     except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
         release(None)
         raise

@@ -609,6 +609,8 @@ def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
     if out is None:
         return
     as_matrix(out, "out")
+    if getattr(out._buffer, "readonly", False):
+        raise ValueError(f"{op}: out is read-only (its producer exported it so); write into a writeable matrix")
     if out.shape != shape:
         raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
     out_block = out._buffer

@@ -5,13 +5,24 @@ memory imported without a copy. Both follow one rule: `release()` marks the buff
 operation can use it) and lets go of the memory when the last `hold()` (a long host transfer running
 outside the device lock) ends. A DeviceBuffer is freed stream-ordered after every stream that used it:
 it remembers the streams (or, for another library's stream, an event recorded after the last use).
-Finalizers only queue the block for the device's next allocation (see gpumat.memory.pool).
+Finalizers only queue the block for the device's next allocation (see gpumat.memory.pool). A
+BorrowedBuffer's release hands the memory back to its producer only after the work gpumat queued on it
+has run (it waits for the streams, or their marks, that used it).
 """
 
 from __future__ import annotations
 
 from ..runtime.devices import Device, device
-from ..runtime.streams import LEGACY_STREAM, UNMARKED, foreign_key, trusted, wait_for_streams
+from ..runtime.streams import (
+    LEGACY_STREAM,
+    UNMARKED,
+    StreamMark,
+    foreign_key,
+    synchronize_event,
+    synchronize_stream,
+    trusted,
+    wait_for_streams,
+)
 from .pool import SMALL_BLOCK, device_pool
 
 
@@ -118,30 +129,74 @@ class BorrowedBuffer(_Buffer):
     gpumat never frees it; releasing it drops the reference that keeps the producer alive (for DLPack,
     by calling the producer's deleter)."""
 
-    __slots__ = ("owner", "_release")
+    __slots__ = ("owner", "_release", "readonly")
     borrowed = True
 
-    def __init__(self, ptr: int, nbytes: int, dev: Device, owner, release=None, stream: int = LEGACY_STREAM):
+    def __init__(
+        self,
+        ptr: int,
+        nbytes: int,
+        dev: Device,
+        owner,
+        release=None,
+        stream: int = LEGACY_STREAM,
+        readonly: bool = False,
+    ):
         self.ptr, self.nbytes, self.device, self.stream, self.others = ptr, nbytes, dev, stream, None
         self.alive, self.holds, self.owner, self._release = True, 0, owner, release
+        self.readonly = readonly  # the producer flagged it read-only (DLPack READ_ONLY, CAI's data[1])
 
     def use_on(self, stream: int) -> None:
-        pass  # the producer's stream order was settled at import; later uses are the caller's to order
+        """The producer's stream order was settled at import; remember the stream, so that the release
+        waits for the work gpumat queues there (lock held)."""
+        others = self.others
+        if others is None:
+            self.others = {stream: None if trusted(stream) else UNMARKED}
+        elif stream not in others:
+            others[stream] = None if trusted(stream) else UNMARKED
 
     def used_on(self, stream: int, mark) -> None:
-        pass
+        """After queueing work on another library's stream: the release waits for that stream's mark."""
+        if self.others is None:
+            self.others = {stream: mark}
+        else:
+            self.others[stream] = mark
 
     def _let_go(self):
         return self._drop  # the producer's deleter runs after the device lock is let go
 
+    def _wait_for_queued_work(self) -> None:
+        """Before the producer gets its memory back: wait until the work gpumat queued on it has run, on
+        every stream that used it (a mark for another library's stream; the whole device for one whose
+        work is not marked), or the producer's allocator could hand the memory to its next tensor while a
+        gpumat kernel still reads or writes it."""
+        others, self.others = self.others or {}, None
+        if self.stream not in others and trusted(self.stream):  # the stream it was imported on
+            others[self.stream] = None
+        if not others or not self.ptr:
+            return
+        self.device.activate()
+        for stream, mark in others.items():
+            if isinstance(mark, StreamMark):
+                synchronize_event(mark.event)
+            elif mark is None and trusted(stream):
+                synchronize_stream(stream)
+            else:  # another library's stream without a mark (an operation failed before recording it)
+                self.device.synchronize()
+                return
+
     def _drop(self) -> None:
-        owner, release, self.owner, self._release, self.ptr = self.owner, self._release, None, None, 0
-        if release is not None:
-            release(owner)
+        try:
+            self._wait_for_queued_work()
+        finally:  # the producer gets its memory back even when a wait fails
+            owner, release, self.owner, self._release, self.ptr = self.owner, self._release, None, None, 0
+            if release is not None:
+                release(owner)
 
     def __del__(self):
         if self._release is not None:
             try:
+                self._wait_for_queued_work()  # no lock taken: only driver waits
                 self._release(self.owner)
             except Exception:
                 pass

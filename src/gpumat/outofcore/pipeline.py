@@ -125,6 +125,10 @@ def matmul_host(
         or not out.flags.writeable
     ):
         raise ValueError(f"matmul: out must be a writeable C-contiguous {_dtypes.name(dt)} array of shape {(m, n)}")
+    else:
+        for x, name in ((a, "a"), (b, "b")):
+            if np.may_share_memory(out, x):  # tiles of C are written while later tiles still read a and b
+                raise ValueError(f"matmul: out overlaps {name}; the product reads a and b while it writes out")
     if precision is not None and _dtypes.suffix(dt) != "f32":
         raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {_dtypes.name(dt)}")
     if devices is None:
