@@ -385,15 +385,7 @@ class Matrix:
             i = int(first) + (self._batch if first < 0 else 0)
             if not 0 <= i < self._batch:
                 raise IndexError(f"index {int(first)} is out of range for a batch of {self._batch}")
-            one = Matrix._wrap(
-                self._buffer,
-                self._offset + i * self._bstride,
-                self._height,
-                self._width,
-                self._stride,
-                dtype=self._dtype,
-                trans=self._trans,
-            )
+            one = self._same_layout(self._offset + i * self._bstride)
             return one[rest] if rest else one
         if not isinstance(first, slice):
             raise TypeError(f"index a batch with an integer or a slice, got {type(first).__name__}")
@@ -401,32 +393,22 @@ class Matrix:
         if step != 1:
             raise ValueError("Matrix views take contiguous slices only (step 1)")
         count = max(b1 - b0, 0)
-        view = Matrix._wrap(
+        first_matrix = self._same_layout(self._offset + (b0 * self._bstride if count else 0))
+        part = first_matrix[rest] if rest else first_matrix  # the region of each matrix
+        return part._same_layout(part._offset, count, self._bstride)
+
+    def _same_layout(self, offset: int, batch: int | None = None, bstride: int = 0) -> Matrix:
+        """A view of this one's shape, stride and layout at `offset`: one matrix, or a batch."""
+        return Matrix._wrap(
             self._buffer,
-            self._offset + (b0 * self._bstride if count else 0),
+            offset,
             self._height,
             self._width,
             self._stride,
             dtype=self._dtype,
             trans=self._trans,
-            batch=count,
-            bstride=self._bstride,
-        )
-        if not rest:
-            return view
-        one = Matrix._wrap(
-            view._buffer, view._offset, view._height, view._width, view._stride, dtype=self._dtype, trans=self._trans
-        )[rest]
-        return Matrix._wrap(
-            one._buffer,
-            one._offset,
-            one._height,
-            one._width,
-            one._stride,
-            dtype=self._dtype,
-            trans=self._trans,
-            batch=count,
-            bstride=self._bstride,
+            batch=batch,
+            bstride=bstride,
         )
 
     # lifetime ------------------------------------------------------------------------------
@@ -673,12 +655,7 @@ def matrices(m: Matrix) -> list[Matrix]:
     """The 2-D matrices of a batch (views), or [m] for a 2-D matrix."""
     if m._batch is None:
         return [m]
-    return [
-        Matrix._wrap(
-            m._buffer, m._offset + i * m._bstride, m._height, m._width, m._stride, dtype=m._dtype, trans=m._trans
-        )
-        for i in range(m._batch)
-    ]
+    return [m._same_layout(m._offset + i * m._bstride) for i in range(m._batch)]
 
 
 def folded(m: Matrix) -> Matrix | None:
