@@ -20,7 +20,7 @@ from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.streams import SPECIAL_STREAMS, own_streams, stream_handle
 from . import planner
-from .launcher import launch
+from .launcher import launch, launch_plain
 from .plan import MatmulPlan
 from .problem import Problem, Target, aligned
 from .variants import ACTIVATIONS, IDENTITY, VARIANTS, algorithms
@@ -28,6 +28,7 @@ from .variants import ACTIVATIONS, IDENTITY, VARIANTS, algorithms
 _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 _PLANS: dict[tuple, object] = {}  # the launch path's own cache: a MatmulPlan, or plans by operand alignment
 _PLAN_CACHE_SIZE = 4096
+_ALPHA, _BETA = 1.0, 0.0  # matmul's defaults, recognised by identity on the launch path
 
 
 def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
@@ -64,8 +65,9 @@ def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
             f"of 2^31 - 1 rows or columns"
         )
     if out is not None:
-        check_out(out, _result_shape(a, b, m, n), (a, b), "matmul")
-        if out.batch > 1 and out._bstride * out.itemsize < address_range(out[0])[1] - out[0].elements:
+        shape = (m, n) if a._batch is None and b._batch is None else _result_shape(a, b, m, n)
+        check_out(out, shape, (a, b), "matmul")
+        if out._batch and out._batch > 1 and out._bstride * out.itemsize < address_range(out[0])[1] - out[0].elements:
             raise ValueError("matmul: the matrices of out overlap each other (batch stride too small)")
     return m, n, k
 
@@ -272,8 +274,8 @@ def matmul(
     precision: str | None = None,
     stream=None,
     *,
-    alpha=1.0,
-    beta=0.0,
+    alpha=_ALPHA,
+    beta=_BETA,
     bias: Matrix | None = None,
     activation: str | None = None,
     plan: MatmulPlan | None = None,
@@ -315,13 +317,8 @@ def matmul(
     through each GPU in `devices` (default: all visible), within `memory_limit` bytes a GPU (default: its
     free memory or gpumat's memory limit), and C comes back as a numpy array (or fills `out`); see
     gpumat.outofcore. Matrix @ numpy array is a TypeError: gpumat never moves data behind your back."""
-    plain_epilogue = (
-        alpha.__class__ is float
-        and beta.__class__ is float
-        and alpha == 1.0
-        and beta == 0.0
-        and bias is None
-        and activation is None
+    plain_epilogue = (  # the defaults' own objects: one identity test each (a 1.0 passed in takes the long way)
+        alpha is _ALPHA and beta is _BETA and bias is None and activation is None
     )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
@@ -365,15 +362,7 @@ def matmul(
         if k == 0:
             memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         else:
-            launch(
-                plan,
-                (a.elements, a._stride, 0),
-                (b.elements, b._stride, 0),
-                (out.elements, out._stride, 0),
-                IDENTITY,
-                dev,
-                s,
-            )
+            launch_plain(plan, a, b, out, dev, s)
         if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
             done_on(s, a, b, out)
     return out

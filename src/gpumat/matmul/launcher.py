@@ -25,6 +25,40 @@ from .variants import IDENTITY, accumulator
 NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 
+def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
+    """out = a @ b for three row-major 2-D matrices and no epilogue: the common call's short path."""
+    direct = p.direct
+    if direct is None:
+        launch(
+            p,
+            (a.elements, a._stride, 0),
+            (b.elements, b._stride, 0),
+            (out.elements, out._stride, 0),
+            IDENTITY,
+            dev,
+            stream,
+        )
+        return
+    kernel, grid, block, smem, m, n, k, _ = direct
+    kernel(
+        grid,
+        block,
+        a.elements,
+        b.elements,
+        out.elements,
+        m,
+        n,
+        k,
+        a._stride,
+        b._stride,
+        out._stride,
+        *p.plain_tail,
+        smem=smem,
+        stream=stream,
+        device=dev,
+    )
+
+
 def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, stream: int) -> None:
     """C = epilogue(op(A) @ op(B)) by plan p, queued on `stream` of `dev` (device lock held). a, b, c:
     (address, row stride, batch stride) of each operand's storage (elements; batch stride 0: one matrix

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .._dtypes import ITEMSIZE
 from ..runtime.kernels import Kernel
 from .problem import Problem, Target
-from .variants import Variant
+from .variants import IDENTITY, Variant
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class MatmulPlan:
     # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel launch
     # reading A and B in place: the launcher's short path, which looks at nothing else
     direct: tuple | None = field(init=False, repr=False, compare=False)
+    # the arguments after ldc of a plain 2-D product (k_chunk if any, no batch strides, the identity
+    # epilogue): what the launch path's common call appends as they are
+    plain_tail: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         v, q = self.variant, self.problem
@@ -47,6 +50,7 @@ class MatmulPlan:
         tail = () if v.args == "plain" else (self.k_chunk,)
         direct = (self.kernel, self.grid, v.block, v.smem, q.m, q.n, q.k, tail) if one else None
         object.__setattr__(self, "direct", direct)
+        object.__setattr__(self, "plain_tail", (*tail, 0, 0, 0, *IDENTITY))
 
     @property
     def algorithm(self) -> str:
