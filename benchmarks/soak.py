@@ -68,14 +68,6 @@ class Worker:
     def host(self, *shape, dtype=np.float32):
         return self.np.uniform(-1, 1, size=shape).astype(dtype)
 
-    def sync(self, s) -> None:
-        if isinstance(s, gm.Stream):
-            s.synchronize()
-        elif s in (0, 2):
-            gm.synchronize()
-        else:
-            s.synchronize()
-
     # --- operations ----------------------------------------------------------------------------------
     def op_matmul(self):
         dtype = self.rng.choice([np.float32, np.float64, np.float16])
