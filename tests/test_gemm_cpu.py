@@ -239,3 +239,17 @@ def test_the_plan_sees_the_same_fold_as_the_launch():
     assert _problem(a, b, out, 1, 2, 1, "float32").batch == 1  # folded: one tall product
     p = _problem(a, b, out, 1, 2, 1, "float32", column)
     assert (p.m, p.batch) == (1, 2)
+
+
+def test_the_launch_paths_plan_cache_stays_bounded_for_batched_calls(monkeypatch):
+    from gpumat.matmul import api
+
+    monkeypatch.setattr(api, "_PLAN_CACHE_SIZE", 4)
+    monkeypatch.setattr(api, "launch", lambda *args: None)  # everything up to the launch runs
+    monkeypatch.setattr(api, "use_on", lambda *args: None)
+    api._PLANS.clear()
+    for n in range(1, 12):
+        a, b = fake_batch(2, n, n), fake_batch(2, n, n, ptr=0x7F1000000000)
+        gm.matmul(a, b, out=fake_batch(2, n, n, ptr=0x7F2000000000))
+    assert len(api._PLANS) <= 4
+    api._PLANS.clear()

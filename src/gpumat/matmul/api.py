@@ -176,14 +176,19 @@ def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: 
     entry = _PLANS.get(key)
     if entry is None:
         entry = _PLANS[key] = _plans_by_alignment(Problem(m, n, k, a._sfx, out_sfx, mode), Target.of(dev), algorithm)
-        if len(_PLANS) > _PLAN_CACHE_SIZE:
-            try:  # the oldest entry; another device's thread may be evicting at the same time
-                _PLANS.pop(next(iter(_PLANS)), None)
-            except (StopIteration, RuntimeError):
-                pass
+        _evict_oldest()
     if entry.__class__ is MatmulPlan:
         return entry
     return entry[aligned(a.elements, a._stride, a._dtype.itemsize), aligned(b.elements, b._stride, b._dtype.itemsize)]
+
+
+def _evict_oldest() -> None:
+    """Keep the launch path's plan cache bounded: drop its oldest entry past _PLAN_CACHE_SIZE."""
+    if len(_PLANS) > _PLAN_CACHE_SIZE:
+        try:  # another device's thread may be evicting at the same time
+            _PLANS.pop(next(iter(_PLANS)), None)
+        except (StopIteration, RuntimeError):
+            pass
 
 
 def _plans_by_alignment(p: Problem, t: Target, algorithm: str):
@@ -382,6 +387,7 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
         plan = _PLANS.get(key)
         if plan is None:
             plan = _PLANS[key] = planner.plan(problem, Target.of(dev), algorithm)
+            _evict_oldest()
     elif plan is not None:
         _check_plan(plan, _problem(a, b, out, m, n, k, mode, epilogue), a, b, dev)
     if out is None:
