@@ -295,18 +295,21 @@ class Matrix:
             _ = self.elements  # a freed matrix (empty or not) reports that it was freed
             if host.size == 0:
                 return host
-            pieces = storage_pieces(self)
+            # addresses read under the lock: a free() from another thread during the copies below marks the
+            # buffer dead at once (the hold keeps its memory until they end)
+            pieces = [(p.elements, p._height, p._width) for p in storage_pieces(self)]
             buf.use_on(s)
             buf.hold()
         try:
             # each piece's storage rows arrive into a host array of its shape; a transposed matrix is
             # then transposed on the host (one more pass there, none on the GPU)
             targets = [host] if len(pieces) == 1 else list(host)
-            for piece, target in zip(pieces, targets, strict=True):
+            pitch = self._stride * self._dtype.itemsize
+            for (src, height, width), target in zip(pieces, targets, strict=True):
                 rows = target.reshape(-1, target.shape[-1]) if not self._trans else None
                 if rows is None:
-                    staged = np.empty((piece._height, piece._width), dtype=self._dtype)
-                    memory.download(staged, piece.elements, piece._stride * self._dtype.itemsize, s, dev)
+                    staged = np.empty((height, width), dtype=self._dtype)
+                    memory.download(staged, src, pitch, s, dev)
                     if target.ndim == 3:
                         target[...] = staged.reshape(target.shape[0], target.shape[2], target.shape[1]).transpose(
                             0, 2, 1
@@ -314,7 +317,7 @@ class Matrix:
                     else:
                         target[...] = staged.T
                 else:
-                    memory.download(rows, piece.elements, piece._stride * self._dtype.itemsize, s, dev)
+                    memory.download(rows, src, pitch, s, dev)
             if not trusted(s):
                 with dev.lock:
                     done_on(s, self)
@@ -327,7 +330,8 @@ class Matrix:
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def copy(self, stream=None) -> Matrix:
-        """A new, packed matrix with the same contents on the same device."""
+        """A new, packed matrix with the same contents, shape and layout (a transposed view's copy is stored
+        transposed too; gm.transpose(A.T) gives a row-major one) on the same device."""
         return self.to(self.device, stream=stream)
 
     def astype(self, dtype, stream=None) -> Matrix:
