@@ -32,26 +32,17 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
     src_dev.enable_peer_access(dst_dev)
     src_stream = stream_handle(None, src_dev)
-    with src_dev.lock:
-        pieces = paired_pieces(m, out)
+    with src_dev.lock:  # addresses read under the lock; the hold keeps the memory through the copies
+        pieces = [(x.elements, x.stride, y.elements, y.stride, x.shape) for x, y in paired_pieces(m, out)]
         buf = m._buffer
         buf.hold()
     try:
         src_dev.activate()
         wait_across_devices(s, dst_dev, src_stream, src_dev)
         dst_dev.activate()
-        for src, dst in pieces:
-            h, w = src.shape
+        for src, src_ld, dst, dst_ld, (h, w) in pieces:
             memops.copy_peer_2d_async(
-                dst.elements,
-                dst_dev.context,
-                dst.stride * isz,
-                src.elements,
-                src_dev.context,
-                src.stride * isz,
-                w * isz,
-                h,
-                s,
+                dst, dst_dev.context, dst_ld * isz, src, src_dev.context, src_ld * isz, w * isz, h, s
             )
         synchronize_stream(s)
     finally:
