@@ -442,7 +442,8 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
         readonly = used == USED_V and bool(managed.flags & FLAG_READ_ONLY)
-        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, check_pointer=True)
+        device_memory = t.device.device_type == KDL_CUDA  # managed memory answers the driver differently
+        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory)
     except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
         release(None)
         raise
