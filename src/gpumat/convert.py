@@ -41,19 +41,23 @@ def astype(m, dtype, stream=None):
         out = Matrix._allocate_like(m, dev, s, dt)
         if m.size:
             use_on(s, m, out)
-            kernel = CONVERT_KERNELS[(_dtypes.suffix(m.dtype), _dtypes.suffix(dt))]
             for src, dst in paired_pieces(m, out):
-                kernel(
-                    grid(src.height, src.width),
-                    BLOCK,
-                    src.elements,
-                    dst.elements,
-                    src.height,
-                    src.width,
-                    src.stride,
-                    dst.stride,
-                    stream=s,
-                    device=dev,
-                )
+                convert_region(src, dst, s, dev)
             done_on(s, m, out)
     return out
+
+
+def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
+    """dst = src converted, for two row-major 2-D matrices of one shape (operands ordered on `stream`)."""
+    CONVERT_KERNELS[(src._sfx, dst._sfx)](
+        grid(src.height, src.width),
+        BLOCK,
+        src.elements,
+        dst.elements,
+        src.height,
+        src.width,
+        src.stride,
+        dst.stride,
+        stream=stream,
+        device=dev,
+    )

@@ -22,8 +22,7 @@ import threading
 import numpy as np
 
 from .. import _dtypes, _precision, memory
-from ..convert import BLOCK, CONVERT_KERNELS
-from ..convert import grid as convert_grid
+from ..convert import convert_region
 from ..matmul import Problem, Target, launch, plan_problem
 from ..matmul.planner import forced
 from ..matmul.problem import aligned
@@ -468,16 +467,5 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
 
 
 def _convert(src: Matrix, dst: Matrix, stream: Stream) -> Matrix:
-    CONVERT_KERNELS[(src._sfx, dst._sfx)](
-        convert_grid(src.height, src.width),
-        BLOCK,
-        src.elements,
-        dst.elements,
-        src.height,
-        src.width,
-        src.stride,
-        dst.stride,
-        stream=stream.ptr,
-        device=src.device,
-    )
+    convert_region(src, dst, stream.ptr, src.device)
     return dst
