@@ -70,6 +70,34 @@ def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
         stream.wait(5)
 
 
+def test_the_per_thread_default_stream_is_never_remembered_across_threads(monkeypatch):
+    """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
+    handle), and the mark recorded after work on it is keyed by the driver's id of the calling thread's
+    stream, so one thread's recording never stands for another thread's work."""
+    assert not streams.trusted(streams.PER_THREAD_STREAM)
+    assert streams.trusted(0) and streams.trusted(streams.CAI_LEGACY)
+    this_thread = {"id": 101}
+    recorded = []
+    monkeypatch.setattr(streams, "_marks", {})
+    monkeypatch.setattr(streams, "new_event", lambda: object())
+    monkeypatch.setattr(streams, "destroy_event", lambda event: None)
+    monkeypatch.setattr(streams, "foreign_key", lambda handle: (handle, this_thread["id"]))
+
+    class Driver:
+        @staticmethod
+        def cuEventRecord(event, stream):
+            recorded.append((event, stream))
+            return (0,)
+
+    monkeypatch.setattr(streams, "driver", Driver)
+    first = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
+    assert streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM) is first  # same thread: reused
+    this_thread["id"] = 202  # another thread's per-thread stream
+    second = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
+    assert second is not first and second.event is not first.event
+    assert [stream for _, stream in recorded] == [2, 2, 2]
+
+
 def test_operations_refuse_bad_streams_before_any_gpu_call():
     from support import fake_matrix
 
@@ -236,6 +264,46 @@ def test_memory_freed_on_one_stream_and_reused_on_another_is_not_raced():
         assert product_error(C.to_numpy(), a, a) < 1e-5
     s1.close()
     s2.close()
+
+
+@gpu
+def test_a_block_freed_on_one_threads_default_stream_is_not_handed_to_another_thread():
+    """Thread A queues a long product and then a transpose into a small result on its per-thread default
+    stream (handle 2) and frees the result at once; thread B then makes a zero matrix of that size on
+    its own per-thread stream, which runs at once. Had B been given A's block, A's transpose would
+    overwrite B's zeros once A's stream gets to it."""
+    import threading
+
+    x = random((64, 64))
+    big = random((6000, 6000)).astype(np.float64)
+    freed, zeroed = threading.Event(), threading.Event()
+    results = {}
+
+    def thread_a():
+        with gm.Matrix.from_numpy(big) as G, gm.Matrix.from_numpy(x) as X:
+            for _ in range(3):
+                gm.matmul(G, G, stream=streams.PER_THREAD_STREAM).free()  # queued, runs for tens of ms
+            gm.transpose(X, stream=streams.PER_THREAD_STREAM).free()  # its block freed before it is written
+            freed.set()
+            zeroed.wait(30)
+            gm.synchronize()  # A's stream has run: its transpose wrote wherever its block was
+
+    def thread_b():
+        freed.wait(30)
+        Z = gm.Matrix.zeros(64, 64, stream=streams.PER_THREAD_STREAM)
+        results["before"] = Z.to_numpy(stream=streams.PER_THREAD_STREAM)
+        zeroed.set()
+        a.join()
+        results["after"] = Z.to_numpy(stream=streams.PER_THREAD_STREAM)
+        Z.free()
+
+    a, b = threading.Thread(target=thread_a), threading.Thread(target=thread_b)
+    a.start()
+    b.start()
+    a.join()
+    b.join()
+    assert not results["before"].any()
+    assert not results["after"].any()
 
 
 @gpu

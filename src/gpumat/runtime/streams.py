@@ -6,9 +6,12 @@ cuda.core), an object with a `cuda_stream`/`ptr` integer, a cuda.bindings `CUstr
 default stream, which orders itself with every blocking stream.
 
 The registry: `own_streams` holds the live streams gpumat made, `dead_streams` those it has closed.
-Memory remembers a stream only when it is trusted (one of gpumat's own, or the legacy / per-thread
-default streams 0, 1, 2): another library's stream may be destroyed behind gpumat's back, and a
-destroyed handle must never reach the driver, so work on it is followed by an event instead.
+Memory remembers a stream only when it is trusted (one of gpumat's own, or the legacy default stream,
+spelled 0 or 1): another library's stream may be destroyed behind gpumat's back, and a destroyed handle
+must never reach the driver, so work on it is followed by an event instead. The per-thread default
+stream (handle 2) is a different stream in every thread, so a handle remembered in one thread would
+name another stream in the next: it is treated like another library's stream, its marks and kept
+blocks keyed by the driver's id of the calling thread's stream.
 `closed_generation` counts closes, so the memory layer can notice a closed stream with one compare.
 
 A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
@@ -26,7 +29,8 @@ from .errors import check
 
 LEGACY_STREAM = 0  # the handle gpumat passes for the legacy default stream
 CAI_LEGACY = 1  # how __cuda_array_interface__ and DLPack spell that stream
-SPECIAL_STREAMS = frozenset({0, 1, 2})  # legacy default, and the per-thread default stream's two spellings
+PER_THREAD_STREAM = 2  # CU_STREAM_PER_THREAD: each thread's own default stream
+SPECIAL_STREAMS = frozenset({0, 1})  # the legacy default stream's two spellings (0, CU_STREAM_LEGACY): trusted
 
 own_streams: set[int] = set()
 dead_streams: set[int] = set()
@@ -35,7 +39,8 @@ abandoned: collections.deque = collections.deque()  # (device, ptr, handle) of S
 
 
 def trusted(stream: int) -> bool:
-    """Whether a handle can be remembered and used later: gpumat's own live streams and the defaults."""
+    """Whether a handle can be remembered and used later, from any thread: gpumat's own live streams and
+    the legacy default stream."""
     return stream in SPECIAL_STREAMS or stream in own_streams
 
 
@@ -322,7 +327,9 @@ def foreign_key(stream: int) -> tuple[int, int]:
 
 def mark_after(dev: Device, stream: int) -> StreamMark:
     """Record the mark of another library's stream after the work just queued on it (device current)."""
-    key = (dev, stream)
+    # the per-thread default stream's handle names another stream in every thread: key its mark by
+    # the driver's id of this thread's stream, so one thread's recording never stands for another's
+    key = (dev, stream) if stream != PER_THREAD_STREAM else (dev, foreign_key(stream))
     mark = _marks.get(key)
     if mark is None:
         mark = _marks[key] = StreamMark()
