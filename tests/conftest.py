@@ -20,7 +20,26 @@ settings.load_profile("gpumat")
 HAS_GPU = gm.is_available()
 
 
+def _shard(config, items) -> None:
+    """GPUMAT_SHARD=i/n keeps every n-th test from the i-th (tools/sanitize.py runs the shards side by side);
+    GPUMAT_WHOLE_GPU=only|without keeps only, or leaves out, the tests that fill a GPU's memory (those run
+    alone, after the shards)."""
+    shard, whole = os.environ.get("GPUMAT_SHARD"), os.environ.get("GPUMAT_WHOLE_GPU")
+    if not shard and not whole:
+        return
+    keep, drop = [], []
+    index, count = (int(x) for x in shard.split("/")) if shard else (0, 1)
+    for position, item in enumerate(items):
+        alone = "whole_gpu" in item.keywords
+        wanted = position % count == index and (whole is None or (whole == "only") == alone)
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def pytest_collection_modifyitems(config, items):
+    _shard(config, items)
     if HAS_GPU:
         return
     skip = pytest.mark.skip(reason="no NVIDIA GPU or driver on this machine (these run on the device)")

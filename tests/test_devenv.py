@@ -154,3 +154,28 @@ def test_without_a_gpu_devenv_stops_at_once_with_one_line():
 def test_the_probe_needs_nothing_beyond_the_standard_library():
     imported = re.findall(r"^(?:import|from) (\w+)", DEVENV.read_text(), re.M)
     assert set(imported) <= set(sys.stdlib_module_names) | {"cuda_compiler"}, imported
+
+
+def _collected(env: dict, *files: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_sanitize_shards_split_the_suite_and_the_whole_gpu_tests_run_apart():
+    """tools/sanitize.py's shards (GPUMAT_SHARD=i/n, read by conftest) cover every test once between them,
+    the tests that fill a GPU's memory are only in the part run alone."""
+    files = ("tests/test_robustness.py", "tests/test_transpose.py")
+    every = _collected({}, *files)
+    alone = _collected({"GPUMAT_WHOLE_GPU": "only"}, *files)
+    shards = [_collected({"GPUMAT_SHARD": f"{i}/3", "GPUMAT_WHOLE_GPU": "without"}, *files) for i in range(3)]
+    assert len(alone) == 2 and all("huge_square" in t or "running_out" in t for t in alone)
+    together = [t for shard in shards for t in shard]
+    assert all(shards) and len(together) == len(set(together))
+    assert sorted(together + alone) == sorted(every)

@@ -170,6 +170,7 @@ def test_free_racing_an_operation_never_returns_another_matrixs_data(op):
 
 
 @gpu
+@pytest.mark.whole_gpu
 def test_memory_goes_back_after_running_out():
     """Run the GPU out of memory, free everything: the pool keeps at most its cache limit, and another
     process can allocate on the GPU while this one is still alive."""

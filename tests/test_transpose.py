@@ -340,6 +340,7 @@ def test_out_overlapping_input_rejected():
 
 
 @pytest.mark.gpu
+@pytest.mark.whole_gpu
 def test_huge_square_beyond_2_31_elements():
     """46341^2 > 2^31 elements: element offsets must be 64-bit everywhere. Checked on sampled rows/columns."""
     n = 46341

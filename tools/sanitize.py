@@ -1,55 +1,104 @@
 """`make sanitize`: the GPU tests under compute-sanitizer, memcheck then racecheck, zero errors wanted.
 
-Runs with fewer hypothesis examples (the tools slow every kernel by 10-100x) and stops at the first
-tool that reports an error. Extra arguments go to pytest (e.g. a test file).
+Runs with fewer hypothesis examples (the tools slow every kernel by 10-100x). The tests are split into
+`--jobs` shards (default: 2 per visible GPU) that run side by side, each on one GPU; the tests marked
+`whole_gpu` (they fill a GPU's memory) run afterwards, alone. `--tool` picks one tool; `--timeout` stops
+a shard that runs too long (it then counts as failed). Each shard's log ends with the tool's summary
+line; the last line printed says whether every shard of every tool reported 0 errors. Extra arguments
+go to pytest (e.g. a test file).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 TOOLS = ("memcheck", "racecheck")
 
 
+def _gpu_count() -> int:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+    import gpumat as gm
+
+    return max(gm.device_count(), 1)
+
+
+def _visible(gpus: int) -> list[str]:
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return listed.split(",")[:gpus] if listed else [str(i) for i in range(gpus)]
+
+
+def _summary(log: str) -> str:
+    with open(log, errors="replace") as f:
+        lines = [line.strip() for line in f if "ERROR SUMMARY" in line or "RACECHECK SUMMARY" in line]
+    return lines[-1] if lines else "(no summary line: the shard did not finish)"
+
+
+def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> bool:
+    gpus = _visible(_gpu_count())
+    base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4")}
+    parts = [
+        (f"{tool}-{i}of{jobs}", {"GPUMAT_SHARD": f"{i}/{jobs}", "GPUMAT_WHOLE_GPU": "without"}) for i in range(jobs)
+    ]
+    parts.append((f"{tool}-whole-gpu", {"GPUMAT_WHOLE_GPU": "only"}))
+    cmd = [exe, "--tool", tool, "--error-exitcode", "86", "--target-processes", "all", sys.executable]
+    cmd += ["-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *tests]
+    ok = True
+    running = []
+    for number, (name, extra) in enumerate(parts[:-1]):
+        env = {**base, **extra, "CUDA_VISIBLE_DEVICES": gpus[number % len(gpus)]}
+        log = os.path.join(logs, name + ".log")
+        running.append((name, log, subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)))
+    deadline = time.monotonic() + timeout
+    for name, log, proc in running:
+        ok &= _finish(name, log, proc, deadline)
+    name, extra = parts[-1]
+    log = os.path.join(logs, name + ".log")
+    env = {**base, **extra, "CUDA_VISIBLE_DEVICES": gpus[0]}
+    proc = subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    ok &= _finish(name, log, proc, time.monotonic() + timeout)
+    return ok
+
+
+def _finish(name: str, log: str, proc: subprocess.Popen, deadline: float) -> bool:
+    try:
+        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        code = "timeout"
+    with open(log, errors="replace") as f:
+        tail = [line.strip() for line in f if " passed" in line or " failed" in line or " error" in line]
+    print(f"{name}: exit {code}; {_summary(log)}; {tail[-1] if tail else 'no pytest summary'}", flush=True)
+    return code in (0, 5)  # 5: every test of this shard deselected
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tool", choices=TOOLS, action="append", help="one tool (default: both, in turn)")
+    parser.add_argument("--jobs", type=int, default=0, help="shards side by side (default: 2 per GPU)")
+    parser.add_argument("--timeout", type=float, default=24 * 3600, help="seconds a shard may run")
+    parser.add_argument("--logs", default=os.environ.get("GPUMAT_SANITIZE_LOGS", "build/sanitize"))
+    args, tests = parser.parse_known_args()
     exe = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     if not os.path.exists(exe):
         print("make sanitize: compute-sanitizer not found (it comes with the CUDA toolkit)", file=sys.stderr)
         return 2
-    env = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4")}
-    tests = sys.argv[1:] or ["tests"]
-    for tool in TOOLS:
-        cmd = [
-            exe,
-            "--tool",
-            tool,
-            "--error-exitcode",
-            "86",
-            "--target-processes",
-            "all",
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-m",
-            "gpu",
-            "-p",
-            "no:cacheprovider",
-            *tests,
-        ]
-        print(f"== compute-sanitizer --tool {tool}", flush=True)
-        code = subprocess.run(cmd, env=env).returncode
-        if code != 0:
-            print(
-                f"make sanitize: {tool} failed (exit {code}{', errors reported' if code == 86 else ''})",
-                file=sys.stderr,
-            )
-            return 1
-    print("make sanitize: memcheck and racecheck report no errors")
+    os.makedirs(args.logs, exist_ok=True)
+    jobs = args.jobs or 2 * _gpu_count()
+    failed = []
+    for tool in args.tool or TOOLS:
+        print(f"== compute-sanitizer --tool {tool}: {jobs} shards, then the whole-GPU tests", flush=True)
+        if not run_tool(exe, tool, jobs, tests or ["tests"], args.logs, args.timeout):
+            failed.append(tool)
+    if failed:
+        print(f"make sanitize: {', '.join(failed)} reported errors or did not finish (logs in {args.logs})")
+        return 1
+    print("make sanitize: every shard of every tool reports 0 errors")
     return 0
 
 
