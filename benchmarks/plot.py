@@ -99,20 +99,27 @@ def series_outofcore(data):
 
 def series_multigpu(data):
     r = data["result"]
-    counts = sorted({d["gpus"] for d in r["direct"]} | {d["workers"] for d in r["dask"] if isinstance(r["dask"], list)})
+    dask = r["dask"] if isinstance(r["dask"], list) else []
+    counts = sorted({d["gpus"] for d in r["direct"]} | {d["workers"] for d in dask})
     labels = [f"{g} GPU" + ("s" if g > 1 else "") for g in counts]
-    direct = {d["gpus"]: d["speedup"] for d in r["direct"]}
-    dask = (
-        {d["workers"]: r["direct"][0]["seconds"] / d["seconds"] for d in r["dask"]}
-        if isinstance(r["dask"], list)
-        else {}
-    )
+    one_gpu = r["direct"][0]["seconds"]
     series = {
         "ideal": [float(g) for g in counts],
-        "gm.matmul (out of core)": [direct.get(g) for g in counts],
-        "gpumat.dask": [dask.get(g) for g in counts],
+        "gm.matmul (out of core)": [{d["gpus"]: d["speedup"] for d in r["direct"]}.get(g) for g in counts],
     }
-    return labels, series, "speed-up over gm.matmul on one GPU"
+    for way in ("numpy_chunks", "resident_end_to_end", "resident_on_gpu"):
+        by_workers = {d["workers"]: one_gpu / d[way]["seconds"] for d in dask if way in d}
+        series[f"gpumat.dask, {way.replace('_', ' ')}"] = [by_workers.get(g) for g in counts]
+    return labels, series, "speed-up over gm.matmul (out of core) on one GPU"
+
+
+def series_dask(data):
+    labels = [f"{r['dtype']} {r['M']}^3, chunk {r['chunk']}" for r in data["results"]]
+    ways = list(dict.fromkeys(w for r in data["results"] for w in r["ways"]))
+    series = {"direct gm.matmul": [1.0] * len(labels)}
+    for way in ways:
+        series[way] = [r["ways"].get(way, {}).get("over_direct") for r in data["results"]]
+    return labels, series, "seconds / direct gm.matmul of device matrices"
 
 
 ANCHORS = ("cuBLAS", "copy", "cuSPARSE", "CuPy", "cupy.dot")
@@ -158,6 +165,7 @@ SERIES = {
     "matmul-float64": series_matmul_dtype,
     "outofcore": series_outofcore,
     "multigpu": series_multigpu,
+    "dask": series_dask,
     "transpose": series_transpose,
     "dot": series_dot,
     "spmm": series_spmm,
@@ -191,7 +199,7 @@ def main(path: str) -> Path:
         xs = [i for i, v in enumerate(values) if v is not None]
         style = (
             dict(color="black", linewidth=2.5, linestyle="--")
-            if name in ("cuBLAS", "copy", "cuSPARSE", "floor", "ideal")
+            if name in ("cuBLAS", "copy", "cuSPARSE", "floor", "ideal", "direct gm.matmul")
             else {}
         )
         if name in ("CuPy", "cupy.dot"):

@@ -1,36 +1,45 @@
-"""gpumat.dask: dask.array products with each block product on a worker's GPU (skipped without dask)."""
+"""gpumat.dask: dask.array collections with gpumat Matrix chunks kept on the GPUs, and products of numpy
+chunks with each block product on a worker's GPU (skipped without dask)."""
 
 from __future__ import annotations
+
+import gc
+import sys
 
 import numpy as np
 import pytest
 
-da = pytest.importorskip("dask.array")
+da = pytest.importorskip("dask.array", reason="the dask extra is not installed (pip install gpumat[dask])")
 
 from support import product_error  # noqa: E402
 
 import gpumat as gm  # noqa: E402
+from gpumat import _dtypes  # noqa: E402
 from gpumat import dask as gmd  # noqa: E402
+from gpumat.dask import chunks, graph  # noqa: E402
+
+DTYPES = [np.float32, np.float64, np.float16, _dtypes.BFLOAT16]
 
 
 def host_product(x, y):
     return x.astype(np.float64) @ y.astype(np.float64)
 
 
-@pytest.mark.parametrize("chunks", [((5, 7), (7, 3)), ((13, 4), (6, 9)), ((40, 40), (40, 40))])
-def test_the_graph_multiplies_blocks_and_sums_over_k(monkeypatch, chunks):
-    """CPU: the block product replaced by numpy; checks the blockwise layout, the rechunking of b and
-    Dask's K reduction."""
+# -------------------------------------------------------------------------------------------------
+# CPU: the numpy-chunk graph, with the block product replaced by numpy
+# -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("chunk_shapes", [((5, 7), (7, 3)), ((13, 4), (6, 9)), ((40, 40), (40, 40))])
+def test_host_chunks_multiply_blocks_and_sum_over_k(monkeypatch, chunk_shapes):
     calls = []
 
     def fake(x, y):
         calls.append((x.shape, y.shape))
         return host_product(x, y).astype(x.dtype)
 
-    monkeypatch.setattr(gmd, "_gpu_product", fake)
+    monkeypatch.setattr(graph, "host_product", fake)
     rng = np.random.default_rng(0)
     a, b = rng.uniform(-1, 1, (37, 29)), rng.uniform(-1, 1, (29, 23))
-    A, B = da.from_array(a, chunks=chunks[0]), da.from_array(b, chunks=chunks[1])
+    A, B = da.from_array(a, chunks=chunk_shapes[0]), da.from_array(b, chunks=chunk_shapes[1])
     C = gmd.matmul(A, B)
     assert C.shape == (37, 23) and C.dtype == a.dtype
     got = C.compute(scheduler="sync")
@@ -40,15 +49,15 @@ def test_the_graph_multiplies_blocks_and_sums_over_k(monkeypatch, chunks):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-def test_many_k_blocks_through_every_reduction_level(monkeypatch, dtype):
-    """CPU: 9 K blocks with split_every=2 go through the combine step (nested lists) before the
-    aggregate; float16 partial products are summed in float32 and rounded once at the end."""
+def test_host_chunks_through_every_reduction_level(monkeypatch, dtype):
+    """9 K blocks with split_every=2 go through the combine step (nested lists) before the aggregate;
+    float16 partial products are summed in float32 and rounded once at the end."""
     import dask
 
     monkeypatch.setattr(
-        gmd,
-        "_gpu_product",
-        lambda x, y: (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32 if dtype == np.float16 else dtype),
+        graph,
+        "host_product",
+        lambda x, y: host_product(x, y).astype(np.float32 if dtype == np.float16 else dtype),
     )
     rng = np.random.default_rng(5)
     a, b = rng.uniform(-1, 1, (24, 90)).astype(dtype), rng.uniform(-1, 1, (90, 17)).astype(dtype)
@@ -65,44 +74,269 @@ def test_many_k_blocks_through_every_reduction_level(monkeypatch, dtype):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
 
-def test_argument_checks():
-    A = da.ones((4, 5), chunks=2)
+# -------------------------------------------------------------------------------------------------
+# CPU: the resident graph, with uploads and the GPU block task replaced by numpy
+# -------------------------------------------------------------------------------------------------
+class Recorder:
+    """Stands in for the GPU: uploads keep the numpy block; a C block is the K products added in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def upload(self, block, dtype=None):
+        return np.array(block, dtype=dtype)
+
+    def block(self, a_row, b_col):
+        self.calls.append(([x.shape for x in a_row], [y.shape for y in b_col]))
+        total = np.zeros((a_row[0].shape[0], b_col[0].shape[1]))
+        for x, y in zip(a_row, b_col, strict=True):
+            total = host_product(x, y) + total
+        return total.astype(a_row[0].dtype)
+
+
+@pytest.mark.parametrize(
+    "a_chunks, b_chunks",
+    [((8, 10), (10, 9)), ((13, 4), (6, 9)), ((40, 40), (40, 40)), ((5, (3, 20, 7)), ((11, 19), 6))],
+)
+def test_resident_graph_one_task_a_block_with_its_k_blocks_in_order(monkeypatch, a_chunks, b_chunks):
+    rec = Recorder()
+    monkeypatch.setattr(chunks, "upload", rec.upload)
+    monkeypatch.setattr(graph, "resident_block", rec.block)
+    rng = np.random.default_rng(7)
+    a, b = rng.uniform(-1, 1, (37, 30)), rng.uniform(-1, 1, (30, 23))
+    A, B = gmd.from_array(a, chunks=a_chunks), gmd.from_array(b, chunks=b_chunks)
+    assert graph.is_resident(A) and isinstance(A._meta, gm.Matrix) and "Matrix" in repr(A)
+    C = gmd.matmul(A, B)
+    assert graph.is_resident(C) and C.shape == (37, 23) and C.dtype == np.float64
+    assert C.chunks[0] == A.chunks[0] and C.chunks[1] == B.chunks[1]
+    got = C.compute(scheduler="sync")
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+    assert len(rec.calls) == len(C.chunks[0]) * len(C.chunks[1])  # one task a block of C
+    for a_shapes, b_shapes in rec.calls:  # every K block of A's row, in order, against B's aligned blocks
+        assert [s[1] for s in a_shapes] == list(A.chunks[1]) == [s[0] for s in b_shapes]
+    assert C.compute(scheduler="sync").tobytes() == got.tobytes()
+
+
+def test_bad_input_raises_before_any_task(monkeypatch):
+    def no_tasks(*args, **kwargs):
+        raise AssertionError("a task ran")
+
+    monkeypatch.setattr(chunks, "upload", no_tasks)
+    monkeypatch.setattr(graph, "resident_block", no_tasks)
+    monkeypatch.setattr(graph, "host_product", no_tasks)
+    A = gmd.from_array(np.ones((4, 5)), chunks=2)
     with pytest.raises(ValueError, match="not aligned"):
-        gmd.matmul(A, da.ones((4, 5), chunks=2))
+        gmd.matmul(A, gmd.from_array(np.ones((4, 5)), chunks=2))
     with pytest.raises(TypeError, match="mix dtypes"):
-        gmd.matmul(A, da.ones((5, 3), chunks=2, dtype=np.float32))
+        gmd.matmul(A, gmd.from_array(np.ones((5, 3), np.float32), chunks=2))
+    with pytest.raises(TypeError, match="numpy chunks"):
+        gmd.matmul(A, da.ones((5, 3), chunks=2))
+    with pytest.raises(TypeError, match="numpy chunks"):
+        gmd.matmul(da.ones((4, 5), chunks=2), gmd.from_array(np.ones((5, 3)), chunks=2))
     with pytest.raises(ValueError, match="2-D"):
-        gmd.matmul(da.ones(4, chunks=2), A)
+        gmd.matmul(da.ones(4, chunks=2), da.ones((4, 3), chunks=2))
+    with pytest.raises(ValueError, match="2-D"):
+        gmd.matmul(da.ones((2, 4, 5), chunks=2), da.ones((5, 3), chunks=2))
+    with pytest.raises(TypeError, match="dask array"):
+        gmd.matmul(np.ones((4, 5)), A)
+    with pytest.raises(TypeError, match="gpumat matrices hold"):
+        gmd.matmul(da.ones((4, 5), chunks=2, dtype=np.int32), da.ones((5, 3), chunks=2, dtype=np.int32))
+    with pytest.raises(ValueError, match="2-D"):
+        gmd.from_array(np.ones((2, 3, 4)))
+    with pytest.raises(TypeError, match="gpumat matrices hold"):
+        gmd.from_array(np.ones((3, 4), np.int64))
+    with pytest.raises(TypeError, match="numpy array or a dask array"):
+        gmd.from_array([[1.0, 2.0]])
+    with pytest.raises(TypeError, match="Matrices already"):
+        gmd.from_array(A)
+    with pytest.raises(TypeError, match="Matrix chunks"):
+        gmd.to_numpy(da.ones((4, 5), chunks=2))
 
 
-def test_workers_are_bound_to_gpus_by_name(monkeypatch):
-    distributed = pytest.importorskip("distributed")
-    import gpumat.runtime.devices as drv
+def test_meta_needs_no_gpu_and_slices_like_a_chunk():
+    for dtype in DTYPES:
+        m = chunks.meta(dtype)
+        assert isinstance(m, gm.Matrix) and m.shape == (0, 0) and m.dtype == dtype and m.ndim == 2
+        assert m[0:0, 0:0].shape == (0, 0)
 
-    monkeypatch.setattr(drv, "device_count", lambda: 2)
+
+# -------------------------------------------------------------------------------------------------
+# CPU: moving a chunk between workers (the header and frames, GPU stood in for)
+# -------------------------------------------------------------------------------------------------
+class HostChunk:
+    """What serialize_host reads of a Matrix."""
+
+    def __init__(self, values):
+        self.values, self.dtype = values, values.dtype
+
+    def to_numpy(self):
+        return self.values
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_host_frames_round_trip_bit_for_bit(monkeypatch, dtype):
+    values = np.random.default_rng(3).standard_normal((7, 5)).astype(dtype)
+    header, frames = chunks.serialize_host(HostChunk(values))
+    assert header == {"shape": [7, 5], "dtype": _dtypes.name(np.dtype(dtype)), "nbytes": values.nbytes}
+    assert len(frames) == 1 and frames[0].nbytes == values.nbytes
+    uploaded = []
+    monkeypatch.setattr(gm.Matrix, "from_numpy", classmethod(lambda cls, x, device=None: uploaded.append(x) or x))
+    back = chunks.deserialize_host(header, [bytes(frames[0])])
+    assert back.dtype == values.dtype and back.shape == values.shape and back.tobytes() == values.tobytes()
+
+
+def test_the_chunk_type_is_registered_with_dask_and_distributed():
+    from dask.array.chunk_types import is_valid_chunk_type
+    from dask.array.dispatch import concatenate_lookup
+
+    assert is_valid_chunk_type(gm.Matrix)
+    assert concatenate_lookup.dispatch(gm.Matrix) is chunks.concatenate
+    pytest.importorskip("distributed", reason="distributed is not installed")
+    from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+    from distributed.protocol.serialize import dask_deserialize, dask_serialize
+
+    assert dask_serialize.dispatch(gm.Matrix) is chunks.serialize_host
+    assert dask_deserialize.dispatch(gm.Matrix) is chunks.deserialize_host
+    assert cuda_serialize.dispatch(gm.Matrix) is chunks.serialize_device
+    assert cuda_deserialize.dispatch(gm.Matrix) is chunks.deserialize_device
+
+
+def test_workers_are_bound_to_gpus(monkeypatch):
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    import gpumat.dask.chunks as chunk_module
+
+    monkeypatch.setattr(chunk_module, "device_count", lambda: 2)
+    monkeypatch.delitem(sys.modules, "dask_cuda", raising=False)
     with (
         distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
         workers = client.scheduler_info()["workers"]
-        seen = {
-            info["name"]: client.submit(gmd._worker_device, workers=[address], pure=False).result()
-            for address, info in workers.items()
-        }
-    assert seen == {0: 0, 1: 1, 2: 0}  # workers 0, 1, 2 on GPUs 0, 1, 0
-    assert gmd._worker_device() is None  # outside a worker: the current GPU
+
+        def seen():
+            return {
+                info["name"]: client.submit(chunks.worker_device, workers=[address], pure=False).result()
+                for address, info in workers.items()
+            }
+
+        assert seen() == {0: 0, 1: 1, 2: 0}  # workers 0, 1, 2 on GPUs 0, 1, 0
+        # dask-cuda lists each worker's own GPU first in its CUDA_VISIBLE_DEVICES
+        monkeypatch.setitem(sys.modules, "dask_cuda", object())
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+        assert set(seen().values()) == {0}
+    assert chunks.worker_device() is None  # outside a worker: the current GPU
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU
+# -------------------------------------------------------------------------------------------------
+def _tolerance(dtype, k):
+    eps = {np.dtype(np.float32): 2.0**-23, np.dtype(np.float64): 2.0**-52}.get(np.dtype(dtype), 2.0**-8)
+    return 4 * eps * max(k, 1) ** 0.5 + (eps if eps > 2.0**-20 else 0)
+
+
+def _local_cluster(workers=None, processes=False):
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    cluster = distributed.LocalCluster(
+        n_workers=workers or gm.device_count(), threads_per_worker=1, processes=processes, dashboard_address=None
+    )
+    return cluster, distributed.Client(cluster)
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_with_a_local_cluster():
-    distributed = pytest.importorskip("distributed")
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: _dtypes.name(np.dtype(d)))
+def test_resident_product_against_numpy_and_the_same_bits_twice(dtype):
+    rng = np.random.default_rng(11)
+    a = rng.uniform(-1, 1, (301, 257)).astype(dtype)
+    b = rng.uniform(-1, 1, (257, 129)).astype(dtype)
+    gc.collect()
+    start = gm.memory_info()["used"]
+    cluster, client = _local_cluster()
+    with cluster, client:
+        A = gmd.from_array(a, chunks=(128, 100)).persist()
+        B = gmd.from_array(b, chunks=(64, 50)).persist()  # rows re-chunked on the GPU to A's columns
+        C = gmd.matmul(A, B)
+        first = gmd.to_numpy(C).compute()
+        second = gmd.to_numpy(C).compute()
+        whole = C.compute()  # Matrix chunks joined on the GPU
+        assert isinstance(whole, gm.Matrix) and whole.to_numpy().tobytes() == first.tobytes()
+        whole.free()
+        del A, B, C
+    assert first.dtype == np.dtype(dtype) and first.tobytes() == second.tobytes()
+    ref = host_product(a, b)
+    scale = host_product(np.abs(a), np.abs(b))
+    assert np.all(np.abs(first.astype(np.float64) - ref) <= _tolerance(dtype, a.shape[1]) * scale + 1e-300)
+    gc.collect()
+    assert gm.memory_info()["used"] == start  # every chunk freed once the cluster let it go
+
+
+@pytest.mark.gpu
+def test_a_chunk_moves_between_two_worker_processes_bit_for_bit():
+    """Two worker processes on one GPU: a chunk made on one is read by the other (distributed's host
+    frames over TCP), and a resident product whose chunks are spread over both is right."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((300, 200)).astype(_dtypes.BFLOAT16)
+    a = rng.uniform(-1, 1, (256, 192)).astype(np.float32)
+    b = rng.uniform(-1, 1, (192, 160)).astype(np.float32)
+    cluster, client = _local_cluster(workers=2, processes=True)
+    with cluster, client:
+        first, second = list(client.scheduler_info()["workers"])
+        made = client.submit(chunks.upload, x, workers=[first], pure=False)
+        back = client.submit(chunks.download, made, workers=[second], pure=False).result()
+        assert back.dtype == x.dtype and back.tobytes() == x.tobytes()
+        A = gmd.from_array(a, chunks=64).persist()
+        B = gmd.from_array(b, chunks=64).persist()
+        got = gmd.to_numpy(gmd.matmul(A, B)).compute()
+        owners = client.who_has(list(A.__dask_keys__()[0]) + list(B.__dask_keys__()[0]))
+        assert len({w for ws in owners.values() for w in ws}) == 2  # the chunks were spread over both
+    assert product_error(got, a, b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_device_frames_round_trip():
+    """distributed's cuda family: the header and the chunk as its device frame, read back from a frame of
+    raw bytes in another library's memory (as UCX hands it over)."""
+    cupy = pytest.importorskip("cupy")
+    x = np.random.default_rng(4).standard_normal((33, 17)).astype(np.float16)
+    with gm.Matrix.from_numpy(x) as X:
+        header, (frame,) = chunks.serialize_device(X.T)  # a transposed view travels packed, row-major
+        assert header["shape"] == [17, 33] and frame.is_contiguous and not frame.is_transposed
+        raw = cupy.asarray(frame).view(cupy.uint8).ravel().copy()  # the bytes somewhere else
+        back = chunks.deserialize_device(header, [raw])
+        assert back.to_numpy().tobytes() == np.ascontiguousarray(x.T).tobytes()
+        back.free()
+
+
+@pytest.mark.gpu
+def test_joining_and_rechunking_matrix_chunks_on_the_gpu():
+    x = np.random.default_rng(8).standard_normal((50, 41))
+    X = gmd.from_array(x, chunks=(16, 9))
+    assert X.compute(scheduler="sync").to_numpy().tobytes() == x.tobytes()
+    Y = X.rechunk((25, 20))
+    assert gmd.to_numpy(Y).compute(scheduler="sync").tobytes() == x.tobytes()
+    with gm.Matrix.from_numpy(x) as M:
+        joined = chunks.concatenate([M[:, :20].T, M[:, 20:].T], axis=0)  # transposed views joined row-major
+        assert joined.to_numpy().tobytes() == np.ascontiguousarray(x.T).tobytes()
+        joined.free()
+
+
+@pytest.mark.gpu
+def test_numpy_chunks_on_the_gpu_with_a_local_cluster():
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (700, 500)).astype(np.float32), rng.uniform(-1, 1, (500, 300)).astype(np.float32)
-    with (
-        distributed.LocalCluster(
-            n_workers=gm.device_count(), threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster),
-    ):
+    cluster, client = _local_cluster()
+    with cluster, client:
         got = gmd.matmul(da.from_array(a, chunks=(256, 128)), da.from_array(b, chunks=(128, 128))).compute()
     assert product_error(got, a, b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_a_pickled_matrix_comes_back_with_its_values():
+    import pickle
+
+    x = np.random.default_rng(6).standard_normal((9, 13)).astype(np.float32)
+    with gm.Matrix.from_numpy(x) as X:
+        for m in (X, X.T, X[2:5, 3:11]):
+            back = pickle.loads(pickle.dumps(m))
+            assert back.to_numpy().tobytes() == m.to_numpy().tobytes()
+            back.free()

@@ -8,7 +8,7 @@ import sys
 
 from .runtime.errors import NoDeviceError
 
-BENCHES = ("matmul", "gemm", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu")
+BENCHES = ("matmul", "gemm", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu", "dask")
 LONG_BENCHES = ("sweep",)  # named only: not part of `bench all`
 
 

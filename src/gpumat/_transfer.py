@@ -19,16 +19,11 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     if out.size == 0:
         _ = m.elements  # a freed source raises FreedMatrixError here
         return out
-    isz = m.itemsize
     if src_dev is dst_dev:
         with dst_dev.lock:
-            _ = m.elements
-            use_on(s, m, out)
-            for src, dst in paired_pieces(m, out):
-                h, w = src.shape
-                memops.copy_device_2d(dst.elements, dst.stride * isz, src.elements, src.stride * isz, w * isz, h, s)
-            done_on(s, m, out)
+            _copy_pieces(m, out, s)
         return out
+    isz = m.itemsize
     dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
     src_dev.enable_peer_access(dst_dev)
     src_stream = stream_handle(None, src_dev)
@@ -48,3 +43,31 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     finally:
         buf.unhold()
     return out
+
+
+def copy_into(src: Matrix, dst: Matrix, stream=None) -> None:
+    """dst[...] = src for two matrices of one shape, dtype and layout on one GPU (views and batches alike;
+    queued on `stream`). What gathers Dask chunks into one matrix."""
+    if src.shape != dst.shape or src.dtype != dst.dtype or src.is_transposed != dst.is_transposed:
+        raise ValueError(f"copy_into: {src!r} does not fit {dst!r} (same shape, dtype and layout wanted)")
+    dev = src.device
+    if dst.device is not dev:
+        raise ValueError(f"copy_into: the source is on GPU {dev.ordinal}, the destination on GPU {dst.device.ordinal}")
+    if dst._buffer.borrowed and dst._buffer.readonly:
+        raise ValueError("copy_into: the destination is a read-only import")
+    s = stream_handle(stream, dev)
+    with dev.lock:
+        _copy_pieces(src, dst, s)
+
+
+def _copy_pieces(src: Matrix, dst: Matrix, s: int) -> None:
+    """The same-device copy, piece by piece of the storage (device lock held)."""
+    _ = src.elements, dst.elements  # freed matrices raise FreedMatrixError here
+    if not src.size:
+        return
+    isz = src.itemsize
+    use_on(s, src, dst)
+    for a, b in paired_pieces(src, dst):
+        h, w = a.shape
+        memops.copy_device_2d(b.elements, b.stride * isz, a.elements, a.stride * isz, w * isz, h, s)
+    done_on(s, src, dst)

@@ -428,6 +428,11 @@ class Matrix:
         if self._owner:
             buf.release()
 
+    def __reduce__(self):
+        """Pickling goes through the host: the values (to_numpy) are pickled, and unpickling uploads them to
+        the current GPU as a packed row-major matrix (what moves a Matrix between processes)."""
+        return _from_host, (self.to_numpy(),)
+
     def __enter__(self) -> Matrix:
         return self
 
@@ -472,6 +477,11 @@ _HOST_OPERAND = (
 )
 _DeviceBuffer = memory.DeviceBuffer
 _ops = None
+
+
+def _from_host(array: np.ndarray) -> Matrix:
+    """Unpickle a Matrix (see Matrix.__reduce__)."""
+    return Matrix.from_numpy(array)
 
 
 def _operations():

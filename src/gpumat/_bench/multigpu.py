@@ -1,6 +1,7 @@
 """`python -m gpumat bench multigpu`: one out-of-core product on 1, 2, ... GPUs of this host, and the
-same product as a dask.array graph on a LocalCluster of 1, 2, ... workers (one GPU each; skipped
-without dask and distributed).
+same product through gpumat.dask on a LocalCluster of 1, 2, ... workers (one GPU each; skipped without
+dask and distributed): numpy chunks, resident (Matrix) chunks end to end, and resident chunks already
+on the GPUs.
 
 float32 host operands (numpy in, numpy out), each GPU limited to 1/4 of what A, B and C need (so the
 product is out of core on one GPU). Dask: 8192-square chunks, the block products by gpumat.dask, the K
@@ -31,10 +32,14 @@ def _read_block(name: str, block_info=None) -> np.ndarray:
     return _HOST[name][r0:r1, c0:c1]
 
 
-def dask_seconds(a, b, workers: int, chunk: int) -> tuple[float, np.ndarray] | None:
+def dask_seconds(a, b, workers: int, chunk: int) -> dict | None:
+    """Seconds of the product through gpumat.dask on `workers` workers (one GPU each), three ways:
+    numpy chunks (each block host -> GPU -> host, K sums on the CPU); resident chunks end to end (A and
+    B uploaded chunk by chunk, C's chunks stored into a host array); resident chunks with A and B already
+    on the GPUs and C left there. Also C (from the end-to-end run)."""
     try:
         import dask.array as da
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster, wait
     except ImportError:
         return None
     from gpumat import dask as gmd
@@ -42,16 +47,29 @@ def dask_seconds(a, b, workers: int, chunk: int) -> tuple[float, np.ndarray] | N
     # threads, not processes: the workers share the host arrays, and tasks read their blocks by name
     # (the arrays are not put into the graph); each worker is still bound to its own GPU by its name
     _HOST.update(a=a, b=b)
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
     with (
         LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
-        Client(cluster),
+        Client(cluster) as client,
     ):
         A = da.map_blocks(_read_block, "a", chunks=da.core.normalize_chunks(chunk, a.shape), dtype=a.dtype)
         B = da.map_blocks(_read_block, "b", chunks=da.core.normalize_chunks(chunk, b.shape), dtype=b.dtype)
-        got = {}
-        seconds = wall(lambda: got.__setitem__("c", gmd.matmul(A, B).compute()), repeat=2)
+        numpy_chunks = wall(lambda: da.store(gmd.matmul(A, B), out, lock=False), repeat=2)
+        end_to_end = wall(
+            lambda: da.store(gmd.to_numpy(gmd.matmul(gmd.from_array(A), gmd.from_array(B))), out, lock=False),
+            repeat=2,
+        )
+        on_gpu_a, on_gpu_b = gmd.from_array(A).persist(), gmd.from_array(B).persist()
+        wait([on_gpu_a, on_gpu_b])
+
+        def resident():
+            C = gmd.matmul(on_gpu_a, on_gpu_b).persist()
+            wait(C)
+            gmd.synchronize(client)
+
+        resident_only = wall(resident, repeat=3)
     _HOST.clear()
-    return seconds, got["c"]
+    return {"numpy_chunks": numpy_chunks, "resident_end_to_end": end_to_end, "resident_on_gpu": resident_only, "c": out}
 
 
 def run(args) -> dict:
@@ -94,18 +112,17 @@ def run(args) -> dict:
         if got is None:
             record["dask"] = "not run: dask or distributed is not installed"
             break
-        t, c = got
-        one = record["dask"][0]["seconds"] if record["dask"] else t
-        record["dask"].append(
-            {
-                "workers": w,
+        c = got.pop("c")
+        one = record["dask"][0] if record["dask"] else None
+        entry = {"workers": w, "rel_error_first_rows": first_rows_error(a, b, c)}
+        for way, t in got.items():
+            entry[way] = {
                 "seconds": t,
-                "speedup": one / t,
+                "speedup": (one[way]["seconds"] if one else t) / t,
                 "over_direct": t / direct[w],
-                "rel_error_first_rows": first_rows_error(a, b, c),
             }
-        )
-        rows.append([f"dask, {w} worker(s)", w, t, one / t, t / direct[w]])
+            rows.append([f"dask {way.replace('_', ' ')}", w, t, entry[way]["speedup"], t / direct[w]])
+        record["dask"].append(entry)
         del c
     print_table(
         f"{m}x{n}x{k} float32, host arrays, each GPU limited to 1/{SHARE} of the data; in device "

@@ -1,0 +1,88 @@
+"""gpumat on Dask: dask.array collections whose chunks stay on the workers' GPUs as gpumat Matrices.
+
+    from dask.distributed import Client, LocalCluster
+    import gpumat.dask as gmd
+    client = Client(LocalCluster(n_workers=gm.device_count(), threads_per_worker=1))  # one worker a GPU
+    A = gmd.from_array(a, chunks=8192).persist()    # numpy or dask array in; chunks uploaded on the workers
+    B = gmd.from_array(b, chunks=8192).persist()
+    C = gmd.matmul(A, B)                             # lazy; every block of C computed on a GPU
+    c = gmd.to_numpy(C).compute()                    # only the result comes back to the host
+
+- `from_array(x, chunks)`: chunks become Matrices on the GPU of the worker that makes them.
+- `matmul(a, b)`: with Matrix chunks, each block of C is one task that adds its K products on the GPU
+  in a fixed order (the GEMM's beta = 1), so the same graph gives the same bits; with numpy chunks,
+  each block product goes host -> GPU -> host and Dask adds the partial products (the path for data
+  that should stay in host memory).
+- `to_numpy(x)`: the chunks back as numpy arrays (`x.map_blocks(gm.Matrix.to_numpy)` does the same).
+
+Which GPU a worker uses: gpumat.dask.chunks.worker_device (dask-cuda's CUDA_VISIBLE_DEVICES, else a
+LocalCluster worker's number). Chunks move between worker processes through distributed's `cuda`
+serialisation family where the transport carries device memory (UCX), else through the host (TCP).
+
+Dask is an optional dependency (the `dask` extra); importing gpumat never imports it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import _dtypes
+from . import chunks as _chunks
+from . import graph
+
+_chunks.register()
+
+
+def from_array(x, chunks=None, dtype=None):
+    """A dask array with gpumat Matrix chunks from a 2-D numpy array or dask array (numpy chunks): each
+    chunk is uploaded by the worker that makes it (converted to `dtype` on the host if given). `chunks`
+    as dask.array takes it; None keeps a dask array's chunks and gives a numpy array Dask's "auto"."""
+    import dask.array as da
+
+    if isinstance(x, da.Array):
+        if graph.is_resident(x):
+            raise TypeError("gpumat.dask.from_array: the array's chunks are gpumat Matrices already")
+        source = x if chunks is None else x.rechunk(chunks)
+    elif isinstance(x, np.ndarray):
+        source = da.from_array(x, chunks="auto" if chunks is None else chunks)
+    else:
+        raise TypeError(f"gpumat.dask.from_array takes a numpy array or a dask array, got {type(x).__name__}")
+    if source.ndim != 2:
+        raise ValueError(f"gpumat.dask works on 2-D arrays, got {source.ndim}-D")
+    dt = _dtypes.as_dtype(source.dtype if dtype is None else dtype)  # TypeError for dtypes gpumat lacks
+    return source.map_blocks(
+        functools.partial(_chunks.upload, dtype=dt),
+        dtype=dt,
+        meta=_chunks.meta(dt),
+        name="gpumat-upload-" + da.core.tokenize(source, dt),
+    )
+
+
+def to_numpy(x):
+    """The dask array with its gpumat Matrix chunks brought back to the host as numpy chunks."""
+    import dask.array as da
+
+    if not isinstance(x, da.Array) or not graph.is_resident(x):
+        raise TypeError("gpumat.dask.to_numpy takes a dask array with gpumat Matrix chunks (from gpumat.dask)")
+    return x.map_blocks(_chunks.download, dtype=x.dtype, meta=np.empty((0,) * x.ndim, x.dtype))
+
+
+def matmul(a, b):
+    """C = a @ b for two 2-D dask arrays of one dtype (any chunking: b's row chunks are aligned to a's
+    column chunks). Both with gpumat Matrix chunks (from_array): C has Matrix chunks and stays on the
+    GPUs; both with numpy chunks: C has numpy chunks. Returns a lazy dask array; bad input raises here,
+    before any task runs."""
+    graph.check_operands(a, b)
+    return graph.resident_matmul(a, b) if graph.is_resident(a) else graph.host_matmul(a, b)
+
+
+def synchronize(client) -> None:
+    """Wait until every worker's GPU has run the work queued so far. A task with Matrix results ends when
+    its work is queued on the GPU, not when the GPU has done it: time a graph with persist(), wait() and
+    then this."""
+    client.run(_chunks.synchronize_worker)
+
+
+__all__ = ["from_array", "to_numpy", "matmul", "synchronize"]

@@ -1,0 +1,184 @@
+"""gpumat Matrices as dask.array chunks: the worker's GPU, the chunk type's meta, uploads and downloads,
+joining chunks on the GPU, and moving a chunk between worker processes.
+
+Registered with Dask and distributed when gpumat.dask is imported (the tasks of a gpumat.dask graph
+import it on every worker that runs one):
+- `dask.array.register_chunk_type(Matrix)`: Dask wraps Matrix chunks instead of deferring to them.
+- `concatenate_lookup`: Dask joins Matrix chunks (rechunking, `compute()`) with copies on the GPU.
+- distributed's `cuda` family (UCX and other transports that carry device memory): a header from the
+  chunk's interface dictionary and one device frame, the packed chunk itself; and its `dask` family
+  (TCP): the same header and one host frame. A Matrix also pickles through the host (Matrix.__reduce__).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .. import _dtypes
+from .._transfer import copy_into
+from ..matrix import Matrix
+from ..memory import BorrowedBuffer
+from ..runtime.devices import as_device, device_count
+
+
+def worker_device(worker=None):
+    """The GPU of a Dask worker (by default the one running this code): an integer, or None (the current
+    GPU).
+
+    - Under dask-cuda (LocalCUDACluster, dask-cuda-worker), each worker's CUDA_VISIBLE_DEVICES lists its
+      own GPU first: GPU 0 as gpumat counts them.
+    - A worker named by an integer (LocalCluster names its workers 0, 1, ...) uses GPU `name % GPUs`.
+    - Any other worker, and Dask's local schedulers, use the current GPU.
+    """
+    if worker is None:
+        try:
+            from distributed import get_worker
+
+            worker = get_worker()
+        except (ImportError, ValueError):  # no distributed, or not inside a worker
+            return None
+    name = worker.name
+    if "dask_cuda" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return 0
+    try:
+        index = int(name)
+    except (TypeError, ValueError):
+        return None
+    return index % max(device_count(), 1)
+
+
+class _NoMemory:
+    """The buffer of a meta Matrix: no memory, no device (a meta is built where no GPU may be)."""
+
+    __slots__ = ()
+    ptr, nbytes, device, alive, borrowed, readonly = 0, 0, None, True, False, False
+
+
+def meta(dtype, ndim: int = 2) -> Matrix:
+    """An empty Matrix of `dtype` that stands for a collection's chunk type (Dask's `_meta`); it owns no
+    memory and needs no GPU."""
+    dtype = _dtypes.as_dtype(dtype)
+    return Matrix._wrap(_NoMemory(), 0, 0, 0, 1, dtype=dtype, batch=None if ndim == 2 else 0)
+
+
+def synchronize_worker(dask_worker=None) -> None:
+    """Wait until this worker's GPU has run the work its tasks queued (for Client.run)."""
+    as_device(worker_device(dask_worker)).synchronize()
+
+
+def upload(block: np.ndarray, dtype=None) -> Matrix:
+    """A task: one numpy block to this worker's GPU."""
+    return Matrix.from_numpy(block, dtype=dtype, device=worker_device())
+
+
+def download(block: Matrix) -> np.ndarray:
+    """A task: one Matrix block back to the host."""
+    return block.to_numpy()
+
+
+def to_worker_gpu(block: Matrix) -> Matrix:
+    """A chunk on this worker's GPU: itself, or a copy when it arrived on another GPU."""
+    dev = worker_device()
+    if dev is None or block.device is as_device(dev):
+        return block
+    return block.to(dev)
+
+
+def concatenate(blocks, axis: int = 0) -> Matrix:
+    """Dask's concatenate for Matrix chunks: one new matrix on the first chunk's GPU, each chunk copied into
+    its place on the GPU (chunks from other GPUs are brought over first)."""
+    blocks = list(blocks)
+    first = blocks[0]
+    if len(blocks) == 1:
+        return first.copy()
+    if first.ndim != 2:
+        raise ValueError("gpumat.dask joins 2-D chunks only")
+    axis = axis + 2 if axis < 0 else axis
+    if any(b.dtype != first.dtype for b in blocks):
+        raise TypeError("gpumat.dask: chunks of one collection have one dtype")
+    dev = first.device
+    shape = list(first.shape)
+    shape[axis] = sum(b.shape[axis] for b in blocks)
+    out = Matrix.empty(tuple(shape), dtype=first.dtype, device=dev)
+    start = 0
+    for b in blocks:
+        end = start + b.shape[axis]
+        if b.size:
+            b = b if b.device is dev else b.to(dev)
+            copy_into(_row_major(b) if b.is_transposed else b, out[start:end, :] if axis == 0 else out[:, start:end])
+        start = end
+    return out
+
+
+def _row_major(b: Matrix) -> Matrix:
+    from ..transpose import transpose
+
+    return transpose(b.T)  # the storage of a transposed view, transposed: the values row-major
+
+
+# --- moving a chunk between workers ---------------------------------------------------------------------
+def serialize_device(x: Matrix):
+    """distributed's `cuda` family: the header (shape, dtype, the interface dictionary's typestr) and one
+    device frame, the chunk itself when packed and row-major, else a packed copy."""
+    if x.is_transposed or not x.is_contiguous:
+        x = _row_major(x) if x.is_transposed else x.copy()
+    header = {"shape": list(x.shape), "dtype": _dtypes.name(x.dtype), "nbytes": x.nbytes}
+    return header, [x]
+
+
+def deserialize_device(header: dict, frames: list) -> Matrix:
+    """A `cuda`-family frame (any object with __cuda_array_interface__ over the bytes) copied into a new
+    Matrix on this worker's GPU."""
+    (frame,) = frames
+    if isinstance(frame, Matrix):
+        return to_worker_gpu(frame)
+    dtype = _dtypes.as_dtype(header["dtype"])
+    shape = tuple(header["shape"])
+    ptr = int(frame.__cuda_array_interface__["data"][0])
+    dev = as_device(worker_device())
+    out = Matrix.empty(shape, dtype=dtype, device=dev)
+    if out.size:  # the frame seen as a matrix of the chunk's shape, copied on the GPU, then let go
+        batch = shape[0] if len(shape) == 3 else None
+        height, width = shape[-2:]
+        frame_buffer = BorrowedBuffer(ptr, header["nbytes"], dev, frame)
+        borrowed = Matrix._wrap(frame_buffer, 0, height, width, width, dtype=dtype, batch=batch, bstride=height * width)
+        copy_into(borrowed, out)
+        frame_buffer.release()  # waits for the copy: the frame's memory is the transport's once we return
+    return out
+
+
+def serialize_host(x: Matrix):
+    """distributed's `dask` family (TCP and other host transports): the header and one host frame."""
+    values = x.to_numpy()
+    header = {"shape": list(values.shape), "dtype": _dtypes.name(x.dtype), "nbytes": values.nbytes}
+    return header, [memoryview(np.ascontiguousarray(values).reshape(-1).view(np.uint8))]
+
+
+def deserialize_host(header: dict, frames: list) -> Matrix:
+    """The host frame uploaded to this worker's GPU."""
+    (frame,) = frames
+    dtype = _dtypes.as_dtype(header["dtype"])
+    values = np.frombuffer(frame, dtype=np.uint8, count=header["nbytes"]).view(dtype).reshape(header["shape"])
+    return Matrix.from_numpy(values, device=worker_device())
+
+
+def register() -> None:
+    """Tell Dask and distributed about the Matrix chunk type (idempotent)."""
+    import dask.array as da
+    from dask.array.dispatch import concatenate_lookup
+
+    if Matrix not in concatenate_lookup._lookup:
+        da.register_chunk_type(Matrix)
+        concatenate_lookup.register(Matrix, concatenate)
+    try:
+        from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+        from distributed.protocol.serialize import dask_deserialize, dask_serialize
+    except ImportError:  # dask without distributed: the local schedulers move nothing
+        return
+    cuda_serialize.register(Matrix, serialize_device)
+    cuda_deserialize.register(Matrix, deserialize_device)
+    dask_serialize.register(Matrix, serialize_host)
+    dask_deserialize.register(Matrix, deserialize_host)
