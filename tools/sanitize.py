@@ -59,7 +59,10 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     name, extra = parts[-1]
     log = os.path.join(logs, name + ".log")
     env = {**base, **extra, "CUDA_VISIBLE_DEVICES": gpus[0]}
-    proc = subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    # these tests run the GPU out of memory on purpose: the driver's out-of-memory answers to the
+    # allocations are what they test, not errors (the tool still reports every bad memory access)
+    quiet = [cmd[0], "--report-api-errors", "no", *cmd[1:]]
+    proc = subprocess.Popen(quiet, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     ok &= _finish(name, log, proc, time.monotonic() + timeout)
     return ok
 
