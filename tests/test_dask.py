@@ -278,16 +278,22 @@ def test_a_chunk_moves_between_two_worker_processes_bit_for_bit():
     x = rng.standard_normal((300, 200)).astype(_dtypes.BFLOAT16)
     a = rng.uniform(-1, 1, (256, 192)).astype(np.float32)
     b = rng.uniform(-1, 1, (192, 160)).astype(np.float32)
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
     cluster, client = _local_cluster(workers=2, processes=True)
     with cluster, client:
         first, second = list(client.scheduler_info()["workers"])
         made = client.submit(chunks.upload, x, workers=[first], pure=False)
         back = client.submit(chunks.download, made, workers=[second], pure=False).result()
         assert back.dtype == x.dtype and back.tobytes() == x.tobytes()
+        del made
         A = client.persist(gmd.from_array(a, chunks=64), workers=[first])  # A on one worker, B on the other:
         B = client.persist(gmd.from_array(b, chunks=64), workers=[second])  # every block product moves chunks
-        held = client.has_what()
-        assert held[first] and held[second] and not set(held[first]) & set(held[second])
+        distributed.wait([A, B])
+
+        def holders(x):
+            return {w for ws in client.who_has(distributed.futures_of(x)).values() for w in ws}
+
+        assert holders(A) == {first} and holders(B) == {second}
         got = gmd.to_numpy(gmd.matmul(A, B)).compute()
     assert product_error(got, a, b) < 1e-5
 

@@ -29,7 +29,7 @@ DTYPES = ("float32", "bfloat16")
 
 
 def _wall(fn, repeat: int) -> float:
-    fn()  # warm-up: worker start-up, module loads, the pool's first blocks
+    fn()  # warm-up: module loads, the pool's first blocks, the workers' first tasks
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -39,52 +39,68 @@ def _wall(fn, repeat: int) -> float:
 
 
 def _direct(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
-    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
-        C = gm.matmul(A, B)
+    with (
+        gm.Matrix.from_numpy(a) as A,
+        gm.Matrix.from_numpy(b) as B,
+        gm.Matrix.empty(a.shape[0], b.shape[1], a.dtype) as C,
+    ):
 
         def run():
             gm.matmul(A, B, out=C)
             gm.synchronize()
 
         seconds = _wall(run, repeat=5)
-        first = C[:16, :].to_numpy()
-        C.free()
-    return seconds, first
+        return seconds, C[:16, :].to_numpy()
 
 
-def _dask_way(size, chunk, dtype, workers: int, share_gpu0: bool, resident: bool, repeat: int, operands: bool):
-    """Seconds of one way through Dask, C's first 16 rows, and (if `operands`) A and B on the host."""
+# (label, workers, all on GPU 0, resident chunks, timed runs)
+WAYS = (
+    ("resident, 1 worker", 1, False, True, 3),
+    ("numpy chunks, 1 worker", 1, False, False, 1),
+    ("resident, 2 workers on 2 GPUs", 2, False, True, 3),
+    ("resident, 2 workers sharing GPU 0", 2, True, True, 1),
+)
+
+
+def _cluster_ways(client, workers, resident, repeat, size, chunks_list, dtypes, host):
+    """Every (dtype, chunk) case on one cluster: seconds and C's first rows. The operands are random numbers
+    made on the workers in the largest chunks (the same numbers whatever the cluster), re-chunked."""
     import dask.array as da
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
     import gpumat.dask as gmd
 
-    env = {"CUDA_VISIBLE_DEVICES": "0"} if share_gpu0 else {}
-    with (
-        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env) as cl,
-        Client(cl) as client,
-    ):
+    out = {}
+    for name in dtypes:
+        dtype = _dtypes.as_dtype(name)
         rng = da.random.default_rng(7)
-        a = (rng.random((size, size), chunks=chunk, dtype=np.float32) - 0.5).astype(dtype)
-        b = (rng.random((size, size), chunks=chunk, dtype=np.float32) - 0.5).astype(dtype)
-        if resident:
-            A, B = gmd.from_array(a).persist(), gmd.from_array(b).persist()
-        else:
-            A, B = a.persist(), b.persist()
-        wait([A, B])
-        host = (a.compute(), b.compute()) if operands else None  # the same random numbers in every cluster
+        big = max(chunks_list)
+        a = (rng.random((size, size), chunks=big, dtype=np.float32) - 0.5).astype(dtype)
+        b = (rng.random((size, size), chunks=big, dtype=np.float32) - 0.5).astype(dtype)
+        if name not in host:
+            host[name] = (a.compute(), b.compute())
+        for chunk in chunks_list:
+            A = a.rechunk(chunk)
+            B = b.rechunk(chunk)
+            A, B = (gmd.from_array(A), gmd.from_array(B)) if resident else (A, B)
+            A, B = A.persist(), B.persist()
+            wait([A, B])
+            runs = iter(range(10**6))
 
-        def run():
-            C = gmd.matmul(A, B).persist()
-            wait(C)
-            if resident:
-                gmd.synchronize(client)
-            return C
+            def run():
+                # fresh keys every run: a persisted result of the same graph would be found, not computed
+                C = gmd.matmul(A, B, name=f"bench-{name}-{chunk}-{next(runs)}").persist()
+                wait(C)
+                if resident:
+                    gmd.synchronize(client)
+                return C
 
-        seconds = _wall(run, repeat)
-        C = run()
-        first = (gmd.to_numpy(C) if resident else C)[:16].compute()
-    return seconds, first, host
+            seconds = _wall(run, repeat)
+            C = run()
+            first = (gmd.to_numpy(C) if resident else C)[:16].compute()
+            out[(name, chunk)] = (seconds, first)
+
+    return out
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> float:
@@ -93,43 +109,52 @@ def _error(got: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run(args) -> dict:
+    from distributed import Client, LocalCluster
+
     quick = getattr(args, "quick", False)
     size = QUICK_SIZE if quick else SIZE
+    chunks_list = QUICK_CHUNKS if quick else CHUNKS
     gpus = gm.device_count()
+    host: dict[str, tuple] = {}
+    measured = {}
+    for label, workers, share, resident, repeat in WAYS:
+        if workers > 1 and not share and gpus < 2:
+            continue
+        env = {"CUDA_VISIBLE_DEVICES": "0"} if share else {}
+        with (
+            LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
+            ) as cl,
+            Client(cl) as client,
+        ):
+            measured[label] = _cluster_ways(client, workers, resident, repeat, size, chunks_list, DTYPES, host)
+        print(f"{label}: " + ", ".join(f"{k[0]} {k[1]} {v[0]:.4g} s" for k, v in measured[label].items()), flush=True)
     records, rows = [], []
     for name in DTYPES:
-        dtype = _dtypes.as_dtype(name)
-        for chunk in QUICK_CHUNKS if quick else CHUNKS:
-            ways = [("resident, 1 worker", 1, False, True, 5)]
-            if gpus >= 2:
-                ways.append(("resident, 2 workers on 2 GPUs", 2, False, True, 5))
-            ways.append(("resident, 2 workers sharing GPU 0", 2, True, True, 3))
-            ways.append(("numpy chunks, 1 worker", 1, False, False, 2))
+        a, b = host[name]
+        direct, direct_first = _direct(a, b)
+        ref = a[:16].astype(np.float64) @ b.astype(np.float64)
+        for chunk in chunks_list:
             record = {"dtype": name, "M": size, "N": size, "K": size, "chunk": chunk, "ways": {}}
-            direct = None
-            for label, workers, share, resident, repeat in ways:
-                seconds, first, host = _dask_way(size, chunk, dtype, workers, share, resident, repeat, direct is None)
-                if direct is None:
-                    host_a, host_b = host
-                    direct, direct_first = _direct(host_a, host_b)
-                    ref = host_a[:16].astype(np.float64) @ host_b.astype(np.float64)
-                    del host, host_a, host_b
-                    record["direct_seconds"] = direct
-                    record["direct_rel_error_first_rows"] = _error(direct_first, ref)
-                    rows.append([name, chunk, "direct gm.matmul", direct, 2 * size**3 / direct / 1e12, 1.0])
+            record["direct_seconds"] = direct
+            record["direct_rel_error_first_rows"] = _error(direct_first, ref)
+            rows.append([name, chunk, "direct gm.matmul", direct, 2 * size**3 / direct / 1e12, 1.0])
+            for label, by_case in measured.items():
+                seconds, first = by_case[(name, chunk)]
                 record["ways"][label] = {
-                    "workers": workers,
+                    "workers": next(w[1] for w in WAYS if w[0] == label),
                     "seconds": seconds,
                     "over_direct": seconds / direct,
                     "tflops": 2 * size**3 / seconds / 1e12,
                     "rel_error_first_rows": _error(first, ref),
                 }
                 rows.append([name, chunk, label, seconds, 2 * size**3 / seconds / 1e12, seconds / direct])
-            one = record["ways"]["resident, 1 worker"]["seconds"]
-            record["numpy_over_resident"] = record["ways"]["numpy chunks, 1 worker"]["seconds"] / one
-            record["shared_over_one_worker"] = record["ways"]["resident, 2 workers sharing GPU 0"]["seconds"] / one
-            if gpus >= 2:
-                record["two_gpu_speedup"] = one / record["ways"]["resident, 2 workers on 2 GPUs"]["seconds"]
+            ways = record["ways"]
+            one = ways["resident, 1 worker"]["seconds"]
+            record["numpy_over_resident"] = ways["numpy chunks, 1 worker"]["seconds"] / one
+            record["shared_over_one_worker"] = ways["resident, 2 workers sharing GPU 0"]["seconds"] / one
+            if "resident, 2 workers on 2 GPUs" in ways:
+                record["two_gpu_speedup"] = one / ways["resident, 2 workers on 2 GPUs"]["seconds"]
             records.append(record)
     print_table(
         f"{size}^3 through gpumat.dask on {gpus} GPU(s): wall seconds (persist, wait, GPUs synchronised)",

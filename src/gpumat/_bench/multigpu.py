@@ -62,8 +62,10 @@ def dask_seconds(a, b, workers: int, chunk: int) -> dict | None:
         on_gpu_a, on_gpu_b = gmd.from_array(A).persist(), gmd.from_array(B).persist()
         wait([on_gpu_a, on_gpu_b])
 
-        def resident():
-            C = gmd.matmul(on_gpu_a, on_gpu_b).persist()
+        runs = iter(range(10**6))
+
+        def resident():  # fresh keys every run: a persisted result of the same graph would be found, not computed
+            C = gmd.matmul(on_gpu_a, on_gpu_b, name=f"bench-resident-{next(runs)}").persist()
             wait(C)
             gmd.synchronize(client)
 

@@ -69,13 +69,14 @@ def to_numpy(x):
     return x.map_blocks(_chunks.download, dtype=x.dtype, meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-def matmul(a, b):
+def matmul(a, b, name=None):
     """C = a @ b for two 2-D dask arrays of one dtype (any chunking: b's row chunks are aligned to a's
     column chunks). Both with gpumat Matrix chunks (from_array): C has Matrix chunks and stays on the
     GPUs; both with numpy chunks: C has numpy chunks. Returns a lazy dask array; bad input raises here,
-    before any task runs."""
+    before any task runs. `name`: the keys' prefix (as dask.array's functions take it; by default a
+    token of the operands, so the same product is the same keys)."""
     graph.check_operands(a, b)
-    return graph.resident_matmul(a, b) if graph.is_resident(a) else graph.host_matmul(a, b)
+    return graph.resident_matmul(a, b, name) if graph.is_resident(a) else graph.host_matmul(a, b, name)
 
 
 def synchronize(client) -> None:

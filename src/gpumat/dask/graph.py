@@ -78,7 +78,7 @@ def resident_block(a_row: list, b_col: list) -> Matrix:
         return acc.astype(dtype)
 
 
-def resident_matmul(a, b):
+def resident_matmul(a, b, name=None):
     import dask.array as da
 
     b = b.rechunk({0: a.chunks[1]})
@@ -92,7 +92,7 @@ def resident_matmul(a, b):
         dtype=a.dtype,
         concatenate=False,
         meta=chunks.meta(a.dtype),
-        name="gpumat-matmul-resident-" + da.core.tokenize(a, b),
+        name=name or "gpumat-matmul-resident-" + da.core.tokenize(a, b),
     )
 
 
@@ -140,7 +140,7 @@ def _add_up(parts, axis, keepdims, dtype=None):
     return total if keepdims else total[:, 0, :]
 
 
-def host_matmul(a, b):
+def host_matmul(a, b, name=None):
     import dask.array as da
 
     b = b.rechunk({0: a.chunks[1]})
@@ -154,6 +154,7 @@ def host_matmul(a, b):
         dtype=np.float32 if _half(a.dtype) else a.dtype,
         adjust_chunks={"k": 1},
         concatenate=False,
+        name=None if name is None else name + "-products",
     )
     # Dask's reduction over the k axis: each step adds the partial products in place, in K order, and the
     # last one rounds to the operands' dtype (halves are summed in float32)
@@ -165,5 +166,5 @@ def host_matmul(a, b):
         axis=1,
         concatenate=False,
         dtype=a.dtype,
-        name="gpumat-matmul-ksum",
+        name=name or "gpumat-matmul-ksum",
     )
