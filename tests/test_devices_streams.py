@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import FAKE_DEVICE, product_error, random
+from support import FAKE_DEVICE, busy, product_error, random
 
 import gpumat as gm
 from gpumat import memory
@@ -248,7 +248,7 @@ def test_events_time_work_and_order_streams():
 def test_memory_freed_on_one_stream_and_reused_on_another_is_not_raced():
     """A long product reads A on stream 1; A is freed on stream 1 right away and a new matrix of the same
     size is written on stream 2. The product must still see A's values."""
-    n = 2048
+    n = busy(2048)
     s1, s2 = gm.Stream(), gm.Stream()
     a = random((n, n))
     for _ in range(3):
@@ -275,7 +275,7 @@ def test_a_block_freed_on_one_threads_default_stream_is_not_handed_to_another_th
     import threading
 
     x = random((64, 64))
-    big = random((6000, 6000)).astype(np.float64)
+    big = random((busy(6000),) * 2).astype(np.float64)
     freed, zeroed = threading.Event(), threading.Event()
     results = {}
 
@@ -309,10 +309,11 @@ def test_a_block_freed_on_one_threads_default_stream_is_not_handed_to_another_th
 @gpu
 def test_a_matrix_made_on_one_stream_is_ordered_before_use_on_another():
     s1, s2 = gm.Stream(), gm.Stream()
+    n = busy(1500)
     for _ in range(5):
-        a = random((1500, 1500))
+        a = random((n, n))
         A = gm.Matrix.from_numpy(a, stream=s1)
-        Z = gm.Matrix.zeros(1500, 1500, stream=s1)
+        Z = gm.Matrix.zeros(n, n, stream=s1)
         C = gm.matmul(A, Z, stream=s2)  # must wait for the zero fill on s1
         assert np.count_nonzero(C.to_numpy(stream=s2)) == 0
         for m in (A, Z, C):

@@ -7,7 +7,7 @@ import gc
 
 import numpy as np
 import pytest
-from support import FAKE_DEVICE, fake_matrix, product_error, random
+from support import FAKE_DEVICE, busy, fake_matrix, product_error, random
 
 import gpumat as gm
 from gpumat import _interop
@@ -282,7 +282,7 @@ def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has
     t = torch.rand(1024, 1024, device="cuda", dtype=torch.float64)
     expected = (t @ t).cpu().numpy()
     s = gm.Stream()
-    with gm.Matrix.from_numpy(np.random.rand(4096, 4096)) as big:
+    with gm.Matrix.from_numpy(np.random.rand(busy(4096), busy(4096))) as big:
         for _ in range(4):  # tens of milliseconds of queued float64 work ahead of the product
             gm.matmul(big, big, stream=s).free()
         a = gm.from_dlpack(t)

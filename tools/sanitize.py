@@ -1,6 +1,7 @@
 """`make sanitize`: the GPU tests under compute-sanitizer, memcheck then racecheck, zero errors wanted.
 
-Runs with fewer hypothesis examples (the tools slow every kernel by 10-100x). The tests are split into
+Runs with fewer hypothesis examples and smaller busy-work sizes (GPUMAT_SANITIZE; the tools slow every
+kernel by 10-1000x). The tests are split into
 `--jobs` shards (default: 2 per visible GPU) that run side by side, each on one GPU; the tests marked
 `whole_gpu` (they fill a GPU's memory) run afterwards, alone. `--tool` picks one tool; `--timeout` stops
 a shard that runs too long (it then counts as failed). Each shard's log ends with the tool's summary
@@ -40,13 +41,14 @@ def _summary(log: str) -> str:
 
 def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> bool:
     gpus = _visible(_gpu_count())
-    base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4")}
+    base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4"), "GPUMAT_SANITIZE": "1"}
     parts = [
         (f"{tool}-{i}of{jobs}", {"GPUMAT_SHARD": f"{i}/{jobs}", "GPUMAT_WHOLE_GPU": "without"}) for i in range(jobs)
     ]
     parts.append((f"{tool}-whole-gpu", {"GPUMAT_WHOLE_GPU": "only"}))
     cmd = [exe, "--tool", tool, "--error-exitcode", "86", "--target-processes", "all", sys.executable]
-    cmd += ["-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *tests]
+    # -v: a line a test, so a shard stopped by its timeout still says where it was and what failed
+    cmd += ["-m", "pytest", "-v", "-m", "gpu", "-p", "no:cacheprovider", "--durations=20", *tests]
     ok = True
     running = []
     for number, (name, extra) in enumerate(parts[:-1]):
