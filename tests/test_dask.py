@@ -346,3 +346,33 @@ def test_a_pickled_matrix_comes_back_with_its_values():
             back = pickle.loads(pickle.dumps(m))
             assert back.to_numpy().tobytes() == m.to_numpy().tobytes()
             back.free()
+
+
+@pytest.mark.gpu
+def test_a_worker_that_dies_mid_graph_leaves_no_memory_held_on_the_others():
+    """Two worker processes; while a product runs, one of them dies (its process exits). Dask recomputes
+    what was lost on the workers left; once the results are dropped, the surviving worker's GPU holds
+    what it held before the graph."""
+    import os
+    import time
+
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    a = np.random.default_rng(9).uniform(-1, 1, (1024, 768)).astype(np.float32)
+    b = np.random.default_rng(10).uniform(-1, 1, (768, 512)).astype(np.float32)
+    cluster, client = _local_cluster(workers=2, processes=True)
+    with cluster, client:
+        first, second = list(client.scheduler_info()["workers"])
+        before = gmd.memory_info(client)[first]["used"]
+        # placed on one worker each, but free to be made again elsewhere once that worker is gone
+        A = client.persist(gmd.from_array(a, chunks=128), workers=[first], allow_other_workers=True)
+        B = client.persist(gmd.from_array(b, chunks=128), workers=[second], allow_other_workers=True)
+        distributed.wait([A, B])
+        C = gmd.matmul(A, B).persist()
+        client.submit(os._exit, 1, workers=[second], pure=False)  # the worker holding B goes away
+        got = gmd.to_numpy(C).compute()  # lost chunks are made again where Dask can
+        assert product_error(got, a, b) < 1e-5
+        del A, B, C
+        deadline = time.monotonic() + 30
+        while gmd.memory_info(client).get(first, {}).get("used") != before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gmd.memory_info(client)[first]["used"] == before

@@ -86,4 +86,10 @@ def synchronize(client) -> None:
     client.run(_chunks.synchronize_worker)
 
 
-__all__ = ["from_array", "to_numpy", "matmul", "synchronize"]
+def memory_info(client) -> dict:
+    """gm.memory_info of every worker's GPU, by worker address: what gpumat holds there (`used`), cached
+    and the peak."""
+    return client.run(_chunks.worker_memory)
+
+
+__all__ = ["from_array", "to_numpy", "matmul", "synchronize", "memory_info"]

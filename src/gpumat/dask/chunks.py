@@ -69,6 +69,13 @@ def synchronize_worker(dask_worker=None) -> None:
     as_device(worker_device(dask_worker)).synchronize()
 
 
+def worker_memory(dask_worker=None) -> dict:
+    """gm.memory_info of this worker's GPU (for Client.run)."""
+    from ..memory import memory_info
+
+    return memory_info(worker_device(dask_worker))
+
+
 def upload(block: np.ndarray, dtype=None) -> Matrix:
     """A task: one numpy block to this worker's GPU."""
     return Matrix.from_numpy(block, dtype=dtype, device=worker_device())
