@@ -18,17 +18,33 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import ml_dtypes as _ml
-
-    ML_BFLOAT16 = np.dtype(_ml.bfloat16)
-except ImportError:  # optional: bfloat16 matrices still work on the device
-    ML_BFLOAT16 = None
-
 FLOAT32, FLOAT64, FLOAT16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
-# bfloat16 as gpumat names it: ml_dtypes' type, or a tagged uint16 stand-in
-BFLOAT16 = ML_BFLOAT16 if ML_BFLOAT16 is not None else np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
 EXACT_INT = 2**53
+
+
+def bfloat16() -> np.dtype:
+    """bfloat16 as gpumat names it: ml_dtypes' type, or a tagged uint16 stand-in. ml_dtypes is imported
+    here, at the first use of bfloat16, not with gpumat (it is a twentieth of the package's import time)."""
+    dt = globals().get("BFLOAT16")
+    if dt is None:
+        try:
+            import ml_dtypes
+
+            ml = np.dtype(ml_dtypes.bfloat16)
+        except ImportError:  # optional: bfloat16 matrices still work on the device
+            ml = None
+        globals()["ML_BFLOAT16"] = ml
+        dt = globals()["BFLOAT16"] = ml if ml is not None else np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
+    return dt
+
+
+def __getattr__(name: str):
+    """BFLOAT16 and ML_BFLOAT16 (None without ml_dtypes), made on first use (see bfloat16())."""
+    if name in ("BFLOAT16", "ML_BFLOAT16"):
+        bfloat16()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The one table of kernel-name suffixes (every kernel family declares one entry point a suffix, in this
 # order) and of their element sizes in bytes.
@@ -66,9 +82,9 @@ SUPPORTED = "float32, float64, float16, bfloat16"
 def as_dtype(dtype) -> np.dtype:
     """A supported gpumat dtype from anything numpy understands, or the string "bfloat16"."""
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return BFLOAT16
+        return bfloat16()
     if isinstance(dtype, np.dtype) and is_bfloat16(dtype):
-        return BFLOAT16
+        return bfloat16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -86,7 +102,7 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
     if dt.kind in "fiu" and not dt.isnative:  # big-endian data (read from a file): the same numbers, native order
         dt = dt.newbyteorder("=")
     if dt in (FLOAT32, FLOAT64, FLOAT16) or is_bfloat16(dt):
-        return BFLOAT16 if is_bfloat16(dt) else dt
+        return bfloat16() if is_bfloat16(dt) else dt
     if dt.kind in "iu":
         if dt.itemsize <= 4 or a.size == 0:
             return FLOAT64
@@ -103,7 +119,7 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
 
 def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:
     """a converted to dt on the host, C-contiguous (bfloat16 without ml_dtypes: rounded bits in uint16)."""
-    if is_bfloat16(dt) and ML_BFLOAT16 is None:
+    if is_bfloat16(dt) and bfloat16().metadata:  # the stand-in: no ml_dtypes
         if is_bfloat16(a.dtype):
             return np.ascontiguousarray(a).view(np.uint16)
         return float32_to_bfloat16_bits(np.asarray(a, dtype=np.float32))

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import BFLOAT16, SUPPORTED, as_dtype, is_bfloat16
+from ._dtypes import SUPPORTED, as_dtype, bfloat16, is_bfloat16
 from .matrix import Matrix
 from .memory import BorrowedBuffer
 from .runtime import memops
@@ -51,7 +51,7 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
     if code == KDL_FLOAT and bits in (16, 32, 64):
         return np.dtype(f"float{bits}")
     if code == KDL_BFLOAT and bits == 16:
-        return BFLOAT16
+        return bfloat16()
     names = {KDL_INT: "int", KDL_UINT: "uint", KDL_FLOAT: "float", KDL_BFLOAT: "bfloat"}
     raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
 
@@ -309,7 +309,7 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
     shape = tuple(int(x) for x in cai["shape"])
     dtype = np.dtype(cai["typestr"])
     if dtype.kind == "V" and dtype.itemsize == 2:  # two raw bytes: what CAI producers write for bfloat16
-        dtype = BFLOAT16
+        dtype = bfloat16()
     supported(dtype)
     ptr = int(cai["data"][0] or 0)
     strides = cai.get("strides")

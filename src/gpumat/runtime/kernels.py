@@ -10,18 +10,19 @@ pointer array already points into, so a launch costs one pack_into and one cuLau
 from __future__ import annotations
 
 import ctypes
-import json
+import os
 import struct
 import threading
 from functools import cache
-from pathlib import Path
 
 from .bindings import driver
 from .devices import device
 from .devices import device as _current
 from .errors import NoDeviceError, check
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+# os.path, not pathlib: the manifest and fatbins are read at the first launch, and pathlib and json (about
+# a sixth of gpumat's import time) are imported then, not with the package
+KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
 PTX_TYPES = {
     "P": "u64",
     "q": "u64",
@@ -43,10 +44,12 @@ DECLARED: dict[str, Kernel] = {}
 
 @cache
 def manifest() -> dict:
-    path = KERNEL_DIR / "manifest.json"
-    if not path.exists():
-        source_tree = KERNEL_DIR.parents[2]
-        if (source_tree / "build_ptx.py").exists():
+    import json
+
+    path = os.path.join(KERNEL_DIR, "manifest.json")
+    if not os.path.exists(path):
+        source_tree = os.path.dirname(os.path.dirname(os.path.dirname(KERNEL_DIR)))
+        if os.path.exists(os.path.join(source_tree, "build_ptx.py")):
             raise FileNotFoundError(
                 f"gpumat's kernels are not built ({path} is missing): run `make kernels` in "
                 f"{source_tree} (it finds a CUDA compiler, or installs one from the package index)"
@@ -56,7 +59,8 @@ def manifest() -> dict:
             "carries them, or from the source (`pip install --force-reinstall --no-deps <sdist or source tree>` "
             "compiles them; it needs nvcc, or the package index to fetch one)"
         )
-    return json.loads(path.read_text())
+    with open(path) as f:
+        return json.load(f)
 
 
 def required_driver_version() -> int:
@@ -87,7 +91,8 @@ def _load_module(name: str, dev):
     info = manifest()["modules"].get(name)
     if info is None:
         raise FileNotFoundError(f"kernel module {name!r} is not in the manifest: rebuild with `make`")
-    image = (KERNEL_DIR / info["fatbin"]).read_bytes()
+    with open(os.path.join(KERNEL_DIR, info["fatbin"]), "rb") as f:
+        image = f.read()
     return check(driver.cuModuleLoadData(image), f"cuModuleLoadData({name})")
 
 
