@@ -16,8 +16,8 @@ from cuda.bindings import driver
 
 import gpumat as gm
 from gpumat import outofcore as oc
-from gpumat._bench.common import environment
-from gpumat._bench.outofcore import operands, wall
+from gpumat._bench.common import environment, wall
+from gpumat._bench.outofcore import operands
 
 CASES = [  # (m, n, k, share of A + B + C allowed, candidate plans besides the model's)
     (16384, 16384, 256, 4, [(1024, 16384, 256, 2), (512, 16384, 256, 2), (4096, 4096, 256, 2), (2048, 1536, 256, 2)]),

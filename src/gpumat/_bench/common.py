@@ -46,6 +46,18 @@ def time_ms(fn, warmup: int = 3, repeat: int = 20) -> float:
     return statistics.median(times)
 
 
+def wall(fn, repeat: int = 3) -> float:
+    """Median wall seconds of `fn` after one warm-up call: for calls that return only when their work is
+    done (host results, or a synchronise inside `fn`)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def copy_gbps(nbytes: int, repeat: int = 20) -> float:
     """Device-to-device copy of nbytes, as GB/s counting bytes read plus bytes written: the memory ceiling
     (the driver's own copy, cuMemcpyDtoDAsync, between two gpumat buffers)."""

@@ -13,29 +13,16 @@ median of the runs after one warm-up. Checked: C's first rows against the direct
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
 import gpumat as gm
 
 from .. import _dtypes
-from .common import environment, print_table, write_json
+from .common import environment, print_table, wall, write_json
 
 SIZE, QUICK_SIZE = 16384, 4096
 CHUNKS, QUICK_CHUNKS = (4096, 8192), (1024, 2048)
 DTYPES = ("float32", "bfloat16")
-
-
-def _wall(fn, repeat: int) -> float:
-    fn()  # warm-up: module loads, the pool's first blocks, the workers' first tasks
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _direct(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
@@ -49,7 +36,7 @@ def _direct(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
             gm.matmul(A, B, out=C)
             gm.synchronize()
 
-        seconds = _wall(run, repeat=5)
+        seconds = wall(run, repeat=5)
         return seconds, C[:16, :].to_numpy()
 
 
@@ -95,7 +82,7 @@ def _cluster_ways(client, workers, resident, repeat, size, chunks_list, dtypes, 
                     gmd.synchronize(client)
                 return C
 
-            seconds = _wall(run, repeat)
+            seconds = wall(run, repeat)
             C = run()
             first = (gmd.to_numpy(C) if resident else C)[:16].compute()
             out[(name, chunk)] = (seconds, first)

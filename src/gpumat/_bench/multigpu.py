@@ -14,8 +14,8 @@ import numpy as np
 
 import gpumat as gm
 
-from .common import environment, print_table, write_json
-from .outofcore import first_rows_error, in_device_seconds, operands, wall
+from .common import environment, print_table, wall, write_json
+from .outofcore import first_rows_error, in_device_seconds, operands
 
 SHAPE = (32768, 32768, 32768)
 QUICK_SHAPE = (8192, 8192, 8192)

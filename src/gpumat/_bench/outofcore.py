@@ -11,30 +11,16 @@ the two floors.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
 import gpumat as gm
 from gpumat import outofcore as oc
 
-from .common import environment, print_table, time_ms, write_json
+from .common import environment, print_table, time_ms, wall, write_json
 
 SHAPES = [(32768, 32768, 32768), (16384, 16384, 16384), (16384, 16384, 256)]
 QUICK_SHAPES = [(8192, 8192, 8192), (8192, 8192, 256)]
 SHARES = (2, 4, 8, 16)
-
-
-def wall(fn, repeat: int = 3) -> float:
-    """Median wall time of `fn` after one warm-up call (the product returns only when C is on the host)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def pinned_gbps(nbytes: int = 1 << 30) -> float:
