@@ -185,6 +185,8 @@ def main() -> int:
     end = gm.memory_info()
     failures = [f for w in workers for f in w.failures]
     summary = {
+        "device": gm.device().name,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "threads": args.threads,
         "seconds": round(elapsed, 1),
         "operations": sum(w.ops for w in workers),
