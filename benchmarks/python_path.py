@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""The Python side of one gpumat call, on any machine: the driver replaced by a stand-in whose calls do
+nothing (no GPU needed), so what is timed is gpumat's own code, the argument packing of each launch
+included. Prints microseconds a call for the common calls, median of several rounds.
+
+    PYTHONPATH=src python3 benchmarks/python_path.py [--profile CASE]
+
+What a call costs on a GPU machine is this plus the driver's own time (a launch from Python is about
+5.7 us on the H100 host, ANCHORS.md): use it to find and compare Python-side costs, not as a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+
+import numpy as np
+from cuda.bindings import driver as real
+
+OK = (real.CUresult.CUDA_SUCCESS,)
+ATTRIBUTES = {  # an H100's answers
+    "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": 9,
+    "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": 0,
+    "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 132,
+    "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+    "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE": 50 << 20,
+}
+
+
+class StandInDriver:
+    """cuda.bindings.driver with every cu* call answered at once: addresses from a counter, handles as
+    plain objects, the device an H100. Types and enums are the real module's."""
+
+    def __init__(self):
+        self._addresses = itertools.count(0x7F0000000000, 1 << 20)
+        self._ids = itertools.count(1)
+
+    def __getattr__(self, name):
+        if not name.startswith("cu"):
+            return getattr(real, name)
+        return lambda *args, **kwargs: OK
+
+    def cuDeviceGetCount(self):
+        return (*OK, 1)
+
+    def cuDeviceGet(self, ordinal):
+        return (*OK, real.CUdevice(ordinal))
+
+    def cuDevicePrimaryCtxRetain(self, handle):
+        return (*OK, real.CUcontext(0x1000))
+
+    def cuCtxGetCurrent(self):
+        return (*OK, real.CUcontext(0x1000))
+
+    def cuDeviceGetAttribute(self, attribute, handle):
+        return (*OK, ATTRIBUTES.get(attribute.name, 1))
+
+    def cuDeviceGetName(self, length, handle):
+        return (*OK, b"stand-in H100\0")
+
+    def cuDeviceTotalMem(self, handle):
+        return (*OK, 80 << 30)
+
+    def cuDriverGetVersion(self):
+        return (*OK, 13000)
+
+    def cuDeviceGetDefaultMemPool(self, handle):
+        return (*OK, real.CUmemoryPool(0x2000))
+
+    def cuMemPoolGetAttribute(self, pool, attribute):
+        return (*OK, real.cuuint64_t(0))
+
+    def cuMemGetInfo(self):
+        return (*OK, 70 << 30, 80 << 30)
+
+    def cuMemAllocAsync(self, nbytes, stream):
+        return (*OK, real.CUdeviceptr(next(self._addresses)))
+
+    def cuModuleLoadData(self, image):
+        return (*OK, real.CUmodule(0x3000))
+
+    def cuModuleGetFunction(self, module, name):
+        return (*OK, real.CUfunction(0x4000))
+
+    def cuEventCreate(self, flags):
+        return (*OK, real.CUevent(0x5000 + next(self._ids)))
+
+    def cuStreamCreateWithPriority(self, flags, priority):
+        return (*OK, real.CUstream(0x6000 + next(self._ids)))
+
+    def cuStreamGetId(self, stream):
+        return (*OK, int(stream))
+
+
+def install() -> None:
+    from gpumat.runtime import bindings
+
+    stand_in = StandInDriver()
+    object.__setattr__(bindings.driver, "_load", lambda: stand_in)
+    for name in list(vars(bindings.driver)):
+        if name != "_load":
+            object.__delattr__(bindings.driver, name)
+
+
+class ForeignStream:
+    """Another library's stream, as CuPy and PyTorch hand theirs over."""
+
+    def __cuda_stream__(self):
+        return (0, 0xABC000)
+
+
+def cases(gm) -> dict:
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+    A, B, C = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a), gm.Matrix.empty(64, 64)
+    batch = gm.Matrix.from_numpy(rng.uniform(-1, 1, (8, 64, 64)).astype(np.float32))
+    bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
+    own, foreign = gm.Stream(), ForeignStream()
+    return {
+        "matmul 64^3": lambda: gm.matmul(A, B),
+        "matmul 64^3 into out=": lambda: gm.matmul(A, B, out=C),
+        "A @ B": lambda: A @ B,
+        "matmul 64^3, gm.Stream": lambda: gm.matmul(A, B, stream=own),
+        "matmul 64^3, another library's stream": lambda: gm.matmul(A, B, stream=foreign),
+        "matmul A.T @ B": lambda: gm.matmul(A.T, B),
+        "matmul + bias + relu": lambda: gm.matmul(A, B, bias=bias, activation="relu"),
+        "matmul alpha, beta into out=": lambda: gm.matmul(A, B, out=C, alpha=0.5, beta=1.0),
+        "batched 8 x 64^3": lambda: gm.matmul(batch, batch),
+        "batched 8 x 64^3 @ shared 2-D": lambda: gm.matmul(batch, B),
+        "transpose 64x64": lambda: gm.transpose(A),
+        "astype float64": lambda: A.astype(np.float64),
+    }
+
+
+def per_call_us(call, calls: int = 3000, rounds: int = 5) -> float:
+    for _ in range(min(200, calls)):
+        call()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", help="a case to run under cProfile instead of timing every case")
+    parser.add_argument("--calls", type=int, default=3000, help="calls a round (default 3000)")
+    args = parser.parse_args()
+    install()
+    import gpumat as gm
+
+    table = cases(gm)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        call = table[args.profile]
+        cProfile.runctx("for _ in range(20000): call()", globals(), {"call": call}, "/tmp/python_path.prof")
+        pstats.Stats("/tmp/python_path.prof").sort_stats("tottime").print_stats(25)
+        return 0
+    width = max(map(len, table))
+    for name, call in table.items():
+        print(f"{name:<{width}}  {per_call_us(call, args.calls):6.2f} us", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
