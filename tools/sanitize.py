@@ -2,7 +2,8 @@
 
 Runs with fewer hypothesis examples and smaller busy-work sizes (GPUMAT_SANITIZE; the tools slow every
 kernel by 10-1000x). The tests are split into
-`--jobs` shards (default: 2 per visible GPU) that run side by side, each on one GPU; the tests marked
+`--jobs` shards (default: 2 per visible GPU) that run side by side, each seeing every GPU with a
+different one first; the tests marked
 `whole_gpu` (they fill a GPU's memory) run afterwards, alone. `--tool` picks one tool; `--timeout` stops
 a shard that runs too long (it then counts as failed). Each shard's log ends with the tool's summary
 line; the last line printed says whether every shard of every tool reported 0 errors. Extra arguments
@@ -52,7 +53,10 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     ok = True
     running = []
     for number, (name, extra) in enumerate(parts[:-1]):
-        env = {**base, **extra, "CUDA_VISIBLE_DEVICES": gpus[number % len(gpus)]}
+        # every shard sees every GPU (the two-GPU tests run, none skipped), its first one in turn: a
+        # process works on its first visible GPU unless a test says otherwise, so the shards spread out
+        turn = number % len(gpus)
+        env = {**base, **extra, "CUDA_VISIBLE_DEVICES": ",".join(gpus[turn:] + gpus[:turn])}
         log = os.path.join(logs, name + ".log")
         running.append((name, log, subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)))
     deadline = time.monotonic() + timeout
@@ -60,7 +64,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
         ok &= _finish(name, log, proc, deadline)
     name, extra = parts[-1]
     log = os.path.join(logs, name + ".log")
-    env = {**base, **extra, "CUDA_VISIBLE_DEVICES": gpus[0]}
+    env = {**base, **extra, "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
     # these tests run the GPU out of memory on purpose: the driver's out-of-memory answers to the
     # allocations are what they test, not errors (the tool still reports every bad memory access)
     quiet = [cmd[0], "--report-api-errors", "no", *cmd[1:]]
