@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import weakref
 
 import numpy as np
 
@@ -86,12 +88,26 @@ def download(block: Matrix) -> np.ndarray:
     return block.to_numpy()
 
 
+# Copies of chunks that reached a worker on another GPU (workers in one process hand each other the
+# Matrix itself), kept while the chunk lives: every later task of this worker that reads the chunk uses
+# the copy instead of moving the chunk across the GPUs again (Dask never changes a chunk in place).
+_copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # chunk -> {device ordinal: its copy there}
+_copies_lock = threading.Lock()
+
+
 def to_worker_gpu(block: Matrix) -> Matrix:
-    """A chunk on this worker's GPU: itself, or a copy when it arrived on another GPU."""
+    """A chunk on this worker's GPU: itself, or its copy there when it lives on another GPU (made once
+    while the chunk lives)."""
     dev = worker_device()
     if dev is None or block.device is as_device(dev):
         return block
-    return block.to(dev)
+    with _copies_lock:
+        copy = _copies.get(block, {}).get(dev)
+    if copy is None or copy.is_freed or block.is_freed:
+        copy = block.to(dev)
+        with _copies_lock:
+            _copies.setdefault(block, {})[dev] = copy
+    return copy
 
 
 def concatenate(blocks, axis: int = 0) -> Matrix:
