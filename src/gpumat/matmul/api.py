@@ -252,14 +252,25 @@ def _problem(a: Matrix, b: Matrix, out, m: int, n: int, k: int, mode: str, epilo
     """The Problem of a call (the shape the kernels see: after a transposed out's swap and a batch's fold,
     which a column bias prevents)."""
     out_sfx = out._sfx if out is not None else a._sfx
-    if out is None:  # a new result is row-major, of the broadcast batch
-        shape = _result_shape(a, b, m, n)
-        out = _Shape(shape[0] if len(shape) == 3 else None, m * n, False, n)
-    m2, n2, k2, batch, A, B, _, ta, tb, _ = _operands(a, b, out, m, n, k, epilogue)
+    return Problem(*_problem_fields(a, out_sfx, mode, _operands(a, b, _out_layout(a, b, out, m, n), m, n, k, epilogue)))
+
+
+def _out_layout(a: Matrix, b: Matrix, out, m: int, n: int):
+    """out, or for a result still to be made the layout it will have: row-major, of the broadcast batch."""
+    if out is not None:
+        return out
+    shape = _result_shape(a, b, m, n)
+    return _Shape(shape[0] if len(shape) == 3 else None, m * n, False, n)
+
+
+def _problem_fields(a: Matrix, out_sfx: str, mode: str, operands: tuple) -> tuple:
+    """Problem's fields, in order, from _operands' result: a plain tuple is also the general path's plan
+    cache key (a tuple hashes and compares in a tenth of the time a frozen dataclass takes)."""
+    m2, n2, k2, batch, A, B, _, ta, tb, _ = operands
     size = a._dtype.itemsize
     a_al = ta or (aligned(A[0], A[1], size) and A[2] * size % 16 == 0)
     b_al = tb or (aligned(B[0], B[1], size) and B[2] * size % 16 == 0)
-    return Problem(m2, n2, k2, a._sfx, out_sfx, mode, a_al, b_al, batch, ta, tb)
+    return m2, n2, k2, a._sfx, out_sfx, mode, a_al, b_al, batch, ta, tb
 
 
 class _Shape:
@@ -377,26 +388,33 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
     """matmul beyond one plain 2-D product: batches, transposed operands or out, an epilogue, a given plan
     (device lock held, operands checked)."""
     shape = _result_shape(a, b, m, n)
-    epilogue = _epilogue(alpha, beta, bias, activation, out, a, shape)
+    if alpha is _ALPHA and beta is _BETA and bias is None and activation is None:
+        epilogue = IDENTITY  # a batch or a transposed operand, no epilogue
+    else:
+        epilogue = _epilogue(alpha, beta, bias, activation, out, a, shape)
     if bias is not None:
         check_out(out, shape, (a, b, bias), "matmul")
     mode = _mode(a, algorithm, precision)
+    # the kernels' view of the call, with the result's layout (a new result's address comes below)
+    operands = _operands(a, b, _out_layout(a, b, out, m, n), m, n, k, epilogue)
+    out_sfx = out._sfx if out is not None else a._sfx
     if plan is None and m and n and k and (len(shape) == 2 or shape[0]):
-        problem = _problem(a, b, out, m, n, k, mode, epilogue)
-        key = (problem, algorithm, dev)
+        fields = _problem_fields(a, out_sfx, mode, operands)
+        key = (fields, algorithm, dev)
         plan = _PLANS.get(key)
         if plan is None:
-            plan = _PLANS[key] = planner.plan(problem, Target.of(dev), algorithm)
+            plan = _PLANS[key] = planner.plan(Problem(*fields), Target.of(dev), algorithm)
             _evict_oldest()
     elif plan is not None:
-        _check_plan(plan, _problem(a, b, out, m, n, k, mode, epilogue), a, b, dev)
+        _check_plan(plan, Problem(*_problem_fields(a, out_sfx, mode, operands)), a, b, dev)
     if out is None:
         out = Matrix._allocate(m, n, dev, s, a._dtype, shape[0] if len(shape) == 3 else None)
     if out.size == 0:
         return out
     matrices = (a, b, out) if bias is None else (a, b, out, bias)
     use_on(s, *matrices)
-    m2, n2, k2, batch, A, B, C, _, _, epilogue = _operands(a, b, out, m, n, k, epilogue)
+    m2, n2, k2, batch, A, B, C, _, _, epilogue = operands
+    C = (out.elements, *C[1:])  # a new result is laid out as _out_layout said; its address is known now
     if k == 0:
         _empty_product(a._sfx, out._sfx, m2, n2, batch, C, epilogue, dev, s)
     else:
