@@ -225,3 +225,50 @@ def test_free_waits_for_an_operation_that_holds_the_device_lock():
         assert freeing.is_alive() and m._buffer is not None and m.elements  # still usable inside the operation
     freeing.join(timeout=5)
     assert not freeing.is_alive() and m.is_freed
+
+
+def test_a_dropped_result_is_taken_over_only_by_the_same_stream(monkeypatch):
+    """The launch path's shortcut: the block of the last result, dropped and queued by its finalizer, goes
+    to the next allocation of its size directly when that allocation is on the stream the block was used
+    on: the same gpumat stream, or another library's stream with the same foreign key (same handle and
+    driver id). Any other allocation gets a new block, and the dropped one goes through the free list."""
+    from collections import deque
+
+    from support import FakeDevice
+
+    from gpumat.memory import pool as pool_module
+    from gpumat.runtime import memops, streams
+
+    fresh = iter(range(0x7E0000000000, 0x7F0000000000, 1 << 20))
+    monkeypatch.setattr(memops, "alloc_async", lambda nbytes, stream: next(fresh))
+    monkeypatch.setattr(memops, "free_async", lambda ptr, stream: None)
+    monkeypatch.setattr(streams, "wait_for_streams", lambda stream, others: None)
+    monkeypatch.setattr(streams, "close_abandoned", lambda dev: None)
+
+    def pool():
+        p = object.__new__(pool_module.Pool)
+        p.device, p.small, p.pending, p.used, p.peak = FakeDevice(), pool_module._SmallBlocks(), deque(), 0, 0
+        p.limit, p.closed_seen, p.foreign_marks, p.handle = None, streams.closed_generation, {}, None
+        return p
+
+    dropped, size = 0x7F0000000000, 64 << 10
+    own = 0x5000  # one of gpumat's streams
+    monkeypatch.setattr(streams, "own_streams", {own})
+    p = pool()
+    p.pending.append((dropped, size, own, None, None))
+    assert p.alloc(size, own) == dropped  # same stream, same size: taken over
+    p = pool()
+    p.pending.append((dropped, size, own, None, None))
+    assert p.alloc(size, 0) != dropped  # another stream: a new block
+    mark = object.__new__(streams.StreamMark)
+    mark.event = None
+    foreign, other_id = (0xABC000, 7), (0xABC000, 8)  # one handle, two streams (the first one destroyed)
+    p = pool()
+    p.pending.append((dropped, size, 0, {foreign[0]: mark}, foreign))
+    assert p.alloc(size, foreign[0], foreign) == dropped  # the same foreign stream
+    p = pool()
+    p.pending.append((dropped, size, 0, {other_id[0]: mark}, other_id))
+    assert p.alloc(size, foreign[0], foreign) != dropped  # a new stream behind a reused handle
+    p = pool()
+    p.pending.append((dropped, size, 0, {foreign[0]: mark, own: None}, foreign))
+    assert p.alloc(size, foreign[0], foreign) != dropped  # also used on another stream: not ordered by this one

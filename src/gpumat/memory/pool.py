@@ -105,15 +105,18 @@ class Pool:
         pending = self.pending
         if pending or abandoned:
             # the common case on the launch path: the last result, dropped and collected, has just the
-            # size and stream wanted; take it over directly (it is still counted as used)
+            # size and stream wanted; take it over directly (it is still counted as used). On another
+            # library's stream: a block whose one use was on that same stream (its foreign key, so the
+            # same stream, not a new one with a reused handle), as the free list would hand it back.
             head = pending[0] if pending else None
             if (
                 head is not None
                 and head[1] == nbytes
-                and head[2] == stream
-                and head[3] is None
                 and nbytes <= SMALL_BLOCK
-                and trusted(stream)
+                and (
+                    (head[3] is None and head[2] == stream and trusted(stream))
+                    or (key is not None and head[4] == key and _one_mark(head[3], key[0]))
+                )
             ):
                 pending.popleft()  # only drains (all under this lock) take from the left: this is `head`
                 if pending:
@@ -227,6 +230,11 @@ class Pool:
             "gpu_free": int(free_bytes),
             "gpu_total": int(total),
         }
+
+
+def _one_mark(others, stream: int) -> bool:
+    """Whether a block's only use was on `stream`, with the mark recorded after it."""
+    return others is not None and len(others) == 1 and isinstance(others.get(stream), streams.StreamMark)
 
 
 def _mib(n: int) -> str:
