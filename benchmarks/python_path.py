@@ -12,6 +12,7 @@ What a call costs on a GPU machine is this plus the driver's own time (a launch 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import itertools
 import statistics
 import sys
@@ -31,12 +32,14 @@ ATTRIBUTES = {  # an H100's answers
 
 
 class StandInDriver:
-    """cuda.bindings.driver with every cu* call answered at once: addresses from a counter, handles as
-    plain objects, the device an H100. Types and enums are the real module's."""
+    """cuda.bindings.driver with every cu* call answered at once: device addresses from a counter (never
+    touched), pinned host memory real (gpumat writes into it), handles as plain objects, the device an
+    H100. Types and enums are the real module's."""
 
     def __init__(self):
         self._addresses = itertools.count(0x7F0000000000, 1 << 20)
         self._ids = itertools.count(1)
+        self._host: dict[int, ctypes.Array] = {}
 
     def __getattr__(self, name):
         if not name.startswith("cu"):
@@ -77,6 +80,19 @@ class StandInDriver:
         return (*OK, 70 << 30, 80 << 30)
 
     def cuMemAllocAsync(self, nbytes, stream):
+        return (*OK, real.CUdeviceptr(next(self._addresses)))
+
+    def cuMemHostAlloc(self, nbytes, flags):  # host memory gpumat writes: real memory, kept until freed
+        buffer = ctypes.create_string_buffer(nbytes + 4096)
+        address = ctypes.addressof(buffer) + (-ctypes.addressof(buffer) % 4096)
+        self._host[address] = buffer
+        return (*OK, address)
+
+    def cuMemFreeHost(self, address):
+        self._host.pop(int(address), None)
+        return OK
+
+    def cuMemAlloc(self, nbytes):
         return (*OK, real.CUdeviceptr(next(self._addresses)))
 
     def cuModuleLoadData(self, image):
@@ -132,6 +148,9 @@ def cases(gm) -> dict:
         "batched 8 x 64^3 @ shared 2-D": lambda: gm.matmul(batch, B),
         "transpose 64x64": lambda: gm.transpose(A),
         "astype float64": lambda: A.astype(np.float64),
+        "dot 64x64": lambda: gm.dot(A, B),
+        "upload 64x64 (from_numpy)": lambda: gm.Matrix.from_numpy(a),
+        "download 64x64 (to_numpy)": lambda: A.to_numpy(),
     }
 
 
