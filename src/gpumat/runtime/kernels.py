@@ -22,7 +22,7 @@ from .errors import NoDeviceError, check
 
 # os.path, not pathlib: the manifest and fatbins are read at the first launch, and pathlib and json (about
 # a sixth of gpumat's import time) are imported then, not with the package
-KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+KERNEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "kernels")
 PTX_TYPES = {
     "P": "u64",
     "q": "u64",
