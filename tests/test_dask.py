@@ -390,3 +390,16 @@ def test_a_chunk_from_another_gpu_is_copied_once_while_it_lives(monkeypatch):
     del block, first
     gc.collect()
     assert len(chunks._copies) == 0  # gone with the chunk
+
+
+def test_the_meta_pickles_prints_and_reads_without_a_gpu():
+    """The meta travels with the graph (to a scheduler that may have no GPU) and shows in reprs."""
+    import pickle
+
+    for dtype in DTYPES:
+        m = chunks.meta(dtype)
+        back = pickle.loads(pickle.dumps(m))
+        assert isinstance(back, gm.Matrix) and back.shape == (0, 0) and back.dtype == m.dtype
+        assert "stand-in" in repr(back) and back.to_numpy().shape == (0, 0)
+        back.free()
+        assert back.is_freed

@@ -284,6 +284,8 @@ class Matrix:
                 "a bfloat16 matrix comes to numpy as ml_dtypes.bfloat16: pip install ml_dtypes, "
                 "or ask for another dtype with to_numpy(dtype=np.float32)"
             )
+        if self._buffer.__class__ is _NoMemory:  # a stand-in: empty, and no GPU to ask
+            return np.empty(self.shape, self._dtype) if out is None else _check_host_out(out, self.shape, self._dtype)
         dev = self.device.activate()
         s = stream_handle(stream, dev)
         if out is None:
@@ -423,6 +425,9 @@ class Matrix:
         buf = self._buffer
         if buf is None:
             return
+        if buf.__class__ is _NoMemory:  # a stand-in: nothing to release
+            self._buffer = None
+            return
         with buf.device.lock:  # an operation between its checks and its enqueue still sees the buffer
             self._buffer = None
         if self._owner:
@@ -430,8 +435,17 @@ class Matrix:
 
     def __reduce__(self):
         """Pickling goes through the host: the values (to_numpy) are pickled, and unpickling uploads them to
-        the current GPU as a packed row-major matrix (what moves a Matrix between processes)."""
+        the current GPU as a packed row-major matrix (what moves a Matrix between processes). A stand-in
+        (Matrix._stand_in) pickles as one, with no GPU at either end."""
+        if self._buffer.__class__ is _NoMemory:
+            return Matrix._stand_in, (_dtypes.name(self._dtype), self.ndim)
         return _from_host, (self.to_numpy(),)
+
+    @staticmethod
+    def _stand_in(dtype, ndim: int = 2) -> Matrix:
+        """An empty Matrix of `dtype` that owns no memory and needs no GPU: a stand-in for the type, shape
+        rank and dtype of matrices to come (what Dask keeps as a collection's `_meta`)."""
+        return Matrix._wrap(_NoMemory(), 0, 0, 0, 1, dtype=_dtypes.as_dtype(dtype), batch=None if ndim == 2 else 0)
 
     def __enter__(self) -> Matrix:
         return self
@@ -461,6 +475,8 @@ class Matrix:
         shape = "x".join(str(d) for d in self.shape)
         if self.is_freed:
             return f"<gpumat.Matrix {shape} {dt}, freed>"
+        if self._buffer.__class__ is _NoMemory:
+            return f"<gpumat.Matrix {shape} {dt}, a stand-in with no memory>"
         view = f", view stride={self._stride}" if self.is_view else ""
         layout = ", transposed" if self._trans else ""
         return f"<gpumat.Matrix {shape} {dt}{view}{layout} on GPU {self.device.ordinal} at 0x{self.elements:x}>"
@@ -477,6 +493,13 @@ _HOST_OPERAND = (
 )
 _DeviceBuffer = memory.DeviceBuffer
 _ops = None
+
+
+class _NoMemory:
+    """The buffer of a stand-in Matrix: no memory and no device."""
+
+    __slots__ = ()
+    ptr, nbytes, device, alive, borrowed, readonly = 0, 0, None, True, False, False
 
 
 def _from_host(array: np.ndarray) -> Matrix:

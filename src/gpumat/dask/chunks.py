@@ -52,18 +52,10 @@ def worker_device(worker=None):
     return index % max(device_count(), 1)
 
 
-class _NoMemory:
-    """The buffer of a meta Matrix: no memory, no device (a meta is built where no GPU may be)."""
-
-    __slots__ = ()
-    ptr, nbytes, device, alive, borrowed, readonly = 0, 0, None, True, False, False
-
-
 def meta(dtype, ndim: int = 2) -> Matrix:
-    """An empty Matrix of `dtype` that stands for a collection's chunk type (Dask's `_meta`); it owns no
-    memory and needs no GPU."""
-    dtype = _dtypes.as_dtype(dtype)
-    return Matrix._wrap(_NoMemory(), 0, 0, 0, 1, dtype=dtype, batch=None if ndim == 2 else 0)
+    """The chunk type's meta (Dask's `_meta`): a Matrix._stand_in, which owns no memory and needs no GPU
+    (graphs are built, and pickled to the scheduler, where there may be none)."""
+    return Matrix._stand_in(dtype, ndim)
 
 
 def synchronize_worker(dask_worker=None) -> None:
