@@ -275,6 +275,35 @@ def test_a_capsule_whose_tensor_is_on_the_host_is_refused(monkeypatch):
 
 
 @gpu
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_a_copying_import_hands_the_source_back_only_after_the_copy_has_run(library):
+    """Issue 24 item 1: from_dlpack(x, copy=True) on a busy gpumat stream used to hand x back to its
+    producer as soon as the copy was queued; the producer's allocator gave the memory to its next array,
+    whose fill ran before the copy, and the copy read that instead."""
+    lib = pytest.importorskip(library)
+    s = gm.Stream()
+    with gm.Matrix.from_numpy(np.random.rand(busy(4096), busy(4096))) as big:
+        for _ in range(3):  # tens of milliseconds of float64 work queued ahead of the copy
+            gm.matmul(big, big, stream=s).free()
+        if library == "torch":
+            x = lib.full((1024, 1024), 3.0, device="cuda", dtype=lib.float64)
+            lib.cuda.synchronize()
+        else:
+            x = lib.full((1024, 1024), 3.0, dtype=lib.float64)
+            lib.cuda.Device().synchronize()
+        copied = gm.from_dlpack(x, copy=True, stream=s)
+        del x  # the producer may now reuse the memory: its next array of this size gets it
+        if library == "torch":
+            filler = [lib.full((1024, 1024), 7.0, device="cuda", dtype=lib.float64) for _ in range(4)]
+        else:
+            filler = [lib.full((1024, 1024), 7.0, dtype=lib.float64) for _ in range(4)]
+        assert (copied.to_numpy(stream=s) == 3.0).all()
+        copied.free()
+        del filler
+    s.close()
+
+
+@gpu
 def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run():
     """Issue 24 item 2: freeing a borrowed matrix while gpumat work that reads it is still queued used to
     hand the memory back at once: PyTorch's allocator gave it to the next tensor and the kernel read that."""
