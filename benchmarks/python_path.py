@@ -107,6 +107,9 @@ class StandInDriver:
     def cuStreamCreateWithPriority(self, flags, priority):
         return (*OK, real.CUstream(0x6000 + next(self._ids)))
 
+    def cuTensorMapEncodeTiled(self, *args):
+        return (*OK, real.CUtensorMap())
+
     def cuStreamGetId(self, stream):
         return (*OK, int(stream))
 
@@ -133,6 +136,8 @@ def cases(gm) -> dict:
     a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
     A, B, C = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a), gm.Matrix.empty(64, 64)
     batch = gm.Matrix.from_numpy(rng.uniform(-1, 1, (8, 64, 64)).astype(np.float32))
+    H = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)).astype(np.float16))
+    D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
     own, foreign = gm.Stream(), ForeignStream()
     return {
@@ -146,6 +151,8 @@ def cases(gm) -> dict:
         "matmul alpha, beta into out=": lambda: gm.matmul(A, B, out=C, alpha=0.5, beta=1.0),
         "batched 8 x 64^3": lambda: gm.matmul(batch, batch),
         "batched 8 x 64^3 @ shared 2-D": lambda: gm.matmul(batch, B),
+        "matmul 256^3 float16 (TMA descriptors)": lambda: gm.matmul(H, H),
+        "matmul 64^3 float64": lambda: gm.matmul(D, D),
         "transpose 64x64": lambda: gm.transpose(A),
         "astype float64": lambda: A.astype(np.float64),
         "dot 64x64": lambda: gm.dot(A, B),

@@ -24,5 +24,5 @@ def test_every_call_path_runs_through_the_stand_in_driver():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert len(lines) == 15 and all(line.endswith(" us") for line in lines), out.stdout
+    assert len(lines) == 17 and all(line.endswith(" us") for line in lines), out.stdout
     assert all(float(line.split()[-2]) > 0 for line in lines)
