@@ -26,3 +26,64 @@ def test_every_call_path_runs_through_the_stand_in_driver():
     lines = out.stdout.splitlines()
     assert len(lines) == 17 and all(line.endswith(" us") for line in lines), out.stdout
     assert all(float(line.split()[-2]) > 0 for line in lines)
+
+
+CONSISTENCY = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import python_path
+python_path.install()
+import numpy as np
+import gpumat as gm
+from gpumat.matmul import api
+
+seen = []
+real_launch = api.launch
+def capture(p, *args, **kwargs):
+    seen.append(p)
+    return real_launch(p, *args, **kwargs)
+api.launch = capture
+
+rng = np.random.default_rng(int(sys.argv[2]))
+dtypes = [np.float32, np.float16, np.float64]
+checked = 0
+for case in range(300):
+    dt = dtypes[case % 3]
+    m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300], 3))
+    batch = [None, 1, 3][case % 3 if case % 7 else 0]
+    shared_b = case % 2 == 0
+    a_t, b_t, out_t = (bool(rng.integers(2)) for _ in range(3))
+    def make(h, w, t, bt):
+        shape = (w, h) if t else (h, w)
+        x = gm.Matrix.empty(shape if bt is None else (bt, *shape), dtype=dt)
+        return x.T if t else x
+    a = make(m, k, a_t, batch)
+    b = make(k, n, b_t, None if shared_b else batch)
+    out = make(m, n, out_t, batch) if case % 4 else None
+    seen.clear()
+    gm.matmul(a, b, out=out, alpha=0.5)  # alpha: every call takes the general path
+    if not seen:
+        continue
+    want = gm.matmul_plan(a, b, out)
+    got = seen[0]
+    fields = ("variant", "splits", "k_chunk", "copy_a", "copy_b", "grid")
+    assert all(getattr(got, f) == getattr(want, f) for f in fields), (case, m, n, k, batch, a_t, b_t, out_t, got, want)
+    checked += 1
+print(checked)
+"""
+
+
+def test_the_general_path_runs_the_plan_matmul_plan_shows():
+    """gm.matmul's general path (batches, transposed views, a transposed out, an epilogue) keys its plan
+    cache its own way; whatever it runs must be the plan gm.matmul_plan describes for the same operands."""
+    for seed in (1, 2):
+        out = subprocess.run(
+            [sys.executable, "-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 and empty results do not)
