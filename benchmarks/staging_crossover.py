@@ -5,19 +5,14 @@ around gpumat.memory.staging.STAGE_MIN, staged and direct (the driver's own page
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 
+from gpumat._bench.common import wall
+
 
 def gbps(fn, nbytes: int, repeat: int = 15) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return nbytes / sorted(times)[len(times) // 2] / 1e9
+    return nbytes / wall(fn, repeat) / 1e9
 
 
 def main() -> None:

@@ -13,15 +13,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_call_path_runs_through_the_stand_in_driver():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "python_path.py"), "--calls", "5"],
+def _run(*args: str) -> subprocess.CompletedProcess:
+    """A Python process over this tree's gpumat (the stand-in driver is installed by what it runs)."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_every_call_path_runs_through_the_stand_in_driver():
+    out = _run(str(ROOT / "benchmarks" / "python_path.py"), "--calls", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert len(lines) == 17 and all(line.endswith(" us") for line in lines), out.stdout
@@ -77,13 +82,6 @@ def test_the_general_path_runs_the_plan_matmul_plan_shows():
     """gm.matmul's general path (batches, transposed views, a transposed out, an epilogue) keys its plan
     cache its own way; whatever it runs must be the plan gm.matmul_plan describes for the same operands."""
     for seed in (1, 2):
-        out = subprocess.run(
-            [sys.executable, "-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 and empty results do not)

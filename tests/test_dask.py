@@ -380,13 +380,12 @@ def test_a_worker_that_dies_mid_graph_leaves_no_memory_held_on_the_others():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gm.device_count() < 2, reason="needs two GPUs (runs on the two-GPU machine)")
-def test_a_chunk_from_another_gpu_is_copied_once_while_it_lives(monkeypatch):
-    monkeypatch.setattr(chunks, "worker_device", lambda worker=None: 1)
+def test_a_chunk_from_another_gpu_is_copied_once_while_it_lives():
     x = np.random.default_rng(12).standard_normal((64, 48)).astype(np.float32)
     block = gm.Matrix.from_numpy(x, device=0)
-    first = chunks.to_worker_gpu(block)
+    first = chunks.to_worker_gpu(block, 1)  # a worker on GPU 1
     assert first.device.ordinal == 1 and first.to_numpy().tobytes() == x.tobytes()
-    assert chunks.to_worker_gpu(block) is first  # the second task on this worker reuses the copy
+    assert chunks.to_worker_gpu(block, 1) is first  # the second task on this worker reuses the copy
     del block, first
     gc.collect()
     assert len(chunks._copies) == 0  # gone with the chunk

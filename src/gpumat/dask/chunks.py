@@ -87,10 +87,9 @@ _copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # chunk -> {de
 _copies_lock = threading.Lock()
 
 
-def to_worker_gpu(block: Matrix) -> Matrix:
-    """A chunk on this worker's GPU: itself, or its copy there when it lives on another GPU (made once
-    while the chunk lives)."""
-    dev = worker_device()
+def to_worker_gpu(block: Matrix, dev: int | None) -> Matrix:
+    """A chunk on GPU `dev` (this worker's, from worker_device; None: wherever it is): itself, or its copy
+    there when it lives on another GPU (made once while the chunk lives)."""
     if dev is None or block.device is as_device(dev):
         return block
     with _copies_lock:
@@ -148,12 +147,13 @@ def deserialize_device(header: dict, frames: list) -> Matrix:
     """A `cuda`-family frame (any object with __cuda_array_interface__ over the bytes) copied into a new
     Matrix on this worker's GPU."""
     (frame,) = frames
+    here = worker_device()
     if isinstance(frame, Matrix):
-        return to_worker_gpu(frame)
+        return to_worker_gpu(frame, here)
     dtype = _dtypes.as_dtype(header["dtype"])
     shape = tuple(header["shape"])
     ptr = int(frame.__cuda_array_interface__["data"][0])
-    dev = as_device(worker_device())
+    dev = as_device(here)
     out = Matrix.empty(shape, dtype=dtype, device=dev)
     if out.size:  # the frame seen as a matrix of the chunk's shape, copied on the GPU, then let go
         batch = shape[0] if len(shape) == 3 else None

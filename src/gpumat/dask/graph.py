@@ -60,8 +60,9 @@ def resident_block(a_row: list, b_col: list) -> Matrix:
     """A task: one block of C from A's blocks (i, k) and B's blocks (k, j), k in order, on the worker's GPU."""
     from ..matmul import matmul
 
-    a_row = [chunks.to_worker_gpu(x) for x in a_row]
-    b_col = [chunks.to_worker_gpu(y) for y in b_col]
+    dev = chunks.worker_device()
+    a_row = [chunks.to_worker_gpu(x, dev) for x in a_row]
+    b_col = [chunks.to_worker_gpu(y, dev) for y in b_col]
     first = a_row[0]
     dtype = first.dtype
     shape = (first.shape[0], b_col[0].shape[1])

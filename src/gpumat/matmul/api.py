@@ -252,14 +252,13 @@ def _problem(a: Matrix, b: Matrix, out, m: int, n: int, k: int, mode: str, epilo
     """The Problem of a call (the shape the kernels see: after a transposed out's swap and a batch's fold,
     which a column bias prevents)."""
     out_sfx = out._sfx if out is not None else a._sfx
-    return Problem(*_problem_fields(a, out_sfx, mode, _operands(a, b, _out_layout(a, b, out, m, n), m, n, k, epilogue)))
+    layout = out if out is not None else _new_result(_result_shape(a, b, m, n))
+    return Problem(*_problem_fields(a, out_sfx, mode, _operands(a, b, layout, m, n, k, epilogue)))
 
 
-def _out_layout(a: Matrix, b: Matrix, out, m: int, n: int):
-    """out, or for a result still to be made the layout it will have: row-major, of the broadcast batch."""
-    if out is not None:
-        return out
-    shape = _result_shape(a, b, m, n)
+def _new_result(shape: tuple) -> _Shape:
+    """The layout a result still to be made will have: row-major, of the broadcast batch `shape`."""
+    m, n = shape[-2], shape[-1]
     return _Shape(shape[0] if len(shape) == 3 else None, m * n, False, n)
 
 
@@ -396,7 +395,7 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
         check_out(out, shape, (a, b, bias), "matmul")
     mode = _mode(a, algorithm, precision)
     # the kernels' view of the call, with the result's layout (a new result's address comes below)
-    operands = _operands(a, b, _out_layout(a, b, out, m, n), m, n, k, epilogue)
+    operands = _operands(a, b, out if out is not None else _new_result(shape), m, n, k, epilogue)
     out_sfx = out._sfx if out is not None else a._sfx
     if plan is None and m and n and k and (len(shape) == 2 or shape[0]):
         fields = _problem_fields(a, out_sfx, mode, operands)
@@ -414,7 +413,7 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
     matrices = (a, b, out) if bias is None else (a, b, out, bias)
     use_on(s, *matrices)
     m2, n2, k2, batch, A, B, C, _, _, epilogue = operands
-    C = (out.elements, *C[1:])  # a new result is laid out as _out_layout said; its address is known now
+    C = (out.elements, *C[1:])  # a new result is laid out as _new_result said; its address is known now
     if k == 0:
         _empty_product(a._sfx, out._sfx, m2, n2, batch, C, epilogue, dev, s)
     else:
