@@ -213,6 +213,49 @@ __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 
 #endif
 
+// A consumer's accumulators through the epilogue f (an Epilogue::Fixed): d[4 j + 2 h + e] is
+// C[row + 8 h, col + 8 j + e]; elements past M or N are left as they are. No branches (the tests of M
+// and N predicate the reads and pick the result), so the compiler can issue the C and bias loads early.
+// The two rows' bias elements are read once, and each column's once for both rows.
+template <class Out, class F>
+__device__ __forceinline__ void finish(float (&d)[128], const F& f, int row, int col, int M, int N, const Out* Cz,
+                                       long long ldc)
+{
+    const bool row_in[2] = {row < M, row + 8 < M};
+    const Out* const crow[2] = {Cz + (long long)row * ldc, Cz + (long long)(row + 8) * ldc};
+    const long long step = f.bias_step;
+    const float row_bias[2] = {f.bias_of(2, row * step, row_in[0]), f.bias_of(2, (row + 8) * step, row_in[1])};
+    const long long col_at = col * step;  // column col + 8 j + e's bias element: col_at + (8 j + e) step
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int jc = col + 8 * j + e;
+            const bool col_in = jc < N;
+            const float col_bias = f.bias_of(1, col_at + (8 * j + e) * step, col_in);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool in_c = row_in[h] && col_in;
+                float& x = d[4 * j + 2 * h + e];
+                const float y = f(x, f.bias_along == 1 ? col_bias : row_bias[h], crow[h] + jc, in_c);
+                x = in_c ? y : x;
+            }
+        }
+}
+
+// finish() with the activation the epilogue e names.
+template <class Out>
+__device__ __forceinline__ void finish_with(float (&d)[128], const gpumat::Epilogue& e, int row, int col, int M,
+                                            int N, const Out* Cz, long long ldc)
+{
+    switch (e.activation) {  // one unrolled loop an activation (see Epilogue::fixed)
+    case 1: finish(d, e.fixed<Out, float, 1>(), row, col, M, N, Cz, ldc); break;
+    case 2: finish(d, e.fixed<Out, float, 2>(), row, col, M, N, Cz, ldc); break;
+    case 3: finish(d, e.fixed<Out, float, 3>(), row, col, M, N, Cz, ldc); break;
+    default: finish(d, e.fixed<Out, float, 0>(), row, col, M, N, Cz, ldc); break;
+    }
+}
+
 // EPI: the accumulators go through the epilogue ep before C is written; else ep is not read.
 template <class T, class Out, bool EPI>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
@@ -306,13 +349,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 // loop (main loop included) for each value they can take.
                 gpumat::Epilogue e = ep;
                 asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
-#pragma unroll
-                for (int j = 0; j < 32; ++j)
-#pragma unroll
-                    for (int x = 0; x < 4; ++x) {
-                        const int i = row + 8 * (x >> 1), jc = col + 8 * j + (x & 1);
-                        if (i < M && jc < N) d[4 * j + x] = e.apply<Out>(d[4 * j + x], i, jc, Cz + (long long)i * ldc + jc);
-                    }
+                finish_with<Out>(d, e, row, col, M, N, Cz, ldc);
             }
             if (tma_c) {
                 constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
