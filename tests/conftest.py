@@ -46,3 +46,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    """Under tools/sanitize.py a shard may be stopped by its timeout before pytest prints its summary:
+    print each failure's traceback into the log as it happens."""
+    if report.failed and os.environ.get("GPUMAT_SANITIZE"):
+        print(f"\n== FAILED {report.nodeid} ({report.when})\n{report.longreprtext}", flush=True)
