@@ -3,7 +3,7 @@
 nothing (no GPU needed), so what is timed is gpumat's own code, the argument packing of each launch
 included. Prints microseconds a call for the common calls, median of several rounds.
 
-    PYTHONPATH=src python3 benchmarks/python_path.py [--profile CASE]
+    PYTHONPATH=src python3 benchmarks/python_path.py [--profile CASE | --driver-calls]
 
 What a call costs on a GPU machine is this plus the driver's own time (a launch from Python is about
 5.7 us on the H100 host, ANCHORS.md): use it to find and compare Python-side costs, not as a result.
@@ -12,6 +12,7 @@ What a call costs on a GPU machine is this plus the driver's own time (a launch 
 from __future__ import annotations
 
 import argparse
+import collections
 import ctypes
 import itertools
 import statistics
@@ -161,6 +162,34 @@ def cases(gm) -> dict:
     }
 
 
+def driver_calls(call, calls: int = 100) -> dict[str, float]:
+    """The driver functions one call makes, on average over `calls` (after a warm-up that resolves every
+    name the call uses): on a GPU machine each costs about a microsecond from Python."""
+    from gpumat.runtime import bindings
+
+    for _ in range(3):
+        call()
+    module, counts = bindings.driver, collections.Counter()
+    resolved = {name: f for name, f in vars(module).items() if name.startswith("cu") and callable(f)}
+
+    def counting(name, f):
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return f(*args, **kwargs)
+
+        return counted
+
+    for name, f in resolved.items():
+        object.__setattr__(module, name, counting(name, f))
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        for name, f in resolved.items():
+            object.__setattr__(module, name, f)
+    return {name: count / calls for name, count in sorted(counts.items())}
+
+
 def per_call_us(call, calls: int = 3000, rounds: int = 5) -> float:
     for _ in range(min(200, calls)):
         call()
@@ -177,6 +206,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", help="a case to run under cProfile instead of timing every case")
     parser.add_argument("--calls", type=int, default=3000, help="calls a round (default 3000)")
+    parser.add_argument("--driver-calls", action="store_true", help="print the driver calls each case makes")
     args = parser.parse_args()
     install()
     import gpumat as gm
@@ -191,6 +221,11 @@ def main() -> int:
         pstats.Stats("/tmp/python_path.prof").sort_stats("tottime").print_stats(25)
         return 0
     width = max(map(len, table))
+    if args.driver_calls:
+        for name, call in table.items():
+            made = ", ".join(f"{fn} {count:g}" for fn, count in driver_calls(call).items())
+            print(f"{name:<{width}}  {made}", flush=True)
+        return 0
     for name, call in table.items():
         print(f"{name:<{width}}  {per_call_us(call, args.calls):6.2f} us", flush=True)
     return 0

@@ -85,3 +85,27 @@ def test_the_general_path_runs_the_plan_matmul_plan_shows():
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 and empty results do not)
+
+
+# Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
+# one gets measurably slower: these are the only ones each common call may make.
+DRIVER_CALLS = {
+    "dot 64x64": "cuLaunchKernel 1, cuMemcpyDtoHAsync 1, cuStreamSynchronize 1",
+    "upload 64x64 (from_numpy)": "cuMemcpyHtoD 1",
+    "download 64x64 (to_numpy)": "cuMemcpyDtoH 1",
+    # the result's block is kept for that stream by the driver's id of the stream (a handle can be
+    # reused by a new stream); the event orders the block's free after the work queued there
+    "matmul 64^3, another library's stream": "cuEventRecord 1, cuLaunchKernel 1, cuStreamGetId 1",
+    # a transposed operand is copied row-major first (one kernel) until the kernels read op(A) in place
+    "matmul A.T @ B": "cuLaunchKernel 2",
+}
+
+
+def test_each_common_call_makes_only_the_driver_calls_it_needs():
+    out = _run(str(ROOT / "benchmarks" / "python_path.py"), "--driver-calls")
+    assert out.returncode == 0, out.stderr[-3000:]
+    made = dict(line.split("  ", 1) for line in out.stdout.splitlines())
+    made = {case.strip(): calls.strip() for case, calls in made.items()}
+    assert len(made) == 17, out.stdout
+    for case, calls in made.items():
+        assert calls == DRIVER_CALLS.get(case, "cuLaunchKernel 1"), (case, calls)
