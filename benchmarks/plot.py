@@ -219,8 +219,13 @@ def main(path: str) -> Path:
         )
         fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.06)
         fig.text(0.01, 0.01, caption, fontsize=8, color="red", wrap=True)
-    out = Path(path).with_suffix(".png")
-    fig.savefig(out, dpi=110)
+    return save_beside(fig, path)
+
+
+def save_beside(fig, json_path, dpi: int = 110) -> Path:
+    """Write the figure as a PNG beside the JSON it plots (every plot script here does), and say so."""
+    out = Path(json_path).with_suffix(".png")
+    fig.savefig(out, dpi=dpi)
     print(f"wrote {out}")
     return out
 

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from plot import save_beside
+
 
 def main() -> None:
     import matplotlib
@@ -65,9 +67,7 @@ def main() -> None:
     lat.set_xlabel("after / before, median per call")
     lat.set_title("Per call from Python (A/B, one process)")
     fig.tight_layout()
-    out = path.with_suffix(".png")
-    fig.savefig(out, dpi=110)
-    print(f"wrote {out}")
+    save_beside(fig, path)
 
 
 if __name__ == "__main__":

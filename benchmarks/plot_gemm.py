@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from plot import save_beside
+
 
 def main() -> None:
     import matplotlib
@@ -32,9 +34,7 @@ def main() -> None:
     ax.set_xlabel("anchor time / gpumat time (> 1: gpumat faster)")
     ax.set_title(f"gpumat GEMM interface on {data['device']}, {data['date']}")
     fig.tight_layout()
-    out = path.with_suffix(".png")
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    save_beside(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from plot import save_beside  # noqa: E402
 
 ANCHORS = {
     "cublas_fp32": ("cuBLAS FP32", dict(color="black", linestyle="--")),
@@ -74,10 +75,7 @@ def main(path: str) -> Path:
     acc.grid(True, which="both", alpha=0.3)
     acc.legend(fontsize=7, loc="center left")
     fig.tight_layout()
-    out = Path(path).with_suffix(".png")
-    fig.savefig(out, dpi=110)
-    print(f"wrote {out}")
-    return out
+    return save_beside(fig, path)
 
 
 if __name__ == "__main__":

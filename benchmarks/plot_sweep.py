@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from plot import save_beside
+
 
 def main() -> None:
     import matplotlib
@@ -51,9 +53,7 @@ def main() -> None:
     )
     fig.colorbar(image, ax=ax, label="log2(cuBLAS time / gpumat time)")
     fig.tight_layout()
-    out = path.with_suffix(".png")
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    save_beside(fig, path, dpi=120)
 
 
 if __name__ == "__main__":
