@@ -156,14 +156,7 @@ def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
 
 def _empty_address(dev: Device) -> int:
     """A valid, never-written address on the device for empty exports (256 bytes, allocated once a device)."""
-    ptr = dev.scratch.get("empty export")
-    if ptr is None:
-        with dev.lock:
-            ptr = dev.scratch.get("empty export")
-            if ptr is None:
-                dev.activate()
-                ptr = dev.scratch["empty export"] = memops.alloc_unpooled(256)
-    return ptr
+    return dev.scratch_for("empty export", lambda _: memops.alloc_unpooled(256))
 
 
 _exports: dict[int, tuple] = {}  # address of a DLManagedTensor(Versioned) -> what keeps it and the Matrix alive

@@ -61,8 +61,7 @@ class _Scratch:
     Allocated once a device (outside the stream-ordered pool, so pool accounting never sees it); the
     lock serialises dot() calls from different threads, which would otherwise share it."""
 
-    def __init__(self, dev: Device):
-        dev.activate()
+    def __init__(self, dev: Device):  # made by Device.scratch_for: the device's context is current
         self.sm_count = dev.sm_count
         self.lock = threading.Lock()
         self.dev = memops.alloc_unpooled(SCRATCH_BYTES)
@@ -80,13 +79,7 @@ class _Scratch:
 
 
 def _scratch(dev: Device) -> _Scratch:
-    s = dev.scratch.get("dot")
-    if s is None:
-        with dev.lock:
-            s = dev.scratch.get("dot")
-            if s is None:
-                s = dev.scratch["dot"] = _Scratch(dev)
-    return s
+    return dev.scratch_for("dot", _Scratch)
 
 
 def dot(x: Matrix, y: Matrix, stream=None) -> float:

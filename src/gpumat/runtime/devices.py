@@ -194,6 +194,18 @@ class Device:
         _tls.ctx = self
         return self
 
+    def scratch_for(self, name: str, make):
+        """The device's scratch object `name` (an operation's buffers), made once by make(device) with
+        this device's context current and its lock held, on first use (later calls take no lock)."""
+        item = self.scratch.get(name)
+        if item is None:
+            with self.lock:
+                item = self.scratch.get(name)
+                if item is None:
+                    self.activate()
+                    item = self.scratch[name] = make(self)
+        return item
+
     def use(self) -> Device:
         """Make this the current device of the calling thread (until another use() or a `with` block ends)."""
         stack = getattr(_tls, "stack", None)
