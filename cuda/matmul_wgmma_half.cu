@@ -4,8 +4,9 @@
 // nearest even) or in float32 (the _f32out entries), row stride ldc in elements.
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
-// src/gpumat/_matmul_half.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
-// tensor with 64 x 64 boxes, both with the 128-byte swizzle. TMA needs the base address and the row
+// src/gpumat/matmul/launcher.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
+// tensor with 64 x 64 boxes, both with the 128-byte swizzle. The *bt entries take B stored transposed
+// (x @ W.T: W row-major N x K) as a K (inner) x N tensor with 64 x 256 boxes, read K-major as A is. TMA needs the base address and the row
 // stride 16-byte aligned (the host copies other views first). The copy engine zero-fills whatever lies
 // past M, N or K, so edge tiles need no special code on the way in. C leaves through a third map when
 // its address, stride and row length allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128
@@ -69,7 +70,7 @@ constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: on
 constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + 128;  // + alignment slack + barriers
 constexpr int GROUP_M = 16;
-static_assert(SMEM_BYTES == 230528, "src/gpumat/_matmul_half.py asks for this many bytes");
+static_assert(SMEM_BYTES == 230528, "WGMMA_SMEM in src/gpumat/matmul/variants.py asks for this many bytes");
 
 // The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value.
 struct alignas(64) TensorMap {
@@ -157,9 +158,9 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
-// d (64 x 256, float32) += A (64 x 16, K-major, from shared memory) * B (16 x 256, N-major, transposed
-// by the instruction). One spelling per input type.
-#define GPUMAT_WGMMA_OPERANDS                                                                              \
+// d (64 x 256, float32) += A (64 x 16, K-major, from shared memory) * B (16 x 256 from shared memory:
+// N-major, transposed by the instruction, or with B_KMAJOR K-major like A). One spelling per input type.
+#define GPUMAT_WGMMA_OPERANDS(TRANS_B)                                                                     \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                       \
@@ -168,7 +169,7 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                       \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "           \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
-    "%128, %129, 1, 1, 1, 0, 1;\n"
+    "%128, %129, 1, 1, 1, 0, " TRANS_B ";\n"
 
 #define GPUMAT_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
@@ -181,19 +182,29 @@ struct Wgmma;
 
 template <>
 struct Wgmma<__half> {
+    template <bool B_KMAJOR>
     __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
     {
-        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS
-                     : GPUMAT_D128 : "l"(a), "l"(b));
+        if constexpr (B_KMAJOR)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS("0")
+                         : GPUMAT_D128 : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS("1")
+                         : GPUMAT_D128 : "l"(a), "l"(b));
     }
 };
 
 template <>
 struct Wgmma<__nv_bfloat16> {
+    template <bool B_KMAJOR>
     __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
     {
-        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS
-                     : GPUMAT_D128 : "l"(a), "l"(b));
+        if constexpr (B_KMAJOR)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS("0")
+                         : GPUMAT_D128 : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS("1")
+                         : GPUMAT_D128 : "l"(a), "l"(b));
     }
 };
 
@@ -257,7 +268,9 @@ __device__ __forceinline__ void finish_with(float (&d)[128], const gpumat::Epilo
 }
 
 // EPI: the accumulators go through the epilogue ep before C is written; else ep is not read.
-template <class T, class Out, bool EPI>
+// B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K row-major
+// matrix, as in x @ W.T), loaded as one 64 x 256 box a stage and read K-major like A; else K rows of N.
+template <class T, class Out, bool EPI, bool B_KMAJOR>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
                                      const gpumat::Epilogue& ep)
@@ -297,9 +310,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     const int k = k_begin + t * BK;
                     bar_expect(full, STAGE_BYTES);
                     tma_load(dst, &map_a, k, wk.tm * BM, full);
+                    if constexpr (B_KMAJOR) {
+                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, full);  // 256 rows of 128 bytes
+                    } else {
 #pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        tma_load(dst + A_BYTES + j * B_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
+                        for (int j = 0; j < BN / 64; ++j)
+                            tma_load(dst + A_BYTES + j * B_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
+                    }
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
@@ -326,8 +343,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 const uint32_t b0 = base + stage * STAGE_BYTES + A_BYTES;
                 wgmma_fence();
 #pragma unroll
-                for (int ks = 0; ks < BK / 16; ++ks)
-                    Wgmma<T>::run(d, descriptor(a0 + 32 * ks, 16, 1024), descriptor(b0 + 2048 * ks, B_BOX_BYTES, 1024));
+                for (int ks = 0; ks < BK / 16; ++ks) {
+                    // K-major B is laid out as A is (rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart)
+                    const uint64_t db = B_KMAJOR ? descriptor(b0 + 32 * ks, 16, 1024)
+                                                 : descriptor(b0 + 2048 * ks, B_BOX_BYTES, 1024);
+                    Wgmma<T>::template run<B_KMAJOR>(d, descriptor(a0 + 32 * ks, 16, 1024), db);
+                }
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
                 if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
@@ -407,18 +428,27 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // warpgroups, persistent blocks, C through TMA stores (tma_c = 1) or plain stores. Tile 128 x 256 x 64,
 // block (384,1,1), 230,528 bytes of dynamic shared memory, one block an SM. Grid (min(work items, SMs),
 // 1, 1) with work items = ceil(M/128) * ceil(N/256) * splits. C in the input dtype, or float32.
-#define GPUMAT_WGMMA_HALF(NAME, T, OUT)                                                                      \
+//
+// matmul_wgmma128x256bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N rows
+// of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
+#define GPUMAT_WGMMA_HALF(NAME, T, OUT, B_KMAJOR)                                                            \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
         int k_chunk, int tma_c, GPUMAT_EPILOGUE_PARAMS)                                                       \
     {                                                                                                         \
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
-        if (ep.identity()) gemm<T, OUT, false>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);     \
-        else gemm<T, OUT, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);                    \
+        if (ep.identity())                                                                                    \
+            gemm<T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);         \
+        else                                                                                                  \
+            gemm<T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);          \
     }
 
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, __half, __half)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, __half, float)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, __nv_bfloat16, __nv_bfloat16)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, __nv_bfloat16, float)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, __half, __half, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, __half, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, __nv_bfloat16, __nv_bfloat16, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, __nv_bfloat16, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, __half, __half, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, __half, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, __nv_bfloat16, __nv_bfloat16, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, __nv_bfloat16, float, true)

@@ -96,8 +96,11 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
         assert gz == q.splits and 1 <= gy <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X
         assert gx * tile_n >= n > (gx - 1) * tile_n
         assert rows_covered_once(gy, geometry.cdiv(m, tile_m))
-    # copies only for a TMA variant, of the operands the copy engine cannot read in place
-    assert (q.copy_a, q.copy_b) == (v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned)
+    # copies of the operands the copy engine cannot read in place (TMA variants), and of those not stored
+    # in the layout the variant reads (A row-major; B row-major, or transposed for reads_b_trans)
+    copy_a = p.a_trans or (v.needs_aligned and not p.a_aligned)
+    copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
+    assert (q.copy_a, q.copy_b) == (copy_a, copy_b)
     assert q.seconds == model(v, q.problem, t, q.splits, q.k_chunk) > 0
     # cached: the same plan object, and an equal plan from equal arguments
     assert plan(replace(p), replace(t), algorithm) == q

@@ -35,8 +35,9 @@ VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and 
 NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
 
 
-def half_plan(m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto"):
-    return planner.plan(Problem(m, n, k, "f16", "f16", "native", a_aligned, b_aligned), target, algorithm)
+def half_plan(m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto", b_trans=False):
+    p = Problem(m, n, k, "f16", "f16", "native", a_aligned, b_aligned, b_trans=b_trans)
+    return planner.plan(p, target, algorithm)
 
 
 def tolerance(out_dtype: str, k: int) -> float:
@@ -64,7 +65,7 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 
 
 def test_auto_counts_the_copies_of_unaligned_operands():
-    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", "wgmma128x256"]
+    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", "wgmma128x256", "wgmma128x256bt"]
     assert ROWS["wgmma128x256"].needs_aligned and not ROWS["mma128x128"].needs_aligned
 
     def choose(m, n, k, a_ok, b_ok):
@@ -89,6 +90,24 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert (wgmma.copy_a, wgmma.copy_b) == (True, False) and wgmma.copy_bytes == 2 * 64 * 100
     in_place = half_plan(100, 64, 64, Target(90, 132, 227 * 1024, ALL_MODULES), ok(b), ok(b2), "wgmma128x256")
     assert in_place.copy_bytes == 0 and not (in_place.copy_a or in_place.copy_b)
+
+
+def test_a_transposed_b_is_read_in_place_where_aligned_and_copied_otherwise():
+    hopper = Target(90, 132, 227 * 1024, ALL_MODULES)
+
+    def plan_of(b_trans, b_aligned, target=hopper, algorithm="auto"):
+        return half_plan(4096, 4096, 4096, target, True, b_aligned, algorithm, b_trans)
+
+    x_wt = plan_of(True, True)  # x @ W.T with W row-major N x K: read in place, no transposed copy
+    assert x_wt.algorithm == "wgmma128x256bt" and not (x_wt.copy_a or x_wt.copy_b) and x_wt.copy_bytes == 0
+    unaligned = plan_of(True, False)  # the copy engine cannot read it: copied either way, the first row wins
+    assert unaligned.algorithm == "wgmma128x256" and unaligned.copy_b
+    for aligned_b in (True, False):  # a B stored row-major goes to the row that reads it so
+        assert plan_of(False, aligned_b).algorithm == "wgmma128x256"
+    named = plan_of(False, True, algorithm="wgmma128x256bt")  # named: B transposed into scratch first
+    assert named.copy_b and named.copy_bytes == 2 * 4096 * 4096
+    elsewhere = plan_of(True, True, target=Target(80, 108, 163 * 1024, ALL_MODULES))
+    assert elsewhere.algorithm == "mma128x128" and elsewhere.copy_b  # sm_90a code runs on 9.0 alone
 
 
 @given(
@@ -299,6 +318,36 @@ def test_wgmma_takes_aligned_views_with_padded_strides(dtype):
         err, got, untouched = product("wgmma128x256", dtype, dtype, m, n, k, pads)
         assert not np.isnan(got).any() and untouched
         assert err < tolerance(dtype, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_dtype", ["same", "float32"])
+def test_x_at_w_transposed_reads_w_in_place(dtype, out_dtype):
+    """x @ W.T with W a row-major N x K matrix (a linear layer's weight): on sm_90 the transposed-B
+    kernel reads W's storage by TMA, no copy; edges of every tile shape, a poisoned C, an epilogue."""
+    if "wgmma128x256bt" not in runnable():
+        pytest.skip(f"wgmma128x256bt needs sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    for m, n, k in ((1, 1, 8), (128, 256, 64), (129, 257, 72), (300, 200, 1000), (64, 520, 8192)):
+        x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+        px, X, x64 = upload(x, dtype, 0, -k % 8)
+        pw, W, w64 = upload(w, dtype, 8, -k % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
+        plan = gm.matmul_plan(X, W.T)
+        assert plan.algorithm == "wgmma128x256bt" and not (plan.copy_a or plan.copy_b), plan
+        C = gm.Matrix.empty(m, n, dtype=out_dtype)
+        poison(C)
+        gm.matmul(X, W.T, out=C)
+        got = C.to_numpy(dtype=np.float32).astype(np.float64)
+        assert not np.isnan(got).any(), (m, n, k)
+        err = product_error(got, x64, w64.T.copy(), out_dtype if out_dtype != "bfloat16" else None)
+        assert err < tolerance(out_dtype, k), (m, n, k, err)
+        relu = gm.matmul(X, W.T, activation="relu").to_numpy(dtype=np.float32)
+        plain = gm.matmul(X, W.T).to_numpy(dtype=np.float32)
+        np.testing.assert_array_equal(relu, np.maximum(plain, 0))
+        for parent in (px, pw, C):
+            parent.free()
 
 
 @pytest.mark.gpu

@@ -98,8 +98,13 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
         size = ITEMSIZE[q.dtype]
         if p.copy_a:
             pa, lda, bsa = _row_major_copy(pa, lda, bsa, m, k, q.a_trans, batch, q.dtype, pool, stream, held, dev)
-        if p.copy_b:
-            pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, k, n, q.b_trans, batch, q.dtype, pool, stream, held, dev)
+        if p.copy_b:  # into the layout the kernel reads: K rows of N, or N rows of K (reads_b_trans)
+            if v.reads_b_trans:
+                pb, ldb, bsb = _row_major_copy(
+                    pb, ldb, bsb, n, k, not q.b_trans, batch, q.dtype, pool, stream, held, dev
+                )
+            else:
+                pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, k, n, q.b_trans, batch, q.dtype, pool, stream, held, dev)
         out, out_ld, out_sfx, product_epilogue = pc, ldc, q.out_dtype, epilogue
         if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
             out, out_ld, out_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(q.dtype)
@@ -111,7 +116,10 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
                 p.grid,
                 v.block,
                 tensor_map(q.dtype, pa, m, k, lda, 64, v.tile[0]),
-                tensor_map(q.dtype, pb, k, n, ldb, 64, 64),
+                # B in place stored transposed (N rows of K, boxes of 64 K x 256 N), else K rows of N
+                tensor_map(q.dtype, pb, n, k, ldb, 64, v.tile[1])
+                if v.reads_b_trans
+                else tensor_map(q.dtype, pb, k, n, ldb, 64, 64),
                 mc or NO_MAP,
                 out,
                 m,

@@ -86,9 +86,8 @@ class MatmulPlan:
             lines.append("  split-K    none")
         if self.copy_a or self.copy_b:
             which = " and ".join(x for x, c in (("A", self.copy_a), ("B", self.copy_b)) if c)
-            lines.append(
-                f"  copies     {which} into row-major, 16-byte aligned scratch first ({self.copy_bytes} bytes)"
-            )
+            layout = "the layouts the kernel reads (B as N rows of K)" if self.variant.reads_b_trans else "row-major"
+            lines.append(f"  copies     {which} into {layout}, 16-byte aligned scratch first ({self.copy_bytes} bytes)")
         lines.append(f"  modelled   {self.seconds * 1e6:.1f} us")
         lines.append(f"  why        {self.reason}")
         return "\n".join(lines)

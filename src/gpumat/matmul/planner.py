@@ -58,10 +58,11 @@ def _live(length: int, tile: int, warp: int) -> float:
 
 
 def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
-    """Whether A and B are first copied into row-major, 16-byte aligned scratch: a transposed operand (no
-    kernel of the table reads one in place yet: it is transposed in one pass), and an unaligned one for
-    the copy engine."""
-    return (p.a_trans or (v.needs_aligned and not p.a_aligned), p.b_trans or (v.needs_aligned and not p.b_aligned))
+    """Whether A and B are first copied into 16-byte aligned scratch in the layout the variant reads: A
+    row-major (a transposed A is transposed in one pass), B row-major or, for a variant that reads B
+    transposed (reads_b_trans), as N rows of K; and an operand the copy engine cannot read in place."""
+    copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
+    return (p.a_trans or (v.needs_aligned and not p.a_aligned), copy_b)
 
 
 def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:

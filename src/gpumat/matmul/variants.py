@@ -56,6 +56,9 @@ class Variant:
     min_arch: int = 0  # lowest compute capability (x10) that runs it
     only_arch: int | None = None  # architecture-specific machine code (sm_90a): that one alone
     needs_aligned: bool = False  # TMA: operands not 16-byte aligned (base and row stride) are copied first
+    # reads B stored transposed (N rows of K, as x @ W.T gives it) in place; a B stored row-major is
+    # transposed into scratch first (the other rows do the opposite)
+    reads_b_trans: bool = False
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
@@ -203,6 +206,7 @@ def _tf32(
 # aligned scratch. Rates: benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
+    kw.setdefault("tier", 1)
     return Variant(
         name,
         _kernels(module, names, args, smem),
@@ -211,7 +215,6 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
         (threads, 1, 1),
         args,
         smem,
-        tier=1,
         split_launch_s=6e-6,
         **kw,
     )
@@ -291,6 +294,24 @@ _ROWS = [
         min_arch=90,
         only_arch=90,
         needs_aligned=True,
+        persistent=True,
+        rate=650e12,
+        k_align=64,
+        min_k_chunk=256,
+    ),
+    # the same kernel reading a transposed B (x @ W.T) in place: its rate is the plain one's until it is
+    # measured on a GPU
+    _half(
+        "wgmma128x256bt",
+        "matmul_wgmma_half",
+        "tensor_maps",
+        (128, 256),
+        384,
+        WGMMA_SMEM,
+        min_arch=90,
+        only_arch=90,
+        needs_aligned=True,
+        reads_b_trans=True,
         persistent=True,
         rate=650e12,
         k_align=64,
