@@ -307,43 +307,83 @@ namespace gpumat {
 
 // ---------------------------------------------------------------------------------------------------
 // Split-K's second pass: C[i*ldc + j] = the epilogue (Epilogue above) of the sum of `splits` partial
-// products (each M x N with row stride N, one after the other in `partial`), added in an order fixed by
-// `splits` alone (deterministic, no atomics): the splits are cut into at most 8 groups of
-// ceil(splits / 8) consecutive ones; warp g of a block adds group g for 32 consecutive outputs, in split
-// order, and warp 0 then adds the group sums in group order, applies the epilogue to the total and rounds
-// once to Out (the identity epilogue: the total as before). Eight warps read at once where one thread an
-// output would walk all the partials alone (64 float32 partials of 256 x 256 on the H100: 11.9 us, 13.0
-// with one thread an output; both well under the device copy rate, not yet understood).
+// products (each M x N with row stride N, one after the other in `partial`), added in split order
+// (partial 0 + partial 1 + ... : deterministic, no atomics, the same order for every output), then
+// rounded once to Out (the identity epilogue: the total as before).
+// Technique: memory-bound, so every thread keeps several 16-byte loads in flight: a thread owns a group
+// of 16 / sizeof(Acc) consecutive outputs (4 floats, 2 doubles) and reads them from each split with one
+// vector load, four splits' loads issued before their adds. When N is not a multiple of the group, a
+// group may straddle rows: it reads element by element (the same order, so the same sums).
 // The entry points, one an accumulator and output dtype, and their launch: matmul_splitk.cu.
+template <class Acc>
+struct Vector16;
+template <>
+struct Vector16<float> {
+    using type = float4;
+    __device__ __forceinline__ static void add(float* s, const float4& v)
+    {
+        s[0] += v.x, s[1] += v.y, s[2] += v.z, s[3] += v.w;
+    }
+};
+template <>
+struct Vector16<double> {
+    using type = double2;
+    __device__ __forceinline__ static void add(double* s, const double2& v) { s[0] += v.x, s[1] += v.y; }
+};
+
 template <class Acc, class Out>
 __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, Out* __restrict__ C, int M, int N,
                                               long long ldc, int splits, GPUMAT_EPILOGUE_PARAMS)
 {
-    __shared__ Acc group_sum[8][32];
+    constexpr int VEC = 16 / sizeof(Acc);
+    using V = typename Vector16<Acc>::type;
     const Epilogue ep = GPUMAT_EPILOGUE_ARGS;
     const bool ep_id = ep.identity();
-    const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
-    const int per = (splits + 7) / 8;
-    const int groups = (splits + per - 1) / per;
     const long long plane = (long long)M * N;
-    for (long long base = (long long)blockIdx.x * 32; base < plane; base += (long long)gridDim.x * 32) {
-        const long long idx = base + lane;
-        if (g < groups && idx < plane) {
-            const int first = g * per, end = min(splits, first + per);
-            Acc sum = partial[first * plane + idx];
-#pragma unroll 4
-            for (int s = first + 1; s < end; ++s) sum += partial[s * plane + idx];
-            group_sum[g][lane] = sum;
+    const long long groups = (plane + VEC - 1) / VEC;
+    // whole groups in one row, and every split's plane starts 16-byte aligned (plane a multiple of VEC)
+    const bool whole = N % VEC == 0;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += (long long)gridDim.x * blockDim.x) {
+        const long long first = g * VEC;
+        Acc sum[VEC];
+        if (whole) {
+            const V* p = reinterpret_cast<const V*>(partial + first);
+            const long long step = plane / VEC;  // one split's plane, in vectors
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) sum[e] = Acc(-0.0);  // -0 + x is x exactly, signed zeros too
+            int s = 0;
+            for (; s + 4 <= splits; s += 4) {
+                V w[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u) w[u] = p[(s + u) * step];
+#pragma unroll
+                for (int u = 0; u < 4; ++u) Vector16<Acc>::add(sum, w[u]);
+            }
+            for (; s < splits; ++s) Vector16<Acc>::add(sum, p[s * step]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const long long idx = first + e;
+                if (idx < plane) {
+                    Acc t = partial[idx];
+                    for (int s = 1; s < splits; ++s) t += partial[s * plane + idx];
+                    sum[e] = t;
+                }
+            }
         }
-        __syncthreads();
-        if (g == 0 && idx < plane) {
-            Acc total = group_sum[0][lane];
-            for (int h = 1; h < groups; ++h) total += group_sum[h][lane];
-            const long long i = idx / N;
-            Out* c = C + i * ldc + (idx - i * N);
-            *c = Dtype<Out>::from(ep_id ? total : ep.apply<Out>(total, (int)i, (int)(idx - i * N), c));
+        long long i = first / N, j = first - i * N;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            if (first + e < plane) {
+                Out* c = C + i * ldc + j;
+                *c = Dtype<Out>::from(ep_id ? sum[e] : ep.apply<Out>(sum[e], (int)i, (int)j, c));
+            }
+            if (++j == N) {
+                j = 0;
+                ++i;
+            }
         }
-        __syncthreads();
     }
 }
 

@@ -4,11 +4,11 @@
 // GEMM epilogue (gpumat::Epilogue) to each total before rounding it (the product kernels of a split-K
 // run get the identity epilogue).
 //
-// Technique (gpumat::splitk_reduce in gpumat.cuh): the splits are cut into at most 8 groups of
-// consecutive ones; warp g of a block adds group g for 32 consecutive outputs, in split order, and warp 0
-// then adds the group sums in group order, applies the epilogue and rounds once to the output dtype.
-// Launch: block (256,1,1), a grid-stride loop over strips of 32 outputs; the grid is computed by
-// splitk_reduce_grid in src/gpumat/runtime/geometry.py.
+// Technique (gpumat::splitk_reduce in gpumat.cuh): a thread adds the splits of a group of consecutive
+// outputs (4 float32 or 2 float64) with one 16-byte load a split, in split order, applies the epilogue
+// and rounds once to the output dtype. Launch: block (256,1,1), a grid-stride loop over the groups; the
+// grid is computed by splitk_reduce_grid in src/gpumat/runtime/geometry.py. The partials must start
+// 16-byte aligned (they come from the pool).
 #include "gpumat.cuh"
 
 // matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,

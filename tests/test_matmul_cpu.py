@@ -78,11 +78,11 @@ def test_tiled_grid_covers_every_tile_within_limits(rows, cols, sms):
 
 
 @given(m=st.integers(1, 10**6), n=st.integers(1, 10**6), sms=st.sampled_from([1, 46, 132, 148]))
-def test_split_k_reduction_grid_walks_strips_of_32_outputs(m, n, sms):
+def test_split_k_reduction_grid_gives_every_block_a_group_of_outputs(m, n, sms):
     blocks, gy, gz = geometry.splitk_reduce_grid(m, n, sms)
-    assert (gy, gz) == (1, 1) and 1 <= blocks <= 16 * sms
-    strips = geometry.cdiv(m * n, 32)
-    assert blocks == min(strips, 16 * sms)  # no block without a strip; the grid-stride loop takes the rest
+    assert (gy, gz) == (1, 1) and 1 <= blocks <= 8 * sms
+    groups = geometry.cdiv(m * n, 4)  # 4 float32 outputs a thread, 256 threads a block
+    assert blocks == min(geometry.cdiv(groups, 256), 8 * sms)  # no idle block; the grid-stride loop takes the rest
 
 
 def test_block_shapes_are_legal():

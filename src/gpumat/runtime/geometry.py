@@ -47,6 +47,7 @@ def flat_grid(n: int, threads: int, blocks_cap: int) -> tuple[int, int, int]:
 
 
 def splitk_reduce_grid(m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-    """Grid of a split-K reduction (block (256,1,1)): a block adds the partials of 32 outputs at a time,
-    its 8 warps one group of splits each (cuda/gpumat.cuh); up to 16 blocks an SM."""
-    return flat_grid(m * n, 32, 16 * sm_count)
+    """Grid of a split-K reduction (block (256,1,1)): a thread adds the partials of a group of outputs
+    (4 float32 or 2 float64, one 16-byte load a split; cuda/gpumat.cuh), blocks for the float32 groups
+    up to 8 an SM (a full H100 SM), and a grid-stride loop takes the rest."""
+    return flat_grid(cdiv(m * n, 4), 256, 8 * sm_count)
