@@ -4,7 +4,8 @@ class: squares (powers of two, 1.5x steps, odd sides), skinny M and skinny N, lo
 transformer layers and odd rectangles.
 
 Each shape is timed two ways, both with CUDA events on PyTorch's current stream, which gpumat is given:
-queued (calls back to back, the GPU's own time, the host keeping up) and idle (one call from an idle
+queued (calls back to back behind a spin kernel that holds the stream while Python queues them: the
+GPU's own time) and idle (one call from an idle
 GPU, what a caller waits for, the Python path included). The JSON keeps every case and, for the dtype
 and mode, the geometric mean and the minimum of the ratios (cuBLAS time / gpumat time: above 1 gpumat
 is faster); benchmarks/plot_sweep.py draws it as a heat map.
@@ -44,8 +45,14 @@ def geometric_mean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+SPIN_HZ = 2.0e9  # the spin kernel counts clock cycles; at most the H100's boost clock, so it never ends early
+
+
 def _queued_us(torch, fn) -> float:
-    """GPU microseconds a call, calls back to back: enough calls for ~2 ms a sample, median of 5 samples."""
+    """GPU microseconds a call, calls back to back with the host out of the way: a spin kernel
+    (torch.cuda._sleep) holds the stream while the calls are queued behind it, so the events time the
+    GPU's own work even where one call's Python path takes longer than its kernels (small products).
+    Enough calls for ~2 ms of GPU work (at most 200), median of 5 samples."""
     fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -54,11 +61,15 @@ def _queued_us(torch, fn) -> float:
     stop.record()
     stop.synchronize()
     calls = max(1, min(200, int(2.0 / max(start.elapsed_time(stop), 1e-3))))
+    queue_s = 0.0  # the longest time the host took to queue one sample's calls
     samples = []
     for _ in range(5):
+        torch.cuda._sleep(int((2 * queue_s + calls * 100e-6 + 1e-3) * SPIN_HZ))
         start.record()
+        began = time.perf_counter()
         for _ in range(calls):
             fn()
+        queue_s = max(queue_s, time.perf_counter() - began)
         stop.record()
         stop.synchronize()
         samples.append(start.elapsed_time(stop) * 1e3 / calls)
@@ -158,8 +169,8 @@ def run(args) -> dict:
         "environment": environment(),
         "anchor": f"cuBLAS through PyTorch {torch.__version__} torch.matmul(out=), same inputs and stream, "
         f"allow_tf32={mode == 'tf32'}",
-        "timing": "CUDA events on PyTorch's current stream; queued: back-to-back calls, ~2 ms a sample, median "
-        "of 5; idle: one call after 2 ms of idle, median of 5",
+        "timing": "CUDA events on PyTorch's current stream; queued: back-to-back calls queued behind a spin kernel "
+        "(the GPU's own time), ~2 ms a sample, median of 5; idle: one call after 2 ms of idle, median of 5",
         "summary": summary,
         "cases": cases,
     }
