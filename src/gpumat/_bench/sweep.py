@@ -6,7 +6,9 @@ transformer layers and odd rectangles.
 Each shape is timed two ways, both with CUDA events on PyTorch's current stream, which gpumat is given:
 queued (calls back to back behind a spin kernel that holds the stream while Python queues them: the
 GPU's own time) and idle (one call from an idle
-GPU, what a caller waits for, the Python path included). The JSON keeps every case and, for the dtype
+GPU, what a caller waits for, the Python path included). Every variant auto chooses among is also
+timed by name (queued), so each case says which plan was fastest and how far auto's pick is from it.
+The JSON keeps every case and, for the dtype
 and mode, the geometric mean and the minimum of the ratios (cuBLAS time / gpumat time: above 1 gpumat
 is faster); benchmarks/plot_sweep.py draws it as a heat map.
 """
@@ -76,6 +78,28 @@ def _queued_us(torch, fn) -> float:
     return statistics.median(samples)
 
 
+def _named(torch, names, auto, A, B, C, precision, stream) -> dict[str, float]:
+    """Queued microseconds of every variant auto may choose from (tier 1 and its fallback, same precision
+    mode as auto's plan), each at its own modelled split and, where that splits K, unsplit too: the
+    data the planner's constants are fitted to, and how far auto is from the best of them."""
+    timed = {}
+    for name in names:
+        if name == "auto":
+            continue
+        try:
+            plan = gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision)
+        except ValueError:  # not for this GPU or these operands
+            continue
+        if plan.variant.tier == 0 or plan.variant.mode != auto.variant.mode:
+            continue
+        plans = [plan]
+        if plan.splits > 1:
+            plans.append(gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision, splits=1))
+        for p in plans:
+            timed[f"{name}/{p.splits}"] = _queued_us(torch, lambda p=p: gm.matmul(A, B, out=C, plan=p, stream=stream))
+    return timed
+
+
 def _idle_us(torch, fn) -> float:
     """Microseconds from an idle GPU to the end of one call (the host's path included), median of 5."""
     samples = []
@@ -118,7 +142,8 @@ def run(args) -> dict:
         def cublas():
             return torch.matmul(ta, tb, out=tc)
 
-        plan = gm.matmul_plan(A, B, out=C, precision=mode if dtype == "float32" else None)
+        precision = mode if dtype == "float32" else None
+        plan = gm.matmul_plan(A, B, out=C, precision=precision)
         case = {
             "class": cls,
             "M": m,
@@ -134,12 +159,18 @@ def run(args) -> dict:
         case["ratio_queued"] = case["cublas_queued_us"] / case["gpumat_queued_us"]
         case["ratio_idle"] = case["cublas_idle_us"] / case["gpumat_idle_us"]
         case["gpumat_tflops"] = flop / case["gpumat_queued_us"] / 1e6
+        case["variants"] = _named(torch, gm.matmul.algorithms(dtype), plan, A, B, C, precision, stream)
+        best = min(case["variants"], key=case["variants"].get)
+        case["best"] = best
+        case["auto_vs_best"] = case["variants"][best] / case["gpumat_queued_us"]
         cases.append(case)
         rows.append(
             [
                 cls,
                 f"{m}x{n}x{k}",
                 f"{plan.algorithm}/{plan.splits}",
+                best,
+                case["auto_vs_best"],
                 case["gpumat_tflops"],
                 case["ratio_queued"],
                 case["ratio_idle"],
@@ -152,15 +183,21 @@ def run(args) -> dict:
         "min_queued": min(c["ratio_queued"] for c in cases),
         "geomean_idle": geometric_mean([c["ratio_idle"] for c in cases]),
         "min_idle": min(c["ratio_idle"] for c in cases),
+        "geomean_auto_vs_best": geometric_mean([c["auto_vs_best"] for c in cases]),
+        "min_auto_vs_best": min(c["auto_vs_best"] for c in cases),
     }
     label = dtype + ("" if mode in (None, "float32") else f" {mode}")
     print_table(
         f"matmul sweep, {label} (ratio = cuBLAS time / gpumat time; > 1: gpumat faster)",
-        ["class", "M x N x K", "auto/splits", "TFLOP/s", "ratio queued", "ratio idle"],
+        ["class", "M x N x K", "auto/splits", "best named", "best/auto", "TFLOP/s", "ratio queued", "ratio idle"],
         rows,
     )
     print(
-        f"\ngeometric mean {summary['geomean_queued']:.3f} queued, {summary['geomean_idle']:.3f} idle; "
+        f"\nauto against the best named plan (its time / auto's): geometric mean "
+        f"{summary['geomean_auto_vs_best']:.3f}, minimum {summary['min_auto_vs_best']:.3f}"
+    )
+    print(
+        f"geometric mean {summary['geomean_queued']:.3f} queued, {summary['geomean_idle']:.3f} idle; "
         f"minimum {summary['min_queued']:.3f} queued, {summary['min_idle']:.3f} idle"
     )
     payload = {
