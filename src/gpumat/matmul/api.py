@@ -320,7 +320,7 @@ def matmul(
     x^3)))). With split-K the epilogue runs in the reduction.
 
     algorithm: "auto" (the planner's choice; see gm.matmul_plan for what it picks and why) or a variant's
-    name (gpumat.matmul.algorithms(dtype) lists them). plan: a plan from gm.matmul_plan for operands of
+    name (`from gpumat.matmul import algorithms` lists them). plan: a plan from gm.matmul_plan for operands of
     this shape, dtype, alignment and device, run as it is.
 
     precision (float32 operands): "float32" (exact FP32 kernels), "tf32x3" (FP32-level accuracy on the
