@@ -2,12 +2,17 @@
 // row stride lds) converted, for every ordered pair of distinct dtypes among float32, float64, float16
 // and bfloat16 (convert_<src>_<dst>). The value goes through double (exact for every source) and is
 // rounded once to the destination, to nearest even; NaN stays NaN, +-Inf stays +-Inf, values beyond
-// the destination's range become +-Inf, and widening conversions are exact.
+// the destination's range become +-Inf, and widening conversions are exact. The same map with one dtype
+// is a strided 2-D copy (copy_2d_<dtype>): the matmul launcher's copy of an operand the copy engine
+// cannot read in place into aligned scratch, where rows of a few hundred unaligned bytes make the DMA
+// engine (cuMemcpy2DAsync) take several microseconds.
 //
 // Technique: a plain memory-bound map. A block of 32 x 8 threads covers 128 columns x 8 rows; each
 // thread converts four elements 32 columns apart (coalesced along a row); rows beyond gridDim.y x 8 are
 // walked in a grid-stride loop. Offsets are 64-bit.
 // Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535)).
+#include <type_traits>
+
 #include "gpumat.cuh"
 
 using gpumat::Dtype;
@@ -31,7 +36,10 @@ __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict
 #pragma unroll
         for (int j = 0; j < 4; ++j)
             if (c + 32 * j < cols)
-                d[c + 32 * j] = Dtype<D>::from(Dtype<S>::wide(v[j]));
+                if constexpr (std::is_same_v<S, D>)
+                    d[c + 32 * j] = v[j];  // a copy: the bits as they are
+                else
+                    d[c + 32 * j] = Dtype<D>::from(Dtype<S>::wide(v[j]));
     }
 }
 
@@ -45,7 +53,7 @@ __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict
         convert<S, D>(src, dst, rows, cols, lds, ldd);                                                       \
     }
 
-// The twelve ordered pairs of distinct dtypes (a same-dtype "conversion" is a copy: cuMemcpy2D).
+// The twelve ordered pairs of distinct dtypes.
 GPUMAT_CONVERT(f32, float, f64, double)
 GPUMAT_CONVERT(f32, float, f16, __half)
 GPUMAT_CONVERT(f32, float, bf16, __nv_bfloat16)
@@ -58,3 +66,17 @@ GPUMAT_CONVERT(f16, __half, bf16, __nv_bfloat16)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f32, float)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f64, double)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f16, __half)
+
+#define GPUMAT_COPY_2D(SN, S)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(const S* __restrict__ src,               \
+                                                                  S* __restrict__ dst, long long rows,     \
+                                                                  long long cols, long long lds, long long ldd) \
+    {                                                                                                        \
+        convert<S, S>(src, dst, rows, cols, lds, ldd);                                                       \
+    }
+
+// Same-dtype copies: every element's bits unchanged.
+GPUMAT_COPY_2D(f32, float)
+GPUMAT_COPY_2D(f64, double)
+GPUMAT_COPY_2D(f16, __half)
+GPUMAT_COPY_2D(bf16, __nv_bfloat16)

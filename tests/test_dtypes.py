@@ -113,6 +113,27 @@ def test_transpose_moves_the_bits_in_every_dtype(dt, rows, cols, pad):
 
 @gpu
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@given(rows=dims(300), cols=st.one_of(st.integers(1, 70), dims(300)), pad=st.integers(0, 3), spare=st.integers(0, 9))
+def test_the_2d_copy_kernel_moves_the_bits_and_nothing_else(dt, rows, cols, pad, spare):
+    """copy_region (the matmul launcher's aligning copy) from a view at an odd offset into a region of a
+    wider matrix: the region gets the source's bits (NaN payloads included), the rest keeps its poison."""
+    from gpumat.convert import copy_region
+
+    host = data((rows, cols + pad), dt)
+    host.view(np.uint8)[: min(host.nbytes, 64)] = 0xFF  # NaNs with payloads, where the region starts
+    with gm.Matrix.from_numpy(host) as a, poisoned(rows, cols + spare, dt) as out:
+        before = out.to_numpy()
+        view = a[:, pad:]
+        dev = gm.current_device()
+        with dev.lock:
+            copy_region(view.elements, out.elements, rows, cols, view.stride, out.stride, view._sfx, 0, dev)
+        got = out.to_numpy()
+        assert got[:, :cols].tobytes() == np.ascontiguousarray(host[:, pad:]).tobytes()
+        assert got[:, cols:].tobytes() == before[:, cols:].tobytes()
+
+
+@gpu
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @pytest.mark.parametrize(
     "shape", [(1 << 16, 3), (1 << 14, 40), (70000, 64), (5, 1 << 16), (31, 50000), (1, 999), (999, 1)]
 )

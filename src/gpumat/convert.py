@@ -2,7 +2,9 @@
 
 CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
-through double, exact for every source); NaN and +-Inf are preserved. Same-dtype copies are cuMemcpy2D.
+through double, exact for every source); NaN and +-Inf are preserved. COPY_KERNELS[sfx]: the same map
+as a bit-exact strided copy (copy_region), for regions the DMA engine copies slowly (rows of unaligned
+bytes); Matrix.copy itself stays cuMemcpy2D.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
     (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d
 }
+
+
+COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in SUFFIXES}
 
 
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
@@ -61,3 +66,9 @@ def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
         stream=stream,
         device=dev,
     )
+
+
+def copy_region(src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, sfx: str, stream: int, dev) -> None:
+    """dst = src, a rows x cols region of `sfx` elements between two device addresses (row strides in
+    elements), queued on `stream` (the caller orders the operands on it and holds the device lock)."""
+    COPY_KERNELS[sfx](grid(rows, cols), BLOCK, src, dst, rows, cols, lds, ldd, stream=stream, device=dev)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .._dtypes import ITEMSIZE
+from ..convert import copy_region
 from ..memory import device_pool
-from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.tensormaps import encode_tiled
 from ..transpose import transpose_region
@@ -182,7 +182,8 @@ def _row_major_copy(
     dev,
 ) -> tuple[int, int, int]:
     """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
-    batch when bstride is not 0) whose base and row stride are 16-byte aligned, in pool scratch. A
+    batch when bstride is not 0) whose base and row stride are 16-byte aligned, in pool scratch, by a
+    copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
     transposed operand (stored cols x rows) is transposed on the way, one launch a matrix."""
     size = ITEMSIZE[sfx]
     per_16 = 16 // size
@@ -197,17 +198,7 @@ def _row_major_copy(
         if trans:
             transpose_region(src, out, cols, rows, ld, aligned_ld, sfx, stream, dev)
         else:
-            memops.copy_2d_async(
-                out,
-                aligned_ld * size,
-                src,
-                ld * size,
-                cols * size,
-                rows,
-                dst_on_host=False,
-                src_on_host=False,
-                stream=stream,
-            )
+            copy_region(src, out, rows, cols, ld, aligned_ld, sfx, stream, dev)
     return dst, aligned_ld, per_matrix if bstride else 0
 
 
