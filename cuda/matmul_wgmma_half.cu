@@ -452,7 +452,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
 // ceil(M/128) * ceil(N/BN) * splits. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
 // 64 x 64 boxes (K rows of N) or, for the bt entries, 64 x BN (N rows of K).
-//  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread.
+//  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
+//    the large products' tile;
+//  * 128x128: tile 128 x 128 x 64, 6-stage ring of 32 KiB stages, 64 accumulators a consumer thread;
+//    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it.
 //
 // matmul_wgmma128x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
@@ -477,3 +480,11 @@ GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 256, __half, __half, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 256, __half, float, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 256, __nv_bfloat16, __nv_bfloat16, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 256, __nv_bfloat16, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, __half, __half, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, __half, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, __nv_bfloat16, __nv_bfloat16, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, __nv_bfloat16, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, true)
