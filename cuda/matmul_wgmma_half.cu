@@ -6,12 +6,13 @@
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
 // tensor with 64 x 64 boxes, both with the 128-byte swizzle. The *bt entries take B stored transposed
-// (x @ W.T: W row-major N x K) as a K (inner) x N tensor with 64 x 256 boxes, read K-major as A is. TMA needs the base address and the row
-// stride 16-byte aligned (the host copies other views first). The copy engine zero-fills whatever lies
-// past M, N or K, so edge tiles need no special code on the way in. C leaves through a third map when
-// its address, stride and row length allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128
-// bytes wide, clipped at the edges by the copy engine, which writes whole 16-byte pieces: rows must be
-// a multiple of 16 bytes long), else by guarded stores from the registers.
+// (x @ W.T: W row-major N x K) as a K (inner) x N tensor with 64 x BN boxes (BN: the tile's width), read
+// K-major as A is. TMA needs the base address and the row stride 16-byte aligned (the host copies other
+// views first). The copy engine zero-fills whatever lies past M, N or K, so edge tiles need no special
+// code on the way in. C leaves through a third map when its address, stride and row length allow
+// (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy
+// engine, which writes whole 16-byte pieces: rows must be a multiple of 16 bytes long), else by guarded
+// stores from the registers.
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
@@ -23,22 +24,26 @@
 // identity with split-K (the reduction applies the caller's epilogue), so C + z*M*ldc is C itself
 // whenever the epilogue reads C.
 //
-// Technique:
-//  * a block computes 128 x 256 tiles of C with three warpgroups: warpgroup 0 is the producer (one
+// Technique (one template, gemm<BN, ...>, for both tile widths BN = 256 and 128; Tile<BN> holds what
+// follows from BN):
+//  * a block computes 128 x BN tiles of C with three warpgroups: warpgroup 0 is the producer (one
 //    thread issues the bulk tensor copies; the warpgroup gives registers back with setmaxnreg),
-//    warpgroups 1 and 2 are consumers, each owning 64 rows x 256 columns of the tile as 128 float32
-//    accumulators a thread (one wgmma m64n256k16 a k step, A and B both read from shared memory);
-//  * k tiles of 64 pass through a ring of STAGES = 4 shared-memory stages (48 KiB each: A 128 x 64,
-//    B 64 x 256 as four 64-column boxes), each with a "full" mbarrier (the copies' byte count lands)
-//    and an "empty" mbarrier (both consumers are done with it). Consumers keep one k tile of wgmma in
-//    flight (wait_group 1) and release a stage as soon as the group that read it completes;
+//    warpgroups 1 and 2 are consumers, each owning 64 rows x BN columns of the tile as BN / 2 float32
+//    accumulators a thread (one wgmma m64n<BN>k16 a k step, A and B both read from shared memory);
+//  * k tiles of 64 pass through a ring of shared-memory stages (A 128 x 64, B 64 x BN as BN / 64
+//    64-column boxes), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for BN = 256, 6 of
+//    32 KiB for BN = 128. Each has a "full" mbarrier (the copies' byte count lands) and an "empty"
+//    mbarrier (both consumers are done with it). Consumers keep one k tile of wgmma in flight
+//    (wait_group 1) and release a stage as soon as the group that read it completes;
 //  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
 //    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
-//    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b);
+//    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b); a
+//    K-major B (bt) is BN rows of 128 bytes, described as A is. The descriptors do not depend on BN:
+//    the instruction's N says how many boxes or rows it reads;
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
-//  * epilogue with tma_c: each consumer writes its 64 x 256 result, 128 bytes of columns at a time,
+//  * epilogue with tma_c: each consumer writes its 64 x BN result, 128 bytes of columns at a time,
 //    into one of its two 8 KiB shared-memory buffers (in the 128-byte swizzle, so the fragment stores
 //    are free of bank conflicts) and one thread hands the buffer to a TMA store; the consumer goes on
 //    to the next tile while the copy engine writes C, and waits only before refilling a buffer whose
@@ -59,18 +64,35 @@ using gpumat::store_pair;
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64;
-constexpr int STAGES = 4;
+constexpr int BM = 128, BK = 64;
 constexpr int THREADS = 384;                      // producer + two consumer warpgroups
 constexpr int A_BYTES = BM * BK * 2;              // 16 KiB
 constexpr int B_BOX_BYTES = BK * 64 * 2;          // 8 KiB: 64 k rows x 64 columns
-constexpr int B_BYTES = BK * BN * 2;              // 32 KiB
-constexpr int STAGE_BYTES = A_BYTES + B_BYTES;    // 48 KiB
 constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
 constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + 128;  // + alignment slack + barriers
+constexpr int BAR_BYTES = 128;                    // full[s] at + 8 s, empty[s] at + 64 + 8 s: 8 stages at most
+constexpr int SMEM_LIMIT = 227 * 1024;            // the most dynamic shared memory a block gets on sm_90
 constexpr int GROUP_M = 16;
-static_assert(SMEM_BYTES == 230528, "WGMMA_SMEM in src/gpumat/matmul/variants.py asks for this many bytes");
+
+// Everything that follows the tile's width BN (128 or 256 columns of C): a consumer thread holds
+// BN / 2 float32 accumulators (its warpgroup's 64 rows x BN columns over 128 threads), a stage is A's
+// 128 x 64 box and B's 64 x BN (BN / 64 boxes of 64 columns, or one BN-row box K-major), and the ring
+// has as many stages as fit beside the C buffers, the alignment slack and the barriers.
+template <int BN_>
+struct Tile {
+    static constexpr int BN = BN_;
+    static constexpr int ACC = BN / 2;
+    static constexpr int B_BYTES = BK * BN * 2;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - BAR_BYTES) / STAGE_BYTES;
+    static constexpr int STAGES = STAGES_FIT < 8 ? STAGES_FIT : 8;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + BAR_BYTES;  // + alignment slack
+    static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+    static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring");
+};
+// variants.py (WGMMA_SMEM) asks for these; tests/test_matmul_tc_half.py reads them here
+static_assert(Tile<256>::STAGES == 4 && Tile<256>::SMEM_BYTES == 230528, "48 KiB stages: 4 fit");
+static_assert(Tile<128>::STAGES == 6 && Tile<128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
 
 // The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value.
 struct alignas(64) TensorMap {
@@ -158,55 +180,53 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
-// d (64 x 256, float32) += A (64 x 16, K-major, from shared memory) * B (16 x 256 from shared memory:
-// N-major, transposed by the instruction, or with B_KMAJOR K-major like A). One spelling per input type.
-#define GPUMAT_WGMMA_OPERANDS(TRANS_B)                                                                     \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+// d (64 x N, float32; N = 128 or 256, N / 2 accumulators a thread) += A (64 x 16, K-major, from shared
+// memory) * B (16 x N from shared memory: N-major, transposed by the instruction (imm-trans-b 1), or
+// with B_KMAJOR K-major like A (0)). The accumulators are the first N / 2 operands, then the two
+// descriptors, then the transpose flag as an immediate.
+#define GPUMAT_ACC_0_63                                                                                    \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                       \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                       \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define GPUMAT_ACC_64_127                                                                                  \
     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                       \
     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                       \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "           \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "      \
-    "%128, %129, 1, 1, 1, 0, " TRANS_B ";\n"
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
 #define GPUMAT_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define GPUMAT_D128 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24), GPUMAT_D8(32), GPUMAT_D8(40),     \
-                    GPUMAT_D8(48), GPUMAT_D8(56), GPUMAT_D8(64), GPUMAT_D8(72), GPUMAT_D8(80), GPUMAT_D8(88),   \
-                    GPUMAT_D8(96), GPUMAT_D8(104), GPUMAT_D8(112), GPUMAT_D8(120)
+#define GPUMAT_D64 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24), GPUMAT_D8(32), GPUMAT_D8(40), \
+                   GPUMAT_D8(48), GPUMAT_D8(56)
+#define GPUMAT_D128 GPUMAT_D64, GPUMAT_D8(64), GPUMAT_D8(72), GPUMAT_D8(80), GPUMAT_D8(88), GPUMAT_D8(96), \
+                    GPUMAT_D8(104), GPUMAT_D8(112), GPUMAT_D8(120)
 
 template <class T>
 struct Wgmma;
 
-template <>
-struct Wgmma<__half> {
-    template <bool B_KMAJOR>
-    __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
-    {
-        if constexpr (B_KMAJOR)
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS("0")
-                         : GPUMAT_D128 : "l"(a), "l"(b));
-        else
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUMAT_WGMMA_OPERANDS("1")
-                         : GPUMAT_D128 : "l"(a), "l"(b));
-    }
-};
+// One specialisation per input type (its PTX type names, TYPES); run<B_KMAJOR>(d, a, b) picks the
+// shape from d's length.
+#define GPUMAT_WGMMA_FOR(T, TYPES)                                                                           \
+    template <>                                                                                              \
+    struct Wgmma<T> {                                                                                        \
+        template <bool B_KMAJOR, int ACC>                                                                    \
+        __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)                  \
+        {                                                                                                    \
+            static_assert(ACC == 128 || ACC == 64, "m64n256k16 or m64n128k16");                            \
+            if constexpr (ACC == 128)                                                                        \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                        \
+                             "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1, 0, %130;\n" \
+                             : GPUMAT_D128 : "l"(a), "l"(b), "n"(B_KMAJOR ? 0 : 1));                         \
+            else                                                                                             \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " "                        \
+                             "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1, 0, %66;\n"                           \
+                             : GPUMAT_D64 : "l"(a), "l"(b), "n"(B_KMAJOR ? 0 : 1));                          \
+        }                                                                                                    \
+    };
 
-template <>
-struct Wgmma<__nv_bfloat16> {
-    template <bool B_KMAJOR>
-    __device__ __forceinline__ static void run(float (&d)[128], uint64_t a, uint64_t b)
-    {
-        if constexpr (B_KMAJOR)
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS("0")
-                         : GPUMAT_D128 : "l"(a), "l"(b));
-        else
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUMAT_WGMMA_OPERANDS("1")
-                         : GPUMAT_D128 : "l"(a), "l"(b));
-    }
-};
+GPUMAT_WGMMA_FOR(__half, "f16.f16")
+GPUMAT_WGMMA_FOR(__nv_bfloat16, "bf16.bf16")
 
 // Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles
 // (gpumat::grouped_tile).
@@ -228,8 +248,8 @@ __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 // C[row + 8 h, col + 8 j + e]; elements past M or N are left as they are. No branches (the tests of M
 // and N predicate the reads and pick the result), so the compiler can issue the C and bias loads early.
 // The two rows' bias elements are read once, and each column's once for both rows.
-template <class Out, class F>
-__device__ __forceinline__ void finish(float (&d)[128], const F& f, int row, int col, int M, int N, const Out* Cz,
+template <class Out, int ACC, class F>
+__device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int col, int M, int N, const Out* Cz,
                                        long long ldc)
 {
     const bool row_in[2] = {row < M, row + 8 < M};
@@ -238,7 +258,7 @@ __device__ __forceinline__ void finish(float (&d)[128], const F& f, int row, int
     const float row_bias[2] = {f.bias_of(2, row * step, row_in[0]), f.bias_of(2, (row + 8) * step, row_in[1])};
     const long long col_at = col * step;  // column col + 8 j + e's bias element: col_at + (8 j + e) step
 #pragma unroll
-    for (int j = 0; j < 32; ++j)
+    for (int j = 0; j < ACC / 4; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int jc = col + 8 * j + e;
@@ -255,27 +275,30 @@ __device__ __forceinline__ void finish(float (&d)[128], const F& f, int row, int
 }
 
 // finish() with the activation the epilogue e names.
-template <class Out>
-__device__ __forceinline__ void finish_with(float (&d)[128], const gpumat::Epilogue& e, int row, int col, int M,
+template <class Out, int ACC>
+__device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilogue& e, int row, int col, int M,
                                             int N, const Out* Cz, long long ldc)
 {
     switch (e.activation) {  // one unrolled loop an activation (see Epilogue::fixed)
-    case 1: finish(d, e.fixed<Out, float, 1>(), row, col, M, N, Cz, ldc); break;
-    case 2: finish(d, e.fixed<Out, float, 2>(), row, col, M, N, Cz, ldc); break;
-    case 3: finish(d, e.fixed<Out, float, 3>(), row, col, M, N, Cz, ldc); break;
-    default: finish(d, e.fixed<Out, float, 0>(), row, col, M, N, Cz, ldc); break;
+    case 1: finish<Out>(d, e.fixed<Out, float, 1>(), row, col, M, N, Cz, ldc); break;
+    case 2: finish<Out>(d, e.fixed<Out, float, 2>(), row, col, M, N, Cz, ldc); break;
+    case 3: finish<Out>(d, e.fixed<Out, float, 3>(), row, col, M, N, Cz, ldc); break;
+    default: finish<Out>(d, e.fixed<Out, float, 0>(), row, col, M, N, Cz, ldc); break;
     }
 }
 
-// EPI: the accumulators go through the epilogue ep before C is written; else ep is not read.
-// B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K row-major
-// matrix, as in x @ W.T), loaded as one 64 x 256 box a stage and read K-major like A; else K rows of N.
-template <class T, class Out, bool EPI, bool B_KMAJOR>
+// BN: the tile's width (Tile<BN>). EPI: the accumulators go through the epilogue ep before C is
+// written; else ep is not read. B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the
+// transpose of an N x K row-major matrix, as in x @ W.T), loaded as one 64 x BN box a stage and read
+// K-major like A; else K rows of N, loaded as BN / 64 boxes of 64 x 64.
+template <int BN, class T, class Out, bool EPI, bool B_KMAJOR>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
                                      const gpumat::Epilogue& ep)
 {
 #ifdef GPUMAT_HAS_WGMMA
+    using Cfg = Tile<BN>;
+    constexpr int STAGES = Cfg::STAGES, STAGE_BYTES = Cfg::STAGE_BYTES, ACC = Cfg::ACC;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -311,7 +334,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     bar_expect(full, STAGE_BYTES);
                     tma_load(dst, &map_a, k, wk.tm * BM, full);
                     if constexpr (B_KMAJOR) {
-                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, full);  // 256 rows of 128 bytes
+                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, full);  // BN rows of 128 bytes
                     } else {
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j)
@@ -329,13 +352,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const int c = wg - 1;                      // consumer: rows 64 c .. 64 c + 63 of the tile
         const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
         int stage = 0, phase = 0;
-        float d[128];
+        float d[ACC];
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
             const Work wk = work_item(w, tiles_m, tiles_n);
             const int k_begin = wk.split * k_chunk;
             const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
 #pragma unroll
-            for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+            for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
             int prev = -1;
             for (int t = 0; t < k_tiles; ++t) {
                 bar_wait(bars + 8 * stage, phase);
@@ -407,7 +430,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 if (r >= M) continue;
                 Out* crow = Cz + (long long)r * ldc;
 #pragma unroll
-                for (int j = 0; j < 32; ++j) {
+                for (int j = 0; j < ACC / 4; ++j) {
                     const int cc = col + 8 * j;
                     if (cc < N) store_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
                 }
@@ -422,16 +445,21 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 }  // namespace
 
-// matmul_wgmma128x256_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, alpha, beta,
-// bias, bias_step, bias_along, bias_f32, activation): TMA +
-// wgmma m64n256k16, float32 accumulation, 4-stage mbarrier ring, producer warpgroup + two consumer
-// warpgroups, persistent blocks, C through TMA stores (tma_c = 1) or plain stores. Tile 128 x 256 x 64,
-// block (384,1,1), 230,528 bytes of dynamic shared memory, one block an SM. Grid (min(work items, SMs),
-// 1, 1) with work items = ceil(M/128) * ceil(N/256) * splits. C in the input dtype, or float32.
+// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, alpha,
+// beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: TMA + wgmma m64n<BN>k16,
+// float32 accumulation, producer warpgroup + two consumer warpgroups, persistent blocks, C through TMA
+// stores (tma_c = 1) or plain stores. Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
+// memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
+// ceil(M/128) * ceil(N/BN) * splits. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
+// 64 x 64 boxes (K rows of N) or, for the bt entries, 64 x BN (N rows of K).
+//  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
+//    the large products' tile;
+//  * 128x128: tile 128 x 128 x 64, 6-stage ring of 32 KiB stages, 64 accumulators a consumer thread;
+//    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it.
 //
-// matmul_wgmma128x256bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N rows
-// of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
-#define GPUMAT_WGMMA_HALF(NAME, T, OUT, B_KMAJOR)                                                            \
+// matmul_wgmma128x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
+// rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
+#define GPUMAT_WGMMA_HALF(NAME, BN, T, OUT, B_KMAJOR)                                                        \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
@@ -439,16 +467,24 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     {                                                                                                         \
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
         if (ep.identity())                                                                                    \
-            gemm<T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);         \
+            gemm<BN, T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);     \
         else                                                                                                  \
-            gemm<T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);          \
+            gemm<BN, T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);      \
     }
 
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, __half, __half, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, __half, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, __nv_bfloat16, __nv_bfloat16, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, __nv_bfloat16, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, __half, __half, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, __half, float, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, __nv_bfloat16, __nv_bfloat16, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, __nv_bfloat16, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, 256, __half, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, 256, __nv_bfloat16, __nv_bfloat16, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, 256, __nv_bfloat16, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 256, __half, __half, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 256, __half, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 256, __nv_bfloat16, __nv_bfloat16, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 256, __nv_bfloat16, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, __half, __half, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, __half, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, __nv_bfloat16, __nv_bfloat16, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, __nv_bfloat16, float, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, true)

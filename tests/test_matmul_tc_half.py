@@ -1,7 +1,8 @@
 """float16 / bfloat16 matmul on the tensor cores (the engine's half rows): mma128x128 (mma.sync, sm_80+,
-any view) and wgmma128x256 (TMA + wgmma, sm_90a, 16-byte aligned operands). The variant choice, the
-split-K plan, the launch geometry, tensor-map arguments and argument checks run without a GPU; the
-products run on one.
+any view) and the wgmma rows (TMA + wgmma, sm_90a, 16-byte aligned operands): tiles 128 x 256 and
+128 x 128, each for B row-major and B stored transposed (*bt). The variant choice, the split-K plan,
+the launch geometry, tensor-map arguments (the launcher's boxes for each tile), the kernels' shared
+memory and argument checks run without a GPU; the products run on one.
 
 Error bound, as ||C - A B||_F / || |A| |B| ||_F against the float64 product of the exact (already
 rounded) 16-bit operands: the products of two float16 (11 significant bits) or bfloat16 (8) values
@@ -14,6 +15,12 @@ by orders of magnitude more.
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -21,11 +28,11 @@ from hypothesis import strategies as st
 from support import ALL_MODULES, FAKE_DEVICE, dims, fake_matrix, poison, product_error, rng
 
 import gpumat as gm
-from gpumat.matmul import planner
+from gpumat.matmul import launcher, planner
 from gpumat.matmul.launcher import c_map_args, tensor_map_args
 from gpumat.matmul.problem import Problem, Target, aligned, built_modules
+from gpumat.matmul.variants import IDENTITY, algorithms
 from gpumat.matmul.variants import VARIANTS as ROWS
-from gpumat.matmul.variants import algorithms
 from gpumat.runtime import geometry
 
 DTYPES = ("float16", "bfloat16")
@@ -33,6 +40,9 @@ UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 # the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
 VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
 NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
+# the TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts
+WGMMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"}]
+HOPPER = Target(90, 132, 227 * 1024, ALL_MODULES)
 
 
 def half_plan(m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto", b_trans=False):
@@ -54,8 +64,9 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
         return None if name == "simt64x64" else name
 
     assert pick(4096, 4096, 4096, 90, 227 * 1024, True) == "wgmma128x256"
-    assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"  # copies: ~3% of the product
-    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x256"
+    # copies: ~3% of the product; 33 x 33 tiles of 128 x 128 in 9 waves beat 33 x 17 of 128 x 256 in 5
+    assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x128"
+    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x128"  # one tile: the smaller one is done first
     assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma128x128"  # copies: longer than the product
     assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma128x128"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
@@ -65,8 +76,9 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 
 
 def test_auto_counts_the_copies_of_unaligned_operands():
-    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", "wgmma128x256", "wgmma128x256bt"]
-    assert ROWS["wgmma128x256"].needs_aligned and not ROWS["mma128x128"].needs_aligned
+    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", *WGMMA]
+    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt"]
+    assert all(ROWS[name].needs_aligned for name in WGMMA) and not ROWS["mma128x128"].needs_aligned
 
     def choose(m, n, k, a_ok, b_ok):
         p = half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), a_ok, b_ok)
@@ -77,9 +89,9 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert choose(4096, 4096, 4096, True, True) == "wgmma128x256"
     assert choose(4096, 4096, 4096, False, True) == "wgmma128x256"  # a copy of A: a few % of the product
     assert choose(4096, 4096, 512, False, True) == "wgmma128x256"
-    assert choose(256, 256, 65536, True, True) == "wgmma128x256"
+    assert choose(256, 256, 65536, True, True) == "wgmma128x128"  # 4 tiles x 32 splits fill the SMs
     assert choose(256, 256, 65536, False, False) == "mma128x128"  # copies far longer than the product
-    assert choose(128, 4096, 4096, False, True) == "wgmma128x256"  # only the operand that needs it is copied:
+    assert choose(128, 4096, 4096, False, True) == "wgmma128x128"  # only the operand that needs it is copied:
     assert choose(128, 4096, 4096, True, False) == "mma128x128"  # A is 1/32 of B here
     a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
     b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
@@ -108,6 +120,116 @@ def test_a_transposed_b_is_read_in_place_where_aligned_and_copied_otherwise():
     assert named.copy_b and named.copy_bytes == 2 * 4096 * 4096
     elsewhere = plan_of(True, True, target=Target(80, 108, 163 * 1024, ALL_MODULES))
     assert elsewhere.algorithm == "mma128x128" and elsewhere.copy_b  # sm_90a code runs on 9.0 alone
+
+
+def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile():
+    """On the H100's 132 SMs, 128 x 256 tiles leave most SMs idle on mid-size products (1024^3: 32 tiles;
+    128 x 16384 x 4096: 64); the 128 x 128 tile has twice the work items. Where both fill the GPU the
+    wider tile's rate wins. The same choice for either B layout, among the rows that read B as stored."""
+
+    def pick(m, n, k, b_trans):
+        q = half_plan(m, n, k, HOPPER, b_trans=b_trans)
+        assert q.variant.reads_b_trans == b_trans and not (q.copy_a or q.copy_b), q
+        return q.algorithm.removesuffix("bt"), q.splits
+
+    for b_trans in (False, True):
+        bt = "bt" if b_trans else ""
+        wide, narrow = ROWS["wgmma128x256" + bt], ROWS["wgmma128x128" + bt]
+        assert pick(1024, 1024, 1024, b_trans) == ("wgmma128x128", 1)  # 64 tiles, not 32
+        assert pick(128, 16384, 4096, b_trans) == ("wgmma128x128", 1)  # 128 tiles: no split needed
+        assert pick(64, 4096, 4096, b_trans) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
+        assert pick(512, 512, 512, b_trans) == ("wgmma128x128", 1)
+        assert pick(3072, 3072, 3072, b_trans) == ("wgmma128x128", 1)  # 576 tiles in 5 waves, not 288 in 3
+        for side in (4096, 8192):  # both fill the SMs, in whole waves of the wider tile
+            assert pick(side, side, side, b_trans) == ("wgmma128x256", 1)
+        # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
+        # so the tiles' rates decide (the 128 x 128 one is provisional until measured on the GPU)
+        p = Problem(2048, 2048, 2048, "f16", "f16", "native", b_trans=b_trans)
+        ratio = planner.best_split(wide, p, HOPPER)[0] / planner.best_split(narrow, p, HOPPER)[0]
+        assert ratio == pytest.approx(narrow.rate / wide.rate)
+        assert pick(2048, 2048, 2048, b_trans)[0] == ("wgmma128x128" if narrow.rate > wide.rate else "wgmma128x256")
+
+
+def test_wgmma_rows_ask_for_their_kernels_shared_memory():
+    """A wgmma row's launches ask for the dynamic shared memory of its tile's instantiation: the kernel
+    file pins Tile<BN>::STAGES and Tile<BN>::SMEM_BYTES in static_asserts, and the ring's layout gives
+    the same count (as many stages as fit in 227 KiB)."""
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_wgmma_half.cu").read_text()
+    pinned = {
+        int(bn): (int(stages), int(smem))
+        for bn, stages, smem in re.findall(r"Tile<(\d+)>::STAGES == (\d+) && Tile<\1>::SMEM_BYTES == (\d+)", src)
+    }
+    assert sorted(pinned) == [128, 256]
+    fixed = 4 * 8192 + 1024 + 128  # 4 C buffers of 64 rows x 128 bytes, alignment slack, mbarriers
+    for name in WGMMA:
+        v = ROWS[name]
+        bm, bn = v.tile
+        stages, smem = pinned[bn]
+        stage = (bm * 64 + 64 * bn) * 2  # A 128 x 64 and B 64 x BN, 16-bit
+        assert stages == min(8, (227 * 1024 - fixed) // stage) and smem == stages * stage + fixed, name
+        assert bm == 128 and v.block == (384, 1, 1) and v.smem == smem, name
+        assert name == f"wgmma{bm}x{bn}" + ("bt" if v.reads_b_trans else "")
+        for (sfx, out), kernel in v.kernels.items():
+            assert kernel.dynamic_smem == smem, kernel.name
+            assert kernel.name == f"matmul_{name}_{sfx}" + ("_f32out" if out != sfx else "")
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("name", WGMMA)
+def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, name, splits):
+    """The tensor maps the launcher encodes (nothing is encoded or launched: both are recorded): A in
+    64 x 128 boxes; B row-major in 64 x 64 boxes (the kernel loads BN / 64 of them), B stored
+    transposed in 64 x BN boxes; C (or split-K's float32 layers) in 128-byte x 64-row boxes."""
+    v = ROWS[name]
+    bn = v.tile[1]
+    m, n, k = 300, 520, 1000  # 16-byte aligned rows: every operand read in place
+    q = planner.forced(Problem(m, n, k, "f16", "f16", "native", b_trans=v.reads_b_trans), HOPPER, name, splits, 384)
+    assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
+    encoded, launches = [], []
+
+    class Recorder:
+        def __init__(self, kernel):
+            self.name = kernel.name
+
+        def __call__(self, grid, block, *args, smem=0, stream=0, device=None):
+            launches.append((self.name, grid, block, args, smem))
+
+    class Pool:
+        def alloc(self, nbytes, stream):
+            return 0x7F4000000000
+
+        def free(self, ptr, nbytes, stream):
+            pass
+
+    q = replace(q, kernel=Recorder(q.kernel), reduce=q.reduce and Recorder(q.reduce))
+    monkeypatch.setattr(launcher, "encode_tiled", lambda sfx, args: encoded.append((sfx, args)) or bytes(128))
+    launcher.tensor_map.cache_clear()
+    launcher.c_map.cache_clear()
+    try:
+        b = (0x7F0010000000, k, 0) if v.reads_b_trans else (0x7F0010000000, n, 0)
+        launcher.launch(
+            q, (0x7F0000000000, k, 0), b, (0x7F0020000000, n, 0), IDENTITY, SimpleNamespace(memory=Pool()), 0
+        )
+    finally:  # the fake maps must not outlive the test
+        launcher.tensor_map.cache_clear()
+        launcher.c_map.cache_clear()
+    (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
+    assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m), (64, 128))
+    if v.reads_b_trans:
+        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n), (64, bn))
+    else:
+        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (n, k), (64, 64))
+    out = "f32" if splits > 1 else "f16"
+    assert (sc, c_map["globalDim"], c_map["boxDim"]) == (
+        out,
+        (n, m, splits),
+        (128 // (2 if out == "f16" else 4), 64, 1),
+    )
+    assert all(box <= 256 for _, x in encoded for box in x["boxDim"])  # the copy engine's largest box
+    kernel, grid, block, args, smem = launches[0]
+    assert kernel == v.kernels[("f16", out)].name and grid == q.grid and block == (384, 1, 1) and smem == v.smem
+    assert args[4:10] == (m, n, k, n, q.k_chunk, 1)  # M, N, K, ldc, k_chunk, C by TMA
+    assert len(launches) == (2 if splits > 1 else 1)
 
 
 @given(
@@ -141,7 +263,10 @@ def test_skinny_products_split_k_and_square_ones_do_not():
             return half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), algorithm=name)
 
         assert split(256, 256, 65536).splits >= 16
-        assert split(2137, 108, 1055).splits > 1
+        if name.startswith("wgmma128x128"):  # 17 tiles 1055 deep: 4 splits' pass over the partials costs more
+            assert split(2137, 108, 1055).splits == 1
+        else:
+            assert split(2137, 108, 1055).splits > 1
         assert (split(8192, 8192, 8192).splits, split(8192, 8192, 8192).k_chunk) == (1, 8192)
 
 
@@ -272,7 +397,7 @@ def test_every_variant_matches_float64(dtype, out_dtype):
     k=dims(400, (16, 32, 64)),
     dtype=st.sampled_from(DTYPES),
     f32out=st.booleans(),
-    which=st.integers(0, 1),
+    which=st.integers(0, len(VARIANTS) - 1),
 )
 def test_any_shape(m, n, k, dtype, f32out, which):
     names = runnable()
@@ -309,15 +434,92 @@ def test_views_at_odd_offsets_and_strides(m, n, k, dtype, pads, f32out):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_wgmma_takes_aligned_views_with_padded_strides(dtype):
-    if "wgmma128x256" not in runnable():
-        pytest.skip(f"wgmma128x256 needs sm_90a; this GPU is sm_{gm.device().arch}")
+@pytest.mark.parametrize("name", WGMMA)
+def test_wgmma_takes_aligned_views_with_padded_strides(name, dtype):
+    if name not in runnable():
+        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
     # (left, right) paddings of A, B and C: A's and B's rows start on 16 bytes and are a multiple of 8 long
+    # (a *bt row multiplies a transposed copy of this row-major B)
     for m, n, k, pads in ((300, 517, 200, (8, 16, 16, 3, 3, 5)), (129, 255, 1000, (16, 0, 8, 1, 0, 1))):
         assert (k + pads[0] + pads[1]) % 8 == 0 and (n + pads[2] + pads[3]) % 8 == 0
-        err, got, untouched = product("wgmma128x256", dtype, dtype, m, n, k, pads)
+        err, got, untouched = product(name, dtype, dtype, m, n, k, pads)
         assert not np.isnan(got).any() and untouched
         assert err < tolerance(dtype, k)
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(400, (64, 128, 256)),
+    n=dims(600, (64, 128, 256)),
+    k=dims(700, (64, 128, 256)),
+    name=st.sampled_from(WGMMA),
+    dtype=st.sampled_from(DTYPES),
+    f32out=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=st.tuples(
+        st.sampled_from([1.0, -1.5]),  # alpha
+        st.sampled_from([0.0, 0.0, 0.5]),  # beta
+        st.sampled_from([None, "row", "column"]),  # bias
+        st.booleans(),  # a float32 bias (else C's dtype)
+        st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
+    ),
+)
+def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype, f32out, splits, c_tma, epilogue):
+    """Each wgmma row by name (both tiles, both B layouts, every operand read in place), K split as drawn
+    (the reduction then applies the epilogue), against float64: act(alpha A B + beta C + bias) element
+    by element, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider matrix,
+    NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN stay.
+    c_tma: C's rows start on 16 bytes and are whole 16-byte pieces (n rounded up to a multiple of 8), so
+    it leaves by TMA stores; else by the kernels' (or the reduction's) plain stores."""
+    if name not in runnable():
+        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
+    alpha, beta, bias_kind, bias_f32, activation = epilogue
+    out_dtype = "float32" if f32out else dtype
+    v = ROWS[name]
+    if c_tma:
+        n += -n % 8
+    left, right = (8, 8) if c_tma else (1, 2)
+    pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, 0, -k % 8)
+    if v.reads_b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
+        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, 8, -k % 8)
+        B, b64 = W.T, w64.T
+    else:
+        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, 8, -n % 8)
+    pc, C, c64 = upload(rng.uniform(-1, 1, (m, n)).astype(np.float32), out_dtype, left, right)
+    assert (c_map_args(C.elements, m, n, C.stride, 1, C.itemsize) is not None) == c_tma
+    if not beta:
+        poison(pc)
+    bias, bias64 = None, 0.0
+    if bias_kind:
+        shape = (1, n) if bias_kind == "row" else (m, 1)
+        bias = gm.Matrix.from_numpy(
+            rng.uniform(-1, 1, shape).astype(np.float32), dtype="float32" if bias_f32 else out_dtype
+        )
+        bias64 = bias.to_numpy(dtype=np.float32).astype(np.float64)
+    before = pc.to_numpy(dtype=np.float32)
+    plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
+    assert plan.variant is v and not (plan.copy_a or plan.copy_b), plan
+    gm.matmul(A, B, out=C, plan=plan, alpha=alpha, beta=beta, bias=bias, activation=activation)
+    after = pc.to_numpy(dtype=np.float32)
+    got = after[:, left : left + n].astype(np.float64)
+    outside = np.r_[0:left, left + n : left + n + right]
+    assert np.array_equal(after[:, outside], before[:, outside], equal_nan=True), "C's parent changed outside C"
+    r = alpha * (a64 @ b64) + (beta * c64 if beta else 0.0) + bias64
+    scale = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (abs(beta) * np.abs(c64) if beta else 0.0) + np.abs(bias64)
+    if activation == "relu":
+        r = np.maximum(r, 0)
+    elif activation == "gelu":
+        r = 0.5 * r * (1 + np.vectorize(math.erf)(r / math.sqrt(2)))
+    elif activation == "gelu_tanh":
+        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    assert not np.isnan(got).any(), (name, plan.splits, "an element of C not written, or poison read")
+    # the accumulation bound (gelu's slope is at most 1.13) plus C's rounding and the epilogue's few
+    # float32 operations; below float16's normal range, its fixed spacing
+    err = np.abs(got - r) / np.maximum(scale, 2.0**-14)
+    assert err.max() <= 1.2 * tolerance(out_dtype, k) + 2.0**-20, (name, plan.splits, err.max())
+    for x in (pa, pb, pc, *([bias] if bias is not None else [])):
+        x.free()
 
 
 @pytest.mark.gpu
@@ -325,28 +527,34 @@ def test_wgmma_takes_aligned_views_with_padded_strides(dtype):
 @pytest.mark.parametrize("out_dtype", ["same", "float32"])
 def test_x_at_w_transposed_reads_w_in_place(dtype, out_dtype):
     """x @ W.T with W a row-major N x K matrix (a linear layer's weight): on sm_90 the transposed-B
-    kernel reads W's storage by TMA, no copy; edges of every tile shape, a poisoned C, an epilogue."""
-    if "wgmma128x256bt" not in runnable():
-        pytest.skip(f"wgmma128x256bt needs sm_90a; this GPU is sm_{gm.device().arch}")
+    kernels (each tile by name, and auto's pick) read W's storage by TMA, no copy; edges of every tile
+    shape, a poisoned C, an epilogue."""
+    bt_rows = [name for name in WGMMA if ROWS[name].reads_b_trans]
+    if not set(bt_rows) <= set(runnable()):
+        pytest.skip(f"{', '.join(bt_rows)} need sm_90a; this GPU is sm_{gm.device().arch}")
     out_dtype = dtype if out_dtype == "same" else out_dtype
-    for m, n, k in ((1, 1, 8), (128, 256, 64), (129, 257, 72), (300, 200, 1000), (64, 520, 8192)):
+    shapes = ((1, 1, 8), (128, 256, 64), (129, 257, 72), (127, 129, 136), (300, 200, 1000), (64, 520, 8192))
+    for m, n, k in shapes:
         x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
         px, X, x64 = upload(x, dtype, 0, -k % 8)
         pw, W, w64 = upload(w, dtype, 8, -k % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
-        plan = gm.matmul_plan(X, W.T)
-        assert plan.algorithm == "wgmma128x256bt" and not (plan.copy_a or plan.copy_b), plan
-        C = gm.Matrix.empty(m, n, dtype=out_dtype)
-        poison(C)
-        gm.matmul(X, W.T, out=C)
-        got = C.to_numpy(dtype=np.float32).astype(np.float64)
-        assert not np.isnan(got).any(), (m, n, k)
-        err = product_error(got, x64, w64.T.copy(), out_dtype if out_dtype != "bfloat16" else None)
-        assert err < tolerance(out_dtype, k), (m, n, k, err)
-        relu = gm.matmul(X, W.T, activation="relu").to_numpy(dtype=np.float32)
-        plain = gm.matmul(X, W.T).to_numpy(dtype=np.float32)
-        np.testing.assert_array_equal(relu, np.maximum(plain, 0))
-        for parent in (px, pw, C):
+        assert gm.matmul_plan(X, W.T).algorithm in bt_rows
+        for name in (*bt_rows, "auto"):
+            plan = gm.matmul_plan(X, W.T, algorithm=name)
+            assert plan.variant.reads_b_trans and not (plan.copy_a or plan.copy_b), plan
+            C = gm.Matrix.empty(m, n, dtype=out_dtype)
+            poison(C)
+            gm.matmul(X, W.T, out=C, algorithm=name)
+            got = C.to_numpy(dtype=np.float32).astype(np.float64)
+            assert not np.isnan(got).any(), (name, m, n, k)
+            err = product_error(got, x64, w64.T.copy(), out_dtype if out_dtype != "bfloat16" else None)
+            assert err < tolerance(out_dtype, k), (name, m, n, k, err)
+            relu = gm.matmul(X, W.T, algorithm=name, activation="relu").to_numpy(dtype=np.float32)
+            plain = gm.matmul(X, W.T, algorithm=name).to_numpy(dtype=np.float32)
+            np.testing.assert_array_equal(relu, np.maximum(plain, 0))
+            C.free()
+        for parent in (px, pw):
             parent.free()
 
 
@@ -374,8 +582,8 @@ def test_auto_runs_the_tensor_cores_from_sm80():
     dev = gm.device()
     pick = half_plan(1024, 1024, 1024, Target.of(dev)).algorithm
     if dev.arch >= 80:
-        hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x256"].tier == 1
-        assert pick == ("wgmma128x256" if hopper else "mma128x128")
+        hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x128"].tier == 1
+        assert pick == ("wgmma128x128" if hopper else "mma128x128")  # 64 tiles of 128 x 128, not 32 of 128 x 256
     else:
         assert pick == "simt64x64"
     err, got, _ = product("auto", "float16", "float16", 1024, 1024, 1024)

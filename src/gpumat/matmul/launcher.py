@@ -115,8 +115,9 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
             p.kernel(
                 p.grid,
                 v.block,
+                # boxes follow the row's tile: A in 64 K x tile rows; B stored transposed (N rows of K) in
+                # 64 K x tile columns, else K rows of N in 64 x 64 boxes (the kernel loads tile columns / 64)
                 tensor_map(q.dtype, pa, m, k, lda, 64, v.tile[0]),
-                # B in place stored transposed (N rows of K, boxes of 64 K x 256 N), else K rows of N
                 tensor_map(q.dtype, pb, n, k, ldb, 64, v.tile[1])
                 if v.reads_b_trans
                 else tensor_map(q.dtype, pb, k, n, ldb, 64, 64),

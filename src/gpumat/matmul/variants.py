@@ -201,9 +201,13 @@ def _tf32(
 
 # --- float16 / bfloat16 tensor cores, float32 accumulation, C in the input dtype or float32 -----------
 # mma128x128 (cuda/matmul_tc_half.cu): mma.sync m16n8k16, sm_80+, any view (16-byte cp.async where
-# the operands allow). wgmma128x256 (cuda/matmul_wgmma_half.cu): TMA + wgmma, sm_90a only, persistent;
-# operands the copy engine cannot read (base or row stride not 16-byte aligned) are first copied into
-# aligned scratch. Rates: benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
+# the operands allow). wgmma128x256 and wgmma128x128 (cuda/matmul_wgmma_half.cu, one kernel template
+# over the tile's width): TMA + wgmma (m64n256k16 or m64n128k16), sm_90a only, persistent; operands the
+# copy engine cannot read (base or row stride not 16-byte aligned) are first copied into aligned
+# scratch. The 128 x 128 tile has twice the work items of the 128 x 256 one, for the mid-size
+# products whose 128 x 256 tiles leave most SMs idle (1024^3: 32 tiles on 132 SMs). The *bt rows read
+# B stored transposed (x @ W.T) in place. Rates: benchmarks/results/matmul-float16-*.json and
+# matmul-bfloat16-*.json.
 def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
     kw.setdefault("tier", 1)
@@ -221,7 +225,30 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
 
 
 MMA_SMEM = 65536  # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
-WGMMA_SMEM = 230528  # 4 stages of 128 x 64 (A) + 64 x 256 (B), 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers
+# the wgmma kernels' dynamic shared memory by tile (Tile<BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
+# CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) as fit in 227 KiB, 4 C buffers of
+# 8 KiB, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (BN 256) and 6 of 32 KiB (BN 128) come to the same.
+WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
+
+
+def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False) -> Variant:
+    name = f"wgmma{tile[0]}x{tile[1]}" + ("bt" if reads_b_trans else "")
+    return _half(
+        name,
+        "matmul_wgmma_half",
+        "tensor_maps",
+        tile,
+        384,
+        WGMMA_SMEM[tile],
+        min_arch=90,
+        only_arch=90,
+        needs_aligned=True,
+        reads_b_trans=reads_b_trans,
+        persistent=True,
+        rate=rate,
+        k_align=64,
+        min_k_chunk=256,
+    )
 
 
 # --- float64 on the FP64 tensor cores (cuda/matmul_dmma.cu): mma.sync f64 (m16n8k8 on sm_90, m8n8k4 on
@@ -284,39 +311,17 @@ _ROWS = [
         k_align=32,
         min_k_chunk=128,
     ),
-    _half(
-        "wgmma128x256",
-        "matmul_wgmma_half",
-        "tensor_maps",
-        (128, 256),
-        384,
-        WGMMA_SMEM,
-        min_arch=90,
-        only_arch=90,
-        needs_aligned=True,
-        persistent=True,
-        rate=650e12,
-        k_align=64,
-        min_k_chunk=256,
-    ),
+    _wgmma((128, 256), 650e12),
     # the same kernel reading a transposed B (x @ W.T) in place: its rate is the plain one's until it is
     # measured on a GPU
-    _half(
-        "wgmma128x256bt",
-        "matmul_wgmma_half",
-        "tensor_maps",
-        (128, 256),
-        384,
-        WGMMA_SMEM,
-        min_arch=90,
-        only_arch=90,
-        needs_aligned=True,
-        reads_b_trans=True,
-        persistent=True,
-        rate=650e12,
-        k_align=64,
-        min_k_chunk=256,
-    ),
+    _wgmma((128, 256), 650e12, reads_b_trans=True),
+    # the 128 x 128 tile, both B layouts: PROVISIONAL rate, not yet measured on a GPU (a guess a little
+    # under the 128 x 256 tile's: each k step reads 20% more shared memory a flop); replace it with the
+    # measured figure. With it the model takes this tile where the 128 x 256 one leaves SMs idle or ends
+    # on a short wave (1024^3, 128 x 16384 x 4096, 3072^3) and keeps 128 x 256 where both fill whole
+    # waves (4096^3, 8192^3; at 2048^3 both fill 128 of 132 SMs and the rates decide: 128 x 256 now)
+    _wgmma((128, 128), 600e12),
+    _wgmma((128, 128), 600e12, reads_b_trans=True),
     _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
