@@ -311,17 +311,13 @@ _ROWS = [
         k_align=32,
         min_k_chunk=128,
     ),
-    _wgmma((128, 256), 650e12),
-    # the same kernel reading a transposed B (x @ W.T) in place: its rate is the plain one's until it is
-    # measured on a GPU
-    _wgmma((128, 256), 650e12, reads_b_trans=True),
-    # the 128 x 128 tile, both B layouts: PROVISIONAL rate, not yet measured on a GPU (a guess a little
-    # under the 128 x 256 tile's: each k step reads 20% more shared memory a flop); replace it with the
-    # measured figure. With it the model takes this tile where the 128 x 256 one leaves SMs idle or ends
-    # on a short wave (1024^3, 128 x 16384 x 4096, 3072^3) and keeps 128 x 256 where both fill whole
-    # waves (4096^3, 8192^3; at 2048^3 both fill 128 of 132 SMs and the rates decide: 128 x 256 now)
-    _wgmma((128, 128), 600e12),
-    _wgmma((128, 128), 600e12, reads_b_trans=True),
+    # rates: float16 / bfloat16 at 4096^3, 6144^3 and 8192^3 in one run (bench sweep, H100, 2026-11-25:
+    # benchmarks/results/sweep-float16-* and sweep-bfloat16-*): 128 x 256 761-805 TFLOP/s, reading B
+    # transposed 683-758; 128 x 128 596-622, reading B transposed 557-579
+    _wgmma((128, 256), 780e12),
+    _wgmma((128, 256), 720e12, reads_b_trans=True),
+    _wgmma((128, 128), 610e12),
+    _wgmma((128, 128), 570e12, reads_b_trans=True),
     _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
