@@ -139,6 +139,13 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int
         :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar) : "memory");
 }
 
+// Fetch a tensor map into the TMA unit's descriptor cache before its first use: the first load of a
+// small product otherwise waits for the descriptor as well as for the data.
+__device__ __forceinline__ void tma_prefetch_map(const TensorMap* map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // C's box at element coordinates (column, row, split) from shared memory, in this thread's bulk group.
 __device__ __forceinline__ void tma_store(const TensorMap* map, uint32_t src, int col, int row, int split)
 {
@@ -310,6 +317,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int works = tiles_m * tiles_n * (splits > 0 ? splits : 1);
 
     if (tid == 0) {
+        tma_prefetch_map(&map_a);
+        tma_prefetch_map(&map_b);
+        if (tma_c) tma_prefetch_map(&map_c);
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
             bar_init(bars + 64 + 8 * s, 2);
