@@ -5,8 +5,10 @@ mode), how it is launched (tile of C a block covers, threads, dynamic shared mem
 list), where it runs (architectures, shared memory, whether its module is in this build, alignment
 it needs), whether `auto` may choose it, and the constants of the one cost model (gpumat.matmul.planner):
 its sustained rate on a whole H100, blocks an SM, the warp tile that decides which edge tiles have
-work, how a split-K plan may cut K and what the split's extra pass costs. Adding a kernel is: the
-kernel, a row here, a test.
+work, how a split-K plan may cut K and what the split's extra pass costs, and for a memory-bound row
+the bandwidth it reads its operands at. A row may compute only some shapes (C of at most max_m rows
+or max_n columns); auto never gives it others, and naming it for one is a ValueError.
+Adding a kernel is: the kernel, a row here, a test.
 
 Precision modes: float32 operands compute at "float32" (exact FP32 on the FP32 pipes), "tf32x3" or
 "tf32" (tensor cores; see gpumat._precision); float64, float16 and bfloat16 compute in their own
@@ -62,11 +64,17 @@ class Variant:
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
+    # the shapes it computes: C of at most max_m rows and max_n columns (None: any)
+    max_m: int | None = None
+    max_n: int | None = None
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
+    # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
+    # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
+    bandwidth: float = 0.0
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
     k_align: int = 32  # split boundaries on multiples of this
@@ -78,6 +86,15 @@ class Variant:
     @property
     def splits_k(self) -> bool:
         return self.args != "plain"
+
+    def computes_shape(self, m: int, n: int) -> bool:
+        """Whether it computes an m x n C (the matrix-vector rows: one row or one column)."""
+        return (self.max_m is None or m <= self.max_m) and (self.max_n is None or n <= self.max_n)
+
+    @property
+    def any_shape(self) -> bool:
+        """Whether it computes every shape of C (all but the matrix-vector rows)."""
+        return self.max_m is None and self.max_n is None
 
     @property
     def batches(self) -> bool:
