@@ -6,8 +6,8 @@ list), where it runs (architectures, shared memory, whether its module is in thi
 it needs), whether `auto` may choose it, and the constants of the one cost model (gpumat.matmul.planner):
 its sustained rate on a whole H100, blocks an SM, the warp tile that decides which edge tiles have
 work, how a split-K plan may cut K and what the split's extra pass costs, and for a memory-bound row
-the bandwidth it reads its operands at. A row may compute only some shapes (C of at most max_m rows
-or max_n columns); auto never gives it others, and naming it for one is a ValueError.
+the bandwidth it reads its operands at. A row may compute only some shapes (the matrix-vector rows:
+C of one row or one column); auto never gives it others, and naming it for one is a ValueError.
 Adding a kernel is: the kernel, a row here, a test.
 
 Precision modes: float32 operands compute at "float32" (exact FP32 on the FP32 pipes), "tf32x3" or
@@ -103,7 +103,9 @@ class Variant:
 
     def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
-        block a slot up to the number of work items."""
+        block a slot up to the number of work items. The matrix-vector rows' tiles make theirs: gemv_n1
+        (1, row tiles of 32, splits), gemv_m1 (strips of 128 columns, 1, splits), gemv_m1bt (tiles of 32
+        columns, 1, splits)."""
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -274,6 +276,41 @@ def _dmma(
     )
 
 
+# --- matrix-vector products (cuda/matmul_gemv.cu): C of one column (gemv_n1: A @ x, a warp 4 rows of A,
+# 16-byte loads along K, a block 32 rows) or of one row (gemv_m1: x @ B, a lane 4 columns of B, the
+# block's warps slicing K, a block 128 columns; gemv_m1bt: x @ W.T, B stored as N rows of K, read in place
+# as gemv_n1 reads A, a block 32 columns). Every dtype (halves accumulate in float32 and write their dtype
+# or float32), any view, batches, split-K. Memory-bound: each reads its matrix operand once, so the
+# cost model's memory term ranks them (bandwidth); rate is the FP32 pipes' FMA rate, never their limit.
+# blocks_per_sm: the blocks an SM needs to draw its share of the bandwidth, about 25 KB of loads in
+# flight (a 132nd of 3 TB/s over ~1 us): each block keeps 8 warps x 32 lanes x 128 bytes in flight (3
+# blocks fit an SM).
+# GEMV_BANDWIDTH is provisional until measured: about 80% of the H100's 3.35 TB/s (cuBLAS's gemv read
+# 16384 x 16384 float32 in 355 us, 3.0 TB/s).
+GEMV_BANDWIDTH = 2.6e12
+_GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
+
+
+def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False) -> Variant:
+    names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in _GEMV_PAIRS}
+    return Variant(
+        name,
+        _kernels("matmul_gemv", names, "k_chunk"),
+        "any",
+        tile,
+        (256, 1, 1),
+        "k_chunk",
+        reads_b_trans=reads_b_trans,
+        tier=1,
+        max_m=max_m,
+        max_n=max_n,
+        rate=50e12,
+        blocks_per_sm=1,
+        bandwidth=GEMV_BANDWIDTH,
+        min_k_chunk=256,
+    )
+
+
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
     SIMT,
@@ -340,6 +377,9 @@ _ROWS = [
     _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
+    _gemv("gemv_n1", (32, 1), None, 1),
+    _gemv("gemv_m1", (1, 128), 1, None),
+    _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 
