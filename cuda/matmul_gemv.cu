@@ -72,13 +72,13 @@ __device__ __forceinline__ Pack<T, N> load_each(const T* p, long long step, int 
 // Technique: a warp takes ROWS = 4 rows at once; its lanes stride over K in groups of 32 x VEC elements
 // (VEC = 16 bytes of T), lane l the VEC consecutive elements l * VEC .. of each group: one 16-byte load
 // of each row (streaming) and one of x (cached in L1: every warp of the SM reads it), two groups in
-// flight a lane (8 row loads, 128 bytes), products added in k order into one accumulator a row; the
-// 32 lane sums of a row are then added by xor shuffles in a fixed tree, and lane j stores row j. Rows not
-// 16-byte aligned (base + k_begin, row stride) or a vector with a stride or another alignment take
-// element loads of the same elements in the same order, one group in flight; the last partial group
-// goes element by element.
-// Rows past the end re-read the last row (in L1) and store nothing. A block of 8 warps covers a tile of
-// 32 rows; blocks walk row tiles from `tile` on in steps of `tile_step` (the grid's row tiles, capped).
+// flight a lane where both are aligned (8 row loads, 128 bytes), products added in k order into one
+// accumulator a row; the 32 lane sums of a row are then added by xor shuffles in a fixed tree, and lane j
+// stores row j. Rows not 16-byte aligned (base + k_begin, row stride) or a vector with a stride or
+// another alignment take element loads of the same elements in the same order, one group in flight; the
+// last partial group goes element by element. Rows past the end re-read the last row and store nothing.
+// A block of 8 warps covers a tile of 32 rows; blocks walk row tiles from `tile` on in steps of
+// `tile_step` (the grid's row tiles, capped).
 // C_ROW: the outputs are one row of C (element (0, r) at out + r) rather than a column (element (r, 0)
 // at out + r * inc) - for the epilogue's bias and position.
 // ---------------------------------------------------------------------------------------------------
