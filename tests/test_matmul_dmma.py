@@ -111,12 +111,14 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
 
 
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
-    for shape in [(1, 1, 1), (4096, 4096, 4096), (256, 256, 65536)]:
+    for shape in [(2, 3, 1), (4096, 4096, 4096), (256, 256, 65536)]:
         assert auto_dmma(*shape, 75, 40, 64 * 1024) is None  # Turing
         assert auto_dmma(*shape, 86, 84, 99 * 1024) is None  # FP64 at 1/64 rate: the SIMT kernel
         assert auto_dmma(*shape, 90, 132, 64 * 1024) is None  # too little shared memory a block
         assert auto_dmma(*shape, 80, 108, 163 * 1024).algorithm in AUTO
         assert auto_dmma(*shape, *H100_FACTS).algorithm in AUTO
+    for facts in [(75, 40, 64 * 1024), (86, 84, 99 * 1024), H100_FACTS]:  # C of one column: matrix-vector
+        assert f64_plan(4096, 1, 4096, *facts).algorithm == "gemv_n1"
     with pytest.raises(ValueError, match="sm_80 or newer"):
         f64_plan(64, 64, 64, 75, 40, 64 * 1024, "dmma128x128")
     with pytest.raises(ValueError, match="shared memory"):

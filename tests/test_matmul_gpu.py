@@ -12,8 +12,13 @@ from gpumat.matmul.planner import computes
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
-# float32 at precision "float32": auto, the teaching kernels and the SGEMM kernels (test_matmul_tc: the TF32 ones)
-ALGORITHMS = [name for name in algorithms("f32") if name == "auto" or computes(VARIANTS[name], "f32") == "float32"]
+# float32 at precision "float32": auto, the teaching kernels and the SGEMM kernels (test_matmul_tc: the TF32 ones;
+# test_matmul_gemv: the matrix-vector kernels, which compute C of one row or column only)
+ALGORITHMS = [
+    name
+    for name in algorithms("f32")
+    if name == "auto" or (computes(VARIANTS[name], "f32") == "float32" and VARIANTS[name].any_shape)
+]
 FAST = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the SGEMM kernels, which split K
 
 

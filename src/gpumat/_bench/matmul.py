@@ -10,7 +10,7 @@ import numpy as np
 
 import gpumat as gm
 
-from ..matmul import algorithms
+from ..matmul import VARIANTS, algorithms
 from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
@@ -173,14 +173,19 @@ def _modes(sfx: str = "f32") -> dict[str, str]:
     """Every float32 variant's precision mode, from its plan for a small product (a variant this GPU
     cannot run plans exact FP32 and is left out of the tensor-core list)."""
     with gm.Matrix.zeros(8, 8) as x:
-        return {name: gm.matmul_plan(x, x, algorithm=name).variant.mode for name in algorithms(sfx)[1:]}
+        return {
+            name: gm.matmul_plan(x, x, algorithm=name).variant.mode
+            for name in algorithms(sfx)[1:]
+            if VARIANTS[name].any_shape
+        }
 
 
 def _exact_fp32_names(A, B) -> list[str]:
     return [
         name
         for name in algorithms("f32")[1:]
-        if gm.matmul_plan(A, B, algorithm=name).variant.mode in ("float32", "any")
+        if VARIANTS[name].computes_shape(A.height, B.width)
+        and gm.matmul_plan(A, B, algorithm=name).variant.mode in ("float32", "any")
     ]
 
 

@@ -6,14 +6,19 @@ One cost model for every variant, with the variant's row as its constants:
               have work, at least half a tile: a few live warps run faster than a full block)
     waves   = max(1, ceil(tiles x splits / (SMs x blocks an SM) - wave_slack))
     time    = waves x 2 x tile_m x tile_n x max(k_chunk, 16) / (rate / (132 x blocks an SM))
+              and for a memory-bound row (bandwidth set: the matrix-vector rows) at least
+              (A and B read + C written, bytes) / (bandwidth x min(SMs, blocks / blocks an SM) / 132)
+              with blocks = whole tiles x splits: each SM draws a 132nd of the bandwidth once the grid
+              gives it blocks_per_sm blocks, and proportionally less with fewer
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
-`auto` takes, among the table's rows that compute the problem's dtypes at its precision, run on
-the GPU and are auto's candidates (tier 1), the (variant, splits) of least modelled time; where none
-runs, the tier-2 fallback (the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel
-on the GPU (before sm_80, or too little shared memory a block) runs exact FP32. A named variant runs
-with its own best split; one the GPU cannot run is a ValueError before anything is launched.
+`auto` takes, among the table's rows that compute the problem's dtypes at its precision and its shape
+(the matrix-vector rows: C of one row or one column), run on the GPU and are auto's candidates (tier 1),
+the (variant, splits) of least modelled time; where none runs, the tier-2 fallback (the SIMT kernel). A
+float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or too little shared
+memory a block) runs exact FP32. A named variant runs with its own best split; one the GPU cannot run,
+or that does not compute the problem's shape, is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
 
@@ -73,6 +78,10 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     slots = t.sm_count * v.blocks_per_sm
     waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
     seconds = waves * 2.0 * bm * bn * max(k_chunk, 16) / (v.rate / (H100_SMS * v.blocks_per_sm))
+    if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
+        blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
+        drawn = v.bandwidth / H100_SMS * min(t.sm_count, blocks / v.blocks_per_sm)
+        seconds = max(seconds, traffic(p) / drawn)
     if splits > 1:
         seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth
         seconds += v.split_launch_s
@@ -82,6 +91,20 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
         nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
         seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S
     return seconds
+
+
+def traffic(p: Problem) -> int:
+    """The bytes a product must move at least: A and B read once, C written once."""
+    size = ITEMSIZE[p.dtype]
+    return p.batch * ((p.m * p.k + p.k * p.n) * size + p.m * p.n * ITEMSIZE[p.out_dtype])
+
+
+def refuses_shape(v: Variant, p: Problem) -> str | None:
+    """Why the variant does not compute the problem's shape (the matrix-vector rows), or None."""
+    if v.computes_shape(p.m, p.n):
+        return None
+    which = f"one column (N == {v.max_n})" if v.max_n is not None else f"one row (M == {v.max_m})"
+    return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
 
 
 def split_options(v: Variant, k: int, batch: int = 1):
@@ -110,10 +133,14 @@ def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
 
 
 def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
-    """The table's rows of `tier` that auto may run the problem with on this target."""
+    """The table's rows of `tier` that auto may run the problem with on this target. A product with one row
+    or one column of C does at most 2 / itemsize flops a byte, memory-bound on every GPU: where a row made
+    for its shape (the matrix-vector rows, max_m or max_n set) runs, those rows alone are its candidates
+    (the GEMM rows' model has no memory term and would rank them as if they computed faster than the
+    memory can feed them: dmma128x64 at 16384 x 1 x 16384 float64, 2 GiB, models 374 us, 5.7 TB/s)."""
     pair = (p.dtype, p.out_dtype)
     aligned = p.a_aligned and p.b_aligned
-    return [
+    rows = [
         v
         for v in VARIANTS.values()
         if v.tier == tier
@@ -123,7 +150,10 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (aligned or not v.auto_needs_aligned)
         and (p.batch == 1 or v.batches)
+        and v.computes_shape(p.m, p.n)
     ]
+    shaped = [v for v in rows if v.max_m is not None or v.max_n is not None]
+    return shaped or rows
 
 
 @lru_cache(maxsize=8192)
@@ -135,6 +165,9 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(
                 f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
             )
+        shape = refuses_shape(v, p)
+        if shape is not None:
+            raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
         why = unavailable(v, t)
         if why is None and p.batch > 1 and not v.batches:
             raise ValueError(f"matmul algorithm {algorithm!r} runs one product a launch, not a batch; use 'auto'")

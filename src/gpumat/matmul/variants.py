@@ -5,8 +5,10 @@ mode), how it is launched (tile of C a block covers, threads, dynamic shared mem
 list), where it runs (architectures, shared memory, whether its module is in this build, alignment
 it needs), whether `auto` may choose it, and the constants of the one cost model (gpumat.matmul.planner):
 its sustained rate on a whole H100, blocks an SM, the warp tile that decides which edge tiles have
-work, how a split-K plan may cut K and what the split's extra pass costs. Adding a kernel is: the
-kernel, a row here, a test.
+work, how a split-K plan may cut K and what the split's extra pass costs, and for a memory-bound row
+the bandwidth it reads its operands at. A row may compute only some shapes (the matrix-vector rows:
+C of one row or one column); auto never gives it others, and naming it for one is a ValueError.
+Adding a kernel is: the kernel, a row here, a test.
 
 Precision modes: float32 operands compute at "float32" (exact FP32 on the FP32 pipes), "tf32x3" or
 "tf32" (tensor cores; see gpumat._precision); float64, float16 and bfloat16 compute in their own
@@ -62,11 +64,17 @@ class Variant:
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
+    # the shapes it computes: C of at most max_m rows and max_n columns (None: any)
+    max_m: int | None = None
+    max_n: int | None = None
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
+    # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
+    # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
+    bandwidth: float = 0.0
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
     k_align: int = 32  # split boundaries on multiples of this
@@ -79,6 +87,15 @@ class Variant:
     def splits_k(self) -> bool:
         return self.args != "plain"
 
+    def computes_shape(self, m: int, n: int) -> bool:
+        """Whether it computes an m x n C (the matrix-vector rows: one row or one column)."""
+        return (self.max_m is None or m <= self.max_m) and (self.max_n is None or n <= self.max_n)
+
+    @property
+    def any_shape(self) -> bool:
+        """Whether it computes every shape of C (all but the matrix-vector rows)."""
+        return self.max_m is None and self.max_n is None
+
     @property
     def batches(self) -> bool:
         """Whether one launch runs a batch (grid z); the persistent TMA kernels run one product."""
@@ -86,7 +103,9 @@ class Variant:
 
     def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
-        block a slot up to the number of work items."""
+        block a slot up to the number of work items. The matrix-vector rows' tiles make theirs: gemv_n1
+        (1, row tiles of 32, splits), gemv_m1 (strips of 128 columns, 1, splits), gemv_m1bt (tiles of 32
+        columns, 1, splits)."""
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -284,6 +303,41 @@ def _dmma(
     )
 
 
+# --- matrix-vector products (cuda/matmul_gemv.cu): C of one column (gemv_n1: A @ x, a warp 4 rows of A,
+# 16-byte loads along K, a block 32 rows) or of one row (gemv_m1: x @ B, a lane 4 columns of B, the
+# block's warps slicing K, a block 128 columns; gemv_m1bt: x @ W.T, B stored as N rows of K, read in place
+# as gemv_n1 reads A, a block 32 columns). Every dtype (halves accumulate in float32 and write their dtype
+# or float32), any view, batches, split-K. Memory-bound: each reads its matrix operand once, so the
+# cost model's memory term ranks them (bandwidth); rate is the FP32 pipes' FMA rate, never their limit.
+# blocks_per_sm: the blocks an SM needs to draw its share of the bandwidth, about 25 KB of loads in
+# flight (a 132nd of 3 TB/s over ~1 us): each block keeps 8 warps x 32 lanes x 128 bytes in flight (3
+# blocks fit an SM).
+# GEMV_BANDWIDTH is provisional until measured: about 80% of the H100's 3.35 TB/s (cuBLAS's gemv read
+# 16384 x 16384 float32 in 355 us, 3.0 TB/s).
+GEMV_BANDWIDTH = 2.6e12
+_GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
+
+
+def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False) -> Variant:
+    names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in _GEMV_PAIRS}
+    return Variant(
+        name,
+        _kernels("matmul_gemv", names, "k_chunk"),
+        "any",
+        tile,
+        (256, 1, 1),
+        "k_chunk",
+        reads_b_trans=reads_b_trans,
+        tier=1,
+        max_m=max_m,
+        max_n=max_n,
+        rate=50e12,
+        blocks_per_sm=1,
+        bandwidth=GEMV_BANDWIDTH,
+        min_k_chunk=256,
+    )
+
+
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
     SIMT,
@@ -324,6 +378,9 @@ _ROWS = [
     _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
+    _gemv("gemv_n1", (32, 1), None, 1),
+    _gemv("gemv_m1", (1, 128), 1, None),
+    _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 

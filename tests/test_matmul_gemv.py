@@ -1,0 +1,475 @@
+"""The matrix-vector kernels (cuda/matmul_gemv.cu; the table's gemv_n1, gemv_m1 and gemv_m1bt rows):
+matmul's products with C of one column (A @ x) or one row (x @ B, x @ W.T).
+
+Without a GPU: auto takes them for those shapes in every dtype and never for others, a named call on
+another shape is refused before anything is launched, the cost model's memory term ranks them, their
+grids cover C once, split-K plans are sound, and the build exports every entry point without spills.
+On the GPU: every dtype against a float64 reference (bounds from tests/test_gemm_gpu.py), lengths of 1,
+primes and 31/32/33, views at odd offsets and strides into NaN-filled outputs, batches, forced split-K,
+every epilogue, and bitwise determinism (also across aligned and unaligned views of the same data).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import ALL_MODULES, H100, TARGETS, dims, fake_matrix, poison
+from test_gemm_gpu import DTYPES, check_close, host_random, reference, tolerance, upload, wide
+
+import gpumat as gm
+from gpumat.matmul import VARIANTS
+from gpumat.matmul.planner import candidates, forced, model, plan, traffic
+from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.variants import GEMV_BANDWIDTH, H100_SMS, K_CHUNK, REDUCE, accumulator
+from gpumat.runtime import geometry
+
+GEMV = {name: v for name, v in VARIANTS.items() if name.startswith("gemv_")}
+PAIRS = [("f32", "f32"), ("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")]
+NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+
+
+def mode(sfx: str) -> str:
+    return "float32" if sfx == "f32" else "native"
+
+
+def problem(m, n, k, pair=("f32", "f32"), aligned=True, **kw) -> Problem:
+    return Problem(m, n, k, pair[0], pair[1], mode(pair[0]), aligned, aligned, **kw)
+
+
+# ---- without a GPU ----
+
+
+def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
+    assert set(GEMV) == {"gemv_n1", "gemv_m1", "gemv_m1bt"}
+    for name, v in GEMV.items():
+        assert set(v.kernels) == set(PAIRS) and v.tier == 1 and v.splits_k and v.batches
+        assert v.block == (256, 1, 1) and v.smem == 0 and v.min_arch == 0 and not v.any_shape
+        assert v.bandwidth == GEMV_BANDWIDTH and v.rate > 0
+        for (s, d), kernel in v.kernels.items():
+            assert kernel.module == "matmul_gemv" and kernel.signature == K_CHUNK
+            assert kernel.name == f"matmul_{name}_{s}" + ("_f32out" if d != s else "")
+    assert (GEMV["gemv_n1"].max_m, GEMV["gemv_n1"].max_n) == (None, 1)
+    assert (GEMV["gemv_m1"].max_m, GEMV["gemv_m1"].max_n) == (1, None)
+    assert GEMV["gemv_m1bt"].reads_b_trans and not GEMV["gemv_m1"].reads_b_trans
+    # every other row computes every shape and has no memory term: their plans are as before
+    for v in VARIANTS.values():
+        if v.name not in GEMV:
+            assert v.any_shape and v.bandwidth == 0, v.name
+
+
+def test_the_tiles_are_the_kernels_own():
+    """The rows' tiles (rows or columns of C a block covers) are the kernel file's constants."""
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_gemv.cu").read_text()
+    const = {name: int(value) for name, value in re.findall(r"constexpr int (\w+) = (\d+);", src)}
+    assert re.search(r"constexpr int THREADS = 256, WARPS = THREADS / 32;", src)
+    assert "TILE_ROWS = WARPS * ROWS" in src and "STRIP = 32 * COLS" in src
+    assert GEMV["gemv_n1"].tile == (8 * const["ROWS"], 1)
+    assert GEMV["gemv_m1bt"].tile == (1, 8 * const["ROWS"])
+    assert GEMV["gemv_m1"].tile == (1, 32 * const["COLS"])
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_auto_takes_them_for_one_column_or_one_row_on_an_h100(pair, aligned):
+    assert plan(problem(16384, 1, 16384, pair, aligned), H100).algorithm == "gemv_n1"
+    assert plan(problem(1, 4096, 16384, pair, aligned), H100).algorithm == "gemv_m1"
+    assert plan(problem(1, 4096, 16384, pair, aligned, b_trans=True), H100).algorithm == "gemv_m1bt"
+    # a batch of matrix-vector products: one launch, a grid layer each
+    q = plan(problem(4096, 1, 4096, pair, aligned, batch=7), H100)
+    assert (q.algorithm, q.splits, q.grid[2]) == ("gemv_n1", 1, 7)
+    q = plan(problem(1, 4096, 4096, pair, aligned, batch=7), H100)
+    assert (q.algorithm, q.splits, q.grid[2]) == ("gemv_m1", 1, 7)
+
+
+@pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+@given(m=dims(30000, (32, 128)), n=dims(30000, (32, 128)), k=dims(60000, (32, 256, 1024)), bt=st.booleans())
+def test_auto_takes_them_exactly_for_one_row_or_column(target, pair, m, n, k, bt):
+    t, p = TARGETS[target], problem(m, n, k, pair, b_trans=bt)
+    q = plan(p, t)
+    thin = m == 1 or n == 1
+    assert (q.algorithm in GEMV) == thin, (p, q.algorithm)
+    assert q.variant.computes_shape(m, n)
+    if thin:  # the least modelled time among the matrix-vector rows that compute the shape
+        rows = [v for v in GEMV.values() if v.computes_shape(m, n)]
+        assert set(candidates(p, t, 1)) == set(rows)
+        assert q.seconds == min(plan(p, t, v.name).seconds for v in rows)
+
+
+@pytest.mark.parametrize("m, n", [(2, 2), (2, 3), (3, 2), (16384, 2), (2, 4096), (2, 16384)])
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+def test_never_for_two_rows_and_two_columns(m, n, pair):
+    for k in (1, 64, 16384):
+        for bt in (False, True):
+            q = plan(problem(m, n, k, pair, b_trans=bt), H100)
+            assert q.algorithm not in GEMV and q.variant.any_shape, (m, n, k, pair)
+
+
+def test_a_named_row_on_another_shape_is_refused_before_any_launch():
+    for name, v in GEMV.items():
+        for m, n in [(2, 2), (300, 200), (1, 2) if v.max_n == 1 else (2, 1)]:
+            with pytest.raises(ValueError, match=f"{name}.*only.*{m} x {n}"):
+                plan(problem(m, n, 64), H100, name)
+            with pytest.raises(ValueError, match="only"):
+                forced(problem(m, n, 64), H100, name, 2, 32)
+    # through the API, with fake operands: FakeBuffer.use_on fails the test if anything were launched
+    a, b = fake_matrix(300, 500), fake_matrix(500, 2, ptr=0x7F0010000000)
+    for name in GEMV:
+        with pytest.raises(ValueError, match="only"):
+            gm.matmul(a, b, algorithm=name)
+        with pytest.raises(ValueError, match="only"):
+            gm.matmul_plan(a, b, algorithm=name)
+    x = fake_matrix(500, 1, ptr=0x7F0010000000)
+    assert gm.matmul_plan(a, x).algorithm == "gemv_n1"
+    with pytest.raises(ValueError, match="only"):
+        gm.matmul(a, x, algorithm="gemv_m1")
+
+
+def test_plans_through_the_api_read_views_in_place():
+    a = fake_matrix(300, 500, stride=503)  # rows not 16-byte aligned
+    x = fake_matrix(500, 1, stride=7, ptr=0x7F0010000004)  # a column of a wider matrix, odd base
+    q = gm.matmul_plan(a, x)
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_n1", False, False)
+    row = fake_matrix(1, 500, ptr=0x7F0020000002, dtype=np.float16)
+    w = fake_matrix(800, 500, stride=509, ptr=0x7F0030000000, dtype=np.float16)  # x @ W.T: W read in place
+    q = gm.matmul_plan(row, w.T)
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1bt", False, False)
+    q = gm.matmul_plan(row, fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1", False, False)
+    text = str(q)
+    assert "gemv_m1" in text and q.kernel.name in text and "1x128 tiles" in text
+
+
+@given(rows=st.integers(1, 10**8), splits=st.integers(1, 128), sms=st.sampled_from([40, 108, 132]))
+def test_grids_cover_c_once(rows, splits, sms):
+    n1, m1, m1bt = GEMV["gemv_n1"], GEMV["gemv_m1"], GEMV["gemv_m1bt"]
+    gx, gy, gz = n1.grid(rows, 1, splits, sms)  # a block 32 rows; row tiles past 65535 in the grid-stride loop
+    tiles = geometry.cdiv(rows, 32)
+    assert (gx, gz) == (1, splits) and gy == min(tiles, geometry.MAX_GRID_YZ)
+    if tiles <= 200_000:
+        assert sorted(geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
+    assert m1.grid(1, rows, splits, sms) == (geometry.cdiv(rows, 128), 1, splits)  # a block 128 columns
+    assert m1bt.grid(1, rows, splits, sms) == (geometry.cdiv(rows, 32), 1, splits)  # a block 32 columns
+    assert max(m1bt.grid(1, rows, splits, sms)[0], gx) <= geometry.MAX_GRID_X
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
+    acc = accumulator(pair[0])
+    for p in (problem(1024, 1, 65536, pair), problem(1, 512, 65536, pair), problem(1, 1, 1 << 20, pair)):
+        q = plan(p, H100)
+        assert q.algorithm in GEMV and q.splits > 1, q
+        assert geometry.cdiv(p.k, q.k_chunk) == q.splits and q.k_chunk % q.variant.k_align == 0
+        assert q.kernel is q.variant.kernels[(pair[0], acc)] and q.reduce is REDUCE[(acc, pair[1])]
+        assert q.scratch_bytes == q.splits * p.m * p.n * (8 if acc == "f64" else 4)
+        assert q.grid[2] == q.splits
+    for p in (problem(16384, 1, 16384, pair), problem(1, 65536, 4096, pair)):
+        assert plan(p, H100).splits == 1  # enough blocks already
+    q = forced(problem(100, 1, 1000, pair), H100, "gemv_n1", 3, 352)
+    assert (q.splits, q.k_chunk, q.grid) == (3, 352, (1, 4, 3))
+
+
+def test_the_memory_term_ranks_them():
+    """Memory-bound: a grid with blocks_per_sm blocks on every SM draws the whole bandwidth, fewer blocks a
+    share; the time is at least the operands' bytes at that rate (plus the split's cost)."""
+    n1, m1 = GEMV["gemv_n1"], GEMV["gemv_m1"]
+    p = problem(16384, 1, 16384)  # 512 blocks of 32 rows: every SM busy
+    assert traffic(p) == (16384 * 16384 + 16384 + 16384) * 4
+    assert model(n1, p, H100, 1, p.k) == pytest.approx(traffic(p) / GEMV_BANDWIDTH)
+    small = problem(32 * 33, 1, 16384)  # 33 blocks: a quarter of the SMs
+    assert model(n1, small, H100, 1, small.k) == pytest.approx(traffic(small) / (GEMV_BANDWIDTH * 33 / H100_SMS))
+    q = problem(1, 4096, 16384, ("f16", "f16"))  # 32 strips of 128 columns
+    assert model(m1, q, H100, 1, q.k) == pytest.approx(traffic(q) / (GEMV_BANDWIDTH * 32 / H100_SMS))
+    assert plan(q, H100).seconds < model(m1, q, H100, 1, q.k)  # so auto splits K
+    # a smaller GPU draws less
+    a100 = Target(80, 108, 163 * 1024, ALL_MODULES)
+    assert model(n1, p, a100, 1, p.k) == pytest.approx(traffic(p) / (GEMV_BANDWIDTH * 108 / H100_SMS))
+    # float64 reads twice the bytes of float32, float16 half
+    for sfx, ratio in (("f64", 2.0), ("f16", 0.5)):
+        other = problem(16384, 1, 16384, (sfx, sfx))
+        assert model(n1, other, H100, 1, other.k) == pytest.approx(ratio * model(n1, p, H100, 1, p.k), rel=1e-3)
+
+
+def test_the_build_exports_every_entry_point_without_spills():
+    from gpumat.runtime import kernels
+
+    try:
+        modules = kernels.manifest()["modules"]
+    except FileNotFoundError:
+        pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
+    entries = modules["matmul_gemv"]["entries"]
+    declared = {k.name for v in GEMV.values() for k in v.kernels.values()}
+    assert set(entries) == declared and len(declared) == 18
+    for name, info in entries.items():
+        params = [t.replace("s32", "u32").replace("b64", "u64").replace("s64", "u64") for t in info["params"]]
+        assert params == [kernels.PTX_TYPES[c] for c in K_CHUNK], name
+        for arch, r in info["resources"].items():
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (name, arch, r)
+            assert 0 < r["registers"] <= 80, (name, arch, r)  # __launch_bounds__(256, 3)
+
+
+# ---- on the GPU ----
+
+KINDS = ["float32", "float64", "float16", "bfloat16", "float16>f32", "bfloat16>f32"]
+
+
+def dtypes(kind: str):
+    """(input dtype, output dtype, tolerance kind) of a test kind: 'float16>f32' writes a float32 C."""
+    base, _, out = kind.partition(">")
+    dtype = DTYPES[base][0]
+    return dtype, (np.float32 if out else dtype), base
+
+
+def expected(m: int, n: int, b_trans: bool) -> str:
+    return "gemv_n1" if n == 1 and (m > 1 or not b_trans) else ("gemv_m1bt" if b_trans else "gemv_m1")
+
+
+def operands(kind, m, n, k, b_trans, pads, x_contiguous, batch=None):
+    """Host A and B and their GPU views: A at column offset pads[0] of wider storage; B likewise, or stored
+    transposed (b_trans: N rows of K, read through .T), or for N == 1 a plain contiguous column; C a
+    NaN-filled view at pads[2]. Returns (a, b, A, B, C, parents, C's parent, its host copy, C's columns)."""
+    dtype, out_dtype, _ = dtypes(kind)
+    lead = () if batch is None else (batch,)
+    a, b = host_random((*lead, m, k), dtype), host_random((*lead, k, n), dtype)
+    A, pa, _, _ = upload(a, False, pads[0])
+    if x_contiguous and n == 1 and not b_trans:
+        B = pb = gm.Matrix.from_numpy(b)
+    else:
+        B, pb, _, _ = upload(b, b_trans, pads[1])
+    C, pc, pc_host, cols = upload(np.full((*lead, m, n), np.nan, out_dtype), False, pads[2])
+    return a, b, A, B, C, [pa, pb, pc], pc, pc_host, cols
+
+
+def untouched_outside(pc, pc_host, cols) -> bool:
+    after = pc.to_numpy()
+    outside = np.ones(after.shape[-1], bool)
+    outside[cols] = False
+    return np.array_equal(
+        np.ascontiguousarray(after[..., outside]).view(np.uint8),
+        np.ascontiguousarray(pc_host[..., outside]).view(np.uint8),
+    )
+
+
+@st.composite
+def cases(draw):
+    which = draw(st.sampled_from(["n1", "m1", "m1bt"]))
+    length = draw(dims(700, (32, 128)))  # M for gemv_n1, N for the others
+    m, n = (length, 1) if which == "n1" else (1, length)
+    return {
+        "kind": draw(st.sampled_from(KINDS)),
+        "m": m,
+        "n": n,
+        "k": draw(dims(3000, (8, 32, 128, 256, 1024))),
+        "b_trans": which == "m1bt",
+        "pads": [draw(st.integers(0, 3)) for _ in range(3)],
+        "x_contiguous": draw(st.booleans()),
+    }
+
+
+@pytest.mark.gpu
+@settings(max_examples=150)
+@given(cases())
+def test_against_a_float64_reference(case):
+    """The named kernel and auto (which may split K), on views at odd offsets and strides (element loads)
+    or aligned ones (16-byte loads), into NaN-filled C: every element written, nothing around it."""
+    m, n, k, b_trans = case["m"], case["n"], case["k"], case["b_trans"]
+    a, b, A, B, C, parents, pc, pc_host, cols = operands(
+        case["kind"], m, n, k, b_trans, case["pads"], case["x_contiguous"]
+    )
+    name = "gemv_m1bt" if b_trans else ("gemv_n1" if n == 1 else "gemv_m1")
+    try:
+        ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+        tol = tolerance(dtypes(case["kind"])[2], k)
+        assert gm.matmul_plan(A, B, out=C).algorithm == expected(m, n, b_trans)
+        for algorithm in (name, "auto"):
+            gm.matmul(A, B, out=C, algorithm=algorithm)
+            check_close(C.to_numpy(), ref, scale, tol, f"{algorithm} {case}")
+            assert untouched_outside(pc, pc_host, cols), f"{algorithm} wrote outside C {case}"
+            poison(C)  # NaN again for the next run
+    finally:
+        for x in parents:
+            x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(GEMV))
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=12)
+@given(
+    length=dims(300, (32, 128)),
+    k=st.integers(1, 5000),
+    splits=st.sampled_from([2, 3, 5, 8]),
+    chunk=st.integers(1, 40),
+    odd=st.booleans(),
+)
+def test_forced_split_k(name, kind, length, k, splits, chunk, odd):
+    """Any chunking: an odd chunk starts every other split off the 16-byte alignment (element loads)."""
+    m, n = (length, 1) if name == "gemv_n1" else (1, length)
+    k_chunk = chunk * 32 - (3 if odd else 0)
+    splits = max(min(splits, -(-k // k_chunk) + 1), 2)
+    if splits * k_chunk < k:
+        k_chunk = -(-k // splits)
+    a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, name == "gemv_m1bt", [1, 2, 0], False)
+    try:
+        p = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits, k_chunk=k_chunk)
+        layers = min(splits, -(-k // k_chunk))
+        assert (p.algorithm, p.splits, p.k_chunk) == (name, layers, k_chunk if layers > 1 else k)
+        gm.matmul(A, B, out=C, plan=p)
+        ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+        check_close(C.to_numpy(), ref, scale, tolerance(dtypes(kind)[2], k), f"{name} {kind} {p}")
+        assert untouched_outside(pc, pc_host, cols)
+    finally:
+        for x in parents:
+            x.free()
+
+
+# alpha, beta, bias ("row": (1, n), "column": (m, 1); float32 or C's dtype), activation: each option once
+EPILOGUES = [
+    (2.0, 0.5, "row", True, "relu"),
+    (-1.0, 0.0, "column", False, "gelu"),
+    (0.5, -1.0, None, False, "gelu_tanh"),
+    (3.0, 1.0, "row", False, None),
+    (1.0, 0.0, "column", True, "relu"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(GEMV))
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("splits", [1, 4])
+def test_every_epilogue(name, kind, splits):
+    """In the kernel (one split) and in split-K's reduction. With beta == 0 C is NaN and never read."""
+    _, out_dtype, base = dtypes(kind)
+    m, n, k = (203, 1, 1500) if name == "gemv_n1" else (1, 203, 1500)
+    for alpha, beta, along, bias_f32, activation in EPILOGUES:
+        a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, name == "gemv_m1bt", [3, 1, 2], True)
+        try:
+            c0 = host_random((m, n), out_dtype)
+            if beta:  # C holds c0, at an odd offset
+                C, pc2, _, _ = upload(c0, False, 1)
+                parents.append(pc2)
+            bias = bias_host = None
+            if along:
+                bias_host = host_random((1, n) if along == "row" else (m, 1), np.float32 if bias_f32 else out_dtype)
+                bias = gm.Matrix.from_numpy(bias_host)
+                parents.append(bias)
+            p = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
+            assert p.splits == splits
+            gm.matmul(A, B, out=C, plan=p, alpha=alpha, beta=beta, bias=bias, activation=activation)
+            ref, scale = reference(
+                a, b, alpha, beta, wide(c0), None if bias_host is None else wide(bias_host), activation
+            )
+            check_close(C.to_numpy(), ref, scale, tolerance(base, k), f"{name} {kind} {alpha, beta, along}")
+        finally:
+            for x in parents:
+                x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "m, n, form", [(77, 1, "both"), (77, 1, "a_one"), (1, 77, "both"), (1, 77, "a_one"), (1, 77, "b_trans")]
+)
+def test_batches(kind, m, n, form):
+    """Batched products: one launch, matrix z of the batch on grid layer z (a shared operand has batch
+    stride 0); a batch past the grid's 65535 layers takes more launches."""
+    dtype, out_dtype, base = dtypes(kind)
+    batch, k = 5, 333
+    a = host_random((1 if form == "a_one" else batch, m, k), dtype)
+    b = host_random((batch, k, n), dtype)
+    if form == "b_trans":
+        B, pb, _, _ = upload(b, True, 1)
+    else:
+        B = pb = gm.Matrix.from_numpy(b)
+    with gm.Matrix.from_numpy(a) as A:
+        p = gm.matmul_plan(A, B)
+        assert p.algorithm == expected(m, n, form == "b_trans") and p.grid[2] == batch and p.splits == 1
+        with gm.Matrix.empty((batch, m, n), dtype=out_dtype) as C:
+            gm.matmul(A, B, out=C)
+            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            check_close(C.to_numpy(), ref, scale, tolerance(base, k))
+    pb.free()
+    if kind == "float32":
+        many = 65535 + 3
+        a, b = host_random((many, 2, 3), dtype), host_random((many, 3, 1), dtype)
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
+            assert gm.matmul_plan(A, B).algorithm == "gemv_n1"
+            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            check_close(C.to_numpy(), ref, scale, tolerance(base, 3))
+
+
+def place(host: np.ndarray, offset: int, width: int):
+    """host inside a zero matrix of `width` columns at column `offset`: (parent, view)."""
+    parent = np.zeros((host.shape[0], width), host.dtype)
+    parent[:, offset : offset + host.shape[1]] = host
+    big = gm.Matrix.from_numpy(parent)
+    return big, big[:, offset : offset + host.shape[1]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(GEMV))
+@pytest.mark.parametrize("kind", ["float32", "float64", "float16", "bfloat16"])
+def test_bitwise_deterministic_and_the_same_bits_from_any_view(name, kind):
+    """Two runs give the same bits; an aligned view (16-byte loads) and an odd one (element loads) of the
+    same data give the same bits too: both paths form each sum in the same order."""
+    dtype, _, _ = dtypes(kind)
+    length, k = 1000, 4099
+    m, n = (length, 1) if name == "gemv_n1" else (1, length)
+    a, b = host_random((m, k), dtype), host_random((k, n), dtype)
+    store = b.T if name == "gemv_m1bt" else b
+    per16 = 16 // np.dtype(dtype).itemsize
+    results = []
+    for offset in (0, 1):  # 0: aligned base and row stride (a multiple of 16 bytes); 1: neither
+        width_a = -(-(k + 1) // per16) * per16 + offset
+        width_b = -(-(store.shape[1] + 1) // per16) * per16 + offset
+        (pa, A), (pb, S) = place(a, offset, width_a), place(np.ascontiguousarray(store), offset, width_b)
+        B = S.T if name == "gemv_m1bt" else S
+        if name == "gemv_n1" and offset == 0:  # x contiguous and aligned: 16-byte loads of x too
+            pb.free()
+            pb = B = gm.Matrix.from_numpy(b)
+        for splits in (1, 3):
+            p = gm.matmul_plan(A, B, algorithm=name, splits=splits)
+            runs = [gm.matmul(A, B, plan=p) for _ in range(2)]
+            got = [r.to_numpy() for r in runs]
+            assert np.array_equal(got[0].view(np.uint8), got[1].view(np.uint8)), (name, kind, offset, splits)
+            results.append(got[0])
+            for r in runs:
+                r.free()
+        pa.free()
+        pb.free()
+    for aligned, unaligned in zip(results[:2], results[2:], strict=True):
+        assert np.array_equal(aligned.view(np.uint8), unaligned.view(np.uint8)), (name, kind)
+    ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+    check_close(results[0], ref, scale, tolerance(kind, k))
+
+
+@pytest.mark.gpu
+def test_many_row_tiles_walk_the_grid_stride_loop():
+    m, k = 65535 * 32 + 77, 3
+    a, b = host_random((m, k), np.float32), host_random((k, 1), np.float32)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        assert gm.matmul_plan(A, B).grid[1] == 65535
+        with gm.matmul(A, B, algorithm="gemv_n1") as C:
+            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            check_close(C.to_numpy(), ref, scale, tolerance("float32", k))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+def test_the_h100_shapes_run_on_their_kernels(kind):
+    """The shapes the kernels were written for, through auto: C of one column and of one row."""
+    dtype, _, _ = dtypes(kind)
+    for (m, n, k), name in [((16384, 1, 16384), "gemv_n1"), ((1, 4096, 16384), "gemv_m1")]:
+        a, b = host_random((m, k), dtype), host_random((k, n), dtype)
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
+            assert gm.matmul_plan(A, B).algorithm == name
+            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            check_close(C.to_numpy(), ref, scale, tolerance(kind, k))
+            again = gm.matmul(A, B)
+            assert np.array_equal(again.to_numpy().view(np.uint8), C.to_numpy().view(np.uint8))
+            again.free()
