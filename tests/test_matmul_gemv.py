@@ -23,7 +23,7 @@ from test_gemm_gpu import DTYPES, check_close, host_random, reference, tolerance
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS
-from gpumat.matmul.planner import candidates, forced, model, plan, traffic
+from gpumat.matmul.planner import SM_DRAW, candidates, forced, model, plan, traffic
 from gpumat.matmul.problem import Problem, Target
 from gpumat.matmul.variants import GEMV_BANDWIDTH, H100_SMS, K_CHUNK, REDUCE, accumulator
 from gpumat.runtime import geometry
@@ -175,16 +175,18 @@ def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
 
 
 def test_the_memory_term_ranks_them():
-    """Memory-bound: a grid with blocks_per_sm blocks on every SM draws the whole bandwidth, fewer blocks a
-    share; the time is at least the operands' bytes at that rate (plus the split's cost)."""
+    """Memory-bound: a grid with blocks_per_sm blocks on every SM draws the whole bandwidth, a grid on few
+    SMs SM_DRAW times their share; the time is at least the operands' bytes at that rate (plus the split's
+    cost)."""
     n1, m1 = GEMV["gemv_n1"], GEMV["gemv_m1"]
     p = problem(16384, 1, 16384)  # 512 blocks of 32 rows: every SM busy
     assert traffic(p) == (16384 * 16384 + 16384 + 16384) * 4
     assert model(n1, p, H100, 1, p.k) == pytest.approx(traffic(p) / GEMV_BANDWIDTH)
-    small = problem(32 * 33, 1, 16384)  # 33 blocks: a quarter of the SMs
-    assert model(n1, small, H100, 1, small.k) == pytest.approx(traffic(small) / (GEMV_BANDWIDTH * 33 / H100_SMS))
+    small = problem(32 * 33, 1, 16384)  # 33 blocks: a quarter of the SMs, drawing twice their share
+    drawn = GEMV_BANDWIDTH * SM_DRAW * 33 / H100_SMS
+    assert model(n1, small, H100, 1, small.k) == pytest.approx(traffic(small) / drawn)
     q = problem(1, 4096, 16384, ("f16", "f16"))  # 32 strips of 128 columns
-    assert model(m1, q, H100, 1, q.k) == pytest.approx(traffic(q) / (GEMV_BANDWIDTH * 32 / H100_SMS))
+    assert model(m1, q, H100, 1, q.k) == pytest.approx(traffic(q) / (GEMV_BANDWIDTH * SM_DRAW * 32 / H100_SMS))
     assert plan(q, H100).seconds < model(m1, q, H100, 1, q.k)  # so auto splits K
     # a smaller GPU draws less
     a100 = Target(80, 108, 163 * 1024, ALL_MODULES)

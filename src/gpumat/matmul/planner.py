@@ -7,9 +7,9 @@ One cost model for every variant, with the variant's row as its constants:
     waves   = max(1, ceil(tiles x splits / (SMs x blocks an SM) - wave_slack))
     time    = waves x 2 x tile_m x tile_n x max(k_chunk, 16) / (rate / (132 x blocks an SM))
               and for a memory-bound row (bandwidth set: the matrix-vector rows) at least
-              (A and B read + C written, bytes) / (bandwidth x min(SMs, blocks / blocks an SM) / 132)
-              with blocks = whole tiles x splits: each SM draws a 132nd of the bandwidth once the grid
-              gives it blocks_per_sm blocks, and proportionally less with fewer
+              (A and B read + C written, bytes) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
+              with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
+              share of the H100's bandwidth, a grid on few SMs SM_DRAW times their share
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
@@ -36,7 +36,10 @@ from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
-COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
+COPY_LAUNCH_S = 5e-6
+# what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
+# sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
+SM_DRAW = 2.0  # the copies' launch and scratch allocation
 
 
 def computes(v: Variant, dtype: str) -> str:
@@ -80,7 +83,8 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     seconds = waves * 2.0 * bm * bn * max(k_chunk, 16) / (v.rate / (H100_SMS * v.blocks_per_sm))
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
-        drawn = v.bandwidth / H100_SMS * min(t.sm_count, blocks / v.blocks_per_sm)
+        busy = min(t.sm_count, blocks / v.blocks_per_sm)
+        drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
         seconds = max(seconds, traffic(p) / drawn)
     if splits > 1:
         seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth
