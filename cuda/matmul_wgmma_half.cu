@@ -6,13 +6,14 @@
 //  * float32 inputs at TF32 (the *bt_tf32 entries, precision "tf32"): C in float32, B stored transposed
 //    only (wgmma reads TF32 operands K-major alone: it has no transpose for them). The copy engine
 //    rounds each float32 to TF32 on its way into shared memory (the tensor maps' element type is
-//    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32: round to nearest, ties to even; what a wgmma reading raw float32
-//    bits would do is drop the 13 low bits, truncation), so an operand carries a relative error below
-//    u = 2^-11 and a product below 2u + u^2, as on the mma.sync kernels (cuda/matmul_tc.cu), whose
-//    to_tf32 rounds ties away from zero instead. Truncation would double u to 2^-10 and bias every
-//    product towards zero. Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32
-//    (exact_dot, as in matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32
-//    give what an FP32 product gives.
+//    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, which rounds to nearest, ties to even; the driver's header does
+//    not say so, tests/test_matmul_tf32_wgmma.py checks it on the GPU); a wgmma reading raw float32 bits
+//    would drop the 13 low bits instead (truncation). So an operand carries a relative error below
+//    u = 2^-11 and a product below 2u + u^2, as on the mma.sync kernels (cuda/matmul_tc.cu, which round
+//    the operands themselves); truncation would double u to 2^-10 and bias every product towards zero.
+//    Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32 (exact_dot, as in
+//    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
+//    product gives.
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64

@@ -4,8 +4,9 @@
 into the CUtensorMap bytes a kernel takes by value ("T" in a kernel signature): 128-byte swizzle,
 256-byte L2 promotion, zero fill outside the matrix. `elem` names the copy engine's element type: a
 dtype suffix (f16, bf16, f32), or "tf32": float32 in memory that the copy engine rounds to TF32 (to
-nearest, ties to even: 10 mantissa bits kept, the 13 low bits cleared) on its way into shared memory,
-for the TF32 tensor-core kernels (a wgmma reading raw float32 would truncate instead).
+nearest, ties to even: 10 mantissa bits kept, the 13 low bits cleared; the driver's header does not
+say so, tests/test_matmul_tf32_wgmma.py checks it on the GPU) on its way into shared memory, for the
+TF32 tensor-core kernels (a wgmma reading raw float32 would truncate instead).
 """
 
 from __future__ import annotations
