@@ -1,22 +1,36 @@
 // gpumat-archs: 90a
-// float16 / bfloat16 matrix multiply on Hopper's warpgroup tensor-core instructions (sm_90a only):
-// C (M x N) = A (M x K) @ B (K x N), row-major, float32 accumulation, C in the input dtype (rounded to
-// nearest even) or in float32 (the _f32out entries), row stride ldc in elements.
+// Matrix multiply on Hopper's warpgroup tensor-core instructions (sm_90a only), float32 accumulation:
+// C (M x N) = A (M x K) @ B (K x N), row-major, row stride ldc in elements.
+//  * float16 / bfloat16 inputs: C in the input dtype (rounded to nearest even) or in float32 (the
+//    _f32out entries); B row-major or stored transposed (the *bt entries);
+//  * float32 inputs at TF32 (the *bt_tf32 entries, precision "tf32"): C in float32, B stored transposed
+//    only (wgmma reads TF32 operands K-major alone: it has no transpose for them). The copy engine
+//    rounds each float32 to TF32 on its way into shared memory (the tensor maps' element type is
+//    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, which rounds to nearest, ties to even; the driver's header does
+//    not say so, tests/test_matmul_tf32_wgmma.py checks it on the GPU); a wgmma reading raw float32 bits
+//    would drop the 13 low bits instead (truncation). So an operand carries a relative error below
+//    u = 2^-11 and a product below 2u + u^2, as on the mma.sync kernels (cuda/matmul_tc.cu, which round
+//    the operands themselves); truncation would double u to 2^-10 and bias every product towards zero.
+//    Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32 (exact_dot, as in
+//    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
+//    product gives.
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
-// src/gpumat/matmul/launcher.py): A as a K (inner) x M tensor with 64 x 128 boxes, B as an N (inner) x K
-// tensor with 64 x 64 boxes, both with the 128-byte swizzle. The *bt entries take B stored transposed
-// (x @ W.T: W row-major N x K) as a K (inner) x N tensor with 64 x BN boxes (BN: the tile's width), read
-// K-major as A is. TMA needs the base address and the row stride 16-byte aligned (the host copies other
-// views first). The copy engine zero-fills whatever lies past M, N or K, so edge tiles need no special
-// code on the way in. C leaves through a third map when its address, stride and row length allow
-// (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy
-// engine, which writes whole 16-byte pieces: rows must be a multiple of 16 bytes long), else by guarded
-// stores from the registers.
+// src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64
+// 16-bit elements or 32 float32 (BK_BYTES / sizeof(T), the k tile BK). A as a K (inner) x M tensor with
+// BK x 128 boxes; B row-major as an N (inner) x K tensor with 64 x 64 boxes; the *bt entries take B
+// stored transposed (x @ W.T: W row-major N x K) as a K (inner) x N tensor with BK x BN boxes (BN: the
+// tile's width), read K-major as A is. TMA needs the base address and the row stride 16-byte aligned
+// (the host copies other views first). The copy engine zero-fills whatever lies past M, N or K, so edge
+// tiles need no special code on the way in. C leaves through a third map when its address, stride and
+// row length allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the
+// edges by the copy engine, which writes whole 16-byte pieces: rows must be a multiple of 16 bytes
+// long), else by guarded stores from the registers.
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
-// multiple of BK = 64 when there is more than one split (a k tile never straddles two splits). No batch.
+// multiple of BK (64 halves, 32 floats) when there is more than one split (a k tile never straddles two
+// splits: the copy engine reads whole boxes). No batch.
 //
 // Epilogue (gpumat::Epilogue, the last parameters): C[i, j] = act(alpha * acc + beta * C[i, j] + bias)
 // in float32, applied to the accumulators before they are rounded to C's dtype (either way out); beta
@@ -24,22 +38,24 @@
 // identity with split-K (the reduction applies the caller's epilogue), so C + z*M*ldc is C itself
 // whenever the epilogue reads C.
 //
-// Technique (one template, gemm<BN, ...>, for both tile widths BN = 256 and 128; Tile<BN> holds what
-// follows from BN):
+// Technique (one template, gemm<BN, T, ...>, for both tile widths BN = 256 and 128 and every input type;
+// Tile<BN> holds what follows from BN; the byte layout is the same for 16-bit and TF32 inputs):
 //  * a block computes 128 x BN tiles of C with three warpgroups: warpgroup 0 is the producer (one
 //    thread issues the bulk tensor copies; the warpgroup gives registers back with setmaxnreg),
 //    warpgroups 1 and 2 are consumers, each owning 64 rows x BN columns of the tile as BN / 2 float32
-//    accumulators a thread (one wgmma m64n<BN>k16 a k step, A and B both read from shared memory);
-//  * k tiles of 64 pass through a ring of shared-memory stages (A 128 x 64, B 64 x BN as BN / 64
-//    64-column boxes), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for BN = 256, 6 of
-//    32 KiB for BN = 128. Each has a "full" mbarrier (the copies' byte count lands) and an "empty"
-//    mbarrier (both consumers are done with it). Consumers keep one k tile of wgmma in flight
-//    (wait_group 1) and release a stage as soon as the group that read it completes;
+//    accumulators a thread (a wgmma m64n<BN>k16, or m64n<BN>k8 for TF32, a k step of 32 bytes, A and B
+//    both read from shared memory);
+//  * k tiles of 128 bytes of K (BK elements) pass through a ring of shared-memory stages (A 128 rows,
+//    B BN rows or BN / 64 boxes of 64 columns, 128 bytes each), as many as fit in the 227 KiB a block
+//    gets: 4 of 48 KiB for BN = 256, 6 of 32 KiB for BN = 128. Each has a "full" mbarrier (the copies'
+//    byte count lands) and an "empty" mbarrier (both consumers are done with it). Consumers keep one k
+//    tile of wgmma in flight (wait_group 1) and release a stage as soon as the group that read it
+//    completes;
 //  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
 //    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
 //    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b); a
-//    K-major B (bt) is BN rows of 128 bytes, described as A is. The descriptors do not depend on BN:
-//    the instruction's N says how many boxes or rows it reads;
+//    K-major B (bt) is BN rows of 128 bytes, described as A is. The descriptors do not depend on BN (the
+//    instruction's N says how many boxes or rows it reads) nor on T (a k step is 32 bytes either way);
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
@@ -52,7 +68,14 @@
 //  * the epilogue: identity() is tested once and picks one of two copies of the kernel body, the plain
 //    one as before or one whose consumers first finish the accumulators in place (elements past M or N
 //    are left as they are), C then leaving either way (one body with a branch at the store made the
-//    plain path up to 7% slower on the H100).
+//    plain path up to 7% slower on the H100). The finishing body switches on the activation at each
+//    tile; the TF32 entries instead pick one of four finishing bodies, one an activation, at the start
+//    (with the recomputation below, one body holding all four made ptxas spill the work loop's state);
+//  * TF32's non-finite outputs: after a tile's last k step each consumer tests its accumulators (x * 0
+//    is NaN exactly when x is infinite or NaN: one FMA an accumulator) and its warpgroup agrees with one
+//    barrier reduction; only then (rare) are the accumulators staged, 32 a thread at a time, through the
+//    consumer's C buffers, and each non-finite one inside C recomputed by exact_dot in a rolled loop, so
+//    the fix costs the common tile one FMA an accumulator and a barrier, and little code.
 // Deterministic: a fixed order of products and sums, no atomics.
 #include <stdint.h>
 
@@ -64,10 +87,12 @@ using gpumat::store_pair;
 
 namespace {
 
-constexpr int BM = 128, BK = 64;
+constexpr int BM = 128;
+constexpr int BK_BYTES = 128;                     // a k tile: one 128-byte swizzle row of K (BK elements)
+constexpr int KSTEP_BYTES = 32;                   // one wgmma k step: k16 of 16-bit inputs, k8 of TF32
 constexpr int THREADS = 384;                      // producer + two consumer warpgroups
-constexpr int A_BYTES = BM * BK * 2;              // 16 KiB
-constexpr int B_BOX_BYTES = BK * 64 * 2;          // 8 KiB: 64 k rows x 64 columns
+constexpr int A_BYTES = BM * BK_BYTES;            // 16 KiB
+constexpr int B_BOX_BYTES = 64 * BK_BYTES;        // 8 KiB: MN-major B (16-bit), 64 k rows x 64 columns
 constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
 constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
 constexpr int BAR_BYTES = 128;                    // full[s] at + 8 s, empty[s] at + 64 + 8 s: 8 stages at most
@@ -76,13 +101,14 @@ constexpr int GROUP_M = 16;
 
 // Everything that follows the tile's width BN (128 or 256 columns of C): a consumer thread holds
 // BN / 2 float32 accumulators (its warpgroup's 64 rows x BN columns over 128 threads), a stage is A's
-// 128 x 64 box and B's 64 x BN (BN / 64 boxes of 64 columns, or one BN-row box K-major), and the ring
-// has as many stages as fit beside the C buffers, the alignment slack and the barriers.
+// 128 rows of 128 bytes of K and B's BN (BN / 64 boxes of 64 columns, or one BN-row box K-major), and
+// the ring has as many stages as fit beside the C buffers, the alignment slack and the barriers. In
+// bytes the same for every input type (BK = 64 halves or 32 floats of K a stage).
 template <int BN_>
 struct Tile {
     static constexpr int BN = BN_;
     static constexpr int ACC = BN / 2;
-    static constexpr int B_BYTES = BK * BN * 2;
+    static constexpr int B_BYTES = BK_BYTES * BN;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - BAR_BYTES) / STAGE_BYTES;
     static constexpr int STAGES = STAGES_FIT < 8 ? STAGES_FIT : 8;
@@ -235,6 +261,107 @@ struct Wgmma;
 GPUMAT_WGMMA_FOR(__half, "f16.f16")
 GPUMAT_WGMMA_FOR(__nv_bfloat16, "bf16.bf16")
 
+// TF32 (float32 in shared memory, read as TF32: the tensor cores take the top 19 bits of each element):
+// d (64 x N) += A (64 x 8, K-major) * B (8 x N, K-major), k8 a step (32 bytes, as k16 of halves). The
+// .tf32 forms have no transpose immediates: both operands must be K-major.
+template <>
+struct Wgmma<float> {
+    template <bool B_KMAJOR, int ACC>
+    __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)
+    {
+        static_assert(B_KMAJOR, "wgmma reads TF32 operands K-major only");
+        static_assert(ACC == 128 || ACC == 64, "m64n256k8 or m64n128k8");
+        if constexpr (ACC == 128)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1;\n"
+                         : GPUMAT_D128 : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1;\n"
+                         : GPUMAT_D64 : "l"(a), "l"(b));
+    }
+};
+
+// Whether `x` holds for any of the 128 threads of a consumer warpgroup (named barrier `id`, a
+// reduction: every thread gets the answer).
+__device__ __forceinline__ bool warpgroup_any(int id, bool x)
+{
+    uint32_t any;
+    asm volatile(
+        "{\n"
+        ".reg .pred p, q;\n"
+        "setp.ne.u32 p, %1, 0;\n"
+        "bar.red.or.pred q, %2, 128, p;\n"
+        "selp.u32 %0, 1, 0, q;\n"
+        "}\n"
+        : "=r"(any) : "r"((uint32_t)x), "r"(id) : "memory");
+    return any != 0;
+}
+
+// Whether any accumulator is infinite or NaN: x * 0 is NaN exactly then (0 or -0 otherwise, which
+// leaves a sum of zeros zero), so four chains of FMAs with 0 end in NaN exactly then. No branch, one
+// FMA an accumulator; IEEE semantics keep the compiler from dropping the multiplications by zero.
+template <int ACC>
+__device__ __forceinline__ bool any_nonfinite(const float (&d)[ACC])
+{
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) s[i % 4] = __fmaf_rn(d[i], 0.0f, s[i % 4]);
+    return isnan((s[0] + s[1]) + (s[2] + s[3]));
+}
+
+// One element of C in plain FP32 (fused multiply-adds in k order, as exact_dot in matmul_tc.cu): row
+// `a` of A times row `w` of W (B stored transposed, N rows of K) over [k_begin, k_end).
+__device__ __forceinline__ float exact_dot(const float* a, const float* w, int k_begin, int k_end)
+{
+    float sum = 0.0f;
+#pragma unroll 1
+    for (int k = k_begin; k < k_end; ++k) sum = fmaf(a[k], w[k], sum);
+    return sum;
+}
+
+// The TF32 tile's outputs that came out of the tensor cores infinite or NaN, recomputed by exact_dot
+// (warpgroup-uniform: every thread of the consumer calls it, or none). d[4 j + 2 h + e] is
+// C[row + 8 h, col + 8 j + e]; elements past M or N are left as they are. The consumer's two C buffers
+// (16 KiB at `bufs`) hold 32 accumulators of each of its 128 threads at a time (thread lt's at
+// bufs + 128 lt, its own: no barrier between the threads' passes), so the recomputation runs in a
+// rolled loop: registers cannot be indexed, shared memory can. The buffers are free once the previous
+// tile's TMA stores have read them; the tile's own stores begin with a barrier of the warpgroup, after
+// every thread's pass here.
+template <int ACC>
+__device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bufs, int c, int lt, int row, int col,
+                                                    int M, int N, const float* A, long long lda, const float* W,
+                                                    long long ldw, int k_begin, int k_end)
+{
+    if (lt == 0) store_wait_read<0>();
+    warpgroup_sync(1 + c);
+    const uint32_t mine = bufs + 128 * lt;
+#pragma unroll
+    for (int part = 0; part < ACC / 32; ++part) {
+#pragma unroll
+        for (int i = 0; i < 32; i += 4)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "r"(mine + 4 * i), "f"(d[32 * part + i]),
+                         "f"(d[32 * part + i + 1]), "f"(d[32 * part + i + 2]), "f"(d[32 * part + i + 3]) : "memory");
+#pragma unroll 1
+        for (int i = 0; i < 32; ++i) {
+            const int x = 32 * part + i;  // d[x]: j = x / 4, h = x / 2 % 2, e = x % 2
+            const int r = row + 8 * ((x >> 1) & 1), cc = col + 8 * (x >> 2) + (x & 1);
+            float v;
+            asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(mine + 4 * i) : "memory");
+            if (!isfinite(v) && r < M && cc < N) {
+                v = exact_dot(A + r * lda, W + cc * ldw, k_begin, k_end);
+                asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(mine + 4 * i), "f"(v) : "memory");
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i += 4)
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=f"(d[32 * part + i]), "=f"(d[32 * part + i + 1]), "=f"(d[32 * part + i + 2]),
+                           "=f"(d[32 * part + i + 3])
+                         : "r"(mine + 4 * i) : "memory");
+    }
+}
+
 // Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles
 // (gpumat::grouped_tile).
 struct Work {
@@ -294,18 +421,26 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
     }
 }
 
-// BN: the tile's width (Tile<BN>). EPI: the accumulators go through the epilogue ep before C is
-// written; else ep is not read. B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the
-// transpose of an N x K row-major matrix, as in x @ W.T), loaded as one 64 x BN box a stage and read
-// K-major like A; else K rows of N, loaded as BN / 64 boxes of 64 x 64.
-template <int BN, class T, class Out, bool EPI, bool B_KMAJOR>
+// BN: the tile's width (Tile<BN>). T: the input type (__half, __nv_bfloat16, or float read as TF32).
+// EPI: the accumulators go through the epilogue ep before C is written; else ep is not read. B_KMAJOR:
+// map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K row-major matrix, as in
+// x @ W.T), loaded as one BK x BN box a stage and read K-major like A; else K rows of N, loaded as
+// BN / 64 boxes of 64 x 64. A / lda and B / ldb: the operands' storage (what the maps describe), read
+// only by TF32's recomputation of non-finite outputs (B then N rows of K); the 16-bit entries pass null.
+// ACT: with EPI, the activation fixed at compile time (0-3: one copy of the body an activation, the TF32
+// entries: their recomputation of non-finite outputs beside four activations' finish() in one body
+// made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
+template <int BN, class T, class Out, bool EPI, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
-                                     const gpumat::Epilogue& ep)
+                                     const T* A, long long lda, const T* B, long long ldb, const gpumat::Epilogue& ep)
 {
 #ifdef GPUMAT_HAS_WGMMA
     using Cfg = Tile<BN>;
     constexpr int STAGES = Cfg::STAGES, STAGE_BYTES = Cfg::STAGE_BYTES, ACC = Cfg::ACC;
+    constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
+    constexpr bool TF32 = sizeof(T) == 4;
+    static_assert(!TF32 || (B_KMAJOR && sizeof(Out) == 4), "TF32: B K-major, C float32");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -372,15 +507,16 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             int prev = -1;
             for (int t = 0; t < k_tiles; ++t) {
                 bar_wait(bars + 8 * stage, phase);
-                const uint32_t a0 = base + stage * STAGE_BYTES + c * (64 * BK * 2);
+                const uint32_t a0 = base + stage * STAGE_BYTES + c * (64 * BK_BYTES);
                 const uint32_t b0 = base + stage * STAGE_BYTES + A_BYTES;
                 wgmma_fence();
 #pragma unroll
-                for (int ks = 0; ks < BK / 16; ++ks) {
-                    // K-major B is laid out as A is (rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart)
-                    const uint64_t db = B_KMAJOR ? descriptor(b0 + 32 * ks, 16, 1024)
+                for (int ks = 0; ks < BK_BYTES / KSTEP_BYTES; ++ks) {
+                    // K-major B is laid out as A is (rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart);
+                    // MN-major B (16-bit) advances 16 k rows of 128 bytes a step
+                    const uint64_t db = B_KMAJOR ? descriptor(b0 + KSTEP_BYTES * ks, 16, 1024)
                                                  : descriptor(b0 + 2048 * ks, B_BOX_BYTES, 1024);
-                    Wgmma<T>::template run<B_KMAJOR>(d, descriptor(a0 + 32 * ks, 16, 1024), db);
+                    Wgmma<T>::template run<B_KMAJOR>(d, descriptor(a0 + KSTEP_BYTES * ks, 16, 1024), db);
                 }
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
@@ -398,12 +534,20 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             Out* const Cz = C + (long long)wk.split * M * ldc;
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
             const int col = wk.tn * BN + 2 * (lane % 4);                 //   col + 8 j + x % 2]
+            if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
+                if (warpgroup_any(3 + c, any_nonfinite(d)))
+                    recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A, lda, B, ldb, k_begin,
+                                        min(K, k_begin + k_chunk));
+            }
             if constexpr (EPI) {
                 // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the work
                 // loop (main loop included) for each value they can take.
                 gpumat::Epilogue e = ep;
                 asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
-                finish_with<Out>(d, e, row, col, M, N, Cz, ldc);
+                if constexpr (ACT >= 0)
+                    finish<Out>(d, e.fixed<Out, float, ACT>(), row, col, M, N, Cz, ldc);
+                else
+                    finish_with<Out>(d, e, row, col, M, N, Cz, ldc);
             }
             if (tma_c) {
                 constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
@@ -476,10 +620,51 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         int k_chunk, int tma_c, GPUMAT_EPILOGUE_PARAMS)                                                       \
     {                                                                                                         \
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
+        const T* none = nullptr;                                                                              \
         if (ep.identity())                                                                                    \
-            gemm<BN, T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);     \
+            gemm<BN, T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, none, 0,  \
+                                              none, 0, ep);                                                   \
         else                                                                                                  \
-            gemm<BN, T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, ep);      \
+            gemm<BN, T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, none, 0,   \
+                                             none, 0, ep);                                                    \
+    }
+
+// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw,
+// alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: float32 A (M x K)
+// times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8, float32
+// accumulation and C. The same launch as the 16-bit entries (block, shared memory, grid, persistent
+// work items, tma_c); map_a and map_b are float32 tensors of element type TFLOAT32 (the copy engine
+// rounds to TF32 on the way in) with 32 x 128 and 32 x BN boxes (a k tile of 32); A / lda and W / ldw
+// are the storage the maps describe (row strides in elements), read only to recompute outputs that
+// come out non-finite. Tiles 128 x 256 x 32 (4 stages) and 128 x 128 x 32 (6 stages). Five copies of
+// the body: the plain product, and one finishing body an activation.
+template <int BN>
+__device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
+                                          float* C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
+                                          const float* A, long long lda, const float* W, long long ldw,
+                                          const gpumat::Epilogue& ep)
+{
+    if (ep.identity())
+        gemm<BN, float, float, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+    else if (ep.activation == 1)
+        gemm<BN, float, float, true, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+    else if (ep.activation == 2)
+        gemm<BN, float, float, true, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+    else if (ep.activation == 3)
+        gemm<BN, float, float, true, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+    else
+        gemm<BN, float, float, true, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+}
+
+#define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
+        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
+        const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
+        int k_chunk, int tma_c, const float* __restrict__ A, long long lda, const float* __restrict__ W,     \
+        long long ldw, GPUMAT_EPILOGUE_PARAMS)                                                               \
+    {                                                                                                         \
+        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw,                  \
+                      GPUMAT_EPILOGUE_ARGS);                                                                  \
     }
 
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false)
@@ -498,3 +683,5 @@ GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, true)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

@@ -40,8 +40,13 @@ UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 # the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
 VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
 NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
-# the TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts
-WGMMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"}]
+# the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts (the module's
+# float32 rows, tf32_wgmma*, are tests/test_matmul_tf32_wgmma.py's)
+WGMMA = [
+    name
+    for name, v in ROWS.items()
+    if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"} and ("f16", "f16") in v.kernels
+]
 HOPPER = Target(90, 132, 227 * 1024, ALL_MODULES)
 
 

@@ -16,7 +16,7 @@ from .._dtypes import ITEMSIZE
 from ..convert import copy_region
 from ..memory import device_pool
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
-from ..runtime.tensormaps import encode_tiled
+from ..runtime.tensormaps import element_bytes, encode_tiled
 from ..transpose import transpose_region
 from .plan import MatmulPlan
 from .problem import aligned
@@ -110,17 +110,25 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
             out, out_ld, out_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(q.dtype)
             held.append((out, p.scratch_bytes))
             product_epilogue = IDENTITY
-        if v.args == "tensor_maps":
+        if v.tma:
             mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
+            # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in
+            elem = "tf32" if v.mode == "tf32" else q.dtype
+            # boxes one 128-byte row wide, and as tall as the row's tile: A k_tile K x tile rows; B stored
+            # transposed (N rows of K) k_tile K x tile columns, else K rows of N in boxes of 64 columns x
+            # k_tile rows (the kernel loads tile columns / 64 of them); k_tile: K a stage, 64 halves or 32 floats
+            k_tile = SWIZZLE_BYTES // size
+            map_a = tensor_map(elem, pa, m, k, lda, v.tile[0])
+            map_b = (
+                tensor_map(elem, pb, n, k, ldb, v.tile[1])
+                if v.reads_b_trans
+                else tensor_map(elem, pb, k, n, ldb, k_tile)
+            )
             p.kernel(
                 p.grid,
                 v.block,
-                # boxes follow the row's tile: A in 64 K x tile rows; B stored transposed (N rows of K) in
-                # 64 K x tile columns, else K rows of N in 64 x 64 boxes (the kernel loads tile columns / 64)
-                tensor_map(q.dtype, pa, m, k, lda, 64, v.tile[0]),
-                tensor_map(q.dtype, pb, n, k, ldb, 64, v.tile[1])
-                if v.reads_b_trans
-                else tensor_map(q.dtype, pb, k, n, ldb, 64, 64),
+                map_a,
+                map_b,
                 mc or NO_MAP,
                 out,
                 m,
@@ -129,6 +137,8 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
                 out_ld,
                 p.k_chunk,
                 int(mc is not None),
+                # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
+                *((pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else ()),
                 *product_epilogue,
                 smem=v.smem,
                 stream=stream,
@@ -203,7 +213,10 @@ def _row_major_copy(
     return dst, aligned_ld, per_matrix if bstride else 0
 
 
-# --- tensor maps (TMA variants): boxes of 64 columns (128 bytes of 16-bit elements) ----------------
+# --- tensor maps (TMA variants): boxes one 128-byte swizzle row wide (64 16-bit elements, 32 float32) ---
+SWIZZLE_BYTES = 128  # the kernels' shared-memory rows: a box's inner extent, in bytes
+
+
 def tensor_map_args(
     ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int, itemsize: int = 2
 ) -> dict:
@@ -222,8 +235,8 @@ def tensor_map_args(
 
 def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int) -> dict | None:
     """cuTensorMapEncodeTiled's arguments for C (or split-K's float32 layers, `rows` x `stride` elements
-    apart) as a cols x rows x layers tensor with boxes of 128 bytes x 64 rows; None when C's address
-    or row stride is not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store
+    apart) as a cols x rows x layers tensor with boxes of 128 bytes (one swizzle row) x 64 rows; None when
+    C's address or row stride is not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store
     writes whole 16-byte pieces, so it would run past the last column into the next one's memory
     (C then leaves by plain stores)."""
     if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16:
@@ -232,15 +245,18 @@ def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsiz
         "globalAddress": ptr,
         "globalDim": (cols, rows, layers),
         "globalStrides": (stride * itemsize, rows * stride * itemsize),
-        "boxDim": (128 // itemsize, 64, 1),
+        "boxDim": (SWIZZLE_BYTES // itemsize, 64, 1),
         "elementStrides": (1, 1, 1),
     }
 
 
 @lru_cache(maxsize=1024)
-def tensor_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int) -> bytes:
-    """An operand's CUtensorMap, cached: it depends on nothing but these numbers."""
-    return encode_tiled(sfx, tensor_map_args(ptr, rows, cols, stride, box_cols, box_rows))
+def tensor_map(elem: str, ptr: int, rows: int, cols: int, stride: int, box_rows: int) -> bytes:
+    """An operand's CUtensorMap (elements of the copy engine's type `elem`: a dtype suffix, or "tf32",
+    float32 rounded to TF32 on the way in), in boxes one 128-byte row wide and box_rows tall; cached: it
+    depends on nothing but these numbers."""
+    size = element_bytes(elem)
+    return encode_tiled(elem, tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size))
 
 
 @lru_cache(maxsize=1024)

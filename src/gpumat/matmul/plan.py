@@ -44,7 +44,7 @@ class MatmulPlan:
         one = (
             self.splits == 1
             and not (self.copy_a or self.copy_b)
-            and v.args != "tensor_maps"
+            and not v.tma
             and self.grid[2] == q.batch  # not a batch beyond the grid's limit
         )
         tail = () if v.args == "plain" else (self.k_chunk,)

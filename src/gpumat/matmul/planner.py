@@ -223,6 +223,8 @@ def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> 
     splits = min(splits, cdiv(p.k, k_chunk))
     if splits == 1:
         k_chunk = p.k
+    if splits > 1 and v.tma and k_chunk % v.k_align:  # the copy engine reads whole k tiles
+        raise ValueError(f"matmul plan: {v.name} splits K on multiples of {v.k_align} (its k tile), not {k_chunk}")
     if splits > MAX_GRID_YZ:
         raise ValueError(f"matmul plan: at most {MAX_GRID_YZ} splits, got {splits}")
     return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), "split given by the caller")

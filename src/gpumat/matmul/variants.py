@@ -39,7 +39,10 @@ PLAIN = "PPPiiiqqq" + BATCH + EPILOGUE  # A, B, C, M, N, K, lda, ldb, ldc
 K_CHUNK = "PPPiiiqqqi" + BATCH + EPILOGUE  # ... and k_chunk: split s multiplies k in [s*k_chunk, (s+1)*k_chunk)
 # tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
 TENSOR_MAPS = "TTTPiiiqii" + EPILOGUE
-SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS}
+# ... and the storage the maps of A and B describe (address, row stride), which the TF32 kernels read to
+# recompute in FP32 the outputs the tensor cores leave infinite or NaN
+TENSOR_MAPS_EXACT = "TTTPiiiqiiPqPq" + EPILOGUE
+SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS, "tensor_maps_exact": TENSOR_MAPS_EXACT}
 IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
 
@@ -53,7 +56,8 @@ class Variant:
     mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native
     tile: tuple[int, int]  # rows x columns of C a block (a work item, when persistent) covers
     block: tuple[int, int, int]
-    args: str = "plain"  # plain | k_chunk (may split K) | tensor_maps (TMA; may split K)
+    # plain | k_chunk (may split K) | tensor_maps (TMA; may split K) | tensor_maps_exact (and the operands)
+    args: str = "plain"
     smem: int = 0  # dynamic shared memory a block asks for
     min_arch: int = 0  # lowest compute capability (x10) that runs it
     only_arch: int | None = None  # architecture-specific machine code (sm_90a): that one alone
@@ -97,9 +101,15 @@ class Variant:
         return self.max_m is None and self.max_n is None
 
     @property
+    def tma(self) -> bool:
+        """Whether A and B reach the kernel as tensor maps (the copy engine reads whole boxes: a split of K
+        must end on a k tile, k_align)."""
+        return self.args.startswith("tensor_maps")
+
+    @property
     def batches(self) -> bool:
         """Whether one launch runs a batch (grid z); the persistent TMA kernels run one product."""
-        return self.args != "tensor_maps"
+        return not self.tma
 
     def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
@@ -245,8 +255,9 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
 
 MMA_SMEM = 65536  # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
 # the wgmma kernels' dynamic shared memory by tile (Tile<BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
-# CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) as fit in 227 KiB, 4 C buffers of
-# 8 KiB, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (BN 256) and 6 of 32 KiB (BN 128) come to the same.
+# CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
+# float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
+# 4 stages of 48 KiB (BN 256) and 6 of 32 KiB (BN 128) come to the same.
 WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
 
 
@@ -267,6 +278,37 @@ def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False) -> V
         rate=rate,
         k_align=64,
         min_k_chunk=256,
+    )
+
+
+# --- float32 at TF32 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the float32 instantiation of the same
+# template): tf32_wgmma128x256bt and tf32_wgmma128x128bt, sm_90a only, persistent, TMA. wgmma reads TF32
+# operands K-major alone, so both rows read B stored transposed (N rows of K: x @ W.T in place); a
+# row-major B is transposed into aligned scratch first (the planner charges the copy). The copy engine
+# rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
+# non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
+# 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
+def _tf32_wgmma(tile: tuple[int, int], rate: float) -> Variant:
+    name = f"tf32_wgmma{tile[0]}x{tile[1]}bt"
+    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_tf32"
+    return Variant(
+        name,
+        _kernels("matmul_wgmma_half", {("f32", "f32"): entry}, "tensor_maps_exact", WGMMA_SMEM[tile]),
+        "tf32",
+        tile,
+        (384, 1, 1),
+        "tensor_maps_exact",
+        WGMMA_SMEM[tile],
+        min_arch=90,
+        only_arch=90,
+        needs_aligned=True,
+        reads_b_trans=True,
+        persistent=True,
+        tier=1,
+        rate=rate,
+        k_align=32,
+        min_k_chunk=128,
+        split_launch_s=6e-6,
     )
 
 
@@ -372,6 +414,13 @@ _ROWS = [
     _wgmma((128, 256), 720e12, reads_b_trans=True),
     _wgmma((128, 128), 610e12),
     _wgmma((128, 128), 570e12, reads_b_trans=True),
+    # TF32 on the wgmma kernel: PROVISIONAL rates, not yet measured on a GPU (guesses between the
+    # mma.sync kernels' 126.5 TFLOP/s and the 16-bit wgmma rows, at a bit over half the 16-bit rate as
+    # the H100's TF32 peak is half its FP16 one); replace them with the measured figures. With them the
+    # model takes these rows for large float32 products at "tf32" on sm_90 (a row-major B first
+    # transposed into scratch, which the model charges), the mma.sync rows elsewhere.
+    _tf32_wgmma((128, 256), 380e12),
+    _tf32_wgmma((128, 128), 340e12),
     _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),

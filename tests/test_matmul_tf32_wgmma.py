@@ -1,0 +1,630 @@
+"""float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt and
+tf32_wgmma128x128bt (cuda/matmul_wgmma_half.cu, entries matmul_wgmma128x<BN>bt_tf32). wgmma reads TF32
+operands K-major only, so both rows read B stored transposed (x @ W.T in place); a row-major B is
+transposed into aligned scratch first. The rows, the plans auto makes with them, the split of K, the
+tensor maps the launcher encodes (element type, boxes) and the kernels' arguments run without a GPU;
+the products run on one (an H100 or another sm_90 GPU).
+
+Error bound, elementwise relative to the scale |A| |B| (the float64 product of the magnitudes): the copy
+engine rounds each operand to TF32 (11 significant bits, to nearest: unit roundoff u = 2^-11; the
+tensor-map element type TFLOAT32), so a product of two rounded operands is off by at most 2u + u^2 =
+2^-10 + 2^-22 of |a| |b|; the tensor cores accumulate in float32 and may truncate as they add, at most
+2^-23 relative a step, K * 2^-23 over K terms; C is float32 (no further rounding but the epilogue's few
+float32 operations). Had the operands been truncated instead (a wgmma reading raw float32), u would be
+2^-10 and the product bound 2^-9 + 2^-20: test_the_copy_engine_rounds_the_operands_to_nearest tells the
+two apart directly. A kernel that drops or repeats a k tile, a row or a column is off by orders of
+magnitude more.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support import A100, ALL_MODULES, H100, SM86, TURING, dims, fake_matrix, poison, product_error, rng
+
+import gpumat as gm
+from gpumat.matmul import algorithms, launcher, planner
+from gpumat.matmul.launcher import c_map_args
+from gpumat.matmul.problem import Problem, Target, built_modules
+from gpumat.matmul.variants import IDENTITY, TENSOR_MAPS_EXACT, VARIANTS, WGMMA_SMEM
+from gpumat.runtime import geometry, kernels
+from gpumat.runtime.tensormaps import DATA_TYPES
+
+TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
+MODULE = "matmul_wgmma_half"
+NO_WGMMA = ALL_MODULES - {MODULE}  # a build without sm_90 skips the sm_90a module
+SOURCE = Path(__file__).resolve().parents[1] / "cuda" / f"{MODULE}.cu"
+
+
+def tf32_plan(m, n, k, target=H100, algorithm="auto", aligned=True, b_trans=False, mode="tf32", batch=1):
+    p = Problem(m, n, k, "f32", "f32", mode, aligned, aligned, batch=batch, b_trans=b_trans)
+    return planner.plan(p, target, algorithm)
+
+
+def tolerance(k: int) -> float:
+    """The elementwise bound of the module docstring: TF32 operands rounded to nearest, float32 sums."""
+    return 2.0**-10 + 2.0**-22 + k * 2.0**-23
+
+
+# ---- without a GPU: the rows ----
+
+
+def test_the_rows_declare_their_kernels():
+    """Both tiles: mode tf32, B stored transposed read in place, TMA (aligned operands, copies otherwise),
+    persistent, sm_90a alone, auto's candidates; a k tile of 32 floats (128 bytes, the 16-bit rows' stage
+    in bytes, so the same shared memory), splits of at least 4 k tiles; float32 in and out through the
+    argument list with the operands' storage (for the FP32 recomputation of non-finite outputs)."""
+    assert [name for name, v in VARIANTS.items() if v.mode == "tf32" and v.tma] == TF32_WGMMA
+    for name in TF32_WGMMA:
+        v = VARIANTS[name]
+        bm, bn = v.tile
+        assert name == f"tf32_wgmma{bm}x{bn}bt" and (bm, bn) in ((128, 256), (128, 128))
+        assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", (384, 1, 1), WGMMA_SMEM[v.tile])
+        assert v.smem == VARIANTS[f"wgmma{bm}x{bn}bt"].smem  # the same ring, in bytes
+        assert v.reads_b_trans and v.needs_aligned and v.persistent and v.tma and not v.batches
+        assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, 1, None)
+        assert (v.k_align, v.min_k_chunk) == (32, 128) and v.rate > 0
+        assert list(v.kernels) == [("f32", "f32")]
+        kernel = v.kernels[("f32", "f32")]
+        assert (kernel.module, kernel.name) == (MODULE, f"matmul_wgmma{bm}x{bn}bt_tf32")
+        assert kernel.signature == TENSOR_MAPS_EXACT == "TTTPiiiqiiPqPqddPqiii" and kernel.dynamic_smem == v.smem
+        assert kernels.DECLARED[kernel.name] is kernel
+        assert name in algorithms("float32")
+
+
+def test_the_kernel_source_spells_the_tf32_instructions_and_entries():
+    """The entries, the m64n<BN>k8 TF32 wgmma without transpose immediates (the .tf32 forms have none),
+    a stage of 128 bytes of K and the k step of 32 bytes the descriptors advance by."""
+    src = SOURCE.read_text()
+    for bn in (256, 128):
+        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma128x{bn}bt_tf32, {bn})" in src
+        # the instruction's operands: accumulators, the two descriptors, scale-d and the two scales
+        assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, %\d+, %\d+, 1, 1, 1;", src), bn
+    assert "constexpr int BK_BYTES = 128;" in src and "constexpr int KSTEP_BYTES = 32;" in src
+
+
+def test_the_built_entries_do_not_spill():
+    """Where the kernels are built for sm_90 (ARCHS with 90), both entries exist for sm_90a alone, with
+    no spill and no stack (tests/test_kernels_cpu.py checks every entry's parameters against PTX)."""
+    try:
+        manifest = kernels.manifest()
+    except FileNotFoundError:
+        pytest.skip("the kernels are not built")
+    if MODULE not in manifest["modules"]:
+        pytest.skip(f"{MODULE} is not in this build (ARCHS={' '.join(manifest['archs'])})")
+    entries = manifest["modules"][MODULE]["entries"]
+    for bn in (256, 128):
+        r = entries[f"matmul_wgmma128x{bn}bt_tf32"]["resources"]
+        assert list(r) == ["sm_90a"]
+        assert (r["sm_90a"]["spill_stores"], r["sm_90a"]["spill_loads"], r["sm_90a"]["stack"]) == (0, 0, 0)
+
+
+# ---- without a GPU: the plans ----
+
+
+def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
+    """4096^3 and 8192^3 at tf32 on the H100: the 128 x 256 tile (whole waves), B row-major transposed
+    into N x K scratch first (the model charges the copy), x @ W.T read in place; a mid-size product
+    takes the 128 x 128 tile (1024^3: 32 tiles of 128 x 256 on 132 SMs, 64 of 128 x 128)."""
+    for side in (4096, 8192):
+        row_major = tf32_plan(side, side, side)
+        assert (row_major.algorithm, row_major.splits) == ("tf32_wgmma128x256bt", 1)
+        assert (row_major.copy_a, row_major.copy_b) == (False, True) and row_major.copy_bytes == side * side * 4
+        x_wt = tf32_plan(side, side, side, b_trans=True)
+        assert (x_wt.algorithm, x_wt.splits) == ("tf32_wgmma128x256bt", 1)
+        assert not (x_wt.copy_a or x_wt.copy_b) and x_wt.copy_bytes == 0
+        charged = 2 * side * side * 4 / planner.COPY_BANDWIDTH + planner.COPY_LAUNCH_S
+        assert row_major.seconds == pytest.approx(x_wt.seconds + charged)
+        unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
+        assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
+    for b_trans in (False, True):
+        assert tf32_plan(1024, 1024, 1024, b_trans=b_trans).algorithm == "tf32_wgmma128x128bt"
+        assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm == "tf32_wgmma128x128bt"
+    # the plan says what it copies
+    assert "B into the layouts the kernel reads (B as N rows of K)" in str(tf32_plan(4096, 4096, 4096))
+
+
+@given(m=dims(20000, (128, 256)), n=dims(20000, (128, 256)), k=dims(70000, (32, 128, 1024)), b_trans=st.booleans())
+def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
+    for mode in ("float32", "tf32x3"):
+        for aligned in (True, False):
+            q = tf32_plan(m, n, k, aligned=aligned, b_trans=b_trans, mode=mode)
+            # (one row or column of C: a matrix-vector row, which computes exact FP32, any mode asked)
+            assert q.algorithm not in TF32_WGMMA and planner.computes(q.variant, "f32") in (mode, "float32")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [A100, SM86, TURING, Target(90, 132, 227 * 1024, NO_WGMMA), Target(100, 148, 227 * 1024, ALL_MODULES)],
+    ids=["A100", "sm_86", "Turing", "H100 without sm_90a", "sm_100"],
+)
+def test_other_gpus_plan_as_before(monkeypatch, target):
+    """Where the rows cannot run (not sm_90, or a build without the sm_90a module) every tf32 plan is the
+    one the table without them makes; named, a row runs exact FP32 and says why."""
+    without = {name: v for name, v in VARIANTS.items() if name not in TF32_WGMMA}
+    shapes = [(4096, 4096, 4096), (1024, 1024, 1024), (300, 200, 500), (1, 1, 1), (256, 256, 65536)]
+    for shape in shapes:
+        for b_trans in (False, True):
+            p = Problem(*shape, "f32", "f32", "tf32", b_trans=b_trans)
+            with_rows = planner.plan.__wrapped__(p, target)
+            monkeypatch.setattr(planner, "VARIANTS", without)
+            assert planner.plan.__wrapped__(p, target) == with_rows
+            monkeypatch.undo()
+    for name in TF32_WGMMA:
+        named = tf32_plan(64, 64, 64, target, name)
+        assert named.variant.mode == "float32" and name in named.reason and "exact FP32" in named.reason
+
+
+def test_batched_tf32_products_keep_the_batching_rows():
+    for batch in (2, 64):
+        q = tf32_plan(4096, 4096, 4096, batch=batch)
+        assert q.variant.batches and q.algorithm not in TF32_WGMMA and q.grid[2] == batch
+        with pytest.raises(ValueError, match="not a batch"):
+            tf32_plan(256, 256, 256, algorithm="tf32_wgmma128x256bt", batch=batch)
+
+
+# ---- without a GPU: the split of K ----
+
+
+@given(
+    m=dims(5000, (128, 256)),
+    n=dims(5000, (128, 256)),
+    k=dims(70000, (32, 128, 1024)),
+    name=st.sampled_from(TF32_WGMMA),
+    sms=st.sampled_from([1, 8, 132]),
+)
+def test_splits_fall_on_whole_k_tiles(m, n, k, name, sms):
+    p = tf32_plan(m, n, k, Target(90, sms, 227 * 1024, ALL_MODULES), name, b_trans=True)
+    v = VARIANTS[name]
+    assert p.variant is v and geometry.cdiv(k, p.k_chunk) == p.splits
+    if p.splits > 1:
+        assert p.k_chunk % 32 == 0 and p.k_chunk >= 128 and p.reduce.name == "matmul_splitk_reduce_f32_f32"
+    else:
+        assert p.k_chunk == k and p.reduce is None
+    assert p.grid == v.grid(m, n, p.splits, sms) and 1 <= p.grid[0] <= sms and p.grid[1:] == (1, 1)
+
+
+def test_skinny_products_split_k():
+    q = tf32_plan(256, 256, 65536, b_trans=True)
+    assert q.algorithm in TF32_WGMMA and q.splits >= 16 and q.k_chunk % 32 == 0
+
+
+def test_a_forced_split_must_end_on_a_k_tile():
+    """The copy engine reads whole boxes of 32 k: a split ending inside one would add the next split's
+    first products twice, so the planner refuses it (the mma.sync rows take any chunk)."""
+    p = Problem(300, 200, 1000, "f32", "f32", "tf32", b_trans=True)
+    for name in TF32_WGMMA:
+        with pytest.raises(ValueError, match="multiples of 32"):
+            planner.forced(p, H100, name, 3, 350)
+        q = planner.forced(p, H100, name, 3, 352)
+        assert (q.splits, q.k_chunk) == (3, 352)
+        assert planner.forced(p, H100, name, 4, 1000).splits == 1  # one layer covers K: no split at all
+    assert planner.forced(p, H100, "tf32_128x128", 3, 350).k_chunk == 350
+    if MODULE not in built_modules():
+        pytest.skip(f"{MODULE} is not built: the fake sm_90 GPU would run exact FP32")
+    a, b = fake_matrix(300, 1000), fake_matrix(200, 1000, ptr=0x7F0010000000)
+    forced = gm.matmul_plan(a, b.T, algorithm="tf32_wgmma128x128bt", splits=3)  # k_chunk by default: on k tiles
+    assert (forced.splits, forced.k_chunk) == (3, 352) and not (forced.copy_a or forced.copy_b)
+
+
+# ---- without a GPU: what the launcher encodes and launches ----
+
+
+class Recorder:
+    """Stands in for a kernel: records its launches."""
+
+    def __init__(self, kernel, launches):
+        self.name, self.launches = kernel.name, launches
+
+    def __call__(self, grid, block, *args, smem=0, stream=0, device=None):
+        self.launches.append((self.name, grid, block, args, smem))
+
+
+class Pool:
+    SCRATCH = 0x7F4000000000
+
+    def alloc(self, nbytes, stream):
+        return self.SCRATCH
+
+    def free(self, ptr, nbytes, stream):
+        pass
+
+
+def described(encoded_map) -> tuple:
+    """(element type, address, sizes, byte strides, box) of an encoded map's arguments."""
+    elem, args = encoded_map
+    return elem, args["globalAddress"], args["globalDim"], args["globalStrides"], args["boxDim"]
+
+
+def record_launch(monkeypatch, q, a, b, c, epilogue=IDENTITY):
+    """Run the launcher on plan q with nothing encoded or launched: (encoded maps, launches, copies)."""
+    encoded, launches, copies = [], [], []
+    q = replace(q, kernel=Recorder(q.kernel, launches), reduce=q.reduce and Recorder(q.reduce, launches))
+    monkeypatch.setattr(launcher, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
+    monkeypatch.setattr(launcher, "transpose_region", lambda *args: copies.append(("transpose", args)))
+    monkeypatch.setattr(launcher, "copy_region", lambda *args: copies.append(("copy", args)))
+    launcher.tensor_map.cache_clear()
+    launcher.c_map.cache_clear()
+    try:
+        launcher.launch(q, a, b, c, epilogue, SimpleNamespace(memory=Pool()), 0)
+    finally:  # the fake maps must not outlive the test
+        launcher.tensor_map.cache_clear()
+        launcher.c_map.cache_clear()
+    return encoded, launches, copies
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("name", TF32_WGMMA)
+def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name, splits):
+    """W (N x K, row-major) read in place: A's and W's maps have element type tf32 (the copy engine
+    rounds) and boxes one 128-byte row wide, 32 floats: A 32 x 128, W 32 x BN; C (or split-K's float32
+    layers) float32 in 32 x 64 boxes. After tma_c come A's and W's addresses and row strides."""
+    v = VARIANTS[name]
+    bn = v.tile[1]
+    m, n, k, lda, ldw, ldc = 300, 520, 1000, 1004, 1008, 524  # 16-byte aligned rows, wider than the views
+    q = planner.forced(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), H100, name, splits, 352)
+    assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
+    pa, pw, pc = 0x7F0000000000, 0x7F0010000000, 0x7F0020000000
+    epilogue = (2.0, 0.0, 0x7F0030000000, 1, 1, 1, 1)  # alpha 2, a float32 row bias, relu
+    encoded, launches, copies = record_launch(monkeypatch, q, (pa, lda, 0), (pw, ldw, 0), (pc, ldc, 0), epilogue)
+    assert not copies
+    c_map, a_map, b_map = (described(x) for x in encoded)  # C's map first: it decides TMA stores
+    assert a_map == ("tf32", pa, (k, m), (lda * 4,), (32, 128))
+    assert b_map == ("tf32", pw, (k, n), (ldw * 4,), (32, bn))
+    out, out_ld = (pc, ldc) if splits == 1 else (Pool.SCRATCH, n)
+    assert c_map == ("f32", out, (n, m, splits), (out_ld * 4, m * out_ld * 4), (32, 64, 1))
+    kernel, grid, block, args, smem = launches[0]
+    assert (kernel, grid, block, smem) == (f"matmul_wgmma128x{bn}bt_tf32", q.grid, (384, 1, 1), v.smem)
+    assert args[3:] == (out, m, n, k, out_ld, q.k_chunk, 1, pa, lda, pw, ldw, *(IDENTITY if splits > 1 else epilogue))
+    assert len(args) == len(TENSOR_MAPS_EXACT)
+    if splits > 1:  # the reduction adds the float32 layers into C and applies the caller's epilogue
+        assert launches[1][0] == "matmul_splitk_reduce_f32_f32" and launches[1][3][:6] == (out, pc, m, n, ldc, 3)
+        assert launches[1][3][6:] == epilogue
+    assert len(launches) == (2 if splits > 1 else 1)
+
+
+@pytest.mark.parametrize("name", TF32_WGMMA)
+def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch, name):
+    """B row-major (K x N): transposed into N x K scratch with rows padded to 16 bytes, which the map and
+    the kernel's W argument then describe; A with a 16-byte misaligned row stride: copied row-major."""
+    v = VARIANTS[name]
+    m, n, k = 129, 255, 97
+    q = planner.plan(Problem(m, n, k, "f32", "f32", "tf32", a_aligned=False), H100, name)
+    assert q.copy_a and q.copy_b and q.copy_bytes == (m * k + k * n) * 4
+    pa, pb, pc = 0x7F0000000004, 0x7F0010000000, 0x7F0020000000
+    encoded, launches, copies = record_launch(monkeypatch, q, (pa, 99, 0), (pb, 256, 0), (pc, 256, 0))
+    aligned_k = 100  # 97 floats rounded up to whole 16-byte pieces
+    assert [kind for kind, _ in copies] == ["copy", "transpose"]
+    assert copies[0][1][:5] == (pa, Pool.SCRATCH, m, k, 99) and copies[0][1][5] == aligned_k
+    # transposed on the way: the source is k x n (row stride 256), the copy n x k
+    assert copies[1][1][:5] == (pb, Pool.SCRATCH, k, n, 256) and copies[1][1][5] == aligned_k
+    a_map, b_map = (described(x) for x in encoded)  # no C map: 255 floats a row are not whole 16-byte pieces
+    assert a_map == ("tf32", Pool.SCRATCH, (k, m), (aligned_k * 4,), (32, 128))
+    assert b_map == ("tf32", Pool.SCRATCH, (k, n), (aligned_k * 4,), (32, v.tile[1]))
+    args = launches[0][3]
+    assert args[2] == launcher.NO_MAP and args[9] == 0  # C by plain stores
+    assert args[10:14] == (Pool.SCRATCH, aligned_k, Pool.SCRATCH, aligned_k)
+
+
+def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monkeypatch):
+    """One mechanism: a box's inner extent is 128 bytes (the kernels' swizzled shared-memory rows), 64
+    16-bit elements or 32 float32, and the row stride is in bytes of the element type; tf32 is float32
+    in memory (4 bytes) with the driver's TFLOAT32 type (rounds to nearest on the way in)."""
+    encoded = []
+    monkeypatch.setattr(launcher, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
+    launcher.tensor_map.cache_clear()
+    try:
+        for elem, width, size in (("f16", 64, 2), ("bf16", 64, 2), ("f32", 32, 4), ("tf32", 32, 4)):
+            launcher.tensor_map(elem, 0x7F0000000000, 300, 1000, 1008, 256)
+            got, args = encoded[-1]
+            assert got == elem and args["boxDim"] == (width, 256) and args["globalStrides"] == (1008 * size,)
+            assert args["boxDim"][0] * size == launcher.SWIZZLE_BYTES == 128
+        with pytest.raises(ValueError, match="16-byte"):
+            launcher.tensor_map("tf32", 0x7F0000000000, 4, 5, 5, 128)  # 20-byte rows
+    finally:
+        launcher.tensor_map.cache_clear()
+    assert DATA_TYPES["tf32"] == ("CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", 4)
+    assert DATA_TYPES["f32"] == ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4)
+    driver = pytest.importorskip("cuda.bindings.driver")
+    for name, _ in DATA_TYPES.values():
+        assert hasattr(driver.CUtensorMapDataType, name)
+
+
+# ---- on the GPU ----
+
+
+def runnable() -> list[str]:
+    target = Target.of(gm.device())
+    return [name for name in TF32_WGMMA if planner.unavailable(VARIANTS[name], target) is None]
+
+
+def need_rows() -> list[str]:
+    names = runnable()
+    if not names:
+        pytest.skip(f"the TF32 wgmma rows need sm_90a; this GPU is sm_{gm.device().arch}")
+    return names
+
+
+def upload(host: np.ndarray, pad_left: int, pad_right: int):
+    """host inside a wider random float32 matrix: (parent, view of host's place)."""
+    h, w = host.shape
+    parent = rng.uniform(-1, 1, (h, w + pad_left + pad_right)).astype(np.float32)
+    parent[:, pad_left : pad_left + w] = host
+    big = gm.Matrix.from_numpy(parent)
+    return big, big[:, pad_left : pad_left + w]
+
+
+def operands(m, n, k, b_trans: bool, pads=(0, 0, 0, 0)):
+    """A (m x k) and op(B) (k x n) as views: B row-major, or W (n x k) row-major multiplied as W.T.
+    Default paddings: rows of whole 16-byte pieces starting 16 bytes in (read in place). Returns
+    (parents, A, B, a as float64, op(B) as float64)."""
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    pa, A = upload(a, *pads[:2])
+    if b_trans:
+        w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+        pb, W = upload(w, *pads[2:])
+        return (pa, pb), A, W.T, a.astype(np.float64), w.T.astype(np.float64)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    pb, B = upload(b, *pads[2:])
+    return (pa, pb), A, B, a.astype(np.float64), b.astype(np.float64)
+
+
+def in_place_pads(k: int, n: int, b_trans: bool) -> tuple:
+    return (4, -k % 4, 4, -(k if b_trans else n) % 4)
+
+
+def round_tf32(x: np.ndarray, ties_away: bool = False) -> np.ndarray:
+    """float32 rounded to TF32 (10 mantissa bits kept, the 13 low ones cleared), to nearest: ties to even,
+    or away from zero. Finite, normal inputs whose rounding does not overflow."""
+    bits = x.view(np.uint32).astype(np.uint64)
+    if ties_away:
+        bits = bits + 0x1000
+    else:
+        bits = bits + 0xFFF + ((bits >> 13) & 1)
+    return (bits & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.gpu
+def test_the_copy_engine_rounds_the_operands_to_nearest():
+    """X @ I.T with X's mantissas just below, at and just above half a TF32 unit, and carries into the
+    exponent: the products by 1 and the sums with zeros are exact, so C is X as the tensor cores read it.
+    It must be X rounded to nearest (ties either way), not X with the 13 low bits dropped: the bound of
+    the module docstring rests on it (the tensor-map element type TFLOAT32)."""
+    names = need_rows()
+    m, k = 200, 64
+    base = rng.uniform(1, 2, (m, k)).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    low = np.array([0x0000, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x0001, 0x17FF, 0x0800], np.uint32)
+    x = (base | low[rng.integers(0, len(low), (m, k))]).view(np.float32)
+    x[0, :8] = np.float32(1.9999999)  # rounds up into the next binade
+    x *= np.where(rng.random((m, k)) < 0.5, -1, 1).astype(np.float32) * np.float32(2.0**-3)
+    even, away = round_tf32(x), round_tf32(x, ties_away=True)
+    truncated = (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    assert not np.array_equal(even, truncated)
+    X = gm.Matrix.from_numpy(x)
+    identity = gm.Matrix.from_numpy(np.eye(k, dtype=np.float32))
+    for name in names:
+        plan = gm.matmul_plan(X, identity.T, algorithm=name)
+        assert not (plan.copy_a or plan.copy_b), plan
+        got = gm.matmul(X, identity.T, algorithm=name).to_numpy()
+        assert ((got == even) | (got == away)).all(), (name, "not rounded to nearest")
+        tie = (x.view(np.uint32) & 0x1FFF) == 0x1000
+        assert np.array_equal(got[~tie], even[~tie]), name
+    X.free()
+    identity.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TF32_WGMMA)
+@pytest.mark.parametrize("b_trans", [True, False], ids=["x_wt", "row_major_b"])
+def test_each_row_matches_float64_on_shapes_around_its_tiles(name, b_trans):
+    if name not in need_rows():
+        pytest.skip(f"{name} does not run here")
+    bn = VARIANTS[name].tile[1]
+    shapes = [(1, 1, 1), (128, bn, 32), (127, bn - 1, 31), (129, bn + 1, 33), (257, 2 * bn + 1, 97)]
+    shapes += [(300, 200, 1000), (2137, 108, 1055), (64, 64, 8192), (13, 31, 4099)]
+    for m, n, k in shapes:
+        parents, A, B, a64, b64 = operands(m, n, k, b_trans, in_place_pads(k, n, b_trans))
+        C = gm.Matrix.empty(m, n)
+        poison(C)
+        plan = gm.matmul_plan(A, B, out=C, algorithm=name)
+        assert plan.copy_b != b_trans and not plan.copy_a, plan  # a row-major B: transposed first
+        gm.matmul(A, B, out=C, plan=plan)
+        got = C.to_numpy().astype(np.float64)
+        assert not np.isnan(got).any(), (name, m, n, k)
+        err = np.abs(got - a64 @ b64) / np.maximum(np.abs(a64) @ np.abs(b64), 2.0**-100)
+        assert err.max() <= tolerance(k), (name, m, n, k, err.max())
+        for x in (*parents, C):
+            x.free()
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(600, (128, 256)),
+    n=dims(700, (128, 256)),
+    k=dims(900, (32, 128, 256)),
+    name=st.sampled_from(TF32_WGMMA),
+    b_trans=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=st.tuples(
+        st.sampled_from([1.0, -1.5]),  # alpha
+        st.sampled_from([0.0, 0.0, 0.5]),  # beta
+        st.sampled_from([None, "row", "column"]),  # bias
+        st.booleans(),  # bias float32 (else C's dtype: float32 too)
+        st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
+    ),
+)
+def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
+    """Each row by name, K split as drawn (on whole k tiles; the reduction then applies the epilogue),
+    against float64: act(alpha A B + beta C + bias) elementwise, relative to |alpha| |A| |B| + |beta| |C|
+    + |bias|. C is a view inside a wider matrix, NaN-poisoned where beta is 0 (C is then never read):
+    nothing outside it may change, no NaN stay. c_tma: C's rows start on 16 bytes and are whole 16-byte
+    pieces (n rounded up to a multiple of 4), so it leaves by TMA stores; else by plain stores."""
+    if name not in need_rows():
+        pytest.skip(f"{name} does not run here")
+    alpha, beta, bias_kind, _, activation = epilogue
+    if c_tma:
+        n += -n % 4
+    left, right = (4, 4) if c_tma else (1, 2)
+    parents, A, B, a64, b64 = operands(m, n, k, b_trans, in_place_pads(k, n, b_trans))
+    pc, C = upload(rng.uniform(-1, 1, (m, n)).astype(np.float32), left, right)
+    c64 = C.to_numpy().astype(np.float64)
+    assert (c_map_args(C.elements, m, n, C.stride, 1, 4) is not None) == c_tma
+    if not beta:
+        poison(pc)
+    bias, bias64 = None, 0.0
+    if bias_kind:
+        shape = (1, n) if bias_kind == "row" else (m, 1)
+        bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32))
+        bias64 = bias.to_numpy().astype(np.float64)
+    before = pc.to_numpy()
+    plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
+    assert plan.variant is VARIANTS[name] and not plan.copy_a, plan
+    assert plan.splits == 1 or plan.k_chunk % 32 == 0, plan
+    gm.matmul(A, B, out=C, plan=plan, alpha=alpha, beta=beta, bias=bias, activation=activation)
+    after = pc.to_numpy()
+    got = after[:, left : left + n].astype(np.float64)
+    outside = np.r_[0:left, left + n : left + n + right]
+    assert np.array_equal(after[:, outside], before[:, outside], equal_nan=True), "C's parent changed outside C"
+    r = alpha * (a64 @ b64) + (beta * c64 if beta else 0.0) + bias64
+    scale = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (abs(beta) * np.abs(c64) if beta else 0.0) + np.abs(bias64)
+    if activation == "relu":
+        r = np.maximum(r, 0)
+    elif activation == "gelu":
+        r = 0.5 * r * (1 + np.vectorize(math.erf)(r / math.sqrt(2)))
+    elif activation == "gelu_tanh":
+        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    assert not np.isnan(got).any(), (name, plan.splits, "an element of C not written, or poison read")
+    # the bound (gelu's slope is at most 1.13) plus the epilogue's few float32 operations
+    err = np.abs(got - r) / np.maximum(scale, 2.0**-100)
+    assert err.max() <= 1.2 * tolerance(k) + 2.0**-20, (name, plan.splits, err.max())
+    for x in (*parents, pc, *([bias] if bias is not None else [])):
+        x.free()
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(300, (128,)),
+    n=dims(300, (128, 256)),
+    k=dims(300, (32, 128)),
+    b_trans=st.booleans(),
+    pads=st.tuples(*[st.integers(0, 5)] * 6),
+)
+def test_unaligned_views_are_copied_into_aligned_scratch(m, n, k, b_trans, pads):
+    """Views at odd offsets and strides: an operand the copy engine cannot read is first copied (a row-major
+    B transposed) into aligned scratch; C, a view too, is written in place and nothing around it."""
+    names = need_rows()
+    parents, A, B, a64, b64 = operands(m, n, k, b_trans, pads[:4])
+    pc, C = upload(np.full((m, n), np.nan, np.float32), *pads[4:])
+    around = pc.to_numpy()
+    for name in names:
+        plan = gm.matmul_plan(A, B, out=C, algorithm=name)
+        storage_b = B.T if b_trans else B
+        assert plan.copy_a == (A.elements % 16 != 0 or A.stride % 4 != 0)
+        assert plan.copy_b == (not b_trans or storage_b.elements % 16 != 0 or storage_b.stride % 4 != 0)
+        gm.matmul(A, B, out=C, plan=plan)
+        got = pc.to_numpy()
+        assert product_error(got[:, pads[4] : pads[4] + n], a64, b64) < tolerance(k), name
+        got[:, pads[4] : pads[4] + n] = around[:, pads[4] : pads[4] + n]
+        np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
+    for x in (*parents, pc):
+        x.free()
+
+
+@pytest.mark.gpu
+def test_x_at_w_transposed_reads_w_in_place():
+    """A linear layer's x @ W.T: each row by name and auto (a TF32 wgmma row, where the model takes one)
+    read W's storage by TMA, no copy; edges of both tiles, a poisoned C, relu fused bit for bit."""
+    names = need_rows()
+    target = Target.of(gm.device())
+    for m, n, k in ((1, 1, 4), (128, 256, 32), (129, 257, 36), (127, 129, 132), (1024, 1024, 1024), (64, 520, 8192)):
+        parents, X, WT, x64, wt64 = operands(m, n, k, True, in_place_pads(k, n, True))
+        auto = gm.matmul_plan(X, WT, precision="tf32")
+        modelled = planner.plan(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), target)
+        assert auto.algorithm == modelled.algorithm
+        if (m, n, k) == (1024, 1024, 1024) and target.sm_count == 132:  # H100 SXM / H200: 64 tiles, not 32
+            assert auto.algorithm == "tf32_wgmma128x128bt"
+        for name in (*names, "auto"):
+            plan = gm.matmul_plan(X, WT, algorithm=name, precision=None if name != "auto" else "tf32")
+            if plan.algorithm in TF32_WGMMA:
+                assert plan.variant.reads_b_trans and not (plan.copy_a or plan.copy_b), plan
+            C = gm.Matrix.empty(m, n)
+            poison(C)
+            gm.matmul(X, WT, out=C, plan=plan)
+            got = C.to_numpy()
+            assert not np.isnan(got).any(), (name, m, n, k)
+            assert product_error(got, x64, wt64) < tolerance(k), (name, m, n, k)
+            relu = gm.matmul(X, WT, plan=plan, activation="relu").to_numpy()
+            np.testing.assert_array_equal(relu, np.maximum(got, 0))
+            C.free()
+        for x in parents:
+            x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TF32_WGMMA)
+def test_results_are_bitwise_deterministic(name):
+    if name not in need_rows():
+        pytest.skip(f"{name} does not run here")
+    # odd strides (aligned copies first: the bits must not depend on where they land), a forced split-K
+    # and x @ W.T in place
+    for (m, n, k), b_trans, splits, pads in (
+        ((300, 129, 1001), False, None, (1, 2, 3, 0)),
+        ((513, 296, 776), True, None, (4, 0, 4, 0)),
+        ((96, 80, 20000), True, 8, (4, 0, 4, 0)),
+    ):
+        parents, A, B, _, _ = operands(m, n, k, b_trans, pads)
+        plan = gm.matmul_plan(A, B, algorithm=name, splits=splits)
+        first = gm.matmul(A, B, plan=plan).to_numpy()
+        gm.matmul(B.T, A.T, algorithm=name).free()  # other scratch in between
+        for _ in range(2):
+            np.testing.assert_array_equal(gm.matmul(A, B, plan=plan).to_numpy(), first)
+        for x in parents:
+            x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3])
+def test_non_finite_outputs_are_what_fp32_gives(splits):
+    """NaN (the canonical 0x7fffffff too) and infinities in x and W propagate as in FP32, and a row whose
+    only product is FLT_MAX * b (FLT_MAX rounds up to infinity in TF32) comes out finite and exact: the
+    outputs the tensor cores leave non-finite are recomputed in FP32 (within each split of K)."""
+    names = need_rows()
+    m, n, k = 140, 300, 200
+    x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    x.view(np.uint32)[5, 3] = 0x7FFFFFFF
+    x[9, 150] = np.nan
+    x[20, 0] = -np.inf
+    w[11, 7] = np.inf
+    x[17, :] = 0
+    x[17, 8] = np.finfo(np.float32).max
+    w[:, 8] = np.abs(w[:, 8]) * 0.5
+    parents = []
+    pa, X = upload(x, 4, -k % 4)
+    pw, W = upload(w, 4, -k % 4)
+    parents += [pa, pw]
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = x.astype(np.float64) @ w.T.astype(np.float64)
+    for name in names:
+        plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
+        assert plan.splits == splits and not (plan.copy_a or plan.copy_b)
+        got = gm.matmul(X, W.T, plan=plan).to_numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+        np.testing.assert_allclose(got[17], ref[17], rtol=1e-6)
+        rows = [r for r in range(m) if r not in (5, 9, 17, 20)]
+        cols = [c for c in range(n) if c != 11]
+        sub = np.ix_(rows, cols)
+        assert product_error(got[sub], x[rows].astype(np.float64), w[cols].T.astype(np.float64)) < tolerance(k)
+    for p in parents:
+        p.free()
