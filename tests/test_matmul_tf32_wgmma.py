@@ -127,7 +127,8 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
     for b_trans in (False, True):
         assert tf32_plan(1024, 1024, 1024, b_trans=b_trans).algorithm == "tf32_wgmma128x128bt"
-        assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm == "tf32_wgmma128x128bt"
+        # 3072^3: both tiles measured the same (bench sweep, H100: 222.8 and 224.5 us): either
+        assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm in TF32_WGMMA
     # the plan says what it copies
     assert "B into the layouts the kernel reads (B as N rows of K)" in str(tf32_plan(4096, 4096, 4096))
 

@@ -414,13 +414,12 @@ _ROWS = [
     _wgmma((128, 256), 720e12, reads_b_trans=True),
     _wgmma((128, 128), 610e12),
     _wgmma((128, 128), 570e12, reads_b_trans=True),
-    # TF32 on the wgmma kernel: PROVISIONAL rates, not yet measured on a GPU (guesses between the
-    # mma.sync kernels' 126.5 TFLOP/s and the 16-bit wgmma rows, at a bit over half the 16-bit rate as
-    # the H100's TF32 peak is half its FP16 one); replace them with the measured figures. With them the
-    # model takes these rows for large float32 products at "tf32" on sm_90 (a row-major B first
-    # transposed into scratch, which the model charges), the mma.sync rows elsewhere.
+    # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
+    # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
+    # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
+    # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
     _tf32_wgmma((128, 256), 380e12),
-    _tf32_wgmma((128, 128), 340e12),
+    _tf32_wgmma((128, 128), 295e12),
     _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
