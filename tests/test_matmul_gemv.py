@@ -101,6 +101,20 @@ def test_auto_takes_them_exactly_for_one_row_or_column(target, pair, m, n, k, bt
         assert q.seconds == min(plan(p, t, v.name).seconds for v in rows)
 
 
+@pytest.mark.parametrize("tc_mode", ["tf32", "tf32x3"])
+@pytest.mark.parametrize("m, n, k", [(16384, 1, 16384), (1, 4096, 16384), (1024, 1, 1024), (1, 1, 7)])
+def test_a_tensor_core_mode_on_one_row_or_column_runs_the_exact_fp32_rows(tc_mode, m, n, k):
+    """Memory-bound, so TF32 tensor cores gain nothing there and lose accuracy: auto plans exact FP32
+    (the matrix-vector rows) and says why; a named tensor-core row still runs as named."""
+    p = Problem(m, n, k, "f32", "f32", tc_mode)
+    q = plan(p, H100)
+    assert q.algorithm in GEMV and q.problem.mode == "float32" and "exact FP32" in q.reason, q
+    exact = plan(Problem(m, n, k, "f32", "f32", "float32"), H100)
+    assert (q.algorithm, q.splits, q.k_chunk, q.grid) == (exact.algorithm, exact.splits, exact.k_chunk, exact.grid)
+    named = plan(p, H100, tc_mode + "_128x128")
+    assert named.variant.mode == tc_mode
+
+
 @pytest.mark.parametrize("m, n", [(2, 2), (2, 3), (3, 2), (16384, 2), (2, 4096), (2, 16384)])
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
 def test_never_for_two_rows_and_two_columns(m, n, pair):

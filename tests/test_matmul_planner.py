@@ -52,8 +52,9 @@ def problem(kind: str, m: int, n: int, k: int) -> Problem:
 
 
 def degraded(p: Problem, t: Target) -> bool:
-    """A float32 TF32 mode with no tensor-core kernel on this GPU: runs exact FP32."""
-    return p.mode in ("tf32", "tf32x3") and not candidates(p, t, 1)
+    """A float32 TF32 mode with no tensor-core kernel on this GPU, or asked for one row or column of C
+    (memory-bound: the matrix-vector rows): runs exact FP32."""
+    return p.mode in ("tf32", "tf32x3") and (not candidates(p, t, 1) or p.m == 1 or p.n == 1)
 
 
 @cache

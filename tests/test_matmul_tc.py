@@ -134,6 +134,11 @@ def test_tensor_cores_need_sm80_and_the_shared_memory():
                 for target in (turing, consumer):
                     p = tc_plan(mode, shape, target, aligned=aligned)
                     assert computes(p.variant, "f32") == "float32" and "exact FP32" in p.reason, (mode, target.arch)
+            if shape == (1, 1, 1):  # one row and column of C, memory-bound: exact FP32 wherever it runs
+                for target in (H100, a100_gpu):
+                    p = tc_plan(mode, shape, target)
+                    assert computes(p.variant, "f32") == "float32" and "exact FP32" in p.reason, (mode, target.arch)
+                continue
             unaligned = {FIRST[mode]} | (TF32_WGMMA if mode == "tf32" else set())
             assert tc_plan(mode, shape, H100, aligned=False).algorithm in unaligned
             assert tc_plan(mode, shape, H100, aligned=True).algorithm in TC_VARIANTS[mode]

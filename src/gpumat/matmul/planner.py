@@ -17,7 +17,8 @@ One cost model for every variant, with the variant's row as its constants:
 (the matrix-vector rows: C of one row or one column), run on the GPU and are auto's candidates (tier 1),
 the (variant, splits) of least modelled time; where none runs, the tier-2 fallback (the SIMT kernel). A
 float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or too little shared
-memory a block) runs exact FP32. A named variant runs with its own best split; one the GPU cannot run,
+memory a block), or asked for a product with one row or one column of C (memory-bound), runs exact
+FP32. A named variant runs with its own best split; one the GPU cannot run,
 or that does not compute the problem's shape, is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
@@ -181,6 +182,11 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
+    if p.mode in ("tf32", "tf32x3") and (p.m == 1 or p.n == 1):
+        # one row or one column of C is memory-bound: the exact FP32 matrix-vector rows read it at the
+        # memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
+        # tiles 0.12-0.33x cuBLAS FP32 on such shapes, the float32 matrix-vector rows 0.95-1.25x)
+        return _exact_fp32(p, t, f"{p.mode} asked for a product with one row or column of C")
     for tier in (1, 2):
         options = [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
         if options:
