@@ -354,8 +354,9 @@ def _dmma(
 # blocks_per_sm: the blocks an SM needs to draw its share of the bandwidth, about 25 KB of loads in
 # flight (a 132nd of 3 TB/s over ~1 us): each block keeps 8 warps x 32 lanes x 128 bytes in flight (3
 # blocks fit an SM).
-# GEMV_BANDWIDTH is provisional until measured: about 80% of the H100's 3.35 TB/s (cuBLAS's gemv read
-# 16384 x 16384 float32 in 355 us, 3.0 TB/s).
+# GEMV_BANDWIDTH: about 80% of the H100's 3.35 TB/s; measured (bench sweep, 2026-11-25), these rows read
+# 16384 x 16384 float32 in 352 us, 3.05 TB/s, as cuBLAS's gemv does (355-360 us); the model keeps the
+# lower figure, which the rows' split choices in that run were planned with (benchmarks/NOTES.md).
 GEMV_BANDWIDTH = 2.6e12
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
