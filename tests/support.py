@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -51,6 +52,32 @@ def product_error(got, a, b, out_dtype=None) -> float:
     if out_dtype is not None and np.dtype(out_dtype) == np.float16:
         scale = max(scale, 2.0**-14 * np.sqrt(np.asarray(got).size))
     return float(np.linalg.norm(np.asarray(got, np.float64) - a64 @ b64) / (scale if scale else 1.0))
+
+
+def wide(x) -> np.ndarray:
+    return np.asarray(x.to_numpy(), dtype=np.float64) if isinstance(x, Matrix) else np.asarray(x, np.float64)
+
+
+def epilogue_reference(a, b, alpha, beta, c0, bias, activation):
+    """float64: act(alpha * a @ b + beta * c0 + bias), and the scale its error is measured against."""
+    a64, b64 = wide(a), wide(b)
+    prod = np.matmul(a64, b64)
+    scale = abs(alpha) * np.matmul(np.abs(a64), np.abs(b64))
+    r = alpha * prod
+    if beta:
+        r = r + beta * c0
+        scale = scale + abs(beta) * np.abs(c0)
+    if bias is not None:
+        r = r + bias
+        scale = scale + np.abs(bias)
+    if activation == "relu":
+        r = np.maximum(r, 0)
+    elif activation == "gelu":
+        erf = np.vectorize(math.erf)
+        r = 0.5 * r * (1 + erf(r / math.sqrt(2)))
+    elif activation == "gelu_tanh":
+        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    return r, scale
 
 
 def poisoned(height: int, width: int, dtype=np.float32) -> Matrix:

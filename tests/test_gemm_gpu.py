@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import rng
+from support import epilogue_reference, rng, wide
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16, ML_BFLOAT16
@@ -56,32 +56,6 @@ def upload(host: np.ndarray, transposed: bool, pad: int):
     parent = gm.Matrix.from_numpy(parent_host)
     view = parent[:, cols] if store.ndim == 2 else parent[:, :, cols]
     return (view.T if transposed else view), parent, parent_host, cols
-
-
-def wide(x) -> np.ndarray:
-    return np.asarray(x.to_numpy(), dtype=np.float64) if isinstance(x, gm.Matrix) else np.asarray(x, np.float64)
-
-
-def reference(a, b, alpha, beta, c0, bias, activation):
-    """float64: act(alpha * a @ b + beta * c0 + bias), and the scale its error is measured against."""
-    a64, b64 = wide(a), wide(b)
-    prod = np.matmul(a64, b64)
-    scale = abs(alpha) * np.matmul(np.abs(a64), np.abs(b64))
-    r = alpha * prod
-    if beta:
-        r = r + beta * c0
-        scale = scale + abs(beta) * np.abs(c0)
-    if bias is not None:
-        r = r + bias
-        scale = scale + np.abs(bias)
-    if activation == "relu":
-        r = np.maximum(r, 0)
-    elif activation == "gelu":
-        erf = np.vectorize(math.erf)
-        r = 0.5 * r * (1 + erf(r / math.sqrt(2)))
-    elif activation == "gelu_tanh":
-        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
-    return r, scale
 
 
 def check_close(got, ref, scale, tol, what=""):
@@ -166,7 +140,7 @@ def run_case(case, plan_check=True):
         )
         assert result is out
         got = out.to_numpy()
-        ref, scale = reference(
+        ref, scale = epilogue_reference(
             a_host,
             b_host,
             case["alpha"],
@@ -190,7 +164,7 @@ def run_case(case, plan_check=True):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gemm_cases())
-def test_gemm_against_a_float64_reference(case):
+def test_gemm_against_a_float64_epilogue_reference(case):
     run_case(case)
 
 
@@ -202,7 +176,7 @@ def test_large_and_odd_batches(kind, batch, size):
     with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
         with gm.matmul(a, b, precision=precision) as c:
             assert c.shape == (batch, size, size)
-            ref, scale = reference(a_host, b_host, 1.0, 0.0, None, None, None)
+            ref, scale = epilogue_reference(a_host, b_host, 1.0, 0.0, None, None, None)
             check_close(c.to_numpy(), ref, scale, tolerance(kind, size + 1))
 
 
@@ -253,7 +227,7 @@ def test_epilogue_with_split_k_runs_in_the_reduction(kind):
         assert forced.splits == 4
         with gm.Matrix.from_numpy(c_host) as c:
             gm.matmul(a, b, out=c, plan=forced, alpha=2.0, beta=0.5, bias=bias, activation="relu")
-            ref, scale = reference(a_host, b_host, 2.0, 0.5, wide(c_host), wide(bias_host), "relu")
+            ref, scale = epilogue_reference(a_host, b_host, 2.0, 0.5, wide(c_host), wide(bias_host), "relu")
             check_close(c.to_numpy(), ref, scale, tolerance(kind, 8192))
 
 
@@ -263,7 +237,7 @@ def test_teaching_kernels_batch_and_take_the_epilogue(algorithm):
     bias_host = host_random((1, 30), np.float32)
     with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b, gm.Matrix.from_numpy(bias_host) as bias:
         with gm.matmul(a, b, algorithm=algorithm, alpha=-1.5, bias=bias, activation="gelu_tanh") as c:
-            ref, scale = reference(a_host, b_host, -1.5, 0.0, None, wide(bias_host), "gelu_tanh")
+            ref, scale = epilogue_reference(a_host, b_host, -1.5, 0.0, None, wide(bias_host), "gelu_tanh")
             check_close(c.to_numpy(), ref, scale, tolerance("float32", 50))
 
 
@@ -375,7 +349,7 @@ def test_bad_input_leaves_the_library_working():
         with pytest.raises((ValueError, TypeError)):
             call()
     with gm.matmul(a, b[0]) as c:
-        ref, scale = reference(a.to_numpy(), b[0].to_numpy(), 1.0, 0.0, None, None, None)
+        ref, scale = epilogue_reference(a.to_numpy(), b[0].to_numpy(), 1.0, 0.0, None, None, None)
         check_close(c.to_numpy(), ref, scale, tolerance("float32", 4))
     a.free()
     b.free()

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import ALL_MODULES, H100, TARGETS, dims, fake_matrix, poison
-from test_gemm_gpu import DTYPES, check_close, host_random, reference, tolerance, upload, wide
+from support import ALL_MODULES, H100, TARGETS, dims, epilogue_reference, fake_matrix, poison, wide
+from test_gemm_gpu import DTYPES, check_close, host_random, tolerance, upload
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS
@@ -290,7 +290,7 @@ def cases(draw):
 @pytest.mark.gpu
 @settings(max_examples=150)
 @given(cases())
-def test_against_a_float64_reference(case):
+def test_against_a_float64_epilogue_reference(case):
     """The named kernel and auto (which may split K), on views at odd offsets and strides (element loads)
     or aligned ones (16-byte loads), into NaN-filled C: every element written, nothing around it."""
     m, n, k, b_trans = case["m"], case["n"], case["k"], case["b_trans"]
@@ -299,7 +299,7 @@ def test_against_a_float64_reference(case):
     )
     name = "gemv_m1bt" if b_trans else ("gemv_n1" if n == 1 else "gemv_m1")
     try:
-        ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+        ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
         tol = tolerance(dtypes(case["kind"])[2], k)
         assert gm.matmul_plan(A, B, out=C).algorithm == expected(m, n, b_trans)
         for algorithm in (name, "auto"):
@@ -336,7 +336,7 @@ def test_forced_split_k(name, kind, length, k, splits, chunk, odd):
         layers = min(splits, -(-k // k_chunk))
         assert (p.algorithm, p.splits, p.k_chunk) == (name, layers, k_chunk if layers > 1 else k)
         gm.matmul(A, B, out=C, plan=p)
-        ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+        ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
         check_close(C.to_numpy(), ref, scale, tolerance(dtypes(kind)[2], k), f"{name} {kind} {p}")
         assert untouched_outside(pc, pc_host, cols)
     finally:
@@ -377,7 +377,7 @@ def test_every_epilogue(name, kind, splits):
             p = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
             assert p.splits == splits
             gm.matmul(A, B, out=C, plan=p, alpha=alpha, beta=beta, bias=bias, activation=activation)
-            ref, scale = reference(
+            ref, scale = epilogue_reference(
                 a, b, alpha, beta, wide(c0), None if bias_host is None else wide(bias_host), activation
             )
             check_close(C.to_numpy(), ref, scale, tolerance(base, k), f"{name} {kind} {alpha, beta, along}")
@@ -407,7 +407,7 @@ def test_batches(kind, m, n, form):
         assert p.algorithm == expected(m, n, form == "b_trans") and p.grid[2] == batch and p.splits == 1
         with gm.Matrix.empty((batch, m, n), dtype=out_dtype) as C:
             gm.matmul(A, B, out=C)
-            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(base, k))
     pb.free()
     if kind == "float32":
@@ -415,7 +415,7 @@ def test_batches(kind, m, n, form):
         a, b = host_random((many, 2, 3), dtype), host_random((many, 3, 1), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
             assert gm.matmul_plan(A, B).algorithm == "gemv_n1"
-            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(base, 3))
 
 
@@ -460,7 +460,7 @@ def test_bitwise_deterministic_and_the_same_bits_from_any_view(name, kind):
         pb.free()
     for aligned, unaligned in zip(results[:2], results[2:], strict=True):
         assert np.array_equal(aligned.view(np.uint8), unaligned.view(np.uint8)), (name, kind)
-    ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+    ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
     check_close(results[0], ref, scale, tolerance(kind, k))
 
 
@@ -471,7 +471,7 @@ def test_many_row_tiles_walk_the_grid_stride_loop():
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
         assert gm.matmul_plan(A, B).grid[1] == 65535
         with gm.matmul(A, B, algorithm="gemv_n1") as C:
-            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance("float32", k))
 
 
@@ -484,7 +484,7 @@ def test_the_h100_shapes_run_on_their_kernels(kind):
         a, b = host_random((m, k), dtype), host_random((k, n), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
             assert gm.matmul_plan(A, B).algorithm == name
-            ref, scale = reference(a, b, 1.0, 0.0, None, None, None)
+            ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(kind, k))
             again = gm.matmul(A, B)
             assert np.array_equal(again.to_numpy().view(np.uint8), C.to_numpy().view(np.uint8))

@@ -18,7 +18,6 @@ magnitude more.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +27,19 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import A100, ALL_MODULES, H100, SM86, TURING, dims, fake_matrix, poison, product_error, rng
+from support import (
+    A100,
+    ALL_MODULES,
+    H100,
+    SM86,
+    TURING,
+    dims,
+    epilogue_reference,
+    fake_matrix,
+    poison,
+    product_error,
+    rng,
+)
 
 import gpumat as gm
 from gpumat.matmul import algorithms, launcher, planner
@@ -495,14 +506,7 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
     got = after[:, left : left + n].astype(np.float64)
     outside = np.r_[0:left, left + n : left + n + right]
     assert np.array_equal(after[:, outside], before[:, outside], equal_nan=True), "C's parent changed outside C"
-    r = alpha * (a64 @ b64) + (beta * c64 if beta else 0.0) + bias64
-    scale = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (abs(beta) * np.abs(c64) if beta else 0.0) + np.abs(bias64)
-    if activation == "relu":
-        r = np.maximum(r, 0)
-    elif activation == "gelu":
-        r = 0.5 * r * (1 + np.vectorize(math.erf)(r / math.sqrt(2)))
-    elif activation == "gelu_tanh":
-        r = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    r, scale = epilogue_reference(a64, b64, alpha, beta, c64, None if bias is None else bias64, activation)
     assert not np.isnan(got).any(), (name, plan.splits, "an element of C not written, or poison read")
     # the bound (gelu's slope is at most 1.13) plus the epilogue's few float32 operations
     err = np.abs(got - r) / np.maximum(scale, 2.0**-100)
