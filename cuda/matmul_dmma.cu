@@ -83,10 +83,12 @@ using Big = Cfg<2, 4, 4, 16, 5, 2>;     // 128 x 128 x 16, 5 stages: 186,880 byt
 using BigK32 = Cfg<2, 4, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 bytes
 using Half = Cfg<2, 4, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
 using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes (two blocks an SM)
+using Small = Cfg<2, 2, 2, 16, 4, 1>;   // 64 x 64 x 16, 4 stages: 75,776 bytes (three blocks an SM)
 using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
 using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
 static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
-              Narrow::SMEM_BYTES == 87552, "_matmul_f64.py asks for these");
+              Narrow::SMEM_BYTES == 87552 && Small::SMEM_BYTES == 75776,
+              "gpumat.matmul.variants asks for these");
 static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
               "the pipelined variants keep their shapes' shared memory");
 template <class C>
@@ -491,7 +493,13 @@ GPUMAT_DMMA_ENTRY(matmul_dmma64x128k16_f64, Half, 2)
 // math). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16_f64, Narrow, 2)
 
-// The two shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
+// 64 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 32 x 32, 4 stages in 75,776 bytes of dynamic
+// shared memory, three blocks an SM: four times the tiles of 128 x 128 for the small products (a few
+// hundred a side), whose big tiles leave most SMs idle or need a split of K and its second pass.
+// Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
+GPUMAT_DMMA_ENTRY(matmul_dmma64x64k16_f64, Small, 3)
+
+// The two 128-row shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
 // memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).
 GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16pipe_f64, BigPipe, 1)
 

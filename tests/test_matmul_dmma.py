@@ -98,6 +98,7 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
         "dmma128x128k32": "BigK32",
         "dmma64x128k16": "Half",
         "dmma128x64k16": "Narrow",
+        "dmma64x64k16": "Small",
         "dmma128x128k16pipe": "BigPipe",
         "dmma128x64k16pipe": "NarrowPipe",
     }

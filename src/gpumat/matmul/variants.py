@@ -425,6 +425,7 @@ _ROWS = [
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
     _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
+    _dmma("dmma64x64", "dmma64x64k16", (64, 64), 32, 75776, 3, 40e12, tier=1),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
     _gemv("gemv_n1", (32, 1), None, 1),
