@@ -318,7 +318,9 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float) -> Variant:
 # at 4096^3 and 8192^3 (runs of one plan spread by up to 7%: they rank the shapes only roughly); the
 # *pipe variants' (fragment reads one k step ahead) from the 2026-11-24 run, 46.0-47.4 TFLOP/s, no
 # faster than the plain tiles there. They and the k32 tile (0.74-0.87x on the odd shapes) are not
-# chosen by auto.
+# chosen by auto. dmma64x64, for the small products: 2631 us at 4096^3 against 2485 for dmma64x128 in
+# one run (bench sweep, H100, 2026-11-25), its rate scaled from that row's by the ratio; at 128^3-512^3
+# it ran 1.1-1.4x faster than the 128-row tiles.
 def _dmma(
     name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int
 ) -> Variant:
@@ -425,7 +427,7 @@ _ROWS = [
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
     _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
     _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
-    _dmma("dmma64x64", "dmma64x64k16", (64, 64), 32, 75776, 3, 40e12, tier=1),
+    _dmma("dmma64x64", "dmma64x64k16", (64, 64), 32, 75776, 3, 44e12, tier=1),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
     _gemv("gemv_n1", (32, 1), None, 1),
