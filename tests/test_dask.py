@@ -227,6 +227,57 @@ def test_workers_are_bound_to_gpus(monkeypatch):
     assert chunks.worker_device() is None  # outside a worker: the current GPU
 
 
+def test_a_logged_failure_keeps_its_traceback_as_text_and_lets_its_frames_go():
+    """A worker's in-memory log holds every record it takes: with the filter, a record of a failure keeps
+    the traceback's text and not its frames, whose locals (chunks being sent) could then be freed."""
+    import logging
+    import weakref
+
+    from distributed.utils import DequeHandler
+
+    class Chunk:  # stands in for a Matrix the failing frame holds
+        pass
+
+    handler = DequeHandler(n=10)
+    handler.addFilter(chunks.TracebackAsText())
+    log = logging.getLogger("gpumat-test-traceback-as-text")
+    log.addHandler(handler)
+    log.propagate = False
+
+    def send(chunk):
+        raise OSError("the peer went away")
+
+    def failed_transfer():
+        chunk = Chunk()
+        try:
+            send(chunk)
+        except OSError:
+            log.exception("failed during get data")
+        return weakref.ref(chunk)
+
+    try:
+        gone = failed_transfer()
+        (record,) = handler.deque
+        assert record.exc_info is None and "OSError: the peer went away" in record.exc_text
+        assert "in send" in handler.format(record)  # the text reads as a traceback does
+        assert gone() is None  # nothing keeps the frame's locals
+    finally:
+        log.removeHandler(handler)
+
+
+def test_every_worker_log_gets_the_filter_once():
+    from distributed.utils import DequeHandler
+
+    class Worker:
+        name = "a"
+        _deque_handler = DequeHandler(n=10)
+
+    worker = Worker()
+    chunks.worker_device(worker)
+    chunks.worker_device(worker)
+    assert [type(f) for f in worker._deque_handler.filters] == [chunks.TracebackAsText]
+
+
 # -------------------------------------------------------------------------------------------------
 # GPU
 # -------------------------------------------------------------------------------------------------
@@ -368,10 +419,15 @@ def test_a_worker_that_dies_mid_graph_leaves_no_memory_held_on_the_others():
         B = client.persist(gmd.from_array(b, chunks=128), workers=[second], allow_other_workers=True)
         distributed.wait([A, B])
         C = gmd.matmul(A, B).persist()
-        client.submit(os._exit, 1, workers=[second], pure=False)  # the worker holding B goes away
+        # the worker holding B goes away (the future kept, so that Dask does not cancel the task)
+        kill = client.submit(os._exit, 1, workers=[second], pure=False)
         got = gmd.to_numpy(C).compute()  # lost chunks are made again where Dask can
         assert product_error(got, a, b) < 1e-5
-        del A, B, C
+        deadline = time.monotonic() + 30
+        while second in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert second not in client.scheduler_info()["workers"]  # it did die (a nanny's restart has a new address)
+        del A, B, C, kill
         deadline = time.monotonic() + 30
         while gmd.memory_info(client).get(first, {}).get("used") != before and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -12,6 +12,7 @@ import it on every worker that runs one):
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -42,6 +43,7 @@ def worker_device(worker=None):
             worker = get_worker()
         except (ImportError, ValueError):  # no distributed, or not inside a worker
             return None
+    keep_log_tracebacks_as_text(worker)
     name = worker.name
     if "dask_cuda" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
         return 0
@@ -50,6 +52,33 @@ def worker_device(worker=None):
     except (TypeError, ValueError):
         return None
     return index % max(device_count(), 1)
+
+
+class TracebackAsText(logging.Filter):
+    """A log handler's filter that keeps a record's traceback as text and lets go of its frames.
+
+    A distributed worker keeps its last `distributed.admin.log-length` (10000) log records in memory. The
+    record of a failed transfer (a peer that died while chunks were being sent to it) carries the
+    exception's traceback, whose frames hold the message being sent, and so the chunks in it: GPU memory
+    that would stay allocated, with no key left to release it, until 10000 later records pushed the
+    record out. Rendered as text when it is logged, the traceback reads the same in the worker's logs."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            if not record.exc_text:
+                record.exc_text = self._formatter.formatException(record.exc_info)
+            record.exc_info = None
+        return True
+
+
+def keep_log_tracebacks_as_text(worker) -> None:
+    """Give the worker's in-memory log a TracebackAsText filter, once (gpumat.dask's tasks call it through
+    worker_device, so every worker that holds gpumat chunks has it)."""
+    handler = getattr(worker, "_deque_handler", None)  # distributed's Node keeps its log records there
+    if handler is not None and not any(isinstance(f, TracebackAsText) for f in handler.filters):
+        handler.addFilter(TracebackAsText())
 
 
 def meta(dtype, ndim: int = 2) -> Matrix:
