@@ -1,8 +1,9 @@
-"""float16 / bfloat16 matmul on the tensor cores (the engine's half rows): mma128x128 (mma.sync, sm_80+,
-any view) and the wgmma rows (TMA + wgmma, sm_90a, 16-byte aligned operands): tiles 128 x 256 and
-128 x 128, each for B row-major and B stored transposed (*bt). The variant choice, the split-K plan,
-the launch geometry, tensor-map arguments (the launcher's boxes for each tile), the kernels' shared
-memory and argument checks run without a GPU; the products run on one.
+"""float16 / bfloat16 matmul on the tensor cores (the engine's half rows): the mma.sync tiles mma128x128,
+mma128x64, mma64x128 and mma64x64 (one kernel template, sm_80+, any view, batches) and the wgmma rows
+(TMA + wgmma, sm_90a, 16-byte aligned operands): tiles 128 x 256 and 128 x 128, each for B row-major
+and B stored transposed (*bt). The variant choice, the split-K plan, the launch geometry, tensor-map
+arguments (the launcher's boxes for each tile), the kernels' shared memory and argument checks run
+without a GPU; the products run on one.
 
 Error bound, as ||C - A B||_F / || |A| |B| ||_F against the float64 product of the exact (already
 rounded) 16-bit operands: the products of two float16 (11 significant bits) or bfloat16 (8) values
@@ -39,6 +40,8 @@ UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 # the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
 VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
 NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
+# the mma.sync tiles (cuda/matmul_tc_half.cu): every view in place, batches, split-K
+MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_tc_half"}]
 # the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts (the module's
 # float32 rows, tf32_wgmma*, are tests/test_matmul_tf32_wgmma.py's)
 WGMMA = [
@@ -72,18 +75,22 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
     # the measured rates (bench sweep on an H100: 490 us against 581)
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"
     assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x128"  # one tile: the smaller one is done first
-    assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma128x128"  # copies: longer than the product
-    assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma128x128"  # no sm_90a build
+    assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma64x64"  # copies: longer than the product
+    assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma64x64"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
         assert pick(4096, 4096, 4096, arch, smem, True) == "mma128x128"  # sm_90a code runs on 9.0 alone
     assert pick(4096, 4096, 4096, 75, 64 * 1024, True) is None  # SIMT below sm_80
-    assert pick(4096, 4096, 4096, 80, 48 * 1024, True) is None  # too little shared memory
+    # the small tiles fit where a block gets 48 KiB or less (64 KiB for 128 x 128)
+    assert pick(4096, 4096, 4096, 80, 48 * 1024, True) in ("mma128x64", "mma64x128")
+    assert pick(4096, 4096, 4096, 80, 32 * 1024, True) == "mma64x64"
+    assert pick(4096, 4096, 4096, 80, 32 * 1024 - 1, True) is None  # too little shared memory for any
 
 
 def test_auto_counts_the_copies_of_unaligned_operands():
-    assert [name for name in VARIANTS if ROWS[name].tier == 1] == ["mma128x128", *WGMMA]
+    assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
+    assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
     assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt"]
-    assert all(ROWS[name].needs_aligned for name in WGMMA) and not ROWS["mma128x128"].needs_aligned
+    assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
     def choose(m, n, k, a_ok, b_ok):
         p = half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), a_ok, b_ok)
@@ -357,9 +364,10 @@ def tma_pads(m: int, n: int, k: int) -> tuple:
 def product(name: str, dtype: str, out_dtype: str, m: int, n: int, k: int, pads=None):
     """C = A @ B for views with the given (left, right) paddings, into a NaN-filled view of a larger C;
     returns (error against float64, C as float64, whether everything outside C's view stayed NaN).
-    Default paddings: none for mma128x128, TMA-ready strides for the others."""
+    Default paddings: none for the mma tiles (odd K or N: the element-wise copies), TMA-ready strides for
+    the others."""
     if pads is None:
-        pads = (0,) * 6 if name == "mma128x128" else tma_pads(m, n, k)
+        pads = (0,) * 6 if name in MMA else tma_pads(m, n, k)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     pa, A, a64 = upload(a, dtype, pads[0], pads[1])
@@ -426,7 +434,7 @@ def test_any_shape(m, n, k, dtype, f32out, which):
     f32out=st.booleans(),
 )
 def test_views_at_odd_offsets_and_strides(m, n, k, dtype, pads, f32out):
-    """Every variant takes any view: mma128x128 reads it in place (16-byte or element-wise copies), a
+    """Every variant takes any view: the mma tiles read it in place (16-byte or element-wise copies), a
     TMA variant from an aligned copy of each operand that needs one; C is written in place."""
     names = runnable()
     if not names:
@@ -584,7 +592,10 @@ def test_auto_runs_the_tensor_cores_from_sm80():
     pick = half_plan(1024, 1024, 1024, Target.of(dev)).algorithm
     if dev.arch >= 80:
         hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x128"].tier == 1
-        assert pick == ("wgmma128x128" if hopper else "mma128x128")  # 64 tiles of 128 x 128, not 32 of 128 x 256
+        if hopper:
+            assert pick == "wgmma128x128"  # 64 tiles of 128 x 128, not 32 of 128 x 256
+        else:
+            assert pick in MMA  # the tile the model ranks first for this GPU's SM count
     else:
         assert pick == "simt64x64"
     err, got, _ = product("auto", "float16", "float16", 1024, 1024, 1024)
