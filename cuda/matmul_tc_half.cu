@@ -194,11 +194,13 @@ struct Loader {
     int a_rows;       // rows of A from this thread's first row to M
     int b_cols;       // columns of B from this thread's chunk's first column to N
     // The element-wise path's k tile between load() and store(): its chunks packed at once (held), or
-    // (LATE_PACK) its 16-bit loads as they come (raw), packed in store(), after the math: packing waits
-    // for the loads, and done in load() it put their whole latency before the k tile's mma.
+    // (LATE_PACK) its 16-bit loads as they come, each in a 32-bit register (raw), packed in store(),
+    // after the math: packing waits for the loads, and done in load() it put their whole latency before
+    // the k tile's mma. (Kept as 16-bit values, ptxas moved half of them into shared registers right
+    // after the loads, waiting for those there.)
     static constexpr bool LATE = Cf::LATE_PACK;
     uint4 held[LATE ? 1 : A_ITERS + B_ITERS];
-    unsigned short raw[LATE ? A_ITERS + B_ITERS : 1][8];
+    uint32_t raw[LATE ? A_ITERS + B_ITERS : 1][8];
 
     __device__ __forceinline__ void async(T* As, T* Bs, int kvalid, bool guard)
     {
@@ -231,27 +233,29 @@ struct Loader {
         const unsigned short* b16 = reinterpret_cast<const unsigned short*>(b);
 #pragma unroll
         for (int i = 0; i < A_ITERS; ++i) {
-            unsigned short v[8];
             const bool row_ok = A_STEP * i < a_rows;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < a_kleft) ? a16[i * A_STEP * lda + e] : 0;
             if constexpr (LATE) {
 #pragma unroll
-                for (int e = 0; e < 8; ++e) raw[i][e] = v[e];
+                for (int e = 0; e < 8; ++e)
+                    raw[i][e] = (row_ok && e < a_kleft) ? uint32_t(a16[i * A_STEP * lda + e]) : 0u;
             } else {
+                unsigned short v[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < a_kleft) ? a16[i * A_STEP * lda + e] : 0;
                 held[i] = pack(v);
             }
         }
 #pragma unroll
         for (int i = 0; i < B_ITERS; ++i) {
-            unsigned short v[8];
             const bool row_ok = rb + B_STEP * i < kvalid;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < b_cols) ? b16[i * B_STEP * ldb + e] : 0;
             if constexpr (LATE) {
 #pragma unroll
-                for (int e = 0; e < 8; ++e) raw[A_ITERS + i][e] = v[e];
+                for (int e = 0; e < 8; ++e)
+                    raw[A_ITERS + i][e] = (row_ok && e < b_cols) ? uint32_t(b16[i * B_STEP * ldb + e]) : 0u;
             } else {
+                unsigned short v[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] = (row_ok && e < b_cols) ? b16[i * B_STEP * ldb + e] : 0;
                 held[A_ITERS + i] = pack(v);
             }
         }
@@ -265,11 +269,17 @@ struct Loader {
         const int ca = tid & 3, cb = tid & CB, ra = tid >> 2, rb = tid >> SB;
 #pragma unroll
         for (int i = 0; i < A_ITERS; ++i)
-            *reinterpret_cast<uint4*>(As + a_chunk(ra + A_STEP * i, ca)) = LATE ? pack_late(raw[i]) : held[i];
+            *reinterpret_cast<uint4*>(As + a_chunk(ra + A_STEP * i, ca)) = chunk(i);
 #pragma unroll
         for (int i = 0; i < B_ITERS; ++i)
-            *reinterpret_cast<uint4*>(Bs + b_chunk<Cf::BN>(rb + B_STEP * i, cb)) =
-                LATE ? pack_late(raw[A_ITERS + i]) : held[A_ITERS + i];
+            *reinterpret_cast<uint4*>(Bs + b_chunk<Cf::BN>(rb + B_STEP * i, cb)) = chunk(A_ITERS + i);
+    }
+
+    // The q-th chunk of the k tile load() fetched (A's first, then B's), packed.
+    __device__ __forceinline__ uint4 chunk(int q) const
+    {
+        if constexpr (LATE) return pack_late(raw[q]);
+        else return held[q];
     }
 
     __device__ __forceinline__ static uint4 pack(const unsigned short (&v)[8])
@@ -279,12 +289,12 @@ struct Loader {
 
     // LATE_PACK's pack, in store(): each pair joined by a volatile asm prmt, which the compiler keeps in
     // place, after the k tile's mma (a plain pack it hoisted up to the loads, and waited for them there).
-    __device__ __forceinline__ static uint4 pack_late(const unsigned short (&v)[8])
+    __device__ __forceinline__ static uint4 pack_late(const uint32_t (&v)[8])
     {
         uint32_t w[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-            asm volatile("prmt.b32 %0, %1, %2, 0x5410;\n" : "=r"(w[q]) : "r"((uint32_t)v[2 * q]), "r"((uint32_t)v[2 * q + 1]));
+            asm volatile("prmt.b32 %0, %1, %2, 0x5410;\n" : "=r"(w[q]) : "r"(v[2 * q]), "r"(v[2 * q + 1]));
         return make_uint4(w[0], w[1], w[2], w[3]);
     }
 };
