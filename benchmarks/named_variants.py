@@ -12,7 +12,7 @@ import numpy as np
 
 NAMES = {
     "float32": ("auto", "sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x64"),
-    "float16": ("auto", "mma128x128", "wgmma128x256"),
+    "float16": ("auto", "mma128x128", "mma128x64", "mma64x128", "mma64x64", "wgmma128x256"),
     "float64": ("auto", "dmma128x128", "dmma128x64", "dmma64x128", "dmma128x64pipe"),
 }
 

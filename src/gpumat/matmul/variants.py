@@ -229,14 +229,16 @@ def _tf32(
 
 
 # --- float16 / bfloat16 tensor cores, float32 accumulation, C in the input dtype or float32 -----------
-# mma128x128 (cuda/matmul_tc_half.cu): mma.sync m16n8k16, sm_80+, any view (16-byte cp.async where
-# the operands allow). wgmma128x256 and wgmma128x128 (cuda/matmul_wgmma_half.cu, one kernel template
-# over the tile's width): TMA + wgmma (m64n256k16 or m64n128k16), sm_90a only, persistent; operands the
-# copy engine cannot read (base or row stride not 16-byte aligned) are first copied into aligned
-# scratch. The 128 x 128 tile has twice the work items of the 128 x 256 one, for the mid-size
-# products whose 128 x 256 tiles leave most SMs idle (1024^3: 32 tiles on 132 SMs). The *bt rows read
-# B stored transposed (x @ W.T) in place. Rates: benchmarks/results/matmul-float16-*.json and
-# matmul-bfloat16-*.json.
+# mma128x128, mma128x64, mma64x128, mma64x64 (cuda/matmul_tc_half.cu, one kernel template over the
+# tile): mma.sync m16n8k16, sm_80+, any view (16-byte cp.async where the operands allow), batches,
+# split-K. The small tiles are for products small or skinny in M or N and batches of small products,
+# where 128 x 128 tiles leave most SMs idle or most of each tile empty. wgmma128x256 and wgmma128x128
+# (cuda/matmul_wgmma_half.cu, one kernel template over the tile's width): TMA + wgmma (m64n256k16 or
+# m64n128k16), sm_90a only, persistent; operands the copy engine cannot read (base or row stride not
+# 16-byte aligned) are first copied into aligned scratch. The 128 x 128 tile has twice the work items
+# of the 128 x 256 one, for the mid-size products whose 128 x 256 tiles leave most SMs idle (1024^3:
+# 32 tiles on 132 SMs). The *bt rows read B stored transposed (x @ W.T) in place. Rates:
+# benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
     kw.setdefault("tier", 1)
@@ -253,7 +255,31 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
     )
 
 
-MMA_SMEM = 65536  # 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, 16-bit elements
+# the mma.sync tiles' dynamic shared memory by tile (Cfg::SMEM_BYTES in cuda/matmul_tc_half.cu, a CPU test
+# compares): 4 stages of a BM x 32 A tile and a 32 x BN B tile, 16-bit elements
+MMA_SMEM = {(128, 128): 65536, (128, 64): 49152, (64, 128): 49152, (64, 64): 32768}
+
+
+def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate: float) -> Variant:
+    """A tile of the mma.sync family (cuda/matmul_tc_half.cu): warps = (along M, along N); blocks_per_sm as
+    the kernel's launch bounds on sm_90. No warp_tile: an edge tile counts as a whole one, as it always did
+    for mma128x128 (with warp tiles, the model lets two half-empty blocks share one slot of a wave, and a
+    batch of 64 x 64 products ranked half-empty 128 x 64 tiles above whole 64 x 64 ones)."""
+    return _half(
+        f"mma{tile[0]}x{tile[1]}",
+        "matmul_tc_half",
+        "k_chunk",
+        tile,
+        32 * warps[0] * warps[1],
+        MMA_SMEM[tile],
+        min_arch=80,
+        rate=rate,
+        blocks_per_sm=blocks_per_sm,
+        k_align=32,
+        min_k_chunk=128,
+    )
+
+
 # the wgmma kernels' dynamic shared memory by tile (Tile<BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
 # CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
 # float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
@@ -397,19 +423,16 @@ _ROWS = [
     _tf32("tf32_128x128", "tf32", 110e12, tier=1),
     _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
     _tf32("tf32_splitsmem_2stage_128x128", "tf32", 126.5e12, 102400, 2, tier=1, auto_needs_aligned=True),
-    _half(
-        "mma128x128",
-        "matmul_tc_half",
-        "k_chunk",
-        (128, 128),
-        256,
-        MMA_SMEM,
-        min_arch=80,
-        rate=300e12,
-        blocks_per_sm=2,
-        k_align=32,
-        min_k_chunk=128,
-    ),
+    _mma((128, 128), (2, 4), 2, 300e12),
+    # the small tiles, 4 warps each: PROVISIONAL rates, not measured yet; assumed from mma128x128's 300
+    # TFLOP/s: 128 x 64 and 64 x 128 (the same 64 x 32 warp tile, 12 warps an SM instead of 16, 1.5x the
+    # operand bytes a flop) 250; 64 x 64 (32 x 32 warp tiles: a fragment load per 2 mmas instead of per
+    # 2.7, twice the operand bytes a flop) 200. With these the model keeps 4096^3 and larger on the big
+    # tiles on every GPU (mma128x128 where no wgmma runs); the small tiles win where the big ones leave
+    # SMs idle or tiles empty, and at some mid sizes by whole waves (1536^3, 3072^3 off sm_90).
+    _mma((128, 64), (2, 2), 3, 250e12),
+    _mma((64, 128), (2, 2), 3, 250e12),
+    _mma((64, 64), (2, 2), 4, 200e12),
     # rates: float16 / bfloat16 at 4096^3, 6144^3 and 8192^3 in one run (bench sweep, H100, 2026-11-25:
     # benchmarks/results/sweep-float16-* and sweep-bfloat16-*): 128 x 256 761-805 TFLOP/s, reading B
     # transposed 683-758; 128 x 128 596-622, reading B transposed 557-579
