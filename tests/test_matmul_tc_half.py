@@ -158,8 +158,8 @@ def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
         # so the tiles' measured rates decide (bench sweep, H100: 25.6 us against 28.8)
         p = Problem(2048, 2048, 2048, "f16", "f16", "native", b_trans=b_trans)
-        ratio = planner.best_split(wide, p, HOPPER)[0] / planner.best_split(narrow, p, HOPPER)[0]
-        assert ratio == pytest.approx(narrow.rate / wide.rate)
+        arithmetic = [planner.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
+        assert arithmetic[0] / arithmetic[1] == pytest.approx(narrow.rate / wide.rate)
         assert pick(2048, 2048, 2048, b_trans) == ("wgmma128x256", 1)
 
 
@@ -324,8 +324,10 @@ def test_skinny_products_split_k_and_square_ones_do_not():
         assert split(256, 256, 65536).splits >= 16
         if name.startswith("wgmma"):  # 17 (or 9) tiles 1055 deep: a pass over split partials costs more
             assert split(2137, 108, 1055).splits == 1
-        else:
+        elif ROWS[name].tile == (128, 128):  # 17 tiles of 128 x 128 on 132 SMs: split
             assert split(2137, 108, 1055).splits > 1
+        # (the small mma tiles have 34-68 tiles there, each alone on its SM: a split gains about what its
+        # second pass costs, and the model may go either way)
         assert (split(8192, 8192, 8192).splits, split(8192, 8192, 8192).k_chunk) == (1, 8192)
 
 

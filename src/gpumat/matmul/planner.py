@@ -5,7 +5,12 @@ One cost model for every variant, with the variant's row as its constants:
     tiles   = live tiles along M x along N (an edge tile counts the share of its warp tiles that
               have work, at least half a tile: a few live warps run faster than a full block)
     waves   = max(1, ceil(tiles x splits / (SMs x blocks an SM) - wave_slack))
-    time    = waves x 2 x tile_m x tile_n x max(k_chunk, 16) / (rate / (132 x blocks an SM))
+    flops   = 2 x tile_m x tile_n x max(k_chunk, 16), a block's
+    time    = fixed_s + waves x flops / (rate / (132 x blocks an SM)), or with less than a wave (at most
+              blocks an SM on every SM: per_sm = ceil(tiles x splits / SMs)) fixed_s + the longer of
+              per_sm x flops / (rate / 132) and flops / block_rate (a block alone on an SM is
+              latency-bound: faster than its slot's share of the SM, slower than the whole SM); the
+              arithmetic unaligned_slowdown times longer when A or B is not 16-byte aligned
               and for a memory-bound row (bandwidth set: the matrix-vector rows) at least
               (A and B read + C written, bytes) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
               with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
@@ -80,8 +85,17 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     wm, wn = v.warp_tile or v.tile
     tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn) * p.batch
     slots = t.sm_count * v.blocks_per_sm
-    waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
-    seconds = waves * 2.0 * bm * bn * max(k_chunk, 16) / (v.rate / (H100_SMS * v.blocks_per_sm))
+    flops = 2.0 * bm * bn * max(k_chunk, 16)  # a block's
+    sm_rate = v.rate / H100_SMS
+    per_sm = math.ceil(tiles * splits / t.sm_count)
+    if per_sm <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
+        seconds = max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
+    else:
+        waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
+        seconds = waves * flops / (sm_rate / v.blocks_per_sm)
+    if not (p.a_aligned and p.b_aligned):
+        seconds *= v.unaligned_slowdown
+    seconds += v.fixed_s
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
         busy = min(t.sm_count, blocks / v.blocks_per_sm)

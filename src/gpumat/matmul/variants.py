@@ -76,6 +76,14 @@ class Variant:
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
+    # a grid of fewer blocks than slots: FLOP/s of a block alone on an SM (latency-bound, so below the SM's
+    # rate / 132, but above its slot's share of it; 0: that share), and the seconds a launch costs beyond
+    # its blocks' arithmetic (prologue, epilogue, the launch gap), both fitted to bench sweep's times
+    block_rate: float = 0.0
+    fixed_s: float = 0.0
+    # how much slower its arithmetic runs when A or B is not 16-byte aligned (a kernel with a 16-byte copy
+    # path then loads element by element): bench sweep's 255^3 against 256^3
+    unaligned_slowdown: float = 1.0
     # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
     # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
     bandwidth: float = 0.0
@@ -168,7 +176,7 @@ SIMT = Variant(
 # TFLOP/s) times each variant's fitted efficiency (benchmarks/results/matmul-tuning-*.json), which also
 # absorbs how it fares on partial waves and edges.
 def _sgemm(
-    bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0, suffix: str = ""
+    bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0, suffix: str = "", **latency
 ) -> Variant:
     warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
     name = f"sgemm{bm}x{bn}{suffix}"
@@ -187,6 +195,7 @@ def _sgemm(
         warp_tile=(warp_m, 64),
         wave_slack=0.05,
         scratch_bandwidth=1.5e12,
+        **latency,
     )
 
 
@@ -208,6 +217,7 @@ def _tf32(
     blocks_per_sm: int = 1,
     tier: int = 0,
     auto_needs_aligned: bool = False,
+    **latency,
 ) -> Variant:
     kernels = _kernels("matmul_tc", {("f32", "f32"): f"matmul_{name}_f32"}, "k_chunk", smem)
     return Variant(
@@ -225,6 +235,7 @@ def _tf32(
         blocks_per_sm=blocks_per_sm,
         warp_tile=(64, 32),
         min_k_chunk=256,
+        **latency,
     )
 
 
@@ -260,7 +271,7 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
 MMA_SMEM = {(128, 128): 65536, (128, 64): 49152, (64, 128): 49152, (64, 64): 32768}
 
 
-def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate: float) -> Variant:
+def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate: float, **latency) -> Variant:
     """A tile of the mma.sync family (cuda/matmul_tc_half.cu): warps = (along M, along N); blocks_per_sm as
     the kernel's launch bounds on sm_90. No warp_tile: an edge tile counts as a whole one, as it always did
     for mma128x128 (with warp tiles, the model lets two half-empty blocks share one slot of a wave, and a
@@ -277,6 +288,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
         blocks_per_sm=blocks_per_sm,
         k_align=32,
         min_k_chunk=128,
+        **latency,
     )
 
 
@@ -287,7 +299,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
 
 
-def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False) -> Variant:
+def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False, **latency) -> Variant:
     name = f"wgmma{tile[0]}x{tile[1]}" + ("bt" if reads_b_trans else "")
     return _half(
         name,
@@ -304,6 +316,7 @@ def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False) -> V
         rate=rate,
         k_align=64,
         min_k_chunk=256,
+        **latency,
     )
 
 
@@ -314,7 +327,7 @@ def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False) -> V
 # rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
-def _tf32_wgmma(tile: tuple[int, int], rate: float) -> Variant:
+def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     name = f"tf32_wgmma{tile[0]}x{tile[1]}bt"
     entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_tf32"
     return Variant(
@@ -335,6 +348,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float) -> Variant:
         k_align=32,
         min_k_chunk=128,
         split_launch_s=6e-6,
+        **latency,
     )
 
 
@@ -348,7 +362,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float) -> Variant:
 # one run (bench sweep, H100, 2026-11-25), its rate scaled from that row's by the ratio; at 128^3-512^3
 # it ran 1.1-1.4x faster than the 128-row tiles.
 def _dmma(
-    name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int
+    name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int, **latency
 ) -> Variant:
     threads = tile[0] // warp_rows * tile[1] // 32 * 32  # warp tiles are warp_rows x 32
     kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}_f64"}, "k_chunk", smem)
@@ -370,6 +384,7 @@ def _dmma(
         k_align=16,
         min_k_chunk=64,
         max_splits=64,
+        **latency,
     )
 
 
@@ -412,45 +427,104 @@ def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: 
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
     SIMT,
-    _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16"),  # BK 16, 3 stages
-    _sgemm(128, 256, 256, 1, 0.86, smem=49664),  # BK 8, 4 stages
-    _sgemm(128, 128, 128, 2, 1.01),  # BK 8, 4 stages, static shared memory
-    _sgemm(128, 64, 128, 3, 0.92),  # 8 x 8 a thread
-    _sgemm(64, 64, 64, 6, 0.80),
-    _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1),
+    _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16", fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 16
+    _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
+    _sgemm(
+        128, 128, 128, 2, 1.01, fixed_s=6.25e-6, block_rate=0.362e12, unaligned_slowdown=1.18
+    ),  # BK 8, 4 stages, static shared memory
+    _sgemm(128, 64, 128, 3, 0.92, fixed_s=3.75e-6, block_rate=0.302e12, unaligned_slowdown=1.2),  # 8 x 8 a thread
+    _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
+    _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
     _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
-    _tf32("tf32_128x128", "tf32", 110e12, tier=1),
+    _tf32("tf32_128x128", "tf32", 110e12, tier=1, fixed_s=5e-6, unaligned_slowdown=1.9),
     _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
-    _tf32("tf32_splitsmem_2stage_128x128", "tf32", 126.5e12, 102400, 2, tier=1, auto_needs_aligned=True),
-    _mma((128, 128), (2, 4), 2, 300e12),
+    _tf32(
+        "tf32_splitsmem_2stage_128x128",
+        "tf32",
+        126.5e12,
+        102400,
+        2,
+        tier=1,
+        auto_needs_aligned=True,
+        fixed_s=9e-6,
+        block_rate=0.705e12,
+    ),
+    _mma((128, 128), (2, 4), 2, 300e12, fixed_s=5e-6, block_rate=2.175e12, unaligned_slowdown=2.1),
     # the small tiles, 4 warps each: PROVISIONAL rates, not measured yet; assumed from mma128x128's 300
     # TFLOP/s: 128 x 64 and 64 x 128 (the same 64 x 32 warp tile, 12 warps an SM instead of 16, 1.5x the
     # operand bytes a flop) 250; 64 x 64 (32 x 32 warp tiles: a fragment load per 2 mmas instead of per
     # 2.7, twice the operand bytes a flop) 200. With these the model keeps 4096^3 and larger on the big
     # tiles on every GPU (mma128x128 where no wgmma runs); the small tiles win where the big ones leave
     # SMs idle or tiles empty, and at some mid sizes by whole waves (1536^3, 3072^3 off sm_90).
-    _mma((128, 64), (2, 2), 3, 250e12),
-    _mma((64, 128), (2, 2), 3, 250e12),
-    _mma((64, 64), (2, 2), 4, 200e12),
+    _mma((128, 64), (2, 2), 3, 250e12, fixed_s=3.75e-6, block_rate=1.57e12, unaligned_slowdown=2.1),
+    _mma((64, 128), (2, 2), 3, 250e12, fixed_s=3.5e-6, block_rate=1.62e12, unaligned_slowdown=2.3),
+    _mma((64, 64), (2, 2), 4, 200e12, fixed_s=3e-6, block_rate=1.057e12, unaligned_slowdown=1.85),
     # rates: float16 / bfloat16 at 4096^3, 6144^3 and 8192^3 in one run (bench sweep, H100, 2026-11-25:
     # benchmarks/results/sweep-float16-* and sweep-bfloat16-*): 128 x 256 761-805 TFLOP/s, reading B
     # transposed 683-758; 128 x 128 596-622, reading B transposed 557-579
-    _wgmma((128, 256), 780e12),
-    _wgmma((128, 256), 720e12, reads_b_trans=True),
-    _wgmma((128, 128), 610e12),
-    _wgmma((128, 128), 570e12, reads_b_trans=True),
+    _wgmma((128, 256), 780e12, fixed_s=3.25e-6),
+    _wgmma((128, 256), 720e12, reads_b_trans=True, fixed_s=3.25e-6),
+    _wgmma((128, 128), 610e12, fixed_s=2.5e-6),
+    _wgmma((128, 128), 570e12, reads_b_trans=True, fixed_s=2.5e-6),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
-    _tf32_wgmma((128, 256), 380e12),
-    _tf32_wgmma((128, 128), 295e12),
-    _dmma("dmma128x128", "dmma128x128k16", (128, 128), 64, 186880, 1, 46e12, tier=1),
+    _tf32_wgmma((128, 256), 380e12, fixed_s=3.25e-6),
+    _tf32_wgmma((128, 128), 295e12, fixed_s=2.5e-6),
+    _dmma(
+        "dmma128x128",
+        "dmma128x128k16",
+        (128, 128),
+        64,
+        186880,
+        1,
+        46e12,
+        tier=1,
+        fixed_s=3.5e-6,
+        unaligned_slowdown=1.37,
+    ),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
-    _dmma("dmma128x64", "dmma128x64k16", (128, 64), 64, 87552, 2, 48e12, tier=1),
-    _dmma("dmma64x128", "dmma64x128k16", (64, 128), 32, 108544, 2, 47e12, tier=1),
-    _dmma("dmma64x64", "dmma64x64k16", (64, 64), 32, 75776, 3, 44e12, tier=1),
+    _dmma(
+        "dmma128x64",
+        "dmma128x64k16",
+        (128, 64),
+        64,
+        87552,
+        2,
+        48e12,
+        1,
+        fixed_s=4.75e-6,
+        block_rate=0.322e12,
+        unaligned_slowdown=1.33,
+    ),
+    _dmma(
+        "dmma64x128",
+        "dmma64x128k16",
+        (64, 128),
+        32,
+        108544,
+        2,
+        47e12,
+        1,
+        fixed_s=6e-6,
+        block_rate=0.359e12,
+        unaligned_slowdown=1.32,
+    ),
+    _dmma(
+        "dmma64x64",
+        "dmma64x64k16",
+        (64, 64),
+        32,
+        75776,
+        3,
+        44e12,
+        1,
+        fixed_s=4e-6,
+        block_rate=0.268e12,
+        unaligned_slowdown=1.3,
+    ),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
     _gemv("gemv_n1", (32, 1), None, 1),
