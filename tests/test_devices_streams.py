@@ -29,7 +29,33 @@ class ProtocolStream:
         return (0, self.handle)
 
 
-def test_stream_arguments_resolve_to_handles():
+@pytest.fixture
+def stream_ids(monkeypatch):
+    """The driver's side of another library's streams, without a GPU: `ids[handle]` is the id of the
+    stream the handle names now (the handle itself unless set; the per-thread stream's is the calling
+    thread's), and `asked` lists the handles whose id gpumat asked for (cuStreamGetId)."""
+    import threading
+
+    ids, asked = {}, []
+
+    def stream_id(handle):
+        asked.append(handle)
+        if handle == streams.PER_THREAD_STREAM:
+            return -threading.get_ident()
+        return ids.get(handle, handle)
+
+    monkeypatch.setattr(streams, "_stream_id", stream_id)
+    monkeypatch.setattr(streams, "new_event", object)
+    monkeypatch.setattr(streams, "destroy_event", lambda event: None)
+    monkeypatch.setattr(streams.thread_state(), "per_thread_streams", {}, raising=False)
+    known = dict(streams.foreign_streams)  # the dict the hot paths hold: emptied and refilled, never rebound
+    streams.foreign_streams.clear()
+    yield ids, asked
+    streams.foreign_streams.clear()
+    streams.foreign_streams.update(known)
+
+
+def test_stream_arguments_resolve_to_handles(stream_ids):
     assert streams.stream_handle(None, FAKE_DEVICE) == streams.LEGACY_STREAM
     assert streams.stream_handle(0, FAKE_DEVICE) == 0
     assert streams.stream_handle(0x1234, FAKE_DEVICE) == 0x1234
@@ -44,6 +70,67 @@ def test_stream_arguments_resolve_to_handles():
             streams.stream_handle(bad, FAKE_DEVICE)
     with pytest.raises(ValueError):
         streams.stream_handle(-1, FAKE_DEVICE)
+    assert stream_ids[1] == [0x1234, 0x5678, 0x9ABC]  # each foreign stream's id, once; none for the legacy one
+
+
+def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids):
+    """Which stream another library's handle names is asked of the driver (cuStreamGetId) only when
+    nothing cheaper tells: the same live stream object names the same stream, so it is asked once; a bare
+    handle, a new object, or a wrapper of a raw handle are asked each time. A handle that names a new
+    stream (the old one destroyed) gets a Foreign of its own: its own mark, its own kept blocks."""
+    ids, asked = stream_ids
+    handle = 0xABC000
+    s = ProtocolStream(handle)
+    first = [streams.stream_handle(s, FAKE_DEVICE) for _ in range(5)]
+    f = streams.foreign_of(handle, FAKE_DEVICE)
+    assert first == [handle] * 5 and asked == [handle]
+    assert streams.foreign_of(handle, FAKE_DEVICE) is f and f.sid == handle  # a lookup, no driver call
+    streams.stream_handle(handle, FAKE_DEVICE)  # the bare handle: asked, and the same stream
+    streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)  # another object for it: asked
+    assert len(asked) == 3 and streams.foreign_of(handle, FAKE_DEVICE) is f
+    streams.stream_handle(s, FAKE_DEVICE)  # the first object, still alive, is still the one known
+    assert len(asked) == 3
+
+    class ExternalStream(ProtocolStream):  # PyTorch's and CuPy's wrappers of a raw handle
+        pass
+
+    class NoWeakref:
+        __slots__ = ()
+
+        def __cuda_stream__(self):
+            return 0, handle
+
+    for wrapper in (ExternalStream(handle), NoWeakref()):
+        streams.stream_handle(wrapper, FAKE_DEVICE)
+        streams.stream_handle(wrapper, FAKE_DEVICE)
+    assert len(asked) == 7 and streams.foreign_of(handle, FAKE_DEVICE) is f
+
+    del s
+    ids[handle] = 99  # the stream was destroyed, and the handle now names a new one
+    streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)
+    g = streams.foreign_of(handle, FAKE_DEVICE)
+    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 8
+
+
+def test_the_per_thread_default_stream_is_known_apart_in_each_thread(stream_ids):
+    """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
+    handle), and its Foreign (its mark, the key of blocks kept for it) is the calling thread's, its id
+    asked once a thread."""
+    import threading
+
+    _, asked = stream_ids
+    assert not streams.trusted(streams.PER_THREAD_STREAM)
+    assert streams.trusted(0) and streams.trusted(streams.CAI_LEGACY)
+    for _ in range(3):
+        assert streams.stream_handle(streams.PER_THREAD_STREAM, FAKE_DEVICE) == streams.PER_THREAD_STREAM
+    mine = streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE)
+    theirs = []
+    other = threading.Thread(target=lambda: theirs.append(streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE)))
+    other.start()
+    other.join()
+    assert asked == [2, 2] and theirs[0] is not mine and theirs[0].sid != mine.sid
+    assert theirs[0].event is not mine.event
+    assert streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE) is mine
 
 
 def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
@@ -68,34 +155,6 @@ def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
     stream = object.__new__(gm.Stream)
     with pytest.raises(TypeError, match="gpumat.Event"):
         stream.wait(5)
-
-
-def test_the_per_thread_default_stream_is_never_remembered_across_threads(monkeypatch):
-    """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
-    handle), and the mark recorded after work on it is keyed by the driver's id of the calling thread's
-    stream, so one thread's recording never stands for another thread's work."""
-    assert not streams.trusted(streams.PER_THREAD_STREAM)
-    assert streams.trusted(0) and streams.trusted(streams.CAI_LEGACY)
-    this_thread = {"id": 101}
-    recorded = []
-    monkeypatch.setattr(streams, "_marks", {})
-    monkeypatch.setattr(streams, "new_event", lambda: object())
-    monkeypatch.setattr(streams, "destroy_event", lambda event: None)
-    monkeypatch.setattr(streams, "foreign_key", lambda handle: (handle, this_thread["id"]))
-
-    class Driver:
-        @staticmethod
-        def cuEventRecord(event, stream):
-            recorded.append((event, stream))
-            return (0,)
-
-    monkeypatch.setattr(streams, "driver", Driver)
-    first = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
-    assert streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM) is first  # same thread: reused
-    this_thread["id"] = 202  # another thread's per-thread stream
-    second = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
-    assert second is not first and second.event is not first.event
-    assert [stream for _, stream in recorded] == [2, 2, 2]
 
 
 def test_operations_refuse_bad_streams_before_any_gpu_call():

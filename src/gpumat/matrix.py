@@ -21,7 +21,16 @@ from . import _dtypes, memory
 from ._dtypes import FLOAT32
 from .runtime import memops
 from .runtime.devices import Device, as_device
-from .runtime.streams import LEGACY_STREAM, mark_after, stream_handle, trusted
+from .runtime.streams import (
+    LEGACY_STREAM,
+    SPECIAL_STREAMS,
+    foreign_of,
+    foreign_streams,
+    own_streams,
+    record_after,
+    stream_handle,
+    trusted,
+)
 
 INT32_MAX = 2**31 - 1
 
@@ -143,7 +152,7 @@ class Matrix:
             return cls.empty(host.shape, dtype=dt, device=dev)
         batch = host.shape[0] if host.ndim == 3 else None
         m = cls._allocate(host.shape[-2], host.shape[-1], dev, s, dt, batch)
-        m._buffer.use_on(s)
+        use_on(s, m)
         rows = host.reshape(-1, host.shape[-1])  # a packed batch is one tall matrix
         memory.upload(m._buffer.ptr, m._stride * host.itemsize, rows, s, dev)  # returns once uploaded
         if not trusted(s):  # another library's stream: its mark says the upload is done there
@@ -300,7 +309,7 @@ class Matrix:
             # addresses read under the lock: a free() from another thread during the copies below marks the
             # buffer dead at once (the hold keeps its memory until they end)
             pieces = [(p.elements, p._height, p._width) for p in storage_pieces(self)]
-            buf.use_on(s)
+            use_on(s, self)
             buf.hold()
         try:
             # each piece's storage rows arrive into a host array of its shape; a transposed matrix is
@@ -660,23 +669,40 @@ def overlaps(a: Matrix, b: Matrix) -> bool:
 
 
 def use_on(stream: int, *matrices) -> None:
-    """Before queueing work on `stream`: order it after the allocation of each matrix's memory (device
-    lock held)."""
+    """Before queueing work on `stream`: order it after the allocation of each matrix's memory, the first
+    time the memory is used there (device lock held)."""
+    if stream in SPECIAL_STREAMS or stream in own_streams:
+        for m in matrices:
+            buf = m._buffer
+            if buf.stream != stream:
+                buf.use_on(stream)
+        return
+    # another library's stream, as stream_handle settled it for this operation
+    f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
     for m in matrices:
         buf = m._buffer
-        if buf.stream != stream:
-            buf.use_on(stream)
+        others = buf.others
+        if others is None or f not in others:
+            buf.use_on(stream, f)
 
 
 def done_on(stream: int, *matrices) -> None:
-    """After queueing work on `stream`: when it is another library's stream, its mark is recorded once
-    (runtime.streams.StreamMark) and each matrix's eventual free waits for it (the stream itself may be
-    gone by then)."""
-    if trusted(stream):
+    """After queueing work on `stream` (device lock held): when it is another library's stream, its mark
+    is recorded once (runtime.streams.Foreign) and each matrix's eventual free waits for it (the stream
+    itself may be gone by then). This recording is the one driver call such an operation adds: the free
+    of a matrix used there, or its block leaving the free list kept for the stream, may come after the
+    stream is destroyed, when nothing else can order it after this work."""
+    if stream in SPECIAL_STREAMS or stream in own_streams:
         return
-    mark = mark_after(matrices[0]._buffer.device, stream)
+    f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
+    record_after(f, stream)
     for m in matrices:
-        m._buffer.used_on(stream, mark)
+        buf = m._buffer
+        others = buf.others
+        if others is None:
+            buf.others = {f: f}
+        else:
+            others[f] = f
 
 
 # --- the storage under a matrix: what kernels that take a row-major (rows, cols, stride) region see ----
