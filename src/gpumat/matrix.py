@@ -94,7 +94,12 @@ class Matrix:
         count = (1 if batch is None else batch) * height * width
         what = "x".join(str(d) for d in _shape_of(batch, height, width))
         memory.check_size(count * dtype.itemsize, dev, f"a {what} {dtype} matrix")
-        return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype, batch)
+        s = stream_handle(stream, dev)
+        m = cls._allocate(height, width, dev, s, dtype, batch)
+        if not trusted(s) and m._buffer.ptr:  # another library's stream: mark it after the allocation, or
+            with dev.lock:  # the free, not knowing whether the stream still exists, waits for the device
+                done_on(s, m)
+        return m
 
     @classmethod
     def _allocate(
@@ -152,12 +157,11 @@ class Matrix:
             return cls.empty(host.shape, dtype=dt, device=dev)
         batch = host.shape[0] if host.ndim == 3 else None
         m = cls._allocate(host.shape[-2], host.shape[-1], dev, s, dt, batch)
-        use_on(s, m)
         rows = host.reshape(-1, host.shape[-1])  # a packed batch is one tall matrix
         memory.upload(m._buffer.ptr, m._stride * host.itemsize, rows, s, dev)  # returns once uploaded
-        if not trusted(s):  # another library's stream: its mark says the upload is done there
+        if not trusted(s):  # another library's stream: the upload has run there, no mark to record
             with dev.lock:
-                done_on(s, m)
+                finished_on(foreign_of(s, dev), m._buffer)
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -329,9 +333,9 @@ class Matrix:
                         target[...] = staged.T
                 else:
                     memory.download(rows, src, pitch, s, dev)
-            if not trusted(s):
+            if not trusted(s):  # another library's stream: the copies have run there, no mark to record
                 with dev.lock:
-                    done_on(s, self)
+                    finished_on(foreign_of(s, dev), buf)
         finally:
             buf.unhold()
         return host
@@ -698,6 +702,17 @@ def done_on(stream: int, *matrices) -> None:
     record_after(f, stream)
     for m in matrices:
         buf = m._buffer
+        others = buf.others
+        if others is None:
+            buf.others = {f: f}
+        else:
+            others[f] = f
+
+
+def finished_on(f, *buffers) -> None:
+    """After an operation on another library's stream (f) that waited for its own work there (device lock
+    held): each buffer's free waits for f's mark, with no new recording, as the work is done."""
+    for buf in buffers:
         others = buf.others
         if others is None:
             buf.others = {f: f}
