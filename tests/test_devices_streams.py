@@ -431,9 +431,9 @@ def test_pinned_arrays_copy_asynchronously_on_a_stream():
 
 @gpu
 def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_back():
-    """Results made on a PyTorch stream reuse blocks kept for that stream (keyed by the driver's stream
-    id, so a new stream that gets a destroyed one's handle never sees them); kept, dropped and collected
-    results stay right, and the memory goes back."""
+    """Results made on a PyTorch stream reuse blocks kept for that stream (keyed by the stream, its handle
+    and driver id, so a new stream that gets a destroyed one's handle never sees them); kept, dropped and
+    collected results stay right, and the memory goes back."""
     torch = pytest.importorskip("torch")
     a, b = random((64, 64)), random((64, 64))
     start = memory.memory_info()["used"]
@@ -456,3 +456,143 @@ def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_bac
     gc.collect()
     gm.release_cached()
     assert memory.memory_info()["used"] == start
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: another library's streams, played by raw driver streams (no PyTorch or CuPy needed)
+# -------------------------------------------------------------------------------------------------
+class LibraryStream:
+    """Another library's stream: made and destroyed through the driver, handed over by __cuda_stream__."""
+
+    def __init__(self):
+        from cuda.bindings import driver
+
+        gm.device().activate()
+        err, handle = driver.cuStreamCreate(int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        assert not err
+        self.handle = int(handle)
+
+    def __cuda_stream__(self):
+        return 0, self.handle
+
+    def destroy(self) -> None:
+        """What the library does when its stream object goes: the work queued there still runs."""
+        from cuda.bindings import driver
+
+        (err,) = driver.cuStreamDestroy(self.handle)
+        assert not err
+
+
+def _keep_busy(stream, big) -> list:
+    """Tens of milliseconds of work queued on `stream` ahead of what follows. The results are returned, to
+    be freed once the test has looked: a free now would make the legacy stream wait for this work, and
+    hide a missing wait."""
+    return [gm.matmul(big, big, stream=stream) for _ in range(3)]
+
+
+def _same_handle(handle: int) -> LibraryStream:
+    """A new library stream with `handle` (the driver usually hands a destroyed stream's handle to the next
+    one at once), or a skip."""
+    for _ in range(20):
+        new = LibraryStream()
+        if new.handle == handle:
+            return new
+        new.destroy()
+    pytest.skip("the driver gave every new stream another handle")
+
+
+@gpu
+def test_a_stream_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
+    """A library's stream has a transpose queued behind long work, into a result freed at once (its block
+    kept for that stream); the library destroys the stream, and its next stream gets the same handle.
+    A zero matrix made on the new stream runs at once: had it been given the old stream's block, the old
+    transpose would overwrite the zeros when that stream gets to it."""
+    x = random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big, gm.Matrix.from_numpy(x) as X:
+        old = LibraryStream()
+        busy_results = _keep_busy(old, big)
+        for _ in range(3):
+            gm.transpose(X, stream=old).free()  # written once the long work is done
+        handle = old.handle
+        old.destroy()
+        del old
+        gc.collect()
+        new = _same_handle(handle)
+        zeros = [gm.Matrix.zeros(64, 64, stream=new) for _ in range(3)]
+        gm.synchronize()  # the old stream's transposes have written wherever their blocks were
+        assert all(not z.to_numpy().any() for z in zeros)
+        for m in (*zeros, *busy_results):
+            m.free()
+        new.destroy()
+
+
+@gpu
+def test_a_matrix_used_on_a_destroyed_stream_is_freed_after_that_use_though_a_new_stream_has_its_handle():
+    """A product reads A behind long work on a library's stream; the library destroys the stream, its next
+    stream gets the handle, and gpumat works there before A is freed. A's free must still wait for the
+    old stream's product (the new stream's mark says nothing of it), or the legacy stream's next matrix,
+    filled at once in A's block, is what the product reads."""
+    a, b = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        old = LibraryStream()
+        busy_results = _keep_busy(old, big)
+        A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)
+        C = gm.matmul(A, B, stream=old)
+        handle = old.handle
+        old.destroy()
+        del old
+        new = _same_handle(handle)
+        D = gm.matmul(B, B, stream=new)
+        A.free()
+        filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+        gm.synchronize()
+        assert product_error(C.to_numpy(), a, b) < 1e-5
+        for m in (B, C, D, *filler, *busy_results):
+            m.free()
+        new.destroy()
+
+
+@gpu
+def test_an_operand_freed_after_use_on_another_librarys_stream_is_not_reused_before_that_use():
+    """A product on a library's stream reads A behind long work; A is freed at once and its block goes
+    to the legacy stream's next matrix of that size, which is filled right away. The product must still
+    read A's values."""
+    a, b = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        s = LibraryStream()
+        for _ in range(3):
+            A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)
+            busy_results = _keep_busy(s, big)
+            C = gm.matmul(A, B, stream=s)
+            A.free()
+            filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+            gm.synchronize()
+            assert product_error(C.to_numpy(), a, b) < 1e-5
+            for m in (B, C, *filler, *busy_results):
+                m.free()
+        s.destroy()
+
+
+@gpu
+def test_a_block_of_another_librarys_stream_is_ordered_before_its_first_use_elsewhere():
+    """A library's stream transposes into a result behind long work, the result is freed and its block
+    kept for that stream; empty() on that stream gets it back, and a transpose on the legacy stream
+    writes it. That write must wait for the block's allocation on the library's stream (after the old
+    transpose), or the old transpose overwrites it."""
+    x, y = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        s = LibraryStream()
+        X, Y = gm.Matrix.from_numpy(x), gm.Matrix.from_numpy(y)
+        for _ in range(3):
+            busy_results = _keep_busy(s, big)
+            gm.transpose(X, stream=s).free()
+            E = gm.Matrix.empty(64, 64, stream=s)
+            gm.transpose(Y, out=E)
+            gm.synchronize()
+            assert np.array_equal(E.to_numpy(), y.T)
+            for m in (E, *busy_results):
+                m.free()
+        for m in (X, Y):
+            m.free()
+        gm.synchronize()
+        s.destroy()
