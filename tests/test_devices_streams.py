@@ -100,16 +100,24 @@ def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids
         def __cuda_stream__(self):
             return 0, handle
 
-    for wrapper in (ExternalStream(handle), NoWeakref()):
+    external = object.__new__(gm.Stream)  # gm.Stream.external(handle): gpumat's wrapper of a raw handle
+    external.handle, external.ptr, external.device, external.non_blocking, external._owned = (
+        None,
+        handle,
+        FAKE_DEVICE,
+        None,
+        False,
+    )
+    for wrapper in (ExternalStream(handle), NoWeakref(), external):
         streams.stream_handle(wrapper, FAKE_DEVICE)
         streams.stream_handle(wrapper, FAKE_DEVICE)
-    assert len(asked) == 7 and streams.foreign_of(handle, FAKE_DEVICE) is f
+    assert len(asked) == 9 and streams.foreign_of(handle, FAKE_DEVICE) is f
 
     del s
     ids[handle] = 99  # the stream was destroyed, and the handle now names a new one
     streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)
     g = streams.foreign_of(handle, FAKE_DEVICE)
-    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 8
+    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 10
 
 
 def test_the_per_thread_default_stream_is_known_apart_in_each_thread(stream_ids):

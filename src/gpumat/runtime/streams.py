@@ -195,8 +195,12 @@ def stream_handle(stream, dev: Device) -> int:
     if type(stream) is Stream:
         if stream.device is not dev:
             raise ValueError(f"the stream lives on GPU {stream.device.ordinal}, the operands on GPU {dev.ordinal}")
-        if stream.ptr == 0 and stream._owned:
-            raise ValueError("that stream has been closed")
+        if stream._owned:
+            if stream.ptr == 0:
+                raise ValueError("that stream has been closed")
+            return stream.ptr
+        if stream.ptr not in SPECIAL_STREAMS:  # Stream.external: a raw handle of another library's stream
+            foreign(stream.ptr, dev)
         return stream.ptr
     if isinstance(stream, int) and not isinstance(stream, bool):
         handle = _checked_handle(stream)
