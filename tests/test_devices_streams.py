@@ -165,6 +165,41 @@ def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
         stream.wait(5)
 
 
+def test_an_event_that_orders_two_streams_is_kept_for_the_next_such_wait(monkeypatch):
+    """Ordering a stream after another's queued work is a record and a wait; the event is then free at once
+    (the wait holds the recording it saw) and kept for the next one, not destroyed and made again."""
+    made, destroyed, calls = [], [], []
+
+    class Driver:
+        @staticmethod
+        def cuEventRecord(event, stream):
+            calls.append(("record", event, stream))
+            return (0,)
+
+        @staticmethod
+        def cuStreamWaitEvent(stream, event, flags):
+            calls.append(("wait", stream, event))
+            return (0,)
+
+    monkeypatch.setattr(streams, "driver", Driver)
+    monkeypatch.setattr(streams, "new_event", lambda: made.append(object()) or made[-1])
+    monkeypatch.setattr(streams, "destroy_event", destroyed.append)
+    monkeypatch.setattr(streams, "_spare_events", {})
+    monkeypatch.setattr(streams.thread_state(), "ctx", FAKE_DEVICE, raising=False)
+    streams.wait_for_streams(0x5000, (0, 0x6000))
+    streams.wait_for_streams(0x6000, (0,))
+    event = made[0]
+    assert len(made) == 1 and not destroyed
+    assert calls == [
+        ("record", event, 0),
+        ("wait", 0x5000, event),
+        ("record", event, 0x6000),
+        ("wait", 0x5000, event),
+        ("record", event, 0),
+        ("wait", 0x6000, event),
+    ]
+
+
 def test_operations_refuse_bad_streams_before_any_gpu_call():
     from support import fake_matrix
 

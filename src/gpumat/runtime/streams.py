@@ -305,13 +305,6 @@ def record_on(event, stream: int) -> None:
     check(driver.cuEventRecord(event, stream), "cuEventRecord")
 
 
-def record_event(stream: int):
-    """A new timing-free event recorded on `stream` now (destroy it with destroy_event)."""
-    event = new_event()
-    record_on(event, stream)
-    return event
-
-
 def destroy_event(event) -> None:
     driver.cuEventDestroy(event)
 
@@ -430,43 +423,75 @@ def record_after(f: Foreign, stream: int) -> None:
         check((err,), "cuEventRecord")
 
 
+MAX_SPARE = 8  # events a device keeps for record-then-wait orderings
+_spare_events: dict = {}  # Device -> timing-free events of its context, free for the next record-then-wait
+
+
+def _borrow_event(dev: Device | None):
+    """An event of `dev`'s context (the current one) to record and wait for once. A cuStreamWaitEvent
+    waits for the recording the event had when the wait was queued, so the event may be recorded again at
+    once: it goes back to the device's spares (give_back) rather than being destroyed and made again, two
+    driver calls saved a wait. None (no gpumat context current yet): a new event, destroyed after."""
+    spare = _spare_events.get(dev)
+    if spare:
+        try:
+            return spare.pop()  # atomic: two threads never get one event
+        except IndexError:
+            pass
+    return new_event()
+
+
+def _give_back(dev: Device | None, event) -> None:
+    spare = _spare_events.setdefault(dev, []) if dev is not None else None
+    if spare is not None and len(spare) < MAX_SPARE:
+        spare.append(event)
+    else:
+        destroy_event(event)
+
+
 def wait_for_streams(stream: int, others) -> None:
-    """Make `stream` wait for work on other streams. `others` maps a stream handle to None (one of
-    gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is skipped, it
-    was drained when it closed), or a Foreign to itself (its mark: the work gpumat queued there) or to
-    UNMARKED; a plain iterable of handles means None for each."""
+    """Make `stream` wait for work on other streams (the device current). `others` maps a stream handle to
+    None (one of gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is
+    skipped, it was drained when it closed), or a Foreign to itself (its mark: the work gpumat queued
+    there) or to UNMARKED; a plain iterable of handles means None for each."""
     if stream in dead_streams:
         stream = LEGACY_STREAM
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
-    temp = None
-    try:
-        for s, mark in items:
-            if mark is UNMARKED:
-                check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-                continue
-            if mark is not None:
-                check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
-                continue
-            if s == stream or s in dead_streams:
-                continue
-            if temp is None:
-                temp = new_event()
+    dev, temp = None, None
+    for s, mark in items:
+        if mark is UNMARKED:
+            check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            continue
+        if mark is not None:
+            check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
+            continue
+        if s == stream or s in dead_streams:
+            continue
+        if temp is None:
+            dev = getattr(thread_state(), "ctx", None)
+            temp = _borrow_event(dev)
+        try:
             record_on(temp, s)
             check(driver.cuStreamWaitEvent(stream, temp, 0), "cuStreamWaitEvent")
-    finally:
-        if temp is not None:
-            destroy_event(temp)
+        except BaseException:
+            destroy_event(temp)  # in whatever state the failure left it: not for another wait
+            raise
+    if temp is not None:
+        _give_back(dev, temp)
 
 
 def wait_across_devices(stream: int, dev: Device, other: int, other_dev: Device) -> None:
     """Make `stream` (on dev) wait for the work queued so far on `other` (on other_dev)."""
     other_dev.activate()
-    event = record_event(other)
+    event = _borrow_event(other_dev)
     try:
+        record_on(event, other)
         dev.activate()
         check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
-    finally:
+    except BaseException:
         destroy_event(event)
+        raise
+    _give_back(other_dev, event)
 
 
 def synchronize_stream(stream: int) -> None:
