@@ -202,12 +202,12 @@ def stream_handle(stream, dev: Device) -> int:
         if stream.ptr not in SPECIAL_STREAMS:  # Stream.external: a raw handle of another library's stream
             foreign(stream.ptr, dev)
         return stream.ptr
-    if isinstance(stream, int) and not isinstance(stream, bool):
+    proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
+    if proto is None and isinstance(stream, int) and not isinstance(stream, bool):
         handle = _checked_handle(stream)
         if handle not in SPECIAL_STREAMS and handle not in own_streams:
             foreign(handle, dev)  # a bare handle: nothing but the driver says which stream it names now
         return handle
-    proto = getattr(stream, "__cuda_stream__", None)
     value = (proto() if callable(proto) else proto) if proto is not None else None
     if type(value) is tuple and len(value) == 2 and type(value[1]) is int and 0 <= value[1] < 1 << 64:
         handle = value[1]  # the protocol's answer, checked as _handle_of does, without its call
