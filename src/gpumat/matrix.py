@@ -672,15 +672,16 @@ def overlaps(a: Matrix, b: Matrix) -> bool:
     return a0 < b1 and b0 < a1
 
 
-def use_on(stream: int, *matrices) -> None:
+def use_on(stream: int, *matrices):
     """Before queueing work on `stream`: order it after the allocation of each matrix's memory, the first
-    time the memory is used there (device lock held)."""
+    time the memory is used there (device lock held). Returns the stream's Foreign when it is another
+    library's stream (for mark_done after the work), else None."""
     if stream in SPECIAL_STREAMS or stream in own_streams:
         for m in matrices:
             buf = m._buffer
             if buf.stream != stream:
                 buf.use_on(stream)
-        return
+        return None
     # another library's stream, as stream_handle settled it for this operation
     f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
     for m in matrices:
@@ -688,17 +689,22 @@ def use_on(stream: int, *matrices) -> None:
         others = buf.others
         if others is None or f not in others:
             buf.use_on(stream, f)
+    return f
 
 
 def done_on(stream: int, *matrices) -> None:
-    """After queueing work on `stream` (device lock held): when it is another library's stream, its mark
-    is recorded once (runtime.streams.Foreign) and each matrix's eventual free waits for it (the stream
-    itself may be gone by then). This recording is the one driver call such an operation adds: the free
-    of a matrix used there, or its block leaving the free list kept for the stream, may come after the
-    stream is destroyed, when nothing else can order it after this work."""
+    """After queueing work on `stream` (device lock held): when it is another library's stream, mark_done."""
     if stream in SPECIAL_STREAMS or stream in own_streams:
         return
-    f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
+    mark_done(foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device), stream, *matrices)
+
+
+def mark_done(f, stream: int, *matrices) -> None:
+    """After queueing work on another library's stream (f, handle `stream`; device lock held): its mark is
+    recorded once (runtime.streams.Foreign) and each matrix's eventual free waits for it (the stream itself
+    may be gone by then). This recording is the one driver call such an operation adds: the free of a
+    matrix used there, or its block leaving the free list kept for the stream, may come after the stream
+    is destroyed, when nothing else can order it after this work."""
     record_after(f, stream)
     for m in matrices:
         buf = m._buffer
