@@ -203,14 +203,16 @@ def stream_handle(stream, dev: Device) -> int:
             foreign(stream.ptr, dev)
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
-    if proto is None and isinstance(stream, int) and not isinstance(stream, bool):
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        handle = value[1] if type(value) is tuple and len(value) == 2 else None
+        if type(handle) is not int or not 0 <= handle < 1 << 64:  # what _handle_of checks, without its call
+            handle = _handle_of(stream)  # which says what is wrong
+    elif isinstance(stream, int) and not isinstance(stream, bool):
         handle = _checked_handle(stream)
         if handle not in SPECIAL_STREAMS and handle not in own_streams:
             foreign(handle, dev)  # a bare handle: nothing but the driver says which stream it names now
         return handle
-    value = (proto() if callable(proto) else proto) if proto is not None else None
-    if type(value) is tuple and len(value) == 2 and type(value[1]) is int and 0 <= value[1] < 1 << 64:
-        handle = value[1]  # the protocol's answer, checked as _handle_of does, without its call
     else:
         handle = _handle_of(stream)
     if handle in SPECIAL_STREAMS or handle in own_streams:
