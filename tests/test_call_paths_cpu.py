@@ -93,9 +93,10 @@ DRIVER_CALLS = {
     "dot 64x64": "cuLaunchKernel 1, cuMemcpyDtoHAsync 1, cuStreamSynchronize 1",
     "upload 64x64 (from_numpy)": "cuMemcpyHtoD 1",
     "download 64x64 (to_numpy)": "cuMemcpyDtoH 1",
-    # the result's block is kept for that stream by the driver's id of the stream (a handle can be
-    # reused by a new stream); the event orders the block's free after the work queued there
-    "matmul 64^3, another library's stream": "cuEventRecord 1, cuLaunchKernel 1, cuStreamGetId 1",
+    # the stream's mark, recorded after the work: what orders the frees of the operands and the result
+    # after it once the stream may be gone. Which stream the handle names is known without asking the
+    # driver, the same stream object having named it before (runtime.streams.foreign)
+    "matmul 64^3, another library's stream": "cuEventRecord 1, cuLaunchKernel 1",
     # a transposed operand is copied row-major first (one kernel) until the kernels read op(A) in place
     "matmul A.T @ B": "cuLaunchKernel 2",
 }

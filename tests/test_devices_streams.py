@@ -29,7 +29,33 @@ class ProtocolStream:
         return (0, self.handle)
 
 
-def test_stream_arguments_resolve_to_handles():
+@pytest.fixture
+def stream_ids(monkeypatch):
+    """The driver's side of another library's streams, without a GPU: `ids[handle]` is the id of the
+    stream the handle names now (the handle itself unless set; the per-thread stream's is the calling
+    thread's), and `asked` lists the handles whose id gpumat asked for (cuStreamGetId)."""
+    import threading
+
+    ids, asked = {}, []
+
+    def stream_id(handle):
+        asked.append(handle)
+        if handle == streams.PER_THREAD_STREAM:
+            return -threading.get_ident()
+        return ids.get(handle, handle)
+
+    monkeypatch.setattr(streams, "_stream_id", stream_id)
+    monkeypatch.setattr(streams, "new_event", object)
+    monkeypatch.setattr(streams, "destroy_event", lambda event: None)
+    monkeypatch.setattr(streams.thread_state(), "per_thread_streams", {}, raising=False)
+    known = dict(streams.foreign_streams)  # the dict the hot paths hold: emptied and refilled, never rebound
+    streams.foreign_streams.clear()
+    yield ids, asked
+    streams.foreign_streams.clear()
+    streams.foreign_streams.update(known)
+
+
+def test_stream_arguments_resolve_to_handles(stream_ids):
     assert streams.stream_handle(None, FAKE_DEVICE) == streams.LEGACY_STREAM
     assert streams.stream_handle(0, FAKE_DEVICE) == 0
     assert streams.stream_handle(0x1234, FAKE_DEVICE) == 0x1234
@@ -44,6 +70,75 @@ def test_stream_arguments_resolve_to_handles():
             streams.stream_handle(bad, FAKE_DEVICE)
     with pytest.raises(ValueError):
         streams.stream_handle(-1, FAKE_DEVICE)
+    assert stream_ids[1] == [0x1234, 0x5678, 0x9ABC]  # each foreign stream's id, once; none for the legacy one
+
+
+def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids):
+    """Which stream another library's handle names is asked of the driver (cuStreamGetId) only when
+    nothing cheaper tells: the same live stream object names the same stream, so it is asked once; a bare
+    handle, a new object, or a wrapper of a raw handle are asked each time. A handle that names a new
+    stream (the old one destroyed) gets a Foreign of its own: its own mark, its own kept blocks."""
+    ids, asked = stream_ids
+    handle = 0xABC000
+    s = ProtocolStream(handle)
+    first = [streams.stream_handle(s, FAKE_DEVICE) for _ in range(5)]
+    f = streams.foreign_of(handle, FAKE_DEVICE)
+    assert first == [handle] * 5 and asked == [handle]
+    assert streams.foreign_of(handle, FAKE_DEVICE) is f and f.sid == handle  # a lookup, no driver call
+    streams.stream_handle(handle, FAKE_DEVICE)  # the bare handle: asked, and the same stream
+    streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)  # another object for it: asked
+    assert len(asked) == 3 and streams.foreign_of(handle, FAKE_DEVICE) is f
+    streams.stream_handle(s, FAKE_DEVICE)  # the first object, still alive, is still the one known
+    assert len(asked) == 3
+
+    class ExternalStream(ProtocolStream):  # PyTorch's and CuPy's wrappers of a raw handle
+        pass
+
+    class NoWeakref:
+        __slots__ = ()
+
+        def __cuda_stream__(self):
+            return 0, handle
+
+    external = object.__new__(gm.Stream)  # gm.Stream.external(handle): gpumat's wrapper of a raw handle
+    external.handle, external.ptr, external.device, external.non_blocking, external._owned = (
+        None,
+        handle,
+        FAKE_DEVICE,
+        None,
+        False,
+    )
+    for wrapper in (ExternalStream(handle), NoWeakref(), external):
+        streams.stream_handle(wrapper, FAKE_DEVICE)
+        streams.stream_handle(wrapper, FAKE_DEVICE)
+    assert len(asked) == 9 and streams.foreign_of(handle, FAKE_DEVICE) is f
+
+    del s
+    ids[handle] = 99  # the stream was destroyed, and the handle now names a new one
+    streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)
+    g = streams.foreign_of(handle, FAKE_DEVICE)
+    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 10
+
+
+def test_the_per_thread_default_stream_is_known_apart_in_each_thread(stream_ids):
+    """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
+    handle), and its Foreign (its mark, the key of blocks kept for it) is the calling thread's, its id
+    asked once a thread."""
+    import threading
+
+    _, asked = stream_ids
+    assert not streams.trusted(streams.PER_THREAD_STREAM)
+    assert streams.trusted(0) and streams.trusted(streams.CAI_LEGACY)
+    for _ in range(3):
+        assert streams.stream_handle(streams.PER_THREAD_STREAM, FAKE_DEVICE) == streams.PER_THREAD_STREAM
+    mine = streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE)
+    theirs = []
+    other = threading.Thread(target=lambda: theirs.append(streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE)))
+    other.start()
+    other.join()
+    assert asked == [2, 2] and theirs[0] is not mine and theirs[0].sid != mine.sid
+    assert theirs[0].event is not mine.event
+    assert streams.foreign_of(streams.PER_THREAD_STREAM, FAKE_DEVICE) is mine
 
 
 def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
@@ -70,32 +165,39 @@ def test_stream_handles_out_of_range_and_wrong_events_are_clear_errors():
         stream.wait(5)
 
 
-def test_the_per_thread_default_stream_is_never_remembered_across_threads(monkeypatch):
-    """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
-    handle), and the mark recorded after work on it is keyed by the driver's id of the calling thread's
-    stream, so one thread's recording never stands for another thread's work."""
-    assert not streams.trusted(streams.PER_THREAD_STREAM)
-    assert streams.trusted(0) and streams.trusted(streams.CAI_LEGACY)
-    this_thread = {"id": 101}
-    recorded = []
-    monkeypatch.setattr(streams, "_marks", {})
-    monkeypatch.setattr(streams, "new_event", lambda: object())
-    monkeypatch.setattr(streams, "destroy_event", lambda event: None)
-    monkeypatch.setattr(streams, "foreign_key", lambda handle: (handle, this_thread["id"]))
+def test_an_event_that_orders_two_streams_is_kept_for_the_next_such_wait(monkeypatch):
+    """Ordering a stream after another's queued work is a record and a wait; the event is then free at once
+    (the wait holds the recording it saw) and kept for the next one, not destroyed and made again."""
+    made, destroyed, calls = [], [], []
 
     class Driver:
         @staticmethod
         def cuEventRecord(event, stream):
-            recorded.append((event, stream))
+            calls.append(("record", event, stream))
+            return (0,)
+
+        @staticmethod
+        def cuStreamWaitEvent(stream, event, flags):
+            calls.append(("wait", stream, event))
             return (0,)
 
     monkeypatch.setattr(streams, "driver", Driver)
-    first = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
-    assert streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM) is first  # same thread: reused
-    this_thread["id"] = 202  # another thread's per-thread stream
-    second = streams.mark_after(FAKE_DEVICE, streams.PER_THREAD_STREAM)
-    assert second is not first and second.event is not first.event
-    assert [stream for _, stream in recorded] == [2, 2, 2]
+    monkeypatch.setattr(streams, "new_event", lambda: made.append(object()) or made[-1])
+    monkeypatch.setattr(streams, "destroy_event", destroyed.append)
+    monkeypatch.setattr(streams, "_spare_events", {})
+    monkeypatch.setattr(streams.thread_state(), "ctx", FAKE_DEVICE, raising=False)
+    streams.wait_for_streams(0x5000, (0, 0x6000))
+    streams.wait_for_streams(0x6000, (0,))
+    event = made[0]
+    assert len(made) == 1 and not destroyed
+    assert calls == [
+        ("record", event, 0),
+        ("wait", 0x5000, event),
+        ("record", event, 0x6000),
+        ("wait", 0x5000, event),
+        ("record", event, 0),
+        ("wait", 0x6000, event),
+    ]
 
 
 def test_operations_refuse_bad_streams_before_any_gpu_call():
@@ -372,9 +474,9 @@ def test_pinned_arrays_copy_asynchronously_on_a_stream():
 
 @gpu
 def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_back():
-    """Results made on a PyTorch stream reuse blocks kept for that stream (keyed by the driver's stream
-    id, so a new stream that gets a destroyed one's handle never sees them); kept, dropped and collected
-    results stay right, and the memory goes back."""
+    """Results made on a PyTorch stream reuse blocks kept for that stream (keyed by the stream, its handle
+    and driver id, so a new stream that gets a destroyed one's handle never sees them); kept, dropped and
+    collected results stay right, and the memory goes back."""
     torch = pytest.importorskip("torch")
     a, b = random((64, 64)), random((64, 64))
     start = memory.memory_info()["used"]
@@ -397,3 +499,143 @@ def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_bac
     gc.collect()
     gm.release_cached()
     assert memory.memory_info()["used"] == start
+
+
+# -------------------------------------------------------------------------------------------------
+# GPU: another library's streams, played by raw driver streams (no PyTorch or CuPy needed)
+# -------------------------------------------------------------------------------------------------
+class LibraryStream:
+    """Another library's stream: made and destroyed through the driver, handed over by __cuda_stream__."""
+
+    def __init__(self):
+        from cuda.bindings import driver
+
+        gm.device().activate()
+        err, handle = driver.cuStreamCreate(int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        assert not err
+        self.handle = int(handle)
+
+    def __cuda_stream__(self):
+        return 0, self.handle
+
+    def destroy(self) -> None:
+        """What the library does when its stream object goes: the work queued there still runs."""
+        from cuda.bindings import driver
+
+        (err,) = driver.cuStreamDestroy(self.handle)
+        assert not err
+
+
+def _keep_busy(stream, big) -> list:
+    """Tens of milliseconds of work queued on `stream` ahead of what follows. The results are returned, to
+    be freed once the test has looked: a free now would make the legacy stream wait for this work, and
+    hide a missing wait."""
+    return [gm.matmul(big, big, stream=stream) for _ in range(3)]
+
+
+def _same_handle(handle: int) -> LibraryStream:
+    """A new library stream with `handle` (the driver usually hands a destroyed stream's handle to the next
+    one at once), or a skip."""
+    for _ in range(20):
+        new = LibraryStream()
+        if new.handle == handle:
+            return new
+        new.destroy()
+    pytest.skip("the driver gave every new stream another handle")
+
+
+@gpu
+def test_a_stream_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
+    """A library's stream has a transpose queued behind long work, into a result freed at once (its block
+    kept for that stream); the library destroys the stream, and its next stream gets the same handle.
+    A zero matrix made on the new stream runs at once: had it been given the old stream's block, the old
+    transpose would overwrite the zeros when that stream gets to it."""
+    x = random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big, gm.Matrix.from_numpy(x) as X:
+        old = LibraryStream()
+        busy_results = _keep_busy(old, big)
+        for _ in range(3):
+            gm.transpose(X, stream=old).free()  # written once the long work is done
+        handle = old.handle
+        old.destroy()
+        del old
+        gc.collect()
+        new = _same_handle(handle)
+        zeros = [gm.Matrix.zeros(64, 64, stream=new) for _ in range(3)]
+        gm.synchronize()  # the old stream's transposes have written wherever their blocks were
+        assert all(not z.to_numpy().any() for z in zeros)
+        for m in (*zeros, *busy_results):
+            m.free()
+        new.destroy()
+
+
+@gpu
+def test_a_matrix_used_on_a_destroyed_stream_is_freed_after_that_use_though_a_new_stream_has_its_handle():
+    """A product reads A behind long work on a library's stream; the library destroys the stream, its next
+    stream gets the handle, and gpumat works there before A is freed. A's free must still wait for the
+    old stream's product (the new stream's mark says nothing of it), or the legacy stream's next matrix,
+    filled at once in A's block, is what the product reads."""
+    a, b = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        old = LibraryStream()
+        busy_results = _keep_busy(old, big)
+        A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)
+        C = gm.matmul(A, B, stream=old)
+        handle = old.handle
+        old.destroy()
+        del old
+        new = _same_handle(handle)
+        D = gm.matmul(B, B, stream=new)
+        A.free()
+        filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+        gm.synchronize()
+        assert product_error(C.to_numpy(), a, b) < 1e-5
+        for m in (B, C, D, *filler, *busy_results):
+            m.free()
+        new.destroy()
+
+
+@gpu
+def test_an_operand_freed_after_use_on_another_librarys_stream_is_not_reused_before_that_use():
+    """A product on a library's stream reads A behind long work; A is freed at once and its block goes
+    to the legacy stream's next matrix of that size, which is filled right away. The product must still
+    read A's values."""
+    a, b = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        s = LibraryStream()
+        for _ in range(3):
+            A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(b)
+            busy_results = _keep_busy(s, big)
+            C = gm.matmul(A, B, stream=s)
+            A.free()
+            filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+            gm.synchronize()
+            assert product_error(C.to_numpy(), a, b) < 1e-5
+            for m in (B, C, *filler, *busy_results):
+                m.free()
+        s.destroy()
+
+
+@gpu
+def test_a_block_of_another_librarys_stream_is_ordered_before_its_first_use_elsewhere():
+    """A library's stream transposes into a result behind long work, the result is freed and its block
+    kept for that stream; empty() on that stream gets it back, and a transpose on the legacy stream
+    writes it. That write must wait for the block's allocation on the library's stream (after the old
+    transpose), or the old transpose overwrites it."""
+    x, y = random((64, 64)), random((64, 64))
+    with gm.Matrix.from_numpy(random((busy(4096),) * 2).astype(np.float64)) as big:
+        s = LibraryStream()
+        X, Y = gm.Matrix.from_numpy(x), gm.Matrix.from_numpy(y)
+        for _ in range(3):
+            busy_results = _keep_busy(s, big)
+            gm.transpose(X, stream=s).free()
+            E = gm.Matrix.empty(64, 64, stream=s)
+            gm.transpose(Y, out=E)
+            gm.synchronize()
+            assert np.array_equal(E.to_numpy(), y.T)
+            for m in (E, *busy_results):
+                m.free()
+        for m in (X, Y):
+            m.free()
+        gm.synchronize()
+        s.destroy()

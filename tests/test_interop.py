@@ -304,13 +304,15 @@ def test_a_copying_import_hands_the_source_back_only_after_the_copy_has_run(libr
 
 
 @gpu
-def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run():
+@pytest.mark.parametrize("on", ["gm.Stream", "a PyTorch stream"])
+def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run(on):
     """Issue 24 item 2: freeing a borrowed matrix while gpumat work that reads it is still queued used to
-    hand the memory back at once: PyTorch's allocator gave it to the next tensor and the kernel read that."""
+    hand the memory back at once: PyTorch's allocator gave it to the next tensor and the kernel read that.
+    On a PyTorch stream, the release waits for that stream's mark, recorded after gpumat's work there."""
     torch = pytest.importorskip("torch")
     t = torch.rand(1024, 1024, device="cuda", dtype=torch.float64)
     expected = (t @ t).cpu().numpy()
-    s = gm.Stream()
+    s = gm.Stream() if on == "gm.Stream" else torch.cuda.Stream()
     with gm.Matrix.from_numpy(np.random.rand(busy(4096), busy(4096))) as big:
         for _ in range(4):  # tens of milliseconds of queued float64 work ahead of the product
             gm.matmul(big, big, stream=s).free()
@@ -323,4 +325,5 @@ def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has
         assert np.allclose(c.to_numpy(), expected, rtol=1e-12, atol=1e-9)
         c.free()
         del filler
-    s.close()
+    if on == "gm.Stream":
+        s.close()

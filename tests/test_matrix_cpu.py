@@ -190,7 +190,7 @@ def test_the_memory_limit_counts_blocks_kept_for_reuse(monkeypatch):
         monkeypatch.setattr(memops, name, lambda *args: None)
     p = object.__new__(pool_module.Pool)
     p.device, p.small, p.pending, p.used, p.peak = FakeDevice(), pool_module._SmallBlocks(), deque(), 0, 0
-    p.limit, p.closed_seen, p.foreign_marks, p.handle = 1 << 20, streams.closed_generation, {}, None
+    p.limit, p.closed_seen, p.handle = 1 << 20, streams.closed_generation, None
     assert p.small.give(0x7F0000000000, 64 << 10, 0)  # a kept 64 KiB block
     p.used = (1 << 20) - 1024  # just under the limit
     with pytest.raises(gm.OutOfMemoryError, match="memory limit"):
@@ -230,8 +230,9 @@ def test_free_waits_for_an_operation_that_holds_the_device_lock():
 def test_a_dropped_result_is_taken_over_only_by_the_same_stream(monkeypatch):
     """The launch path's shortcut: the block of the last result, dropped and queued by its finalizer, goes
     to the next allocation of its size directly when that allocation is on the stream the block was used
-    on: the same gpumat stream, or another library's stream with the same foreign key (same handle and
-    driver id). Any other allocation gets a new block, and the dropped one goes through the free list."""
+    on: the same gpumat stream, or the same stream of another library (its Foreign: the same handle and
+    driver id), used there alone. Any other allocation gets a new block, and the dropped one goes through
+    the free list."""
     from collections import deque
 
     from support import FakeDevice
@@ -248,27 +249,34 @@ def test_a_dropped_result_is_taken_over_only_by_the_same_stream(monkeypatch):
     def pool():
         p = object.__new__(pool_module.Pool)
         p.device, p.small, p.pending, p.used, p.peak = FakeDevice(), pool_module._SmallBlocks(), deque(), 0, 0
-        p.limit, p.closed_seen, p.foreign_marks, p.handle = None, streams.closed_generation, {}, None
+        p.limit, p.closed_seen, p.handle = None, streams.closed_generation, None
         return p
+
+    def foreign(handle, sid):
+        f = object.__new__(streams.Foreign)
+        f.handle, f.sid, f.event, f.named_by = handle, sid, None, None
+        return f
 
     dropped, size = 0x7F0000000000, 64 << 10
     own = 0x5000  # one of gpumat's streams
     monkeypatch.setattr(streams, "own_streams", {own})
     p = pool()
-    p.pending.append((dropped, size, own, None, None))
+    p.pending.append((dropped, size, own, None))
     assert p.alloc(size, own) == dropped  # same stream, same size: taken over
     p = pool()
-    p.pending.append((dropped, size, own, None, None))
+    p.pending.append((dropped, size, own, None))
     assert p.alloc(size, 0) != dropped  # another stream: a new block
-    mark = object.__new__(streams.StreamMark)
-    mark.event = None
-    foreign, other_id = (0xABC000, 7), (0xABC000, 8)  # one handle, two streams (the first one destroyed)
+    f, g = foreign(0xABC000, 7), foreign(0xABC000, 8)  # one handle, two streams (the first one destroyed)
     p = pool()
-    p.pending.append((dropped, size, 0, {foreign[0]: mark}, foreign))
-    assert p.alloc(size, foreign[0], foreign) == dropped  # the same foreign stream
+    p.pending.append((dropped, size, f, {f: f}))
+    assert p.alloc(size, f.handle, f) == dropped  # the same foreign stream
     p = pool()
-    p.pending.append((dropped, size, 0, {other_id[0]: mark}, other_id))
-    assert p.alloc(size, foreign[0], foreign) != dropped  # a new stream behind a reused handle
+    p.pending.append((dropped, size, g, {g: g}))
+    assert p.alloc(size, f.handle, f) != dropped  # a new stream behind a reused handle
+    assert p.small.take(size, f) == 0 and p.small.take(size, g) == dropped  # kept for the old stream alone
     p = pool()
-    p.pending.append((dropped, size, 0, {foreign[0]: mark, own: None}, foreign))
-    assert p.alloc(size, foreign[0], foreign) != dropped  # also used on another stream: not ordered by this one
+    p.pending.append((dropped, size, f, {f: f, own: None}))
+    assert p.alloc(size, f.handle, f) != dropped  # also used on another stream: not ordered by this one
+    p = pool()
+    p.pending.append((dropped, size, f, {f: streams.UNMARKED}))
+    assert p.alloc(size, f.handle, f) != dropped  # its use there was never marked (an operation failed)

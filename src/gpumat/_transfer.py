@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .matrix import Matrix, done_on, paired_pieces, use_on
+from .matrix import Matrix, done_on, finished_on, paired_pieces, use_on
 from .runtime import memops
 from .runtime.devices import Device
-from .runtime.streams import stream_handle, synchronize_stream, wait_across_devices
+from .runtime.streams import foreign_of, stream_handle, synchronize_stream, trusted, wait_across_devices
 
 
 def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
@@ -42,6 +42,9 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
         synchronize_stream(s)
     finally:
         buf.unhold()
+    if not trusted(s):  # another library's stream: the copies have run there, no mark to record
+        with dst_dev.lock:
+            finished_on(foreign_of(s, dst_dev), out._buffer)
     return out
 
 

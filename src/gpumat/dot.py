@@ -14,12 +14,12 @@ import ctypes
 import threading
 
 from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, operand_device, plain_2d, same_dtype, storage, use_on
+from .matrix import Matrix, as_matrix, finished_on, operand_device, plain_2d, same_dtype, storage, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
-from .runtime.streams import stream_handle, synchronize_stream
+from .runtime.streams import foreign_of, stream_handle, synchronize_stream, trusted
 
 THREADS = 256  # threads a block (the kernels' THREADS)
 BLOCKS_PER_SM = 4  # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
@@ -125,4 +125,9 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
                     device=dev,
                 )
             scratch.fetch(s)
-        return scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
+            used = x._buffer, y._buffer  # a free() from another thread may detach the matrices below
+        value = scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
+    if not trusted(s):  # another library's stream: the work has run there, no mark to record
+        with dev.lock:
+            finished_on(foreign_of(s, dev), *used)
+    return value

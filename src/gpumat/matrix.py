@@ -21,7 +21,16 @@ from . import _dtypes, memory
 from ._dtypes import FLOAT32
 from .runtime import memops
 from .runtime.devices import Device, as_device
-from .runtime.streams import LEGACY_STREAM, mark_after, stream_handle, trusted
+from .runtime.streams import (
+    LEGACY_STREAM,
+    SPECIAL_STREAMS,
+    foreign_of,
+    foreign_streams,
+    own_streams,
+    record_after,
+    stream_handle,
+    trusted,
+)
 
 INT32_MAX = 2**31 - 1
 
@@ -85,7 +94,12 @@ class Matrix:
         count = (1 if batch is None else batch) * height * width
         what = "x".join(str(d) for d in _shape_of(batch, height, width))
         memory.check_size(count * dtype.itemsize, dev, f"a {what} {dtype} matrix")
-        return cls._allocate(height, width, dev, stream_handle(stream, dev), dtype, batch)
+        s = stream_handle(stream, dev)
+        m = cls._allocate(height, width, dev, s, dtype, batch)
+        if not trusted(s) and m._buffer.ptr:  # another library's stream: mark it after the allocation, or
+            with dev.lock:  # the free, not knowing whether the stream still exists, waits for the device
+                done_on(s, m)
+        return m
 
     @classmethod
     def _allocate(
@@ -143,12 +157,11 @@ class Matrix:
             return cls.empty(host.shape, dtype=dt, device=dev)
         batch = host.shape[0] if host.ndim == 3 else None
         m = cls._allocate(host.shape[-2], host.shape[-1], dev, s, dt, batch)
-        m._buffer.use_on(s)
         rows = host.reshape(-1, host.shape[-1])  # a packed batch is one tall matrix
         memory.upload(m._buffer.ptr, m._stride * host.itemsize, rows, s, dev)  # returns once uploaded
-        if not trusted(s):  # another library's stream: its mark says the upload is done there
+        if not trusted(s):  # another library's stream: the upload has run there, no mark to record
             with dev.lock:
-                done_on(s, m)
+                finished_on(foreign_of(s, dev), m._buffer)
         return m
 
     # the struct's fields ---------------------------------------------------------------------
@@ -300,7 +313,7 @@ class Matrix:
             # addresses read under the lock: a free() from another thread during the copies below marks the
             # buffer dead at once (the hold keeps its memory until they end)
             pieces = [(p.elements, p._height, p._width) for p in storage_pieces(self)]
-            buf.use_on(s)
+            use_on(s, self)
             buf.hold()
         try:
             # each piece's storage rows arrive into a host array of its shape; a transposed matrix is
@@ -320,9 +333,9 @@ class Matrix:
                         target[...] = staged.T
                 else:
                     memory.download(rows, src, pitch, s, dev)
-            if not trusted(s):
+            if not trusted(s):  # another library's stream: the copies have run there, no mark to record
                 with dev.lock:
-                    done_on(s, self)
+                    finished_on(foreign_of(s, dev), buf)
         finally:
             buf.unhold()
         return host
@@ -659,24 +672,58 @@ def overlaps(a: Matrix, b: Matrix) -> bool:
     return a0 < b1 and b0 < a1
 
 
-def use_on(stream: int, *matrices) -> None:
-    """Before queueing work on `stream`: order it after the allocation of each matrix's memory (device
-    lock held)."""
+def use_on(stream: int, *matrices):
+    """Before queueing work on `stream`: order it after the allocation of each matrix's memory, the first
+    time the memory is used there (device lock held). Returns the stream's Foreign when it is another
+    library's stream (for mark_done after the work), else None."""
+    if stream in SPECIAL_STREAMS or stream in own_streams:
+        for m in matrices:
+            buf = m._buffer
+            if buf.stream != stream:
+                buf.use_on(stream)
+        return None
+    # another library's stream, as stream_handle settled it for this operation
+    f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
     for m in matrices:
         buf = m._buffer
-        if buf.stream != stream:
-            buf.use_on(stream)
+        others = buf.others
+        if others is None or f not in others:
+            buf.use_on(stream, f)
+    return f
 
 
 def done_on(stream: int, *matrices) -> None:
-    """After queueing work on `stream`: when it is another library's stream, its mark is recorded once
-    (runtime.streams.StreamMark) and each matrix's eventual free waits for it (the stream itself may be
-    gone by then)."""
-    if trusted(stream):
+    """After queueing work on `stream` (device lock held): when it is another library's stream, mark_done."""
+    if stream in SPECIAL_STREAMS or stream in own_streams:
         return
-    mark = mark_after(matrices[0]._buffer.device, stream)
+    mark_done(foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device), stream, *matrices)
+
+
+def mark_done(f, stream: int, *matrices) -> None:
+    """After queueing work on another library's stream (f, handle `stream`; device lock held): its mark is
+    recorded once (runtime.streams.Foreign) and each matrix's eventual free waits for it (the stream itself
+    may be gone by then). This recording is the one driver call such an operation adds: the free of a
+    matrix used there, or its block leaving the free list kept for the stream, may come after the stream
+    is destroyed, when nothing else can order it after this work."""
+    record_after(f, stream)
     for m in matrices:
-        m._buffer.used_on(stream, mark)
+        buf = m._buffer
+        others = buf.others
+        if others is None:
+            buf.others = {f: f}
+        else:
+            others[f] = f
+
+
+def finished_on(f, *buffers) -> None:
+    """After an operation on another library's stream (f) that waited for its own work there (device lock
+    held): each buffer's free waits for f's mark, with no new recording, as the work is done."""
+    for buf in buffers:
+        others = buf.others
+        if others is None:
+            buf.others = {f: f}
+        else:
+            others[f] = f
 
 
 # --- the storage under a matrix: what kernels that take a row-major (rows, cols, stride) region see ----

@@ -15,10 +15,20 @@ import numpy as np
 from .. import _precision
 from .._dtypes import ITEMSIZE
 from .._dtypes import name as dtype_name
-from ..matrix import INT32_MAX, Matrix, address_range, as_matrix, check_out, done_on, operand_device, same_dtype, use_on
+from ..matrix import (
+    INT32_MAX,
+    Matrix,
+    address_range,
+    as_matrix,
+    check_out,
+    mark_done,
+    operand_device,
+    same_dtype,
+    use_on,
+)
 from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
-from ..runtime.streams import SPECIAL_STREAMS, own_streams, stream_handle
+from ..runtime.streams import stream_handle
 from . import planner
 from .launcher import launch, launch_plain
 from .plan import MatmulPlan
@@ -374,14 +384,15 @@ def matmul(
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
             return out
+        foreign = None  # use_on is needed, and says so, whenever s is another library's stream
         if a._buffer.stream != s or b._buffer.stream != s or out._buffer.stream != s:
-            use_on(s, a, b, out)
+            foreign = use_on(s, a, b, out)
         if k == 0:
             memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         else:
             launch_plain(plan, a, b, out, dev, s)
-        if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
-            done_on(s, a, b, out)
+        if foreign is not None:
+            mark_done(foreign, s, a, b, out)
     return out
 
 
@@ -413,15 +424,15 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
     if out.size == 0:
         return out
     matrices = (a, b, out) if bias is None else (a, b, out, bias)
-    use_on(s, *matrices)
+    foreign = use_on(s, *matrices)
     m2, n2, k2, batch, A, B, C, _, _, epilogue = operands
     C = (out.elements, *C[1:])  # a new result is laid out as _new_result said; its address is known now
     if k == 0:
         _empty_product(a._sfx, out._sfx, m2, n2, batch, C, epilogue, dev, s)
     else:
         launch(plan, A, B, C, epilogue, dev, s)
-    if s not in SPECIAL_STREAMS and s not in own_streams:  # another library's stream
-        done_on(s, *matrices)
+    if foreign is not None:
+        mark_done(foreign, s, *matrices)
     return out
 
 

@@ -4,7 +4,8 @@ A `DeviceBuffer` is a block of gpumat's pool with one owner; a `BorrowedBuffer` 
 memory imported without a copy. Both follow one rule: `release()` marks the buffer dead at once (no new
 operation can use it) and lets go of the memory when the last `hold()` (a long host transfer running
 outside the device lock) ends. A DeviceBuffer is freed stream-ordered after every stream that used it:
-it remembers the streams (or, for another library's stream, an event recorded after the last use).
+it remembers the streams (or, for another library's stream, its Foreign, whose event is recorded after
+the last use).
 Finalizers only queue the block for the device's next allocation (see gpumat.memory.pool). A
 BorrowedBuffer's release hands the memory back to its producer only after the work gpumat queued on it
 has run (it waits for the streams, or their marks, that used it).
@@ -15,15 +16,18 @@ from __future__ import annotations
 from ..runtime.devices import Device, device
 from ..runtime.streams import (
     LEGACY_STREAM,
+    SPECIAL_STREAMS,
     UNMARKED,
-    StreamMark,
-    foreign_key,
+    Foreign,
+    foreign_of,
+    foreign_streams,
+    own_streams,
     synchronize_event,
     synchronize_stream,
     trusted,
     wait_for_streams,
 )
-from .pool import SMALL_BLOCK, device_pool
+from .pool import device_pool
 
 
 class _Buffer:
@@ -62,49 +66,47 @@ class _Buffer:
 class DeviceBuffer(_Buffer):
     """A block of device memory with one owner; views of a Matrix share it.
 
-    `stream` is the stream it was allocated on and is freed on. When an operation uses the block on
-    another stream, that stream first waits for the allocation, and the eventual free waits for that
-    stream (see use_on). A long host transfer holds the block (hold/unhold): a free() meanwhile marks it
-    dead at once and releases the memory when the transfer lets go."""
+    `stream` is the stream it was allocated on and is freed on: one of gpumat's streams or the legacy
+    stream, or for another library's stream its Foreign (freed on the legacy stream after the stream's
+    mark, or kept on the free list for that stream). When an operation uses the block on another stream,
+    that stream first waits for the allocation, and the eventual free waits for that stream (see use_on).
+    A long host transfer holds the block (hold/unhold): a free() meanwhile marks it dead at once and
+    releases the memory when the transfer lets go."""
 
-    __slots__ = ("home",)
+    __slots__ = ()
     borrowed = False
 
     def __init__(self, nbytes: int, stream: int = LEGACY_STREAM, dev: Device | None = None):
         self.ptr, self.nbytes, self.others, self.alive, self.holds = 0, nbytes, None, True, 0
         dev = self.device = dev or device()
-        # tagged with a stream that outlives the buffer. Allocated on another library's stream, the block
-        # is ordered there already; the operation's mark (done_on) will say when its use there ends, and
-        # `home` (that stream's foreign key) lets the pool keep a small block for the same stream.
-        self.stream, self.home = stream, None
-        if not trusted(stream):
-            self.stream, self.others = LEGACY_STREAM, {stream: UNMARKED}
+        self.stream, home = stream, None
+        if stream not in SPECIAL_STREAMS and stream not in own_streams:  # not trusted(stream), inline
+            # allocated on another library's stream (as stream_handle settled it for this operation), the
+            # block is ordered there already; the operation's mark (done_on) will say when its use ends
+            home = self.stream = foreign_streams.get(stream) or foreign_of(stream, dev)
+            self.others = {home: UNMARKED}
         if nbytes > 0:
             p = dev.memory or device_pool(dev)
             with dev.lock:
-                if self.others is not None and nbytes <= SMALL_BLOCK:
-                    self.home = foreign_key(stream)
-                self.ptr = p.alloc(nbytes, stream, self.home)
+                self.ptr = p.alloc(nbytes, stream, home)
 
-    def use_on(self, stream: int) -> None:
-        """Order `stream` after this block's allocation the first time it is used there (lock held)."""
-        if stream == self.stream:
+    def use_on(self, stream: int, f: Foreign | None = None) -> None:
+        """Order `stream` (f: its Foreign, for another library's stream) after this block's allocation the
+        first time it is used there (lock held)."""
+        key = stream if f is None else f
+        if key == self.stream:
             return
         others = self.others
         if others is None:
             others = self.others = {}
-        elif stream in others:
+        elif key in others:
             return
-        wait_for_streams(stream, (self.stream,))
-        others[stream] = None if trusted(stream) else UNMARKED
-
-    def used_on(self, stream: int, mark) -> None:
-        """After queueing work on another library's stream: the free will wait for that stream's mark."""
-        others = self.others
-        if others is None:
-            self.others = {stream: mark}
+        allocated_on = self.stream
+        if allocated_on.__class__ is Foreign:  # after its mark there (the whole device, if none was recorded)
+            wait_for_streams(stream, {allocated_on: others[allocated_on]})
         else:
-            others[stream] = mark
+            wait_for_streams(stream, (allocated_on,))
+        others[key] = None if f is None else UNMARKED
 
     def _let_go(self) -> None:
         """Free the block, stream-ordered after every stream that used it."""
@@ -112,13 +114,13 @@ class DeviceBuffer(_Buffer):
         if ptr:
             self.device.activate()  # events and frees below belong to this device's context
             others, self.others = self.others, None
-            self.device.memory.release(ptr, self.nbytes, self.stream, others, self.home)
+            self.device.memory.release(ptr, self.nbytes, self.stream, others)
         return None
 
     def __del__(self):  # the safety net: only queue the block, never take a lock here
         if self.ptr:
             try:
-                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others, self.home))
+                self.device.memory.pending.append((self.ptr, self.nbytes, self.stream, self.others))
             except Exception:  # interpreter shutdown: nothing useful left to do
                 pass
             self.ptr = 0
@@ -146,21 +148,15 @@ class BorrowedBuffer(_Buffer):
         self.alive, self.holds, self.owner, self._release = True, 0, owner, release
         self.readonly = readonly  # the producer flagged it read-only (DLPack READ_ONLY, CAI's data[1])
 
-    def use_on(self, stream: int) -> None:
-        """The producer's stream order was settled at import; remember the stream, so that the release
-        waits for the work gpumat queues there (lock held)."""
+    def use_on(self, stream: int, f: Foreign | None = None) -> None:
+        """The producer's stream order was settled at import; remember the stream (f: its Foreign, for
+        another library's stream), so that the release waits for the work gpumat queues there (lock held)."""
+        key, state = (stream, None) if f is None else (f, UNMARKED)
         others = self.others
         if others is None:
-            self.others = {stream: None if trusted(stream) else UNMARKED}
-        elif stream not in others:
-            others[stream] = None if trusted(stream) else UNMARKED
-
-    def used_on(self, stream: int, mark) -> None:
-        """After queueing work on another library's stream: the release waits for that stream's mark."""
-        if self.others is None:
-            self.others = {stream: mark}
-        else:
-            self.others[stream] = mark
+            self.others = {key: state}
+        elif key not in others:
+            others[key] = state
 
     def _let_go(self):
         return self._drop  # the producer's deleter runs after the device lock is let go
@@ -177,7 +173,7 @@ class BorrowedBuffer(_Buffer):
             return
         self.device.activate()
         for stream, mark in others.items():
-            if isinstance(mark, StreamMark):
+            if mark.__class__ is Foreign:
                 synchronize_event(mark.event)
             elif mark is None and trusted(stream):
                 synchronize_stream(stream)

@@ -7,8 +7,9 @@ The memory policy (README, "Memory"):
   the next synchronisation, so an idle gpumat never sits on the whole GPU.
 - Small blocks (<= 1 MiB, 64 MiB in all) are also kept on a free list of their own, per stream, so a
   small product's result costs no driver call; a block on it is reused only on the stream it was
-  freed on, which keeps the reuse in stream order. Blocks of a stream gpumat has closed go back to
-  the driver pool at the next allocation (the stream was drained when it closed).
+  freed on, which keeps the reuse in stream order (for another library's stream: on that same stream,
+  its Foreign, never a new stream behind a reused handle). Blocks of a stream gpumat has closed go back
+  to the driver pool at the next allocation (the stream was drained when it closed).
 - After an out-of-memory failure everything cached is handed back, and the allocation tried again.
 - `release_cached()` hands back all cached memory now; `memory_info()` says what is used, cached and
   the peak; `set_memory_limit()` caps what gpumat may hold on a device.
@@ -27,7 +28,7 @@ import numpy as np
 from ..runtime import memops, streams
 from ..runtime.devices import Device, as_device, device
 from ..runtime.errors import OutOfMemoryError
-from ..runtime.streams import LEGACY_STREAM, abandoned, dead_streams, trusted
+from ..runtime.streams import LEGACY_STREAM, Foreign, abandoned, dead_streams, trusted
 
 SMALL_BLOCK = 1 << 20
 KEEP_PER_SIZE = 16
@@ -36,10 +37,11 @@ MAX_BYTES = 2**63 - 1  # no request reaches the driver above this (its size argu
 
 
 class _SmallBlocks:
-    """The free list: blocks by (size, stream). Only called with the device's lock held."""
+    """The free list: blocks by (size, stream), the stream a handle of gpumat's or the legacy stream, or
+    another library's stream's Foreign. Only called with the device's lock held."""
 
     def __init__(self):
-        self.by_key: dict[tuple[int, int], list[int]] = {}
+        self.by_key: dict[tuple, list[int]] = {}
         self.bytes = 0
 
     def take(self, nbytes: int, stream: int) -> int:
@@ -80,9 +82,8 @@ class Pool:
         self.device = dev
         self.handle = dev.default_mem_pool()
         self.small = _SmallBlocks()
-        self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others, home) from finalizers
+        self.pending: collections.deque = collections.deque()  # (ptr, nbytes, stream, others) from finalizers
         self.closed_seen = streams.closed_generation  # stream closes already swept from the free list
-        self.foreign_marks: dict = {}  # foreign key -> the StreamMark its free-list blocks were last used under
         self.used = 0  # bytes in live gpumat buffers (the free list's blocks are not counted)
         self.peak = 0
         self.limit: int | None = None
@@ -97,17 +98,17 @@ class Pool:
         return memops.pool_attribute(self.handle, name)
 
     # allocation ------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, stream: int, key=None) -> int:
-        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock. `key`:
-        for another library's stream, its streams.foreign_key (small blocks kept for it are reused)."""
+    def alloc(self, nbytes: int, stream: int, f: Foreign | None = None) -> int:
+        """A block of nbytes for use on `stream` (stream-ordered). Caller holds the device lock. `f`: for
+        another library's stream, its Foreign (small blocks kept for that stream are reused)."""
         if self.closed_seen != streams.closed_generation:
             self.sweep_closed_streams()
         pending = self.pending
         if pending or abandoned:
             # the common case on the launch path: the last result, dropped and collected, has just the
             # size and stream wanted; take it over directly (it is still counted as used). On another
-            # library's stream: a block whose one use was on that same stream (its foreign key, so the
-            # same stream, not a new one with a reused handle), as the free list would hand it back.
+            # library's stream: a block allocated and used on that same stream alone (its Foreign, so
+            # not a new stream behind a reused handle), as the free list would hand it back.
             head = pending[0] if pending else None
             if (
                 head is not None
@@ -115,7 +116,7 @@ class Pool:
                 and nbytes <= SMALL_BLOCK
                 and (
                     (head[3] is None and head[2] == stream and trusted(stream))
-                    or (key is not None and head[4] == key and _one_mark(head[3], key[0]))
+                    or (f is not None and head[2] is f and len(head[3]) == 1 and head[3].get(f) is f)
                 )
             ):
                 pending.popleft()  # only drains (all under this lock) take from the left: this is `head`
@@ -130,8 +131,8 @@ class Pool:
                 f"{_mib(self.limit)} and {_mib(self.used)} is in use",
                 "gpumat.set_memory_limit",
             )
-        if nbytes <= SMALL_BLOCK and (key is not None or trusted(stream)):
-            ptr = self.small.take(nbytes, stream if key is None else key)
+        if nbytes <= SMALL_BLOCK and (f is not None or trusted(stream)):
+            ptr = self.small.take(nbytes, stream if f is None else f)
             if ptr:
                 self._count(nbytes)
                 return ptr
@@ -163,28 +164,25 @@ class Pool:
             return
         memops.free_async(ptr, stream)
 
-    def release(self, ptr: int, nbytes: int, stream: int, others, home) -> None:
-        """Free a buffer's block after every stream that used it (lock held). A block that lived on one
-        other library's stream alone (`home`, its foreign key) is kept for that stream: its next use
-        there follows this one in the stream's own order, so nothing waits."""
-        if home is not None and others is not None and len(others) == 1:
-            mark = others.get(home[0])
-            if isinstance(mark, streams.StreamMark):
+    def release(self, ptr: int, nbytes: int, stream, others) -> None:
+        """Free a buffer's block after every stream that used it (lock held). `stream`: its allocation
+        stream, or for another library's stream its Foreign: a small block used on that stream alone is
+        kept for it, since its next use there follows this one in the stream's own order (nothing waits);
+        any other goes to the legacy stream after the stream's mark."""
+        if stream.__class__ is Foreign:
+            used_there_alone = len(others) == 1 and others.get(stream) is stream  # and marked after it
+            if nbytes <= SMALL_BLOCK and used_there_alone and self.small.give(ptr, nbytes, stream):
                 self.used -= nbytes
-                if nbytes <= SMALL_BLOCK and self.small.give(ptr, nbytes, home):
-                    self.foreign_marks[home] = mark
-                else:
-                    streams.wait_for_streams(LEGACY_STREAM, others)
-                    memops.free_async(ptr, LEGACY_STREAM)
                 return
+            stream = LEGACY_STREAM
         if others:
             streams.wait_for_streams(stream, others)
         self.free(ptr, nbytes, stream)
 
     def _dispose(self, ptr: int, stream) -> None:
         """Hand a free-list block back to the driver pool (lock held)."""
-        if isinstance(stream, tuple):  # kept for another library's stream: after its last use there
-            streams.wait_for_streams(LEGACY_STREAM, {stream[0]: self.foreign_marks[stream]})
+        if stream.__class__ is Foreign:  # kept for another library's stream: after its last use there
+            streams.wait_for_streams(LEGACY_STREAM, {stream: stream})
             memops.free_async(ptr, LEGACY_STREAM)
         else:
             memops.free_async(ptr, LEGACY_STREAM if stream in dead_streams else stream)
@@ -194,10 +192,10 @@ class Pool:
         pending = self.pending
         while pending:
             try:
-                ptr, nbytes, stream, others, home = pending.popleft()
+                ptr, nbytes, stream, others = pending.popleft()
             except IndexError:
                 break
-            self.release(ptr, nbytes, stream, others, home)
+            self.release(ptr, nbytes, stream, others)
         streams.close_abandoned(self.device)
 
     def sweep_closed_streams(self) -> None:
@@ -205,7 +203,7 @@ class Pool:
         each stream was drained before it was destroyed, so the legacy stream orders the free."""
         self.closed_seen = streams.closed_generation
         for ptr, nbytes, s in self.small.drain():
-            if (not isinstance(s, tuple) and s in dead_streams) or not self.small.give(ptr, nbytes, s):
+            if s in dead_streams or not self.small.give(ptr, nbytes, s):
                 self._dispose(ptr, s)
 
     def release_cached(self) -> None:
@@ -213,7 +211,6 @@ class Pool:
         self.drain_pending()
         for ptr, _, s in self.small.drain():
             self._dispose(ptr, s)
-        self.foreign_marks.clear()
         memops.context_synchronize()
         memops.trim_pool(self.handle)
 
@@ -230,11 +227,6 @@ class Pool:
             "gpu_free": int(free_bytes),
             "gpu_total": int(total),
         }
-
-
-def _one_mark(others, stream: int) -> bool:
-    """Whether a block's only use was on `stream`, with the mark recorded after it."""
-    return others is not None and len(others) == 1 and isinstance(others.get(stream), streams.StreamMark)
 
 
 def _mib(n: int) -> str:

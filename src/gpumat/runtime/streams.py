@@ -6,13 +6,13 @@ cuda.core), an object with a `cuda_stream`/`ptr` integer, a cuda.bindings `CUstr
 default stream, which orders itself with every blocking stream.
 
 The registry: `own_streams` holds the live streams gpumat made, `dead_streams` those it has closed.
-Memory remembers a stream only when it is trusted (one of gpumat's own, or the legacy default stream,
-spelled 0 or 1): another library's stream may be destroyed behind gpumat's back, and a destroyed handle
-must never reach the driver, so work on it is followed by an event instead. The per-thread default
-stream (handle 2) is a different stream in every thread, so a handle remembered in one thread would
-name another stream in the next: it is treated like another library's stream, its marks and kept
-blocks keyed by the driver's id of the calling thread's stream.
-`closed_generation` counts closes, so the memory layer can notice a closed stream with one compare.
+Memory remembers a stream handle only when it is trusted (one of gpumat's own, or the legacy default
+stream, spelled 0 or 1). Another library's stream may be destroyed behind gpumat's back, a destroyed
+handle must never reach the driver, and its handle may then name a new stream: such a stream is known by
+a `Foreign`, one per stream (not per handle), whose event is recorded after the work gpumat queues
+there. The per-thread default stream (handle 2) is a different stream in every thread, so it is known
+by one Foreign per thread. `closed_generation` counts closes, so the memory layer can notice a closed
+stream with one compare.
 
 A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
 or wait): it is queued, and `close_abandoned(device)` (called by the next allocation on that device)
@@ -22,6 +22,7 @@ waits for it and destroys it.
 from __future__ import annotations
 
 import collections
+import weakref
 
 from .bindings import CUresult, driver
 from .devices import Device, as_device, thread_state
@@ -181,7 +182,9 @@ def _checked_handle(handle: int) -> int:
 
 def stream_handle(stream, dev: Device) -> int:
     """The raw handle for an operation's `stream=` argument on device `dev` (see the module docstring):
-    None is the thread's current stream for `dev`, else the legacy default stream (0)."""
+    None is the thread's current stream for `dev`, else the legacy default stream (0). For another
+    library's stream, which stream the handle names now is settled here (see `foreign`), so the rest of
+    the operation finds its Foreign with foreign_of() and no driver call."""
     if stream is None:
         stack = getattr(thread_state(), "streams", None)
         if stack:
@@ -192,11 +195,37 @@ def stream_handle(stream, dev: Device) -> int:
     if type(stream) is Stream:
         if stream.device is not dev:
             raise ValueError(f"the stream lives on GPU {stream.device.ordinal}, the operands on GPU {dev.ordinal}")
-        if stream.ptr == 0 and stream._owned:
-            raise ValueError("that stream has been closed")
+        if stream._owned:
+            if stream.ptr == 0:
+                raise ValueError("that stream has been closed")
+            return stream.ptr
+        if stream.ptr not in SPECIAL_STREAMS:  # Stream.external: a raw handle of another library's stream
+            foreign(stream.ptr, dev)
         return stream.ptr
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return _checked_handle(stream)
+    proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        handle = value[1] if type(value) is tuple and len(value) == 2 else None
+        if type(handle) is not int or not 0 <= handle < 1 << 64:  # what _handle_of checks, without its call
+            handle = _handle_of(stream)  # which says what is wrong
+    elif isinstance(stream, int) and not isinstance(stream, bool):
+        handle = _checked_handle(stream)
+        if handle not in SPECIAL_STREAMS and handle not in own_streams:
+            foreign(handle, dev)  # a bare handle: nothing but the driver says which stream it names now
+        return handle
+    else:
+        handle = _handle_of(stream)
+    if handle in SPECIAL_STREAMS or handle in own_streams:
+        return handle
+    f = foreign_streams.get(handle)
+    if f is None or f.device is not dev or (ref := f.named_by) is None or ref() is not stream:
+        foreign(handle, dev, stream)  # foreign()'s own first test, inline: this is every such call
+    return handle
+
+
+def _handle_of(stream) -> int:
+    """The handle a stream object names: the CUDA stream protocol, a cuda.bindings CUstream, or a
+    `cuda_stream`/`ptr` integer (PyTorch streams, older CuPy streams)."""
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
         value = proto() if callable(proto) else proto
@@ -278,13 +307,6 @@ def record_on(event, stream: int) -> None:
     check(driver.cuEventRecord(event, stream), "cuEventRecord")
 
 
-def record_event(stream: int):
-    """A new timing-free event recorded on `stream` now (destroy it with destroy_event)."""
-    event = new_event()
-    record_on(event, stream)
-    return event
-
-
 def destroy_event(event) -> None:
     driver.cuEventDestroy(event)
 
@@ -292,21 +314,24 @@ def destroy_event(event) -> None:
 # A buffer used on another library's stream by an operation that has not recorded its mark yet (it
 # failed between the two): its free waits for the whole device, since that stream may be gone.
 UNMARKED = "unmarked"
-MAX_MARKS = 256  # marks kept for other libraries' streams (each a driver event); the oldest goes first
+MAX_FOREIGN = 256  # other libraries' streams remembered by handle (each holds a driver event); the oldest goes first
 
 
-class StreamMark:
-    """One reusable event per (device, stream handle) of another library: after every gpumat operation on
-    that stream it is recorded again, so it always stands after the last work gpumat queued there. A
-    buffer used on the stream keeps the mark, and its free waits for the mark's latest recording (which
-    is at or after the buffer's last use, since recordings on one stream follow that stream's order)
-    instead of touching the handle, which may be destroyed by then. One event record a call, where an
-    event a buffer cost a create, a record and a destroy."""
+class Foreign:
+    """One stream of another library, as gpumat knows it: its handle, the driver's id of the stream (a
+    handle is reused for a new stream once its stream is destroyed; an id never is), and its mark, one
+    event recorded again after every gpumat operation queued there, so that its latest recording always
+    stands after the last work gpumat queued on the stream. A buffer used there keeps the Foreign (a key
+    of its `others`), and its free waits for the event instead of touching the handle, which may be
+    destroyed by then; later recordings are still after the buffer's last use, since they follow it on
+    this same stream (a new stream behind the same handle gets a Foreign and an event of its own). Small
+    blocks that lived on the stream alone are kept for it on the free list, keyed by the Foreign."""
 
-    __slots__ = ("event", "__weakref__")
+    __slots__ = ("handle", "sid", "device", "event", "named_by")
 
-    def __init__(self):
-        self.event = new_event()
+    def __init__(self, handle: int, sid: int, dev: Device):
+        self.handle, self.sid, self.device, self.named_by = handle, sid, dev, None
+        self.event = new_event()  # dev's context is current (foreign() activates it)
 
     def __del__(self):  # the last buffer holding it is gone: no lock, nothing to wait for
         try:
@@ -314,69 +339,161 @@ class StreamMark:
         except Exception:
             pass
 
-
-_marks: dict[tuple, StreamMark] = {}
-
-
-def foreign_key(stream: int) -> tuple[int, int]:
-    """(handle, the driver's id of the stream): what gpumat's free list keys another library's stream by.
-    A handle can be reused once its stream is destroyed; the id of a stream is never reused, so a block
-    kept for (handle, id) is handed out again only on that same stream, in its order."""
-    return stream, int(check(driver.cuStreamGetId(stream), "cuStreamGetId"))
+    def __repr__(self) -> str:
+        return f"<gpumat foreign stream 0x{self.handle:x} (id {self.sid}) on device {self.device.ordinal}>"
 
 
-def mark_after(dev: Device, stream: int) -> StreamMark:
-    """Record the mark of another library's stream after the work just queued on it (device current)."""
-    # the per-thread default stream's handle names another stream in every thread: key its mark by
-    # the driver's id of this thread's stream, so one thread's recording never stands for another's
-    key = (dev, stream) if stream != PER_THREAD_STREAM else (dev, foreign_key(stream))
-    mark = _marks.get(key)
-    if mark is None:
-        mark = _marks[key] = StreamMark()
-        if len(_marks) > MAX_MARKS:  # buffers holding an evicted mark keep it alive until they are freed
-            _marks.pop(next(iter(_marks)), None)
-    check(driver.cuEventRecord(mark.event, stream), "cuEventRecord")
-    return mark
+# handle -> the Foreign of the stream it named when last settled (for handle 2, see _per_thread). The hot
+# paths look a handle up here directly (`foreign_streams.get(s) or foreign_of(s, dev)`): never rebound.
+foreign_streams: dict[int, Foreign] = {}
+
+
+def _stream_id(handle: int) -> int:
+    return int(check(driver.cuStreamGetId(handle), "cuStreamGetId"))
+
+
+def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
+    """Settle which stream another library's `handle` names now, by the driver's id of it (one driver
+    call), and return its Foreign; `named_by`: the object that gave the handle.
+
+    stream_handle asks only when nothing cheaper can tell: an object that named this stream before and
+    is still alive names it still, since a library destroys its stream only when its object is closed
+    or collected (a closed object names no stream, or another handle) - except a wrapper of a raw handle
+    (a CUstream, an ExternalStream), which is taken like the bare handle. So a call with the same stream
+    object costs a dict lookup and a weak reference, and a bare handle, or a new object for the stream,
+    costs the id."""
+    if handle == PER_THREAD_STREAM:
+        return _per_thread(dev)
+    dev.activate()
+    sid = _stream_id(handle)
+    f = foreign_streams.get(handle)
+    if f is None or f.sid != sid or f.device is not dev:  # a stream not seen before, or a new one behind the handle
+        f = Foreign(handle, sid, dev)
+        foreign_streams[handle] = f
+        if len(foreign_streams) > MAX_FOREIGN:  # buffers holding an evicted Foreign keep it alive until they are freed
+            try:
+                foreign_streams.pop(next(iter(foreign_streams)), None)
+            except (RuntimeError, StopIteration):  # another thread changed the dict meanwhile: next time
+                pass
+    if named_by is not None and (f.named_by is None or f.named_by() is None):
+        # the first live object to name it (a long-lived stream object is not displaced by the short-lived
+        # ones some libraries make on each call, e.g. torch.cuda.current_stream())
+        f.named_by = _named_by(named_by)
+    return f
+
+
+def _named_by(obj):
+    """A weak reference to the object that named a stream, or None where the object's life says nothing
+    about the stream's: a wrapper of a raw handle, or an object that takes no weak reference."""
+    if isinstance(obj, driver.CUstream) or type(obj).__name__ == "ExternalStream":  # PyTorch's, CuPy's
+        return None
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
+def _per_thread(dev: Device) -> Foreign:
+    """The Foreign of the calling thread's per-thread default stream on `dev`: that stream lives as long
+    as the thread, so its id is asked once a thread (the thread's state keeps it)."""
+    state = thread_state()
+    mine = getattr(state, "per_thread_streams", None)
+    if mine is None:
+        mine = state.per_thread_streams = {}
+    f = mine.get(dev)
+    if f is None:
+        dev.activate()
+        f = mine[dev] = Foreign(PER_THREAD_STREAM, _stream_id(PER_THREAD_STREAM), dev)
+    return f
+
+
+def foreign_of(handle: int, dev: Device) -> Foreign:
+    """The Foreign of another library's `handle`, as stream_handle settled it for this operation (a dict
+    lookup: no driver call)."""
+    if handle == PER_THREAD_STREAM:
+        return _per_thread(dev)
+    f = foreign_streams.get(handle)
+    if f is None or f.device is not dev:  # a handle that did not come through stream_handle
+        f = foreign(handle, dev)
+    return f
+
+
+def record_after(f: Foreign, stream: int) -> None:
+    """Record f's mark after the work just queued on its stream (device current)."""
+    (err,) = driver.cuEventRecord(f.event, stream)
+    if err:  # check()'s work, only on failure: this is every operation on another library's stream
+        check((err,), "cuEventRecord")
+
+
+MAX_SPARE = 8  # events a device keeps for record-then-wait orderings
+_spare_events: dict = {}  # Device -> timing-free events of its context, free for the next record-then-wait
+
+
+def _borrow_event(dev: Device | None):
+    """An event of `dev`'s context (the current one) to record and wait for once. A cuStreamWaitEvent
+    waits for the recording the event had when the wait was queued, so the event may be recorded again at
+    once: it goes back to the device's spares (give_back) rather than being destroyed and made again, two
+    driver calls saved a wait. None (no gpumat context current yet): a new event, destroyed after."""
+    spare = _spare_events.get(dev)
+    if spare:
+        try:
+            return spare.pop()  # atomic: two threads never get one event
+        except IndexError:
+            pass
+    return new_event()
+
+
+def _give_back(dev: Device | None, event) -> None:
+    spare = _spare_events.setdefault(dev, []) if dev is not None else None
+    if spare is not None and len(spare) < MAX_SPARE:
+        spare.append(event)
+    else:
+        destroy_event(event)
 
 
 def wait_for_streams(stream: int, others) -> None:
-    """Make `stream` wait for work on other streams. `others` maps a stream handle to None (one of
-    gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is skipped, it
-    was drained when it closed), to the StreamMark of another library's stream, or to UNMARKED; a plain
-    iterable of handles means None for each."""
+    """Make `stream` wait for work on other streams (the device current). `others` maps a stream handle to
+    None (one of gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is
+    skipped, it was drained when it closed), or a Foreign to itself (its mark: the work gpumat queued
+    there) or to UNMARKED; a plain iterable of handles means None for each."""
     if stream in dead_streams:
         stream = LEGACY_STREAM
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
-    temp = None
-    try:
-        for s, mark in items:
-            if mark is UNMARKED:
-                check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-                continue
-            if mark is not None:
-                if s != stream:
-                    check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
-                continue
-            if s == stream or s in dead_streams:
-                continue
-            if temp is None:
-                temp = new_event()
+    dev, temp = None, None
+    for s, mark in items:
+        if mark is UNMARKED:
+            check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            continue
+        if mark is not None:
+            check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
+            continue
+        if s == stream or s in dead_streams:
+            continue
+        if temp is None:
+            dev = getattr(thread_state(), "ctx", None)
+            temp = _borrow_event(dev)
+        try:
             record_on(temp, s)
             check(driver.cuStreamWaitEvent(stream, temp, 0), "cuStreamWaitEvent")
-    finally:
-        if temp is not None:
-            destroy_event(temp)
+        except BaseException:
+            destroy_event(temp)  # in whatever state the failure left it: not for another wait
+            raise
+    if temp is not None:
+        _give_back(dev, temp)
 
 
 def wait_across_devices(stream: int, dev: Device, other: int, other_dev: Device) -> None:
     """Make `stream` (on dev) wait for the work queued so far on `other` (on other_dev)."""
     other_dev.activate()
-    event = record_event(other)
+    event = _borrow_event(other_dev)
     try:
+        record_on(event, other)
         dev.activate()
         check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
-    finally:
+    except BaseException:
         destroy_event(event)
+        raise
+    _give_back(other_dev, event)
 
 
 def synchronize_stream(stream: int) -> None:

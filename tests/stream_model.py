@@ -1,0 +1,530 @@
+"""A stand-in driver that keeps the order of the work gpumat queues, and checks gpumat's memory against it.
+
+Run as `python tests/stream_model.py SCENARIO` (tests/test_stream_order_cpu.py does, one process a
+scenario: it replaces the driver for the whole process). It prints one JSON line: the scenario's facts
+and the model's `violations`.
+
+The model: every call that queues work (a launch, a copy, a fill, an event record, an allocation or a
+free) is a node on its stream, after the stream's previous node and after the events the stream was
+made to wait for; host waits (stream, event, context synchronisation, synchronous copies) complete the
+nodes they wait for. A node happens before another when it is an ancestor of it or was completed by the
+host before it was queued (vector clocks, one entry a stream). Streams are not blocking: the legacy
+stream orders itself with nothing, so nothing passes by an implicit synchronisation. Checked:
+- a block's uses (kernels, copies, fills that reach into it) come after its allocation, and after
+  every use of the block in its earlier lives (gpumat's free list hands blocks out again without the
+  driver: each Pool.alloc starts a new life);
+- a block's free comes after all its uses;
+- no call names a stream after it was destroyed (until a new stream gets its handle) or a destroyed event.
+Another library's streams are made with `foreign_stream()`; `destroy(handle)` destroys one with its
+work still queued, and `recycle(handle)` gives the handle to a new stream, as the driver may.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import itertools
+import json
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import python_path  # noqa: E402  (the stand-in driver this one extends)
+
+real, OK = python_path.real, python_path.OK
+DEVICE_BASE = 0x200000000000  # far from host addresses, so a host pointer is never taken for a block
+FOREIGN_BASE = 0xABC000
+
+
+class Node:
+    __slots__ = ("index", "stream", "clock", "what")
+
+    def __init__(self, index, stream, clock, what):
+        self.index, self.stream, self.clock, self.what = index, stream, clock, what
+
+
+class Stream:
+    def __init__(self, key: int, sid: int, handle: int):
+        self.key, self.sid, self.handle = key, sid, handle
+        self.last: Node | None = None
+        self.waits: list[Node] = []
+        self.completed: list[tuple[int, int]] = []  # (node index completed up to, when): both increasing
+
+
+class Block:
+    def __init__(self, base: int, size: int, alloc: Node):
+        self.base, self.size, self.alloc = base, size, alloc
+        self.uses: list[Node] = [alloc]
+        self.earlier: list[Node] = []  # uses in the block's earlier lives
+        self.fresh, self.freed = True, False
+
+
+class OrderingDriver(python_path.StandInDriver):
+    def __init__(self):
+        super().__init__()
+        self.nodes: list[Node] = []
+        self.keys = itertools.count()
+        self.sids = itertools.count(1000)
+        self.legacy = self._stream(0)
+        self.by_handle: dict[int, Stream] = {0: self.legacy, 1: self.legacy}
+        self.per_thread: dict[int, Stream] = {}
+        self.all_streams: list[Stream] = [self.legacy]
+        self.destroyed: set[int] = set()
+        self.events: dict[int, Node | None] = {}
+        self.dead_events: set[int] = set()
+        self.blocks: dict[int, Block] = {}
+        self.bases: list[int] = []
+        self.next_address = DEVICE_BASE
+        self.uses_next: list[int] = []  # the block addresses the next launch reaches (set by the kernel hook)
+        self.violations: list[str] = []
+        self.calls = collections.Counter()
+        self.next_foreign = itertools.count(FOREIGN_BASE, 0x1000)
+
+    # streams ---------------------------------------------------------------------------------
+    def _stream(self, handle: int) -> Stream:
+        s = Stream(next(self.keys), next(self.sids), handle)
+        if handle:
+            self.all_streams.append(s)
+        return s
+
+    def foreign_stream(self, handle: int | None = None) -> int:
+        """Another library makes a stream (at `handle` when given: a handle reused for a new stream)."""
+        handle = next(self.next_foreign) if handle is None else handle
+        self.destroyed.discard(handle)
+        self.by_handle[handle] = self._stream(handle)
+        return handle
+
+    def destroy(self, handle: int) -> None:
+        """Another library destroys its stream, its work still queued (as cuStreamDestroy allows)."""
+        del self.by_handle[handle]
+        self.destroyed.add(handle)
+
+    recycle = foreign_stream
+
+    def resolve(self, stream) -> Stream:
+        handle = int(stream or 0)
+        if handle == 2:
+            me = threading.get_ident()
+            if me not in self.per_thread:
+                self.per_thread[me] = self._stream(2)
+            return self.per_thread[me]
+        if handle in self.destroyed:
+            self.violations.append(f"a destroyed stream's handle 0x{handle:x} reached the driver")
+        s = self.by_handle.get(handle)
+        if s is None:
+            self.violations.append(f"unknown stream handle 0x{handle:x}")
+            s = self.by_handle[handle] = self._stream(handle)
+        return s
+
+    def _node(self, stream: Stream, what: str) -> Node:
+        clock: dict[int, int] = {}
+        for pred in ([stream.last] if stream.last else []) + stream.waits:
+            for key, index in pred.clock.items():
+                if clock.get(key, -1) < index:
+                    clock[key] = index
+        node = Node(len(self.nodes), stream, clock, what)
+        clock[stream.key] = node.index
+        self.nodes.append(node)
+        stream.last, stream.waits = node, []
+        return node
+
+    def _complete(self, clock: dict[int, int]) -> None:
+        now = len(self.nodes)
+        for s in self.all_streams + list(self.per_thread.values()):
+            upto = clock.get(s.key)
+            if upto is not None and (not s.completed or s.completed[-1][0] < upto):
+                s.completed.append((upto, now))
+
+    def before(self, u: Node, v: Node) -> bool:
+        """Whether u happens before v."""
+        if v.clock.get(u.stream.key, -1) >= u.index:
+            return True
+        marks = u.stream.completed
+        i = bisect.bisect_left(marks, (u.index, -1))
+        return i < len(marks) and marks[i][1] <= v.index
+
+    # blocks ------------------------------------------------------------------------------------
+    def block_of(self, address: int) -> Block | None:
+        if not isinstance(address, int) or address < DEVICE_BASE:
+            return None
+        i = bisect.bisect_right(self.bases, address) - 1
+        if i < 0:
+            return None
+        b = self.blocks[self.bases[i]]
+        return b if address < b.base + b.size else None
+
+    def _use(self, node: Node, addresses) -> None:
+        for address in addresses:
+            b = self.block_of(int(address))
+            if b is None:
+                continue
+            if b.freed:
+                self.violations.append(f"{node.what} uses block 0x{b.base:x} after its free")
+            if b.alloc is not None and not self.before(b.alloc, node):
+                self.violations.append(f"{node.what} uses block 0x{b.base:x} before its allocation")
+            for earlier in b.earlier:
+                if not self.before(earlier, node):
+                    self.violations.append(
+                        f"{node.what} on stream {node.stream.sid} uses block 0x{b.base:x} while its earlier "
+                        f"life's {earlier.what} on stream {earlier.stream.sid} may still run"
+                    )
+                    break
+            b.uses.append(node)
+
+    def new_life(self, address: int) -> None:
+        """Pool.alloc handed the block out: a new life (unless the driver has just allocated it)."""
+        b = self.block_of(address)
+        if b is None:
+            return
+        if b.fresh:
+            b.fresh = False
+            return
+        b.earlier += b.uses
+        b.uses, b.alloc = [], None
+
+    # the driver ----------------------------------------------------------------------------------
+    def cuStreamCreateWithPriority(self, flags, priority):
+        handle = 0x6000 + next(self._ids)
+        self.by_handle[handle] = self._stream(handle)
+        return (*OK, real.CUstream(handle))
+
+    def cuStreamDestroy(self, stream):
+        self.resolve(stream)
+        self.destroy(int(stream))
+        return OK
+
+    def cuStreamGetId(self, stream):
+        return (*OK, self.resolve(stream).sid)
+
+    def cuStreamSynchronize(self, stream):
+        s = self.resolve(stream)
+        if s.last:
+            self._complete(s.last.clock)
+        return OK
+
+    def cuCtxSynchronize(self):
+        for s in self.all_streams + list(self.per_thread.values()):
+            if s.last:
+                self._complete(s.last.clock)
+        return OK
+
+    def cuEventCreate(self, flags):
+        event = 0x5000 + next(self._ids)
+        self.events[event] = None
+        return (*OK, real.CUevent(event))
+
+    def _event(self, event) -> int:
+        e = int(event)
+        if e in self.dead_events or e not in self.events:
+            self.violations.append(f"event 0x{e:x} used after it was destroyed")
+        return e
+
+    def cuEventDestroy(self, event):
+        e = self._event(event)
+        self.dead_events.add(e)
+        return OK
+
+    def cuEventRecord(self, event, stream):
+        e = self._event(event)
+        self.events[e] = self._node(self.resolve(stream), "an event record")
+        return OK
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        s, captured = self.resolve(stream), self.events.get(self._event(event))
+        if captured is not None:
+            s.waits.append(captured)
+        return OK
+
+    def cuEventSynchronize(self, event):
+        captured = self.events.get(self._event(event))
+        if captured is not None:
+            self._complete(captured.clock)
+        return OK
+
+    def cuMemAllocAsync(self, nbytes, stream):
+        base = self.next_address
+        self.next_address += (int(nbytes) + (1 << 20) - 1) & ~((1 << 20) - 1)
+        node = self._node(self.resolve(stream), "an allocation")
+        self.blocks[base] = Block(base, int(nbytes), node)
+        bisect.insort(self.bases, base)
+        return (*OK, real.CUdeviceptr(base))
+
+    def cuMemFreeAsync(self, ptr, stream):
+        b = self.block_of(int(ptr))
+        node = self._node(self.resolve(stream), "a free")
+        if b is not None:
+            for use in b.earlier + b.uses:
+                if not self.before(use, node):
+                    self.violations.append(
+                        f"block 0x{b.base:x} freed on stream {node.stream.sid} while its {use.what} on stream "
+                        f"{use.stream.sid} may still run"
+                    )
+                    break
+            b.freed = True
+        return OK
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        uses, self.uses_next = self.uses_next, []
+        self._use(self._node(self.resolve(stream), "a kernel"), uses)
+        return OK
+
+    def _queued(self, stream, what: str, *addresses) -> Node:
+        node = self._node(self.resolve(stream), what)
+        self._use(node, addresses)
+        return node
+
+    def cuMemsetD2D8Async(self, dst, pitch, value, width, height, stream):
+        self._queued(stream, "a fill", dst)
+        return OK
+
+    cuMemsetD2D16Async = cuMemsetD2D8Async
+
+    def cuMemcpyDtoDAsync(self, dst, src, nbytes, stream):
+        self._queued(stream, "a copy", dst, src)
+        return OK
+
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes, stream):
+        self._queued(stream, "an upload", dst)
+        return OK
+
+    def cuMemcpyDtoHAsync(self, dst, src, nbytes, stream):
+        self._queued(stream, "a download", src)
+        return OK
+
+    def cuMemcpy2DAsync(self, p, stream):
+        device = int(real.CUmemorytype.CU_MEMORYTYPE_DEVICE)
+        ends = [int(p.srcDevice)] if int(p.srcMemoryType) == device else []
+        ends += [int(p.dstDevice)] if int(p.dstMemoryType) == device else []
+        self._queued(stream, "a 2-D copy", *ends)
+        return OK
+
+    def cuMemcpyHtoD(self, dst, src, nbytes):  # synchronous: on the legacy stream, waited for
+        self._complete(self._queued(0, "an upload", dst).clock)
+        return OK
+
+    def cuMemcpyDtoH(self, dst, src, nbytes):
+        self._complete(self._queued(0, "a download", src).clock)
+        return OK
+
+
+class _Counted:
+    """The model as gpumat's bindings see it: each driver function counted in model.calls (gpumat keeps
+    the functions it has looked up, so the counting wraps them once, here)."""
+
+    def __init__(self, model: OrderingDriver):
+        self.model = model
+
+    def __getattr__(self, name):
+        target = getattr(self.model, name)
+        if not name.startswith("cu") or not callable(target):
+            return target
+        calls = self.model.calls
+
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return target(*args, **kwargs)
+
+        return counted
+
+
+def install() -> OrderingDriver:
+    """Put the model in place of the driver, and hook the two places where gpumat's memory changes hands
+    without a driver call: a launch's operands, and a block handed out by the pool."""
+    from gpumat.runtime import bindings
+
+    model = OrderingDriver()
+    counted = _Counted(model)
+    object.__setattr__(bindings.driver, "_load", lambda: counted)
+    for name in list(vars(bindings.driver)):
+        if name != "_load":
+            object.__delattr__(bindings.driver, name)
+
+    from gpumat.memory import pool
+    from gpumat.runtime import kernels
+
+    launch, alloc = kernels.Kernel.__call__, pool.Pool.alloc
+
+    def launch_noting_operands(self, grid, block, *args, **kwargs):
+        model.uses_next = [a for a in args if isinstance(a, int) and model.block_of(a) is not None]
+        return launch(self, grid, block, *args, **kwargs)
+
+    def alloc_noting_lives(self, *args, **kwargs):
+        ptr = alloc(self, *args, **kwargs)
+        model.new_life(ptr)
+        return ptr
+
+    kernels.Kernel.__call__ = launch_noting_operands
+    pool.Pool.alloc = alloc_noting_lives
+    return model
+
+
+class LibraryStream:
+    """Another library's stream object, as CuPy, PyTorch and cuda.core hand theirs over."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return 0, self.handle
+
+
+# ---------------------------------------------------------------------------------------------------
+# scenarios: each returns its facts; the model's violations are added to them
+# ---------------------------------------------------------------------------------------------------
+def _operands(gm):
+    import numpy as np
+
+    a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
+    return gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a)
+
+
+def steady(model, gm) -> dict:
+    """Products on one library stream object, results mostly dropped at once: what each call costs, and
+    the operands' and results' frees after their last use there."""
+    import gc
+
+    A, B = _operands(gm)
+    f = LibraryStream(model.foreign_stream())
+    kept = []
+    for i in range(300):
+        if i == 100:
+            before = collections.Counter(model.calls)
+        if i == 200:
+            per_call = {k: (v - before[k]) / 100 for k, v in model.calls.items() if v != before[k]}
+        C = gm.matmul(A, B, stream=f)
+        if i % 7 == 0:
+            kept.append(C)
+    E = gm.transpose(kept[-1], stream=f)
+    A.free()
+    B.free()
+    for m in (*kept, E):
+        m.free()
+    del C, kept, E
+    gc.collect()
+    gm.release_cached()
+    return {"per_call": per_call, "cuStreamGetId": model.calls["cuStreamGetId"]}
+
+
+def recycled_handle(model, gm) -> dict:
+    """A library destroys its stream with gpumat's work still queued there, and the driver gives the
+    handle to its next stream: nothing of the old stream (its kept blocks, its mark) may be taken for the
+    new one, and no call may reach the destroyed stream."""
+    import gc
+
+    A, B = _operands(gm)
+    handle = model.foreign_stream()
+    old = LibraryStream(handle)
+    kept = [gm.matmul(A, B, stream=old) for _ in range(3)]
+    for _ in range(20):
+        gm.matmul(A, B, stream=old)  # dropped: their blocks are kept for the old stream
+    del old
+    model.destroy(handle)
+    gc.collect()
+    gm.memory_info()  # the finalizers' queue drained while the handle names no stream
+    model.recycle(handle)
+    new = LibraryStream(handle)
+    asked = model.calls["cuStreamGetId"]
+    fresh = [gm.matmul(A, B, stream=new) for _ in range(20)]  # must not get the old stream's blocks unordered
+    D = gm.matmul(kept[0], B, stream=new)  # a result of the old stream, used on the new one
+    asked = model.calls["cuStreamGetId"] - asked
+    for m in (A, B, D, *kept, *fresh):
+        m.free()
+    gc.collect()
+    gm.release_cached()
+    return {"asked_for_new_stream": asked}
+
+
+def freed_after_use(model, gm) -> dict:
+    """An operand freed right after a product that reads it on another library's stream: its block goes
+    back (to the legacy stream's free list) and is handed to the next legacy allocation of its size."""
+    A, B = _operands(gm)
+    f = LibraryStream(model.foreign_stream())
+    for _ in range(3):
+        C = gm.matmul(A, B, stream=f)
+        A.free()
+        A = gm.Matrix.zeros(64, 64)  # reuses the freed block on the legacy stream
+        Z = gm.matmul(A, B)
+        C.free()
+        Z.free()
+    return {"cuCtxSynchronize": model.calls["cuCtxSynchronize"]}
+
+
+def per_thread_streams(model, gm) -> dict:
+    """One matrix used on two threads' per-thread default streams (handle 2, another stream in each
+    thread), then freed: the free waits for both."""
+    A, B = _operands(gm)
+    results = []
+
+    def work():
+        results.append(gm.matmul(A, B, stream=2))
+
+    for _ in range(2):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    A.free()
+    for m in results:
+        m.free()
+    gm.release_cached()
+    return {}
+
+
+def made_there_used_here(model, gm) -> dict:
+    """A result made on another library's stream and then used on the legacy stream and on a gpumat
+    stream: each first waits for the block's allocation on the library's stream."""
+    A, B = _operands(gm)
+    f = LibraryStream(model.foreign_stream())
+    own = gm.Stream()
+    C = gm.matmul(A, B, stream=f)
+    D = gm.matmul(C, B)
+    C2 = gm.matmul(A, B, stream=f)
+    E = gm.matmul(C2, B, stream=own)
+    for m in (C, D, C2, E):
+        m.free()
+    own.close()
+    return {}
+
+
+def waited_for(model, gm) -> dict:
+    """dot, to_numpy and from_numpy on another library's stream wait for their own work: their matrices'
+    frees then need no mark recorded and never wait for the whole device; nor does the free of a matrix
+    made with empty() there and never used."""
+    import numpy as np
+
+    A, B = _operands(gm)
+    f = LibraryStream(model.foreign_stream())
+    gm.dot(A, B, stream=f)  # A's and B's first use there: the stream waits for their allocation
+    records = model.calls["cuEventRecord"]
+    gm.dot(A, B, stream=f)
+    A.to_numpy(stream=f)
+    U = gm.Matrix.from_numpy(np.ones((64, 64), np.float32), stream=f)
+    records = model.calls["cuEventRecord"] - records
+    E = gm.Matrix.empty(64, 64, stream=f)
+    for m in (A, B, U, E):
+        m.free()
+    gm.memory_info()  # every free done
+    return {"records": records, "cuCtxSynchronize": model.calls["cuCtxSynchronize"]}
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in (steady, recycled_handle, freed_after_use, per_thread_streams, made_there_used_here, waited_for)
+}
+
+
+def main() -> int:
+    model = install()
+    import gpumat as gm
+
+    facts = SCENARIOS[sys.argv[1]](model, gm)
+    before = model.calls["cuCtxSynchronize"]
+    gm.synchronize()
+    model.calls["cuCtxSynchronize"] = before
+    facts["violations"] = sorted(set(model.violations))
+    print(json.dumps(facts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

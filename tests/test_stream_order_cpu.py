@@ -1,0 +1,68 @@
+"""Stream order of gpumat's memory on other libraries' streams, checked on the CPU: each scenario of
+tests/stream_model.py runs in a process of its own with the driver replaced by a model that keeps the
+order of the queued work and reports every block used or freed before an earlier use may have run, and
+every call that reaches a destroyed stream. The GPU tests show the same guarantees by their results
+(tests/test_devices_streams.py), where a race shows only when the timing is unlucky."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scenario(name: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "stream_model.py"), name],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    facts = json.loads(out.stdout.splitlines()[-1])
+    assert facts.pop("violations") == []
+    return facts
+
+
+def test_a_call_on_another_librarys_stream_adds_one_event_record():
+    """The same stream object on every call: its id is asked once, and each product adds one driver call
+    to the launch, the record of the stream's mark (a result's block comes from the last dropped one, or
+    when results are kept, from the driver). The operands, results and kept blocks are all freed after
+    their last use there."""
+    facts = scenario("steady")
+    assert facts["cuStreamGetId"] == 1
+    per_call = facts["per_call"]
+    assert per_call.pop("cuLaunchKernel") == 1 and per_call.pop("cuEventRecord") == 1
+    assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
+
+
+def test_a_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
+    """The old stream destroyed with work queued, its handle given to a new stream: the blocks kept for
+    the old stream are not handed to the new one unordered, a result of the old stream used on the new
+    one waits for its allocation there, frees wait for both streams' marks, and nothing reaches the
+    destroyed stream. A new object for the handle costs one id query."""
+    assert scenario("recycled_handle")["asked_for_new_stream"] == 1
+
+
+def test_a_block_freed_right_after_use_on_another_librarys_stream_is_reused_only_after_that_use():
+    assert scenario("freed_after_use") == {"cuCtxSynchronize": 0}
+
+
+def test_a_matrix_used_on_two_threads_default_streams_is_freed_after_both():
+    scenario("per_thread_streams")
+
+
+def test_a_result_of_another_librarys_stream_is_ordered_before_its_use_elsewhere():
+    scenario("made_there_used_here")
+
+
+def test_work_the_call_waited_for_needs_no_mark_and_no_device_wait():
+    """dot, to_numpy and from_numpy wait for their own work on the stream: no mark is recorded after it,
+    and the matrices' frees (and that of a matrix made by empty() there) never wait for the device."""
+    assert scenario("waited_for") == {"records": 0, "cuCtxSynchronize": 0}
