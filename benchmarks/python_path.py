@@ -153,6 +153,7 @@ def cases(gm) -> dict:
         "batched 8 x 64^3": lambda: gm.matmul(batch, batch),
         "batched 8 x 64^3 @ shared 2-D": lambda: gm.matmul(batch, B),
         "matmul 256^3 float16 (TMA descriptors)": lambda: gm.matmul(H, H),
+        "matmul H.T @ H float16 (A read transposed in place)": lambda: gm.matmul(H.T, H),
         "matmul 64^3 float64": lambda: gm.matmul(D, D),
         "transpose 64x64": lambda: gm.transpose(A),
         "astype float64": lambda: A.astype(np.float64),

@@ -2,7 +2,8 @@
 // Matrix multiply on Hopper's warpgroup tensor-core instructions (sm_90a only), float32 accumulation:
 // C (M x N) = A (M x K) @ B (K x N), row-major, row stride ldc in elements.
 //  * float16 / bfloat16 inputs: C in the input dtype (rounded to nearest even) or in float32 (the
-//    _f32out entries); B row-major or stored transposed (the *bt entries);
+//    _f32out entries); B row-major or stored transposed (the *bt entries); A row-major or stored
+//    transposed (the *at entries: C = X.T @ B, X row-major K x M, read in place);
 //  * float32 inputs at TF32 (the *bt_tf32 entries, precision "tf32"): C in float32, B stored transposed
 //    only (wgmma reads TF32 operands K-major alone: it has no transpose for them). The copy engine
 //    rounds each float32 to TF32 on its way into shared memory (the tensor maps' element type is
@@ -20,12 +21,13 @@
 // 16-bit elements or 32 float32 (BK_BYTES / sizeof(T), the k tile BK). A as a K (inner) x M tensor with
 // BK x 128 boxes; B row-major as an N (inner) x K tensor with 64 x 64 boxes; the *bt entries take B
 // stored transposed (x @ W.T: W row-major N x K) as a K (inner) x N tensor with BK x BN boxes (BN: the
-// tile's width), read K-major as A is. TMA needs the base address and the row stride 16-byte aligned
-// (the host copies other views first). The copy engine zero-fills whatever lies past M, N or K, so edge
-// tiles need no special code on the way in. C leaves through a third map when its address, stride and
-// row length allow (tma_c = 1: an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the
-// edges by the copy engine, which writes whole 16-byte pieces: rows must be a multiple of 16 bytes
-// long), else by guarded stores from the registers.
+// tile's width), read K-major as A is; the *at entries take A stored transposed (X.T @ B: X row-major
+// K x M) as an M (inner) x K tensor with 64 x 64 boxes, read M-major as a row-major B is. TMA needs the
+// base address and the row stride 16-byte aligned (the host copies other views first). The copy engine
+// zero-fills whatever lies past M, N or K, so edge tiles need no special code on the way in. C leaves
+// through a third map when its address, stride and row length allow (tma_c = 1: an N x M x splits
+// tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy engine, which writes whole
+// 16-byte pieces: rows must be a multiple of 16 bytes long), else by guarded stores from the registers.
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
@@ -45,17 +47,21 @@
 //    warpgroups 1 and 2 are consumers, each owning 64 rows x BN columns of the tile as BN / 2 float32
 //    accumulators a thread (a wgmma m64n<BN>k16, or m64n<BN>k8 for TF32, a k step of 32 bytes, A and B
 //    both read from shared memory);
-//  * k tiles of 128 bytes of K (BK elements) pass through a ring of shared-memory stages (A 128 rows,
-//    B BN rows or BN / 64 boxes of 64 columns, 128 bytes each), as many as fit in the 227 KiB a block
-//    gets: 4 of 48 KiB for BN = 256, 6 of 32 KiB for BN = 128. Each has a "full" mbarrier (the copies'
-//    byte count lands) and an "empty" mbarrier (both consumers are done with it). Consumers keep one k
-//    tile of wgmma in flight (wait_group 1) and release a stage as soon as the group that read it
-//    completes;
+//  * k tiles of 128 bytes of K (BK elements) pass through a ring of shared-memory stages (A 128 rows or
+//    2 boxes of 64 columns, B BN rows or BN / 64 boxes of 64 columns, 128 bytes each: the same bytes
+//    either way), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for BN = 256, 6 of 32 KiB for
+//    BN = 128. Each has a "full" mbarrier (the copies' byte count lands) and an "empty" mbarrier (both
+//    consumers are done with it). Consumers keep one k tile of wgmma in flight (wait_group 1) and
+//    release a stage as soon as the group that read it completes;
 //  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
 //    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
 //    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b); a
 //    K-major B (bt) is BN rows of 128 bytes, described as A is. The descriptors do not depend on BN (the
 //    instruction's N says how many boxes or rows it reads) nor on T (a k step is 32 bytes either way);
+//  * an A stored transposed (at) is M-major, laid out and described as a row-major B is: the stage's
+//    A is two boxes of 64 columns of M x 64 k rows (8 KiB each, consumer c's rows in box c, where a
+//    K-major A keeps them too), and the wgmma transposes it (imm-trans-a); a warpgroup's 64 rows are
+//    one box wide, so its descriptor's leading offset is never read;
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
@@ -92,7 +98,7 @@ constexpr int BK_BYTES = 128;                     // a k tile: one 128-byte swiz
 constexpr int KSTEP_BYTES = 32;                   // one wgmma k step: k16 of 16-bit inputs, k8 of TF32
 constexpr int THREADS = 384;                      // producer + two consumer warpgroups
 constexpr int A_BYTES = BM * BK_BYTES;            // 16 KiB
-constexpr int B_BOX_BYTES = 64 * BK_BYTES;        // 8 KiB: MN-major B (16-bit), 64 k rows x 64 columns
+constexpr int MN_BOX_BYTES = 64 * BK_BYTES;       // 8 KiB: an MN-major box (16-bit), 64 k rows x 64 columns
 constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
 constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
 constexpr int BAR_BYTES = 128;                    // full[s] at + 8 s, empty[s] at + 64 + 8 s: 8 stages at most
@@ -213,10 +219,12 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
-// d (64 x N, float32; N = 128 or 256, N / 2 accumulators a thread) += A (64 x 16, K-major, from shared
-// memory) * B (16 x N from shared memory: N-major, transposed by the instruction (imm-trans-b 1), or
-// with B_KMAJOR K-major like A (0)). The accumulators are the first N / 2 operands, then the two
-// descriptors, then the transpose flag as an immediate.
+// d (64 x N, float32; N = 128 or 256, N / 2 accumulators a thread) += A (64 x 16 from shared memory:
+// K-major (imm-trans-a 0), or with A_MMAJOR M-major, transposed by the instruction (1)) * B (16 x N from
+// shared memory: N-major, transposed by the instruction (imm-trans-b 1), or with B_KMAJOR K-major like
+// a K-major A (0)). The accumulators are the first N / 2 operands, then the two descriptors, the scales
+// (d, A, B: all 1), then the two transpose flags as immediates. The transposes exist for 16-bit inputs
+// alone.
 #define GPUMAT_ACC_0_63                                                                                    \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
@@ -238,23 +246,25 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
 template <class T>
 struct Wgmma;
 
-// One specialisation per input type (its PTX type names, TYPES); run<B_KMAJOR>(d, a, b) picks the
-// shape from d's length.
+// One specialisation per input type (its PTX type names, TYPES); run<A_MMAJOR, B_KMAJOR>(d, a, b) picks
+// the shape from d's length.
 #define GPUMAT_WGMMA_FOR(T, TYPES)                                                                           \
     template <>                                                                                              \
     struct Wgmma<T> {                                                                                        \
-        template <bool B_KMAJOR, int ACC>                                                                    \
+        template <bool A_MMAJOR, bool B_KMAJOR, int ACC>                                                     \
         __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)                  \
         {                                                                                                    \
             static_assert(ACC == 128 || ACC == 64, "m64n256k16 or m64n128k16");                            \
             if constexpr (ACC == 128)                                                                        \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                        \
-                             "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1, 0, %130;\n" \
-                             : GPUMAT_D128 : "l"(a), "l"(b), "n"(B_KMAJOR ? 0 : 1));                         \
+                             "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1, %130, %131;\n" \
+                             : GPUMAT_D128                                                                   \
+                             : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
             else                                                                                             \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " "                        \
-                             "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1, 0, %66;\n"                           \
-                             : GPUMAT_D64 : "l"(a), "l"(b), "n"(B_KMAJOR ? 0 : 1));                          \
+                             "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1, %66, %67;\n"                         \
+                             : GPUMAT_D64                                                                    \
+                             : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
         }                                                                                                    \
     };
 
@@ -266,10 +276,10 @@ GPUMAT_WGMMA_FOR(__nv_bfloat16, "bf16.bf16")
 // .tf32 forms have no transpose immediates: both operands must be K-major.
 template <>
 struct Wgmma<float> {
-    template <bool B_KMAJOR, int ACC>
+    template <bool A_MMAJOR, bool B_KMAJOR, int ACC>
     __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)
     {
-        static_assert(B_KMAJOR, "wgmma reads TF32 operands K-major only");
+        static_assert(!A_MMAJOR && B_KMAJOR, "wgmma reads TF32 operands K-major only");
         static_assert(ACC == 128 || ACC == 64, "m64n256k8 or m64n128k8");
         if constexpr (ACC == 128)
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
@@ -422,15 +432,19 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
 }
 
 // BN: the tile's width (Tile<BN>). T: the input type (__half, __nv_bfloat16, or float read as TF32).
-// EPI: the accumulators go through the epilogue ep before C is written; else ep is not read. B_KMAJOR:
-// map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K row-major matrix, as in
-// x @ W.T), loaded as one BK x BN box a stage and read K-major like A; else K rows of N, loaded as
-// BN / 64 boxes of 64 x 64. A / lda and B / ldb: the operands' storage (what the maps describe), read
-// only by TF32's recomputation of non-finite outputs (B then N rows of K); the 16-bit entries pass null.
+// EPI: the accumulators go through the epilogue ep before C is written; else ep is not read. A_MMAJOR
+// (16-bit only): map_a describes A's storage as K rows of M (op(A) = the transpose of a K x M row-major
+// matrix, as in A.T @ B), loaded as BM / 64 boxes of 64 x 64 a stage, one a consumer, and read M-major
+// (the instruction transposes it, as it does a row-major B); else M rows of K, one BK x BM box, read
+// K-major. B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K
+// row-major matrix, as in x @ W.T), loaded as one BK x BN box a stage and read K-major like a K-major A;
+// else K rows of N, loaded as BN / 64 boxes of 64 x 64. A / lda and B / ldb: the operands' storage (what
+// the maps describe), read only by TF32's recomputation of non-finite outputs (B then N rows of K); the
+// 16-bit entries pass null.
 // ACT: with EPI, the activation fixed at compile time (0-3: one copy of the body an activation, the TF32
 // entries: their recomputation of non-finite outputs beside four activations' finish() in one body
 // made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
-template <int BN, class T, class Out, bool EPI, bool B_KMAJOR, int ACT = -1>
+template <int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
                                      const T* A, long long lda, const T* B, long long ldb, const gpumat::Epilogue& ep)
@@ -440,7 +454,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int STAGES = Cfg::STAGES, STAGE_BYTES = Cfg::STAGE_BYTES, ACC = Cfg::ACC;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
-    static_assert(!TF32 || (B_KMAJOR && sizeof(Out) == 4), "TF32: B K-major, C float32");
+    static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -477,13 +491,21 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     const uint32_t dst = base + stage * STAGE_BYTES;
                     const int k = k_begin + t * BK;
                     bar_expect(full, STAGE_BYTES);
-                    tma_load(dst, &map_a, k, wk.tm * BM, full);
+                    if constexpr (A_MMAJOR) {
+                        // A stored as K rows of M: the tile's rows in boxes of 64 (128 bytes of M) x 64 k
+                        // rows, box j at j * 8 KiB: consumer j's rows, one swizzle atom across M
+#pragma unroll
+                        for (int j = 0; j < BM / 64; ++j)
+                            tma_load(dst + j * MN_BOX_BYTES, &map_a, wk.tm * BM + 64 * j, k, full);
+                    } else {
+                        tma_load(dst, &map_a, k, wk.tm * BM, full);  // BM rows of 128 bytes of K
+                    }
                     if constexpr (B_KMAJOR) {
                         tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, full);  // BN rows of 128 bytes
                     } else {
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j)
-                            tma_load(dst + A_BYTES + j * B_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
+                            tma_load(dst + A_BYTES + j * MN_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
                     }
                     if (++stage == STAGES) {
                         stage = 0;
@@ -507,16 +529,23 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             int prev = -1;
             for (int t = 0; t < k_tiles; ++t) {
                 bar_wait(bars + 8 * stage, phase);
+                // this consumer's 64 rows of A: 64 rows of 128 bytes of K, or (A_MMAJOR) the box of their 64
+                // columns of M; both 8 KiB from the stage's start, c * 8 KiB in
                 const uint32_t a0 = base + stage * STAGE_BYTES + c * (64 * BK_BYTES);
                 const uint32_t b0 = base + stage * STAGE_BYTES + A_BYTES;
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < BK_BYTES / KSTEP_BYTES; ++ks) {
-                    // K-major B is laid out as A is (rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart);
-                    // MN-major B (16-bit) advances 16 k rows of 128 bytes a step
+                    // K-major operands: rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart (the stride
+                    // offset), a step 32 bytes along the row. MN-major (16-bit): 128-byte rows of M or N, one
+                    // a k; a step advances 16 k rows (2048 bytes) and reads two 8-row atoms (the stride offset,
+                    // 1024, along K); the leading offset is the next box of 64 columns (B's next 64 of N; an
+                    // A of 64 rows is one box wide and never reads it)
                     const uint64_t db = B_KMAJOR ? descriptor(b0 + KSTEP_BYTES * ks, 16, 1024)
-                                                 : descriptor(b0 + 2048 * ks, B_BOX_BYTES, 1024);
-                    Wgmma<T>::template run<B_KMAJOR>(d, descriptor(a0 + KSTEP_BYTES * ks, 16, 1024), db);
+                                                 : descriptor(b0 + 2048 * ks, MN_BOX_BYTES, 1024);
+                    const uint64_t da = A_MMAJOR ? descriptor(a0 + 2048 * ks, MN_BOX_BYTES, 1024)
+                                                 : descriptor(a0 + KSTEP_BYTES * ks, 16, 1024);
+                    Wgmma<T>::template run<A_MMAJOR, B_KMAJOR>(d, da, db);
                 }
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
@@ -613,7 +642,15 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 //
 // matmul_wgmma128x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
-#define GPUMAT_WGMMA_HALF(NAME, BN, T, OUT, B_KMAJOR)                                                        \
+//
+// matmul_wgmma128x<BN>at_<dtype>[_f32out]: the same with A given transposed and B row-major: map_a over
+// A's storage, K rows of M (C = X.T @ B for a row-major K x M matrix X, read in place, no transposed copy
+// first; a linear layer's weight gradient X.T @ dY), in 64 x 64 boxes (64 columns of M x 64 k rows, two
+// a stage: one each consumer's rows) read M-major through the wgmma's imm-trans-a, as the row-major B
+// boxes are read N-major. Launch, shared memory, grid, tiles and map_b as above. (The template also
+// reads A and B both transposed, A_MMAJOR with B_KMAJOR; those entries are not built: each entry adds
+// about 280 KB to the module.)
+#define GPUMAT_WGMMA_HALF(NAME, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                              \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
@@ -622,11 +659,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
         const T* none = nullptr;                                                                              \
         if (ep.identity())                                                                                    \
-            gemm<BN, T, OUT, false, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, none, 0,  \
-                                              none, 0, ep);                                                   \
+            gemm<BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, \
+                                                        none, 0, none, 0, ep);                                \
         else                                                                                                  \
-            gemm<BN, T, OUT, true, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, none, 0,   \
-                                             none, 0, ep);                                                    \
+            gemm<BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c,  \
+                                                       none, 0, none, 0, ep);                                 \
     }
 
 // matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw,
@@ -645,15 +682,20 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                                           const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<BN, float, float, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
+                                                   W, ldw, ep);
     else if (ep.activation == 1)
-        gemm<BN, float, float, true, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
+                                                     W, ldw, ep);
     else if (ep.activation == 2)
-        gemm<BN, float, float, true, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
+                                                     W, ldw, ep);
     else if (ep.activation == 3)
-        gemm<BN, float, float, true, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
+                                                     W, ldw, ep);
     else
-        gemm<BN, float, float, true, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
+                                                     W, ldw, ep);
 }
 
 #define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
@@ -667,21 +709,29 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                       GPUMAT_EPILOGUE_ARGS);                                                                  \
     }
 
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, 256, __half, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, 256, __nv_bfloat16, __nv_bfloat16, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, 256, __nv_bfloat16, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 256, __half, __half, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 256, __half, float, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 256, __nv_bfloat16, __nv_bfloat16, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 256, __nv_bfloat16, float, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, __half, __half, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, __half, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, __nv_bfloat16, __nv_bfloat16, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, __nv_bfloat16, float, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, 256, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, 256, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, 256, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 256, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 256, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 256, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 256, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16, 256, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16_f32out, 256, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16, 256, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16_f32out, 256, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16, 128, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16_f32out, 128, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16_f32out, 128, __nv_bfloat16, float, true, false)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

@@ -13,6 +13,8 @@ from support import epilogue_reference, rng, wide
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16, ML_BFLOAT16
+from gpumat.matmul import VARIANTS, planner
+from gpumat.matmul.problem import Target
 
 pytestmark = pytest.mark.gpu
 
@@ -106,7 +108,9 @@ def _shapes(case):
     return a_shape, b_shape, out_shape
 
 
-def run_case(case, plan_check=True):
+def run_case(case, expect_plan=None):
+    """One case of gemm_cases; expect_plan, if given, is called with the plan gm.matmul_plan shows for the
+    operands (and asserts what it must be) before the product runs."""
     dtype, precision = DTYPES[case["kind"]]
     a_shape, b_shape, out_shape = _shapes(case)
     a_host, b_host = host_random(a_shape, dtype), host_random(b_shape, dtype)
@@ -128,6 +132,8 @@ def run_case(case, plan_check=True):
             bias_host = host_random(shape, bias_dtype)
             bias = gm.Matrix.from_numpy(bias_host)
             keep.append(bias)
+        if expect_plan is not None:
+            expect_plan(gm.matmul_plan(a, b, out=out, precision=precision))
         result = gm.matmul(
             a,
             b,
@@ -166,6 +172,53 @@ def run_case(case, plan_check=True):
 @given(gemm_cases())
 def test_gemm_against_a_float64_epilogue_reference(case):
     run_case(case)
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m", [127, 130])
+def test_halves_read_a_transposed_in_place_on_hopper_where_aligned(kind, tb, m):
+    """A.T @ B and A.T @ B.T in the halves, with an epilogue and with split-K, through the interface:
+    upload() stores A.T as K rows of m + 1 elements, 256 bytes for m = 127 (16-byte aligned: on sm_90
+    auto's plan reads it in place with a row that reads A transposed) and 262 bytes for m = 130 (copied
+    first, into a row that reads A row-major); B's rows are 192 or 256 bytes (n = 95, k = 127: aligned),
+    copied only into the layout a row reads. Elsewhere only the results are checked."""
+    case = {
+        "kind": kind,
+        "m": m,
+        "n": 95,
+        "k": 127,
+        "form": "2d",
+        "batch": None,
+        "ta": True,
+        "tb": tb,
+        "tc": False,
+        "alpha": -1.5,
+        "beta": 0.5,
+        "bias": "row",
+        "bias_f32": True,
+        "activation": "gelu",
+        "pads": [0, 0, 0],
+    }
+    hopper = planner.unavailable(VARIANTS["wgmma128x128at"], Target.of(gm.device())) is None
+
+    def expect(plan):
+        if not hopper:
+            return
+        aligned = m == 127
+        assert plan.variant.reads_a_trans == aligned and plan.copy_a != aligned, plan
+        assert plan.copy_b == (tb and not plan.variant.reads_b_trans), plan
+
+    run_case(case, expect)
+    # split-K: the reduction applies the epilogue
+    a_host, b_host = host_random((8192, 64), DTYPES[kind][0]), host_random((8192, 48), DTYPES[kind][0])
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        p = gm.matmul_plan(a.T, b)
+        forced = gm.matmul_plan(a.T, b, algorithm=p.algorithm, splits=4)
+        assert forced.splits == 4 and (not hopper or (forced.variant.reads_a_trans and not forced.copy_a)), forced
+        with gm.matmul(a.T, b, plan=forced, alpha=2.0, activation="relu") as c:
+            ref, scale = epilogue_reference(a_host.T, b_host, 2.0, 0.0, None, None, "relu")
+            check_close(c.to_numpy(), ref, scale, tolerance(kind, 8192))
 
 
 @pytest.mark.parametrize("kind", list(DTYPES))

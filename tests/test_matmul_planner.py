@@ -46,9 +46,9 @@ SIDES = st.one_of(dims(30000, TILES), st.sampled_from(TALL))
 DEPTHS = dims(60000, (*TILES, 1024))
 
 
-def problem(kind: str, m: int, n: int, k: int) -> Problem:
+def problem(kind: str, m: int, n: int, k: int, a_trans: bool = False, b_trans: bool = False) -> Problem:
     dtype, out, mode, ok = KINDS[kind]
-    return Problem(m, n, k, dtype, out, mode, ok, ok)
+    return Problem(m, n, k, dtype, out, mode, ok, ok, a_trans=a_trans, b_trans=b_trans)
 
 
 def degraded(p: Problem, t: Target) -> bool:
@@ -98,8 +98,9 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
         assert gx * tile_n >= n > (gx - 1) * tile_n
         assert rows_covered_once(gy, geometry.cdiv(m, tile_m))
     # copies of the operands the copy engine cannot read in place (TMA variants), and of those not stored
-    # in the layout the variant reads (A row-major; B row-major, or transposed for reads_b_trans)
-    copy_a = p.a_trans or (v.needs_aligned and not p.a_aligned)
+    # in the layout the variant reads (A row-major, or transposed for reads_a_trans; B row-major, or
+    # transposed for reads_b_trans)
+    copy_a = p.a_trans != v.reads_a_trans or (v.needs_aligned and not p.a_aligned)
     copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
     assert (q.copy_a, q.copy_b) == (copy_a, copy_b)
     assert q.seconds == model(v, q.problem, t, q.splits, q.k_chunk) > 0
@@ -109,9 +110,9 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
 @pytest.mark.parametrize("kind", list(KINDS))
-@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS)
-def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k):
-    t, p = TARGETS[target], problem(kind, m, n, k)
+@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS, a_trans=st.booleans(), b_trans=st.booleans())
+def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b_trans):
+    t, p = TARGETS[target], problem(kind, m, n, k, a_trans, b_trans)
     q = plan(p, t)
     assert plan(p, t) is q
     check_plan(q, p, t)
@@ -128,9 +129,9 @@ def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k):
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
 @pytest.mark.parametrize("kind", list(KINDS))
-@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS)
-def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, target, m, n, k):
-    t, p = TARGETS[target], problem(kind, m, n, k)
+@given(m=SIDES, n=dims(30000, TILES), k=DEPTHS, a_trans=st.booleans(), b_trans=st.booleans())
+def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, target, m, n, k, a_trans, b_trans):
+    t, p = TARGETS[target], problem(kind, m, n, k, a_trans, b_trans)
     for name, v in VARIANTS.items():
         if (p.dtype, p.out_dtype) not in v.kernels:
             with pytest.raises(ValueError, match="has no kernel"):

@@ -1,8 +1,9 @@
 """float16 / bfloat16 matmul on the tensor cores (the engine's half rows): the mma.sync tiles mma128x128,
 mma128x64, mma64x128 and mma64x64 (one kernel template, sm_80+, any view, batches) and the wgmma rows
-(TMA + wgmma, sm_90a, 16-byte aligned operands): tiles 128 x 256 and 128 x 128, each for B row-major
-and B stored transposed (*bt). The variant choice, the split-K plan, the launch geometry, tensor-map
-arguments (the launcher's boxes for each tile), the kernels' shared memory and argument checks run
+(TMA + wgmma, sm_90a, 16-byte aligned operands): tiles 128 x 256 and 128 x 128, each for B row-major,
+B stored transposed (*bt) and A stored transposed (*at). The variant choice, the split-K plan, the
+launch geometry, tensor-map arguments (the launcher's boxes for each tile), the copies into the layouts
+the rows read, the kernels' shared memory and argument checks run
 without a GPU; the products run on one.
 
 Error bound, as ||C - A B||_F / || |A| |B| ||_F against the float64 product of the exact (already
@@ -42,18 +43,22 @@ VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and 
 NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
 # the mma.sync tiles (cuda/matmul_tc_half.cu): every view in place, batches, split-K
 MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_tc_half"}]
-# the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts (the module's
-# float32 rows, tf32_wgmma*, are tests/test_matmul_tf32_wgmma.py's)
+# the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts, and A stored
+# transposed (the module's float32 rows, tf32_wgmma*, are tests/test_matmul_tf32_wgmma.py's)
 WGMMA = [
     name
     for name, v in ROWS.items()
     if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"} and ("f16", "f16") in v.kernels
 ]
+# the rows that read A stored transposed (K rows of M: X.T @ B) in place
+AT_ROWS = [name for name in WGMMA if ROWS[name].reads_a_trans]
 HOPPER = Target(90, 132, 227 * 1024, ALL_MODULES)
 
 
-def half_plan(m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto", b_trans=False):
-    p = Problem(m, n, k, "f16", "f16", "native", a_aligned, b_aligned, b_trans=b_trans)
+def half_plan(
+    m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto", b_trans=False, a_trans=False, dtype="f16"
+):
+    p = Problem(m, n, k, dtype, dtype, "native", a_aligned, b_aligned, a_trans=a_trans, b_trans=b_trans)
     return planner.plan(p, target, algorithm)
 
 
@@ -89,7 +94,8 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
-    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt"]
+    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *AT_ROWS]
+    assert AT_ROWS == ["wgmma128x256at", "wgmma128x128at"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
     def choose(m, n, k, a_ok, b_ok):
@@ -134,33 +140,131 @@ def test_a_transposed_b_is_read_in_place_where_aligned_and_copied_otherwise():
     assert elsewhere.algorithm == "mma128x128" and elsewhere.copy_b  # sm_90a code runs on 9.0 alone
 
 
+def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise():
+    """X.T @ B with X a row-major K x M matrix (a linear layer's weight gradient, X.T @ dY): on sm_90 the
+    *at rows read X's storage by TMA, no transposed copy first, for both 16-bit dtypes and C in either
+    dtype; where the copy engine cannot read X (base or row stride not 16-byte aligned) it is copied
+    either way, and the row-major row's rate wins; elsewhere A's copy is charged as before."""
+    for dtype in ("f16", "bf16"):
+        for out in (dtype, "f32"):
+
+            def plan_of(side, algorithm="auto", target=HOPPER, a_aligned=True, a_trans=True, b_trans=False):
+                problem = Problem(side, side, side, dtype, out, "native", a_aligned, True, 1, a_trans, b_trans)
+                return planner.plan(problem, target, algorithm)
+
+            suffix = dtype + ("_f32out" if out != dtype else "")
+            for side, row in ((256, "wgmma128x128at"), (1024, "wgmma128x128at"), (4096, "wgmma128x256at")):
+                q = plan_of(side)
+                assert (q.algorithm, q.copy_a, q.copy_b, q.copy_bytes) == (row, False, False, 0), q
+                assert q.kernel.name == f"matmul_{row}_{suffix}" and q.direct is None  # TMA: maps each call
+                unaligned = plan_of(side, a_aligned=False)  # copied, so into the faster row-major row
+                assert (unaligned.algorithm, unaligned.copy_a, unaligned.copy_b) == (row[:-2], True, False)
+                assert unaligned.copy_bytes == 2 * side * side
+                assert plan_of(side, a_trans=False).algorithm == row[:-2]  # A row-major: read as stored
+                assert plan_of(side).seconds < plan_of(side, a_trans=False, algorithm=row[:-2]).seconds * 1.03
+            # named with a row-major A: A transposed into aligned scratch (K rows of M) first
+            named = plan_of(1024, "wgmma128x128at", a_trans=False)
+            assert named.copy_a and not named.copy_b and named.copy_bytes == 2 * 1024 * 1024
+            # A.T @ B.T: no built row reads both transposed; one of the two is copied, not both
+            both = plan_of(4096, b_trans=True)
+            assert both.algorithm in ("wgmma128x256at", "wgmma128x256bt") and both.copy_a != both.copy_b
+            # one row of C: the matrix-vector rows (memory-bound) as before, A copied as before
+            assert not plan_of(1, a_aligned=True).variant.tma
+            elsewhere = plan_of(4096, target=Target(80, 108, 163 * 1024, ALL_MODULES))
+            assert elsewhere.algorithm == "mma128x128" and elsewhere.copy_a  # sm_90a code runs on 9.0 alone
+            no_sm90 = plan_of(4096, target=Target(90, 132, 227 * 1024, NO_WGMMA))
+            assert no_sm90.algorithm == "mma128x128" and no_sm90.copy_a
+
+
+def test_the_launcher_copies_a_into_the_layout_its_row_reads(monkeypatch):
+    """The copies of A (recorded, nothing runs): an *at row given a row-major A transposes it into K rows
+    of M, and given an unaligned A stored transposed copies those rows into aligned scratch; a row-major
+    row given an A stored transposed transposes it into M rows of K. A's tensor map then describes the
+    scratch (rows of a multiple of 8 elements)."""
+    m, n, k = 300, 520, 1000
+    calls, encoded = [], []
+
+    class Pool:
+        def alloc(self, nbytes, stream):
+            return 0x7F4000000000
+
+        def free(self, ptr, nbytes, stream):
+            pass
+
+    monkeypatch.setattr(
+        launcher, "transpose_region", lambda src, dst, r, c, lds, ldd, *a: calls.append(("T", r, c, lds, ldd))
+    )
+    monkeypatch.setattr(
+        launcher, "copy_region", lambda src, dst, r, c, lds, ldd, *a: calls.append(("C", r, c, lds, ldd))
+    )
+    monkeypatch.setattr(launcher, "encode_tiled", lambda sfx, args: encoded.append(args) or bytes(128))
+    cases = [
+        # (row, A stored transposed, A's storage row stride, the copy, A's map: globalDim, row stride in bytes)
+        ("wgmma128x128at", False, k, ("T", m, k, k, 304), (m, k), 608),  # M x K source -> K x M scratch
+        ("wgmma128x128at", True, m + 1, ("C", k, m, m + 1, 304), (m, k), 608),  # K x M, unaligned rows
+        ("wgmma128x128", True, m, ("T", k, m, m, k), (k, m), 2000),  # K x M source -> M x K scratch
+    ]
+    for name, a_trans, lda, copy, global_dim, stride in cases:
+        calls.clear()
+        encoded.clear()
+        aligned_a = not (a_trans and lda % 8)
+        problem = Problem(m, n, k, "f16", "f16", "native", aligned_a, True, a_trans=a_trans)
+        q = planner.plan(problem, HOPPER, name)
+        assert q.copy_a and not q.copy_b
+        q = replace(q, kernel=lambda *args, **kw: None)
+        launcher.tensor_map.cache_clear()
+        launcher.c_map.cache_clear()
+        try:
+            launcher.launch(
+                q,
+                (0x7F0000000000, lda, 0),
+                (0x7F0010000000, n, 0),
+                (0x7F0020000000, n, 0),
+                IDENTITY,
+                SimpleNamespace(memory=Pool()),
+                0,
+            )
+        finally:
+            launcher.tensor_map.cache_clear()
+            launcher.c_map.cache_clear()
+        assert calls == [copy], (name, calls)
+        a_map = encoded[1]  # C's map first
+        assert (a_map["globalAddress"], a_map["globalDim"], a_map["globalStrides"]) == (
+            0x7F4000000000,
+            global_dim,
+            (stride,),
+        )
+
+
 def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile():
     """On the H100's 132 SMs, 128 x 256 tiles leave most SMs idle on mid-size products (1024^3: 32 tiles;
     128 x 16384 x 4096: 64); the 128 x 128 tile has twice the work items. Where both fill the GPU the
-    wider tile's rate wins. The same choice for either B layout, among the rows that read B as stored
-    (at 8192^3 with B stored transposed, a transposing copy into the faster row-major kernel may win)."""
+    wider tile's rate wins. The same choice for each layout of the operands (both row-major, B stored
+    transposed, A stored transposed), among the rows that read them as stored (at 8192^3 with B stored
+    transposed, a transposing copy into the faster row-major kernel may win)."""
 
-    def pick(m, n, k, b_trans, in_place=True):
-        q = half_plan(m, n, k, HOPPER, b_trans=b_trans)
+    def pick(m, n, k, layout, in_place=True):
+        a_trans, b_trans = layout == "at", layout == "bt"
+        q = half_plan(m, n, k, HOPPER, a_trans=a_trans, b_trans=b_trans)
         if in_place:
-            assert q.variant.reads_b_trans == b_trans and not (q.copy_a or q.copy_b), q
-        return q.algorithm.removesuffix("bt"), q.splits
+            reads = (q.variant.reads_a_trans, q.variant.reads_b_trans)
+            assert reads == (a_trans, b_trans) and not (q.copy_a or q.copy_b), q
+        return q.algorithm.removesuffix(layout), q.splits
 
-    for b_trans in (False, True):
-        bt = "bt" if b_trans else ""
-        wide, narrow = ROWS["wgmma128x256" + bt], ROWS["wgmma128x128" + bt]
-        assert pick(1024, 1024, 1024, b_trans) == ("wgmma128x128", 1)  # 64 tiles, not 32
-        assert pick(128, 16384, 4096, b_trans) == ("wgmma128x128", 1)  # 128 tiles: no split needed
-        assert pick(64, 4096, 4096, b_trans) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
-        assert pick(512, 512, 512, b_trans) == ("wgmma128x128", 1)
-        assert pick(4096, 4096, 4096, b_trans) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
-        assert pick(8192, 8192, 8192, b_trans, in_place=not b_trans) == ("wgmma128x256", 1)
+    for layout in ("", "bt", "at"):
+        wide, narrow = ROWS["wgmma128x256" + layout], ROWS["wgmma128x128" + layout]
+        assert pick(1024, 1024, 1024, layout) == ("wgmma128x128", 1)  # 64 tiles, not 32
+        assert pick(128, 16384, 4096, layout) == ("wgmma128x128", 1)  # 128 tiles: no split needed
+        assert pick(64, 4096, 4096, layout) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
+        assert pick(512, 512, 512, layout) == ("wgmma128x128", 1)
+        assert pick(4096, 4096, 4096, layout) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
+        assert pick(8192, 8192, 8192, layout, in_place=layout != "bt") == ("wgmma128x256", 1)
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
         # so the tiles' measured rates decide (bench sweep, H100: 25.6 us against 28.8)
-        p = Problem(2048, 2048, 2048, "f16", "f16", "native", b_trans=b_trans)
+        p = Problem(2048, 2048, 2048, "f16", "f16", "native", a_trans=layout == "at", b_trans=layout == "bt")
         arithmetic = [planner.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
         assert arithmetic[0] / arithmetic[1] == pytest.approx(narrow.rate / wide.rate)
-        assert pick(2048, 2048, 2048, b_trans) == ("wgmma128x256", 1)
+        assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
 
 
 def test_mma_rows_launch_their_tiles_instantiation_with_its_block_and_shared_memory():
@@ -227,7 +331,7 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
         stage = (bm * 64 + 64 * bn) * 2  # A 128 x 64 and B 64 x BN, 16-bit
         assert stages == min(8, (227 * 1024 - fixed) // stage) and smem == stages * stage + fixed, name
         assert bm == 128 and v.block == (384, 1, 1) and v.smem == smem, name
-        assert name == f"wgmma{bm}x{bn}" + ("bt" if v.reads_b_trans else "")
+        assert name == f"wgmma{bm}x{bn}" + ("at" if v.reads_a_trans else "") + ("bt" if v.reads_b_trans else "")
         for (sfx, out), kernel in v.kernels.items():
             assert kernel.dynamic_smem == smem, kernel.name
             assert kernel.name == f"matmul_{name}_{sfx}" + ("_f32out" if out != sfx else "")
@@ -237,12 +341,14 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
 @pytest.mark.parametrize("name", WGMMA)
 def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, name, splits):
     """The tensor maps the launcher encodes (nothing is encoded or launched: both are recorded): A in
-    64 x 128 boxes; B row-major in 64 x 64 boxes (the kernel loads BN / 64 of them), B stored
-    transposed in 64 x BN boxes; C (or split-K's float32 layers) in 128-byte x 64-row boxes."""
+    64 x 128 boxes, A stored transposed (K rows of M) in 64 x 64 boxes (the kernel loads 128 / 64 of
+    them); B row-major in 64 x 64 boxes (the kernel loads BN / 64 of them), B stored transposed in
+    64 x BN boxes; C (or split-K's float32 layers) in 128-byte x 64-row boxes."""
     v = ROWS[name]
     bn = v.tile[1]
-    m, n, k = 300, 520, 1000  # 16-byte aligned rows: every operand read in place
-    q = planner.forced(Problem(m, n, k, "f16", "f16", "native", b_trans=v.reads_b_trans), HOPPER, name, splits, 384)
+    m, n, k = 300, 520, 1000  # 16-byte aligned rows (A stored transposed: 304 apart): every operand in place
+    problem = Problem(m, n, k, "f16", "f16", "native", a_trans=v.reads_a_trans, b_trans=v.reads_b_trans)
+    q = planner.forced(problem, HOPPER, name, splits, 384)
     assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
     encoded, launches = [], []
 
@@ -265,15 +371,17 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     launcher.tensor_map.cache_clear()
     launcher.c_map.cache_clear()
     try:
+        a = (0x7F0000000000, 304, 0) if v.reads_a_trans else (0x7F0000000000, k, 0)
         b = (0x7F0010000000, k, 0) if v.reads_b_trans else (0x7F0010000000, n, 0)
-        launcher.launch(
-            q, (0x7F0000000000, k, 0), b, (0x7F0020000000, n, 0), IDENTITY, SimpleNamespace(memory=Pool()), 0
-        )
+        launcher.launch(q, a, b, (0x7F0020000000, n, 0), IDENTITY, SimpleNamespace(memory=Pool()), 0)
     finally:  # the fake maps must not outlive the test
         launcher.tensor_map.cache_clear()
         launcher.c_map.cache_clear()
     (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
-    assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m), (64, 128))
+    if v.reads_a_trans:
+        assert (sa, a_map["globalDim"], a_map["globalStrides"], a_map["boxDim"]) == ("f16", (m, k), (608,), (64, 64))
+    else:
+        assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m), (64, 128))
     if v.reads_b_trans:
         assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n), (64, bn))
     else:
@@ -509,45 +617,27 @@ def test_wgmma_takes_aligned_views_with_padded_strides(name, dtype):
         assert err < tolerance(dtype, k)
 
 
-@pytest.mark.gpu
-@given(
-    m=dims(400, (64, 128, 256)),
-    n=dims(600, (64, 128, 256)),
-    k=dims(700, (64, 128, 256)),
-    name=st.sampled_from(WGMMA),
-    dtype=st.sampled_from(DTYPES),
-    f32out=st.booleans(),
-    splits=st.sampled_from([1, 2, 3]),
-    c_tma=st.booleans(),
-    epilogue=st.tuples(
-        st.sampled_from([1.0, -1.5]),  # alpha
-        st.sampled_from([0.0, 0.0, 0.5]),  # beta
-        st.sampled_from([None, "row", "column"]),  # bias
-        st.booleans(),  # a float32 bias (else C's dtype)
-        st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
-    ),
+# epilogues the by-name tests draw: (alpha, beta, bias: none, a row or a column, a float32 bias (else C's
+# dtype), activation)
+EPILOGUES = st.tuples(
+    st.sampled_from([1.0, -1.5]),  # alpha
+    st.sampled_from([0.0, 0.0, 0.5]),  # beta
+    st.sampled_from([None, "row", "column"]),  # bias
+    st.booleans(),  # a float32 bias (else C's dtype)
+    st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
 )
-def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype, f32out, splits, c_tma, epilogue):
-    """Each wgmma row by name (both tiles, both B layouts, every operand read in place), K split as drawn
-    (the reduction then applies the epilogue), against float64: act(alpha A B + beta C + bias) element
-    by element, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider matrix,
-    NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN stay.
-    c_tma: C's rows start on 16 bytes and are whole 16-byte pieces (n rounded up to a multiple of 8), so
-    it leaves by TMA stores; else by the kernels' (or the reduction's) plain stores."""
-    if name not in runnable():
-        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
+
+
+def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, copies) -> None:
+    """C = act(alpha op(A) op(B) + beta C + bias) by the named row with K split as asked (the reduction then
+    applies the epilogue), its plan copying the operands `copies` says (copy_a, copy_b), against float64
+    element by element, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider
+    matrix, NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN
+    stay. c_tma: C's rows start on 16 bytes and are whole 16-byte pieces (the caller rounds n up to a
+    multiple of 8), so it leaves by TMA stores; else by the kernels' (or the reduction's) plain stores."""
     alpha, beta, bias_kind, bias_f32, activation = epilogue
-    out_dtype = "float32" if f32out else dtype
-    v = ROWS[name]
-    if c_tma:
-        n += -n % 8
+    (m, k), n = a64.shape, b64.shape[1]
     left, right = (8, 8) if c_tma else (1, 2)
-    pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, 0, -k % 8)
-    if v.reads_b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
-        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, 8, -k % 8)
-        B, b64 = W.T, w64.T
-    else:
-        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, 8, -n % 8)
     pc, C, c64 = upload(rng.uniform(-1, 1, (m, n)).astype(np.float32), out_dtype, left, right)
     assert (c_map_args(C.elements, m, n, C.stride, 1, C.itemsize) is not None) == c_tma
     if not beta:
@@ -561,7 +651,7 @@ def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype
         bias64 = bias.to_numpy(dtype=np.float32).astype(np.float64)
     before = pc.to_numpy(dtype=np.float32)
     plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
-    assert plan.variant is v and not (plan.copy_a or plan.copy_b), plan
+    assert plan.variant is ROWS[name] and (plan.copy_a, plan.copy_b) == copies, plan
     gm.matmul(A, B, out=C, plan=plan, alpha=alpha, beta=beta, bias=bias, activation=activation)
     after = pc.to_numpy(dtype=np.float32)
     got = after[:, left : left + n].astype(np.float64)
@@ -573,7 +663,7 @@ def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype
     # float32 operations; below float16's normal range, its fixed spacing
     err = np.abs(got - r) / np.maximum(scale, 2.0**-14)
     assert err.max() <= 1.2 * tolerance(out_dtype, k) + 2.0**-20, (name, plan.splits, err.max())
-    for x in (pa, pb, pc, *([bias] if bias is not None else [])):
+    for x in (pc, *([bias] if bias is not None else [])):
         x.free()
 
 
@@ -691,6 +781,126 @@ def test_more_row_tiles_than_grid_rows_walk_the_grid_stride_loop(name):
             poison(C)
             gm.matmul(A, B, out=C, plan=plan)
             np.testing.assert_array_equal(C.to_numpy(dtype=np.float32), a @ b)
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(400, (64, 128, 256)),
+    n=dims(600, (64, 128, 256)),
+    k=dims(700, (64, 128, 256)),
+    name=st.sampled_from(WGMMA),
+    dtype=st.sampled_from(DTYPES),
+    f32out=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=EPILOGUES,
+)
+def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype, f32out, splits, c_tma, epilogue):
+    """Each wgmma row by name (both tiles, every operand layout, every operand read in place: A stored
+    transposed for the *at rows, B for the *bt rows, both TMA-ready views), K split as drawn, with an
+    epilogue, into a C view (check_epilogue_product)."""
+    if name not in runnable():
+        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = "float32" if f32out else dtype
+    v = ROWS[name]
+    if c_tma:
+        n += -n % 8
+    if v.reads_a_trans:  # A stored transposed: X (k x m) row-major, multiplied as X.T
+        pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, 8, -m % 8)
+        A, a64 = X.T, x64.T
+    else:
+        pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, 0, -k % 8)
+    if v.reads_b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
+        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, 8, -k % 8)
+        B, b64 = W.T, w64.T
+    else:
+        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, 8, -n % 8)
+    check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, (False, False))
+    for x in (pa, pb):
+        x.free()
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(400, (64, 128, 256)),
+    n=dims(600, (64, 128, 256)),
+    k=dims(700, (64, 128, 256)),
+    name=st.sampled_from(AT_ROWS),
+    dtype=st.sampled_from(DTYPES),
+    f32out=st.booleans(),
+    a_in_place=st.booleans(),
+    b_trans=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=EPILOGUES,
+)
+def test_a_stored_transposed_in_place_or_copied(
+    m, n, k, name, dtype, f32out, a_in_place, b_trans, splits, c_tma, epilogue
+):
+    """X.T @ B and X.T @ W.T by each *at row, X stored K x M: read in place where X's view is TMA-ready
+    (its rows start 16 bytes into the parent and are a multiple of 8 elements apart), else first copied
+    into aligned rows (the view starts 2 bytes in: never 16-byte aligned); B, TMA-ready, is copied only
+    when stored otherwise than the row reads it (transposed into K rows of N for the *at rows). K split as
+    drawn, with an epilogue, into a C view (check_epilogue_product)."""
+    if name not in runnable():
+        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = "float32" if f32out else dtype
+    if c_tma:
+        n += -n % 8
+    pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, *((8, -m % 8) if a_in_place else (1, 2)))
+    if b_trans:
+        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, 8, -k % 8)
+        B, b64 = W.T, w64.T
+    else:
+        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, 8, -n % 8)
+    copies = (not a_in_place, b_trans != ROWS[name].reads_b_trans)
+    check_epilogue_product(name, X.T, B, x64.T, b64, out_dtype, splits, c_tma, epilogue, copies)
+    for x in (pa, pb):
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_dtype", ["same", "float32"])
+def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
+    """X.T @ B with X a row-major K x M matrix (a weight gradient X.T @ dY): on sm_90 the transposed-A
+    kernels (each tile by name, and auto's pick) read X's storage by TMA, no copy; edges of every tile
+    shape, a poisoned C, an epilogue. An X view the copy engine cannot read goes to a row that reads A
+    row-major, through an aligned transposed copy, within the same error bound."""
+    rows = [name for name in AT_ROWS if not ROWS[name].reads_b_trans]  # the rows that read B row-major
+    if not set(rows) <= set(runnable()):
+        pytest.skip(f"{', '.join(rows)} need sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    shapes = ((2, 3, 8), (128, 256, 64), (129, 257, 72), (127, 129, 136), (300, 200, 1000), (520, 64, 8192))
+    for m, n, k in (*shapes, (1024, 1024, 1024)):
+        x = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        px, X, x64 = upload(x, dtype, 8, -m % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
+        pb, B, b64 = upload(b, dtype, 0, -n % 8)
+        assert gm.matmul_plan(X.T, B).algorithm in rows
+        for name in (*rows, "auto"):
+            plan = gm.matmul_plan(X.T, B, algorithm=name)
+            assert plan.variant.reads_a_trans and not (plan.copy_a or plan.copy_b), plan
+            C = gm.Matrix.empty(m, n, dtype=out_dtype)
+            poison(C)
+            gm.matmul(X.T, B, out=C, algorithm=name)
+            got = C.to_numpy(dtype=np.float32).astype(np.float64)
+            assert not np.isnan(got).any(), (name, m, n, k)
+            err = product_error(got, x64.T.copy(), b64, out_dtype if out_dtype != "bfloat16" else None)
+            assert err < tolerance(out_dtype, k), (name, m, n, k, err)
+            relu = gm.matmul(X.T, B, algorithm=name, activation="relu").to_numpy(dtype=np.float32)
+            plain = gm.matmul(X.T, B, algorithm=name).to_numpy(dtype=np.float32)
+            np.testing.assert_array_equal(relu, np.maximum(plain, 0))
+            C.free()
+        odd, Xu, _ = upload(x, dtype, 1, 0)  # 2 bytes into the parent: copied first
+        plan = gm.matmul_plan(Xu.T, B)
+        assert plan.copy_a and not plan.copy_b and not plan.variant.reads_a_trans, plan
+        with gm.matmul(Xu.T, B) as C:
+            got = C.to_numpy(dtype=np.float32).astype(np.float64)
+        err = product_error(got, x64.T.copy(), b64, dtype if dtype != "bfloat16" else None)
+        assert err < tolerance(dtype, k), ("auto, X unaligned", m, n, k, err)
+        for parent in (px, pb, odd):
+            parent.free()
 
 
 @pytest.mark.gpu

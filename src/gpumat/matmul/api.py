@@ -277,9 +277,10 @@ def _problem_fields(a: Matrix, out_sfx: str, mode: str, operands: tuple) -> tupl
     cache key (a tuple hashes and compares in a tenth of the time a frozen dataclass takes)."""
     m2, n2, k2, batch, A, B, _, ta, tb, _ = operands
     size = a._dtype.itemsize
-    # a transposed A is copied (aligned) whatever its storage; a transposed B may be read in place (a
-    # row with reads_b_trans), so its storage's alignment counts
-    a_al = ta or (aligned(A[0], A[1], size) and A[2] * size % 16 == 0)
+    # each operand's storage, transposed or not: a transposed A or B may be read in place (a row with
+    # reads_a_trans or reads_b_trans), and a row that reads it the other way copies it into aligned
+    # scratch whatever its alignment (the planner knows which)
+    a_al = aligned(A[0], A[1], size) and A[2] * size % 16 == 0
     b_al = aligned(B[0], B[1], size) and B[2] * size % 16 == 0
     return m2, n2, k2, a._sfx, out_sfx, mode, a_al, b_al, batch, ta, tb
 

@@ -2,10 +2,11 @@
 
 It assumes the caller has checked the operands against the plan's problem, holds the device lock,
 and has ordered the stream after the operands' allocations. Operands come as raw (address, row
-stride, batch stride) of their storage; a transposed operand is copied row-major first (the plan
-says so), and a batch runs as grid layers of one launch. Scratch (split-K partials, aligned copies
-of operands for the copy engine) comes from the device's pool on the same stream and is freed
-stream-ordered after the launches, so it is reused only once they are done.
+stride, batch stride) of their storage; an operand stored otherwise than the plan's kernel reads it
+(most kernels read both row-major; the *at and *bt rows read A or B stored transposed) is copied into
+that layout first (the plan says so), and a batch runs as grid layers of one launch. Scratch (split-K
+partials, aligned copies of operands for the copy engine) comes from the device's pool on the same
+stream and is freed stream-ordered after the launches, so it is reused only once they are done.
 """
 
 from __future__ import annotations
@@ -96,8 +97,13 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
     held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
     try:
         size = ITEMSIZE[q.dtype]
-        if p.copy_a:
-            pa, lda, bsa = _row_major_copy(pa, lda, bsa, m, k, q.a_trans, batch, q.dtype, pool, stream, held, dev)
+        if p.copy_a:  # into the layout the kernel reads: M rows of K, or K rows of M (reads_a_trans)
+            if v.reads_a_trans:
+                pa, lda, bsa = _row_major_copy(
+                    pa, lda, bsa, k, m, not q.a_trans, batch, q.dtype, pool, stream, held, dev
+                )
+            else:
+                pa, lda, bsa = _row_major_copy(pa, lda, bsa, m, k, q.a_trans, batch, q.dtype, pool, stream, held, dev)
         if p.copy_b:  # into the layout the kernel reads: K rows of N, or N rows of K (reads_b_trans)
             if v.reads_b_trans:
                 pb, ldb, bsb = _row_major_copy(
@@ -116,9 +122,15 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
             elem = "tf32" if v.mode == "tf32" else q.dtype
             # boxes one 128-byte row wide, and as tall as the row's tile: A k_tile K x tile rows; B stored
             # transposed (N rows of K) k_tile K x tile columns, else K rows of N in boxes of 64 columns x
-            # k_tile rows (the kernel loads tile columns / 64 of them); k_tile: K a stage, 64 halves or 32 floats
+            # k_tile rows (the kernel loads tile columns / 64 of them); A stored transposed (K rows of M) as a
+            # row-major B is, in boxes of 64 columns of M x k_tile rows (tile rows / 64 of them); k_tile: K a
+            # stage, 64 halves or 32 floats
             k_tile = SWIZZLE_BYTES // size
-            map_a = tensor_map(elem, pa, m, k, lda, v.tile[0])
+            map_a = (
+                tensor_map(elem, pa, k, m, lda, k_tile)
+                if v.reads_a_trans
+                else tensor_map(elem, pa, m, k, lda, v.tile[0])
+            )
             map_b = (
                 tensor_map(elem, pb, n, k, ldb, v.tile[1])
                 if v.reads_b_trans

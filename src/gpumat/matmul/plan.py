@@ -86,7 +86,13 @@ class MatmulPlan:
             lines.append("  split-K    none")
         if self.copy_a or self.copy_b:
             which = " and ".join(x for x, c in (("A", self.copy_a), ("B", self.copy_b)) if c)
-            layout = "the layouts the kernel reads (B as N rows of K)" if self.variant.reads_b_trans else "row-major"
+            v = self.variant
+            trans = [
+                f"{x} as {rows}"
+                for x, rows, t in (("A", "K rows of M", v.reads_a_trans), ("B", "N rows of K", v.reads_b_trans))
+                if t
+            ]
+            layout = f"the layouts the kernel reads ({', '.join(trans)})" if trans else "row-major"
             lines.append(f"  copies     {which} into {layout}, 16-byte aligned scratch first ({self.copy_bytes} bytes)")
         lines.append(f"  modelled   {self.seconds * 1e6:.1f} us")
         lines.append(f"  why        {self.reason}")

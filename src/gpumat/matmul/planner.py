@@ -73,10 +73,20 @@ def _live(length: int, tile: int, warp: int) -> float:
 
 def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
     """Whether A and B are first copied into 16-byte aligned scratch in the layout the variant reads: A
-    row-major (a transposed A is transposed in one pass), B row-major or, for a variant that reads B
-    transposed (reads_b_trans), as N rows of K; and an operand the copy engine cannot read in place."""
+    row-major or, for a variant that reads A transposed (reads_a_trans), as K rows of M; B row-major or,
+    for a variant that reads B transposed (reads_b_trans), as N rows of K (an operand stored the other
+    way is transposed in one pass); and an operand the copy engine cannot read in place."""
+    copy_a = p.a_trans != v.reads_a_trans or (v.needs_aligned and not p.a_aligned)
     copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
-    return (p.a_trans or (v.needs_aligned and not p.a_aligned), copy_b)
+    return copy_a, copy_b
+
+
+def _reads_aligned(v: Variant, p: Problem) -> bool:
+    """Whether the operands the variant's kernel reads are 16-byte aligned (what auto_needs_aligned rows
+    ask for): an A transposed into the layout the row reads lands in aligned scratch, so only an A read
+    as stored counts by its storage. (B counts by its storage either way: the rule auto has always
+    applied to it.)"""
+    return (p.a_aligned or p.a_trans != v.reads_a_trans) and p.b_aligned
 
 
 def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:
@@ -158,7 +168,6 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
     (the GEMM rows' model has no memory term and would rank them as if they computed faster than the
     memory can feed them: dmma128x64 at 16384 x 1 x 16384 float64, 2 GiB, models 374 us, 5.7 TB/s)."""
     pair = (p.dtype, p.out_dtype)
-    aligned = p.a_aligned and p.b_aligned
     rows = [
         v
         for v in VARIANTS.values()
@@ -167,7 +176,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and computes(v, p.dtype) == p.mode
         and unavailable(v, t) is None
         and (v.auto_archs is None or t.arch in v.auto_archs)
-        and (aligned or not v.auto_needs_aligned)
+        and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and (p.batch == 1 or v.batches)
         and v.computes_shape(p.m, p.n)
     ]

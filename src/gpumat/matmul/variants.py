@@ -65,6 +65,8 @@ class Variant:
     # reads B stored transposed (N rows of K, as x @ W.T gives it) in place; a B stored row-major is
     # transposed into scratch first (the other rows do the opposite)
     reads_b_trans: bool = False
+    # reads A stored transposed (K rows of M, as X.T @ B gives it) in place; likewise
+    reads_a_trans: bool = False
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
@@ -248,7 +250,8 @@ def _tf32(
 # m64n128k16), sm_90a only, persistent; operands the copy engine cannot read (base or row stride not
 # 16-byte aligned) are first copied into aligned scratch. The 128 x 128 tile has twice the work items
 # of the 128 x 256 one, for the mid-size products whose 128 x 256 tiles leave most SMs idle (1024^3:
-# 32 tiles on 132 SMs). The *bt rows read B stored transposed (x @ W.T) in place. Rates:
+# 32 tiles on 132 SMs). The *bt rows read B stored transposed (x @ W.T) in place, the *at rows A
+# stored transposed (X.T @ B). Rates:
 # benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
@@ -299,8 +302,10 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
 
 
-def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False, **latency) -> Variant:
-    name = f"wgmma{tile[0]}x{tile[1]}" + ("bt" if reads_b_trans else "")
+def _wgmma(
+    tile: tuple[int, int], rate: float, reads_b_trans: bool = False, reads_a_trans: bool = False, **latency
+) -> Variant:
+    name = f"wgmma{tile[0]}x{tile[1]}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
     return _half(
         name,
         "matmul_wgmma_half",
@@ -312,6 +317,7 @@ def _wgmma(tile: tuple[int, int], rate: float, reads_b_trans: bool = False, **la
         only_arch=90,
         needs_aligned=True,
         reads_b_trans=reads_b_trans,
+        reads_a_trans=reads_a_trans,
         persistent=True,
         rate=rate,
         k_align=64,
@@ -467,6 +473,13 @@ _ROWS = [
     _wgmma((128, 256), 720e12, reads_b_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 610e12, fixed_s=2.5e-6),
     _wgmma((128, 128), 570e12, reads_b_trans=True, fixed_s=2.5e-6),
+    # A stored transposed (X.T @ B: read in place through the wgmma's transpose of A; B row-major).
+    # Provisional rates, not measured yet: 2.5% under the row-major rows'. Reading B transposed cost
+    # 6-8% (720 of 780, 570 of 610), but there B comes in a layout of its own (BN rows of K, one box);
+    # an A stored transposed arrives in the boxes and swizzle the row-major B already uses, read
+    # through the same kind of descriptor, so a smaller loss is assumed
+    _wgmma((128, 256), 760e12, reads_a_trans=True, fixed_s=3.25e-6),
+    _wgmma((128, 128), 595e12, reads_a_trans=True, fixed_s=2.5e-6),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
