@@ -1,4 +1,5 @@
-"""The matrix-vector kernels (gemv_n1, gemv_m1, gemv_m1bt) against cuBLAS (CuPy's matmul), GPU time per
+"""The matrix-vector kernels (gemv_n1, gemv_m1, gemv_m1bt, and for a few rows or columns gemv_n8/16,
+gemv_m8/16, gemv_m8bt/16bt) against cuBLAS (CuPy's matmul), GPU time per
 call (CUDA events, median), and the bandwidth each reaches (A or B read + C written): the figures that
 replace the rows' provisional `bandwidth` (src/gpumat/matmul/variants.py). For each shape and dtype:
 auto's plan, then the chosen row at every split count it allows (what blocks_per_sm and the split's
@@ -19,6 +20,14 @@ SHAPES = [  # (M, N, K, B given as W.T)
     (1, 16384, 16384, False),
     (1, 4096, 16384, True),
     (1, 1, 1 << 22, False),
+    # a few rows or columns (the R rows); 32 rows stay on the GEMM tiles (auto's plan shows it)
+    (8, 16384, 16384, False),
+    (4096, 8, 4096, False),
+    (16, 4096, 4096, False),
+    (4096, 16, 4096, False),
+    (3, 4096, 4096, False),
+    (13, 12288, 4096, True),
+    (32, 4096, 4096, False),
 ]
 DTYPES = ("float32", "float16", "float64")
 

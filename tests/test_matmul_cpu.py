@@ -95,8 +95,8 @@ def test_block_shapes_are_legal():
 def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
     for only in (None, *SGEMM):
         p = f32_plan(m, n, k, 132, only)
-        # auto: the SGEMM kernels, or for C of one row or column the matrix-vector kernels
-        thin = only is None and min(m, n) == 1
+        # auto: the SGEMM kernels, or for C of up to 16 rows or columns the matrix-vector kernels
+        thin = only is None and min(m, n) <= 16
         assert (p.algorithm.startswith("gemv_") if thin else p.algorithm in SGEMM) and only in (None, p.algorithm)
         if p.splits == 1:
             assert p.k_chunk == k

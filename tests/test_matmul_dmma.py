@@ -112,7 +112,8 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
 
 
 def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
-    for shape in [(2, 3, 1), (4096, 4096, 4096), (256, 256, 65536)]:
+    # (17 x 19: the smallest C past the matrix-vector rows' 16 rows or columns)
+    for shape in [(17, 19, 1), (4096, 4096, 4096), (256, 256, 65536)]:
         assert auto_dmma(*shape, 75, 40, 64 * 1024) is None  # Turing
         assert auto_dmma(*shape, 86, 84, 99 * 1024) is None  # FP64 at 1/64 rate: the SIMT kernel
         assert auto_dmma(*shape, 90, 132, 64 * 1024) is None  # too little shared memory a block

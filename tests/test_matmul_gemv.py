@@ -1,12 +1,15 @@
-"""The matrix-vector kernels (cuda/matmul_gemv.cu; the table's gemv_n1, gemv_m1 and gemv_m1bt rows):
-matmul's products with C of one column (A @ x) or one row (x @ B, x @ W.T).
+"""The matrix-vector kernels (cuda/matmul_gemv.cu; the table's gemv_* rows): matmul's products with C of
+one column (A @ x) or one row (x @ B, x @ W.T), and of up to R = 8 or 16 columns (gemv_n<R>) or rows
+(gemv_m<R>, gemv_m<R>bt), which read the matrix operand once for all R vectors.
 
-Without a GPU: auto takes them for those shapes in every dtype and never for others, a named call on
-another shape is refused before anything is launched, the cost model's memory term ranks them, their
-grids cover C once, split-K plans are sound, and the build exports every entry point without spills.
-On the GPU: every dtype against a float64 reference (bounds from tests/test_gemm_gpu.py), lengths of 1,
-primes and 31/32/33, views at odd offsets and strides into NaN-filled outputs, batches, forced split-K,
-every epilogue, and bitwise determinism (also across aligned and unaligned views of the same data).
+Without a GPU: auto takes them for those shapes in every dtype and never for others (past 16 rows and
+columns every plan is what it was without the R rows), a named call on another shape is refused before
+anything is launched, the cost model's memory term ranks them and its compute term charges R, their grids
+cover C once, split-K plans are sound, and the build exports every entry point without spills.
+On the GPU: every row and dtype against a float64 reference (bounds from tests/test_gemm_gpu.py), sides
+of 1, 2, R - 1, R and primes, lengths of 1, primes and 31/32/33, views at odd offsets and strides into
+NaN-filled outputs, batches, forced split-K, every epilogue, and bitwise determinism (also across aligned
+and unaligned views of the same data).
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ from support import ALL_MODULES, H100, TARGETS, dims, epilogue_reference, fake_m
 from test_gemm_gpu import DTYPES, check_close, host_random, tolerance, upload
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS
+from gpumat.matmul import VARIANTS, planner
 from gpumat.matmul.planner import SM_DRAW, candidates, forced, model, plan, traffic
 from gpumat.matmul.problem import Problem, Target
-from gpumat.matmul.variants import GEMV_BANDWIDTH, H100_SMS, K_CHUNK, REDUCE, accumulator
+from gpumat.matmul.variants import GEMV_BANDWIDTH, GEMV_R, H100_SMS, K_CHUNK, REDUCE, accumulator
 from gpumat.runtime import geometry
 
 GEMV = {name: v for name, v in VARIANTS.items() if name.startswith("gemv_")}
 PAIRS = [("f32", "f32"), ("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")]
 NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+FAMILIES = ("n", "m", "mbt")  # C of few columns (A @ B), of few rows (x @ B), of few rows with B as W.T
+ONE = ("gemv_n1", "gemv_m1", "gemv_m1bt")  # the one-vector rows
 
 
 def mode(sfx: str) -> str:
@@ -41,11 +46,25 @@ def problem(m, n, k, pair=("f32", "f32"), aligned=True, **kw) -> Problem:
     return Problem(m, n, k, pair[0], pair[1], mode(pair[0]), aligned, aligned, **kw)
 
 
+def row_name(family: str, r: int) -> str:
+    """The table's row of a family for R = r: gemv_n<r>, gemv_m<r>, gemv_m<r>bt."""
+    return {"n": f"gemv_n{r}", "m": f"gemv_m{r}", "mbt": f"gemv_m{r}bt"}[family]
+
+
+def rows_for(m: int, n: int) -> set[str]:
+    """The matrix-vector rows that compute an m x n C (empty past 16 rows and 16 columns)."""
+    return {name for name, v in GEMV.items() if v.computes_shape(m, n)}
+
+
+def smallest_r(side: int) -> int:
+    return min(r for r in (1, *GEMV_R) if side <= r)
+
+
 # ---- without a GPU ----
 
 
 def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
-    assert set(GEMV) == {"gemv_n1", "gemv_m1", "gemv_m1bt"}
+    assert set(GEMV) == {row_name(f, r) for f in FAMILIES for r in (1, *GEMV_R)}
     for name, v in GEMV.items():
         assert set(v.kernels) == set(PAIRS) and v.tier == 1 and v.splits_k and v.batches
         assert v.block == (256, 1, 1) and v.smem == 0 and v.min_arch == 0 and not v.any_shape
@@ -53,9 +72,17 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
         for (s, d), kernel in v.kernels.items():
             assert kernel.module == "matmul_gemv" and kernel.signature == K_CHUNK
             assert kernel.name == f"matmul_{name}_{s}" + ("_f32out" if d != s else "")
-    assert (GEMV["gemv_n1"].max_m, GEMV["gemv_n1"].max_n) == (None, 1)
-    assert (GEMV["gemv_m1"].max_m, GEMV["gemv_m1"].max_n) == (1, None)
-    assert GEMV["gemv_m1bt"].reads_b_trans and not GEMV["gemv_m1"].reads_b_trans
+    for r in (1, *GEMV_R):
+        assert (GEMV[f"gemv_n{r}"].max_m, GEMV[f"gemv_n{r}"].max_n) == (None, r)
+        assert (GEMV[f"gemv_m{r}"].max_m, GEMV[f"gemv_m{r}"].max_n) == (r, None)
+        assert (GEMV[f"gemv_m{r}bt"].max_m, GEMV[f"gemv_m{r}bt"].max_n) == (r, None)
+        assert GEMV[f"gemv_m{r}bt"].reads_b_trans and not GEMV[f"gemv_m{r}"].reads_b_trans
+        assert not GEMV[f"gemv_n{r}"].reads_b_trans
+    # the one-vector rows first, then smaller R first: of equal modelled times auto takes the first
+    names = list(VARIANTS)
+    for f in FAMILIES:
+        at = [names.index(row_name(f, r)) for r in (1, *GEMV_R)]
+        assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
     # every other row computes every shape and has no memory term: their plans are as before
     for v in VARIANTS.values():
         if v.name not in GEMV:
@@ -63,7 +90,8 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
 
 
 def test_the_tiles_are_the_kernels_own():
-    """The rows' tiles (rows or columns of C a block covers) are the kernel file's constants."""
+    """The rows' tiles (rows or columns of C a block covers) are the kernel file's constants, and the file
+    instantiates the R of the table."""
     src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_gemv.cu").read_text()
     const = {name: int(value) for name, value in re.findall(r"constexpr int (\w+) = (\d+);", src)}
     assert re.search(r"constexpr int THREADS = 256, WARPS = THREADS / 32;", src)
@@ -71,6 +99,11 @@ def test_the_tiles_are_the_kernels_own():
     assert GEMV["gemv_n1"].tile == (8 * const["ROWS"], 1)
     assert GEMV["gemv_m1bt"].tile == (1, 8 * const["ROWS"])
     assert GEMV["gemv_m1"].tile == (1, 32 * const["COLS"])
+    assert tuple(int(r) for r in re.findall(r"GPUMAT_GEMV_R\(T, OUT, SFX, (\d+)\)", src)) == GEMV_R
+    for r in GEMV_R:
+        assert GEMV[f"gemv_n{r}"].tile == (8 * const["ROWS"], r)
+        assert GEMV[f"gemv_m{r}"].tile == (r, 32 * const["COLS"])
+        assert GEMV[f"gemv_m{r}bt"].tile == (r, 8 * const["ROWS"])
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
@@ -86,13 +119,33 @@ def test_auto_takes_them_for_one_column_or_one_row_on_an_h100(pair, aligned):
     assert (q.algorithm, q.splits, q.grid[2]) == ("gemv_m1", 1, 7)
 
 
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+@pytest.mark.parametrize("side", [2, 3, 5, 7, 8, 9, 13, 15, 16])
+def test_auto_takes_the_smallest_r_that_covers_a_few_rows_or_columns(pair, side):
+    """Memory-bound at these sizes: every row that computes the shape models the same bytes, and the
+    smallest R computes least (the first of equal times besides)."""
+    r = smallest_r(side)
+    assert plan(problem(16384, side, 16384, pair), H100).algorithm == f"gemv_n{r}"
+    assert plan(problem(side, 16384, 16384, pair), H100).algorithm == f"gemv_m{r}"
+    assert plan(problem(side, 16384, 16384, pair, b_trans=True), H100).algorithm == f"gemv_m{r}bt"
+    # aligned or not, batched or not: the same rows (a batch in one launch, a grid layer each)
+    assert plan(problem(4096, side, 16384, pair, False), H100).algorithm == f"gemv_n{r}"
+    q = plan(problem(side, 4096, 4096, pair, batch=7), H100)
+    assert (q.algorithm, q.splits, q.grid) == (f"gemv_m{r}", 1, (32, 1, 7))
+    q = plan(problem(4096, side, 4096, pair, batch=7), H100)
+    assert (q.algorithm, q.splits, q.grid) == (f"gemv_n{r}", 1, (1, 128, 7))
+
+
+SIDES = st.one_of(dims(30000, (32, 128)), st.sampled_from([4, 8, 9, 15, 16, 17, 18]))
+
+
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
-@given(m=dims(30000, (32, 128)), n=dims(30000, (32, 128)), k=dims(60000, (32, 256, 1024)), bt=st.booleans())
-def test_auto_takes_them_exactly_for_one_row_or_column(target, pair, m, n, k, bt):
+@given(m=SIDES, n=SIDES, k=dims(60000, (32, 256, 1024)), bt=st.booleans())
+def test_auto_takes_them_exactly_for_up_to_16_rows_or_columns(target, pair, m, n, k, bt):
     t, p = TARGETS[target], problem(m, n, k, pair, b_trans=bt)
     q = plan(p, t)
-    thin = m == 1 or n == 1
+    thin = min(m, n) <= max(GEMV_R)
     assert (q.algorithm in GEMV) == thin, (p, q.algorithm)
     assert q.variant.computes_shape(m, n)
     if thin:  # the least modelled time among the matrix-vector rows that compute the shape
@@ -101,9 +154,49 @@ def test_auto_takes_them_exactly_for_one_row_or_column(target, pair, m, n, k, bt
         assert q.seconds == min(plan(p, t, v.name).seconds for v in rows)
 
 
+def without_r_rows(monkeypatch):
+    """The planner with the table as it was before the R rows (gemv_n8 ... gemv_m16bt)."""
+    table = {name: v for name, v in VARIANTS.items() if name not in GEMV or name in ONE}
+    monkeypatch.setattr(planner, "VARIANTS", table)
+    planner.plan.cache_clear()
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+@settings(max_examples=60)
+@given(
+    m=st.one_of(st.just(1), st.integers(17, 5000), st.sampled_from([17, 32, 33, 4096])),
+    n=st.one_of(st.just(1), st.integers(17, 5000), st.sampled_from([17, 32, 33, 4096])),
+    k=dims(60000, (32, 256, 1024)),
+    bt=st.booleans(),
+    aligned=st.booleans(),
+)
+def test_nothing_changes_for_one_row_or_column_or_past_16(pair, m, n, k, bt, aligned):
+    """For C of one row or column, or of 17 and more rows and columns, every plan is what it was before the R
+    rows: their compute term is never below the one-vector rows' on the same bytes and blocks, and past 16
+    they compute nothing."""
+    p = problem(m, n, k, pair, aligned, b_trans=bt)
+    planner.plan.cache_clear()
+    try:
+        now = plan(p, H100)
+        with pytest.MonkeyPatch.context() as mp:
+            without_r_rows(mp)
+            before = plan(p, H100)
+    finally:
+        planner.plan.cache_clear()
+    assert (now.algorithm, now.splits, now.k_chunk, now.grid, now.seconds) == (
+        before.algorithm,
+        before.splits,
+        before.k_chunk,
+        before.grid,
+        before.seconds,
+    )
+
+
 @pytest.mark.parametrize("tc_mode", ["tf32", "tf32x3"])
-@pytest.mark.parametrize("m, n, k", [(16384, 1, 16384), (1, 4096, 16384), (1024, 1, 1024), (1, 1, 7)])
-def test_a_tensor_core_mode_on_one_row_or_column_runs_the_exact_fp32_rows(tc_mode, m, n, k):
+@pytest.mark.parametrize(
+    "m, n, k", [(16384, 1, 16384), (1, 4096, 16384), (1024, 1, 1024), (1, 1, 7), (16, 4096, 4096), (4096, 9, 4096)]
+)
+def test_a_tensor_core_mode_on_a_few_rows_or_columns_runs_the_exact_fp32_rows(tc_mode, m, n, k):
     """Memory-bound, so TF32 tensor cores gain nothing there and lose accuracy: auto plans exact FP32
     (the matrix-vector rows) and says why; a named tensor-core row still runs as named."""
     p = Problem(m, n, k, "f32", "f32", tc_mode)
@@ -113,11 +206,14 @@ def test_a_tensor_core_mode_on_one_row_or_column_runs_the_exact_fp32_rows(tc_mod
     assert (q.algorithm, q.splits, q.k_chunk, q.grid) == (exact.algorithm, exact.splits, exact.k_chunk, exact.grid)
     named = plan(p, H100, tc_mode + "_128x128")
     assert named.variant.mode == tc_mode
+    # past 16 rows and columns the tensor cores run as asked
+    wide_p = Problem(max(m, 17), max(n, 17), k, "f32", "f32", tc_mode)
+    assert plan(wide_p, H100).variant.mode == tc_mode
 
 
-@pytest.mark.parametrize("m, n", [(2, 2), (2, 3), (3, 2), (16384, 2), (2, 4096), (2, 16384)])
+@pytest.mark.parametrize("m, n", [(17, 17), (17, 4096), (4096, 17), (32, 4096), (4096, 32), (18, 19)])
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
-def test_never_for_two_rows_and_two_columns(m, n, pair):
+def test_never_past_16_rows_and_16_columns(m, n, pair):
     for k in (1, 64, 16384):
         for bt in (False, True):
             q = plan(problem(m, n, k, pair, b_trans=bt), H100)
@@ -126,13 +222,21 @@ def test_never_for_two_rows_and_two_columns(m, n, pair):
 
 def test_a_named_row_on_another_shape_is_refused_before_any_launch():
     for name, v in GEMV.items():
-        for m, n in [(2, 2), (300, 200), (1, 2) if v.max_n == 1 else (2, 1)]:
+        if v.max_n is not None:
+            shapes = [(300, 200), (2, v.max_n + 1), (v.max_n + 1, v.max_n + 1)]
+        else:
+            shapes = [(300, 200), (v.max_m + 1, 2), (v.max_m + 1, v.max_m + 1)]
+        for m, n in shapes:
             with pytest.raises(ValueError, match=f"{name}.*only.*{m} x {n}"):
                 plan(problem(m, n, 64), H100, name)
             with pytest.raises(ValueError, match="only"):
                 forced(problem(m, n, 64), H100, name, 2, 32)
+    with pytest.raises(ValueError, match="one column .N == 1. only"):
+        plan(problem(2, 2, 64), H100, "gemv_n1")
+    with pytest.raises(ValueError, match="at most 8 rows .M <= 8. only"):
+        plan(problem(9, 2, 64), H100, "gemv_m8")
     # through the API, with fake operands: FakeBuffer.use_on fails the test if anything were launched
-    a, b = fake_matrix(300, 500), fake_matrix(500, 2, ptr=0x7F0010000000)
+    a, b = fake_matrix(300, 500), fake_matrix(500, 17, ptr=0x7F0010000000)
     for name in GEMV:
         with pytest.raises(ValueError, match="only"):
             gm.matmul(a, b, algorithm=name)
@@ -142,6 +246,10 @@ def test_a_named_row_on_another_shape_is_refused_before_any_launch():
     assert gm.matmul_plan(a, x).algorithm == "gemv_n1"
     with pytest.raises(ValueError, match="only"):
         gm.matmul(a, x, algorithm="gemv_m1")
+    x3 = fake_matrix(500, 3, ptr=0x7F0010000000)
+    assert gm.matmul_plan(a, x3).algorithm == "gemv_n8"
+    with pytest.raises(ValueError, match="only"):
+        gm.matmul(a, x3, algorithm="gemv_n1")
 
 
 def test_plans_through_the_api_read_views_in_place():
@@ -149,14 +257,23 @@ def test_plans_through_the_api_read_views_in_place():
     x = fake_matrix(500, 1, stride=7, ptr=0x7F0010000004)  # a column of a wider matrix, odd base
     q = gm.matmul_plan(a, x)
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_n1", False, False)
+    x3 = fake_matrix(500, 3, stride=7, ptr=0x7F0010000004)  # three columns of it
+    q = gm.matmul_plan(a, x3)
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_n8", False, False)
     row = fake_matrix(1, 500, ptr=0x7F0020000002, dtype=np.float16)
     w = fake_matrix(800, 500, stride=509, ptr=0x7F0030000000, dtype=np.float16)  # x @ W.T: W read in place
     q = gm.matmul_plan(row, w.T)
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1bt", False, False)
+    rows = fake_matrix(11, 500, stride=503, ptr=0x7F0020000002, dtype=np.float16)
+    q = gm.matmul_plan(rows, w.T)
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m16bt", False, False)
     q = gm.matmul_plan(row, fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1", False, False)
     text = str(q)
     assert "gemv_m1" in text and q.kernel.name in text and "1x128 tiles" in text
+    q = gm.matmul_plan(rows[:5], fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m8", False, False)
+    assert "8x128 tiles" in str(q) and "matmul_gemv_m8_f16" in str(q)
 
 
 @given(rows=st.integers(1, 10**8), splits=st.integers(1, 128), sms=st.sampled_from([40, 108, 132]))
@@ -170,22 +287,39 @@ def test_grids_cover_c_once(rows, splits, sms):
     assert m1.grid(1, rows, splits, sms) == (geometry.cdiv(rows, 128), 1, splits)  # a block 128 columns
     assert m1bt.grid(1, rows, splits, sms) == (geometry.cdiv(rows, 32), 1, splits)  # a block 32 columns
     assert max(m1bt.grid(1, rows, splits, sms)[0], gx) <= geometry.MAX_GRID_X
+    # the R rows: the same grids for any side up to R (one block covers all R columns or rows)
+    for r in GEMV_R:
+        for side in (1, 2, r - 1, r):
+            assert GEMV[f"gemv_n{r}"].grid(rows, side, splits, sms) == (gx, gy, gz)
+            assert GEMV[f"gemv_m{r}"].grid(side, rows, splits, sms) == m1.grid(1, rows, splits, sms)
+            assert GEMV[f"gemv_m{r}bt"].grid(side, rows, splits, sms) == m1bt.grid(1, rows, splits, sms)
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
 def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
     acc = accumulator(pair[0])
-    for p in (problem(1024, 1, 65536, pair), problem(1, 512, 65536, pair), problem(1, 1, 1 << 20, pair)):
+    for p in (
+        problem(1024, 1, 65536, pair),
+        problem(1, 512, 65536, pair),
+        problem(1, 1, 1 << 20, pair),
+        problem(1024, 5, 65536, pair),
+        problem(9, 512, 65536, pair),
+        problem(16, 16, 1 << 18, pair),
+    ):
         q = plan(p, H100)
         assert q.algorithm in GEMV and q.splits > 1, q
         assert geometry.cdiv(p.k, q.k_chunk) == q.splits and q.k_chunk % q.variant.k_align == 0
         assert q.kernel is q.variant.kernels[(pair[0], acc)] and q.reduce is REDUCE[(acc, pair[1])]
         assert q.scratch_bytes == q.splits * p.m * p.n * (8 if acc == "f64" else 4)
         assert q.grid[2] == q.splits
-    for p in (problem(16384, 1, 16384, pair), problem(1, 65536, 4096, pair)):
+    for p in (problem(16384, 1, 16384, pair), problem(1, 65536, 4096, pair), problem(16384, 16, 16384, pair)):
         assert plan(p, H100).splits == 1  # enough blocks already
     q = forced(problem(100, 1, 1000, pair), H100, "gemv_n1", 3, 352)
     assert (q.splits, q.k_chunk, q.grid) == (3, 352, (1, 4, 3))
+    q = forced(problem(100, 7, 1000, pair), H100, "gemv_n8", 3, 352)
+    assert (q.splits, q.k_chunk, q.grid) == (3, 352, (1, 4, 3))
+    q = forced(problem(13, 300, 1000, pair), H100, "gemv_m16bt", 3, 352)
+    assert (q.splits, q.k_chunk, q.grid) == (3, 352, (10, 1, 3))
 
 
 def test_the_memory_term_ranks_them():
@@ -211,6 +345,26 @@ def test_the_memory_term_ranks_them():
         assert model(n1, other, H100, 1, other.k) == pytest.approx(ratio * model(n1, p, H100, 1, p.k), rel=1e-3)
 
 
+@pytest.mark.parametrize("r", GEMV_R)
+def test_the_r_rows_read_the_matrix_once_and_compute_r(r):
+    """The R rows' bytes are the matrix once, the R vectors and C (the same as one vector's rows would read
+    for each of them: no more); their compute term is R columns or rows of the FP32 pipes' rate, whatever
+    the side asked (zeros past it), which decides where it exceeds the memory term."""
+    n_r, m_r = GEMV[f"gemv_n{r}"], GEMV[f"gemv_m{r}"]
+    p = problem(16384, r, 16384)
+    assert traffic(p) == (16384 * 16384 + 16384 * r + 16384 * r) * 4
+    assert model(n_r, p, H100, 1, p.k) == pytest.approx(traffic(p) / GEMV_BANDWIDTH)  # 512 blocks: memory-bound
+    for side in (1, 2, r):
+        # compute-bound: K long, few bytes of C per block; two waves of 133 strips
+        q = problem(side, 133 * 128, 1 << 16, ("f16", "f16"))
+        per_block = 2.0 * r * 128 * q.k / (m_r.rate / H100_SMS)
+        assert model(m_r, q, H100, 1, q.k) == pytest.approx(max(2 * per_block, traffic(q) / GEMV_BANDWIDTH))
+    # the smaller R computes less: at a side both compute, the compute-bound model prefers it
+    if r != min(GEMV_R):
+        q = problem(min(GEMV_R), 133 * 128, 1 << 16, ("f16", "f16"))
+        assert model(GEMV[f"gemv_m{min(GEMV_R)}"], q, H100, 1, q.k) < model(m_r, q, H100, 1, q.k)
+
+
 def test_the_build_exports_every_entry_point_without_spills():
     from gpumat.runtime import kernels
 
@@ -220,13 +374,15 @@ def test_the_build_exports_every_entry_point_without_spills():
         pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
     entries = modules["matmul_gemv"]["entries"]
     declared = {k.name for v in GEMV.values() for k in v.kernels.values()}
-    assert set(entries) == declared and len(declared) == 18
+    assert set(entries) == declared and len(declared) == 6 * 3 * (1 + len(GEMV_R))
     for name, info in entries.items():
         params = [t.replace("s32", "u32").replace("b64", "u64").replace("s64", "u64") for t in info["params"]]
         assert params == [kernels.PTX_TYPES[c] for c in K_CHUNK], name
-        for arch, r in info["resources"].items():
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (name, arch, r)
-            assert 0 < r["registers"] <= 80, (name, arch, r)  # __launch_bounds__(256, 3)
+        # __launch_bounds__(256, 3) for one vector (80 registers), (256, 1) for 8 and 16 (255)
+        r = int(re.match(r"matmul_gemv_[nm](\d+)", name).group(1))
+        for arch, res in info["resources"].items():
+            assert res["spill_stores"] == res["spill_loads"] == res["stack"] == 0, (name, arch, res)
+            assert 0 < res["registers"] <= (80 if r == 1 else 255), (name, arch, res)
 
 
 # ---- on the GPU ----
@@ -241,19 +397,26 @@ def dtypes(kind: str):
     return dtype, (np.float32 if out else dtype), base
 
 
-def expected(m: int, n: int, b_trans: bool) -> str:
-    return "gemv_n1" if n == 1 and (m > 1 or not b_trans) else ("gemv_m1bt" if b_trans else "gemv_m1")
+def assert_auto_takes_a_matrix_vector_row(plan_, m: int, n: int):
+    """auto's row for an m x n C: one of the matrix-vector rows that compute the shape, never a GEMM tile
+    (which one is the cost model's choice: for M == 1 with a row-major B, gemv_m1 or gemv_m1bt after
+    transposing B into scratch, float32 1 x 101 x 671 takes the latter; for a few rows or columns the R
+    that covers them, or a larger one)."""
+    rows = rows_for(m, n)
+    assert rows, (m, n)
+    assert plan_.algorithm in rows, (plan_.algorithm, m, n, sorted(rows))
 
 
 def operands(kind, m, n, k, b_trans, pads, x_contiguous, batch=None):
     """Host A and B and their GPU views: A at column offset pads[0] of wider storage; B likewise, or stored
-    transposed (b_trans: N rows of K, read through .T), or for N == 1 a plain contiguous column; C a
-    NaN-filled view at pads[2]. Returns (a, b, A, B, C, parents, C's parent, its host copy, C's columns)."""
+    transposed (b_trans: N rows of K, read through .T), or for x_contiguous a plain contiguous matrix (for
+    N == 1 a column); C a NaN-filled view at pads[2]. Returns (a, b, A, B, C, parents, C's parent, its host
+    copy, C's columns)."""
     dtype, out_dtype, _ = dtypes(kind)
     lead = () if batch is None else (batch,)
     a, b = host_random((*lead, m, k), dtype), host_random((*lead, k, n), dtype)
     A, pa, _, _ = upload(a, False, pads[0])
-    if x_contiguous and n == 1 and not b_trans:
+    if x_contiguous and not b_trans:
         B = pb = gm.Matrix.from_numpy(b)
     else:
         B, pb, _, _ = upload(b, b_trans, pads[1])
@@ -271,37 +434,48 @@ def untouched_outside(pc, pc_host, cols) -> bool:
     )
 
 
+def side_values(r: int) -> list[int]:
+    """The sides of C an R row is tried on: 1, 2, R - 1, R and the primes up to R."""
+    return sorted({1, min(2, r), max(r - 1, 1), r, *(p for p in (3, 5, 7, 11, 13) if p <= r)})
+
+
+def shape_of(family: str, side: int, length: int) -> tuple[int, int]:
+    """(M, N) of a family's C: `side` columns for gemv_n<R>, `side` rows for the others."""
+    return (length, side) if family == "n" else (side, length)
+
+
 @st.composite
 def cases(draw):
-    which = draw(st.sampled_from(["n1", "m1", "m1bt"]))
-    length = draw(dims(700, (32, 128)))  # M for gemv_n1, N for the others
-    m, n = (length, 1) if which == "n1" else (1, length)
+    family = draw(st.sampled_from(FAMILIES))
+    r = draw(st.sampled_from((1, *GEMV_R)))
+    m, n = shape_of(family, draw(st.sampled_from(side_values(r))), draw(dims(700, (32, 128))))
     return {
         "kind": draw(st.sampled_from(KINDS)),
+        "name": row_name(family, r),
         "m": m,
         "n": n,
         "k": draw(dims(3000, (8, 32, 128, 256, 1024))),
-        "b_trans": which == "m1bt",
+        "b_trans": family == "mbt",
         "pads": [draw(st.integers(0, 3)) for _ in range(3)],
         "x_contiguous": draw(st.booleans()),
     }
 
 
 @pytest.mark.gpu
-@settings(max_examples=150)
+@settings(max_examples=300)
 @given(cases())
 def test_against_a_float64_epilogue_reference(case):
-    """The named kernel and auto (which may split K), on views at odd offsets and strides (element loads)
-    or aligned ones (16-byte loads), into NaN-filled C: every element written, nothing around it."""
-    m, n, k, b_trans = case["m"], case["n"], case["k"], case["b_trans"]
+    """The named kernel and auto (which may split K, or take another matrix-vector row), on views at odd
+    offsets and strides (element loads) or aligned ones (16-byte loads), into NaN-filled C: every element
+    written, nothing around it."""
+    m, n, k, b_trans, name = case["m"], case["n"], case["k"], case["b_trans"], case["name"]
     a, b, A, B, C, parents, pc, pc_host, cols = operands(
         case["kind"], m, n, k, b_trans, case["pads"], case["x_contiguous"]
     )
-    name = "gemv_m1bt" if b_trans else ("gemv_n1" if n == 1 else "gemv_m1")
     try:
         ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
         tol = tolerance(dtypes(case["kind"])[2], k)
-        assert gm.matmul_plan(A, B, out=C).algorithm == expected(m, n, b_trans)
+        assert_auto_takes_a_matrix_vector_row(gm.matmul_plan(A, B, out=C), m, n)
         for algorithm in (name, "auto"):
             gm.matmul(A, B, out=C, algorithm=algorithm)
             check_close(C.to_numpy(), ref, scale, tol, f"{algorithm} {case}")
@@ -322,15 +496,19 @@ def test_against_a_float64_epilogue_reference(case):
     splits=st.sampled_from([2, 3, 5, 8]),
     chunk=st.integers(1, 40),
     odd=st.booleans(),
+    pick=st.integers(0, 10),
 )
-def test_forced_split_k(name, kind, length, k, splits, chunk, odd):
+def test_forced_split_k(name, kind, length, k, splits, chunk, odd, pick):
     """Any chunking: an odd chunk starts every other split off the 16-byte alignment (element loads)."""
-    m, n = (length, 1) if name == "gemv_n1" else (1, length)
+    v = GEMV[name]
+    sides = side_values(v.max_n or v.max_m)
+    family = "n" if v.max_n is not None else ("mbt" if v.reads_b_trans else "m")
+    m, n = shape_of(family, sides[pick % len(sides)], length)
     k_chunk = chunk * 32 - (3 if odd else 0)
     splits = max(min(splits, -(-k // k_chunk) + 1), 2)
     if splits * k_chunk < k:
         k_chunk = -(-k // splits)
-    a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, name == "gemv_m1bt", [1, 2, 0], False)
+    a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, v.reads_b_trans, [1, 2, 0], False)
     try:
         p = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits, k_chunk=k_chunk)
         layers = min(splits, -(-k // k_chunk))
@@ -354,6 +532,13 @@ EPILOGUES = [
 ]
 
 
+def epilogue_shape(name: str) -> tuple[int, int]:
+    """A C for the epilogue tests: 203 long, the R rows one short of R (a vector past C's side)."""
+    v = GEMV[name]
+    side = max((v.max_n or v.max_m) - 1, 1)
+    return (203, side) if v.max_n is not None else (side, 203)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(GEMV))
 @pytest.mark.parametrize("kind", KINDS)
@@ -361,9 +546,9 @@ EPILOGUES = [
 def test_every_epilogue(name, kind, splits):
     """In the kernel (one split) and in split-K's reduction. With beta == 0 C is NaN and never read."""
     _, out_dtype, base = dtypes(kind)
-    m, n, k = (203, 1, 1500) if name == "gemv_n1" else (1, 203, 1500)
+    (m, n), k = epilogue_shape(name), 1500
     for alpha, beta, along, bias_f32, activation in EPILOGUES:
-        a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, name == "gemv_m1bt", [3, 1, 2], True)
+        a, b, A, B, C, parents, pc, pc_host, cols = operands(kind, m, n, k, GEMV[name].reads_b_trans, [3, 1, 2], True)
         try:
             c0 = host_random((m, n), out_dtype)
             if beta:  # C holds c0, at an odd offset
@@ -389,7 +574,19 @@ def test_every_epilogue(name, kind, splits):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
-    "m, n, form", [(77, 1, "both"), (77, 1, "a_one"), (1, 77, "both"), (1, 77, "a_one"), (1, 77, "b_trans")]
+    "m, n, form",
+    [
+        (77, 1, "both"),
+        (77, 1, "a_one"),
+        (1, 77, "both"),
+        (1, 77, "a_one"),
+        (1, 77, "b_trans"),
+        (77, 3, "both"),
+        (77, 16, "a_one"),
+        (5, 77, "both"),
+        (16, 77, "a_one"),
+        (13, 77, "b_trans"),
+    ],
 )
 def test_batches(kind, m, n, form):
     """Batched products: one launch, matrix z of the batch on grid layer z (a shared operand has batch
@@ -404,17 +601,18 @@ def test_batches(kind, m, n, form):
         B = pb = gm.Matrix.from_numpy(b)
     with gm.Matrix.from_numpy(a) as A:
         p = gm.matmul_plan(A, B)
-        assert p.algorithm == expected(m, n, form == "b_trans") and p.grid[2] == batch and p.splits == 1
+        assert_auto_takes_a_matrix_vector_row(p, m, n)
+        assert p.grid[2] == batch and p.splits == 1
         with gm.Matrix.empty((batch, m, n), dtype=out_dtype) as C:
             gm.matmul(A, B, out=C)
             ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(base, k))
     pb.free()
-    if kind == "float32":
-        many = 65535 + 3
-        a, b = host_random((many, 2, 3), dtype), host_random((many, 3, 1), dtype)
+    if kind == "float32" and form == "both" and m == 77:  # (77 x 1 and 77 x 3)
+        many, side = 65535 + 3, n
+        a, b = host_random((many, 2, 3), dtype), host_random((many, 3, side), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
-            assert gm.matmul_plan(A, B).algorithm == "gemv_n1"
+            assert_auto_takes_a_matrix_vector_row(gm.matmul_plan(A, B), 2, side)
             ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(base, 3))
 
@@ -434,18 +632,20 @@ def test_bitwise_deterministic_and_the_same_bits_from_any_view(name, kind):
     """Two runs give the same bits; an aligned view (16-byte loads) and an odd one (element loads) of the
     same data give the same bits too: both paths form each sum in the same order."""
     dtype, _, _ = dtypes(kind)
+    v = GEMV[name]
     length, k = 1000, 4099
-    m, n = (length, 1) if name == "gemv_n1" else (1, length)
+    side = v.max_n or v.max_m  # all R vectors (for R = 1 the one)
+    m, n = (length, side) if v.max_n is not None else (side, length)
     a, b = host_random((m, k), dtype), host_random((k, n), dtype)
-    store = b.T if name == "gemv_m1bt" else b
+    store = b.T if v.reads_b_trans else b
     per16 = 16 // np.dtype(dtype).itemsize
     results = []
     for offset in (0, 1):  # 0: aligned base and row stride (a multiple of 16 bytes); 1: neither
         width_a = -(-(k + 1) // per16) * per16 + offset
         width_b = -(-(store.shape[1] + 1) // per16) * per16 + offset
         (pa, A), (pb, S) = place(a, offset, width_a), place(np.ascontiguousarray(store), offset, width_b)
-        B = S.T if name == "gemv_m1bt" else S
-        if name == "gemv_n1" and offset == 0:  # x contiguous and aligned: 16-byte loads of x too
+        B = S.T if v.reads_b_trans else S
+        if v.max_n is not None and offset == 0:  # B contiguous and aligned: 16-byte loads of x for gemv_n1
             pb.free()
             pb = B = gm.Matrix.from_numpy(b)
         for splits in (1, 3):
@@ -465,12 +665,13 @@ def test_bitwise_deterministic_and_the_same_bits_from_any_view(name, kind):
 
 
 @pytest.mark.gpu
-def test_many_row_tiles_walk_the_grid_stride_loop():
+@pytest.mark.parametrize("name, side", [("gemv_n1", 1), ("gemv_n8", 3), ("gemv_n16", 16)])
+def test_many_row_tiles_walk_the_grid_stride_loop(name, side):
     m, k = 65535 * 32 + 77, 3
-    a, b = host_random((m, k), np.float32), host_random((k, 1), np.float32)
+    a, b = host_random((m, k), np.float32), host_random((k, side), np.float32)
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
-        assert gm.matmul_plan(A, B).grid[1] == 65535
-        with gm.matmul(A, B, algorithm="gemv_n1") as C:
+        assert gm.matmul_plan(A, B, algorithm=name).grid[1] == 65535
+        with gm.matmul(A, B, algorithm=name) as C:
             ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance("float32", k))
 
@@ -478,9 +679,18 @@ def test_many_row_tiles_walk_the_grid_stride_loop():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
 def test_the_h100_shapes_run_on_their_kernels(kind):
-    """The shapes the kernels were written for, through auto: C of one column and of one row."""
+    """The shapes the kernels were written for, through auto: C of one column and of one row, and of a few
+    rows or columns (the R rows)."""
     dtype, _, _ = dtypes(kind)
-    for (m, n, k), name in [((16384, 1, 16384), "gemv_n1"), ((1, 4096, 16384), "gemv_m1")]:
+    shapes = [
+        ((16384, 1, 16384), "gemv_n1"),
+        ((1, 4096, 16384), "gemv_m1"),
+        ((8, 4096, 4096), "gemv_m8"),
+        ((4096, 8, 4096), "gemv_n8"),
+        ((16, 4096, 4096), "gemv_m16"),
+        ((4096, 16, 4096), "gemv_n16"),
+    ]
+    for (m, n, k), name in shapes:
         a, b = host_random((m, k), dtype), host_random((k, n), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
             assert gm.matmul_plan(A, B).algorithm == name

@@ -13,7 +13,7 @@ from gpumat.matmul.planner import computes
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
 # float32 at precision "float32": auto, the teaching kernels and the SGEMM kernels (test_matmul_tc: the TF32 ones;
-# test_matmul_gemv: the matrix-vector kernels, which compute C of one row or column only)
+# test_matmul_gemv: the matrix-vector kernels, which compute C of at most 16 rows or columns only)
 ALGORITHMS = [
     name
     for name in algorithms("f32")

@@ -17,7 +17,7 @@ from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS, MatmulPlan
-from gpumat.matmul.planner import best_split, candidates, computes, forced, model, plan, unavailable
+from gpumat.matmul.planner import best_split, candidates, computes, forced, matrix_vector, model, plan, unavailable
 from gpumat.matmul.problem import Problem, Target, aligned
 from gpumat.matmul.variants import REDUCE, accumulator
 from gpumat.runtime import geometry
@@ -52,9 +52,9 @@ def problem(kind: str, m: int, n: int, k: int, a_trans: bool = False, b_trans: b
 
 
 def degraded(p: Problem, t: Target) -> bool:
-    """A float32 TF32 mode with no tensor-core kernel on this GPU, or asked for one row or column of C
-    (memory-bound: the matrix-vector rows): runs exact FP32."""
-    return p.mode in ("tf32", "tf32x3") and (not candidates(p, t, 1) or p.m == 1 or p.n == 1)
+    """A float32 TF32 mode with no tensor-core kernel on this GPU, or asked for a C that a matrix-vector row
+    computes (memory-bound: up to 16 rows or columns): runs exact FP32."""
+    return p.mode in ("tf32", "tf32x3") and (not candidates(p, t, 1) or matrix_vector(p))
 
 
 @cache

@@ -19,7 +19,7 @@ from .transpose import choose_algorithm as transpose_auto_choice
 
 MATMUL_TOLERANCE = 1e-5
 # the documents' teaching kernels and the fast exact-FP32 ones: what float32 runs without precision= (the
-# matrix-vector kernels compute only C of one row or column)
+# matrix-vector kernels compute only C of at most 16 rows or columns)
 MATMUL_FLOAT32_VARIANTS = tuple(
     name
     for name in matmul_algorithms("f32")

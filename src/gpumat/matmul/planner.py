@@ -19,11 +19,11 @@ One cost model for every variant, with the variant's row as its constants:
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
 `auto` takes, among the table's rows that compute the problem's dtypes at its precision and its shape
-(the matrix-vector rows: C of one row or one column), run on the GPU and are auto's candidates (tier 1),
-the (variant, splits) of least modelled time; where none runs, the tier-2 fallback (the SIMT kernel). A
-float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or too little shared
-memory a block), or asked for a product with one row or one column of C (memory-bound), runs exact
-FP32. A named variant runs with its own best split; one the GPU cannot run,
+(the matrix-vector rows: C of at most 1, 8 or 16 rows or columns), run on the GPU and are auto's
+candidates (tier 1), the (variant, splits) of least modelled time; where none runs, the tier-2 fallback
+(the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or
+too little shared memory a block), or asked for a product that a matrix-vector row computes (memory-bound),
+runs exact FP32. A named variant runs with its own best split; one the GPU cannot run,
 or that does not compute the problem's shape, is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
@@ -132,8 +132,15 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
     """Why the variant does not compute the problem's shape (the matrix-vector rows), or None."""
     if v.computes_shape(p.m, p.n):
         return None
-    which = f"one column (N == {v.max_n})" if v.max_n is not None else f"one row (M == {v.max_m})"
+    most, side, what = (v.max_n, "N", "column") if v.max_n is not None else (v.max_m, "M", "row")
+    which = f"one {what} ({side} == 1)" if most == 1 else f"at most {most} {what}s ({side} <= {most})"
     return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
+
+
+def matrix_vector(p: Problem) -> bool:
+    """Whether a matrix-vector row of the table (max_m or max_n set) computes the problem's shape: C of at
+    most 16 rows or columns, a product that reads its matrix operand once and is bound by memory."""
+    return any(not v.any_shape and v.computes_shape(p.m, p.n) for v in VARIANTS.values())
 
 
 def split_options(v: Variant, k: int, batch: int = 1):
@@ -162,11 +169,13 @@ def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
 
 
 def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
-    """The table's rows of `tier` that auto may run the problem with on this target. A product with one row
-    or one column of C does at most 2 / itemsize flops a byte, memory-bound on every GPU: where a row made
-    for its shape (the matrix-vector rows, max_m or max_n set) runs, those rows alone are its candidates
-    (the GEMM rows' model has no memory term and would rank them as if they computed faster than the
-    memory can feed them: dmma128x64 at 16384 x 1 x 16384 float64, 2 GiB, models 374 us, 5.7 TB/s)."""
+    """The table's rows of `tier` that auto may run the problem with on this target. A product with R <= 16
+    rows or columns of C does at most 2 R / itemsize flops a byte of its matrix operand, memory-bound for
+    the tensor cores of every GPU: where a row made for its shape (the matrix-vector rows, max_m or max_n
+    set) runs, those rows alone are its candidates (the GEMM rows' model has no memory term and would rank
+    them as if they computed faster than the memory can feed them: dmma128x64 at 16384 x 1 x 16384
+    float64, 2 GiB, models 374 us, 5.7 TB/s; their tiles of 64-256 rows and columns compute 4 to 256 times
+    the products asked for, and measured 0.45-0.6x cuBLAS at 8 and 16 rows or columns)."""
     pair = (p.dtype, p.out_dtype)
     rows = [
         v
@@ -205,11 +214,11 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
-    if p.mode in ("tf32", "tf32x3") and (p.m == 1 or p.n == 1):
-        # one row or one column of C is memory-bound: the exact FP32 matrix-vector rows read it at the
-        # memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
-        # tiles 0.12-0.33x cuBLAS FP32 on such shapes, the float32 matrix-vector rows 0.95-1.25x)
-        return _exact_fp32(p, t, f"{p.mode} asked for a product with one row or column of C")
+    if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
+        # one row or column of C (or up to 16) is memory-bound: the exact FP32 matrix-vector rows read it at
+        # the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
+        # tiles 0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x)
+        return _exact_fp32(p, t, f"{p.mode} asked for a {p.m} x {p.n} C, a matrix-vector row's shape")
     for tier in (1, 2):
         options = [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
         if options:

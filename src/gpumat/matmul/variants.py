@@ -7,7 +7,7 @@ it needs), whether `auto` may choose it, and the constants of the one cost model
 its sustained rate on a whole H100, blocks an SM, the warp tile that decides which edge tiles have
 work, how a split-K plan may cut K and what the split's extra pass costs, and for a memory-bound row
 the bandwidth it reads its operands at. A row may compute only some shapes (the matrix-vector rows:
-C of one row or one column); auto never gives it others, and naming it for one is a ValueError.
+C of at most a few rows or columns); auto never gives it others, and naming it for one is a ValueError.
 Adding a kernel is: the kernel, a row here, a test.
 
 Precision modes: float32 operands compute at "float32" (exact FP32 on the FP32 pipes), "tf32x3" or
@@ -102,7 +102,7 @@ class Variant:
         return self.args != "plain"
 
     def computes_shape(self, m: int, n: int) -> bool:
-        """Whether it computes an m x n C (the matrix-vector rows: one row or one column)."""
+        """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
         return (self.max_m is None or m <= self.max_m) and (self.max_n is None or n <= self.max_n)
 
     @property
@@ -124,8 +124,8 @@ class Variant:
     def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
         block a slot up to the number of work items. The matrix-vector rows' tiles make theirs: gemv_n1
-        (1, row tiles of 32, splits), gemv_m1 (strips of 128 columns, 1, splits), gemv_m1bt (tiles of 32
-        columns, 1, splits)."""
+        and gemv_n<R> (1, row tiles of 32, splits), gemv_m1 and gemv_m<R> (strips of 128 columns, 1,
+        splits), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, splits)."""
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -406,7 +406,17 @@ def _dmma(
 # GEMV_BANDWIDTH: about 80% of the H100's 3.35 TB/s; measured (bench sweep, 2026-11-25), these rows read
 # 16384 x 16384 float32 in 352 us, 3.05 TB/s, as cuBLAS's gemv does (355-360 us); the model keeps the
 # lower figure, which the rows' split choices in that run were planned with (benchmarks/NOTES.md).
+# The same kernels for R = 8 or 16 vectors at once (GEMV_R): gemv_n<R> (C of at most R columns: A @ B,
+# B's columns staged in shared memory, a block 32 rows x R), gemv_m<R> (at most R rows: each element of B
+# times R rows of A, a block R x 128) and gemv_m<R>bt (at most R rows, B read in place as N rows of K, a
+# block R x 32). The matrix operand is still read once, and the small one (R vectors) once too, so the
+# memory term is the same bytes; the compute term charges the whole R (the kernel computes R rows or
+# columns, zero past C's): at R = 16 a 16-bit element of the matrix takes 16 FMAs, which at 3 TB/s keep the
+# FP32 pipes about 80% busy, so 2 to 8 rows or columns run at R = 8 (no R = 4: it added a quarter of the
+# module's code for shapes R = 8 keeps memory-bound). One block an SM (255 registers: 4 x R accumulators
+# a lane), each lane with 128 bytes of loads in flight. Not measured yet: the one-vector rows' constants.
 GEMV_BANDWIDTH = 2.6e12
+GEMV_R = (8, 16)  # the rows or columns of C the multi-vector rows compute at most
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
@@ -427,6 +437,15 @@ def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: 
         blocks_per_sm=1,
         bandwidth=GEMV_BANDWIDTH,
         min_k_chunk=256,
+    )
+
+
+def _gemv_r(r: int) -> tuple[Variant, ...]:
+    """The rows of R = r vectors: gemv_n<r>, gemv_m<r>, gemv_m<r>bt (see above)."""
+    return (
+        _gemv(f"gemv_n{r}", (32, r), None, r),
+        _gemv(f"gemv_m{r}", (r, 128), r, None),
+        _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True),
     )
 
 
@@ -543,6 +562,8 @@ _ROWS = [
     _gemv("gemv_n1", (32, 1), None, 1),
     _gemv("gemv_m1", (1, 128), 1, None),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True),
+    # after the one-vector rows, smallest R first: of equal modelled times auto takes the first
+    *(row for r in GEMV_R for row in _gemv_r(r)),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 
