@@ -877,8 +877,11 @@ def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         px, X, x64 = upload(x, dtype, 8, -m % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
         pb, B, b64 = upload(b, dtype, 0, -n % 8)
-        assert gm.matmul_plan(X.T, B).algorithm in rows
-        for name in (*rows, "auto"):
+        # C of a few rows or columns goes to the matrix-vector rows (their own tests); the others to these
+        matrix_vector = any(not v.any_shape and v.computes_shape(m, n) for v in ROWS.values())
+        if not matrix_vector:
+            assert gm.matmul_plan(X.T, B).algorithm in rows
+        for name in (*rows, *(() if matrix_vector else ("auto",))):
             plan = gm.matmul_plan(X.T, B, algorithm=name)
             assert plan.variant.reads_a_trans and not (plan.copy_a or plan.copy_b), plan
             C = gm.Matrix.empty(m, n, dtype=out_dtype)
