@@ -2,8 +2,9 @@
 one column (A @ x) or one row (x @ B, x @ W.T), and of up to R = 8 or 16 columns (gemv_n<R>) or rows
 (gemv_m<R>, gemv_m<R>bt), which read the matrix operand once for all R vectors.
 
-Without a GPU: auto takes them for those shapes in every dtype and never for others (past 16 rows and
-columns every plan is what it was without the R rows), a named call on another shape is refused before
+Without a GPU: auto takes the one-vector rows for those shapes in every dtype, the R rows in float32 alone
+(in the other dtypes the GEMM tiles measured faster), and never for others (past 16 rows and columns
+every plan is what it was without the R rows), a named call on another shape is refused before
 anything is launched, the cost model's memory term ranks them and its compute term charges R, their grids
 cover C once, split-K plans are sound, and the build exports every entry point without spills.
 On the GPU: every row and dtype against a float64 reference (bounds from tests/test_gemm_gpu.py), sides
@@ -58,6 +59,11 @@ def rows_for(m: int, n: int) -> set[str]:
 
 def smallest_r(side: int) -> int:
     return min(r for r in (1, *GEMV_R) if side <= r)
+
+
+def auto_may_take(v, sfx: str) -> bool:
+    """Whether auto may plan the row for input dtype `sfx` (the R rows: float32 alone)."""
+    return v.auto_dtypes is None or sfx in v.auto_dtypes
 
 
 # ---- without a GPU ----
@@ -123,8 +129,13 @@ def test_auto_takes_them_for_one_column_or_one_row_on_an_h100(pair, aligned):
 @pytest.mark.parametrize("side", [2, 3, 5, 7, 8, 9, 13, 15, 16])
 def test_auto_takes_the_smallest_r_that_covers_a_few_rows_or_columns(pair, side):
     """Memory-bound at these sizes: every row that computes the shape models the same bytes, and the
-    smallest R computes least (the first of equal times besides)."""
+    smallest R computes least (the first of equal times besides). float32 alone: the other dtypes go to
+    the GEMM tiles, which measured faster there."""
     r = smallest_r(side)
+    if pair[0] != "f32":
+        for p in (problem(16384, side, 16384, pair), problem(side, 16384, 16384, pair, b_trans=True)):
+            assert plan(p, H100).algorithm not in GEMV
+        return
     assert plan(problem(16384, side, 16384, pair), H100).algorithm == f"gemv_n{r}"
     assert plan(problem(side, 16384, 16384, pair), H100).algorithm == f"gemv_m{r}"
     assert plan(problem(side, 16384, 16384, pair, b_trans=True), H100).algorithm == f"gemv_m{r}bt"
@@ -145,11 +156,11 @@ SIDES = st.one_of(dims(30000, (32, 128)), st.sampled_from([4, 8, 9, 15, 16, 17, 
 def test_auto_takes_them_exactly_for_up_to_16_rows_or_columns(target, pair, m, n, k, bt):
     t, p = TARGETS[target], problem(m, n, k, pair, b_trans=bt)
     q = plan(p, t)
-    thin = min(m, n) <= max(GEMV_R)
+    thin = min(m, n) <= (max(GEMV_R) if pair[0] == "f32" else 1)  # the R rows: float32 alone
     assert (q.algorithm in GEMV) == thin, (p, q.algorithm)
     assert q.variant.computes_shape(m, n)
     if thin:  # the least modelled time among the matrix-vector rows that compute the shape
-        rows = [v for v in GEMV.values() if v.computes_shape(m, n)]
+        rows = [v for v in GEMV.values() if v.computes_shape(m, n) and auto_may_take(v, pair[0])]
         assert set(candidates(p, t, 1)) == set(rows)
         assert q.seconds == min(plan(p, t, v.name).seconds for v in rows)
 
@@ -264,16 +275,17 @@ def test_plans_through_the_api_read_views_in_place():
     w = fake_matrix(800, 500, stride=509, ptr=0x7F0030000000, dtype=np.float16)  # x @ W.T: W read in place
     q = gm.matmul_plan(row, w.T)
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1bt", False, False)
-    rows = fake_matrix(11, 500, stride=503, ptr=0x7F0020000002, dtype=np.float16)
-    q = gm.matmul_plan(rows, w.T)
+    rows = fake_matrix(11, 500, stride=503, ptr=0x7F0020000002, dtype=np.float32)
+    w32 = fake_matrix(800, 500, stride=509, ptr=0x7F0030000000, dtype=np.float32)
+    q = gm.matmul_plan(rows, w32.T)
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m16bt", False, False)
     q = gm.matmul_plan(row, fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1", False, False)
     text = str(q)
     assert "gemv_m1" in text and q.kernel.name in text and "1x128 tiles" in text
-    q = gm.matmul_plan(rows[:5], fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
+    q = gm.matmul_plan(rows[:5], fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float32))
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m8", False, False)
-    assert "8x128 tiles" in str(q) and "matmul_gemv_m8_f16" in str(q)
+    assert "8x128 tiles" in str(q) and "matmul_gemv_m8_f32" in str(q)
 
 
 @given(rows=st.integers(1, 10**8), splits=st.integers(1, 128), sms=st.sampled_from([40, 108, 132]))
@@ -298,13 +310,12 @@ def test_grids_cover_c_once(rows, splits, sms):
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
 def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
     acc = accumulator(pair[0])
+    few = (problem(1024, 5, 65536, pair), problem(9, 512, 65536, pair), problem(16, 16, 1 << 18, pair))
     for p in (
         problem(1024, 1, 65536, pair),
         problem(1, 512, 65536, pair),
         problem(1, 1, 1 << 20, pair),
-        problem(1024, 5, 65536, pair),
-        problem(9, 512, 65536, pair),
-        problem(16, 16, 1 << 18, pair),
+        *(few if pair[0] == "f32" else ()),  # the R rows: float32's alone
     ):
         q = plan(p, H100)
         assert q.algorithm in GEMV and q.splits > 1, q
@@ -312,7 +323,8 @@ def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
         assert q.kernel is q.variant.kernels[(pair[0], acc)] and q.reduce is REDUCE[(acc, pair[1])]
         assert q.scratch_bytes == q.splits * p.m * p.n * (8 if acc == "f64" else 4)
         assert q.grid[2] == q.splits
-    for p in (problem(16384, 1, 16384, pair), problem(1, 65536, 4096, pair), problem(16384, 16, 16384, pair)):
+    wide = (problem(16384, 16, 16384, pair),) if pair[0] == "f32" else ()
+    for p in (problem(16384, 1, 16384, pair), problem(1, 65536, 4096, pair), *wide):
         assert plan(p, H100).splits == 1  # enough blocks already
     q = forced(problem(100, 1, 1000, pair), H100, "gemv_n1", 3, 352)
     assert (q.splits, q.k_chunk, q.grid) == (3, 352, (1, 4, 3))
@@ -401,9 +413,12 @@ def assert_auto_takes_a_matrix_vector_row(plan_, m: int, n: int):
     """auto's row for an m x n C: one of the matrix-vector rows that compute the shape, never a GEMM tile
     (which one is the cost model's choice: for M == 1 with a row-major B, gemv_m1 or gemv_m1bt after
     transposing B into scratch, float32 1 x 101 x 671 takes the latter; for a few rows or columns the R
-    that covers them, or a larger one)."""
-    rows = rows_for(m, n)
-    assert rows, (m, n)
+    that covers them, or a larger one). The R rows are auto's for float32 alone: the other dtypes' few rows
+    or columns go to the GEMM tiles."""
+    rows = {name for name in rows_for(m, n) if auto_may_take(GEMV[name], plan_.problem.dtype)}
+    if not rows:
+        assert min(m, n) > 1 and plan_.problem.dtype != "f32" and plan_.algorithm not in GEMV, plan_
+        return
     assert plan_.algorithm in rows, (plan_.algorithm, m, n, sorted(rows))
 
 
@@ -693,7 +708,8 @@ def test_the_h100_shapes_run_on_their_kernels(kind):
     for (m, n, k), name in shapes:
         a, b = host_random((m, k), dtype), host_random((k, n), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
-            assert gm.matmul_plan(A, B).algorithm == name
+            if name in ONE or kind == "float32":  # the R rows are auto's for float32 alone
+                assert gm.matmul_plan(A, B).algorithm == name
             ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(kind, k))
             again = gm.matmul(A, B)

@@ -140,7 +140,10 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
 def matrix_vector(p: Problem) -> bool:
     """Whether a matrix-vector row of the table (max_m or max_n set) computes the problem's shape: C of at
     most 16 rows or columns, a product that reads its matrix operand once and is bound by memory."""
-    return any(not v.any_shape and v.computes_shape(p.m, p.n) for v in VARIANTS.values())
+    return any(
+        not v.any_shape and v.computes_shape(p.m, p.n) and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
+        for v in VARIANTS.values()
+    )
 
 
 def split_options(v: Variant, k: int, batch: int = 1):
@@ -185,6 +188,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and computes(v, p.dtype) == p.mode
         and unavailable(v, t) is None
         and (v.auto_archs is None or t.arch in v.auto_archs)
+        and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and (p.batch == 1 or v.batches)
         and v.computes_shape(p.m, p.n)

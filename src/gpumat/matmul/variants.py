@@ -74,6 +74,7 @@ class Variant:
     max_m: int | None = None
     max_n: int | None = None
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
+    auto_dtypes: tuple[str, ...] | None = None  # input dtypes auto may pick it for (None: all it has kernels for)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
@@ -420,7 +421,7 @@ GEMV_R = (8, 16)  # the rows or columns of C the multi-vector rows compute at mo
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
-def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False) -> Variant:
+def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False, **auto) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in _GEMV_PAIRS}
     return Variant(
         name,
@@ -437,15 +438,20 @@ def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: 
         blocks_per_sm=1,
         bandwidth=GEMV_BANDWIDTH,
         min_k_chunk=256,
+        **auto,
     )
 
 
 def _gemv_r(r: int) -> tuple[Variant, ...]:
-    """The rows of R = r vectors: gemv_n<r>, gemv_m<r>, gemv_m<r>bt (see above)."""
+    """The rows of R = r vectors: gemv_n<r>, gemv_m<r>, gemv_m<r>bt (see above). auto takes them for float32
+    alone: float64 and the halves ran 1.1-2.3x slower than the GEMM tiles at 8-16 rows or columns (bench
+    sweep, H100, 2026-11-26: 16384 x 16 x 16384 float16 427 us against 192; their arithmetic per byte, R
+    FMAs an element and the halves' conversions, is what bounds them there), float32 1.6-2.2x faster."""
+    only_f32 = {"auto_dtypes": ("f32",)}
     return (
-        _gemv(f"gemv_n{r}", (32, r), None, r),
-        _gemv(f"gemv_m{r}", (r, 128), r, None),
-        _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True),
+        _gemv(f"gemv_n{r}", (32, r), None, r, **only_f32),
+        _gemv(f"gemv_m{r}", (r, 128), r, None, **only_f32),
+        _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True, **only_f32),
     )
 
 
