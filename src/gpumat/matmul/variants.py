@@ -367,7 +367,9 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
 # faster than the plain tiles there. They and the k32 tile (0.74-0.87x on the odd shapes) are not
 # chosen by auto. dmma64x64, for the small products: 2631 us at 4096^3 against 2485 for dmma64x128 in
 # one run (bench sweep, H100, 2026-11-25), its rate scaled from that row's by the ratio; at 128^3-512^3
-# it ran 1.1-1.4x faster than the 128-row tiles.
+# it ran 1.1-1.4x faster than the 128-row tiles. No warp_tile: a half-empty edge tile costs a whole one
+# (bench sweep, 2026-11-26: 16384 x 64 x 16384 on 64 x 128 tiles, half of each empty, 1336 us against 813
+# on 128 x 64), so the model counts it whole.
 def _dmma(
     name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int, **latency
 ) -> Variant:
@@ -386,7 +388,6 @@ def _dmma(
         auto_archs=(80, 90, 100),
         rate=rate,
         blocks_per_sm=blocks_per_sm,
-        warp_tile=(warp_rows, 32),
         wave_slack=0.02,
         k_align=16,
         min_k_chunk=64,
@@ -547,7 +548,7 @@ _ROWS = [
         47e12,
         1,
         fixed_s=6e-6,
-        block_rate=0.359e12,
+        block_rate=0.30e12,
         unaligned_slowdown=1.32,
     ),
     _dmma(
