@@ -98,19 +98,13 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
     try:
         size = ITEMSIZE[q.dtype]
         if p.copy_a:  # into the layout the kernel reads: M rows of K, or K rows of M (reads_a_trans)
-            if v.reads_a_trans:
-                pa, lda, bsa = _row_major_copy(
-                    pa, lda, bsa, k, m, not q.a_trans, batch, q.dtype, pool, stream, held, dev
-                )
-            else:
-                pa, lda, bsa = _row_major_copy(pa, lda, bsa, m, k, q.a_trans, batch, q.dtype, pool, stream, held, dev)
+            rows, cols = (k, m) if v.reads_a_trans else (m, k)
+            flip = q.a_trans != v.reads_a_trans  # stored the other way round from what the kernel reads
+            pa, lda, bsa = _row_major_copy(pa, lda, bsa, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
         if p.copy_b:  # into the layout the kernel reads: K rows of N, or N rows of K (reads_b_trans)
-            if v.reads_b_trans:
-                pb, ldb, bsb = _row_major_copy(
-                    pb, ldb, bsb, n, k, not q.b_trans, batch, q.dtype, pool, stream, held, dev
-                )
-            else:
-                pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, k, n, q.b_trans, batch, q.dtype, pool, stream, held, dev)
+            rows, cols = (n, k) if v.reads_b_trans else (k, n)
+            flip = q.b_trans != v.reads_b_trans
+            pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
         out, out_ld, out_sfx, product_epilogue = pc, ldc, q.out_dtype, epilogue
         if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
             out, out_ld, out_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(q.dtype)
