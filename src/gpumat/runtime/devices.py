@@ -194,17 +194,21 @@ class Device:
         _tls.ctx = self
         return self
 
-    def scratch_for(self, name: str, make):
-        """The device's scratch object `name` (an operation's buffers), made once by make(device) with
-        this device's context current and its lock held, on first use (later calls take no lock)."""
-        item = self.scratch.get(name)
+    def made_once(self, table: dict, name: str, make):
+        """table[name], made on first use by make(device) with this device's context current and its lock
+        held (later calls take no lock): the device's loaded modules, its operations' scratch objects."""
+        item = table.get(name)
         if item is None:
             with self.lock:
-                item = self.scratch.get(name)
+                item = table.get(name)
                 if item is None:
                     self.activate()
-                    item = self.scratch[name] = make(self)
+                    item = table[name] = make(self)
         return item
+
+    def scratch_for(self, name: str, make):
+        """The device's scratch object `name` (an operation's buffers), made once by make(device)."""
+        return self.made_once(self.scratch, name, make)
 
     def use(self) -> Device:
         """Make this the current device of the calling thread (until another use() or a `with` block ends)."""

@@ -71,14 +71,7 @@ def required_driver_version() -> int:
 def load_module(name: str, dev=None):
     """The module in `dev`'s context (the current device by default), loaded on first use."""
     dev = dev or device()
-    module = dev.modules.get(name)
-    if module is None:
-        with dev.lock:
-            module = dev.modules.get(name)
-            if module is None:
-                dev.activate()
-                module = dev.modules[name] = _load_module(name, dev)
-    return module
+    return dev.made_once(dev.modules, name, lambda d: _load_module(name, d))
 
 
 def _load_module(name: str, dev):
