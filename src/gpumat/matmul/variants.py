@@ -301,6 +301,9 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 # float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
 # 4 stages of 48 KiB (BN 256) and 6 of 32 KiB (BN 128) come to the same.
 WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
+# what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
+# else copied first), a persistent grid
+HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
 
 
 def _wgmma(
@@ -314,12 +317,9 @@ def _wgmma(
         tile,
         384,
         WGMMA_SMEM[tile],
-        min_arch=90,
-        only_arch=90,
-        needs_aligned=True,
+        **HOPPER_TMA,
         reads_b_trans=reads_b_trans,
         reads_a_trans=reads_a_trans,
-        persistent=True,
         rate=rate,
         k_align=64,
         min_k_chunk=256,
@@ -345,11 +345,8 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         (384, 1, 1),
         "tensor_maps_exact",
         WGMMA_SMEM[tile],
-        min_arch=90,
-        only_arch=90,
-        needs_aligned=True,
+        **HOPPER_TMA,
         reads_b_trans=True,
-        persistent=True,
         tier=1,
         rate=rate,
         k_align=32,
