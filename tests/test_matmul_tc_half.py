@@ -859,6 +859,26 @@ def test_a_stored_transposed_in_place_or_copied(
         x.free()
 
 
+def check_read_in_place(A, B, a64, b64, shape, name, reads, out_dtype):
+    """One product A @ B by `name` (or auto), whose row reads the transposed view in place (`reads`:
+    reads_a_trans or reads_b_trans) and copies nothing: every element of a NaN-poisoned C written, within
+    the dtype's bound of the float64 product a64 @ b64, and relu fused is the plain product's max with 0."""
+    m, n, k = shape
+    plan = gm.matmul_plan(A, B, algorithm=name)
+    assert getattr(plan.variant, reads) and not (plan.copy_a or plan.copy_b), plan
+    C = gm.Matrix.empty(m, n, dtype=out_dtype)
+    poison(C)
+    gm.matmul(A, B, out=C, algorithm=name)
+    got = C.to_numpy(dtype=np.float32).astype(np.float64)
+    assert not np.isnan(got).any(), (name, m, n, k)
+    err = product_error(got, a64, b64, out_dtype if out_dtype != "bfloat16" else None)
+    assert err < tolerance(out_dtype, k), (name, m, n, k, err)
+    relu = gm.matmul(A, B, algorithm=name, activation="relu").to_numpy(dtype=np.float32)
+    plain = gm.matmul(A, B, algorithm=name).to_numpy(dtype=np.float32)
+    np.testing.assert_array_equal(relu, np.maximum(plain, 0))
+    C.free()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("out_dtype", ["same", "float32"])
@@ -882,19 +902,7 @@ def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
         if not matrix_vector:
             assert gm.matmul_plan(X.T, B).algorithm in rows
         for name in (*rows, *(() if matrix_vector else ("auto",))):
-            plan = gm.matmul_plan(X.T, B, algorithm=name)
-            assert plan.variant.reads_a_trans and not (plan.copy_a or plan.copy_b), plan
-            C = gm.Matrix.empty(m, n, dtype=out_dtype)
-            poison(C)
-            gm.matmul(X.T, B, out=C, algorithm=name)
-            got = C.to_numpy(dtype=np.float32).astype(np.float64)
-            assert not np.isnan(got).any(), (name, m, n, k)
-            err = product_error(got, x64.T.copy(), b64, out_dtype if out_dtype != "bfloat16" else None)
-            assert err < tolerance(out_dtype, k), (name, m, n, k, err)
-            relu = gm.matmul(X.T, B, algorithm=name, activation="relu").to_numpy(dtype=np.float32)
-            plain = gm.matmul(X.T, B, algorithm=name).to_numpy(dtype=np.float32)
-            np.testing.assert_array_equal(relu, np.maximum(plain, 0))
-            C.free()
+            check_read_in_place(X.T, B, x64.T.copy(), b64, (m, n, k), name, "reads_a_trans", out_dtype)
         odd, Xu, _ = upload(x, dtype, 1, 0)  # 2 bytes into the parent: copied first
         plan = gm.matmul_plan(Xu.T, B)
         assert plan.copy_a and not plan.copy_b and not plan.variant.reads_a_trans, plan
@@ -927,19 +935,7 @@ def test_x_at_w_transposed_reads_w_in_place(dtype, out_dtype):
         # one row of x: the matrix-vector row that reads W as stored (gemv_m1bt) is auto's pick there
         assert gm.matmul_plan(X, W.T).algorithm in (["gemv_m1bt"] if m == 1 else bt_rows)
         for name in (*bt_rows, "auto"):
-            plan = gm.matmul_plan(X, W.T, algorithm=name)
-            assert plan.variant.reads_b_trans and not (plan.copy_a or plan.copy_b), plan
-            C = gm.Matrix.empty(m, n, dtype=out_dtype)
-            poison(C)
-            gm.matmul(X, W.T, out=C, algorithm=name)
-            got = C.to_numpy(dtype=np.float32).astype(np.float64)
-            assert not np.isnan(got).any(), (name, m, n, k)
-            err = product_error(got, x64, w64.T.copy(), out_dtype if out_dtype != "bfloat16" else None)
-            assert err < tolerance(out_dtype, k), (name, m, n, k, err)
-            relu = gm.matmul(X, W.T, algorithm=name, activation="relu").to_numpy(dtype=np.float32)
-            plain = gm.matmul(X, W.T, algorithm=name).to_numpy(dtype=np.float32)
-            np.testing.assert_array_equal(relu, np.maximum(plain, 0))
-            C.free()
+            check_read_in_place(X, W.T, x64, w64.T.copy(), (m, n, k), name, "reads_b_trans", out_dtype)
         for parent in (px, pw):
             parent.free()
 
