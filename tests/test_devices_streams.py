@@ -533,21 +533,24 @@ def _keep_busy(stream, big) -> list:
     return [gm.matmul(big, big, stream=stream) for _ in range(3)]
 
 
-def _same_handle(handle: int) -> LibraryStream:
-    """A new library stream with `handle` (the driver usually hands a destroyed stream's handle to the next
-    one at once), or a skip."""
+def _next_stream(handle: int) -> LibraryStream:
+    """The library's next stream, with `handle` when the driver can be led to give it (some drivers hand a
+    destroyed stream's handle to the next stream at once, others never do). Either way the test's ordering
+    claims must hold, so it runs on whatever stream comes; the bookkeeping for a reused handle is also
+    played through a stand-in driver that always reuses (test_stream_order_cpu.py)."""
     for _ in range(20):
         new = LibraryStream()
         if new.handle == handle:
             return new
         new.destroy()
-    pytest.skip("the driver gave every new stream another handle")
+    return LibraryStream()
 
 
 @gpu
-def test_a_stream_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
+def test_a_library_stream_made_after_one_is_destroyed_is_not_taken_for_the_old_one():
     """A library's stream has a transpose queued behind long work, into a result freed at once (its block
-    kept for that stream); the library destroys the stream, and its next stream gets the same handle.
+    kept for that stream); the library destroys the stream, and its next stream (given the same handle
+    where the driver reuses handles) makes matrices.
     A zero matrix made on the new stream runs at once: had it been given the old stream's block, the old
     transpose would overwrite the zeros when that stream gets to it."""
     x = random((64, 64))
@@ -560,7 +563,7 @@ def test_a_stream_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
         old.destroy()
         del old
         gc.collect()
-        new = _same_handle(handle)
+        new = _next_stream(handle)
         zeros = [gm.Matrix.zeros(64, 64, stream=new) for _ in range(3)]
         gm.synchronize()  # the old stream's transposes have written wherever their blocks were
         assert all(not z.to_numpy().any() for z in zeros)
@@ -570,9 +573,10 @@ def test_a_stream_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
 
 
 @gpu
-def test_a_matrix_used_on_a_destroyed_stream_is_freed_after_that_use_though_a_new_stream_has_its_handle():
+def test_a_matrix_used_on_a_destroyed_stream_is_freed_after_that_use_though_a_new_stream_came_after_it():
     """A product reads A behind long work on a library's stream; the library destroys the stream, its next
-    stream gets the handle, and gpumat works there before A is freed. A's free must still wait for the
+    stream comes (with the same handle where the driver reuses handles), and gpumat works there before A
+    is freed. A's free must still wait for the
     old stream's product (the new stream's mark says nothing of it), or the legacy stream's next matrix,
     filled at once in A's block, is what the product reads."""
     a, b = random((64, 64)), random((64, 64))
@@ -584,7 +588,7 @@ def test_a_matrix_used_on_a_destroyed_stream_is_freed_after_that_use_though_a_ne
         handle = old.handle
         old.destroy()
         del old
-        new = _same_handle(handle)
+        new = _next_stream(handle)
         D = gm.matmul(B, B, stream=new)
         A.free()
         filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
