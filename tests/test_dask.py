@@ -229,7 +229,9 @@ def test_workers_are_bound_to_gpus(monkeypatch):
 
 def test_a_logged_failure_keeps_its_traceback_as_text_and_lets_its_frames_go():
     """A worker's in-memory log holds every record it takes: with the filter, a record of a failure keeps
-    the traceback's text and not its frames, whose locals (chunks being sent) could then be freed."""
+    the traceback's text and not its frames, whose locals (chunks being sent) could then be freed. The
+    socket error the failure was raised from is also kept by the connection's stream (as tornado's
+    IOStream.error is): its traceback reaches the sending frames too, so it must let go of them."""
     import logging
     import weakref
 
@@ -238,14 +240,25 @@ def test_a_logged_failure_keeps_its_traceback_as_text_and_lets_its_frames_go():
     class Chunk:  # stands in for a Matrix the failing frame holds
         pass
 
+    class Stream:  # stands in for the connection's stream, kept alive elsewhere
+        error = None
+
+    stream = Stream()
     handler = DequeHandler(n=10)
     handler.addFilter(chunks.TracebackAsText())
     log = logging.getLogger("gpumat-test-traceback-as-text")
     log.addHandler(handler)
     log.propagate = False
 
+    def write_to_socket(chunk):
+        raise BrokenPipeError(32, "Broken pipe")
+
     def send(chunk):
-        raise OSError("the peer went away")
+        try:
+            write_to_socket(chunk)
+        except OSError as e:
+            stream.error = e
+            raise ConnectionError("the peer went away") from e
 
     def failed_transfer():
         chunk = Chunk()
@@ -258,9 +271,10 @@ def test_a_logged_failure_keeps_its_traceback_as_text_and_lets_its_frames_go():
     try:
         gone = failed_transfer()
         (record,) = handler.deque
-        assert record.exc_info is None and "OSError: the peer went away" in record.exc_text
-        assert "in send" in handler.format(record)  # the text reads as a traceback does
-        assert gone() is None  # nothing keeps the frame's locals
+        assert record.exc_info is None and "ConnectionError: the peer went away" in record.exc_text
+        assert "Broken pipe" in record.exc_text and "in write_to_socket" in handler.format(record)
+        assert stream.error is not None and stream.error.__traceback__ is None
+        assert gone() is None  # nothing keeps the frames' locals
     finally:
         log.removeHandler(handler)
 

@@ -61,7 +61,13 @@ class TracebackAsText(logging.Filter):
     record of a failed transfer (a peer that died while chunks were being sent to it) carries the
     exception's traceback, whose frames hold the message being sent, and so the chunks in it: GPU memory
     that would stay allocated, with no key left to release it, until 10000 later records pushed the
-    record out. Rendered as text when it is logged, the traceback reads the same in the worker's logs."""
+    record out. Rendered as text when it is logged, the traceback reads the same in the worker's logs.
+
+    The exceptions the logged one was raised from (its cause and context) are let go of their frames too:
+    the socket error under a failed send is also kept by the connection's stream (tornado's
+    `IOStream.error`), which its comm's finalizer keeps until the comm is collected, and the comm is among
+    the locals of the very frames that error's traceback reaches: a cycle through a global registry that
+    the garbage collector cannot free, holding the message's chunks for the life of the worker."""
 
     _formatter = logging.Formatter()
 
@@ -69,8 +75,23 @@ class TracebackAsText(logging.Filter):
         if record.exc_info:
             if not record.exc_text:
                 record.exc_text = self._formatter.formatException(record.exc_info)
+            _drop_chained_tracebacks(record.exc_info[1])
             record.exc_info = None
         return True
+
+
+def _drop_chained_tracebacks(exc: BaseException | None) -> None:
+    """Drop the tracebacks of the exceptions `exc` was raised from or while handling (not exc's own: it may
+    still be propagating, and its frames go when it does)."""
+    seen = {id(exc)}
+    chained = [exc.__cause__, exc.__context__] if exc is not None else []
+    while chained:
+        e = chained.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        chained += [e.__cause__, e.__context__]
 
 
 def keep_log_tracebacks_as_text(worker) -> None:
