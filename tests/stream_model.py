@@ -507,9 +507,127 @@ def waited_for(model, gm) -> dict:
     return {"records": records, "cuCtxSynchronize": model.calls["cuCtxSynchronize"]}
 
 
+def destroyed_with_work_queued(model, gm) -> dict:
+    """The GPU suite's sequence on other libraries' streams, in one process: a long-lived library stream
+    (PyTorch's pool) with results kept, dropped and collected; then library streams destroyed with
+    gpumat's work still queued on them, each followed by new streams (never given the old handle),
+    products, frees, fills and transposes into blocks kept for the destroyed streams; then the cache
+    handed back. No call may name a destroyed stream, now or when the kept blocks leave."""
+    import gc
+
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+    big = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)))
+    A, B = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a)
+    for _ in range(2):  # a library's pooled streams: they live on
+        pooled = LibraryStream(model.foreign_stream())
+        kept = [gm.matmul(A, B, stream=pooled) for _ in range(30)][::7]
+        E = gm.transpose(kept[-1], stream=pooled)
+        for m in (*kept, E):
+            m.free()
+        del pooled, kept, E
+    gc.collect()
+    gm.release_cached()
+
+    def busy(stream):
+        return [gm.matmul(big, big, stream=stream) for _ in range(3)]
+
+    # a transpose freed at once (its block kept for the stream), the stream destroyed, a new one
+    handle = model.foreign_stream()
+    old = LibraryStream(handle)
+    queued = busy(old)
+    for _ in range(3):
+        gm.transpose(A, stream=old).free()
+    del old
+    model.destroy(handle)
+    gc.collect()
+    new_handle = model.foreign_stream()
+    new = LibraryStream(new_handle)
+    zeros = [gm.Matrix.zeros(64, 64, stream=new) for _ in range(3)]
+    gm.synchronize()
+    for m in (*zeros, *queued):
+        m.free()
+    del new
+    model.destroy(new_handle)
+
+    # a product read on a destroyed stream, its operand freed after a new stream did work
+    handle = model.foreign_stream()
+    old = LibraryStream(handle)
+    queued = busy(old)
+    A2 = gm.Matrix.from_numpy(a)
+    C = gm.matmul(A2, B, stream=old)
+    del old
+    model.destroy(handle)
+    new_handle = model.foreign_stream()
+    new = LibraryStream(new_handle)
+    D = gm.matmul(B, B, stream=new)
+    A2.free()
+    filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+    gm.synchronize()
+    C.to_numpy()
+    for m in (C, D, *filler, *queued):
+        m.free()
+    del new
+    model.destroy(new_handle)
+
+    # operands freed right after use there; results kept for the stream, which is then destroyed
+    handle = model.foreign_stream()
+    s = LibraryStream(handle)
+    for _ in range(3):
+        A3, B3 = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a)
+        queued = busy(s)
+        C = gm.matmul(A3, B3, stream=s)
+        A3.free()
+        filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+        gm.synchronize()
+        C.to_numpy()
+        for m in (B3, C, *filler, *queued):
+            m.free()
+    del s
+    model.destroy(handle)
+
+    # a block kept for the stream handed back by empty() there, written from the legacy stream
+    handle = model.foreign_stream()
+    s = LibraryStream(handle)
+    X, Y = gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a)
+    for _ in range(3):
+        queued = busy(s)
+        gm.transpose(X, stream=s).free()
+        E = gm.Matrix.empty(64, 64, stream=s)
+        gm.transpose(Y, out=E)
+        gm.synchronize()
+        E.to_numpy()
+        for m in (E, *queued):
+            m.free()
+    for m in (X, Y):
+        m.free()
+    gm.synchronize()
+    del s
+    model.destroy(handle)
+
+    # later work of every size on the legacy stream, then the cache handed back
+    later = [gm.Matrix.zeros(64, 64) for _ in range(40)] + [gm.matmul(big, big) for _ in range(3)]
+    for m in (*later, A, B, big):
+        m.free()
+    gc.collect()
+    gm.memory_info()
+    gm.release_cached()
+    return {}
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (steady, recycled_handle, freed_after_use, per_thread_streams, made_there_used_here, waited_for)
+    for f in (
+        steady,
+        recycled_handle,
+        freed_after_use,
+        per_thread_streams,
+        made_there_used_here,
+        waited_for,
+        destroyed_with_work_queued,
+    )
 }
 
 

@@ -66,3 +66,11 @@ def test_work_the_call_waited_for_needs_no_mark_and_no_device_wait():
     """dot, to_numpy and from_numpy wait for their own work on the stream: no mark is recorded after it,
     and the matrices' frees (and that of a matrix made by empty() there) never wait for the device."""
     assert scenario("waited_for") == {"records": 0, "cuCtxSynchronize": 0}
+
+
+def test_library_streams_destroyed_with_work_queued_are_never_named_again():
+    """The GPU suite's sequence on other libraries' streams (a pooled stream that lives on; streams
+    destroyed with gpumat's work queued, blocks kept for them, new streams after them; the cache handed
+    back at the end): every use after its allocation, every free after every use, and no call naming a
+    destroyed stream or event."""
+    assert scenario("destroyed_with_work_queued") == {}
