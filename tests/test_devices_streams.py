@@ -200,6 +200,35 @@ def test_an_event_that_orders_two_streams_is_kept_for_the_next_such_wait(monkeyp
     ]
 
 
+def test_a_stream_collected_before_gpumat_allocated_anything_leaves_the_registry(monkeypatch):
+    """A Stream collected unclosed on a device where gpumat never allocated is destroyed at once; its
+    handle must leave gpumat's own streams, or another library's stream given that handle by the driver
+    would be taken for gpumat's."""
+    destroyed = []
+
+    class Driver:
+        @staticmethod
+        def cuStreamDestroy(handle):
+            destroyed.append(handle)
+            return (0,)
+
+    class NoMemoryYet:
+        memory = None
+
+    monkeypatch.setattr(streams, "driver", Driver)
+    handle = 0x7F00
+    s = object.__new__(gm.Stream)
+    s.handle, s.ptr, s.device, s.non_blocking, s._owned = "its handle", handle, NoMemoryYet(), True, True
+    streams.own_streams.add(handle)
+    try:
+        del s
+        gc.collect()
+        assert destroyed == ["its handle"] and not streams.trusted(handle)
+    finally:
+        streams.own_streams.discard(handle)
+        streams.dead_streams.discard(handle)
+
+
 def test_operations_refuse_bad_streams_before_any_gpu_call():
     from support import fake_matrix
 

@@ -143,6 +143,10 @@ class Stream:
     def __del__(self):  # never takes a lock or waits: the device's next allocation closes the stream
         if getattr(self, "_owned", False) and self.ptr:
             if self.device.memory is None:  # nothing of gpumat's was ever allocated there: destroy it now
+                # no longer one of gpumat's streams: the driver may give its handle to another library's
+                # stream, which must then be taken as foreign (set operations: no lock needed)
+                own_streams.discard(self.ptr)
+                dead_streams.add(self.ptr)
                 try:
                     driver.cuStreamDestroy(self.handle)
                 except Exception:  # interpreter shutdown
