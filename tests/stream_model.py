@@ -617,6 +617,26 @@ def destroyed_with_work_queued(model, gm) -> dict:
     return {}
 
 
+def closed_handle_reused(model, gm) -> dict:
+    """gpumat closes a stream of its own and the driver gives the handle to another library's next stream:
+    work gpumat queues there is ordered like on any library's stream (after its operands' allocations),
+    not taken for the closed stream's."""
+    A0, B = _operands(gm)
+    own = gm.Stream()
+    gm.matmul(A0, B, stream=own).free()
+    handle = own.ptr
+    own.close()
+    model.recycle(handle)
+    theirs = LibraryStream(handle)
+    A = gm.Matrix.zeros(64, 64)  # filled on the legacy stream, not waited for by the host
+    C = gm.matmul(A, B, stream=theirs)  # must wait for that fill
+    D = gm.transpose(C)  # and the legacy stream, for the product
+    for m in (A, A0, B, C, D):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -627,6 +647,7 @@ SCENARIOS = {
         made_there_used_here,
         waited_for,
         destroyed_with_work_queued,
+        closed_handle_reused,
     )
 }
 

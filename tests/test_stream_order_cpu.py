@@ -74,3 +74,10 @@ def test_library_streams_destroyed_with_work_queued_are_never_named_again():
     back at the end): every use after its allocation, every free after every use, and no call naming a
     destroyed stream or event."""
     assert scenario("destroyed_with_work_queued") == {}
+
+
+def test_a_closed_streams_handle_given_to_another_librarys_stream_is_taken_as_that_stream():
+    """gpumat closes a stream of its own; the driver gives its handle to another library's new stream. A
+    product there must still wait for its operand's fill on the legacy stream (the handle being one gpumat
+    closed must not make the wait land elsewhere)."""
+    assert scenario("closed_handle_reused") == {}

@@ -146,7 +146,6 @@ class Stream:
                 # no longer one of gpumat's streams: the driver may give its handle to another library's
                 # stream, which must then be taken as foreign (set operations: no lock needed)
                 own_streams.discard(self.ptr)
-                dead_streams.add(self.ptr)
                 try:
                     driver.cuStreamDestroy(self.handle)
                 except Exception:  # interpreter shutdown
@@ -459,9 +458,12 @@ def wait_for_streams(stream: int, others) -> None:
     """Make `stream` wait for work on other streams (the device current). `others` maps a stream handle to
     None (one of gpumat's own or a default stream: the work queued on it so far; a stream gpumat closed is
     skipped, it was drained when it closed), or a Foreign to itself (its mark: the work gpumat queued
-    there) or to UNMARKED; a plain iterable of handles means None for each."""
-    if stream in dead_streams:
-        stream = LEGACY_STREAM
+    there) or to UNMARKED; a plain iterable of handles means None for each.
+
+    `stream` is live: the stream of the operation being queued, or the legacy stream. It may have the
+    handle of a stream gpumat closed (the driver gives a destroyed stream's handle to the next stream
+    made, here another library's), so being in dead_streams says nothing of it (the memory pool sends the
+    frees of blocks tagged with a closed stream to the legacy stream itself)."""
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
     dev, temp = None, None
     for s, mark in items:
