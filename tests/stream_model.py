@@ -1,6 +1,6 @@
 """A stand-in driver that keeps the order of the work gpumat queues, and checks gpumat's memory against it.
 
-Run as `python tests/stream_model.py SCENARIO` (tests/test_stream_order_cpu.py does, one process a
+Run as `python tests/stream_model.py SCENARIO [--reuse-handles]` (tests/test_stream_order_cpu.py does, one process a
 scenario: it replaces the driver for the whole process). It prints one JSON line: the scenario's facts
 and the model's `violations`.
 
@@ -16,7 +16,8 @@ stream orders itself with nothing, so nothing passes by an implicit synchronisat
 - a block's free comes after all its uses;
 - no call names a stream after it was destroyed (until a new stream gets its handle) or a destroyed event.
 Another library's streams are made with `foreign_stream()`; `destroy(handle)` destroys one with its
-work still queued, and `recycle(handle)` gives the handle to a new stream, as the driver may.
+work still queued, and `recycle(handle)` gives the handle to a new stream, as the driver may; with
+--reuse-handles every stream made (gpumat's or another library's) takes the handle destroyed last.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ class Block:
 
 
 class OrderingDriver(python_path.StandInDriver):
-    def __init__(self):
+    def __init__(self, reuse_handles: bool = False):
         super().__init__()
+        # as many drivers do: the next stream made (gpumat's or another library's) gets the handle of the
+        # stream destroyed last
+        self.reuse_handles, self.free_handles = reuse_handles, []
         self.nodes: list[Node] = []
         self.keys = itertools.count()
         self.sids = itertools.count(1000)
@@ -90,7 +94,10 @@ class OrderingDriver(python_path.StandInDriver):
 
     def foreign_stream(self, handle: int | None = None) -> int:
         """Another library makes a stream (at `handle` when given: a handle reused for a new stream)."""
-        handle = next(self.next_foreign) if handle is None else handle
+        if handle is None:
+            handle = self.free_handles.pop() if self.free_handles else next(self.next_foreign)
+        elif handle in self.free_handles:
+            self.free_handles.remove(handle)
         self.destroyed.discard(handle)
         self.by_handle[handle] = self._stream(handle)
         return handle
@@ -99,6 +106,8 @@ class OrderingDriver(python_path.StandInDriver):
         """Another library destroys its stream, its work still queued (as cuStreamDestroy allows)."""
         del self.by_handle[handle]
         self.destroyed.add(handle)
+        if self.reuse_handles:
+            self.free_handles.append(handle)
 
     recycle = foreign_stream
 
@@ -185,7 +194,8 @@ class OrderingDriver(python_path.StandInDriver):
 
     # the driver ----------------------------------------------------------------------------------
     def cuStreamCreateWithPriority(self, flags, priority):
-        handle = 0x6000 + next(self._ids)
+        handle = self.free_handles.pop() if self.free_handles else 0x6000 + next(self._ids)
+        self.destroyed.discard(handle)
         self.by_handle[handle] = self._stream(handle)
         return (*OK, real.CUstream(handle))
 
@@ -303,6 +313,9 @@ class OrderingDriver(python_path.StandInDriver):
         self._complete(self._queued(0, "an upload", dst).clock)
         return OK
 
+    def cuPointerGetAttributes(self, count, attributes, ptr):  # host memory the driver does not know
+        return (*OK, [0] * count)
+
     def cuMemcpyDtoH(self, dst, src, nbytes):
         self._complete(self._queued(0, "a download", src).clock)
         return OK
@@ -328,12 +341,12 @@ class _Counted:
         return counted
 
 
-def install() -> OrderingDriver:
+def install(reuse_handles: bool = False) -> OrderingDriver:
     """Put the model in place of the driver, and hook the two places where gpumat's memory changes hands
     without a driver call: a launch's operands, and a block handed out by the pool."""
     from gpumat.runtime import bindings
 
-    model = OrderingDriver()
+    model = OrderingDriver(reuse_handles)
     counted = _Counted(model)
     object.__setattr__(bindings.driver, "_load", lambda: counted)
     for name in list(vars(bindings.driver)):
@@ -637,6 +650,35 @@ def closed_handle_reused(model, gm) -> dict:
     return {}
 
 
+def out_of_core_calls(model, gm) -> dict:
+    """Out-of-core products (numpy in and out: tiles through gpumat's own upload, compute and download
+    streams, made and closed each call) one after another, then a stream collected unclosed between
+    products on the legacy stream: with handles handed out again, each call's streams get the last
+    call's handles."""
+    import gc
+
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((700, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 500)).astype(np.float32)
+    for _ in range(3):
+        gm.matmul(a, b, memory_limit=1 << 20)
+    A, B = _operands(gm)
+    for _ in range(3):
+        s = gm.Stream()
+        C = gm.matmul(A, B, stream=s)
+        del s  # collected unclosed: closed by the next allocation
+        gc.collect()
+        D = gm.matmul(C, B)
+        C.free()
+        D.free()
+    for m in (A, B):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -648,12 +690,13 @@ SCENARIOS = {
         waited_for,
         destroyed_with_work_queued,
         closed_handle_reused,
+        out_of_core_calls,
     )
 }
 
 
 def main() -> int:
-    model = install()
+    model = install(reuse_handles="--reuse-handles" in sys.argv[2:])
     import gpumat as gm
 
     facts = SCENARIOS[sys.argv[1]](model, gm)
