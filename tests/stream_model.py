@@ -313,6 +313,11 @@ class OrderingDriver(python_path.StandInDriver):
         self._complete(self._queued(0, "an upload", dst).clock)
         return OK
 
+    def cuPointerGetAttribute(self, attribute, ptr):  # the device ordinal of a block (GPU 0), else not ours
+        if self.block_of(int(ptr)) is None:
+            return (real.CUresult.CUDA_ERROR_INVALID_VALUE, 0)
+        return (*OK, 0)
+
     def cuPointerGetAttributes(self, count, attributes, ptr):  # host memory the driver does not know
         return (*OK, [0] * count)
 
@@ -679,6 +684,54 @@ def out_of_core_calls(model, gm) -> dict:
     return {}
 
 
+class Producer:
+    """Another library's 64 x 64 float32 array (__cuda_array_interface__ v3), allocated on its stream. When
+    the object goes, its allocator takes the memory back on that stream (as PyTorch's and CuPy's caching
+    allocators do, with no wait): gpumat's last use must come before."""
+
+    def __init__(self, model, stream: int):
+        self.model, self.stream = model, stream
+        self.ptr = int(model.cuMemAllocAsync(64 * 64 * 4, stream)[1])
+        self.__cuda_array_interface__ = {
+            "shape": (64, 64),
+            "typestr": "<f4",
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": stream,
+        }
+
+    def __del__(self):
+        self.model.cuMemFreeAsync(self.ptr, self.stream)
+
+
+def borrowed_memory(model, gm) -> dict:
+    """Zero-copy imports of another library's arrays: used on a third library's stream and dropped at
+    once, freed explicitly right after a use, and copied (copy=True) behind work on the producer's stream;
+    each time the producer frees its memory as soon as gpumat lets go of it."""
+    import gc
+
+    _, B = _operands(gm)
+    producer_stream = model.foreign_stream()
+    other = LibraryStream(model.foreign_stream())
+    results = []
+    for _ in range(3):
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
+        results.append(gm.matmul(M, B, stream=other))  # read on another stream, queued
+        del M  # the producer's object goes with it: its free must wait for that product
+        gc.collect()
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
+        results.append(gm.transpose(M))  # on the legacy stream
+        M.free()
+        gc.collect()
+        results.append(gm.Matrix.from_cuda_array(Producer(model, producer_stream), copy=True))
+        gc.collect()
+    for m in (*results, B):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -691,6 +744,7 @@ SCENARIOS = {
         destroyed_with_work_queued,
         closed_handle_reused,
         out_of_core_calls,
+        borrowed_memory,
     )
 }
 

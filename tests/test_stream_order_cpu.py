@@ -96,3 +96,11 @@ def test_every_scenario_holds_when_the_driver_hands_out_destroyed_streams_handle
     do not, so this runs only here: every scenario again, each new stream (gpumat's or a library's) taking
     the handle destroyed last. Nothing may be misordered or reach a destroyed stream."""
     scenario(name, "--reuse-handles")
+
+
+def test_imported_memory_goes_back_to_its_producer_only_after_its_last_use():
+    """Zero-copy imports (CUDA array interface) whose producer's allocator takes the memory back on its
+    stream as soon as gpumat lets go: a Matrix collected with a product still queued on a third stream,
+    one freed right after a transpose, a copy=True import. Each free must follow gpumat's uses, and the
+    first use on a stream other than the import stream must follow the producer's work."""
+    assert scenario("borrowed_memory") == {}

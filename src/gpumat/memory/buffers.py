@@ -149,14 +149,20 @@ class BorrowedBuffer(_Buffer):
         self.readonly = readonly  # the producer flagged it read-only (DLPack READ_ONLY, CAI's data[1])
 
     def use_on(self, stream: int, f: Foreign | None = None) -> None:
-        """The producer's stream order was settled at import; remember the stream (f: its Foreign, for
-        another library's stream), so that the release waits for the work gpumat queues there (lock held)."""
+        """The producer's stream order was settled at import, on the import stream: the first use on
+        another stream waits for the import stream (where that is gpumat's own or a default stream, so
+        that the wait is after the producer's work, as a block of gpumat's is after its allocation); and
+        the stream is remembered (f: its Foreign, for another library's stream), so that the release waits
+        for the work gpumat queues there (lock held)."""
         key, state = (stream, None) if f is None else (f, UNMARKED)
         others = self.others
         if others is None:
-            self.others = {key: state}
-        elif key not in others:
-            others[key] = state
+            others = self.others = {}
+        elif key in others:
+            return
+        if stream != self.stream and trusted(self.stream):
+            wait_for_streams(stream, (self.stream,))
+        others[key] = state
 
     def _let_go(self):
         return self._drop  # the producer's deleter runs after the device lock is let go
@@ -190,10 +196,13 @@ class BorrowedBuffer(_Buffer):
                 release(owner)
 
     def __del__(self):
-        if self._release is not None:
+        # collected without free(): the producer gets its memory back once the work queued on it has run
+        # (for the CUDA array interface, by the reference to the producer going with this object)
+        if self.ptr or self._release is not None:  # (an empty import has no memory, but may have a deleter)
             try:
                 self._wait_for_queued_work()  # no lock taken: only driver waits
-                self._release(self.owner)
+                if self._release is not None:
+                    self._release(self.owner)
             except Exception:
                 pass
             self._release = None
