@@ -732,6 +732,33 @@ def borrowed_memory(model, gm) -> dict:
     return {}
 
 
+def imported_on_a_library_stream(model, gm) -> dict:
+    """Imports made on another library's stream (the import waits there for the producer), then used on
+    the legacy stream and on a third library's stream, the import stream destroyed in between: each
+    first use elsewhere follows the producer's work, and each free follows the uses."""
+    import gc
+
+    _, B = _operands(gm)
+    producer_stream = model.foreign_stream()
+    results = []
+    for _ in range(3):
+        handle = model.foreign_stream()
+        import_stream = LibraryStream(handle)
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream), stream=import_stream)
+        N = gm.Matrix.from_cuda_array(Producer(model, producer_stream), stream=import_stream)
+        del import_stream
+        model.destroy(handle)  # the import stream goes before the arrays are used
+        results.append(gm.matmul(M, B))
+        results.append(gm.matmul(N, B, stream=LibraryStream(model.foreign_stream())))
+        M.free()
+        del N
+        gc.collect()
+    for m in (*results, B):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -745,6 +772,7 @@ SCENARIOS = {
         closed_handle_reused,
         out_of_core_calls,
         borrowed_memory,
+        imported_on_a_library_stream,
     )
 }
 

@@ -104,3 +104,10 @@ def test_imported_memory_goes_back_to_its_producer_only_after_its_last_use():
     one freed right after a transpose, a copy=True import. Each free must follow gpumat's uses, and the
     first use on a stream other than the import stream must follow the producer's work."""
     assert scenario("borrowed_memory") == {}
+
+
+def test_memory_imported_on_another_librarys_stream_is_ordered_before_its_use_elsewhere():
+    """An import on a library's stream waits there for the producer; a first use on another stream (after
+    the import stream is destroyed, even) waits for the import's mark, and never names the destroyed
+    stream."""
+    assert scenario("imported_on_a_library_stream") == {}

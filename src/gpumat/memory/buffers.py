@@ -22,6 +22,7 @@ from ..runtime.streams import (
     foreign_of,
     foreign_streams,
     own_streams,
+    record_after,
     synchronize_event,
     synchronize_stream,
     trusted,
@@ -131,7 +132,7 @@ class BorrowedBuffer(_Buffer):
     gpumat never frees it; releasing it drops the reference that keeps the producer alive (for DLPack,
     by calling the producer's deleter)."""
 
-    __slots__ = ("owner", "_release", "readonly")
+    __slots__ = ("owner", "_release", "readonly", "home")
     borrowed = True
 
     def __init__(
@@ -147,6 +148,13 @@ class BorrowedBuffer(_Buffer):
         self.ptr, self.nbytes, self.device, self.stream, self.others = ptr, nbytes, dev, stream, None
         self.alive, self.holds, self.owner, self._release = True, 0, owner, release
         self.readonly = readonly  # the producer flagged it read-only (DLPack READ_ONLY, CAI's data[1])
+        # imported on another library's stream (which may be destroyed before a later use elsewhere): its
+        # mark, recorded now, stands after the producer's work that the import waited for
+        self.home = None
+        if ptr and not trusted(stream):
+            self.home = foreign_of(stream, dev)
+            record_after(self.home, stream)
+            self.others = {self.home: self.home}
 
     def use_on(self, stream: int, f: Foreign | None = None) -> None:
         """The producer's stream order was settled at import, on the import stream: the first use on
@@ -160,8 +168,11 @@ class BorrowedBuffer(_Buffer):
             others = self.others = {}
         elif key in others:
             return
-        if stream != self.stream and trusted(self.stream):
-            wait_for_streams(stream, (self.stream,))
+        if stream != self.stream:
+            if self.home is not None:  # after the import's mark there
+                wait_for_streams(stream, {self.home: self.home})
+            elif trusted(self.stream):
+                wait_for_streams(stream, (self.stream,))
         others[key] = state
 
     def _let_go(self):
