@@ -80,7 +80,8 @@ class OrderingDriver(python_path.StandInDriver):
         self.blocks: dict[int, Block] = {}
         self.bases: list[int] = []
         self.next_address = DEVICE_BASE
-        self.uses_next: list[int] = []  # the block addresses the next launch reaches (set by the kernel hook)
+        self.launching = threading.local()  # .uses: the block addresses the thread's next launch reaches
+        self.lock = threading.RLock()  # one driver call at a time: threads see the model consistent
         self.violations: list[str] = []
         self.calls = collections.Counter()
         self.next_foreign = itertools.count(FOREIGN_BASE, 0x1000)
@@ -275,7 +276,7 @@ class OrderingDriver(python_path.StandInDriver):
         return OK
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        uses, self.uses_next = self.uses_next, []
+        uses, self.launching.uses = getattr(self.launching, "uses", []), []
         self._use(self._node(self.resolve(stream), "a kernel"), uses)
         return OK
 
@@ -337,11 +338,12 @@ class _Counted:
         target = getattr(self.model, name)
         if not name.startswith("cu") or not callable(target):
             return target
-        calls = self.model.calls
+        calls, lock = self.model.calls, self.model.lock
 
         def counted(*args, **kwargs):
-            calls[name] += 1
-            return target(*args, **kwargs)
+            with lock:
+                calls[name] += 1
+                return target(*args, **kwargs)
 
         return counted
 
@@ -364,12 +366,14 @@ def install(reuse_handles: bool = False) -> OrderingDriver:
     launch, alloc = kernels.Kernel.__call__, pool.Pool.alloc
 
     def launch_noting_operands(self, grid, block, *args, **kwargs):
-        model.uses_next = [a for a in args if isinstance(a, int) and model.block_of(a) is not None]
+        with model.lock:
+            model.launching.uses = [a for a in args if isinstance(a, int) and model.block_of(a) is not None]
         return launch(self, grid, block, *args, **kwargs)
 
     def alloc_noting_lives(self, *args, **kwargs):
         ptr = alloc(self, *args, **kwargs)
-        model.new_life(ptr)
+        with model.lock:
+            model.new_life(ptr)
         return ptr
 
     kernels.Kernel.__call__ = launch_noting_operands
@@ -759,6 +763,54 @@ def imported_on_a_library_stream(model, gm) -> dict:
     return {}
 
 
+def threads_on_many_streams(model, gm) -> dict:
+    """Threads at once, each on its own kind of stream (a gpumat stream, the per-thread default stream,
+    another library's stream, the legacy stream), sharing operands; each passes some results to the next
+    thread, which transposes them on its stream and frees them; dropped results are collected anywhere."""
+    import gc
+    import queue
+
+    A, B = _operands(gm)
+    kinds = ["own", "per-thread", "library", "legacy"]
+    handoff = [queue.Queue() for _ in kinds]
+    failures = []
+
+    def work(i: int) -> None:
+        try:
+            kind = kinds[i]
+            stream = {"own": gm.Stream(), "per-thread": 2, "library": LibraryStream(model.foreign_stream())}.get(kind)
+            for j in range(40):
+                C = gm.matmul(A, B, stream=stream)
+                if j % 5 == 0:
+                    handoff[(i + 1) % len(kinds)].put(C)  # to the next thread
+                if j % 9 == 0:
+                    gc.collect()
+                try:
+                    theirs = handoff[i].get_nowait()
+                except queue.Empty:
+                    continue
+                gm.transpose(theirs, stream=stream).free()
+                theirs.free()
+            if kind == "own":
+                stream.close()
+        except Exception as e:  # reported in the facts: the scenario must not fail quietly
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(kinds))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for q in handoff:
+        while not q.empty():
+            q.get().free()
+    for m in (A, B):
+        m.free()
+    gc.collect()
+    gm.release_cached()
+    return {"failures": failures}
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -773,6 +825,7 @@ SCENARIOS = {
         out_of_core_calls,
         borrowed_memory,
         imported_on_a_library_stream,
+        threads_on_many_streams,
     )
 }
 

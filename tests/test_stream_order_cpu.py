@@ -111,3 +111,7 @@ def test_memory_imported_on_another_librarys_stream_is_ordered_before_its_use_el
     the import stream is destroyed, even) waits for the import's mark, and never names the destroyed
     stream."""
     assert scenario("imported_on_a_library_stream") == {}
+
+
+def test_threads_on_every_kind_of_stream_sharing_operands_and_results_keep_the_order():
+    assert scenario("threads_on_many_streams") == {"failures": []}
