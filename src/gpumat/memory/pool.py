@@ -175,9 +175,9 @@ class Pool:
                 self.used -= nbytes
                 return
             stream = LEGACY_STREAM
-        elif stream in dead_streams:  # a closed stream of gpumat's (drained when it closed): the legacy one
-            stream = LEGACY_STREAM  # orders the free (its handle may name another library's stream now)
         if others:
+            if stream in dead_streams:  # a closed stream of gpumat's (drained when it closed): the legacy one
+                stream = LEGACY_STREAM  # waits (its handle may name another library's stream now), as free() frees
             streams.wait_for_streams(stream, others)
         self.free(ptr, nbytes, stream)
 
