@@ -158,10 +158,10 @@ class BorrowedBuffer(_Buffer):
 
     def use_on(self, stream: int, f: Foreign | None = None) -> None:
         """The producer's stream order was settled at import, on the import stream: the first use on
-        another stream waits for the import stream (where that is gpumat's own or a default stream, so
-        that the wait is after the producer's work, as a block of gpumat's is after its allocation); and
-        the stream is remembered (f: its Foreign, for another library's stream), so that the release waits
-        for the work gpumat queues there (lock held)."""
+        another stream waits for the import (the import stream itself where it is gpumat's own or the
+        legacy one, else the mark recorded there at import), as a block of gpumat's waits for its
+        allocation; and the stream is remembered (f: its Foreign, for another library's stream), so that
+        the release waits for the work gpumat queues there (lock held)."""
         key, state = (stream, None) if f is None else (f, UNMARKED)
         others = self.others
         if others is None:
