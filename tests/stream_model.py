@@ -4,11 +4,12 @@ Run as `python tests/stream_model.py SCENARIO [--reuse-handles]` (tests/test_str
 scenario: it replaces the driver for the whole process). It prints one JSON line: the scenario's facts
 and the model's `violations`.
 
-The model: every call that queues work (a launch, a copy, a fill, an event record, an allocation or a
-free) is a node on its stream, after the stream's previous node and after the events the stream was
-made to wait for; host waits (stream, event, context synchronisation, synchronous copies) complete the
-nodes they wait for. A node happens before another when it is an ancestor of it or was completed by the
-host before it was queued (vector clocks, one entry a stream). Streams are not blocking: the legacy
+The model: every call that queues work (a launch, a copy, a fill, an event record, a wait for an event, an
+allocation or a free) is a node on its stream, after the stream's previous node (a wait's node also
+after the event's recording, so a host wait for the stream covers what it waited for); host waits
+(stream, event, context synchronisation, synchronous copies) complete the nodes they wait for. A
+node happens before another when it is an ancestor of it or was completed by the host before it was
+queued (vector clocks, one entry a stream). Streams are not blocking: the legacy
 stream orders itself with nothing, so nothing passes by an implicit synchronisation. Checked:
 - a block's uses (kernels, copies, fills that reach into it) come after its allocation, and after
   every use of the block in its earlier lives (gpumat's free list hands blocks out again without the
@@ -243,8 +244,9 @@ class OrderingDriver(python_path.StandInDriver):
 
     def cuStreamWaitEvent(self, stream, event, flags):
         s, captured = self.resolve(stream), self.events.get(self._event(event))
-        if captured is not None:
+        if captured is not None:  # a node of its own: a host wait for the stream waits for the event's work too
             s.waits.append(captured)
+            self._node(s, "a wait")
         return OK
 
     def cuEventSynchronize(self, event):
