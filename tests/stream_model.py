@@ -27,6 +27,7 @@ import bisect
 import collections
 import itertools
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -341,8 +342,11 @@ class _Counted:
         if not name.startswith("cu") or not callable(target):
             return target
         calls, lock = self.model.calls, self.model.lock
+        finalizing, write = sys.is_finalizing, os.write  # bound now: module globals go before the last objects
 
         def counted(*args, **kwargs):
+            if finalizing():  # reported on stderr: no JSON line can be printed by then
+                write(2, f"driver call during interpreter shutdown: {name}\n".encode())
             with lock:
                 calls[name] += 1
                 return target(*args, **kwargs)
@@ -765,6 +769,35 @@ def imported_on_a_library_stream(model, gm) -> dict:
     return {}
 
 
+LEFT_AT_EXIT: list = []  # what left_at_exit keeps for the interpreter's shutdown to collect
+
+
+class _Sentinel:
+    """Says on stderr whether it was collected during interpreter shutdown (so a test of what happens
+    then knows the objects beside it were collected then, not before)."""
+
+    def __del__(self, finalizing=sys.is_finalizing, write=os.write):
+        write(2, f"left_at_exit collected during shutdown: {finalizing()}\n".encode())
+
+
+def left_at_exit(model, gm) -> dict:
+    """gpumat objects alive when the program ends, collected by the interpreter's shutdown: a stream never
+    closed, an event, a matrix used on another library's stream (its mark lives with it), and memory
+    imported from another library, used on a third library's stream. Their finalizers must make no
+    driver call then (stderr says which did)."""
+    A, B = _operands(gm)
+    library = LibraryStream(model.foreign_stream())
+    producer_stream = model.foreign_stream()
+    M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
+    LEFT_AT_EXIT.extend(
+        [gm.Stream(), gm.Event(), gm.matmul(A, B, stream=library), gm.matmul(M, B, stream=library), M, _Sentinel()]
+    )
+    cycle = [gm.Event(), gm.Matrix.from_cuda_array(Producer(model, producer_stream))]
+    cycle.append(cycle)  # collected by the shutdown's last garbage collection
+    LEFT_AT_EXIT.append(cycle)
+    return {}
+
+
 def threads_on_many_streams(model, gm) -> dict:
     """Threads at once, each on its own kind of stream (a gpumat stream, the per-thread default stream,
     another library's stream, the legacy stream), sharing operands; each passes some results to the next
@@ -828,6 +861,7 @@ SCENARIOS = {
         borrowed_memory,
         imported_on_a_library_stream,
         threads_on_many_streams,
+        left_at_exit,
     )
 }
 

@@ -18,8 +18,8 @@ from stream_model import SCENARIOS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def scenario(name: str, *flags: str) -> dict:
-    out = subprocess.run(
+def run_scenario(name: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, str(ROOT / "tests" / "stream_model.py"), name, *flags],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
@@ -27,6 +27,10 @@ def scenario(name: str, *flags: str) -> dict:
         text=True,
         timeout=300,
     )
+
+
+def scenario(name: str, *flags: str) -> dict:
+    out = run_scenario(name, *flags)
     assert out.returncode == 0, out.stderr[-3000:]
     facts = json.loads(out.stdout.splitlines()[-1])
     assert facts.pop("violations") == []
@@ -115,3 +119,15 @@ def test_memory_imported_on_another_librarys_stream_is_ordered_before_its_use_el
 
 def test_threads_on_every_kind_of_stream_sharing_operands_and_results_keep_the_order():
     assert scenario("threads_on_many_streams") == {"failures": []}
+
+
+def test_objects_left_for_the_interpreters_shutdown_make_no_driver_call_then():
+    """A stream never closed, events, a matrix used on another library's stream and imported memory,
+    alive when the program ends (some in a reference cycle): their finalizers run while the interpreter
+    tears its modules down, when a call through the driver's bindings may find them half gone. They must
+    make no driver call then; the process's end releases what they hold."""
+    out = run_scenario("left_at_exit")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {"violations": []}
+    assert "left_at_exit collected during shutdown: True" in out.stderr  # the finalizers did run then
+    assert "driver call during interpreter shutdown" not in out.stderr, out.stderr

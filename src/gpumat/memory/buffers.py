@@ -13,6 +13,8 @@ has run (it waits for the streams, or their marks, that used it).
 
 from __future__ import annotations
 
+import sys
+
 from ..runtime.devices import Device, device
 from ..runtime.streams import (
     LEGACY_STREAM,
@@ -206,9 +208,14 @@ class BorrowedBuffer(_Buffer):
             if release is not None:
                 release(owner)
 
-    def __del__(self):
+    def __del__(self, _finalizing=sys.is_finalizing):
         # collected without free(): the producer gets its memory back once the work queued on it has run
-        # (for the CUDA array interface, by the reference to the producer going with this object)
+        # (for the CUDA array interface, by the reference to the producer going with this object). During
+        # interpreter shutdown no wait and no producer's deleter runs: either may call into a module already
+        # torn down, and the process's end frees the memory.
+        if _finalizing():
+            self._release = None
+            return
         if self.ptr or self._release is not None:  # (an empty import has no memory, but may have a deleter)
             try:
                 self._wait_for_queued_work()  # no lock taken: only driver waits

@@ -16,12 +16,16 @@ stream with one compare.
 
 A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
 or wait): it is queued, and `close_abandoned(device)` (called by the next allocation on that device)
-waits for it and destroys it.
+waits for it and destroys it. During interpreter shutdown (`sys.is_finalizing()`), the finalizers of
+streams, events and marks make no driver call: the modules they would call through may be half torn
+down, and the process's end releases everything anyway. Each binds `sys.is_finalizing` as a default
+argument, since module globals are cleared before the last objects go.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
 import weakref
 
 from .bindings import CUresult, driver
@@ -140,7 +144,9 @@ class Stream:
         with dev.lock:  # no operation can queue on the stream between its last drain and its end
             _close_handle(dev, ptr, handle)
 
-    def __del__(self):  # never takes a lock or waits: the device's next allocation closes the stream
+    def __del__(self, _finalizing=sys.is_finalizing):  # no lock, no wait: the next allocation closes it
+        if _finalizing():  # interpreter shutdown: the process's end takes the stream with it
+            return
         if getattr(self, "_owned", False) and self.ptr:
             if self.device.memory is None:  # nothing of gpumat's was ever allocated there: destroy it now
                 # no longer one of gpumat's streams: the driver may give its handle to another library's
@@ -291,7 +297,9 @@ class Event:
         if handle is not None:
             check(driver.cuEventDestroy(handle), "cuEventDestroy")
 
-    def __del__(self):
+    def __del__(self, _finalizing=sys.is_finalizing):
+        if _finalizing():
+            return
         try:
             self.close()
         except Exception:
@@ -336,7 +344,9 @@ class Foreign:
         self.handle, self.sid, self.device, self.named_by = handle, sid, dev, None
         self.event = new_event()  # dev's context is current (foreign() activates it)
 
-    def __del__(self):  # the last buffer holding it is gone: no lock, nothing to wait for
+    def __del__(self, _finalizing=sys.is_finalizing):  # the last buffer holding it is gone: no lock, no wait
+        if _finalizing():
+            return
         try:
             destroy_event(self.event)
         except Exception:
