@@ -119,23 +119,29 @@ class Kernel:
         if name in DECLARED:
             raise ValueError(f"kernel {name} declared twice")
         self.module, self.name, self.signature, self.dynamic_smem = module, name, signature, dynamic_smem
-        # each parameter at its natural alignment, as C lays out a parameter list; explicit padding bytes
+        self._pack = self._buf = self._base = self._ptrs = self._ptrs_addr = None  # laid out at the first launch
+        self._lock = threading.Lock()
+        DECLARED[name] = self
+
+    def _lay_out(self):
+        """The argument buffer, laid out once, at the first launch (a program uses few of the declared
+        kernels, and laying out all of them would add to the import): each parameter at its natural
+        alignment, as C lays out a parameter list, with explicit padding bytes. Returns the packer."""
         fmt, offsets, end = "=", [], 0
-        for code in signature:
+        for code in self.signature:
             code_fmt, align = _FORMATS[code]
             pad = -end % align
             fmt += f"{pad}x" * bool(pad) + code_fmt
             offsets.append(end + pad)
             end += pad + struct.calcsize("=" + code_fmt)
-        self._pack = struct.Struct(fmt).pack_into
         self._buf = ctypes.create_string_buffer(max(end, 1) + 64)
         self._base = -ctypes.addressof(self._buf) % 64  # the parameters start on 64 bytes, for the T ones
-        self._ptrs = (ctypes.c_void_p * max(len(signature), 1))(
+        self._ptrs = (ctypes.c_void_p * max(len(self.signature), 1))(
             *[ctypes.addressof(self._buf) + self._base + off for off in offsets]
         )
         self._ptrs_addr = ctypes.addressof(self._ptrs)
-        self._lock = threading.Lock()
-        DECLARED[name] = self
+        self._pack = struct.Struct(fmt).pack_into  # set last: a launch that sees it sees the rest
+        return self._pack
 
     def function(self, dev=None):
         """The CUfunction in `dev`'s context (current device by default), looked up once per device."""
@@ -161,7 +167,10 @@ class Kernel:
         if fn is None:
             fn = self.function(dev)
         with self._lock:
-            self._pack(self._buf, self._base, *args)
+            pack = self._pack
+            if pack is None:
+                pack = self._lay_out()
+            pack(self._buf, self._base, *args)
             (err,) = driver.cuLaunchKernel(
                 fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, self._ptrs_addr, 0
             )
