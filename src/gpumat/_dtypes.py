@@ -85,12 +85,19 @@ def as_dtype(dtype) -> np.dtype:
         return bfloat16()
     if isinstance(dtype, np.dtype) and is_bfloat16(dtype):
         return bfloat16()
+    if dtype is None:  # numpy reads None as float64; here a dtype must be named
+        raise TypeError(f"a dtype is needed (one of {SUPPORTED}), got None")
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"unknown dtype {dtype!r}; gpumat matrices hold {SUPPORTED}") from None
     if dt in (FLOAT32, FLOAT64, FLOAT16):
         return dt
+    if dt.kind == "f" and not dt.isnative and dt.newbyteorder("=") in (FLOAT32, FLOAT64, FLOAT16):
+        raise TypeError(
+            f"gpumat matrices hold their elements in the GPU's byte order: ask for {dt.newbyteorder('=')}, not "
+            f"{dt.str} (from_numpy converts byte-swapped arrays)"
+        )
     raise TypeError(f"gpumat matrices hold {SUPPORTED}, not {dt}")
 
 

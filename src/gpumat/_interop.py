@@ -27,7 +27,14 @@ from .matrix import Matrix
 from .memory import BorrowedBuffer
 from .runtime import memops
 from .runtime.devices import Device, device
-from .runtime.streams import CAI_LEGACY, LEGACY_STREAM, stream_handle, synchronize_stream, wait_for_streams
+from .runtime.streams import (
+    CAI_LEGACY,
+    LEGACY_STREAM,
+    checked_handle,
+    stream_handle,
+    synchronize_stream,
+    wait_for_streams,
+)
 
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
@@ -299,32 +306,71 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError(f"{type(obj).__name__} has no __cuda_array_interface__")
-    shape = tuple(int(x) for x in cai["shape"])
-    dtype = np.dtype(cai["typestr"])
+    shape, typestr, ptr, readonly, strides, producer = _read_interface(cai, type(obj).__name__)
+    dtype = np.dtype(typestr)
     if dtype.kind == "V" and dtype.itemsize == 2:  # two raw bytes: what CAI producers write for bfloat16
         dtype = bfloat16()
     supported(dtype)
-    ptr = int(cai["data"][0] or 0)
-    strides = cai.get("strides")
     isz = dtype.itemsize
     if strides is not None:
+        if len(strides) != len(shape):
+            raise ValueError(f"the array's strides {strides} do not match its shape {shape}")
         if any(s % isz for s in strides):
-            raise ValueError(f"strides {tuple(strides)} are not multiples of the element size {isz}")
-        strides = tuple(int(s) // isz for s in strides)
+            raise ValueError(f"strides {strides} are not multiples of the element size {isz}")
+        strides = tuple(s // isz for s in strides)
     dev = (_pointer_device(ptr) if ptr else device()).activate()
     s = stream_handle(stream, dev)
-    producer = cai.get("stream")
     if producer is not None and ptr:
-        producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else int(producer)
+        producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else producer
         if producer != s:
             wait_for_streams(s, (producer,))
-    readonly = bool(cai["data"][1]) if len(cai["data"]) > 1 else False
     return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy, readonly)
+
+
+def _integers(values, what: str) -> tuple[int, ...]:
+    """A tuple of Python ints from a sequence of integers (bools, floats and other objects refused)."""
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"the array's {what} must be a tuple of integers, got {type(values).__name__}")
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+        raise TypeError(f"the array's {what} must be integers, got {tuple(values)!r}")
+    return tuple(int(v) for v in values)
+
+
+def _read_interface(cai, producer: str):
+    """(shape, typestr, data address, read-only, strides in bytes or None, stream or None) from a CUDA array
+    interface, each checked for its type: a malformed interface is a TypeError naming what is wrong."""
+    if not isinstance(cai, dict):
+        raise TypeError(f"{producer}.__cuda_array_interface__ must be a dict, got {type(cai).__name__}")
+    missing = [key for key in ("shape", "typestr", "data") if key not in cai]
+    if missing:
+        raise TypeError(f"{producer}.__cuda_array_interface__ has no {', '.join(missing)}")
+    shape = _integers(cai["shape"], "shape")
+    typestr = cai["typestr"]
+    if not isinstance(typestr, str):
+        raise TypeError(f"the array's typestr must be a string such as '<f4', got {typestr!r}")
+    data = cai["data"]
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise TypeError(f"the array's data must be (address, read_only), got {data!r}")
+    ptr = data[0] or 0
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)) or not 0 <= ptr < 2**64:
+        raise ValueError(f"the array's data address must be an integer in [0, 2**64), got {data[0]!r}")
+    strides = cai.get("strides")
+    strides = None if strides is None else _integers(strides, "strides")
+    producer_stream = cai.get("stream")
+    if producer_stream is not None:
+        if isinstance(producer_stream, bool) or not isinstance(producer_stream, (int, np.integer)):
+            raise TypeError(f"the array's stream must be an integer handle or None, got {producer_stream!r}")
+        producer_stream = checked_handle(int(producer_stream))
+    return shape, typestr, int(ptr), bool(data[1]), strides, producer_stream
 
 
 def _import(
     ptr, shape, strides, dtype, dev, owner, release, s: int, copy, readonly: bool = False, check_pointer: bool = False
 ) -> Matrix:
+    if any(d < 0 for d in shape):
+        raise ValueError(f"the array's shape {shape} has a negative dimension")
+    if not ptr and all(shape):
+        raise ValueError(f"the array's data address is NULL, but its shape {shape} holds elements")
     if ptr % dtype.itemsize:
         raise ValueError(f"the array's data at 0x{ptr:x} is not aligned to its {dtype.itemsize}-byte elements")
     layout = _layout(shape, strides)

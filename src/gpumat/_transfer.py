@@ -15,9 +15,9 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     the call returns once the copy is done (so the source may be freed at once)."""
     src_dev = m.device
     s = stream_handle(stream, dst_dev)
+    _ = m.elements  # a freed source raises FreedMatrixError before anything is allocated
     out = Matrix._allocate_like(m, dst_dev.activate(), s)
     if out.size == 0:
-        _ = m.elements  # a freed source raises FreedMatrixError here
         return out
     if src_dev is dst_dev:
         with dst_dev.lock:

@@ -92,9 +92,10 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     The work is queued on `stream` (default: the thread's current stream) and the call waits for it."""
     dev = operand_device((x, "x"), (y, "y"))
     s = stream_handle(stream, dev)
-    if check_operands(x, y) == (0, 0) or 0 in x.shape:  # shapes first: bad input never touches the GPU
-        return 0.0
+    empty = check_operands(x, y) == (0, 0) or 0 in x.shape  # shapes first: bad input never touches the GPU
     dt = suffix(same_dtype("dot", (x, "x"), (y, "y")))
+    if empty:
+        return 0.0
     if x.is_transposed and y.is_transposed:  # the sum of the storages' products is the same sum
         x, y = storage(x), storage(y)
     else:  # one transposed view is first copied row-major (one pass)

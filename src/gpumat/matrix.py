@@ -290,6 +290,8 @@ class Matrix:
         into `out` (C-contiguous, right shape and dtype, pinned or not) when given. Returns once the data
         has arrived. bfloat16 needs ml_dtypes on the host, or dtype=np.float32."""
         if dtype is not None and _dtypes.as_dtype(dtype) != self._dtype:
+            if out is not None:  # checked before the conversion runs
+                _check_host_out(out, self.shape, _dtypes.as_dtype(dtype))
             with self.astype(dtype, stream=stream) as converted:
                 return converted.to_numpy(out, stream)
         if _dtypes.is_bfloat16(self._dtype) and _dtypes.ML_BFLOAT16 is None:
@@ -574,6 +576,8 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray
         raise TypeError(
             f"gpumat matrices hold real numbers; got {what} (convert bool/complex/object data explicitly first)"
         )
+    if a.dtype.kind == "c":  # a dtype= would drop the imaginary parts without a word
+        raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} (take .real or abs() first)")
     if a.ndim == 1:
         a = a.reshape(1, -1)
     elif a.ndim != 2 and not (allow_batch and a.ndim == 3):
@@ -612,9 +616,11 @@ def as_matrix(x, name: str) -> Matrix:
 
 
 def operand_device(*named) -> Device:
-    """The one device all the given matrices live on; (matrix, name) pairs, None entries skipped.
-    TypeError for non-matrices, FreedMatrixError for freed ones, ValueError naming the devices when
-    they differ."""
+    """The one device all the given matrices live on; (matrix, name) pairs, the first required, None
+    entries after it skipped. TypeError for non-matrices, FreedMatrixError for freed ones, ValueError
+    naming the devices when they differ."""
+    if named[0][0] is None:
+        raise TypeError(f"{named[0][1]} must be a gpumat.Matrix, got None")
     dev = None
     first = None
     for x, name in named:
@@ -645,6 +651,9 @@ def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
         raise ValueError(f"{op}: out is read-only (its producer exported it so); write into a writeable matrix")
     if out.shape != shape:
         raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
+    if out._batch and out._batch > 1 and out._bstride * out._dtype.itemsize < _one_matrix_bytes(out):
+        # e.g. another library's broadcast view (batch stride 0): each result would overwrite the last
+        raise ValueError(f"{op}: the matrices of out overlap each other (batch stride {out._bstride} elements)")
     out_block = out._buffer
     for x in inputs:
         block = x._buffer
@@ -665,6 +674,14 @@ def address_range(m: Matrix) -> tuple[int, int]:
     rows, cols = (w, h) if m._trans else (h, w)  # the storage's
     last = (rows - 1) * m._stride + cols + ((m._batch - 1) * m._bstride if m._batch else 0)
     return start, start + last * m._dtype.itemsize
+
+
+def _one_matrix_bytes(m: Matrix) -> int:
+    """The bytes one matrix of m spans, from its first element to past its last."""
+    if m._height == 0 or m._width == 0:
+        return 0
+    rows, cols = (m._width, m._height) if m._trans else (m._height, m._width)  # the storage's
+    return ((rows - 1) * m._stride + cols) * m._dtype.itemsize
 
 
 def overlaps(a: Matrix, b: Matrix) -> bool:

@@ -18,7 +18,6 @@ from .._dtypes import name as dtype_name
 from ..matrix import (
     INT32_MAX,
     Matrix,
-    address_range,
     as_matrix,
     check_out,
     mark_done,
@@ -77,8 +76,6 @@ def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
     if out is not None:
         shape = (m, n) if a._batch is None and b._batch is None else _result_shape(a, b, m, n)
         check_out(out, shape, (a, b), "matmul")
-        if out._batch and out._batch > 1 and out._bstride * out.itemsize < address_range(out[0])[1] - out[0].elements:
-            raise ValueError("matmul: the matrices of out overlap each other (batch stride too small)")
     return m, n, k
 
 
@@ -100,7 +97,10 @@ def _result_shape(a: Matrix, b: Matrix, m: int, n: int) -> tuple[int, ...]:
 def _number(x, name: str) -> float:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"matmul: {name} must be a real number, got {type(x).__name__}")
-    return float(x)
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float64's range
+        raise ValueError(f"matmul: {name} = {x} is beyond float64's range") from None
 
 
 def _epilogue(alpha, beta, bias, activation, out, a: Matrix, shape: tuple) -> tuple:
@@ -158,7 +158,15 @@ def _operands(a: Matrix, b: Matrix, out: Matrix, m: int, n: int, k: int, epilogu
         if epilogue[4]:
             epilogue = (*epilogue[:4], 3 - epilogue[4], *epilogue[5:])
     count = 1 if batch is None else batch
-    if count > 1 and B[2] == 0 and not A[3] and A[2] == m * A[1] and C[2] == m * C[1] and epilogue[4] != 2:
+    if (
+        count > 1
+        and B[2] == 0
+        and not A[3]
+        and A[2] == m * A[1]
+        and C[2] == m * C[1]
+        and epilogue[4] != 2
+        and m * count <= INT32_MAX  # the kernels' M is a 32-bit int
+    ):
         m, count = m * count, 1  # one tall product: the batch's rows one after another
     return m, n, k, count, A[:3], B[:3], C, A[3], B[3], epilogue
 
@@ -253,6 +261,8 @@ def matmul_plan(
         return p
     if splits is None:
         raise ValueError("matmul_plan: k_chunk= needs splits=")
+    if isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+        raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
     if k_chunk is None:
         k_chunk = cdiv(cdiv(p.problem.k, splits), p.variant.k_align) * p.variant.k_align
     return planner.forced(p.problem, p.target, p.algorithm, splits, k_chunk)
@@ -420,6 +430,10 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
             _evict_oldest()
     elif plan is not None:
         _check_plan(plan, Problem(*_problem_fields(a, out_sfx, mode, operands)), a, b, dev)
+        if algorithm != "auto" and algorithm != plan.variant.name:
+            raise ValueError(f"matmul: algorithm {algorithm!r} contradicts the plan's {plan.variant.name!r}")
+        if precision is not None and mode != plan.problem.mode:
+            raise ValueError(f"matmul: precision {precision!r} contradicts the plan's {plan.problem.mode!r}")
     if out is None:
         out = Matrix._allocate(m, n, dev, s, a._dtype, shape[0] if len(shape) == 3 else None)
     if out.size == 0:

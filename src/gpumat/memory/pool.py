@@ -299,7 +299,7 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
     """Cap the bytes gpumat may hold in live buffers on a device (None: no cap). Past it, allocations
     raise OutOfMemoryError as if the GPU were that small."""
     if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
-        raise ValueError(f"the memory limit is a number of bytes >= 0 or None, got {nbytes!r}")
+        raise ValueError(f"the memory limit is a number of bytes >= 0, or None, got {nbytes!r}")
     dev = as_device(device)
     p = device_pool(dev)
     with dev.lock:
@@ -309,8 +309,8 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
 def set_cache_limit(nbytes: int, device=None) -> None:
     """How many freed bytes the device's pool may keep for reuse past a synchronisation (the driver's
     release threshold)."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise ValueError(f"the cache limit is a number of bytes >= 0, got {nbytes!r}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes < 2**64:
+        raise ValueError(f"the cache limit is a number of bytes in [0, 2**64), got {nbytes!r}")
     dev = as_device(device)
     p = device_pool(dev)
     with dev.lock:

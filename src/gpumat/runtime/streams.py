@@ -84,6 +84,10 @@ class Stream:
 
     def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
         self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"a stream's priority is an int (lower is more urgent), got {type(priority).__name__}")
+        if not -(2**31) <= priority < 2**31:
+            raise ValueError(f"a stream's priority is a 32-bit int (the driver clamps it to its range), got {priority}")
         dev = as_device(device).activate()
         flags = (
             driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
@@ -110,14 +114,23 @@ class Stream:
         """The CUDA stream protocol: (version, handle)."""
         return 0, self.ptr
 
+    def _live(self):
+        """The driver handle; a ValueError once close() has destroyed the stream (the driver would take the
+        None left behind for the legacy stream)."""
+        if self._owned and self.ptr == 0:
+            raise ValueError("that stream has been closed")
+        return self.handle
+
     def synchronize(self) -> None:
+        handle = self._live()
         self.device.activate()
-        check(driver.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")
 
     def query(self) -> bool:
         """True when all work queued on the stream has finished."""
+        handle = self._live()
         self.device.activate()
-        (err,) = driver.cuStreamQuery(self.handle)
+        (err,) = driver.cuStreamQuery(handle)
         if err == CUresult.CUDA_ERROR_NOT_READY:
             return False
         check((err,), "cuStreamQuery")
@@ -127,7 +140,7 @@ class Stream:
         """Work queued on this stream from now on waits for `event`."""
         if not isinstance(event, Event):
             raise TypeError(f"Stream.wait takes a gpumat.Event, got {type(event).__name__}")
-        check(driver.cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
+        check(driver.cuStreamWaitEvent(self._live(), event._live(), 0), "cuStreamWaitEvent")
 
     def record(self, event: Event | None = None) -> Event:
         event = event or Event(device=self.device)
@@ -161,6 +174,7 @@ class Stream:
             self.ptr = 0
 
     def __enter__(self) -> Stream:
+        self._live()
         state = thread_state()
         stack = getattr(state, "streams", None)
         if stack is None:
@@ -181,7 +195,7 @@ class Stream:
         return f"<gpumat.Stream 0x{self.ptr:x} on device {self.device.ordinal}>"
 
 
-def _checked_handle(handle: int) -> int:
+def checked_handle(handle: int) -> int:
     """A raw stream handle must be a pointer-sized non-negative integer. (Whether it names a live stream of
     the device no library can tell from the integer: a handle from outside gpumat must be one.)"""
     if not 0 <= handle < 2**64:
@@ -199,7 +213,9 @@ def stream_handle(stream, dev: Device) -> int:
         if stack:
             s = stack[-1]
             if s.device is dev:
-                return s.ptr
+                if s.ptr or not s._owned:
+                    return s.ptr
+                raise ValueError("the current stream (a `with stream:` block) has been closed")
         return LEGACY_STREAM
     if type(stream) is Stream:
         if stream.device is not dev:
@@ -218,7 +234,7 @@ def stream_handle(stream, dev: Device) -> int:
         if type(handle) is not int or not 0 <= handle < 1 << 64:  # what _handle_of checks, without its call
             handle = _handle_of(stream)  # which says what is wrong
     elif isinstance(stream, int) and not isinstance(stream, bool):
-        handle = _checked_handle(stream)
+        handle = checked_handle(stream)
         if handle not in SPECIAL_STREAMS and handle not in own_streams:
             foreign(handle, dev)  # a bare handle: nothing but the driver says which stream it names now
         return handle
@@ -244,13 +260,13 @@ def _handle_of(stream) -> int:
             or not isinstance(value[1], int)
         ):
             raise TypeError(f"{type(stream).__name__}.__cuda_stream__ must give (version, handle), got {value!r}")
-        return _checked_handle(value[1])
+        return checked_handle(value[1])
     if isinstance(stream, driver.CUstream):
         return int(stream)
     for attr in ("cuda_stream", "ptr"):  # PyTorch streams / older CuPy streams
         value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return checked_handle(value)
     raise TypeError(
         f"stream must be a gpumat.Stream, an object with __cuda_stream__, or a raw handle; got {type(stream).__name__}"
     )
@@ -270,15 +286,21 @@ class Event:
         self.handle = check(driver.cuEventCreate(flags), "cuEventCreate")
         self.device, self.timing = dev, timing
 
+    def _live(self):
+        """The driver handle; a ValueError once close() has destroyed the event."""
+        if self.handle is None:
+            raise ValueError("that event has been closed")
+        return self.handle
+
     def record(self, stream=None) -> Event:
-        check(driver.cuEventRecord(self.handle, stream_handle(stream, self.device)), "cuEventRecord")
+        check(driver.cuEventRecord(self._live(), stream_handle(stream, self.device)), "cuEventRecord")
         return self
 
     def synchronize(self) -> None:
-        check(driver.cuEventSynchronize(self.handle), "cuEventSynchronize")
+        check(driver.cuEventSynchronize(self._live()), "cuEventSynchronize")
 
     def query(self) -> bool:
-        (err,) = driver.cuEventQuery(self.handle)
+        (err,) = driver.cuEventQuery(self._live())
         if err == CUresult.CUDA_ERROR_NOT_READY:
             return False
         check((err,), "cuEventQuery")
@@ -290,7 +312,7 @@ class Event:
             raise TypeError(f"elapsed_time takes the end gpumat.Event, got {type(end).__name__}")
         if not (self.timing and end.timing):
             raise ValueError("elapsed_time needs two events made with timing=True")
-        return float(check(driver.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
+        return float(check(driver.cuEventElapsedTime(self._live(), end._live()), "cuEventElapsedTime"))
 
     def close(self) -> None:
         handle, self.handle = self.handle, None
