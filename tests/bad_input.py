@@ -71,8 +71,9 @@ class StreamObject:
         self.__dict__.update(attributes)
 
 
-def cases(A, B, V, P):
-    """(name, expected exception, call). A and B: 8 x 8 float32; V: a 3 x 8 x 8 batch; P: 512^2 float32."""
+def cases(A, B, V, P, kept: list):
+    """(name, expected exception or None for a call that must work, a word its message must hold, call).
+    A and B: 8 x 8 float32; V: a 3 x 8 x 8 batch; P: 512^2 float32. `kept`: matrices to free at the end."""
     cai = A.__cuda_array_interface__
     closed_stream, closed_event = gm.Stream(), gm.Event()
     closed_stream.close()
@@ -80,10 +81,15 @@ def cases(A, B, V, P):
     owner = gm.Matrix.zeros(8, 8)
     view = owner[0:4, :]
     owner.free()
-    broadcast = dict(gm.Matrix.empty(8, 8).__cuda_array_interface__, shape=(3, 8, 8), strides=(0, 32, 4))
+    base = gm.Matrix.empty(8, 8)  # what another library's broadcast view (batch stride 0) describes
+    broadcast = dict(base.__cuda_array_interface__, shape=(3, 8, 8), strides=(0, 32, 4))
     tf32_plan = gm.matmul_plan(P, P, precision="tf32")
     naive_plan = gm.matmul_plan(P, P, algorithm="naive")
+    row = gm.Matrix.empty(1, 512)
+    row_plan = gm.matmul_plan(row, P, precision="tf32")  # a matrix-vector shape: exact FP32 runs it
     wide, tall = gm.Matrix.empty(100, 200), gm.Matrix.empty(200, 100)
+    wide_out = gm.Matrix.empty(200, 100).T  # a transposed out: the kernel moves storage to storage
+    kept += [base, row, wide, tall, wide_out]
 
     def dlpack(edit):
         return lambda: gm.from_dlpack(Capsule(A, edit))
@@ -106,67 +112,129 @@ def cases(A, B, V, P):
     def raw(value):
         return lambda: gm.Matrix.from_cuda_array(Interface(value))
 
+    def works(call):
+        return lambda: kept.append(call())
+
     f64_empty = gm.Matrix.empty(0, 4, dtype=np.float64)
     complex_data = np.ones((2, 2), complex)
     f32_out = np.zeros((8, 8), np.float32)
     return [
         # imports that describe memory wrongly
-        ("CAI: NULL data, 8 x 8", ValueError, imported(data=(0, False))),
-        ("CAI: typestr None", TypeError, imported(typestr=None)),
-        ("CAI: negative shape", ValueError, imported(shape=(-8, 8))),
-        ("CAI: float shape", TypeError, imported(shape=(8.9, 8))),
-        ("CAI: no shape", TypeError, raw({"typestr": "<f4", "data": (0, False)})),
-        ("CAI: not a dict", TypeError, raw([1, 2])),
-        ("CAI: strides of another rank", ValueError, imported(strides=(4,))),
-        ("CAI: stream -7", ValueError, imported(stream=-7)),
-        ("CAI: stream True", TypeError, imported(stream=True)),
-        ("DLPack: NULL data, 8 x 8", ValueError, dlpack(null)),
-        ("DLPack: negative shape", ValueError, dlpack(shape0(-3))),
+        ("CAI: NULL data, 8 x 8", ValueError, "NULL", imported(data=(0, False))),
+        ("CAI: typestr None", TypeError, "typestr", imported(typestr=None)),
+        ("CAI: negative shape", ValueError, "negative", imported(shape=(-8, 8))),
+        ("CAI: float shape", TypeError, "integers", imported(shape=(8.9, 8))),
+        ("CAI: no shape", TypeError, "no shape", raw({"typestr": "<f4", "data": (0, False)})),
+        ("CAI: not a dict", TypeError, "dict", raw([1, 2])),
+        ("CAI: data address a float", TypeError, "address", imported(data=(1.5, False))),
+        ("CAI: strides of another rank", ValueError, "strides", imported(strides=(4,))),
+        ("CAI: stream -7", ValueError, "stream handle", imported(stream=-7)),
+        ("CAI: stream True", TypeError, "stream", imported(stream=True)),
+        ("DLPack: NULL data, 8 x 8", ValueError, "NULL", dlpack(null)),
+        ("DLPack: negative shape", ValueError, "negative", dlpack(shape0(-3))),
         # outputs and operands
-        ("transpose into a broadcast batch", ValueError, into_broadcast(gm.transpose, V)),
-        ("matmul into a broadcast batch", ValueError, into_broadcast(gm.matmul, V, A)),
-        ("plan, contradicting precision", ValueError, lambda: gm.matmul(P, P, plan=tf32_plan, precision="float32")),
-        ("plan, contradicting algorithm", ValueError, lambda: gm.matmul(P, P, plan=naive_plan, algorithm="sgemm64x64")),
-        ("narrow_cols on a wide matrix", ValueError, lambda: gm.transpose(wide, algorithm="narrow_cols")),
-        ("narrow_rows on a tall matrix", ValueError, lambda: gm.transpose(tall, algorithm="narrow_rows")),
-        ("copy of a freed view", gm.FreedMatrixError, lambda: view.copy()),
-        ("astype of a freed view", gm.FreedMatrixError, lambda: view.astype(np.float32)),
-        ("to_numpy(dtype=) into a wrong out", ValueError, lambda: A.to_numpy(dtype=np.float64, out=f32_out)),
-        ("matmul(None, None)", TypeError, lambda: gm.matmul(None, None)),
-        ("matmul_plan(None, None)", TypeError, lambda: gm.matmul_plan(None, None)),
-        ("transpose(None)", TypeError, lambda: gm.transpose(None)),
-        ("dot(None, None)", TypeError, lambda: gm.dot(None, None)),
-        ("dot of empty matrices of two dtypes", TypeError, lambda: gm.dot(gm.Matrix.empty(0, 4), f64_empty)),
+        ("transpose into a broadcast batch", ValueError, "overlap", into_broadcast(gm.transpose, V)),
+        ("matmul into a broadcast batch", ValueError, "overlap", into_broadcast(gm.matmul, V, A)),
+        (
+            "plan, contradicting precision",
+            ValueError,
+            "precision",
+            lambda: gm.matmul(P, P, plan=tf32_plan, precision="float32"),
+        ),
+        (
+            "plan, contradicting algorithm",
+            ValueError,
+            "algorithm",
+            lambda: gm.matmul(P, P, plan=naive_plan, algorithm="sgemm64x64"),
+        ),
+        (
+            "plan, its own precision, run exact",
+            None,
+            "",
+            works(lambda: gm.matmul(row, P, plan=row_plan, precision="tf32")),
+        ),
+        ("plan, its own algorithm", None, "", works(lambda: gm.matmul(P, P, plan=naive_plan, algorithm="naive"))),
+        (
+            "narrow_cols on a wide matrix",
+            ValueError,
+            "at most 127",
+            lambda: gm.transpose(wide, algorithm="narrow_cols"),
+        ),
+        ("narrow_rows on a tall matrix", ValueError, "at most 64", lambda: gm.transpose(tall, algorithm="narrow_rows")),
+        (
+            "narrow_cols, wide storage, .T to .T",
+            ValueError,
+            "at most",
+            lambda: gm.transpose(wide.T, out=wide_out, algorithm="narrow_cols"),
+        ),
+        (
+            "narrow_cols on a .T of narrow storage",
+            None,
+            "",
+            works(lambda: gm.transpose(tall.T, algorithm="narrow_cols")),
+        ),
+        ("copy of a freed view", gm.FreedMatrixError, "freed", lambda: view.copy()),
+        ("astype of a freed view", gm.FreedMatrixError, "freed", lambda: view.astype(np.float32)),
+        (
+            "to_numpy(dtype=) into a wrong out",
+            ValueError,
+            "out must",
+            lambda: A.to_numpy(dtype=np.float64, out=f32_out),
+        ),
+        ("matmul(None, None)", TypeError, "a must be", lambda: gm.matmul(None, None)),
+        ("matmul_plan(None, None)", TypeError, "a must be", lambda: gm.matmul_plan(None, None)),
+        ("transpose(None)", TypeError, "a must be", lambda: gm.transpose(None)),
+        ("dot(None, None)", TypeError, "x must be", lambda: gm.dot(None, None)),
+        ("dot of empty matrices of two dtypes", TypeError, "float64", lambda: gm.dot(gm.Matrix.empty(0, 4), f64_empty)),
         # numbers
-        ("alpha = 10**400", ValueError, lambda: gm.matmul(A, B, alpha=10**400)),
-        ("splits = 0", ValueError, lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=0)),
-        ("splits = True", ValueError, lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=True)),
-        ("set_cache_limit(2**64)", ValueError, lambda: gm.set_cache_limit(2**64)),
-        ("Stream(priority='high')", TypeError, lambda: gm.Stream(priority="high")),
-        ("Stream(priority=10**30)", ValueError, lambda: gm.Stream(priority=10**30)),
+        ("alpha = 10**400", ValueError, "alpha", lambda: gm.matmul(A, B, alpha=10**400)),
+        ("splits = 0", ValueError, "positive", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=0)),
+        ("splits = True", TypeError, "splits", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=True)),
+        ("set_cache_limit(2**64)", ValueError, "cache limit", lambda: gm.set_cache_limit(2**64)),
+        ("Stream(priority='high')", TypeError, "priority", lambda: gm.Stream(priority="high")),
+        ("Stream(priority=10**30)", ValueError, "priority", lambda: gm.Stream(priority=10**30)),
+        ("Stream(priority=np.int32(0))", None, "", works(lambda: gm.Stream(priority=np.int32(0)))),
         # dtypes
-        ("astype(None)", TypeError, lambda: A.astype(None)),
-        ("from_numpy(complex, dtype=float32)", TypeError, lambda: gm.Matrix.from_numpy(complex_data, dtype=np.float32)),
-        ("zeros(dtype='>f4')", TypeError, lambda: gm.Matrix.zeros(2, 2, dtype=">f4")),
+        ("astype(None)", TypeError, "dtype", lambda: A.astype(None)),
+        (
+            "from_numpy(complex, dtype=float32)",
+            TypeError,
+            "complex",
+            lambda: gm.Matrix.from_numpy(complex_data, dtype=np.float32),
+        ),
+        ("zeros(dtype='>f4')", TypeError, "byte order", lambda: gm.Matrix.zeros(2, 2, dtype=">f4")),
         # streams and events
-        ("stream object with ptr -1", ValueError, lambda: gm.matmul(A, B, stream=StreamObject(ptr=-1))),
-        ("stream object, cuda_stream True", TypeError, lambda: gm.matmul(A, B, stream=StreamObject(cuda_stream=True))),
-        ("closed stream: synchronize", ValueError, closed_stream.synchronize),
-        ("closed stream: query", ValueError, closed_stream.query),
-        ("closed stream: wait", ValueError, lambda: closed_stream.wait(gm.Event())),
-        ("closed stream: with", ValueError, lambda: closed_stream.__enter__()),
-        ("closed event: synchronize", ValueError, closed_event.synchronize),
-        ("closed event: record", ValueError, lambda: closed_event.record()),
+        (
+            "stream object with ptr -1",
+            ValueError,
+            "stream handle",
+            lambda: gm.matmul(A, B, stream=StreamObject(ptr=-1)),
+        ),
+        (
+            "stream object, cuda_stream True",
+            TypeError,
+            "stream must",
+            lambda: gm.matmul(A, B, stream=StreamObject(cuda_stream=True)),
+        ),
+        ("closed stream: synchronize", ValueError, "closed", closed_stream.synchronize),
+        ("closed stream: query", ValueError, "closed", closed_stream.query),
+        ("closed stream: wait", ValueError, "closed", lambda: closed_stream.wait(gm.Event())),
+        ("closed stream: with", ValueError, "closed", lambda: closed_stream.__enter__()),
+        ("closed event: synchronize", ValueError, "closed", closed_event.synchronize),
+        ("closed event: record", ValueError, "closed", lambda: closed_event.record()),
     ]
 
 
-def _outcome(call, expected) -> str:
+def _outcome(call, expected, word: str) -> str:
+    """ "expected" when the call raised `expected` with `word` in its message (or, for None, raised nothing);
+    else what happened."""
     try:
         call()
     except Exception as e:  # every kind is reported: the test compares it with the expected one
-        kind = "expected" if type(e) is expected else type(e).__name__
-        return kind if str(e) else f"{kind}, without a message"
-    return "no exception"
+        if type(e) is not expected:
+            return f"{type(e).__name__}: {e}"
+        return "expected" if word in str(e) else f"message without {word!r}: {e}"
+    return "expected" if expected is None else "no exception"
 
 
 def main() -> int:
@@ -176,15 +244,20 @@ def main() -> int:
     P = gm.Matrix.from_numpy(rng.uniform(-1, 1, (512, 512)).astype(np.float32))
     gm.synchronize()
     used = gm.memory_info()["used"]
-    outcomes = {}
-    for name, expected, call in cases(A, B, V, P):
+    outcomes, kept = {}, []
+    for name, expected, word, call in cases(A, B, V, P, kept):
         before = work_done()
-        outcome = _outcome(call, expected)
-        outcomes[name] = {"outcome": outcome, "gpu work before it": work_done() != before}
+        outcome = _outcome(call, expected, word)
+        refused_after_work = expected is not None and work_done() != before
+        outcomes[name] = {"outcome": outcome, "gpu work before it": refused_after_work}
+    for m in kept:
+        if isinstance(m, gm.Matrix):
+            m.free()
     # a batch of contiguous products whose rows together pass the kernels' 32-bit M: each product is one of
-    # the launch's batch, not one tall product (no exception expected)
+    # the launch's batch, not one tall product
     tall, one = gm.Matrix.empty((2**16, 2**15 + 1, 1)), gm.Matrix.empty(1, 1)
-    after = {"batch beyond a 32-bit M runs": _outcome(lambda: gm.matmul(tall, one).free(), None)}
+    after = {"batch beyond a 32-bit M runs": _outcome(lambda: gm.matmul(tall, one).free(), None, "")}
+    after["it runs as a batch"] = gm.matmul_plan(tall, one).problem.batch == 2**16
     tall.free()
     one.free()
     # the library still works, and nothing is left allocated

@@ -131,3 +131,19 @@ def test_objects_left_for_the_interpreters_shutdown_make_no_driver_call_then():
     assert json.loads(out.stdout.splitlines()[-1]) == {"violations": []}
     assert "left_at_exit collected during shutdown: True" in out.stderr  # the finalizers did run then
     assert "driver call during interpreter shutdown" not in out.stderr, out.stderr
+
+
+def test_the_model_counts_a_host_wait_for_a_stream_as_covering_the_events_that_stream_waited_for():
+    """The model itself, as the driver behaves: stream y waits for an event recorded after a kernel on x;
+    a host wait for y then covers the kernel, though nothing was queued on y after its wait."""
+    from stream_model import OrderingDriver
+
+    model = OrderingDriver()
+    x, y, z = (model.foreign_stream() for _ in range(3))
+    kernel = model._node(model.resolve(x), "a kernel")
+    _, event = model.cuEventCreate(0)
+    model.cuEventRecord(event, x)
+    model.cuStreamWaitEvent(y, event, 0)
+    assert not model.before(kernel, model._node(model.resolve(z), "a copy"))  # z knows nothing of x yet
+    model.cuStreamSynchronize(y)
+    assert model.before(kernel, model._node(model.resolve(z), "a copy"))

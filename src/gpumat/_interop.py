@@ -352,8 +352,10 @@ def _read_interface(cai, producer: str):
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise TypeError(f"the array's data must be (address, read_only), got {data!r}")
     ptr = data[0] or 0
-    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)) or not 0 <= ptr < 2**64:
-        raise ValueError(f"the array's data address must be an integer in [0, 2**64), got {data[0]!r}")
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)):
+        raise TypeError(f"the array's data address must be an integer, got {data[0]!r}")
+    if not 0 <= ptr < 2**64:
+        raise ValueError(f"the array's data address must be in [0, 2**64), got {ptr}")
     strides = cai.get("strides")
     strides = None if strides is None else _integers(strides, "strides")
     producer_stream = cai.get("stream")

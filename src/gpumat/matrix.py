@@ -616,11 +616,9 @@ def as_matrix(x, name: str) -> Matrix:
 
 
 def operand_device(*named) -> Device:
-    """The one device all the given matrices live on; (matrix, name) pairs, the first required, None
-    entries after it skipped. TypeError for non-matrices, FreedMatrixError for freed ones, ValueError
-    naming the devices when they differ."""
-    if named[0][0] is None:
-        raise TypeError(f"{named[0][1]} must be a gpumat.Matrix, got None")
+    """The one device all the given matrices live on; (matrix, name) pairs, None entries skipped (the
+    operation checks which it needs), but not all of them. TypeError for non-matrices, FreedMatrixError
+    for freed ones, ValueError naming the devices when they differ."""
     dev = None
     first = None
     for x, name in named:
@@ -639,6 +637,8 @@ def operand_device(*named) -> Device:
                 f"{first} is on GPU {dev.ordinal} and {name} on GPU {d.ordinal}: the operands of one "
                 f"operation must live on one device (copy with .to(device))"
             )
+    if dev is None:
+        raise TypeError(f"{named[0][1]} must be a gpumat.Matrix, got None")
     return dev.activate()
 
 

@@ -261,7 +261,9 @@ def matmul_plan(
         return p
     if splits is None:
         raise ValueError("matmul_plan: k_chunk= needs splits=")
-    if isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+    if isinstance(splits, bool) or not isinstance(splits, int):
+        raise TypeError(f"matmul plan: splits is an int, got {type(splits).__name__}")
+    if splits < 1:
         raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
     if k_chunk is None:
         k_chunk = cdiv(cdiv(p.problem.k, splits), p.variant.k_align) * p.variant.k_align
@@ -429,11 +431,19 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
             plan = _PLANS[key] = planner.plan(Problem(*fields), Target.of(dev), algorithm)
             _evict_oldest()
     elif plan is not None:
-        _check_plan(plan, Problem(*_problem_fields(a, out_sfx, mode, operands)), a, b, dev)
-        if algorithm != "auto" and algorithm != plan.variant.name:
-            raise ValueError(f"matmul: algorithm {algorithm!r} contradicts the plan's {plan.variant.name!r}")
-        if precision is not None and mode != plan.problem.mode:
-            raise ValueError(f"matmul: precision {precision!r} contradicts the plan's {plan.problem.mode!r}")
+        problem = Problem(*_problem_fields(a, out_sfx, mode, operands))
+        _check_plan(plan, problem, a, b, dev)
+        if algorithm != "auto" or precision is not None:
+            # what the call asks for, planned as it would be without plan= (fallbacks included: a tf32
+            # request on a matrix-vector shape runs exact FP32): the given plan must agree with it
+            asked = planner.plan(problem, plan.target, algorithm)
+            if algorithm != "auto" and asked.variant.name != plan.variant.name:
+                raise ValueError(f"matmul: algorithm {algorithm!r} contradicts the plan's {plan.variant.name!r}")
+            if asked.problem.mode != plan.problem.mode:
+                raise ValueError(
+                    f"matmul: precision {mode!r} contradicts the plan's {plan.problem.mode!r} "
+                    f"(the plan was made for another precision)"
+                )
     if out is None:
         out = Matrix._allocate(m, n, dev, s, a._dtype, shape[0] if len(shape) == 3 else None)
     if out.size == 0:

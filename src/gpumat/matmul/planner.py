@@ -250,7 +250,9 @@ def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> 
     k_chunk each (layers that would start past K are dropped)."""
     base = plan(p, t, algorithm)
     v = base.variant
-    if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in (splits, k_chunk)):
+    if any(isinstance(x, bool) or not isinstance(x, int) for x in (splits, k_chunk)):
+        raise TypeError(f"matmul plan: splits and k_chunk are ints, got {splits!r} and {k_chunk!r}")
+    if splits < 1 or k_chunk < 1:
         raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
     if splits > 1 and not v.splits_k:
         raise ValueError(f"matmul plan: {v.name} does not split K")

@@ -25,6 +25,7 @@ argument, since module globals are cleared before the last objects go.
 from __future__ import annotations
 
 import collections
+import operator
 import sys
 import weakref
 
@@ -84,8 +85,14 @@ class Stream:
 
     def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
         self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"a stream's priority is an int (lower is more urgent), got {type(priority).__name__}")
+        try:
+            if isinstance(priority, bool):
+                raise TypeError
+            priority = operator.index(priority)  # an int, or a numpy integer
+        except TypeError:
+            raise TypeError(
+                f"a stream's priority is an int (lower is more urgent), got {type(priority).__name__}"
+            ) from None
         if not -(2**31) <= priority < 2**31:
             raise ValueError(f"a stream's priority is a 32-bit int (the driver clamps it to its range), got {priority}")
         dev = as_device(device).activate()
@@ -116,10 +123,11 @@ class Stream:
 
     def _live(self):
         """The driver handle; a ValueError once close() has destroyed the stream (the driver would take the
-        None left behind for the legacy stream)."""
-        if self._owned and self.ptr == 0:
+        None left behind for the legacy stream). Read once: a close() meanwhile cannot slip None through."""
+        handle = self.handle
+        if handle is None:
             raise ValueError("that stream has been closed")
-        return self.handle
+        return handle
 
     def synchronize(self) -> None:
         handle = self._live()
@@ -213,8 +221,9 @@ def stream_handle(stream, dev: Device) -> int:
         if stack:
             s = stack[-1]
             if s.device is dev:
-                if s.ptr or not s._owned:
-                    return s.ptr
+                ptr = s.ptr
+                if ptr or not s._owned:
+                    return ptr
                 raise ValueError("the current stream (a `with stream:` block) has been closed")
         return LEGACY_STREAM
     if type(stream) is Stream:
@@ -287,10 +296,11 @@ class Event:
         self.device, self.timing = dev, timing
 
     def _live(self):
-        """The driver handle; a ValueError once close() has destroyed the event."""
-        if self.handle is None:
+        """The driver handle; a ValueError once close() has destroyed the event (read once)."""
+        handle = self.handle
+        if handle is None:
             raise ValueError("that event has been closed")
-        return self.handle
+        return handle
 
     def record(self, stream=None) -> Event:
         check(driver.cuEventRecord(self._live(), stream_handle(stream, self.device)), "cuEventRecord")
