@@ -151,6 +151,7 @@ class Stream:
         check(driver.cuStreamWaitEvent(self._live(), event._live(), 0), "cuStreamWaitEvent")
 
     def record(self, event: Event | None = None) -> Event:
+        self._live()  # a closed stream makes no event
         event = event or Event(device=self.device)
         event.record(self)
         return event
