@@ -74,7 +74,8 @@ class OrderingDriver(python_path.StandInDriver):
         self.sids = itertools.count(1000)
         self.legacy = self._stream(0)
         self.by_handle: dict[int, Stream] = {0: self.legacy, 1: self.legacy}
-        self.per_thread: dict[int, Stream] = {}
+        self.per_thread: dict[int, Stream] = {}  # every thread's per-thread stream, in the order they came
+        self.thread_streams = threading.local()
         self.all_streams: list[Stream] = [self.legacy]
         self.destroyed: set[int] = set()
         self.events: dict[int, Node | None] = {}
@@ -116,11 +117,11 @@ class OrderingDriver(python_path.StandInDriver):
 
     def resolve(self, stream) -> Stream:
         handle = int(stream or 0)
-        if handle == 2:
-            me = threading.get_ident()
-            if me not in self.per_thread:
-                self.per_thread[me] = self._stream(2)
-            return self.per_thread[me]
+        if handle == 2:  # each thread's own (a thread-local, not the thread's id: Python hands ids out again)
+            s = getattr(self.thread_streams, "per_thread", None)
+            if s is None:
+                s = self.thread_streams.per_thread = self.per_thread[len(self.per_thread)] = self._stream(2)
+            return s
         if handle in self.destroyed:
             self.violations.append(f"a destroyed stream's handle 0x{handle:x} reached the driver")
         s = self.by_handle.get(handle)
@@ -701,7 +702,8 @@ class Producer:
 
     def __init__(self, model, stream: int):
         self.model, self.stream = model, stream
-        self.ptr = int(model.cuMemAllocAsync(64 * 64 * 4, stream)[1])
+        with model.lock:  # as a driver call through gpumat's bindings is (threads may share the model)
+            self.ptr = int(model.cuMemAllocAsync(64 * 64 * 4, stream)[1])
         self.__cuda_array_interface__ = {
             "shape": (64, 64),
             "typestr": "<f4",
@@ -712,7 +714,8 @@ class Producer:
         }
 
     def __del__(self):
-        self.model.cuMemFreeAsync(self.ptr, self.stream)
+        with self.model.lock:
+            self.model.cuMemFreeAsync(self.ptr, self.stream)
 
 
 def borrowed_memory(model, gm) -> dict:
@@ -798,6 +801,25 @@ def left_at_exit(model, gm) -> dict:
     return {}
 
 
+def external_stream_behind_a_reused_handle(model, gm) -> dict:
+    """Another library's stream made current with `with gm.Stream.external(handle):`, after the library
+    destroyed the stream that handle named and its next stream got the handle: the operations in the
+    block must know the new stream for a new one (not reuse blocks kept for the old one unordered), as
+    when the same wrapper is passed as stream=."""
+    handle = model.foreign_stream()
+    for _ in range(3):
+        gm.Matrix.zeros(64, 64, stream=LibraryStream(handle)).free()  # a block kept for that stream
+        model.destroy(handle)
+        handle = model.foreign_stream(handle)  # the library's next stream, behind the same handle
+        with gm.Stream.external(handle):
+            M = gm.Matrix.zeros(64, 64)
+            N = gm.transpose(M)
+        for m in (M, N):
+            m.free()
+    gm.release_cached()
+    return {}
+
+
 def threads_on_many_streams(model, gm) -> dict:
     """Threads at once, each on its own kind of stream (a gpumat stream, the per-thread default stream,
     another library's stream, the legacy stream), sharing operands; each passes some results to the next
@@ -861,6 +883,7 @@ SCENARIOS = {
         borrowed_memory,
         imported_on_a_library_stream,
         threads_on_many_streams,
+        external_stream_behind_a_reused_handle,
         left_at_exit,
     )
 }

@@ -121,6 +121,13 @@ def test_threads_on_every_kind_of_stream_sharing_operands_and_results_keep_the_o
     assert scenario("threads_on_many_streams") == {"failures": []}
 
 
+def test_an_external_stream_made_current_is_settled_like_one_passed_as_stream():
+    """`with gm.Stream.external(handle):` after the handle's stream was destroyed and the handle given to a
+    new stream: blocks kept for the old stream are not handed to the new one, and nothing is unordered
+    (found by fuzzing threads and streams against the model)."""
+    assert scenario("external_stream_behind_a_reused_handle") == {}
+
+
 def test_objects_left_for_the_interpreters_shutdown_make_no_driver_call_then():
     """A stream never closed, events, a matrix used on another library's stream and imported memory,
     alive when the program ends (some in a reference cycle): their finalizers run while the interpreter

@@ -223,9 +223,13 @@ def stream_handle(stream, dev: Device) -> int:
             s = stack[-1]
             if s.device is dev:
                 ptr = s.ptr
-                if ptr or not s._owned:
-                    return ptr
-                raise ValueError("the current stream (a `with stream:` block) has been closed")
+                if s._owned:
+                    if ptr:
+                        return ptr
+                    raise ValueError("the current stream (a `with stream:` block) has been closed")
+                if ptr not in SPECIAL_STREAMS:  # Stream.external: settled as when passed as stream=
+                    foreign(ptr, dev)
+                return ptr
         return LEGACY_STREAM
     if type(stream) is Stream:
         if stream.device is not dev:
