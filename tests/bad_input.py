@@ -191,6 +191,7 @@ def cases(A, B, V, P, kept: list):
         ("splits = 0", ValueError, "positive", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=0)),
         ("splits = True", TypeError, "splits", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=True)),
         ("set_cache_limit(2**64)", ValueError, "cache limit", lambda: gm.set_cache_limit(2**64)),
+        ("pinned_empty(2**62) float32", ValueError, "2^63", lambda: gm.pinned_empty(2**62)),
         ("Stream(priority='high')", TypeError, "priority", lambda: gm.Stream(priority="high")),
         ("Stream(priority=10**30)", ValueError, "priority", lambda: gm.Stream(priority=10**30)),
         ("Stream(priority=np.int32(0))", None, "", works(lambda: gm.Stream(priority=np.int32(0)))),

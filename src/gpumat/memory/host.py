@@ -45,6 +45,8 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
         raise ValueError(f"negative dimension in {shape}")
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if nbytes > 2**63 - 1:  # past what the driver's size (and numpy's index) can hold
+        raise ValueError(f"a pinned array of shape {shape} needs {nbytes} bytes, over 2^63 - 1")
     return PinnedBlock(nbytes).array(shape, dtype)
 
 
