@@ -772,6 +772,33 @@ def imported_on_a_library_stream(model, gm) -> dict:
     return {}
 
 
+def sparse_on_other_streams(model, gm) -> dict:
+    """A CSR matrix multiplied on a gpumat stream and on another library's stream, behind long work there,
+    then freed at once: its arrays go back to the pool only after those products (a CSR matrix of the same
+    size, uploaded next on the legacy stream, gets the same blocks); and densified inside a `with` block,
+    where the result's fill and the kernel share the block's stream."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    dense = rng.uniform(-1, 1, (48, 40)).astype(np.float32) * (rng.uniform(size=(48, 40)) < 0.2)
+    B = gm.Matrix.from_numpy(rng.uniform(-1, 1, (40, 8)).astype(np.float32))
+    own, library = gm.Stream(), LibraryStream(model.foreign_stream())
+    results = []
+    for stream in (own, library, None):
+        S = gm.CSRMatrix.from_dense(dense)
+        results.append(gm.spmm(S, B, stream=stream))
+        S.free()  # the product may not have run yet
+        results.append(gm.CSRMatrix.from_dense(dense))  # same sizes: the freed blocks come back
+    with own:
+        results.append(results[-1].to_dense())
+    for r in results:
+        r.free()
+    B.free()
+    own.close()
+    gm.release_cached()
+    return {}
+
+
 LEFT_AT_EXIT: list = []  # what left_at_exit keeps for the interpreter's shutdown to collect
 
 
@@ -884,6 +911,7 @@ SCENARIOS = {
         imported_on_a_library_stream,
         threads_on_many_streams,
         external_stream_behind_a_reused_handle,
+        sparse_on_other_streams,
         left_at_exit,
     )
 }

@@ -128,6 +128,13 @@ def test_an_external_stream_made_current_is_settled_like_one_passed_as_stream():
     assert scenario("external_stream_behind_a_reused_handle") == {}
 
 
+def test_a_sparse_matrix_freed_after_products_on_other_streams_waits_for_them():
+    """A CSRMatrix's arrays, freed right after spmm on a gpumat stream or another library's stream, are not
+    reused before those products ran; to_dense in a `with` block fills and writes on one stream (found by
+    fuzzing the sparse paths against the model)."""
+    assert scenario("sparse_on_other_streams") == {}
+
+
 def test_objects_left_for_the_interpreters_shutdown_make_no_driver_call_then():
     """A stream never closed, events, a matrix used on another library's stream and imported memory,
     alive when the program ends (some in a reference cycle): their finalizers run while the interpreter

@@ -709,6 +709,18 @@ def use_on(stream: int, *matrices):
     return f
 
 
+def use_buffers_on(stream: int, f, buffers) -> None:
+    """use_on for buffers that belong to no Matrix (a CSRMatrix's arrays), in an operation on `stream`
+    whose matrices' use_on gave `f` (device lock held); after the work, finished_on(f, *buffers) when f is
+    not None (the operation's done_on records the mark they wait for)."""
+    for buf in buffers:
+        if f is None:
+            if buf.stream != stream:
+                buf.use_on(stream)
+        elif buf.others is None or f not in buf.others:
+            buf.use_on(stream, f)
+
+
 def done_on(stream: int, *matrices) -> None:
     """After queueing work on `stream` (device lock held): when it is another library's stream, mark_done."""
     if stream in SPECIAL_STREAMS or stream in own_streams:

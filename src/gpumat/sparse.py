@@ -31,10 +31,11 @@ from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belon
     validate_csr,
 )
 from ._dtypes import suffix
-from .matrix import FreedMatrixError, Matrix, as_matrix
+from .matrix import FreedMatrixError, Matrix, as_matrix, done_on, finished_on, use_buffers_on, use_on
 from .runtime.devices import as_device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
+from .runtime.streams import stream_handle
 
 BLOCK = 256  # threads per block in every kernel of cuda/spmm.cu
 VALUE_SUFFIXES = tuple(suffix(dt) for dt in VALUE_DTYPES)  # the CSR kernels exist for these value dtypes
@@ -133,6 +134,13 @@ class CSRMatrix:
     def is_freed(self) -> bool:
         return self._bufs is None
 
+    def _arrays(self) -> list:
+        """The device buffers of the matrix and its schedule (FreedMatrixError once freed)."""
+        bufs = self._bufs
+        if bufs is None:
+            raise FreedMatrixError(f"CSRMatrix {self._shape[0]}x{self._shape[1]} has been freed")
+        return list(bufs.values())
+
     def _ptr(self, name: str) -> int:
         bufs = self._bufs
         if bufs is None:
@@ -168,9 +176,13 @@ class CSRMatrix:
         rows, cols = self._shape
         self._ptr("data")
         dev = self._device.activate()
-        out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev)
+        st = stream_handle(None, dev)  # the thread's current stream, where zeros() fills the result too
+        out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev, stream=st)
         with dev.lock:
             if rows and cols and self._nnz:
+                f = use_on(st, out)
+                arrays = self._arrays()
+                use_buffers_on(st, f, arrays)
                 to_dense = TO_DENSE_BY_DTYPE[suffix(self._dtype)]
                 to_dense(
                     (cdiv(rows, BLOCK), 1, 1),
@@ -181,8 +193,12 @@ class CSRMatrix:
                     out.elements,
                     rows,
                     out.stride,
+                    stream=st,
                     device=dev,
                 )
+                done_on(st, out)
+                if f is not None:
+                    finished_on(f, *arrays)
         return out
 
     # lifetime --------------------------------------------------------------------------------

@@ -18,7 +18,17 @@ from typing import NamedTuple
 from . import memory
 from ._csr import INT32_MAX, RowStats
 from ._dtypes import name, suffix
-from .matrix import Matrix, as_matrix, check_out, done_on, operand_device, plain_2d, use_on
+from .matrix import (
+    Matrix,
+    as_matrix,
+    check_out,
+    done_on,
+    finished_on,
+    operand_device,
+    plain_2d,
+    use_buffers_on,
+    use_on,
+)
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .runtime.memops import zero_2d
@@ -196,9 +206,13 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
             out = Matrix._allocate(rows, n, dev, st, s.dtype)
         if rows == 0 or n == 0:
             return out
-        use_on(st, b, out)
+        f = use_on(st, b, out)
+        arrays = s._arrays()  # S's own memory: its free must wait for this product too
+        use_buffers_on(st, f, arrays)
         _launch(s, b, out, algorithm, dev, st)
         done_on(st, b, out)
+        if f is not None:
+            finished_on(f, *arrays)
     return out
 
 
