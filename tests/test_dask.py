@@ -117,6 +117,24 @@ def test_resident_graph_one_task_a_block_with_its_k_blocks_in_order(monkeypatch,
     assert C.compute(scheduler="sync").tobytes() == got.tobytes()
 
 
+def test_a_name_is_a_prefix_two_products_named_alike_keep_their_own_keys(monkeypatch):
+    """name= as dask.array's functions take it: the keys' prefix. Two different products given one name,
+    computed together, each come back right (host chunks and GPU-resident chunks alike)."""
+    monkeypatch.setattr(graph, "host_product", lambda x, y: host_product(x, y))
+    rec = Recorder()
+    monkeypatch.setattr(chunks, "upload", rec.upload)
+    monkeypatch.setattr(graph, "resident_block", rec.block)
+    rng = np.random.default_rng(3)
+    a1, a2, b = rng.uniform(-1, 1, (20, 12)), rng.uniform(-1, 1, (20, 12)), rng.uniform(-1, 1, (12, 9))
+    for make in (lambda x: da.from_array(x, chunks=5), lambda x: gmd.from_array(x, chunks=5)):
+        c1 = gmd.matmul(make(a1), make(b), name="product")
+        c2 = gmd.matmul(make(a2), make(b), name="product")
+        assert c1.name != c2.name and c1.name.startswith("product")
+        r1, r2 = da.compute(c1, c2, scheduler="sync")
+        np.testing.assert_allclose(r1, a1 @ b, rtol=1e-12)
+        np.testing.assert_allclose(r2, a2 @ b, rtol=1e-12)
+
+
 def test_bad_input_raises_before_any_task(monkeypatch):
     def no_tasks(*args, **kwargs):
         raise AssertionError("a task ran")

@@ -93,7 +93,7 @@ def resident_matmul(a, b, name=None):
         dtype=a.dtype,
         concatenate=False,
         meta=chunks.meta(a.dtype),
-        name=name or "gpumat-matmul-resident-" + da.core.tokenize(a, b),
+        name=f"{name or 'gpumat-matmul-resident'}-{da.core.tokenize(a, b)}",  # `name` a prefix, as in dask.array
     )
 
 
@@ -155,7 +155,7 @@ def host_matmul(a, b, name=None):
         dtype=np.float32 if _half(a.dtype) else a.dtype,
         adjust_chunks={"k": 1},
         concatenate=False,
-        name=None if name is None else name + "-products",
+        name=None if name is None else f"{name}-products-{da.core.tokenize(a, b)}",  # a prefix: two products differ
     )
     # Dask's reduction over the k axis: each step adds the partial products in place, in K order, and the
     # last one rounds to the operands' dtype (halves are summed in float32)
