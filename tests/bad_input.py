@@ -116,6 +116,10 @@ def cases(A, B, V, P, kept: list):
         return lambda: kept.append(call())
 
     f64_empty = gm.Matrix.empty(0, 4, dtype=np.float64)
+    S = gm.CSRMatrix.from_dense(np.eye(8, dtype=np.float32))
+    kept.append(S)
+    host = np.ones((8, 8), np.float32)
+    reversed_row = np.ones((3, 8), np.float32)[::-1][:1]  # one row, a negative row stride
     complex_data = np.ones((2, 2), complex)
     f32_out = np.zeros((8, 8), np.float32)
     return [
@@ -186,6 +190,15 @@ def cases(A, B, V, P, kept: list):
         ("transpose(None)", TypeError, "a must be", lambda: gm.transpose(None)),
         ("dot(None, None)", TypeError, "x must be", lambda: gm.dot(None, None)),
         ("dot of empty matrices of two dtypes", TypeError, "float64", lambda: gm.dot(gm.Matrix.empty(0, 4), f64_empty)),
+        ("S @ numpy array", TypeError, "Matrix", lambda: S @ host),
+        ("numpy array @ S", TypeError, "CSRMatrix", lambda: host @ S),
+        (
+            "host product, empty, precision='bogus'",
+            ValueError,
+            "precision",
+            lambda: gm.matmul(host[:0], host, precision="bogus"),
+        ),
+        ("host product, one row, negative stride", None, "", lambda: gm.matmul(reversed_row, host)),
         # numbers
         ("alpha = 10**400", ValueError, "alpha", lambda: gm.matmul(A, B, alpha=10**400)),
         ("splits = 0", ValueError, "positive", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=0)),
@@ -252,7 +265,7 @@ def main() -> int:
         refused_after_work = expected is not None and work_done() != before
         outcomes[name] = {"outcome": outcome, "gpu work before it": refused_after_work}
     for m in kept:
-        if isinstance(m, gm.Matrix):
+        if isinstance(m, (gm.Matrix, gm.CSRMatrix)):
             m.free()
     # a batch of contiguous products whose rows together pass the kernels' 32-bit M: each product is one of
     # the launch's batch, not one tall product

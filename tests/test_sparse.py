@@ -290,7 +290,9 @@ def test_operand_checks_run_before_any_gpu_call():
         ops.spmm(s, b, out=fake_matrix(3, 3, ptr=0x90000))
     with pytest.raises(ValueError, match="overlaps"):
         ops.spmm(s, b, out=fake_matrix(3, 2, ptr=0x10008))
-    assert s.__matmul__(np.ones((3, 2))) is NotImplemented
+    with pytest.raises(TypeError, match="from_numpy"):  # S @ a numpy array says what to do
+        s @ np.ones((3, 2))
+    assert s.__matmul__("not a matrix") is NotImplemented  # anything else: Python's own TypeError
     s._bufs = None
     with pytest.raises(FreedMatrixError):
         ops.spmm(s, b)

@@ -60,6 +60,7 @@ class CSRMatrix:
     """A float32 or float64 CSR matrix on the GPU. S @ B multiplies it with a gpumat.Matrix; free() releases it."""
 
     __slots__ = ("_shape", "_nnz", "_stats", "_bufs", "_device", "_dtype", "__weakref__")
+    __array_ufunc__ = None  # numpy leaves x @ S to Python, which refuses it, rather than making S an array
 
     def __init__(self, indptr, indices, data, shape, device=None, dtype=None):
         """Host arrays, validated (ValueError / CSRTypeError naming the first problem) and uploaded to
@@ -222,6 +223,8 @@ class CSRMatrix:
             from .spmm import spmm  # the declared late import (see the module docstring)
 
             return spmm(self, other)
+        if isinstance(other, np.ndarray):  # numpy would try to make S an array; say what to do instead
+            raise TypeError("S @ x takes a gpumat.Matrix; upload a numpy array first (gm.Matrix.from_numpy(x))")
         return NotImplemented
 
     def __repr__(self) -> str:

@@ -71,8 +71,15 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     dt = _dtypes.host_dtype_for(a, dtype)
     if _dtypes.is_bfloat16(dt) and _dtypes.ML_BFLOAT16 is None:
         raise TypeError("a bfloat16 product of host arrays needs ml_dtypes on the host (pip install ml_dtypes)")
-    if a.dtype != dt or a.strides[-1] != a.itemsize or (a.shape[0] > 1 and a.strides[0] < a.shape[1] * a.itemsize):
-        a = np.ascontiguousarray(a, dtype=dt)  # rows contiguous and going forward, for the copies
+    if (
+        a.dtype != dt
+        or a.strides[-1] != a.itemsize
+        or a.strides[0] < 0  # the copies take the row stride as a pitch, one row or many
+        or (a.shape[0] > 1 and a.strides[0] < a.shape[1] * a.itemsize)
+    ):
+        # rows contiguous and going forward, for the copies (a new array: numpy calls one row with a negative
+        # row stride contiguous, and ascontiguousarray would hand it back as it is)
+        a = np.array(a, dtype=dt, order="C")
     return a
 
 
@@ -135,14 +142,14 @@ def matmul_host(
     devs = [as_device(d) for d in (devices if isinstance(devices, (list, tuple)) else [devices])]
     if not devs or len({d.ordinal for d in devs}) != len(devs):
         raise ValueError(f"matmul: devices must name one or more distinct GPUs, got {devices!r}")
+    mode = "native"
+    if _dtypes.suffix(dt) == "f32":  # resolved here: a `matmul_precision` block belongs to this thread
+        mode = _precision.resolve(precision)  # a bad precision= is refused for empty products too
     if m == 0 or n == 0:
         return out
     if k == 0:
         out[...] = 0
         return out
-    mode = "native"
-    if _dtypes.suffix(dt) == "f32":  # resolved here: a `matmul_precision` block belongs to this thread
-        mode = _precision.resolve(precision)
     rate = FLOPS.get(_dtypes.suffix(dt) if mode in ("native", "float32") else mode, FLOPS["f32"])
     locked_ranges, started, errors = [], [], []
     stop = threading.Event()  # set by the first worker that fails: the others stop at their next tile
