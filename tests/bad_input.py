@@ -190,6 +190,10 @@ def cases(A, B, V, P, kept: list):
         ("transpose(None)", TypeError, "a must be", lambda: gm.transpose(None)),
         ("dot(None, None)", TypeError, "x must be", lambda: gm.dot(None, None)),
         ("dot of empty matrices of two dtypes", TypeError, "float64", lambda: gm.dot(gm.Matrix.empty(0, 4), f64_empty)),
+        ("__dlpack__(stream=True)", TypeError, "stream", lambda: A.__dlpack__(stream=True)),
+        ("__dlpack__(stream=1.5)", TypeError, "stream", lambda: A.__dlpack__(stream=1.5)),
+        ("__dlpack__(stream=2**64)", ValueError, "stream handle", lambda: A.__dlpack__(stream=2**64)),
+        ("__dlpack__(max_version=())", TypeError, "max_version", lambda: A.__dlpack__(max_version=())),
         ("S @ numpy array", TypeError, "Matrix", lambda: S @ host),
         ("numpy array @ S", TypeError, "CSRMatrix", lambda: host @ S),
         (

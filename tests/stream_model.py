@@ -799,6 +799,36 @@ def sparse_on_other_streams(model, gm) -> dict:
     return {}
 
 
+def exports_to_another_library(model, gm) -> dict:
+    """DLPack exports read by another library on its stream: a copy=True export, and a plain one asked for
+    with no stream inside a `with` block (DLPack's None: the legacy stream). The consumer's read, queued
+    as soon as __dlpack__ returns, must come after gpumat's work on the exported memory (4 MiB blocks: not
+    from the free list, so each has an allocation the read must follow)."""
+    from gpumat import _interop
+
+    capsules = []  # held until the consumer's work is done (when a consumer lets the tensor go is its own affair)
+
+    def read_on(stream: int, capsule) -> None:  # the consumer's first kernel over the tensor
+        capsules.append(capsule)
+        managed = _interop.DLManagedTensor.from_address(_interop._api.PyCapsule_GetPointer(capsule, _interop.NAME))
+        with model.lock:
+            model._queued(stream, "the consumer's kernel", managed.dl_tensor.data)
+
+    own, consumer = gm.Stream(), model.foreign_stream()
+    with own:
+        A = gm.Matrix.zeros(1024, 1024)
+        read_on(consumer, A.__dlpack__(stream=consumer, copy=True))
+        B = gm.Matrix.zeros(1024, 1024)
+        read_on(0, B.__dlpack__())
+    gm.synchronize()
+    capsules.clear()
+    for m in (A, B):
+        m.free()
+    own.close()
+    gm.release_cached()
+    return {}
+
+
 LEFT_AT_EXIT: list = []  # what left_at_exit keeps for the interpreter's shutdown to collect
 
 
@@ -912,6 +942,7 @@ SCENARIOS = {
         threads_on_many_streams,
         external_stream_behind_a_reused_handle,
         sparse_on_other_streams,
+        exports_to_another_library,
         left_at_exit,
     )
 }

@@ -135,6 +135,13 @@ def test_a_sparse_matrix_freed_after_products_on_other_streams_waits_for_them():
     assert scenario("sparse_on_other_streams") == {}
 
 
+def test_a_dlpack_export_is_ordered_before_the_consumers_stream_reads_it():
+    """copy=True: the consumer's stream waits for the copy, not only for what came before it; no stream
+    given: DLPack's None is the legacy stream, which waits for gpumat's current one (found by fuzzing the
+    exports against the model)."""
+    assert scenario("exports_to_another_library") == {}
+
+
 def test_objects_left_for_the_interpreters_shutdown_make_no_driver_call_then():
     """A stream never closed, events, a matrix used on another library's stream and imported memory,
     alive when the program ends (some in a reference cycle): their finalizers run while the interpreter

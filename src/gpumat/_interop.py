@@ -192,16 +192,27 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
     dev = m.device.activate()
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, dev.ordinal):
         raise BufferError(f"the matrix lives on CUDA device {dev.ordinal}; cannot export it to {tuple(dl_device)}")
-    if stream is not None and stream != -1:
-        producer = stream_handle(None, dev)
-        consumer = LEGACY_STREAM if stream in (0, CAI_LEGACY) else int(stream)
-        if consumer != producer:
-            wait_for_streams(consumer, (producer,))
+    # the consumer's stream, as DLPack spells it for CUDA: None the legacy default stream, -1 no ordering
+    if stream is None:
+        consumer = LEGACY_STREAM
+    elif isinstance(stream, bool) or not isinstance(stream, (int, np.integer)):
+        raise TypeError(f"__dlpack__: stream is an integer handle, -1 or None, got {stream!r}")
+    else:
+        consumer = None if stream == -1 else LEGACY_STREAM if stream in (0, CAI_LEGACY) else checked_handle(int(stream))
+    if max_version is not None and not (
+        isinstance(max_version, (tuple, list))
+        and len(max_version) == 2
+        and all(isinstance(v, (int, np.integer)) for v in max_version)
+    ):
+        raise TypeError(f"__dlpack__: max_version is a (major, minor) tuple of ints, got {max_version!r}")
     flags = FLAG_READ_ONLY if getattr(m._buffer, "readonly", False) else 0
+    producer = stream_handle(None, dev)
     if copy:
-        m = m.copy()
+        m = m.copy(stream=producer)  # queued before the consumer's wait below, which then covers it
         flags = FLAG_IS_COPIED  # the copy is the consumer's to write
-    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    if consumer is not None and consumer != producer:
+        wait_for_streams(consumer, (producer,))
+    versioned = max_version is not None and max_version[0] >= 1
     ndim = m.ndim
     shape = (ctypes.c_int64 * ndim)(*m.shape)
     strides = (ctypes.c_int64 * ndim)(*(x // m.itemsize for x in m.strides))

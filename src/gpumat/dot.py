@@ -93,13 +93,31 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     dev = operand_device((x, "x"), (y, "y"))
     s = stream_handle(stream, dev)
     empty = check_operands(x, y) == (0, 0) or 0 in x.shape  # shapes first: bad input never touches the GPU
-    dt = suffix(same_dtype("dot", (x, "x"), (y, "y")))
+    same_dtype("dot", (x, "x"), (y, "y"))
     if empty:
         return 0.0
     if x.is_transposed and y.is_transposed:  # the sum of the storages' products is the same sum
-        x, y = storage(x), storage(y)
-    else:  # one transposed view is first copied row-major (one pass)
-        x, y = plain_2d(x, "dot"), plain_2d(y, "dot")
+        return _dot(storage(x), storage(y), dev, s)
+    # one transposed view is first copied row-major (one pass); the copy is freed here, not left to a finalizer
+    copies = []
+    try:
+        rows_x, rows_y = (_row_major(m, copies) for m in (x, y))
+        return _dot(rows_x, rows_y, dev, s)
+    finally:
+        for m in copies:
+            m.free()
+
+
+def _row_major(m: Matrix, copies: list) -> Matrix:
+    rows = plain_2d(m, "dot")
+    if rows is not m:
+        copies.append(rows)
+    return rows
+
+
+def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
+    """dot of two row-major 2-D matrices of one shape and dtype, on stream s of dev."""
+    dt = suffix(x.dtype)
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:

@@ -488,13 +488,15 @@ class Matrix:
     def __repr__(self) -> str:
         dt = _dtypes.name(self._dtype)
         shape = "x".join(str(d) for d in self.shape)
-        if self.is_freed:
+        buf = self._buffer  # read once: another thread may free the matrix meanwhile
+        if buf is None or not buf.alive:
             return f"<gpumat.Matrix {shape} {dt}, freed>"
-        if self._buffer.__class__ is _NoMemory:
+        if buf.__class__ is _NoMemory:
             return f"<gpumat.Matrix {shape} {dt}, a stand-in with no memory>"
         view = f", view stride={self._stride}" if self.is_view else ""
         layout = ", transposed" if self._trans else ""
-        return f"<gpumat.Matrix {shape} {dt}{view}{layout} on GPU {self.device.ordinal} at 0x{self.elements:x}>"
+        address = buf.ptr + self._offset * self._dtype.itemsize if buf.ptr else 0
+        return f"<gpumat.Matrix {shape} {dt}{view}{layout} on GPU {buf.device.ordinal} at 0x{address:x}>"
 
     def _describe(self) -> str:
         return "Matrix " + "x".join(str(d) for d in self.shape)

@@ -199,7 +199,15 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
         )
     st = stream_handle(stream, dev)
     check_operands(s, b, out, algorithm)
-    b = plain_2d(b, "spmm")  # a transposed view of B is first copied row-major (one pass)
+    rows_b = plain_2d(b, "spmm")  # a transposed view of B is first copied row-major (one pass)
+    try:
+        return _spmm(s, rows_b, out, algorithm, dev, st)
+    finally:
+        if rows_b is not b:  # the copy is freed here (stream-ordered after the product), not by a finalizer
+            rows_b.free()
+
+
+def _spmm(s: CSRMatrix, b: Matrix, out: Matrix | None, algorithm: str, dev, st: int) -> Matrix:
     with dev.lock:
         rows, n = check_operands(s, b, out, algorithm)
         if out is None:
