@@ -19,10 +19,19 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     out = Matrix._allocate_like(m, dst_dev.activate(), s)
     if out.size == 0:
         return out
+    try:
+        _copy(m, out, src_dev, dst_dev, s)
+    except BaseException:  # e.g. the source freed by another thread meanwhile: the result goes now
+        out.free()
+        raise
+    return out
+
+
+def _copy(m: Matrix, out: Matrix, src_dev: Device, dst_dev: Device, s: int) -> None:
     if src_dev is dst_dev:
         with dst_dev.lock:
             _copy_pieces(m, out, s)
-        return out
+        return
     isz = m.itemsize
     dst_dev.enable_peer_access(src_dev)  # both ways: the copy engines of either GPU may do the move
     src_dev.enable_peer_access(dst_dev)
@@ -45,7 +54,6 @@ def copy_matrix(m: Matrix, dst_dev: Device, stream=None) -> Matrix:
     if not trusted(s):  # another library's stream: the copies have run there, no mark to record
         with dst_dev.lock:
             finished_on(foreign_of(s, dst_dev), out._buffer)
-    return out
 
 
 def copy_into(src: Matrix, dst: Matrix, stream=None) -> None:
