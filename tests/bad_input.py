@@ -120,6 +120,8 @@ def cases(A, B, V, P, kept: list):
     kept.append(S)
     host = np.ones((8, 8), np.float32)
     reversed_row = np.ones((3, 8), np.float32)[::-1][:1]  # one row, a negative row stride
+    pinned_row = gm.pinned_empty(8)
+    pinned_row[:] = 1
     complex_data = np.ones((2, 2), complex)
     f32_out = np.zeros((8, 8), np.float32)
     return [
@@ -203,6 +205,7 @@ def cases(A, B, V, P, kept: list):
             lambda: gm.matmul(host[:0], host, precision="bogus"),
         ),
         ("host product, one row, negative stride", None, "", lambda: gm.matmul(reversed_row, host)),
+        ("host product, one pinned row, zero stride", None, "", lambda: gm.matmul(pinned_row[None, :], host)),
         # numbers
         ("alpha = 10**400", ValueError, "alpha", lambda: gm.matmul(A, B, alpha=10**400)),
         ("splits = 0", ValueError, "positive", lambda: gm.matmul_plan(P, P, algorithm="sgemm128x128", splits=0)),

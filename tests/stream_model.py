@@ -311,6 +311,8 @@ class OrderingDriver(python_path.StandInDriver):
         device = int(real.CUmemorytype.CU_MEMORYTYPE_DEVICE)
         ends = [int(p.srcDevice)] if int(p.srcMemoryType) == device else []
         ends += [int(p.dstDevice)] if int(p.dstMemoryType) == device else []
+        if int(p.srcPitch) < int(p.WidthInBytes) or int(p.dstPitch) < int(p.WidthInBytes):
+            self.violations.append("a 2-D copy with a pitch below its width (the driver refuses it)")
         self._queued(stream, "a 2-D copy", *ends)
         return OK
 

@@ -31,7 +31,7 @@ from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belon
     validate_csr,
 )
 from ._dtypes import suffix
-from .matrix import FreedMatrixError, Matrix, as_matrix, done_on, finished_on, use_buffers_on, use_on
+from .matrix import FreedMatrixError, Matrix, as_matrix, finished_on, mark_done, use_buffers_on, use_on
 from .runtime.devices import as_device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
@@ -197,8 +197,8 @@ class CSRMatrix:
                     stream=st,
                     device=dev,
                 )
-                done_on(st, out)
-                if f is not None:
+                if f is not None:  # the same Foreign throughout: its one mark orders every buffer's free
+                    mark_done(f, st, out)
                     finished_on(f, *arrays)
         return out
 

@@ -22,8 +22,8 @@ from .matrix import (
     Matrix,
     as_matrix,
     check_out,
-    done_on,
     finished_on,
+    mark_done,
     operand_device,
     plain_2d,
     use_buffers_on,
@@ -218,8 +218,8 @@ def _spmm(s: CSRMatrix, b: Matrix, out: Matrix | None, algorithm: str, dev, st: 
         arrays = s._arrays()  # S's own memory: its free must wait for this product too
         use_buffers_on(st, f, arrays)
         _launch(s, b, out, algorithm, dev, st)
-        done_on(st, b, out)
-        if f is not None:
+        if f is not None:  # the same Foreign throughout: its one mark orders every buffer's free
+            mark_done(f, st, b, out)
             finished_on(f, *arrays)
     return out
 

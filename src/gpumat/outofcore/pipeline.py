@@ -74,11 +74,10 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     if (
         a.dtype != dt
         or a.strides[-1] != a.itemsize
-        or a.strides[0] < 0  # the copies take the row stride as a pitch, one row or many
-        or (a.shape[0] > 1 and a.strides[0] < a.shape[1] * a.itemsize)
+        or a.strides[0] < a.shape[1] * a.itemsize  # the copies take the row stride as a pitch, one row or many
     ):
         # rows contiguous and going forward, for the copies (a new array: numpy calls one row with a negative
-        # row stride contiguous, and ascontiguousarray would hand it back as it is)
+        # or zero row stride contiguous, and ascontiguousarray would hand it back as it is)
         a = np.array(a, dtype=dt, order="C")
     return a
 
