@@ -774,6 +774,56 @@ def imported_on_a_library_stream(model, gm) -> dict:
     return {}
 
 
+def import_stream_handle_reused(model, gm) -> dict:
+    """Memory imported on another library's stream (the import waits there for the producer), that stream
+    destroyed and its handle given to the library's next stream, where the import is then used: the use
+    must wait for the import's mark, the new stream being another stream than the import's."""
+    _, B = _operands(gm)
+    producer_stream = model.foreign_stream()
+    results = []
+    for _ in range(3):
+        handle = model.foreign_stream()
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream), stream=LibraryStream(handle))
+        model.destroy(handle)
+        model.foreign_stream(handle)  # the library's next stream, behind the same handle
+        results.append(gm.matmul(M, B, stream=LibraryStream(handle)))
+        results.append(gm.transpose(M, stream=LibraryStream(handle)))
+        M.free()
+    for m in (*results, B):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
+def collected_in_a_cycle(model, gm) -> dict:
+    """Matrices used on a library's stream and then left in a reference cycle, after the library's stream
+    was destroyed and a new stream took its handle (so the old stream's Foreign is held by nothing but the
+    matrices). The garbage collector finalizes the Foreign with them, and the matrices' finalizers bring it
+    back (their blocks go on the pool's queue with it): the later frees must not wait on an event already
+    destroyed."""
+    import gc
+
+    A, B = _operands(gm)
+    for _ in range(3):
+        handle = model.foreign_stream()
+        library = LibraryStream(handle)
+        X = gm.Matrix.zeros(64, 64, stream=library)  # allocated on the library's stream
+        kept = [X, *(gm.matmul(X, X, stream=library) for _ in range(3))]  # nothing outside uses that stream
+        kept.append(kept)  # a cycle: collected only by the garbage collector
+        del X
+        del kept
+        model.destroy(handle)
+        model.foreign_stream(handle)
+        gm.matmul(A, B, stream=LibraryStream(handle)).free()  # the new stream's Foreign replaces the old one
+        gc.collect()
+        gm.matmul(A, B).free()  # the next allocation releases the collected blocks
+    gm.release_cached()
+    for m in (A, B):
+        m.free()
+    gm.release_cached()
+    return {}
+
+
 def sparse_on_other_streams(model, gm) -> dict:
     """A CSR matrix multiplied on a gpumat stream and on another library's stream, behind long work there,
     then freed at once: its arrays go back to the pool only after those products (a CSR matrix of the same
@@ -943,6 +993,8 @@ SCENARIOS = {
         imported_on_a_library_stream,
         threads_on_many_streams,
         external_stream_behind_a_reused_handle,
+        import_stream_handle_reused,
+        collected_in_a_cycle,
         sparse_on_other_streams,
         exports_to_another_library,
         left_at_exit,

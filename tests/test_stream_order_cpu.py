@@ -128,6 +128,21 @@ def test_an_external_stream_made_current_is_settled_like_one_passed_as_stream():
     assert scenario("external_stream_behind_a_reused_handle") == {}
 
 
+def test_an_import_used_on_a_new_stream_behind_its_import_streams_handle_waits_for_the_import():
+    """An import made on a library's stream is known by that stream's Foreign, not its handle: used on the
+    library's next stream behind the same handle, the use waits for the import (found by fuzzing threads
+    and streams against the model)."""
+    assert scenario("import_stream_handle_reused") == {}
+
+
+def test_a_foreign_streams_mark_finalized_with_matrices_in_a_cycle_and_brought_back_is_not_used():
+    """Matrices of a library's stream left in a reference cycle, that stream's Foreign held by them alone:
+    the collector finalizes the Foreign with them and their finalizers bring it back on the pool's queue.
+    Its event is retired, not destroyed at once, and the later frees wait for the device instead of a
+    destroyed event (found by fuzzing threads and streams against the model)."""
+    assert scenario("collected_in_a_cycle") == {}
+
+
 def test_a_sparse_matrix_freed_after_products_on_other_streams_waits_for_them():
     """A CSRMatrix's arrays, freed right after spmm on a gpumat stream or another library's stream, are not
     reused before those products ran; to_dense in a `with` block fills and writes on one stream (found by

@@ -154,7 +154,9 @@ class BorrowedBuffer(_Buffer):
         # mark, recorded now, stands after the producer's work that the import waited for
         self.home = None
         if ptr and not trusted(stream):
-            self.home = foreign_of(stream, dev)
+            # the import stream is known by its Foreign from here on, as a DeviceBuffer's allocation stream
+            # is: its handle may name a new stream later, which must not pass for the import's
+            self.home = self.stream = foreign_of(stream, dev)
             record_after(self.home, stream)
             self.others = {self.home: self.home}
 
@@ -170,11 +172,11 @@ class BorrowedBuffer(_Buffer):
             others = self.others = {}
         elif key in others:
             return
-        if stream != self.stream:
-            if self.home is not None:  # after the import's mark there
-                wait_for_streams(stream, {self.home: self.home})
-            elif trusted(self.stream):
-                wait_for_streams(stream, (self.stream,))
+        if self.home is not None:
+            if key is not self.home:  # another stream than the import's (a new one behind its handle too)
+                wait_for_streams(stream, {self.home: self.home})  # after the import's mark there
+        elif stream != self.stream and trusted(self.stream):
+            wait_for_streams(stream, (self.stream,))
         others[key] = state
 
     def _let_go(self):
@@ -192,8 +194,9 @@ class BorrowedBuffer(_Buffer):
             return
         self.device.activate()
         for stream, mark in others.items():
-            if mark.__class__ is Foreign:
-                synchronize_event(mark.event)
+            event = mark.event if mark.__class__ is Foreign else None  # None: brought back without one
+            if event is not None:
+                synchronize_event(event)
             elif mark is None and trusted(stream):
                 synchronize_stream(stream)
             else:  # another library's stream without a mark (an operation failed before recording it)

@@ -41,7 +41,9 @@ SPECIAL_STREAMS = frozenset({0, 1})  # the legacy default stream's two spellings
 own_streams: set[int] = set()
 dead_streams: set[int] = set()
 closed_generation = 0
-abandoned: collections.deque = collections.deque()  # (device, ptr, handle) of Streams collected unclosed
+# (device, ptr, handle) of Streams collected unclosed, and (device, None, event) of the events of foreign
+# streams' marks collected (see Foreign.__del__): both let go of at the device's next allocation
+abandoned: collections.deque = collections.deque()
 
 
 def trusted(stream: int) -> bool:
@@ -63,16 +65,19 @@ def _close_handle(dev: Device, ptr: int, handle) -> None:
 
 
 def close_abandoned(dev: Device) -> None:
-    """Close the streams of `dev` that were collected without close() (caller holds the device lock)."""
+    """Close the streams of `dev` that were collected without close(), and destroy the events of its
+    collected marks (caller holds the device lock)."""
     for _ in range(len(abandoned)):
         try:
             owner, ptr, handle = abandoned.popleft()
         except IndexError:
             return
-        if owner is dev:
-            _close_handle(dev, ptr, handle)
-        else:
+        if owner is not dev:
             abandoned.append((owner, ptr, handle))
+        elif ptr is None:
+            destroy_event(handle)
+        else:
+            _close_handle(dev, ptr, handle)
 
 
 class Stream:
@@ -381,13 +386,15 @@ class Foreign:
         self.handle, self.sid, self.device, self.named_by = handle, sid, dev, None
         self.event = new_event()  # dev's context is current (foreign() activates it)
 
-    def __del__(self, _finalizing=sys.is_finalizing):  # the last buffer holding it is gone: no lock, no wait
-        if _finalizing():
-            return
-        try:
-            destroy_event(self.event)
-        except Exception:
-            pass
+    def __del__(self, _finalizing=sys.is_finalizing, _abandoned=abandoned):  # no lock, no wait, no driver call
+        # The last buffer holding it is gone. Or it was only reachable from garbage in a reference cycle,
+        # whose other finalizers may bring it back: a collected Matrix's block goes on the pool's pending
+        # queue with its Foreign. So the event is not destroyed here but retired (the device's next
+        # allocation destroys it), and a Foreign brought back has no event: waits for its mark then wait
+        # for the whole device (wait_for_streams), as for an unmarked stream.
+        event, self.event = self.event, None
+        if event is not None and not _finalizing():
+            _abandoned.append((self.device, None, event))
 
     def __repr__(self) -> str:
         return f"<gpumat foreign stream 0x{self.handle:x} (id {self.sid}) on device {self.device.ordinal}>"
@@ -470,7 +477,10 @@ def foreign_of(handle: int, dev: Device) -> Foreign:
 
 def record_after(f: Foreign, stream: int) -> None:
     """Record f's mark after the work just queued on its stream (device current)."""
-    (err,) = driver.cuEventRecord(f.event, stream)
+    event = f.event
+    if event is None:  # a Foreign brought back after its finalizer ran (see Foreign.__del__): a new event
+        event = f.event = new_event()
+    (err,) = driver.cuEventRecord(event, stream)
     if err:  # check()'s work, only on failure: this is every operation on another library's stream
         check((err,), "cuEventRecord")
 
@@ -518,7 +528,11 @@ def wait_for_streams(stream: int, others) -> None:
             check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             continue
         if mark is not None:
-            check(driver.cuStreamWaitEvent(stream, mark.event, 0), "cuStreamWaitEvent")
+            event = mark.event
+            if event is None:  # a Foreign brought back after its finalizer (see Foreign.__del__): no mark left
+                check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            else:
+                check(driver.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
             continue
         if s == stream or s in dead_streams:
             continue
