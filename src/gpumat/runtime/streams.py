@@ -232,7 +232,7 @@ def stream_handle(stream, dev: Device) -> int:
                     if ptr:
                         return ptr
                     raise ValueError("the current stream (a `with stream:` block) has been closed")
-                if ptr not in SPECIAL_STREAMS:  # Stream.external: settled as when passed as stream=
+                if ptr not in SPECIAL_STREAMS and ptr not in own_streams:  # Stream.external: as for stream=
                     foreign(ptr, dev)
                 return ptr
         return LEGACY_STREAM
@@ -243,8 +243,8 @@ def stream_handle(stream, dev: Device) -> int:
             if stream.ptr == 0:
                 raise ValueError("that stream has been closed")
             return stream.ptr
-        if stream.ptr not in SPECIAL_STREAMS:  # Stream.external: a raw handle of another library's stream
-            foreign(stream.ptr, dev)
+        if stream.ptr not in SPECIAL_STREAMS and stream.ptr not in own_streams:  # Stream.external: a raw handle
+            foreign(stream.ptr, dev)  # of another library's stream (one of gpumat's own needs no settling)
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
     if proto is not None:
