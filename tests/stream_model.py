@@ -565,6 +565,15 @@ def destroyed_with_work_queued(model, gm) -> dict:
     def busy(stream):
         return [gm.matmul(big, big, stream=stream) for _ in range(3)]
 
+    def fill_then_read(C, *others):
+        """The legacy stream's next matrices filled at once (in a freed operand's block, if it came back
+        too soon), then the product read, and everything freed."""
+        filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
+        gm.synchronize()
+        C.to_numpy()
+        for m in (C, *others, *filler):
+            m.free()
+
     # a transpose freed at once (its block kept for the stream), the stream destroyed, a new one
     handle = model.foreign_stream()
     old = LibraryStream(handle)
@@ -595,11 +604,7 @@ def destroyed_with_work_queued(model, gm) -> dict:
     new = LibraryStream(new_handle)
     D = gm.matmul(B, B, stream=new)
     A2.free()
-    filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
-    gm.synchronize()
-    C.to_numpy()
-    for m in (C, D, *filler, *queued):
-        m.free()
+    fill_then_read(C, D, *queued)
     del new
     model.destroy(new_handle)
 
@@ -611,11 +616,7 @@ def destroyed_with_work_queued(model, gm) -> dict:
         queued = busy(s)
         C = gm.matmul(A3, B3, stream=s)
         A3.free()
-        filler = [gm.Matrix.zeros(64, 64) for _ in range(4)]
-        gm.synchronize()
-        C.to_numpy()
-        for m in (B3, C, *filler, *queued):
-            m.free()
+        fill_then_read(C, B3, *queued)
     del s
     model.destroy(handle)
 

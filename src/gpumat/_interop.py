@@ -195,10 +195,10 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
     # the consumer's stream, as DLPack spells it for CUDA: None the legacy default stream, -1 no ordering
     if stream is None:
         consumer = LEGACY_STREAM
-    elif isinstance(stream, bool) or not isinstance(stream, (int, np.integer)):
-        raise TypeError(f"__dlpack__: stream is an integer handle, -1 or None, got {stream!r}")
+    elif stream == -1:
+        consumer = None
     else:
-        consumer = None if stream == -1 else LEGACY_STREAM if stream in (0, CAI_LEGACY) else checked_handle(int(stream))
+        consumer = _protocol_stream(stream, "__dlpack__: stream is an integer handle, -1 or None")
     if max_version is not None and not (
         isinstance(max_version, (tuple, list))
         and len(max_version) == 2
@@ -331,10 +331,8 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
         strides = tuple(s // isz for s in strides)
     dev = (_pointer_device(ptr) if ptr else device()).activate()
     s = stream_handle(stream, dev)
-    if producer is not None and ptr:
-        producer = LEGACY_STREAM if producer in (CAI_LEGACY, 0) else producer
-        if producer != s:
-            wait_for_streams(s, (producer,))
+    if producer is not None and ptr and producer != s:
+        wait_for_streams(s, (producer,))
     return _import(ptr, shape, strides, dtype, dev, obj, None, s, copy, readonly)
 
 
@@ -371,10 +369,16 @@ def _read_interface(cai, producer: str):
     strides = None if strides is None else _integers(strides, "strides")
     producer_stream = cai.get("stream")
     if producer_stream is not None:
-        if isinstance(producer_stream, bool) or not isinstance(producer_stream, (int, np.integer)):
-            raise TypeError(f"the array's stream must be an integer handle or None, got {producer_stream!r}")
-        producer_stream = checked_handle(int(producer_stream))
+        producer_stream = _protocol_stream(producer_stream, "the array's stream must be an integer handle or None")
     return shape, typestr, int(ptr), bool(data[1]), strides, producer_stream
+
+
+def _protocol_stream(value, what: str) -> int:
+    """A stream as the CUDA array interface and DLPack spell it (1, or 0, for the legacy default stream; else
+    a handle), as gpumat's handle; a TypeError saying `what` for anything but an integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}, got {value!r}")
+    return LEGACY_STREAM if value in (0, CAI_LEGACY) else checked_handle(int(value))
 
 
 def _import(

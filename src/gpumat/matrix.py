@@ -669,13 +669,11 @@ def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
 
 def address_range(m: Matrix) -> tuple[int, int]:
     """[first byte, last byte + 1) that the matrix's elements span in device memory."""
-    h, w = m._height, m._width
-    if h == 0 or w == 0 or m._batch == 0:
+    one = _one_matrix_bytes(m)
+    if one == 0 or m._batch == 0:
         return 0, 0
     start = m.elements
-    rows, cols = (w, h) if m._trans else (h, w)  # the storage's
-    last = (rows - 1) * m._stride + cols + ((m._batch - 1) * m._bstride if m._batch else 0)
-    return start, start + last * m._dtype.itemsize
+    return start, start + one + ((m._batch - 1) * m._bstride * m._dtype.itemsize if m._batch else 0)
 
 
 def _one_matrix_bytes(m: Matrix) -> int:

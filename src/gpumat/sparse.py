@@ -135,18 +135,18 @@ class CSRMatrix:
     def is_freed(self) -> bool:
         return self._bufs is None
 
-    def _arrays(self) -> list:
-        """The device buffers of the matrix and its schedule (FreedMatrixError once freed)."""
+    def _live_bufs(self) -> dict:
+        """The device buffers of the matrix and its schedule, by name (FreedMatrixError once freed)."""
         bufs = self._bufs
         if bufs is None:
             raise FreedMatrixError(f"CSRMatrix {self._shape[0]}x{self._shape[1]} has been freed")
-        return list(bufs.values())
+        return bufs
+
+    def _arrays(self) -> list:
+        return list(self._live_bufs().values())
 
     def _ptr(self, name: str) -> int:
-        bufs = self._bufs
-        if bufs is None:
-            raise FreedMatrixError(f"CSRMatrix {self._shape[0]}x{self._shape[1]} has been freed")
-        return bufs[name].ptr
+        return self._live_bufs()[name].ptr
 
     # host copies -----------------------------------------------------------------------------
     def to_host(self) -> HostCSR:

@@ -195,15 +195,20 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     return "tiled_rect64"
 
 
+def _check_narrow(algorithm: str, rows: int, cols: int) -> None:
+    """A named strip kernel writes nothing beyond its limit: a wider (taller) A is a ValueError."""
+    axis = algorithm[len("narrow_") :]
+    limit, size = (NARROW_COLS_MAX, cols) if axis == "cols" else (NARROW_ROWS_MAX, rows)
+    if size > limit:
+        raise ValueError(f"transpose: {algorithm} takes A with at most {limit} {axis}, got {size}")
+
+
 def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, lda: int, b_address: int, ldb: int):
     """The Variant or NarrowVariant a call runs."""
     if algorithm == "auto":
         name = choose_algorithm(rows, cols, b_address, ldb, dtype, a_address, lda)
     elif algorithm in ("narrow_cols", "narrow_rows"):
-        axis = algorithm[len("narrow_") :]
-        limit, size = (NARROW_COLS_MAX, cols) if axis == "cols" else (NARROW_ROWS_MAX, rows)
-        if size > limit:
-            raise ValueError(f"transpose: {algorithm} takes A with at most {limit} {axis}, got {size}")
+        _check_narrow(algorithm, rows, cols)
         isz = ITEMSIZE[dtype]
         name = algorithm if isz == 8 else f"{algorithm}16k"
         if isz == 2:
@@ -225,14 +230,10 @@ def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
     check_out(out, shape, (a,), "transpose")  # so no in-place transpose either
-    out_trans = out is not None and out._trans
-    if algorithm in ("narrow_cols", "narrow_rows") and a._trans == out_trans:
-        # a kernel runs (one side stored transposed is a plain copy), on the storages: resolve's limit, now
+    if algorithm in ("narrow_cols", "narrow_rows") and a._trans == (out is not None and out._trans):
+        # a kernel runs (one side stored transposed is a plain copy), on the storages: its limit, checked now
         rows, cols = (a._width, a._height) if a._trans else (a._height, a._width)
-        axis = algorithm[len("narrow_") :]
-        limit, size = (NARROW_COLS_MAX, cols) if axis == "cols" else (NARROW_ROWS_MAX, rows)
-        if size > limit:
-            raise ValueError(f"transpose: {algorithm} takes A with at most {limit} {axis}, got {size}")
+        _check_narrow(algorithm, rows, cols)
     return shape
 
 

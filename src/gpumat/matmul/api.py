@@ -26,7 +26,7 @@ from ..matrix import (
     use_on,
 )
 from ..runtime import memops
-from ..runtime.geometry import MAX_GRID_YZ, cdiv
+from ..runtime.geometry import MAX_GRID_YZ
 from ..runtime.streams import stream_handle
 from . import planner
 from .launcher import launch, launch_plain
@@ -261,12 +261,6 @@ def matmul_plan(
         return p
     if splits is None:
         raise ValueError("matmul_plan: k_chunk= needs splits=")
-    if isinstance(splits, bool) or not isinstance(splits, int):
-        raise TypeError(f"matmul_plan: splits is an int, got {type(splits).__name__}")
-    if splits < 1:
-        raise ValueError(f"matmul_plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
-    if k_chunk is None:
-        k_chunk = cdiv(cdiv(p.problem.k, splits), p.variant.k_align) * p.variant.k_align
     return planner.forced(p.problem, p.target, p.algorithm, splits, k_chunk)
 
 

@@ -245,15 +245,16 @@ def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
     return replace(exact, reason=f"{why}: exact FP32 instead; {exact.reason}")
 
 
-def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> MatmulPlan:
+def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int | None = None) -> MatmulPlan:
     """A plan with the split given by the caller (tests and measurements): `splits` grid layers of
-    k_chunk each (layers that would start past K are dropped)."""
+    k_chunk each (default: K cut evenly on the variant's alignment; layers that would start past K are
+    dropped)."""
     base = plan(p, t, algorithm)
     v = base.variant
-    if any(isinstance(x, bool) or not isinstance(x, int) for x in (splits, k_chunk)):
-        raise TypeError(f"matmul plan: splits and k_chunk are ints, got {splits!r} and {k_chunk!r}")
-    if splits < 1 or k_chunk < 1:
-        raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {splits!r} and {k_chunk!r}")
+    _positive_int(splits, "splits")
+    if k_chunk is None:
+        k_chunk = cdiv(cdiv(p.k, splits), v.k_align) * v.k_align
+    _positive_int(k_chunk, "k_chunk")
     if splits > 1 and not v.splits_k:
         raise ValueError(f"matmul plan: {v.name} does not split K")
     if splits > 1 and p.batch > 1:
@@ -272,6 +273,13 @@ def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int) -> 
     if splits > MAX_GRID_YZ:
         raise ValueError(f"matmul plan: at most {MAX_GRID_YZ} splits, got {splits}")
     return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), "split given by the caller")
+
+
+def _positive_int(x, name: str) -> None:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"matmul plan: {name} is an int, got {x!r}")
+    if x < 1:
+        raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {name} = {x}")
 
 
 def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds: float, why: str) -> MatmulPlan:

@@ -90,14 +90,9 @@ class Stream:
 
     def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
         self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
-        try:
-            if isinstance(priority, bool):
-                raise TypeError
-            priority = operator.index(priority)  # an int, or a numpy integer
-        except TypeError:
-            raise TypeError(
-                f"a stream's priority is an int (lower is more urgent), got {type(priority).__name__}"
-            ) from None
+        if isinstance(priority, bool) or not hasattr(type(priority), "__index__"):  # an int, or a numpy integer
+            raise TypeError(f"a stream's priority is an int (lower is more urgent), got {type(priority).__name__}")
+        priority = operator.index(priority)
         if not -(2**31) <= priority < 2**31:
             raise ValueError(f"a stream's priority is a 32-bit int (the driver clamps it to its range), got {priority}")
         dev = as_device(device).activate()
@@ -232,7 +227,7 @@ def stream_handle(stream, dev: Device) -> int:
                     if ptr:
                         return ptr
                     raise ValueError("the current stream (a `with stream:` block) has been closed")
-                if ptr not in SPECIAL_STREAMS and ptr not in own_streams:  # Stream.external: as for stream=
+                if not trusted(ptr):  # Stream.external: settled as when passed as stream=
                     foreign(ptr, dev)
                 return ptr
         return LEGACY_STREAM
@@ -243,8 +238,8 @@ def stream_handle(stream, dev: Device) -> int:
             if stream.ptr == 0:
                 raise ValueError("that stream has been closed")
             return stream.ptr
-        if stream.ptr not in SPECIAL_STREAMS and stream.ptr not in own_streams:  # Stream.external: a raw handle
-            foreign(stream.ptr, dev)  # of another library's stream (one of gpumat's own needs no settling)
+        if not trusted(stream.ptr):  # Stream.external: a raw handle of another library's stream
+            foreign(stream.ptr, dev)
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
     if proto is not None:
