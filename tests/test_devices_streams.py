@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import FAKE_DEVICE, busy, product_error, random
+from support import FAKE_DEVICE, busy, product_error, random, what_holds_live_matrices
 
 import gpumat as gm
 from gpumat import memory
@@ -100,6 +100,11 @@ def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids
         def __cuda_stream__(self):
             return 0, handle
 
+    class TorchStream(ProtocolStream):  # any of PyTorch's stream types: may wrap an external stream, and
+        pass  # frees its objects without clearing weak references to them (streams._life_says_nothing)
+
+    TorchStream.__module__ = "torch.cuda.streams"
+
     external = object.__new__(gm.Stream)  # gm.Stream.external(handle): gpumat's wrapper of a raw handle
     external.handle, external.ptr, external.device, external.non_blocking, external._owned = (
         None,
@@ -108,16 +113,17 @@ def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids
         None,
         False,
     )
-    for wrapper in (ExternalStream(handle), NoWeakref(), external):
+    torch_stream = TorchStream(handle)
+    for wrapper in (ExternalStream(handle), NoWeakref(), external, torch_stream):
         streams.stream_handle(wrapper, FAKE_DEVICE)
         streams.stream_handle(wrapper, FAKE_DEVICE)
-    assert len(asked) == 9 and streams.foreign_of(handle, FAKE_DEVICE) is f
+    assert len(asked) == 11 and f.named_by() is s and streams.foreign_of(handle, FAKE_DEVICE) is f
 
     del s
     ids[handle] = 99  # the stream was destroyed, and the handle now names a new one
     streams.stream_handle(ProtocolStream(handle), FAKE_DEVICE)
     g = streams.foreign_of(handle, FAKE_DEVICE)
-    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 10
+    assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 12
 
 
 def test_the_per_thread_default_stream_is_known_apart_in_each_thread(stream_ids):
@@ -527,7 +533,48 @@ def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_bac
             del ts, kept, C, E
     gc.collect()
     gm.release_cached()
-    assert memory.memory_info()["used"] == start
+    assert memory.memory_info()["used"] == start, what_holds_live_matrices()
+
+
+_TORCH_STREAMS_THEN_EXIT = """
+import gc, sys
+import numpy as np
+import torch
+import gpumat as gm
+from gpumat.runtime import streams
+
+a = np.ones((32, 32), np.float32)
+with gm.Matrix.from_numpy(a) as A:
+    for i in range(40):
+        ts = torch.cuda.Stream()  # a pool stream, its object dropped at once
+        with torch.cuda.stream(ts):
+            C = gm.matmul(A, A, stream=torch.cuda.current_stream())  # a new object each call
+        C = gm.matmul(C, A, stream=ts)
+        ts.synchronize()
+        assert float(C.to_numpy()[0, 0]) == 32.0 * 32.0, i
+        f = streams.foreign_streams[ts.cuda_stream]
+        assert f.named_by is None, "a weak reference kept to a PyTorch stream object"
+        del ts, C
+        gc.collect()
+        junk = [torch.cuda.Stream() for _ in range(8)] + [object() for _ in range(64)]  # reuse the freed memory
+        del junk
+print("done")
+"""
+
+
+@gpu
+def test_pytorch_stream_objects_are_not_weakly_referenced_and_the_process_exits_cleanly():
+    """PyTorch's CUDA stream type frees its objects without clearing weak references to them (its releases
+    before pytorch#183403), so gpumat keeps none: a dangling one made the interpreter crash at exit. Run in
+    a fresh process, whose exit status is the test."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _TORCH_STREAMS_THEN_EXIT], capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "done", (result.returncode, result.stderr[-2000:])
 
 
 # -------------------------------------------------------------------------------------------------

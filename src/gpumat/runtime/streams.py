@@ -411,7 +411,8 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
     stream_handle asks only when nothing cheaper can tell: an object that named this stream before and
     is still alive names it still, since a library destroys its stream only when its object is closed
     or collected (a closed object names no stream, or another handle) - except a wrapper of a raw handle
-    (a CUstream, an ExternalStream), which is taken like the bare handle. So a call with the same stream
+    (a CUstream, an ExternalStream) and PyTorch's stream objects (see _life_says_nothing), which are
+    taken like the bare handle. So a call with the same stream
     object costs a dict lookup and a weak reference, and a bare handle, or a new object for the stream,
     costs the id."""
     if handle == PER_THREAD_STREAM:
@@ -436,13 +437,34 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
 
 def _named_by(obj):
     """A weak reference to the object that named a stream, or None where the object's life says nothing
-    about the stream's: a wrapper of a raw handle, or an object that takes no weak reference."""
-    if isinstance(obj, driver.CUstream) or type(obj).__name__ == "ExternalStream":  # PyTorch's, CuPy's
+    about the stream's: a wrapper of a raw handle, an object that takes no weak reference, or any of
+    PyTorch's stream objects (see _life_says_nothing)."""
+    if isinstance(obj, driver.CUstream) or _life_says_nothing(type(obj)):
         return None
     try:
         return weakref.ref(obj)
     except TypeError:
         return None
+
+
+_lives_apart: dict[type, bool] = {}  # stream object type -> its object may outlive its stream (see below)
+
+
+def _life_says_nothing(kind: type) -> bool:
+    """Whether an object of this type may stay alive while the stream it names is destroyed, or may not
+    be weakly referenced safely: a wrapper of a raw handle (PyTorch's and CuPy's ExternalStream), and
+    every PyTorch stream type. A plain torch.cuda.Stream is what torch.cuda.current_stream() returns
+    inside a `torch.cuda.stream(ExternalStream(h))` block, so it can name a stream its owner destroys;
+    and PyTorch's CUDA stream type frees its objects without clearing their weak references (the
+    releases before pytorch#183403), so a reference kept past the object reads freed memory - the
+    interpreter crashed at exit clearing one. Their streams are settled by the driver's id each call."""
+    known = _lives_apart.get(kind)
+    if known is None:
+        known = _lives_apart[kind] = any(
+            k.__name__ == "ExternalStream" or k.__module__ == "torch" or k.__module__.startswith("torch.")
+            for k in kind.__mro__
+        )
+    return known
 
 
 def _per_thread(dev: Device) -> Foreign:
