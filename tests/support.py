@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import threading
+import types
 
 import numpy as np
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ import gpumat as gm
 from gpumat.matmul.problem import Target
 from gpumat.matmul.variants import REDUCE, VARIANTS
 from gpumat.matrix import Matrix
-from gpumat.runtime import memops
+from gpumat.runtime import devices, memops
 
 # tools/sanitize.py sets GPUMAT_SANITIZE: under compute-sanitizer every kernel runs 10-1000x slower
 # (racecheck follows each shared-memory access), so sizes whose only job is to keep a stream busy while
@@ -188,3 +190,41 @@ def check_view_product(algorithm: str, m: int, n: int, k: int, pads, tolerance: 
     np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
     for x in (pa, pb, pc):
         x.free()
+
+
+def what_holds_live_matrices(limit: int = 60) -> str:
+    """This process's live gpumat matrices (a Dask worker's, run there), and the chain of objects that
+    refer to the first of them (frames, containers, objects; depth-first, each object once), as text for
+    a failure message."""
+    gc.collect()
+    live = [o for o in gc.get_objects() if isinstance(o, gm.Matrix) and not o.is_freed and o.size]
+    pending = sum(len(d.memory.pending) for d in list(devices._devices.values()) if d.memory is not None)
+    lines = [f"{len(live)} live matrices; {pending} blocks queued by finalizers"]
+    skip = {id(live), id(lines)}
+
+    def describe(obj) -> str:
+        if isinstance(obj, types.FrameType):
+            return f"frame {obj.f_code.co_filename.rsplit('/', 1)[-1]}:{obj.f_lineno} in {obj.f_code.co_name}"
+        if isinstance(obj, dict):
+            return f"dict with keys {str(list(obj)[:6])[:200]}"
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return f"{type(obj).__name__} of {len(obj)}"
+        return f"{type(obj).__module__}.{type(obj).__qualname__} {repr(obj)[:150]}"
+
+    def walk(obj, depth: int, seen: set) -> None:
+        referrers = gc.get_referrers(obj)
+        skip.add(id(referrers))
+        for r in referrers:
+            if len(lines) > limit or id(r) in skip or id(r) in seen:
+                continue
+            if isinstance(r, types.FrameType) and r.f_code in own_code:  # this search's own frames
+                continue
+            seen.add(id(r))
+            lines.append("  " * depth + describe(r))
+            if depth < 10 and not isinstance(r, (type, types.ModuleType)):
+                walk(r, depth + 1, seen)
+
+    own_code = {walk.__code__, what_holds_live_matrices.__code__}
+    if live:
+        walk(live[0], 0, set())
+    return "\n".join(lines)

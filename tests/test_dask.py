@@ -11,7 +11,7 @@ import pytest
 
 da = pytest.importorskip("dask.array", reason="the dask extra is not installed (pip install gpumat[dask])")
 
-from support import product_error  # noqa: E402
+from support import product_error, what_holds_live_matrices  # noqa: E402
 
 import gpumat as gm  # noqa: E402
 from gpumat import _dtypes  # noqa: E402
@@ -471,46 +471,8 @@ def test_a_worker_that_dies_mid_graph_leaves_no_memory_held_on_the_others():
         held = gmd.memory_info(client)[first]["used"]
         if held != before:  # say what the worker still keeps: keys Dask did not release, and what holds them
             kept = client.run(lambda dask_worker: sorted(map(str, dask_worker.data)), workers=[first])
-            holders = client.run(_what_holds_live_matrices, workers=[first])[first]
+            holders = client.run(what_holds_live_matrices, workers=[first])[first]
             pytest.fail(f"the surviving worker holds {held - before} bytes more than before; keys {kept}\n{holders}")
-
-
-def _what_holds_live_matrices(limit: int = 60) -> str:
-    """Run on a worker: its live gpumat matrices, and the chain of objects that refer to the first of them
-    (frames, containers, objects; depth-first, each object once), as text for a failure message."""
-    import types
-
-    gc.collect()
-    live = [o for o in gc.get_objects() if isinstance(o, gm.Matrix) and not o.is_freed and o.size]
-    lines = [f"{len(live)} live matrices"]
-    skip = {id(live), id(lines)}
-
-    def describe(obj) -> str:
-        if isinstance(obj, types.FrameType):
-            return f"frame {obj.f_code.co_filename.rsplit('/', 1)[-1]}:{obj.f_lineno} in {obj.f_code.co_name}"
-        if isinstance(obj, dict):
-            return f"dict with keys {str(list(obj)[:6])[:200]}"
-        if isinstance(obj, (list, tuple, set, frozenset)):
-            return f"{type(obj).__name__} of {len(obj)}"
-        return f"{type(obj).__module__}.{type(obj).__qualname__} {repr(obj)[:150]}"
-
-    def walk(obj, depth: int, seen: set) -> None:
-        referrers = gc.get_referrers(obj)
-        skip.add(id(referrers))
-        for r in referrers:
-            if len(lines) > limit or id(r) in skip or id(r) in seen:
-                continue
-            if isinstance(r, types.FrameType) and r.f_code in own_code:  # this search's own frames
-                continue
-            seen.add(id(r))
-            lines.append("  " * depth + describe(r))
-            if depth < 10 and not isinstance(r, (type, types.ModuleType)):
-                walk(r, depth + 1, seen)
-
-    own_code = {walk.__code__, _what_holds_live_matrices.__code__}
-    if live:
-        walk(live[0], 0, set())
-    return "\n".join(lines)
 
 
 @pytest.mark.gpu
