@@ -132,6 +132,13 @@ class ForeignStream:
         return (0, 0xABC000)
 
 
+class TorchLikeStream(ForeignStream):
+    """A PyTorch stream object: gpumat keeps no weak reference to one, so its stream is asked each call."""
+
+
+TorchLikeStream.__module__ = "torch.cuda.streams"
+
+
 def cases(gm) -> dict:
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
@@ -140,13 +147,14 @@ def cases(gm) -> dict:
     H = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)).astype(np.float16))
     D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
-    own, foreign = gm.Stream(), ForeignStream()
+    own, foreign, torch_stream = gm.Stream(), ForeignStream(), TorchLikeStream()
     return {
         "matmul 64^3": lambda: gm.matmul(A, B),
         "matmul 64^3 into out=": lambda: gm.matmul(A, B, out=C),
         "A @ B": lambda: A @ B,
         "matmul 64^3, gm.Stream": lambda: gm.matmul(A, B, stream=own),
         "matmul 64^3, another library's stream": lambda: gm.matmul(A, B, stream=foreign),
+        "matmul 64^3, a PyTorch stream": lambda: gm.matmul(A, B, stream=torch_stream),
         "matmul A.T @ B": lambda: gm.matmul(A.T, B),
         "matmul + bias + relu": lambda: gm.matmul(A, B, bias=bias, activation="relu"),
         "matmul alpha, beta into out=": lambda: gm.matmul(A, B, out=C, alpha=0.5, beta=1.0),
