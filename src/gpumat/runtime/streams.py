@@ -461,7 +461,7 @@ def _life_says_nothing(kind: type) -> bool:
     known = _lives_apart.get(kind)
     if known is None:
         known = _lives_apart[kind] = any(
-            k.__name__ == "ExternalStream" or k.__module__ == "torch" or k.__module__.startswith("torch.")
+            k.__name__ == "ExternalStream" or str(getattr(k, "__module__", "")).split(".")[0] == "torch"
             for k in kind.__mro__
         )
     return known
