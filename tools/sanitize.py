@@ -79,7 +79,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
 
 
 _PYTEST_CLOSING = re.compile(r"=+ .*\b(passed|failed|errors?|deselected|no tests ran)\b.* in [\d.]+s")  # its last line
-_PYTEST_FAILED = re.compile(r"(\S+::\S+) (FAILED|ERROR)\b")  # pytest -v: one line a test
+_PYTEST_FAILED = re.compile(r"(\S+\.py::.*?) (FAILED|ERROR)(\s+\[|\s*$)")  # pytest -v: a line a test
 
 
 def _finish(name: str, log: str, proc: subprocess.Popen, deadline: float) -> bool:

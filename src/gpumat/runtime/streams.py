@@ -412,9 +412,8 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
     is still alive names it still, since a library destroys its stream only when its object is closed
     or collected (a closed object names no stream, or another handle) - except a wrapper of a raw handle
     (a CUstream, an ExternalStream) and PyTorch's stream objects (see _life_says_nothing), which are
-    taken like the bare handle. So a call with the same stream
-    object costs a dict lookup and a weak reference, and a bare handle, or a new object for the stream,
-    costs the id."""
+    taken like the bare handle. So a call with the same stream object costs a dict lookup and a weak
+    reference, and a bare handle, or a new object for the stream, costs the id."""
     if handle == PER_THREAD_STREAM:
         return _per_thread(dev)
     dev.activate()
