@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import sys
 import threading
 import types
 
@@ -202,9 +203,16 @@ def what_holds_live_matrices(limit: int = 60) -> str:
     lines = [f"{len(live)} live matrices; {pending} blocks queued by finalizers"]
     skip = {id(live), id(lines)}
 
+    running = set()  # the frames of every thread's stack now: any other frame is kept by something
+    for top in sys._current_frames().values():
+        while top is not None:
+            running.add(id(top))
+            top = top.f_back
+
     def describe(obj) -> str:
         if isinstance(obj, types.FrameType):
-            return f"frame {obj.f_code.co_filename.rsplit('/', 1)[-1]}:{obj.f_lineno} in {obj.f_code.co_name}"
+            where = f"frame {obj.f_code.co_filename.rsplit('/', 1)[-1]}:{obj.f_lineno} in {obj.f_code.co_name}"
+            return where if id(obj) in running else where + " (finished; kept alive)"
         if isinstance(obj, dict):
             return f"dict with keys {str(list(obj)[:6])[:200]}"
         if isinstance(obj, (list, tuple, set, frozenset)):
@@ -221,6 +229,8 @@ def what_holds_live_matrices(limit: int = 60) -> str:
                 continue
             seen.add(id(r))
             lines.append("  " * depth + describe(r))
+            if isinstance(r, types.FrameType) and id(r) not in running and not _python_referrers(r, skip):
+                lines.append("  " * (depth + 1) + "held by no Python object: by C code (an extension, a tool)")
             if depth < 10 and not isinstance(r, (type, types.ModuleType)):
                 walk(r, depth + 1, seen)
 
@@ -228,3 +238,9 @@ def what_holds_live_matrices(limit: int = 60) -> str:
     if live:
         walk(live[0], 0, set())
     return "\n".join(lines)
+
+
+def _python_referrers(obj, skip: set) -> list:
+    referrers = gc.get_referrers(obj)
+    skip.add(id(referrers))
+    return [r for r in referrers if id(r) not in skip and not isinstance(r, types.FrameType)]
