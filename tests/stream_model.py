@@ -410,6 +410,14 @@ def _operands(gm):
     return gm.Matrix.from_numpy(a), gm.Matrix.from_numpy(a)
 
 
+def _free_all(gm, *matrices) -> None:
+    """A scenario's end: free what it kept, then hand every cached block back (the model then checks
+    that each block is freed after its last use)."""
+    for m in matrices:
+        m.free()
+    gm.release_cached()
+
+
 def steady(model, gm) -> dict:
     """Products on one library stream object, results mostly dropped at once: what each call costs, and
     the operands' and results' frees after their last use there."""
@@ -663,9 +671,7 @@ def closed_handle_reused(model, gm) -> dict:
     A = gm.Matrix.zeros(64, 64)  # filled on the legacy stream, not waited for by the host
     C = gm.matmul(A, B, stream=theirs)  # must wait for that fill
     D = gm.transpose(C)  # and the legacy stream, for the product
-    for m in (A, A0, B, C, D):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, A, A0, B, C, D)
     return {}
 
 
@@ -692,9 +698,7 @@ def out_of_core_calls(model, gm) -> dict:
         D = gm.matmul(C, B)
         C.free()
         D.free()
-    for m in (A, B):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, A, B)
     return {}
 
 
@@ -742,9 +746,7 @@ def borrowed_memory(model, gm) -> dict:
         gc.collect()
         results.append(gm.Matrix.from_cuda_array(Producer(model, producer_stream), copy=True))
         gc.collect()
-    for m in (*results, B):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, *results, B)
     return {}
 
 
@@ -769,9 +771,7 @@ def imported_on_a_library_stream(model, gm) -> dict:
         M.free()
         del N
         gc.collect()
-    for m in (*results, B):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, *results, B)
     return {}
 
 
@@ -790,9 +790,7 @@ def import_stream_handle_reused(model, gm) -> dict:
         results.append(gm.matmul(M, B, stream=LibraryStream(handle)))
         results.append(gm.transpose(M, stream=LibraryStream(handle)))
         M.free()
-    for m in (*results, B):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, *results, B)
     return {}
 
 
@@ -819,9 +817,7 @@ def collected_in_a_cycle(model, gm) -> dict:
         gc.collect()
         gm.matmul(A, B).free()  # the next allocation releases the collected blocks
     gm.release_cached()
-    for m in (A, B):
-        m.free()
-    gm.release_cached()
+    _free_all(gm, A, B)
     return {}
 
 
