@@ -438,7 +438,7 @@ def _named_by(obj):
     """A weak reference to the object that named a stream, or None where the object's life says nothing
     about the stream's: a wrapper of a raw handle, an object that takes no weak reference, or any of
     PyTorch's stream objects (see _life_says_nothing)."""
-    if isinstance(obj, driver.CUstream) or _life_says_nothing(type(obj)):
+    if _life_says_nothing(type(obj)):
         return None
     try:
         return weakref.ref(obj)
@@ -451,7 +451,7 @@ _lives_apart: dict[type, bool] = {}  # stream object type -> its object may outl
 
 def _life_says_nothing(kind: type) -> bool:
     """Whether an object of this type may stay alive while the stream it names is destroyed, or may not
-    be weakly referenced safely: a wrapper of a raw handle (PyTorch's and CuPy's ExternalStream), and
+    be weakly referenced safely: a wrapper of a raw handle (a CUstream, PyTorch's and CuPy's ExternalStream), and
     every PyTorch stream type. A plain torch.cuda.Stream is what torch.cuda.current_stream() returns
     inside a `torch.cuda.stream(ExternalStream(h))` block, so it can name a stream its owner destroys;
     and PyTorch's CUDA stream type frees its objects without clearing their weak references (the
@@ -459,7 +459,7 @@ def _life_says_nothing(kind: type) -> bool:
     interpreter crashed at exit clearing one. Their streams are settled by the driver's id each call."""
     known = _lives_apart.get(kind)
     if known is None:
-        known = _lives_apart[kind] = any(
+        known = _lives_apart[kind] = issubclass(kind, driver.CUstream) or any(
             k.__name__ == "ExternalStream" or str(getattr(k, "__module__", "")).split(".")[0] == "torch"
             for k in kind.__mro__
         )
