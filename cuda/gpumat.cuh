@@ -262,20 +262,21 @@ struct Epilogue::Fixed {
     const Out* bias_out;  // the bias when its elements are C's dtype, else null
     long long bias_step;
 
-    // The bias element at `at` (elements from the bias's start), or 0 where the bias does not run
-    // `along` (1: a row vector, over the columns; 2: a column vector) or `in_c` is false (no read then).
-    __device__ __forceinline__ Acc bias_of(int along, long long at, bool in_c) const
+    // The bias element at `at` (elements from the bias's start), or 0 where the bias does not run `along`
+    // (1: a row vector, over the columns; 2: a column vector). The caller passes an index inside the bias
+    // (an element outside C reads the last row's or column's, and its result is dropped).
+    __device__ __forceinline__ Acc bias_of(int along, long long at) const
     {
-        if (bias_along != along || !in_c) return Acc(0);
+        if (bias_along != along) return Acc(0);
         return bias32 ? Acc(bias32[at]) : Dtype<Out>::acc(bias_out[at]);
     }
 
     // The finished value of an element from its accumulator v, its bias element (bias_of) and its old
-    // value at c (read only if in_c: for an element outside C the result is meaningless, and unread).
-    __device__ __forceinline__ Acc operator()(Acc v, Acc bias, const Out* c, bool in_c) const
+    // value `old` (read by the caller where reads_c; not read otherwise).
+    __device__ __forceinline__ Acc operator()(Acc v, Acc bias, Acc old) const
     {
         Acc r = alpha * v;
-        if (reads_c) r += beta * (in_c ? Dtype<Out>::acc(*c) : Acc(0));
+        if (reads_c) r += beta * old;
         if (bias_along) r += bias;
         return Epilogue::activate<ACT>(r);
     }
