@@ -308,13 +308,17 @@ namespace gpumat {
 
 // ---------------------------------------------------------------------------------------------------
 // Split-K's second pass: C[i*ldc + j] = the epilogue (Epilogue above) of the sum of `splits` partial
-// products (each M x N with row stride N, one after the other in `partial`), added in split order
-// (partial 0 + partial 1 + ... : deterministic, no atomics, the same order for every output), then
-// rounded once to Out (the identity epilogue: the total as before).
-// Technique: memory-bound, so every thread keeps several 16-byte loads in flight: a thread owns a group
-// of 16 / sizeof(Acc) consecutive outputs (4 floats, 2 doubles) and reads them from each split with one
-// vector load, four splits' loads issued before their adds. When N is not a multiple of the group, a
-// group may straddle rows: it reads element by element (the same order, so the same sums).
+// products (each M x N with row stride N, one after the other in `partial`), added in an order fixed by
+// M, N and splits alone (deterministic, no atomics, the same for every output and every GPU), then
+// rounded once to Out (the identity epilogue: the total as before). The order is split order
+// (partial 0 + partial 1 + ...), or, for few outputs and many splits, split order within each of
+// SPLITK_SLICES equal runs of splits and then the runs' sums in run order.
+// Technique: memory-bound, so every thread keeps many 16-byte loads in flight: a thread owns a group of
+// 16 / sizeof(Acc) consecutive outputs (4 floats, 2 doubles) and reads them from each split with one
+// vector load, up to 16 splits' loads issued before their adds. When N is not a multiple of the group, a
+// group may straddle rows: it reads element by element (the same order, so the same sums). A small plane
+// (64 x 64 from 128 splits: 1024 groups) gives too few threads to keep the memory busy, so its splits are
+// cut into runs, one warp a run (splitk_reduce below).
 // The entry points, one an accumulator and output dtype, and their launch: matmul_splitk.cu.
 template <class Acc>
 struct Vector16;
@@ -332,59 +336,117 @@ struct Vector16<double> {
     __device__ __forceinline__ static void add(double* s, const double2& v) { s[0] += v.x, s[1] += v.y; }
 };
 
+// The sum of splits s0 .. s1 - 1 of one group (the VEC outputs from `first` on), in split order from -0
+// (-0 + x is x exactly, signed zeros too). Whole groups (in one row, every plane 16-byte aligned): one
+// vector load a split, 16 splits' loads in flight before their adds, then 4, then one; otherwise element
+// loads of the same elements in the same order (the loads do not wait on the sums: unrolled, they are in
+// flight together).
+template <class Acc>
+__device__ __forceinline__ void add_splits(Acc (&sum)[16 / sizeof(Acc)], const Acc* __restrict__ partial,
+                                           long long first, long long plane, int s0, int s1, bool whole)
+{
+    constexpr int VEC = 16 / sizeof(Acc);
+    using V = typename Vector16<Acc>::type;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) sum[e] = Acc(-0.0);
+    if (whole) {
+        const V* p = reinterpret_cast<const V*>(partial + first);
+        const long long step = plane / VEC;  // one split's plane, in vectors
+        int s = s0;
+        for (; s + 16 <= s1; s += 16) {
+            V w[16];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) w[u] = p[(s + u) * step];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) Vector16<Acc>::add(sum, w[u]);
+        }
+        for (; s + 4 <= s1; s += 4) {
+            V w[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) w[u] = p[(s + u) * step];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) Vector16<Acc>::add(sum, w[u]);
+        }
+        for (; s < s1; ++s) Vector16<Acc>::add(sum, p[s * step]);
+    } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            const long long idx = first + e;
+            if (idx < plane) {
+                Acc t = sum[e];
+#pragma unroll 8
+                for (int s = s0; s < s1; ++s) t += partial[s * plane + idx];
+                sum[e] = t;
+            }
+        }
+    }
+}
+
+// The group's totals through the epilogue into C (row stride ldc), rounded once to Out.
+template <class Acc, class Out>
+__device__ __forceinline__ void store_group(const Acc (&sum)[16 / sizeof(Acc)], Out* __restrict__ C, long long first,
+                                            long long plane, int N, long long ldc, const Epilogue& ep, bool ep_id)
+{
+    constexpr int VEC = 16 / sizeof(Acc);
+    long long i = first / N, j = first - i * N;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+        if (first + e < plane) {
+            Out* c = C + i * ldc + j;
+            *c = Dtype<Out>::from(ep_id ? sum[e] : ep.apply<Out>(sum[e], (int)i, (int)j, c));
+        }
+        if (++j == N) {
+            j = 0;
+            ++i;
+        }
+    }
+}
+
+// Launch: 256 threads, block (256, 1, 1) or (32, SLICES, 1). With one slice a thread adds every split of
+// its group, blocks in a grid-stride loop over the groups. With blockDim.y = SLICES (few outputs and many
+// splits: runtime/geometry.py's splitk_slices decides from M, N and splits alone, so the order of the sums
+// does not depend on the GPU) a block takes 32 groups at a time, warp y adding the y-th of SLICES equal
+// runs of splits for lane x's group, and warp 0 adds the SLICES sums in slice order: SLICES times the
+// threads, each with a SLICES-th of the loads.
+constexpr int SPLITK_SLICES = 8;
+
 template <class Acc, class Out>
 __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, Out* __restrict__ C, int M, int N,
                                               long long ldc, int splits, GPUMAT_EPILOGUE_PARAMS)
 {
     constexpr int VEC = 16 / sizeof(Acc);
-    using V = typename Vector16<Acc>::type;
     const Epilogue ep = GPUMAT_EPILOGUE_ARGS;
     const bool ep_id = ep.identity();
     const long long plane = (long long)M * N;
     const long long groups = (plane + VEC - 1) / VEC;
-    // whole groups in one row, and every split's plane starts 16-byte aligned (plane a multiple of VEC)
     const bool whole = N % VEC == 0;
-    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-         g += (long long)gridDim.x * blockDim.x) {
-        const long long first = g * VEC;
+    if (blockDim.y == 1) {
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+             g += (long long)gridDim.x * blockDim.x) {
+            Acc sum[VEC];
+            add_splits(sum, partial, g * VEC, plane, 0, splits, whole);
+            store_group(sum, C, g * VEC, plane, N, ldc, ep, ep_id);
+        }
+        return;
+    }
+    __shared__ Acc part[SPLITK_SLICES][32][VEC];
+    const int lane = threadIdx.x, slice = threadIdx.y;
+    const int s0 = slice * splits / SPLITK_SLICES, s1 = (slice + 1) * splits / SPLITK_SLICES;
+    for (long long g0 = (long long)blockIdx.x * 32; g0 < groups; g0 += (long long)gridDim.x * 32) {  // block-uniform
+        const long long g = g0 + lane;
         Acc sum[VEC];
-        if (whole) {
-            const V* p = reinterpret_cast<const V*>(partial + first);
-            const long long step = plane / VEC;  // one split's plane, in vectors
+        if (g < groups) add_splits(sum, partial, g * VEC, plane, s0, s1, whole);
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) sum[e] = Acc(-0.0);  // -0 + x is x exactly, signed zeros too
-            int s = 0;
-            for (; s + 4 <= splits; s += 4) {
-                V w[4];
+        for (int e = 0; e < VEC; ++e) part[slice][lane][e] = g < groups ? sum[e] : Acc(0);
+        __syncthreads();
+        if (slice == 0 && g < groups) {
 #pragma unroll
-                for (int u = 0; u < 4; ++u) w[u] = p[(s + u) * step];
+            for (int w = 1; w < SPLITK_SLICES; ++w)
 #pragma unroll
-                for (int u = 0; u < 4; ++u) Vector16<Acc>::add(sum, w[u]);
-            }
-            for (; s < splits; ++s) Vector16<Acc>::add(sum, p[s * step]);
-        } else {
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-                const long long idx = first + e;
-                if (idx < plane) {
-                    Acc t = partial[idx];
-                    for (int s = 1; s < splits; ++s) t += partial[s * plane + idx];
-                    sum[e] = t;
-                }
-            }
+                for (int e = 0; e < VEC; ++e) sum[e] += part[w][lane][e];
+            store_group(sum, C, g * VEC, plane, N, ldc, ep, ep_id);
         }
-        long long i = first / N, j = first - i * N;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-            if (first + e < plane) {
-                Out* c = C + i * ldc + j;
-                *c = Dtype<Out>::from(ep_id ? sum[e] : ep.apply<Out>(sum[e], (int)i, (int)j, c));
-            }
-            if (++j == N) {
-                j = 0;
-                ++i;
-            }
-        }
+        __syncthreads();
     }
 }
 

@@ -187,7 +187,8 @@ __device__ __forceinline__ void dot_rows(const T* __restrict__ W, long long ldw,
 // strip; the block's k range is cut into WARPS slices, warp w walking slice w row by row: each lane
 // reads its 4 elements of the row (one load of 16 bytes, two for float64, 8 bytes for float16 /
 // bfloat16: a warp reads 256 to 1024 contiguous bytes, streaming) and a[k] (one address for the whole
-// warp, cached), U rows in flight (128 bytes a lane), products added in k order into 4 accumulators. The
+// warp, cached), U rows in flight (128 bytes a lane; the slice's last rows, fewer than U, in steps of
+// U/2, U/4, ..., 1), products added in k order into 4 accumulators. The
 // warps' sums meet in shared memory and threads 0..127 add them in warp order, one column each, and
 // store. Rows not aligned for the vector loads (base, row stride) and the strip's last partial group
 // take element loads of the same elements: the same sums in the same order.
@@ -214,9 +215,10 @@ __device__ __forceinline__ void row_times_matrix(const T* __restrict__ a, const 
     Acc acc[COLS];
 #pragma unroll
     for (int e = 0; e < COLS; ++e) acc[e] = Acc(0);
-    // U rows from row k (at p) on, loads first, then the products in k order; VEC: 8/16-byte loads
-    auto rows_from = [&](int k, const T*& p, auto u_const, auto vec_const) {
-        constexpr int V = decltype(u_const)::value;
+    // V rows from row k (at p) on, loads first (all in flight together), then the products in k order;
+    // VEC: 8/16-byte loads
+    auto rows_from = [&](int k, const T*& p, auto v_const, auto vec_const) {
+        constexpr int V = decltype(v_const)::value;
         P bv[V];
         T av[V];
 #pragma unroll
@@ -231,13 +233,24 @@ __device__ __forceinline__ void row_times_matrix(const T* __restrict__ a, const 
             for (int e = 0; e < COLS; ++e) acc[e] = fma(ak, Dtype<T>::acc(bv[u].v[e]), acc[e]);
         }
     };
+    // whole steps of U rows, then the last rows (fewer than U) in steps of U/2, U/4, ..., 1 rows, each
+    // taken at most once: at most log2(U) memory round trips for them, not one a row
     auto walk = [&](auto vec_const) {
         const T* p = B + (long long)ks * ldb + col;
         int k = ks;
 #pragma unroll 1
         for (; k + U <= ke; k += U) rows_from(k, p, std::integral_constant<int, U>{}, vec_const);
-#pragma unroll 1
-        for (; k < ke; ++k) rows_from(k, p, std::integral_constant<int, 1>{}, vec_const);
+        auto part = [&](auto v_const) {
+            constexpr int V = decltype(v_const)::value;
+            if (V < U && k + V <= ke) {
+                rows_from(k, p, v_const, vec_const);
+                k += V;
+            }
+        };
+        part(std::integral_constant<int, 8>{});
+        part(std::integral_constant<int, 4>{});
+        part(std::integral_constant<int, 2>{});
+        part(std::integral_constant<int, 1>{});
     };
     if (vec) walk(std::true_type{});
     else if (live > 0) walk(std::false_type{});

@@ -1,14 +1,15 @@
 // Split-K's second pass for every matmul module: a split-K run writes `splits` partial products of
 // M x N (row stride N, one after the other) into scratch, and one of these kernels adds them into C
-// (row stride ldc), in an order fixed by `splits` alone (deterministic, no atomics), and applies the
-// GEMM epilogue (gpumat::Epilogue) to each total before rounding it (the product kernels of a split-K
+// (row stride ldc), in an order fixed by M, N and `splits` alone (deterministic, no atomics), and applies
+// the GEMM epilogue (gpumat::Epilogue) to each total before rounding it (the product kernels of a split-K
 // run get the identity epilogue).
 //
 // Technique (gpumat::splitk_reduce in gpumat.cuh): a thread adds the splits of a group of consecutive
 // outputs (4 float32 or 2 float64) with one 16-byte load a split, in split order, applies the epilogue
-// and rounds once to the output dtype. Launch: block (256,1,1), a grid-stride loop over the groups; the
-// grid is computed by splitk_reduce_grid in src/gpumat/runtime/geometry.py. The partials must start
-// 16-byte aligned (they come from the pool).
+// and rounds once to the output dtype; for a small plane and many splits, 8 warps add 8 runs of the
+// splits of 32 groups and the first adds the runs' sums. Launch: block (256,1,1), or (32,8,1) for the
+// runs, with a grid-stride loop over the groups; splitk_reduce_launch in src/gpumat/runtime/geometry.py
+// computes both. The partials must start 16-byte aligned (they come from the pool).
 #include "gpumat.cuh"
 
 // matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,

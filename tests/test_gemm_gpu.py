@@ -284,6 +284,35 @@ def test_epilogue_with_split_k_runs_in_the_reduction(kind):
             check_close(c.to_numpy(), ref, scale, tolerance(kind, 8192))
 
 
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("n", [48, 37])  # whole groups of outputs, and groups that straddle rows
+@pytest.mark.parametrize("splits", [16, 24, 37, 128])
+def test_split_k_in_runs_matches_the_reference_and_is_deterministic(kind, n, splits):
+    # a small plane with many splits: the reduction adds 8 runs of splits apart (block (32, 8, 1)),
+    # including runs of unequal length (37) and a tail of a block's 32 groups that is not whole
+    dtype, _ = DTYPES[kind]
+    m = 29
+    with gm.Matrix.empty((m, 64), dtype=dtype) as a0, gm.Matrix.empty((64, n), dtype=dtype) as b0:
+        v = gm.matmul_plan(a0, b0).variant  # auto's GEMM row for this dtype (C is 29 x n: no matrix-vector row)
+    assert v.splits_k
+    k_chunk = -(-max(64, v.min_k_chunk) // v.k_align) * v.k_align
+    k = k_chunk * (splits - 1) + 5  # the last split has 5 of K
+    a_host, b_host = host_random((m, k), dtype), host_random((k, n), dtype)
+    bias_host = host_random((1, n), np.float32)
+    c_host = host_random((m, n), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b, gm.Matrix.from_numpy(bias_host) as bias:
+        forced = gm.matmul_plan(a, b, algorithm=v.name, splits=splits, k_chunk=k_chunk)
+        assert forced.splits == splits and forced.reduce_block == (32, 8, 1)
+        got = []
+        for _ in range(2):
+            with gm.Matrix.from_numpy(c_host) as c:
+                gm.matmul(a, b, out=c, plan=forced, alpha=-1.5, beta=0.5, bias=bias, activation="gelu")
+                got.append(c.to_numpy())
+        assert np.array_equal(got[0].view(np.uint8), got[1].view(np.uint8))
+        ref, scale = epilogue_reference(a_host, b_host, -1.5, 0.5, wide(c_host), wide(bias_host), "gelu")
+        check_close(got[0], ref, scale, tolerance(kind, k))
+
+
 @pytest.mark.parametrize("algorithm", ["naive", "tiled16", "tiled32", "tiled16x64"])
 def test_teaching_kernels_batch_and_take_the_epilogue(algorithm):
     a_host, b_host = host_random((3, 40, 50), np.float32), host_random((3, 50, 30), np.float32)

@@ -1,5 +1,7 @@
 """matmul without a GPU: argument checks happen before any device call; launch geometry covers C."""
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,12 +79,31 @@ def test_tiled_grid_covers_every_tile_within_limits(rows, cols, sms):
             assert gy == min(tiles, geometry.MAX_GRID_YZ)
 
 
-@given(m=st.integers(1, 10**6), n=st.integers(1, 10**6), sms=st.sampled_from([1, 46, 132, 148]))
-def test_split_k_reduction_grid_gives_every_block_a_group_of_outputs(m, n, sms):
-    blocks, gy, gz = geometry.splitk_reduce_grid(m, n, sms)
+@given(
+    m=st.integers(1, 10**6),
+    n=st.integers(1, 10**6),
+    splits=st.integers(2, 128),
+    acc_bytes=st.sampled_from([4, 8]),
+    sms=st.sampled_from([1, 46, 132, 148]),
+)
+def test_split_k_reduction_launch_gives_every_block_a_share_of_the_outputs(m, n, splits, acc_bytes, sms):
+    (blocks, gy, gz), block = geometry.splitk_reduce_launch(m, n, splits, acc_bytes, sms)
+    slices = geometry.splitk_slices(m, n, splits)
+    assert block == (256 // slices, slices, 1) and block[0] * block[1] == 256
     assert (gy, gz) == (1, 1) and 1 <= blocks <= 8 * sms
-    groups = geometry.cdiv(m * n, 4)  # 4 float32 outputs a thread, 256 threads a block
-    assert blocks == min(geometry.cdiv(groups, 256), 8 * sms)  # no idle block; the grid-stride loop takes the rest
+    groups = geometry.cdiv(m * n, 16 // acc_bytes)  # a thread's (or a run's) 16 bytes of outputs
+    assert blocks == min(geometry.cdiv(groups, block[0]), 8 * sms)  # no idle block; the grid-stride loop takes the rest
+
+
+def test_split_k_runs_depend_on_the_problem_alone():
+    # the order of the sums (and so the bits) must not change with the GPU: the rule reads M, N, splits
+    assert geometry.splitk_slices(64, 64, 128) == geometry.SPLITK_SLICES  # 4096 outputs, 128 splits
+    assert geometry.splitk_slices(64, 64, 8) == 1  # few splits: one thread a group has enough loads
+    assert geometry.splitk_slices(4096, 4096, 128) == 1  # a big plane fills the GPU without runs
+    assert geometry.splitk_slices(512, 512, 16) == geometry.SPLITK_SLICES and geometry.splitk_slices(512, 513, 16) == 1
+    # the CUDA side reads the run count from the block; its constant is the same
+    header = (Path(__file__).resolve().parents[1] / "cuda" / "gpumat.cuh").read_text()
+    assert f"constexpr int SPLITK_SLICES = {geometry.SPLITK_SLICES};" in header
 
 
 def test_block_shapes_are_legal():

@@ -26,8 +26,9 @@ from support import ALL_MODULES, H100, TARGETS, dims, epilogue_reference, fake_m
 from test_gemm_gpu import DTYPES, check_close, host_random, tolerance, upload
 
 import gpumat as gm
+from gpumat._dtypes import ITEMSIZE
 from gpumat.matmul import VARIANTS, planner
-from gpumat.matmul.planner import SM_DRAW, candidates, forced, model, plan, traffic
+from gpumat.matmul.planner import ROUND_TRIP_S, SM_DRAW, candidates, forced, model, plan, traffic
 from gpumat.matmul.problem import Problem, Target
 from gpumat.matmul.variants import GEMV_BANDWIDTH, GEMV_R, H100_SMS, K_CHUNK, REDUCE, accumulator
 from gpumat.runtime import geometry
@@ -334,27 +335,49 @@ def test_split_k_where_the_grid_would_not_fill_the_gpu(pair):
     assert (q.splits, q.k_chunk, q.grid) == (3, 352, (10, 1, 3))
 
 
+def memory_time(v, p, k_chunk, drawn):
+    """The planner's memory term: the bytes at the bandwidth drawn, met by the block's round trips."""
+    trips = -(-k_chunk * ITEMSIZE[p.dtype] // v.round_bytes) * ROUND_TRIP_S
+    return (traffic(p) ** 2 / drawn**2 + trips**2) ** 0.5
+
+
 def test_the_memory_term_ranks_them():
     """Memory-bound: a grid with blocks_per_sm blocks on every SM draws the whole bandwidth, a grid on few
-    SMs SM_DRAW times their share; the time is at least the operands' bytes at that rate (plus the split's
-    cost)."""
+    SMs SM_DRAW times their share; the time is at least the operands' bytes at that rate, met by the round
+    trips a block waits on (plus the split's cost)."""
     n1, m1 = GEMV["gemv_n1"], GEMV["gemv_m1"]
     p = problem(16384, 1, 16384)  # 512 blocks of 32 rows: every SM busy
     assert traffic(p) == (16384 * 16384 + 16384 + 16384) * 4
-    assert model(n1, p, H100, 1, p.k) == pytest.approx(traffic(p) / GEMV_BANDWIDTH)
+    assert model(n1, p, H100, 1, p.k) == pytest.approx(memory_time(n1, p, p.k, GEMV_BANDWIDTH))
     small = problem(32 * 33, 1, 16384)  # 33 blocks: a quarter of the SMs, drawing twice their share
     drawn = GEMV_BANDWIDTH * SM_DRAW * 33 / H100_SMS
-    assert model(n1, small, H100, 1, small.k) == pytest.approx(traffic(small) / drawn)
+    assert model(n1, small, H100, 1, small.k) == pytest.approx(memory_time(n1, small, small.k, drawn))
     q = problem(1, 4096, 16384, ("f16", "f16"))  # 32 strips of 128 columns
-    assert model(m1, q, H100, 1, q.k) == pytest.approx(traffic(q) / (GEMV_BANDWIDTH * SM_DRAW * 32 / H100_SMS))
+    drawn = GEMV_BANDWIDTH * SM_DRAW * 32 / H100_SMS
+    assert model(m1, q, H100, 1, q.k) == pytest.approx(memory_time(m1, q, q.k, drawn))
     assert plan(q, H100).seconds < model(m1, q, H100, 1, q.k)  # so auto splits K
     # a smaller GPU draws less
     a100 = Target(80, 108, 163 * 1024, ALL_MODULES)
-    assert model(n1, p, a100, 1, p.k) == pytest.approx(traffic(p) / (GEMV_BANDWIDTH * 108 / H100_SMS))
-    # float64 reads twice the bytes of float32, float16 half
+    assert model(n1, p, a100, 1, p.k) == pytest.approx(memory_time(n1, p, p.k, GEMV_BANDWIDTH * 108 / H100_SMS))
+    # float64 reads twice the bytes of float32, float16 half (and walks K in as many more or fewer steps)
     for sfx, ratio in (("f64", 2.0), ("f16", 0.5)):
         other = problem(16384, 1, 16384, (sfx, sfx))
         assert model(n1, other, H100, 1, other.k) == pytest.approx(ratio * model(n1, p, H100, 1, p.k), rel=1e-3)
+
+
+def test_round_trips_make_a_long_k_split():
+    """A block walks its K in steps that each wait on a memory round trip: 1 x 4096 x 4096 bfloat16 unsplit
+    is 32 steps of gemv_m1 a block (25.6 us on an H100 against 10.8 at 8 splits), so auto splits K until
+    the bytes' time dominates, and a row without the term (round_bytes None) is charged the bytes alone."""
+    m1 = GEMV["gemv_m1"]
+    q = problem(1, 4096, 4096, ("bf16", "bf16"))
+    assert m1.round_bytes and -(-q.k * 2 // m1.round_bytes) == 32
+    unsplit = model(m1, q, H100, 1, q.k)
+    assert unsplit == pytest.approx(memory_time(m1, q, q.k, GEMV_BANDWIDTH * SM_DRAW * 32 / H100_SMS))
+    assert unsplit > 1.5 * traffic(q) / GEMV_BANDWIDTH
+    chosen = plan(q, H100)
+    assert chosen.algorithm == "gemv_m1" and chosen.splits >= 4
+    assert [v.name for v in GEMV.values() if not v.round_bytes] == []  # every matrix-vector row has the term
 
 
 @pytest.mark.parametrize("r", GEMV_R)
@@ -365,12 +388,14 @@ def test_the_r_rows_read_the_matrix_once_and_compute_r(r):
     n_r, m_r = GEMV[f"gemv_n{r}"], GEMV[f"gemv_m{r}"]
     p = problem(16384, r, 16384)
     assert traffic(p) == (16384 * 16384 + 16384 * r + 16384 * r) * 4
-    assert model(n_r, p, H100, 1, p.k) == pytest.approx(traffic(p) / GEMV_BANDWIDTH)  # 512 blocks: memory-bound
+    assert model(n_r, p, H100, 1, p.k) == pytest.approx(memory_time(n_r, p, p.k, GEMV_BANDWIDTH))  # memory-bound
     for side in (1, 2, r):
         # compute-bound: K long, few bytes of C per block; two waves of 133 strips
         q = problem(side, 133 * 128, 1 << 16, ("f16", "f16"))
         per_block = 2.0 * r * 128 * q.k / (m_r.rate / H100_SMS)
-        assert model(m_r, q, H100, 1, q.k) == pytest.approx(max(2 * per_block, traffic(q) / GEMV_BANDWIDTH))
+        assert model(m_r, q, H100, 1, q.k) == pytest.approx(
+            max(2 * per_block, memory_time(m_r, q, q.k, GEMV_BANDWIDTH))
+        )
     # the smaller R computes less: at a side both compute, the compute-bound model prefers it
     if r != min(GEMV_R):
         q = problem(min(GEMV_R), 133 * 128, 1 << 16, ("f16", "f16"))

@@ -83,7 +83,8 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
         acc = accumulator(p.dtype)
         assert q.reduce is REDUCE[(acc, p.out_dtype)]
         assert q.scratch_bytes == q.splits * m * n * ITEMSIZE[acc]
-        assert q.reduce_grid == geometry.splitk_reduce_grid(m, n, t.sm_count)
+        launch = geometry.splitk_reduce_launch(m, n, q.splits, ITEMSIZE[acc], t.sm_count)
+        assert (q.reduce_grid, q.reduce_block) == launch
     acc_or_out = accumulator(p.dtype) if q.splits > 1 else p.out_dtype
     assert q.kernel is v.kernels[(p.dtype, acc_or_out)]
     # the grid covers C once

@@ -178,7 +178,7 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
                     device=dev,
                 )
         if p.reduce is not None:
-            p.reduce(p.reduce_grid, (256, 1, 1), out, pc, m, n, ldc, p.splits, *epilogue, stream=stream, device=dev)
+            p.reduce(p.reduce_grid, p.reduce_block, out, pc, m, n, ldc, p.splits, *epilogue, stream=stream, device=dev)
     finally:
         for ptr, nbytes in held:
             pool.free(ptr, nbytes, stream)

@@ -27,6 +27,7 @@ class MatmulPlan:
     k_chunk: int  # the K one split covers (K itself without split-K)
     reduce: Kernel | None  # split-K's second pass, adding the partials in a fixed order
     reduce_grid: tuple[int, int, int]
+    reduce_block: tuple[int, int, int]  # (256, 1, 1), or (32, 8, 1) where a small plane's splits run in 8 runs
     scratch_bytes: int  # the partials (splits x m x n accumulators)
     copy_a: bool  # A is first copied into aligned scratch (TMA variants, unaligned views)
     copy_b: bool
@@ -80,7 +81,8 @@ class MatmulPlan:
         if self.splits > 1:
             lines.append(
                 f"  split-K    {self.splits} splits of {self.k_chunk}, {self.scratch_bytes} bytes of partials, "
-                f"reduced in a fixed order by {self.reduce.name}, grid {self.reduce_grid}"
+                f"reduced in a fixed order by {self.reduce.name}, grid {self.reduce_grid}, "
+                f"block {self.reduce_block}"
             )
         else:
             lines.append("  split-K    none")

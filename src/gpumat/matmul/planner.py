@@ -35,17 +35,22 @@ from dataclasses import replace
 from functools import lru_cache
 
 from .._dtypes import ITEMSIZE
-from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_grid
+from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target
 from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
-COPY_LAUNCH_S = 5e-6
+COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
-SM_DRAW = 2.0  # the copies' launch and scratch allocation
+SM_DRAW = 2.0
+# one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
+# time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
+# root of the sum of their squares, which fits gemv_m1 at 1 x 4096 x 4096 bfloat16 and float32 on an H100
+# at 1 to 8 splits within 10% (bench sweep, 2026-11-26; benchmarks/NOTES.md)
+ROUND_TRIP_S = 0.65e-6
 
 
 def computes(v: Variant, dtype: str) -> str:
@@ -110,7 +115,11 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
         blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
-        seconds = max(seconds, traffic(p) / drawn)
+        memory = traffic(p) / drawn
+        if v.round_bytes:  # round trips that wait on each other, partly hidden by other blocks' loads
+            trips = math.ceil(k_chunk * ITEMSIZE[p.dtype] / v.round_bytes) * ROUND_TRIP_S
+            memory = math.hypot(memory, trips)
+        seconds = max(seconds, memory)
     if splits > 1:
         seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth
         seconds += v.split_launch_s
@@ -300,7 +309,7 @@ def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds:
         splits,
         k_chunk,
         reduce,
-        splitk_reduce_grid(p.m, p.n, t.sm_count),
+        *splitk_reduce_launch(p.m, p.n, splits, ITEMSIZE[acc], t.sm_count),
         scratch,
         copy_a,
         copy_b,

@@ -90,6 +90,10 @@ class Variant:
     # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
     # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
     bandwidth: float = 0.0
+    # a memory-bound row whose warps walk K in steps of loads that wait on one memory round trip: the bytes
+    # of K a block's step covers (each warp's slice of it in flight together); the planner charges
+    # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
+    round_bytes: int | None = None
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
     k_align: int = 32  # split boundaries on multiples of this
@@ -415,11 +419,22 @@ def _dmma(
 # module's code for shapes R = 8 keeps memory-bound). One block an SM (255 registers: 4 x R accumulators
 # a lane), each lane with 128 bytes of loads in flight. Not measured yet: the one-vector rows' constants.
 GEMV_BANDWIDTH = 2.6e12
+# The K a block covers a memory round trip (round_bytes, in bytes of K): gemv_m1's 8 warps each keep 128
+# bytes of a column group in flight, 32 / itemsize rows of K (16 bfloat16 rows, 8 float32), so 256 bytes of
+# K a step (gemv_m<R> likewise); gemv_n1 and gemv_m1bt walk each row's K in two groups of 32 lanes x 16
+# bytes, 1024 bytes a step (gemv_n<R> and gemv_m<R>bt likewise).
+# A split of K cuts the round trips of a block: at 1 x 4096 x 4096 bfloat16 (bench sweep's worst gemv,
+# H100, 2026-11-26) gemv_m1 ran 25.6 us unsplit (32 round trips a block), 16.8 at 2 splits, 11.6 at 4,
+# 10.8 at 8 (cuBLAS 9.9).
+GEMV_M1_ROUND_BYTES = 256
+GEMV_DOT_ROUND_BYTES = 1024
 GEMV_R = (8, 16)  # the rows or columns of C the multi-vector rows compute at most
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
-def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False, **auto) -> Variant:
+def _gemv(
+    name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False, round_bytes=None, **auto
+) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in _GEMV_PAIRS}
     return Variant(
         name,
@@ -435,6 +450,7 @@ def _gemv(name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: 
         rate=50e12,
         blocks_per_sm=1,
         bandwidth=GEMV_BANDWIDTH,
+        round_bytes=round_bytes,
         min_k_chunk=256,
         **auto,
     )
@@ -447,9 +463,9 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
     FMAs an element and the halves' conversions, is what bounds them there), float32 1.6-2.2x faster."""
     only_f32 = {"auto_dtypes": ("f32",)}
     return (
-        _gemv(f"gemv_n{r}", (32, r), None, r, **only_f32),
-        _gemv(f"gemv_m{r}", (r, 128), r, None, **only_f32),
-        _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True, **only_f32),
+        _gemv(f"gemv_n{r}", (32, r), None, r, round_bytes=GEMV_DOT_ROUND_BYTES, **only_f32),
+        _gemv(f"gemv_m{r}", (r, 128), r, None, round_bytes=GEMV_M1_ROUND_BYTES, **only_f32),
+        _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES, **only_f32),
     )
 
 
@@ -563,16 +579,16 @@ _ROWS = [
     ),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
-    _gemv("gemv_n1", (32, 1), None, 1),
-    _gemv("gemv_m1", (1, 128), 1, None),
-    _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True),
+    _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
+    _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
+    _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),
     # after the one-vector rows, smallest R first: of equal modelled times auto takes the first
     *(row for r in GEMV_R for row in _gemv_r(r)),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 
 # Split-K's second pass (cuda/matmul_splitk.cu): the partials (accumulator dtype) added in a fixed
-# order into C (output dtype); block (256,1,1), grid by runtime.geometry.splitk_reduce_grid.
+# order into C (output dtype); grid and block by runtime.geometry.splitk_reduce_launch.
 REDUCE_SIGNATURE = "PPiiqi" + EPILOGUE  # partial, C, M, N, ldc, splits, the epilogue
 REDUCE: dict[tuple[str, str], Kernel] = {
     (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)

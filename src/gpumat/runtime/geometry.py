@@ -46,8 +46,24 @@ def flat_grid(n: int, threads: int, blocks_cap: int) -> tuple[int, int, int]:
     return max(min(cdiv(n, threads), blocks_cap), 1), 1, 1
 
 
-def splitk_reduce_grid(m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-    """Grid of a split-K reduction (block (256,1,1)): a thread adds the partials of a group of outputs
-    (4 float32 or 2 float64, one 16-byte load a split; cuda/gpumat.cuh), blocks for the float32 groups
-    up to 8 an SM (a full H100 SM), and a grid-stride loop takes the rest."""
-    return flat_grid(cdiv(m * n, 4), 256, 8 * sm_count)
+SPLITK_SLICES = 8  # cuda/gpumat.cuh's SPLITK_SLICES: the runs a small plane's splits are cut into
+
+
+def splitk_slices(m: int, n: int, splits: int) -> int:
+    """The runs of splits a split-K reduction adds separately before adding their sums (cuda/gpumat.cuh,
+    splitk_reduce): SPLITK_SLICES for a plane of at most 2^18 outputs and at least 16 splits (there a
+    thread a group leaves most SMs idle and each thread with many loads one after another: 64 x 64 from
+    128 splits is 1024 threads), else 1. A function of the problem alone: the order of the sums, and so
+    the bits, is the same on every GPU."""
+    return SPLITK_SLICES if splits >= 16 and m * n <= 1 << 18 else 1
+
+
+def splitk_reduce_launch(m: int, n: int, splits: int, acc_bytes: int, sm_count: int):
+    """(grid, block) of a split-K reduction: a thread adds the partials of a group of 16 / acc_bytes
+    outputs (4 float32 or 2 float64, one 16-byte load a split); block (256, 1, 1) with a thread a group,
+    or (32, SPLITK_SLICES, 1) with 32 groups a block (splitk_slices); blocks up to 8 an SM (a full H100
+    SM), and a grid-stride loop takes the rest."""
+    groups = cdiv(m * n, 16 // acc_bytes)
+    slices = splitk_slices(m, n, splits)
+    per_block = 256 // slices
+    return flat_grid(groups, per_block, 8 * sm_count), (per_block, slices, 1)
