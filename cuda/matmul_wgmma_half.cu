@@ -720,9 +720,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // A's storage, K rows of M (C = X.T @ B for a row-major K x M matrix X, read in place, no transposed copy
 // first; a linear layer's weight gradient X.T @ dY), in 64 x 64 boxes (64 columns of M x 64 k rows, two
 // a stage: one each consumer's rows) read M-major through the wgmma's imm-trans-a, as the row-major B
-// boxes are read N-major. Launch, shared memory, grid, tiles and map_b as above. (The template also
-// reads A and B both transposed, A_MMAJOR with B_KMAJOR; those entries are not built: each entry adds
-// about 280 KB to the module.)
+// boxes are read N-major. Launch, shared memory, grid, tiles and map_b as above.
+//
+// matmul_wgmma128x<BN>atbt_<dtype>[_f32out]: A and B both given transposed (C = X.T @ W.T, and a plain
+// product written into a transposed C, computed as C.T = B.T @ A.T): map_a as for the at entries, map_b
+// as for the bt entries. Each entry adds about 280 KB to the module.
 #define GPUMAT_WGMMA_HALF(NAME, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                              \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
@@ -806,5 +808,13 @@ GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16, 128, __half, __half, true, false)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16_f32out, 128, __half, float, true, false)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, false)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16_f32out, 128, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16, 256, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16_f32out, 256, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16, 256, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16_f32out, 256, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16, 128, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16_f32out, 128, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16_f32out, 128, __nv_bfloat16, float, true, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

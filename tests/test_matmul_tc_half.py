@@ -95,7 +95,7 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
     assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *AT_ROWS]
-    assert AT_ROWS == ["wgmma128x256at", "wgmma128x128at"]
+    assert AT_ROWS == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
     def choose(m, n, k, a_ok, b_ok):
@@ -165,9 +165,9 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
             # named with a row-major A: A transposed into aligned scratch (K rows of M) first
             named = plan_of(1024, "wgmma128x128at", a_trans=False)
             assert named.copy_a and not named.copy_b and named.copy_bytes == 2 * 1024 * 1024
-            # A.T @ B.T: no built row reads both transposed; one of the two is copied, not both
+            # A.T @ B.T: both read in place by the row that reads both transposed
             both = plan_of(4096, b_trans=True)
-            assert both.algorithm in ("wgmma128x256at", "wgmma128x256bt") and both.copy_a != both.copy_b
+            assert (both.algorithm, both.copy_a, both.copy_b) == ("wgmma128x256atbt", False, False)
             # one row of C: the matrix-vector rows (memory-bound) as before, A copied as before
             assert not plan_of(1, a_aligned=True).variant.tma
             elsewhere = plan_of(4096, target=Target(80, 108, 163 * 1024, ALL_MODULES))
@@ -240,28 +240,28 @@ def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile
     """On the H100's 132 SMs, 128 x 256 tiles leave most SMs idle on mid-size products (1024^3: 32 tiles;
     128 x 16384 x 4096: 64); the 128 x 128 tile has twice the work items. Where both fill the GPU the
     wider tile's rate wins. The same choice for each layout of the operands (both row-major, B stored
-    transposed, A stored transposed), among the rows that read them as stored (at 8192^3 with B stored
-    transposed, a transposing copy into the faster row-major kernel may win)."""
+    transposed, A stored transposed, both), among the rows that read them as stored (at 8192^3 with B
+    stored transposed, a transposing copy into a faster kernel may win)."""
 
     def pick(m, n, k, layout, in_place=True):
-        a_trans, b_trans = layout == "at", layout == "bt"
+        a_trans, b_trans = layout.startswith("at"), layout.endswith("bt")
         q = half_plan(m, n, k, HOPPER, a_trans=a_trans, b_trans=b_trans)
         if in_place:
             reads = (q.variant.reads_a_trans, q.variant.reads_b_trans)
             assert reads == (a_trans, b_trans) and not (q.copy_a or q.copy_b), q
-        return q.algorithm.removesuffix(layout), q.splits
+        return re.sub("(at)?(bt)?$", "", q.algorithm), q.splits
 
-    for layout in ("", "bt", "at"):
+    for layout in ("", "bt", "at", "atbt"):
         wide, narrow = ROWS["wgmma128x256" + layout], ROWS["wgmma128x128" + layout]
         assert pick(1024, 1024, 1024, layout) == ("wgmma128x128", 1)  # 64 tiles, not 32
         assert pick(128, 16384, 4096, layout) == ("wgmma128x128", 1)  # 128 tiles: no split needed
         assert pick(64, 4096, 4096, layout) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
         assert pick(512, 512, 512, layout) == ("wgmma128x128", 1)
         assert pick(4096, 4096, 4096, layout) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
-        assert pick(8192, 8192, 8192, layout, in_place=layout != "bt") == ("wgmma128x256", 1)
+        assert pick(8192, 8192, 8192, layout, in_place=not layout.endswith("bt")) == ("wgmma128x256", 1)
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
         # so the tiles' measured rates decide (bench sweep, H100: 25.6 us against 28.8)
-        p = Problem(2048, 2048, 2048, "f16", "f16", "native", a_trans=layout == "at", b_trans=layout == "bt")
+        p = Problem(2048, 2048, 2048, "f16", "f16", "native", a_trans="at" in layout, b_trans=layout.endswith("bt"))
         arithmetic = [planner.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
         assert arithmetic[0] / arithmetic[1] == pytest.approx(narrow.rate / wide.rate)
         assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
