@@ -213,6 +213,14 @@ def _sgemm(
 # Rates measured at 4096^3 and 8192^3 (benchmarks/NOTES.md); the 2stage kernel's is 1.15x the
 # one-block kernel's. Not chosen by auto: the split-in-shared-memory tf32x3 (0.85x) and the
 # one-accumulator tf32x3 (the published scheme, less accurate; kept for the comparison).
+# What a split of K costs beyond its partials' bytes (Variant.split_launch_s), fitted to this session's data:
+# with every named plan's time of bench sweep (H100, 2026-11-26, the six dtypes and modes) and the times of
+# every split of every row at 19 skinny, small and long-K shapes (bfloat16, float32), auto's choice came
+# within 0.977 of the best plan in geometric mean (0.971 before) and below 0.85 of it in 24 cases (37)
+# with 2 us for the mma.sync rows and 3 us for the TF32 rows (6 and 4-6 before: the reduction that adds
+# the partials is cheaper since its loads are in flight together; benchmarks/NOTES.md).
+SPLIT_LAUNCH_MMA_S = 2e-6
+SPLIT_LAUNCH_TF32_S = 3e-6
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
 
 
@@ -242,6 +250,7 @@ def _tf32(
         blocks_per_sm=blocks_per_sm,
         warp_tile=(64, 32),
         min_k_chunk=256,
+        split_launch_s=SPLIT_LAUNCH_TF32_S,
         **latency,
     )
 
@@ -258,7 +267,9 @@ def _tf32(
 # 32 tiles on 132 SMs). The *bt rows read B stored transposed (x @ W.T) in place, the *at rows A
 # stored transposed (X.T @ B). Rates:
 # benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
-def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw) -> Variant:
+def _half(
+    name: str, module: str, args: str, tile, threads: int, smem: int, split_launch_s: float = 6e-6, **kw
+) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
     kw.setdefault("tier", 1)
     return Variant(
@@ -269,7 +280,7 @@ def _half(name: str, module: str, args: str, tile, threads: int, smem: int, **kw
         (threads, 1, 1),
         args,
         smem,
-        split_launch_s=6e-6,
+        split_launch_s=split_launch_s,
         **kw,
     )
 
@@ -296,6 +307,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
         blocks_per_sm=blocks_per_sm,
         k_align=32,
         min_k_chunk=128,
+        split_launch_s=SPLIT_LAUNCH_MMA_S,
         **latency,
     )
 
@@ -355,7 +367,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         rate=rate,
         k_align=32,
         min_k_chunk=128,
-        split_launch_s=6e-6,
+        split_launch_s=SPLIT_LAUNCH_TF32_S,
         **latency,
     )
 
