@@ -860,12 +860,14 @@ def test_a_stored_transposed_in_place_or_copied(
 
 
 def check_read_in_place(A, B, a64, b64, shape, name, reads, out_dtype):
-    """One product A @ B by `name` (or auto), whose row reads the transposed view in place (`reads`:
-    reads_a_trans or reads_b_trans) and copies nothing: every element of a NaN-poisoned C written, within
-    the dtype's bound of the float64 product a64 @ b64, and relu fused is the plain product's max with 0."""
+    """One product A @ B by `name` (or auto), whose row reads the transposed views in place (`reads`:
+    reads_a_trans, reads_b_trans, or both in a tuple) and copies nothing: every element of a NaN-poisoned C
+    written, within the dtype's bound of the float64 product a64 @ b64, and relu fused is the plain
+    product's max with 0."""
     m, n, k = shape
     plan = gm.matmul_plan(A, B, algorithm=name)
-    assert getattr(plan.variant, reads) and not (plan.copy_a or plan.copy_b), plan
+    reads = (reads,) if isinstance(reads, str) else reads
+    assert all(getattr(plan.variant, r) for r in reads) and not (plan.copy_a or plan.copy_b), plan
     C = gm.Matrix.empty(m, n, dtype=out_dtype)
     poison(C)
     gm.matmul(A, B, out=C, algorithm=name)
@@ -922,7 +924,7 @@ def test_x_at_w_transposed_reads_w_in_place(dtype, out_dtype):
     kernels (each tile by name, and auto's pick) read W's storage by TMA, no copy; edges of every tile
     shape, a poisoned C, an epilogue. (For one row of x auto takes the matrix-vector row, which also reads
     W in place.)"""
-    bt_rows = [name for name in WGMMA if ROWS[name].reads_b_trans]
+    bt_rows = [name for name in WGMMA if ROWS[name].reads_b_trans and not ROWS[name].reads_a_trans]  # A row-major
     if not set(bt_rows) <= set(runnable()):
         pytest.skip(f"{', '.join(bt_rows)} need sm_90a; this GPU is sm_{gm.device().arch}")
     out_dtype = dtype if out_dtype == "same" else out_dtype
@@ -936,6 +938,34 @@ def test_x_at_w_transposed_reads_w_in_place(dtype, out_dtype):
         assert gm.matmul_plan(X, W.T).algorithm in (["gemv_m1bt"] if m == 1 else bt_rows)
         for name in (*bt_rows, "auto"):
             check_read_in_place(X, W.T, x64, w64.T.copy(), (m, n, k), name, "reads_b_trans", out_dtype)
+        for parent in (px, pw):
+            parent.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_dtype", ["same", "float32"])
+def test_x_transposed_at_w_transposed_reads_both_in_place(dtype, out_dtype):
+    """X.T @ W.T with X a row-major K x M matrix and W a row-major N x K one: on sm_90 the rows that read
+    both operands as stored (each tile by name, and auto's pick) take both by TMA, no copy; edges of every
+    tile shape, a poisoned C, an epilogue."""
+    rows = [name for name in WGMMA if ROWS[name].reads_a_trans and ROWS[name].reads_b_trans]
+    assert rows, "no row reads both operands transposed"
+    if not set(rows) <= set(runnable()):
+        pytest.skip(f"{', '.join(rows)} need sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    for m, n, k in ((17, 24, 8), (128, 256, 64), (129, 257, 72), (127, 129, 136), (300, 200, 1000), (520, 64, 8192)):
+        x = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+        w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+        px, X, x64 = upload(x, dtype, 8, -m % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
+        pw, W, w64 = upload(w, dtype, 0, -k % 8)
+        matrix_vector = any(not v.any_shape and v.computes_shape(m, n) for v in ROWS.values())
+        if not matrix_vector:
+            assert gm.matmul_plan(X.T, W.T).algorithm in rows
+        for name in (*rows, *(() if matrix_vector else ("auto",))):
+            check_read_in_place(
+                X.T, W.T, x64.T.copy(), w64.T.copy(), (m, n, k), name, ("reads_a_trans", "reads_b_trans"), out_dtype
+            )
         for parent in (px, pw):
             parent.free()
 
