@@ -531,10 +531,11 @@ _ROWS = [
     # through the same kind of descriptor, so a smaller loss is assumed
     _wgmma((128, 256), 760e12, reads_a_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 595e12, reads_a_trans=True, fixed_s=2.5e-6),
-    # A and B both stored transposed (X.T @ W.T; a product into a transposed C): provisional, the
-    # transposed-B rows' rates less the same 2.5%
-    _wgmma((128, 256), 700e12, reads_b_trans=True, reads_a_trans=True, fixed_s=3.25e-6),
-    _wgmma((128, 128), 555e12, reads_b_trans=True, reads_a_trans=True, fixed_s=2.5e-6),
+    # A and B both stored transposed (X.T @ W.T; a product into a transposed C): the transposed-B rows'
+    # rates, which they ran at in bench gemm (H100, 2026-11-26: 4096^3 bfloat16 175.9 us against 176.2,
+    # 2048^3 25.5 against 25.6, 1024^3 9.1 against 9.1)
+    _wgmma((128, 256), 720e12, reads_b_trans=True, reads_a_trans=True, fixed_s=3.25e-6),
+    _wgmma((128, 128), 570e12, reads_b_trans=True, reads_a_trans=True, fixed_s=2.5e-6),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
