@@ -3,6 +3,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -352,22 +354,19 @@ __device__ __forceinline__ void add_splits(Acc (&sum)[16 / sizeof(Acc)], const A
     if (whole) {
         const V* p = reinterpret_cast<const V*>(partial + first);
         const long long step = plane / VEC;  // one split's plane, in vectors
+        // D splits from s: their loads first, then their adds in split order
+        auto splits_from = [&](int s, auto d_const) {
+            constexpr int D = decltype(d_const)::value;
+            V w[D];
+#pragma unroll
+            for (int u = 0; u < D; ++u) w[u] = p[(s + u) * step];
+#pragma unroll
+            for (int u = 0; u < D; ++u) Vector16<Acc>::add(sum, w[u]);
+        };
         int s = s0;
-        for (; s + 16 <= s1; s += 16) {
-            V w[16];
-#pragma unroll
-            for (int u = 0; u < 16; ++u) w[u] = p[(s + u) * step];
-#pragma unroll
-            for (int u = 0; u < 16; ++u) Vector16<Acc>::add(sum, w[u]);
-        }
-        for (; s + 4 <= s1; s += 4) {
-            V w[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) w[u] = p[(s + u) * step];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) Vector16<Acc>::add(sum, w[u]);
-        }
-        for (; s < s1; ++s) Vector16<Acc>::add(sum, p[s * step]);
+        for (; s + 16 <= s1; s += 16) splits_from(s, std::integral_constant<int, 16>{});
+        for (; s + 4 <= s1; s += 4) splits_from(s, std::integral_constant<int, 4>{});
+        for (; s < s1; ++s) splits_from(s, std::integral_constant<int, 1>{});
     } else {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
