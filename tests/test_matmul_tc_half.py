@@ -881,6 +881,17 @@ def check_read_in_place(A, B, a64, b64, shape, name, reads, out_dtype):
     C.free()
 
 
+def check_rows_in_place(A, B, a64, b64, shape, rows, reads, out_dtype):
+    """check_read_in_place for each of `rows` by name and for auto, whose pick must be one of them; a C of
+    a few rows or columns goes to the matrix-vector rows instead (their own tests), so auto is left out."""
+    m, n, _ = shape
+    matrix_vector = any(not v.any_shape and v.computes_shape(m, n) for v in ROWS.values())
+    if not matrix_vector:
+        assert gm.matmul_plan(A, B).algorithm in rows
+    for name in (*rows, *(() if matrix_vector else ("auto",))):
+        check_read_in_place(A, B, a64, b64, shape, name, reads, out_dtype)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("out_dtype", ["same", "float32"])
@@ -899,12 +910,7 @@ def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         px, X, x64 = upload(x, dtype, 8, -m % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
         pb, B, b64 = upload(b, dtype, 0, -n % 8)
-        # C of a few rows or columns goes to the matrix-vector rows (their own tests); the others to these
-        matrix_vector = any(not v.any_shape and v.computes_shape(m, n) for v in ROWS.values())
-        if not matrix_vector:
-            assert gm.matmul_plan(X.T, B).algorithm in rows
-        for name in (*rows, *(() if matrix_vector else ("auto",))):
-            check_read_in_place(X.T, B, x64.T.copy(), b64, (m, n, k), name, "reads_a_trans", out_dtype)
+        check_rows_in_place(X.T, B, x64.T.copy(), b64, (m, n, k), rows, "reads_a_trans", out_dtype)
         odd, Xu, _ = upload(x, dtype, 1, 0)  # 2 bytes into the parent: copied first
         plan = gm.matmul_plan(Xu.T, B)
         assert plan.copy_a and not plan.copy_b and not plan.variant.reads_a_trans, plan
@@ -959,13 +965,8 @@ def test_x_transposed_at_w_transposed_reads_both_in_place(dtype, out_dtype):
         w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
         px, X, x64 = upload(x, dtype, 8, -m % 8)  # rows start 16 bytes in, strides a multiple of 8 elements
         pw, W, w64 = upload(w, dtype, 0, -k % 8)
-        matrix_vector = any(not v.any_shape and v.computes_shape(m, n) for v in ROWS.values())
-        if not matrix_vector:
-            assert gm.matmul_plan(X.T, W.T).algorithm in rows
-        for name in (*rows, *(() if matrix_vector else ("auto",))):
-            check_read_in_place(
-                X.T, W.T, x64.T.copy(), w64.T.copy(), (m, n, k), name, ("reads_a_trans", "reads_b_trans"), out_dtype
-            )
+        reads = ("reads_a_trans", "reads_b_trans")
+        check_rows_in_place(X.T, W.T, x64.T.copy(), w64.T.copy(), (m, n, k), rows, reads, out_dtype)
         for parent in (px, pw):
             parent.free()
 
