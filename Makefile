@@ -49,4 +49,4 @@ wheel:
 	$(DEVENV) --module pip -- -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf build dist src/*.egg-info src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json
+	rm -rf build dist src/*.egg-info src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json src/gpumat/kernels/entries.json

@@ -5,13 +5,17 @@ Each fatbin holds machine code for every arch in ARCHS and PTX for the lowest on
 than any listed arch still runs, through the driver's JIT), every image compressed (FATBIN_FLAGS). A
 module whose first line is a marker `// gpumat-archs: 90a` (arch-specific features, e.g. wgmma) is
 built only for the listed archs whose base (90) is in ARCHS, as machine code alone; when none is, it
-is skipped and the manifest lists it under "skipped" (Python never selects its kernels then). The
-manifest records, for each entry point, its parameter types (read from PTX) and, for each arch, the
-registers, shared memory, stack and spill bytes that ptxas reports. A module is rebuilt only when
-its sources, the arch list, the flags or the compiler change.
+is skipped and the manifest lists it under "skipped" (Python never selects its kernels then).
+
+Two files describe the build: manifest.json, all the runtime reads (each module's fatbin, the archs,
+the CUDA version), and entries.json, the build's report for the tests: each entry point's parameter
+types (read from PTX) and, for each arch, the registers, shared memory, stack and spill bytes that
+ptxas reports. A module is rebuilt only when its sources, the arch list, the flags or the compiler
+change.
 
     python3 build_ptx.py            # every arch
     ARCHS=90 python3 build_ptx.py   # one arch, for quick iteration
+    GPUMAT_LINEINFO=1 python3 build_ptx.py   # with source lines in the machine code, for ncu's source view
 
 The compiler is found by tools/cuda_compiler.py ($NVCC, the PATH, $CUDA_HOME, or the package-index
 nvcc in this Python's site-packages); `make kernels` installs the latter when there is none.
@@ -36,8 +40,12 @@ SRC_DIR = ROOT / "cuda"
 OUT_DIR = ROOT / "src" / "gpumat" / "kernels"
 PTX_DIR = ROOT / "build" / "ptx"
 MANIFEST = OUT_DIR / "manifest.json"
+ENTRIES = OUT_DIR / "entries.json"
 DEFAULT_ARCHS = "75 80 86 89 90 100 120"
-NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v"]
+# No -lineinfo in what ships: it embeds each module's PTX text and line tables in the machine code (1.4 of
+# matmul_fast's 2.2 MB for sm_90), which the driver reads at every module load, and it changes no
+# instruction (cuobjdump -sass compared). GPUMAT_LINEINFO=1 adds it for profiling.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-Xptxas", "-v"] + ["-lineinfo"] * (os.environ.get("GPUMAT_LINEINFO") == "1")
 # Compress every image in the fatbin, machine code included (by default nvcc compresses only the PTX):
 # the driver decompresses the one image it picks at module load. "speed": all seven architectures take
 # 15.2 MiB instead of 60.9 and a process's first matmul on the H100 3.7 ms instead of 3.1; nvcc's default
@@ -105,7 +113,8 @@ def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
     return resources
 
 
-def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) -> dict:
+def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) -> tuple[dict, dict]:
+    """Compile one module: (its manifest row, its entry points' report)."""
     name = cu.stem
     fatbin = OUT_DIR / f"{name}.fatbin"
     ptx = PTX_DIR / f"{name}.ptx"
@@ -136,13 +145,10 @@ def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) 
     )
     params = parse_entries(ptx.read_text())
     resources = parse_ptxas(build.stderr)
-    module = {
-        "fatbin": fatbin.name,
-        "entries": {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())},
-    }
+    module = {"fatbin": fatbin.name}
     if own_archs:
         module["archs"] = archs  # machine code for these alone, no PTX
-    return module
+    return module, {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())}
 
 
 def main() -> int:
@@ -158,8 +164,9 @@ def main() -> int:
     PTX_DIR.mkdir(parents=True, exist_ok=True)
     old = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     old_modules = old.get("modules", {})
+    old_entries = json.loads(ENTRIES.read_text()) if ENTRIES.exists() else {}
     sources = sorted(SRC_DIR.glob("*.cu"))
-    modules, todo, skipped = {}, [], {}
+    modules, entries, todo, skipped = {}, {}, [], {}
     for cu in sources:
         own, declared = module_archs(cu.read_text(), archs)
         if not own:
@@ -170,8 +177,8 @@ def main() -> int:
             continue
         key = source_key(cu, own, version)
         prev = old_modules.get(cu.stem)
-        if prev and prev.get("key") == key and (OUT_DIR / prev["fatbin"]).exists():
-            modules[cu.stem] = prev
+        if prev and prev.get("key") == key and (OUT_DIR / prev["fatbin"]).exists() and cu.stem in old_entries:
+            modules[cu.stem], entries[cu.stem] = prev, old_entries[cu.stem]
         else:
             todo.append((cu, key, own, declared))
     failed = []
@@ -180,7 +187,8 @@ def main() -> int:
         for fut in concurrent.futures.as_completed(futures):
             cu, key, own = futures[fut]
             try:
-                modules[cu.stem] = {**fut.result(), "key": key}
+                module, report = fut.result()
+                modules[cu.stem], entries[cu.stem] = {**module, "key": key}, report
                 print(f"built {cu.name} for sm_{', sm_'.join(own)} with nvcc {version}")
             except (RuntimeError, subprocess.CalledProcessError) as err:
                 failed.append(f"{cu.name}: {err}")
@@ -193,7 +201,8 @@ def main() -> int:
         "modules": dict(sorted(modules.items())),
         "skipped": skipped,
     }
-    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    ENTRIES.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")  # last: a manifest means a finished build
     if failed:
         print("\n".join(failed), file=sys.stderr)
         return 1

@@ -24,6 +24,23 @@ from gpumat.runtime import devices, memops
 UNDER_SANITIZER = bool(os.environ.get("GPUMAT_SANITIZE"))
 
 
+def built_entries() -> dict:
+    """The build's report (kernels/entries.json): {module: {entry point: {params, resources}}}, where
+    resources are ptxas's figures by arch. A test that reads it skips, with the reason, when the kernels
+    are not built."""
+    import json
+
+    import pytest
+
+    from gpumat.runtime.kernels import KERNEL_DIR
+
+    try:
+        with open(os.path.join(KERNEL_DIR, "entries.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        pytest.skip("the kernels are not built (no entries.json): `make kernels` builds them")
+
+
 def busy(n: int) -> int:
     """A matrix side that keeps a stream busy: n, or n / 8 (at least 128) under the sanitizer."""
     return max(n // 8, 128) if UNDER_SANITIZER else n

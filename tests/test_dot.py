@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import dims, fake_matrix, random, strided_view
+from support import built_entries, dims, fake_matrix, random, strided_view
 
 import gpumat as gm
 from gpumat import memory
@@ -22,10 +22,7 @@ D = importlib.import_module("gpumat.dot")  # the module (gpumat.dot may name the
 
 # ---------------------------------------------------------------- CPU: declarations and geometry
 def test_declarations_match_ptx():
-    try:
-        entries = kernels.manifest()["modules"]["dot"]["entries"]
-    except (FileNotFoundError, KeyError):
-        pytest.skip("dot kernels not built")
+    entries = built_entries()["dot"]
     for k in (*D.FLAT_KERNELS.values(), *D.STRIDED_KERNELS.values()):
         assert k.name in entries, k.name
         assert entries[k.name]["params"] == [kernels.PTX_TYPES[c] for c in k.signature]

@@ -3,6 +3,7 @@
 import importlib
 
 import pytest
+from support import built_entries
 
 from gpumat.runtime import kernels
 
@@ -24,7 +25,7 @@ def manifest():
 
 @pytest.fixture(scope="module")
 def entries(manifest):
-    return {name: (module, info) for module, m in manifest["modules"].items() for name, info in m["entries"].items()}
+    return {name: (module, info) for module, found in built_entries().items() for name, info in found.items()}
 
 
 def compiler(manifest) -> str:
@@ -81,8 +82,10 @@ def test_no_spills_or_stack_on_sm90(manifest, entries):
 
 
 def test_fatbins_hold_machine_code_for_every_listed_arch(manifest):
-    for module, m in manifest["modules"].items():
-        for name, info in m["entries"].items():
+    report = built_entries()
+    assert set(report) == set(manifest["modules"]), "the build's report and its manifest list other modules"
+    for module, found in report.items():
+        for name, info in found.items():
             assert set(info["resources"]) == {f"sm_{a}" for a in module_archs(manifest, module)}, (module, name)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import ALL_MODULES, H100, dims, fake_matrix, poison, poisoned
+from support import ALL_MODULES, H100, built_entries, dims, fake_matrix, poison, poisoned
 
 import gpumat as gm
 from gpumat.matmul import VARIANTS, algorithms
@@ -152,22 +152,17 @@ def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
 
 
 def test_the_build_has_no_spills_and_the_two_block_kernel_fits_its_registers():
-    from gpumat.runtime import kernels
-
-    try:
-        modules = kernels.manifest()["modules"]
-    except FileNotFoundError:
-        pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
+    modules = built_entries()
     reduce = REDUCE[("f64", "f64")]
     for k in [v.kernels[("f64", "f64")] for v in DMMA.values()] + [reduce]:
-        for arch, r in modules[k.module]["entries"][k.name]["resources"].items():
+        for arch, r in modules[k.module][k.name]["resources"].items():
             # the one known exception: dmma64x128's copy of its loop for a non-identity epilogue spills 24
             # bytes on sm_90 (the plain product's loop does not; see test_kernels_cpu.py)
             allowed = 24 if (k.name, arch) == ("matmul_dmma64x128k16_f64", "sm_90") else 0
             assert max(r["spill_stores"], r["spill_loads"], r["stack"]) <= allowed, (k.name, arch, r)
     for v in DMMA.values():
         k = v.kernels[("f64", "f64")]
-        r = modules[k.module]["entries"][k.name]["resources"].get("sm_90")
+        r = modules[k.module][k.name]["resources"].get("sm_90")
         if r:
             assert r["registers"] * v.block[0] * v.blocks_per_sm <= 65536, k.name
 

@@ -26,7 +26,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import ALL_MODULES, FAKE_DEVICE, dims, epilogue_reference, fake_matrix, poison, product_error, rng
+from support import (
+    ALL_MODULES,
+    FAKE_DEVICE,
+    built_entries,
+    dims,
+    epilogue_reference,
+    fake_matrix,
+    poison,
+    product_error,
+    rng,
+)
 
 import gpumat as gm
 from gpumat.matmul import launcher, planner
@@ -297,17 +307,12 @@ def test_mma_rows_launch_their_tiles_instantiation_with_its_block_and_shared_mem
 def test_mma_rows_fit_their_blocks_an_sm_on_sm90():
     """The cost model's blocks_per_sm of each mma row is what its sm_90 build fits: registers (the launch
     bounds) and shared memory (228 KiB an SM, 1 KiB of it reserved a block)."""
-    from gpumat.runtime import kernels
-
-    try:
-        modules = kernels.manifest()["modules"]
-    except FileNotFoundError:
-        pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
+    modules = built_entries()
     for name in MMA:
         v = ROWS[name]
         assert v.blocks_per_sm * (v.smem + 1024) <= 228 * 1024, name
         for kernel in v.kernels.values():
-            r = modules[kernel.module]["entries"][kernel.name]["resources"].get("sm_90")
+            r = modules[kernel.module][kernel.name]["resources"].get("sm_90")
             if r is None:
                 pytest.skip("the kernels were built without sm_90")
             assert r["registers"] * v.block[0] * v.blocks_per_sm <= 65536, (kernel.name, r["registers"])

@@ -33,6 +33,7 @@ from support import (
     H100,
     SM86,
     TURING,
+    built_entries,
     dims,
     epilogue_reference,
     fake_matrix,
@@ -111,7 +112,7 @@ def test_the_built_entries_do_not_spill():
         pytest.skip("the kernels are not built")
     if MODULE not in manifest["modules"]:
         pytest.skip(f"{MODULE} is not in this build (ARCHS={' '.join(manifest['archs'])})")
-    entries = manifest["modules"][MODULE]["entries"]
+    entries = built_entries()[MODULE]
     for bn in (256, 128):
         r = entries[f"matmul_wgmma128x{bn}bt_tf32"]["resources"]
         assert list(r) == ["sm_90a"]
