@@ -12,7 +12,7 @@ from support import built_entries, dims, fake_matrix, poison, poisoned, random, 
 
 import gpumat as gm
 from gpumat import memory
-from gpumat._dtypes import SUFFIXES
+from gpumat._dtypes import ITEMSIZE, SUFFIXES
 from gpumat.matrix import Matrix
 from gpumat.runtime import geometry, kernels
 
@@ -137,6 +137,26 @@ def test_launch_arguments(no_gpu, name):
     v = T.VARIANTS[T.choose_algorithm(3001, 17011, out.elements, 3010) if name == "auto" else name]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010)
+
+
+NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
+
+
+@pytest.mark.parametrize("dt", SUFFIXES)
+def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
+    """The launch path caches auto's (kernel, grid, block) by what the choice reads: a shape's calls at
+    addresses of every alignment, again and again, each launch what choose_algorithm picks for its own."""
+    base, out_base, step = 0x7F0000000000, 0x7F1000000000, ITEMSIZE[dt]
+    for rows, cols, lda in ((40, 40, 41), (40, 40, 40), (1000, 30, 30), (20, 3000, 3002), (300, 301, 302)):
+        for _ in range(2):
+            for shift in (0, 1, 2, 4, 8, 16, 31, 32):
+                a = fake_matrix(rows, cols, stride=lda, ptr=base + shift * step, dtype=NAMES[dt])
+                out = fake_matrix(cols, rows, ptr=out_base + shift * step, dtype=NAMES[dt])
+                T.transpose(a, out=out)
+                name, grid, block, args = no_gpu.pop()
+                v = T.resolve("auto", dt, rows, cols, a.elements, lda, out.elements, rows)
+                assert (name, grid, block) == (v.kernel.name, v.grid(rows, cols), v.block), (rows, cols, shift)
+                assert args == (a.elements, out.elements, rows, cols, lda, rows)
 
 
 @pytest.mark.parametrize("shape", [(0, 0), (0, 5), (5, 0)])

@@ -81,6 +81,22 @@ SUPPORTED = "float32, float64, float16, bfloat16"
 
 def as_dtype(dtype) -> np.dtype:
     """A supported gpumat dtype from anything numpy understands, or the string "bfloat16"."""
+    try:
+        known = _KNOWN.get(dtype)  # the common spellings (np.float16, "float32", a dtype), answered once
+    except TypeError:  # unhashable: numpy says what it makes of it below
+        known = None
+    if known is not None:
+        return known
+    dt = _as_dtype(dtype)
+    if isinstance(dtype, (str, type, np.dtype)) and len(_KNOWN) < 64:
+        _KNOWN[dtype] = dt
+    return dt
+
+
+_KNOWN: dict = {}  # as_dtype's answers by what it was given
+
+
+def _as_dtype(dtype) -> np.dtype:
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
         return bfloat16()
     if isinstance(dtype, np.dtype) and is_bfloat16(dtype):

@@ -46,23 +46,27 @@ def astype(m, dtype, stream=None):
         out = Matrix._allocate_like(m, dev, s, dt)
         if m.size:
             use_on(s, m, out)
-            for src, dst in paired_pieces(m, out):
-                convert_region(src, dst, s, dev)
+            if m._batch is None and not m._trans:  # the common call: one row-major matrix, its own storage
+                convert_region(m, out, s, dev)
+            else:
+                for src, dst in paired_pieces(m, out):
+                    convert_region(src, dst, s, dev)
             done_on(s, m, out)
     return out
 
 
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
     """dst = src converted, for two row-major 2-D matrices of one shape (operands ordered on `stream`)."""
+    rows, cols = src._height, src._width
     CONVERT_KERNELS[(src._sfx, dst._sfx)](
-        grid(src.height, src.width),
+        grid(rows, cols),
         BLOCK,
         src.elements,
         dst.elements,
-        src.height,
-        src.width,
-        src.stride,
-        dst.stride,
+        rows,
+        cols,
+        src._stride,
+        dst._stride,
         stream=stream,
         device=dev,
     )

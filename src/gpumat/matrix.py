@@ -308,6 +308,21 @@ class Matrix:
         else:
             host = _check_host_out(out, self.shape, self._dtype)
         buf = self._buffer
+        if self._batch is None and not self._trans:  # the common call: one row-major matrix, without pieces
+            with dev.lock:
+                src = self.elements  # a freed matrix (empty or not) reports that it was freed
+                if host.size == 0:
+                    return host
+                use_on(s, self)
+                buf.hold()
+            try:
+                memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
+                if not trusted(s):
+                    with dev.lock:
+                        finished_on(foreign_of(s, dev), buf)
+            finally:
+                buf.unhold()
+            return host
         with dev.lock:
             _ = self.elements  # a freed matrix (empty or not) reports that it was freed
             if host.size == 0:

@@ -248,14 +248,18 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
     s = stream_handle(stream, dev)
     with dev.lock:
         shape = check_operands(a, out, algorithm)
-        dt = suffix(same_dtype("transpose", (a, "a"), (out, "out")))
+        dt = a._sfx if out is None else suffix(same_dtype("transpose", (a, "a"), (out, "out")))
         if out is None:
-            out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, a._batch)
+            out = Matrix._allocate(shape[-2], shape[-1], dev, s, a._dtype, a._batch)
         if out.size == 0:
             return out
         use_on(s, a, out)
-        for x, y in zip(matrices(a), matrices(out), strict=True):
-            _transpose_one(x, y, dt, algorithm, s, dev)
+        if a._batch is None and not a._trans and not out._trans:  # the common call: one row-major matrix each
+            rows, cols = a._height, a._width
+            transpose_region(a.elements, out.elements, rows, cols, a._stride, out._stride, dt, s, dev, algorithm)
+        else:
+            for x, y in zip(matrices(a), matrices(out), strict=True):
+                _transpose_one(x, y, dt, algorithm, s, dev)
         done_on(s, a, out)
     return out
 
@@ -285,5 +289,18 @@ def transpose_region(
     if algorithm == "auto" and cols == 1:  # rows x 1 -> 1 x rows
         copy_device_2d(dst, isz, src, lds * isz, isz, rows, s)
         return
-    v = resolve(algorithm, dt, rows, cols, src, lds, dst, ldd)
-    v.kernel(v.grid(rows, cols), v.block, src, dst, rows, cols, lds, ldd, stream=s, device=dev)
+    # auto's choice reads the addresses only modulo a 32-byte sector: the launch is cached on what it reads
+    key = (rows, cols, lds, ldd, dt, src & 31, dst & 31, algorithm)
+    launch = _LAUNCHES.get(key)
+    if launch is None:
+        v = resolve(algorithm, dt, rows, cols, src, lds, dst, ldd)
+        launch = (v.kernel, v.grid(rows, cols), v.block)
+        if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
+            _LAUNCHES.clear()
+        _LAUNCHES[key] = launch
+    kernel, grid, block = launch
+    kernel(grid, block, src, dst, rows, cols, lds, ldd, stream=s, device=dev)
+
+
+_LAUNCHES: dict[tuple, tuple] = {}  # transpose_region's (kernel, grid, block) by what decides them
+_LAUNCH_CACHE_SIZE = 1024
