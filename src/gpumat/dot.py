@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from ._dtypes import ITEMSIZE, SUFFIXES, suffix
+from ._dtypes import ITEMSIZE, SUFFIXES
 from .matrix import Matrix, as_matrix, finished_on, operand_device, plain_2d, same_dtype, storage, use_on
 from .runtime import memops
 from .runtime.devices import Device
@@ -42,7 +42,7 @@ def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:
 
 def is_flat(m: Matrix) -> bool:
     """Whether the matrix's elements are one contiguous run (a flat vector) in row-major order."""
-    return m.height <= 1 or m.stride == m.width
+    return m._height <= 1 or m._stride == m._width
 
 
 def check_operands(x, y) -> tuple[int, int]:
@@ -96,7 +96,7 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     same_dtype("dot", (x, "x"), (y, "y"))
     if empty:
         return 0.0
-    if x.is_transposed and y.is_transposed:  # the sum of the storages' products is the same sum
+    if x._trans == y._trans:  # both row-major, or both transposed: the storages' products make the same sum
         return _dot(storage(x), storage(y), dev, s)
     # one transposed view is first copied row-major (one pass); the copy is freed here, not left to a finalizer
     copies = []
@@ -117,31 +117,22 @@ def _row_major(m: Matrix, copies: list) -> Matrix:
 
 def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
     """dot of two row-major 2-D matrices of one shape and dtype, on stream s of dev."""
-    dt = suffix(x.dtype)
+    dt = x._sfx
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:
-            rows, cols = check_operands(x, y)
+            x_ptr, y_ptr = x.elements, y.elements  # a matrix freed by another thread meanwhile raises here
+            rows, cols = x._height, x._width  # the caller checked that the shapes match
             n = rows * cols
             if n == 0:
                 return 0.0
             use_on(s, x, y)
             grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
             if is_flat(x) and is_flat(y):
-                FLAT_KERNELS[dt](grid, block, x.elements, y.elements, n, scratch.dev, stream=s, device=dev)
+                FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, stream=s, device=dev)
             else:
                 STRIDED_KERNELS[dt](
-                    grid,
-                    block,
-                    x.elements,
-                    y.elements,
-                    rows,
-                    cols,
-                    x.stride,
-                    y.stride,
-                    scratch.dev,
-                    stream=s,
-                    device=dev,
+                    grid, block, x_ptr, y_ptr, rows, cols, x._stride, y._stride, scratch.dev, stream=s, device=dev
                 )
             scratch.fetch(s)
             used = x._buffer, y._buffer  # a free() from another thread may detach the matrices below
