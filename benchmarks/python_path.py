@@ -133,10 +133,23 @@ class ForeignStream:
 
 
 class TorchLikeStream(ForeignStream):
-    """A PyTorch stream object: gpumat keeps no weak reference to one, so its stream is asked each call."""
+    """A PyTorch stream object from torch.cuda.Stream(): one of PyTorch's pooled streams (an odd id), which
+    PyTorch never destroys, so gpumat asks the driver which stream its handle names once."""
+
+    stream_id = 0x23
 
 
-TorchLikeStream.__module__ = "torch.cuda.streams"
+class TorchLikeExternal(ForeignStream):
+    """A PyTorch stream object naming a stream PyTorch does not own (torch.cuda.current_stream() inside a
+    torch.cuda.stream(ExternalStream(h)) block; the id is the handle): asked each call."""
+
+    stream_id = 0xDEF000
+
+    def __cuda_stream__(self):
+        return (0, self.stream_id)
+
+
+TorchLikeStream.__module__ = TorchLikeExternal.__module__ = "torch.cuda.streams"
 
 
 def cases(gm) -> dict:
@@ -147,7 +160,7 @@ def cases(gm) -> dict:
     H = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)).astype(np.float16))
     D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
-    own, foreign, torch_stream = gm.Stream(), ForeignStream(), TorchLikeStream()
+    own, foreign, torch_stream, torch_external = gm.Stream(), ForeignStream(), TorchLikeStream(), TorchLikeExternal()
     return {
         "matmul 64^3": lambda: gm.matmul(A, B),
         "matmul 64^3 into out=": lambda: gm.matmul(A, B, out=C),
@@ -155,6 +168,7 @@ def cases(gm) -> dict:
         "matmul 64^3, gm.Stream": lambda: gm.matmul(A, B, stream=own),
         "matmul 64^3, another library's stream": lambda: gm.matmul(A, B, stream=foreign),
         "matmul 64^3, a PyTorch stream": lambda: gm.matmul(A, B, stream=torch_stream),
+        "matmul 64^3, a PyTorch object for an external stream": lambda: gm.matmul(A, B, stream=torch_external),
         "matmul A.T @ B": lambda: gm.matmul(A.T, B),
         "matmul + bias + relu": lambda: gm.matmul(A, B, bias=bias, activation="relu"),
         "matmul alpha, beta into out=": lambda: gm.matmul(A, B, out=C, alpha=0.5, beta=1.0),

@@ -445,6 +445,45 @@ def steady(model, gm) -> dict:
     return {"per_call": per_call, "cuStreamGetId": model.calls["cuStreamGetId"]}
 
 
+class PyTorchOwnStream(LibraryStream):
+    """One of PyTorch's own streams, as torch.cuda.Stream() hands it over: an odd id (runtime.streams._pytorch_own)."""
+
+    stream_id = 0x23
+
+
+PyTorchOwnStream.__module__ = "torch.cuda.streams"
+
+
+def pytorch_own_stream(model, gm) -> dict:
+    """Products on one of PyTorch's own streams, which it never destroys: the handle is settled once and no
+    mark is recorded after each call; every wait that needs the stream's work (an operand freed and its
+    block reused on the legacy stream, a result used there, the blocks kept for the stream handed back)
+    records the mark then. What each call costs, and every free after its last use."""
+    import gc
+
+    A, B = _operands(gm)
+    f = PyTorchOwnStream(model.foreign_stream())
+    kept = []
+    for i in range(300):
+        if i == 100:
+            before = collections.Counter(model.calls)
+        if i == 200:
+            per_call = {k: (v - before[k]) / 100 for k, v in model.calls.items() if v != before[k]}
+        C = gm.matmul(A, B, stream=f)
+        if i % 7 == 0:
+            kept.append(C)
+    D = gm.matmul(kept[-1], B)  # a result of the stream used on the legacy stream
+    A.free()  # read there: its block goes back after the stream's work
+    A = gm.Matrix.zeros(64, 64)  # takes that block on the legacy stream
+    E = gm.matmul(A, B, stream=f)
+    for m in (A, B, D, E, *kept):
+        m.free()
+    del C, kept
+    gc.collect()
+    gm.release_cached()
+    return {"per_call": per_call, "cuStreamGetId": model.calls["cuStreamGetId"]}
+
+
 def recycled_handle(model, gm) -> dict:
     """A library destroys its stream with gpumat's work still queued there, and the driver gives the
     handle to its next stream: nothing of the old stream (its kept blocks, its mark) may be taken for the
@@ -978,6 +1017,7 @@ SCENARIOS = {
     f.__name__: f
     for f in (
         steady,
+        pytorch_own_stream,
         recycled_handle,
         freed_after_use,
         per_thread_streams,

@@ -126,6 +126,36 @@ def test_a_foreign_stream_is_known_by_its_object_or_by_the_drivers_id(stream_ids
     assert g is not f and g.sid == 99 and g.event is not f.event and len(asked) == 12
 
 
+def test_pytorchs_own_streams_are_settled_once_and_others_each_call(stream_ids):
+    """PyTorch never destroys its own streams (its default and pooled ones, odd ids), so once an object of
+    PyTorch's names one, its handle is settled for good: later calls with that object, another object or
+    the bare handle ask the driver nothing. A PyTorch object with an even id names a stream PyTorch does
+    not own (the id is its handle), and neither it nor PyTorch's ExternalStream is ever taken as one."""
+    _, asked = stream_ids
+
+    def torch_type(name: str, stream_id: int | None):
+        kind = type(name, (ProtocolStream,), {} if stream_id is None else {"stream_id": stream_id})
+        kind.__module__ = "torch.cuda.streams"
+        return kind
+
+    pooled, external = torch_type("Stream", 0x23), torch_type("Stream", 0xDEF000)
+    for _ in range(3):
+        assert streams.stream_handle(pooled(0xABC000), FAKE_DEVICE) == 0xABC000
+    streams.stream_handle(0xABC000, FAKE_DEVICE)
+    streams.stream_handle(ProtocolStream(0xABC000), FAKE_DEVICE)
+    assert asked == [0xABC000] and streams.foreign_of(0xABC000, FAKE_DEVICE).lasting
+    for kind, handle in (
+        (external, 0xDEF000),
+        (torch_type("ExternalStream", 0x25), 0x123000),  # PyTorch's wrapper of a raw handle, whatever its id
+        (torch_type("Stream", None), 0x456000),  # no id to read
+        (type("Stream", (ProtocolStream,), {"stream_id": 0x27}), 0x789000),  # not PyTorch's
+    ):
+        before = len(asked)
+        for _ in range(3):
+            streams.stream_handle(kind(handle), FAKE_DEVICE)
+        assert asked[before:] == [handle] * 3 and not streams.foreign_of(handle, FAKE_DEVICE).lasting, kind
+
+
 def test_the_per_thread_default_stream_is_known_apart_in_each_thread(stream_ids):
     """Handle 2 is another stream in every thread: it is not trusted (so no block is kept for the bare
     handle), and its Foreign (its mark, the key of blocks kept for it) is the calling thread's, its id
@@ -534,6 +564,28 @@ def test_blocks_kept_for_another_librarys_stream_give_right_results_and_come_bac
     gc.collect()
     gm.release_cached()
     assert memory.memory_info()["used"] == start, what_holds_live_matrices()
+
+
+@gpu
+def test_pytorchs_own_streams_are_told_apart_from_the_streams_it_wraps():
+    """The rule runtime.streams._pytorch_own reads from PyTorch's stream ids, against the installed PyTorch:
+    torch.cuda.Stream() is one of PyTorch's own streams (settled once, then trusted); a stream it wraps
+    (ExternalStream, and current_stream() inside a block of one) is not, whatever object names it."""
+    torch = pytest.importorskip("torch")
+    a = random((64, 64))
+    ts = torch.cuda.Stream()
+    raw = gm.Stream()  # a stream PyTorch does not own, wrapped by it below
+    external = torch.cuda.ExternalStream(raw.ptr)
+    with torch.cuda.stream(external):
+        current = torch.cuda.current_stream()
+    assert streams._pytorch_own(ts) and current.cuda_stream == raw.ptr
+    assert not streams._pytorch_own(external) and not streams._pytorch_own(current)
+    with gm.Matrix.from_numpy(a) as A:
+        C = gm.matmul(A, A, stream=ts)
+        ts.synchronize()
+        assert product_error(C.to_numpy(), a, a) < 1e-5 and streams.foreign_streams[ts.cuda_stream].lasting
+        C.free()
+    raw.close()
 
 
 _TORCH_STREAMS_THEN_EXIT = """

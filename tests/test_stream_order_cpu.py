@@ -49,6 +49,17 @@ def test_a_call_on_another_librarys_stream_adds_one_event_record():
     assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
 
 
+def test_a_call_on_one_of_pytorchs_own_streams_adds_no_driver_call():
+    """PyTorch never destroys its own streams: the handle is settled once, and a product there costs the
+    launch alone; the frees and uses elsewhere that need the stream's work record its mark when they wait,
+    and every one of them still follows that work."""
+    facts = scenario("pytorch_own_stream")
+    assert facts["cuStreamGetId"] == 1
+    per_call = facts["per_call"]
+    assert per_call.pop("cuLaunchKernel") == 1
+    assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
+
+
 def test_a_handle_reused_by_a_new_stream_is_not_taken_for_the_old_one():
     """The old stream destroyed with work queued, its handle given to a new stream: the blocks kept for
     the old stream are not handed to the new one unordered, a result of the old stream used on the new

@@ -749,7 +749,8 @@ def mark_done(f, stream: int, *matrices) -> None:
     may be gone by then). This recording is the one driver call such an operation adds: the free of a
     matrix used there, or its block leaving the free list kept for the stream, may come after the stream
     is destroyed, when nothing else can order it after this work."""
-    record_after(f, stream)
+    if not f.lasting:  # one of PyTorch's own streams records its mark only when something waits for it
+        record_after(f, stream)
     for m in matrices:
         buf = m._buffer
         others = buf.others

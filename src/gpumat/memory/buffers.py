@@ -23,6 +23,7 @@ from ..runtime.streams import (
     Foreign,
     foreign_of,
     foreign_streams,
+    mark_now,
     own_streams,
     record_after,
     synchronize_event,
@@ -194,7 +195,9 @@ class BorrowedBuffer(_Buffer):
             return
         self.device.activate()
         for stream, mark in others.items():
-            event = mark.event if mark.__class__ is Foreign else None  # None: brought back without one
+            if stream.__class__ is Foreign and stream.lasting:  # alive for good: a mark recorded now follows it
+                mark = stream
+            event = mark_now(mark) if mark.__class__ is Foreign else None  # None: brought back without one
             if event is not None:
                 synchronize_event(event)
             elif mark is None and trusted(stream):

@@ -257,8 +257,8 @@ def stream_handle(stream, dev: Device) -> int:
     if handle in SPECIAL_STREAMS or handle in own_streams:
         return handle
     f = foreign_streams.get(handle)
-    if f is None or f.device is not dev or (ref := f.named_by) is None or ref() is not stream:
-        foreign(handle, dev, stream)  # foreign()'s own first test, inline: this is every such call
+    if f is None or f.device is not dev or not f.lasting and ((ref := f.named_by) is None or ref() is not stream):
+        foreign(handle, dev, stream)  # foreign()'s own first tests, inline: this is every such call
     return handle
 
 
@@ -375,10 +375,13 @@ class Foreign:
     this same stream (a new stream behind the same handle gets a Foreign and an event of its own). Small
     blocks that lived on the stream alone are kept for it on the free list, keyed by the Foreign."""
 
-    __slots__ = ("handle", "sid", "device", "event", "named_by")
+    __slots__ = ("handle", "sid", "device", "event", "named_by", "lasting")
 
     def __init__(self, handle: int, sid: int, dev: Device):
         self.handle, self.sid, self.device, self.named_by = handle, sid, dev, None
+        # one of PyTorch's own streams, which live as long as the process (_pytorch_own): operations there
+        # record no mark, a wait for its work records one then (mark_now)
+        self.lasting = False
         self.event = new_event()  # dev's context is current (foreign() activates it)
 
     def __del__(self, _finalizing=sys.is_finalizing, _abandoned=abandoned):  # no lock, no wait, no driver call
@@ -412,13 +415,16 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
     is still alive names it still, since a library destroys its stream only when its object is closed
     or collected (a closed object names no stream, or another handle) - except a wrapper of a raw handle
     (a CUstream, an ExternalStream) and PyTorch's stream objects (see _life_says_nothing), which are
-    taken like the bare handle. So a call with the same stream object costs a dict lookup and a weak
-    reference, and a bare handle, or a new object for the stream, costs the id."""
+    taken like the bare handle. One of PyTorch's own streams, never destroyed, is asked once and then
+    known by its handle alone (`lasting`; see _pytorch_own). So a call with the same stream object costs
+    a dict lookup and a weak reference, and a bare handle, or a new object for the stream, costs the id."""
     if handle == PER_THREAD_STREAM:
         return _per_thread(dev)
+    f = foreign_streams.get(handle)
+    if f is not None and f.lasting and f.device is dev:
+        return f  # one of PyTorch's own streams: never destroyed, so its handle names it for good
     dev.activate()
     sid = _stream_id(handle)
-    f = foreign_streams.get(handle)
     if f is None or f.sid != sid or f.device is not dev:  # a stream not seen before, or a new one behind the handle
         f = Foreign(handle, sid, dev)
         foreign_streams[handle] = f
@@ -431,7 +437,34 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
         # the first live object to name it (a long-lived stream object is not displaced by the short-lived
         # ones some libraries make on each call, e.g. torch.cuda.current_stream())
         f.named_by = _named_by(named_by)
+    if named_by is not None and _pytorch_own(named_by):
+        f.lasting = True
     return f
+
+
+def _pytorch_own(obj) -> bool:
+    """Whether a PyTorch stream object names one of PyTorch's own streams: its default stream or one of
+    its pooled streams, which PyTorch creates once a device and never destroys. PyTorch numbers its own
+    streams with odd ids and an external stream (a wrapped raw handle, which its owner may destroy) by
+    its handle, an even address; an object without that id, or of another library, is never taken as one."""
+    if not _is_pytorch_type(type(obj)):
+        return False
+    sid = getattr(obj, "stream_id", None)
+    return type(sid) is int and sid & 1 == 1
+
+
+_pytorch_types: dict[type, bool] = {}
+
+
+def _is_pytorch_type(kind: type) -> bool:
+    """A stream type of PyTorch's other than its wrapper of a raw handle (ExternalStream)."""
+    known = _pytorch_types.get(kind)
+    if known is None:
+        mro = kind.__mro__
+        known = _pytorch_types[kind] = not any(k.__name__ == "ExternalStream" for k in mro) and any(
+            str(getattr(k, "__module__", "")).split(".")[0] == "torch" for k in mro
+        )
+    return known
 
 
 def _named_by(obj):
@@ -491,6 +524,15 @@ def foreign_of(handle: int, dev: Device) -> Foreign:
     return f
 
 
+def mark_now(f: Foreign):
+    """The event to wait for to follow the work gpumat queued on f's stream: its mark as last recorded, or
+    for one of PyTorch's own streams (`lasting`: their operations record no mark) recorded now, after all
+    the work queued there so far (f's device current). None: a Foreign brought back without an event."""
+    if f.lasting:
+        record_after(f, f.handle)
+    return f.event
+
+
 def record_after(f: Foreign, stream: int) -> None:
     """Record f's mark after the work just queued on its stream (device current)."""
     event = f.event
@@ -540,11 +582,13 @@ def wait_for_streams(stream: int, others) -> None:
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
     dev, temp = None, None
     for s, mark in items:
+        if s.__class__ is Foreign and s.lasting:  # alive for good: its mark, recorded now, follows all its work
+            mark = s
         if mark is UNMARKED:
             check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             continue
         if mark is not None:
-            event = mark.event
+            event = mark_now(mark)
             if event is None:  # a Foreign brought back after its finalizer (see Foreign.__del__): no mark left
                 check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             else:
