@@ -87,6 +87,73 @@ def test_the_general_path_runs_the_plan_matmul_plan_shows():
         assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 and empty results do not)
 
 
+PLAIN = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import python_path
+python_path.install()
+import numpy as np
+import gpumat as gm
+from gpumat.matmul import api
+from gpumat.runtime import kernels
+
+launches = []
+def record(self, grid, block, *args, smem=0, stream=0, device=None):
+    launches.append((self.name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream))
+kernels.Kernel.__call__ = record
+fast = api._plain_product
+taken = []
+def noting(a, b, out, stream):
+    result = fast(a, b, out, stream)
+    taken.append(result is not None)
+    return result
+api._plain_product = noting
+
+rng = np.random.default_rng(int(sys.argv[2]))
+streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
+checked = 0
+for case in range(200):
+    dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
+    m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300, 4096], 3))
+    a, b = gm.Matrix.empty((m, k), dtype=dt), gm.Matrix.empty((k, n), dtype=dt)
+    out = gm.Matrix.empty((m, n), dtype=dt) if case % 2 else None
+    stream = streams[(case // 2) % 4]
+    runs = []
+    for how in ("full", "plain", "plain"):  # the first call plans by the full path; then the short one
+        launches.clear(); taken.clear()
+        api._plain_product = (lambda *args: None) if how == "full" else noting
+        result = gm.matmul(a, b, out=out, stream=stream)
+        names = {a.elements: "A", b.elements: "B", result.elements: "C"}
+        named = [(n, g, bl, tuple(names.get(x, x) for x in ab), *more) for n, g, bl, ab, *more in launches]
+        runs.append((named, taken[:], result))
+    (full, _, r0), (first, t1, r1), (again, t2, r2) = runs
+    if out is not None:
+        assert r0 is r1 is r2 is out
+    # a second call takes the short path unless the plan depends on the operands' alignment (cached by
+    # alignment: the full path picks)
+    by_alignment = api._PLANS[api._plan_key(a, b, out)].__class__ is not api.MatmulPlan
+    assert t2 == [not by_alignment] and full and len(full) == len(again), (case, m, n, k, t1, t2)
+    # A, B and C by name; other device addresses (split-K scratch, aligned copies) differ call to call and
+    # are compared as "address"; kernels, grids, blocks, sizes, strides, epilogue arguments, shared memory
+    # and stream exactly
+    bare = lambda args: tuple("address" if type(x) is int and x >= 1 << 40 else x for x in args)
+    strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), smem, st) for name, g, bl, ab, rest, smem, st in ls]
+    assert strip(full) == strip(first) == strip(again), (case, m, n, k, full, again)
+    checked += t2[0]
+print(checked)
+"""
+
+
+def test_the_short_path_of_a_plain_product_launches_what_the_full_path_does():
+    """gm.matmul's short path for the common call (two row-major 2-D matrices, a plan cached) launches
+    exactly what the full path launches for the same operands, on every kind of stream: kernel, grid,
+    block, sizes, strides, epilogue arguments, shared memory and stream."""
+    for seed in (1, 2):
+        out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert int(out.stdout.strip()) > 120  # the short path taken (most plans do not read alignment)
+
+
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
 # one gets measurably slower: these are the only ones each common call may make.
 DRIVER_CALLS = {

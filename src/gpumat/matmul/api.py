@@ -25,6 +25,7 @@ from ..matrix import (
     same_dtype,
     use_on,
 )
+from ..memory import DeviceBuffer
 from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ
 from ..runtime.streams import stream_handle
@@ -354,6 +355,10 @@ def matmul(
     plain_epilogue = (  # the defaults' own objects: one identity test each (a 1.0 passed in takes the long way)
         alpha is _ALPHA and beta is _BETA and bias is None and activation is None
     )
+    if plain_epilogue and plan is None and algorithm == "auto" and precision is None:
+        product = _plain_product(a, b, out, stream)
+        if product is not None:
+            return product
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             raise TypeError("matmul: give both operands as numpy arrays (out of core) or both as gpumat Matrix")
@@ -401,6 +406,72 @@ def matmul(
         if foreign is not None:
             mark_done(foreign, s, a, b, out)
     return out
+
+
+def _plain_product(a, b, out, stream) -> Matrix | None:
+    """The most common call, a @ b (or into out) of two live row-major 2-D matrices with a plan already
+    cached, in as few steps as it takes; None for any other call, and for anything this cannot vouch for
+    (a freed or imported operand, a first call), which then takes matmul's full path: its checks say what
+    is wrong. The one error raised here is the stream's, which the full path would raise the same."""
+    if a.__class__ is not Matrix or b.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
+        return None
+    ab, bb = a._buffer, b._buffer
+    if ab.__class__ is not DeviceBuffer or bb.__class__ is not DeviceBuffer:  # also a freed one (None)
+        return None
+    dev, sfx, m, k, n = ab.device, a._sfx, a._height, a._width, b._width
+    if (
+        bb.device is not dev
+        or b._sfx != sfx
+        or b._height != k
+        or a._batch is not None
+        or b._batch is not None
+        or a._trans
+        or b._trans
+        or not (m and n and k)  # an empty product: the full path
+        or m > INT32_MAX
+        or n > INT32_MAX
+        or k > INT32_MAX
+    ):
+        return None
+    if out is not None:
+        ob = out._buffer
+        if (
+            ob.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
+            or ob is ab
+            or ob is bb  # two blocks of the pool never share a byte; one block may
+            or ob.device is not dev
+            or out._sfx != sfx  # (a float32 out for float16 inputs: the full path)
+            or out._height != m
+            or out._width != n
+            or out._batch is not None
+            or out._trans
+        ):
+            return None
+    plan = _PLANS.get(_plan_key(a, b, out))
+    if plan.__class__ is not MatmulPlan:  # not planned yet, or planned by the operands' alignment
+        return None
+    dev.activate()
+    s = stream_handle(stream, dev)
+    with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
+        if not (ab.alive and bb.alive and (out is None or out._buffer.alive)):
+            return None
+        if out is None:
+            out = Matrix._allocate(m, n, dev, s, a._dtype)
+        foreign = None  # use_on says so whenever s is another library's stream
+        if ab.stream != s or bb.stream != s or out._buffer.stream != s:
+            foreign = use_on(s, a, b, out)
+        launch_plain(plan, a, b, out, dev, s)
+        if foreign is not None:
+            mark_done(foreign, s, a, b, out)
+    return out
+
+
+def _plan_key(a: Matrix, b: Matrix, out) -> tuple:
+    """The launch path's plan-cache key of a plain call with algorithm "auto" and the default precision."""
+    sfx = a._sfx
+    out_sfx = sfx if out is None else out._sfx
+    mode = _precision.current() if sfx == "f32" else "native"
+    return a._height, b._width, a._width, sfx, out_sfx, mode, "auto", a._buffer.device
 
 
 def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activation, plan, dev, s) -> Matrix:
