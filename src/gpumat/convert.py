@@ -9,6 +9,8 @@ bytes); Matrix.copy itself stays cuMemcpy2D.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from . import _dtypes
 from ._dtypes import SUFFIXES
 from .matrix import Matrix, done_on, operand_device, paired_pieces, use_on
@@ -28,6 +30,7 @@ CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
 COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in SUFFIXES}
 
 
+@lru_cache(maxsize=1024)  # called on every conversion and strided copy: the few shapes a program uses, once
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
     """Launch grid for a rows x cols region (rows beyond 65535 x 8 are walked in a grid-stride loop)."""
     return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from functools import lru_cache
 
 from ._dtypes import ITEMSIZE, SUFFIXES
 from .matrix import Matrix, as_matrix, finished_on, operand_device, plain_2d, same_dtype, storage, use_on
@@ -34,6 +35,7 @@ STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in S
 ELEMENTS_PER_THREAD = {dt: 2 * 16 // ITEMSIZE[dt] for dt in SUFFIXES}
 
 
+@lru_cache(maxsize=1024)  # called on every dot: the few sizes a program uses, computed once
 def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:
     """Blocks for n elements: enough for every thread to get a full step, at most BLOCKS_PER_SM a SM.
     Fixed by n, the dtype and the GPU alone, which is what makes the result deterministic."""

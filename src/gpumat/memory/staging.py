@@ -13,7 +13,7 @@ import numpy as np
 from ..runtime import memops
 from ..runtime.devices import Device, device
 from ..runtime.streams import LEGACY_STREAM, new_event, record_on, synchronize_event, synchronize_stream
-from .host import PinnedBlock, is_pinned
+from .host import PinnedBlock, address_of, is_pinned
 
 # staged copies from and into pageable memory ----------------------------------------------------
 STAGE_CHUNK = 8 << 20  # bytes a staging buffer holds
@@ -200,15 +200,15 @@ def upload(
     dev.activate()
     packed = host.flags.c_contiguous and (dst_pitch == row_bytes or rows == 1)
     if packed and sync and stream == LEGACY_STREAM:
-        memops.copy_to_device(dst, host.ctypes.data, host.nbytes, None)  # one call, in order
+        memops.copy_to_device(dst, address_of(host), host.nbytes, None)  # one call, in order
         return
     if packed:
-        memops.copy_to_device(dst, host.ctypes.data, host.nbytes, stream)
+        memops.copy_to_device(dst, address_of(host), host.nbytes, stream)
     else:
         memops.copy_2d_async(
             dst,
             dst_pitch,
-            host.ctypes.data,
+            address_of(host),
             host.strides[0] if rows > 1 else row_bytes,
             row_bytes,
             rows,
@@ -240,13 +240,13 @@ def download(
     dev.activate()
     packed = host.flags.c_contiguous and (src_pitch == row_bytes or rows == 1)
     if packed and sync and stream == LEGACY_STREAM:
-        memops.copy_to_host(host.ctypes.data, src, host.nbytes, None)  # one call, in order
+        memops.copy_to_host(address_of(host), src, host.nbytes, None)  # one call, in order
         return
     if packed:
-        memops.copy_to_host(host.ctypes.data, src, host.nbytes, stream)
+        memops.copy_to_host(address_of(host), src, host.nbytes, stream)
     else:
         memops.copy_2d_async(
-            host.ctypes.data,
+            address_of(host),
             host.strides[0] if rows > 1 else row_bytes,
             src,
             src_pitch,
