@@ -280,3 +280,18 @@ def test_a_dropped_result_is_taken_over_only_by_the_same_stream(monkeypatch):
     p = pool()
     p.pending.append((dropped, size, f, {f: streams.UNMARKED}))
     assert p.alloc(size, f.handle, f) != dropped  # its use there was never marked (an operation failed)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "uint8"])
+def test_a_host_arrays_address_is_numpys_for_every_array_a_copy_takes(dtype):
+    """memory.host.address_of, which every host copy reads, against numpy's own answer: writable and
+    read-only arrays, row slices, column slices (strided), empty arrays, and bfloat16 (from ml_dtypes,
+    which numpy cannot export as a buffer)."""
+    from gpumat import _dtypes
+    from gpumat.memory.host import address_of
+
+    base = np.zeros((7, 9), _dtypes.as_dtype(dtype) if dtype == "bfloat16" else np.dtype(dtype))
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    for a in (base, base[2:5], base[:, 1:4], base[3], base[:0], frozen, frozen[1:], base.T):
+        assert address_of(a) == a.ctypes.data
