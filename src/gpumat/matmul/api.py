@@ -27,8 +27,9 @@ from ..matrix import (
 )
 from ..memory import DeviceBuffer
 from ..runtime import memops
+from ..runtime.devices import thread_state
 from ..runtime.geometry import MAX_GRID_YZ
-from ..runtime.streams import stream_handle
+from ..runtime.streams import LEGACY_STREAM, stream_handle
 from . import planner
 from .launcher import launch, launch_plain
 from .plan import MatmulPlan
@@ -39,6 +40,7 @@ _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 _PLANS: dict[tuple, object] = {}  # the launch path's own cache: a MatmulPlan, or plans by operand alignment
 _PLAN_CACHE_SIZE = 4096
 _ALPHA, _BETA = 1.0, 0.0  # matmul's defaults, recognised by identity on the launch path
+_THREAD = thread_state()  # each thread's state (its `with stream:` stack), one object for all threads
 
 
 def _check(a, b, out, algorithm: str) -> tuple[int, int, int]:
@@ -451,7 +453,8 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
     if plan.__class__ is not MatmulPlan:  # not planned yet, or planned by the operands' alignment
         return None
     dev.activate()
-    s = stream_handle(stream, dev)
+    # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
+    s = LEGACY_STREAM if stream is None and not getattr(_THREAD, "streams", None) else stream_handle(stream, dev)
     with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
         if not (ab.alive and bb.alive and (out is None or out._buffer.alive)):
             return None

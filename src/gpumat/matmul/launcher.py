@@ -41,12 +41,13 @@ def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
         )
         return
     kernel, grid, block, smem, m, n, k, _ = direct
+    size = a._dtype.itemsize
     kernel(
         grid,
         block,
-        a.elements,
-        b.elements,
-        out.elements,
+        a._buffer.ptr + a._offset * size,  # the addresses, as `elements` gives them: the caller checked
+        b._buffer.ptr + b._offset * size,  # under the device lock that the three are live
+        out._buffer.ptr + out._offset * out._dtype.itemsize,
         m,
         n,
         k,

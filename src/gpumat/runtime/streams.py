@@ -204,6 +204,9 @@ class Stream:
         return f"<gpumat.Stream 0x{self.ptr:x} on device {self.device.ordinal}>"
 
 
+_THREAD = thread_state()  # the threads' state object (one threading.local): read on every call
+
+
 def checked_handle(handle: int) -> int:
     """A raw stream handle must be a pointer-sized non-negative integer. (Whether it names a live stream of
     the device no library can tell from the integer: a handle from outside gpumat must be one.)"""
@@ -218,7 +221,7 @@ def stream_handle(stream, dev: Device) -> int:
     library's stream, which stream the handle names now is settled here (see `foreign`), so the rest of
     the operation finds its Foreign with foreign_of() and no driver call."""
     if stream is None:
-        stack = getattr(thread_state(), "streams", None)
+        stack = getattr(_THREAD, "streams", None)
         if stack:
             s = stack[-1]
             if s.device is dev:
