@@ -418,6 +418,21 @@ def _free_all(gm, *matrices) -> None:
     gm.release_cached()
 
 
+def _products_per_call(model, gm, A, B, stream) -> tuple[dict, list]:
+    """300 products of A and B on `stream`, every seventh result kept and the others dropped at once:
+    (the driver calls one product made, averaged over the middle hundred; the kept results)."""
+    kept = []
+    for i in range(300):
+        if i == 100:
+            before = collections.Counter(model.calls)
+        if i == 200:
+            per_call = {k: (v - before[k]) / 100 for k, v in model.calls.items() if v != before[k]}
+        C = gm.matmul(A, B, stream=stream)
+        if i % 7 == 0:
+            kept.append(C)
+    return per_call, kept
+
+
 def steady(model, gm) -> dict:
     """Products on one library stream object, results mostly dropped at once: what each call costs, and
     the operands' and results' frees after their last use there."""
@@ -425,21 +440,13 @@ def steady(model, gm) -> dict:
 
     A, B = _operands(gm)
     f = LibraryStream(model.foreign_stream())
-    kept = []
-    for i in range(300):
-        if i == 100:
-            before = collections.Counter(model.calls)
-        if i == 200:
-            per_call = {k: (v - before[k]) / 100 for k, v in model.calls.items() if v != before[k]}
-        C = gm.matmul(A, B, stream=f)
-        if i % 7 == 0:
-            kept.append(C)
+    per_call, kept = _products_per_call(model, gm, A, B, f)
     E = gm.transpose(kept[-1], stream=f)
     A.free()
     B.free()
     for m in (*kept, E):
         m.free()
-    del C, kept, E
+    del kept, E
     gc.collect()
     gm.release_cached()
     return {"per_call": per_call, "cuStreamGetId": model.calls["cuStreamGetId"]}
@@ -463,22 +470,14 @@ def pytorch_own_stream(model, gm) -> dict:
 
     A, B = _operands(gm)
     f = PyTorchOwnStream(model.foreign_stream())
-    kept = []
-    for i in range(300):
-        if i == 100:
-            before = collections.Counter(model.calls)
-        if i == 200:
-            per_call = {k: (v - before[k]) / 100 for k, v in model.calls.items() if v != before[k]}
-        C = gm.matmul(A, B, stream=f)
-        if i % 7 == 0:
-            kept.append(C)
+    per_call, kept = _products_per_call(model, gm, A, B, f)
     D = gm.matmul(kept[-1], B)  # a result of the stream used on the legacy stream
     A.free()  # read there: its block goes back after the stream's work
     A = gm.Matrix.zeros(64, 64)  # takes that block on the legacy stream
     E = gm.matmul(A, B, stream=f)
     for m in (A, B, D, E, *kept):
         m.free()
-    del C, kept
+    del kept
     gc.collect()
     gm.release_cached()
     return {"per_call": per_call, "cuStreamGetId": model.calls["cuStreamGetId"]}

@@ -308,54 +308,44 @@ class Matrix:
         else:
             host = _check_host_out(out, self.shape, self._dtype)
         buf = self._buffer
-        if self._batch is None and not self._trans:  # the common call: one row-major matrix, without pieces
-            with dev.lock:
-                src = self.elements  # a freed matrix (empty or not) reports that it was freed
-                if host.size == 0:
-                    return host
-                use_on(s, self)
-                buf.hold()
-            try:
-                memory.download(host, src, self._stride * self._dtype.itemsize, s, dev)
-                if not trusted(s):
-                    with dev.lock:
-                        finished_on(foreign_of(s, dev), buf)
-            finally:
-                buf.unhold()
-            return host
+        plain = self._batch is None and not self._trans  # the common call: one row-major matrix, one piece
         with dev.lock:
-            _ = self.elements  # a freed matrix (empty or not) reports that it was freed
+            first = self.elements  # a freed matrix (empty or not) reports that it was freed
             if host.size == 0:
                 return host
             # addresses read under the lock: a free() from another thread during the copies below marks the
             # buffer dead at once (the hold keeps its memory until they end)
-            pieces = [(p.elements, p._height, p._width) for p in storage_pieces(self)]
+            pieces = () if plain else [(p.elements, p._height, p._width) for p in storage_pieces(self)]
             use_on(s, self)
             buf.hold()
         try:
-            # each piece's storage rows arrive into a host array of its shape; a transposed matrix is
-            # then transposed on the host (one more pass there, none on the GPU)
-            targets = [host] if len(pieces) == 1 else list(host)
             pitch = self._stride * self._dtype.itemsize
-            for (src, height, width), target in zip(pieces, targets, strict=True):
-                rows = target.reshape(-1, target.shape[-1]) if not self._trans else None
-                if rows is None:
-                    staged = np.empty((height, width), dtype=self._dtype)
-                    memory.download(staged, src, pitch, s, dev)
-                    if target.ndim == 3:
-                        target[...] = staged.reshape(target.shape[0], target.shape[2], target.shape[1]).transpose(
-                            0, 2, 1
-                        )
-                    else:
-                        target[...] = staged.T
-                else:
-                    memory.download(rows, src, pitch, s, dev)
+            if plain:
+                memory.download(host, first, pitch, s, dev)
+            else:
+                self._download_pieces(host, pieces, pitch, s, dev)
             if not trusted(s):  # another library's stream: the copies have run there, no mark to record
                 with dev.lock:
                     finished_on(foreign_of(s, dev), buf)
         finally:
             buf.unhold()
         return host
+
+    def _download_pieces(self, host: np.ndarray, pieces: list, pitch: int, s: int, dev) -> None:
+        """to_numpy's copies of a batch or a transposed matrix: each storage piece's rows arrive into a host
+        array of its shape; a transposed matrix is then transposed on the host (one more pass there, none
+        on the GPU)."""
+        targets = [host] if len(pieces) == 1 else list(host)
+        for (src, height, width), target in zip(pieces, targets, strict=True):
+            if self._trans:
+                staged = np.empty((height, width), dtype=self._dtype)
+                memory.download(staged, src, pitch, s, dev)
+                if target.ndim == 3:
+                    target[...] = staged.reshape(target.shape[0], target.shape[2], target.shape[1]).transpose(0, 2, 1)
+                else:
+                    target[...] = staged.T
+            else:
+                memory.download(target.reshape(-1, target.shape[-1]), src, pitch, s, dev)
 
     def __array__(self, dtype=None, copy=None):
         out = self.to_numpy()

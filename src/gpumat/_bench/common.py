@@ -134,3 +134,22 @@ def write_json(op: str, payload: dict) -> Path:
     path.write_text(json.dumps({"op": op, **env, **payload}, indent=1) + "\n")
     print(f"\nwrote {path}")
     return path
+
+
+def interleaved_us(takers: dict, calls: int, batches: int = 7) -> dict[str, float]:
+    """Per call, median of `batches` batches of `calls` calls and a synchronisation, for each library's
+    (call, sync) of one case: the libraries take turns batch by batch, so a host that speeds up or slows
+    down during the run moves all of them alike and the ratios hold."""
+    for call, sync in takers.values():
+        for _ in range(200):
+            call()
+        sync()
+    times: dict[str, list[float]] = {lib: [] for lib in takers}
+    for _ in range(batches):
+        for lib, (call, sync) in takers.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                call()
+            sync()
+            times[lib].append((time.perf_counter() - t0) / calls * 1e6)
+    return {lib: statistics.median(t) for lib, t in times.items()}

@@ -6,14 +6,11 @@ another library's stream, the way an application that runs gpumat inside PyTorch
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
 import gpumat as gm
 
-from .common import cupy, environment, print_table, write_json
+from .common import cupy, environment, interleaved_us, print_table, write_json
 
 SIDE = 64
 MIB4 = (1024, 1024)  # float32: 4 MiB
@@ -116,25 +113,6 @@ def _cupy_cases(cp) -> dict:
     }
 
 
-def _interleaved_us(takers: dict, calls: int, batches: int = 7) -> dict[str, float]:
-    """Per call, median of `batches` batches of `calls` calls and a synchronisation, for each library's
-    (call, sync) of one case: the libraries take turns batch by batch, so a host that speeds up or slows
-    down during the run moves all of them alike and the ratios hold."""
-    for call, sync in takers.values():
-        for _ in range(200):
-            call()
-        sync()
-    times: dict[str, list[float]] = {lib: [] for lib in takers}
-    for _ in range(batches):
-        for lib, (call, sync) in takers.items():
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                call()
-            sync()
-            times[lib].append((time.perf_counter() - t0) / calls * 1e6)
-    return {lib: statistics.median(t) for lib, t in times.items()}
-
-
 def run(args) -> dict:
     quick = getattr(args, "quick", False)
     calls = 300 if quick else 2000
@@ -148,7 +126,7 @@ def run(args) -> dict:
     for name in libraries["gpumat"]:
         n = max(calls // 20, 20) if "4 MiB" in name else calls
         takers = {lib: cases[name] for lib, cases in libraries.items() if name in cases}
-        for library, us in _interleaved_us(takers, n).items():
+        for library, us in interleaved_us(takers, n).items():
             results.setdefault(name, {})[f"{library}_us"] = us
     rows = []
     for name, r in results.items():

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import statistics
 import subprocess
-import time
 
 import numpy as np
 
 import gpumat as gm
 
 from ..matmul import VARIANTS, algorithms
-from .common import cupy, cupy_time_ms, print_table, time_ms, write_json
+from .common import cupy, cupy_time_ms, interleaved_us, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)
     (1024, 1024, 1024),
@@ -31,17 +29,7 @@ TEACHING_MAX_FLOP = 2 * 4097**3  # the teaching kernels run at ~1-5% of the card
 
 def _latency_us(call, sync, calls: int = 2000, batches: int = 7) -> float:
     """End-to-end microseconds per call from Python (result allocation included), median of batches."""
-    for _ in range(200):
-        call()
-    sync()
-    per_call = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            call()
-        sync()
-        per_call.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(per_call)
+    return interleaved_us({"call": (call, sync)}, calls, batches)["call"]
 
 
 def sm_clock_mhz() -> int | None:

@@ -195,9 +195,8 @@ class BorrowedBuffer(_Buffer):
             return
         self.device.activate()
         for stream, mark in others.items():
-            if stream.__class__ is Foreign and stream.lasting:  # alive for good: a mark recorded now follows it
-                mark = stream
-            event = mark_now(mark) if mark.__class__ is Foreign else None  # None: brought back without one
+            mark = mark_now(stream, mark)
+            event = mark.event if mark.__class__ is Foreign else None  # None: brought back without one
             if event is not None:
                 synchronize_event(event)
             elif mark is None and trusted(stream):

@@ -450,24 +450,11 @@ def _pytorch_own(obj) -> bool:
     its pooled streams, which PyTorch creates once a device and never destroys. PyTorch numbers its own
     streams with odd ids and an external stream (a wrapped raw handle, which its owner may destroy) by
     its handle, an even address; an object without that id, or of another library, is never taken as one."""
-    if not _is_pytorch_type(type(obj)):
+    wrapper, pytorch = _kind_of(type(obj))
+    if wrapper or not pytorch:
         return False
     sid = getattr(obj, "stream_id", None)
     return type(sid) is int and sid & 1 == 1
-
-
-_pytorch_types: dict[type, bool] = {}
-
-
-def _is_pytorch_type(kind: type) -> bool:
-    """A stream type of PyTorch's other than its wrapper of a raw handle (ExternalStream)."""
-    known = _pytorch_types.get(kind)
-    if known is None:
-        mro = kind.__mro__
-        known = _pytorch_types[kind] = not any(k.__name__ == "ExternalStream" for k in mro) and any(
-            str(getattr(k, "__module__", "")).split(".")[0] == "torch" for k in mro
-        )
-    return known
 
 
 def _named_by(obj):
@@ -482,7 +469,19 @@ def _named_by(obj):
         return None
 
 
-_lives_apart: dict[type, bool] = {}  # stream object type -> its object may outlive its stream (see below)
+_stream_types: dict[type, tuple[bool, bool]] = {}  # stream object type -> (a wrapper of a raw handle, PyTorch's)
+
+
+def _kind_of(kind: type) -> tuple[bool, bool]:
+    """(whether the type wraps a raw handle: a CUstream, PyTorch's or CuPy's ExternalStream; whether it is
+    one of PyTorch's), read once a type."""
+    known = _stream_types.get(kind)
+    if known is None:
+        mro = kind.__mro__
+        wrapper = issubclass(kind, driver.CUstream) or any(k.__name__ == "ExternalStream" for k in mro)
+        pytorch = any(str(getattr(k, "__module__", "")).split(".")[0] == "torch" for k in mro)
+        known = _stream_types[kind] = (wrapper, pytorch)
+    return known
 
 
 def _life_says_nothing(kind: type) -> bool:
@@ -493,13 +492,8 @@ def _life_says_nothing(kind: type) -> bool:
     and PyTorch's CUDA stream type frees its objects without clearing their weak references (the
     releases before pytorch#183403), so a reference kept past the object reads freed memory - the
     interpreter crashed at exit clearing one. Their streams are settled by the driver's id each call."""
-    known = _lives_apart.get(kind)
-    if known is None:
-        known = _lives_apart[kind] = issubclass(kind, driver.CUstream) or any(
-            k.__name__ == "ExternalStream" or str(getattr(k, "__module__", "")).split(".")[0] == "torch"
-            for k in kind.__mro__
-        )
-    return known
+    wrapper, pytorch = _kind_of(kind)
+    return wrapper or pytorch
 
 
 def _per_thread(dev: Device) -> Foreign:
@@ -527,13 +521,15 @@ def foreign_of(handle: int, dev: Device) -> Foreign:
     return f
 
 
-def mark_now(f: Foreign):
-    """The event to wait for to follow the work gpumat queued on f's stream: its mark as last recorded, or
-    for one of PyTorch's own streams (`lasting`: their operations record no mark) recorded now, after all
-    the work queued there so far (f's device current). None: a Foreign brought back without an event."""
-    if f.lasting:
-        record_after(f, f.handle)
-    return f.event
+def mark_now(key, mark):
+    """What a wait for the work gpumat queued on a buffer's stream `key` (a handle, or a Foreign) waits for,
+    given the buffer's `mark` for it (None, UNMARKED or the Foreign): unchanged, except for one of
+    PyTorch's own streams (`lasting`: their operations record no mark), whose mark is recorded now, after
+    all the work queued there so far (the device current), and returned as the Foreign."""
+    if key.__class__ is Foreign and key.lasting:
+        record_after(key, key.handle)
+        return key
+    return mark
 
 
 def record_after(f: Foreign, stream: int) -> None:
@@ -585,13 +581,12 @@ def wait_for_streams(stream: int, others) -> None:
     items = others.items() if isinstance(others, dict) else ((h, None) for h in others)
     dev, temp = None, None
     for s, mark in items:
-        if s.__class__ is Foreign and s.lasting:  # alive for good: its mark, recorded now, follows all its work
-            mark = s
+        mark = mark_now(s, mark)
         if mark is UNMARKED:
             check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             continue
         if mark is not None:
-            event = mark_now(mark)
+            event = mark.event
             if event is None:  # a Foreign brought back after its finalizer (see Foreign.__del__): no mark left
                 check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             else:
