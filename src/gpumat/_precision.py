@@ -20,7 +20,14 @@ from contextlib import contextmanager
 MATMUL_PRECISIONS = ("float32", "tf32x3", "tf32")
 
 _process_default = "float32"
-_scoped = threading.local()  # .stack: the modes of this thread's open `matmul_precision` blocks
+
+
+class _Scoped(threading.local):
+    stack: list | None = None  # the modes of this thread's open `matmul_precision` blocks (a class default:
+    # a thread that never opened one reads None without the AttributeError getattr would raise and catch)
+
+
+_scoped = _Scoped()
 
 
 def check_precision(mode) -> str:
@@ -38,7 +45,7 @@ def set_matmul_precision(mode: str) -> None:
 def get_matmul_precision() -> str:
     """The precision a matmul called here without `precision=` uses: the innermost open
     `matmul_precision` block of this thread, else the process default."""
-    stack = getattr(_scoped, "stack", None)
+    stack = _scoped.stack
     return stack[-1] if stack else _process_default
 
 
@@ -47,18 +54,14 @@ def matmul_precision(mode: str):
     """`with gm.matmul_precision("tf32x3"): ...`: the default precision inside the block, in this
     thread only; restored on exit, also when the block raises."""
     check_precision(mode)
-    stack = _scoped.__dict__.setdefault("stack", [])
+    stack = _scoped.stack
+    if stack is None:
+        stack = _scoped.stack = []
     stack.append(mode)
     try:
         yield mode
     finally:
         stack.pop()
-
-
-def current() -> str:
-    """get_matmul_precision() for the launch path (no docstring lookups, one attribute read)."""
-    stack = _scoped.__dict__.get("stack")
-    return stack[-1] if stack else _process_default
 
 
 def resolve(precision) -> str:

@@ -183,7 +183,7 @@ def _mode(a: Matrix, algorithm: str, precision) -> str:
             raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {dtype_name(a.dtype)}")
         return "native"
     if algorithm == "auto":
-        return _precision.current() if precision is None else _precision.check_precision(precision)
+        return _precision.get_matmul_precision() if precision is None else _precision.check_precision(precision)
     own = planner.computes(VARIANTS[algorithm], "f32")
     if precision is not None and _precision.check_precision(precision) != own:
         raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
@@ -387,7 +387,7 @@ def matmul(
             return _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activation, plan, dev, s)
         out_sfx = out._sfx if out is not None else a._sfx
         if algorithm == "auto" and precision is None:  # the common call, without a function call
-            mode = _precision.current() if a._sfx == "f32" else "native"
+            mode = _precision.get_matmul_precision() if a._sfx == "f32" else "native"
         else:
             mode = _mode(a, algorithm, precision)
         if m and n and k:
@@ -454,7 +454,7 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
         return None
     dev.activate()
     # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
-    s = LEGACY_STREAM if stream is None and not getattr(_THREAD, "streams", None) else stream_handle(stream, dev)
+    s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)
     with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
         if not (ab.alive and bb.alive and (out is None or out._buffer.alive)):
             return None
@@ -473,7 +473,7 @@ def _plan_key(a: Matrix, b: Matrix, out) -> tuple:
     """The launch path's plan-cache key of a plain call with algorithm "auto" and the default precision."""
     sfx = a._sfx
     out_sfx = sfx if out is None else out._sfx
-    mode = _precision.current() if sfx == "f32" else "native"
+    mode = _precision.get_matmul_precision() if sfx == "f32" else "native"
     return a._height, b._width, a._width, sfx, out_sfx, mode, "auto", a._buffer.device
 
 

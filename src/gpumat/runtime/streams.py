@@ -185,7 +185,7 @@ class Stream:
     def __enter__(self) -> Stream:
         self._live()
         state = thread_state()
-        stack = getattr(state, "streams", None)
+        stack = state.streams
         if stack is None:
             stack = state.streams = []
         stack.append(self)
@@ -221,7 +221,7 @@ def stream_handle(stream, dev: Device) -> int:
     library's stream, which stream the handle names now is settled here (see `foreign`), so the rest of
     the operation finds its Foreign with foreign_of() and no driver call."""
     if stream is None:
-        stack = getattr(_THREAD, "streams", None)
+        stack = _THREAD.streams
         if stack:
             s = stack[-1]
             if s.device is dev:
@@ -500,7 +500,7 @@ def _per_thread(dev: Device) -> Foreign:
     """The Foreign of the calling thread's per-thread default stream on `dev`: that stream lives as long
     as the thread, so its id is asked once a thread (the thread's state keeps it)."""
     state = thread_state()
-    mine = getattr(state, "per_thread_streams", None)
+    mine = state.per_thread_streams
     if mine is None:
         mine = state.per_thread_streams = {}
     f = mine.get(dev)
@@ -595,7 +595,7 @@ def wait_for_streams(stream: int, others) -> None:
         if s == stream or s in dead_streams:
             continue
         if temp is None:
-            dev = getattr(thread_state(), "ctx", None)
+            dev = _THREAD.ctx
             temp = _borrow_event(dev)
         try:
             record_on(temp, s)
