@@ -372,12 +372,19 @@ def install(reuse_handles: bool = False) -> OrderingDriver:
     from gpumat.memory import pool
     from gpumat.runtime import kernels
 
-    launch, alloc = kernels.Kernel.__call__, pool.Pool.alloc
+    launch, fixed_launch, alloc = kernels.Kernel.__call__, kernels.FixedLaunch.__call__, pool.Pool.alloc
 
-    def launch_noting_operands(self, grid, block, *args, **kwargs):
+    def note_operands(args) -> None:
         with model.lock:
             model.launching.uses = [a for a in args if isinstance(a, int) and model.block_of(a) is not None]
+
+    def launch_noting_operands(self, grid, block, *args, **kwargs):
+        note_operands(args)
         return launch(self, grid, block, *args, **kwargs)
+
+    def fixed_launch_noting_operands(self, dev, stream, *leading):
+        note_operands(leading)  # the fixed tail holds no device addresses
+        return fixed_launch(self, dev, stream, *leading)
 
     def alloc_noting_lives(self, *args, **kwargs):
         ptr = alloc(self, *args, **kwargs)
@@ -386,6 +393,7 @@ def install(reuse_handles: bool = False) -> OrderingDriver:
         return ptr
 
     kernels.Kernel.__call__ = launch_noting_operands
+    kernels.FixedLaunch.__call__ = fixed_launch_noting_operands
     pool.Pool.alloc = alloc_noting_lives
     return model
 

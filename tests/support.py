@@ -16,7 +16,7 @@ import gpumat as gm
 from gpumat.matmul.problem import Target
 from gpumat.matmul.variants import REDUCE, VARIANTS
 from gpumat.matrix import Matrix
-from gpumat.runtime import devices, memops
+from gpumat.runtime import devices, kernels, memops
 
 # tools/sanitize.py sets GPUMAT_SANITIZE: under compute-sanitizer every kernel runs 10-1000x slower
 # (racecheck follows each shared-memory access), so sizes whose only job is to keep a stream busy while
@@ -39,6 +39,22 @@ def built_entries() -> dict:
             return json.load(f)
     except FileNotFoundError:
         pytest.skip("the kernels are not built (no entries.json): `make kernels` builds them")
+
+
+def record_launches(monkeypatch, sink: list) -> list:
+    """Replace every kernel launch, by a Kernel call or a FixedLaunch alike, with a record appended to
+    `sink`: (kernel name, grid, block, arguments, shared memory, stream). Returns sink."""
+
+    def kernel_call(self, grid, block, *args, smem=0, stream=0, device=None):
+        sink.append((self.name, tuple(grid), tuple(block), args, smem, stream))
+
+    def fixed_call(self, dev, stream, *leading):
+        dims = self.dims
+        sink.append((self.kernel.name, dims[:3], dims[3:6], (*leading, *self.tail), dims[6], stream))
+
+    monkeypatch.setattr(kernels.Kernel, "__call__", kernel_call)
+    monkeypatch.setattr(kernels.FixedLaunch, "__call__", fixed_call)
+    return sink
 
 
 def busy(n: int) -> int:

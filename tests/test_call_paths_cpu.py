@@ -98,9 +98,12 @@ from gpumat.matmul import api
 from gpumat.runtime import kernels
 
 launches = []
-def record(self, grid, block, *args, smem=0, stream=0, device=None):
-    launches.append((self.name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream))
-kernels.Kernel.__call__ = record
+def record(name, grid, block, args, smem, stream):
+    launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream))
+kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None: record(
+    self.name, grid, block, args, smem, stream)
+kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
+    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream)
 fast = api._plain_product
 taken = []
 def noting(a, b, out, stream):

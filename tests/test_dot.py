@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import built_entries, dims, fake_matrix, random, strided_view
+from support import built_entries, dims, fake_matrix, random, record_launches, strided_view
 
 import gpumat as gm
 from gpumat import memory
@@ -144,14 +144,10 @@ def launches(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("argument checks must fail before any GPU call")
 
-    def record(self, grid, block, *args, smem=0, stream=0, device=None):
-        seen.append((self.name, tuple(grid), tuple(block), args))
-
     scratch = FakeScratch()
     monkeypatch.setattr(memory.Pool, "alloc", refuse)
-    monkeypatch.setattr(kernels.Kernel, "__call__", record)
     monkeypatch.setattr(D, "_scratch", lambda dev: scratch)
-    return seen
+    return record_launches(monkeypatch, seen)
 
 
 def test_argument_errors_before_any_gpu_call(launches, monkeypatch):
@@ -177,7 +173,7 @@ def test_argument_errors_before_any_gpu_call(launches, monkeypatch):
 def test_contiguous_goes_flat(launches):
     x, y = fake_matrix(1024, 1024), fake_matrix(1024, 1024, ptr=0x7F1000000000)
     assert D.dot(x, y) == 42.0
-    ((name, grid, block, args),) = launches
+    ((name, grid, block, args, _, _),) = launches
     assert name == "dot_flat_f32" and block == (D.THREADS, 1, 1) and grid == (D.grid_blocks(2**20, 132), 1, 1)
     assert args == (x.elements, y.elements, 2**20, FakeScratch.dev)
 
@@ -191,7 +187,7 @@ def test_one_row_view_goes_flat(launches):
 def test_views_go_strided(launches):
     x, y = fake_matrix(30, 40, stride=41), fake_matrix(30, 40, ptr=0x7F1000000000)
     D.dot(x, y)
-    ((name, grid, block, args),) = launches
+    ((name, grid, block, args, _, _),) = launches
     assert name == "dot_strided_f32" and grid == (D.grid_blocks(1200, 132), 1, 1)
     assert args == (x.elements, y.elements, 30, 40, 41, 40, FakeScratch.dev)
 

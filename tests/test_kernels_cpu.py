@@ -1,6 +1,8 @@
 """The kernel build, checked without a GPU: declarations match the PTX, and ptxas reports no spills."""
 
+import ctypes
 import importlib
+import random
 
 import pytest
 from support import built_entries
@@ -138,6 +140,39 @@ def test_signature_packing_offsets_follow_c_alignment():
         assert [p - base for p in k._ptrs] == [0, 8, 16, 24, 28, 32]
     finally:
         del kernels.DECLARED["test_packing_probe"]
+
+
+def _packed(ptrs, size_of_last: int) -> bytes:
+    """The bytes of a parameter list as the driver reads them: from the first parameter's address to the
+    end of the last."""
+    return ctypes.string_at(ptrs[0], ptrs[len(ptrs) - 1] + size_of_last - ptrs[0])
+
+
+def _value(code: str, rng: random.Random):
+    return {"P": rng.getrandbits(64), "q": rng.getrandbits(63), "i": rng.getrandbits(31), "f": rng.random()}.get(
+        code, rng.random() if code == "d" else rng.randbytes(128)
+    )
+
+
+def test_a_fixed_launch_packs_what_the_kernel_call_packs():
+    """For every declared kernel and every split of its parameters into leading ones (packed each call)
+    and a fixed tail (packed once), a FixedLaunch hands the driver the same parameter bytes as a Kernel
+    call with all the arguments, and packs the leading ones at the same offsets."""
+    rng = random.Random(7)
+    for kernel in list(kernels.DECLARED.values()):
+        sig = kernel.signature
+        last = kernels.struct.calcsize("=" + kernels._FORMATS[sig[-1]][0])
+        for leading in sorted({0, len(sig), *rng.sample(range(len(sig) + 1), min(3, len(sig) + 1))}):
+            args = [_value(c, rng) for c in sig]
+            pack = kernel._pack or kernel._lay_out()
+            pack(kernel._buf, kernel._base, *args)
+            want = _packed(kernel._ptrs, last)
+            fixed = kernels.FixedLaunch(kernel, (1, 1, 1), (32, 1, 1), 0, leading, args[leading:])
+            fixed._pack(fixed._buf, fixed._base, *args[:leading])
+            assert _packed(fixed._ptrs, last) == want, (kernel.name, leading)
+            assert fixed.tail == tuple(args[leading:])
+    with pytest.raises(ValueError, match="arguments"):
+        kernels.FixedLaunch(kernel, (1, 1, 1), (32, 1, 1), 0, 1, ())
 
 
 def test_arch_marker_and_struct_parameters_are_parsed():

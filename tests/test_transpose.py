@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import built_entries, dims, fake_matrix, poison, poisoned, random, strided_view
+from support import built_entries, dims, fake_matrix, poison, poisoned, random, record_launches, strided_view
 
 import gpumat as gm
 from gpumat import memory
@@ -96,12 +96,8 @@ def no_gpu(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("argument checks must fail before any GPU call")
 
-    def record(self, grid, block, *args, smem=0, stream=0, device=None):
-        launches.append((self.name, tuple(grid), tuple(block), args))
-
     monkeypatch.setattr(memory.Pool, "alloc", refuse)
-    monkeypatch.setattr(kernels.Kernel, "__call__", record)
-    return launches
+    return record_launches(monkeypatch, launches)
 
 
 def test_argument_errors_before_any_gpu_call(no_gpu):
@@ -133,7 +129,7 @@ def test_launch_arguments(no_gpu, name):
     a = fake_matrix(3001, 17011, stride=17100)
     out = fake_matrix(17011, 3001, stride=3010, ptr=0x7F1000000000)
     assert T.transpose(a, out=out, algorithm=name) is out
-    ((kname, grid, block, args),) = no_gpu
+    ((kname, grid, block, args, _, _),) = no_gpu
     v = T.VARIANTS[T.choose_algorithm(3001, 17011, out.elements, 3010) if name == "auto" else name]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010)
@@ -153,7 +149,7 @@ def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
                 a = fake_matrix(rows, cols, stride=lda, ptr=base + shift * step, dtype=NAMES[dt])
                 out = fake_matrix(cols, rows, ptr=out_base + shift * step, dtype=NAMES[dt])
                 T.transpose(a, out=out)
-                name, grid, block, args = no_gpu.pop()
+                name, grid, block, args, _, _ = no_gpu.pop()
                 v = T.resolve("auto", dt, rows, cols, a.elements, lda, out.elements, rows)
                 assert (name, grid, block) == (v.kernel.name, v.grid(rows, cols), v.block), (rows, cols, shift)
                 assert args == (a.elements, out.elements, rows, cols, lda, rows)

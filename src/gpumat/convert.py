@@ -15,7 +15,7 @@ from . import _dtypes
 from ._dtypes import SUFFIXES
 from .matrix import Matrix, done_on, operand_device, paired_pieces, use_on
 from .runtime.geometry import MAX_GRID_YZ, cdiv
-from .runtime.kernels import Kernel
+from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.streams import stream_handle
 
 SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
@@ -30,10 +30,15 @@ CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
 COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in SUFFIXES}
 
 
-@lru_cache(maxsize=1024)  # called on every conversion and strided copy: the few shapes a program uses, once
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
     """Launch grid for a rows x cols region (rows beyond 65535 x 8 are walked in a grid-stride loop)."""
     return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1
+
+
+@lru_cache(maxsize=1024)  # called on every conversion and strided copy: the few shapes a program uses, once
+def _launch(kernel: Kernel, rows: int, cols: int) -> FixedLaunch:
+    """`kernel`'s launch over a rows x cols region: launch(dev, stream, src, dst, rows, cols, lds, ldd)."""
+    return FixedLaunch(kernel, grid(rows, cols), BLOCK, 0, len(SIGNATURE), ())
 
 
 def astype(m, dtype, stream=None):
@@ -61,21 +66,11 @@ def astype(m, dtype, stream=None):
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
     """dst = src converted, for two row-major 2-D matrices of one shape (operands ordered on `stream`)."""
     rows, cols = src._height, src._width
-    CONVERT_KERNELS[(src._sfx, dst._sfx)](
-        grid(rows, cols),
-        BLOCK,
-        src.elements,
-        dst.elements,
-        rows,
-        cols,
-        src._stride,
-        dst._stride,
-        stream=stream,
-        device=dev,
-    )
+    launch = _launch(CONVERT_KERNELS[(src._sfx, dst._sfx)], rows, cols)
+    launch(dev, stream, src.elements, dst.elements, rows, cols, src._stride, dst._stride)
 
 
 def copy_region(src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, sfx: str, stream: int, dev) -> None:
     """dst = src, a rows x cols region of `sfx` elements between two device addresses (row strides in
     elements), queued on `stream` (the caller orders the operands on it and holds the device lock)."""
-    COPY_KERNELS[sfx](grid(rows, cols), BLOCK, src, dst, rows, cols, lds, ldd, stream=stream, device=dev)
+    _launch(COPY_KERNELS[sfx], rows, cols)(dev, stream, src, dst, rows, cols, lds, ldd)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._dtypes import ITEMSIZE, SUFFIXES, suffix
 from .matrix import Matrix, as_matrix, check_out, done_on, matrices, operand_device, same_dtype, storage, use_on
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
-from .runtime.kernels import Kernel
+from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.memops import copy_device_2d
 from .runtime.streams import stream_handle
 
@@ -294,13 +294,12 @@ def transpose_region(
     launch = _LAUNCHES.get(key)
     if launch is None:
         v = resolve(algorithm, dt, rows, cols, src, lds, dst, ldd)
-        launch = (v.kernel, v.grid(rows, cols), v.block)
+        launch = FixedLaunch(v.kernel, v.grid(rows, cols), v.block, 0, len(SIGNATURE), ())
         if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
-    kernel, grid, block = launch
-    kernel(grid, block, src, dst, rows, cols, lds, ldd, stream=s, device=dev)
+    launch(dev, s, src, dst, rows, cols, lds, ldd)
 
 
-_LAUNCHES: dict[tuple, tuple] = {}  # transpose_region's (kernel, grid, block) by what decides them
+_LAUNCHES: dict[tuple, FixedLaunch] = {}  # transpose_region's launches by what decides them
 _LAUNCH_CACHE_SIZE = 1024

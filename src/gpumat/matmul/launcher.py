@@ -28,8 +28,8 @@ NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
     """out = a @ b for three row-major 2-D matrices and no epilogue: the common call's short path."""
-    direct = p.direct
-    if direct is None:
+    fixed = p.plain_launch
+    if fixed is None:
         launch(
             p,
             (a.elements, a._stride, 0),
@@ -40,24 +40,19 @@ def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
             stream,
         )
         return
-    kernel, grid, block, smem, m, n, k, _ = direct
     size = a._dtype.itemsize
-    kernel(
-        grid,
-        block,
+    fixed(
+        dev,
+        stream,
         a._buffer.ptr + a._offset * size,  # the addresses, as `elements` gives them: the caller checked
         b._buffer.ptr + b._offset * size,  # under the device lock that the three are live
         out._buffer.ptr + out._offset * out._dtype.itemsize,
-        m,
-        n,
-        k,
+        a._height,
+        b._width,
+        a._width,
         a._stride,
         b._stride,
         out._stride,
-        *p.plain_tail,
-        smem=smem,
-        stream=stream,
-        device=dev,
     )
 
 

@@ -9,11 +9,14 @@ why the planner chose it. `gm.matmul(A, B, plan=p)` runs a given plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .._dtypes import ITEMSIZE
-from ..runtime.kernels import Kernel
+from ..runtime.kernels import FixedLaunch, Kernel
 from .problem import Problem, Target
 from .variants import IDENTITY, Variant
+
+PLAIN_LEADING = 9  # a plain launch's own arguments: a, b, c, m, n, k, lda, ldb, ldc
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,6 @@ class MatmulPlan:
     # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel launch
     # reading A and B in place: the launcher's short path, which looks at nothing else
     direct: tuple | None = field(init=False, repr=False, compare=False)
-    # the arguments after ldc of a plain 2-D product (k_chunk if any, no batch strides, the identity
-    # epilogue): what the launch path's common call appends as they are
-    plain_tail: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         v, q = self.variant, self.problem
@@ -51,7 +51,16 @@ class MatmulPlan:
         tail = () if v.args == "plain" else (self.k_chunk,)
         direct = (self.kernel, self.grid, v.block, v.smem, q.m, q.n, q.k, tail) if one else None
         object.__setattr__(self, "direct", direct)
-        object.__setattr__(self, "plain_tail", (*tail, 0, 0, 0, *IDENTITY))
+
+    @cached_property
+    def plain_launch(self) -> FixedLaunch | None:
+        """The launch of a plain 2-D product (row-major operands, no epilogue) when the plan is one kernel
+        reading A and B in place, else None: made at the first such call, with every argument after ldc
+        (k_chunk if any, no batch strides, the identity epilogue) packed once."""
+        if self.direct is None:
+            return None
+        kernel, grid, block, smem, *_, tail = self.direct
+        return FixedLaunch(kernel, grid, block, smem, PLAIN_LEADING, (*tail, 0, 0, 0, *IDENTITY))
 
     @property
     def algorithm(self) -> str:

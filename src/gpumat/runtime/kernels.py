@@ -4,7 +4,9 @@ Signatures use struct codes, one a parameter: P pointer, q int64, i int32, f flo
 struct passed by value (a CUtensorMap, given as 128 bytes; 64-byte aligned like the kernel's). A CPU test
 checks every declaration against the PTX parameter list that build_ptx.py records in the manifest.
 The launch path packs arguments with a precompiled struct into a buffer the kernel-parameter
-pointer array already points into, so a launch costs one pack_into and one cuLaunchKernel.
+pointer array already points into, so a launch costs one pack_into and one cuLaunchKernel. A
+FixedLaunch is a launch a cache repeats (a cached plan's): its geometry and trailing arguments are
+settled once, so a call packs only the arguments that change.
 """
 
 from __future__ import annotations
@@ -98,6 +100,28 @@ def code_arch(arch: int) -> str:
     return f"sm_{max(same_major)}" if same_major else f"compute_{min(built)} PTX (JIT)"
 
 
+def _layout(signature: str) -> tuple[list[str], list[int], int]:
+    """Each parameter at its natural alignment, as C lays out a parameter list: its struct format with
+    explicit padding bytes before it, its offset, and the list's size."""
+    pieces, offsets, end = [], [], 0
+    for code in signature:
+        code_fmt, align = _FORMATS[code]
+        pad = -end % align
+        pieces.append(f"{pad}x" * bool(pad) + code_fmt)
+        offsets.append(end + pad)
+        end += pad + struct.calcsize("=" + code_fmt)
+    return pieces, offsets, end
+
+
+def _argument_buffer(offsets: list[int], size: int):
+    """A buffer for a parameter list, the offset in it where the list starts (64 bytes aligned, for the T
+    ones) and the kernel-parameter pointer array into it."""
+    buf = ctypes.create_string_buffer(max(size, 1) + 64)
+    base = -ctypes.addressof(buf) % 64
+    ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[ctypes.addressof(buf) + base + off for off in offsets])
+    return buf, base, ptrs
+
+
 class Kernel:
     """One extern "C" entry point: `kernel(grid, block, *args, smem=0, stream=0, device=None)` launches it
     on `stream` (a raw handle) of `device` (the current one by default)."""
@@ -125,22 +149,11 @@ class Kernel:
 
     def _lay_out(self):
         """The argument buffer, laid out once, at the first launch (a program uses few of the declared
-        kernels, and laying out all of them would add to the import): each parameter at its natural
-        alignment, as C lays out a parameter list, with explicit padding bytes. Returns the packer."""
-        fmt, offsets, end = "=", [], 0
-        for code in self.signature:
-            code_fmt, align = _FORMATS[code]
-            pad = -end % align
-            fmt += f"{pad}x" * bool(pad) + code_fmt
-            offsets.append(end + pad)
-            end += pad + struct.calcsize("=" + code_fmt)
-        self._buf = ctypes.create_string_buffer(max(end, 1) + 64)
-        self._base = -ctypes.addressof(self._buf) % 64  # the parameters start on 64 bytes, for the T ones
-        self._ptrs = (ctypes.c_void_p * max(len(self.signature), 1))(
-            *[ctypes.addressof(self._buf) + self._base + off for off in offsets]
-        )
+        kernels, and laying out all of them would add to the import). Returns the packer."""
+        pieces, offsets, size = _layout(self.signature)
+        self._buf, self._base, self._ptrs = _argument_buffer(offsets, size)
         self._ptrs_addr = ctypes.addressof(self._ptrs)
-        self._pack = struct.Struct(fmt).pack_into  # set last: a launch that sees it sees the rest
+        self._pack = struct.Struct("=" + "".join(pieces)).pack_into  # set last: a launch that sees it sees the rest
         return self._pack
 
     def function(self, dev=None):
@@ -179,3 +192,37 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"Kernel({self.module}.{self.name}({self.signature}))"
+
+
+class FixedLaunch:
+    """A launch that a cache repeats (a cached matmul plan's): one kernel with its geometry and its
+    trailing arguments fixed. The trailing arguments are packed once into the launch's own buffer, so a
+    call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
+    and nothing looked up but the device's function."""
+
+    __slots__ = ("kernel", "dims", "tail", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock")
+
+    def __init__(self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple):
+        signature = kernel.signature
+        if leading + len(tail) != len(signature):
+            raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
+        self.kernel, self.dims, self.tail = kernel, (*grid, *block, smem), tuple(tail)
+        pieces, offsets, size = _layout(signature)
+        self._buf, self._base, self._ptrs = _argument_buffer(offsets, size)
+        placeholders = (bytes(128) if code == "T" else 0 for code in signature[:leading])  # packed each call
+        struct.pack_into("=" + "".join(pieces), self._buf, self._base, *placeholders, *tail)
+        self._pack = struct.Struct("=" + "".join(pieces[:leading])).pack_into
+        self._ptrs_addr = ctypes.addressof(self._ptrs)
+        self._lock = threading.Lock()
+
+    def __call__(self, dev, stream: int, *leading) -> None:
+        kernel = self.kernel
+        fn = dev.functions.get(kernel.name) or kernel.function(dev)
+        with self._lock:
+            self._pack(self._buf, self._base, *leading)
+            (err,) = driver.cuLaunchKernel(fn, *self.dims, stream, self._ptrs_addr, 0)
+        if err:
+            check((err,), f"cuLaunchKernel({kernel.name}, dims={self.dims})")
+
+    def __repr__(self) -> str:
+        return f"FixedLaunch({self.kernel.name}, grid={self.dims[:3]}, block={self.dims[3:6]}, smem={self.dims[6]})"
