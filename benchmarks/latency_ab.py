@@ -49,6 +49,9 @@ def cases(gm) -> dict:
         "matmul 64^3 float64": (lambda: D @ D, sync),
         "transpose 64x64": (lambda: gm.transpose(A), sync),
         "dot 64x64": (lambda: gm.dot(A, A), sync),
+        "astype float16 64x64": (lambda: A.astype(np.float16), sync),
+        "upload 64x64 (from_numpy)": (lambda: gm.Matrix.from_numpy(a), sync),
+        "download 64x64 (to_numpy)": (lambda: A.to_numpy(), sync),
     }
 
 
