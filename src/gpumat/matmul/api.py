@@ -450,8 +450,13 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
         ):
             return None
     plan = _PLANS.get(_plan_key(a, b, out))
-    if plan.__class__ is not MatmulPlan:  # not planned yet, or planned by the operands' alignment
-        return None
+    if plan.__class__ is not MatmulPlan:
+        if plan is None:  # not planned yet: the full path plans
+            return None
+        size = a._dtype.itemsize  # planned by the operands' alignment (a buffer's address never moves)
+        plan = plan[
+            aligned(ab.ptr + a._offset * size, a._stride, size), aligned(bb.ptr + b._offset * size, b._stride, size)
+        ]
     dev.activate()
     # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
     s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)

@@ -28,32 +28,18 @@ NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
     """out = a @ b for three row-major 2-D matrices and no epilogue: the common call's short path."""
+    size = a._dtype.itemsize
+    # the addresses, as `elements` gives them: the caller checked under the device lock that they are live
+    pa = a._buffer.ptr + a._offset * size
+    pb = b._buffer.ptr + b._offset * size
+    pc = out._buffer.ptr + out._offset * out._dtype.itemsize
     fixed = p.plain_launch
     if fixed is None:
-        launch(
-            p,
-            (a.elements, a._stride, 0),
-            (b.elements, b._stride, 0),
-            (out.elements, out._stride, 0),
-            IDENTITY,
-            dev,
-            stream,
-        )
-        return
-    size = a._dtype.itemsize
-    fixed(
-        dev,
-        stream,
-        a._buffer.ptr + a._offset * size,  # the addresses, as `elements` gives them: the caller checked
-        b._buffer.ptr + b._offset * size,  # under the device lock that the three are live
-        out._buffer.ptr + out._offset * out._dtype.itemsize,
-        a._height,
-        b._width,
-        a._width,
-        a._stride,
-        b._stride,
-        out._stride,
-    )
+        launch(p, (pa, a._stride, 0), (pb, b._stride, 0), (pc, out._stride, 0), IDENTITY, dev, stream)
+    elif p.direct is None:  # a TMA row: the maps of this call's operands
+        fixed(dev, stream, *_tma_arguments(p, pa, a._stride, pb, b._stride, pc, out._stride, p.problem.out_dtype))
+    else:
+        fixed(dev, stream, pa, pb, pc, a._height, b._width, a._width, a._stride, b._stride, out._stride)
 
 
 def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, stream: int) -> None:
@@ -107,40 +93,10 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
             held.append((out, p.scratch_bytes))
             product_epilogue = IDENTITY
         if v.tma:
-            mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
-            # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in
-            elem = "tf32" if v.mode == "tf32" else q.dtype
-            # boxes one 128-byte row wide, and as tall as the row's tile: A k_tile K x tile rows; B stored
-            # transposed (N rows of K) k_tile K x tile columns, else K rows of N in boxes of 64 columns x
-            # k_tile rows (the kernel loads tile columns / 64 of them); A stored transposed (K rows of M) as a
-            # row-major B is, in boxes of 64 columns of M x k_tile rows (tile rows / 64 of them); k_tile: K a
-            # stage, 64 halves or 32 floats
-            k_tile = SWIZZLE_BYTES // size
-            map_a = (
-                tensor_map(elem, pa, k, m, lda, k_tile)
-                if v.reads_a_trans
-                else tensor_map(elem, pa, m, k, lda, v.tile[0])
-            )
-            map_b = (
-                tensor_map(elem, pb, n, k, ldb, v.tile[1])
-                if v.reads_b_trans
-                else tensor_map(elem, pb, k, n, ldb, k_tile)
-            )
             p.kernel(
                 p.grid,
                 v.block,
-                map_a,
-                map_b,
-                mc or NO_MAP,
-                out,
-                m,
-                n,
-                k,
-                out_ld,
-                p.k_chunk,
-                int(mc is not None),
-                # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
-                *((pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else ()),
+                *_tma_arguments(p, pa, lda, pb, ldb, out, out_ld, out_sfx),
                 *product_epilogue,
                 smem=v.smem,
                 stream=stream,
@@ -178,6 +134,29 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
     finally:
         for ptr, nbytes in held:
             pool.free(ptr, nbytes, stream)
+
+
+def _tma_arguments(p: MatmulPlan, pa: int, lda: int, pb: int, ldb: int, out: int, out_ld: int, out_sfx: str) -> tuple:
+    """A TMA kernel's arguments before the epilogue, for A and B stored as its row reads them (16-byte
+    aligned) and `out` (C, or split-K's partials, of `out_sfx`): the maps of A, B and C (C's map only when
+    C can leave by TMA), C, M, N, K, C's row stride, k_chunk, whether C's map is used, and for the
+    tensor_maps_exact rows the storage the maps of A and B describe."""
+    q, v = p.problem, p.variant
+    m, n, k = q.m, q.n, q.k
+    mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
+    # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in
+    elem = "tf32" if v.mode == "tf32" else q.dtype
+    # boxes one 128-byte row wide, and as tall as the row's tile: A k_tile K x tile rows; B stored
+    # transposed (N rows of K) k_tile K x tile columns, else K rows of N in boxes of 64 columns x
+    # k_tile rows (the kernel loads tile columns / 64 of them); A stored transposed (K rows of M) as a
+    # row-major B is, in boxes of 64 columns of M x k_tile rows (tile rows / 64 of them); k_tile: K a
+    # stage, 64 halves or 32 floats
+    k_tile = SWIZZLE_BYTES // ITEMSIZE[q.dtype]
+    map_a = tensor_map(elem, pa, k, m, lda, k_tile) if v.reads_a_trans else tensor_map(elem, pa, m, k, lda, v.tile[0])
+    map_b = tensor_map(elem, pb, n, k, ldb, v.tile[1]) if v.reads_b_trans else tensor_map(elem, pb, k, n, ldb, k_tile)
+    head = (map_a, map_b, mc or NO_MAP, out, m, n, k, out_ld, p.k_chunk, int(mc is not None))
+    # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
+    return (*head, pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else head
 
 
 def _row_major_copy(

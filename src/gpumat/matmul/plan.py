@@ -54,13 +54,18 @@ class MatmulPlan:
 
     @cached_property
     def plain_launch(self) -> FixedLaunch | None:
-        """The launch of a plain 2-D product (row-major operands, no epilogue) when the plan is one kernel
-        reading A and B in place, else None: made at the first such call, with every argument after ldc
-        (k_chunk if any, no batch strides, the identity epilogue) packed once."""
-        if self.direct is None:
-            return None
-        kernel, grid, block, smem, *_, tail = self.direct
-        return FixedLaunch(kernel, grid, block, smem, PLAIN_LEADING, (*tail, 0, 0, 0, *IDENTITY))
+        """The launch of a plain 2-D product (row-major operands read in place, one kernel, no epilogue),
+        made at the first such call with the arguments every such call repeats packed once: every one
+        after ldc (k_chunk if any, no batch strides, the identity epilogue), or for a TMA row the identity
+        epilogue (its maps depend on the addresses). None when the plan is more than that launch."""
+        v, q = self.variant, self.problem
+        if self.direct is not None:
+            kernel, grid, block, smem, *_, tail = self.direct
+            return FixedLaunch(kernel, grid, block, smem, PLAIN_LEADING, (*tail, 0, 0, 0, *IDENTITY))
+        if v.tma and self.splits == 1 and not (self.copy_a or self.copy_b) and q.batch == 1:
+            leading = len(self.kernel.signature) - len(IDENTITY)
+            return FixedLaunch(self.kernel, self.grid, v.block, v.smem, leading, IDENTITY)
+        return None
 
     @property
     def algorithm(self) -> str:
