@@ -84,6 +84,20 @@ def test_dtype_names():
             _dtypes.as_dtype(bad)
 
 
+def test_the_suffix_table_never_takes_a_plain_uint16_for_bfloat16():
+    """suffix() remembers the dtypes it has named; the tagged uint16 that stands in for bfloat16 without
+    ml_dtypes names bf16 each time but is never remembered (numpy compares dtypes without metadata, so a
+    plain uint16 would then pass for bfloat16)."""
+    from gpumat import _dtypes
+
+    tagged = np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
+    for _ in range(2):
+        assert _dtypes.suffix(tagged) == "bf16"
+        with pytest.raises(TypeError):
+            _dtypes.suffix(np.dtype(np.uint16))
+    assert _dtypes.suffix(_dtypes.bfloat16()) == "bf16" and _dtypes.suffix(np.dtype(np.float16)) == "f16"
+
+
 @pytest.mark.parametrize(
     "h,w,exc", [(-1, 2, ValueError), (2, -3, ValueError), (2.0, 2, TypeError), (True, 2, TypeError)]
 )

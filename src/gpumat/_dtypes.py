@@ -59,15 +59,19 @@ def is_bfloat16(dt: np.dtype) -> bool:
     return dt.kind == "V" and dt.name == "bfloat16"
 
 
+# dtype -> suffix, for the dtypes seen so far: ml_dtypes' bfloat16 joins at its first use (the tagged
+# uint16 stand-in never does: numpy compares dtypes without their metadata, so it equals every uint16)
+SUFFIX_OF = {FLOAT32: "f32", FLOAT64: "f64", FLOAT16: "f16"}
+
+
 def suffix(dt: np.dtype) -> str:
     """The kernel-name suffix: f32, f64, f16, bf16."""
-    if dt == FLOAT32:
-        return "f32"
-    if dt == FLOAT64:
-        return "f64"
-    if dt == FLOAT16:
-        return "f16"
+    sfx = SUFFIX_OF.get(dt)
+    if sfx is not None:
+        return sfx
     if is_bfloat16(dt):
+        if not dt.metadata:
+            SUFFIX_OF[dt] = "bf16"
         return "bf16"
     raise TypeError(f"gpumat has no kernels for {dt}")
 

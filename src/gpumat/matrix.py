@@ -507,7 +507,7 @@ class Matrix:
         return "Matrix " + "x".join(str(d) for d in self.shape)
 
 
-_SUFFIX = {_dtypes.FLOAT32: "f32", _dtypes.FLOAT64: "f64", _dtypes.FLOAT16: "f16"}
+_SUFFIX = _dtypes.SUFFIX_OF
 KDL_CUDA = 2  # DLPack's device type of GPU memory
 _HOST_OPERAND = (
     "matmul of a gpumat.Matrix and a numpy array: gpumat does not move data between host and GPU behind your "
@@ -702,7 +702,9 @@ def use_on(stream: int, *matrices):
         for m in matrices:
             buf = m._buffer
             if buf.stream != stream:
-                buf.use_on(stream)
+                others = buf.others  # used there before: nothing to order (what buf.use_on would find)
+                if others is None or stream not in others:
+                    buf.use_on(stream)
         return None
     # another library's stream, as stream_handle settled it for this operation
     f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)

@@ -30,6 +30,7 @@ def _gpumat_cases(torch, cp) -> dict:
     a = rng.uniform(-1, 1, (SIDE, SIDE)).astype(np.float32)
     big = rng.uniform(-1, 1, MIB4).astype(np.float32)
     A, C, Big = gm.Matrix.from_numpy(a), gm.Matrix.empty(SIDE, SIDE), gm.Matrix.from_numpy(big)
+    H, Bf = gm.Matrix.from_numpy(a, dtype=np.float16), gm.Matrix.from_numpy(a, dtype="bfloat16")
     back, big_back = np.empty_like(a), np.empty_like(big)
     own = gm.Stream()
     sync = gm.synchronize
@@ -37,6 +38,8 @@ def _gpumat_cases(torch, cp) -> dict:
         "matmul 64^3": (lambda: A @ A, sync),
         "matmul 64^3, stream=gm.Stream()": (lambda: gm.matmul(A, A, stream=own), own.synchronize),
         "matmul 64^3 into out=": (lambda: gm.matmul(A, A, out=C), sync),
+        "matmul 64^3 float16": (lambda: H @ H, sync),
+        "matmul 64^3 bfloat16": (lambda: Bf @ Bf, sync),
         "transpose 64x64, new result": (lambda: gm.transpose(A), sync),
         "dot 64x64": (lambda: gm.dot(A, A), sync),
         "astype float16 64x64": (lambda: A.astype(np.float16), sync),
@@ -58,6 +61,7 @@ def _gpumat_cases(torch, cp) -> dict:
 def _torch_cases(torch) -> dict:
     a = torch.rand(SIDE, SIDE, device="cuda")
     c = torch.empty(SIDE, SIDE, device="cuda")
+    h, bf = a.half(), a.bfloat16()
     host, big = (
         np.random.default_rng(0).uniform(-1, 1, (SIDE, SIDE)).astype(np.float32),
         torch.rand(*MIB4, device="cuda"),
@@ -74,6 +78,8 @@ def _torch_cases(torch) -> dict:
     return {
         "matmul 64^3": (lambda: a @ a, sync),
         "matmul 64^3 into out=": (lambda: torch.mm(a, a, out=c), sync),
+        "matmul 64^3 float16": (lambda: h @ h, sync),
+        "matmul 64^3 bfloat16": (lambda: bf @ bf, sync),
         "matmul 64^3, stream=a PyTorch stream": (on_stream, ts.synchronize),
         "transpose 64x64, new result": (lambda: a.t().contiguous(), sync),
         "dot 64x64": (lambda: torch.dot(a.view(-1), a.view(-1)).item(), sync),
@@ -88,6 +94,7 @@ def _torch_cases(torch) -> dict:
 def _cupy_cases(cp) -> dict:
     a = cp.random.rand(SIDE, SIDE, dtype=cp.float32)
     c = cp.empty((SIDE, SIDE), cp.float32)
+    h = a.astype(cp.float16)  # CuPy has no bfloat16
     host = np.random.default_rng(0).uniform(-1, 1, (SIDE, SIDE)).astype(np.float32)
     big_host = np.random.default_rng(0).uniform(-1, 1, MIB4).astype(np.float32)
     big = cp.asarray(big_host)
@@ -102,6 +109,7 @@ def _cupy_cases(cp) -> dict:
     return {
         "matmul 64^3": (lambda: a @ a, sync),
         "matmul 64^3 into out=": (lambda: cp.matmul(a, a, out=c), sync),
+        "matmul 64^3 float16": (lambda: h @ h, sync),
         "matmul 64^3, stream=a CuPy stream": (on_stream, cs.synchronize),
         "transpose 64x64, new result": (lambda: cp.ascontiguousarray(a.T), sync),
         "dot 64x64": (lambda: float(cp.vdot(a, a)), sync),
