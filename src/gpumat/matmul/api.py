@@ -98,6 +98,8 @@ def _result_shape(a: Matrix, b: Matrix, m: int, n: int) -> tuple[int, ...]:
 
 
 def _number(x, name: str) -> float:
+    if type(x) is float:  # the common case, without the checks below
+        return x
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"matmul: {name} must be a real number, got {type(x).__name__}")
     try:
@@ -128,18 +130,21 @@ def _epilogue(alpha, beta, bias, activation, out, a: Matrix, shape: tuple) -> tu
                 f"matmul: bias is {dtype_name(bias.dtype)}; it must be the result's dtype "
                 f"({dtype_name(out.dtype if out is not None else a.dtype)}) or float32"
             )
-        if bias.ndim != 2:
+        if bias._batch is not None:
             raise ValueError(f"matmul: bias must be a (1, n) row or an (m, 1) column, got shape {bias.shape}")
-        if bias.shape == (1, n):
-            along, bias_step = 1, bias.strides[1] // bias.itemsize
-        elif bias.shape == (m, 1):
-            along, bias_step = 2, bias.strides[0] // bias.itemsize
+        # the step between consecutive elements of the row (or column), in elements: 1 along a row of a
+        # row-major matrix, the row stride down its column (the other way round for a transposed one)
+        height, width, stride = bias._height, bias._width, bias._stride
+        if height == 1 and width == n:
+            along, bias_step = 1, stride if bias._trans else 1
+        elif height == m and width == 1:
+            along, bias_step = 2, 1 if bias._trans else stride
         else:
             raise ValueError(
                 f"matmul: bias has shape {bias.shape}; for a {m}x{n} result it is a (1, {n}) row (added to every "
                 f"row) or a ({m}, 1) column (added to every column)"
             )
-        if bias.device is not a.device:
+        if bias._buffer.device is not a._buffer.device:  # both live (checked above and by the caller)
             raise ValueError(f"matmul: bias is on GPU {bias.device.ordinal} and a on GPU {a.device.ordinal}")
         bias_ptr, bias_f32 = bias.elements, int(bias._sfx == "f32")
     return alpha, beta, bias_ptr, bias_step, along, bias_f32, ACTIVATIONS[activation]

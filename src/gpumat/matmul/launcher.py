@@ -49,28 +49,8 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
     activation)."""
     direct = p.direct
     if direct is not None:  # one kernel, operands read in place: the common case
-        kernel, grid, block, smem, m, n, k, tail = direct
-        kernel(
-            grid,
-            block,
-            a[0],
-            b[0],
-            c[0],
-            m,
-            n,
-            k,
-            a[1],
-            b[1],
-            c[1],
-            *tail,
-            a[2],
-            b[2],
-            c[2],
-            *epilogue,
-            smem=smem,
-            stream=stream,
-            device=dev,
-        )
+        _, _, _, _, m, n, k, tail = direct
+        p.direct_launch(dev, stream, a[0], b[0], c[0], m, n, k, a[1], b[1], c[1], *tail, a[2], b[2], c[2], *epilogue)
         return
     q, v = p.problem, p.variant
     m, n, k, batch = q.m, q.n, q.k, q.batch

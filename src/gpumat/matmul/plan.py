@@ -53,6 +53,16 @@ class MatmulPlan:
         object.__setattr__(self, "direct", direct)
 
     @cached_property
+    def direct_launch(self) -> FixedLaunch | None:
+        """The `direct` plan's launch with every argument given each call (operands, strides, epilogue):
+        a FixedLaunch that fixes only the geometry. None when the plan is not one direct launch."""
+        if self.direct is None:
+            return None
+        return FixedLaunch(
+            self.kernel, self.grid, self.variant.block, self.variant.smem, len(self.kernel.signature), ()
+        )
+
+    @cached_property
     def plain_launch(self) -> FixedLaunch | None:
         """The launch of a plain 2-D product (row-major operands read in place, one kernel, no epilogue),
         made at the first such call with the arguments every such call repeats packed once: every one
