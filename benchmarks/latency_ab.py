@@ -34,6 +34,15 @@ def per_call_us(call, sync) -> float:
     return (time.perf_counter() - t0) / CALLS * 1e6
 
 
+def _torch():
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
 def cases(gm) -> dict:
     """name -> (call, sync) for one library."""
     a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
@@ -41,7 +50,13 @@ def cases(gm) -> dict:
     H, D = gm.Matrix.from_numpy(a, dtype=np.float16), gm.Matrix.from_numpy(a, dtype=np.float64)
     s = gm.Stream()
     sync = gm.synchronize
+    torch = _torch()
+    on_torch = {}
+    if torch is not None:  # one of PyTorch's pooled streams, as an application inside PyTorch code passes it
+        ts = torch.cuda.Stream()
+        on_torch["matmul 64^3 float32 on a PyTorch stream"] = (lambda: gm.matmul(A, A, stream=ts), ts.synchronize)
     return {
+        **on_torch,
         "matmul 64^3 float32": (lambda: A @ A, sync),
         "matmul 64^3 float32 on a gm.Stream": (lambda: gm.matmul(A, A, stream=s), s.synchronize),
         "matmul 64^3 float32 into out=": (lambda: gm.matmul(A, A, out=C), sync),
