@@ -203,9 +203,15 @@ def _plan_for(a: Matrix, b: Matrix, out_sfx: str, m: int, n: int, k: int, mode: 
     if entry is None:
         entry = _PLANS[key] = _plans_by_alignment(Problem(m, n, k, a._sfx, out_sfx, mode), Target.of(dev), algorithm)
         _evict_oldest()
-    if entry.__class__ is MatmulPlan:
-        return entry
-    return entry[aligned(a.elements, a._stride, a._dtype.itemsize), aligned(b.elements, b._stride, b._dtype.itemsize)]
+    return entry if entry.__class__ is MatmulPlan else _by_alignment(entry, a, b)
+
+
+def _by_alignment(plans: dict, a: Matrix, b: Matrix) -> MatmulPlan:
+    """The plan of a cache entry planned by the operands' alignment, for live a and b (a buffer's address
+    never moves while it lives)."""
+    size = a._dtype.itemsize
+    a_aligned = aligned(a._buffer.ptr + a._offset * size, a._stride, size)
+    return plans[a_aligned, aligned(b._buffer.ptr + b._offset * size, b._stride, size)]
 
 
 def _evict_oldest() -> None:
@@ -396,9 +402,7 @@ def matmul(
         else:
             mode = _mode(a, algorithm, precision)
         if m and n and k:
-            plan = _PLANS.get((m, n, k, a._sfx, out_sfx, mode, algorithm, dev))
-            if plan.__class__ is not MatmulPlan:
-                plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
+            plan = _plan_for(a, b, out_sfx, m, n, k, mode, algorithm, dev)
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         if m == 0 or n == 0:
@@ -434,10 +438,6 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
         or b._batch is not None
         or a._trans
         or b._trans
-        or not (m and n and k)  # an empty product: the full path
-        or m > INT32_MAX
-        or n > INT32_MAX
-        or k > INT32_MAX
     ):
         return None
     if out is not None:
@@ -455,13 +455,10 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
         ):
             return None
     plan = _PLANS.get(_plan_key(a, b, out))
+    if plan is None:  # not planned yet: the full path plans (and checks the sizes: a cached plan's passed)
+        return None
     if plan.__class__ is not MatmulPlan:
-        if plan is None:  # not planned yet: the full path plans
-            return None
-        size = a._dtype.itemsize  # planned by the operands' alignment (a buffer's address never moves)
-        plan = plan[
-            aligned(ab.ptr + a._offset * size, a._stride, size), aligned(bb.ptr + b._offset * size, b._stride, size)
-        ]
+        plan = _by_alignment(plan, a, b)
     dev.activate()
     # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
     s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)

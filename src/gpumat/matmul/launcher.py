@@ -36,7 +36,7 @@ def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
     fixed = p.plain_launch
     if fixed is None:
         launch(p, (pa, a._stride, 0), (pb, b._stride, 0), (pc, out._stride, 0), IDENTITY, dev, stream)
-    elif p.direct is None:  # a TMA row: the maps of this call's operands
+    elif p.variant.tma:  # the maps of this call's operands
         fixed(dev, stream, *_tma_arguments(p, pa, a._stride, pb, b._stride, pc, out._stride, p.problem.out_dtype))
     else:
         fixed(dev, stream, pa, pb, pc, a._height, b._width, a._width, a._stride, b._stride, out._stride)
@@ -49,8 +49,10 @@ def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, st
     activation)."""
     direct = p.direct
     if direct is not None:  # one kernel, operands read in place: the common case
-        _, _, _, _, m, n, k, tail = direct
-        p.direct_launch(dev, stream, a[0], b[0], c[0], m, n, k, a[1], b[1], c[1], *tail, a[2], b[2], c[2], *epilogue)
+        q = p.problem
+        p.direct_launch(
+            dev, stream, a[0], b[0], c[0], q.m, q.n, q.k, a[1], b[1], c[1], *direct, a[2], b[2], c[2], *epilogue
+        )
         return
     q, v = p.problem, p.variant
     m, n, k, batch = q.m, q.n, q.k, q.batch

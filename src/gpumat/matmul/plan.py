@@ -36,8 +36,8 @@ class MatmulPlan:
     copy_b: bool
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
-    # (kernel, grid, block, smem, m, n, k, the k_chunk argument if any) when the plan is one kernel launch
-    # reading A and B in place: the launcher's short path, which looks at nothing else
+    # when the plan is one kernel launch reading A and B in place: the arguments that kernel takes after
+    # ldc and before the batch strides (the k_chunk argument, or none); else None
     direct: tuple | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -49,8 +49,7 @@ class MatmulPlan:
             and self.grid[2] == q.batch  # not a batch beyond the grid's limit
         )
         tail = () if v.args == "plain" else (self.k_chunk,)
-        direct = (self.kernel, self.grid, v.block, v.smem, q.m, q.n, q.k, tail) if one else None
-        object.__setattr__(self, "direct", direct)
+        object.__setattr__(self, "direct", tail if one else None)
 
     @cached_property
     def direct_launch(self) -> FixedLaunch | None:
@@ -70,8 +69,9 @@ class MatmulPlan:
         epilogue (its maps depend on the addresses). None when the plan is more than that launch."""
         v, q = self.variant, self.problem
         if self.direct is not None:
-            kernel, grid, block, smem, *_, tail = self.direct
-            return FixedLaunch(kernel, grid, block, smem, PLAIN_LEADING, (*tail, 0, 0, 0, *IDENTITY))
+            return FixedLaunch(
+                self.kernel, self.grid, v.block, v.smem, PLAIN_LEADING, (*self.direct, 0, 0, 0, *IDENTITY)
+            )
         if v.tma and self.splits == 1 and not (self.copy_a or self.copy_b) and q.batch == 1:
             leading = len(self.kernel.signature) - len(IDENTITY)
             return FixedLaunch(self.kernel, self.grid, v.block, v.smem, leading, IDENTITY)
