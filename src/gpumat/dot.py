@@ -103,15 +103,15 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     # one transposed view is first copied row-major (one pass); the copy is freed here, not left to a finalizer
     copies = []
     try:
-        rows_x, rows_y = (_row_major(m, copies) for m in (x, y))
+        rows_x, rows_y = (_row_major(m, copies, s) for m in (x, y))
         return _dot(rows_x, rows_y, dev, s)
     finally:
         for m in copies:
             m.free()
 
 
-def _row_major(m: Matrix, copies: list) -> Matrix:
-    rows = plain_2d(m, "dot")
+def _row_major(m: Matrix, copies: list, s: int) -> Matrix:
+    rows = plain_2d(m, "dot", s)
     if rows is not m:
         copies.append(rows)
     return rows

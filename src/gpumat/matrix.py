@@ -803,11 +803,12 @@ def paired_pieces(src: Matrix, dst: Matrix) -> list[tuple[Matrix, Matrix]]:
     return [(storage(x), storage(y)) for x, y in zip(matrices(src), matrices(dst), strict=True)]
 
 
-def plain_2d(m: Matrix, op: str) -> Matrix:
+def plain_2d(m: Matrix, op: str, stream: int) -> Matrix:
     """For operations that take one row-major 2-D matrix: a batch is a ValueError; a transposed matrix is
-    materialised row-major in one pass (gm.transpose of its storage), which the caller owns."""
+    materialised row-major in one pass (gm.transpose of its storage) on the operation's `stream`, so it
+    reads m after the work already queued there; the caller owns the copy."""
     if m._batch is not None:
         raise ValueError(f"{op} takes 2-D matrices, got a batch of shape {m.shape}; index it (A[i]) for one matrix")
     if not m._trans:
         return m
-    return _operations().transpose(storage(m))
+    return _operations().transpose(storage(m), stream=stream)

@@ -199,7 +199,7 @@ def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "a
         )
     st = stream_handle(stream, dev)
     check_operands(s, b, out, algorithm)
-    rows_b = plain_2d(b, "spmm")  # a transposed view of B is first copied row-major (one pass)
+    rows_b = plain_2d(b, "spmm", st)  # a transposed view of B is first copied row-major (one pass)
     try:
         return _spmm(s, rows_b, out, algorithm, dev, st)
     finally:
