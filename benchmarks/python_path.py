@@ -114,6 +114,9 @@ class StandInDriver:
     def cuStreamGetId(self, stream):
         return (*OK, int(stream))
 
+    def cuStreamGetCtx(self, stream):  # every stream is the one device's
+        return (*OK, real.CUcontext(0x1000))
+
 
 def install() -> None:
     from gpumat.runtime import bindings

@@ -704,21 +704,30 @@ def destroyed_with_work_queued(model, gm) -> dict:
 
 
 def closed_handle_reused(model, gm) -> dict:
-    """gpumat closes a stream of its own and the driver gives the handle to another library's next stream:
-    work gpumat queues there is ordered like on any library's stream (after its operands' allocations),
-    not taken for the closed stream's."""
+    """gpumat closes a stream of its own: the stream is kept (never destroyed), its raw handle is refused
+    while it is closed, and the next gm.Stream of its kind takes it back, where work is ordered like on
+    any new stream (after its operands' fills on the legacy stream). A library stream made meanwhile never
+    gets the closed stream's handle, even from a driver that hands destroyed handles out again."""
     A0, B = _operands(gm)
     own = gm.Stream()
     gm.matmul(A0, B, stream=own).free()
     handle = own.ptr
     own.close()
-    model.recycle(handle)
-    theirs = LibraryStream(handle)
+    refused = []
+    for stale in (handle, LibraryStream(handle)):
+        try:
+            gm.matmul(A0, B, stream=stale)
+        except ValueError as e:
+            refused.append("closed or garbage-collected" in str(e))
+    library = LibraryStream(model.foreign_stream())
+    again = gm.Stream()
     A = gm.Matrix.zeros(64, 64)  # filled on the legacy stream, not waited for by the host
-    C = gm.matmul(A, B, stream=theirs)  # must wait for that fill
-    D = gm.transpose(C)  # and the legacy stream, for the product
+    C = gm.matmul(A, B, stream=again)  # must wait for that fill
+    D = gm.transpose(C, stream=library)  # and the library's stream, for the product
+    facts = {"refused": refused, "taken_back": again.ptr == handle, "library_differs": library.handle != handle}
     _free_all(gm, A, A0, B, C, D)
-    return {}
+    again.close()
+    return facts
 
 
 def out_of_core_calls(model, gm) -> dict:

@@ -141,6 +141,7 @@ class FakeDevice:
 
     def __init__(self, ordinal: int = 0):
         self.ordinal, self.sm_count, self.max_smem_optin, self.total_memory = ordinal, 132, 227 * 1024, 80 << 30
+        self.context = 0xC000 + ordinal  # its CUDA context, as an int
         self.scratch: dict = {}  # per-device objects (the matmul engine keeps the device's Target here)
         self.arch = 90
         self.lock = threading.RLock()

@@ -45,6 +45,7 @@ def stream_ids(monkeypatch):
         return ids.get(handle, handle)
 
     monkeypatch.setattr(streams, "_stream_id", stream_id)
+    monkeypatch.setattr(streams, "_stream_context", lambda handle: FAKE_DEVICE.context)  # all of one GPU
     monkeypatch.setattr(streams, "new_event", object)
     monkeypatch.setattr(streams, "destroy_event", lambda event: None)
     monkeypatch.setattr(streams.thread_state(), "per_thread_streams", {}, raising=False)
@@ -236,33 +237,93 @@ def test_an_event_that_orders_two_streams_is_kept_for_the_next_such_wait(monkeyp
     ]
 
 
-def test_a_stream_collected_before_gpumat_allocated_anything_leaves_the_registry(monkeypatch):
-    """A Stream collected unclosed on a device where gpumat never allocated is destroyed at once; its
-    handle must leave gpumat's own streams, or another library's stream given that handle by the driver
-    would be taken for gpumat's."""
-    destroyed = []
+def test_a_stream_collected_before_gpumat_allocated_anything_becomes_a_spare(monkeypatch):
+    """A Stream collected unclosed on a device where gpumat never allocated is retired at once, with no
+    driver call from the finalizer: its handle leaves gpumat's own streams, is refused from then on (a
+    crash in the driver before: the stream had been destroyed) and waits as a spare for the next Stream of
+    its kind."""
 
-    class Driver:
-        @staticmethod
-        def cuStreamDestroy(handle):
-            destroyed.append(handle)
-            return (0,)
+    class NoDriver:
+        def __getattr__(self, name):
+            raise AssertionError(f"a finalizer called the driver: {name}")
 
     class NoMemoryYet:
         memory = None
 
-    monkeypatch.setattr(streams, "driver", Driver)
-    handle = 0x7F00
+    monkeypatch.setattr(streams, "driver", NoDriver())
+    handle, device = 0x7F00, NoMemoryYet()
     s = object.__new__(gm.Stream)
-    s.handle, s.ptr, s.device, s.non_blocking, s._owned = "its handle", handle, NoMemoryYet(), True, True
+    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = "its handle", handle, device, True, 0, True
     streams.own_streams.add(handle)
     try:
         del s
         gc.collect()
-        assert destroyed == ["its handle"] and not streams.trusted(handle)
+        assert not streams.trusted(handle) and handle in streams.dead_streams
+        assert streams.spare_streams[(device, True, 0)] == [(handle, "its handle")]
+        for stale in (handle, ProtocolStream(handle)):
+            with pytest.raises(ValueError, match="closed or garbage-collected"):
+                streams.stream_handle(stale, FAKE_DEVICE)
     finally:
         streams.own_streams.discard(handle)
         streams.dead_streams.discard(handle)
+        streams.spare_streams.pop((device, True, 0), None)
+
+
+def _external(handle: int, device) -> gm.Stream:
+    """gm.Stream.external(handle) on a stand-in device."""
+    s = object.__new__(gm.Stream)
+    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = handle, handle, device, None, None, False
+    return s
+
+
+def test_a_collected_streams_handle_is_refused_before_the_stream_is_retired():
+    """A Stream collected unclosed on a device with gpumat memory waits for the device's next allocation to
+    be retired (that allocation may come inside an operation given the stale handle, which would then
+    queue work on a retired stream): its raw handle is refused from the collection on."""
+
+    class WithMemory:
+        memory = object()
+
+    handle, device = 0x7F10, WithMemory()
+    s = object.__new__(gm.Stream)
+    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = "its handle", handle, device, True, 0, True
+    streams.own_streams.add(handle)
+    try:
+        del s
+        gc.collect()
+        assert streams.abandoned[-1] == (device, handle, "its handle", (True, 0))
+        for stale in (handle, ProtocolStream(handle), _external(handle, FAKE_DEVICE)):
+            with pytest.raises(ValueError, match="closed or garbage-collected"):
+                streams.stream_handle(stale, FAKE_DEVICE)
+    finally:
+        streams.abandoned.remove((device, handle, "its handle", (True, 0)))
+        streams.own_streams.discard(handle)
+        streams.collected_streams.discard(handle)
+
+
+def test_another_gpus_stream_is_refused_before_anything_is_queued(stream_ids, monkeypatch):
+    """A library's stream of another GPU's context, handed to work on this GPU, is a ValueError naming both
+    GPUs when gpumat first sees the stream (it used to fail inside the operation: CUDA_ERROR_INVALID_HANDLE
+    from cuEventRecord, with work half queued); a gm.Stream or gm.Event of another GPU likewise."""
+    from support import FakeDevice
+
+    other = FakeDevice(1)
+    monkeypatch.setattr(streams, "_stream_context", lambda handle: other.context)
+    monkeypatch.setattr(streams, "device_of_context", lambda ctx: other if ctx == other.context else None)
+    for stream in (ProtocolStream(0x4440), 0x4440):
+        with pytest.raises(ValueError, match="belongs to GPU 1 and the work to GPU 0"):
+            streams.stream_handle(stream, FAKE_DEVICE)
+    assert 0x4440 not in streams.foreign_streams  # nothing settled, nothing to record a mark on
+    monkeypatch.setattr(streams, "device_of_context", lambda ctx: None)
+    with pytest.raises(ValueError, match="another CUDA context"):
+        streams.stream_handle(ProtocolStream(0x4448), FAKE_DEVICE)
+    theirs = _external(0x4450, FAKE_DEVICE)
+    with pytest.raises(ValueError, match="lives on GPU 0 and the work on GPU 1"):
+        streams.stream_handle(theirs, other)
+    event = object.__new__(gm.Event)
+    event.handle, event.device, event.timing = "an event", other, False
+    with pytest.raises(ValueError, match="event lives on GPU 1 and the stream on GPU 0"):
+        event.record(theirs)
 
 
 def test_operations_refuse_bad_streams_before_any_gpu_call():
@@ -612,6 +673,85 @@ with gm.Matrix.from_numpy(a) as A:
         del junk
 print("done")
 """
+
+
+_STALE_STREAM_HANDLES = r"""
+import gc
+import numpy as np
+import gpumat as gm
+
+class Protocol:
+    def __init__(self, handle):
+        self.handle = handle
+    def __cuda_stream__(self):
+        return 0, self.handle
+
+A = gm.Matrix.from_numpy(np.ones((64, 64), np.float32))
+refused = 0
+for how in ("collected", "closed"):
+    s = gm.Stream()
+    gm.matmul(A, A, stream=s).free()
+    handle = int(s.handle)
+    if how == "closed":
+        s.close()
+    del s
+    gc.collect()
+    for stale in (handle, Protocol(handle)):
+        for _ in range(2):  # before and after the next allocation retires a collected stream
+            try:
+                gm.matmul(A, A, stream=stale)
+            except ValueError as e:
+                refused += "closed or garbage-collected" in str(e)
+            gm.Matrix.empty(8, 8).free()
+again = gm.Stream()  # takes a retired stream back: its handle names a live stream again
+C = gm.matmul(A, A, stream=int(again.ptr))
+print(refused, float(C.to_numpy(stream=again)[0, 0]))
+"""
+
+
+@gpu
+def test_the_handle_of_a_collected_or_closed_stream_is_a_value_error_not_a_crash():
+    """Issue 43 item 3: a raw handle (or a __cuda_stream__ object giving it) kept after its gm.Stream was
+    collected or closed killed the process (SIGSEGV in cuStreamGetId on the destroyed stream). gpumat now
+    keeps the streams it closes and refuses their handles until a new Stream takes one back. Run in a fresh
+    process, whose exit status is part of the test."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _STALE_STREAM_HANDLES], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.split() == ["8", "64.0"]
+
+
+@gpu
+@two_gpus
+def test_streams_and_events_of_another_gpu_are_refused_or_ordered():
+    """Issue 43 item 6: another GPU's stream (gpumat's or a library's) handed to work on this GPU is a
+    ValueError naming both GPUs before anything is queued; an event is recorded only on its own GPU's
+    streams; a stream may wait for another GPU's event (CUDA orders that), and the wait holds."""
+    torch = pytest.importorskip("torch")
+    A0 = gm.Matrix.from_numpy(np.ones((64, 64), np.float32), device=0)
+    s1, t1 = gm.Stream(device=1), torch.cuda.Stream(device=1)
+    for stream in (s1, t1, t1.cuda_stream):
+        with pytest.raises(ValueError, match="GPU 1"):
+            gm.matmul(A0, A0, stream=stream)
+    with pytest.raises(ValueError, match="GPU 1"):
+        gm.from_dlpack(torch.ones((4, 4), device="cuda:0"), stream=t1)
+    with pytest.raises(ValueError, match="event lives on GPU 1 and the stream on GPU 0"):
+        gm.Event(device=1).record(gm.Stream(device=0))
+    # a wait across GPUs: GPU 0's stream waits for a long product queued on GPU 1
+    big = gm.Matrix.from_numpy(np.random.rand(busy(4096), busy(4096)), device=1)
+    results = [gm.matmul(big, big, stream=s1) for _ in range(3)]
+    src = gm.Matrix.from_numpy(np.full((64, 64), 2.0, np.float32), device=1)
+    gm.transpose(src, out=gm.Matrix.empty(64, 64, device=1), stream=s1).free()
+    done = s1.record()
+    s0 = gm.Stream(device=0)
+    s0.wait(done)
+    C = gm.matmul(A0, A0, stream=s0)
+    assert float(C.to_numpy(stream=s0)[0, 0]) == 64.0
+    assert done.query()  # the wait on GPU 0 held until GPU 1's work was done
+    for m in (*results, big, src, C, A0):
+        m.free()
 
 
 @gpu

@@ -52,6 +52,11 @@ def device_count() -> int:
         return 0
 
 
+def gpu_count() -> int:
+    """How many GPUs this process sees; NoDeviceError (saying what is missing) when there is none."""
+    return _driver_count()
+
+
 def _driver_count() -> int:
     global _count
     if _count is None:
@@ -84,6 +89,14 @@ def _get_device(ordinal: int) -> Device:
                 _devices[ordinal] = dev
                 _many_devices = len(_devices) > 1
     return dev
+
+
+def device_of_context(ctx: int) -> Device | None:
+    """The initialised Device whose primary context is `ctx` (a context handle as an int), or None."""
+    for dev in list(_devices.values()):
+        if dev._context_int == ctx:
+            return dev
+    return None
 
 
 def device() -> Device:

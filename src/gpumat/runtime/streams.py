@@ -5,7 +5,12 @@ cuda.core), an object with a `cuda_stream`/`ptr` integer, a cuda.bindings `CUstr
 `with stream:` makes a stream current for the calling thread; without one, work goes to the legacy
 default stream, which orders itself with every blocking stream.
 
-The registry: `own_streams` holds the live streams gpumat made, `dead_streams` those it has closed.
+The registry: `own_streams` holds the live streams gpumat made, `dead_streams` those it has closed
+(drained, waiting in the spares), `collected_streams` those collected unclosed and not retired yet (still
+in own_streams until then). A handle of either kind is refused (a ValueError) until a new Stream takes it
+from the spares. A raw handle gpumat never made is taken as it is: no library can tell a destroyed
+stream's handle from a live one without the driver, which crashes on it, so a raw handle must name a
+live stream.
 Memory remembers a stream handle only when it is trusted (one of gpumat's own, or the legacy default
 stream, spelled 0 or 1). Another library's stream may be destroyed behind gpumat's back, a destroyed
 handle must never reach the driver, and its handle may then name a new stream: such a stream is known by
@@ -14,9 +19,13 @@ there. The per-thread default stream (handle 2) is a different stream in every t
 by one Foreign per thread. `closed_generation` counts closes, so the memory layer can notice a closed
 stream with one compare.
 
-A Stream collected without close() is never destroyed in its finalizer (which must not take a lock
-or wait): it is queued, and `close_abandoned(device)` (called by the next allocation on that device)
-waits for it and destroys it. During interpreter shutdown (`sys.is_finalizing()`), the finalizers of
+gpumat never destroys a stream it made: a closed Stream's driver stream goes to its device's spares
+(`spare_streams`), and the next Stream of the same flags and priority takes it. So a handle gpumat
+made always names a stream of the driver's: a stale one (kept past its Stream's close) is a ValueError
+rather than a crash, and no other library's stream can be given that number meanwhile. A Stream
+collected without close() is never retired in its finalizer (which must not take a lock or wait): it is
+queued, and `close_abandoned(device)` (called by the next allocation on that device) waits for it and
+retires it. During interpreter shutdown (`sys.is_finalizing()`), the finalizers of
 streams, events and marks make no driver call: the modules they would call through may be half torn
 down, and the process's end releases everything anyway. Each binds `sys.is_finalizing` as a default
 argument, since module globals are cleared before the last objects go.
@@ -30,7 +39,7 @@ import sys
 import weakref
 
 from .bindings import CUresult, driver
-from .devices import Device, as_device, thread_state
+from .devices import Device, as_device, device_of_context, thread_state
 from .errors import check
 
 LEGACY_STREAM = 0  # the handle gpumat passes for the legacy default stream
@@ -40,10 +49,13 @@ SPECIAL_STREAMS = frozenset({0, 1})  # the legacy default stream's two spellings
 
 own_streams: set[int] = set()
 dead_streams: set[int] = set()
+collected_streams: set[int] = set()
 closed_generation = 0
-# (device, ptr, handle) of Streams collected unclosed, and (device, None, event) of the events of foreign
-# streams' marks collected (see Foreign.__del__): both let go of at the device's next allocation
+# (device, ptr, handle, kind) of Streams collected unclosed, and (device, None, event, None) of the events of
+# foreign streams' marks collected (see Foreign.__del__): both let go of at the device's next allocation
 abandoned: collections.deque = collections.deque()
+# (device, non_blocking, priority) -> (ptr, driver handle) of retired streams, for the next Stream of that kind
+spare_streams: dict[tuple, list] = {}
 
 
 def trusted(stream: int) -> bool:
@@ -52,41 +64,45 @@ def trusted(stream: int) -> bool:
     return stream in SPECIAL_STREAMS or stream in own_streams
 
 
-def _close_handle(dev: Device, ptr: int, handle) -> None:
-    """Wait for a gpumat stream, destroy it, and record that it is gone (memory tagged with it is then
-    freed on the legacy stream: nothing on the dead stream can still use it)."""
+def _retire(dev: Device, ptr: int, handle, kind: tuple) -> None:
+    """Wait for a gpumat stream, record that it is closed (memory tagged with it is then freed on the
+    legacy stream: nothing on the closed stream can still use it) and keep its driver stream for the next
+    Stream of its `kind` (non_blocking, priority)."""
     global closed_generation
     dev.activate()
     check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")
     dead_streams.add(ptr)
     own_streams.discard(ptr)
+    collected_streams.discard(ptr)
     closed_generation += 1
-    check(driver.cuStreamDestroy(handle), "cuStreamDestroy")
+    spare_streams.setdefault((dev, *kind), []).append((ptr, handle))
 
 
 def close_abandoned(dev: Device) -> None:
-    """Close the streams of `dev` that were collected without close(), and destroy the events of its
+    """Retire the streams of `dev` that were collected without close(), and destroy the events of its
     collected marks (caller holds the device lock)."""
     for _ in range(len(abandoned)):
         try:
-            owner, ptr, handle = abandoned.popleft()
+            entry = abandoned.popleft()
         except IndexError:
             return
+        owner, ptr, handle, kind = entry
         if owner is not dev:
-            abandoned.append((owner, ptr, handle))
+            abandoned.append(entry)
         elif ptr is None:
             destroy_event(handle)
         else:
-            _close_handle(dev, ptr, handle)
+            _retire(dev, ptr, handle, kind)
 
 
 class Stream:
     """A CUDA stream on one device. Non-blocking by default: it does not wait for the legacy default
     stream. `with stream:` makes it the current stream of the calling thread (it is not closed then);
-    `close()` waits for it and destroys it; a Stream collected unclosed is closed by the device's next
-    allocation."""
+    `close()` waits for it and closes it; a Stream collected unclosed is closed by the device's next
+    allocation. A closed stream's driver stream is kept for the next Stream of the same flags and priority
+    (see the module docstring), so its handle may come back as that Stream's."""
 
-    __slots__ = ("handle", "ptr", "device", "non_blocking", "_owned", "__weakref__")
+    __slots__ = ("handle", "ptr", "device", "non_blocking", "priority", "_owned", "__weakref__")
 
     def __init__(self, non_blocking: bool = True, priority: int = 0, device=None):
         self._owned, self.ptr = False, 0  # a failed constructor leaves nothing for __del__ to do
@@ -96,22 +112,32 @@ class Stream:
         if not -(2**31) <= priority < 2**31:
             raise ValueError(f"a stream's priority is a 32-bit int (the driver clamps it to its range), got {priority}")
         dev = as_device(device).activate()
-        flags = (
-            driver.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else driver.CUstream_flags.CU_STREAM_DEFAULT
-        )
-        self.handle = check(driver.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
-        self.ptr, self.device, self.non_blocking, self._owned = int(self.handle), dev, non_blocking, True
+        non_blocking = bool(non_blocking)
+        spare = spare_streams.get((dev, non_blocking, priority))
+        try:
+            self.ptr, self.handle = spare.pop()  # atomic: two threads never take one
+        except (AttributeError, IndexError):  # no spare of this kind
+            flags = (
+                driver.CUstream_flags.CU_STREAM_NON_BLOCKING
+                if non_blocking
+                else driver.CUstream_flags.CU_STREAM_DEFAULT
+            )
+            self.handle = check(driver.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
+            self.ptr = int(self.handle)
+        self.device, self.non_blocking, self.priority, self._owned = dev, non_blocking, priority, True
         dead_streams.discard(self.ptr)
+        collected_streams.discard(self.ptr)
         own_streams.add(self.ptr)
 
     @classmethod
     def external(cls, handle: int, device=None) -> Stream:
         """Wrap a stream some other code owns (never destroyed by gpumat)."""
         s = object.__new__(cls)
-        s.handle, s.ptr, s.device, s.non_blocking, s._owned = (
+        s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = (
             driver.CUstream(handle),
             int(handle),
             as_device(device),
+            None,
             None,
             False,
         )
@@ -157,6 +183,8 @@ class Stream:
         return event
 
     def close(self) -> None:
+        """Wait for the stream's work and close it: the object is unusable afterwards, and its handle is
+        refused until a new Stream takes the driver stream again."""
         if not self._owned or self.ptr == 0:
             return
         handle, ptr, self.handle, self.ptr = self.handle, self.ptr, None, 0
@@ -164,22 +192,22 @@ class Stream:
         dev.activate()
         check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")  # the long wait, outside the lock
         with dev.lock:  # no operation can queue on the stream between its last drain and its end
-            _close_handle(dev, ptr, handle)
+            _retire(dev, ptr, handle, (self.non_blocking, self.priority))
 
     def __del__(self, _finalizing=sys.is_finalizing):  # no lock, no wait: the next allocation closes it
         if _finalizing():  # interpreter shutdown: the process's end takes the stream with it
             return
         if getattr(self, "_owned", False) and self.ptr:
-            if self.device.memory is None:  # nothing of gpumat's was ever allocated there: destroy it now
-                # no longer one of gpumat's streams: the driver may give its handle to another library's
-                # stream, which must then be taken as foreign (set operations: no lock needed)
+            kind = (self.non_blocking, self.priority)
+            if self.device.memory is None:  # nothing of gpumat's was ever allocated there: a spare now
+                # (set and list operations: no lock needed). No memory of gpumat's waits for it, so a next
+                # Stream taking it before its work is done only starts behind that work
                 own_streams.discard(self.ptr)
-                try:
-                    driver.cuStreamDestroy(self.handle)
-                except Exception:  # interpreter shutdown
-                    pass
-            else:
-                abandoned.append((self.device, self.ptr, self.handle))
+                dead_streams.add(self.ptr)
+                spare_streams.setdefault((self.device, *kind), []).append((self.ptr, self.handle))
+            else:  # retired by the device's next allocation; no new work may go there meanwhile
+                collected_streams.add(self.ptr)
+                abandoned.append((self.device, self.ptr, self.handle, kind))
             self.ptr = 0
 
     def __enter__(self) -> Stream:
@@ -236,13 +264,18 @@ def stream_handle(stream, dev: Device) -> int:
         return LEGACY_STREAM
     if type(stream) is Stream:
         if stream.device is not dev:
-            raise ValueError(f"the stream lives on GPU {stream.device.ordinal}, the operands on GPU {dev.ordinal}")
+            raise ValueError(
+                f"the stream lives on GPU {stream.device.ordinal} and the work on GPU {dev.ordinal}: a stream "
+                "takes work of its own GPU"
+            )
         if stream._owned:
             if stream.ptr == 0:
                 raise ValueError("that stream has been closed")
             return stream.ptr
         if not trusted(stream.ptr):  # Stream.external: a raw handle of another library's stream
             foreign(stream.ptr, dev)
+        elif stream.ptr in collected_streams:
+            refuse_closed(stream.ptr)
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)  # first: the common case of another library's stream
     if proto is not None:
@@ -254,10 +287,14 @@ def stream_handle(stream, dev: Device) -> int:
         handle = checked_handle(stream)
         if handle not in SPECIAL_STREAMS and handle not in own_streams:
             foreign(handle, dev)  # a bare handle: nothing but the driver says which stream it names now
+        elif handle in collected_streams:
+            refuse_closed(handle)
         return handle
     else:
         handle = _handle_of(stream)
     if handle in SPECIAL_STREAMS or handle in own_streams:
+        if handle in collected_streams:
+            refuse_closed(handle)
         return handle
     f = foreign_streams.get(handle)
     if f is None or f.device is not dev or not f.lasting and ((ref := f.named_by) is None or ref() is not stream):
@@ -311,7 +348,16 @@ class Event:
         return handle
 
     def record(self, stream=None) -> Event:
-        check(driver.cuEventRecord(self._live(), stream_handle(stream, self.device)), "cuEventRecord")
+        """Record the event on `stream` (default: the thread's current stream of the event's GPU), which must
+        be a stream of the event's GPU."""
+        event = self._live()
+        if type(stream) is Stream and stream.device is not self.device:
+            raise ValueError(
+                f"the event lives on GPU {self.device.ordinal} and the stream on GPU {stream.device.ordinal}: "
+                "an event is recorded on a stream of its own GPU"
+            )
+        dev = self.device.activate()
+        check(driver.cuEventRecord(event, stream_handle(stream, dev)), "cuEventRecord")
         return self
 
     def synchronize(self) -> None:
@@ -395,7 +441,7 @@ class Foreign:
         # for the whole device (wait_for_streams), as for an unmarked stream.
         event, self.event = self.event, None
         if event is not None and not _finalizing():
-            _abandoned.append((self.device, None, event))
+            _abandoned.append((self.device, None, event, None))
 
     def __repr__(self) -> str:
         return f"<gpumat foreign stream 0x{self.handle:x} (id {self.sid}) on device {self.device.ordinal}>"
@@ -408,6 +454,10 @@ foreign_streams: dict[int, Foreign] = {}
 
 def _stream_id(handle: int) -> int:
     return int(check(driver.cuStreamGetId(handle), "cuStreamGetId"))
+
+
+def _stream_context(handle: int) -> int:
+    return int(check(driver.cuStreamGetCtx(handle), "cuStreamGetCtx"))
 
 
 def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
@@ -426,9 +476,12 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
     f = foreign_streams.get(handle)
     if f is not None and f.lasting and f.device is dev:
         return f  # one of PyTorch's own streams: never destroyed, so its handle names it for good
+    if handle in dead_streams:  # a handle of a stream gpumat closed: kept by it, so no other stream has it
+        refuse_closed(handle)
     dev.activate()
     sid = _stream_id(handle)
     if f is None or f.sid != sid or f.device is not dev:  # a stream not seen before, or a new one behind the handle
+        _check_same_device(handle, dev)  # once a stream: a stream's id is never given to another
         f = Foreign(handle, sid, dev)
         foreign_streams[handle] = f
         if len(foreign_streams) > MAX_FOREIGN:  # buffers holding an evicted Foreign keep it alive until they are freed
@@ -443,6 +496,29 @@ def foreign(handle: int, dev: Device, named_by=None) -> Foreign:
     if named_by is not None and _pytorch_own(named_by):
         f.lasting = True
     return f
+
+
+def refuse_closed(handle: int) -> None:
+    """The ValueError for a handle of a stream gpumat closed, or collected unclosed."""
+    raise ValueError(
+        f"stream handle 0x{handle:x} names a gpumat Stream that was closed or garbage-collected: keep the "
+        "gm.Stream object alive (or close it only after its last use) rather than its raw handle"
+    )
+
+
+def _check_same_device(handle: int, dev: Device) -> None:
+    """A ValueError, before anything is queued, when another library's stream belongs to another GPU's
+    context than `dev`'s (the device's context current): the driver refuses work and events across
+    contexts (CUDA_ERROR_INVALID_HANDLE)."""
+    ctx = _stream_context(handle)
+    if ctx == int(dev.context):
+        return
+    other = device_of_context(ctx)
+    where = f"GPU {other.ordinal}" if other is not None else "another CUDA context"
+    raise ValueError(
+        f"the stream 0x{handle:x} belongs to {where} and the work to GPU {dev.ordinal}: pass a stream of "
+        f"GPU {dev.ordinal} (or make that GPU current when the work is queued)"
+    )
 
 
 def _pytorch_own(obj) -> bool:
