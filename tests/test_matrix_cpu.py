@@ -309,3 +309,50 @@ def test_a_host_arrays_address_is_numpys_for_every_array_a_copy_takes(dtype):
     frozen.flags.writeable = False
     for a in (base, base[2:5], base[:, 1:4], base[3], base[:0], frozen, frozen[1:], base.T):
         assert address_of(a) == a.ctypes.data
+
+
+@pytest.mark.parametrize(
+    "bad, named",
+    [({}, "got a dict"), ("text", "got a str"), (None, "got a NoneType"), ([True], "booleans"), ([2j], "complex")],
+)
+def test_what_from_numpy_cannot_take_is_named_with_what_it_takes(bad, named):
+    """Issue 43 item 5: a dict or a string was reported as bool/complex/object data; the error names the
+    type it got and what a Matrix is made from."""
+    with pytest.raises(TypeError, match="made from real numbers: a 1-D, 2-D or 3-D numpy array") as info:
+        gm.Matrix.from_numpy(bad)
+    assert named in str(info.value)
+
+
+def test_numpy_never_copies_a_matrix_to_the_host_implicitly():
+    """Issue 43 item 4: np.asarray(A) (and np.array, numpy functions) copied the matrix to the host
+    silently; it is a TypeError naming to_numpy(), as in CuPy and PyTorch. Printing still works."""
+    A = fake_matrix(3, 4)
+    for implicit in (np.asarray, np.array, np.ascontiguousarray, lambda x: np.stack([x, x])):
+        with pytest.raises(TypeError, match=r"\.to_numpy\(\)"):
+            implicit(A)
+    assert repr(A).startswith("<gpumat.Matrix 3x4 float32") and str(A) == repr(A)
+
+
+def test_host_operands_have_their_arguments_checked_before_the_gpus_are_looked_for(monkeypatch):
+    """Issue 43 item 5: with no GPU, gm.matmul of two numpy arrays said "devices must name one or more
+    distinct GPUs, got []" and hid a bad precision=; the arguments are checked first, and a missing GPU
+    is a NoDeviceError worded as `python -m gpumat` words it."""
+    from gpumat.outofcore import pipeline
+
+    def no_gpu():
+        raise gm.NoDeviceError("the NVIDIA driver reports no GPU")
+
+    monkeypatch.setattr(pipeline, "gpu_count", no_gpu)
+    a = np.ones((3, 3), np.float32)
+    for kwargs, error, words in (
+        ({"precision": "fp8"}, ValueError, "unknown matmul precision 'fp8'"),
+        ({"memory_limit": -1}, ValueError, "memory_limit must be >= 0"),
+        ({"devices": [0, 0]}, ValueError, "distinct GPUs"),
+        ({"devices": "0"}, TypeError, "GPU indices"),
+        ({"out": np.ones((2, 2), np.float32)}, ValueError, "out must be"),
+        ({}, gm.NoDeviceError, "^no usable NVIDIA GPU: the NVIDIA driver reports no GPU$"),
+    ):
+        with pytest.raises(error, match=words):
+            gm.matmul(a, a, **kwargs)
+    with pytest.raises(ValueError, match="not aligned"):
+        gm.matmul(a, np.ones((2, 2), np.float32))

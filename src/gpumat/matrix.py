@@ -348,8 +348,12 @@ class Matrix:
                 memory.download(target.reshape(-1, target.shape[-1]), src, pitch, s, dev)
 
     def __array__(self, dtype=None, copy=None):
-        out = self.to_numpy()
-        return out if dtype is None else out.astype(dtype, copy=False)
+        # numpy's implicit conversion (np.asarray(A), np.array(A), numpy functions given a Matrix) would copy
+        # the whole matrix to the host behind the caller's back: refused, as CuPy and PyTorch refuse it
+        raise TypeError(
+            "gpumat does not copy a Matrix to the host implicitly (np.asarray, np.array, numpy functions): "
+            "call .to_numpy() for a numpy copy"
+        )
 
     def copy(self, stream=None) -> Matrix:
         """A new, packed matrix with the same contents, shape and layout (a transposed view's copy is stored
@@ -579,9 +583,17 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray
     allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
     a = np.asarray(array)
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
-        what = f"a {type(array).__name__}" if a.dtype.kind == "O" and a.ndim == 0 else f"dtype {a.dtype}"
+        if a.dtype.kind in "OUSM" and a.ndim == 0:  # not numbers at all: a dict, a string, None, ...
+            what = f"a {type(array).__name__}"
+        elif a.dtype.kind == "b":
+            what = "booleans (convert them explicitly, e.g. .astype(np.float32))"
+        elif a.dtype.kind == "c":
+            what = f"complex numbers (dtype {a.dtype}; take .real or abs() first)"
+        else:
+            what = f"an array of dtype {a.dtype}"
         raise TypeError(
-            f"gpumat matrices hold real numbers; got {what} (convert bool/complex/object data explicitly first)"
+            "a gpumat Matrix is made from real numbers: a 1-D, 2-D or 3-D numpy array (float32, float64, "
+            f"float16, bfloat16 or integers) or nested lists of numbers; got {what}"
         )
     if a.dtype.kind == "c":  # a dtype= would drop the imaginary parts without a word
         raise TypeError(f"gpumat matrices hold real numbers; got dtype {a.dtype} (take .real or abs() first)")

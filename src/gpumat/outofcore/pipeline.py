@@ -29,7 +29,7 @@ from ..matmul.problem import aligned
 from ..matmul.variants import IDENTITY
 from ..matrix import Matrix
 from ..runtime import memops
-from ..runtime.devices import Device, as_device, device_count
+from ..runtime.devices import Device, as_device, gpu_count
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import Kernel
 from ..runtime.streams import Event, Stream
@@ -136,14 +136,18 @@ def matmul_host(
                 raise ValueError(f"matmul: out overlaps {name}; the product reads a and b while it writes out")
     if precision is not None and _dtypes.suffix(dt) != "f32":
         raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {_dtypes.name(dt)}")
-    if devices is None:
-        devices = list(range(device_count()))
-    devs = [as_device(d) for d in (devices if isinstance(devices, (list, tuple)) else [devices])]
-    if not devs or len({d.ordinal for d in devs}) != len(devs):
-        raise ValueError(f"matmul: devices must name one or more distinct GPUs, got {devices!r}")
     mode = "native"
     if _dtypes.suffix(dt) == "f32":  # resolved here: a `matmul_precision` block belongs to this thread
         mode = _precision.resolve(precision)  # a bad precision= is refused for empty products too
+    wanted = list(devices) if isinstance(devices, (list, tuple)) else [devices]
+    if devices is not None:
+        if any(isinstance(d, bool) or not isinstance(d, (Device, int, np.integer)) for d in wanted):
+            raise TypeError(f"matmul: devices are GPU indices or gm.Device objects, got {devices!r}")
+        ordinals = [d.ordinal if isinstance(d, Device) else int(d) for d in wanted]
+        if not wanted or len(set(ordinals)) != len(ordinals):
+            raise ValueError(f"matmul: devices must name one or more distinct GPUs, got {devices!r}")
+    # the arguments are checked: only now the GPUs (NoDeviceError, saying what is missing, without one)
+    devs = [as_device(d) for d in (range(gpu_count()) if devices is None else wanted)]
     if m == 0 or n == 0:
         return out
     if k == 0:

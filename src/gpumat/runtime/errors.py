@@ -29,10 +29,14 @@ class OutOfMemoryError(CudaError, MemoryError):
 
 
 class NoDeviceError(CudaError):
-    """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels."""
+    """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels. Its text is
+    the line `python -m gpumat` prints: "no usable NVIDIA GPU: <what is missing>"."""
 
     def __init__(self, message: str):
         super().__init__(100, "CUDA_ERROR_NO_DEVICE", message)  # CUresult's value: raised when there is no driver
+
+    def __str__(self) -> str:
+        return f"no usable NVIDIA GPU: {self.message}"
 
 
 def _describe(code) -> tuple[str, str]:
