@@ -7,6 +7,10 @@
 // cannot read in place into aligned scratch, where rows of a few hundred unaligned bytes make the DMA
 // engine (cuMemcpy2DAsync) take several microseconds.
 //
+// gather_3d_<dtype> copies any strided layout (signed element strides along the batch, the rows and the
+// columns: reversed views, every other column, a broadcast) into a packed C-order batch: what an import
+// with copy=True runs for a layout gpumat cannot view.
+//
 // Technique: a plain memory-bound map. A block of 32 x 8 threads covers 128 columns x 8 rows; each
 // thread converts four elements 32 columns apart (coalesced along a row); rows beyond gridDim.y x 8 are
 // walked in a grid-stride loop. Offsets are 64-bit.
@@ -40,6 +44,27 @@ __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict
                     d[c + 32 * j] = v[j];  // a copy: the bits as they are
                 else
                     d[c + 32 * j] = Dtype<D>::from(Dtype<S>::wide(v[j]));
+    }
+}
+
+// dst (batch x rows x cols, packed) = src, element (b, r, c) at src + b * sb + r * sr + c * sc (signed strides).
+// The same thread layout as convert(): four elements a thread 32 columns apart, writes coalesced along a row;
+// batches beyond gridDim.z and rows beyond gridDim.y x 8 in grid-stride loops.
+template <class T>
+__device__ __forceinline__ void gather(const T* __restrict__ src, T* __restrict__ dst, long long batch, long long rows,
+                                       long long cols, long long sb, long long sr, long long sc)
+{
+    const long long c = (long long)blockIdx.x * 128 + threadIdx.x;
+    for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
+        for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
+             r += (long long)gridDim.y * blockDim.y) {
+            const T* s = src + b * sb + r * sr;
+            T* d = dst + (b * rows + r) * cols;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (c + 32 * j < cols)
+                    d[c + 32 * j] = s[(c + 32 * j) * sc];
+        }
     }
 }
 
@@ -80,3 +105,18 @@ GPUMAT_COPY_2D(f32, float)
 GPUMAT_COPY_2D(f64, double)
 GPUMAT_COPY_2D(f16, __half)
 GPUMAT_COPY_2D(bf16, __nv_bfloat16)
+
+// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535), min(batch, 65535)).
+#define GPUMAT_GATHER_3D(SN, S)                                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                                        \
+        gather_3d_##SN(const S* __restrict__ src, S* __restrict__ dst, long long batch, long long rows,    \
+                       long long cols, long long sb, long long sr, long long sc)                             \
+    {                                                                                                        \
+        gather<S>(src, dst, batch, rows, cols, sb, sr, sc);                                                  \
+    }
+
+// Strided gathers into a packed batch: every element's bits unchanged.
+GPUMAT_GATHER_3D(f32, float)
+GPUMAT_GATHER_3D(f64, double)
+GPUMAT_GATHER_3D(f16, __half)
+GPUMAT_GATHER_3D(bf16, __nv_bfloat16)

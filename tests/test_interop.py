@@ -327,3 +327,141 @@ def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has
         del filler
     if on == "gm.Stream":
         s.close()
+
+
+# -------------------------------------------------------------------------------------------------
+# negative strides and the copy keyword (issue 43 item 2)
+# -------------------------------------------------------------------------------------------------
+def _dlpack1_producer(shape, strides, data=0x7F0000001000, flags=0, takes_copy=True, refuses=()):
+    """A DLPack 1.0 producer of a float32 GPU tensor (fake address) with the given strides in elements. It
+    records the `copy` each call asked for (`asked`), raises BufferError for a copy value in `refuses`, and
+    TypeError for the keyword when it does not take it; `handed_back` counts its deleter's calls."""
+    shape_array = (ctypes.c_int64 * len(shape))(*shape)
+    strides_array = (ctypes.c_int64 * len(shape))(*strides)
+    managed = _interop.DLManagedTensorVersioned()
+    managed.version = _interop.DLPackVersion(1, 0)
+    managed.flags = flags
+    t = managed.dl_tensor
+    t.data, t.ndim, t.shape, t.strides, t.byte_offset = data, len(shape), shape_array, strides_array, 0
+    t.device, t.dtype = _interop.DLDevice(_interop.KDL_CUDA, 0), _interop.DLDataType(2, 32, 1)
+    asked, handed_back = [], []
+    deleter = _interop.DELETER(lambda address: handed_back.append(address))
+    managed.deleter = deleter
+
+    class Producer:
+        keep = (shape_array, strides_array, managed, deleter)
+
+        def __dlpack_device__(self):
+            return _interop.KDL_CUDA, 0
+
+        def __dlpack__(self, stream=None, max_version=None, **copy):
+            if copy and not takes_copy:
+                raise TypeError("__dlpack__() got an unexpected keyword argument 'copy'")
+            asked.append(copy.get("copy", "not passed"))
+            if copy and copy["copy"] in refuses:
+                raise BufferError(f"cannot export with copy={copy['copy']}")
+            destructor = _interop.CAPSULE_DESTRUCTOR()
+            return _interop._api.PyCapsule_New(ctypes.addressof(managed), _interop.NAME_V, destructor)
+
+    return Producer(), asked, handed_back
+
+
+NEGATIVE_LAYOUTS = [  # (shape, strides in elements) of reversed views of packed arrays
+    ((4, 5), (5, -1)),  # x[:, ::-1]
+    ((4, 5), (-5, 1)),  # x[::-1]
+    ((4, 5), (-5, -1)),  # x[::-1, ::-1]
+    ((5,), (-1,)),  # a reversed vector
+    ((3, 4, 5), (-20, 5, 1)),  # a batch in reverse order
+    ((3, 4, 5), (20, 5, -1)),  # each matrix's columns reversed
+]
+
+
+@pytest.mark.parametrize("shape, strides", NEGATIVE_LAYOUTS)
+@pytest.mark.parametrize("copy", [None, False])
+def test_negative_strides_are_refused_without_copy_true(monkeypatch, shape, strides, copy):
+    """A reversed view used to import (its last element's address computed below the buffer: an
+    OverflowError at first use, and a kernel would read outside the array); it is a ValueError that says
+    to pass copy=True, the tensor goes back to its producer once, and the producer was asked for no copy."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    producer, asked, handed_back = _dlpack1_producer(shape, strides)
+    with pytest.raises(ValueError, match="negative strides .* pass copy=True"):
+        gm.from_dlpack(producer, copy=copy)
+    assert asked == [False] and len(handed_back) == 1
+    cai = {"shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False), "version": 3}
+    cai["strides"] = tuple(4 * x for x in strides)
+    holder = type("CAI", (), {"__cuda_array_interface__": cai})()
+    monkeypatch.setattr(_interop, "_pointer_device", lambda ptr: FAKE_DEVICE)
+    monkeypatch.setattr(_interop, "stream_handle", lambda stream, dev: 0)
+    with pytest.raises(ValueError, match="negative strides"):
+        gm.Matrix.from_cuda_array(holder, copy=copy)
+
+
+@pytest.mark.parametrize("shape, strides", [*NEGATIVE_LAYOUTS, ((4, 5), (10, 2))])
+def test_copy_true_gathers_a_layout_gpumat_cannot_view_in_one_launch(monkeypatch, shape, strides):
+    """copy=True of a reversed (or every-other-column) layout is a packed copy gathered by one kernel over
+    the producer's strides, exactly as they are; the producer is asked for the copy first (DLPack 1.0),
+    and one that cannot make it (BufferError) is asked again without it."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
+    gathered = []
+    monkeypatch.setattr(
+        _interop, "_gathered_copy", lambda ptr, shp, st, *rest: gathered.append((ptr, shp, st)) or "the copy"
+    )
+    producer, asked, _ = _dlpack1_producer(shape, strides, refuses=(True,))
+    assert gm.from_dlpack(producer, copy=True) == "the copy"
+    assert asked == [True, "not passed"] and gathered == [(0x7F0000001000, shape, strides)]
+
+
+def test_the_copy_keyword_goes_to_the_producer_as_dlpack_defines_it(monkeypatch):
+    """copy= is passed on to __dlpack__ (None as False: gpumat imports without a copy unless asked); a
+    producer that does not take the keyword is asked without it; one that cannot export without a copy is
+    a ValueError naming copy=True; a copy the producer made unasked (DLPack's IS_COPIED flag) is refused,
+    and one it made when asked is kept as the result, with no second copy."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
+    for copy, expected in ((None, False), (False, False)):
+        producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1))
+        m = gm.from_dlpack(producer, copy=copy)
+        assert asked == [expected] and m.elements == 0x7F0000001000 and m.is_borrowed
+    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), takes_copy=False)
+    gm.from_dlpack(producer)
+    assert asked == ["not passed"]
+    producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), refuses=(False,))
+    with pytest.raises(ValueError, match="cannot export this array without a copy .* pass copy=True"):
+        gm.from_dlpack(producer)
+    producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), flags=_interop.FLAG_IS_COPIED)
+    with pytest.raises(ValueError, match="exported a copy where gpumat asked for none"):
+        gm.from_dlpack(producer)
+    assert len(handed_back) == 1
+    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), flags=_interop.FLAG_IS_COPIED | _interop.FLAG_READ_ONLY)
+    m = gm.from_dlpack(producer, copy=True)  # the producer's copy is the result: writable, and gpumat's to free
+    assert asked == [True] and m.elements == 0x7F0000001000 and not m._buffer.readonly
+    with pytest.raises(TypeError, match="copy is True, False or None"):
+        gm.from_dlpack(producer, copy="yes")
+
+
+@gpu
+@pytest.mark.parametrize("through", ["from_dlpack", "asmatrix", "from_cuda_array"])
+def test_reversed_cupy_views_are_refused_or_copied_exactly(through):
+    """CuPy's reversed views (columns, rows, both, a batch's order, each matrix's columns) and a strided
+    batch: refused without copy=True on every import path, and with it an exact copy (the bits as CuPy
+    has them) that shares no memory with the source."""
+    cp = pytest.importorskip("cupy")
+    imports = {
+        "from_dlpack": gm.from_dlpack,
+        "asmatrix": gm.asmatrix,
+        "from_cuda_array": gm.Matrix.from_cuda_array,
+    }[through]
+    x2 = cp.random.rand(37, 53, dtype=cp.float32)
+    x3 = cp.random.rand(5, 19, 23).astype(cp.float16)
+    views = [x2[:, ::-1], x2[::-1], x2[::-1, ::-1], x2[0, ::-1], x3[::-1], x3[:, :, ::-1], x3[::-1, ::-1, ::2]]
+    for view in views:
+        with pytest.raises(ValueError, match="negative strides|not one gpumat can view"):
+            imports(view)
+        m = imports(view, copy=True)
+        want = cp.asnumpy(view)
+        got = m.to_numpy()
+        assert got.shape == (want.reshape(1, -1) if want.ndim == 1 else want).shape
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+        assert not (view.data.ptr <= m.elements < view.data.ptr + view.data.mem.size)
+        m.free()

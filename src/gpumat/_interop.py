@@ -22,8 +22,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import SUPPORTED, as_dtype, bfloat16, is_bfloat16
-from .matrix import Matrix
+from ._dtypes import SUPPORTED, as_dtype, bfloat16, is_bfloat16, suffix
+from .convert import gather
+from .matrix import Matrix, done_on, use_on
 from .memory import BorrowedBuffer
 from .runtime import memops
 from .runtime.devices import Device, device
@@ -328,7 +329,7 @@ def from_cuda_array(obj, copy: bool | None = None, stream=None) -> Matrix:
             raise ValueError(f"the array's strides {strides} do not match its shape {shape}")
         if any(s % isz for s in strides):
             raise ValueError(f"strides {strides} are not multiples of the element size {isz}")
-        strides = tuple(s // isz for s in strides)
+        strides = tuple(s // isz for s in strides)  # floor division: exact for negative multiples too
     dev = (_pointer_device(ptr) if ptr else device()).activate()
     s = stream_handle(stream, dev)
     if producer is not None and ptr and producer != s:
@@ -382,8 +383,22 @@ def _protocol_stream(value, what: str) -> int:
 
 
 def _import(
-    ptr, shape, strides, dtype, dev, owner, release, s: int, copy, readonly: bool = False, check_pointer: bool = False
+    ptr,
+    shape,
+    strides,
+    dtype,
+    dev,
+    owner,
+    release,
+    s: int,
+    copy,
+    readonly: bool = False,
+    check_pointer: bool = False,
+    copied: bool = False,
 ) -> Matrix:
+    """A Matrix over an array's memory, or with copy=True a copy of it; `copied`: the producer already
+    made this array a copy for gpumat (DLPack's copy=True), which is then kept as it is where gpumat can
+    view it."""
     if any(d < 0 for d in shape):
         raise ValueError(f"the array's shape {shape} has a negative dimension")
     if not ptr and all(shape):
@@ -391,19 +406,15 @@ def _import(
     if ptr % dtype.itemsize:
         raise ValueError(f"the array's data at 0x{ptr:x} is not aligned to its {dtype.itemsize}-byte elements")
     layout = _layout(shape, strides)
-    if layout is None and copy is True and len(shape) == 2 and strides is not None and min(strides) > 0:
-        return _strided_copy(ptr, shape, strides, dtype, dev, owner, release, s)
-    if layout is None:
-        raise ValueError(
-            f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is not one gpumat can "
-            "view: it needs each row or each column contiguous in memory (a column-major array becomes a "
-            "transposed view) and the matrices of a batch one after another"
-        )
+    if layout is None and copy is not True:
+        raise ValueError(_not_viewable(shape, strides))
     if check_pointer and ptr and memops.pointer_device_ordinal(ptr) != dev.ordinal:
         # a capsule's word is not enough: host memory, or another GPU's, is never taken for this GPU's
         raise ValueError(f"the tensor's data at 0x{ptr:x} is not memory of CUDA device {dev.ordinal}: refused")
+    if layout is None:
+        return _gathered_copy(ptr, shape, strides, dtype, dev, owner, release, s)
     view = _wrap(ptr, layout, dtype, dev, owner, release, s, readonly)
-    if copy is not True:
+    if copy is not True or copied:
         return view
     try:  # copy=True: a packed copy of the same shape and layout
         out = view.copy(stream=s)
@@ -413,24 +424,64 @@ def _import(
         view.free()
 
 
-def _strided_copy(ptr, shape, strides, dtype, dev, owner, release, s: int) -> Matrix:
-    """copy=True of a 2-D layout gpumat cannot view (neither rows nor columns contiguous, e.g. every other
-    column): a packed row-major copy, gathered by 2-D copies of one element a row along the shorter
-    side; the producer gets its memory back once the copies have run."""
-    (h, w), (sr, sc), isz = shape, strides, dtype.itemsize
-    out = Matrix._allocate(h, w, dev, s, dtype)
+def _not_viewable(shape, strides) -> str:
+    """Why an array's layout cannot be viewed (the ValueError's text)."""
+    if strides is not None and any(d > 1 and x < 0 for d, x in zip(shape, strides, strict=True)):
+        return (
+            f"the array has negative strides {strides} (in elements: a reversed view, such as x[::-1] or "
+            "x[:, ::-1]); gpumat views memory only going forward: pass copy=True for a copy"
+        )
+    return (
+        f"the array's layout (shape {tuple(shape)}, strides {strides} in elements) is not one gpumat can "
+        "view: it needs each row or each column contiguous in memory (a column-major array becomes a "
+        "transposed view) and the matrices of a batch one after another; pass copy=True for a copy"
+    )
+
+
+def _gathered_copy(ptr, shape, strides, dtype, dev, owner, release, s: int) -> Matrix:
+    """copy=True of a layout gpumat cannot view (negative strides, every other column, a broadcast): a
+    packed C-order copy of the same shape, gathered in one launch (convert.gather); the producer gets its
+    memory back once the copy has run."""
+    if len(shape) == 3:
+        (batch, rows, cols), steps = shape, strides
+    elif len(shape) == 2:
+        (batch, rows, cols), steps = (1, *shape), (0, *strides)
+    else:  # a vector: one row
+        (batch, rows, cols), steps = (1, 1, shape[0]), (0, 0, strides[0])
     try:
-        if h <= w:  # row i: w elements sc apart -> one contiguous row
-            for i in range(h):
-                memops.copy_device_2d(out.elements + i * w * isz, isz, ptr + i * sr * isz, sc * isz, isz, w, s)
-        else:  # column j: h elements sr apart -> one column of the packed result
-            for j in range(w):
-                memops.copy_device_2d(out.elements + j * isz, w * isz, ptr + j * sc * isz, sr * isz, isz, h, s)
-        synchronize_stream(s)  # the copies have read the source before the producer gets it back
+        out = Matrix._allocate(rows, cols, dev, s, dtype, batch if len(shape) == 3 else None)
+        if out.size:
+            with dev.lock:
+                use_on(s, out)
+                gather(ptr, out.elements, (batch, rows, cols), steps, suffix(dtype), s, dev)
+                done_on(s, out)
+            synchronize_stream(s)  # the copy has read the source before the producer gets it back
     finally:
         if release is not None:
             release(owner)
     return out
+
+
+def _capsule(obj, consumer: int, copy):
+    """(the capsule of obj.__dlpack__, whether the producer made it a copy): `copy` is passed on as DLPack 1.0
+    defines it, False for None (gpumat imports without a copy unless asked for one). A producer that does
+    not take the keywords is asked without them (max_version, then copy); one that cannot honour
+    copy=True (BufferError) is asked for its array as it is, and gpumat copies; one that cannot export
+    without a copy is a ValueError that says to pass copy=True."""
+    want = copy is True
+    try:
+        return obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION, copy=want), want
+    except TypeError:  # a producer from before the copy keyword
+        pass
+    except BufferError as exc:
+        if not want:
+            raise ValueError(
+                f"{type(obj).__name__} cannot export this array without a copy ({exc}): pass copy=True"
+            ) from None
+    try:
+        return obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION), False
+    except TypeError:  # a producer from before DLPack 1.0
+        return obj.__dlpack__(stream=consumer), False
 
 
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
@@ -438,9 +489,10 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     copy: 1-D (one row), 2-D or 3-D (a batch); rows contiguous (padded row strides welcome) or columns
     contiguous (a column-major array, such as PyTorch's w.t() or a Fortran-order array, becomes a
     transposed view). The producer stays alive as long as the Matrix does, and gpumat never frees its
-    memory. copy=True makes a packed copy of the same layout instead (and a row-major copy of a strided
-    2-D layout, such as every other column); copy=None or False never copies: other layouts are a
-    ValueError.
+    memory. copy=True makes a copy instead: the producer's own where it makes one (DLPack 1.0's copy
+    keyword), else gpumat's, packed in the same layout, and for a layout gpumat cannot view (negative
+    strides, every other column) in C order. copy=None or False never copies (the producer is asked with
+    copy=False): other layouts, negative strides among them, are a ValueError.
     Work the producer queued before the call is ordered before gpumat's `stream`."""
     if isinstance(obj, Matrix):
         return obj.copy(stream=stream) if copy else obj
@@ -452,13 +504,12 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         raise ValueError(
             f"the array is not on a CUDA device (DLPack device type {dev_type}); use Matrix.from_numpy for host arrays"
         )
+    if copy not in (None, False, True):
+        raise TypeError(f"copy is True, False or None, got {copy!r}")
     dev = Device(int(dev_id)).activate()
     s = stream_handle(stream, dev)
     consumer = CAI_LEGACY if s == LEGACY_STREAM else s
-    try:
-        capsule = obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION)
-    except TypeError:  # a producer from before DLPack 1.0
-        capsule = obj.__dlpack__(stream=consumer)
+    capsule, copied = _capsule(obj, consumer, copy)
     if _api.PyCapsule_IsValid(capsule, NAME_V):
         address = _api.PyCapsule_GetPointer(capsule, NAME_V)
         managed = DLManagedTensorVersioned.from_address(address)
@@ -497,9 +548,13 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         shape = tuple(t.shape[i] for i in range(ndim))
         strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
-        readonly = used == USED_V and bool(managed.flags & FLAG_READ_ONLY)
+        flags = managed.flags if used == USED_V else 0
+        if flags & FLAG_IS_COPIED and copy is not True:  # asked for none: the Matrix would not share x's memory
+            raise ValueError(f"{type(obj).__name__} exported a copy where gpumat asked for none (copy={copy})")
+        copied = copied or bool(flags & FLAG_IS_COPIED)
+        readonly = bool(flags & FLAG_READ_ONLY) and not copied
         device_memory = t.device.device_type == KDL_CUDA  # managed memory answers the driver differently
-        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory)
+        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory, copied)
     except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
         release(None)
         raise

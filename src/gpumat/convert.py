@@ -4,7 +4,8 @@ CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; a
 (src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. COPY_KERNELS[sfx]: the same map
 as a bit-exact strided copy (copy_region), for regions the DMA engine copies slowly (rows of unaligned
-bytes); Matrix.copy itself stays cuMemcpy2D.
+bytes); Matrix.copy itself stays cuMemcpy2D. GATHER_KERNELS[sfx]: any strided layout (signed strides
+along the batch, rows and columns) into a packed batch, for imports with copy=True (gather).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
 
 
 COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in SUFFIXES}
+# src, dst, batch, rows, cols, and the source's signed strides along each, in elements: into a packed batch
+GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in SUFFIXES}
 
 
 def grid(rows: int, cols: int) -> tuple[int, int, int]:
@@ -68,6 +71,16 @@ def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
     rows, cols = src._height, src._width
     launch = _launch(CONVERT_KERNELS[(src._sfx, dst._sfx)], rows, cols)
     launch(dev, stream, src.elements, dst.elements, rows, cols, src._stride, dst._stride)
+
+
+def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: int, dev) -> None:
+    """dst (packed, C order) = the (batch, rows, cols) elements at src with signed `strides` in elements,
+    queued on `stream` (the caller orders dst on it and holds the device lock): one launch for any layout."""
+    batch, rows, cols = shape
+    g = grid(rows, cols)
+    GATHER_KERNELS[sfx](
+        (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1)), BLOCK, src, dst, *shape, *strides, stream=stream, device=dev
+    )
 
 
 def copy_region(src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, sfx: str, stream: int, dev) -> None:
