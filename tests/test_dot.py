@@ -250,7 +250,7 @@ def test_row_slices_any_alignment(cols, rx, ry):
     with gm.Matrix.from_numpy(hx) as px, gm.Matrix.from_numpy(hy) as py:
         for h in (1, 2, 3, 4, 5, rows):
             vx, vy = px[rx : rx + h, :], py[ry : ry + h, :]
-            assert D.is_flat(vx) and D.is_flat(vy)
+            assert D.is_flat(h, cols, vx.stride) and D.is_flat(h, cols, vy.stride)
             assert_close(D.dot(vx, vy), hx[rx : rx + h], hy[ry : ry + h])
 
 

@@ -11,7 +11,8 @@ from gpumat.matmul.api import _operands, _result_shape
 from gpumat.matmul.planner import plan
 from gpumat.matmul.problem import Problem, Target
 from gpumat.matmul.variants import ACTIVATIONS, IDENTITY
-from gpumat.matrix import Matrix, folded, matrices, overlaps, storage
+from gpumat.matrix import Matrix, folded, matrices, storage
+from gpumat.operands import overlaps
 
 
 def fake_batch(batch, height, width, stride=None, bstride=None, ptr=0x7F0000000000, dtype=np.float32, trans=False):

@@ -5,7 +5,8 @@ import pytest
 from support import fake_matrix
 
 import gpumat as gm
-from gpumat.matrix import as_float32_2d, as_host_2d, overlaps
+from gpumat.matrix import as_float32_2d, as_host_2d
+from gpumat.operands import overlaps
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,9 @@ import numpy as np
 
 from ._dtypes import SUPPORTED, as_dtype, bfloat16, is_bfloat16, suffix
 from .convert import gather
-from .matrix import Matrix, done_on, use_on
+from .matrix import Matrix
 from .memory import BorrowedBuffer
+from .memory.ordering import done_on, use_on
 from .runtime import memops
 from .runtime.devices import Device, device
 from .runtime.streams import (
@@ -452,9 +453,10 @@ def _gathered_copy(ptr, shape, strides, dtype, dev, owner, release, s: int) -> M
         out = Matrix._allocate(rows, cols, dev, s, dtype, batch if len(shape) == 3 else None)
         if out.size:
             with dev.lock:
-                use_on(s, out)
-                gather(ptr, out.elements, (batch, rows, cols), steps, suffix(dtype), s, dev)
-                done_on(s, out)
+                address, *_, buffer = out._operand()
+                use_on(s, buffer)
+                gather(ptr, address, (batch, rows, cols), steps, suffix(dtype), s, dev)
+                done_on(s, buffer)
             synchronize_stream(s)  # the copy has read the source before the producer gets it back
     finally:
         if release is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .matrix import Matrix, done_on, finished_on, paired_pieces, use_on
+from .matrix import Matrix, paired_pieces
+from .memory.ordering import done_on, finished_on, use_on
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.streams import foreign_of, stream_handle, synchronize_stream, trusted, wait_across_devices
@@ -38,7 +39,7 @@ def _copy(m: Matrix, out: Matrix, src_dev: Device, dst_dev: Device, s: int) -> N
     src_stream = stream_handle(None, src_dev)
     with src_dev.lock:  # addresses read under the lock; the hold keeps the memory through the copies
         pieces = [(x.elements, x.stride, y.elements, y.stride, x.shape) for x, y in paired_pieces(m, out)]
-        buf = m._buffer
+        buf = m._operand()[-1]
         buf.hold()
     try:
         src_dev.activate()
@@ -53,7 +54,7 @@ def _copy(m: Matrix, out: Matrix, src_dev: Device, dst_dev: Device, s: int) -> N
         buf.unhold()
     if not trusted(s):  # another library's stream: the copies have run there, no mark to record
         with dst_dev.lock:
-            finished_on(foreign_of(s, dst_dev), out._buffer)
+            finished_on(foreign_of(s, dst_dev), out._operand()[-1])
 
 
 def copy_into(src: Matrix, dst: Matrix, stream=None) -> None:
@@ -64,7 +65,7 @@ def copy_into(src: Matrix, dst: Matrix, stream=None) -> None:
     dev = src.device
     if dst.device is not dev:
         raise ValueError(f"copy_into: the source is on GPU {dev.ordinal}, the destination on GPU {dst.device.ordinal}")
-    if dst._buffer.borrowed and dst._buffer.readonly:
+    if dst.is_borrowed and dst._operand()[-1].readonly:
         raise ValueError("copy_into: the destination is a read-only import")
     s = stream_handle(stream, dev)
     with dev.lock:
@@ -77,8 +78,9 @@ def _copy_pieces(src: Matrix, dst: Matrix, s: int) -> None:
     if not src.size:
         return
     isz = src.itemsize
-    use_on(s, src, dst)
+    buffers = src._operand()[-1], dst._operand()[-1]
+    use_on(s, *buffers)
     for a, b in paired_pieces(src, dst):
         h, w = a.shape
         memops.copy_device_2d(b.elements, b.stride * isz, a.elements, a.stride * isz, w * isz, h, s)
-    done_on(s, src, dst)
+    done_on(s, *buffers)

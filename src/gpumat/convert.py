@@ -14,7 +14,9 @@ from functools import lru_cache
 
 from . import _dtypes
 from ._dtypes import SUFFIXES
-from .matrix import Matrix, done_on, operand_device, paired_pieces, use_on
+from .matrix import Matrix, paired_pieces
+from .memory.ordering import done_on, use_on
+from .operands import operand_device
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.streams import stream_handle
@@ -56,21 +58,23 @@ def astype(m, dtype, stream=None):
         _ = m.elements
         out = Matrix._allocate_like(m, dev, s, dt)
         if m.size:
-            use_on(s, m, out)
-            if m._batch is None and not m._trans:  # the common call: one row-major matrix, its own storage
+            *_, trans, batch, _, _, _, m_buffer = m._operand()
+            out_buffer = out._operand()[-1]
+            use_on(s, m_buffer, out_buffer)
+            if batch is None and not trans:  # the common call: one row-major matrix, its own storage
                 convert_region(m, out, s, dev)
             else:
                 for src, dst in paired_pieces(m, out):
                     convert_region(src, dst, s, dev)
-            done_on(s, m, out)
+            done_on(s, m_buffer, out_buffer)
     return out
 
 
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
     """dst = src converted, for two row-major 2-D matrices of one shape (operands ordered on `stream`)."""
-    rows, cols = src._height, src._width
-    launch = _launch(CONVERT_KERNELS[(src._sfx, dst._sfx)], rows, cols)
-    launch(dev, stream, src.elements, dst.elements, rows, cols, src._stride, dst._stride)
+    src_ptr, lds, _, _, _, rows, cols, src_sfx, _ = src._operand()
+    dst_ptr, ldd, *_, dst_sfx, _ = dst._operand()
+    _launch(CONVERT_KERNELS[(src_sfx, dst_sfx)], rows, cols)(dev, stream, src_ptr, dst_ptr, rows, cols, lds, ldd)
 
 
 def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: int, dev) -> None:

@@ -15,7 +15,9 @@ import threading
 from functools import lru_cache
 
 from ._dtypes import ITEMSIZE, SUFFIXES
-from .matrix import Matrix, as_matrix, finished_on, operand_device, plain_2d, same_dtype, storage, use_on
+from .matrix import Matrix, plain_2d, storage
+from .memory.ordering import finished_on, use_on
+from .operands import as_matrix, operand_device, same_dtype
 from .runtime import memops
 from .runtime.devices import Device
 from .runtime.geometry import cdiv
@@ -42,9 +44,9 @@ def grid_blocks(n: int, sm_count: int, dtype: str = "f32") -> int:
     return max(1, min(cdiv(n, THREADS * ELEMENTS_PER_THREAD[dtype]), BLOCKS_PER_SM * max(sm_count, 1), MAX_BLOCKS))
 
 
-def is_flat(m: Matrix) -> bool:
-    """Whether the matrix's elements are one contiguous run (a flat vector) in row-major order."""
-    return m._height <= 1 or m._stride == m._width
+def is_flat(rows: int, cols: int, stride: int) -> bool:
+    """Whether a row-major rows x cols region of row stride `stride` is one contiguous run (a flat vector)."""
+    return rows <= 1 or stride == cols
 
 
 def check_operands(x, y) -> tuple[int, int]:
@@ -98,7 +100,7 @@ def dot(x: Matrix, y: Matrix, stream=None) -> float:
     same_dtype("dot", (x, "x"), (y, "y"))
     if empty:
         return 0.0
-    if x._trans == y._trans:  # both row-major, or both transposed: the storages' products make the same sum
+    if x.is_transposed == y.is_transposed:  # both row-major, or both transposed: the storages' products agree
         return _dot(storage(x), storage(y), dev, s)
     # one transposed view is first copied row-major (one pass); the copy is freed here, not left to a finalizer
     copies = []
@@ -119,27 +121,25 @@ def _row_major(m: Matrix, copies: list, s: int) -> Matrix:
 
 def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
     """dot of two row-major 2-D matrices of one shape and dtype, on stream s of dev."""
-    dt = x._sfx
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:
-            x_ptr, y_ptr = x.elements, y.elements  # a matrix freed by another thread meanwhile raises here
-            rows, cols = x._height, x._width  # the caller checked that the shapes match
+            _ = x.elements, y.elements  # a matrix freed by another thread meanwhile raises here
+            # the buffers, read once: a free() from another thread may detach the matrices below
+            x_ptr, ldx, _, _, _, rows, cols, dt, x_buffer = x._operand()
+            y_ptr, ldy, *_, y_buffer = y._operand()  # the caller checked that the shapes and dtypes match
             n = rows * cols
             if n == 0:
                 return 0.0
-            use_on(s, x, y)
+            use_on(s, x_buffer, y_buffer)
             grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
-            if is_flat(x) and is_flat(y):
+            if is_flat(rows, cols, ldx) and is_flat(rows, cols, ldy):
                 FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, stream=s, device=dev)
             else:
-                STRIDED_KERNELS[dt](
-                    grid, block, x_ptr, y_ptr, rows, cols, x._stride, y._stride, scratch.dev, stream=s, device=dev
-                )
+                STRIDED_KERNELS[dt](grid, block, x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, stream=s, device=dev)
             scratch.fetch(s)
-            used = x._buffer, y._buffer  # a free() from another thread may detach the matrices below
         value = scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
     if not trusted(s):  # another library's stream: the work has run there, no mark to record
         with dev.lock:
-            finished_on(foreign_of(s, dev), *used)
+            finished_on(foreign_of(s, dev), x_buffer, y_buffer)
     return value

@@ -19,18 +19,10 @@ import numpy as np
 
 from . import _dtypes, memory
 from ._dtypes import FLOAT32
+from .memory.ordering import done_on, finished_on, use_on
 from .runtime import memops
 from .runtime.devices import Device, as_device
-from .runtime.streams import (
-    LEGACY_STREAM,
-    SPECIAL_STREAMS,
-    foreign_of,
-    foreign_streams,
-    own_streams,
-    record_after,
-    stream_handle,
-    trusted,
-)
+from .runtime.streams import LEGACY_STREAM, foreign_of, stream_handle, trusted
 
 INT32_MAX = 2**31 - 1
 
@@ -98,7 +90,7 @@ class Matrix:
         m = cls._allocate(height, width, dev, s, dtype, batch)
         if not trusted(s) and m._buffer.ptr:  # another library's stream: mark it after the allocation, or
             with dev.lock:  # the free, not knowing whether the stream still exists, waits for the device
-                done_on(s, m)
+                done_on(s, m._buffer)
         return m
 
     @classmethod
@@ -138,7 +130,7 @@ class Matrix:
         memops.zero_2d(buf.ptr, m._stride * m._dtype.itemsize, m._width * m._dtype.itemsize, rows, s)
         if not trusted(s):
             with buf.device.lock:
-                done_on(s, m)
+                done_on(s, buf)
         return m
 
     @classmethod
@@ -189,6 +181,25 @@ class Matrix:
     @property
     def dtype(self) -> np.dtype:
         return self._dtype
+
+    def _operand(self) -> tuple:
+        """What gpumat's operations read of a matrix, in one call (no property reads on their hot paths):
+        (address of element (0, 0), row stride of the storage, batch stride (0 for one 2-D matrix), stored
+        transposed, batch (None for one 2-D matrix), height, width, dtype suffix, buffer), strides in
+        elements. The first three are the (address, row stride, batch stride) the kernels take. Of a freed
+        matrix the buffer is None (or no longer alive): the callers check that under the device lock."""
+        buf, batch = self._buffer, self._batch
+        return (
+            buf.ptr + self._offset * self._dtype.itemsize if buf is not None else 0,
+            self._stride,
+            0 if batch is None else self._bstride,
+            self._trans,
+            batch,
+            self._height,
+            self._width,
+            self._sfx,
+            buf,
+        )
 
     @property
     def itemsize(self) -> int:
@@ -316,7 +327,7 @@ class Matrix:
             # addresses read under the lock: a free() from another thread during the copies below marks the
             # buffer dead at once (the hold keeps its memory until they end)
             pieces = () if plain else [(p.elements, p._height, p._width) for p in storage_pieces(self)]
-            use_on(s, self)
+            use_on(s, buf)
             buf.hold()
         try:
             pitch = self._stride * self._dtype.itemsize
@@ -517,7 +528,6 @@ _HOST_OPERAND = (
     "matmul of a gpumat.Matrix and a numpy array: gpumat does not move data between host and GPU behind your "
     "back; upload the array with gm.Matrix.from_numpy(x), or bring the Matrix back with .to_numpy()"
 )
-_DeviceBuffer = memory.DeviceBuffer
 _ops = None
 
 
@@ -609,170 +619,6 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray
 def as_float32_2d(array) -> np.ndarray:
     """A C-contiguous float32 2-D copy of a real array-like (what from_numpy(a, dtype=np.float32) uploads)."""
     return as_host_2d(array, FLOAT32)[0]
-
-
-def same_dtype(op: str, *named) -> np.dtype:
-    """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion)."""
-    dt, sfx, first = None, None, None
-    for m, name in named:
-        if m is None:
-            continue
-        if dt is None:
-            dt, sfx, first = m._dtype, m._sfx, name
-        elif m._sfx != sfx:
-            raise TypeError(
-                f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
-                f"not mix dtypes in one call (convert one with .astype())"
-            )
-    return dt
-
-
-def as_matrix(x, name: str) -> Matrix:
-    if not isinstance(x, Matrix):
-        raise TypeError(f"{name} must be a gpumat.Matrix, got {type(x).__name__} (use Matrix.from_numpy)")
-    _ = x.elements  # raises FreedMatrixError for freed matrices
-    return x
-
-
-def operand_device(*named) -> Device:
-    """The one device all the given matrices live on; (matrix, name) pairs, None entries skipped (the
-    operation checks which it needs), but not all of them. TypeError for non-matrices, FreedMatrixError
-    for freed ones, ValueError naming the devices when they differ."""
-    dev = None
-    first = None
-    for x, name in named:
-        if x is None:
-            continue
-        if not isinstance(x, Matrix):
-            raise TypeError(f"{name} must be a gpumat.Matrix, got {type(x).__name__} (use Matrix.from_numpy)")
-        buf = x._buffer
-        if buf is None:
-            raise FreedMatrixError(f"{name} ({x._describe()}) has been freed")
-        d = buf.device
-        if dev is None:
-            dev, first = d, name
-        elif d is not dev:
-            raise ValueError(
-                f"{first} is on GPU {dev.ordinal} and {name} on GPU {d.ordinal}: the operands of one "
-                f"operation must live on one device (copy with .to(device))"
-            )
-    if dev is None:
-        raise TypeError(f"{named[0][1]} must be a gpumat.Matrix, got None")
-    return dev.activate()
-
-
-def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
-    """An optional `out`: a live Matrix of the result's shape sharing no memory with the inputs."""
-    if out is None:
-        return
-    as_matrix(out, "out")
-    if getattr(out._buffer, "readonly", False):
-        raise ValueError(f"{op}: out is read-only (its producer exported it so); write into a writeable matrix")
-    if out.shape != shape:
-        raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
-    if out._batch and out._batch > 1 and out._bstride * out._dtype.itemsize < _one_matrix_bytes(out):
-        # e.g. another library's broadcast view (batch stride 0): each result would overwrite the last
-        raise ValueError(f"{op}: the matrices of out overlap each other (batch stride {out._bstride} elements)")
-    out_block = out._buffer
-    for x in inputs:
-        block = x._buffer
-        # two different blocks of gpumat's pool never share a byte; views of one block, and other
-        # libraries' memory, are compared by address
-        if (
-            block is out_block or type(block) is not _DeviceBuffer or type(out_block) is not _DeviceBuffer
-        ) and overlaps(out, x):
-            raise ValueError(f"{op}: out overlaps an input; the kernels read the inputs while they write out")
-
-
-def address_range(m: Matrix) -> tuple[int, int]:
-    """[first byte, last byte + 1) that the matrix's elements span in device memory."""
-    one = _one_matrix_bytes(m)
-    if one == 0 or m._batch == 0:
-        return 0, 0
-    start = m.elements
-    return start, start + one + ((m._batch - 1) * m._bstride * m._dtype.itemsize if m._batch else 0)
-
-
-def _one_matrix_bytes(m: Matrix) -> int:
-    """The bytes one matrix of m spans, from its first element to past its last."""
-    if m._height == 0 or m._width == 0:
-        return 0
-    rows, cols = (m._width, m._height) if m._trans else (m._height, m._width)  # the storage's
-    return ((rows - 1) * m._stride + cols) * m._dtype.itemsize
-
-
-def overlaps(a: Matrix, b: Matrix) -> bool:
-    (a0, a1), (b0, b1) = address_range(a), address_range(b)
-    return a0 < b1 and b0 < a1
-
-
-def use_on(stream: int, *matrices):
-    """Before queueing work on `stream`: order it after the allocation of each matrix's memory, the first
-    time the memory is used there (device lock held). Returns the stream's Foreign when it is another
-    library's stream (for mark_done after the work), else None."""
-    if stream in SPECIAL_STREAMS or stream in own_streams:
-        for m in matrices:
-            buf = m._buffer
-            if buf.stream != stream:
-                others = buf.others  # used there before: nothing to order (what buf.use_on would find)
-                if others is None or stream not in others:
-                    buf.use_on(stream)
-        return None
-    # another library's stream, as stream_handle settled it for this operation
-    f = foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device)
-    for m in matrices:
-        buf = m._buffer
-        others = buf.others
-        if others is None or f not in others:
-            buf.use_on(stream, f)
-    return f
-
-
-def use_buffers_on(stream: int, f, buffers) -> None:
-    """use_on for buffers that belong to no Matrix (a CSRMatrix's arrays), in an operation on `stream`
-    whose matrices' use_on gave `f` (device lock held); after the work, finished_on(f, *buffers) when f is
-    not None (the operation's done_on records the mark they wait for)."""
-    for buf in buffers:
-        if f is None:
-            if buf.stream != stream:
-                buf.use_on(stream)
-        elif buf.others is None or f not in buf.others:
-            buf.use_on(stream, f)
-
-
-def done_on(stream: int, *matrices) -> None:
-    """After queueing work on `stream` (device lock held): when it is another library's stream, mark_done."""
-    if stream in SPECIAL_STREAMS or stream in own_streams:
-        return
-    mark_done(foreign_streams.get(stream) or foreign_of(stream, matrices[0]._buffer.device), stream, *matrices)
-
-
-def mark_done(f, stream: int, *matrices) -> None:
-    """After queueing work on another library's stream (f, handle `stream`; device lock held): its mark is
-    recorded once (runtime.streams.Foreign) and each matrix's eventual free waits for it (the stream itself
-    may be gone by then). This recording is the one driver call such an operation adds: the free of a
-    matrix used there, or its block leaving the free list kept for the stream, may come after the stream
-    is destroyed, when nothing else can order it after this work."""
-    if not f.lasting:  # one of PyTorch's own streams records its mark only when something waits for it
-        record_after(f, stream)
-    for m in matrices:
-        buf = m._buffer
-        others = buf.others
-        if others is None:
-            buf.others = {f: f}
-        else:
-            others[f] = f
-
-
-def finished_on(f, *buffers) -> None:
-    """After an operation on another library's stream (f) that waited for its own work there (device lock
-    held): each buffer's free waits for f's mark, with no new recording, as the work is done."""
-    for buf in buffers:
-        others = buf.others
-        if others is None:
-            buf.others = {f: f}
-        else:
-            others[f] = f
 
 
 # --- the storage under a matrix: what kernels that take a row-major (rows, cols, stride) region see ----

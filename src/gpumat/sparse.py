@@ -31,7 +31,9 @@ from ._csr import (  # noqa: F401  (re-exported: the host-side CSR helpers belon
     validate_csr,
 )
 from ._dtypes import suffix
-from .matrix import FreedMatrixError, Matrix, as_matrix, finished_on, mark_done, use_buffers_on, use_on
+from .matrix import FreedMatrixError, Matrix
+from .memory.ordering import mark_done, use_on
+from .operands import as_matrix
 from .runtime.devices import as_device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
@@ -181,9 +183,8 @@ class CSRMatrix:
         out = Matrix.zeros(rows, cols, dtype=self._dtype, device=dev, stream=st)
         with dev.lock:
             if rows and cols and self._nnz:
-                f = use_on(st, out)
-                arrays = self._arrays()
-                use_buffers_on(st, f, arrays)
+                buffers = (out._operand()[-1], *self._arrays())
+                f = use_on(st, *buffers)
                 to_dense = TO_DENSE_BY_DTYPE[suffix(self._dtype)]
                 to_dense(
                     (cdiv(rows, BLOCK), 1, 1),
@@ -197,9 +198,8 @@ class CSRMatrix:
                     stream=st,
                     device=dev,
                 )
-                if f is not None:  # the same Foreign throughout: its one mark orders every buffer's free
-                    mark_done(f, st, out)
-                    finished_on(f, *arrays)
+                if f is not None:  # its one mark orders every buffer's free
+                    mark_done(f, st, *buffers)
         return out
 
     # lifetime --------------------------------------------------------------------------------

@@ -18,17 +18,9 @@ from typing import NamedTuple
 from . import memory
 from ._csr import INT32_MAX, RowStats
 from ._dtypes import name, suffix
-from .matrix import (
-    Matrix,
-    as_matrix,
-    check_out,
-    finished_on,
-    mark_done,
-    operand_device,
-    plain_2d,
-    use_buffers_on,
-    use_on,
-)
+from .matrix import Matrix, plain_2d
+from .memory.ordering import mark_done, use_on
+from .operands import as_matrix, check_out, operand_device
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv
 from .runtime.kernels import Kernel
 from .runtime.memops import zero_2d
@@ -214,13 +206,12 @@ def _spmm(s: CSRMatrix, b: Matrix, out: Matrix | None, algorithm: str, dev, st: 
             out = Matrix._allocate(rows, n, dev, st, s.dtype)
         if rows == 0 or n == 0:
             return out
-        f = use_on(st, b, out)
-        arrays = s._arrays()  # S's own memory: its free must wait for this product too
-        use_buffers_on(st, f, arrays)
+        # S's own memory too: its free must wait for this product
+        buffers = (b._operand()[-1], out._operand()[-1], *s._arrays())
+        f = use_on(st, *buffers)
         _launch(s, b, out, algorithm, dev, st)
-        if f is not None:  # the same Foreign throughout: its one mark orders every buffer's free
-            mark_done(f, st, b, out)
-            finished_on(f, *arrays)
+        if f is not None:  # its one mark orders every buffer's free
+            mark_done(f, st, *buffers)
     return out
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._dtypes import ITEMSIZE, SUFFIXES, suffix
-from .matrix import Matrix, as_matrix, check_out, done_on, matrices, operand_device, same_dtype, storage, use_on
+from ._dtypes import ITEMSIZE, SUFFIXES
+from .matrix import Matrix, matrices, storage
+from .memory.ordering import done_on, use_on
+from .operands import as_matrix, check_out, operand_device, same_dtype
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.memops import copy_device_2d
@@ -230,9 +232,9 @@ def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
     check_out(out, shape, (a,), "transpose")  # so no in-place transpose either
-    if algorithm in ("narrow_cols", "narrow_rows") and a._trans == (out is not None and out._trans):
+    if algorithm in ("narrow_cols", "narrow_rows") and a.is_transposed == (out is not None and out.is_transposed):
         # a kernel runs (one side stored transposed is a plain copy), on the storages: its limit, checked now
-        rows, cols = (a._width, a._height) if a._trans else (a._height, a._width)
+        rows, cols = (a.width, a.height) if a.is_transposed else (a.height, a.width)
         _check_narrow(algorithm, rows, cols)
     return shape
 
@@ -248,19 +250,21 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
     s = stream_handle(stream, dev)
     with dev.lock:
         shape = check_operands(a, out, algorithm)
-        dt = a._sfx if out is None else suffix(same_dtype("transpose", (a, "a"), (out, "out")))
+        src, lds, _, trans, batch, rows, cols, dt, a_buffer = a._operand()
         if out is None:
-            out = Matrix._allocate(shape[-2], shape[-1], dev, s, a._dtype, a._batch)
+            out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, batch)
+        else:
+            same_dtype("transpose", (a, "a"), (out, "out"))
         if out.size == 0:
             return out
-        use_on(s, a, out)
-        if a._batch is None and not a._trans and not out._trans:  # the common call: one row-major matrix each
-            rows, cols = a._height, a._width
-            transpose_region(a.elements, out.elements, rows, cols, a._stride, out._stride, dt, s, dev, algorithm)
+        dst, ldd, _, out_trans, *_, out_buffer = out._operand()
+        use_on(s, a_buffer, out_buffer)
+        if batch is None and not trans and not out_trans:  # the common call: one row-major matrix each
+            transpose_region(src, dst, rows, cols, lds, ldd, dt, s, dev, algorithm)
         else:
             for x, y in zip(matrices(a), matrices(out), strict=True):
                 _transpose_one(x, y, dt, algorithm, s, dev)
-        done_on(s, a, out)
+        done_on(s, a_buffer, out_buffer)
     return out
 
 

@@ -15,17 +15,10 @@ import numpy as np
 from .. import _precision
 from .._dtypes import ITEMSIZE
 from .._dtypes import name as dtype_name
-from ..matrix import (
-    INT32_MAX,
-    Matrix,
-    as_matrix,
-    check_out,
-    mark_done,
-    operand_device,
-    same_dtype,
-    use_on,
-)
+from ..matrix import INT32_MAX, Matrix
 from ..memory import DeviceBuffer
+from ..memory.ordering import mark_done, use_on
+from ..operands import as_matrix, check_out, operand_device, same_dtype
 from ..runtime import memops
 from ..runtime.devices import thread_state
 from ..runtime.geometry import MAX_GRID_YZ
@@ -409,13 +402,13 @@ def matmul(
             return out
         foreign = None  # use_on is needed, and says so, whenever s is another library's stream
         if a._buffer.stream != s or b._buffer.stream != s or out._buffer.stream != s:
-            foreign = use_on(s, a, b, out)
+            foreign = use_on(s, a._buffer, b._buffer, out._buffer)
         if k == 0:
             memops.zero_2d(out.elements, out.stride * out.itemsize, n * out.itemsize, m, s)
         else:
             launch_plain(plan, a, b, out, dev, s)
         if foreign is not None:
-            mark_done(foreign, s, a, b, out)
+            mark_done(foreign, s, a._buffer, b._buffer, out._buffer)
     return out
 
 
@@ -469,10 +462,10 @@ def _plain_product(a, b, out, stream) -> Matrix | None:
             out = Matrix._allocate(m, n, dev, s, a._dtype)
         foreign = None  # use_on says so whenever s is another library's stream
         if ab.stream != s or bb.stream != s or out._buffer.stream != s:
-            foreign = use_on(s, a, b, out)
+            foreign = use_on(s, a._buffer, b._buffer, out._buffer)
         launch_plain(plan, a, b, out, dev, s)
         if foreign is not None:
-            mark_done(foreign, s, a, b, out)
+            mark_done(foreign, s, a._buffer, b._buffer, out._buffer)
     return out
 
 
@@ -524,7 +517,7 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
     if out.size == 0:
         return out
     matrices = (a, b, out) if bias is None else (a, b, out, bias)
-    foreign = use_on(s, *matrices)
+    foreign = use_on(s, *(x._buffer for x in matrices))
     m2, n2, k2, batch, A, B, C, _, _, epilogue = operands
     C = (out.elements, *C[1:])  # a new result is laid out as _new_result said; its address is known now
     if k == 0:
@@ -532,7 +525,7 @@ def _general(a, b, out, m, n, k, algorithm, precision, alpha, beta, bias, activa
     else:
         launch(plan, A, B, C, epilogue, dev, s)
     if foreign is not None:
-        mark_done(foreign, s, *matrices)
+        mark_done(foreign, s, *(x._buffer for x in matrices))
     return out
 
 
