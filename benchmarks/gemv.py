@@ -35,7 +35,7 @@ DTYPES = ("float32", "float16", "float64")
 def main() -> None:
     import gpumat as gm
     from gpumat._bench.common import cupy, cupy_time_ms, print_table, time_ms
-    from gpumat.matmul.planner import split_options, traffic
+    from gpumat.matmul.engine import split_options, traffic
 
     repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     cp = cupy()

@@ -21,7 +21,7 @@ from gpumat._bench import common
 from gpumat._bench.common import print_table, time_ms, write_json
 from gpumat._bench.matmul import SHAPES
 from gpumat.matmul import algorithms
-from gpumat.matmul.planner import split_options
+from gpumat.matmul.engine import split_options
 
 EXTRA_SHAPES = [
     (512, 512, 512),

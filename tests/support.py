@@ -13,8 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat.matmul.problem import Target
-from gpumat.matmul.variants import REDUCE, VARIANTS
+from gpumat.matmul.engine import REDUCE, VARIANTS, Target
 from gpumat.matrix import Matrix
 from gpumat.runtime import devices, kernels, memops
 
@@ -55,6 +54,39 @@ def record_launches(monkeypatch, sink: list) -> list:
     monkeypatch.setattr(kernels.Kernel, "__call__", kernel_call)
     monkeypatch.setattr(kernels.FixedLaunch, "__call__", fixed_call)
     return sink
+
+
+def bound_run(monkeypatch, plan, a: tuple, b: tuple, c: tuple, epilogue: tuple | None = None, scratch=0x7F4000000000):
+    """Run `plan` bound to a stand-in device on (address, row stride, batch stride) operands with nothing
+    encoded or launched: (the tensor maps' (element type, arguments) in the order encoded, the launches
+    (kernel name, grid, block, arguments, shared memory), the copies into scratch ("transpose" or "copy",
+    the copy kernel's arguments)). Scratch comes from a pool that hands out `scratch`."""
+    from gpumat.matmul import engine
+    from gpumat.runtime import tensormaps
+
+    class Pool:
+        def alloc(self, nbytes, stream):
+            return scratch
+
+        def free(self, ptr, nbytes, stream):
+            pass
+
+    encoded, launched = [], []
+    record_launches(monkeypatch, launched)
+    monkeypatch.setattr(tensormaps, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
+    engine.tensor_map.cache_clear()
+    engine.c_map.cache_clear()
+    try:
+        engine.BoundPlan(plan, types.SimpleNamespace(memory=Pool())).run(0, a, b, c, epilogue or engine.IDENTITY)
+    finally:  # the fake maps must not outlive the test
+        engine.tensor_map.cache_clear()
+        engine.c_map.cache_clear()
+    copying = ("transpose_", "copy_")
+    copies = [(name.split("_")[0], args) for name, _, _, args, _, _ in launched if name.startswith(copying)]
+    launches = [
+        (name, grid, block, args, smem) for name, grid, block, args, smem, _ in launched if not name.startswith(copying)
+    ]
+    return encoded, launches, copies
 
 
 def busy(n: int) -> int:
@@ -156,11 +188,11 @@ class FakeDevice:
         """A test that changes the fake GPU's compute capability makes it another GPU: the facts the
         matmul engine cached for the old one (its Target, the plans of its launch path, which that path
         keys by device ordinal) must not be used for the new one."""
-        from gpumat.matmul import api
+        from gpumat.matmul.engine import bound_plans
 
         self._arch = value
         self.scratch.clear()
-        api._PLANS.clear()
+        bound_plans.clear()
 
     def activate(self):
         return self

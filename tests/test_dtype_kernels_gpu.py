@@ -18,7 +18,7 @@ from cuda.bindings import driver
 
 from gpumat import memory, sparse
 from gpumat._dtypes import SUFFIXES
-from gpumat.matmul.variants import IDENTITY
+from gpumat.matmul.engine import IDENTITY
 from gpumat.runtime import check, device
 from gpumat.runtime.geometry import cdiv
 
@@ -238,7 +238,7 @@ def test_dot(dt, shape, offs, flat, scratch):
 
 
 # ------------------------------------------------------------------------------------------- matmul
-MM = importlib.import_module("gpumat.matmul")
+MM = importlib.import_module("gpumat.matmul.engine")
 MM_SHAPES = [(1, 1, 1), (17, 33, 65), (64, 64, 16), (65, 63, 17), (130, 67, 129), (3, 200, 1000)]
 
 

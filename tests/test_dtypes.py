@@ -10,8 +10,7 @@ from support import dims, fake_matrix, poisoned, product_error
 
 import gpumat as gm
 from gpumat import _dtypes
-from gpumat.matmul import VARIANTS, Target, algorithms
-from gpumat.matmul.planner import unavailable
+from gpumat.matmul.engine import VARIANTS, Target, algorithms, unavailable
 
 gpu = pytest.mark.gpu
 ml_dtypes = pytest.importorskip("ml_dtypes")  # the host side of bfloat16 (installed on the GPU machine)

@@ -3,14 +3,21 @@ checks (before anything is launched), and how the engine plans batches and trans
 
 import numpy as np
 import pytest
-from support import ALL_MODULES, H100, FakeBuffer, fake_matrix
+from support import ALL_MODULES, FAKE_DEVICE, H100, FakeBuffer, fake_matrix, record_launches
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS
-from gpumat.matmul.api import _operands, _result_shape
-from gpumat.matmul.planner import plan
-from gpumat.matmul.problem import Problem, Target
-from gpumat.matmul.variants import ACTIVATIONS, IDENTITY
+from gpumat.matmul.engine import (
+    ACTIVATIONS,
+    IDENTITY,
+    VARIANTS,
+    BoundPlan,
+    Problem,
+    Target,
+    bound_plans,
+    call_view,
+    plan,
+    result_shape,
+)
 from gpumat.matrix import Matrix, folded, matrices, storage
 from gpumat.operands import overlaps
 
@@ -82,25 +89,25 @@ def test_contiguity_and_the_address_range_of_batches_and_transposed_views():
 # --- broadcasting and the engine's view of a call ------------------------------------------------------
 def test_batches_broadcast_by_numpys_rule():
     m2 = fake_matrix(3, 4)
-    assert _result_shape(m2, fake_matrix(4, 5), 3, 5) == (3, 5)
-    assert _result_shape(fake_batch(7, 3, 4), m2.T, 3, 3) == (7, 3, 3)
-    assert _result_shape(m2, fake_batch(7, 4, 5), 3, 5) == (7, 3, 5)
-    assert _result_shape(fake_batch(1, 3, 4), fake_batch(7, 4, 5), 3, 5) == (7, 3, 5)
-    assert _result_shape(fake_batch(7, 3, 4), fake_batch(1, 4, 5), 3, 5) == (7, 3, 5)
+    assert result_shape(m2, fake_matrix(4, 5)) == (3, 5)
+    assert result_shape(fake_batch(7, 3, 4), m2.T) == (7, 3, 3)
+    assert result_shape(m2, fake_batch(7, 4, 5)) == (7, 3, 5)
+    assert result_shape(fake_batch(1, 3, 4), fake_batch(7, 4, 5)) == (7, 3, 5)
+    assert result_shape(fake_batch(7, 3, 4), fake_batch(1, 4, 5)) == (7, 3, 5)
     with pytest.raises(ValueError, match=r"\(2, 3, 4\).*\(3, 4, 5\).*do not broadcast"):
-        _result_shape(fake_batch(2, 3, 4), fake_batch(3, 4, 5), 3, 5)
+        result_shape(fake_batch(2, 3, 4), fake_batch(3, 4, 5))
 
 
 def test_a_batch_with_one_shared_b_folds_into_one_tall_product():
     a, b, out = fake_batch(6, 3, 4), fake_matrix(4, 5, ptr=0x7F1000000000), fake_batch(6, 3, 5, ptr=0x7F2000000000)
-    m, n, k, batch, A, B, C, ta, tb, _ = _operands(a, b, out, 3, 5, 4, IDENTITY)
+    m, n, k, batch, A, B, C, ta, tb, _ = call_view(a, b, out, IDENTITY)
     assert (m, n, k, batch, ta, tb) == (18, 5, 4, 1, False, False)
     # a column bias (one value a row of each matrix) cannot fold: its index would run past m
     column = (*IDENTITY[:4], 2, *IDENTITY[5:])
-    assert _operands(a, b, out, 3, 5, 4, column)[3] == 6
+    assert call_view(a, b, out, column)[3] == 6
     # a batched b does not fold either; its matrices are a grid layer each
     b3 = fake_batch(6, 4, 5, ptr=0x7F1000000000)
-    m, n, k, batch, A, B, C, *_ = _operands(a, b3, out, 3, 5, 4, IDENTITY)
+    m, n, k, batch, A, B, C, *_ = call_view(a, b3, out, IDENTITY)
     assert (m, batch, A[2], B[2], C[2]) == (3, 6, 12, 20, 15)
 
 
@@ -108,7 +115,7 @@ def test_a_transposed_out_is_computed_as_the_transposed_product():
     a, b = fake_matrix(3, 4), fake_matrix(4, 5, ptr=0x7F1000000000)
     out = fake_matrix(5, 3, ptr=0x7F2000000000).T  # 3 x 5, stored as 5 x 3 row-major
     row_bias = (1.0, 0.0, 0x10, 1, 1, 0, 0)
-    m, n, k, batch, A, B, C, ta, tb, epilogue = _operands(a, b, out, 3, 5, 4, row_bias)
+    m, n, k, batch, A, B, C, ta, tb, epilogue = call_view(a, b, out, row_bias)
     # C^T = B^T A^T: the operands swap and each is read the other way round; a row bias becomes a column one
     assert (m, n, k, ta, tb) == (5, 3, 4, True, True)
     assert A[0] == b.elements and B[0] == a.elements and C == (out.elements, 3, 0)
@@ -201,7 +208,7 @@ def test_a_batch_runs_in_one_launch_without_split_k_on_a_kernel_that_batches():
             p = plan(Problem(64, 64, 4096, dtype, dtype, mode, batch=batch), H100)
             assert p.variant.batches and p.splits == 1
             assert p.grid[2] == min(batch, 65535)
-            assert (p.direct is not None) == (batch <= 65535)
+            assert BoundPlan(p, FAKE_DEVICE).shape == ("direct" if batch <= 65535 else "general")
     with pytest.raises(ValueError, match="not a batch"):
         plan(Problem(256, 256, 256, "f16", "f16", "native", batch=4), H100, "wgmma128x256")
 
@@ -210,8 +217,9 @@ def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it()
     plain = plan(Problem(4096, 4096, 512, "f32", "f32", "float32"), H100)
     ta = plan(Problem(4096, 4096, 512, "f32", "f32", "float32", a_trans=True), H100)
     tb = plan(Problem(512, 512, 512, "f32", "f32", "float32", b_trans=True, batch=3), H100)
-    assert not (plain.copy_a or plain.copy_b) and plain.direct is not None
-    assert ta.copy_a and not ta.copy_b and ta.direct is None and ta.seconds > plain.seconds
+    assert not (plain.copy_a or plain.copy_b) and BoundPlan(plain, FAKE_DEVICE).shape == "direct"
+    assert ta.copy_a and not ta.copy_b and BoundPlan(ta, FAKE_DEVICE).shape == "general"
+    assert ta.seconds > plain.seconds
     assert tb.copy_b and tb.copy_bytes == 3 * 512 * 512 * 4
     assert "stored transposed" in str(ta)
 
@@ -233,24 +241,20 @@ def test_every_gemm_kernel_takes_the_epilogue_and_every_batching_one_the_batch_s
 
 def test_the_plan_sees_the_same_fold_as_the_launch():
     """A column bias keeps a batch unfolded in the plan too (the plan's batch is the launch's grid)."""
-    from gpumat.matmul.api import _problem
-
-    a, b, out = fake_batch(2, 1, 1, stride=2), fake_matrix(1, 2, ptr=0x7F1000000000), fake_batch(2, 1, 2, stride=3)
+    a, b = fake_batch(2, 1, 1, stride=2), fake_matrix(1, 2, ptr=0x7F1000000000)
+    out = fake_batch(2, 1, 2, stride=3, ptr=0x7F2000000000)
     column = (1.0, 0.0, 0x10, 1, 2, 0, 0)
-    assert _problem(a, b, out, 1, 2, 1, "float32").batch == 1  # folded: one tall product
-    p = _problem(a, b, out, 1, 2, 1, "float32", column)
-    assert (p.m, p.batch) == (1, 2)
+    assert gm.matmul_plan(a, b, out).problem.batch == 1  # folded: one tall product
+    m, n, k, batch, *_ = call_view(a, b, out, column)
+    assert (m, batch) == (1, 2)
 
 
 def test_the_launch_paths_plan_cache_stays_bounded_for_batched_calls(monkeypatch):
-    from gpumat.matmul import api
-
-    monkeypatch.setattr(api, "_PLAN_CACHE_SIZE", 4)
-    monkeypatch.setattr(api, "launch", lambda *args: None)  # everything up to the launch runs
-    monkeypatch.setattr(api, "use_on", lambda *args: None)
-    api._PLANS.clear()
+    launches = record_launches(monkeypatch, [])  # everything up to the launch runs
+    monkeypatch.setattr(bound_plans, "limit", 4)
+    bound_plans.clear()
     for n in range(1, 12):
         a, b = fake_batch(2, n, n), fake_batch(2, n, n, ptr=0x7F1000000000)
         gm.matmul(a, b, out=fake_batch(2, n, n, ptr=0x7F2000000000))
-    assert len(api._PLANS) <= 4
-    api._PLANS.clear()
+    assert len(bound_plans) <= 4 and len(launches) == 11
+    bound_plans.clear()

@@ -13,8 +13,8 @@ from support import epilogue_reference, rng, wide
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16, ML_BFLOAT16
-from gpumat.matmul import VARIANTS, planner
-from gpumat.matmul.problem import Target
+from gpumat.matmul import engine
+from gpumat.matmul.engine import VARIANTS, Target
 
 pytestmark = pytest.mark.gpu
 
@@ -200,7 +200,7 @@ def test_halves_read_a_transposed_in_place_on_hopper_where_aligned(kind, tb, m):
         "activation": "gelu",
         "pads": [0, 0, 0],
     }
-    hopper = planner.unavailable(VARIANTS["wgmma128x128at"], Target.of(gm.device())) is None
+    hopper = engine.unavailable(VARIANTS["wgmma128x128at"], Target.of(gm.device())) is None
 
     def expect(plan):
         if not hopper:

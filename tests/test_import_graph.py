@@ -163,3 +163,45 @@ def test_layers_point_down():
             assert all(t.startswith("gpumat.runtime") for t in targets), (name, targets)
         if name.startswith("gpumat.memory"):
             assert all(t.startswith(("gpumat.runtime", "gpumat.memory")) for t in targets), (name, targets)
+
+
+ENGINE_SURFACE = {"gpumat.matmul", "gpumat.matmul.engine"}  # what may be imported of the GEMM engine from outside
+
+
+def _engine_imports(path: Path) -> set[str]:
+    """The gpumat.matmul modules a file outside the package imports (absolute imports: tests, benchmarks, tools)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names if node.module == "gpumat.matmul"}
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" and node.args:
+            if isinstance(node.args[0], ast.Constant):
+                found.add(node.args[0].value)
+    return {m for m in found if m.startswith("gpumat.matmul.") and m.split(".")[2] in _ENGINE_MODULES}
+
+
+_ENGINE_MODULES = {p.stem for p in (PACKAGE / "matmul").glob("*.py")} - {"__init__"}
+
+
+def test_tests_and_benchmarks_reach_the_engine_through_its_surface():
+    """Tests, benchmarks and tools use the plan object, gm.matmul_plan, gpumat.matmul's few names and the
+    documented engine surface (gpumat.matmul.engine): never the engine's private modules, which then stay
+    free to change. The package's own layers above the engine (outofcore, dask, the benchmarks, the demo)
+    likewise import it only through gpumat.matmul and gpumat.matmul.engine."""
+    root = PACKAGE.parent.parent
+    files = [*root.glob("tests/*.py"), *root.glob("benchmarks/*.py"), *root.glob("tools/*.py")]
+    offenders = {
+        str(p.relative_to(root)): sorted(bad)
+        for p in files
+        if (bad := {m for m in _engine_imports(p) if m not in ENGINE_SURFACE})
+    }
+    assert offenders == {}
+    inside = {
+        name: sorted(t for t in targets if t.startswith("gpumat.matmul.") and t not in ENGINE_SURFACE)
+        for name, targets in _graph().items()
+        if not name.startswith("gpumat.matmul")
+    }
+    assert {name: bad for name, bad in inside.items() if bad} == {}

@@ -94,9 +94,7 @@ def test_fatbins_hold_machine_code_for_every_listed_arch(manifest):
 def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifest):
     """cuda/matmul_wgmma_half.cu declares sm_90a: built (machine code for sm_90a alone) when ARCHS has 90,
     otherwise listed as skipped, and then Python never picks its kernels."""
-    from gpumat.matmul.planner import plan, unavailable
-    from gpumat.matmul.problem import Problem, Target, built_modules
-    from gpumat.matmul.variants import VARIANTS
+    from gpumat.matmul.engine import VARIANTS, Problem, Target, built_modules, plan, unavailable
 
     hopper = Target(90, 132, 227 * 1024, built_modules())
     wgmma = VARIANTS["wgmma128x256"]

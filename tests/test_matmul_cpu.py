@@ -8,10 +8,7 @@ from hypothesis import strategies as st
 from support import ALL_MODULES, fake_matrix
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS
-from gpumat.matmul.api import _check
-from gpumat.matmul.planner import plan
-from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.engine import VARIANTS, Problem, Target, plan
 from gpumat.runtime import geometry
 
 SGEMM = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the fast exact FP32 kernels
@@ -42,7 +39,7 @@ def test_out_overlapping_an_input_is_rejected():
 
 def test_unknown_algorithm_is_rejected():
     with pytest.raises(ValueError, match="unknown matmul algorithm"):
-        _check(fake_matrix(2, 2), fake_matrix(2, 2), None, "fastest")
+        gm.matmul_plan(fake_matrix(2, 2), fake_matrix(2, 2), algorithm="fastest")
     with pytest.raises(ValueError, match="unknown matmul algorithm"):
         gm.matmul(fake_matrix(2, 2), fake_matrix(2, 2, ptr=0x7F0010000000), algorithm="fastest")
 

@@ -23,10 +23,7 @@ from hypothesis import strategies as st
 from support import ALL_MODULES, H100, built_entries, dims, fake_matrix, poison, poisoned
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS, algorithms
-from gpumat.matmul.planner import plan
-from gpumat.matmul.problem import Problem, Target
-from gpumat.matmul.variants import REDUCE
+from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, algorithms, plan
 from gpumat.runtime import geometry
 
 DMMA = {name: v for name, v in VARIANTS.items() if ("f64", "f64") in v.kernels and v.min_arch >= 80}

@@ -7,8 +7,7 @@ from hypothesis import strategies as st
 from support import check_view_product, dims, poisoned, product_error, random, rel_error
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS, algorithms
-from gpumat.matmul.planner import computes
+from gpumat.matmul.engine import VARIANTS, algorithms, computes
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]

@@ -16,10 +16,23 @@ from hypothesis import strategies as st
 from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS, MatmulPlan
-from gpumat.matmul.planner import best_split, candidates, computes, forced, matrix_vector, model, plan, unavailable
-from gpumat.matmul.problem import Problem, Target, aligned
-from gpumat.matmul.variants import REDUCE, accumulator
+from gpumat.matmul.engine import (
+    REDUCE,
+    VARIANTS,
+    MatmulPlan,
+    Problem,
+    Target,
+    accumulator,
+    aligned,
+    best_split,
+    candidates,
+    computes,
+    forced,
+    matrix_vector,
+    model,
+    plan,
+    unavailable,
+)
 from gpumat.runtime import geometry
 
 # (input, output, mode, operands aligned): every kind of problem the engine takes

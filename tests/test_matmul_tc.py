@@ -29,10 +29,7 @@ from support import (
 )
 
 import gpumat as gm
-from gpumat.matmul import VARIANTS
-from gpumat.matmul.api import _mode
-from gpumat.matmul.planner import computes, plan
-from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.engine import VARIANTS, Problem, Target, computes, mode_of, plan
 from gpumat.runtime import geometry
 
 MODES = ("tf32x3", "tf32")
@@ -48,7 +45,7 @@ TF32X3_TOL = 1e-5
 
 def matmul_mode(algorithm: str, precision) -> str:
     """The precision a float32 call with this algorithm and precision= runs at."""
-    return _mode(fake_matrix(1, 1), algorithm, precision)
+    return mode_of("f32", algorithm, precision)
 
 
 def tc_plan(mode: str, shape, target: Target, algorithm: str = "auto", aligned: bool = False):

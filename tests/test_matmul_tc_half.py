@@ -18,9 +18,7 @@ by orders of magnitude more.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -29,6 +27,7 @@ from hypothesis import strategies as st
 from support import (
     ALL_MODULES,
     FAKE_DEVICE,
+    bound_run,
     built_entries,
     dims,
     epilogue_reference,
@@ -39,11 +38,18 @@ from support import (
 )
 
 import gpumat as gm
-from gpumat.matmul import launcher, planner
-from gpumat.matmul.launcher import c_map_args, tensor_map_args
-from gpumat.matmul.problem import Problem, Target, aligned, built_modules
-from gpumat.matmul.variants import IDENTITY, K_CHUNK, algorithms
-from gpumat.matmul.variants import VARIANTS as ROWS
+from gpumat.matmul import engine
+from gpumat.matmul.engine import (
+    K_CHUNK,
+    Problem,
+    Target,
+    algorithms,
+    aligned,
+    built_modules,
+    c_map_args,
+    tensor_map_args,
+)
+from gpumat.matmul.engine import VARIANTS as ROWS
 from gpumat.runtime import geometry
 
 DTYPES = ("float16", "bfloat16")
@@ -69,7 +75,7 @@ def half_plan(
     m, n, k, target: Target, a_aligned=True, b_aligned=True, algorithm="auto", b_trans=False, a_trans=False, dtype="f16"
 ):
     p = Problem(m, n, k, dtype, dtype, "native", a_aligned, b_aligned, a_trans=a_trans, b_trans=b_trans)
-    return planner.plan(p, target, algorithm)
+    return engine.plan(p, target, algorithm)
 
 
 def tolerance(out_dtype: str, k: int) -> float:
@@ -160,13 +166,15 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
 
             def plan_of(side, algorithm="auto", target=HOPPER, a_aligned=True, a_trans=True, b_trans=False):
                 problem = Problem(side, side, side, dtype, out, "native", a_aligned, True, 1, a_trans, b_trans)
-                return planner.plan(problem, target, algorithm)
+                return engine.plan(problem, target, algorithm)
 
             suffix = dtype + ("_f32out" if out != dtype else "")
             for side, row in ((256, "wgmma128x128at"), (1024, "wgmma128x128at"), (4096, "wgmma128x256at")):
                 q = plan_of(side)
                 assert (q.algorithm, q.copy_a, q.copy_b, q.copy_bytes) == (row, False, False, 0), q
-                assert q.kernel.name == f"matmul_{row}_{suffix}" and q.direct is None  # TMA: maps each call
+                assert (
+                    q.kernel.name == f"matmul_{row}_{suffix}" and engine.BoundPlan(q, None).shape == "tma"
+                )  # maps each call
                 unaligned = plan_of(side, a_aligned=False)  # copied, so into the faster row-major row
                 assert (unaligned.algorithm, unaligned.copy_a, unaligned.copy_b) == (row[:-2], True, False)
                 assert unaligned.copy_bytes == 2 * side * side
@@ -192,53 +200,21 @@ def test_the_launcher_copies_a_into_the_layout_its_row_reads(monkeypatch):
     row given an A stored transposed transposes it into M rows of K. A's tensor map then describes the
     scratch (rows of a multiple of 8 elements)."""
     m, n, k = 300, 520, 1000
-    calls, encoded = [], []
-
-    class Pool:
-        def alloc(self, nbytes, stream):
-            return 0x7F4000000000
-
-        def free(self, ptr, nbytes, stream):
-            pass
-
-    monkeypatch.setattr(
-        launcher, "transpose_region", lambda src, dst, r, c, lds, ldd, *a: calls.append(("T", r, c, lds, ldd))
-    )
-    monkeypatch.setattr(
-        launcher, "copy_region", lambda src, dst, r, c, lds, ldd, *a: calls.append(("C", r, c, lds, ldd))
-    )
-    monkeypatch.setattr(launcher, "encode_tiled", lambda sfx, args: encoded.append(args) or bytes(128))
     cases = [
         # (row, A stored transposed, A's storage row stride, the copy, A's map: globalDim, row stride in bytes)
-        ("wgmma128x128at", False, k, ("T", m, k, k, 304), (m, k), 608),  # M x K source -> K x M scratch
-        ("wgmma128x128at", True, m + 1, ("C", k, m, m + 1, 304), (m, k), 608),  # K x M, unaligned rows
-        ("wgmma128x128", True, m, ("T", k, m, m, k), (k, m), 2000),  # K x M source -> M x K scratch
+        ("wgmma128x128at", False, k, ("transpose", m, k, k, 304), (m, k), 608),  # M x K source -> K x M scratch
+        ("wgmma128x128at", True, m + 1, ("copy", k, m, m + 1, 304), (m, k), 608),  # K x M, unaligned rows
+        ("wgmma128x128", True, m, ("transpose", k, m, m, k), (k, m), 2000),  # K x M source -> M x K scratch
     ]
     for name, a_trans, lda, copy, global_dim, stride in cases:
-        calls.clear()
-        encoded.clear()
         aligned_a = not (a_trans and lda % 8)
         problem = Problem(m, n, k, "f16", "f16", "native", aligned_a, True, a_trans=a_trans)
-        q = planner.plan(problem, HOPPER, name)
+        q = engine.plan(problem, HOPPER, name)
         assert q.copy_a and not q.copy_b
-        q = replace(q, kernel=lambda *args, **kw: None)
-        launcher.tensor_map.cache_clear()
-        launcher.c_map.cache_clear()
-        try:
-            launcher.launch(
-                q,
-                (0x7F0000000000, lda, 0),
-                (0x7F0010000000, n, 0),
-                (0x7F0020000000, n, 0),
-                IDENTITY,
-                SimpleNamespace(memory=Pool()),
-                0,
-            )
-        finally:
-            launcher.tensor_map.cache_clear()
-            launcher.c_map.cache_clear()
-        assert calls == [copy], (name, calls)
-        a_map = encoded[1]  # C's map first
+        a, b, c = (0x7F0000000000, lda, 0), (0x7F0010000000, n, 0), (0x7F0020000000, n, 0)
+        encoded, _, copies = bound_run(monkeypatch, q, a, b, c)
+        assert [(kind, *args[2:6]) for kind, args in copies] == [copy], (name, copies)
+        a_map = encoded[1][1]  # C's map first
         assert (a_map["globalAddress"], a_map["globalDim"], a_map["globalStrides"]) == (
             0x7F4000000000,
             global_dim,
@@ -272,7 +248,7 @@ def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
         # so the tiles' measured rates decide (bench sweep, H100: 25.6 us against 28.8)
         p = Problem(2048, 2048, 2048, "f16", "f16", "native", a_trans="at" in layout, b_trans=layout.endswith("bt"))
-        arithmetic = [planner.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
+        arithmetic = [engine.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
         assert arithmetic[0] / arithmetic[1] == pytest.approx(narrow.rate / wide.rate)
         assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
 
@@ -353,35 +329,11 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     bn = v.tile[1]
     m, n, k = 300, 520, 1000  # 16-byte aligned rows (A stored transposed: 304 apart): every operand in place
     problem = Problem(m, n, k, "f16", "f16", "native", a_trans=v.reads_a_trans, b_trans=v.reads_b_trans)
-    q = planner.forced(problem, HOPPER, name, splits, 384)
+    q = engine.forced(problem, HOPPER, name, splits, 384)
     assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
-    encoded, launches = [], []
-
-    class Recorder:
-        def __init__(self, kernel):
-            self.name = kernel.name
-
-        def __call__(self, grid, block, *args, smem=0, stream=0, device=None):
-            launches.append((self.name, grid, block, args, smem))
-
-    class Pool:
-        def alloc(self, nbytes, stream):
-            return 0x7F4000000000
-
-        def free(self, ptr, nbytes, stream):
-            pass
-
-    q = replace(q, kernel=Recorder(q.kernel), reduce=q.reduce and Recorder(q.reduce))
-    monkeypatch.setattr(launcher, "encode_tiled", lambda sfx, args: encoded.append((sfx, args)) or bytes(128))
-    launcher.tensor_map.cache_clear()
-    launcher.c_map.cache_clear()
-    try:
-        a = (0x7F0000000000, 304, 0) if v.reads_a_trans else (0x7F0000000000, k, 0)
-        b = (0x7F0010000000, k, 0) if v.reads_b_trans else (0x7F0010000000, n, 0)
-        launcher.launch(q, a, b, (0x7F0020000000, n, 0), IDENTITY, SimpleNamespace(memory=Pool()), 0)
-    finally:  # the fake maps must not outlive the test
-        launcher.tensor_map.cache_clear()
-        launcher.c_map.cache_clear()
+    a = (0x7F0000000000, 304, 0) if v.reads_a_trans else (0x7F0000000000, k, 0)
+    b = (0x7F0010000000, k, 0) if v.reads_b_trans else (0x7F0010000000, n, 0)
+    encoded, launches, _ = bound_run(monkeypatch, q, a, b, (0x7F0020000000, n, 0))
     (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
     if v.reads_a_trans:
         assert (sa, a_map["globalDim"], a_map["globalStrides"], a_map["boxDim"]) == ("f16", (m, k), (608,), (64, 64))
@@ -504,7 +456,7 @@ def test_named_variants_that_cannot_run_are_refused_before_any_launch(monkeypatc
 
 def runnable() -> list[str]:
     target = Target.of(gm.device())
-    return [n for n in VARIANTS if planner.unavailable(ROWS[n], target) is None]
+    return [n for n in VARIANTS if engine.unavailable(ROWS[n], target) is None]
 
 
 def upload(host: np.ndarray, dtype: str, pad_left: int, pad_right: int):

@@ -19,9 +19,7 @@ magnitude more.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,6 +31,7 @@ from support import (
     H100,
     SM86,
     TURING,
+    bound_run,
     built_entries,
     dims,
     epilogue_reference,
@@ -43,11 +42,18 @@ from support import (
 )
 
 import gpumat as gm
-from gpumat.matmul import algorithms, launcher, planner
-from gpumat.matmul.launcher import c_map_args
-from gpumat.matmul.problem import Problem, Target, built_modules
-from gpumat.matmul.variants import IDENTITY, TENSOR_MAPS_EXACT, VARIANTS, WGMMA_SMEM
-from gpumat.runtime import geometry, kernels
+from gpumat.matmul import algorithms, engine
+from gpumat.matmul.engine import (
+    IDENTITY,
+    TENSOR_MAPS_EXACT,
+    VARIANTS,
+    WGMMA_SMEM,
+    Problem,
+    Target,
+    built_modules,
+    c_map_args,
+)
+from gpumat.runtime import geometry, kernels, tensormaps
 from gpumat.runtime.tensormaps import DATA_TYPES
 
 TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
@@ -58,7 +64,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "cuda" / f"{MODULE}.cu"
 
 def tf32_plan(m, n, k, target=H100, algorithm="auto", aligned=True, b_trans=False, mode="tf32", batch=1):
     p = Problem(m, n, k, "f32", "f32", mode, aligned, aligned, batch=batch, b_trans=b_trans)
-    return planner.plan(p, target, algorithm)
+    return engine.plan(p, target, algorithm)
 
 
 def tolerance(k: int) -> float:
@@ -133,7 +139,7 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         x_wt = tf32_plan(side, side, side, b_trans=True)
         assert (x_wt.algorithm, x_wt.splits) == ("tf32_wgmma128x256bt", 1)
         assert not (x_wt.copy_a or x_wt.copy_b) and x_wt.copy_bytes == 0
-        charged = 2 * side * side * 4 / planner.COPY_BANDWIDTH + planner.COPY_LAUNCH_S
+        charged = 2 * side * side * 4 / engine.COPY_BANDWIDTH + engine.COPY_LAUNCH_S
         assert row_major.seconds == pytest.approx(x_wt.seconds + charged)
         unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
@@ -151,7 +157,7 @@ def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
         for aligned in (True, False):
             q = tf32_plan(m, n, k, aligned=aligned, b_trans=b_trans, mode=mode)
             # (one row or column of C: a matrix-vector row, which computes exact FP32, any mode asked)
-            assert q.algorithm not in TF32_WGMMA and planner.computes(q.variant, "f32") in (mode, "float32")
+            assert q.algorithm not in TF32_WGMMA and engine.computes(q.variant, "f32") in (mode, "float32")
 
 
 @pytest.mark.parametrize(
@@ -162,14 +168,14 @@ def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
 def test_other_gpus_plan_as_before(monkeypatch, target):
     """Where the rows cannot run (not sm_90, or a build without the sm_90a module) every tf32 plan is the
     one the table without them makes; named, a row runs exact FP32 and says why."""
-    without = {name: v for name, v in VARIANTS.items() if name not in TF32_WGMMA}
     shapes = [(4096, 4096, 4096), (1024, 1024, 1024), (300, 200, 500), (1, 1, 1), (256, 256, 65536)]
     for shape in shapes:
         for b_trans in (False, True):
             p = Problem(*shape, "f32", "f32", "tf32", b_trans=b_trans)
-            with_rows = planner.plan.__wrapped__(p, target)
-            monkeypatch.setattr(planner, "VARIANTS", without)
-            assert planner.plan.__wrapped__(p, target) == with_rows
+            with_rows = engine.plan.__wrapped__(p, target)
+            for name in TF32_WGMMA:  # the table the planner reads, without the rows for the moment
+                monkeypatch.delitem(VARIANTS, name)
+            assert engine.plan.__wrapped__(p, target) == with_rows
             monkeypatch.undo()
     for name in TF32_WGMMA:
         named = tf32_plan(64, 64, 64, target, name)
@@ -216,11 +222,11 @@ def test_a_forced_split_must_end_on_a_k_tile():
     p = Problem(300, 200, 1000, "f32", "f32", "tf32", b_trans=True)
     for name in TF32_WGMMA:
         with pytest.raises(ValueError, match="multiples of 32"):
-            planner.forced(p, H100, name, 3, 350)
-        q = planner.forced(p, H100, name, 3, 352)
+            engine.forced(p, H100, name, 3, 350)
+        q = engine.forced(p, H100, name, 3, 352)
         assert (q.splits, q.k_chunk) == (3, 352)
-        assert planner.forced(p, H100, name, 4, 1000).splits == 1  # one layer covers K: no split at all
-    assert planner.forced(p, H100, "tf32_128x128", 3, 350).k_chunk == 350
+        assert engine.forced(p, H100, name, 4, 1000).splits == 1  # one layer covers K: no split at all
+    assert engine.forced(p, H100, "tf32_128x128", 3, 350).k_chunk == 350
     if MODULE not in built_modules():
         pytest.skip(f"{MODULE} is not built: the fake sm_90 GPU would run exact FP32")
     a, b = fake_matrix(300, 1000), fake_matrix(200, 1000, ptr=0x7F0010000000)
@@ -231,24 +237,7 @@ def test_a_forced_split_must_end_on_a_k_tile():
 # ---- without a GPU: what the launcher encodes and launches ----
 
 
-class Recorder:
-    """Stands in for a kernel: records its launches."""
-
-    def __init__(self, kernel, launches):
-        self.name, self.launches = kernel.name, launches
-
-    def __call__(self, grid, block, *args, smem=0, stream=0, device=None):
-        self.launches.append((self.name, grid, block, args, smem))
-
-
-class Pool:
-    SCRATCH = 0x7F4000000000
-
-    def alloc(self, nbytes, stream):
-        return self.SCRATCH
-
-    def free(self, ptr, nbytes, stream):
-        pass
+SCRATCH = 0x7F4000000000  # what the stand-in pool hands out
 
 
 def described(encoded_map) -> tuple:
@@ -258,20 +247,8 @@ def described(encoded_map) -> tuple:
 
 
 def record_launch(monkeypatch, q, a, b, c, epilogue=IDENTITY):
-    """Run the launcher on plan q with nothing encoded or launched: (encoded maps, launches, copies)."""
-    encoded, launches, copies = [], [], []
-    q = replace(q, kernel=Recorder(q.kernel, launches), reduce=q.reduce and Recorder(q.reduce, launches))
-    monkeypatch.setattr(launcher, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
-    monkeypatch.setattr(launcher, "transpose_region", lambda *args: copies.append(("transpose", args)))
-    monkeypatch.setattr(launcher, "copy_region", lambda *args: copies.append(("copy", args)))
-    launcher.tensor_map.cache_clear()
-    launcher.c_map.cache_clear()
-    try:
-        launcher.launch(q, a, b, c, epilogue, SimpleNamespace(memory=Pool()), 0)
-    finally:  # the fake maps must not outlive the test
-        launcher.tensor_map.cache_clear()
-        launcher.c_map.cache_clear()
-    return encoded, launches, copies
+    """Run plan q with nothing encoded or launched: (encoded maps, launches, copies)."""
+    return bound_run(monkeypatch, q, a, b, c, epilogue, SCRATCH)
 
 
 @pytest.mark.parametrize("splits", [1, 3])
@@ -283,7 +260,7 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
     v = VARIANTS[name]
     bn = v.tile[1]
     m, n, k, lda, ldw, ldc = 300, 520, 1000, 1004, 1008, 524  # 16-byte aligned rows, wider than the views
-    q = planner.forced(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), H100, name, splits, 352)
+    q = engine.forced(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), H100, name, splits, 352)
     assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
     pa, pw, pc = 0x7F0000000000, 0x7F0010000000, 0x7F0020000000
     epilogue = (2.0, 0.0, 0x7F0030000000, 1, 1, 1, 1)  # alpha 2, a float32 row bias, relu
@@ -292,7 +269,7 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
     c_map, a_map, b_map = (described(x) for x in encoded)  # C's map first: it decides TMA stores
     assert a_map == ("tf32", pa, (k, m), (lda * 4,), (32, 128))
     assert b_map == ("tf32", pw, (k, n), (ldw * 4,), (32, bn))
-    out, out_ld = (pc, ldc) if splits == 1 else (Pool.SCRATCH, n)
+    out, out_ld = (pc, ldc) if splits == 1 else (SCRATCH, n)
     assert c_map == ("f32", out, (n, m, splits), (out_ld * 4, m * out_ld * 4), (32, 64, 1))
     kernel, grid, block, args, smem = launches[0]
     assert (kernel, grid, block, smem) == (f"matmul_wgmma128x{bn}bt_tf32", q.grid, (384, 1, 1), v.smem)
@@ -310,21 +287,21 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     the kernel's W argument then describe; A with a 16-byte misaligned row stride: copied row-major."""
     v = VARIANTS[name]
     m, n, k = 129, 255, 97
-    q = planner.plan(Problem(m, n, k, "f32", "f32", "tf32", a_aligned=False), H100, name)
+    q = engine.plan(Problem(m, n, k, "f32", "f32", "tf32", a_aligned=False), H100, name)
     assert q.copy_a and q.copy_b and q.copy_bytes == (m * k + k * n) * 4
     pa, pb, pc = 0x7F0000000004, 0x7F0010000000, 0x7F0020000000
     encoded, launches, copies = record_launch(monkeypatch, q, (pa, 99, 0), (pb, 256, 0), (pc, 256, 0))
     aligned_k = 100  # 97 floats rounded up to whole 16-byte pieces
     assert [kind for kind, _ in copies] == ["copy", "transpose"]
-    assert copies[0][1][:5] == (pa, Pool.SCRATCH, m, k, 99) and copies[0][1][5] == aligned_k
+    assert copies[0][1][:5] == (pa, SCRATCH, m, k, 99) and copies[0][1][5] == aligned_k
     # transposed on the way: the source is k x n (row stride 256), the copy n x k
-    assert copies[1][1][:5] == (pb, Pool.SCRATCH, k, n, 256) and copies[1][1][5] == aligned_k
+    assert copies[1][1][:5] == (pb, SCRATCH, k, n, 256) and copies[1][1][5] == aligned_k
     a_map, b_map = (described(x) for x in encoded)  # no C map: 255 floats a row are not whole 16-byte pieces
-    assert a_map == ("tf32", Pool.SCRATCH, (k, m), (aligned_k * 4,), (32, 128))
-    assert b_map == ("tf32", Pool.SCRATCH, (k, n), (aligned_k * 4,), (32, v.tile[1]))
+    assert a_map == ("tf32", SCRATCH, (k, m), (aligned_k * 4,), (32, 128))
+    assert b_map == ("tf32", SCRATCH, (k, n), (aligned_k * 4,), (32, v.tile[1]))
     args = launches[0][3]
-    assert args[2] == launcher.NO_MAP and args[9] == 0  # C by plain stores
-    assert args[10:14] == (Pool.SCRATCH, aligned_k, Pool.SCRATCH, aligned_k)
+    assert args[2] == engine.NO_MAP and args[9] == 0  # C by plain stores
+    assert args[10:14] == (SCRATCH, aligned_k, SCRATCH, aligned_k)
 
 
 def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monkeypatch):
@@ -332,18 +309,18 @@ def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monke
     16-bit elements or 32 float32, and the row stride is in bytes of the element type; tf32 is float32
     in memory (4 bytes) with the driver's TFLOAT32 type (rounds to nearest on the way in)."""
     encoded = []
-    monkeypatch.setattr(launcher, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
-    launcher.tensor_map.cache_clear()
+    monkeypatch.setattr(tensormaps, "encode_tiled", lambda elem, args: encoded.append((elem, args)) or bytes(128))
+    engine.tensor_map.cache_clear()
     try:
         for elem, width, size in (("f16", 64, 2), ("bf16", 64, 2), ("f32", 32, 4), ("tf32", 32, 4)):
-            launcher.tensor_map(elem, 0x7F0000000000, 300, 1000, 1008, 256)
+            engine.tensor_map(elem, 0x7F0000000000, 300, 1000, 1008, 256)
             got, args = encoded[-1]
             assert got == elem and args["boxDim"] == (width, 256) and args["globalStrides"] == (1008 * size,)
-            assert args["boxDim"][0] * size == launcher.SWIZZLE_BYTES == 128
+            assert args["boxDim"][0] * size == engine.SWIZZLE_BYTES == 128
         with pytest.raises(ValueError, match="16-byte"):
-            launcher.tensor_map("tf32", 0x7F0000000000, 4, 5, 5, 128)  # 20-byte rows
+            engine.tensor_map("tf32", 0x7F0000000000, 4, 5, 5, 128)  # 20-byte rows
     finally:
-        launcher.tensor_map.cache_clear()
+        engine.tensor_map.cache_clear()
     assert DATA_TYPES["tf32"] == ("CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", 4)
     assert DATA_TYPES["f32"] == ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4)
     driver = pytest.importorskip("cuda.bindings.driver")
@@ -356,7 +333,7 @@ def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monke
 
 def runnable() -> list[str]:
     target = Target.of(gm.device())
-    return [name for name in TF32_WGMMA if planner.unavailable(VARIANTS[name], target) is None]
+    return [name for name in TF32_WGMMA if engine.unavailable(VARIANTS[name], target) is None]
 
 
 def need_rows() -> list[str]:
@@ -554,7 +531,7 @@ def test_x_at_w_transposed_reads_w_in_place():
     for m, n, k in ((1, 1, 4), (128, 256, 32), (129, 257, 36), (127, 129, 132), (1024, 1024, 1024), (64, 520, 8192)):
         parents, X, WT, x64, wt64 = operands(m, n, k, True, in_place_pads(k, n, True))
         auto = gm.matmul_plan(X, WT, precision="tf32")
-        modelled = planner.plan(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), target)
+        modelled = engine.plan(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), target)
         assert auto.algorithm == modelled.algorithm
         if (m, n, k) == (1024, 1024, 1024) and target.sm_count == 132:  # H100 SXM / H200: 64 tiles, not 32
             assert auto.algorithm == "tf32_wgmma128x128bt"

@@ -14,8 +14,8 @@ from support import FAKE_DEVICE, fake_matrix, random
 
 import gpumat as gm
 from gpumat import memory
-from gpumat.matmul import MatmulPlan, Target, plan_problem
-from gpumat.matmul.problem import Problem, aligned
+from gpumat.matmul.engine import MatmulPlan, Problem, Target, aligned
+from gpumat.matmul.engine import plan as plan_problem
 
 gpu = pytest.mark.gpu
 

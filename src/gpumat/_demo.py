@@ -11,8 +11,8 @@ import numpy as np
 
 import gpumat as gm
 
-from .matmul import VARIANTS as MATMUL_VARIANTS
 from .matmul import algorithms as matmul_algorithms
+from .matmul.engine import VARIANTS as MATMUL_VARIANTS
 from .spmm import ALGORITHMS as SPMM_ALGORITHMS
 from .transpose import VARIANTS as TRANSPOSE_VARIANTS
 from .transpose import choose_algorithm as transpose_auto_choice

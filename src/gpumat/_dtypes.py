@@ -50,6 +50,7 @@ def __getattr__(name: str):
 # order) and of their element sizes in bytes.
 ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
 SUFFIXES = tuple(ITEMSIZE)
+DTYPE_NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}  # by kernel suffix
 
 
 def is_bfloat16(dt: np.dtype) -> bool:

@@ -58,23 +58,26 @@ def astype(m, dtype, stream=None):
         _ = m.elements
         out = Matrix._allocate_like(m, dev, s, dt)
         if m.size:
-            *_, trans, batch, _, _, _, m_buffer = m._operand()
-            out_buffer = out._operand()[-1]
-            use_on(s, m_buffer, out_buffer)
-            if batch is None and not trans:  # the common call: one row-major matrix, its own storage
-                convert_region(m, out, s, dev)
+            src, dst = m._operand(), out._operand()
+            use_on(s, src[8], dst[8])
+            if src[4] is None and not src[3]:  # the common call: one row-major matrix, its own storage
+                _convert(src, dst, s, dev)
             else:
-                for src, dst in paired_pieces(m, out):
-                    convert_region(src, dst, s, dev)
-            done_on(s, m_buffer, out_buffer)
+                for piece, target in paired_pieces(m, out):
+                    _convert(piece._operand(), target._operand(), s, dev)
+            done_on(s, src[8], dst[8])
     return out
 
 
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
     """dst = src converted, for two row-major 2-D matrices of one shape (operands ordered on `stream`)."""
-    src_ptr, lds, _, _, _, rows, cols, src_sfx, _ = src._operand()
-    dst_ptr, ldd, *_, dst_sfx, _ = dst._operand()
-    _launch(CONVERT_KERNELS[(src_sfx, dst_sfx)], rows, cols)(dev, stream, src_ptr, dst_ptr, rows, cols, lds, ldd)
+    _convert(src._operand(), dst._operand(), stream, dev)
+
+
+def _convert(src: tuple, dst: tuple, stream: int, dev) -> None:
+    """convert_region of two matrices' _operand() tuples."""
+    rows, cols = src[5], src[6]
+    _launch(CONVERT_KERNELS[(src[7], dst[7])], rows, cols)(dev, stream, src[0], dst[0], rows, cols, src[1], dst[1])
 
 
 def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: int, dev) -> None:

@@ -124,10 +124,11 @@ def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
     scratch = _scratch(dev)
     with scratch.lock:
         with dev.lock:
-            _ = x.elements, y.elements  # a matrix freed by another thread meanwhile raises here
             # the buffers, read once: a free() from another thread may detach the matrices below
             x_ptr, ldx, _, _, _, rows, cols, dt, x_buffer = x._operand()
             y_ptr, ldy, *_, y_buffer = y._operand()  # the caller checked that the shapes and dtypes match
+            if x_buffer is None or y_buffer is None or not (x_buffer.alive and y_buffer.alive):
+                _ = x.elements, y.elements  # freed by another thread meanwhile: FreedMatrixError says which
             n = rows * cols
             if n == 0:
                 return 0.0

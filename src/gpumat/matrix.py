@@ -47,6 +47,7 @@ class Matrix:
         "_batch",  # None: one 2-D matrix; else the number of matrices (shape (batch, height, width))
         "_bstride",  # elements from one matrix of a batch to the next
         "_trans",  # stored transposed (column-major): element (r, c) at (c * stride + r)
+        "_view",  # what _operand() returns, once made (None after free())
         "__weakref__",
     )
 
@@ -72,7 +73,7 @@ class Matrix:
         m = object.__new__(cls)
         m._buffer, m._offset, m._height, m._width, m._stride = buffer, offset, height, width, stride
         m._owner, m._dtype, m._sfx = owner, dtype, _dtypes.suffix(dtype)
-        m._trans, m._batch, m._bstride = trans, batch, bstride
+        m._trans, m._batch, m._bstride, m._view = trans, batch, bstride, None
         return m
 
     # construction -------------------------------------------------------------------------
@@ -108,11 +109,13 @@ class Matrix:
         or stored transposed when `trans` (a width x height storage)."""
         m = object.__new__(cls)
         count = 1 if batch is None else batch
-        m._buffer = memory.DeviceBuffer(count * height * width * dtype.itemsize, stream, dev)
+        m._buffer = _DeviceBuffer(count * height * width * dtype.itemsize, stream, dev)
         m._offset, m._height, m._width, m._owner, m._dtype = 0, height, width, True, dtype
         m._stride = (height if trans else width) or 1
         m._sfx = _SUFFIX.get(dtype) or _dtypes.suffix(dtype)  # the kernel-name suffix, compared on hot paths
         m._trans, m._batch, m._bstride = trans, batch, height * width
+        buf = m._buffer  # a new result's storage view, ready for the operation that made it
+        m._view = (buf.ptr, m._stride, 0 if batch is None else m._bstride, trans, batch, height, width, m._sfx, buf)
         return m
 
     @classmethod
@@ -187,10 +190,16 @@ class Matrix:
         (address of element (0, 0), row stride of the storage, batch stride (0 for one 2-D matrix), stored
         transposed, batch (None for one 2-D matrix), height, width, dtype suffix, buffer), strides in
         elements. The first three are the (address, row stride, batch stride) the kernels take. Of a freed
-        matrix the buffer is None (or no longer alive): the callers check that under the device lock."""
+        matrix the buffer is None (or no longer alive): the callers check that under the device lock.
+        Made once a matrix (its fields never change, a buffer's address never moves while it lives)."""
+        view = self._view
+        if view is not None:
+            return view
         buf, batch = self._buffer, self._batch
-        return (
-            buf.ptr + self._offset * self._dtype.itemsize if buf is not None else 0,
+        if buf is None:
+            return 0, self._stride, 0, self._trans, batch, self._height, self._width, self._sfx, None
+        self._view = view = (
+            buf.ptr + self._offset * self._dtype.itemsize,
             self._stride,
             0 if batch is None else self._bstride,
             self._trans,
@@ -200,6 +209,7 @@ class Matrix:
             self._sfx,
             buf,
         )
+        return view
 
     @property
     def itemsize(self) -> int:
@@ -461,10 +471,10 @@ class Matrix:
         if buf is None:
             return
         if buf.__class__ is _NoMemory:  # a stand-in: nothing to release
-            self._buffer = None
+            self._buffer = self._view = None
             return
         with buf.device.lock:  # an operation between its checks and its enqueue still sees the buffer
-            self._buffer = None
+            self._buffer = self._view = None
         if self._owner:
             buf.release()
 
@@ -528,6 +538,7 @@ _HOST_OPERAND = (
     "matmul of a gpumat.Matrix and a numpy array: gpumat does not move data between host and GPU behind your "
     "back; upload the array with gm.Matrix.from_numpy(x), or bring the Matrix back with .to_numpy()"
 )
+_DeviceBuffer = memory.DeviceBuffer
 _ops = None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 import gpumat as gm
 
-from ..matmul import VARIANTS, algorithms
+from ..matmul.engine import VARIANTS, algorithms
 from .common import cupy, cupy_time_ms, interleaved_us, print_table, time_ms, write_json
 
 SHAPES = [  # (M, N, K)

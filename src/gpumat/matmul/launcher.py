@@ -1,128 +1,193 @@
-"""The one launcher: queue a MatmulPlan on a stream for given operands.
+"""The one launcher: a MatmulPlan bound to its device (`BoundPlan`), which owns every launch a product makes.
 
-It assumes the caller has checked the operands against the plan's problem, holds the device lock,
-and has ordered the stream after the operands' allocations. Operands come as raw (address, row
-stride, batch stride) of their storage; an operand stored otherwise than the plan's kernel reads it
-(most kernels read both row-major; the *at and *bt rows read A or B stored transposed) is copied into
-that layout first (the plan says so), and a batch runs as grid layers of one launch. Scratch (split-K
-partials, aligned copies of operands for the copy engine) comes from the device's pool on the same
-stream and is freed stream-ordered after the launches, so it is reused only once they are done.
+A BoundPlan is made once per (problem, algorithm or given plan, device) and cached by the call path
+(gpumat.matmul.api) as its only entry. At binding it picks the plan's launch shape and prepares what the
+shape repeats (a FixedLaunch with the geometry and the fixed arguments packed); `run(stream, a, b, c,
+epilogue)` then queues the product, where a, b, c begin with (address, row stride, batch stride) of
+each operand's storage, in elements (a batch stride of 0: one matrix shared by the batch; what follows,
+as in a Matrix's _operand() tuple, is not read). The shapes:
+
+    direct     one kernel reading A and B in place, the batch in grid z
+    tma        one TMA kernel reading A and B in place (16-byte aligned), the tensor maps made per call
+    general    operands copied first into the layout (and 16-byte alignment) the kernel reads, split-K's
+               partials and their reduction, a batch beyond the grid's limit in several launches
+    zero       K = 0: C = act(beta C + bias), a zero fill or the planned kernel over K = 0
+    nothing    an empty C
+
+Where the plan depends on the operands' alignment (the TMA rows), the BoundPlan holds one per alignment
+of A and B and picks by the addresses and strides each call. The caller holds the device lock and has
+ordered the stream after the operands' allocations (gpumat.memory.ordering). Scratch (split-K
+partials, aligned copies) comes from the device's pool on the same stream and is freed stream-ordered
+after the launches, so it is reused only once they are done.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from .._dtypes import ITEMSIZE
 from ..convert import copy_region
 from ..memory import device_pool
+from ..runtime import memops, tensormaps
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
-from ..runtime.tensormaps import element_bytes, encode_tiled
+from ..runtime.kernels import FixedLaunch
 from ..transpose import transpose_region
+from . import planner
 from .plan import MatmulPlan
-from .problem import aligned
-from .variants import IDENTITY, accumulator
-
-NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
+from .problem import Problem, Target, aligned
+from .variants import IDENTITY, LEADING, VARIANTS, accumulator, gemm_arguments, reduce_arguments, tma_arguments
 
 
-def launch_plain(p: MatmulPlan, a, b, out, dev, stream: int) -> None:
-    """out = a @ b for three row-major 2-D matrices and no epilogue: the common call's short path."""
-    size = a._dtype.itemsize
-    # the addresses, as `elements` gives them: the caller checked under the device lock that they are live
-    pa = a._buffer.ptr + a._offset * size
-    pb = b._buffer.ptr + b._offset * size
-    pc = out._buffer.ptr + out._offset * out._dtype.itemsize
-    fixed = p.plain_launch
-    if fixed is None:
-        launch(p, (pa, a._stride, 0), (pb, b._stride, 0), (pc, out._stride, 0), IDENTITY, dev, stream)
-    elif p.variant.tma:  # the maps of this call's operands
-        fixed(dev, stream, *_tma_arguments(p, pa, a._stride, pb, b._stride, pc, out._stride, p.problem.out_dtype))
-    else:
-        fixed(dev, stream, pa, pb, pc, a._height, b._width, a._width, a._stride, b._stride, out._stride)
+class BoundPlan:
+    """A MatmulPlan bound to one device: `run(stream, a, b, c, epilogue=IDENTITY)` queues its product (see
+    the module docstring); `shape` names its launch shape. `plan` is the plan for 16-byte aligned
+    operands (the one it runs unless the alignment picks another)."""
 
+    __slots__ = ("plan", "device", "run", "shape", "launches", "_m", "_n", "_k", "_plain", "_every", "_by_alignment")
 
-def launch(p: MatmulPlan, a: tuple, b: tuple, c: tuple, epilogue: tuple, dev, stream: int) -> None:
-    """C = epilogue(op(A) @ op(B)) by plan p, queued on `stream` of `dev` (device lock held). a, b, c:
-    (address, row stride, batch stride) of each operand's storage (elements; batch stride 0: one matrix
-    shared by the batch); epilogue: the kernels' (alpha, beta, bias, bias_step, bias_along, bias_f32,
-    activation)."""
-    direct = p.direct
-    if direct is not None:  # one kernel, operands read in place: the common case
-        q = p.problem
-        p.direct_launch(
-            dev, stream, a[0], b[0], c[0], q.m, q.n, q.k, a[1], b[1], c[1], *direct, a[2], b[2], c[2], *epilogue
-        )
-        return
-    q, v = p.problem, p.variant
-    m, n, k, batch = q.m, q.n, q.k, q.batch
-    (pa, lda, bsa), (pb, ldb, bsb), (pc, ldc, bsc) = a, b, c
-    pool = dev.memory or device_pool(dev)
-    held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
-    try:
-        size = ITEMSIZE[q.dtype]
-        if p.copy_a:  # into the layout the kernel reads: M rows of K, or K rows of M (reads_a_trans)
-            rows, cols = (k, m) if v.reads_a_trans else (m, k)
-            flip = q.a_trans != v.reads_a_trans  # stored the other way round from what the kernel reads
-            pa, lda, bsa = _row_major_copy(pa, lda, bsa, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
-        if p.copy_b:  # into the layout the kernel reads: K rows of N, or N rows of K (reads_b_trans)
-            rows, cols = (n, k) if v.reads_b_trans else (k, n)
-            flip = q.b_trans != v.reads_b_trans
-            pb, ldb, bsb = _row_major_copy(pb, ldb, bsb, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
-        out, out_ld, out_sfx, product_epilogue = pc, ldc, q.out_dtype, epilogue
-        if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
-            out, out_ld, out_sfx = pool.alloc(p.scratch_bytes, stream), n, accumulator(q.dtype)
-            held.append((out, p.scratch_bytes))
-            product_epilogue = IDENTITY
-        if v.tma:
-            p.kernel(
-                p.grid,
-                v.block,
-                *_tma_arguments(p, pa, lda, pb, ldb, out, out_ld, out_sfx),
-                *product_epilogue,
-                smem=v.smem,
-                stream=stream,
-                device=dev,
-            )
+    def __init__(self, plan: MatmulPlan, dev):
+        q, v = plan.problem, plan.variant
+        self.plan, self.device, self._by_alignment = plan, dev, None
+        self._m, self._n, self._k = q.m, q.n, q.k
+        self._plain = self._every = None
+        self.launches = bool(q.m and q.n and q.batch)  # whether run() queues anything
+        one = plan.splits == 1 and not (plan.copy_a or plan.copy_b)
+        if not self.launches:
+            self.shape, self.run = "nothing", self._nothing
+        elif q.k == 0:
+            self.shape, self.run = "zero", self._zero
+        elif one and v.tma and q.batch == 1:
+            self.shape, self.run = "tma", self._tma
+            # the identity epilogue packed once; the maps and sizes before it, each call
+            leading = len(plan.kernel.signature) - len(IDENTITY)
+            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, leading, IDENTITY)
+        elif one and not v.tma and plan.grid[2] == q.batch:
+            self.shape, self.run = "direct", self._direct
+            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, len(plan.kernel.signature), ())
+            if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
+                tail = gemm_arguments(v.args, (0, 0, 0), (0, 0, 0), (0, 0, 0), 0, 0, 0, plan.k_chunk, IDENTITY)
+                self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, LEADING, tail[LEADING:])
         else:
-            tail = () if v.args == "plain" else (p.k_chunk,)
-            out_size = ITEMSIZE[out_sfx]
-            for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
-                layers = min(MAX_GRID_YZ, batch - first)
-                grid = p.grid if batch == 1 else (p.grid[0], p.grid[1], layers)
-                p.kernel(
-                    grid,
-                    v.block,
-                    pa + first * bsa * size,
-                    pb + first * bsb * size,
-                    out + first * bsc * out_size,
-                    m,
-                    n,
-                    k,
-                    lda,
-                    ldb,
-                    out_ld,
-                    *tail,
-                    bsa,
-                    bsb,
-                    bsc,
-                    *product_epilogue,
-                    smem=v.smem,
-                    stream=stream,
-                    device=dev,
-                )
-        if p.reduce is not None:
-            p.reduce(p.reduce_grid, p.reduce_block, out, pc, m, n, ldc, p.splits, *epilogue, stream=stream, device=dev)
-    finally:
-        for ptr, nbytes in held:
-            pool.free(ptr, nbytes, stream)
+            self.shape, self.run = "general", self._general
+
+    @classmethod
+    def for_problem(cls, p: Problem, t: Target, algorithm: str, dev) -> BoundPlan:
+        """The plan of problem p (its alignment fields ignored) by `algorithm`, bound to dev: one plan where
+        every alignment of A and B plans alike, else one per alignment, picked per call. When no row the
+        call may run reads alignment (copy-engine rows, or ones auto takes only for aligned operands), one
+        plan is made: the common first call plans once, not four times."""
+        if algorithm != "auto":
+            rows = [VARIANTS[algorithm]]
+        else:
+            pair = (p.dtype, p.out_dtype)
+            rows = [v for v in VARIANTS.values() if pair in v.kernels and planner.computes(v, p.dtype) == p.mode]
+        if not any(v.needs_aligned or v.auto_needs_aligned for v in rows):
+            return cls(planner.plan(replace(p, a_aligned=True, b_aligned=True), t, algorithm), dev)
+        plans = {
+            (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
+            for x in (True, False)
+            for y in (True, False)
+        }
+        first = plans[True, True]
+        if all(_same_launches(q, first) for q in plans.values()):
+            return cls(first, dev)
+        bound = cls(first, dev)
+        bound._by_alignment = {key: cls(q, dev) for key, q in plans.items()}
+        bound.shape, bound.run = "by alignment", bound._aligned
+        return bound
+
+    # the launch shapes (device lock held, operands ordered on the stream) --------------------------------
+    def _aligned(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        size = ITEMSIZE[self.plan.problem.dtype]
+        # problem.operand_aligned of A and B, inline: address, row stride and batch stride multiples of 16 bytes
+        key = (a[0] | a[1] * size | a[2] * size) & 15 == 0, (b[0] | b[1] * size | b[2] * size) & 15 == 0
+        self._by_alignment[key].run(stream, a, b, c, epilogue)
+
+    def _direct(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        if epilogue is IDENTITY and self._plain is not None:  # the common call: nine arguments packed
+            self._plain(self.device, stream, a[0], b[0], c[0], self._m, self._n, self._k, a[1], b[1], c[1])
+        else:
+            p = self.plan
+            args = gemm_arguments(p.variant.args, a, b, c, self._m, self._n, self._k, p.k_chunk, epilogue)
+            self._every(self.device, stream, *args)
+
+    def _tma(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        p = self.plan
+        args = _tma_arguments(p, a[0], a[1], b[0], b[1], c[0], c[1], p.problem.out_dtype)
+        if epilogue is IDENTITY:
+            self._plain(self.device, stream, *args)
+        else:
+            v = p.variant
+            p.kernel(p.grid, v.block, *args, *epilogue, smem=v.smem, stream=stream, device=self.device)
+
+    def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        q = self.plan.problem
+        if epilogue[1] != 0.0 or epilogue[4]:  # beta C or a bias to add: the planned kernel over K = 0
+            self._general(stream, a, b, c, epilogue)
+            return
+        ptr, ld, bstride = c
+        size = ITEMSIZE[q.out_dtype]
+        if bstride == q.m * ld or q.batch == 1:  # the batch's matrices one after another: one fill
+            memops.zero_2d(ptr, ld * size, q.n * size, q.m * q.batch, stream)
+        else:
+            for i in range(q.batch):
+                memops.zero_2d(ptr + i * bstride * size, ld * size, q.n * size, q.m, stream)
+
+    def _nothing(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        return None
+
+    def _general(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        p, dev = self.plan, self.device
+        q, v = p.problem, p.variant
+        m, n, k, batch = q.m, q.n, q.k, q.batch
+        pool = dev.memory or device_pool(dev)
+        held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
+        try:
+            if p.copy_a:  # into the layout the kernel reads: M rows of K, or K rows of M (reads_a_trans)
+                rows, cols = (k, m) if v.reads_a_trans else (m, k)
+                flip = q.a_trans != v.reads_a_trans  # stored the other way round from what the kernel reads
+                a = _row_major_copy(a, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
+            if p.copy_b:  # into the layout the kernel reads: K rows of N, or N rows of K (reads_b_trans)
+                rows, cols = (n, k) if v.reads_b_trans else (k, n)
+                flip = q.b_trans != v.reads_b_trans
+                b = _row_major_copy(b, rows, cols, flip, batch, q.dtype, pool, stream, held, dev)
+            out, out_sfx, product_epilogue = c, q.out_dtype, epilogue
+            if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
+                partials = pool.alloc(p.scratch_bytes, stream)
+                held.append((partials, p.scratch_bytes))
+                out, out_sfx, product_epilogue = (partials, n, 0), accumulator(q.dtype), IDENTITY
+            if v.tma:
+                args = _tma_arguments(p, a[0], a[1], b[0], b[1], out[0], out[1], out_sfx)
+                p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
+            else:
+                size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
+                for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
+                    layers = min(MAX_GRID_YZ, batch - first)
+                    grid = p.grid if batch == 1 else (p.grid[0], p.grid[1], layers)
+                    at = (
+                        (a[0] + first * a[2] * size, a[1], a[2]),
+                        (b[0] + first * b[2] * size, b[1], b[2]),
+                        (out[0] + first * out[2] * out_size, out[1], out[2]),
+                    )
+                    args = gemm_arguments(v.args, *at, m, n, k, p.k_chunk, product_epilogue)
+                    p.kernel(grid, v.block, *args, smem=v.smem, stream=stream, device=dev)
+            if p.reduce is not None:
+                args = reduce_arguments(out[0], c[0], m, n, c[1], p.splits, epilogue)
+                p.reduce(p.reduce_grid, p.reduce_block, *args, stream=stream, device=dev)
+        finally:
+            for ptr, nbytes in held:
+                pool.free(ptr, nbytes, stream)
+
+
+def _same_launches(q: MatmulPlan, p: MatmulPlan) -> bool:
+    return (q.variant, q.splits, q.k_chunk, q.copy_a, q.copy_b) == (p.variant, p.splits, p.k_chunk, p.copy_a, p.copy_b)
 
 
 def _tma_arguments(p: MatmulPlan, pa: int, lda: int, pb: int, ldb: int, out: int, out_ld: int, out_sfx: str) -> tuple:
     """A TMA kernel's arguments before the epilogue, for A and B stored as its row reads them (16-byte
     aligned) and `out` (C, or split-K's partials, of `out_sfx`): the maps of A, B and C (C's map only when
-    C can leave by TMA), C, M, N, K, C's row stride, k_chunk, whether C's map is used, and for the
-    tensor_maps_exact rows the storage the maps of A and B describe."""
+    C can leave by TMA) and the sizes (variants.tma_arguments)."""
     q, v = p.problem, p.variant
     m, n, k = q.m, q.n, q.k
     mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
@@ -136,29 +201,19 @@ def _tma_arguments(p: MatmulPlan, pa: int, lda: int, pb: int, ldb: int, out: int
     k_tile = SWIZZLE_BYTES // ITEMSIZE[q.dtype]
     map_a = tensor_map(elem, pa, k, m, lda, k_tile) if v.reads_a_trans else tensor_map(elem, pa, m, k, lda, v.tile[0])
     map_b = tensor_map(elem, pb, n, k, ldb, v.tile[1]) if v.reads_b_trans else tensor_map(elem, pb, k, n, ldb, k_tile)
-    head = (map_a, map_b, mc or NO_MAP, out, m, n, k, out_ld, p.k_chunk, int(mc is not None))
     # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
-    return (*head, pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else head
+    exact = (pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else None
+    return tma_arguments((map_a, map_b, mc), out, m, n, k, out_ld, p.k_chunk, exact)
 
 
 def _row_major_copy(
-    ptr: int,
-    ld: int,
-    bstride: int,
-    rows: int,
-    cols: int,
-    trans: bool,
-    batch: int,
-    sfx: str,
-    pool,
-    stream: int,
-    held: list,
-    dev,
+    operand: tuple, rows: int, cols: int, trans: bool, batch: int, sfx: str, pool, stream: int, held: list, dev
 ) -> tuple[int, int, int]:
     """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
-    batch when bstride is not 0) whose base and row stride are 16-byte aligned, in pool scratch, by a
-    copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
+    batch when its batch stride is not 0) whose base and row stride are 16-byte aligned, in pool scratch,
+    by a copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
     transposed operand (stored cols x rows) is transposed on the way, one launch a matrix."""
+    ptr, ld, bstride = operand[:3]
     size = ITEMSIZE[sfx]
     per_16 = 16 // size
     aligned_ld = cdiv(cols, per_16) * per_16
@@ -218,12 +273,13 @@ def tensor_map(elem: str, ptr: int, rows: int, cols: int, stride: int, box_rows:
     """An operand's CUtensorMap (elements of the copy engine's type `elem`: a dtype suffix, or "tf32",
     float32 rounded to TF32 on the way in), in boxes one 128-byte row wide and box_rows tall; cached: it
     depends on nothing but these numbers."""
-    size = element_bytes(elem)
-    return encode_tiled(elem, tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size))
+    size = tensormaps.element_bytes(elem)
+    args = tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size)
+    return tensormaps.encode_tiled(elem, args)
 
 
 @lru_cache(maxsize=1024)
 def c_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int) -> bytes | None:
     """C's CUtensorMap (see c_map_args), or None: plain stores."""
     args = c_map_args(ptr, rows, cols, stride, layers, ITEMSIZE[sfx])
-    return None if args is None else encode_tiled(sfx, args)
+    return None if args is None else tensormaps.encode_tiled(sfx, args)

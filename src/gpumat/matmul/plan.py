@@ -1,22 +1,20 @@
 """The plan object: everything one matmul launch needs that does not depend on the operands' addresses.
 
-A `MatmulPlan` is made once per (problem, GPU, algorithm) by the planner and cached; the launcher
-only reads it. It is also what `gm.matmul_plan(A, B, ...)` returns: printing it says which kernel runs,
-how K is split, the launch geometry, the scratch memory and copies it needs, the modelled time, and
-why the planner chose it. `gm.matmul(A, B, plan=p)` runs a given plan.
+A `MatmulPlan` is plain data, made by the planner (a pure function of the Problem and the Target); the
+launch path binds it to its device once (launcher.BoundPlan) and runs that. It is also what
+`gm.matmul_plan(A, B, ...)` returns: printing it says which kernel runs, how K is split, the launch
+geometry, the scratch memory and copies it needs, the modelled time, and why the planner chose it.
+`gm.matmul(A, B, plan=p)` runs a given plan.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 
 from .._dtypes import ITEMSIZE
-from ..runtime.kernels import FixedLaunch, Kernel
+from ..runtime.kernels import Kernel
 from .problem import Problem, Target
-from .variants import IDENTITY, Variant
-
-PLAIN_LEADING = 9  # a plain launch's own arguments: a, b, c, m, n, k, lda, ldb, ldc
+from .variants import Variant
 
 
 @dataclass(frozen=True)
@@ -36,46 +34,6 @@ class MatmulPlan:
     copy_b: bool
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
-    # when the plan is one kernel launch reading A and B in place: the arguments that kernel takes after
-    # ldc and before the batch strides (the k_chunk argument, or none); else None
-    direct: tuple | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        v, q = self.variant, self.problem
-        one = (
-            self.splits == 1
-            and not (self.copy_a or self.copy_b)
-            and not v.tma
-            and self.grid[2] == q.batch  # not a batch beyond the grid's limit
-        )
-        tail = () if v.args == "plain" else (self.k_chunk,)
-        object.__setattr__(self, "direct", tail if one else None)
-
-    @cached_property
-    def direct_launch(self) -> FixedLaunch | None:
-        """The `direct` plan's launch with every argument given each call (operands, strides, epilogue):
-        a FixedLaunch that fixes only the geometry. None when the plan is not one direct launch."""
-        if self.direct is None:
-            return None
-        return FixedLaunch(
-            self.kernel, self.grid, self.variant.block, self.variant.smem, len(self.kernel.signature), ()
-        )
-
-    @cached_property
-    def plain_launch(self) -> FixedLaunch | None:
-        """The launch of a plain 2-D product (row-major operands read in place, one kernel, no epilogue),
-        made at the first such call with the arguments every such call repeats packed once: every one
-        after ldc (k_chunk if any, no batch strides, the identity epilogue), or for a TMA row the identity
-        epilogue (its maps depend on the addresses). None when the plan is more than that launch."""
-        v, q = self.variant, self.problem
-        if self.direct is not None:
-            return FixedLaunch(
-                self.kernel, self.grid, v.block, v.smem, PLAIN_LEADING, (*self.direct, 0, 0, 0, *IDENTITY)
-            )
-        if v.tma and self.splits == 1 and not (self.copy_a or self.copy_b) and q.batch == 1:
-            leading = len(self.kernel.signature) - len(IDENTITY)
-            return FixedLaunch(self.kernel, self.grid, v.block, v.smem, leading, IDENTITY)
-        return None
 
     @property
     def algorithm(self) -> str:

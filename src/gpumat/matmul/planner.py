@@ -208,7 +208,10 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
 
 @lru_cache(maxsize=8192)
 def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
-    """The plan for problem p on target t: auto's choice, or the named variant with its best split."""
+    """The plan for problem p on target t: auto's choice, or the named variant with its best split; for a
+    product with nothing to multiply (an empty C, or K = 0), whatever the algorithm, the plan that says so."""
+    if not (p.m and p.n and p.k and p.batch):
+        return _no_product(p, t)
     if algorithm != "auto":
         v = VARIANTS[algorithm]
         if (p.dtype, p.out_dtype) not in v.kernels:
@@ -246,6 +249,20 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
     if p.mode in ("tf32", "tf32x3"):
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
     raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
+
+
+def _no_product(p: Problem, t: Target) -> MatmulPlan:
+    """An empty C (M, N or the batch 0) launches nothing. With K = 0 the product is zero, so C =
+    act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
+    else the naive kernel (the SIMT one for a float32 C of halves) over K = 0; no operand is read, so
+    none is copied."""
+    naive = VARIANTS["naive"]
+    v = naive if (p.dtype, p.out_dtype) in naive.kernels else VARIANTS["simt64x64"]
+    if p.m and p.n and p.batch:
+        why = f"K = 0: C = act(beta C + bias), a zero fill or {v.name} over K = 0 (no product to compute)"
+    else:
+        why = "the result is empty: nothing to launch"
+    return replace(_make(v, p, t, 1, 0, 0.0, why), copy_a=False, copy_b=False)
 
 
 def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:

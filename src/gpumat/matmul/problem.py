@@ -4,14 +4,18 @@ Both are small frozen values: the planner is a pure function of the two, so plan
 and can be computed on a machine without a GPU (tests pass a Target by hand). The problem holds what
 decides the kernel and its launch and nothing else: shape, dtypes, precision mode, and whether each
 operand can be read by the copy engine in place (16-byte aligned base and row stride). Operands'
-addresses are not part of it: the launcher takes those.
+addresses are not part of it: the launcher takes those. `kernel_view` turns a call's operands into the
+product the kernels compute (a transposed result swapped, a batch folded), `problem_of` into its Problem.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._dtypes import ITEMSIZE
 from ..runtime.kernels import manifest
+
+INT32_MAX = 2**31 - 1  # the kernels' M, N and K are 32-bit ints
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,40 @@ def aligned(ptr: int, stride: int, itemsize: int) -> bool:
     """Whether the copy engine can read a matrix in place: base address and row stride (bytes) are
     multiples of 16."""
     return ptr % 16 == 0 and (stride * itemsize) % 16 == 0
+
+
+def operand_aligned(operand: tuple, itemsize: int) -> bool:
+    """Whether the copy engine can read an operand (address, row stride, batch stride) in place: all three
+    multiples of 16 bytes (what a Problem's a_aligned and b_aligned say)."""
+    return (operand[0] | operand[1] * itemsize | operand[2] * itemsize) & 15 == 0
+
+
+def kernel_view(A: tuple, B: tuple, C: tuple, epilogue: tuple) -> tuple:
+    """The product as the kernels see it, from its operands' Matrix._operand() tuples (C: the result's, or
+    the layout of a result still to be made) and the epilogue: (m, n, k, batch, a, b, c, a_trans,
+    b_trans, epilogue), where a, b and c are (address, row stride, batch stride) of the storages and C is
+    row-major. A transposed C is
+    written as C^T = op(B)^T @ op(A)^T (operands swapped, each read the other way round); a batch whose A
+    matrices and results lie one after another, with one B for all, folds into one tall product."""
+    pa, lda, bsa, ta, batch_a, m, k = A[:7]
+    pb, ldb, bsb, tb, batch_b, _, n = B[:7]
+    pc, ldc, bsc, tc, batch = C[:5]
+    a = (pa, lda, 0 if batch_a in (None, 1) else bsa)
+    b = (pb, ldb, 0 if batch_b in (None, 1) else bsb)
+    c = (pc, ldc, bsc)
+    if tc:  # C^T (n x m, row-major storage) = op(B)^T @ op(A)^T
+        a, b, ta, tb, m, n = b, a, not tb, not ta, n, m
+        if epilogue[4]:
+            epilogue = (*epilogue[:4], 3 - epilogue[4], *epilogue[5:])
+    count = 1 if batch is None else batch
+    if count > 1 and b[2] == 0 and not ta and a[2] == m * a[1] and c[2] == m * c[1] and epilogue[4] != 2:
+        if m * count <= INT32_MAX:  # the kernels' M is a 32-bit int
+            m, count = m * count, 1  # one tall product: the batch's rows one after another
+    return m, n, k, count, a, b, c, ta, tb, epilogue
+
+
+def problem_of(view: tuple, sfx: str, out_sfx: str, mode: str) -> Problem:
+    """The Problem of a kernel view, with the operands' alignment."""
+    m, n, k, batch, a, b, _, ta, tb, _ = view
+    size = ITEMSIZE[sfx]
+    return Problem(m, n, k, sfx, out_sfx, mode, operand_aligned(a, size), operand_aligned(b, size), batch, ta, tb)

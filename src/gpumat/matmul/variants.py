@@ -45,6 +45,29 @@ TENSOR_MAPS_EXACT = "TTTPiiiqiiPqPq" + EPILOGUE
 SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS, "tensor_maps_exact": TENSOR_MAPS_EXACT}
 IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
+LEADING = 9  # what a plain or k_chunk launch takes before k_chunk: A, B, C, M, N, K, lda, ldb, ldc
+
+
+# The argument order of each signature, written here once: a, b, c are (address, row stride, batch
+# stride) of the operands' storages, in elements.
+def gemm_arguments(args: str, a, b, c, m: int, n: int, k: int, k_chunk: int, epilogue: tuple) -> tuple:
+    """The arguments of a plain or k_chunk entry point (PLAIN, K_CHUNK), in order."""
+    head = (a[0], b[0], c[0], m, n, k, a[1], b[1], c[1])
+    if args == "plain":
+        return (*head, a[2], b[2], c[2], *epilogue)
+    return (*head, k_chunk, a[2], b[2], c[2], *epilogue)
+
+
+def tma_arguments(maps: tuple, c: int, m: int, n: int, k: int, ldc: int, k_chunk: int, exact=None) -> tuple:
+    """The arguments of a TMA entry point (TENSOR_MAPS) before the epilogue: the maps of A, B and C (None:
+    C leaves by plain stores), C, M, N, K, C's row stride, k_chunk, whether C's map is used; for
+    TENSOR_MAPS_EXACT `exact` adds the storage the maps of A and B describe (pa, lda, pb, ldb)."""
+    map_a, map_b, map_c = maps
+    head = (map_a, map_b, map_c or NO_MAP, c, m, n, k, ldc, k_chunk, int(map_c is not None))
+    return head if exact is None else (*head, *exact)
+
+
+NO_MAP = bytes(128)  # the C map's place when C leaves by plain stores
 
 HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 
@@ -607,6 +630,13 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 # Split-K's second pass (cuda/matmul_splitk.cu): the partials (accumulator dtype) added in a fixed
 # order into C (output dtype); grid and block by runtime.geometry.splitk_reduce_launch.
 REDUCE_SIGNATURE = "PPiiqi" + EPILOGUE  # partial, C, M, N, ldc, splits, the epilogue
+
+
+def reduce_arguments(partials: int, c: int, m: int, n: int, ldc: int, splits: int, epilogue: tuple) -> tuple:
+    """The arguments of a split-K reduction (REDUCE_SIGNATURE), in order."""
+    return (partials, c, m, n, ldc, splits, *epilogue)
+
+
 REDUCE: dict[tuple[str, str], Kernel] = {
     (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)
     for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))

@@ -58,7 +58,12 @@ def mark_done(f, stream: int, *buffers) -> None:
     is destroyed, when nothing else can order it after this work."""
     if not f.lasting:  # one of PyTorch's own streams records its mark only when something waits for it
         record_after(f, stream)
-    finished_on(f, *buffers)
+    for buf in buffers:  # finished_on's loop, inline: this is every operation on another library's stream
+        others = buf.others
+        if others is None:
+            buf.others = {f: f}
+        else:
+            others[f] = f
 
 
 def finished_on(f, *buffers) -> None:

@@ -23,10 +23,7 @@ import numpy as np
 
 from .. import _dtypes, _precision, memory
 from ..convert import convert_region
-from ..matmul import Problem, Target, launch, plan_problem
-from ..matmul.planner import forced
-from ..matmul.problem import aligned
-from ..matmul.variants import IDENTITY
+from ..matmul.engine import IDENTITY, Problem, Target, aligned, bind, forced, plan
 from ..matrix import Matrix
 from ..runtime import memops
 from ..runtime.devices import Device, as_device, gpu_count
@@ -82,7 +79,7 @@ def _host_operand(x, name: str, dtype=None) -> np.ndarray:
     return a
 
 
-def matmul_host(
+def matmul_host(  # noqa: C901 (the argument checks, then the pipeline, in the order a reader follows)
     a,
     b,
     out=None,
@@ -454,26 +451,20 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
         m,
         n,
         k,
-        a._sfx,
-        out._sfx,
+        a._operand()[7],
+        out._operand()[7],
         mode,
         aligned(a.elements, a.stride, a.itemsize),
         aligned(b.elements, b.stride, b.itemsize),
     )
     target = Target.of(dev)
-    plan = plan_problem(problem, target)
-    if mode == "float32" and plan.splits > 1:
-        plan = forced(problem, target, plan.algorithm, 1, k)
+    chosen = plan(problem, target)
+    if mode == "float32" and chosen.splits > 1:
+        chosen = forced(problem, target, chosen.algorithm, 1, k)
+    bound = bind(chosen, dev)
     with dev.lock:
-        launch(
-            plan,
-            (a.elements, a.stride, 0),
-            (b.elements, b.stride, 0),
-            (out.elements, out.stride, 0),
-            IDENTITY,
-            dev,
-            stream.ptr,
-        )
+        operands = (a.elements, a.stride, 0), (b.elements, b.stride, 0), (out.elements, out.stride, 0)
+        bound.run(stream.ptr, *operands, IDENTITY)
 
 
 def _convert(src: Matrix, dst: Matrix, stream: Stream) -> Matrix:

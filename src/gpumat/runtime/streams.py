@@ -243,7 +243,7 @@ def checked_handle(handle: int) -> int:
     return int(handle)
 
 
-def stream_handle(stream, dev: Device) -> int:
+def stream_handle(stream, dev: Device) -> int:  # noqa: C901 (each kind of stream object inline: every call)
     """The raw handle for an operation's `stream=` argument on device `dev` (see the module docstring):
     None is the thread's current stream for `dev`, else the legacy default stream (0). For another
     library's stream, which stream the handle names now is settled here (see `foreign`), so the rest of

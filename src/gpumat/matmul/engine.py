@@ -1,0 +1,107 @@
+"""The GEMM engine's surface for what is built on it (the out-of-core pipeline), its tests, benchmarks and
+tools: the problem, the one table of variants, the pure planner and its cost model's constants, the plan
+bound to a device and the launch path's cache. Nothing else of gpumat.matmul's modules is to be imported
+from outside the package (a CPU test checks the tests and benchmarks).
+
+    Problem, Target                  what a call asks for; the facts of a GPU (problem)
+    VARIANTS, REDUCE, ...            the table of kernels, their signatures and argument order (variants)
+    plan, forced, model, ...         the planner: pure functions of a Problem and a Target (planner)
+    BoundPlan, bind                  a plan bound to its device, run(stream, a, b, c, epilogue) (launcher)
+    bound_plans                      the launch path's one cache of BoundPlans (clear() forgets them)
+    cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
+                                     whose BoundPlan is cached, or None (the full route then runs)
+    call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (api)
+"""
+
+from .api import _BOUND as bound_plans
+from .api import _cached_product as cached_product
+from .api import _mode as mode_of
+from .api import bind, call_view, result_shape
+from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
+from .plan import MatmulPlan
+from .planner import (
+    COPY_BANDWIDTH,
+    COPY_LAUNCH_S,
+    ROUND_TRIP_S,
+    SM_DRAW,
+    best_split,
+    candidates,
+    computes,
+    forced,
+    matrix_vector,
+    model,
+    plan,
+    split_options,
+    traffic,
+    unavailable,
+)
+from .problem import Problem, Target, aligned, built_modules, operand_aligned
+from .variants import (
+    ACTIVATIONS,
+    GEMV_BANDWIDTH,
+    GEMV_R,
+    H100_SMS,
+    IDENTITY,
+    K_CHUNK,
+    LEADING,
+    NO_MAP,
+    REDUCE,
+    SIGNATURES,
+    TENSOR_MAPS_EXACT,
+    VARIANTS,
+    WGMMA_SMEM,
+    Variant,
+    accumulator,
+    algorithms,
+)
+
+__all__ = [
+    "ACTIVATIONS",
+    "COPY_BANDWIDTH",
+    "COPY_LAUNCH_S",
+    "GEMV_BANDWIDTH",
+    "GEMV_R",
+    "H100_SMS",
+    "IDENTITY",
+    "K_CHUNK",
+    "LEADING",
+    "NO_MAP",
+    "REDUCE",
+    "ROUND_TRIP_S",
+    "SIGNATURES",
+    "SM_DRAW",
+    "SWIZZLE_BYTES",
+    "TENSOR_MAPS_EXACT",
+    "VARIANTS",
+    "WGMMA_SMEM",
+    "BoundPlan",
+    "MatmulPlan",
+    "Problem",
+    "Target",
+    "Variant",
+    "accumulator",
+    "algorithms",
+    "aligned",
+    "best_split",
+    "bind",
+    "bound_plans",
+    "built_modules",
+    "c_map",
+    "c_map_args",
+    "cached_product",
+    "candidates",
+    "computes",
+    "forced",
+    "call_view",
+    "matrix_vector",
+    "mode_of",
+    "model",
+    "operand_aligned",
+    "plan",
+    "result_shape",
+    "split_options",
+    "tensor_map",
+    "tensor_map_args",
+    "traffic",
+    "unavailable",
+]
