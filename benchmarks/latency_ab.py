@@ -48,6 +48,8 @@ def cases(gm) -> dict:
     a = np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32)
     A, C = gm.Matrix.from_numpy(a), gm.Matrix.empty(64, 64)
     H, D = gm.Matrix.from_numpy(a, dtype=np.float16), gm.Matrix.from_numpy(a, dtype=np.float64)
+    batch = gm.Matrix.from_numpy(np.stack([a] * 8))
+    bias = gm.Matrix.from_numpy(a[:1])
     s = gm.Stream()
     sync = gm.synchronize
     torch = _torch()
@@ -60,6 +62,8 @@ def cases(gm) -> dict:
         "matmul 64^3 float32": (lambda: A @ A, sync),
         "matmul 64^3 float32 on a gm.Stream": (lambda: gm.matmul(A, A, stream=s), s.synchronize),
         "matmul 64^3 float32 into out=": (lambda: gm.matmul(A, A, out=C), sync),
+        "matmul 8 x 64^3 float32 (batched)": (lambda: batch @ batch, sync),
+        "matmul 64^3 float32 + bias + relu": (lambda: gm.matmul(A, A, bias=bias, activation="relu"), sync),
         "matmul 64^3 float16": (lambda: H @ H, sync),
         "matmul 64^3 float64": (lambda: D @ D, sync),
         "transpose 64x64": (lambda: gm.transpose(A), sync),
