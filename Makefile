@@ -10,7 +10,7 @@
 #   make kernels                                  build the kernels only
 #   make sanitize [TESTS=tests/x.py]              the GPU tests under compute-sanitizer memcheck and racecheck
 #   make plot RESULT=benchmarks/results/X.json    draw a benchmark result
-#   make wheel                                    dist/gpumat-*.whl, kernels inside
+#   make wheel                                    dist/gpumat-*.whl, kernels inside (built first, with progress lines)
 #   ARCHS=90 make ...                             build for one GPU architecture only (fast iteration)
 PYTHON ?= python3
 DEVENV = $(PYTHON) tools/devenv.py
@@ -27,7 +27,7 @@ demo:
 	$(DEVENV) --gpu --deps --kernels -- -m gpumat demo
 
 test: lint
-	$(DEVENV) --deps --extra test --kernels -- -m pytest -q -ra
+	$(DEVENV) --deps --extra test --kernels -- -m pytest -q
 
 lint:
 	$(DEVENV) --extra lint -- -m ruff check .
@@ -46,7 +46,7 @@ plot:
 	$(DEVENV) --extra plot -- benchmarks/plot.py $(RESULT)
 
 wheel:
-	$(DEVENV) --module pip -- -m pip wheel --no-deps -w dist .
+	$(DEVENV) --module pip --kernels --nvcc-env -- -m pip wheel --no-deps -w dist .
 
 clean:
 	rm -rf build dist src/*.egg-info src/gpumat/kernels/*.fatbin src/gpumat/kernels/manifest.json src/gpumat/kernels/entries.json

@@ -19,6 +19,11 @@ change.
 
 The compiler is found by tools/cuda_compiler.py ($NVCC, the PATH, $CUDA_HOME, or the package-index
 nvcc in this Python's site-packages); `make kernels` installs the latter when there is none.
+
+It talks while it works: one line when it starts, one line a module as each finishes (its own compile
+time and the time since the start), one line at the end. A package build (`pip wheel .`, whose pip
+hides the build's output unless given -v) calls main(echo_to_terminal=True): the lines then also go
+to the controlling terminal, when there is one, so an interactive build is not silent for minutes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -151,7 +157,53 @@ def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) 
     return module, {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())}
 
 
-def main() -> int:
+class Progress:
+    """The build's progress lines: to stdout, flushed at once; with echo_to_terminal, also to /dev/tty when
+    stdout is not the terminal (a build under pip, which captures stdout and stderr alike)."""
+
+    def __init__(self, echo_to_terminal: bool = False):
+        self.start = time.monotonic()
+        self.tty = None
+        if echo_to_terminal and not sys.stdout.isatty():
+            try:
+                self.tty = open("/dev/tty", "w")  # kept open for the build's lines
+            except OSError:  # no controlling terminal (CI, a service): stdout alone
+                self.tty = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        if self.tty is not None:
+            try:
+                self.tty.write(line + "\n")
+                self.tty.flush()
+            except OSError:
+                self.tty = None
+
+    def close(self) -> None:
+        if self.tty is not None:
+            self.tty.close()
+            self.tty = None
+
+
+def timed_build(exe: str, cu: Path, archs: list[str], own_archs: bool) -> tuple[dict, dict, float]:
+    """build_module, and the seconds it took (its own time, not its wait for a free worker)."""
+    began = time.monotonic()
+    module, report = build_module(exe, cu, archs, own_archs)
+    return module, report, time.monotonic() - began
+
+
+def main(echo_to_terminal: bool = False) -> int:
+    progress = Progress(echo_to_terminal)
+    try:
+        return _main(progress)
+    finally:
+        progress.close()
+
+
+def _main(progress: Progress) -> int:
     try:
         compiler = cuda_compiler.require()
     except cuda_compiler.NoCompilerError as err:
@@ -182,16 +234,28 @@ def main() -> int:
         else:
             todo.append((cu, key, own, declared))
     failed = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        futures = {pool.submit(build_module, exe, cu, own, declared): (cu, key, own) for cu, key, own, declared in todo}
-        for fut in concurrent.futures.as_completed(futures):
+    workers = max(1, os.cpu_count() or 1)
+    if todo:
+        progress.say(
+            f"build_ptx: compiling {len(todo)} of {len(todo) + len(modules)} kernel modules for "
+            f"sm_{', sm_'.join(archs)} with nvcc {version}, {min(workers, len(todo))} at a time"
+            + (" (ARCHS=90 builds for one arch, for quick iteration)" if len(archs) > 1 else "")
+        )
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(timed_build, exe, cu, own, declared): (cu, key, own) for cu, key, own, declared in todo}
+        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             cu, key, own = futures[fut]
+            count = f"[{done:{len(str(len(todo)))}}/{len(todo)}]"
             try:
-                module, report = fut.result()
+                module, report, seconds = fut.result()
                 modules[cu.stem], entries[cu.stem] = {**module, "key": key}, report
-                print(f"built {cu.name} for sm_{', sm_'.join(own)} with nvcc {version}")
+                progress.say(
+                    f"build_ptx: {count} built {cu.name} for sm_{', sm_'.join(own)} in {seconds:.1f} s "
+                    f"({progress.elapsed():.0f} s since the start)"
+                )
             except (RuntimeError, subprocess.CalledProcessError) as err:
                 failed.append(f"{cu.name}: {err}")
+                progress.say(f"build_ptx: {count} FAILED {cu.name} ({progress.elapsed():.0f} s since the start)")
     for stale in set(old_modules) - {cu.stem for cu in sources if cu.stem not in skipped}:
         (OUT_DIR / f"{stale}.fatbin").unlink(missing_ok=True)
     manifest = {
@@ -206,8 +270,10 @@ def main() -> int:
     if failed:
         print("\n".join(failed), file=sys.stderr)
         return 1
-    if not todo:
-        print(f"kernels up to date ({len(modules)} modules, sm_{', sm_'.join(archs)}, nvcc {version})")
+    if todo:
+        progress.say(f"build_ptx: {len(todo)} modules built in {progress.elapsed():.0f} s, kernels in {OUT_DIR}")
+    else:
+        progress.say(f"kernels up to date ({len(modules)} modules, sm_{', sm_'.join(archs)}, nvcc {version})")
     return 0
 
 

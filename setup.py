@@ -2,6 +2,8 @@
 
 build_py runs build_ptx.py (the same build as `make kernels`) before it copies the package, so the
 fatbins and the manifest go into the wheel; if the kernels do not build, neither does the wheel.
+pip shows a build's output only with -v, so the build's progress lines (one a module, with the time)
+also go to the controlling terminal when there is one: an interactive `pip wheel .` is not silent.
 """
 
 import sys
@@ -18,7 +20,7 @@ class BuildWithKernels(build_py):
         sys.path.insert(0, str(ROOT))
         import build_ptx
 
-        if build_ptx.main() != 0:
+        if build_ptx.main(echo_to_terminal=True) != 0:
             raise SystemExit(
                 "gpumat: the CUDA kernels did not build (see above), so no package is made: "
                 "a gpumat without kernels cannot run anything"

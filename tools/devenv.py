@@ -11,6 +11,9 @@
               build them only when none are built (no manifest, or a fatbin it lists is missing):
               with built kernels no compiler is looked for or installed (`make info`)
 --module M    the command also imports M (pip, for `make wheel`): a Python without it is not used as it is
+--nvcc-env    with --kernels: the command gets $NVCC naming the compiler the kernels were just built with
+              (`make wheel`: the package build then finds that compiler, sees the kernels up to date and
+              fetches none; the build's progress lines were printed here, where pip cannot hide them)
 PYTHON-ARGS   run `python PYTHON-ARGS` in the chosen environment, with src/ on PYTHONPATH
 
 The Python it uses, first that applies:
@@ -56,6 +59,7 @@ MODULES = {
     "test": ["pytest", "hypothesis", "scipy", "ml_dtypes"],
     "plot": ["matplotlib"],
     "lint": ["ruff"],
+    "docs": ["sphinx", "numpydoc", "myst_parser"],
 }
 
 
@@ -222,6 +226,7 @@ def main() -> int:
     kernel_modes.add_argument("--kernels", dest="kernels", action="store_const", const="build", default="no")
     kernel_modes.add_argument("--kernels-if-absent", dest="kernels", action="store_const", const="if-absent")
     parser.add_argument("--module", action="append", default=[], help="one more module the command imports")
+    parser.add_argument("--nvcc-env", action="store_true", help="pass the kernels' compiler on as $NVCC")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args()
     args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
@@ -268,6 +273,8 @@ def main() -> int:
         built = subprocess.run([python, str(ROOT / "build_ptx.py")], env=env)
         if built.returncode != 0:
             return built.returncode
+        if opts.nvcc_env and not env.get("NVCC") and (found := compiler_in(python)):
+            env["NVCC"] = found.split(": ", 1)[1]  # "nvcc 13.0.88 (PATH): /usr/local/bin/nvcc"
     if not args:
         return 0
     sys.stdout.flush()
