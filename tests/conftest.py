@@ -53,3 +53,18 @@ def pytest_runtest_logreport(report):
     print each failure's traceback into the log as it happens."""
     if report.failed and os.environ.get("GPUMAT_SANITIZE"):
         print(f"\n== FAILED {report.nodeid} ({report.when})\n{report.longreprtext}", flush=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line counting the skipped tests by reason, in place of one line each (`make test` without a GPU
+    skips thousands, nearly all for the same reason)."""
+    import collections
+
+    reasons = collections.Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        counts = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+        terminalreporter.write_line(f"skipped {sum(reasons.values())}, by reason: {counts}")
