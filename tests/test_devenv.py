@@ -160,7 +160,8 @@ def _collected(env: dict, *files: str) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
         cwd=ROOT,
-        env={**os.environ, **env},
+        # the caller's own shard settings (a sharded run of this test) must not leak into the collections
+        env={**{k: v for k, v in os.environ.items() if k not in ("GPUMAT_SHARD", "GPUMAT_WHOLE_GPU")}, **env},
         capture_output=True,
         text=True,
         timeout=120,

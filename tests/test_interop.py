@@ -131,15 +131,15 @@ def test_torch_column_major_is_a_view_and_other_layouts_are_refused():
     v = gm.from_dlpack(t.T)  # column-major: a transposed view of the same memory
     assert v.is_transposed and v.is_borrowed and v.elements == t.data_ptr()
     assert np.array_equal(v.to_numpy(), t.T.cpu().numpy())
-    c = gm.from_dlpack(t.T, copy=True)
-    assert np.array_equal(c.to_numpy(), t.T.cpu().numpy()) and not c.is_borrowed
+    c = gm.from_dlpack(t.T, copy=True)  # PyTorch's own copy where it flags one, else gpumat's: never t's memory
+    assert np.array_equal(c.to_numpy(), t.T.cpu().numpy()) and c.elements != t.data_ptr()
     with pytest.raises(ValueError, match="not one gpumat can view"):
         gm.from_dlpack(t[:, ::2])  # copy=None never copies (issue 24 item 6)
     with pytest.raises(ValueError, match="not one gpumat can view"):
         gm.from_dlpack(t[:, ::2], copy=False)
     for strided in (t[:, ::2], t[::3, ::2], t.T[::2, 1:]):  # copy=True gathers them (issue 24 item 15)
         g = gm.from_dlpack(strided, copy=True)
-        assert not g.is_borrowed and np.array_equal(g.to_numpy(), strided.cpu().numpy())
+        assert g.elements != t.data_ptr() and np.array_equal(g.to_numpy(), strided.cpu().numpy())
         g.free()
     with pytest.raises(TypeError, match="not a gpumat dtype"):
         gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int32))
@@ -414,30 +414,65 @@ def test_copy_true_gathers_a_layout_gpumat_cannot_view_in_one_launch(monkeypatch
 
 def test_the_copy_keyword_goes_to_the_producer_as_dlpack_defines_it(monkeypatch):
     """copy= is passed on to __dlpack__ (None as False: gpumat imports without a copy unless asked); a
-    producer that does not take the keyword is asked without it; one that cannot export without a copy is
-    a ValueError naming copy=True; a copy the producer made unasked (DLPack's IS_COPIED flag) is refused,
-    and one it made when asked is kept as the result, with no second copy."""
+    producer that does not take the keyword is asked without it; one that refuses to export without a copy
+    is a ValueError naming copy=True; a copy the producer made unasked (DLPack's IS_COPIED flag) is refused,
+    and one it made when asked and flagged is kept as the result, with no second copy. Every import goes
+    back to its producer once, when freed (the producers live until then: their deleters are theirs)."""
     monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
     monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
+    from gpumat.memory import buffers
+
+    monkeypatch.setattr(buffers, "synchronize_stream", lambda stream: None)  # the release's wait: no GPU here
+    imported = []  # (matrix, its producer, the producer's deleter calls): freed at the end, producers alive
     for copy, expected in ((None, False), (False, False)):
         producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1))
         m = gm.from_dlpack(producer, copy=copy)
         assert asked == [expected] and m.elements == 0x7F0000001000 and m.is_borrowed
-    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), takes_copy=False)
-    gm.from_dlpack(producer)
+        imported.append((m, producer, handed_back))
+    producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), takes_copy=False)
+    imported.append((gm.from_dlpack(producer), producer, handed_back))
     assert asked == ["not passed"]
     producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), refuses=(False,))
-    with pytest.raises(ValueError, match="cannot export this array without a copy .* pass copy=True"):
+    with pytest.raises(ValueError, match="refused the export with copy=False .* pass copy=True"):
         gm.from_dlpack(producer)
     producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), flags=_interop.FLAG_IS_COPIED)
     with pytest.raises(ValueError, match="exported a copy where gpumat asked for none"):
         gm.from_dlpack(producer)
     assert len(handed_back) == 1
-    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), flags=_interop.FLAG_IS_COPIED | _interop.FLAG_READ_ONLY)
+    flags = _interop.FLAG_IS_COPIED | _interop.FLAG_READ_ONLY
+    producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), flags=flags)
     m = gm.from_dlpack(producer, copy=True)  # the producer's copy is the result: writable, and gpumat's to free
-    assert asked == [True] and m.elements == 0x7F0000001000 and not m._buffer.readonly
+    assert asked == [True] and m.elements == 0x7F0000001000 and not m._operand()[8].readonly
+    imported.append((m, producer, handed_back))
     with pytest.raises(TypeError, match="copy is True, False or None"):
         gm.from_dlpack(producer, copy="yes")
+    for m, _, handed_back in imported:
+        m.free()
+        assert len(handed_back) == 1
+
+
+def test_a_negative_stride_a_producer_wrapped_into_a_huge_one_is_taken_as_negative(monkeypatch):
+    """CuPy 14 divides a reversed view's negative byte strides by the itemsize as unsigned numbers: x[::-1]'s
+    -53 elements arrives as 2^62 - 53 (float32). Taken at its word, a row stride that large made a
+    'view' whose first use failed far outside the array (an OverflowError in cuMemcpyDtoH): gpumat reads
+    such a stride (2^63 bytes or more) as the negative one it was, so the view is refused without
+    copy=True and gathered exactly with it."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
+    assert _interop._signed((53, (1 << 62) - 1), 4) == (53, -1)
+    assert _interop._signed(((1 << 61) - 7, 1), 8) == (-7, 1)
+    for strides, meant in (((1 << 62) - 53, 1), (-53, 1)), ((53, (1 << 62) - 1), (53, -1)):
+        producer, _, handed_back = _dlpack1_producer((4, 53), strides)
+        with pytest.raises(ValueError, match="negative strides"):
+            gm.from_dlpack(producer)
+        assert len(handed_back) == 1
+        gathered = []
+        monkeypatch.setattr(_interop, "_gathered_copy", lambda ptr, shp, st, *rest: gathered.append(st) or "copy")
+        producer, _, _ = _dlpack1_producer((4, 53), strides)
+        assert gm.from_dlpack(producer, copy=True) == "copy" and gathered == [meant]
+        monkeypatch.undo()
+        monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+        monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
 
 
 @gpu

@@ -464,6 +464,14 @@ def _gathered_copy(ptr, shape, strides, dtype, dev, owner, release, s: int) -> M
     return out
 
 
+def _signed(strides: tuple, itemsize: int) -> tuple:
+    """Strides in elements as a DLPack producer meant them: a stride of 2^63 bytes or more is a negative one
+    that went through an unsigned division (CuPy 14 divides its byte strides by the itemsize as unsigned
+    numbers, so a reversed view's -1 arrives as 2^64 / itemsize - 1); no array spans 2^63 bytes."""
+    wrap = (1 << 64) // itemsize
+    return tuple(x - wrap if x * itemsize >= 1 << 63 else x for x in strides)
+
+
 def _capsule(obj, consumer: int, copy):
     """(the capsule of obj.__dlpack__, whether the producer made it a copy): `copy` is passed on as DLPack 1.0
     defines it, False for None (gpumat imports without a copy unless asked for one). A producer that does
@@ -478,7 +486,8 @@ def _capsule(obj, consumer: int, copy):
     except BufferError as exc:
         if not want:
             raise ValueError(
-                f"{type(obj).__name__} cannot export this array without a copy ({exc}): pass copy=True"
+                f"{type(obj).__name__}.__dlpack__ refused the export with copy=False ({exc}); where the array's "
+                "layout needs a copy, pass copy=True"
             ) from None
     try:
         return obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION), False
@@ -511,7 +520,7 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     dev = Device(int(dev_id)).activate()
     s = stream_handle(stream, dev)
     consumer = CAI_LEGACY if s == LEGACY_STREAM else s
-    capsule, copied = _capsule(obj, consumer, copy)
+    capsule, asked_copy = _capsule(obj, consumer, copy)
     if _api.PyCapsule_IsValid(capsule, NAME_V):
         address = _api.PyCapsule_GetPointer(capsule, NAME_V)
         managed = DLManagedTensorVersioned.from_address(address)
@@ -548,12 +557,14 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         dtype = supported(dtype_from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes))
         ndim = t.ndim
         shape = tuple(t.shape[i] for i in range(ndim))
-        strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
+        strides = _signed(tuple(t.strides[i] for i in range(ndim)), dtype.itemsize) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
         flags = managed.flags if used == USED_V else 0
         if flags & FLAG_IS_COPIED and copy is not True:  # asked for none: the Matrix would not share x's memory
             raise ValueError(f"{type(obj).__name__} exported a copy where gpumat asked for none (copy={copy})")
-        copied = copied or bool(flags & FLAG_IS_COPIED)
+        # the producer's copy is kept only where its flag says it made one: a producer may take the keyword and
+        # still hand out its own memory (a view kept as a "copy" would share the caller's array)
+        copied = asked_copy and bool(flags & FLAG_IS_COPIED)
         readonly = bool(flags & FLAG_READ_ONLY) and not copied
         device_memory = t.device.device_type == KDL_CUDA  # managed memory answers the driver differently
         return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory, copied)
