@@ -357,3 +357,35 @@ def test_host_operands_have_their_arguments_checked_before_the_gpus_are_looked_f
             gm.matmul(a, a, **kwargs)
     with pytest.raises(ValueError, match="not aligned"):
         gm.matmul(a, np.ones((2, 2), np.float32))
+
+
+def test_float64_to_bfloat16_on_the_host_rounds_once():
+    """from_numpy(float64 data, dtype=bfloat16) went through float32 and rounded twice: 1 + 2^-8 + 2^-30
+    became 1.0, where the nearest bfloat16 is 1 + 2^-7 (and the GPU's astype said so). Checked against
+    an exact rounding (integers) on ties and near-ties, both signs, subnormals and overflow."""
+    import math
+
+    pytest.importorskip("ml_dtypes")
+    from gpumat import _dtypes
+
+    def nearest_bfloat16(x: float) -> float:
+        if math.isnan(x) or math.isinf(x) or x == 0:
+            return x
+        m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1)
+        e = max(e, -125)  # bfloat16's subnormals: a fixed spacing of 2^-133
+        scaled = abs(x) * 2.0 ** (8 - e)  # 8 significant bits above the point (exact: a power of two)
+        whole = math.floor(scaled)
+        rest = scaled - whole
+        whole += rest > 0.5 or (rest == 0.5 and whole % 2 == 1)
+        y = whole * 2.0 ** (e - 8)
+        return math.copysign(math.inf if y > 3.3895313892515355e38 else y, x)
+
+    rng = np.random.default_rng(7)
+    base = rng.uniform(1, 2, 400)
+    ties = np.floor(base * 2**7) / 2**7 + 2.0**-8  # exactly halfway
+    values = np.concatenate(
+        [ties, ties + 2.0**-30, ties - 2.0**-30, -ties, ties * 2.0**-128, [3.39e38, 3.4e38, 1e39, 1e-46, 0.0]]
+    )
+    got = _dtypes.to_host_array(values, _dtypes.bfloat16()).astype(np.float64)
+    want = np.array([nearest_bfloat16(float(v)) for v in values])
+    np.testing.assert_array_equal(got, want)

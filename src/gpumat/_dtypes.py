@@ -146,12 +146,27 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
 
 
 def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """a converted to dt on the host, C-contiguous (bfloat16 without ml_dtypes: rounded bits in uint16)."""
+    """a converted to dt on the host, C-contiguous (bfloat16 without ml_dtypes: rounded bits in uint16),
+    rounded once to nearest even."""
+    if is_bfloat16(dt) and not is_bfloat16(a.dtype) and a.dtype not in (FLOAT32, FLOAT16):
+        # float64 (or integers) to bfloat16 goes through float32, which would round twice (1 + 2^-8 + 2^-30
+        # came out as 1.0): rounded to odd there, the second rounding gives the nearest bfloat16
+        a = _float32_rounded_to_odd(np.asarray(a, dtype=np.float64))
     if is_bfloat16(dt) and bfloat16().metadata:  # the stand-in: no ml_dtypes
         if is_bfloat16(a.dtype):
             return np.ascontiguousarray(a).view(np.uint16)
         return float32_to_bfloat16_bits(np.asarray(a, dtype=np.float32))
     return np.ascontiguousarray(a, dtype=dt)
+
+
+def _float32_rounded_to_odd(x: np.ndarray) -> np.ndarray:
+    """x in float32, rounded toward zero with the last bit set where that was inexact (round to odd): a
+    later rounding to any format at least 2 bits narrower then rounds x itself correctly."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        f = np.where(np.abs(f.astype(np.float64)) > np.abs(x), np.nextafter(f, np.float32(0)), f)
+        inexact = f.astype(np.float64) != x  # (NaN too: it stays a NaN)
+    return (np.ascontiguousarray(f).view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
 
 
 def float32_to_bfloat16_bits(x: np.ndarray) -> np.ndarray:
