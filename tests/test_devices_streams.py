@@ -237,6 +237,15 @@ def test_an_event_that_orders_two_streams_is_kept_for_the_next_such_wait(monkeyp
     ]
 
 
+def _collect_own_stream(handle: int, device) -> None:
+    """A gm.Stream of `device` (a stand-in) with `handle` registered as gpumat's own, then collected unclosed."""
+    s = object.__new__(gm.Stream)
+    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = "its handle", handle, device, True, 0, True
+    streams.own_streams.add(handle)
+    del s
+    gc.collect()
+
+
 def test_a_stream_collected_before_gpumat_allocated_anything_becomes_a_spare(monkeypatch):
     """A Stream collected unclosed on a device where gpumat never allocated is retired at once, with no
     driver call from the finalizer: its handle leaves gpumat's own streams, is refused from then on (a
@@ -252,12 +261,8 @@ def test_a_stream_collected_before_gpumat_allocated_anything_becomes_a_spare(mon
 
     monkeypatch.setattr(streams, "driver", NoDriver())
     handle, device = 0x7F00, NoMemoryYet()
-    s = object.__new__(gm.Stream)
-    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = "its handle", handle, device, True, 0, True
-    streams.own_streams.add(handle)
     try:
-        del s
-        gc.collect()
+        _collect_own_stream(handle, device)
         assert not streams.trusted(handle) and handle in streams.dead_streams
         assert streams.spare_streams[(device, True, 0)] == [(handle, "its handle")]
         for stale in (handle, ProtocolStream(handle)):
@@ -285,12 +290,8 @@ def test_a_collected_streams_handle_is_refused_before_the_stream_is_retired():
         memory = object()
 
     handle, device = 0x7F10, WithMemory()
-    s = object.__new__(gm.Stream)
-    s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = "its handle", handle, device, True, 0, True
-    streams.own_streams.add(handle)
     try:
-        del s
-        gc.collect()
+        _collect_own_stream(handle, device)
         assert streams.abandoned[-1] == (device, handle, "its handle", (True, 0))
         for stale in (handle, ProtocolStream(handle), _external(handle, FAKE_DEVICE)):
             with pytest.raises(ValueError, match="closed or garbage-collected"):
