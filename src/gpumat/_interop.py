@@ -496,15 +496,50 @@ def _capsule(obj, consumer: int, copy):
 
 
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
-    """A Matrix over another library's GPU array through DLPack (CuPy, PyTorch, JAX, Numba, ...), without a
-    copy: 1-D (one row), 2-D or 3-D (a batch); rows contiguous (padded row strides welcome) or columns
-    contiguous (a column-major array, such as PyTorch's w.t() or a Fortran-order array, becomes a
-    transposed view). The producer stays alive as long as the Matrix does, and gpumat never frees its
-    memory. copy=True makes a copy instead: the producer's own where it makes one (DLPack 1.0's copy
-    keyword), else gpumat's, packed in the same layout, and for a layout gpumat cannot view (negative
-    strides, every other column) in C order. copy=None or False never copies (the producer is asked with
-    copy=False): other layouts, negative strides among them, are a ValueError.
-    Work the producer queued before the call is ordered before gpumat's `stream`."""
+    """A Matrix over another library's GPU array through DLPack, without a copy.
+
+    For CuPy, PyTorch, JAX, Numba, gpumat itself, ...: 1-D (one row), 2-D or 3-D (a batch) arrays
+    whose rows are contiguous (padded row strides welcome) or whose columns are (a column-major array,
+    such as PyTorch's ``w.t()`` or a Fortran-order array, becomes a transposed view). The producer
+    stays alive as long as the Matrix does, and gpumat never frees its memory; work the producer queued
+    before the call is ordered before gpumat's ``stream``. Negative strides are a ``ValueError`` unless
+    ``copy=True``.
+
+    Parameters
+    ----------
+    obj : object
+        Anything with ``__dlpack__`` and ``__dlpack_device__`` on a CUDA device.
+    copy : bool, optional
+        True: a copy (the producer's own where DLPack's ``copy=`` gets one, else gpumat's, packed in
+        the same layout; a layout gpumat cannot view arrives in C order). None or False: never a copy
+        (the producer is asked with ``copy=False``).
+    stream : Stream or stream-like, optional
+        The stream gpumat's use of the memory is ordered on.
+
+    Returns
+    -------
+    Matrix
+        A view of the producer's memory (``is_borrowed``), or a copy.
+
+    Raises
+    ------
+    TypeError
+        No DLPack support, a host array, or a dtype gpumat does not hold.
+    ValueError
+        A layout gpumat cannot view without a copy (negative strides among them), more than three
+        dimensions, or a copy the producer made where none was asked for.
+    BufferError
+        A DLPack version newer than gpumat reads.
+
+    Examples
+    --------
+    >>> A = gm.Matrix.from_numpy(np.ones((2, 3), np.float32))  # doctest: +GPU
+    >>> B = gm.from_dlpack(A)
+    >>> B.elements == A.elements, B.is_borrowed
+    (True, True)
+    >>> gm.from_dlpack(A, copy=True).elements == A.elements
+    False
+    """
     if isinstance(obj, Matrix):
         return obj.copy(stream=stream) if copy else obj
     dl_device = getattr(obj, "__dlpack_device__", None)
@@ -574,8 +609,41 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
 
 
 def asmatrix(obj, copy: bool | None = None, stream=None, device=None) -> Matrix:
-    """A Matrix from anything: a Matrix (itself), a GPU array (DLPack, else the CUDA array interface:
-    no copy), or host data (numpy and array-likes: copied to `device`)."""
+    """A Matrix from anything: a Matrix, a GPU array, or host data.
+
+    A Matrix is returned as it is (or copied with ``copy=True``); a GPU array comes through DLPack,
+    else the CUDA array interface, without a copy; host data (numpy arrays and array-likes) is copied
+    to ``device``.
+
+    Parameters
+    ----------
+    obj : object
+        A Matrix, a GPU array, or an array-like.
+    copy : bool, optional
+        As for :func:`from_dlpack`.
+    stream : Stream or stream-like, optional
+        The stream the import or copy is ordered on.
+    device : Device or int, optional
+        For host data: the GPU to copy to (the current device by default).
+
+    Returns
+    -------
+    Matrix
+        The matrix.
+
+    Raises
+    ------
+    TypeError
+        Data gpumat cannot hold (non-real dtypes, objects).
+    ValueError
+        A GPU layout gpumat cannot view without ``copy=True``.
+
+    Examples
+    --------
+    >>> A = gm.asmatrix([[1.0, 2.0]])  # doctest: +GPU
+    >>> gm.asmatrix(A) is A
+    True
+    """
     if isinstance(obj, Matrix):
         return obj.copy(stream=stream) if copy else obj
     dl = getattr(obj, "__dlpack_device__", None)

@@ -37,22 +37,77 @@ def check_precision(mode) -> str:
 
 
 def set_matmul_precision(mode: str) -> None:
-    """Set the process-wide default precision of float32 matmuls ("float32", "tf32x3" or "tf32")."""
+    """Set the process-wide default precision of float32 matmuls.
+
+    A call's own ``precision=`` and an open :func:`matmul_precision` block win over it.
+
+    Parameters
+    ----------
+    mode : {"float32", "tf32x3", "tf32"}
+        Exact FP32 (the default), FP32-level accuracy on the tensor cores, or one TF32 pass.
+
+    Raises
+    ------
+    ValueError
+        Another mode.
+
+    Examples
+    --------
+    >>> gm.set_matmul_precision("tf32x3")
+    >>> gm.get_matmul_precision()
+    'tf32x3'
+    >>> gm.set_matmul_precision("float32")
+    """
     global _process_default
     _process_default = check_precision(mode)
 
 
 def get_matmul_precision() -> str:
-    """The precision a matmul called here without `precision=` uses: the innermost open
-    `matmul_precision` block of this thread, else the process default."""
+    """The precision a matmul called here without ``precision=`` uses.
+
+    Returns
+    -------
+    str
+        The innermost open :func:`matmul_precision` block of this thread, else the process default.
+
+    Examples
+    --------
+    >>> gm.get_matmul_precision()
+    'float32'
+    """
     stack = _scoped.stack
     return stack[-1] if stack else _process_default
 
 
 @contextmanager
 def matmul_precision(mode: str):
-    """`with gm.matmul_precision("tf32x3"): ...`: the default precision inside the block, in this
-    thread only; restored on exit, also when the block raises."""
+    """A block of code whose float32 matmuls default to ``mode``, in this thread only.
+
+    Restored on exit, also when the block raises. A call's own ``precision=`` still wins.
+
+    Parameters
+    ----------
+    mode : {"float32", "tf32x3", "tf32"}
+        The precision inside the block.
+
+    Yields
+    ------
+    str
+        ``mode``.
+
+    Raises
+    ------
+    ValueError
+        Another mode.
+
+    Examples
+    --------
+    >>> with gm.matmul_precision("tf32"):
+    ...     gm.get_matmul_precision()
+    'tf32'
+    >>> gm.get_matmul_precision()
+    'float32'
+    """
     check_precision(mode)
     stack = _scoped.stack
     if stack is None:

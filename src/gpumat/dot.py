@@ -87,13 +87,40 @@ def _scratch(dev: Device) -> _Scratch:
 
 
 def dot(x: Matrix, y: Matrix, stream=None) -> float:
-    """sum(x * y) over all elements of two equal-shape matrices of one dtype (views welcome), as a float.
+    """sum(x * y) over all elements of two equal-shape matrices of one dtype, as a float.
 
-    Products and sums are kept in double on the GPU (every dtype); empty matrices give 0.0; NaN and Inf
-    propagate. A batch is a ValueError; when one operand is a transposed view (A.T) and the other is
-    not, the transposed one is first copied row-major (one pass over it).
-    Deterministic: the same inputs give the same bits on every call on the same GPU.
-    The work is queued on `stream` (default: the thread's current stream) and the call waits for it."""
+    Products and sums are kept in double on the GPU (every dtype); empty matrices give 0.0; NaN and
+    Inf propagate. When one operand is a transposed view (``A.T``) and the other is not, the
+    transposed one is first copied row-major (one pass over it). Deterministic: the same inputs give
+    the same bits on every call on the same GPU. The call waits for the result.
+
+    Parameters
+    ----------
+    x, y : Matrix
+        2-D matrices (views welcome) of one shape and dtype.
+    stream : Stream or stream-like, optional
+        Where the work is queued; the thread's current stream by default.
+
+    Returns
+    -------
+    float
+        The sum.
+
+    Raises
+    ------
+    TypeError
+        An operand that is not a Matrix, or different dtypes.
+    ValueError
+        Different shapes, or a batch.
+    FreedMatrixError
+        An operand has been freed.
+
+    Examples
+    --------
+    >>> A = gm.Matrix.from_numpy(np.ones((2, 2)))  # doctest: +GPU
+    >>> gm.dot(A, A)
+    4.0
+    """
     dev = operand_device((x, "x"), (y, "y"))
     s = stream_handle(stream, dev)
     empty = check_operands(x, y) == (0, 0) or 0 in x.shape  # shapes first: bad input never touches the GPU

@@ -28,12 +28,47 @@ INT32_MAX = 2**31 - 1
 
 
 class FreedMatrixError(ValueError):
-    """The matrix (or the matrix a view was taken from) has been freed."""
+    """The matrix (or the matrix a view was taken from) has been freed.
+
+    Raised by any operation given such a matrix; a ``ValueError``, so code that catches bad arguments
+    catches it too.
+
+    Examples
+    --------
+    >>> issubclass(gm.FreedMatrixError, ValueError)
+    True
+    """
 
 
 class Matrix:
-    """A float32, float64, float16 or bfloat16 matrix in GPU memory. Make one with from_numpy, empty, zeros
-    or from_dlpack; release it with free()."""
+    """A float32, float64, float16 or bfloat16 matrix (or a batch of matrices) in GPU memory.
+
+    A Matrix mirrors the classic CUDA struct: ``height``, ``width``, ``stride`` (elements between the
+    starts of rows) and ``elements`` (the device address), plus ``dtype`` and ``device``. Slices
+    (``A[r0:r1, c0:c1]``, ``A[i]`` of a batch) are views that share memory and keep the stride;
+    ``A.T`` is a transposed view. It owns its memory explicitly: ``free()``, or a ``with`` block; a
+    finalizer is the safety net. Make one with :meth:`from_numpy`, :meth:`empty`, :meth:`zeros` or
+    :func:`gpumat.from_dlpack`; calling ``Matrix(...)`` itself is a ``TypeError`` that names them.
+
+    Attributes
+    ----------
+    T : Matrix
+        The transpose as a view.
+
+    See Also
+    --------
+    gpumat.matmul, gpumat.transpose, gpumat.from_dlpack
+
+    Examples
+    --------
+    >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> A = gm.Matrix.from_numpy(a)  # doctest: +GPU
+    >>> A.shape, A.dtype
+    ((2, 3), dtype('float32'))
+    >>> (A @ A.T).to_numpy().tolist()
+    [[5.0, 14.0], [14.0, 50.0]]
+    >>> A.free()
+    """
 
     __slots__ = (
         "_buffer",
@@ -79,8 +114,44 @@ class Matrix:
     # construction -------------------------------------------------------------------------
     @classmethod
     def empty(cls, height, width=None, dtype=None, device=None, stream=None) -> Matrix:
-        """Uninitialised matrix of `dtype` (float32 by default) on `device` (the current one): empty(height,
-        width), or empty(shape) with shape (height, width) or (batch, height, width)."""
+        """A new matrix of ``dtype``, its contents uninitialised.
+
+        Parameters
+        ----------
+        height : int or tuple of int
+            The number of rows; or the whole shape, ``(height, width)`` or ``(batch, height, width)``,
+            with ``width`` left out.
+        width : int, optional
+            The number of columns (with an int ``height``).
+        dtype : dtype, optional
+            float32 (the default), float64, float16 or bfloat16.
+        device : Device or int, optional
+            The GPU; the thread's current device by default.
+        stream : Stream or stream-like, optional
+            The stream the allocation is ordered on; the thread's current stream by default.
+
+        Returns
+        -------
+        Matrix
+            A packed, row-major matrix.
+
+        Raises
+        ------
+        TypeError
+            A dtype gpumat does not hold, or a shape that is not integers.
+        ValueError
+            A negative dimension.
+        OutOfMemoryError
+            The GPU (or gpumat's memory limit) has no room.
+        NoDeviceError
+            No usable GPU.
+
+        Examples
+        --------
+        >>> X = gm.Matrix.empty((8, 128, 64), dtype=np.float16)  # doctest: +GPU
+        >>> X.shape, X.batch, X.dtype
+        ((8, 128, 64), 8, dtype('float16'))
+        """
         batch, height, width = _check_shape(height, width)
         dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
         dev = as_device(device)
@@ -125,7 +196,43 @@ class Matrix:
 
     @classmethod
     def zeros(cls, height, width=None, dtype=None, device=None, stream=None) -> Matrix:
-        """Like empty(), filled with zeros."""
+        """A new matrix of ``dtype`` filled with zeros: :meth:`empty`, then a fill on the device.
+
+        Parameters
+        ----------
+        height : int or tuple of int
+            The number of rows, or the whole shape (see :meth:`empty`).
+        width : int, optional
+            The number of columns (with an int ``height``).
+        dtype : dtype, optional
+            float32 (the default), float64, float16 or bfloat16.
+        device : Device or int, optional
+            The GPU; the thread's current device by default.
+        stream : Stream or stream-like, optional
+            The stream the fill is queued on; the thread's current stream by default.
+
+        Returns
+        -------
+        Matrix
+            A packed, row-major matrix of zeros.
+
+        Raises
+        ------
+        TypeError
+            A dtype gpumat does not hold, or a shape that is not integers.
+        ValueError
+            A negative dimension.
+        OutOfMemoryError
+            The GPU (or gpumat's memory limit) has no room.
+        NoDeviceError
+            No usable GPU.
+
+        Examples
+        --------
+        >>> Z = gm.Matrix.zeros(2, 3)  # doctest: +GPU
+        >>> Z.to_numpy().tolist()
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        """
         m = cls.empty(height, width, dtype, device, stream)
         buf = m._buffer
         s = stream_handle(stream, buf.device)  # the stream the block was allocated on: the fill is ordered there
@@ -138,13 +245,51 @@ class Matrix:
 
     @classmethod
     def from_numpy(cls, array, dtype=None, device=None, stream=None) -> Matrix:
-        """Copy a 1-D (one row), 2-D or 3-D (a batch of matrices) real array-like to the GPU as a C-order
-        matrix.
+        """Copy a 1-D (one row), 2-D or 3-D (a batch of matrices) real array-like to the GPU.
 
-        dtype=None keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer arrays
-        become float64 when every value is exact there (else TypeError: pass dtype=); dtype= converts
-        (on the host, rounding to nearest). Large pageable arrays are staged through pinned buffers; a
-        pinned array (see pinned_empty) is copied by one DMA. Returns once the data is on the GPU."""
+        ``dtype=None`` keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer
+        arrays become float64 when every value is exact there (else a ``TypeError`` asks for ``dtype=``);
+        ``dtype=`` converts (on the host, rounding to nearest). Large pageable arrays are staged through
+        pinned buffers on several threads; a pinned array (see :func:`gpumat.pinned_empty`) is copied by
+        one DMA.
+
+        Parameters
+        ----------
+        array : array_like
+            The data: a numpy array or anything ``numpy.asarray`` takes. Bool, complex and object arrays
+            are refused.
+        dtype : dtype, optional
+            The matrix's dtype; by default the array's (see above).
+        device : Device or int, optional
+            The GPU; the thread's current device by default.
+        stream : Stream or stream-like, optional
+            The stream the copy is ordered on; the thread's current stream by default.
+
+        Returns
+        -------
+        Matrix
+            A packed, C-order matrix holding a copy of the data, there when the call returns.
+
+        Raises
+        ------
+        TypeError
+            A dtype gpumat does not hold (bool, complex, object), an integer array not exact in float64,
+            or a Matrix (it is already on the GPU).
+        ValueError
+            An array of more than three dimensions.
+        OutOfMemoryError
+            The GPU (or gpumat's memory limit) has no room.
+        NoDeviceError
+            No usable GPU.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.ones((2, 2)))  # doctest: +GPU
+        >>> A.dtype
+        dtype('float64')
+        >>> gm.Matrix.from_numpy(np.arange(4).reshape(2, 2), dtype=np.float32).dtype
+        dtype('float32')
+        """
         host, dt = as_host_2d(array, dtype, allow_batch=True)
         dev = as_device(device)
         s = stream_handle(stream, dev)
@@ -162,10 +307,12 @@ class Matrix:
     # the struct's fields ---------------------------------------------------------------------
     @property
     def height(self) -> int:
+        """The number of rows of each matrix."""
         return self._height
 
     @property
     def width(self) -> int:
+        """The number of columns of each matrix."""
         return self._width
 
     @property
@@ -175,7 +322,7 @@ class Matrix:
 
     @property
     def elements(self) -> int:
-        """Device address of element (0, 0)."""
+        """The device address of element (0, 0), as an int."""
         buf = self._buffer
         if buf is None or not buf.alive:
             raise FreedMatrixError(f"{self._describe()} has been freed")
@@ -183,6 +330,7 @@ class Matrix:
 
     @property
     def dtype(self) -> np.dtype:
+        """The element type, a numpy dtype (bfloat16: ``ml_dtypes.bfloat16``, or a tagged uint16 without it)."""
         return self._dtype
 
     def _operand(self) -> tuple:
@@ -213,11 +361,12 @@ class Matrix:
 
     @property
     def itemsize(self) -> int:
+        """Bytes an element: 4, 8 or 2."""
         return self._dtype.itemsize
 
     @property
     def device(self) -> Device:
-        """The GPU the matrix lives on."""
+        """The GPU the matrix lives on, a :class:`Device`."""
         buf = self._buffer
         if buf is None:
             raise FreedMatrixError(f"{self._describe()} has been freed")
@@ -225,13 +374,14 @@ class Matrix:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """(height, width), or (batch, height, width) for a batch."""
+        """``(height, width)``, or ``(batch, height, width)`` for a batch."""
         if self._batch is None:
             return self._height, self._width
         return self._batch, self._height, self._width
 
     @property
     def ndim(self) -> int:
+        """2, or 3 for a batch."""
         return 2 if self._batch is None else 3
 
     @property
@@ -246,8 +396,9 @@ class Matrix:
 
     @property
     def is_transposed(self) -> bool:
-        """Whether the matrix is stored transposed (column-major: element (r, c) at (c * stride + r)), as
-        A.T of a row-major matrix or an imported column-major array is."""
+        """Whether the matrix is stored transposed (column-major: element (r, c) at c * stride + r), as
+        ``A.T`` of a row-major matrix or an imported column-major array is.
+        """
         return self._trans
 
     @property
@@ -259,14 +410,17 @@ class Matrix:
 
     @property
     def size(self) -> int:
+        """The number of elements (of every matrix of a batch)."""
         return self.batch * self._height * self._width
 
     @property
     def nbytes(self) -> int:
+        """The bytes of the elements (``size * itemsize``; a view's padding not counted)."""
         return self.size * self._dtype.itemsize
 
     @property
     def is_view(self) -> bool:
+        """Whether this Matrix is a view of another's memory (a slice, an index, ``.T``)."""
         return not self._owner
 
     @property
@@ -276,6 +430,7 @@ class Matrix:
 
     @property
     def is_freed(self) -> bool:
+        """Whether :meth:`free` was called on this matrix or the one it views."""
         return self._buffer is None or not self._buffer.alive
 
     @property
@@ -290,8 +445,10 @@ class Matrix:
 
     @property
     def T(self) -> Matrix:
-        """The transpose as a view (no copy, no kernel): the same memory read column-major; of a batch, each
-        matrix transposed. gm.transpose(A) makes a transposed copy."""
+        """The transpose as a view: the same memory read column-major, no copy and no kernel.
+
+        Of a batch, each matrix is transposed. :func:`gpumat.transpose` makes a transposed copy.
+        """
         _ = self.elements  # views of freed memory are refused up front
         return Matrix._wrap(
             self._buffer,
@@ -307,9 +464,40 @@ class Matrix:
 
     # host <-> device -----------------------------------------------------------------------
     def to_numpy(self, out: np.ndarray | None = None, stream=None, dtype=None) -> np.ndarray:
-        """A numpy copy (the matrix's shape, C order) in the matrix's dtype, or in `dtype` (converted on the GPU first);
-        into `out` (C-contiguous, right shape and dtype, pinned or not) when given. Returns once the data
-        has arrived. bfloat16 needs ml_dtypes on the host, or dtype=np.float32."""
+        """Copy the matrix back to the host.
+
+        Parameters
+        ----------
+        out : numpy.ndarray, optional
+            A C-contiguous array of the matrix's shape and dtype (pinned or not) to fill instead of a new one.
+        stream : Stream or stream-like, optional
+            The stream the copy is ordered on; the thread's current stream by default.
+        dtype : dtype, optional
+            Convert on the GPU to this dtype first (``np.float32`` brings bfloat16 back without ml_dtypes).
+
+        Returns
+        -------
+        numpy.ndarray
+            The data, in the matrix's shape and C order, there when the call returns (``out`` if given).
+
+        Raises
+        ------
+        TypeError
+            An ``out`` that is not a numpy array; bfloat16 without ml_dtypes and no ``dtype=``.
+        ValueError
+            An ``out`` of another shape or dtype, not C-contiguous or not writeable.
+        FreedMatrixError
+            The matrix has been freed.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.eye(2, dtype=np.float32))  # doctest: +GPU
+        >>> A.to_numpy().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        >>> host = gm.pinned_empty((2, 2), np.float32)
+        >>> A.to_numpy(out=host) is host
+        True
+        """
         if dtype is not None and _dtypes.as_dtype(dtype) != self._dtype:
             if out is not None:  # checked before the conversion runs
                 _check_host_out(out, self.shape, _dtypes.as_dtype(dtype))
@@ -377,19 +565,102 @@ class Matrix:
         )
 
     def copy(self, stream=None) -> Matrix:
-        """A new, packed matrix with the same contents, shape and layout (a transposed view's copy is stored
-        transposed too; gm.transpose(A.T) gives a row-major one) on the same device."""
+        """A new, packed matrix with the same contents, shape and layout, on the same device.
+
+        A transposed view's copy is stored transposed too; ``gm.transpose(A.T)`` gives a row-major one.
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            The stream the copy is queued on; the thread's current stream by default.
+
+        Returns
+        -------
+        Matrix
+            The copy.
+
+        Raises
+        ------
+        FreedMatrixError
+            The matrix has been freed.
+        OutOfMemoryError
+            The GPU (or gpumat's memory limit) has no room.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.ones((4, 4), np.float32))  # doctest: +GPU
+        >>> B = A[1:3, 1:3].copy()
+        >>> B.is_view, B.stride
+        (False, 2)
+        """
         return self.to(self.device, stream=stream)
 
     def astype(self, dtype, stream=None) -> Matrix:
-        """A new matrix of `dtype` on the same device, converted there (round to nearest even; NaN and
-        infinities kept; values beyond a half type's range become infinities). Same dtype: a copy."""
+        """A new matrix of ``dtype`` on the same device, converted there.
+
+        Rounds to nearest even; NaN and infinities are kept; values beyond a half type's range become
+        infinities. The same dtype gives a copy.
+
+        Parameters
+        ----------
+        dtype : dtype
+            float32, float64, float16 or bfloat16.
+        stream : Stream or stream-like, optional
+            The stream the conversion is queued on; the thread's current stream by default.
+
+        Returns
+        -------
+        Matrix
+            The converted matrix, in the same layout.
+
+        Raises
+        ------
+        TypeError
+            A dtype gpumat does not hold.
+        FreedMatrixError
+            The matrix has been freed.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.array([[1.0, 2.5]]))  # doctest: +GPU
+        >>> A.astype(np.float16).to_numpy().tolist()
+        [[1.0, 2.5]]
+        """
         return _operations().astype(self, dtype, stream=stream)
 
     def to(self, device, stream=None) -> Matrix:
-        """A copy on another GPU (peer-to-peer where the GPUs allow, else through the driver's staging);
-        on the same GPU, a packed copy. Ordered on `stream` of the destination (waits for it to finish
-        when the source is on another device)."""
+        """A copy on another GPU.
+
+        Peer to peer where the GPUs allow, else through the driver's staging; on the same GPU, a packed
+        copy. When the source is on another device, the call waits for the copy to finish.
+
+        Parameters
+        ----------
+        device : Device or int
+            The destination GPU.
+        stream : Stream or stream-like, optional
+            A stream of the destination the copy is ordered on; its current stream by default.
+
+        Returns
+        -------
+        Matrix
+            The copy, on ``device``.
+
+        Raises
+        ------
+        ValueError
+            A stream of another device.
+        FreedMatrixError
+            The matrix has been freed.
+        NoDeviceError
+            No GPU of that index.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.ones((2, 2)))  # doctest: +GPU
+        >>> A.to(0).device == gm.Device(0)
+        True
+        """
         return _operations().copy_matrix(self, as_device(device), stream)
 
     # interop -------------------------------------------------------------------------------
@@ -405,8 +676,40 @@ class Matrix:
 
     @classmethod
     def from_cuda_array(cls, obj, copy: bool | None = None, stream=None) -> Matrix:
-        """A Matrix over another library's device array (anything with __cuda_array_interface__), without
-        a copy when its rows are contiguous; see gpumat.from_dlpack."""
+        """A Matrix over another library's device array through ``__cuda_array_interface__``.
+
+        Without a copy when the rows (or, for a transposed view, the columns) are contiguous; the same
+        rules as :func:`gpumat.from_dlpack`.
+
+        Parameters
+        ----------
+        obj : object
+            Anything with ``__cuda_array_interface__`` (CuPy, Numba, PyTorch).
+        copy : bool, optional
+            True: always copy. None or False: never copy (a layout gpumat cannot view is a ``ValueError``).
+        stream : Stream or stream-like, optional
+            The stream gpumat's use of the memory is ordered on.
+
+        Returns
+        -------
+        Matrix
+            A view of the memory (``is_borrowed``), or a copy.
+
+        Raises
+        ------
+        TypeError
+            No interface, a malformed field, or a dtype gpumat does not hold.
+        ValueError
+            A layout gpumat cannot view without ``copy=True`` (negative strides among them), or an
+            interface that describes no memory.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.ones((2, 3), np.float32))  # doctest: +GPU
+        >>> B = gm.Matrix.from_cuda_array(A)
+        >>> B.elements == A.elements
+        True
+        """
         return _operations().from_cuda_array(obj, copy=copy, stream=stream)
 
     # views ---------------------------------------------------------------------------------
@@ -464,9 +767,24 @@ class Matrix:
 
     # lifetime ------------------------------------------------------------------------------
     def free(self) -> None:
-        """Release the device memory now (stream-ordered: work already queued that reads it finishes
-        first). Views of it become unusable; freeing a view detaches only the view. An operation that
-        already checked the matrix completes; one that starts afterwards raises FreedMatrixError."""
+        """Release the device memory now.
+
+        Stream-ordered: work already queued that reads the memory finishes first. Views of the matrix
+        become unusable; freeing a view detaches only the view. An operation that already checked the
+        matrix completes; one that starts afterwards raises ``FreedMatrixError``. Freeing twice does nothing.
+
+        Raises
+        ------
+        CudaError
+            The driver failed to queue the release.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.zeros(2, 2)  # doctest: +GPU
+        >>> A.free()
+        >>> A.is_freed
+        True
+        """
         buf = self._buffer
         if buf is None:
             return
@@ -504,6 +822,29 @@ class Matrix:
     __array_ufunc__ = None
 
     def __matmul__(self, other):
+        """``A @ B``: :func:`gpumat.matmul` with its defaults.
+
+        Parameters
+        ----------
+        other : Matrix
+            The right operand.
+
+        Returns
+        -------
+        Matrix
+            The product.
+
+        Raises
+        ------
+        TypeError
+            ``other`` is a numpy array: gpumat never moves data to or from the host behind your back.
+
+        Examples
+        --------
+        >>> A = gm.Matrix.from_numpy(np.eye(2, dtype=np.float32))  # doctest: +GPU
+        >>> (A @ A).shape
+        (2, 2)
+        """
         if isinstance(other, Matrix):
             return _operations().matmul(self, other)
         if isinstance(other, np.ndarray):

@@ -59,7 +59,44 @@ def _from_device(buf: memory.DeviceBuffer, dtype, count: int) -> np.ndarray:
 
 
 class CSRMatrix:
-    """A float32 or float64 CSR matrix on the GPU. S @ B multiplies it with a gpumat.Matrix; free() releases it."""
+    """A float32 or float64 CSR (compressed sparse row) matrix on the GPU.
+
+    ``S @ B`` multiplies it with a dense :class:`Matrix` (:func:`gpumat.spmm`); :meth:`free` releases
+    it. The host arrays are validated (the first problem is named) and uploaded; row statistics and a
+    schedule for long rows are computed once, on the host.
+
+    Parameters
+    ----------
+    indptr : array_like of int
+        Row pointers, ``shape[0] + 1`` of them, non-decreasing, from 0 to the number of nonzeros.
+    indices : array_like of int
+        The column of each nonzero, in ``[0, shape[1])``.
+    data : array_like
+        The values: float64 stays float64, float32 stays float32, integers become float64 when exact.
+    shape : tuple of int
+        ``(rows, columns)``.
+    device : Device or int, optional
+        The GPU; the current device by default.
+    dtype : dtype, optional
+        float32 or float64: convert the values.
+
+    Raises
+    ------
+    TypeError
+        Index arrays that are not integers, or values that are not real.
+    ValueError
+        Arrays that do not describe a CSR matrix of that shape.
+    OutOfMemoryError
+        No room on the GPU.
+
+    Examples
+    --------
+    >>> S = gm.CSRMatrix([0, 1, 2], [1, 0], [2.0, 1.0], (2, 2))  # doctest: +GPU
+    >>> S.shape, S.nnz, S.dtype
+    ((2, 2), 2, dtype('float64'))
+    >>> (S @ gm.Matrix.from_numpy(np.eye(2))).to_numpy().tolist()
+    [[0.0, 2.0], [1.0, 0.0]]
+    """
 
     __slots__ = ("_shape", "_nnz", "_stats", "_bufs", "_device", "_dtype", "__weakref__")
     __array_ufunc__ = None  # numpy leaves x @ S to Python, which refuses it, rather than making S an array
@@ -101,12 +138,71 @@ class CSRMatrix:
     # construction ----------------------------------------------------------------------------
     @classmethod
     def from_scipy(cls, m, device=None, dtype=None) -> CSRMatrix:
-        """From a scipy.sparse matrix or anything with indptr, indices, data and shape (scipy not needed)."""
+        """From a scipy.sparse matrix, or anything with ``indptr``, ``indices``, ``data`` and ``shape``.
+
+        scipy itself is not needed.
+
+        Parameters
+        ----------
+        m : object
+            A ``scipy.sparse`` matrix or array (converted to CSR), or an object with the four fields.
+        device : Device or int, optional
+            The GPU; the current device by default.
+        dtype : dtype, optional
+            float32 or float64: convert the values.
+
+        Returns
+        -------
+        CSRMatrix
+            The matrix on the GPU.
+
+        Raises
+        ------
+        TypeError
+            Index arrays that are not integers, or values that are not real.
+        ValueError
+            Fields that do not describe a CSR matrix.
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> S = gm.CSRMatrix.from_scipy(sp.eye(3, format="csr"))  # doctest: +GPU
+        >>> S.nnz
+        3
+        """
         return cls._from_host(scipy_to_csr(m, dtype), device)
 
     @classmethod
     def from_dense(cls, array, device=None, dtype=None) -> CSRMatrix:
-        """The nonzeros of a gpumat.Matrix (on its device) or a 1-D/2-D real array-like."""
+        """The nonzeros of a dense matrix.
+
+        Parameters
+        ----------
+        array : Matrix or array_like
+            A gpumat Matrix (the result lives on its device) or a 1-D/2-D real array-like.
+        device : Device or int, optional
+            The GPU; the Matrix's, else the current device, by default.
+        dtype : dtype, optional
+            float32 or float64: convert the values.
+
+        Returns
+        -------
+        CSRMatrix
+            The matrix on the GPU.
+
+        Raises
+        ------
+        TypeError
+            Values that are not real.
+        ValueError
+            More than two dimensions.
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix.from_dense(np.array([[0.0, 3.0], [0.0, 0.0]]))  # doctest: +GPU
+        >>> S.nnz
+        1
+        """
         if isinstance(array, Matrix):
             device = array.device if device is None else device
             array = as_matrix(array, "array").to_numpy()
@@ -115,26 +211,34 @@ class CSRMatrix:
     # facts -----------------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, int]:
+        """``(rows, columns)``."""
         return self._shape
 
     @property
     def nnz(self) -> int:
+        """The number of stored entries."""
         return self._nnz
 
     @property
     def dtype(self):
+        """The values' dtype: float32 or float64."""
         return self._dtype
 
     @property
     def device(self):
+        """The GPU the matrix lives on, a :class:`Device`."""
         return self._device
 
     @property
     def stats(self) -> RowStats:
+        """Row-length statistics computed once on the host (rows, nonzeros a row, the longest row, how long
+        rows are split), which the kernels' choice reads.
+        """
         return self._stats
 
     @property
     def is_freed(self) -> bool:
+        """Whether :meth:`free` was called."""
         return self._bufs is None
 
     def _live_bufs(self) -> dict:
@@ -152,7 +256,25 @@ class CSRMatrix:
 
     # host copies -----------------------------------------------------------------------------
     def to_host(self) -> HostCSR:
-        """(indptr int64, indices int32, data float32/float64, shape) copied back from the GPU."""
+        """The CSR arrays copied back from the GPU.
+
+        Returns
+        -------
+        HostCSR
+            A named tuple ``(indptr, indices, data, shape)``: int64 row pointers, int32 column indices,
+            float32/float64 values.
+
+        Raises
+        ------
+        ValueError
+            The matrix has been freed.
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix.from_dense(np.eye(2))  # doctest: +GPU
+        >>> S.to_host().indptr.tolist()
+        [0, 1, 2]
+        """
         self._ptr("data")
         b = self._bufs
         return HostCSR(
@@ -163,7 +285,26 @@ class CSRMatrix:
         )
 
     def to_scipy(self):
-        """A scipy.sparse.csr_matrix copy (needs scipy)."""
+        """A ``scipy.sparse.csr_matrix`` copy.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The matrix on the host.
+
+        Raises
+        ------
+        ImportError
+            scipy is not installed.
+        ValueError
+            The matrix has been freed.
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix.from_dense(np.eye(2))  # doctest: +GPU
+        >>> S.to_scipy().toarray().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
         try:
             import scipy.sparse
         except ImportError:
@@ -175,7 +316,26 @@ class CSRMatrix:
         return scipy.sparse.csr_matrix((h.data, h.indices.astype(index), h.indptr.astype(index)), shape=h.shape)
 
     def to_dense(self) -> Matrix:
-        """The matrix as a dense gpumat.Matrix (built on the GPU; repeated entries add up)."""
+        """The matrix as a dense :class:`Matrix`, built on the GPU; repeated entries add up.
+
+        Returns
+        -------
+        Matrix
+            A packed matrix of the same shape and dtype.
+
+        Raises
+        ------
+        ValueError
+            The matrix has been freed.
+        OutOfMemoryError
+            No room on the GPU.
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix([0, 1, 1], [1], [5.0], (2, 2))  # doctest: +GPU
+        >>> S.to_dense().to_numpy().tolist()
+        [[0.0, 5.0], [0.0, 0.0]]
+        """
         rows, cols = self._shape
         self._ptr("data")
         dev = self._device.activate()
@@ -204,7 +364,20 @@ class CSRMatrix:
 
     # lifetime --------------------------------------------------------------------------------
     def free(self) -> None:
-        """Release the device arrays (the matrix and its long-row schedule) now (stream-ordered)."""
+        """Release the device arrays (the matrix and its long-row schedule) now, stream-ordered.
+
+        Raises
+        ------
+        CudaError
+            The driver failed to queue the release.
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix.from_dense(np.eye(2))  # doctest: +GPU
+        >>> S.free()
+        >>> S.is_freed
+        True
+        """
         with self._device.lock:  # not while an operation is between its checks and its launches
             bufs, self._bufs = self._bufs, None
             if bufs:
@@ -219,6 +392,29 @@ class CSRMatrix:
 
     # arithmetic ------------------------------------------------------------------------------
     def __matmul__(self, other):
+        """``S @ B``: :func:`gpumat.spmm` with its defaults.
+
+        Parameters
+        ----------
+        other : Matrix
+            The dense right operand.
+
+        Returns
+        -------
+        Matrix
+            The product.
+
+        Raises
+        ------
+        TypeError
+            ``other`` is not a Matrix (a numpy array must be uploaded first).
+
+        Examples
+        --------
+        >>> S = gm.CSRMatrix.from_dense(np.eye(2))  # doctest: +GPU
+        >>> (S @ gm.Matrix.from_numpy(np.ones((2, 3)))).shape
+        (2, 3)
+        """
         if isinstance(other, Matrix):
             from .spmm import spmm  # the declared late import (see the module docstring)
 

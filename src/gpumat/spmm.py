@@ -174,13 +174,46 @@ def check_operands(s, b, out, algorithm: str) -> tuple[int, int]:
 
 
 def spmm(s: CSRMatrix, b: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """C = s @ b for a CSRMatrix s and a Matrix b of the same dtype (float32 or float64; views welcome).
-    Returns out (new if None), in that dtype. A transposed view of b (B.T) is first copied row-major (one
-    pass over it); a batch is a ValueError.
+    """C = s @ b for a CSR matrix and a dense matrix of the same dtype (float32 or float64).
 
-    algorithm: "auto", "scalar", "vector" (lanes from the row lengths) or "vector2" .. "vector32",
-    "tile8" .. "tile128" (the row-group kernels; B and C not 16-byte aligned take one element a lane and
-    tiles of at most 32)."""
+    A transposed view of ``b`` (``B.T``) is first copied row-major (one pass over it); a batch is a
+    ``ValueError``. No atomics: long rows are split and their parts added in a fixed order.
+
+    Parameters
+    ----------
+    s : CSRMatrix
+        The sparse matrix (m x k).
+    b : Matrix
+        The dense matrix (k x n), views welcome.
+    out : Matrix, optional
+        Where C (m x n) goes; new if None.
+    algorithm : str, optional
+        ``"auto"``, ``"scalar"``, ``"vector"`` (lanes from the row lengths) or ``"vector2"`` ..
+        ``"vector32"``, ``"tile8"`` .. ``"tile128"`` (the row-group kernels).
+    stream : Stream or stream-like, optional
+        Where the work is queued; the thread's current stream by default.
+
+    Returns
+    -------
+    Matrix
+        ``out``, or the new matrix.
+
+    Raises
+    ------
+    TypeError
+        ``s`` not a CSRMatrix, ``b`` not a Matrix, or different dtypes.
+    ValueError
+        Shapes that do not match, a batch, an unknown algorithm, or an ``out`` of the wrong shape.
+    FreedMatrixError
+        An operand has been freed.
+
+    Examples
+    --------
+    >>> S = gm.CSRMatrix.from_dense(np.array([[0.0, 2.0], [1.0, 0.0]]))  # doctest: +GPU
+    >>> B = gm.Matrix.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> gm.spmm(S, B).to_numpy().tolist()
+    [[6.0, 8.0], [1.0, 2.0]]
+    """
     if not isinstance(s, CSRMatrix):
         raise TypeError(f"s must be a gpumat.CSRMatrix, got {type(s).__name__}")
     dev = operand_device((b, "b"), (out, "out"))

@@ -240,12 +240,45 @@ def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
 
 
 def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", stream=None) -> Matrix:
-    """B = a^T for a matrix of any shape and dtype (views welcome): the bits move unchanged, through the
-    shared-memory tile kernels. Of a batch, each matrix is transposed (a launch a matrix). Returns out (new
-    if None: packed, row-major, of a's dtype). A transposed view (a.T) is already stored as its
-    transpose's rows: its transpose is a plain copy, and so is a transpose into a transposed out.
-    `stream`: where the work is queued (default: the thread's current stream). For a transposed view
-    without a copy, use a.T."""
+    """B = a^T, a transposed copy: the bits move unchanged, through shared-memory tile kernels.
+
+    For a matrix of any shape and dtype (views welcome). Of a batch, each matrix is transposed. A
+    transposed view (``a.T``) is already stored as its transpose's rows: its transpose is a plain
+    copy, and so is a transpose into a transposed ``out``. For a transposed view without a copy, use
+    ``a.T``.
+
+    Parameters
+    ----------
+    a : Matrix
+        The matrix.
+    out : Matrix, optional
+        Where the result goes: shape (width, height) of ``a``'s dtype. New if None (packed, row-major).
+    algorithm : str, optional
+        ``"auto"``, or one of ``naive``, ``tiled``, ``tiled_padded``, ``tiled_rect``, ``tiled_rect64``,
+        ``sector_aligned``, ``narrow_cols``, ``narrow_rows``.
+    stream : Stream or stream-like, optional
+        Where the work is queued; the thread's current stream by default.
+
+    Returns
+    -------
+    Matrix
+        ``out``, or the new matrix.
+
+    Raises
+    ------
+    TypeError
+        ``a`` is not a Matrix, or ``out`` of another dtype.
+    ValueError
+        An ``out`` of the wrong shape or overlapping ``a``, an unknown algorithm, or a stream of another device.
+    FreedMatrixError
+        ``a`` or ``out`` has been freed.
+
+    Examples
+    --------
+    >>> A = gm.Matrix.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))  # doctest: +GPU
+    >>> gm.transpose(A).to_numpy().tolist()
+    [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    """
     dev = operand_device((a, "a"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:

@@ -149,11 +149,49 @@ def _result_shape(a: Matrix, b: Matrix, ba, bb, m: int, n: int) -> tuple[int, ..
 
 
 def matmul_plan(a, b, out=None, algorithm="auto", precision=None, *, splits=None, k_chunk=None) -> MatmulPlan:
-    """The plan gm.matmul would run for these operands: the kernel, the split of K, the launch grid, the
-    scratch and copies it needs, the cost model's time and the reason for the choice (print it). Give
-    `splits` (and `k_chunk`, default: K cut evenly on the variant's alignment) to force a split-K plan
-    of a variant that splits K. Pass the result as gm.matmul(a, b, plan=...) to run it. Nothing is
-    allocated or launched. (The epilogue, alpha/beta/bias/activation, does not change the plan.)"""
+    """The plan :func:`matmul` would run for these operands, without running it.
+
+    The plan names the kernel, the split of K, the launch grid, the scratch and copies it needs, the
+    cost model's time and the reason for the choice (``print`` it). Nothing is allocated or launched.
+    The epilogue (alpha, beta, bias, activation) does not change the plan.
+
+    Parameters
+    ----------
+    a, b : Matrix
+        The operands, as for :func:`matmul`.
+    out : Matrix, optional
+        The output, as for :func:`matmul` (its dtype and layout can change the plan).
+    algorithm : str, optional
+        ``"auto"`` or a variant's name.
+    precision : {None, "float32", "tf32x3", "tf32"}, optional
+        As for :func:`matmul`.
+    splits : int, optional
+        Force a split-K plan of this many slices (a variant that splits K).
+    k_chunk : int, optional
+        With ``splits``: the K of each slice (default: K cut evenly on the variant's alignment).
+
+    Returns
+    -------
+    MatmulPlan
+        Pass it as ``gm.matmul(a, b, plan=p)`` to run it.
+
+    Raises
+    ------
+    TypeError
+        Operands that are not Matrix, or of different dtypes.
+    ValueError
+        Shapes that do not match, an unknown algorithm or precision, or a split the variant cannot make.
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> A = gm.Matrix.zeros(1024, 1024)  # doctest: +GPU
+    >>> p = gm.matmul_plan(A, A)
+    >>> isinstance(p, gm.MatmulPlan), p.splits >= 1
+    (True, True)
+    >>> C = gm.matmul(A, A, plan=p)
+    """
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, _ALPHA, _BETA, None, None)
     p = planner.plan(problem_of(kernel_view(A, B, C, epilogue), A[7], C[7], mode), Target.of(dev), algorithm)
@@ -166,30 +204,87 @@ def matmul_plan(a, b, out=None, algorithm="auto", precision=None, *, splits=None
 
 def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alpha=_ALPHA, beta=_BETA, bias=None,
            activation=None, plan=None, devices=None, memory_limit=None):  # fmt: skip
-    """C = act(alpha * op(a) @ op(b) + beta * out + bias) for matrices of one dtype on their device: the
-    BLAS GEMM with a fused epilogue. Returns out (new if None, in the inputs' dtype; for float16/bfloat16
-    a float32 out is allowed). `stream`: where the work is queued (default: the thread's current stream).
-    Deterministic: the same inputs give the same bits on the same GPU (no atomics; split-K partial sums
-    are added in a fixed order).
+    """C = act(alpha * op(a) @ op(b) + beta * out + bias): the BLAS GEMM with a fused epilogue.
 
-    Shapes follow NumPy's matmul: 2-D a (m x k) and b (k x n), or batches (batch, m, k) @ (batch, k, n),
-    where a batch of 1 or a 2-D operand is shared by every product of the other's batch; the batch runs
-    in one launch. Operands may be views, transposed views (a.T: read in place, or copied row-major in
-    one pass where the chosen kernel needs it; gm.matmul_plan says which) and a transposed out.
+    For matrices of one dtype on one device. Deterministic: the same inputs give the same bits on the
+    same GPU (no atomics; split-K partial sums are added in a fixed order). With two numpy arrays it
+    is the out-of-core product instead (see ``devices`` and ``memory_limit``).
 
-    Epilogue, applied to each element in float32 (float64 for float64) before rounding to out's dtype:
-    alpha and beta (real numbers; beta != 0 needs out, and with beta == 0 out is never read), bias (a
-    (1, n) row or an (m, 1) column; out's dtype or float32) and activation: None, "relu", "gelu" (erf)
-    or "gelu_tanh".
+    Shapes follow NumPy's matmul: 2-D ``a`` (m x k) and ``b`` (k x n), or batches (batch, m, k) @
+    (batch, k, n), where a batch of 1 or a 2-D operand is shared by every product of the other's
+    batch; the batch runs in one launch. Operands may be views, transposed views (``a.T``: read in
+    place, or copied row-major in one pass where the chosen kernel needs it; :func:`matmul_plan` says
+    which) and a transposed ``out``.
 
-    algorithm: "auto" (the planner's choice; gm.matmul_plan says what and why) or a variant's name
-    (gpumat.matmul.algorithms lists them); plan: a plan from gm.matmul_plan, run as it is. precision
-    (float32 operands): "float32" (exact FP32), "tf32x3" (FP32-level accuracy on the tensor cores) or
-    "tf32" (~1e-3 relative error); None takes the current default (gm.matmul_precision).
+    The epilogue is applied to each element in float32 (float64 for float64) before the one rounding
+    to ``out``'s dtype.
 
-    Host operands (numpy arrays, both) run out of core on the GPUs in `devices` (default: all) within
-    `memory_limit` bytes a GPU, and C comes back as a numpy array (gpumat.outofcore). Matrix @ numpy
-    array is a TypeError: gpumat never moves data behind your back."""
+    Parameters
+    ----------
+    a, b : Matrix or numpy.ndarray
+        The operands: two Matrix of one dtype on one device, or two numpy arrays (out of core).
+    out : Matrix or numpy.ndarray, optional
+        Where C goes (read when ``beta != 0``). New if None, in the inputs' dtype; for float16 and
+        bfloat16 a float32 ``out`` is allowed.
+    algorithm : str, optional
+        ``"auto"`` (the planner's choice) or a variant's name (``gpumat.matmul.algorithms(dtype)`` lists them).
+    precision : {None, "float32", "tf32x3", "tf32"}, optional
+        For float32 operands: exact FP32, FP32-level accuracy on the tensor cores, or one TF32 pass
+        (about 1e-3 relative error). None takes the current default (:func:`matmul_precision`).
+    stream : Stream or stream-like, optional
+        Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
+        handle; the thread's current stream by default.
+    alpha, beta : float, optional
+        The GEMM scalars; ``beta != 0`` needs ``out``, and with ``beta == 0`` ``out`` is never read.
+    bias : Matrix, optional
+        A (1, n) row added to every row, or an (m, 1) column added to every column; of ``out``'s
+        dtype or float32.
+    activation : {None, "relu", "gelu", "gelu_tanh"}, optional
+        Applied last; ``"gelu"`` is the erf form.
+    plan : MatmulPlan, optional
+        A plan from :func:`matmul_plan`, run as it is.
+    devices : list of int, optional
+        With numpy operands: the GPUs to use (default: all visible).
+    memory_limit : int, optional
+        With numpy operands: bytes each GPU may use (default: its free memory).
+
+    Returns
+    -------
+    Matrix or numpy.ndarray
+        ``out``, or a new Matrix (a numpy array for numpy operands).
+
+    Raises
+    ------
+    TypeError
+        A Matrix mixed with a numpy array, operands of different dtypes, or a non-real dtype.
+    ValueError
+        Shapes that do not match, an ``out`` that overlaps an input, ``beta != 0`` without ``out``, an
+        unknown algorithm, precision or activation, a contradicting ``plan``, or operands and stream on
+        different devices.
+    FreedMatrixError
+        An operand has been freed.
+    OutOfMemoryError
+        No room for the result or the scratch.
+    NoDeviceError
+        No usable GPU.
+
+    See Also
+    --------
+    matmul_plan : what would run, and why.
+
+    Examples
+    --------
+    >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> A = gm.Matrix.from_numpy(a)  # doctest: +GPU
+    >>> gm.matmul(A, A.T).to_numpy().tolist()
+    [[5.0, 14.0], [14.0, 50.0]]
+    >>> C = gm.Matrix.zeros(2, 2)
+    >>> bias = gm.Matrix.from_numpy(np.array([[1.0, -100.0]], np.float32))
+    >>> gm.matmul(A, A.T, out=C, alpha=2.0, bias=bias, activation="relu").to_numpy().tolist()
+    [[11.0, 0.0], [29.0, 0.0]]
+    >>> gm.matmul(a, np.ascontiguousarray(a.T)).tolist()  # numpy operands: out of core, numpy back
+    [[5.0, 14.0], [14.0, 50.0]]
+    """
     plain = alpha is _ALPHA and beta is _BETA and bias is None and activation is None
     defaults = plan is None and algorithm == "auto" and precision is None and devices is None and memory_limit is None
     if plain and defaults:

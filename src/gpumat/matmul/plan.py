@@ -19,6 +19,49 @@ from .variants import Variant
 
 @dataclass(frozen=True)
 class MatmulPlan:
+    """What one matmul launch needs that does not depend on the operands' addresses.
+
+    Made by :func:`gpumat.matmul_plan` (not by hand) and run by ``gm.matmul(a, b, plan=p)``;
+    ``print(p)`` tells the kernel, grid, split, scratch, copies, the modelled time and why. Frozen
+    (immutable) and hashable.
+
+    Attributes
+    ----------
+    problem : Problem
+        The product as the kernels see it (m, n, k, dtypes, precision mode, layout, batch).
+    target : Target
+        The GPU the plan was made for (its architecture and resources).
+    variant : Variant
+        The kernel's row in the variant table.
+    kernel : Kernel
+        The entry point launched.
+    grid : tuple of int
+        The launch grid.
+    splits : int
+        How many slices K is cut into (1: no split).
+    k_chunk : int
+        The K of each slice.
+    reduce : Kernel or None
+        The split-K reduction kernel, if any.
+    reduce_grid, reduce_block : tuple of int
+        Its launch shape.
+    scratch_bytes : int
+        Device scratch the plan needs (split partials, aligned copies).
+    copy_a, copy_b : bool
+        Whether an operand is first copied (transposed or aligned) into scratch.
+    seconds : float
+        The cost model's time.
+    reason : str
+        Why this plan was chosen.
+
+    Examples
+    --------
+    >>> A = gm.Matrix.zeros(256, 256)  # doctest: +GPU
+    >>> p = gm.matmul_plan(A, A)
+    >>> p.splits >= 1 and p.seconds > 0
+    True
+    """
+
     problem: Problem
     target: Target
     variant: Variant

@@ -46,8 +46,38 @@ class PinnedBlock:
 
 
 def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
-    """An uninitialised numpy array in page-locked (pinned) host memory: copies to and from the GPU
-    run at the bus's full speed and can be asynchronous (`stream=`)."""
+    """An uninitialised numpy array in page-locked (pinned) host memory.
+
+    Copies between it and the GPU run at the bus's full speed in one DMA, and asynchronously when
+    given a ``stream=``. The memory is released when the array (and every view of it) is collected.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : dtype, optional
+        The element type; float32 by default.
+
+    Returns
+    -------
+    numpy.ndarray
+        The array, C-contiguous.
+
+    Raises
+    ------
+    ValueError
+        A negative dimension, or more than 2^63 - 1 bytes.
+    OutOfMemoryError
+        The driver could not page-lock that much host memory.
+    NoDeviceError
+        No usable driver (page-locked memory is the driver's).
+
+    Examples
+    --------
+    >>> host = gm.pinned_empty((1024, 1024), np.float32)  # doctest: +GPU
+    >>> host.shape, host.flags.c_contiguous
+    ((1024, 1024), True)
+    """
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)

@@ -268,8 +268,25 @@ def free(ptr: int, stream: int = LEGACY_STREAM, nbytes: int = 0, dev: Device | N
 # the public memory functions
 # -------------------------------------------------------------------------------------------------
 def release_cached(device=None) -> None:
-    """Wait for the GPU, then hand every block gpumat keeps cached (its free list and the driver pool's
-    reserve) back to the system, so other processes and libraries can use that memory."""
+    """Wait for the GPU, then hand every block gpumat keeps cached back to the system.
+
+    Its free list of small blocks and the driver pool's reserve go back, so other processes and
+    libraries can use that memory. Live matrices are untouched.
+
+    Parameters
+    ----------
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Raises
+    ------
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> gm.release_cached()  # doctest: +GPU
+    """
     dev = as_device(device)
     p = device_pool(dev)
     with dev.lock:
@@ -278,8 +295,32 @@ def release_cached(device=None) -> None:
 
 
 def memory_info(device=None) -> dict:
-    """{'used', 'cached', 'peak', 'limit', 'cache_limit', 'gpu_free', 'gpu_total'} in bytes for a device
-    (the current one by default). used: in live gpumat matrices and scratch; cached: held for reuse."""
+    """What gpumat holds on a device, in bytes.
+
+    Parameters
+    ----------
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Returns
+    -------
+    dict
+        ``device`` (its index); ``used`` (live matrices and scratch); ``cached`` (freed, kept for
+        reuse); ``peak`` (the most ``used`` since the start or :func:`reset_peak`); ``limit`` (see
+        :func:`set_memory_limit`, None for none); ``cache_limit`` (see :func:`set_cache_limit`);
+        ``gpu_free`` and ``gpu_total`` (the driver's view of the whole GPU).
+
+    Raises
+    ------
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> info = gm.memory_info()  # doctest: +GPU
+    >>> sorted(info)
+    ['cache_limit', 'cached', 'device', 'gpu_free', 'gpu_total', 'limit', 'peak', 'used']
+    """
     dev = as_device(device)
     p = device_pool(dev)
     with dev.lock:
@@ -289,6 +330,25 @@ def memory_info(device=None) -> dict:
 
 
 def reset_peak(device=None) -> None:
+    """Start the peak of :func:`memory_info` again from what is in use now.
+
+    Parameters
+    ----------
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Raises
+    ------
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> gm.reset_peak()  # doctest: +GPU
+    >>> info = gm.memory_info()
+    >>> info["peak"] == info["used"]
+    True
+    """
     dev = as_device(device)
     p = device_pool(dev)
     with dev.lock:
@@ -296,8 +356,34 @@ def reset_peak(device=None) -> None:
 
 
 def set_memory_limit(nbytes: int | None, device=None) -> None:
-    """Cap the bytes gpumat may hold in live buffers on a device (None: no cap). Past it, allocations
-    raise OutOfMemoryError as if the GPU were that small."""
+    """Cap the bytes gpumat may hold in live buffers on a device.
+
+    Past it, allocations raise :class:`OutOfMemoryError` as if the GPU were that small.
+
+    Parameters
+    ----------
+    nbytes : int or None
+        The cap in bytes; None removes it.
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Raises
+    ------
+    ValueError
+        A negative number, or not a number of bytes.
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> gm.set_memory_limit(1 << 20)  # doctest: +GPU
+    >>> try:
+    ...     gm.Matrix.empty(1024, 1024)
+    ... except gm.OutOfMemoryError:
+    ...     print("over the limit")
+    over the limit
+    >>> gm.set_memory_limit(None)
+    """
     if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
         raise ValueError(f"the memory limit is a number of bytes >= 0, or None, got {nbytes!r}")
     dev = as_device(device)
@@ -307,8 +393,32 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
 
 
 def set_cache_limit(nbytes: int, device=None) -> None:
-    """How many freed bytes the device's pool may keep for reuse past a synchronisation (the driver's
-    release threshold)."""
+    """How many freed bytes the device's pool may keep for reuse past a synchronisation.
+
+    The driver's release threshold: above it, the driver hands memory back at the next
+    synchronisation, so an idle gpumat never sits on the GPU. By default 1/16 of the GPU's memory, at
+    most 2 GiB.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes, in [0, 2**64).
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Raises
+    ------
+    ValueError
+        A number out of range, or not a number of bytes.
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> gm.set_cache_limit(256 << 20)  # doctest: +GPU
+    >>> gm.memory_info()["cache_limit"]
+    268435456
+    """
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes < 2**64:
         raise ValueError(f"the cache limit is a number of bytes in [0, 2**64), got {nbytes!r}")
     dev = as_device(device)

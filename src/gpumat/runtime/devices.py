@@ -45,7 +45,18 @@ def thread_state() -> ThreadState:
 
 
 def device_count() -> int:
-    """How many GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without a driver or GPU."""
+    """How many GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applies).
+
+    Returns
+    -------
+    int
+        The count; 0 without a driver or GPU.
+
+    Examples
+    --------
+    >>> gm.device_count() >= 0
+    True
+    """
     try:
         return _driver_count()
     except CudaError:
@@ -100,8 +111,26 @@ def device_of_context(ctx: int) -> Device | None:
 
 
 def device() -> Device:
-    """The calling thread's current GPU (device 0 unless a `with gm.Device(i):` block says otherwise),
-    initialised on first use, with its context current in this thread."""
+    """The calling thread's current GPU, initialised on first use, its context current in this thread.
+
+    Device 0 unless a ``with gm.Device(i):`` block (or ``gm.Device(i).use()``) says otherwise.
+    ``gm.current_device`` is the same function.
+
+    Returns
+    -------
+    Device
+        The current device.
+
+    Raises
+    ------
+    NoDeviceError
+        No driver, no GPU, or a driver too old for the kernels.
+
+    Examples
+    --------
+    >>> gm.device() is gm.Device(0)  # doctest: +GPU
+    True
+    """
     stack = _tls.stack
     dev = stack[-1] if stack else (_devices.get(0) or _get_device(0))
     if _many_devices or _tls.ctx is not dev:
@@ -113,7 +142,18 @@ current_device = device
 
 
 def is_available() -> bool:
-    """True when a GPU and a driver are usable (never raises)."""
+    """Whether a GPU and a driver are usable; never raises.
+
+    Returns
+    -------
+    bool
+        True when :func:`device` would succeed.
+
+    Examples
+    --------
+    >>> isinstance(gm.is_available(), bool)
+    True
+    """
     try:
         device()
         return True
@@ -122,13 +162,78 @@ def is_available() -> bool:
 
 
 def synchronize() -> None:
-    """Wait for all work on the current device."""
+    """Wait for all work on the current device, on every stream.
+
+    Raises
+    ------
+    NoDeviceError
+        No usable GPU.
+    CudaError
+        A kernel or copy queued earlier failed (the driver reports it here).
+
+    Examples
+    --------
+    >>> gm.synchronize()  # doctest: +GPU
+    """
     device().synchronize()
 
 
 class Device:
-    """One GPU. `gm.Device(i)` is the same object every time for the same i; `with gm.Device(i):`
-    makes it the current device of the calling thread for the block (CuPy's convention)."""
+    """One GPU.
+
+    ``gm.Device(i)`` is the same object every time for the same ``i`` (and ``gm.Device()`` the
+    current device); ``with gm.Device(i):`` makes it the current device of the calling thread for the
+    block (CuPy's convention). A Device converts to its index (``operator.index``).
+
+    Parameters
+    ----------
+    ordinal : int or Device, optional
+        The GPU's index among those the process sees; None: the current device.
+
+    Attributes
+    ----------
+    ordinal : int
+        The index (also :attr:`id`).
+    name : str
+        The GPU's name, as the driver reports it.
+    compute_capability : tuple of int
+        (major, minor), e.g. (9, 0) for an H100.
+    sm_count : int
+        Streaming multiprocessors.
+    total_memory : int
+        Bytes of device memory.
+    max_smem_optin : int
+        The most shared memory a block may opt in to, in bytes.
+    l2_bytes : int
+        L2 cache size, in bytes.
+    driver_version : int
+        The driver's CUDA version as the driver API gives it (13000 for 13.0).
+    handle, context
+        The driver's device handle and its primary context.
+    lock : threading.RLock
+        Held by gpumat while it changes the device's memory or loads its modules.
+    modules, functions, scratch : dict
+        Loaded kernel modules, kernel functions and operations' scratch objects (gpumat's).
+    memory : object
+        gpumat's memory pool of this device (None until the first allocation).
+
+    Raises
+    ------
+    TypeError
+        An index that is not an integer.
+    NoDeviceError
+        No usable GPU, or no GPU of that index.
+
+    Examples
+    --------
+    >>> d = gm.Device(0)  # doctest: +GPU
+    >>> d.id, d is gm.Device(0)
+    (0, True)
+    >>> with d:
+    ...     A = gm.Matrix.zeros(2, 2)
+    >>> A.device is d
+    True
+    """
 
     __slots__ = (
         "ordinal",
@@ -191,14 +296,17 @@ class Device:
     # facts -----------------------------------------------------------------------------------
     @property
     def id(self) -> int:
+        """The device's index (its ``ordinal``)."""
         return self.ordinal
 
     @property
     def arch(self) -> int:
+        """The compute capability as one number: 90 for 9.0."""
         return self.compute_capability[0] * 10 + self.compute_capability[1]
 
     @property
     def driver_version_str(self) -> str:
+        """The driver's CUDA version as text, such as ``"13.0"``."""
         return f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}"
 
     def __index__(self) -> int:
@@ -209,7 +317,25 @@ class Device:
 
     # the context -----------------------------------------------------------------------------
     def activate(self) -> Device:
-        """Make this device's context current in the calling thread (cheap when it already is)."""
+        """Make this device's context current in the calling thread (cheap when it already is).
+
+        Unlike :meth:`use`, it does not change which device is the thread's current device for gpumat.
+
+        Returns
+        -------
+        Device
+            This device.
+
+        Raises
+        ------
+        CudaError
+            The driver could not make the context current.
+
+        Examples
+        --------
+        >>> gm.Device(0).activate() is gm.Device(0)  # doctest: +GPU
+        True
+        """
         if _many_devices:  # another library may have switched the thread to another GPU's context
             current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
             if int(current) != self._context_int:
@@ -220,8 +346,36 @@ class Device:
         return self
 
     def made_once(self, table: dict, name: str, make):
-        """table[name], made on first use by make(device) with this device's context current and its lock
-        held (later calls take no lock): the device's loaded modules, its operations' scratch objects."""
+        """``table[name]``, made on first use by ``make(device)`` (gpumat's internal cache of per-device objects).
+
+        Made with this device's context current and its lock held; later calls take no lock. gpumat keeps
+        its loaded modules and its operations' scratch objects this way.
+
+        Parameters
+        ----------
+        table : dict
+            The cache (one of the device's dicts).
+        name : str
+            The key.
+        make : callable
+            ``make(device)`` builds the object.
+
+        Returns
+        -------
+        object
+            The cached object.
+
+        Raises
+        ------
+        Exception
+            Whatever ``make`` raises (nothing is cached then).
+
+        Examples
+        --------
+        >>> d = gm.Device(0)  # doctest: +GPU
+        >>> d.made_once({}, "answer", lambda dev: 42)
+        42
+        """
         item = table.get(name)
         if item is None:
             with self.lock:
@@ -232,11 +386,51 @@ class Device:
         return item
 
     def scratch_for(self, name: str, make):
-        """The device's scratch object `name` (an operation's buffers), made once by make(device)."""
+        """The device's scratch object ``name`` (an operation's buffers), made once by ``make(device)``.
+
+        Parameters
+        ----------
+        name : str
+            The operation's key.
+        make : callable
+            ``make(device)`` builds the object on first use.
+
+        Returns
+        -------
+        object
+            The scratch object.
+
+        Raises
+        ------
+        Exception
+            Whatever ``make`` raises.
+
+        Examples
+        --------
+        >>> d = gm.Device(0)  # doctest: +GPU
+        >>> d.scratch_for("doc-example", lambda dev: [])
+        []
+        """
         return self.made_once(self.scratch, name, make)
 
     def use(self) -> Device:
-        """Make this the current device of the calling thread (until another use() or a `with` block ends)."""
+        """Make this the current device of the calling thread, until another ``use()`` or a ``with`` block ends.
+
+        Returns
+        -------
+        Device
+            This device.
+
+        Raises
+        ------
+        CudaError
+            The driver could not make its context current.
+
+        Examples
+        --------
+        >>> gm.Device(0).use() is gm.device()  # doctest: +GPU
+        True
+        """
         stack = _tls.stack
         if stack is None:
             stack = _tls.stack = []
@@ -258,18 +452,89 @@ class Device:
         device()  # the previous device's context is current again
 
     def synchronize(self) -> None:
+        """Wait for all work on this device, on every stream.
+
+        Raises
+        ------
+        CudaError
+            A kernel or copy queued earlier failed.
+
+        Examples
+        --------
+        >>> gm.Device(0).synchronize()  # doctest: +GPU
+        """
         self.activate()
         check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def default_mem_pool(self):
-        """The driver's default memory pool of this GPU (where stream-ordered allocations come from)."""
+        """The driver's default memory pool of this GPU, where stream-ordered allocations come from.
+
+        Returns
+        -------
+        cuda.bindings.driver.CUmemoryPool
+            The pool's handle.
+
+        Raises
+        ------
+        CudaError
+            The driver call failed.
+
+        Examples
+        --------
+        >>> pool = gm.Device(0).default_mem_pool()  # doctest: +GPU
+        """
         return check(driver.cuDeviceGetDefaultMemPool(self.handle), "cuDeviceGetDefaultMemPool")
 
     def can_access_peer(self, other: Device) -> bool:
+        """Whether this device can reach ``other``'s memory directly (peer to peer).
+
+        Parameters
+        ----------
+        other : Device
+            The other GPU.
+
+        Returns
+        -------
+        bool
+            The driver's answer.
+
+        Raises
+        ------
+        CudaError
+            The driver call failed.
+
+        Examples
+        --------
+        >>> gm.Device(0).can_access_peer(gm.Device(0))  # doctest: +GPU
+        False
+        """
         return bool(check(driver.cuDeviceCanAccessPeer(self.handle, other.handle), "cuDeviceCanAccessPeer"))
 
     def enable_peer_access(self, other: Device) -> bool:
-        """Let kernels and copies on this device reach `other`'s memory directly; False where the GPUs cannot."""
+        """Let kernels and copies on this device reach ``other``'s memory directly.
+
+        Also grants access to ``other``'s stream-ordered pool, which context peer access does not cover.
+
+        Parameters
+        ----------
+        other : Device
+            The other GPU.
+
+        Returns
+        -------
+        bool
+            True when access is enabled (or already was); False where the GPUs cannot, or ``other`` is this device.
+
+        Raises
+        ------
+        CudaError
+            The driver refused.
+
+        Examples
+        --------
+        >>> gm.Device(0).enable_peer_access(gm.Device(0))  # doctest: +GPU
+        False
+        """
         if other.ordinal in self._peers:
             return True
         if other is self or not self.can_access_peer(other):

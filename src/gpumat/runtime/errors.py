@@ -13,7 +13,32 @@ from .bindings import CUresult, driver
 
 
 class CudaError(RuntimeError):
-    """A CUDA driver call failed. `code` is the CUresult value, `name` its symbolic name."""
+    """A CUDA driver call failed.
+
+    Its text: the error's name and number, the call that failed and the driver's description.
+
+    Parameters
+    ----------
+    code : int
+        The ``CUresult`` value.
+    name : str
+        Its symbolic name, such as ``"CUDA_ERROR_ILLEGAL_ADDRESS"``.
+    message : str
+        The driver's description.
+    call : str, optional
+        The driver function that failed.
+
+    Attributes
+    ----------
+    code, name, message, call
+        As given.
+
+    Examples
+    --------
+    >>> e = gm.CudaError(700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "cuMemcpy")
+    >>> str(e)
+    'CUDA_ERROR_ILLEGAL_ADDRESS (700) in cuMemcpy: an illegal memory access was encountered'
+    """
 
     def __init__(self, code: int, name: str, message: str, call: str = ""):
         self.code, self.name, self.message, self.call = int(code), name, message, call
@@ -22,15 +47,43 @@ class CudaError(RuntimeError):
 
 
 class OutOfMemoryError(CudaError, MemoryError):
-    """The GPU (or the memory limit set for gpumat) has too little free memory for the request."""
+    """The GPU (or the memory limit set for gpumat) has too little free memory for the request.
+
+    Both a :class:`CudaError` and a ``MemoryError``. gpumat has already handed every cached byte back
+    and retried once before raising it.
+
+    Parameters
+    ----------
+    message : str
+        What was asked for and what was free.
+    call : str, optional
+        The driver function that failed.
+
+    Examples
+    --------
+    >>> issubclass(gm.OutOfMemoryError, MemoryError), gm.OutOfMemoryError("x").name
+    (True, 'CUDA_ERROR_OUT_OF_MEMORY')
+    """
 
     def __init__(self, message: str, call: str = ""):
         super().__init__(2, "CUDA_ERROR_OUT_OF_MEMORY", message, call)  # CUresult's value: no driver needed
 
 
 class NoDeviceError(CudaError):
-    """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels. Its text is
-    the line `python -m gpumat` prints: "no usable NVIDIA GPU: <what is missing>"."""
+    """No usable NVIDIA GPU: no driver, no device, or a driver too old for the shipped kernels.
+
+    Its text is the line ``python -m gpumat`` prints: ``"no usable NVIDIA GPU: <what is missing>"``.
+
+    Parameters
+    ----------
+    message : str
+        What is missing.
+
+    Examples
+    --------
+    >>> str(gm.NoDeviceError("no NVIDIA driver found"))
+    'no usable NVIDIA GPU: no NVIDIA driver found'
+    """
 
     def __init__(self, message: str):
         super().__init__(100, "CUDA_ERROR_NO_DEVICE", message)  # CUresult's value: raised when there is no driver

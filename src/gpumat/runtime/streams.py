@@ -96,11 +96,58 @@ def close_abandoned(dev: Device) -> None:
 
 
 class Stream:
-    """A CUDA stream on one device. Non-blocking by default: it does not wait for the legacy default
-    stream. `with stream:` makes it the current stream of the calling thread (it is not closed then);
-    `close()` waits for it and closes it; a Stream collected unclosed is closed by the device's next
-    allocation. A closed stream's driver stream is kept for the next Stream of the same flags and priority
-    (see the module docstring), so its handle may come back as that Stream's."""
+    """A CUDA stream on one device.
+
+    Non-blocking by default: it does not wait for the legacy default stream. ``with stream:`` makes it
+    the current stream of the calling thread (it is not closed then); :meth:`close` waits for it and
+    closes it; a Stream collected unclosed is closed by the device's next allocation. A closed stream's
+    driver stream is kept for the next Stream of the same flags and priority, so its handle may come
+    back as that Stream's (and is refused until then). Every gpumat operation takes ``stream=``: a
+    Stream, any object with ``__cuda_stream__`` (CuPy, PyTorch, cuda.core) or a raw handle.
+
+    Parameters
+    ----------
+    non_blocking : bool, optional
+        Whether the stream runs independently of the legacy default stream (True by default).
+    priority : int, optional
+        Lower is more urgent; the driver clamps it to its range. 0 by default.
+    device : Device or int, optional
+        The GPU; the current device by default.
+
+    Attributes
+    ----------
+    handle : cuda.bindings.driver.CUstream
+        The driver's handle (None once closed).
+    ptr : int
+        The handle as an int (0 once closed): what ``__cuda_stream__`` gives.
+    device : Device
+        The stream's GPU.
+    non_blocking : bool or None
+        As made (None for :meth:`external` streams).
+    priority : int or None
+        As made (None for :meth:`external` streams).
+
+    Raises
+    ------
+    TypeError
+        A priority that is not an int.
+    ValueError
+        A priority beyond 32 bits.
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> s = gm.Stream()  # doctest: +GPU
+    >>> A = gm.Matrix.zeros(64, 64, stream=s)
+    >>> C = gm.matmul(A, A, stream=s)
+    >>> with s:
+    ...     D = A @ A
+    >>> s.synchronize()
+    >>> s.query()
+    True
+    >>> s.close()
+    """
 
     __slots__ = ("handle", "ptr", "device", "non_blocking", "priority", "_owned", "__weakref__")
 
@@ -131,7 +178,32 @@ class Stream:
 
     @classmethod
     def external(cls, handle: int, device=None) -> Stream:
-        """Wrap a stream some other code owns (never destroyed by gpumat)."""
+        """Wrap a stream some other code owns; gpumat never destroys it.
+
+        Parameters
+        ----------
+        handle : int
+            The raw stream handle (``cudaStream_t`` as an int). It must name a live stream.
+        device : Device or int, optional
+            The stream's GPU; the current device by default.
+
+        Returns
+        -------
+        Stream
+            A wrapper whose :meth:`close` does nothing.
+
+        Raises
+        ------
+        NoDeviceError
+            No usable GPU.
+
+        Examples
+        --------
+        >>> owned = gm.Stream()  # doctest: +GPU
+        >>> s = gm.Stream.external(owned.ptr)
+        >>> s.ptr == owned.ptr
+        True
+        """
         s = object.__new__(cls)
         s.handle, s.ptr, s.device, s.non_blocking, s.priority, s._owned = (
             driver.CUstream(handle),
@@ -156,12 +228,44 @@ class Stream:
         return handle
 
     def synchronize(self) -> None:
+        """Wait until all work queued on the stream has finished.
+
+        Raises
+        ------
+        ValueError
+            The stream has been closed.
+        CudaError
+            Queued work failed.
+
+        Examples
+        --------
+        >>> gm.Stream().synchronize()  # doctest: +GPU
+        """
         handle = self._live()
         self.device.activate()
         check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize")
 
     def query(self) -> bool:
-        """True when all work queued on the stream has finished."""
+        """Whether all work queued on the stream has finished, without waiting.
+
+        Returns
+        -------
+        bool
+            True when the stream is idle.
+
+        Raises
+        ------
+        ValueError
+            The stream has been closed.
+        CudaError
+            Queued work failed.
+
+        Examples
+        --------
+        >>> s = gm.Stream()  # doctest: +GPU
+        >>> s.synchronize(); s.query()
+        True
+        """
         handle = self._live()
         self.device.activate()
         (err,) = driver.cuStreamQuery(handle)
@@ -171,20 +275,77 @@ class Stream:
         return True
 
     def wait(self, event: Event) -> None:
-        """Work queued on this stream from now on waits for `event`."""
+        """Make work queued on this stream from now on wait for ``event``.
+
+        Parameters
+        ----------
+        event : Event
+            A recorded event (of any stream, any GPU).
+
+        Raises
+        ------
+        TypeError
+            ``event`` is not an :class:`Event`.
+        ValueError
+            The stream or the event has been closed.
+
+        Examples
+        --------
+        >>> s1, s2 = gm.Stream(), gm.Stream()  # doctest: +GPU
+        >>> s2.wait(s1.record())
+        """
         if not isinstance(event, Event):
             raise TypeError(f"Stream.wait takes a gpumat.Event, got {type(event).__name__}")
         check(driver.cuStreamWaitEvent(self._live(), event._live(), 0), "cuStreamWaitEvent")
 
     def record(self, event: Event | None = None) -> Event:
+        """Record an event on the stream: it completes when the work queued so far has run.
+
+        Parameters
+        ----------
+        event : Event, optional
+            The event to record; a new one of the stream's GPU by default.
+
+        Returns
+        -------
+        Event
+            The recorded event.
+
+        Raises
+        ------
+        ValueError
+            The stream has been closed, or the event is of another GPU.
+
+        Examples
+        --------
+        >>> s = gm.Stream()  # doctest: +GPU
+        >>> e = s.record()
+        >>> e.synchronize(); e.query()
+        True
+        """
         self._live()  # a closed stream makes no event
         event = event or Event(device=self.device)
         event.record(self)
         return event
 
     def close(self) -> None:
-        """Wait for the stream's work and close it: the object is unusable afterwards, and its handle is
-        refused until a new Stream takes the driver stream again."""
+        """Wait for the stream's work and close it.
+
+        The object is unusable afterwards, and its handle is refused until a new Stream takes the driver
+        stream again. Closing twice, or closing an :meth:`external` stream, does nothing.
+
+        Raises
+        ------
+        CudaError
+            Queued work failed.
+
+        Examples
+        --------
+        >>> s = gm.Stream()  # doctest: +GPU
+        >>> s.close()
+        >>> s.ptr
+        0
+        """
         if not self._owned or self.ptr == 0:
             return
         handle, ptr, self.handle, self.ptr = self.handle, self.ptr, None, 0
@@ -327,7 +488,41 @@ def _handle_of(stream) -> int:
 
 
 class Event:
-    """A CUDA event: `record(stream)`, `synchronize()`, `query()`, `elapsed_time(end)` in milliseconds."""
+    """A CUDA event: record it on a stream, wait for it, or time the work between two.
+
+    Parameters
+    ----------
+    timing : bool, optional
+        Whether the event records a time (for :meth:`elapsed_time`); True by default.
+    blocking : bool, optional
+        Whether :meth:`synchronize` sleeps instead of spinning; False by default.
+    device : Device or int, optional
+        The GPU; the current device by default. An event records only on streams of its GPU.
+
+    Attributes
+    ----------
+    handle : cuda.bindings.driver.CUevent
+        The driver's handle (None once closed).
+    device : Device
+        The event's GPU.
+    timing : bool
+        As made.
+
+    Raises
+    ------
+    NoDeviceError
+        No usable GPU.
+
+    Examples
+    --------
+    >>> s = gm.Stream()  # doctest: +GPU
+    >>> start, end = gm.Event(), gm.Event()
+    >>> A = gm.Matrix.zeros(256, 256, stream=s)
+    >>> _ = start.record(s); C = gm.matmul(A, A, stream=s); _ = end.record(s)
+    >>> end.synchronize()
+    >>> start.elapsed_time(end) >= 0.0
+    True
+    """
 
     __slots__ = ("handle", "device", "timing", "__weakref__")
 
@@ -348,8 +543,28 @@ class Event:
         return handle
 
     def record(self, stream=None) -> Event:
-        """Record the event on `stream` (default: the thread's current stream of the event's GPU), which must
-        be a stream of the event's GPU."""
+        """Record the event on a stream of its GPU.
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            The stream; the thread's current stream of the event's GPU by default.
+
+        Returns
+        -------
+        Event
+            This event.
+
+        Raises
+        ------
+        ValueError
+            A :class:`Stream` of another GPU, or the event has been closed.
+
+        Examples
+        --------
+        >>> e = gm.Event().record()  # doctest: +GPU
+        >>> e.synchronize()
+        """
         event = self._live()
         if type(stream) is Stream and stream.device is not self.device:
             raise ValueError(
@@ -361,9 +576,42 @@ class Event:
         return self
 
     def synchronize(self) -> None:
+        """Wait until the work before the event's record has run.
+
+        Raises
+        ------
+        ValueError
+            The event has been closed.
+        CudaError
+            That work failed.
+
+        Examples
+        --------
+        >>> gm.Event().record().synchronize()  # doctest: +GPU
+        """
         check(driver.cuEventSynchronize(self._live()), "cuEventSynchronize")
 
     def query(self) -> bool:
+        """Whether the event has completed, without waiting.
+
+        Returns
+        -------
+        bool
+            True when the work before the event's record has run (or it was never recorded).
+
+        Raises
+        ------
+        ValueError
+            The event has been closed.
+        CudaError
+            That work failed.
+
+        Examples
+        --------
+        >>> e = gm.Event().record()  # doctest: +GPU
+        >>> e.synchronize(); e.query()
+        True
+        """
         (err,) = driver.cuEventQuery(self._live())
         if err == CUresult.CUDA_ERROR_NOT_READY:
             return False
@@ -371,7 +619,34 @@ class Event:
         return True
 
     def elapsed_time(self, end: Event) -> float:
-        """Milliseconds from this event to `end` (both recorded and complete, both with timing)."""
+        """Milliseconds from this event to ``end``.
+
+        Parameters
+        ----------
+        end : Event
+            The later event; both recorded and complete, both made with ``timing=True``.
+
+        Returns
+        -------
+        float
+            The time between the two records, in milliseconds.
+
+        Raises
+        ------
+        TypeError
+            ``end`` is not an :class:`Event`.
+        ValueError
+            An event without timing, or a closed one.
+        CudaError
+            An event not recorded or not complete yet.
+
+        Examples
+        --------
+        >>> a, b = gm.Event(), gm.Event()  # doctest: +GPU
+        >>> _ = a.record(); _ = b.record(); b.synchronize()
+        >>> a.elapsed_time(b) >= 0.0
+        True
+        """
         if not isinstance(end, Event):
             raise TypeError(f"elapsed_time takes the end gpumat.Event, got {type(end).__name__}")
         if not (self.timing and end.timing):
@@ -379,6 +654,18 @@ class Event:
         return float(check(driver.cuEventElapsedTime(self._live(), end._live()), "cuEventElapsedTime"))
 
     def close(self) -> None:
+        """Destroy the event now (a collected event is destroyed too); closing twice does nothing.
+
+        Raises
+        ------
+        CudaError
+            The driver refused.
+
+        Examples
+        --------
+        >>> e = gm.Event()  # doctest: +GPU
+        >>> e.close()
+        """
         handle, self.handle = self.handle, None
         if handle is not None:
             check(driver.cuEventDestroy(handle), "cuEventDestroy")
