@@ -4,9 +4,10 @@
 # The targets that need a GPU (demo, info, bench, sanitize) first ask the driver for one (--gpu) and,
 # without one, say so and stop with exit status 2 before fetching or building anything; test, kernels
 # and wheel need no GPU.
-#   make demo | test | bench [OP=matmul]          build the kernels, then run (test: after lint)
+#   make demo | test | bench [OP=matmul]          build the kernels, then run (test: after lint and docs)
 #   make info                                     the GPU and its kernels; builds them only if none are built
 #   make lint                                     ruff check and ruff format --check over the tree
+#   make docs                                     the HTML docs (Sphinx, warnings as errors): build/docs/html
 #   make kernels                                  build the kernels only
 #   make sanitize [TESTS=tests/x.py]              the GPU tests under compute-sanitizer memcheck and racecheck
 #   make plot RESULT=benchmarks/results/X.json    draw a benchmark result
@@ -16,7 +17,7 @@ PYTHON ?= python3
 DEVENV = $(PYTHON) tools/devenv.py
 OP ?= all
 
-.PHONY: all kernels demo test lint sanitize info bench plot wheel clean
+.PHONY: all kernels demo test lint docs sanitize info bench plot wheel clean
 
 all: kernels
 
@@ -26,12 +27,15 @@ kernels:
 demo:
 	$(DEVENV) --gpu --deps --kernels -- -m gpumat demo
 
-test: lint
+test: lint docs
 	$(DEVENV) --deps --extra test --kernels -- -m pytest -q
 
 lint:
 	$(DEVENV) --extra lint -- -m ruff check .
 	$(DEVENV) --extra lint -- -m ruff format --check .
+
+docs:
+	$(DEVENV) --deps --extra docs -- -m sphinx -W --keep-going -q -b html -d build/docs/doctrees docs build/docs/html
 
 sanitize:
 	$(DEVENV) --gpu --deps --extra test --kernels -- tools/sanitize.py $(TESTS)
