@@ -230,7 +230,8 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         ``"auto"`` (the planner's choice) or a variant's name (``gpumat.matmul.algorithms(dtype)`` lists them).
     precision : {None, "float32", "tf32x3", "tf32"}, optional
         For float32 operands: exact FP32, FP32-level accuracy on the tensor cores, or one TF32 pass
-        (about 1e-3 relative error). None takes the current default (:func:`matmul_precision`).
+        (operands rounded to 10 mantissa bits; docs/performance.md measures each mode's error). None
+        takes the current default (:func:`matmul_precision`).
     stream : Stream or stream-like, optional
         Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
         handle; the thread's current stream by default.
