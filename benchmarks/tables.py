@@ -317,6 +317,77 @@ def gen_dask() -> str:
     return "\n".join([table(header, rows), "", note, "", source(run, anchor="the direct gm.matmul of the same arrays")])
 
 
+def gen_gemm() -> str:
+    run = newest("gemm")
+    rows = [
+        [
+            c["group"],
+            c["case"],
+            c["dtype"],
+            f"{c['gpumat_us']:.1f}",
+            f"{c['anchor_us']:.1f}",
+            c["anchor"],
+            x(c["ratio"]),
+        ]
+        for c in run[1]["cases"]
+    ]
+    header = ["group", "case", "dtype", "gpumat us", "anchor us", "anchor", "anchor / gpumat"]
+    return "\n".join([table(header, rows), "", f"Timing: {run[1]['timing']}.", "", source(run)])
+
+
+def gen_transfers() -> str:
+    run = newest("transfers")
+    rows = []
+    for c in run[1]["host_copies"]:
+        rows.append(
+            [
+                f"{c['bytes'] / 2**20:g} MiB",
+                x(c["up_vs_cupy"]),
+                x(c["down_vs_cupy"]),
+                x(c["up_pinned_vs_ceiling"]),
+                x(c["down_pinned_vs_ceiling"]),
+            ]
+        )
+    header = ["size", "upload / CuPy", "download / CuPy", "pinned upload / ceiling", "pinned download / ceiling"]
+    note = (
+        "From and to plain numpy arrays against CuPy's `asarray` / `get(out=)`, and from and to pinned arrays "
+        "(`gm.pinned_empty`) against the pinned copy ceiling (one `cuMemcpy` of pinned memory), same run."
+    )
+    return "\n".join([table(header, rows), "", note, "", source(run, anchor="CuPy and the pinned copy")])
+
+
+def gen_multigpu() -> str:
+    run = newest("multigpu")
+    r = run[1]["result"]
+    rows = [
+        [
+            f"`gm.matmul` of numpy arrays, {d['gpus']} GPU(s)",
+            f"{d['seconds']:.3f}",
+            x(d["speedup"]),
+            x(d["over_in_device"]),
+        ]
+        for d in r["direct"]
+    ]
+    rows += [
+        [
+            f"Dask, chunks resident on the GPUs, {d['workers']} worker(s)",
+            f"{d['resident_on_gpu']['seconds']:.3f}",
+            x(d["resident_on_gpu"]["speedup"]),
+            "",
+        ]
+        for d in r["dask"]
+    ]
+    share = f"1/{round(r['data_bytes'] / r['limit_bytes_per_gpu'])}"
+    header = [
+        f"float32 {shape(r)}, {share} of the data allowed a GPU",
+        "seconds",
+        "speedup",
+        "/ in-device, one GPU",
+    ]
+    note = f"{run[1]['gpus']} GPUs of one host; the in-device time is the same product with everything on one GPU."
+    return "\n".join([table(header, rows), "", note, "", source(run, anchor="the in-device product on one GPU")])
+
+
 def gen_install() -> str:
     run = newest("install-size", device=None)
     rows = []
@@ -373,6 +444,9 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cold-start": gen_cold_start,
     "outofcore": gen_outofcore,
     "dask": gen_dask,
+    "gemm": gen_gemm,
+    "transfers": gen_transfers,
+    "multigpu": gen_multigpu,
 }
 
 
