@@ -415,9 +415,11 @@ def set_cache_limit(nbytes: int, device=None) -> None:
 
     Examples
     --------
-    >>> gm.set_cache_limit(256 << 20)  # doctest: +GPU
+    >>> before = gm.memory_info()["cache_limit"]  # doctest: +GPU
+    >>> gm.set_cache_limit(256 << 20)
     >>> gm.memory_info()["cache_limit"]
     268435456
+    >>> gm.set_cache_limit(before)
     """
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes < 2**64:
         raise ValueError(f"the cache limit is a number of bytes in [0, 2**64), got {nbytes!r}")
