@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-da = pytest.importorskip("dask.array", reason="the dask extra is not installed (pip install gpumat[dask])")
+da = pytest.importorskip(
+    "dask.array", reason="dask is not installed (make test installs it; a wheel takes it as the dask extra)"
+)
 
 from support import product_error, what_holds_live_matrices  # noqa: E402
 

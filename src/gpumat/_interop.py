@@ -510,9 +510,9 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     obj : object
         Anything with ``__dlpack__`` and ``__dlpack_device__`` on a CUDA device.
     copy : bool, optional
-        True: a copy (the producer's own where DLPack's ``copy=`` gets one, else gpumat's, packed in
-        the same layout; a layout gpumat cannot view arrives in C order). None or False: never a copy
-        (the producer is asked with ``copy=False``).
+        True: a copy (the producer's own where DLPack's ``copy=`` gets one and flags it IS_COPIED,
+        else gpumat's, packed in the same layout; a layout gpumat cannot view arrives in C order).
+        None or False: never a copy (the producer is asked with ``copy=False``).
     stream : Stream or stream-like, optional
         The stream gpumat's use of the memory is ordered on.
 
