@@ -1,7 +1,8 @@
 """The GEMM engine: C = A @ B for every dtype, precision mode and variant, through one path.
 
-    api        the public functions (matmul, matmul_plan) and the one route of a call:
-               check -> Problem -> plan -> BoundPlan -> run, with one cache of bound plans
+    api        the public functions (matmul, matmul_plan) and their documentation
+    route      the one route of a call: check -> Problem -> plan -> BoundPlan -> run, with one cache
+               of bound plans and the common call's fast lookup
     problem    Problem (what a call asks for) and Target (the facts of the GPU)
     variants   the one table of kernels (a row per variant: entry points, launch shape, where it runs,
                the cost model's constants) and the argument order of their signatures

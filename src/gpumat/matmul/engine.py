@@ -10,13 +10,9 @@ from outside the package (a CPU test checks the tests and benchmarks).
     bound_plans                      the launch path's one cache of BoundPlans (clear() forgets them)
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
-    call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (api)
+    call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
 """
 
-from .api import _BOUND as bound_plans
-from .api import _cached_product as cached_product
-from .api import _mode as mode_of
-from .api import bind, call_view, result_shape
 from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
 from .plan import MatmulPlan
 from .planner import (
@@ -36,6 +32,9 @@ from .planner import (
     unavailable,
 )
 from .problem import Problem, Target, aligned, built_modules, operand_aligned
+from .route import _BOUND as bound_plans
+from .route import _mode as mode_of
+from .route import bind, cached_product, call_view, result_shape
 from .variants import (
     ACTIVATIONS,
     GEMV_BANDWIDTH,

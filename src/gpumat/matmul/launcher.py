@@ -1,7 +1,7 @@
 """The one launcher: a MatmulPlan bound to its device (`BoundPlan`), which owns every launch a product makes.
 
 A BoundPlan is made once per (problem, algorithm or given plan, device) and cached by the call path
-(gpumat.matmul.api) as its only entry. At binding it picks the plan's launch shape and prepares what the
+(gpumat.matmul.route) as its only entry. At binding it picks the plan's launch shape and prepares what the
 shape repeats (a FixedLaunch with the geometry and the fixed arguments packed); `run(stream, a, b, c,
 epilogue)` then queues the product, where a, b, c begin with (address, row stride, batch stride) of
 each operand's storage, in elements (a batch stride of 0: one matrix shared by the batch; what follows,

@@ -1,0 +1,289 @@
+"""The one route of a matmul call, from the checks to the launch:
+
+    check -> Problem -> plan -> BoundPlan -> run
+
+`product` checks every argument (before anything is allocated or launched), describes the product as
+the kernels see it (problem.kernel_view: a transposed result swapped, a batch folded), takes its
+BoundPlan from the one cache (keyed by `_key`: the problem without the operands' alignment, the
+algorithm or given plan, and the GPU), allocates the result, orders the stream (gpumat.memory.ordering)
+and runs the bound plan. `cached_product`, the common call's fast lookup (two live row-major 2-D
+matrices, no epilogue, defaults), vouches for the call with a few field tests and looks up the same
+key; whatever it cannot vouch for takes `product`. gpumat.matmul.api is the public face over this.
+"""
+
+from __future__ import annotations
+
+from .. import _precision
+from .._dtypes import DTYPE_NAMES
+from .._dtypes import name as dtype_name
+from ..matrix import Matrix
+from ..memory import DeviceBuffer
+from ..memory.ordering import mark_done, use_on
+from ..operands import as_matrix, check_out, operand_device, same_dtype
+from ..runtime.devices import thread_state
+from ..runtime.streams import LEGACY_STREAM, stream_handle
+from . import planner
+from .epilogue import epilogue_of
+from .launcher import BoundPlan
+from .plan import MatmulPlan
+from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of
+from .variants import IDENTITY, VARIANTS, algorithms
+
+
+class PlanCache(dict):
+    """The launch path's one cache: _key(...) -> BoundPlan, at most `limit` entries (the oldest goes)."""
+
+    limit = 4096
+
+
+_BOUND = PlanCache()
+DEFAULT_ALPHA, DEFAULT_BETA = 1.0, 0.0  # matmul's defaults, recognised by identity on the launch path
+_THREAD = thread_state()  # each thread's state (its `with stream:` stack), one object for all threads
+_NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
+
+
+def _key(m: int, n: int, k: int, batch: int, a_trans: bool, b_trans: bool, sfx: str, out_sfx: str, mode: str,
+         choice, dev) -> tuple:  # fmt: skip
+    """The cache key of a product as the kernels see it: the Problem's fields but the operands' alignment
+    (the BoundPlan picks by that), the algorithm (or a given plan's launches) and the GPU."""
+    return m, n, k, batch, a_trans, b_trans, sfx, out_sfx, mode, choice, dev
+
+
+def _bound(key: tuple, t: Target, plan: MatmulPlan | None) -> BoundPlan:
+    """The cached BoundPlan of a key, made on first use (the cache bounded: its oldest entry goes)."""
+    bound = _BOUND.get(key)
+    if bound is None:
+        m, n, k, batch, a_trans, b_trans, sfx, out_sfx, mode, choice, dev = key
+        if plan is not None:
+            bound = BoundPlan(plan, dev)
+        else:
+            p = Problem(m, n, k, sfx, out_sfx, mode, True, True, batch, a_trans, b_trans)
+            bound = BoundPlan.for_problem(p, t, choice, dev)
+        _BOUND[key] = bound
+        if len(_BOUND) > _BOUND.limit:
+            try:  # another device's thread may be evicting at the same time
+                _BOUND.pop(next(iter(_BOUND)), None)
+            except (StopIteration, RuntimeError):
+                pass
+    return bound
+
+
+def bind(plan: MatmulPlan, dev) -> BoundPlan:
+    """The BoundPlan of a given plan on dev, from the one cache (what gm.matmul(..., plan=plan) runs, and
+    what the out-of-core pipeline runs its tiles with): plans of the same launches share it."""
+    q = plan.problem
+    choice = ("plan", plan.variant.name, plan.splits, plan.k_chunk, plan.copy_a, plan.copy_b)
+    key = _key(q.m, q.n, q.k, q.batch, q.a_trans, q.b_trans, q.dtype, q.out_dtype, q.mode, choice, dev)
+    return _bound(key, plan.target, plan)
+
+
+def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
+    """The precision mode a call computes at: a named variant's own (a contradicting `precision=` is a
+    ValueError, never a silent change), else `precision`, else the current default for float32; the
+    other dtypes compute in their own format and refuse a precision."""
+    if sfx != "f32":
+        if precision is not None:
+            raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {DTYPE_NAMES[sfx]}")
+        return "native"
+    if algorithm == "auto":
+        return _precision.get_matmul_precision() if precision is None else _precision.check_precision(precision)
+    own = planner.computes(VARIANTS[algorithm], "f32")
+    if precision is not None and _precision.check_precision(precision) != own:
+        raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
+    return own
+
+
+def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) -> tuple:
+    """Every check of a Matrix call, before anything is allocated or launched. Returns the call's
+    (operand tuples A, B, C (C: the layout of a result still to be made), mode, epilogue)."""
+    a, b = as_matrix(a, "a"), as_matrix(b, "b")
+    dt = same_dtype("matmul", (a, "a"), (b, "b"))
+    A, B = a._operand(), b._operand()
+    sfx, m, k, k2, n = A[7], A[5], A[6], B[5], B[6]
+    names = _NAMES.get(sfx) or _NAMES.setdefault(sfx, frozenset(algorithms(sfx)))
+    if algorithm not in names:
+        choices = ", ".join(algorithms(sfx))
+        raise ValueError(f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of {choices}")
+    out_sfx = sfx if out is None else as_matrix(out, "out")._operand()[7]
+    if out_sfx != sfx:
+        half = sfx in ("f16", "bf16")
+        if not (half and out_sfx == "f32"):
+            wanted = dtype_name(dt) + (" or float32" if half else "")
+            got = dtype_name(out.dtype)
+            raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {got}; out must be {wanted}")
+        if algorithm != "auto" and (sfx, "f32") not in VARIANTS[algorithm].kernels:
+            f32_out = [x for x in algorithms(sfx) if x == "auto" or (sfx, "f32") in VARIANTS[x].kernels]
+            raise TypeError(
+                "matmul: the teaching kernels write C in the input dtype; a float32 out takes "
+                f"algorithm {', '.join(repr(x) for x in f32_out)}"
+            )
+    if k != k2:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: a.width {k} != b.height {k2}")
+    if max(m, n, k) > INT32_MAX:
+        raise ValueError(
+            f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
+            f"of 2^31 - 1 rows or columns"
+        )
+    shape = _result_shape(a, b, A[4], B[4], m, n)
+    check_out(out, shape, (a, b) if bias is None else (a, b, bias), "matmul")
+    plain = alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
+    epilogue = IDENTITY if plain else epilogue_of(alpha, beta, bias, activation, out, out_sfx, shape, a)
+    mode = _mode(sfx, algorithm, precision)
+    batch = shape[0] if len(shape) == 3 else None
+    C = out._operand() if out is not None else (0, n, m * n if batch else 0, False, batch, m, n, out_sfx, None)
+    return A, B, C, mode, epilogue
+
+
+def _result_shape(a: Matrix, b: Matrix, ba, bb, m: int, n: int) -> tuple[int, ...]:
+    """(m, n), or (batch, m, n) by NumPy's matmul rule: equal batches, or a batch of 1 (or a 2-D operand)
+    broadcast over the other's; a ValueError naming both otherwise."""
+    if ba is None or bb is None:
+        return (m, n) if ba is None and bb is None else ((ba if bb is None else bb), m, n)
+    if ba == bb or bb == 1:
+        return ba, m, n
+    if ba == 1:
+        return bb, m, n
+    raise ValueError(f"matmul: the batches of a {a.shape} and b {b.shape} do not broadcast ({ba} against {bb})")
+
+
+def plan_of_call(a, b, out, algorithm: str, precision, splits, k_chunk) -> MatmulPlan:
+    """gm.matmul_plan: the plan the call would run (see its docstring)."""
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"))
+    A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, DEFAULT_ALPHA, DEFAULT_BETA, None, None)
+    p = planner.plan(problem_of(kernel_view(A, B, C, epilogue), A[7], C[7], mode), Target.of(dev), algorithm)
+    if splits is None and k_chunk is None:
+        return p
+    if splits is None:
+        raise ValueError("matmul_plan: k_chunk= needs splits=")
+    return planner.forced(p.problem, p.target, p.algorithm, splits, k_chunk)
+
+
+def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, activation, plan) -> Matrix:
+    """gm.matmul's full route for Matrix operands (see its docstring)."""
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"), (bias, "bias"))
+    s = stream_handle(stream, dev)
+    with dev.lock:  # from the checks to the enqueue, no free() can slip in between
+        A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, alpha, beta, bias, activation)
+        view = kernel_view(A, B, C, epilogue)
+        m, n, k, batch, av, bv, cv, ta, tb, epilogue = view
+        if plan is None:
+            bound = _bound(_key(m, n, k, batch, ta, tb, A[7], C[7], mode, algorithm, dev), Target.of(dev), None)
+        else:
+            _check_plan(plan, problem_of(view, A[7], C[7], mode), algorithm, precision, mode, dev)
+            bound = bind(plan, dev)
+        if out is None:
+            out = Matrix._allocate(A[5], B[6], dev, s, a.dtype, C[4])
+            cv = (out._operand()[0], *cv[1:])  # laid out as _check said; its address is known now
+            C = out._operand()
+        if bound.launches:
+            bias_buffer = None if bias is None else bias._operand()[8]
+            _enqueue(bound, s, av, bv, cv, epilogue, A[8], B[8], C[8], bias_buffer)
+    return out
+
+
+def cached_product(a, b, out, stream) -> Matrix | None:
+    """The common call, a @ b (or into out) of two live row-major 2-D matrices of gpumat's pool whose
+    BoundPlan is cached, in as few steps as it takes; None for anything it cannot vouch for (a freed or
+    imported operand, a first call), which then takes the full route, whose checks say what is wrong.
+    The one error raised here is the stream's, which the full route would raise the same."""
+    if a.__class__ is not Matrix or b.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
+        return None
+    A, B = a._operand(), b._operand()
+    _, _, _, ta, batch_a, m, k, sfx, ab = A
+    _, _, _, tb, batch_b, k2, n, sfx_b, bb = B
+    if ab.__class__ is not DeviceBuffer or bb.__class__ is not DeviceBuffer:  # also a freed one (None)
+        return None
+    dev = ab.device
+    if bb.device is not dev or sfx_b != sfx or k2 != k or ta or tb or batch_a is not None or batch_b is not None:
+        return None
+    if out is not None:
+        C = out._operand()
+        _, _, _, tc, batch_c, mc, nc, sfx_c, cb = C
+        if (
+            cb.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
+            or cb is ab
+            or cb is bb  # two blocks of the pool never share a byte; one block may
+            or cb.device is not dev
+            or sfx_c != sfx  # (a float32 out for float16 inputs: the full route)
+            or mc != m
+            or nc != n
+            or tc
+            or batch_c is not None
+        ):
+            return None
+    bound = _BOUND.get(_key(m, n, k, 1, False, False, sfx, sfx, _mode(sfx), "auto", dev))
+    if bound is None:  # not planned yet: the full route plans (and checks the sizes: a cached plan's passed)
+        return None
+    dev.activate()
+    # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
+    s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)
+    with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
+        if not (ab.alive and bb.alive and (out is None or cb.alive)):
+            return None
+        if out is None:
+            out = Matrix._allocate(m, n, dev, s, a.dtype)
+            C = out._operand()
+        cb = C[8]  # _enqueue's steps, inline (this is every plain call): ordered, run, marked
+        if ab.stream == s and bb.stream == s and cb.stream == s:
+            bound.run(s, A, B, C, IDENTITY)
+        else:
+            foreign = use_on(s, ab, bb, cb)
+            bound.run(s, A, B, C, IDENTITY)
+            if foreign is not None:
+                mark_done(foreign, s, ab, bb, cb)
+    return out
+
+
+def _enqueue(bound: BoundPlan, s: int, a: tuple, b: tuple, c: tuple, epilogue: tuple, ab, bb, cb, bias=None) -> None:
+    """Run a bound plan on stream s between the stream-ordering contract's two steps (device lock held):
+    the operands' buffers (ab, bb, cb and a bias's) ordered on s (use_on, where one was last used
+    elsewhere), and on another library's stream the mark that their frees wait for."""
+    if ab.stream == s and bb.stream == s and cb.stream == s and bias is None:  # nothing to order
+        bound.run(s, a, b, c, epilogue)
+        return
+    buffers = (ab, bb, cb) if bias is None else (ab, bb, cb, bias)
+    foreign = use_on(s, *buffers)  # says so whenever s is another library's stream
+    bound.run(s, a, b, c, epilogue)
+    if foreign is not None:
+        mark_done(foreign, s, *buffers)
+
+
+def _check_plan(p, problem: Problem, algorithm: str, precision, mode: str, dev) -> None:
+    """A given plan must be for this product on this GPU (a TMA plan that reads an operand in place needs
+    that operand aligned), and agree with the algorithm and precision the call names."""
+    if not isinstance(p, MatmulPlan):
+        raise TypeError(f"matmul: plan= takes a plan from gm.matmul_plan, got {type(p).__name__}")
+    q = p.problem
+    in_place = [ok for ok, copied in ((problem.a_aligned, p.copy_a), (problem.b_aligned, p.copy_b)) if not copied]
+    fields = ("m", "n", "k", "dtype", "out_dtype", "batch", "a_trans", "b_trans")
+    if (
+        any(getattr(q, f) != getattr(problem, f) for f in fields)
+        or p.target != Target.of(dev)
+        or (p.variant.needs_aligned and not all(in_place))
+    ):
+        raise ValueError(
+            f"matmul: the plan is for {q.describe()} on sm_{p.target.arch}; these operands are "
+            f"{problem.describe()} on GPU {dev.ordinal}"
+        )
+    if algorithm != "auto" or precision is not None:
+        # what the call asks for, planned as it would be without plan= (fallbacks included: a tf32
+        # request on a matrix-vector shape runs exact FP32): the given plan must agree with it
+        asked = planner.plan(problem, p.target, algorithm)
+        if algorithm != "auto" and asked.variant.name != p.variant.name:
+            raise ValueError(f"matmul: algorithm {algorithm!r} contradicts the plan's {p.variant.name!r}")
+        if asked.problem.mode != p.problem.mode:
+            raise ValueError(
+                f"matmul: precision {mode!r} contradicts the plan's {p.problem.mode!r} (the plan was made for "
+                "another precision)"
+            )
+
+
+def call_view(a: Matrix, b: Matrix, out: Matrix | None = None, epilogue: tuple = IDENTITY) -> tuple:
+    """The product gm.matmul(a, b, out=out) describes to the kernels (problem.kernel_view), after its checks."""
+    A, B, C, _, _ = _check(a, b, out, "auto", None, DEFAULT_ALPHA, DEFAULT_BETA, None, None)
+    return kernel_view(A, B, C, epilogue)
+
+
+def result_shape(a: Matrix, b: Matrix) -> tuple[int, ...]:
+    """The shape of a @ b by NumPy's matmul rule (a ValueError when the batches do not broadcast)."""
+    return _result_shape(a, b, a._operand()[4], b._operand()[4], a.height, b.width)
