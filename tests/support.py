@@ -197,6 +197,9 @@ class FakeDevice:
     def activate(self):
         return self
 
+    def synchronize(self) -> None:
+        """Nothing is ever queued on a fake GPU."""
+
 
 FAKE_DEVICE = FakeDevice()
 

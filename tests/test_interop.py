@@ -304,6 +304,32 @@ def test_a_copying_import_hands_the_source_back_only_after_the_copy_has_run(libr
 
 
 @gpu
+def test_a_copy_pytorch_makes_when_asked_is_written_before_gpumat_reads_it():
+    """Found by the stateful test: gm.from_dlpack(t, copy=True, stream=s) passes copy=True on, and PyTorch
+    queues its copy on its own stream after it has ordered s behind that stream, so gpumat read the copy's
+    block (values of an earlier product there) before PyTorch had written it. The copy is made on a busy
+    PyTorch stream; what gpumat holds, transposed on s, must be t's values."""
+    torch = pytest.importorskip("torch")
+    side, s = torch.cuda.Stream(), gm.Stream()
+    n = busy(4096)
+    with torch.cuda.stream(side):
+        big = torch.rand(n, n, device="cuda", dtype=torch.float64)
+        t = torch.arange(2048 * 2048, device="cuda", dtype=torch.float64).reshape(2048, 2048)
+        stale = torch.full((2048, 2048), -7.0, device="cuda", dtype=torch.float64)
+        del stale  # its block goes to the next tensor of that size on this stream: the copy
+        for _ in range(3):  # tens of milliseconds on the producer's stream ahead of the export
+            big @ big
+        m = gm.from_dlpack(t, copy=True, stream=s)
+    assert m.elements != t.data_ptr()
+    transposed = gm.transpose(m, stream=s)
+    expected = np.arange(2048 * 2048, dtype=np.float64).reshape(2048, 2048).T
+    assert np.array_equal(transposed.to_numpy(stream=s), expected)
+    for x in (m, transposed):
+        x.free()
+    s.close()
+
+
+@gpu
 @pytest.mark.parametrize("on", ["gm.Stream", "a PyTorch stream"])
 def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run(on):
     """Issue 24 item 2: freeing a borrowed matrix while gpumat work that reads it is still queued used to
@@ -416,9 +442,13 @@ def test_the_copy_keyword_goes_to_the_producer_as_dlpack_defines_it(monkeypatch)
     """copy= is passed on to __dlpack__ (None as False: gpumat imports without a copy unless asked); a
     producer that does not take the keyword is asked without it; one that refuses to export without a copy
     is a ValueError naming copy=True; a copy the producer made unasked (DLPack's IS_COPIED flag) is refused,
-    and one it made when asked and flagged is kept as the result, with no second copy. Every import goes
-    back to its producer once, when freed (the producers live until then: their deleters are theirs)."""
+    and one it made when asked and flagged is kept as the result, with no second copy, after a wait for the
+    whole device (the protocol does not say which stream the copy ran on: PyTorch queues it after the
+    ordering it promised). Every import goes back to its producer once, when freed (the producers live
+    until then: their deleters are theirs)."""
     monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    device_waits = []
+    monkeypatch.setattr(FAKE_DEVICE, "synchronize", lambda: device_waits.append(True))
     monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
     from gpumat.memory import buffers
 
@@ -438,12 +468,19 @@ def test_the_copy_keyword_goes_to_the_producer_as_dlpack_defines_it(monkeypatch)
     producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), flags=_interop.FLAG_IS_COPIED)
     with pytest.raises(ValueError, match="exported a copy where gpumat asked for none"):
         gm.from_dlpack(producer)
-    assert len(handed_back) == 1
+    assert len(handed_back) == 1 and not device_waits
     flags = _interop.FLAG_IS_COPIED | _interop.FLAG_READ_ONLY
     producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1), flags=flags)
     m = gm.from_dlpack(producer, copy=True)  # the producer's copy is the result: writable, and gpumat's to free
     assert asked == [True] and m.elements == 0x7F0000001000 and not m._operand()[8].readonly
+    assert device_waits == [True]
     imported.append((m, producer, handed_back))
+    producer, asked, handed_back = _dlpack1_producer((4, 5), (5, 1))  # takes copy=True, flags no copy
+    copies = []
+    monkeypatch.setattr(_interop.Matrix, "copy", lambda view, stream=None: copies.append(view) or "gpumat's copy")
+    monkeypatch.setattr(_interop, "synchronize_stream", lambda stream: None)
+    assert gm.from_dlpack(producer, copy=True) == "gpumat's copy"  # a view of the array, copied by gpumat
+    assert asked == [True] and len(copies) == 1 and device_waits == [True, True] and len(handed_back) == 1
     with pytest.raises(TypeError, match="copy is True, False or None"):
         gm.from_dlpack(producer, copy="yes")
     for m, _, handed_back in imported:

@@ -393,7 +393,8 @@ class GpumatMachine(RuleBasedStateMachine):
         """Free `entry` (work that reads it still queued) and ask at once for blocks of its size on the stream
         its memory was allocated on (whose free list it may go to) or another, each written with 7s on a third
         stream: gpumat must not hand the block out, or let the write run, before the queued work has read it.
-        Returns [(matrix, the stream it was written on)], temporaries of the step."""
+        Returns [(matrix, the stream kind it was written on)], temporaries of the step: read them back in
+        `self.on(kind)`, since "entered" is stream=None only inside the gm.Stream's `with`."""
         self.forget(entry)
         entry.matrix.free()
         shape, dtype = entry.value.shape, entry.matrix.dtype
@@ -401,11 +402,12 @@ class GpumatMachine(RuleBasedStateMachine):
         with self.on(data.draw(st.sampled_from(kinds), label="stream of the allocations after the free")) as s1:
             made = [gm.Matrix.empty(shape, dtype=dtype, stream=s1) for _ in range(2)]
         self.temporaries += [Entry(x, np.full(shape, 7.0), "allocated after a free") for x in made]
-        with self.on(self.draw_kind(data, label="stream that writes them")) as s2:
+        writer = self.draw_kind(data, label="stream that writes them")
+        with self.on(writer) as s2:
             sevens = self.upload(data, s2, dtype, swapped(np.empty(shape)).shape, "sevens", fill=7.0)
             for x in made:
                 gm.transpose(sevens.matrix, out=x, stream=s2)
-        return [(x, s2) for x in made]
+        return [(x, writer) for x in made]
 
     def check_region(self, view: View, got: np.ndarray, stream) -> np.ndarray:
         """After a write into `view`: the whole matrix it lies in comes back, and nothing outside the view has
@@ -460,8 +462,10 @@ class GpumatMachine(RuleBasedStateMachine):
             tol = product_tolerance(dtype, c.dtype, kwargs.get("precision"), k)
             problem = mismatch(got, ref, scale, tol)
             assert problem is None, f"product {a.value.shape} @ {b.value.shape} on {kind} stream, {kwargs}: {problem}"
-            for filler, s2 in fillers:
-                problem = exact_mismatch(filler.to_numpy(stream=s2), np.full(filler.shape, 7.0))
+            for filler, writer in fillers:
+                with self.on(writer) as s2:
+                    written = filler.to_numpy(stream=s2)
+                problem = exact_mismatch(written, np.full(filler.shape, 7.0))
                 assert problem is None, f"a matrix written after the free of {a.entry.origin}: {problem}"
             if out is None:
                 self.keep(c, got, f"product on {kind}")
