@@ -1,6 +1,7 @@
 """The benchmarks' pure parts, without a GPU: the sweep's shape grid and its summary."""
 
-from gpumat._bench.sweep import geometric_mean, grid
+from gpumat._bench.common import geometric_mean
+from gpumat._bench.sweep import grid
 
 
 def test_the_sweep_grid_covers_every_class_once_per_shape():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -20,8 +21,8 @@ RESULTS_DIR = Path(os.environ.get("GPUMAT_RESULTS", "benchmarks/results"))
 WARMUP_SECONDS = 0.2  # at least this long of warm-up runs: the GPU's clocks ramp up under load
 
 
-def _warm_up(fn, runs: int, sync) -> None:
-    deadline = time.perf_counter() + WARMUP_SECONDS
+def _warm_up(fn, runs: int, sync, seconds: float = WARMUP_SECONDS) -> None:
+    deadline = time.perf_counter() + seconds
     done = 0
     while done < runs or time.perf_counter() < deadline:
         fn()
@@ -44,6 +45,57 @@ def time_ms(fn, warmup: int = 3, repeat: int = 20) -> float:
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return statistics.median(times)
+
+
+QUEUED_BATCH_MS = 2.0  # a queued batch spans at least this much GPU time (launch gaps amortised)
+MAX_BATCH = 200
+SWEEP_WARMUP_SECONDS = 0.02  # a sweep's cases follow one another: the clocks are up after the first
+
+
+def queued_ms(fn, batches: int = 5) -> float:
+    """Milliseconds a call when calls run back to back: the median over `batches` batches, each its calls
+    between two CUDA events on the default stream, sized to span QUEUED_BATCH_MS (after a warm-up)."""
+    start, stop = gm.Event(), gm.Event()
+    _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+    start.record(0)
+    fn()
+    stop.record(0)
+    stop.synchronize()
+    calls = max(2, min(MAX_BATCH, int(QUEUED_BATCH_MS / max(start.elapsed_time(stop), 1e-3))))
+    times = []
+    for _ in range(batches):
+        start.record(0)
+        for _ in range(calls):
+            fn()
+        stop.record(0)
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times)
+
+
+IDLE_GAP_S = 0.002  # the GPU's queue is empty this long before a one-call measurement
+
+
+def idle_call_ms(fn, repeat: int = 7) -> float:
+    """Milliseconds of one call on an idle GPU: nothing queued before it, an event recorded just before the
+    call and one just after (so the host's cost of issuing it counts); the median of `repeat` calls."""
+    start, stop = gm.Event(), gm.Event()
+    _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+    times = []
+    for _ in range(repeat):
+        gm.synchronize()
+        time.sleep(IDLE_GAP_S)
+        start.record(0)
+        fn()
+        stop.record(0)
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def wall(fn, repeat: int = 3) -> float:

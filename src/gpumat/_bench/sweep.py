@@ -15,14 +15,13 @@ is faster); benchmarks/plot_sweep.py draws it as a heat map.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 
 import gpumat as gm
 
 from ..matmul import algorithms
-from .common import environment, print_table, write_json
+from .common import environment, geometric_mean, print_table, write_json
 
 SQUARES = (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 255, 257, 1023, 1025, 4095, 4097)
 SKINNY = (1, 8, 16, 32, 64, 128, 256)
@@ -41,11 +40,6 @@ def grid() -> list[tuple[str, int, int, int]]:
     cases += [("transformer", t, h, 4 * h) for t in (1, 128, 2048, 8192) for h in (1024, 4096)]
     cases += [("odd", m, n, k) for m, n, k in ODD]
     return cases
-
-
-def geometric_mean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 SPIN_HZ = 2.0e9  # the spin kernel counts clock cycles; at most the H100's boost clock, so it never ends early

@@ -1,124 +1,136 @@
-"""`python -m gpumat bench transpose`: every variant against the device-to-device copy of the same
-bytes (the ceiling) and, when importable, CuPy's transpose into a new C-order array.
+"""`python -m gpumat bench transpose`: gm.transpose against a device-to-device copy of the same bytes (the
+ceiling), over the shapes users transpose, in every dtype:
 
-GB/s counts bytes read plus bytes written (2 x the matrix), as the copy figure does. For a shape whose
-sides are not multiples of 32, the variants also run on views of the same matrices with their row strides
-padded to multiples of 32 (rows "name [lda L, ldb M]"): the same bytes with every row 128-byte aligned,
-which separates the cost of misaligned rows from everything else.
+- strips: 1-128 columns (and the same as rows), odd widths among them, 64 MiB each;
+- squares from 1 MiB to 4 GiB, and an odd-shaped 3001 x 17011.
+
+Each case is timed two ways, the copy alike: queued (calls back to back between two CUDA events, per
+call) and one call on an idle GPU (nothing queued before it; an event before and after). `ratio` is the
+copy's time over the transpose's, queued (>= 1 beats the copy); `ratio_one_call` the same for one call.
+GB/s counts bytes read plus bytes written. The cases of up to 4 MiB are checked against numpy first.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from .. import _dtypes
 from ..matrix import Matrix
-from ..transpose import ALGORITHMS, VARIANTS, choose_algorithm, transpose
-from .common import copy_gbps, cupy, cupy_time_ms, print_table, time_ms, write_json
+from ..runtime import memops
+from ..transpose import choose_algorithm, transpose
+from .common import geometric_mean, idle_call_ms, print_table, queued_ms, write_json
 
-SIZES = [(4096, 4096), (8192, 8192), (16384, 16384), (3001, 17011)]
-CHECK_EVERY_VARIANT_UP_TO = 1 << 26  # elements; above, only auto and the newest variant are checked
-
-
-def _round_up(n: int, k: int) -> int:
-    return -(-n // k) * k
-
-
-def _padded_strides(rows: int, cols: int, host: np.ndarray, repeat: int) -> dict:
-    """Every variant on A and B as views with strides rounded up to multiples of 32 elements."""
-    lda, ldb = _round_up(cols, 32), _round_up(rows, 32)
-    padded = np.zeros((rows, lda), np.float32)
-    padded[:, :cols] = host
-    big_a, big_b = Matrix.from_numpy(padded), Matrix.empty(cols, ldb)
-    del padded
-    try:
-        a, out = big_a[:, :cols], big_b[:, :rows]
-        nbytes = rows * cols * 4
-        found = {"lda": lda, "ldb": ldb, "variants": {}}
-        for name in VARIANTS:
-            transpose(a, out=out, algorithm=name)
-            assert np.array_equal(out.to_numpy(), host.T), f"{name} gave a wrong result on padded strides"
-            ms = time_ms(lambda: transpose(a, out=out, algorithm=name), repeat=repeat)
-            found["variants"][name] = {"ms": ms, "gbps": 2 * nbytes / ms / 1e6}
-        return found
-    finally:
-        big_a.free()
-        big_b.free()
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+WIDTHS = (1, 2, 3, 8, 17, 24, 31, 32, 37, 63, 64, 100, 127, 128)
+STRIP_BYTES = 64 << 20
+SQUARE_BYTES = (1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30)
+ODD = (3001, 17011)
+CHECK_UP_TO = 4 << 20  # bytes: cases this small are checked against numpy before they are timed
 
 
-def _host(rows: int, cols: int) -> np.ndarray:
-    return np.random.default_rng(0).random((rows, cols), dtype=np.float32) + np.float32(0.5)
+def shapes(itemsize: int, quick: bool = False) -> list[tuple[str, int, int]]:
+    """(shape class, rows, cols) of A for one dtype."""
+    widths = (1, 17, 64) if quick else WIDTHS
+    strip = (STRIP_BYTES >> 3 if quick else STRIP_BYTES) // itemsize
+    found = []
+    for w in widths:
+        found += [("narrow columns", strip // w, w), ("narrow rows", w, strip // w)]
+    for nbytes in SQUARE_BYTES[:2] if quick else SQUARE_BYTES:
+        side = math.isqrt(nbytes // itemsize)
+        found.append(("square", side, side))
+    found.append(("odd", *ODD))
+    return found
+
+
+def _checked(a: Matrix, out: Matrix, rows: int, cols: int, dtype: np.dtype) -> None:
+    host = np.random.default_rng(rows * 131 + cols).standard_normal((rows, cols)).astype(dtype)
+    with Matrix.from_numpy(host) as src:
+        transpose(src, out=out)
+        assert np.array_equal(out.to_numpy().view(np.uint8), np.ascontiguousarray(host.T).view(np.uint8)), (
+            f"transpose {rows} x {cols} {dtype} gave a wrong result"
+        )
+    transpose(a, out=out)
+
+
+def run_case(dtype_name: str, kind: str, rows: int, cols: int) -> dict:
+    dtype = _dtypes.as_dtype(dtype_name)
+    nbytes = rows * cols * dtype.itemsize
+    with Matrix.empty(rows, cols, dtype=dtype) as a, Matrix.empty(cols, rows, dtype=dtype) as out:
+        if nbytes <= CHECK_UP_TO:
+            _checked(a, out, rows, cols, dtype)
+
+        def copy():  # the same bytes, A's block into B's
+            memops.copy_device_2d(out.elements, nbytes, a.elements, nbytes, nbytes, 1, 0)
+
+        def call():
+            transpose(a, out=out)
+
+        times = {
+            "transpose_ms": queued_ms(call),
+            "copy_ms": queued_ms(copy),
+            "transpose_one_call_ms": idle_call_ms(call),
+            "copy_one_call_ms": idle_call_ms(copy),
+        }
+        auto = choose_algorithm(rows, cols, out.elements, rows, _dtypes.suffix(dtype), a.elements, cols)
+    return {
+        "dtype": dtype_name,
+        "class": kind,
+        "rows": rows,
+        "cols": cols,
+        "bytes": nbytes,
+        "auto": auto,
+        **times,
+        "gbps": 2 * nbytes / times["transpose_ms"] / 1e6,
+        "copy_gbps": 2 * nbytes / times["copy_ms"] / 1e6,
+        "ratio": times["copy_ms"] / times["transpose_ms"],
+        "ratio_one_call": times["copy_one_call_ms"] / times["transpose_one_call_ms"],
+    }
 
 
 def run(args=None) -> dict:
-    repeat = int(getattr(args, "repeat", None) or 20)
-    sizes = getattr(args, "sizes", None) or SIZES
-    cp = cupy()
-    results, rows_out = [], []
-    for rows, cols in sizes:
-        nbytes = rows * cols * 4
-        host = _host(rows, cols)
-        copy = copy_gbps(nbytes, repeat=repeat)
-        entry = {
-            "rows": rows,
-            "cols": cols,
-            "bytes_moved": 2 * nbytes,
-            "copy_gbps": copy,
-            "auto": choose_algorithm(rows, cols, 0, rows),
-            "variants": {},
-        }
-        a = Matrix.from_numpy(host)
-        out = Matrix.empty(cols, rows)
-        try:
-            transpose(a, out=out)
-            assert np.array_equal(out.to_numpy(), host.T), "transpose gave a wrong result"
-            for name in VARIANTS:
-                if name == "sector_aligned" or rows * cols <= CHECK_EVERY_VARIANT_UP_TO:
-                    transpose(a, out=out, algorithm=name)
-                    assert np.array_equal(out.to_numpy(), host.T), f"{name} gave a wrong result"
-                ms = time_ms(lambda: transpose(a, out=out, algorithm=name), repeat=repeat)
-                entry["variants"][name] = {"ms": ms, "gbps": 2 * nbytes / ms / 1e6}
-
-            def fresh():  # what a user of A.T pays: a new output each call (pool allocation) and its release
-                transpose(a).free()
-
-            ms = time_ms(fresh, repeat=repeat)
-            entry["variants"]["auto (new out)"] = {"ms": ms, "gbps": 2 * nbytes / ms / 1e6}
-        finally:
-            a.free()
-            out.free()
-        if rows % 32 or cols % 32:
-            entry["padded_strides"] = _padded_strides(rows, cols, host, repeat)
-        if cp is not None:
-            da = cp.asarray(host)
-            ms = cupy_time_ms(cp, lambda: cp.ascontiguousarray(da.T), repeat=repeat)
-            entry["cupy"] = {"ms": ms, "gbps": 2 * nbytes / ms / 1e6}
-            del da
-            cp.get_default_memory_pool().free_all_blocks()
-        results.append(entry)
-        for name, r in entry["variants"].items():
-            rows_out.append([f"{rows}x{cols}", name, r["ms"], r["gbps"], r["gbps"] / copy])
-        if "padded_strides" in entry:
-            pad = entry["padded_strides"]
-            for name, r in pad["variants"].items():
-                rows_out.append(
-                    [
-                        f"{rows}x{cols}",
-                        f"{name} [lda {pad['lda']}, ldb {pad['ldb']}]",
-                        r["ms"],
-                        r["gbps"],
-                        r["gbps"] / copy,
-                    ]
-                )
-        if "cupy" in entry:
-            c = entry["cupy"]
-            rows_out.append([f"{rows}x{cols}", "cupy a.T copy", c["ms"], c["gbps"], c["gbps"] / copy])
-        rows_out.append([f"{rows}x{cols}", "copy (ceiling)", 2 * nbytes / copy / 1e6, copy, 1.0])
+    quick = bool(getattr(args, "quick", False))
+    results = []
+    for dtype_name in DTYPES:
+        itemsize = _dtypes.as_dtype(dtype_name).itemsize
+        results += [run_case(dtype_name, *shape) for shape in shapes(itemsize, quick)]
+    rows_out = [
+        [
+            r["dtype"],
+            f"{r['rows']} x {r['cols']}",
+            r["auto"],
+            r["transpose_ms"] * 1e3,
+            r["gbps"],
+            r["ratio"],
+            r["transpose_one_call_ms"] * 1e3,
+            r["ratio_one_call"],
+        ]
+        for r in results
+    ]
     print_table(
-        "transpose, float32: GB/s = (bytes read + written) / time",
-        ["shape", "variant", "ms", "GB/s", "x copy"],
+        "transpose (auto) against a device-to-device copy of the same bytes: ratio = copy time / transpose time",
+        ["dtype", "A", "kernel", "queued us", "GB/s", "ratio", "one call us", "ratio one call"],
         rows_out,
     )
-    payload = {"algorithms": list(ALGORITHMS), "results": results}
+    summary = {
+        dtype: {
+            "geometric_mean_ratio": geometric_mean([r["ratio"] for r in results if r["dtype"] == dtype]),
+            "min_ratio": min(r["ratio"] for r in results if r["dtype"] == dtype),
+            "geometric_mean_ratio_one_call": geometric_mean(
+                [r["ratio_one_call"] for r in results if r["dtype"] == dtype]
+            ),
+            "min_ratio_one_call": min(r["ratio_one_call"] for r in results if r["dtype"] == dtype),
+        }
+        for dtype in DTYPES
+    }
+    payload = {
+        "timing": "queued: median per call over batches of back-to-back calls between CUDA events; one call: "
+        "median of single calls on an idle GPU, between CUDA events",
+        "anchor": "cuMemcpyDtoDAsync of the same bytes, timed the same two ways in the same run",
+        "summary": summary,
+        "results": results,
+    }
     if not getattr(args, "no_json", False):
         write_json("transpose", payload)
     return payload
