@@ -152,6 +152,12 @@ ALGORITHMS = ("auto", *VARIANTS, "narrow_cols", "narrow_rows")
 SECTOR_BYTES = 32
 NARROW_AUTO_COLS = 63  # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
 NARROW_AUTO_ROWS = 31
+# The 128-row tiles (sector_aligned's 64 rows and its 7-row skew, pairs128x64's 128 rows) leave most of
+# a block idle on an A of fewer rows: there auto takes tiled_rect64. Measured on the H100
+# (benchmarks/results/transpose-variants-nvidia-h100-80gb-hbm3-2026-11-28.json, copy time / kernel time):
+# float32 37 x 100000 0.46 -> 0.93, 63 x 266305 0.52 -> 0.93; float64 63 x 266305 0.67 -> 0.94; float16
+# 32 x 524288 0.33 -> 0.71, 64 x 262144 0.38 -> 0.91; at 127 rows the two are within 3%.
+TALL_TILE_MIN_ROWS = 128
 
 
 def choose_algorithm(
@@ -164,7 +170,8 @@ def choose_algorithm(
     through strip kernels that read and write long contiguous runs; otherwise B's alignment decides:
     rows of B that start on 32-byte sectors take tiled_rect64 (0.94-0.97 of the copy ceiling),
     others sector_aligned, which writes whole sectors anyway. 2-byte elements move as 4-byte pairs
-    where alignment and even strides allow (pairs128x64, and the pair/flat strip kernels)."""
+    where alignment and even strides allow (pairs128x64, and the pair/flat strip kernels). An A of
+    fewer than TALL_TILE_MIN_ROWS rows takes tiled_rect64 over the two 128-row tiles."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -174,7 +181,7 @@ def choose_algorithm(
     if rows <= NARROW_AUTO_ROWS:
         return "narrow_rows16k" if isz == 4 else "narrow_rows"
     sector = SECTOR_BYTES // isz
-    if ldb % sector == 0 and out_address % SECTOR_BYTES == 0:
+    if ldb % sector == 0 and out_address % SECTOR_BYTES == 0 or rows < TALL_TILE_MIN_ROWS:
         return "tiled_rect64"
     return "sector_aligned"
 
@@ -192,7 +199,7 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_rows16k"
-    if (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0:
+    if rows >= TALL_TILE_MIN_ROWS and (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0:
         return "pairs128x64"
     return "tiled_rect64"
 

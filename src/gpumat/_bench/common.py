@@ -73,6 +73,48 @@ def queued_ms(fn, batches: int = 5) -> float:
     return statistics.median(times)
 
 
+def paired_queued_ms(fn, anchor, batches: int = 5) -> tuple[float, float]:
+    """queued_ms of `fn` and of `anchor` (the copy it is held against), their batches interleaved, so a
+    drift of the GPU's clocks or memory during the case weighs on both alike."""
+    start, stop = gm.Event(), gm.Event()
+    sizes = []
+    for f in (fn, anchor):
+        _warm_up(f, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+        start.record(0)
+        f()
+        stop.record(0)
+        stop.synchronize()
+        sizes.append(max(2, min(MAX_BATCH, int(QUEUED_BATCH_MS / max(start.elapsed_time(stop), 1e-3)))))
+    times: tuple[list, list] = ([], [])
+    for _ in range(batches):
+        for f, calls, found in zip((fn, anchor), sizes, times, strict=True):
+            start.record(0)
+            for _ in range(calls):
+                f()
+            stop.record(0)
+            stop.synchronize()
+            found.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def paired_idle_call_ms(fn, anchor, repeat: int = 7) -> tuple[float, float]:
+    """idle_call_ms of `fn` and of `anchor`, their calls interleaved."""
+    start, stop = gm.Event(), gm.Event()
+    for f in (fn, anchor):
+        _warm_up(f, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+    times: tuple[list, list] = ([], [])
+    for _ in range(repeat):
+        for f, found in zip((fn, anchor), times, strict=True):
+            gm.synchronize()
+            time.sleep(IDLE_GAP_S)
+            start.record(0)
+            f()
+            stop.record(0)
+            stop.synchronize()
+            found.append(start.elapsed_time(stop))
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 IDLE_GAP_S = 0.002  # the GPU's queue is empty this long before a one-call measurement
 
 
@@ -91,6 +133,18 @@ def idle_call_ms(fn, repeat: int = 7) -> float:
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return statistics.median(times)
+
+
+def warm_clocks(seconds: float = 0.3) -> None:
+    """Copies for `seconds`, so a sweep's first case finds the GPU's clocks up."""
+    nbytes = 256 << 20
+    with gm.Matrix.empty(1, nbytes // 4) as src, gm.Matrix.empty(1, nbytes // 4) as dst:
+        _warm_up(
+            lambda: memops.copy_device_2d(dst.elements, nbytes, src.elements, nbytes, nbytes, 1, 0),
+            8,
+            gm.synchronize,
+            seconds,
+        )
 
 
 def geometric_mean(values: list[float]) -> float | None:

@@ -4,8 +4,9 @@ ceiling), over the shapes users transpose, in every dtype:
 - strips: 1-128 columns (and the same as rows), odd widths among them, 64 MiB each;
 - squares from 1 MiB to 4 GiB, and an odd-shaped 3001 x 17011.
 
-Each case is timed two ways, the copy alike: queued (calls back to back between two CUDA events, per
-call) and one call on an idle GPU (nothing queued before it; an event before and after). `ratio` is the
+Each case is timed two ways, the copy alike and interleaved with it: queued (calls back to back between
+two CUDA events, per call) and one call on an idle GPU (nothing queued before it; an event before and
+after). `ratio` is the
 copy's time over the transpose's, queued (>= 1 beats the copy); `ratio_one_call` the same for one call.
 GB/s counts bytes read plus bytes written. The cases of up to 4 MiB are checked against numpy first.
 """
@@ -20,7 +21,7 @@ from .. import _dtypes
 from ..matrix import Matrix
 from ..runtime import memops
 from ..transpose import choose_algorithm, transpose
-from .common import geometric_mean, idle_call_ms, print_table, queued_ms, write_json
+from .common import geometric_mean, paired_idle_call_ms, paired_queued_ms, print_table, warm_clocks, write_json
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 WIDTHS = (1, 2, 3, 8, 17, 24, 31, 32, 37, 63, 64, 100, 127, 128)
@@ -67,11 +68,12 @@ def run_case(dtype_name: str, kind: str, rows: int, cols: int) -> dict:
         def call():
             transpose(a, out=out)
 
+        queued, one_call = paired_queued_ms(call, copy), paired_idle_call_ms(call, copy)
         times = {
-            "transpose_ms": queued_ms(call),
-            "copy_ms": queued_ms(copy),
-            "transpose_one_call_ms": idle_call_ms(call),
-            "copy_one_call_ms": idle_call_ms(copy),
+            "transpose_ms": queued[0],
+            "copy_ms": queued[1],
+            "transpose_one_call_ms": one_call[0],
+            "copy_one_call_ms": one_call[1],
         }
         auto = choose_algorithm(rows, cols, out.elements, rows, _dtypes.suffix(dtype), a.elements, cols)
     return {
@@ -91,6 +93,7 @@ def run_case(dtype_name: str, kind: str, rows: int, cols: int) -> dict:
 
 def run(args=None) -> dict:
     quick = bool(getattr(args, "quick", False))
+    warm_clocks()
     results = []
     for dtype_name in DTYPES:
         itemsize = _dtypes.as_dtype(dtype_name).itemsize
