@@ -4,7 +4,8 @@
     python3 benchmarks/plot.py benchmarks/results/matmul-nvidia-h100-80gb-hbm3-2026-11-22.json
 
 matmul: TFLOP/s of every variant and of cuBLAS for each shape, sizes growing left to right.
-transpose, dot: GB/s of every variant, the copy ceiling and CuPy; spmm: GFLOP/s against cuSPARSE and CuPy.
+transpose, dot: the copy's time over gpumat's for every shape and dtype (1 = the copy of the same bytes);
+spmm: GFLOP/s against cuSPARSE and CuPy.
 
 An anchor reading (cuBLAS, cuSPARSE, the copy, CuPy) below SUSPECT_FLOOR times the median of the same
 anchor at the same case in the other results of this bench and device (the sibling JSONs beside it) is
@@ -36,25 +37,39 @@ def series_matmul(data):
     return labels, series, "TFLOP/s (float32)"
 
 
+def _transpose_label(c) -> str:
+    if c["class"] == "narrow columns":
+        return f"N x {c['cols']}"
+    if c["class"] == "narrow rows":
+        return f"{c['rows']} x N"
+    if c["class"] == "square":
+        return f"square {c['bytes'] / 2**20:.0f} MiB"
+    return f"{c['rows']} x {c['cols']}"
+
+
 def series_transpose(data):
-    cases = data["results"]
-    labels = [f"{c['rows']}x{c['cols']}" for c in cases]
-    names = list(dict.fromkeys(v for c in cases for v in c["variants"]))
-    series = {"copy": [c["copy_gbps"] for c in cases], "CuPy": [c.get("cupy", {}).get("gbps") for c in cases]}
-    for name in names:
-        series[name] = [c["variants"].get(name, {}).get("gbps") for c in cases]
-    return labels, series, "GB/s (bytes read + written)"
+    """`bench transpose`: copy time / transpose time of every shape, queued (solid) and one call (dotted)."""
+    dtypes = list(data["summary"])
+    first = [c for c in data["results"] if c["dtype"] == dtypes[0]]
+    labels = [_transpose_label(c) for c in first]
+    series = {"copy": [1.0] * len(labels)}
+    for dtype in dtypes:
+        cases = [c for c in data["results"] if c["dtype"] == dtype]
+        series[f"{dtype} queued"] = [c["ratio"] for c in cases]
+        series[f"{dtype} one call"] = [c["ratio_one_call"] for c in cases]
+    return labels, series, "copy time / transpose time (1 = the copy of the same bytes)"
 
 
 def series_dot(data):
-    cases = data["results"]
-    labels = [f"2^{c['n'].bit_length() - 1}" for c in cases]
-    series = {
-        "copy": [c["copy_gbps"] for c in cases],
-        "gpumat.dot": [c["gpumat"]["gbps"] for c in cases],
-        "cupy.dot": [c.get("cupy", {}).get("gbps") for c in cases],
-    }
-    return labels, series, "GB/s (bytes read)"
+    """`bench dot`: copy time / dot time by size, every dtype."""
+    dtypes = list(data["summary"])
+    sizes = sorted({c["n"] for c in data["results"]})
+    labels = [f"2^{n.bit_length() - 1}" for n in sizes]
+    by = {(c["dtype"], c["n"]): c for c in data["results"]}
+    series = {"copy": [1.0] * len(labels)}
+    for dtype in dtypes:
+        series[dtype] = [by[(dtype, n)]["ratio"] for n in sizes]
+    return labels, series, "copy time / dot time (the copy moves the bytes the dot reads)"
 
 
 def series_spmm(data):
@@ -178,7 +193,7 @@ def main(path: str) -> Path:
         sys.exit(f"plot.py: no plot for {data['op']!r} results (plotted: {', '.join(SERIES)})")
     labels, series, unit = SERIES[data["op"]](data)
     suspects = suspect_anchor_readings(Path(path), data, labels, series)
-    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(labels)), 5))
+    fig, ax = plt.subplots(figsize=(min(max(8, 1.2 * len(labels)), 22), 5))
     left_out = []
     for name, label in suspects:
         i = labels.index(label)

@@ -192,33 +192,51 @@ def gen_latency() -> str:
 
 def gen_memory_bound() -> str:
     tr, dot = newest("transpose"), newest("dot")
-    rows = []
-    for r in tr[1]["results"]:
-        auto = r["variants"].get("auto (new out)") or r["variants"][r["auto"]]
-        rows.append(
-            [
-                f"transpose {r['rows']} x {r['cols']} float32",
-                f"{auto['gbps']:.0f}",
-                x(auto["gbps"] / r["copy_gbps"]),
-                x(r["cupy"]["gbps"] / r["copy_gbps"]),
-            ]
-        )
-    for r in dot[1]["results"]:
-        h, w = r["shape"]
-        rows.append(
-            [
-                f"dot {h} x {w} float64",
-                f"{r['gpumat']['gbps']:.0f}",
-                x(r["gpumat"]["gbps"] / r["copy_gbps"]),
-                x(r["cupy"]["gbps"] / r["copy_gbps"]),
-            ]
-        )
-    header = ["operation", "gpumat GB/s", "gpumat / copy", "CuPy / copy"]
+    counts = {d: sum(r["dtype"] == d for r in tr[1]["results"]) for d in tr[1]["summary"]}
+    rows = [
+        [
+            f"transpose, {dtype} ({counts[dtype]} shapes)",
+            x(s["geometric_mean_ratio"]),
+            x(s["min_ratio"]),
+            x(s["geometric_mean_ratio_one_call"]),
+            x(s["min_ratio_one_call"]),
+        ]
+        for dtype, s in tr[1]["summary"].items()
+    ]
+    header = ["", "queued: geometric mean", "queued: worst", "one call: geometric mean", "one call: worst"]
+    transposes = table(header, rows)
+    by = {(r["dtype"], r["n"]): r for r in dot[1]["results"]}
+    powers = (20, 24, 28)
+    rows = [
+        [
+            f"dot, {dtype}",
+            *(x(by[(dtype, 1 << p)]["ratio"]) for p in powers),
+            f"{by[(dtype, 1 << 10)]['wall_us']:.0f} / {by[(dtype, 1 << 10)]['pytorch_wall_us']:.0f}",
+            x(s["geometric_mean_ratio_pytorch"]),
+        ]
+        for dtype, s in dot[1]["summary"].items()
+    ]
+    header = [
+        "",
+        *(f"2^{p}: / copy" for p in powers),
+        "one call at 2^10, us (gpumat / PyTorch)",
+        "PyTorch time / gpumat time, 2^10-2^28",
+    ]
+    dots = table(header, rows)
     note = (
-        "Bandwidth counts the bytes read and written (transpose) or read (dot); the anchor is a "
-        "device-to-device copy of the same bytes in the same run, and CuPy's `a.T.copy()` / `cupy.dot`."
+        "Ratios are the copy's time over gpumat's (above 1.00x gpumat is faster). Transpose: strips of 1-128 "
+        "columns or rows, squares of 1 MiB-4 GiB and 3001 x 17011, queued and one call on an idle GPU, against "
+        "a device-to-device copy of the same bytes timed the same way, interleaved. This sweep ran on the "
+        "tree before auto took tiled_rect64 for an A of fewer than 128 rows (the kernel table "
+        "`benchmarks/results/transpose-variants-nvidia-h100-80gb-hbm3-2026-11-28.json` has each kernel on those "
+        "shapes: float32 37 and 63 rows 0.93x, float16 32 and 64 rows 0.71x and 0.91x, where auto had "
+        "0.33-0.52x). Dot: against a copy moving as many bytes as the dot reads, the result's trip to the "
+        "host included (about 25 us a call, which caps the ratio below 2^24); and one call from Python "
+        "against PyTorch's `(x * y).sum().item()`."
     )
-    return "\n".join([table(header, rows), "", note, "", source(tr, dot, anchor="the device-to-device copy and CuPy")])
+    return "\n".join(
+        [transposes, "", dots, "", note, "", source(tr, dot, anchor="the device-to-device copy and PyTorch")]
+    )
 
 
 def gen_spmm() -> str:
