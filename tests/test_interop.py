@@ -358,10 +358,13 @@ def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has
 # -------------------------------------------------------------------------------------------------
 # negative strides and the copy keyword (issue 43 item 2)
 # -------------------------------------------------------------------------------------------------
-def _dlpack1_producer(shape, strides, data=0x7F0000001000, flags=0, takes_copy=True, refuses=()):
+def _dlpack1_producer(
+    shape, strides, data=0x7F0000001000, flags=0, takes_copy=True, refuses=(), refused_streams=(), streams=None
+):
     """A DLPack 1.0 producer of a float32 GPU tensor (fake address) with the given strides in elements. It
-    records the `copy` each call asked for (`asked`), raises BufferError for a copy value in `refuses`, and
-    TypeError for the keyword when it does not take it; `handed_back` counts its deleter's calls."""
+    records the `copy` each call asked for (`asked`) and, in `streams` when given, the stream; raises
+    BufferError for a copy value in `refuses` or a stream in `refused_streams`, and TypeError for the
+    keyword when it does not take it; `handed_back` counts its deleter's calls."""
     shape_array = (ctypes.c_int64 * len(shape))(*shape)
     strides_array = (ctypes.c_int64 * len(shape))(*strides)
     managed = _interop.DLManagedTensorVersioned()
@@ -384,6 +387,10 @@ def _dlpack1_producer(shape, strides, data=0x7F0000001000, flags=0, takes_copy=T
             if copy and not takes_copy:
                 raise TypeError("__dlpack__() got an unexpected keyword argument 'copy'")
             asked.append(copy.get("copy", "not passed"))
+            if streams is not None:
+                streams.append(stream)
+            if stream in refused_streams:
+                raise BufferError("per-thread default stream is not supported")
             if copy and copy["copy"] in refuses:
                 raise BufferError(f"cannot export with copy={copy['copy']}")
             destructor = _interop.CAPSULE_DESTRUCTOR()
@@ -486,6 +493,27 @@ def test_the_copy_keyword_goes_to_the_producer_as_dlpack_defines_it(monkeypatch)
     for m, _, handed_back in imported:
         m.free()
         assert len(handed_back) == 1
+
+
+@pytest.mark.parametrize("copy", [None, True])
+def test_a_producer_that_refuses_the_per_thread_stream_is_asked_for_the_legacy_one(monkeypatch, copy):
+    """PyTorch's __dlpack__ raises BufferError for the per-thread default stream (2), which gpumat reported as
+    a layout that needs copy=True. It is asked again for the legacy stream (1): the per-thread stream waits
+    for the legacy stream's earlier work by CUDA's rule, so the producer's ordering there holds for
+    gpumat's work. Other streams keep the producer's BufferError."""
+    monkeypatch.setattr(_interop, "Device", lambda ordinal: FAKE_DEVICE)
+    monkeypatch.setattr(_interop.memops, "pointer_device_ordinal", lambda ptr: 0)
+    monkeypatch.setattr(_interop, "stream_handle", lambda stream, dev: stream)
+    monkeypatch.setattr(_interop, "_import", lambda *args: "imported")
+    streams = []
+    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), refused_streams=(2,), streams=streams)
+    assert gm.from_dlpack(producer, copy=copy, stream=_interop.PER_THREAD_STREAM) == "imported"
+    assert streams == [2, 1] and asked == [copy is True] * 2
+    streams.clear()
+    producer, asked, _ = _dlpack1_producer((4, 5), (5, 1), refused_streams=(0x1234,), streams=streams)
+    with pytest.raises(ValueError, match="refused the export with copy=False"):
+        gm.from_dlpack(producer, stream=0x1234)
+    assert streams == [0x1234]
 
 
 def test_a_negative_stride_a_producer_wrapped_into_a_huge_one_is_taken_as_negative(monkeypatch):

@@ -697,10 +697,8 @@ class GpumatMachine(RuleBasedStateMachine):
             route = "dlpack" if lib == "torch" else data.draw(st.sampled_from(["dlpack", "cai"]), label="route")
             own_stream = data.draw(st.booleans(), label="made on the library's own stream")
             producer_busy = data.draw(st.booleans(), label="the library's stream busy first")
-            # PyTorch's __dlpack__ refuses the per-thread default stream (BufferError "per-thread default stream
-            # is not supported"), which gm.from_dlpack reports as an array that cannot be exported without a copy
-            kinds = [k for k in self.stream_kinds if not (lib == "torch" and k == "per_thread")]
-            kind = self.draw_kind(data, kinds=kinds)
+            # on the per-thread default stream, which PyTorch's __dlpack__ refuses, gpumat asks for the legacy one
+            kind = self.draw_kind(data)
             values = random_values(data.draw(st.integers(0, 2**32 - 1), label="seed"), shape, dtype)
             with self.on(kind) as s, self.producer(lib, own_stream):
                 if producer_busy:

@@ -32,6 +32,7 @@ from .runtime.devices import Device, device
 from .runtime.streams import (
     CAI_LEGACY,
     LEGACY_STREAM,
+    PER_THREAD_STREAM,
     checked_handle,
     stream_handle,
     synchronize_stream,
@@ -472,6 +473,19 @@ def _signed(strides: tuple, itemsize: int) -> tuple:
     return tuple(x - wrap if x * itemsize >= 1 << 63 else x for x in strides)
 
 
+def _export(obj, consumer: int, **keywords):
+    """obj.__dlpack__ for the `consumer` stream. A producer that refuses the per-thread default stream
+    (PyTorch: BufferError) is asked for the legacy one instead: the per-thread stream waits for the legacy
+    stream's earlier work by CUDA's rule for the two default streams, so what the producer orders there
+    comes before gpumat's work."""
+    try:
+        return obj.__dlpack__(stream=consumer, **keywords)
+    except BufferError:
+        if consumer != PER_THREAD_STREAM:
+            raise
+    return obj.__dlpack__(stream=CAI_LEGACY, **keywords)
+
+
 def _capsule(obj, consumer: int, copy):
     """(the capsule of obj.__dlpack__, whether the producer made it a copy): `copy` is passed on as DLPack 1.0
     defines it, False for None (gpumat imports without a copy unless asked for one). A producer that does
@@ -480,7 +494,7 @@ def _capsule(obj, consumer: int, copy):
     without a copy is a ValueError that says to pass copy=True."""
     want = copy is True
     try:
-        return obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION, copy=want), want
+        return _export(obj, consumer, max_version=DLPACK_VERSION, copy=want), want
     except TypeError:  # a producer from before the copy keyword
         pass
     except BufferError as exc:
@@ -490,9 +504,9 @@ def _capsule(obj, consumer: int, copy):
                 "layout needs a copy, pass copy=True"
             ) from None
     try:
-        return obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION), False
+        return _export(obj, consumer, max_version=DLPACK_VERSION), False
     except TypeError:  # a producer from before DLPack 1.0
-        return obj.__dlpack__(stream=consumer), False
+        return _export(obj, consumer), False
 
 
 def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
