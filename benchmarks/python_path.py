@@ -117,6 +117,9 @@ class StandInDriver:
     def cuStreamGetCtx(self, stream):  # every stream is the one device's
         return (*OK, real.CUcontext(0x1000))
 
+    def cuPointerGetAttribute(self, attribute, pointer):  # every pointer is the one device's
+        return (*OK, 0)
+
 
 def install() -> None:
     from gpumat.runtime import bindings
@@ -155,6 +158,33 @@ class TorchLikeExternal(ForeignStream):
 TorchLikeStream.__module__ = TorchLikeExternal.__module__ = "torch.cuda.streams"
 
 
+class DLPackProducer:
+    """Another library's 64 x 64 float32 GPU array as DLPack 1.0 hands it over: a new capsule a call, over
+    the same (fake) memory, with a deleter that does nothing."""
+
+    def __init__(self):
+        from gpumat import _interop
+
+        self.interop = _interop
+        self.shape = (ctypes.c_int64 * 2)(64, 64)
+        self.strides = (ctypes.c_int64 * 2)(64, 1)
+        self.deleter = _interop.DELETER(lambda address: None)
+        self.live = collections.deque(maxlen=64)  # the managed tensors of the last calls, kept alive
+
+    def __dlpack_device__(self):
+        return self.interop.KDL_CUDA, 0
+
+    def __dlpack__(self, stream=None, max_version=None, copy=None):
+        i = self.interop
+        managed = i.DLManagedTensorVersioned()
+        managed.version, managed.deleter = i.DLPackVersion(1, 0), self.deleter
+        t = managed.dl_tensor
+        t.data, t.ndim, t.shape, t.strides, t.byte_offset = 0x7E0000000000, 2, self.shape, self.strides, 0
+        t.device, t.dtype = i.DLDevice(i.KDL_CUDA, 0), i.DLDataType(2, 32, 1)
+        self.live.append(managed)
+        return i._api.PyCapsule_New(ctypes.addressof(managed), i.NAME_V, i.CAPSULE_DESTRUCTOR())
+
+
 def cases(gm) -> dict:
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
@@ -164,6 +194,7 @@ def cases(gm) -> dict:
     D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
     own, foreign, torch_stream, torch_external = gm.Stream(), ForeignStream(), TorchLikeStream(), TorchLikeExternal()
+    producer = DLPackProducer()
     return {
         "matmul 64^3": lambda: gm.matmul(A, B),
         "matmul 64^3 into out=": lambda: gm.matmul(A, B, out=C),
@@ -183,6 +214,7 @@ def cases(gm) -> dict:
         "transpose 64x64": lambda: gm.transpose(A),
         "astype float64": lambda: A.astype(np.float64),
         "dot 64x64": lambda: gm.dot(A, B),
+        "from_dlpack of another library's 64x64": lambda: gm.from_dlpack(producer),
         "upload 64x64 (from_numpy)": lambda: gm.Matrix.from_numpy(a),
         "download 64x64 (to_numpy)": lambda: A.to_numpy(),
     }

@@ -29,7 +29,7 @@ def test_every_call_path_runs_through_the_stand_in_driver():
     out = _run(str(ROOT / "benchmarks" / "python_path.py"), "--calls", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert len(lines) == 20 and all(line.endswith(" us") for line in lines), out.stdout
+    assert len(lines) == 21 and all(line.endswith(" us") for line in lines), out.stdout
     assert all(float(line.split()[-2]) > 0 for line in lines)
 
 
@@ -224,6 +224,9 @@ DRIVER_CALLS = {
     # a transposed float32 A is copied row-major first (one kernel): only the 16-bit wgmma rows read A
     # stored transposed in place (the H.T @ H case: one launch)
     "matmul A.T @ B": "cuLaunchKernel 2",
+    # the memory's device asked of the driver (a capsule's word is not enough); the import, dropped, goes
+    # back to its producer after a wait for its import stream, where gpumat's uses go unrecorded
+    "from_dlpack of another library's 64x64": "cuPointerGetAttribute 1, cuStreamSynchronize 1",
 }
 
 
@@ -232,6 +235,6 @@ def test_each_common_call_makes_only_the_driver_calls_it_needs():
     assert out.returncode == 0, out.stderr[-3000:]
     made = dict(line.split("  ", 1) for line in out.stdout.splitlines())
     made = {case.strip(): calls.strip() for case, calls in made.items()}
-    assert len(made) == 20, out.stdout
+    assert len(made) == 21, out.stdout
     for case, calls in made.items():
         assert calls == DRIVER_CALLS.get(case, "cuLaunchKernel 1"), (case, calls)

@@ -66,6 +66,18 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
     raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
 
 
+_dlpack_dtypes: dict[tuple[int, int, int], np.dtype] = {}  # (code, bits, lanes) -> gpumat dtype, as met
+
+
+def dlpack_dtype_of(code: int, bits: int, lanes: int) -> np.dtype:
+    """The gpumat dtype of a DLPack dtype, or the TypeError of dtype_from_dlpack / supported (a dict lookup
+    after the first time: every import asks)."""
+    dtype = _dlpack_dtypes.get((code, bits, lanes))
+    if dtype is None:
+        dtype = _dlpack_dtypes[(code, bits, lanes)] = supported(dtype_from_dlpack(code, bits, lanes))
+    return dtype
+
+
 def typestr(dtype: np.dtype) -> str:
     if is_bfloat16(dtype):
         return "<V2"  # the CUDA array interface has no bfloat16 code: two raw bytes (as CuPy and Numba)
@@ -401,7 +413,7 @@ def _import(
     """A Matrix over an array's memory, or with copy=True a copy of it; `copied`: the producer already
     made this array a copy for gpumat (DLPack's copy=True), which is then kept as it is where gpumat can
     view it."""
-    if any(d < 0 for d in shape):
+    if shape and min(shape) < 0:
         raise ValueError(f"the array's shape {shape} has a negative dimension")
     if not ptr and all(shape):
         raise ValueError(f"the array's data address is NULL, but its shape {shape} holds elements")
@@ -469,6 +481,8 @@ def _signed(strides: tuple, itemsize: int) -> tuple:
     """Strides in elements as a DLPack producer meant them: a stride of 2^63 bytes or more is a negative one
     that went through an unsigned division (CuPy 14 divides its byte strides by the itemsize as unsigned
     numbers, so a reversed view's -1 arrives as 2^64 / itemsize - 1); no array spans 2^63 bytes."""
+    if not strides or max(strides) * itemsize < 1 << 63:
+        return strides
     wrap = (1 << 64) // itemsize
     return tuple(x - wrap if x * itemsize >= 1 << 63 else x for x in strides)
 
@@ -599,15 +613,18 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
     try:
         # the tensor's own device, not only what __dlpack_device__ said: memory the capsule says is on the
         # host (or on another GPU) is never taken for this GPU's
-        if (t.device.device_type, t.device.device_id) not in ((KDL_CUDA, dev_id), (KDL_CUDA_MANAGED, dev_id)):
+        where = t.device
+        device_type = where.device_type
+        if (device_type, where.device_id) not in ((KDL_CUDA, dev_id), (KDL_CUDA_MANAGED, dev_id)):
             raise ValueError(
-                f"the DLPack tensor lives on device type {t.device.device_type} id {t.device.device_id}, but its "
+                f"the DLPack tensor lives on device type {device_type} id {where.device_id}, but its "
                 f"producer said CUDA device {dev_id}: refused"
             )
-        dtype = supported(dtype_from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes))
+        kind = t.dtype
+        dtype = dlpack_dtype_of(kind.code, kind.bits, kind.lanes)
         ndim = t.ndim
-        shape = tuple(t.shape[i] for i in range(ndim))
-        strides = _signed(tuple(t.strides[i] for i in range(ndim)), dtype.itemsize) if t.strides else None
+        shape = tuple(t.shape[:ndim])
+        strides = _signed(tuple(t.strides[:ndim]), dtype.itemsize) if t.strides else None
         ptr = (t.data or 0) + t.byte_offset
         flags = managed.flags if used == USED_V else 0
         if flags & FLAG_IS_COPIED and copy is not True:  # asked for none: the Matrix would not share x's memory
@@ -622,7 +639,7 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
             # Which stream the producer copied on is not in the protocol: wait for the whole device.
             dev.synchronize()
         readonly = bool(flags & FLAG_READ_ONLY) and not copied
-        device_memory = t.device.device_type == KDL_CUDA  # managed memory answers the driver differently
+        device_memory = device_type == KDL_CUDA  # managed memory answers the driver differently
         return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory, copied)
     except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
         release(None)
