@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 import gpumat as gm
-from gpumat._bench.common import environment, paired_queued_ms, print_table, warm_clocks
+from gpumat._bench.common import environment, print_table, queued_ms, warm_clocks
 from gpumat.runtime import memops
 from gpumat.transpose import ALGORITHMS, choose_algorithm
 
@@ -62,7 +62,7 @@ def case(dtype: str, rows: int, cols: int) -> dict:
                     gm.transpose(src, out=out, algorithm=name)
                     expected = np.ascontiguousarray(host.T).view(np.uint8)
                     assert np.array_equal(out.to_numpy().view(np.uint8), expected), name
-            kernel_ms, copy_ms = paired_queued_ms(lambda name=name: gm.transpose(a, out=out, algorithm=name), copy)
+            kernel_ms, copy_ms = queued_ms(lambda name=name: gm.transpose(a, out=out, algorithm=name), copy)
             found[name] = copy_ms / kernel_ms
         sfx = {"float32": "f32", "float64": "f64", "float16": "f16"}[dtype]
         pick = choose_algorithm(rows, cols, out.elements, rows, sfx, a.elements, cols)

@@ -52,87 +52,52 @@ MAX_BATCH = 200
 SWEEP_WARMUP_SECONDS = 0.02  # a sweep's cases follow one another: the clocks are up after the first
 
 
-def queued_ms(fn, batches: int = 5) -> float:
-    """Milliseconds a call when calls run back to back: the median over `batches` batches, each its calls
-    between two CUDA events on the default stream, sized to span QUEUED_BATCH_MS (after a warm-up)."""
-    start, stop = gm.Event(), gm.Event()
-    _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+def _between_events(start, stop, fn, calls: int = 1) -> float:
+    """Milliseconds between an event recorded before `calls` calls of fn and one after them (default
+    stream)."""
     start.record(0)
-    fn()
+    for _ in range(calls):
+        fn()
     stop.record(0)
     stop.synchronize()
-    calls = max(2, min(MAX_BATCH, int(QUEUED_BATCH_MS / max(start.elapsed_time(stop), 1e-3))))
-    times = []
-    for _ in range(batches):
-        start.record(0)
-        for _ in range(calls):
-            fn()
-        stop.record(0)
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times)
+    return start.elapsed_time(stop)
 
 
-def paired_queued_ms(fn, anchor, batches: int = 5) -> tuple[float, float]:
-    """queued_ms of `fn` and of `anchor` (the copy it is held against), their batches interleaved, so a
-    drift of the GPU's clocks or memory during the case weighs on both alike."""
+def queued_ms(*fns, batches: int = 5) -> list[float]:
+    """Milliseconds a call of each fn when its calls run back to back: the median over `batches` batches of
+    its calls between two CUDA events, sized to span QUEUED_BATCH_MS (after a warm-up). The functions'
+    batches are interleaved, so a drift of the GPU's clocks during a case weighs on each alike (a kernel
+    and the copy it is held against)."""
     start, stop = gm.Event(), gm.Event()
     sizes = []
-    for f in (fn, anchor):
-        _warm_up(f, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
-        start.record(0)
-        f()
-        stop.record(0)
-        stop.synchronize()
-        sizes.append(max(2, min(MAX_BATCH, int(QUEUED_BATCH_MS / max(start.elapsed_time(stop), 1e-3)))))
-    times: tuple[list, list] = ([], [])
+    for fn in fns:
+        _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+        one = _between_events(start, stop, fn)
+        sizes.append(max(2, min(MAX_BATCH, int(QUEUED_BATCH_MS / max(one, 1e-3)))))
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(batches):
-        for f, calls, found in zip((fn, anchor), sizes, times, strict=True):
-            start.record(0)
-            for _ in range(calls):
-                f()
-            stop.record(0)
-            stop.synchronize()
-            found.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
-def paired_idle_call_ms(fn, anchor, repeat: int = 7) -> tuple[float, float]:
-    """idle_call_ms of `fn` and of `anchor`, their calls interleaved."""
-    start, stop = gm.Event(), gm.Event()
-    for f in (fn, anchor):
-        _warm_up(f, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
-    times: tuple[list, list] = ([], [])
-    for _ in range(repeat):
-        for f, found in zip((fn, anchor), times, strict=True):
-            gm.synchronize()
-            time.sleep(IDLE_GAP_S)
-            start.record(0)
-            f()
-            stop.record(0)
-            stop.synchronize()
-            found.append(start.elapsed_time(stop))
-    return statistics.median(times[0]), statistics.median(times[1])
+        for fn, calls, found in zip(fns, sizes, times, strict=True):
+            found.append(_between_events(start, stop, fn, calls) / calls)
+    return [statistics.median(t) for t in times]
 
 
 IDLE_GAP_S = 0.002  # the GPU's queue is empty this long before a one-call measurement
 
 
-def idle_call_ms(fn, repeat: int = 7) -> float:
-    """Milliseconds of one call on an idle GPU: nothing queued before it, an event recorded just before the
-    call and one just after (so the host's cost of issuing it counts); the median of `repeat` calls."""
+def idle_call_ms(*fns, repeat: int = 7) -> list[float]:
+    """Milliseconds of one call of each fn on an idle GPU: nothing queued before it, an event recorded just
+    before the call and one just after (so the host's cost of issuing it counts); the median of `repeat`
+    calls, the functions' calls interleaved."""
     start, stop = gm.Event(), gm.Event()
-    _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
-    times = []
+    for fn in fns:
+        _warm_up(fn, 3, gm.synchronize, SWEEP_WARMUP_SECONDS)
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        gm.synchronize()
-        time.sleep(IDLE_GAP_S)
-        start.record(0)
-        fn()
-        stop.record(0)
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+        for fn, found in zip(fns, times, strict=True):
+            gm.synchronize()
+            time.sleep(IDLE_GAP_S)
+            found.append(_between_events(start, stop, fn))
+    return [statistics.median(t) for t in times]
 
 
 def warm_clocks(seconds: float = 0.3) -> None:

@@ -55,7 +55,7 @@ def run_case(dtype_name: str, n: int, torch) -> dict:
         if n <= CHECK_UP_TO:
             _checked(x, y, shape, dtype)
         ms = time_ms(lambda: dot(x, y))
-        copy_ms = queued_ms(lambda: memops.copy_device_2d(y.elements, nbytes, x.elements, nbytes, nbytes, 1, 0))
+        (copy_ms,) = queued_ms(lambda: memops.copy_device_2d(y.elements, nbytes, x.elements, nbytes, nbytes, 1, 0))
         wall_us = wall(lambda: dot(x, y), repeat=15) * 1e6
     entry = {
         "dtype": dtype_name,

@@ -21,7 +21,7 @@ from .. import _dtypes
 from ..matrix import Matrix
 from ..runtime import memops
 from ..transpose import choose_algorithm, transpose
-from .common import geometric_mean, paired_idle_call_ms, paired_queued_ms, print_table, warm_clocks, write_json
+from .common import geometric_mean, idle_call_ms, print_table, queued_ms, warm_clocks, write_json
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 WIDTHS = (1, 2, 3, 8, 17, 24, 31, 32, 37, 63, 64, 100, 127, 128)
@@ -68,7 +68,7 @@ def run_case(dtype_name: str, kind: str, rows: int, cols: int) -> dict:
         def call():
             transpose(a, out=out)
 
-        queued, one_call = paired_queued_ms(call, copy), paired_idle_call_ms(call, copy)
+        queued, one_call = queued_ms(call, copy), idle_call_ms(call, copy)
         times = {
             "transpose_ms": queued[0],
             "copy_ms": queued[1],
