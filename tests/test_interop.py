@@ -330,6 +330,20 @@ def test_a_copy_pytorch_makes_when_asked_is_written_before_gpumat_reads_it():
 
 
 @gpu
+@pytest.mark.parametrize("copy", [None, True])
+def test_a_pytorch_tensor_imports_on_the_per_thread_default_stream(copy):
+    """PyTorch's __dlpack__ refuses the per-thread default stream; gpumat asks it for the legacy one, which
+    the per-thread stream follows, and the import's values are right on the per-thread stream."""
+    torch = pytest.importorskip("torch")
+    t = torch.arange(12, device="cuda", dtype=torch.float32).reshape(3, 4)
+    m = gm.from_dlpack(t, copy=copy, stream=2)
+    assert (m.elements != t.data_ptr()) if copy else (m.is_borrowed and m.elements == t.data_ptr())
+    expected = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(gm.transpose(m, stream=2).to_numpy(stream=2), expected.T)
+    m.free()
+
+
+@gpu
 @pytest.mark.parametrize("on", ["gm.Stream", "a PyTorch stream"])
 def test_a_freed_import_goes_back_to_its_producer_only_after_the_queued_work_has_run(on):
     """Issue 24 item 2: freeing a borrowed matrix while gpumat work that reads it is still queued used to
