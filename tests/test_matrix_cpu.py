@@ -182,6 +182,44 @@ def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():
     assert blocks.take(256, 0) == 0x2000 and blocks.bytes == 0
 
 
+def test_a_full_free_list_hands_back_the_blocks_of_streams_kept_longest(monkeypatch):
+    """Blocks kept for another library's streams that never come back (a new PyTorch stream every step) used
+    to hold the free list full for good, every later small free going to the driver; and every stream
+    left a key behind. A full list now hands back the blocks kept longest for other streams (after their
+    stream's mark, on the legacy stream) to keep the new one, and an emptied key goes."""
+    from collections import deque
+
+    from support import FakeDevice
+
+    from gpumat.memory import pool as pool_module
+    from gpumat.runtime import memops, streams
+
+    freed, waited = [], []
+    monkeypatch.setattr(memops, "free_async", lambda ptr, stream: freed.append((ptr, stream)))
+    monkeypatch.setattr(streams, "wait_for_streams", lambda stream, others: waited.append((stream, others)))
+    p = object.__new__(pool_module.Pool)
+    p.device, p.small, p.pending, p.used, p.peak = FakeDevice(), pool_module._SmallBlocks(), deque(), 0, 0
+    p.limit, p.closed_seen, p.handle = None, streams.closed_generation, None
+
+    def foreign(sid):
+        f = object.__new__(streams.Foreign)
+        f.handle, f.sid, f.event, f.named_by = 0xABC000, sid, None, None
+        return f
+
+    size = pool_module.SMALL_BLOCK
+    gone = [foreign(sid) for sid in range(pool_module.KEEP_BYTES // size)]  # streams that never come back
+    for i, f in enumerate(gone):
+        p.used += size
+        p.release(0x7E0000000000 + i * size, size, f, {f: f})
+    assert p.small.bytes == pool_module.KEEP_BYTES and not freed
+    p.used += 4096
+    p.free(0x7F0000000000, 4096, 0)  # the legacy stream's block: kept, the first stream's block handed back
+    assert p.small.take(4096, 0) == 0x7F0000000000 and (0, 4096) not in p.small.by_key
+    assert freed == [(0x7E0000000000, 0)] and waited == [(0, {gone[0]: gone[0]})]
+    assert (size, gone[0]) not in p.small.by_key and p.small.take(size, gone[1]) == 0x7E0000000000 + size
+    assert p.used == 0  # blocks on the free list count as used by nothing
+
+
 def test_a_dict_is_a_type_error_and_big_endian_arrays_convert_exactly():
     with pytest.raises(TypeError, match="dict"):
         as_host_2d({"a": 1})

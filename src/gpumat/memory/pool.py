@@ -45,11 +45,15 @@ class _SmallBlocks:
         self.bytes = 0
 
     def take(self, nbytes: int, stream: int) -> int:
-        kept = self.by_key.get((nbytes, stream))
+        key = (nbytes, stream)
+        kept = self.by_key.get(key)
         if not kept:
             return 0
         self.bytes -= nbytes
-        return kept.pop()
+        ptr = kept.pop()
+        if not kept:  # no empty lists: the keys of streams never seen again would pile up
+            del self.by_key[key]
+        return ptr
 
     def give(self, ptr: int, nbytes: int, stream: int) -> bool:
         """Keep the block if there is room; False means the caller frees it."""
@@ -63,6 +67,24 @@ class _SmallBlocks:
         kept.append(ptr)
         self.bytes += nbytes
         return True
+
+    def evict(self, room: int, keep) -> list[tuple[int, int, int]]:
+        """Remove whole keys' blocks, those given first first, other than `keep`'s, until `room` more bytes
+        fit under KEEP_BYTES; return them (ptr, nbytes, stream) for the caller to free. The free list is
+        keyed by stream, and another library's stream may never come back (a new PyTorch stream a step):
+        without this its blocks would hold the list full, and every other small free would go to the
+        driver."""
+        out = []
+        for key in list(self.by_key):
+            if self.bytes + room <= KEEP_BYTES:
+                break
+            if key[1] == keep:
+                continue
+            nbytes = key[0]
+            kept = self.by_key.pop(key)
+            out += [(p, nbytes, key[1]) for p in kept]
+            self.bytes -= nbytes * len(kept)
+        return out
 
     def drain(self, stream: int | None = None) -> list[tuple[int, int, int]]:
         """Remove and return (ptr, nbytes, stream) of every kept block (of one stream, if given)."""
@@ -160,9 +182,21 @@ class Pool:
         self.used -= nbytes
         if stream in dead_streams:  # its stream was closed (and drained first): any stream orders the free
             stream = LEGACY_STREAM
-        if nbytes <= SMALL_BLOCK and trusted(stream) and self.small.give(ptr, nbytes, stream):
+        if nbytes <= SMALL_BLOCK and trusted(stream) and self._keep(ptr, nbytes, stream):
             return
         memops.free_async(ptr, stream)
+
+    def _keep(self, ptr: int, nbytes: int, stream) -> bool:
+        """Put a small block on the free list for `stream` (lock held), making room by handing back the
+        blocks kept longest for other streams when the list is full; False: the caller frees it."""
+        small = self.small
+        if small.give(ptr, nbytes, stream):
+            return True
+        if small.bytes + nbytes <= KEEP_BYTES:  # its size's list is full: that is no lack of room
+            return False
+        for old_ptr, _, old_stream in small.evict(nbytes, stream):
+            self._dispose(old_ptr, old_stream)
+        return small.give(ptr, nbytes, stream)
 
     def release(self, ptr: int, nbytes: int, stream, others) -> None:
         """Free a buffer's block after every stream that used it (lock held). `stream`: its allocation
@@ -171,7 +205,7 @@ class Pool:
         any other goes to the legacy stream after the stream's mark."""
         if stream.__class__ is Foreign:
             used_there_alone = len(others) == 1 and others.get(stream) is stream  # and marked after it
-            if nbytes <= SMALL_BLOCK and used_there_alone and self.small.give(ptr, nbytes, stream):
+            if nbytes <= SMALL_BLOCK and used_there_alone and self._keep(ptr, nbytes, stream):
                 self.used -= nbytes
                 return
             stream = LEGACY_STREAM
