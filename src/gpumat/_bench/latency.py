@@ -14,6 +14,7 @@ from .common import cupy, environment, interleaved_us, print_table, write_json
 
 SIDE = 64
 MIB4 = (1024, 1024)  # float32: 4 MiB
+IMPORT = "import a PyTorch 64x64 (DLPack)"  # gm.from_dlpack against cupy.from_dlpack of the same kind of tensor
 
 
 def _torch():
@@ -51,6 +52,8 @@ def _gpumat_cases(torch, cp) -> dict:
     if torch is not None:
         ts = torch.cuda.Stream()
         cases["matmul 64^3, stream=a PyTorch stream"] = (lambda: gm.matmul(A, A, stream=ts), ts.synchronize)
+        t = torch.rand(SIDE, SIDE, device="cuda")
+        cases[IMPORT] = (lambda: gm.from_dlpack(t), sync)
     if cp is not None:
         cs = cp.cuda.Stream(non_blocking=True)
         cases["matmul 64^3, stream=a CuPy stream"] = (lambda: gm.matmul(A, A, stream=cs), cs.synchronize)
@@ -91,7 +94,7 @@ def _torch_cases(torch) -> dict:
     }
 
 
-def _cupy_cases(cp) -> dict:
+def _cupy_cases(cp, torch) -> dict:
     a = cp.random.rand(SIDE, SIDE, dtype=cp.float32)
     c = cp.empty((SIDE, SIDE), cp.float32)
     h = a.astype(cp.float16)  # CuPy has no bfloat16
@@ -106,7 +109,7 @@ def _cupy_cases(cp) -> dict:
         with cs:
             return a @ a
 
-    return {
+    cases = {
         "matmul 64^3": (lambda: a @ a, sync),
         "matmul 64^3 into out=": (lambda: cp.matmul(a, a, out=c), sync),
         "matmul 64^3 float16": (lambda: h @ h, sync),
@@ -119,6 +122,10 @@ def _cupy_cases(cp) -> dict:
         "upload 4 MiB": (lambda: cp.asarray(big_host), sync),
         "download 4 MiB into out": (lambda: big.get(out=big_back), sync),
     }
+    if torch is not None:
+        t = torch.rand(SIDE, SIDE, device="cuda")
+        cases[IMPORT] = (lambda: cp.from_dlpack(t), sync)
+    return cases
 
 
 def run(args) -> dict:
@@ -129,7 +136,7 @@ def run(args) -> dict:
     if torch is not None:
         libraries["pytorch"] = _torch_cases(torch)
     if cp is not None:
-        libraries["cupy"] = _cupy_cases(cp)
+        libraries["cupy"] = _cupy_cases(cp, torch)
     results: dict[str, dict] = {}
     for name in libraries["gpumat"]:
         n = max(calls // 20, 20) if "4 MiB" in name else calls
