@@ -44,3 +44,56 @@ def test_the_dot_sweep_runs_from_2_to_the_10_to_2_to_the_28():
     for p in dot.POWERS:
         rows, cols = dot._shape(1 << p)
         assert rows * cols == 1 << p and rows <= cols
+
+
+SWEEPS_ON_THE_STAND_IN = r"""
+import json, sys, types
+sys.path.insert(0, sys.argv[1])
+import python_path
+python_path.install()
+import gpumat._bench.common as common
+import gpumat._bench.dot as dot
+import gpumat._bench.transpose as transpose
+common.IDLE_GAP_S = 0
+transpose._checked = dot._checked = lambda *args: None  # the stand-in's memory holds no values
+args = types.SimpleNamespace(quick=True, no_json=True)
+json.dump({"transpose": transpose.run(args), "dot": dot.run(args)}, open(sys.argv[2], "w"))
+"""
+
+
+def test_the_docs_tables_read_what_the_transpose_and_dot_sweeps_write(tmp_path, monkeypatch):
+    """The sweeps run on the stand-in driver (every path through them, nothing timed for real), and the
+    memory-bound table of docs/performance.md is generated from what they wrote: a change to either side's
+    fields fails here, not on the next device run."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "src" / "gpumat" / "kernels" / "manifest.json").exists():
+        import pytest
+
+        pytest.skip("the kernels are not built (no manifest.json): `make kernels` builds them")
+    out = tmp_path / "sweeps.json"
+    run = subprocess.run(
+        [sys.executable, "-c", SWEEPS_ON_THE_STAND_IN, str(root / "benchmarks"), str(out)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import tables
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    for op, payload in json.loads(out.read_text()).items():
+        data = {"op": op, "device": tables.DEVICE, "date": "2099-01-01", **payload}
+        (tmp_path / f"{op}-nvidia-h100-80gb-hbm3-2099-01-01.json").write_text(json.dumps(data))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    text = tables.gen_memory_bound()
+    assert "transpose, float16" in text and "dot, bfloat16" in text and "2099-01-01" in text
