@@ -182,16 +182,19 @@ class Pool:
         self.used -= nbytes
         if stream in dead_streams:  # its stream was closed (and drained first): any stream orders the free
             stream = LEGACY_STREAM
-        if nbytes <= SMALL_BLOCK and trusted(stream) and self._keep(ptr, nbytes, stream):
+        if (
+            nbytes <= SMALL_BLOCK
+            and trusted(stream)
+            and (self.small.give(ptr, nbytes, stream) or self._keep_making_room(ptr, nbytes, stream))
+        ):
             return
         memops.free_async(ptr, stream)
 
-    def _keep(self, ptr: int, nbytes: int, stream) -> bool:
-        """Put a small block on the free list for `stream` (lock held), making room by handing back the
-        blocks kept longest for other streams when the list is full; False: the caller frees it."""
+    def _keep_making_room(self, ptr: int, nbytes: int, stream) -> bool:
+        """After the free list refused a small block for `stream` (lock held): where it refused for want of
+        room, hand back the blocks kept longest for other streams and keep this one; False: the caller
+        frees it. (Only a refused block gets here: the common free is the one give() call.)"""
         small = self.small
-        if small.give(ptr, nbytes, stream):
-            return True
         if small.bytes + nbytes <= KEEP_BYTES:  # its size's list is full: that is no lack of room
             return False
         for old_ptr, _, old_stream in small.evict(nbytes, stream):
@@ -205,7 +208,11 @@ class Pool:
         any other goes to the legacy stream after the stream's mark."""
         if stream.__class__ is Foreign:
             used_there_alone = len(others) == 1 and others.get(stream) is stream  # and marked after it
-            if nbytes <= SMALL_BLOCK and used_there_alone and self._keep(ptr, nbytes, stream):
+            if (
+                nbytes <= SMALL_BLOCK
+                and used_there_alone
+                and (self.small.give(ptr, nbytes, stream) or self._keep_making_room(ptr, nbytes, stream))
+            ):
                 self.used -= nbytes
                 return
             stream = LEGACY_STREAM
