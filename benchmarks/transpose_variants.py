@@ -20,6 +20,7 @@ import numpy as np
 
 import gpumat as gm
 from gpumat._bench.common import environment, print_table, queued_ms, warm_clocks
+from gpumat._dtypes import suffix
 from gpumat.runtime import memops
 from gpumat.transpose import ALGORITHMS, choose_algorithm
 
@@ -64,8 +65,7 @@ def case(dtype: str, rows: int, cols: int) -> dict:
                     assert np.array_equal(out.to_numpy().view(np.uint8), expected), name
             kernel_ms, copy_ms = queued_ms(lambda name=name: gm.transpose(a, out=out, algorithm=name), copy)
             found[name] = copy_ms / kernel_ms
-        sfx = {"float32": "f32", "float64": "f64", "float16": "f16"}[dtype]
-        pick = choose_algorithm(rows, cols, out.elements, rows, sfx, a.elements, cols)
+        pick = choose_algorithm(rows, cols, out.elements, rows, suffix(a.dtype), a.elements, cols)
         return {"dtype": dtype, "rows": rows, "cols": cols, "auto_picks": pick, "ratio": found}
     finally:
         a.free()
