@@ -6,6 +6,9 @@
 // blockIdx.x the column tiles of A and caps gridDim.y at 65535, and each block walks the row tiles of
 // A in a grid-stride loop. Every variant works for any shape: tiles that stick out of A are
 // bounds-checked element by element.
+// Every entry takes a batch: `batch` matrices, A's bsa and B's bsb elements apart (0: one matrix each),
+// walked by blockIdx.z in a grid-stride loop (gridDim.z = min(batch, 65535)), so a batch is one launch.
+// Each family ends its tile loop at a barrier, so a block may run it again for the next matrix.
 #include "gpumat.cuh"
 
 using gpumat::copy_async;
@@ -693,12 +696,16 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
 
 }  // namespace
 
-// One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb).
+// One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
+#define GPUMAT_TRANSPOSE_BATCH(CALL)                                                                         \
+    for (long long z = blockIdx.z; z < batch; z += gridDim.z)                                                \
+        CALL;
 #define GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, SFX, T)                                                    \
     extern "C" __global__ void __launch_bounds__(THREADS) transpose_##FAMILY##_##SFX(                       \
-        const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols, long long lda, long long ldb) \
+        const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, \
+        long long batch, long long bsa, long long bsb)                                                       \
     {                                                                                                        \
-        FAMILY<T>(A, B, rows, cols, lda, ldb);                                                               \
+        GPUMAT_TRANSPOSE_BATCH((FAMILY<T>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                  \
     }
 #define GPUMAT_TRANSPOSE_FAMILY(FAMILY, THREADS)                          \
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f32, unsigned int)            \
@@ -720,9 +727,9 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256)
 #define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
     extern "C" __global__ void __launch_bounds__(256) transpose_pairs128x64_##SFX(                          \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
-        long long lda, long long ldb)                                                                        \
+        long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \
-        pairs128x64(A, B, rows, cols, lda, ldb);                                                             \
+        GPUMAT_TRANSPOSE_BATCH((pairs128x64(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
     }
 GPUMAT_TRANSPOSE_PAIRS(f16)
 GPUMAT_TRANSPOSE_PAIRS(bf16)
@@ -730,9 +737,9 @@ GPUMAT_TRANSPOSE_PAIRS(bf16)
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
     extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
-        long long lda, long long ldb)                                                                        \
+        long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \
-        IMPL<BYTES>(A, B, rows, cols, lda, ldb);                                                             \
+        GPUMAT_TRANSPOSE_BATCH((IMPL<BYTES>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
     }
 GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)

@@ -224,6 +224,23 @@ def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it()
     assert "stored transposed" in str(ta)
 
 
+def test_a_transposed_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
+    """Issue 41: B stored transposed in a batch of 384 (attention's Q @ K^T layout) used to be transposed into
+    row-major scratch one launch a matrix, 384 launches ahead of the product; it is one transpose launch
+    over the batch (z), each matrix from its batch stride to its place in the scratch."""
+    from support import bound_run
+
+    m, n, k, batch = 77, 77, 64, 384
+    q = plan(Problem(m, n, k, "f32", "f32", "float32", b_trans=True, batch=batch), H100)
+    assert q.copy_b
+    a, b, c = (0x7F0000000000, k, m * k), (0x7F0010000000, k, n * k), (0x7F0020000000, n, m * n)
+    _, launches, copies = bound_run(monkeypatch, q, a, b, c)
+    assert len(copies) == 1 and len(launches) == 1
+    kind, args = copies[0]
+    aligned_n = -(-n // 4) * 4
+    assert kind == "transpose" and args == (b[0], 0x7F4000000000, n, k, k, aligned_n, batch, n * k, k * aligned_n)
+
+
 def test_batched_cost_grows_with_the_batch():
     one = plan(Problem(128, 128, 128, "f32", "f32", "float32"), H100).seconds
     many = plan(Problem(128, 128, 128, "f32", "f32", "float32", batch=4096), H100).seconds

@@ -1,8 +1,9 @@
 """Transpose, B = A^T, of a float32, float64, float16 or bfloat16 matrix: argument checks, variant choice, launch.
 
-Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb); see
-cuda/transpose.cu. The grid puts A's column tiles on x and A's row tiles on y (capped at 65535; the
-kernels walk the rest in a grid-stride loop). The kernels move bits: KERNELS[(variant, suffix)] holds
+Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb), for each of a
+batch of matrices (A's bsa and B's bsb elements apart); see cuda/transpose.cu. The grid puts A's column
+tiles on x, A's row tiles on y and the batch on z (y and z capped at 65535; the kernels walk the rest in
+grid-stride loops): a batch is one launch. The kernels move bits: KERNELS[(variant, suffix)] holds
 every variant of every dtype (suffixes from _dtypes.SUFFIXES), strip kernels for narrow matrices and the
 2-byte kernels included; VARIANTS is the tiled family by name (the same names for every dtype).
 """
@@ -20,7 +21,7 @@ from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.memops import copy_device_2d
 from .runtime.streams import stream_handle
 
-SIGNATURE = "PPqqqq"  # A, B, rows, cols, lda, ldb
+SIGNATURE = "PPqqqqqqq"  # A, B, rows, cols, lda, ldb, batch, bsa, bsb (the matrices' strides in elements)
 
 
 @dataclass(frozen=True)
@@ -290,17 +291,17 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
     s = stream_handle(stream, dev)
     with dev.lock:
         shape = check_operands(a, out, algorithm)
-        src, lds, _, trans, batch, rows, cols, dt, a_buffer = a._operand()
+        src, lds, a_bstride, trans, batch, rows, cols, dt, a_buffer = a._operand()
         if out is None:
             out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, batch)
         else:
             same_dtype("transpose", (a, "a"), (out, "out"))
         if out.size == 0:
             return out
-        dst, ldd, _, out_trans, *_, out_buffer = out._operand()
+        dst, ldd, out_bstride, out_trans, *_, out_buffer = out._operand()
         use_on(s, a_buffer, out_buffer)
-        if batch is None and not trans and not out_trans:  # the common call: one row-major matrix each
-            transpose_region(src, dst, rows, cols, lds, ldd, dt, s, dev, algorithm)
+        if not trans and not out_trans:  # row-major storages (the common call): one launch, batch or not
+            transpose_region(src, dst, rows, cols, lds, ldd, dt, s, dev, algorithm, batch or 1, a_bstride, out_bstride)
         else:
             for x, y in zip(matrices(a), matrices(out), strict=True):
                 _transpose_one(x, y, dt, algorithm, s, dev)
@@ -321,28 +322,43 @@ def _transpose_one(x: Matrix, y: Matrix, dt: str, algorithm: str, s: int, dev) -
 
 
 def transpose_region(
-    src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, dt: str, s: int, dev, algorithm: str = "auto"
+    src: int,
+    dst: int,
+    rows: int,
+    cols: int,
+    lds: int,
+    ldd: int,
+    dt: str,
+    s: int,
+    dev,
+    algorithm: str = "auto",
+    batch: int = 1,
+    bsa: int = 0,
+    bsb: int = 0,
 ) -> None:
-    """dst (cols x rows, row stride ldd) = src (rows x cols, row stride lds)^T, queued on stream s (device
-    lock held; operands already ordered on s): what gm.transpose and the matmul engine's transposed
-    operands run."""
+    """dst (cols x rows, row stride ldd) = src (rows x cols, row stride lds)^T, for each of `batch` matrices
+    (src's bsa and dst's bsb elements apart), one launch queued on stream s (device lock held; operands
+    already ordered on s): what gm.transpose and the matmul engine's transposed operands run."""
     isz = ITEMSIZE[dt]
-    if algorithm == "auto" and rows == 1:  # a vector: its transpose is a copy; 1 x cols -> cols x 1
+    if algorithm == "auto" and batch == 1 and rows == 1:  # a vector: its transpose is a copy; 1 x cols -> cols x 1
         copy_device_2d(dst, ldd * isz, src, isz, isz, cols, s)
         return
-    if algorithm == "auto" and cols == 1:  # rows x 1 -> 1 x rows
+    if algorithm == "auto" and batch == 1 and cols == 1:  # rows x 1 -> 1 x rows
         copy_device_2d(dst, isz, src, lds * isz, isz, rows, s)
         return
-    # auto's choice reads the addresses only modulo a 32-byte sector: the launch is cached on what it reads
-    key = (rows, cols, lds, ldd, dt, src & 31, dst & 31, algorithm)
+    # auto's choice reads the addresses only modulo a 32-byte sector: the launch is cached on what it reads.
+    # Over a batch, an address's low bits ORed with its stride's are the least aligned any matrix has.
+    a_low, b_low = (src | bsa * isz) & 31, (dst | bsb * isz) & 31
+    key = (rows, cols, lds, ldd, dt, a_low, b_low, algorithm, min(batch, MAX_GRID_YZ))
     launch = _LAUNCHES.get(key)
     if launch is None:
-        v = resolve(algorithm, dt, rows, cols, src, lds, dst, ldd)
-        launch = FixedLaunch(v.kernel, v.grid(rows, cols), v.block, 0, len(SIGNATURE), ())
+        v = resolve(algorithm, dt, rows, cols, a_low, lds, b_low, ldd)
+        gx, gy, _ = v.grid(rows, cols)
+        launch = FixedLaunch(v.kernel, (gx, gy, key[-1]), v.block, 0, len(SIGNATURE), ())
         if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
-    launch(dev, s, src, dst, rows, cols, lds, ldd)
+    launch(dev, s, src, dst, rows, cols, lds, ldd, batch, bsa, bsb)
 
 
 _LAUNCHES: dict[tuple, FixedLaunch] = {}  # transpose_region's launches by what decides them

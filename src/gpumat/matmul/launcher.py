@@ -212,7 +212,7 @@ def _row_major_copy(
     """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
     batch when its batch stride is not 0) whose base and row stride are 16-byte aligned, in pool scratch,
     by a copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
-    transposed operand (stored cols x rows) is transposed on the way, one launch a matrix."""
+    transposed operand (stored cols x rows) is transposed on the way, one launch for the whole batch."""
     ptr, ld, bstride = operand[:3]
     size = ITEMSIZE[sfx]
     per_16 = 16 // size
@@ -222,12 +222,13 @@ def _row_major_copy(
     nbytes = count * per_matrix * size
     dst = pool.alloc(nbytes, stream)
     held.append((dst, nbytes))
-    for i in range(count):
-        src, out = ptr + i * bstride * size, dst + i * per_matrix * size
-        if trans:
-            transpose_region(src, out, cols, rows, ld, aligned_ld, sfx, stream, dev)
-        else:
-            copy_region(src, out, rows, cols, ld, aligned_ld, sfx, stream, dev)
+    if trans:
+        transpose_region(ptr, dst, cols, rows, ld, aligned_ld, sfx, stream, dev, "auto", count, bstride, per_matrix)
+    else:
+        for i in range(count):
+            copy_region(
+                ptr + i * bstride * size, dst + i * per_matrix * size, rows, cols, ld, aligned_ld, sfx, stream, dev
+            )
     return dst, aligned_ld, per_matrix if bstride else 0
 
 
