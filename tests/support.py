@@ -228,6 +228,26 @@ def fake_matrix(
     )
 
 
+def fake_batch(batch, height, width, stride=None, bstride=None, ptr=0x7F0000000000, dtype=np.float32, trans=False):
+    """A batch of fake matrices (nothing on a GPU): `batch` matrices `bstride` elements apart (by default
+    packed one after another), each height x width with row stride `stride`, maybe stored transposed."""
+    from gpumat import _dtypes
+
+    stride = stride or max(height if trans else width, 1)
+    bstride = (width if trans else height) * stride if bstride is None else bstride
+    return Matrix._wrap(
+        FakeBuffer(ptr),
+        0,
+        height,
+        width,
+        stride,
+        dtype=_dtypes.as_dtype(dtype),
+        trans=trans,
+        batch=batch,
+        bstride=bstride,
+    )
+
+
 # The matmul engine's planner is pure: CPU tests plan for these GPUs by hand (gpumat.matmul.problem.Target).
 ALL_MODULES = frozenset(
     {k.module for v in VARIANTS.values() for k in v.kernels.values()} | {k.module for k in REDUCE.values()}

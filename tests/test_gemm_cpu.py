@@ -3,7 +3,7 @@ checks (before anything is launched), and how the engine plans batches and trans
 
 import numpy as np
 import pytest
-from support import ALL_MODULES, FAKE_DEVICE, H100, FakeBuffer, fake_matrix, record_launches
+from support import ALL_MODULES, FAKE_DEVICE, H100, fake_batch, fake_matrix, record_launches
 
 import gpumat as gm
 from gpumat.matmul.engine import (
@@ -18,26 +18,8 @@ from gpumat.matmul.engine import (
     plan,
     result_shape,
 )
-from gpumat.matrix import Matrix, folded, matrices, storage
+from gpumat.matrix import folded, matrices, storage
 from gpumat.operands import overlaps
-
-
-def fake_batch(batch, height, width, stride=None, bstride=None, ptr=0x7F0000000000, dtype=np.float32, trans=False):
-    from gpumat import _dtypes
-
-    stride = stride or max(height if trans else width, 1)
-    bstride = (width if trans else height) * stride if bstride is None else bstride
-    return Matrix._wrap(
-        FakeBuffer(ptr),
-        0,
-        height,
-        width,
-        stride,
-        dtype=_dtypes.as_dtype(dtype),
-        trans=trans,
-        batch=batch,
-        bstride=bstride,
-    )
 
 
 # --- views -----------------------------------------------------------------------------------------

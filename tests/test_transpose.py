@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import (
-    FakeBuffer,
     built_entries,
     dims,
+    fake_batch,
     fake_matrix,
     poison,
     poisoned,
@@ -165,27 +165,12 @@ def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
                 assert args == (a.elements, out.elements, rows, cols, lda, rows, 1, 0, 0)
 
 
-def _fake_batch(batch, rows, cols, bstride, ptr, dtype="float32", stride=None):
-    from gpumat import _dtypes
-
-    return gm.Matrix._wrap(
-        FakeBuffer(ptr),
-        0,
-        rows,
-        cols,
-        stride or cols,
-        dtype=_dtypes.as_dtype(dtype),
-        batch=batch,
-        bstride=bstride,
-    )
-
-
 @pytest.mark.parametrize("batch", [1, 2, 7, 70000])
 def test_a_batch_is_one_launch(no_gpu, batch):
     """Every matrix of a batch in one launch (gridDim.z = the batch, capped at 65535; the kernels walk the
     rest), where the transposes of a batch used to be one launch a matrix."""
-    a = _fake_batch(batch, 40, 300, 40 * 301, 0x7F0000000000, stride=301)
-    out = _fake_batch(batch, 300, 40, 300 * 40, 0x7F1000000000)
+    a = fake_batch(batch, 40, 300, stride=301)
+    out = fake_batch(batch, 300, 40, ptr=0x7F1000000000)
     T.transpose(a, out=out)
     ((name, grid, block, args, _, _),) = no_gpu
     v = T.resolve("auto", "f32", 40, 300, a.elements, 301, out.elements, 40)
@@ -198,11 +183,11 @@ def test_a_batch_takes_a_kernel_whose_alignment_holds_for_every_matrix(no_gpu):
     address's low bits ORed with the stride's): float16 strips that need 16-byte aligned rows are not
     launched on a batch whose second matrix starts 2 bytes past a 16-byte boundary."""
     rows, cols = 5000, 41  # narrow, odd width: narrow_cols_flat16k wants A packed and 16-byte aligned
-    packed = _fake_batch(2, rows, cols, rows * cols + 8, 0x7F0000000000, dtype="float16")
-    out = _fake_batch(2, cols, rows, rows * cols, 0x7F1000000000, dtype="float16")
+    packed = fake_batch(2, rows, cols, bstride=rows * cols + 8, dtype="float16")
+    out = fake_batch(2, cols, rows, ptr=0x7F1000000000, dtype="float16")
     T.transpose(packed, out=out)
     assert no_gpu.pop()[0] == "transpose_narrow_cols_flat16k_f16"  # 16 bytes between them: still aligned
-    shifted = _fake_batch(2, rows, cols, rows * cols + 1, 0x7F0000000000, dtype="float16")
+    shifted = fake_batch(2, rows, cols, bstride=rows * cols + 1, dtype="float16")
     T.transpose(shifted, out=out)
     name = no_gpu.pop()[0]
     assert name != "transpose_narrow_cols_flat16k_f16"
