@@ -32,7 +32,12 @@
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
 // multiple of BK (64 halves, 32 floats) when there is more than one split (a k tile never straddles two
-// splits: the copy engine reads whole boxes). No batch.
+// splits: the copy engine reads whole boxes).
+//
+// Batches: `batch` products in one launch (a batch has one split), work items over the batch's tiles.
+// The maps of A and B are 3-D, the matrix their outer dimension (a map of one matrix when every product
+// shares it: `batched` bit 0 for A, bit 1 for B says which hold a matrix a product); C's layers, a
+// split's partials or the batch's matrices, lie c_layer elements apart, as C's map says too.
 //
 // Epilogue (gpumat::Epilogue, the last parameters): C[i, j] = act(alpha * acc + beta * C[i, j] + bias)
 // in float32, applied to the accumulators before they are rounded to C's dtype (either way out); beta
@@ -126,6 +131,19 @@ struct Tile {
 static_assert(Tile<256>::STAGES == 4 && Tile<256>::SMEM_BYTES == 230528, "48 KiB stages: 4 fit");
 static_assert(Tile<128>::STAGES == 6 && Tile<128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
 
+// A launch's products: `count` of them (1: one product), the layers of C (a split's partials, or the
+// matrices of a batch) c_layer elements apart, and whether the maps of A and B hold a matrix a product
+// (their outer dimension, the layer a work item reads) or one matrix that every product shares.
+struct Batch {
+    int count;
+    long long c_layer;
+    bool a_batched, b_batched;
+    __device__ Batch(int count_, long long c_layer_, int batched)
+        : count(count_), c_layer(c_layer_), a_batched(batched & 1), b_batched(batched & 2)
+    {
+    }
+};
+
 // The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by value.
 struct alignas(64) TensorMap {
     unsigned long long opaque[16];
@@ -162,13 +180,14 @@ __device__ __forceinline__ void bar_expect(uint32_t bar, int bytes)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
 }
 
-// A 2-D box of the tensor map at element coordinates (inner, outer) into shared memory; its bytes
-// count towards `bar`'s transaction.
-__device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int inner, int outer, uint32_t bar)
+// A box of the (3-D) tensor map at element coordinates (inner, outer) of matrix `layer` into shared
+// memory; its bytes count towards `bar`'s transaction.
+__device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int inner, int outer, int layer,
+                                         uint32_t bar)
 {
     asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-        :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar) : "memory");
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+        :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(layer), "r"(bar) : "memory");
 }
 
 // Fetch a tensor map into the TMA unit's descriptor cache before its first use: the first load of a
@@ -178,11 +197,11 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map)
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
-// C's box at element coordinates (column, row, split) from shared memory, in this thread's bulk group.
-__device__ __forceinline__ void tma_store(const TensorMap* map, uint32_t src, int col, int row, int split)
+// C's box at element coordinates (column, row, layer) from shared memory, in this thread's bulk group.
+__device__ __forceinline__ void tma_store(const TensorMap* map, uint32_t src, int col, int row, int layer)
 {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
-                 :: "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(split), "r"(src) : "memory");
+                 :: "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(layer), "r"(src) : "memory");
 }
 
 __device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
@@ -372,18 +391,18 @@ __device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bu
     }
 }
 
-// Work item -> (row tile, column tile, split): splits outermost, tiles in groups of GROUP_M row tiles
-// (gpumat::grouped_tile).
+// Work item -> (row tile, column tile, layer): layers outermost (layer = matrix of the batch x splits +
+// split; a batch has one split), tiles in groups of GROUP_M row tiles (gpumat::grouped_tile).
 struct Work {
-    int tm, tn, split;
+    int tm, tn, layer;
 };
 
 __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 {
     const int tiles = tiles_m * tiles_n;
-    const int split = w / tiles;
-    const gpumat::TileIndex tile = gpumat::grouped_tile<GROUP_M>(w - split * tiles, tiles_m, tiles_n);
-    return {tile.tm, tile.tn, split};
+    const int layer = w / tiles;
+    const gpumat::TileIndex tile = gpumat::grouped_tile<GROUP_M>(w - layer * tiles, tiles_m, tiles_n);
+    return {tile.tm, tile.tn, layer};
 }
 
 #endif
@@ -505,16 +524,17 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
 // (the instruction transposes it, as it does a row-major B); else M rows of K, one BK x BM box, read
 // K-major. B_KMAJOR: map_b describes B's storage as N rows of K (op(B) = the transpose of an N x K
 // row-major matrix, as in x @ W.T), loaded as one BK x BN box a stage and read K-major like a K-major A;
-// else K rows of N, loaded as BN / 64 boxes of 64 x 64. A / lda and B / ldb: the operands' storage (what
-// the maps describe), read only by TF32's recomputation of non-finite outputs (B then N rows of K); the
-// 16-bit entries pass null.
+// else K rows of N, loaded as BN / 64 boxes of 64 x 64. batch: the products (see Batch). A / lda / sa and
+// B / ldb / sb: the operands' storage (what the maps describe; row and batch strides), read only by
+// TF32's recomputation of non-finite outputs (B then N rows of K); the 16-bit entries pass null.
 // ACT: with EPI, the activation fixed at compile time (0-3: one copy of the body an activation, the TF32
 // entries: their recomputation of non-finite outputs beside four activations' finish() in one body
 // made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
 template <int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
-                                     const T* A, long long lda, const T* B, long long ldb, const gpumat::Epilogue& ep)
+                                     const Batch& batch, const T* A, long long lda, long long sa, const T* B,
+                                     long long ldb, long long sb, const gpumat::Epilogue& ep)
 {
 #ifdef GPUMAT_HAS_WGMMA
     using Cfg = Tile<BN>;
@@ -529,8 +549,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const uint32_t bars = c_bufs + C_BYTES;               // full[s] at bars + 8 s, empty[s] at bars + 64 + 8 s
     const int tid = threadIdx.x, wg = tid / 128;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int splits = (K + k_chunk - 1) / k_chunk;
-    const int works = tiles_m * tiles_n * (splits > 0 ? splits : 1);
+    const int splits = max(1, (K + k_chunk - 1) / k_chunk);
+    const int works = tiles_m * tiles_n * splits * batch.count;
 
     if (tid == 0) {
         tma_prefetch_map(&map_a);
@@ -550,8 +570,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             int stage = 0, phase = 0;
             for (int w = blockIdx.x; w < works; w += gridDim.x) {
                 const Work wk = work_item(w, tiles_m, tiles_n);
-                const int k_begin = wk.split * k_chunk;
+                const int matrix = wk.layer / splits;
+                const int k_begin = (wk.layer - matrix * splits) * k_chunk;
                 const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
+                // the matrices of A and B this item reads: its own, or the one a shared operand has
+                const int za = batch.a_batched ? matrix : 0, zb = batch.b_batched ? matrix : 0;
                 for (int t = 0; t < k_tiles; ++t) {
                     bar_wait(bars + 64 + 8 * stage, phase ^ 1);
                     const uint32_t full = bars + 8 * stage;
@@ -563,16 +586,16 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                         // rows, box j at j * 8 KiB: consumer j's rows, one swizzle atom across M
 #pragma unroll
                         for (int j = 0; j < BM / 64; ++j)
-                            tma_load(dst + j * MN_BOX_BYTES, &map_a, wk.tm * BM + 64 * j, k, full);
+                            tma_load(dst + j * MN_BOX_BYTES, &map_a, wk.tm * BM + 64 * j, k, za, full);
                     } else {
-                        tma_load(dst, &map_a, k, wk.tm * BM, full);  // BM rows of 128 bytes of K
+                        tma_load(dst, &map_a, k, wk.tm * BM, za, full);  // BM rows of 128 bytes of K
                     }
                     if constexpr (B_KMAJOR) {
-                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, full);  // BN rows of 128 bytes
+                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, zb, full);  // BN rows of 128 bytes
                     } else {
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j)
-                            tma_load(dst + A_BYTES + j * MN_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, full);
+                            tma_load(dst + A_BYTES + j * MN_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, zb, full);
                     }
                     if (++stage == STAGES) {
                         stage = 0;
@@ -589,12 +612,15 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         float d[ACC];
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
             const Work wk = work_item(w, tiles_m, tiles_n);
-            const int k_begin = wk.split * k_chunk;
+            const int matrix = wk.layer / splits;
+            const int k_begin = (wk.layer - matrix * splits) * k_chunk;
             const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
+            // this item's C: a split's partial layer or a matrix of the batch (one of the two is 0)
+            Out* const Cz = C + wk.layer * batch.c_layer;
             if constexpr (EPI && !TF32) {  // (TF32's body has no registers to spare for it: it spilled)
                 double beta = ep.beta;  // through empty asm, as below: no copy of the work loop for it
                 asm volatile("" : "+d"(beta));
-                if (beta != 0.0) prefetch_c<Out, BN>(C, ldc, wk.tm * BM + 64 * c, wk.tn * BN, M, N, lt);
+                if (beta != 0.0) prefetch_c<Out, BN>(Cz, ldc, wk.tm * BM + 64 * c, wk.tn * BN, M, N, lt);
             }
 #pragma unroll
             for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
@@ -632,13 +658,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
 
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
-            Out* const Cz = C + (long long)wk.split * M * ldc;
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
             const int col = wk.tn * BN + 2 * (lane % 4);                 //   col + 8 j + x % 2]
             if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
                 if (warpgroup_any(3 + c, any_nonfinite(d)))
-                    recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A, lda, B, ldb, k_begin,
-                                        min(K, k_begin + k_chunk));
+                    recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
+                                        B + matrix * sb, ldb, k_begin, min(K, k_begin + k_chunk));
             }
             if constexpr (EPI) {
                 // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the work
@@ -673,7 +698,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the copy engine
                     warpgroup_sync(1 + c);
                     if (lt == 0) {
-                        tma_store(&map_c, buf, wk.tn * BN + q * CW, wk.tm * BM + 64 * c, wk.split);
+                        tma_store(&map_c, buf, wk.tn * BN + q * CW, wk.tm * BM + 64 * c, wk.layer);
                         store_commit();
                     }
                 }
@@ -701,12 +726,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 }  // namespace
 
-// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, alpha,
-// beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: TMA + wgmma m64n<BN>k16,
+// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, batch,
+// c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128:
+// TMA + wgmma m64n<BN>k16,
 // float32 accumulation, producer warpgroup + two consumer warpgroups, persistent blocks, C through TMA
 // stores (tma_c = 1) or plain stores. Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
 // memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
-// ceil(M/128) * ceil(N/BN) * splits. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
+// ceil(M/128) * ceil(N/BN) * splits * batch. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
 // 64 x 64 boxes (K rows of N) or, for the bt entries, 64 x BN (N rows of K).
 //  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
 //    the large products' tile;
@@ -729,59 +755,62 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
-        int k_chunk, int tma_c, GPUMAT_EPILOGUE_PARAMS)                                                       \
+        int k_chunk, int tma_c, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)            \
     {                                                                                                         \
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
+        const Batch products(batch, c_layer, batched);                                                        \
         const T* none = nullptr;                                                                              \
         if (ep.identity())                                                                                    \
             gemm<BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, \
-                                                        none, 0, none, 0, ep);                                \
+                                                        products, none, 0, 0, none, 0, 0, ep);                \
         else                                                                                                  \
             gemm<BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c,  \
-                                                       none, 0, none, 0, ep);                                 \
+                                                       products, none, 0, 0, none, 0, 0, ep);                 \
     }
 
-// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw,
-// alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: float32 A (M x K)
+// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, batch, c_layer,
+// batched, A, lda, sa, W, ldw, sw, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: float32 A (M x K)
 // times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8, float32
 // accumulation and C. The same launch as the 16-bit entries (block, shared memory, grid, persistent
 // work items, tma_c); map_a and map_b are float32 tensors of element type TFLOAT32 (the copy engine
-// rounds to TF32 on the way in) with 32 x 128 and 32 x BN boxes (a k tile of 32); A / lda and W / ldw
-// are the storage the maps describe (row strides in elements), read only to recompute outputs that
+// rounds to TF32 on the way in) with 32 x 128 and 32 x BN boxes (a k tile of 32); A / lda / sa and
+// W / ldw / sw are the storage the maps describe (row and batch strides in elements; a batch stride of
+// 0: one matrix for the batch), read only to recompute outputs that
 // come out non-finite. Tiles 128 x 256 x 32 (4 stages) and 128 x 128 x 32 (6 stages). Five copies of
 // the body: the plain product, and one finishing body an activation.
 template <int BN>
 __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                           float* C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
-                                          const float* A, long long lda, const float* W, long long ldw,
-                                          const gpumat::Epilogue& ep)
+                                          const Batch& b, const float* A, long long lda, long long sa, const float* W,
+                                          long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
-                                                   W, ldw, ep);
+        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+                                                   sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
-                                                     W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+                                                     sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
-                                                     W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+                                                     sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
-                                                     W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+                                                     sa, W, ldw, sw, ep);
     else
-        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda,
-                                                     W, ldw, ep);
+        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+                                                     sa, W, ldw, sw, ep);
 }
 
 #define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
-        int k_chunk, int tma_c, const float* __restrict__ A, long long lda, const float* __restrict__ W,     \
-        long long ldw, GPUMAT_EPILOGUE_PARAMS)                                                               \
+        int k_chunk, int tma_c, int batch, long long c_layer, int batched, const float* __restrict__ A,       \
+        long long lda, long long sa, const float* __restrict__ W, long long ldw, long long sw,               \
+        GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, A, lda, W, ldw,                  \
-                      GPUMAT_EPILOGUE_ARGS);                                                                  \
+        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, Batch(batch, c_layer, batched), A, \
+                      lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);                                             \
     }
 
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false, false)

@@ -14,9 +14,11 @@ from gpumat.matmul.engine import (
     Problem,
     Target,
     bound_plans,
+    c_map_args,
     call_view,
     plan,
     result_shape,
+    tensor_map_args,
 )
 from gpumat.matrix import folded, matrices, storage
 from gpumat.operands import overlaps
@@ -184,15 +186,60 @@ def test_host_operands_do_not_take_an_epilogue():
 
 
 # --- planning batches and transposed operands ---------------------------------------------------------
-def test_a_batch_runs_in_one_launch_without_split_k_on_a_kernel_that_batches():
+def test_a_batch_runs_in_one_launch_without_split_k():
     for dtype, mode in (("f32", "float32"), ("f32", "tf32"), ("f16", "native"), ("bf16", "native"), ("f64", "native")):
         for batch in (2, 17, 1000, 70000):
             p = plan(Problem(64, 64, 4096, dtype, dtype, mode, batch=batch), H100)
-            assert p.variant.batches and p.splits == 1
-            assert p.grid[2] == min(batch, 65535)
-            assert BoundPlan(p, FAKE_DEVICE).shape == ("direct" if batch <= 65535 else "general")
-    with pytest.raises(ValueError, match="not a batch"):
-        plan(Problem(256, 256, 256, "f16", "f16", "native", batch=4), H100, "wgmma128x256")
+            assert p.splits == 1
+            shape = BoundPlan(p, FAKE_DEVICE).shape
+            if p.variant.persistent:  # the TMA rows: the batch's tiles are work items of one grid
+                assert p.grid == (min(batch, H100.sm_count), 1, 1)
+                assert shape == ("general" if p.copy_a or p.copy_b else "tma")  # a copy first (TF32's B), or not
+            else:  # one grid layer a matrix, more launches past the grid's limit
+                assert p.grid[2] == min(batch, 65535)
+                assert shape == ("direct" if batch <= 65535 else "general")
+
+
+def test_a_named_tma_row_takes_a_batch_and_its_grid_walks_every_matrix_s_tiles():
+    """Issue 41: the TMA + wgmma rows run batches (3-D tensor maps, the matrix their outer dimension)."""
+    for batch in (2, 3, 65537):
+        p = plan(Problem(256, 300, 256, "f16", "f16", "native", batch=batch), H100, "wgmma128x256")
+        works = 2 * 2 * batch
+        assert p.splits == 1 and p.grid == (min(works, 132), 1, 1)
+        assert BoundPlan(p, FAKE_DEVICE).shape == "tma"
+
+
+def test_a_tma_batch_launch_gets_3d_maps_and_says_which_operands_hold_a_matrix_each(monkeypatch):
+    """The maps of A and B have the batch as their outer dimension (an operand shared by the batch: a map of
+    one matrix, its bit clear in `batched`), C's layers are its batch stride apart; one launch."""
+    from support import bound_run
+
+    m, n, k, batch = 200, 136, 96, 5
+    for shared_b in (False, True):
+        p = plan(Problem(m, n, k, "bf16", "bf16", "native", batch=batch, b_trans=True), H100, "wgmma128x128bt")
+        a = (0x7F0000000000, k, m * k)
+        b = (0x7F0010000000, k, 0 if shared_b else n * k)  # stored transposed: N rows of K a matrix
+        c = (0x7F0020000000, n + 8, m * (n + 8) + 64)
+        encoded, launches, copies = bound_run(monkeypatch, p, a, b, c)
+        assert copies == [] and len(launches) == 1
+        (name, grid, _, args, _) = launches[0]
+        assert name == "matmul_wgmma128x128bt_bf16" and grid == (2 * 2 * batch, 1, 1)
+        assert args[3:13] == (c[0], m, n, k, n + 8, k, 1, batch, c[2], 1 if shared_b else 3)
+        dims = {args["globalAddress"]: (args["globalDim"], args["globalStrides"]) for _, args in encoded}
+        assert dims[a[0]] == ((k, m, batch), (2 * k, 2 * m * k))
+        assert dims[b[0]] == ((k, n, 1), (2 * k, 2 * n * k)) if shared_b else ((k, n, batch), (2 * k, 2 * n * k))
+        assert dims[c[0]] == ((n, m, batch), (2 * (n + 8), 2 * c[2]))
+
+
+def test_a_tensor_map_of_a_batch_is_3d_and_refuses_an_unaligned_batch_stride():
+    one = tensor_map_args(0x7F0000000000, rows=30, cols=64, stride=64, box_cols=64, box_rows=128)
+    assert one["globalDim"] == (64, 30, 1) and one["globalStrides"] == (128, 30 * 128)
+    many = tensor_map_args(0x7F0000000000, 30, 64, 64, 64, 128, 2, layers=7, layer_stride=30 * 64 + 8)
+    assert many["globalDim"] == (64, 30, 7) and many["globalStrides"] == (128, (30 * 64 + 8) * 2)
+    assert many["boxDim"] == (64, 128, 1)
+    with pytest.raises(ValueError, match="batch stride"):
+        tensor_map_args(0x7F0000000000, 30, 64, 64, 64, 128, 2, layers=7, layer_stride=30 * 64 + 1)
+    assert c_map_args(0x7F0000000000, 30, 64, 64, 7, 2, layer_stride=30 * 64 + 4) is None  # plain stores
 
 
 def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it():
@@ -229,11 +276,14 @@ def test_batched_cost_grows_with_the_batch():
     assert many > 10 * one
 
 
-def test_every_gemm_kernel_takes_the_epilogue_and_every_batching_one_the_batch_strides():
+def test_every_gemm_kernel_takes_the_epilogue_and_the_batch():
     for v in VARIANTS.values():
         for kernel in v.kernels.values():
             assert kernel.signature.endswith("ddPqiii"), kernel
-            assert kernel.signature[-10:-7] == "qqq" or not v.batches, kernel
+            if v.tma:  # the batch: products, C's layer stride, which operands hold a matrix each
+                assert kernel.signature.startswith("TTTPiiiqii" + "iqi"), kernel
+            else:
+                assert kernel.signature[-10:-7] == "qqq", kernel
     t = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})
     assert plan(Problem(100, 100, 100, "f16", "f32", "native", batch=5), t).kernel.signature.endswith("ddPqiii")
 

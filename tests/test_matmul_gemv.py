@@ -88,7 +88,7 @@ def auto_may_take(v, sfx: str) -> bool:
 def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     assert set(GEMV) == {row_name(f, r) for f in FAMILIES for r in (1, *GEMV_R)}
     for name, v in GEMV.items():
-        assert set(v.kernels) == set(PAIRS) and v.tier == 1 and v.splits_k and v.batches
+        assert set(v.kernels) == set(PAIRS) and v.tier == 1 and v.splits_k and not v.tma
         assert v.block == (256, 1, 1) and v.smem == 0 and v.min_arch == 0 and not v.any_shape
         assert v.bandwidth == GEMV_BANDWIDTH and v.rate > 0
         for (s, d), kernel in v.kernels.items():

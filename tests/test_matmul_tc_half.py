@@ -215,10 +215,10 @@ def test_the_launcher_copies_a_into_the_layout_its_row_reads(monkeypatch):
         encoded, _, copies = bound_run(monkeypatch, q, a, b, c)
         assert [(kind, *args[2:6]) for kind, args in copies] == [copy], (name, copies)
         a_map = encoded[1][1]  # C's map first
-        assert (a_map["globalAddress"], a_map["globalDim"], a_map["globalStrides"]) == (
+        assert (a_map["globalAddress"], a_map["globalDim"], a_map["globalStrides"][0]) == (
             0x7F4000000000,
-            global_dim,
-            (stride,),
+            (*global_dim, 1),  # one matrix: a map of one layer
+            stride,
         )
 
 
@@ -336,13 +336,18 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     encoded, launches, _ = bound_run(monkeypatch, q, a, b, (0x7F0020000000, n, 0))
     (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
     if v.reads_a_trans:
-        assert (sa, a_map["globalDim"], a_map["globalStrides"], a_map["boxDim"]) == ("f16", (m, k), (608,), (64, 64))
+        assert (sa, a_map["globalDim"], a_map["globalStrides"][0], a_map["boxDim"]) == (
+            "f16",
+            (m, k, 1),
+            608,
+            (64, 64, 1),
+        )
     else:
-        assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m), (64, 128))
+        assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m, 1), (64, 128, 1))
     if v.reads_b_trans:
-        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n), (64, bn))
+        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n, 1), (64, bn, 1))
     else:
-        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (n, k), (64, 64))
+        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (n, k, 1), (64, 64, 1))
     out = "f32" if splits > 1 else "f16"
     assert (sc, c_map["globalDim"], c_map["boxDim"]) == (
         out,
@@ -398,8 +403,8 @@ def test_skinny_products_split_k_and_square_ones_do_not():
 
 def test_tensor_map_arguments():
     args = tensor_map_args(0x7F0000000000, rows=3001, cols=2999, stride=3008, box_cols=64, box_rows=128)
-    assert args["globalDim"] == (2999, 3001) and args["globalStrides"] == (6016,)
-    assert args["boxDim"] == (64, 128) and args["elementStrides"] == (1, 1)
+    assert args["globalDim"] == (2999, 3001, 1) and args["globalStrides"] == (6016, 3001 * 6016)
+    assert args["boxDim"] == (64, 128, 1) and args["elementStrides"] == (1, 1, 1)
     assert aligned(0x7F0000000010, 8, 2) and not aligned(0x7F0000000002, 8, 2)
     assert not aligned(0x7F0000000000, 4097, 2)
     with pytest.raises(ValueError, match="16-byte"):

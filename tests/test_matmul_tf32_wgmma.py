@@ -87,13 +87,13 @@ def test_the_rows_declare_their_kernels():
         assert name == f"tf32_wgmma{bm}x{bn}bt" and (bm, bn) in ((128, 256), (128, 128))
         assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", (384, 1, 1), WGMMA_SMEM[v.tile])
         assert v.smem == VARIANTS[f"wgmma{bm}x{bn}bt"].smem  # the same ring, in bytes
-        assert v.reads_b_trans and v.needs_aligned and v.persistent and v.tma and not v.batches
+        assert v.reads_b_trans and v.needs_aligned and v.persistent and v.tma
         assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, 1, None)
         assert (v.k_align, v.min_k_chunk) == (32, 128) and v.rate > 0
         assert list(v.kernels) == [("f32", "f32")]
         kernel = v.kernels[("f32", "f32")]
         assert (kernel.module, kernel.name) == (MODULE, f"matmul_wgmma{bm}x{bn}bt_tf32")
-        assert kernel.signature == TENSOR_MAPS_EXACT == "TTTPiiiqiiPqPqddPqiii" and kernel.dynamic_smem == v.smem
+        assert kernel.signature == TENSOR_MAPS_EXACT == "TTTPiiiqiiiqiPqqPqqddPqiii" and kernel.dynamic_smem == v.smem
         assert kernels.DECLARED[kernel.name] is kernel
         assert name in algorithms("float32")
 
@@ -182,12 +182,13 @@ def test_other_gpus_plan_as_before(monkeypatch, target):
         assert named.variant.mode == "float32" and name in named.reason and "exact FP32" in named.reason
 
 
-def test_batched_tf32_products_keep_the_batching_rows():
+def test_batched_tf32_products_run_on_the_wgmma_rows_too():
+    """Issue 41: a batch runs on the TMA rows (the batch's tiles are the persistent grid's work items)."""
     for batch in (2, 64):
-        q = tf32_plan(4096, 4096, 4096, batch=batch)
-        assert q.variant.batches and q.algorithm not in TF32_WGMMA and q.grid[2] == batch
-        with pytest.raises(ValueError, match="not a batch"):
-            tf32_plan(256, 256, 256, algorithm="tf32_wgmma128x256bt", batch=batch)
+        q = tf32_plan(4096, 4096, 4096, batch=batch, b_trans=True)
+        assert q.splits == 1 and q.algorithm in TF32_WGMMA and q.grid == (132, 1, 1)
+        named = tf32_plan(256, 256, 256, algorithm="tf32_wgmma128x256bt", batch=batch, b_trans=True)
+        assert named.grid == (min(2 * batch, 132), 1, 1) and not named.copy_b
 
 
 # ---- without a GPU: the split of K ----
@@ -267,13 +268,26 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
     encoded, launches, copies = record_launch(monkeypatch, q, (pa, lda, 0), (pw, ldw, 0), (pc, ldc, 0), epilogue)
     assert not copies
     c_map, a_map, b_map = (described(x) for x in encoded)  # C's map first: it decides TMA stores
-    assert a_map == ("tf32", pa, (k, m), (lda * 4,), (32, 128))
-    assert b_map == ("tf32", pw, (k, n), (ldw * 4,), (32, bn))
+    assert a_map == ("tf32", pa, (k, m, 1), (lda * 4, m * lda * 4), (32, 128, 1))  # one matrix: one layer
+    assert b_map == ("tf32", pw, (k, n, 1), (ldw * 4, n * ldw * 4), (32, bn, 1))
     out, out_ld = (pc, ldc) if splits == 1 else (SCRATCH, n)
     assert c_map == ("f32", out, (n, m, splits), (out_ld * 4, m * out_ld * 4), (32, 64, 1))
     kernel, grid, block, args, smem = launches[0]
     assert (kernel, grid, block, smem) == (f"matmul_wgmma128x{bn}bt_tf32", q.grid, (384, 1, 1), v.smem)
-    assert args[3:] == (out, m, n, k, out_ld, q.k_chunk, 1, pa, lda, pw, ldw, *(IDENTITY if splits > 1 else epilogue))
+    products = (1, m * out_ld, 0)  # one product; C's layers (split partials) m rows apart; no batched operand
+    storage = (pa, lda, 0, pw, ldw, 0)
+    assert args[3:] == (
+        out,
+        m,
+        n,
+        k,
+        out_ld,
+        q.k_chunk,
+        1,
+        *products,
+        *storage,
+        *(IDENTITY if splits > 1 else epilogue),
+    )
     assert len(args) == len(TENSOR_MAPS_EXACT)
     if splits > 1:  # the reduction adds the float32 layers into C and applies the caller's epilogue
         assert launches[1][0] == "matmul_splitk_reduce_f32_f32" and launches[1][3][:6] == (out, pc, m, n, ldc, 3)
@@ -297,11 +311,11 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     # transposed on the way: the source is k x n (row stride 256), the copy n x k
     assert copies[1][1][:5] == (pb, SCRATCH, k, n, 256) and copies[1][1][5] == aligned_k
     a_map, b_map = (described(x) for x in encoded)  # no C map: 255 floats a row are not whole 16-byte pieces
-    assert a_map == ("tf32", SCRATCH, (k, m), (aligned_k * 4,), (32, 128))
-    assert b_map == ("tf32", SCRATCH, (k, n), (aligned_k * 4,), (32, v.tile[1]))
+    assert a_map == ("tf32", SCRATCH, (k, m, 1), (aligned_k * 4, m * aligned_k * 4), (32, 128, 1))
+    assert b_map == ("tf32", SCRATCH, (k, n, 1), (aligned_k * 4, n * aligned_k * 4), (32, v.tile[1], 1))
     args = launches[0][3]
     assert args[2] == engine.NO_MAP and args[9] == 0  # C by plain stores
-    assert args[10:14] == (SCRATCH, aligned_k, SCRATCH, aligned_k)
+    assert args[13:19] == (SCRATCH, aligned_k, 0, SCRATCH, aligned_k, 0)
 
 
 def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monkeypatch):
@@ -315,7 +329,7 @@ def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monke
         for elem, width, size in (("f16", 64, 2), ("bf16", 64, 2), ("f32", 32, 4), ("tf32", 32, 4)):
             engine.tensor_map(elem, 0x7F0000000000, 300, 1000, 1008, 256)
             got, args = encoded[-1]
-            assert got == elem and args["boxDim"] == (width, 256) and args["globalStrides"] == (1008 * size,)
+            assert got == elem and args["boxDim"] == (width, 256, 1) and args["globalStrides"][0] == 1008 * size
             assert args["boxDim"][0] * size == engine.SWIZZLE_BYTES == 128
         with pytest.raises(ValueError, match="16-byte"):
             engine.tensor_map("tf32", 0x7F0000000000, 4, 5, 5, 128)  # 20-byte rows

@@ -8,7 +8,8 @@ each operand's storage, in elements (a batch stride of 0: one matrix shared by t
 as in a Matrix's _operand() tuple, is not read). The shapes:
 
     direct     one kernel reading A and B in place, the batch in grid z
-    tma        one TMA kernel reading A and B in place (16-byte aligned), the tensor maps made per call
+    tma        one TMA kernel reading A and B in place (16-byte aligned), the tensor maps made per call, a
+               batch's matrices among its work items
     general    operands copied first into the layout (and 16-byte alignment) the kernel reads, split-K's
                partials and their reduction, a batch beyond the grid's limit in several launches
     zero       K = 0: C = act(beta C + bias), a zero fill or the planned kernel over K = 0
@@ -57,7 +58,7 @@ class BoundPlan:
             self.shape, self.run = "nothing", self._nothing
         elif q.k == 0:
             self.shape, self.run = "zero", self._zero
-        elif one and v.tma and q.batch == 1:
+        elif one and v.tma:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
@@ -114,7 +115,7 @@ class BoundPlan:
 
     def _tma(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         p = self.plan
-        args = _tma_arguments(p, a[0], a[1], b[0], b[1], c[0], c[1], p.problem.out_dtype)
+        args = _tma_arguments(p, a, b, c, p.problem.out_dtype)
         if epilogue is IDENTITY:
             self._plain(self.device, stream, *args)
         else:
@@ -158,7 +159,7 @@ class BoundPlan:
                 held.append((partials, p.scratch_bytes))
                 out, out_sfx, product_epilogue = (partials, n, 0), accumulator(q.dtype), IDENTITY
             if v.tma:
-                args = _tma_arguments(p, a[0], a[1], b[0], b[1], out[0], out[1], out_sfx)
+                args = _tma_arguments(p, a, b, out, out_sfx)
                 p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
             else:
                 size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
@@ -184,13 +185,19 @@ def _same_launches(q: MatmulPlan, p: MatmulPlan) -> bool:
     return (q.variant, q.splits, q.k_chunk, q.copy_a, q.copy_b) == (p.variant, p.splits, p.k_chunk, p.copy_a, p.copy_b)
 
 
-def _tma_arguments(p: MatmulPlan, pa: int, lda: int, pb: int, ldb: int, out: int, out_ld: int, out_sfx: str) -> tuple:
-    """A TMA kernel's arguments before the epilogue, for A and B stored as its row reads them (16-byte
-    aligned) and `out` (C, or split-K's partials, of `out_sfx`): the maps of A, B and C (C's map only when
-    C can leave by TMA) and the sizes (variants.tma_arguments)."""
+def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) -> tuple:
+    """A TMA kernel's arguments before the epilogue, for A and B (address, row stride, batch stride) stored
+    as its row reads them (16-byte aligned) and `out` (C, or split-K's partials, of `out_sfx`): the maps of
+    A, B and C (C's map only when C can leave by TMA), the sizes and the batch (variants.tma_arguments).
+    The maps are 3-D, the batch's matrices their outer dimension; an operand shared by the batch (batch
+    stride 0) is a map of one matrix."""
     q, v = p.problem, p.variant
-    m, n, k = q.m, q.n, q.k
-    mc = c_map(out_sfx, out, m, n, out_ld, p.splits)
+    m, n, k, batch = q.m, q.n, q.k, q.batch
+    # C's layers: a split's partials (m rows of n apart) or the batch's matrices (C's batch stride apart)
+    c_layer = out[2] if batch > 1 else m * out[1]
+    mc = c_map(out_sfx, out[0], m, n, out[1], p.splits * batch, c_layer)
+    a_batched, b_batched = batch > 1 and a[2] != 0, batch > 1 and b[2] != 0
+    la, lb = (batch, a[2]) if a_batched else (1, 0), (batch, b[2]) if b_batched else (1, 0)
     # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in
     elem = "tf32" if v.mode == "tf32" else q.dtype
     # boxes one 128-byte row wide, and as tall as the row's tile: A k_tile K x tile rows; B stored
@@ -199,11 +206,18 @@ def _tma_arguments(p: MatmulPlan, pa: int, lda: int, pb: int, ldb: int, out: int
     # row-major B is, in boxes of 64 columns of M x k_tile rows (tile rows / 64 of them); k_tile: K a
     # stage, 64 halves or 32 floats
     k_tile = SWIZZLE_BYTES // ITEMSIZE[q.dtype]
-    map_a = tensor_map(elem, pa, k, m, lda, k_tile) if v.reads_a_trans else tensor_map(elem, pa, m, k, lda, v.tile[0])
-    map_b = tensor_map(elem, pb, n, k, ldb, v.tile[1]) if v.reads_b_trans else tensor_map(elem, pb, k, n, ldb, k_tile)
+    if v.reads_a_trans:
+        map_a = tensor_map(elem, a[0], k, m, a[1], k_tile, *la)
+    else:
+        map_a = tensor_map(elem, a[0], m, k, a[1], v.tile[0], *la)
+    if v.reads_b_trans:
+        map_b = tensor_map(elem, b[0], n, k, b[1], v.tile[1], *lb)
+    else:
+        map_b = tensor_map(elem, b[0], k, n, b[1], k_tile, *lb)
     # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
-    exact = (pa, lda, pb, ldb) if v.args == "tensor_maps_exact" else None
-    return tma_arguments((map_a, map_b, mc), out, m, n, k, out_ld, p.k_chunk, exact)
+    exact = (a[0], a[1], la[1], b[0], b[1], lb[1]) if v.args == "tensor_maps_exact" else None
+    products = (batch, c_layer, int(a_batched) | 2 * int(b_batched))
+    return tma_arguments((map_a, map_b, mc), out[0], m, n, k, out[1], p.k_chunk, products, exact)
 
 
 def _row_major_copy(
@@ -237,50 +251,69 @@ SWIZZLE_BYTES = 128  # the kernels' shared-memory rows: a box's inner extent, in
 
 
 def tensor_map_args(
-    ptr: int, rows: int, cols: int, stride: int, box_cols: int, box_rows: int, itemsize: int = 2
+    ptr: int,
+    rows: int,
+    cols: int,
+    stride: int,
+    box_cols: int,
+    box_rows: int,
+    itemsize: int = 2,
+    layers: int = 1,
+    layer_stride: int = 0,
 ) -> dict:
-    """cuTensorMapEncodeTiled's arguments for a row-major rows x cols operand (row stride in elements):
-    the inner dimension is the columns; boxes of box_cols x box_rows."""
-    if not aligned(ptr, stride, itemsize):
-        raise ValueError("a tensor map needs a 16-byte aligned base and row stride")
+    """cuTensorMapEncodeTiled's arguments for `layers` row-major rows x cols matrices (row stride and
+    layer stride in elements; one layer: the stride of the rows it has) as a cols x rows x layers tensor:
+    the inner dimension is the columns; boxes of box_cols x box_rows x 1."""
+    if layers == 1:
+        layer_stride = rows * stride
+    if not aligned(ptr, stride, itemsize) or (layer_stride * itemsize) % 16:
+        raise ValueError("a tensor map needs a 16-byte aligned base, row stride and batch stride")
     return {
         "globalAddress": ptr,
-        "globalDim": (cols, rows),
-        "globalStrides": (stride * itemsize,),
-        "boxDim": (box_cols, box_rows),
-        "elementStrides": (1, 1),
+        "globalDim": (cols, rows, layers),
+        "globalStrides": (stride * itemsize, layer_stride * itemsize),
+        "boxDim": (box_cols, box_rows, 1),
+        "elementStrides": (1, 1, 1),
     }
 
 
-def c_map_args(ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int) -> dict | None:
-    """cuTensorMapEncodeTiled's arguments for C (or split-K's float32 layers, `rows` x `stride` elements
-    apart) as a cols x rows x layers tensor with boxes of 128 bytes (one swizzle row) x 64 rows; None when
-    C's address or row stride is not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store
-    writes whole 16-byte pieces, so it would run past the last column into the next one's memory
-    (C then leaves by plain stores)."""
-    if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16:
+def c_map_args(
+    ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int, layer_stride: int | None = None
+) -> dict | None:
+    """cuTensorMapEncodeTiled's arguments for C's layers (the batch's matrices, or split-K's float32
+    partials; layer_stride elements apart, default rows x stride) as a cols x rows x layers tensor with
+    boxes of 128 bytes (one swizzle row) x 64 rows; None when C's address, row stride or layer stride is
+    not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store writes whole 16-byte
+    pieces, so it would run past the last column into the next one's memory (C then leaves by plain
+    stores)."""
+    layer_stride = rows * stride if layer_stride is None else layer_stride
+    if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16 or (layer_stride * itemsize) % 16:
         return None
     return {
         "globalAddress": ptr,
         "globalDim": (cols, rows, layers),
-        "globalStrides": (stride * itemsize, rows * stride * itemsize),
+        "globalStrides": (stride * itemsize, layer_stride * itemsize),
         "boxDim": (SWIZZLE_BYTES // itemsize, 64, 1),
         "elementStrides": (1, 1, 1),
     }
 
 
 @lru_cache(maxsize=1024)
-def tensor_map(elem: str, ptr: int, rows: int, cols: int, stride: int, box_rows: int) -> bytes:
+def tensor_map(
+    elem: str, ptr: int, rows: int, cols: int, stride: int, box_rows: int, layers: int = 1, layer_stride: int = 0
+) -> bytes:
     """An operand's CUtensorMap (elements of the copy engine's type `elem`: a dtype suffix, or "tf32",
-    float32 rounded to TF32 on the way in), in boxes one 128-byte row wide and box_rows tall; cached: it
-    depends on nothing but these numbers."""
+    float32 rounded to TF32 on the way in) over `layers` matrices layer_stride elements apart, in boxes
+    one 128-byte row wide and box_rows tall; cached: it depends on nothing but these numbers."""
     size = tensormaps.element_bytes(elem)
-    args = tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size)
+    args = tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size, layers, layer_stride)
     return tensormaps.encode_tiled(elem, args)
 
 
 @lru_cache(maxsize=1024)
-def c_map(sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int) -> bytes | None:
+def c_map(
+    sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int, layer_stride: int | None = None
+) -> bytes | None:
     """C's CUtensorMap (see c_map_args), or None: plain stores."""
-    args = c_map_args(ptr, rows, cols, stride, layers, ITEMSIZE[sfx])
+    args = c_map_args(ptr, rows, cols, stride, layers, ITEMSIZE[sfx], layer_stride)
     return None if args is None else tensormaps.encode_tiled(sfx, args)

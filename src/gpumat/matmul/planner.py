@@ -199,7 +199,6 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
-        and (p.batch == 1 or v.batches)
         and v.computes_shape(p.m, p.n)
     ]
     shaped = [v for v in rows if v.max_m is not None or v.max_n is not None]
@@ -222,8 +221,6 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
         if shape is not None:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
         why = unavailable(v, t)
-        if why is None and p.batch > 1 and not v.batches:
-            raise ValueError(f"matmul algorithm {algorithm!r} runs one product a launch, not a batch; use 'auto'")
         if why is not None:
             if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
                 return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
@@ -314,9 +311,9 @@ def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds:
     reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
     copy_a, copy_b = _copies(v, p)
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
-    grid = v.grid(p.m, p.n, splits, t.sm_count)
-    if p.batch > 1:  # one grid layer a matrix (the launcher cuts batches beyond the grid's limit)
-        grid = (grid[0], grid[1], min(p.batch, MAX_GRID_YZ))
+    # a tiled grid has one layer a matrix (the launcher cuts batches beyond the grid's limit); a persistent
+    # one walks the batch's tiles too
+    grid = v.grid(p.m, p.n, splits, t.sm_count, p.batch)
     return MatmulPlan(
         p,
         t,

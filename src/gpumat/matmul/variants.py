@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._dtypes import SUFFIXES, as_dtype, suffix
-from ..runtime.geometry import cdiv, tiled_grid
+from ..runtime.geometry import MAX_GRID_YZ, cdiv, tiled_grid
 from ..runtime.kernels import Kernel
 
 H100_SMS = 132  # the rates below were measured on the H100's 132 SMs
@@ -37,11 +37,13 @@ BATCH = "qqq"
 EPILOGUE = "ddPqiii"
 PLAIN = "PPPiiiqqq" + BATCH + EPILOGUE  # A, B, C, M, N, K, lda, ldb, ldc
 K_CHUNK = "PPPiiiqqqi" + BATCH + EPILOGUE  # ... and k_chunk: split s multiplies k in [s*k_chunk, (s+1)*k_chunk)
-# tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA
-TENSOR_MAPS = "TTTPiiiqii" + EPILOGUE
-# ... and the storage the maps of A and B describe (address, row stride), which the TF32 kernels read to
-# recompute in FP32 the outputs the tensor cores leave infinite or NaN
-TENSOR_MAPS_EXACT = "TTTPiiiqiiPqPq" + EPILOGUE
+# tensor maps of A, B and C; C, M, N, K, ldc, k_chunk, whether C leaves by TMA; the batch: products,
+# elements between C's layers (a split's partials or the batch's matrices), which of A (1) and B (2) hold
+# a matrix a product
+TENSOR_MAPS = "TTTPiiiqii" + "iqi" + EPILOGUE
+# ... and the storage the maps of A and B describe (address, row stride, batch stride), which the TF32
+# kernels read to recompute in FP32 the outputs the tensor cores leave infinite or NaN
+TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
 SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS, "tensor_maps_exact": TENSOR_MAPS_EXACT}
 IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
@@ -58,12 +60,15 @@ def gemm_arguments(args: str, a, b, c, m: int, n: int, k: int, k_chunk: int, epi
     return (*head, k_chunk, a[2], b[2], c[2], *epilogue)
 
 
-def tma_arguments(maps: tuple, c: int, m: int, n: int, k: int, ldc: int, k_chunk: int, exact=None) -> tuple:
+def tma_arguments(
+    maps: tuple, c: int, m: int, n: int, k: int, ldc: int, k_chunk: int, batch: tuple, exact=None
+) -> tuple:
     """The arguments of a TMA entry point (TENSOR_MAPS) before the epilogue: the maps of A, B and C (None:
-    C leaves by plain stores), C, M, N, K, C's row stride, k_chunk, whether C's map is used; for
-    TENSOR_MAPS_EXACT `exact` adds the storage the maps of A and B describe (pa, lda, pb, ldb)."""
+    C leaves by plain stores), C, M, N, K, C's row stride, k_chunk, whether C's map is used, and `batch`
+    (products, elements between C's layers, which of A (1) and B (2) hold a matrix a product); for
+    TENSOR_MAPS_EXACT `exact` adds the storage the maps of A and B describe (pa, lda, sa, pb, ldb, sb)."""
     map_a, map_b, map_c = maps
-    head = (map_a, map_b, map_c or NO_MAP, c, m, n, k, ldc, k_chunk, int(map_c is not None))
+    head = (map_a, map_b, map_c or NO_MAP, c, m, n, k, ldc, k_chunk, int(map_c is not None), *batch)
     return head if exact is None else (*head, *exact)
 
 
@@ -144,20 +149,17 @@ class Variant:
         must end on a k tile, k_align)."""
         return self.args.startswith("tensor_maps")
 
-    @property
-    def batches(self) -> bool:
-        """Whether one launch runs a batch (grid z); the persistent TMA kernels run one product."""
-        return not self.tma
-
-    def grid(self, m: int, n: int, splits: int, sm_count: int) -> tuple[int, int, int]:
-        """Launch grid: (column tiles, row tiles capped at 65535, splits), or for a persistent kernel one
-        block a slot up to the number of work items. The matrix-vector rows' tiles make theirs: gemv_n1
-        and gemv_n<R> (1, row tiles of 32, splits), gemv_m1 and gemv_m<R> (strips of 128 columns, 1,
-        splits), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, splits)."""
+    def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
+        """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
+        65535), or for a persistent kernel one block a slot up to the number of work items (tiles x splits
+        x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
+        layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1bt and gemv_m<R>bt
+        (tiles of 32 columns, 1, layers)."""
         if self.persistent:
-            works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits
+            works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
-        return tiled_grid(m, n, *self.tile, layers=splits)
+        layers = splits if batch == 1 else min(batch, MAX_GRID_YZ)
+        return tiled_grid(m, n, *self.tile, layers=layers)
 
 
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
