@@ -1,4 +1,4 @@
-"""The benchmarks' pure parts, without a GPU: the sweep's shape grid and its summary."""
+"""The benchmarks' pure parts, without a GPU: the sweep's and bench bmm's shape grids, their summaries, the plots."""
 
 from gpumat._bench.common import geometric_mean
 from gpumat._bench.sweep import grid
@@ -97,3 +97,125 @@ def test_the_docs_tables_read_what_the_transpose_and_dot_sweeps_write(tmp_path, 
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
     text = tables.gen_memory_bound()
     assert "transpose, float16" in text and "dot, bfloat16" in text and "2099-01-01" in text
+
+
+def _bmm():
+    from gpumat._bench import bmm
+
+    return bmm
+
+
+def test_the_bmm_grid_covers_every_class_and_layout_once_per_case():
+    bmm = _bmm()
+    cases = bmm.cases()
+    keys = [(c["class"], c["batch"], c["M"], c["N"], c["K"], c["layout"]) for c in cases]
+    assert len(keys) == len(set(keys)) and 45 <= len(cases) <= 60
+    assert all(set(c) == {"class", "batch", "M", "N", "K", "layout"} for c in cases)
+    assert all(type(v) is int and v >= 1 for c in cases for v in (c["batch"], c["M"], c["N"], c["K"]))
+    assert {c["class"] for c in cases} == set(bmm.CLASSES)
+    assert {c["layout"] for c in cases} == {c["layout"] for c in cases if c["class"] == "layouts"} == set(bmm.LAYOUTS)
+    # no operand or result over 1.5 GiB even in float64
+    assert max(max(m * k, k * n, m * n) * b * 8 for _, b, m, n, k, _ in keys) <= 3 << 29
+
+
+def test_the_bmm_grid_holds_the_issues_cases():
+    cases = _bmm().cases()
+    tiny = {(c["batch"], c["M"], c["N"], c["K"]) for c in cases if c["class"] == "tiny"}
+    assert (4096, 16, 16, 16) in tiny  # the issue's case
+    assert any(b > 65535 for b, *_ in tiny)  # past the grid's 65535 layers
+    assert all(m == n == k <= 64 and b >= 1000 for b, m, n, k in tiny)
+    assert (2, 2048, 2048, 2048) in {(c["batch"], c["M"], c["N"], c["K"]) for c in cases if c["class"] == "grouped"}
+    scores = [c for c in cases if c["class"] == "attention scores"]
+    values = [c for c in cases if c["class"] == "attention values"]
+    assert all(c["layout"] == "NT" and c["M"] == c["N"] for c in scores)  # Q @ K^T: K a transposed view
+    assert all(c["layout"] == "NN" and c["M"] == c["K"] for c in values)  # P @ V
+    assert {c["K"] for c in scores} == {c["N"] for c in values} == {64, 128}  # the head size d
+    assert {77, 4096} <= {c["M"] for c in scores} and {c["M"] for c in values} <= {c["M"] for c in scores}
+    assert min(c["batch"] for c in scores) >= 8 and max(c["batch"] for c in scores) <= 1536
+
+
+def test_the_quick_bmm_grid_is_a_subset_with_every_class():
+    bmm = _bmm()
+    full, quick = bmm.cases(), bmm.cases(quick=True)
+    assert quick and all(c in full for c in quick)
+    assert {c["class"] for c in quick} == set(bmm.CLASSES)
+    assert len(quick) <= len(full) // 3
+    assert len({c["layout"] for c in quick if c["class"] == "layouts"}) > 1
+
+
+def test_bmm_runs_each_dtype_and_mode_it_is_asked_for():
+    import pytest
+
+    bmm = _bmm()
+    assert bmm.runs("all", False) == list(bmm.ALL)
+    assert ("float32", "tf32") in bmm.ALL and ("float64", None) in bmm.ALL
+    assert bmm.runs("float32", False) == bmm.runs("float32", True) == [("float32", "float32")]
+    assert bmm.runs("float32", "tf32x3") == [("float32", "tf32x3")]
+    assert bmm.runs("bfloat16", False) == [("bfloat16", None)]
+    for dtype, precision in (("float16", "tf32"), ("all", "tf32")):
+        with pytest.raises(SystemExit):
+            bmm.runs(dtype, precision)
+
+
+def test_the_bmm_summary_leaves_failed_cases_out_and_names_them():
+    bmm = _bmm()
+    records = [
+        {"class": "tiny", "batch": 4096, "M": 16, "N": 16, "K": 16, "layout": "NN", "ratio": 0.5, "ratio_idle": 2.0},
+        {"class": "tiny", "batch": 10, "M": 2, "N": 2, "K": 2, "layout": "NN", "ratio": 2.0, "ratio_idle": 2.0},
+        {"class": "grouped", "batch": 2, "M": 8, "N": 8, "K": 8, "layout": "NN", "error": "AssertionError: off"},
+    ]
+    s = bmm._summary(records)
+    assert s["cases"] == 2 and s["geomean"] == 1.0 and s["min"] == 0.5 and s["min_idle"] == 2.0
+    assert s["failed"] == ["grouped 2 x 8x8x8 NN"]
+    assert s["classes"]["tiny"]["geomean"] == 1.0 and s["classes"]["grouped"]["cases"] == 0
+    assert s["classes"]["grouped"]["min"] is None and set(s["classes"]) == set(bmm.CLASSES)
+
+
+def test_bench_names_bmm_only_by_name_and_takes_dtype_all_only_for_it(capsys):
+    import pytest
+
+    from gpumat import __main__ as cli
+
+    assert "bmm" in cli.LONG_BENCHES and "bmm" not in cli.BENCHES
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["bench", "sweep", "--dtype", "all"])
+    assert stop.value.code == 2 and "--dtype all" in capsys.readouterr().err
+
+
+def _bmm_result(dtype, precision, failed=False) -> dict:
+    cases = [
+        {"class": "attention scores", "batch": 8, "M": 4096, "N": 4096, "K": 64, "layout": "NT", "ratio": 0.9},
+        {"class": "tiny", "batch": 4096, "M": 16, "N": 16, "K": 16, "layout": "NN", "ratio": 0.05},
+        {"class": "layouts", "batch": 16, "M": 1024, "N": 64, "K": 1024, "layout": "TT", "ratio": 1.3},
+    ]
+    for c in cases:
+        c["ratio_idle"] = c["ratio"] * 1.1
+    if failed:
+        cases.append({"class": "grouped", "batch": 2, "M": 2048, "N": 2048, "K": 2048, "layout": "NN", "error": "x"})
+    return {
+        "dtype": dtype,
+        "precision": precision,
+        "environment": {"device": "NVIDIA H100 80GB HBM3", "date": "2099-01-01"},
+        "summary": {"geomean": 0.36, "min": 0.05, "failed": ["grouped 2 x 2048x2048x2048 NN"] if failed else []},
+        "cases": cases,
+    }
+
+
+def test_plot_bmm_draws_a_panel_per_json_beside_it(tmp_path):
+    import json
+    import runpy
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "plot_bmm.py"
+    plot = runpy.run_path(str(script), run_name="plot_bmm")
+    one = tmp_path / "bmm-float16-nvidia-h100-80gb-hbm3-2099-01-01.json"
+    two = tmp_path / "bmm-float32-tf32-nvidia-h100-80gb-hbm3-2099-01-01.json"
+    one.write_text(json.dumps(_bmm_result("float16", None, failed=True)))
+    two.write_text(json.dumps(_bmm_result("float32", "tf32")))
+    out = plot["main"]([str(one)])
+    assert out == one.with_suffix(".png") and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    both = plot["main"]([str(one), str(two)])
+    assert both == tmp_path / "bmm-nvidia-h100-80gb-hbm3-2099-01-01.png" and both.stat().st_size > 0

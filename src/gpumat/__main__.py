@@ -9,7 +9,8 @@ import sys
 from .runtime.errors import NoDeviceError
 
 BENCHES = ("matmul", "gemm", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu", "dask")
-LONG_BENCHES = ("sweep",)  # named only: not part of `bench all`
+LONG_BENCHES = ("sweep", "bmm")  # named only: not part of `bench all`
+ALL_DTYPES_BENCHES = ("bmm",)  # the benches that take --dtype all (each dtype in turn)
 
 
 def cmd_info(args) -> int:
@@ -73,7 +74,12 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="the GPU, the driver and which kernels load").set_defaults(fn=cmd_info)
     sub.add_parser("demo", help="the documents' worked examples, checked against numpy").set_defaults(fn=cmd_demo)
     bench = sub.add_parser("bench", help="each variant against NVIDIA's libraries, same process, same inputs")
-    bench.add_argument("op", choices=(*BENCHES, *LONG_BENCHES, "all"))
+    bench.add_argument(
+        "op",
+        choices=(*BENCHES, *LONG_BENCHES, "all"),
+        help="one bench, or all of them but the long ones (sweep: matmul shapes against cuBLAS; bmm: batched "
+        "products against torch.bmm), which run only by name",
+    )
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
     bench.add_argument(
         "--precision",
@@ -82,16 +88,19 @@ def main(argv=None) -> int:
         default=False,
         choices=(True, "float32", "tf32x3", "tf32"),
         help="matmul: the tensor-core precisions (tf32x3, tf32) against cuBLAS FP32 and TF32, with accuracy; "
-        "sweep: the float32 mode to sweep (float32, tf32x3 or tf32)",
+        "sweep, bmm: the float32 mode to run (float32, tf32x3 or tf32)",
     )
     bench.add_argument(
         "--dtype",
-        choices=("float32", "float64", "float16", "bfloat16"),
+        choices=("float32", "float64", "float16", "bfloat16", "all"),
         default="float32",
-        help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16)",
+        help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16); sweep, bmm: the "
+        "dtype to run; bmm also takes all (float16, bfloat16, float32, float32 at tf32, float64 in turn, a JSON each)",
     )
     bench.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
+    if getattr(args, "dtype", None) == "all" and args.op not in ALL_DTYPES_BENCHES:
+        bench.error(f"--dtype all is for bench {', '.join(ALL_DTYPES_BENCHES)}; give bench {args.op} one dtype")
     try:
         return args.fn(args)
     except NoDeviceError as exc:
