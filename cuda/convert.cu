@@ -13,8 +13,9 @@
 //
 // Technique: a plain memory-bound map. A block of 32 x 8 threads covers 128 columns x 8 rows; each
 // thread converts four elements 32 columns apart (coalesced along a row); rows beyond gridDim.y x 8 are
-// walked in a grid-stride loop. Offsets are 64-bit.
-// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535)).
+// walked in a grid-stride loop. A batch of regions (batch strides sbs and sbd) runs in one launch, the
+// matrices on blockIdx.z (beyond gridDim.z in a grid-stride loop). Offsets are 64-bit.
+// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535), min(batch, 65535)).
 #include <type_traits>
 
 #include "gpumat.cuh"
@@ -25,13 +26,14 @@ namespace {
 
 template <class S, class D>
 __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols,
-                                        long long lds, long long ldd)
+                                        long long lds, long long ldd, long long batch, long long sbs, long long sbd)
 {
     const long long c = (long long)blockIdx.x * 128 + threadIdx.x;
+    for (long long b = blockIdx.z; b < batch; b += gridDim.z)
     for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
          r += (long long)gridDim.y * blockDim.y) {
-        const S* s = src + r * lds;
-        D* d = dst + r * ldd;
+        const S* s = src + b * sbs + r * lds;
+        D* d = dst + b * sbd + r * ldd;
         S v[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
@@ -73,9 +75,9 @@ __device__ __forceinline__ void gather(const T* __restrict__ src, T* __restrict_
 #define GPUMAT_CONVERT(SN, S, DN, D)                                                                         \
     extern "C" __global__ void __launch_bounds__(256) convert_##SN##_##DN(                                  \
         const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols, long long lds,      \
-        long long ldd)                                                                                       \
+        long long ldd, long long batch, long long sbs, long long sbd)                                        \
     {                                                                                                        \
-        convert<S, D>(src, dst, rows, cols, lds, ldd);                                                       \
+        convert<S, D>(src, dst, rows, cols, lds, ldd, batch, sbs, sbd);                                      \
     }
 
 // The twelve ordered pairs of distinct dtypes.
@@ -93,11 +95,11 @@ GPUMAT_CONVERT(bf16, __nv_bfloat16, f64, double)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f16, __half)
 
 #define GPUMAT_COPY_2D(SN, S)                                                                                \
-    extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(const S* __restrict__ src,               \
-                                                                  S* __restrict__ dst, long long rows,     \
-                                                                  long long cols, long long lds, long long ldd) \
+    extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(                                         \
+        const S* __restrict__ src, S* __restrict__ dst, long long rows, long long cols, long long lds,      \
+        long long ldd, long long batch, long long sbs, long long sbd)                                        \
     {                                                                                                        \
-        convert<S, S>(src, dst, rows, cols, lds, ldd);                                                       \
+        convert<S, S>(src, dst, rows, cols, lds, ldd, batch, sbs, sbd);                                      \
     }
 
 // Same-dtype copies: every element's bits unchanged.

@@ -481,7 +481,7 @@ def test_convert(pair, shape):
     s = Operand(src_bits, src_dt, rows, cols, off=1, ld=cols + 3)
     d = Operand(None, dst_dt, rows, cols, off=3, ld=cols + 1)
     try:
-        CV.CONVERT_KERNELS[pair](CV.grid(rows, cols), CV.BLOCK, s.ptr, d.ptr, rows, cols, s.ld, d.ld)
+        CV.CONVERT_KERNELS[pair](CV.grid(rows, cols), CV.BLOCK, s.ptr, d.ptr, rows, cols, s.ld, d.ld, 1, 0, 0)
         got, whole = d.download()
         assert d.padding_untouched(whole), "wrote outside dst"
     finally:

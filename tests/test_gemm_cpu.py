@@ -270,6 +270,20 @@ def test_a_transposed_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
     assert kind == "transpose" and args == (b[0], 0x7F4000000000, n, k, k, aligned_n, batch, n * k, k * aligned_n)
 
 
+def test_an_unaligned_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
+    """A batch whose A rows are not whole 16-byte pieces (4 x 4 float16: 8-byte rows) is copied into aligned
+    scratch by one copy launch over the batch, not one a matrix."""
+    from support import bound_run
+
+    m, n, k, batch = 4, 4, 4, 100000
+    q = plan(Problem(m, n, k, "f16", "f16", "native", False, False, batch=batch), H100, "wgmma128x128")
+    assert q.copy_a
+    a, b, c = (0x7F0000000000, k, m * k), (0x7F0010000000, n, n * k), (0x7F0020000000, n, m * n)
+    _, launches, copies = bound_run(monkeypatch, q, a, b, c)
+    assert len(launches) == 1 and [kind for kind, _ in copies] == ["copy", "copy"]  # B: 8-byte rows too
+    assert copies[0][1] == (a[0], 0x7F4000000000, m, k, k, 8, batch, m * k, m * 8)
+
+
 def test_batched_cost_grows_with_the_batch():
     one = plan(Problem(128, 128, 128, "f32", "f32", "float32"), H100).seconds
     many = plan(Problem(128, 128, 128, "f32", "f32", "float32", batch=4096), H100).seconds

@@ -48,13 +48,13 @@ def host_random(shape, dtype) -> np.ndarray:
 
 def batch_view(host: np.ndarray, transposed: bool, extra_rows: int, extra_cols: int):
     """host ((batch,) rows, cols) on the GPU in storage with `extra_rows` rows and `extra_cols` columns of
-    padding a matrix (a batch stride and row stride wider than the view, 16-byte multiples when the
-    padding is a multiple of 8 elements), stored transposed and read through .T when asked. Returns
-    (view, parent)."""
+    padding a matrix beyond the columns rounded up to 8 (a batch stride and row stride wider than the
+    view, 16-byte multiples when extra_cols is a multiple of 8), stored transposed and read through .T
+    when asked. Returns (view, parent)."""
     store = np.swapaxes(host, -1, -2) if transposed else host
     shape = list(store.shape)
     shape[-2] += extra_rows
-    shape[-1] += extra_cols
+    shape[-1] += -shape[-1] % 8 + extra_cols  # rows a whole number of 16 bytes, then the padding
     parent_host = host_random(shape, host.dtype)
     parent_host[..., : store.shape[-2], : store.shape[-1]] = store
     parent = gm.Matrix.from_numpy(parent_host)

@@ -1,7 +1,8 @@
 """Matrix.astype and the dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
 
 CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
-(src, dst, rows, cols, lds, ldd), strides in elements. Rounding is to nearest even, once (values go
+(src, dst, rows, cols, lds, ldd, batch, sbs, sbd), strides in elements (a batch of regions, batch
+strides sbs and sbd, in one launch). Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. COPY_KERNELS[sfx]: the same map
 as a bit-exact strided copy (copy_region), for regions the DMA engine copies slowly (rows of unaligned
 bytes); Matrix.copy itself stays cuMemcpy2D. GATHER_KERNELS[sfx]: any strided layout (signed strides
@@ -21,7 +22,7 @@ from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.streams import stream_handle
 
-SIGNATURE = "PPqqqq"  # src, dst, rows, cols, lds, ldd
+SIGNATURE = "PPqqqqqqq"  # src, dst, rows, cols, lds, ldd, batch, sbs, sbd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 
@@ -35,15 +36,21 @@ COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATUR
 GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in SUFFIXES}
 
 
-def grid(rows: int, cols: int) -> tuple[int, int, int]:
-    """Launch grid for a rows x cols region (rows beyond 65535 x 8 are walked in a grid-stride loop)."""
-    return max(cdiv(cols, COLS_PER_BLOCK), 1), max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1), 1
+def grid(rows: int, cols: int, batch: int = 1) -> tuple[int, int, int]:
+    """Launch grid for `batch` rows x cols regions (rows beyond 65535 x 8 and matrices beyond 65535 are
+    walked in grid-stride loops)."""
+    return (
+        max(cdiv(cols, COLS_PER_BLOCK), 1),
+        max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1),
+        max(min(batch, MAX_GRID_YZ), 1),
+    )
 
 
 @lru_cache(maxsize=1024)  # called on every conversion and strided copy: the few shapes a program uses, once
-def _launch(kernel: Kernel, rows: int, cols: int) -> FixedLaunch:
-    """`kernel`'s launch over a rows x cols region: launch(dev, stream, src, dst, rows, cols, lds, ldd)."""
-    return FixedLaunch(kernel, grid(rows, cols), BLOCK, 0, len(SIGNATURE), ())
+def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1) -> FixedLaunch:
+    """`kernel`'s launch over `batch` rows x cols regions: launch(dev, stream, src, dst, rows, cols, lds,
+    ldd, batch, sbs, sbd)."""
+    return FixedLaunch(kernel, grid(rows, cols, batch), BLOCK, 0, len(SIGNATURE), ())
 
 
 def astype(m, dtype, stream=None):
@@ -77,7 +84,8 @@ def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:
 def _convert(src: tuple, dst: tuple, stream: int, dev) -> None:
     """convert_region of two matrices' _operand() tuples."""
     rows, cols = src[5], src[6]
-    _launch(CONVERT_KERNELS[(src[7], dst[7])], rows, cols)(dev, stream, src[0], dst[0], rows, cols, src[1], dst[1])
+    launch = _launch(CONVERT_KERNELS[(src[7], dst[7])], rows, cols)
+    launch(dev, stream, src[0], dst[0], rows, cols, src[1], dst[1], 1, 0, 0)
 
 
 def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: int, dev) -> None:
@@ -90,7 +98,21 @@ def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: i
     )
 
 
-def copy_region(src: int, dst: int, rows: int, cols: int, lds: int, ldd: int, sfx: str, stream: int, dev) -> None:
-    """dst = src, a rows x cols region of `sfx` elements between two device addresses (row strides in
-    elements), queued on `stream` (the caller orders the operands on it and holds the device lock)."""
-    _launch(COPY_KERNELS[sfx], rows, cols)(dev, stream, src, dst, rows, cols, lds, ldd)
+def copy_region(
+    src: int,
+    dst: int,
+    rows: int,
+    cols: int,
+    lds: int,
+    ldd: int,
+    sfx: str,
+    stream: int,
+    dev,
+    batch: int = 1,
+    sbs: int = 0,
+    sbd: int = 0,
+) -> None:
+    """dst = src, `batch` rows x cols regions of `sfx` elements between two device addresses (row and batch
+    strides in elements), in one launch queued on `stream` (the caller orders the operands on it and holds
+    the device lock)."""
+    _launch(COPY_KERNELS[sfx], rows, cols, batch)(dev, stream, src, dst, rows, cols, lds, ldd, batch, sbs, sbd)

@@ -226,7 +226,7 @@ def _row_major_copy(
     """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
     batch when its batch stride is not 0) whose base and row stride are 16-byte aligned, in pool scratch,
     by a copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
-    transposed operand (stored cols x rows) is transposed on the way, one launch for the whole batch."""
+    transposed operand (stored cols x rows) is transposed on the way; one launch for the whole batch either way."""
     ptr, ld, bstride = operand[:3]
     size = ITEMSIZE[sfx]
     per_16 = 16 // size
@@ -239,10 +239,7 @@ def _row_major_copy(
     if trans:
         transpose_region(ptr, dst, cols, rows, ld, aligned_ld, sfx, stream, dev, "auto", count, bstride, per_matrix)
     else:
-        for i in range(count):
-            copy_region(
-                ptr + i * bstride * size, dst + i * per_matrix * size, rows, cols, ld, aligned_ld, sfx, stream, dev
-            )
+        copy_region(ptr, dst, rows, cols, ld, aligned_ld, sfx, stream, dev, count, bstride, per_matrix)
     return dst, aligned_ld, per_matrix if bstride else 0
 
 
