@@ -107,7 +107,7 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
         assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
     # every other row computes every shape and has no memory term: their plans are as before
     for v in VARIANTS.values():
-        if v.name not in GEMV:
+        if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
             assert v.any_shape and v.bandwidth == 0, v.name
 
 

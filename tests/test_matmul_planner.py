@@ -104,7 +104,9 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     gx, gy, gz = q.grid
     assert q.grid == v.grid(m, n, q.splits, t.sm_count)
     tile_m, tile_n = v.tile
-    if v.persistent:  # one block a slot; blocks walk the work items
+    if v.packs:  # several whole matrices a block
+        assert q.grid == (1, 1, 1) and m <= v.max_m and n <= v.max_n
+    elif v.persistent:  # one block a slot; blocks walk the work items
         works = geometry.cdiv(m, tile_m) * geometry.cdiv(n, tile_n) * q.splits
         assert 1 <= gx <= works and gx <= t.sm_count * v.blocks_per_sm and (gy, gz) == (1, 1)
     else:
@@ -116,6 +118,8 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     # transposed for reads_b_trans)
     copy_a = p.a_trans != v.reads_a_trans or (v.needs_aligned and not p.a_aligned)
     copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
+    if v.reads_either_layout:  # either layout in place
+        copy_a, copy_b = v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned
     assert (q.copy_a, q.copy_b) == (copy_a, copy_b)
     assert q.seconds == model(v, q.problem, t, q.splits, q.k_chunk) > 0
     # cached: the same plan object, and an equal plan from equal arguments
@@ -195,9 +199,9 @@ def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
 
 
 def test_kernels_that_do_not_split_k_refuse_a_split():
-    p = problem("f32", 256, 256, 4096)
     for name, v in VARIANTS.items():
         if ("f32", "f32") in v.kernels and not v.splits_k:
+            p = problem("f32", 64, 64, 4096) if v.packs else problem("f32", 256, 256, 4096)
             with pytest.raises(ValueError, match="does not split K"):
                 forced(p, H100, name, 2, 2048)
             assert forced(p, H100, name, 1, 4096).splits == 1

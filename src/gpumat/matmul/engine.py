@@ -52,6 +52,7 @@ from .variants import (
     Variant,
     accumulator,
     algorithms,
+    small_per_block,
 )
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "operand_aligned",
     "plan",
     "result_shape",
+    "small_per_block",
     "split_options",
     "tensor_map",
     "tensor_map_args",

@@ -45,12 +45,26 @@ class BoundPlan:
     the module docstring); `shape` names its launch shape. `plan` is the plan for 16-byte aligned
     operands (the one it runs unless the alignment picks another)."""
 
-    __slots__ = ("plan", "device", "run", "shape", "launches", "_m", "_n", "_k", "_plain", "_every", "_by_alignment")
+    __slots__ = (
+        "plan",
+        "device",
+        "run",
+        "shape",
+        "launches",
+        "_m",
+        "_n",
+        "_k",
+        "_packed",
+        "_plain",
+        "_every",
+        "_by_alignment",
+    )
 
     def __init__(self, plan: MatmulPlan, dev):
         q, v = plan.problem, plan.variant
         self.plan, self.device, self._by_alignment = plan, dev, None
         self._m, self._n, self._k = q.m, q.n, q.k
+        self._packed = (q.batch, int(q.a_trans), int(q.b_trans))  # what a small-products launch adds
         self._plain = self._every = None
         self.launches = bool(q.m and q.n and q.batch)  # whether run() queues anything
         one = plan.splits == 1 and not (plan.copy_a or plan.copy_b)
@@ -63,11 +77,12 @@ class BoundPlan:
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
             self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, leading, IDENTITY)
-        elif one and not v.tma and plan.grid[2] == q.batch:
+        elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
             self._every = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, len(plan.kernel.signature), ())
             if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
-                tail = gemm_arguments(v.args, (0, 0, 0), (0, 0, 0), (0, 0, 0), 0, 0, 0, plan.k_chunk, IDENTITY)
+                zeros = (0, 0, 0)
+                tail = gemm_arguments(v.args, zeros, zeros, zeros, 0, 0, 0, plan.k_chunk, IDENTITY, self._packed)
                 self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, LEADING, tail[LEADING:])
         else:
             self.shape, self.run = "general", self._general
@@ -76,14 +91,16 @@ class BoundPlan:
     def for_problem(cls, p: Problem, t: Target, algorithm: str, dev) -> BoundPlan:
         """The plan of problem p (its alignment fields ignored) by `algorithm`, bound to dev: one plan where
         every alignment of A and B plans alike, else one per alignment, picked per call. When no row the
-        call may run reads alignment (copy-engine rows, or ones auto takes only for aligned operands), one
-        plan is made: the common first call plans once, not four times."""
+        call may run reads alignment (copy-engine rows, or ones auto takes only for aligned operands) and
+        the rows slow down alike on unaligned operands (the model's unaligned_slowdown), one plan is made:
+        the common first call plans once, not four times."""
         if algorithm != "auto":
             rows = [VARIANTS[algorithm]]
         else:
             pair = (p.dtype, p.out_dtype)
             rows = [v for v in VARIANTS.values() if pair in v.kernels and planner.computes(v, p.dtype) == p.mode]
-        if not any(v.needs_aligned or v.auto_needs_aligned for v in rows):
+        alike = len({v.unaligned_slowdown for v in rows}) == 1
+        if alike and not any(v.needs_aligned or v.auto_needs_aligned for v in rows):
             return cls(planner.plan(replace(p, a_aligned=True, b_aligned=True), t, algorithm), dev)
         plans = {
             (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
@@ -110,7 +127,7 @@ class BoundPlan:
             self._plain(self.device, stream, a[0], b[0], c[0], self._m, self._n, self._k, a[1], b[1], c[1])
         else:
             p = self.plan
-            args = gemm_arguments(p.variant.args, a, b, c, self._m, self._n, self._k, p.k_chunk, epilogue)
+            args = gemm_arguments(p.variant.args, a, b, c, self._m, self._n, self._k, p.k_chunk, epilogue, self._packed)
             self._every(self.device, stream, *args)
 
     def _tma(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:

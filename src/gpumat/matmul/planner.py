@@ -38,7 +38,7 @@ from .._dtypes import ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target
-from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator
+from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator, small_per_block
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
@@ -46,6 +46,9 @@ COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
+# the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
+# tensor-core mode runs it as exact FP32 (plan)
+SMALL_K = 64
 # one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
 # time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
 # root of the sum of their squares, which fits gemv_m1 at 1 x 4096 x 4096 bfloat16 and float32 on an H100
@@ -81,6 +84,8 @@ def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
     row-major or, for a variant that reads A transposed (reads_a_trans), as K rows of M; B row-major or,
     for a variant that reads B transposed (reads_b_trans), as N rows of K (an operand stored the other
     way is transposed in one pass); and an operand the copy engine cannot read in place."""
+    if v.reads_either_layout:
+        return v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned
     copy_a = p.a_trans != v.reads_a_trans or (v.needs_aligned and not p.a_aligned)
     copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
     return copy_a, copy_b
@@ -96,6 +101,8 @@ def _reads_aligned(v: Variant, p: Problem) -> bool:
 
 def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:
     """The modelled seconds of variant v running problem p on target t with this split."""
+    if v.packs:
+        return _packed_model(v, p, t)
     bm, bn = v.tile
     wm, wn = v.warp_tile or v.tile
     tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn) * p.batch
@@ -131,6 +138,17 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     return seconds
 
 
+def _packed_model(v: Variant, p: Problem, t: Target) -> float:
+    """A small-products row (several matrices a block, small_per_block): the operands' bytes at the
+    bandwidth its grid can draw, or its arithmetic at its rate on the SMs the grid fills, whichever takes
+    longer, and the launch's fixed cost."""
+    blocks = cdiv(p.batch, small_per_block(p.m, p.n))
+    busy = min(t.sm_count, blocks / v.blocks_per_sm)
+    drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
+    compute = p.flops / (v.rate * busy / H100_SMS)
+    return v.fixed_s + max(traffic(p) / drawn, compute)
+
+
 def traffic(p: Problem) -> int:
     """The bytes a product must move at least: A and B read once, C written once."""
     size = ITEMSIZE[p.dtype]
@@ -141,6 +159,8 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
     """Why the variant does not compute the problem's shape (the matrix-vector rows), or None."""
     if v.computes_shape(p.m, p.n):
         return None
+    if v.packs:
+        return f"it computes results of at most {v.max_m} x {v.max_n} only, and this one is {p.m} x {p.n}"
     most, side, what = (v.max_n, "N", "column") if v.max_n is not None else (v.max_m, "M", "row")
     which = f"one {what} ({side} == 1)" if most == 1 else f"at most {most} {what}s ({side} <= {most})"
     return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
@@ -150,7 +170,7 @@ def matrix_vector(p: Problem) -> bool:
     """Whether a matrix-vector row of the table (max_m or max_n set) computes the problem's shape: C of at
     most 16 rows or columns, a product that reads its matrix operand once and is bound by memory."""
     return any(
-        not v.any_shape and v.computes_shape(p.m, p.n) and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
+        v.made_for_shape and v.computes_shape(p.m, p.n) and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         for v in VARIANTS.values()
     )
 
@@ -200,9 +220,10 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n)
+        and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
     ]
-    shaped = [v for v in rows if v.max_m is not None or v.max_n is not None]
-    return shaped or rows
+    shaped = [v for v in rows if v.made_for_shape]
+    return [*shaped, *(v for v in rows if v.packs)] if shaped else rows
 
 
 @lru_cache(maxsize=8192)
@@ -227,6 +248,10 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
+    if p.mode in ("tf32", "tf32x3") and p.batch > 1 and p.k <= SMALL_K and VARIANTS["small"].computes_shape(p.m, p.n):
+        # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
+        # the exact FP32 rows (the small-products row among them) run it at the memory's rate
+        return _exact_fp32(p, t, f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products")
     if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
         # one row or column of C (or up to 16) is memory-bound: the exact FP32 matrix-vector rows read it at
         # the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM

@@ -44,7 +44,16 @@ TENSOR_MAPS = "TTTPiiiqii" + "iqi" + EPILOGUE
 # ... and the storage the maps of A and B describe (address, row stride, batch stride), which the TF32
 # kernels read to recompute in FP32 the outputs the tensor cores leave infinite or NaN
 TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
-SIGNATURES = {"plain": PLAIN, "k_chunk": K_CHUNK, "tensor_maps": TENSOR_MAPS, "tensor_maps_exact": TENSOR_MAPS_EXACT}
+# the batch of small products (several matrices a block): A, B, C, M, N, K, lda, ldb, ldc, the batch's
+# products, whether A and B are stored transposed (read in place either way), then the batch strides
+SMALL = "PPPiiiqqq" + "iii" + BATCH + EPILOGUE
+SIGNATURES = {
+    "plain": PLAIN,
+    "k_chunk": K_CHUNK,
+    "tensor_maps": TENSOR_MAPS,
+    "tensor_maps_exact": TENSOR_MAPS_EXACT,
+    "small": SMALL,
+}
 IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
 LEADING = 9  # what a plain or k_chunk launch takes before k_chunk: A, B, C, M, N, K, lda, ldb, ldc
@@ -52,11 +61,16 @@ LEADING = 9  # what a plain or k_chunk launch takes before k_chunk: A, B, C, M, 
 
 # The argument order of each signature, written here once: a, b, c are (address, row stride, batch
 # stride) of the operands' storages, in elements.
-def gemm_arguments(args: str, a, b, c, m: int, n: int, k: int, k_chunk: int, epilogue: tuple) -> tuple:
-    """The arguments of a plain or k_chunk entry point (PLAIN, K_CHUNK), in order."""
+def gemm_arguments(
+    args: str, a, b, c, m: int, n: int, k: int, k_chunk: int, epilogue: tuple, packed: tuple = (1, 0, 0)
+) -> tuple:
+    """The arguments of a plain, k_chunk or small entry point (PLAIN, K_CHUNK, SMALL), in order; `packed`:
+    what a small entry adds, (products, A stored transposed, B stored transposed)."""
     head = (a[0], b[0], c[0], m, n, k, a[1], b[1], c[1])
     if args == "plain":
         return (*head, a[2], b[2], c[2], *epilogue)
+    if args == "small":
+        return (*head, *packed, a[2], b[2], c[2], *epilogue)
     return (*head, k_chunk, a[2], b[2], c[2], *epilogue)
 
 
@@ -95,6 +109,12 @@ class Variant:
     reads_b_trans: bool = False
     # reads A stored transposed (K rows of M, as X.T @ B gives it) in place; likewise
     reads_a_trans: bool = False
+    # reads A and B in place in either layout (told which at the launch): no transposing copy
+    reads_either_layout: bool = False
+    # runs a batch of products of at most max_m x max_n several a block (small_per_block), in a grid of
+    # ceil(batch / per block) blocks; auto weighs it against the other rows (the matrix-vector rows' shapes
+    # included), where it would not be the only choice as a row made for a shape is
+    packs: bool = False
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
@@ -132,7 +152,7 @@ class Variant:
 
     @property
     def splits_k(self) -> bool:
-        return self.args != "plain"
+        return self.args not in ("plain", "small")
 
     def computes_shape(self, m: int, n: int) -> bool:
         """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
@@ -140,8 +160,13 @@ class Variant:
 
     @property
     def any_shape(self) -> bool:
-        """Whether it computes every shape of C (all but the matrix-vector rows)."""
+        """Whether it computes every shape of C (all but the matrix-vector rows and the small products')."""
         return self.max_m is None and self.max_n is None
+
+    @property
+    def made_for_shape(self) -> bool:
+        """A matrix-vector row: where it computes the shape, auto's only candidates are such rows."""
+        return not self.any_shape and not self.packs
 
     @property
     def tma(self) -> bool:
@@ -158,8 +183,21 @@ class Variant:
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
+        if self.packs:
+            return max(1, cdiv(batch, small_per_block(m, n))), 1, 1
         layers = splits if batch == 1 else min(batch, MAX_GRID_YZ)
         return tiled_grid(m, n, *self.tile, layers=layers)
+
+
+SMALL_THREADS = 256  # cuda/matmul_small.cu: THREADS
+
+
+def small_per_block(m: int, n: int) -> int:
+    """The matrices a block of the small row takes for an m x n C (cuda/matmul_small.cu, small_geometry):
+    each thread r x r outputs, r the smallest of 1, 2, 4 whose tiles of one matrix the block's 256 threads
+    cover, and as many whole matrices as they cover."""
+    tiles = next(t for r in (1, 2, 4) if (t := cdiv(m, r) * cdiv(n, r)) <= SMALL_THREADS or r == 4)
+    return max(1, SMALL_THREADS // tiles)
 
 
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
@@ -506,8 +544,36 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
     )
 
 
+# --- batches of small products (cuda/matmul_small.cu): C of at most 64 x 64 a matrix, K any, every dtype
+# (halves accumulate in float32, C in their dtype or float32), A and B read in place in either layout;
+# several matrices a block of 256 threads (small_per_block), K staged through shared memory in chunks.
+# Memory-bound by design (a 16^3 product does 16 FMAs an element it moves): bandwidth as the matrix-vector
+# rows'; rate: the FP32 pipes' share it keeps from shared memory, PROVISIONAL (not measured yet).
+SMALL_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
+SMALL_ROW = Variant(
+    "small",
+    _kernels(
+        "matmul_small", {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") for s, d in SMALL_PAIRS}, "small"
+    ),
+    "any",
+    (64, 64),
+    (SMALL_THREADS, 1, 1),
+    "small",
+    reads_either_layout=True,
+    packs=True,
+    tier=1,
+    max_m=64,
+    max_n=64,
+    rate=15e12,
+    blocks_per_sm=3,
+    bandwidth=2.6e12,
+    fixed_s=2e-6,
+)
+
+
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
+    SMALL_ROW,
     SIMT,
     _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16", fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 16
     _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages

@@ -1,0 +1,215 @@
+"""The small-products row (cuda/matmul_small.cu, issue 41 item 3): batches of products of at most 64 x 64,
+several whole matrices a block, A and B read in place in either layout, every dtype.
+
+Without a GPU: the geometry the host and the kernel share, the grid, the arguments, one launch whatever
+the batch and layout, auto's use of it. On the GPU: every dtype and layout against a float64 reference on
+shapes of 1, primes and around the register tiles' steps, K past the staged chunk, batches past 65535,
+operands shared by the batch, padded views and poisoned padded results, the epilogue; bits repeat."""
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import FAKE_DEVICE, H100, bound_run, rng
+
+import gpumat as gm
+from gpumat._dtypes import BFLOAT16
+from gpumat.matmul.engine import VARIANTS, BoundPlan, Problem, plan, small_per_block
+
+SMALL = VARIANTS["small"]
+SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
+
+
+# ---- without a GPU ----
+
+
+def test_the_host_s_geometry_is_the_kernel_s():
+    src = SOURCE.read_text()
+    assert re.search(r"constexpr int THREADS = 256;", src)
+    assert "const int r = tiles(1) <= THREADS ? 1 : (tiles(2) <= THREADS ? 2 : 4);" in src
+    assert "return {r, tm, tn, max(1, THREADS / (tm * tn))};" in src
+    assert SMALL.block == (256, 1, 1) and (SMALL.max_m, SMALL.max_n) == (64, 64)
+
+
+@given(m=st.integers(1, 64), n=st.integers(1, 64), batch=st.integers(1, 10**6))
+def test_the_grid_covers_the_batch_with_whole_matrices_a_block(m, n, batch):
+    g = small_per_block(m, n)
+    r = next(r for r in (1, 2, 4) if math.ceil(m / r) * math.ceil(n / r) <= 256)
+    tiles = math.ceil(m / r) * math.ceil(n / r)
+    assert tiles <= 256 and g == max(1, 256 // tiles) and g * tiles <= 256  # every thread one tile at most
+    gx, gy, gz = SMALL.grid(m, n, 1, 132, batch)
+    assert (gy, gz) == (1, 1) and (gx - 1) * g < batch <= gx * g
+
+
+def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
+    m, n, k, batch = 16, 24, 40, 70000  # past the grid's 65535 layers: one launch still
+    for ta in (False, True):
+        for tb in (False, True):
+            q = plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, a_trans=ta, b_trans=tb), H100, "small")
+            assert not (q.copy_a or q.copy_b) and q.grid == (math.ceil(batch / small_per_block(m, n)), 1, 1)
+            assert BoundPlan(q, FAKE_DEVICE).shape == "direct"
+            a = (0x7F0000000000, m if ta else k, m * k)
+            b = (0x7F0010000000, k if tb else n, 0)  # one B for the batch
+            c = (0x7F0020000000, n, m * n)
+            _, launches, copies = bound_run(monkeypatch, q, a, b, c)
+            assert copies == [] and len(launches) == 1
+            name, grid, block, args, _ = launches[0]
+            assert name == "matmul_small_f16" and grid == q.grid and block == (256, 1, 1)
+            assert args[:15] == (
+                a[0],
+                b[0],
+                c[0],
+                m,
+                n,
+                k,
+                a[1],
+                b[1],
+                c[1],
+                batch,
+                int(ta),
+                int(tb),
+                *(m * k, 0, m * n),
+            )
+
+
+def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
+    for sfx in ("f32", "f64", "f16", "bf16"):
+        mode = "float32" if sfx == "f32" else "native"
+        for side in (2, 16, 32):
+            many = plan(Problem(side, side, side, sfx, sfx, mode, batch=4096), H100)
+            assert "small" in many.reason, many.reason  # among the candidates (the matrix-vector rows' too)
+            one = plan(Problem(side, side, side, sfx, sfx, mode), H100)
+            assert one.algorithm != "small"
+    with pytest.raises(ValueError, match="at most 64 x 64"):
+        plan(Problem(65, 8, 8, "f32", "f32", "float32", batch=2), H100, "small")
+
+
+def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
+    for mode in ("tf32", "tf32x3"):
+        q = plan(Problem(16, 16, 16, "f32", "f32", mode, batch=4096), H100)
+        assert q.problem.mode == "float32" and "exact FP32" in q.reason
+
+
+# ---- on the GPU ----
+
+KINDS = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": BFLOAT16}
+EPS = {"float32": 2.0**-24, "float64": 2.0**-53, "float16": 2.0**-24, "bfloat16": 2.0**-24}
+RESULT_EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+SIDES = [1, 2, 3, 5, 7, 8, 13, 15, 16, 17, 31, 32, 33, 47, 63, 64]
+
+
+def tolerance(kind: str, k: int) -> float:
+    eps = EPS[kind]
+    return 8 * eps * math.sqrt(max(k, 1)) + RESULT_EPS.get(kind, eps)
+
+
+def host_random(shape, dtype):
+    return rng.uniform(-1, 1, size=shape).astype(np.float32).astype(dtype)
+
+
+def upload(host: np.ndarray, transposed: bool, pad: int):
+    """host ((batch,) rows, cols) on the GPU inside storage `pad` columns and one row wider a matrix (odd
+    offsets and strides), stored transposed and read through .T when asked: (view, parent)."""
+    store = np.swapaxes(host, -1, -2) if transposed else host
+    shape = list(store.shape)
+    shape[-2] += 1
+    shape[-1] += pad
+    parent_host = host_random(shape, host.dtype)
+    rows, cols = slice(1, 1 + store.shape[-2]), slice(pad, pad + store.shape[-1])
+    parent_host[..., rows, cols] = store
+    parent = gm.Matrix.from_numpy(parent_host)
+    view = parent[:, rows, cols] if store.ndim == 3 else parent[rows, cols]
+    return (view.T if transposed else view), parent
+
+
+def check(kind, got, a_host, b_host, k, what):
+    a64, b64 = a_host.astype(np.float64), b_host.astype(np.float64)
+    ref, scale = np.matmul(a64, b64), np.matmul(np.abs(a64), np.abs(b64))
+    got = got.astype(np.float64)
+    assert not np.isnan(got).any(), f"an element not written {what}"
+    err = np.abs(got - ref) / np.maximum(scale, 2.0**-14)
+    assert err.max() <= tolerance(kind, k), (err.max(), what)
+
+
+@st.composite
+def cases(draw):
+    return {
+        "kind": draw(st.sampled_from(list(KINDS))),
+        "m": draw(st.sampled_from(SIDES)),
+        "n": draw(st.sampled_from(SIDES)),
+        "k": draw(st.sampled_from([1, 2, 7, 16, 31, 32, 33, 64, 100, 257])),
+        "batch": draw(st.sampled_from([1, 2, 3, 17, 255, 1000])),
+        "shared": draw(st.sampled_from(["none", "a", "b"])),
+        "ta": draw(st.booleans()),
+        "tb": draw(st.booleans()),
+        "pads": [draw(st.integers(0, 3)) for _ in range(3)],
+    }
+
+
+@pytest.mark.gpu
+@settings(max_examples=250, deadline=None)
+@given(cases())
+def test_small_products_against_a_float64_reference(case):
+    kind, m, n, k, batch = (case[x] for x in ("kind", "m", "n", "k", "batch"))
+    dtype = KINDS[kind]
+    a_host = host_random((m, k) if case["shared"] == "a" else (batch, m, k), dtype)
+    b_host = host_random((k, n) if case["shared"] == "b" else (batch, k, n), dtype)
+    a, pa = upload(a_host, case["ta"], case["pads"][0])
+    b, pb = upload(b_host, case["tb"], case["pads"][1])
+    out_host = np.full((batch, m + 1, n + case["pads"][2]), np.nan, dtype)
+    pc = gm.Matrix.from_numpy(out_host)
+    out = pc[:, 1:, case["pads"][2] :]
+    try:
+        q = gm.matmul_plan(a, b, out=out, algorithm="small")
+        assert not (q.copy_a or q.copy_b)
+        gm.matmul(a, b, out=out, plan=q)
+        check(kind, out.to_numpy(), a_host, b_host, k, case)
+        after = pc.to_numpy()
+        outside = np.ones(after.shape, bool)
+        outside[:, 1:, case["pads"][2] :] = False
+        assert np.isnan(after[outside].astype(np.float64)).all(), "written outside out's view"
+    finally:
+        for x in (pa, pb, pc):
+            x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
+    dtype = KINDS[kind]
+    batch, m, n, k = 65537 * 2 + 5, 4, 3, 5
+    a_host, b_host = host_random((batch, m, k), dtype), host_random((batch, k, n), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        q = gm.matmul_plan(a, b, algorithm="small")
+        with gm.matmul(a, b, plan=q) as c:
+            check(kind, c.to_numpy(), a_host, b_host, k, kind)
+        if kind in ("float16", "bfloat16"):
+            with gm.Matrix.empty((batch, m, n), dtype=np.float32) as c32:
+                gm.matmul(a, b, out=c32, algorithm="small")
+                check("float32", c32.to_numpy(), a_host, b_host, k, kind)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_epilogue_and_bits_that_repeat(kind):
+    dtype = KINDS[kind]
+    batch, m, n, k = 300, 20, 36, 70
+    a_host, b_host = host_random((batch, k, m), dtype), host_random((batch, k, n), dtype)
+    c0 = host_random((batch, m, n), dtype)
+    bias_host = host_random((m, 1), np.float32)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b, gm.Matrix.from_numpy(bias_host) as bias:
+        runs = []
+        for _ in range(2):
+            with gm.Matrix.from_numpy(c0) as c:
+                gm.matmul(a.T, b, out=c, algorithm="small", alpha=2.0, beta=0.5, bias=bias, activation="gelu_tanh")
+                runs.append(c.to_numpy())
+        assert np.array_equal(runs[0].view(np.uint8), runs[1].view(np.uint8))
+    a64 = np.swapaxes(a_host.astype(np.float64), -1, -2)
+    r = 2.0 * np.matmul(a64, b_host.astype(np.float64)) + 0.5 * c0.astype(np.float64) + bias_host
+    ref = 0.5 * r * (1 + np.tanh(math.sqrt(2 / math.pi) * (r + 0.044715 * r**3)))
+    scale = 2.0 * np.matmul(np.abs(a64), np.abs(b_host.astype(np.float64))) + np.abs(c0) + np.abs(bias_host)
+    assert (np.abs(runs[0].astype(np.float64) - ref) / scale).max() <= tolerance(kind, k) + 2.0**-20
