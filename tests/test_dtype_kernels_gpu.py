@@ -172,7 +172,7 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     try:
         if isinstance(v, T.NarrowVariant):  # the buffers are 256-byte aligned: the contract holds
             assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
-        v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld)
+        v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld, 1, 0, 0)  # one matrix
         got, whole = b.download()
         assert np.array_equal(got, bits.T), f"{name}/{dt} {shape} {layout}: wrong bits"
         assert b.padding_untouched(whole), "wrote outside B"

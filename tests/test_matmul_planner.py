@@ -201,7 +201,7 @@ def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
 def test_kernels_that_do_not_split_k_refuse_a_split():
     for name, v in VARIANTS.items():
         if ("f32", "f32") in v.kernels and not v.splits_k:
-            p = problem("f32", 64, 64, 4096) if v.packs else problem("f32", 256, 256, 4096)
+            p = problem("f32", 16, 16, 4096) if v.packs else problem("f32", 256, 256, 4096)
             with pytest.raises(ValueError, match="does not split K"):
                 forced(p, H100, name, 2, 2048)
             assert forced(p, H100, name, 1, 4096).splits == 1

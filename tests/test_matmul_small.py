@@ -1,5 +1,6 @@
-"""The small-products row (cuda/matmul_small.cu, issue 41 item 3): batches of products of at most 64 x 64,
-several whole matrices a block, A and B read in place in either layout, every dtype.
+"""The small-products rows (cuda/matmul_small.cu, issue 41 item 3): batches of products of at most 256
+elements of C (small: one output a thread) or 64 x 64 (small_wide: register tiles), several whole matrices
+a block, A and B read in place in either layout, every dtype.
 
 Without a GPU: the geometry the host and the kernel share, the grid, the arguments, one launch whatever
 the batch and layout, auto's use of it. On the GPU: every dtype and layout against a float64 reference on
@@ -20,7 +21,7 @@ import gpumat as gm
 from gpumat._dtypes import BFLOAT16
 from gpumat.matmul.engine import VARIANTS, BoundPlan, Problem, plan, small_per_block
 
-SMALL = VARIANTS["small"]
+SMALL, WIDE = VARIANTS["small"], VARIANTS["small_wide"]
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 
@@ -29,28 +30,39 @@ SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 def test_the_host_s_geometry_is_the_kernel_s():
     src = SOURCE.read_text()
-    assert re.search(r"constexpr int THREADS = 256;", src)
-    assert "const int r = tiles(1) <= THREADS ? 1 : (tiles(2) <= THREADS ? 2 : 4);" in src
-    assert "return {r, tm, tn, max(1, THREADS / (tm * tn))};" in src
-    assert SMALL.block == (256, 1, 1) and (SMALL.max_m, SMALL.max_n) == (64, 64)
+    assert re.search(r"constexpr int THREADS = 256;", src) and re.search(r"constexpr int SMEM_BYTES = 16384;", src)
+    assert "const int r = !wide ? 1 : (tiles(2) <= THREADS ? 2 : 4);" in src
+    assert "const int per_pass = max(1, THREADS / (tm * tn));" in src
+    assert "return {r, tm, tn, per_pass, per_pass * passes(r)};" in src
+    assert "constexpr int passes(int r) { return r == 1 ? 4 : 1; }" in src
+    assert "max(1, min(min(K, 32), ELEMS / (G * (M + N))))" in src  # the staged chunk (small_chunk)
+    for v in (SMALL, WIDE):
+        assert v.block == (256, 1, 1) and (v.max_m, v.max_n) == (64, 64) and v.packs and v.reads_either_layout
+    assert SMALL.max_outputs == 256 and WIDE.max_outputs is None
+    assert all(k.name.endswith("_wide") for k in WIDE.kernels.values())
 
 
 @given(m=st.integers(1, 64), n=st.integers(1, 64), batch=st.integers(1, 10**6))
 def test_the_grid_covers_the_batch_with_whole_matrices_a_block(m, n, batch):
-    g = small_per_block(m, n)
-    r = next(r for r in (1, 2, 4) if math.ceil(m / r) * math.ceil(n / r) <= 256)
-    tiles = math.ceil(m / r) * math.ceil(n / r)
-    assert tiles <= 256 and g == max(1, 256 // tiles) and g * tiles <= 256  # every thread one tile at most
-    gx, gy, gz = SMALL.grid(m, n, 1, 132, batch)
-    assert (gy, gz) == (1, 1) and (gx - 1) * g < batch <= gx * g
+    for v, wide in ((SMALL, False), (WIDE, True)):
+        if not v.computes_shape(m, n):
+            assert m * n > 256 and not wide
+            continue
+        g = small_per_block(m, n, wide)
+        r = 1 if not wide else next(r for r in (2, 4) if math.ceil(m / r) * math.ceil(n / r) <= 256)
+        tiles = math.ceil(m / r) * math.ceil(n / r)
+        passes = 4 if r == 1 else 1
+        assert tiles <= 256 and g == max(1, 256 // tiles) * passes  # every thread one tile a pass at most
+        gx, gy, gz = v.grid(m, n, 1, 132, batch)
+        assert (gy, gz) == (1, 1) and (gx - 1) * g < batch <= gx * g
 
 
 def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
     m, n, k, batch = 16, 24, 40, 70000  # past the grid's 65535 layers: one launch still
     for ta in (False, True):
         for tb in (False, True):
-            q = plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, a_trans=ta, b_trans=tb), H100, "small")
-            assert not (q.copy_a or q.copy_b) and q.grid == (math.ceil(batch / small_per_block(m, n)), 1, 1)
+            q = plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, a_trans=ta, b_trans=tb), H100, "small_wide")
+            assert not (q.copy_a or q.copy_b) and q.grid == (math.ceil(batch / small_per_block(m, n, True)), 1, 1)
             assert BoundPlan(q, FAKE_DEVICE).shape == "direct"
             a = (0x7F0000000000, m if ta else k, m * k)
             b = (0x7F0010000000, k if tb else n, 0)  # one B for the batch
@@ -58,7 +70,7 @@ def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
             _, launches, copies = bound_run(monkeypatch, q, a, b, c)
             assert copies == [] and len(launches) == 1
             name, grid, block, args, _ = launches[0]
-            assert name == "matmul_small_f16" and grid == q.grid and block == (256, 1, 1)
+            assert name == "matmul_small_f16_wide" and grid == q.grid and block == (256, 1, 1)
             assert args[:15] == (
                 a[0],
                 b[0],
@@ -85,7 +97,9 @@ def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
             one = plan(Problem(side, side, side, sfx, sfx, mode), H100)
             assert one.algorithm != "small"
     with pytest.raises(ValueError, match="at most 64 x 64"):
-        plan(Problem(65, 8, 8, "f32", "f32", "float32", batch=2), H100, "small")
+        plan(Problem(65, 8, 8, "f32", "f32", "float32", batch=2), H100, "small_wide")
+    with pytest.raises(ValueError, match="and 256 elements"):
+        plan(Problem(17, 16, 8, "f32", "f32", "float32", batch=2), H100, "small")
 
 
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
@@ -164,7 +178,7 @@ def test_small_products_against_a_float64_reference(case):
     pc = gm.Matrix.from_numpy(out_host)
     out = pc[:, 1:, case["pads"][2] :]
     try:
-        q = gm.matmul_plan(a, b, out=out, algorithm="small")
+        q = gm.matmul_plan(a, b, out=out, algorithm="small" if m * n <= 256 else "small_wide")
         assert not (q.copy_a or q.copy_b)
         gm.matmul(a, b, out=out, plan=q)
         check(kind, out.to_numpy(), a_host, b_host, k, case)
@@ -180,6 +194,7 @@ def test_small_products_against_a_float64_reference(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
+    """Also the widest register tiles (64 x 64) on a batch, as auto may take them."""
     dtype = KINDS[kind]
     batch, m, n, k = 65537 * 2 + 5, 4, 3, 5
     a_host, b_host = host_random((batch, m, k), dtype), host_random((batch, k, n), dtype)
@@ -191,13 +206,18 @@ def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
             with gm.Matrix.empty((batch, m, n), dtype=np.float32) as c32:
                 gm.matmul(a, b, out=c32, algorithm="small")
                 check("float32", c32.to_numpy(), a_host, b_host, k, kind)
+    a_host, b_host = host_random((70, 64, 100), dtype), host_random((70, 100, 64), dtype)
+    with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
+        with gm.matmul(a, b, algorithm="small_wide") as c:
+            check(kind, c.to_numpy(), a_host, b_host, 100, kind)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name, m, n", [("small", 5, 36), ("small_wide", 20, 36), ("small_wide", 64, 61)])
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_the_epilogue_and_bits_that_repeat(kind):
+def test_the_epilogue_and_bits_that_repeat(kind, name, m, n):
     dtype = KINDS[kind]
-    batch, m, n, k = 300, 20, 36, 70
+    batch, k = 300, 70
     a_host, b_host = host_random((batch, k, m), dtype), host_random((batch, k, n), dtype)
     c0 = host_random((batch, m, n), dtype)
     bias_host = host_random((m, 1), np.float32)
@@ -205,7 +225,7 @@ def test_the_epilogue_and_bits_that_repeat(kind):
         runs = []
         for _ in range(2):
             with gm.Matrix.from_numpy(c0) as c:
-                gm.matmul(a.T, b, out=c, algorithm="small", alpha=2.0, beta=0.5, bias=bias, activation="gelu_tanh")
+                gm.matmul(a.T, b, out=c, algorithm=name, alpha=2.0, beta=0.5, bias=bias, activation="gelu_tanh")
                 runs.append(c.to_numpy())
         assert np.array_equal(runs[0].view(np.uint8), runs[1].view(np.uint8))
     a64 = np.swapaxes(a_host.astype(np.float64), -1, -2)

@@ -38,7 +38,7 @@ from .._dtypes import ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target
-from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator, small_per_block
+from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator, small_chunk, small_per_block
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
@@ -49,6 +49,9 @@ SM_DRAW = 2.0
 # the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
 # tensor-core mode runs it as exact FP32 (plan)
 SMALL_K = 64
+# what one staged chunk of K costs a small-products block: its loads' round trip to memory, the barrier,
+# the chunk's arithmetic; PROVISIONAL (not fitted yet)
+SMALL_ROUND_S = 1.5e-6
 # one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
 # time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
 # root of the sum of their squares, which fits gemv_m1 at 1 x 4096 x 4096 bfloat16 and float32 on an H100
@@ -140,13 +143,17 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
 
 def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     """A small-products row (several matrices a block, small_per_block): the operands' bytes at the
-    bandwidth its grid can draw, or its arithmetic at its rate on the SMs the grid fills, whichever takes
-    longer, and the launch's fixed cost."""
-    blocks = cdiv(p.batch, small_per_block(p.m, p.n))
+    bandwidth its grid can draw, its arithmetic at its rate on the SMs the grid fills, or its blocks' waves
+    of staged chunks, each a memory round trip and a barrier (SMALL_ROUND_S), whichever takes longest, and
+    the launch's fixed cost."""
+    wide = v.max_outputs is None
+    blocks = cdiv(p.batch, small_per_block(p.m, p.n, wide))
     busy = min(t.sm_count, blocks / v.blocks_per_sm)
     drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
     compute = p.flops / (v.rate * busy / H100_SMS)
-    return v.fixed_s + max(traffic(p) / drawn, compute)
+    chunks = cdiv(p.k, small_chunk(p.m, p.n, p.k, ITEMSIZE[p.dtype], wide))
+    rounds = cdiv(blocks, t.sm_count * v.blocks_per_sm) * chunks * SMALL_ROUND_S
+    return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
 
 
 def traffic(p: Problem) -> int:
@@ -160,7 +167,8 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
     if v.computes_shape(p.m, p.n):
         return None
     if v.packs:
-        return f"it computes results of at most {v.max_m} x {v.max_n} only, and this one is {p.m} x {p.n}"
+        most = f"{v.max_m} x {v.max_n}" + (f" and {v.max_outputs} elements" if v.max_outputs else "")
+        return f"it computes results of at most {most} only, and this one is {p.m} x {p.n}"
     most, side, what = (v.max_n, "N", "column") if v.max_n is not None else (v.max_m, "M", "row")
     which = f"one {what} ({side} == 1)" if most == 1 else f"at most {most} {what}s ({side} <= {most})"
     return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
@@ -223,7 +231,10 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
     ]
     shaped = [v for v in rows if v.made_for_shape]
-    return [*shaped, *(v for v in rows if v.packs)] if shaped else rows
+    if any(v.packs for v in rows):  # a batch of small products: the rows made for it, not a matrix-vector row
+        # (gemv_n16 ran 4096 16 x 16 x 16 float32 products 5.8x slower than torch.bmm on the H200)
+        return [v for v in rows if not v.made_for_shape]
+    return shaped or rows
 
 
 @lru_cache(maxsize=8192)
@@ -248,7 +259,12 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
-    if p.mode in ("tf32", "tf32x3") and p.batch > 1 and p.k <= SMALL_K and VARIANTS["small"].computes_shape(p.m, p.n):
+    if (
+        p.mode in ("tf32", "tf32x3")
+        and p.batch > 1
+        and p.k <= SMALL_K
+        and VARIANTS["small_wide"].computes_shape(p.m, p.n)
+    ):
         # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
         # the exact FP32 rows (the small-products row among them) run it at the memory's rate
         return _exact_fp32(p, t, f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products")

@@ -111,10 +111,12 @@ class Variant:
     reads_a_trans: bool = False
     # reads A and B in place in either layout (told which at the launch): no transposing copy
     reads_either_layout: bool = False
-    # runs a batch of products of at most max_m x max_n several a block (small_per_block), in a grid of
-    # ceil(batch / per block) blocks; auto weighs it against the other rows (the matrix-vector rows' shapes
-    # included), where it would not be the only choice as a row made for a shape is
+    # runs a batch of products of at most max_m x max_n (and max_outputs elements of C, where set) several
+    # a block (small_per_block), in a grid of ceil(batch / per block) blocks; auto weighs it against the
+    # other rows (the matrix-vector rows' shapes included), where it would not be the only choice as a row
+    # made for a shape is
     packs: bool = False
+    max_outputs: int | None = None
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
@@ -156,7 +158,11 @@ class Variant:
 
     def computes_shape(self, m: int, n: int) -> bool:
         """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
-        return (self.max_m is None or m <= self.max_m) and (self.max_n is None or n <= self.max_n)
+        return (
+            (self.max_m is None or m <= self.max_m)
+            and (self.max_n is None or n <= self.max_n)
+            and (self.max_outputs is None or m * n <= self.max_outputs)
+        )
 
     @property
     def any_shape(self) -> bool:
@@ -184,7 +190,7 @@ class Variant:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
         if self.packs:
-            return max(1, cdiv(batch, small_per_block(m, n))), 1, 1
+            return max(1, cdiv(batch, small_per_block(m, n, self.max_outputs is None))), 1, 1
         layers = splits if batch == 1 else min(batch, MAX_GRID_YZ)
         return tiled_grid(m, n, *self.tile, layers=layers)
 
@@ -192,12 +198,30 @@ class Variant:
 SMALL_THREADS = 256  # cuda/matmul_small.cu: THREADS
 
 
-def small_per_block(m: int, n: int) -> int:
-    """The matrices a block of the small row takes for an m x n C (cuda/matmul_small.cu, small_geometry):
-    each thread r x r outputs, r the smallest of 1, 2, 4 whose tiles of one matrix the block's 256 threads
-    cover, and as many whole matrices as they cover."""
-    tiles = next(t for r in (1, 2, 4) if (t := cdiv(m, r) * cdiv(n, r)) <= SMALL_THREADS or r == 4)
-    return max(1, SMALL_THREADS // tiles)
+SMALL_SMEM = 16384  # cuda/matmul_small.cu: SMEM_BYTES, the staged chunks of A and B
+
+
+def small_geometry(m: int, n: int, wide: bool) -> tuple[int, int]:
+    """(r, matrices a block) of the small-products rows for an m x n C (cuda/matmul_small.cu,
+    small_geometry): one output a thread, four matrices' outputs a thread (small: m n <= 256), or register
+    tiles of r = 2 or 4 a side, the smaller whose tiles of one matrix the block's 256 threads cover
+    (small_wide); as many whole matrices as the threads cover, four times over for r = 1."""
+    r = 1 if not wide else 2 if cdiv(m, 2) * cdiv(n, 2) <= SMALL_THREADS else 4
+    per_pass = max(1, SMALL_THREADS // (cdiv(m, r) * cdiv(n, r)))
+    return r, per_pass * (4 if r == 1 else 1)
+
+
+def small_per_block(m: int, n: int, wide: bool = False) -> int:
+    """The matrices a block of a small-products row takes (small_geometry)."""
+    return small_geometry(m, n, wide)[1]
+
+
+def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
+    """The K a small-products block stages at a time (cuda/matmul_small.cu, kc): as much as fits in its
+    shared memory for its matrices (as the accumulation type: float64, or float32 for the others), at
+    most 32."""
+    elems = SMALL_SMEM // (8 if itemsize == 8 else 4)
+    return max(1, min(k, 32, elems // (small_per_block(m, n, wide) * (m + n))))
 
 
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
@@ -544,36 +568,42 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
     )
 
 
-# --- batches of small products (cuda/matmul_small.cu): C of at most 64 x 64 a matrix, K any, every dtype
-# (halves accumulate in float32, C in their dtype or float32), A and B read in place in either layout;
-# several matrices a block of 256 threads (small_per_block), K staged through shared memory in chunks.
-# Memory-bound by design (a 16^3 product does 16 FMAs an element it moves): bandwidth as the matrix-vector
-# rows'; rate: the FP32 pipes' share it keeps from shared memory, PROVISIONAL (not measured yet).
+# --- batches of small products (cuda/matmul_small.cu): every dtype (halves accumulate in float32, C in
+# their dtype or float32), K any, A and B read in place in either layout, several matrices a block of 256
+# threads (small_per_block), K staged through shared memory in chunks. small: C of at most 256 elements a
+# matrix, one output a thread, four matrices' outputs a thread; small_wide: C up to 64 x 64, register
+# tiles of 2 or 4 a side. Memory-bound by design (a 16^3 product does 16 FMAs an element it moves):
+# bandwidth as the matrix-vector rows'; rate (the FP32 pipes' share it keeps from shared memory) and the
+# round trip a staged chunk costs a block (SMALL_ROUND_S, in the planner): PROVISIONAL, not measured yet.
 SMALL_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
-SMALL_ROW = Variant(
-    "small",
-    _kernels(
-        "matmul_small", {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") for s, d in SMALL_PAIRS}, "small"
-    ),
-    "any",
-    (64, 64),
-    (SMALL_THREADS, 1, 1),
-    "small",
-    reads_either_layout=True,
-    packs=True,
-    tier=1,
-    max_m=64,
-    max_n=64,
-    rate=15e12,
-    blocks_per_sm=3,
-    bandwidth=2.6e12,
-    fixed_s=2e-6,
-)
+
+
+def _small(name: str, suffix: str, tile: int, blocks_per_sm: int, max_outputs: int | None) -> Variant:
+    names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + suffix for s, d in SMALL_PAIRS}
+    return Variant(
+        name,
+        _kernels("matmul_small", names, "small"),
+        "any",
+        (tile, tile),
+        (SMALL_THREADS, 1, 1),
+        "small",
+        reads_either_layout=True,
+        packs=True,
+        max_outputs=max_outputs,
+        tier=1,
+        max_m=64,
+        max_n=64,
+        rate=15e12,
+        blocks_per_sm=blocks_per_sm,
+        bandwidth=2.6e12,
+        fixed_s=2e-6,
+    )
 
 
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
-    SMALL_ROW,
+    _small("small", "", 16, 3, SMALL_THREADS),
+    _small("small_wide", "_wide", 64, 2, None),
     SIMT,
     _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16", fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 16
     _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
