@@ -49,9 +49,11 @@ SM_DRAW = 2.0
 # the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
 # tensor-core mode runs it as exact FP32 (plan)
 SMALL_K = 64
-# what one staged chunk of K costs a small-products block: its loads' round trip to memory, the barrier,
-# the chunk's arithmetic; PROVISIONAL (not fitted yet)
-SMALL_ROUND_S = 1.5e-6
+# what one staged chunk of K costs a wave of small-products blocks: its loads' round trip to memory, the
+# barrier, the chunk's arithmetic. Fitted on the H200 (2026-11-28, 36 batches of 2^3-64^3 products in three
+# dtypes, .dev data in benchmarks/NOTES.md): 4.0-4.6 us a wave for small, 3.9-6.6 for small_wide
+SMALL_ROUND_S = 4.5e-6
+
 # one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
 # time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
 # root of the sum of their squares, which fits gemv_m1 at 1 x 4096 x 4096 bfloat16 and float32 on an H100
@@ -118,6 +120,9 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     else:
         waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
         seconds = waves * flops / (sm_rate / v.blocks_per_sm)
+        if v.wave_floor_s:  # whole blocks' waves, however little each computes (batches of tiny products)
+            blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
+            seconds = max(seconds, math.ceil(blocks / slots) * v.wave_floor_s)
     if not (p.a_aligned and p.b_aligned):
         seconds *= v.unaligned_slowdown
     seconds += v.fixed_s

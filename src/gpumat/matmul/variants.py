@@ -146,6 +146,9 @@ class Variant:
     round_bytes: int | None = None
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
+    # the least a wave of its blocks takes, however little of K each has (the copy pipeline's prologue, the
+    # last stage's wait, the epilogue): what bounds a batch of tiny products on the tile rows (WAVE_FLOOR)
+    wave_floor_s: float = 0.0
     k_align: int = 32  # split boundaries on multiples of this
     min_k_chunk: int = 128  # no split shorter than this
     max_splits: int = 128
@@ -224,6 +227,15 @@ def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
     return max(1, min(k, 32, elems // (small_per_block(m, n, wide) * (m + n))))
 
 
+# Variant.wave_floor_s of the tile rows, by family. On the H200 (2026-11-28, batches of 16^3-64^3
+# products: benchmarks/NOTES.md) a wave of mma64x64 blocks took 2.4-2.8 us at K = 16-32, dmma64x64
+# 2.2-3.4, sgemm64x64 3.8-6.7, where the model counted their arithmetic as 0.7-1 us and ranked them 2-4x
+# too fast against the small-products rows. Not for the persistent rows (their blocks overlap one work
+# item's epilogue with the next one's loads: a work item of theirs took 1.2-1.4 us at K = 16-64, a wave
+# being one item a block) nor the memory-bound ones (their bytes bound them).
+WAVE_FLOOR = {"mma": 2.2e-6, "dmma": 2.2e-6, "sgemm": 3.5e-6, "wgmma": 1.2e-6}  # mma: the TF32 tiles too
+
+
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
     return {pair: Kernel(module, name, SIGNATURES[args], dynamic_smem=smem) for pair, name in names.items()}
 
@@ -288,6 +300,7 @@ def _sgemm(
         blocks_per_sm=blocks_per_sm,
         warp_tile=(warp_m, 64),
         wave_slack=0.05,
+        wave_floor_s=WAVE_FLOOR["sgemm"],
         scratch_bandwidth=1.5e12,
         **latency,
     )
@@ -338,6 +351,7 @@ def _tf32(
         warp_tile=(64, 32),
         min_k_chunk=256,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
+        wave_floor_s=WAVE_FLOOR["mma"],
         **latency,
     )
 
@@ -395,6 +409,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_MMA_S,
+        wave_floor_s=WAVE_FLOOR["mma"],
         **latency,
     )
 
@@ -426,6 +441,7 @@ def _wgmma(
         rate=rate,
         k_align=64,
         min_k_chunk=256,
+        wave_floor_s=WAVE_FLOOR["wgmma"],
         **latency,
     )
 
@@ -455,6 +471,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
+        wave_floor_s=WAVE_FLOOR["wgmma"],
         **latency,
     )
 
@@ -489,6 +506,7 @@ def _dmma(
         rate=rate,
         blocks_per_sm=blocks_per_sm,
         wave_slack=0.02,
+        wave_floor_s=WAVE_FLOOR["dmma"],
         k_align=16,
         min_k_chunk=64,
         max_splits=64,
