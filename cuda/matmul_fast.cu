@@ -48,6 +48,10 @@
 //    issued instruction: 0.27 against 0.23 in sgemm128x256k16), so the default stays with the swap;
 //    Copies outside M, N or K zero-fill without reading (see Loader). One __syncthreads per k tile.
 //    Before sm_80 the copies are plain loads and stores (correct, not tuned);
+//  * the 128 x 128 and 128 x 64 tiles also read A and B stored transposed in place (the *at, *bt and
+//    *atbt entries): A stored as K rows of M is copied row by row as it lies, which is As[k][m] already;
+//    B stored as N rows of K goes BK consecutive k of a column a copy, into Bs[k] as the row-major copies
+//    put it;
 //  * stores of C are guarded per element, so any M, N, K works without padding copies;
 //  * warps whose whole warp tile lies outside C skip the multiply (but not the copies and
 //    barriers), which makes the thin edge tiles of sizes like 4097 nearly free.
@@ -147,7 +151,7 @@ using gpumat::copy_wait;
 //
 // In the steady state the whole tile lies inside A, B and K and nothing is checked. Otherwise
 // (GUARD) every copy outside M, N or the tile's kvalid is zero-filled and reads nothing.
-template <class T, bool VEC_B>
+template <class T, bool VEC_B, bool TA = false, bool TB = false>
 struct Loader {
     const float* a;   // A at this thread's first row and its k, in the next k tile
     const float* b;   // B at this thread's first k row and first column, in the next k tile
@@ -159,23 +163,55 @@ struct Loader {
     template <bool GUARD>
     __device__ __forceinline__ void fetch(float* __restrict__ As, float* __restrict__ Bs, int kvalid)
     {
-        const int tid = threadIdx.x, ka = tid % 8;
-        float* dst = As + ka * T::AS + tid / 8;
-        const float* src = a;
+        const int tid = threadIdx.x;
+        if constexpr (TA) {
+            // A stored transposed (K rows of M, a at the tile's first k row and first column of M): the
+            // tile's BK rows of BM floats copied as they lie into As[k][m], a warp 32 consecutive m
+            // (whole sectors, consecutive banks); a = A + k * lda + m, a_step = lda
+            constexpr int STEP = T::THREADS / T::BM;  // k rows a pass of the block's threads covers
+            static_assert(T::THREADS % T::BM == 0 && T::BK % STEP == 0, "transposed A copier mapping");
+            const int m = tid % T::BM, k0 = tid / T::BM;
+            const float* src = a + k0 * a_step + m;
 #pragma unroll
-        for (int i = 0; i < T::A_ROWS; ++i) {
+            for (int i = 0; i < T::BK / STEP; ++i) {
+                copy4(As + (k0 + i * STEP) * T::AS + m, src, !GUARD || (m < a_rows && k0 + i * STEP < kvalid));
+                src += STEP * a_step;
+            }
+            a += T::BK * a_step;
+        } else {
+            const int ka = tid % 8;
+            float* dst = As + ka * T::AS + tid / 8;
+            const float* src = a;
 #pragma unroll
-            for (int q = 0; q < T::BK; q += 8)
-                copy4(dst + q * T::AS + i * T::A_ROW_STEP, src + q,
-                      !GUARD || (i * T::A_ROW_STEP < a_rows && ka + q < kvalid));
-            if (i + 1 < T::A_ROWS) src += a_step;
+            for (int i = 0; i < T::A_ROWS; ++i) {
+#pragma unroll
+                for (int q = 0; q < T::BK; q += 8)
+                    copy4(dst + q * T::AS + i * T::A_ROW_STEP, src + q,
+                          !GUARD || (i * T::A_ROW_STEP < a_rows && ka + q < kvalid));
+                if (i + 1 < T::A_ROWS) src += a_step;
+            }
+            a += T::BK;
         }
-        a += T::BK;
-        if constexpr (VEC_B) {
+        if constexpr (TB) {
+            // B stored transposed (N rows of K, b at the tile's first column of N and first k): a warp
+            // copies BK consecutive k of 32 / BK columns (whole 32-byte sectors), each into its column's
+            // pair partner (n ^ 1) of Bs[k] as the row-major path does; b = B + n * b_step + k
+            constexpr int STEP = T::THREADS / T::BK;  // columns a pass of the block's threads covers (even)
+            static_assert(T::THREADS % T::BK == 0 && STEP % 2 == 0 && T::BN % STEP == 0, "transposed B copier");
+            const int k = tid % T::BK, n0 = tid / T::BK;
+            const float* src = b + n0 * b_step + k;
+            float* dst = Bs + k * T::BN + (n0 ^ 1);  // (n0 + i STEP) ^ 1 = (n0 ^ 1) + i STEP: STEP is even
+#pragma unroll
+            for (int i = 0; i < T::BN / STEP; ++i) {
+                copy4(dst + i * STEP, src, !GUARD || (n0 + i * STEP < b_cols && k < kvalid));
+                src += STEP * b_step;
+            }
+            b += T::BK;
+        } else if constexpr (VEC_B) {
             constexpr int GROUPS = T::BN / 4;
             const int kb = tid / GROUPS;
-            dst = Bs + kb * T::BN + (tid % GROUPS) * 4;
-            src = b;
+            float* dst = Bs + kb * T::BN + (tid % GROUPS) * 4;
+            const float* src = b;
             const int bytes = b_cols >= 4 ? 16 : (b_cols > 0 ? 4 * b_cols : 0);
 #pragma unroll
             for (int i = 0; i < T::VB_ROWS; ++i) {
@@ -187,8 +223,8 @@ struct Loader {
         } else {
             constexpr int HALF = T::BN / 2;
             const int kb = tid / HALF;
-            dst = Bs + kb * T::BN + ((tid % HALF) ^ 1);
-            src = b;
+            float* dst = Bs + kb * T::BN + ((tid % HALF) ^ 1);
+            const float* src = b;
 #pragma unroll
             for (int i = 0; i < T::B_ROWS; ++i) {
 #pragma unroll
@@ -239,7 +275,7 @@ __device__ __forceinline__ void fma_step(const Frag<T, VEC_B>& f, float (&acc)[T
 }
 
 // EPILOGUE: the outputs go through ep before they are stored (else ep is the identity, unread).
-template <class T, bool VEC_B, bool EPILOGUE>
+template <class T, bool VEC_B, bool EPILOGUE, bool TA = false, bool TB = false>
 __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N,
                                            long long lda, long long ldb, long long ldc,
@@ -267,12 +303,22 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
         const int row0 = tm * BM;
-        Loader<T, VEC_B> ld;
-        const int a_row = row0 + tid / 8;
-        ld.a = A + (long long)a_row * lda + k_begin + tid % 8;
-        ld.a_step = T::A_ROW_STEP * lda;
-        ld.a_rows = M - a_row;
-        if constexpr (VEC_B) {
+        Loader<T, VEC_B, TA, TB> ld;
+        if constexpr (TA) {  // K rows of M: from the tile's first k row and first column of M
+            ld.a = A + (long long)k_begin * lda + row0;
+            ld.a_step = lda;
+            ld.a_rows = M - row0;
+        } else {
+            const int a_row = row0 + tid / 8;
+            ld.a = A + (long long)a_row * lda + k_begin + tid % 8;
+            ld.a_step = T::A_ROW_STEP * lda;
+            ld.a_rows = M - a_row;
+        }
+        if constexpr (TB) {  // N rows of K: from the tile's first column of N and first k
+            ld.b = B + (long long)col0 * ldb + k_begin;
+            ld.b_step = ldb;
+            ld.b_cols = N - col0;
+        } else if constexpr (VEC_B) {
             const int b_col = col0 + (tid % (BN / 4)) * 4;
             ld.b = B + (long long)(k_begin + tid / (BN / 4)) * ldb + b_col;
             ld.b_step = T::VB_ROW_STEP * ldb;
@@ -412,7 +458,7 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 
 // Resolves this block's matrices of the batch, k range, output plane and shared memory, whether C
 // allows 128-bit stores and whether B allows 16-byte copies (one decision for the block's matrix).
-template <class T>
+template <class T, bool TA = false, bool TB = false>
 __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, int M, int N, int K,
                                            long long lda, long long ldb, long long ldc, int k_chunk,
@@ -437,12 +483,15 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
 
     // C's float4 stores need a 16-byte aligned base and a stride that is a multiple of 4 floats.
     const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 15) == 0 && (ldc & 3) == 0;
-    const bool vec_b = SGEMM_VEC_B && (reinterpret_cast<uintptr_t>(Bz) & 15) == 0 && (ldb & 3) == 0;
+    const bool vec_b = SGEMM_VEC_B && !TB && (reinterpret_cast<uintptr_t>(Bz) & 15) == 0 && (ldb & 3) == 0;
 
     // The epilogue gets a copy of the whole row-tile loop: inside the plain one, the compiler hoisted
     // its arithmetic out of the loop, which cost the main loop registers and instructions.
     const bool ep_id = ep.identity();
-    if (vec_b) {
+    if constexpr (TA || TB) {  // a transposed operand: the one-float B copies (no 16-byte path)
+        if (ep_id) gemm_block<T, false, false, TA, TB>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        else gemm_block<T, false, true, TA, TB>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    } else if (vec_b) {
         if (ep_id) gemm_block<T, true, false>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
         else gemm_block<T, true, true>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
     } else {
@@ -463,15 +512,24 @@ using Tile64x64 = Tile<64, 64, 8, 8, 4>;
 // One extern "C" entry point a tile shape: launch bounds (TILE's threads, blocks an SM) and the shared
 // signature of every matmul kernel: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b,
 // batch_c, alpha, beta, bias, bias_step, bias_along, bias_f32, activation).
-#define GPUMAT_SGEMM_ENTRY(NAME, TILE, BLOCKS_PER_SM)                                                         \
+#define GPUMAT_SGEMM_ENTRY_AS(NAME, TILE, BLOCKS_PER_SM, TA, TB)                                               \
     extern "C" __global__ void __launch_bounds__(TILE::THREADS, BLOCKS_PER_SM) NAME(                          \
         const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_entry<TILE>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,                 \
-                         GPUMAT_EPILOGUE_ARGS);                                                               \
+        gemm_entry<TILE, TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,         \
+                                 GPUMAT_EPILOGUE_ARGS);                                                       \
     }
+#define GPUMAT_SGEMM_ENTRY(NAME, TILE, BLOCKS_PER_SM) GPUMAT_SGEMM_ENTRY_AS(NAME, TILE, BLOCKS_PER_SM, false, false)
+// The same tile reading A stored transposed (NAME##at: K rows of M, as X.T @ B gives it), B stored
+// transposed (NAME##bt: N rows of K, as x @ W.T gives it), or both (NAME##atbt), in place: the copies into
+// shared memory take the storage as it lies (see Loader), the rest of the kernel is the same.
+#define GPUMAT_SGEMM_LAYOUTS(NAME, TILE, BLOCKS_PER_SM)                                                       \
+    GPUMAT_SGEMM_ENTRY(NAME, TILE, BLOCKS_PER_SM)                                                             \
+    GPUMAT_SGEMM_ENTRY_AS(NAME##at, TILE, BLOCKS_PER_SM, true, false)                                         \
+    GPUMAT_SGEMM_ENTRY_AS(NAME##bt, TILE, BLOCKS_PER_SM, false, true)                                         \
+    GPUMAT_SGEMM_ENTRY_AS(NAME##atbt, TILE, BLOCKS_PER_SM, true, true)
 
 // Largest tiles, 16 x 8 a thread, for big problems. Block (256,1,1) = 2 (M) x 4 (N) warp tiles of
 // 64 x 64; tile 128 x 256 x 16, 3 stages: 74,496 bytes of dynamic shared memory; one block per SM.
@@ -486,15 +544,16 @@ GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256, Tile128x256, 1)
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
 // tile 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
 // Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x128, Tile128x128, 2)
+GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x128, Tile128x128, 2)
 
 // Medium tiles at 8 x 8 a thread: twice the blocks of 128x128 for mid-size problems, where finer
 // tiles even out the last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile
 // 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
 // at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x64, Tile128x64, 3)
+GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x64, Tile128x64, 3)
 
 // Small tiles for small or skinny problems (usually with split-K). Block (64,1,1) = 2 (M) x 1 (N)
 // warp tiles of 32 x 64; tile 64 x 64 x 8, 4 stages: 16,896 bytes static shared memory (0 dynamic);
-// six blocks per SM. Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
+// six blocks per SM. Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits). No transposed layouts:
+// at 160 registers of its 168, the transposed copies made it spill.
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_64x64, Tile64x64, 6)

@@ -221,9 +221,6 @@ DRIVER_CALLS = {
     # (an even id: the handle) is asked of the driver each call
     "matmul 64^3, a PyTorch stream": "cuLaunchKernel 1",
     "matmul 64^3, a PyTorch object for an external stream": "cuEventRecord 1, cuLaunchKernel 1, cuStreamGetId 1",
-    # a transposed float32 A is copied row-major first (one kernel): only the 16-bit wgmma rows read A
-    # stored transposed in place (the H.T @ H case: one launch)
-    "matmul A.T @ B": "cuLaunchKernel 2",
     # the memory's device asked of the driver (a capsule's word is not enough); the import, dropped, goes
     # back to its producer after a wait for its import stream, where gpumat's uses go unrecorded
     "from_dlpack of another library's 64x64": "cuPointerGetAttribute 1, cuStreamSynchronize 1",

@@ -243,13 +243,16 @@ def test_a_tensor_map_of_a_batch_is_3d_and_refuses_an_unaligned_batch_stride():
 
 
 def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it():
-    plain = plan(Problem(4096, 4096, 512, "f32", "f32", "float32"), H100)
-    ta = plan(Problem(4096, 4096, 512, "f32", "f32", "float32", a_trans=True), H100)
-    tb = plan(Problem(512, 512, 512, "f32", "f32", "float32", b_trans=True, batch=3), H100)
+    """(float64: its tiles read row-major operands alone; float32's 128-row tiles read either layout.)"""
+    plain = plan(Problem(4096, 4096, 512, "f64", "f64", "native"), H100)
+    ta = plan(Problem(4096, 4096, 512, "f64", "f64", "native", a_trans=True), H100)
+    tb = plan(Problem(512, 512, 512, "f64", "f64", "native", b_trans=True, batch=3), H100)
     assert not (plain.copy_a or plain.copy_b) and BoundPlan(plain, FAKE_DEVICE).shape == "direct"
     assert ta.copy_a and not ta.copy_b and BoundPlan(ta, FAKE_DEVICE).shape == "general"
     assert ta.seconds > plain.seconds
-    assert tb.copy_b and tb.copy_bytes == 3 * 512 * 512 * 4
+    assert tb.copy_b and tb.copy_bytes == 3 * 512 * 512 * 8
+    in_place = plan(Problem(4096, 4096, 512, "f32", "f32", "float32", a_trans=True), H100)
+    assert in_place.variant.reads_a_trans and not in_place.copy_a and BoundPlan(in_place, FAKE_DEVICE).shape == "direct"
     assert "stored transposed" in str(ta)
 
 
@@ -260,8 +263,8 @@ def test_a_transposed_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
     from support import bound_run
 
     m, n, k, batch = 77, 77, 64, 384
-    q = plan(Problem(m, n, k, "f32", "f32", "float32", b_trans=True, batch=batch), H100)
-    assert q.copy_b
+    q = plan(Problem(m, n, k, "f32", "f32", "float32", b_trans=True, batch=batch), H100, "sgemm64x64")
+    assert q.copy_b  # (the tile reads B row-major alone)
     a, b, c = (0x7F0000000000, k, m * k), (0x7F0010000000, k, n * k), (0x7F0020000000, n, m * n)
     _, launches, copies = bound_run(monkeypatch, q, a, b, c)
     assert len(copies) == 1 and len(launches) == 1

@@ -140,8 +140,14 @@ def test_plan_never_picks_a_kernel_the_gpu_cannot_hold():
 
 
 def test_the_fast_kernels_are_the_exact_float32_candidates():
-    """The rows auto may pick for exact FP32: the five SGEMM kernels, each splitting K."""
-    assert set(SGEMM) == {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x64"}
+    """The rows auto may pick for exact FP32: the five SGEMM kernels, and the 128 x 128 and 128 x 64 tiles
+    reading A, B or both stored transposed, each splitting K."""
+    plain = {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x64"}
+    layouts = {f"sgemm128x{bn}{t}" for bn in (128, 64) for t in ("at", "bt", "atbt")}
+    assert set(SGEMM) == plain | layouts
+    for name in layouts:
+        v = SGEMM[name]
+        assert (v.reads_a_trans, v.reads_b_trans) == ("at" in name, "bt" in name)
     for v in SGEMM.values():
         assert v.tier == 1 and v.splits_k and set(v.kernels) == {("f32", "f32")}
         assert v.kernels[("f32", "f32")].name == "matmul_" + v.name.replace("sgemm", "sgemm_")

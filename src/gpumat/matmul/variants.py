@@ -282,11 +282,21 @@ SIMT = Variant(
 # TFLOP/s) times each variant's fitted efficiency (benchmarks/results/matmul-tuning-*.json), which also
 # absorbs how it fares on partial waves and edges.
 def _sgemm(
-    bm: int, bn: int, threads: int, blocks_per_sm: int, efficiency: float, smem: int = 0, suffix: str = "", **latency
+    bm: int,
+    bn: int,
+    threads: int,
+    blocks_per_sm: int,
+    efficiency: float,
+    smem: int = 0,
+    suffix: str = "",
+    reads_a_trans: bool = False,
+    reads_b_trans: bool = False,
+    **latency,
 ) -> Variant:
     warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
-    name = f"sgemm{bm}x{bn}{suffix}"
-    kernels = _kernels("matmul_fast", {("f32", "f32"): f"matmul_sgemm_{bm}x{bn}{suffix}"}, "k_chunk", smem)
+    name = f"sgemm{bm}x{bn}{suffix}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
+    entry = f"matmul_sgemm_{bm}x{bn}{suffix}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
+    kernels = _kernels("matmul_fast", {("f32", "f32"): entry}, "k_chunk", smem)
     return Variant(
         name,
         kernels,
@@ -295,6 +305,8 @@ def _sgemm(
         (threads, 1, 1),
         "k_chunk",
         smem,
+        reads_a_trans=reads_a_trans,
+        reads_b_trans=reads_b_trans,
         tier=1,
         rate=50.7e12 * efficiency,
         blocks_per_sm=blocks_per_sm,
@@ -629,6 +641,16 @@ _ROWS = [
         128, 128, 128, 2, 1.01, fixed_s=6.25e-6, block_rate=0.362e12, unaligned_slowdown=1.18
     ),  # BK 8, 4 stages, static shared memory
     _sgemm(128, 64, 128, 3, 0.92, fixed_s=3.75e-6, block_rate=0.302e12, unaligned_slowdown=1.2),  # 8 x 8 a thread
+    # the same two tiles reading A or B (or both) stored transposed in place (the *at, *bt, *atbt entries):
+    # PROVISIONAL rates, the row-major tiles' (not measured yet)
+    *(
+        _sgemm(128, bn, 128, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **latency)
+        for bn, bps, eff, latency in (
+            (128, 2, 1.01, {"fixed_s": 6.25e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18}),
+            (64, 3, 0.92, {"fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2}),
+        )
+        for ta, tb in ((True, False), (False, True), (True, True))
+    ),
     _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
