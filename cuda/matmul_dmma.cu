@@ -37,6 +37,9 @@
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
+//  * the 128 x 128, 128 x 64 and 64 x 64 tiles also read A or B stored transposed in place (the *at and
+//    *bt entries): 8-byte copies of the storage as it lies, a warp along its contiguous dimension
+//    (consecutive m of a k row of A, consecutive k of a column of B), into the same shared-memory tiles;
 //  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
 //    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
 //    skip the math; stores of C are guarded per element;
@@ -133,7 +136,13 @@ __device__ __forceinline__ void mma(double (&d)[4], const double (&a)[4], const 
 
 // The copies of one k tile. Thread tid copies A chunk (row tid / A_CHUNKS_ROW + A_ROW_STEP i,
 // chunk tid % A_CHUNKS_ROW) and B chunk (k tid / B_CHUNKS_ROW + B_ROW_STEP i, chunk tid % B_CHUNKS_ROW).
-template <class C>
+// TA: A stored transposed (K rows of M): a at the tile's first k row and first column of M, a_rows the
+// rows of C from the tile's first to M; each thread copies one column of M, every STEP-th k, 8 bytes a
+// copy into As[m][k] (a warp reads 32 consecutive m: whole sectors). TB: B stored transposed (N rows
+// of K): b at the tile's first column of N and first k, b_cols the columns from the tile's first to N;
+// each thread copies one k of every STEP-th column into Bs[k][n] (a warp reads 16 consecutive k of two
+// columns). Both take any view, 8 bytes a copy.
+template <class C, bool TA = false, bool TB = false>
 struct Loader {
     const double* a;  // A at this thread's first row and its k chunk, in the next k tile
     const double* b;  // B at this thread's first k row and its column chunk, in the next k tile
@@ -145,8 +154,40 @@ struct Loader {
     __device__ __forceinline__ void fetch(double* As, double* Bs, int kvalid)
     {
         const int tid = threadIdx.x;
+        if constexpr (TA) {
+            constexpr int STEP = C::THREADS / C::BM;
+            static_assert(C::THREADS % C::BM == 0 && C::BK % STEP == 0, "transposed A copier");
+            const int m = tid % C::BM, k0 = tid / C::BM;
+            const double* src = a + k0 * lda + m;
+#pragma unroll
+            for (int i = 0; i < C::BK / STEP; ++i) {
+                copy8(As + m * C::AS + k0 + i * STEP, src, !GUARD || (m < a_rows && k0 + i * STEP < kvalid));
+                src += STEP * lda;
+            }
+            a += C::BK * lda;
+        }
+        if constexpr (TB) {
+            constexpr int STEP = C::THREADS / C::BK;
+            static_assert(C::THREADS % C::BK == 0 && C::BN % STEP == 0, "transposed B copier");
+            const int k = tid % C::BK, n0 = tid / C::BK;
+            const double* src = b + n0 * ldb + k;
+#pragma unroll
+            for (int i = 0; i < C::BN / STEP; ++i) {
+                copy8(Bs + k * C::BS + n0 + i * STEP, src, !GUARD || (n0 + i * STEP < b_cols && k < kvalid));
+                src += STEP * ldb;
+            }
+            b += C::BK;
+        }
+        if constexpr (!TA) fetch_a<VEC, GUARD>(As, kvalid);
+        if constexpr (!TB) fetch_b<VEC, GUARD>(Bs, kvalid);
+    }
+
+    // A row-major: chunk (row tid / A_CHUNKS_ROW + A_ROW_STEP i, chunk tid % A_CHUNKS_ROW) of the k tile
+    template <bool VEC, bool GUARD>
+    __device__ __forceinline__ void fetch_a(double* As, int kvalid)
+    {
+        const int tid = threadIdx.x;
         const int ca = tid % C::A_CHUNKS_ROW, ra = tid / C::A_CHUNKS_ROW;
-        const int cb = tid % C::B_CHUNKS_ROW, kb = tid / C::B_CHUNKS_ROW;
         const int a_kleft = kvalid - 2 * ca;  // valid k in this thread's A chunk (may be <= 0 or > 2)
 #pragma unroll
         for (int i = 0; i < C::A_ITERS; ++i) {
@@ -163,6 +204,14 @@ struct Loader {
             }
         }
         a += C::BK;
+    }
+
+    // B row-major: chunk (k tid / B_CHUNKS_ROW + B_ROW_STEP i, chunk tid % B_CHUNKS_ROW) of the k tile
+    template <bool VEC, bool GUARD>
+    __device__ __forceinline__ void fetch_b(double* Bs, int kvalid)
+    {
+        const int tid = threadIdx.x;
+        const int cb = tid % C::B_CHUNKS_ROW, kb = tid / C::B_CHUNKS_ROW;
 #pragma unroll
         for (int i = 0; i < C::B_ITERS; ++i) {
             const int k = kb + i * C::B_ROW_STEP;
@@ -225,7 +274,7 @@ __device__ __forceinline__ void load_a(const double* __restrict__ As, int a_off,
 
 // EPI: every tile goes through the epilogue ep (gemm_epilogue); else it is stored as it is and ep is
 // not read.
-template <class C, bool VEC, bool EPI>
+template <class C, bool VEC, bool EPI, bool TA = false, bool TB = false>
 __device__ __forceinline__ void gemm(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
                                      int M, int N, long long lda, long long ldb, long long ldc,
                                      int k_begin, int k_end, bool vec_c, double* smem, const gpumat::Epilogue& ep)
@@ -254,15 +303,25 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
         int fa = a_off, fb = b_off;
         asm volatile("" : "+r"(fa), "+r"(fb));
 
-        Loader<C> ld;
+        Loader<C, TA, TB> ld;
         const int ra = tid / C::A_CHUNKS_ROW, ca = tid % C::A_CHUNKS_ROW;
         const int kb = tid / C::B_CHUNKS_ROW, cb = tid % C::B_CHUNKS_ROW;
-        ld.a = A + (long long)(row0 + ra) * lda + k_begin + 2 * ca;
-        ld.b = B + (long long)(k_begin + kb) * ldb + col0 + 2 * cb;
+        if constexpr (TA) {  // K rows of M: from the tile's first k row and first column of M
+            ld.a = A + (long long)k_begin * lda + row0;
+            ld.a_rows = M - row0;
+        } else {
+            ld.a = A + (long long)(row0 + ra) * lda + k_begin + 2 * ca;
+            ld.a_rows = M - (row0 + ra);
+        }
+        if constexpr (TB) {  // N rows of K: from the tile's first column of N and first k
+            ld.b = B + (long long)col0 * ldb + k_begin;
+            ld.b_cols = N - col0;
+        } else {
+            ld.b = B + (long long)(k_begin + kb) * ldb + col0 + 2 * cb;
+            ld.b_cols = N - (col0 + 2 * cb);
+        }
         ld.lda = lda;
         ld.ldb = ldb;
-        ld.a_rows = M - (row0 + ra);
-        ld.b_cols = N - (col0 + 2 * cb);
         const bool inside = row0 + BM <= M && col0 + BN <= N;
         const bool warp_live = row0 + wm * C::WM < M && col0 + wn * WN < N;
 
@@ -416,17 +475,17 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
 
 // The epilogue's copy of the row-tile loop, out of line: inlined beside the plain one, it changed that
 // one's register allocation and schedule.
-template <class C, bool VEC>
+template <class C, bool VEC, bool TA, bool TB>
 __device__ __noinline__ void gemm_epilogue(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
                                            int M, int N, long long lda, long long ldb, long long ldc,
                                            int k_begin, int k_end, bool vec_c, double* smem, const gpumat::Epilogue ep)
 {
-    gemm<C, VEC, true>(A, B, Cm, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    gemm<C, VEC, true, TA, TB>(A, B, Cm, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
 }
 
 #endif  // __CUDA_ARCH__ >= 800
 
-template <class C>
+template <class C, bool TA = false, bool TB = false>
 __device__ __forceinline__ void entry(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ Cm,
                                       int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
                                       GPUMAT_BATCH_PARAMS, const gpumat::Epilogue& ep)
@@ -445,13 +504,14 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
     const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
                      (lda & 1) == 0 && (ldb & 1) == 0 && (k_begin & 1) == 0;
     // identity() once: the plain row-tile loop inline, as before, or the epilogue's out of line.
+    // (a transposed operand goes 8 bytes a copy either way; the other one by `vec`)
     if (!ep.identity()) {
-        if (vec) gemm_epilogue<C, true>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
-        else gemm_epilogue<C, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        if (vec) gemm_epilogue<C, true, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        else gemm_epilogue<C, false, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
     } else if (vec) {
-        gemm<C, true, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        gemm<C, true, false, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
     } else {
-        gemm<C, false, false>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+        gemm<C, false, false, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
     }
 #else
     __trap();  // no FP64 tensor cores before sm_80: gpumat runs its SIMT kernel there instead
@@ -463,19 +523,29 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
 // One extern "C" entry point a tile configuration: launch bounds (CFG's threads, blocks an SM) and the
 // shared signature of every matmul kernel, (A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b,
 // batch_c, alpha, beta, bias, bias_step, bias_along, bias_f32, activation). Grids' z: batch * splits.
-#define GPUMAT_DMMA_ENTRY(NAME, CFG, BLOCKS_PER_SM)                                                          \
+#define GPUMAT_DMMA_ENTRY_AS(NAME, CFG, BLOCKS_PER_SM, TA, TB)                                                \
     extern "C" __global__ void __launch_bounds__(CFG::THREADS, BLOCKS_PER_SM) NAME(                           \
         const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int M, int N,     \
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        entry<CFG>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, GPUMAT_EPILOGUE_ARGS); \
+        entry<CFG, TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,               \
+                           GPUMAT_EPILOGUE_ARGS);                                                             \
     }
+#define GPUMAT_DMMA_ENTRY(NAME, CFG, BLOCKS_PER_SM) GPUMAT_DMMA_ENTRY_AS(NAME, CFG, BLOCKS_PER_SM, false, false)
+// A tile reading A stored transposed (STEM at: K rows of M, as X.T @ B gives it) or B stored transposed
+// (STEM bt: N rows of K, as x @ W.T gives it) in place (see Loader): the same tile, launch and shared
+// memory as the row-major entry STEM. (Both at once spilled in the 128-row tiles: a product with both
+// stored transposed copies one of them first.)
+#define GPUMAT_DMMA_LAYOUTS(STEM, CFG, BLOCKS_PER_SM)                                                         \
+    GPUMAT_DMMA_ENTRY(STEM##_f64, CFG, BLOCKS_PER_SM)                                                         \
+    GPUMAT_DMMA_ENTRY_AS(STEM##at_f64, CFG, BLOCKS_PER_SM, true, false)                                       \
+    GPUMAT_DMMA_ENTRY_AS(STEM##bt_f64, CFG, BLOCKS_PER_SM, false, true)
 
 // 128 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 64 x 32 (4 x 4 mmas of 16 x 8 each),
 // 5 cp.async stages in 186,880 bytes of dynamic shared memory, one block per SM (64 accumulators
 // a thread). Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_DMMA_ENTRY(matmul_dmma128x128k16_f64, Big, 1)
+GPUMAT_DMMA_LAYOUTS(matmul_dmma128x128k16, Big, 1)
 
 // The same with k tiles of 32 (half the barriers a k), 3 stages in 211,968 bytes of dynamic shared
 // memory. Block (256,1,1), one block per SM, grid (ceil(N/128),
@@ -491,13 +561,13 @@ GPUMAT_DMMA_ENTRY(matmul_dmma64x128k16_f64, Half, 2)
 // 128 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 64 x 32, 3 stages in 87,552 bytes of dynamic
 // shared memory, two blocks an SM (each one's barriers, pipeline fill and stores of C overlap the other's
 // math). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_DMMA_ENTRY(matmul_dmma128x64k16_f64, Narrow, 2)
+GPUMAT_DMMA_LAYOUTS(matmul_dmma128x64k16, Narrow, 2)
 
 // 64 x 64 x 16 tiles, block (128,1,1) = 2 x 2 warps of 32 x 32, 4 stages in 75,776 bytes of dynamic
 // shared memory, three blocks an SM: four times the tiles of 128 x 128 for the small products (a few
 // hundred a side), whose big tiles leave most SMs idle or need a split of K and its second pass.
 // Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
-GPUMAT_DMMA_ENTRY(matmul_dmma64x64k16_f64, Small, 3)
+GPUMAT_DMMA_LAYOUTS(matmul_dmma64x64k16, Small, 3)
 
 // The two 128-row shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
 // memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).

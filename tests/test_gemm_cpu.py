@@ -243,16 +243,18 @@ def test_a_tensor_map_of_a_batch_is_3d_and_refuses_an_unaligned_batch_stride():
 
 
 def test_transposed_operands_are_copied_row_major_once_and_the_model_counts_it():
-    """(float64: its tiles read row-major operands alone; float32's 128-row tiles read either layout.)"""
-    plain = plan(Problem(4096, 4096, 512, "f64", "f64", "native"), H100)
-    ta = plan(Problem(4096, 4096, 512, "f64", "f64", "native", a_trans=True), H100)
-    tb = plan(Problem(512, 512, 512, "f64", "f64", "native", b_trans=True, batch=3), H100)
+    """(dmma64x128 reads row-major operands alone; float32's and float64's other tiles read either layout.)"""
+    plain = plan(Problem(4096, 4096, 512, "f64", "f64", "native"), H100, "dmma64x128")
+    ta = plan(Problem(4096, 4096, 512, "f64", "f64", "native", a_trans=True), H100, "dmma64x128")
+    tb = plan(Problem(512, 512, 512, "f64", "f64", "native", b_trans=True, batch=3), H100, "dmma64x128")
     assert not (plain.copy_a or plain.copy_b) and BoundPlan(plain, FAKE_DEVICE).shape == "direct"
     assert ta.copy_a and not ta.copy_b and BoundPlan(ta, FAKE_DEVICE).shape == "general"
     assert ta.seconds > plain.seconds
     assert tb.copy_b and tb.copy_bytes == 3 * 512 * 512 * 8
-    in_place = plan(Problem(4096, 4096, 512, "f32", "f32", "float32", a_trans=True), H100)
-    assert in_place.variant.reads_a_trans and not in_place.copy_a and BoundPlan(in_place, FAKE_DEVICE).shape == "direct"
+    for sfx, mode in (("f32", "float32"), ("f64", "native")):
+        in_place = plan(Problem(4096, 4096, 512, sfx, sfx, mode, a_trans=True), H100)
+        assert in_place.variant.reads_a_trans and not in_place.copy_a
+        assert BoundPlan(in_place, FAKE_DEVICE).shape == "direct"
     assert "stored transposed" in str(ta)
 
 

@@ -500,18 +500,32 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
 # (bench sweep, 2026-11-26: 16384 x 64 x 16384 on 64 x 128 tiles, half of each empty, 1336 us against 813
 # on 128 x 64), so the model counts it whole.
 def _dmma(
-    name: str, entry: str, tile, warp_rows: int, smem: int, blocks_per_sm: int, rate: float, tier: int, **latency
+    name: str,
+    entry: str,
+    tile,
+    warp_rows: int,
+    smem: int,
+    blocks_per_sm: int,
+    rate: float,
+    tier: int,
+    latency: dict | None = None,
+    layout: str = "",
 ) -> Variant:
+    """A DMMA row; latency: its fitted model constants (fixed_s, block_rate, unaligned_slowdown); layout
+    "at" or "bt": the entry reading A or B stored transposed in place."""
+    latency = latency or {}
     threads = tile[0] // warp_rows * tile[1] // 32 * 32  # warp tiles are warp_rows x 32
-    kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}_f64"}, "k_chunk", smem)
+    kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}{layout}_f64"}, "k_chunk", smem)
     return Variant(
-        name,
+        name + layout,
         kernels,
         "native",
         tile,
         (threads, 1, 1),
         "k_chunk",
         smem,
+        reads_a_trans=layout == "at",
+        reads_b_trans=layout == "bt",
         min_arch=80,
         tier=tier,
         auto_archs=(80, 90, 100),
@@ -524,6 +538,42 @@ def _dmma(
         max_splits=64,
         **latency,
     )
+
+
+# The tiles auto takes (tier 1), each also reading A or B stored transposed (at, bt) but dmma64x128:
+# (entry, tile, warp rows, shared memory, blocks an SM, rate, tier, the latency constants)
+DMMA_TILES = {
+    "dmma128x128": (
+        "dmma128x128k16",
+        (128, 128),
+        64,
+        186880,
+        1,
+        46e12,
+        1,
+        {"fixed_s": 3.5e-6, "unaligned_slowdown": 1.37},
+    ),
+    "dmma128x64": (
+        "dmma128x64k16",
+        (128, 64),
+        64,
+        87552,
+        2,
+        48e12,
+        1,
+        {"fixed_s": 4.75e-6, "block_rate": 0.322e12, "unaligned_slowdown": 1.33},
+    ),
+    "dmma64x64": (
+        "dmma64x64k16",
+        (64, 64),
+        32,
+        75776,
+        3,
+        44e12,
+        1,
+        {"fixed_s": 4e-6, "block_rate": 0.268e12, "unaligned_slowdown": 1.3},
+    ),
+}
 
 
 # --- matrix-vector products (cuda/matmul_gemv.cu): C of one column (gemv_n1: A @ x, a warp 4 rows of A,
@@ -703,32 +753,9 @@ _ROWS = [
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
     _tf32_wgmma((128, 256), 380e12, fixed_s=3.25e-6),
     _tf32_wgmma((128, 128), 295e12, fixed_s=2.5e-6),
-    _dmma(
-        "dmma128x128",
-        "dmma128x128k16",
-        (128, 128),
-        64,
-        186880,
-        1,
-        46e12,
-        tier=1,
-        fixed_s=3.5e-6,
-        unaligned_slowdown=1.37,
-    ),
-    _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, tier=0),
-    _dmma(
-        "dmma128x64",
-        "dmma128x64k16",
-        (128, 64),
-        64,
-        87552,
-        2,
-        48e12,
-        1,
-        fixed_s=4.75e-6,
-        block_rate=0.322e12,
-        unaligned_slowdown=1.33,
-    ),
+    _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
+    _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
+    _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
     _dmma(
         "dmma64x128",
         "dmma64x128k16",
@@ -738,25 +765,14 @@ _ROWS = [
         2,
         47e12,
         1,
-        fixed_s=6e-6,
-        block_rate=0.30e12,
-        unaligned_slowdown=1.32,
+        {"fixed_s": 6e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.32},
     ),
-    _dmma(
-        "dmma64x64",
-        "dmma64x64k16",
-        (64, 64),
-        32,
-        75776,
-        3,
-        44e12,
-        1,
-        fixed_s=4e-6,
-        block_rate=0.268e12,
-        unaligned_slowdown=1.3,
-    ),
-    _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, tier=0),
-    _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, tier=0),
+    _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
+    # the 128 x 128, 128 x 64 and 64 x 64 tiles reading A or B stored transposed in place (the *at and *bt
+    # entries): PROVISIONAL, the row-major tiles' constants (not measured yet)
+    *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt")),
+    _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
+    _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
     _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),

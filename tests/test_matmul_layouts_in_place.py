@@ -1,8 +1,9 @@
-"""The FP32 SGEMM tiles reading A, B or both stored transposed in place (the *at, *bt, *atbt rows of
-sgemm128x128 and sgemm128x64, issue 41 item 1): on the GPU, every row against a float64 reference on
-shapes around its tile (1, primes, tile size +-1), views at odd offsets, batches, split K and the
-epilogue, results poisoned with NaN; and bit for bit what the row-major tile computes from the same
-operands copied row-major first (the same products, summed in the same order)."""
+"""The float32 and float64 tiles reading A or B (or both) stored transposed in place (issue 41 item 1: the
+*at, *bt, *atbt rows of sgemm128x128 and sgemm128x64; the *at and *bt rows of dmma128x128, dmma128x64 and
+dmma64x64): on the GPU, every row against a float64 reference (computed from the same inputs) on shapes around
+its tile (1, primes, tile size +-1), views at odd offsets, batches, split K and the epilogue, results
+poisoned with NaN; and bit for bit what the row-major tile computes from the same operands copied
+row-major first (the same products, summed in the same order)."""
 
 import math
 
@@ -17,12 +18,20 @@ from gpumat.matmul.engine import VARIANTS
 
 pytestmark = pytest.mark.gpu
 
-ROWS = [name for name, v in VARIANTS.items() if name.startswith("sgemm") and (v.reads_a_trans or v.reads_b_trans)]
+ROWS = [
+    name for name, v in VARIANTS.items() if name.startswith(("sgemm", "dmma")) and (v.reads_a_trans or v.reads_b_trans)
+]
 SIDES = [1, 2, 7, 31, 63, 64, 65, 127, 128, 129, 257]
+DTYPE = {"sgemm": np.float32, "dmma": np.float64}
+EPS = {"sgemm": 2.0**-24, "dmma": 2.0**-53}
 
 
-def host_random(shape):
-    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+def family(name: str) -> str:
+    return "sgemm" if name.startswith("sgemm") else "dmma"
+
+
+def host_random(shape, dtype=np.float32):
+    return rng.uniform(-1, 1, size=shape).astype(dtype)
 
 
 def upload(host: np.ndarray, transposed: bool, pad: int):
@@ -31,7 +40,7 @@ def upload(host: np.ndarray, transposed: bool, pad: int):
     store = np.ascontiguousarray(np.swapaxes(host, -1, -2)) if transposed else host
     shape = list(store.shape)
     shape[-1] += pad + 1
-    parent_host = host_random(shape)
+    parent_host = host_random(shape, host.dtype)
     parent_host[..., pad : pad + store.shape[-1]] = store
     parent = gm.Matrix.from_numpy(parent_host)
     cols = slice(pad, pad + store.shape[-1])
@@ -56,14 +65,15 @@ def cases(draw):
 @settings(max_examples=120, deadline=None)
 @given(cases())
 def test_a_transposed_operand_read_in_place_against_float64(case):
-    v = VARIANTS[case["name"]]
+    v, fam = VARIANTS[case["name"]], family(case["name"])
     m, n, k, batch = case["m"], case["n"], case["k"], case["batch"]
     lead = () if batch is None else (batch,)
-    a_host, b_host = host_random((*lead, m, k)), host_random((*lead, k, n))
-    c0 = host_random((*lead, m, n))
+    dt = DTYPE[fam]
+    a_host, b_host = host_random((*lead, m, k), dt), host_random((*lead, k, n), dt)
+    c0 = host_random((*lead, m, n), dt)
     a, pa = upload(a_host, v.reads_a_trans, case["pads"][0])
     b, pb = upload(b_host, v.reads_b_trans, case["pads"][1])
-    out, pc = upload(c0 if case["epilogue"] else np.full((*lead, m, n), np.nan, np.float32), False, case["pads"][2])
+    out, pc = upload(c0 if case["epilogue"] else np.full((*lead, m, n), np.nan, dt), False, case["pads"][2])
     try:
         splits = case["splits"] if (batch or 1) == 1 and k > 256 else 1
         plan = gm.matmul_plan(a, b, out=out, algorithm=case["name"], splits=splits)
@@ -76,7 +86,7 @@ def test_a_transposed_operand_read_in_place_against_float64(case):
         scale = abs(alpha) * np.matmul(np.abs(a64), np.abs(b64)) + (abs(beta) * np.abs(c64) if beta else 0.0)
         got = out.to_numpy().astype(np.float64)
         assert not np.isnan(got).any(), f"an element not written {case}"
-        tol = 8 * 2.0**-24 * math.sqrt(k) + 2.0**-23
+        tol = 8 * EPS[fam] * math.sqrt(k) + 2 * EPS[fam]
         assert (np.abs(got - ref) / np.maximum(scale, 2.0**-14)).max() <= tol, case
     finally:
         for x in (pa, pb, pc):
@@ -85,11 +95,11 @@ def test_a_transposed_operand_read_in_place_against_float64(case):
 
 @pytest.mark.parametrize("name", ROWS)
 def test_in_place_equals_the_row_major_tile_on_a_copy_bit_for_bit(name):
-    v = VARIANTS[name]
+    v, dt = VARIANTS[name], DTYPE[family(name)]
     plain = name.replace("atbt", "").replace("at", "").replace("bt", "")
     m, n, k = 300, 200, 700
-    a, pa = upload(host_random((m, k)), v.reads_a_trans, 1)
-    b, pb = upload(host_random((k, n)), v.reads_b_trans, 2)
+    a, pa = upload(host_random((m, k), dt), v.reads_a_trans, 1)
+    b, pb = upload(host_random((k, n), dt), v.reads_b_trans, 2)
     try:
         results = []
         for algorithm in (name, plain):  # the row-major tile copies the transposed operands first
@@ -99,7 +109,7 @@ def test_in_place_equals_the_row_major_tile_on_a_copy_bit_for_bit(name):
             )
             with gm.matmul(a, b, plan=plan) as c:
                 results.append(c.to_numpy())
-        assert np.array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
+        assert np.array_equal(results[0].view(np.uint8), results[1].view(np.uint8))
     finally:
         pa.free()
         pb.free()
