@@ -45,7 +45,7 @@
 // identity with split-K (the reduction applies the caller's epilogue), so C + z*M*ldc is C itself
 // whenever the epilogue reads C.
 //
-// Technique (one template, gemm<BN, T, ...>, for both tile widths BN = 256 and 128 and every input type;
+// Technique (one template, gemm<BN, T, ...>, for the tile widths BN = 256, 128 and 64 and every input type;
 // Tile<BN> holds what follows from BN; the byte layout is the same for 16-bit and TF32 inputs):
 //  * a block computes 128 x BN tiles of C with three warpgroups: warpgroup 0 is the producer (one
 //    thread issues the bulk tensor copies; the warpgroup gives registers back with setmaxnreg),
@@ -124,12 +124,13 @@ struct Tile {
     static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - BAR_BYTES) / STAGE_BYTES;
     static constexpr int STAGES = STAGES_FIT < 8 ? STAGES_FIT : 8;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + BAR_BYTES;  // + alignment slack
-    static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64n64k16, m64n128k16 or m64n256k16");
     static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring");
 };
 // variants.py (WGMMA_SMEM) asks for these; tests/test_matmul_tc_half.py reads them here
 static_assert(Tile<256>::STAGES == 4 && Tile<256>::SMEM_BYTES == 230528, "48 KiB stages: 4 fit");
 static_assert(Tile<128>::STAGES == 6 && Tile<128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
+static_assert(Tile<64>::STAGES == 8 && Tile<64>::SMEM_BYTES == 230528, "24 KiB stages: 8 fit");
 
 // A launch's products: `count` of them (1: one product), the layers of C (a split's partials, or the
 // matrices of a batch) c_layer elements apart, and whether the maps of A and B hold a matrix a product
@@ -255,8 +256,13 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "           \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
+#define GPUMAT_ACC_0_31                                                                                    \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+
 #define GPUMAT_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GPUMAT_D32 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24)
 #define GPUMAT_D64 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24), GPUMAT_D8(32), GPUMAT_D8(40), \
                    GPUMAT_D8(48), GPUMAT_D8(56)
 #define GPUMAT_D128 GPUMAT_D64, GPUMAT_D8(64), GPUMAT_D8(72), GPUMAT_D8(80), GPUMAT_D8(88), GPUMAT_D8(96), \
@@ -273,16 +279,21 @@ struct Wgmma;
         template <bool A_MMAJOR, bool B_KMAJOR, int ACC>                                                     \
         __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)                  \
         {                                                                                                    \
-            static_assert(ACC == 128 || ACC == 64, "m64n256k16 or m64n128k16");                            \
+            static_assert(ACC == 128 || ACC == 64 || ACC == 32, "m64n256k16, m64n128k16 or m64n64k16");    \
             if constexpr (ACC == 128)                                                                        \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                        \
                              "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1, %130, %131;\n" \
                              : GPUMAT_D128                                                                   \
                              : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
-            else                                                                                             \
+            else if constexpr (ACC == 64)                                                                    \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " "                        \
                              "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1, %66, %67;\n"                         \
                              : GPUMAT_D64                                                                    \
+                             : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
+            else                                                                                             \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_31 "}, %32, %33, 1, 1, 1, %34, %35;\n"                         \
+                             : GPUMAT_D32                                                                    \
                              : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
         }                                                                                                    \
     };
@@ -727,9 +738,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 }  // namespace
 
 // matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, batch,
-// c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128:
-// TMA + wgmma m64n<BN>k16,
-// float32 accumulation, producer warpgroup + two consumer warpgroups, persistent blocks, C through TMA
+// c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256, 128 or
+// 64: TMA + wgmma m64n<BN>k16, float32 accumulation, producer warpgroup + two consumer warpgroups, persistent blocks, C through TMA
 // stores (tma_c = 1) or plain stores. Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
 // memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
 // ceil(M/128) * ceil(N/BN) * splits * batch. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
@@ -737,7 +747,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 //  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
 //    the large products' tile;
 //  * 128x128: tile 128 x 128 x 64, 6-stage ring of 32 KiB stages, 64 accumulators a consumer thread;
-//    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it.
+//    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it;
+//  * 128x64: tile 128 x 64 x 64, 8-stage ring of 24 KiB stages, 32 accumulators a consumer thread; for
+//    C of 64 columns or fewer (attention's values at head size 64, a layer's few outputs), where the
+//    wider tiles compute mostly zeros. 16-bit inputs only.
 //
 // matmul_wgmma128x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
@@ -845,5 +858,21 @@ GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16, 128, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16_f32out, 128, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16_f32out, 128, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16, 64, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16_f32out, 64, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16, 64, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16_f32out, 64, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16, 64, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16_f32out, 64, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16, 64, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16_f32out, 64, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16, 64, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16_f32out, 64, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16, 64, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16_f32out, 64, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16, 64, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16_f32out, 64, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16, 64, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16_f32out, 64, __nv_bfloat16, float, true, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

@@ -95,7 +95,8 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
     # copies: ~3% of the product; 33 x 17 tiles of 128 x 256 in 5 waves beat 33 x 33 of 128 x 128 in 9 at
     # the measured rates (bench sweep on an H100: 490 us against 581)
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"
-    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x128"  # one tile: the smaller one is done first
+    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x64"  # one tile: the smallest one is done first
+    assert pick(64, 65, 64, 90, 227 * 1024, True) == "wgmma128x128"  # the 64-wide tile: 64 columns at most
     assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma64x64"  # copies: longer than the product
     assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma64x64"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
@@ -110,8 +111,11 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
-    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *AT_ROWS]
-    assert AT_ROWS == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
+    narrow = ["wgmma128x64", "wgmma128x64bt", "wgmma128x64at", "wgmma128x64atbt"]  # auto: C of <= 64 columns
+    wide_at = [name for name in AT_ROWS if name not in narrow]
+    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *wide_at, *narrow]
+    assert all(ROWS[name].auto_max_n == 64 for name in narrow)
+    assert wide_at == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
     def choose(m, n, k, a_ok, b_ok):
@@ -303,7 +307,7 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
         int(bn): (int(stages), int(smem))
         for bn, stages, smem in re.findall(r"Tile<(\d+)>::STAGES == (\d+) && Tile<\1>::SMEM_BYTES == (\d+)", src)
     }
-    assert sorted(pinned) == [128, 256]
+    assert sorted(pinned) == [64, 128, 256]
     fixed = 4 * 8192 + 1024 + 128  # 4 C buffers of 64 rows x 128 bytes, alignment slack, mbarriers
     for name in WGMMA:
         v = ROWS[name]

@@ -126,6 +126,7 @@ class Variant:
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_dtypes: tuple[str, ...] | None = None  # input dtypes auto may pick it for (None: all it has kernels for)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
+    auto_max_n: int | None = None  # auto picks it only for C of at most this many columns (None: any)
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
@@ -429,8 +430,8 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 # the wgmma kernels' dynamic shared memory by tile (Tile<BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
 # CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
 # float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
-# 4 stages of 48 KiB (BN 256) and 6 of 32 KiB (BN 128) come to the same.
-WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528}
+# 4 stages of 48 KiB (BN 256), 6 of 32 KiB (BN 128) and 8 of 24 KiB (BN 64) come to the same.
+WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528}
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
 HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
@@ -747,6 +748,13 @@ _ROWS = [
     # 2048^3 25.5 against 25.6, 1024^3 9.1 against 9.1)
     _wgmma((128, 256), 720e12, reads_b_trans=True, reads_a_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 570e12, reads_b_trans=True, reads_a_trans=True, fixed_s=2.5e-6),
+    # 128 x 64 tiles (m64n64k16), every layout; auto takes them for C of 64 columns or fewer (attention's
+    # values at head size 64), where the wider tiles compute mostly zeros: PROVISIONAL rates, three
+    # quarters of the 128 x 128 tiles' (half the columns a k tile's A is read for), not measured yet
+    *(
+        _wgmma((128, 64), rate, reads_b_trans=tb, reads_a_trans=ta, fixed_s=2.5e-6, auto_max_n=64)
+        for ta, tb, rate in ((False, False, 460e12), (False, True, 430e12), (True, False, 450e12), (True, True, 430e12))
+    ),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
