@@ -71,8 +71,9 @@
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
 //  * epilogue with tma_c: each consumer writes its 64 x BN result, 128 bytes of columns at a time,
-//    into one of its two 8 KiB shared-memory buffers (in the 128-byte swizzle, so the fragment stores
-//    are free of bank conflicts) and one thread hands the buffer to a TMA store; the consumer goes on
+//    into its two 8 KiB shared-memory buffers in turn, box after box across its tiles (in the 128-byte
+//    swizzle, so the fragment stores are free of bank conflicts) and one thread hands the buffer to a
+//    TMA store; the consumer goes on
 //    to the next tile while the copy engine writes C, and waits only before refilling a buffer whose
 //    store has not yet read it. Without tma_c: pairs of adjacent columns (4 or 8 bytes) straight from
 //    the accumulators where aligned, else element by element;
@@ -620,6 +621,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const int c = wg - 1;                      // consumer: rows 64 c .. 64 c + 63 of the tile
         const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
         int stage = 0, phase = 0;
+        int boxes = 0;  // TMA stores of C this consumer has issued (its two buffers alternate)
         float d[ACC];
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
             const Work wk = work_item(w, tiles_m, tiles_n);
@@ -690,8 +692,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             if (tma_c) {
                 constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
 #pragma unroll
-                for (int q = 0; q < BN / CW; ++q) {
-                    const uint32_t buf = c_bufs + (2 * c + (q & 1)) * C_BUF_BYTES;
+                for (int q = 0; q < BN / CW; ++q, ++boxes) {
+                    // the consumer's two buffers in turn, box after box across its tiles (a tile of one
+                    // box, 64 columns of 16-bit C, would otherwise refill the buffer its last store reads)
+                    const uint32_t buf = c_bufs + (2 * c + (boxes & 1)) * C_BUF_BYTES;
                     if (lt == 0) store_wait_read<1>();  // the store that read this buffer two boxes ago
                     warpgroup_sync(1 + c);
 #pragma unroll

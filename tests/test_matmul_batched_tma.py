@@ -118,6 +118,30 @@ def test_every_tma_row_runs_a_batch_in_place_into_poisoned_padded_results(name, 
 
 
 @pytest.mark.parametrize("name", TMA_ROWS)
+def test_many_work_items_a_block_on_every_row(name):
+    """A batch of hundreds of products: each persistent block walks many work items, its consumers'
+    C buffers turning over store after store (the 128 x 64 tile, one TMA box a tile, once refilled the
+    buffer its last store was still reading: 512 attention-value products came out wrong)."""
+    batch, m, n, k = 300, 256, 64, 256
+    for kind, dtype, precision in cases_of(name):
+        a_host, b_host, a, b, keep = operands(name, dtype, batch, m, n, k, "none")
+        out, pc, before = poisoned_out(batch, m, n, dtype)
+        keep.append(pc)
+        try:
+            plan = gm.matmul_plan(a, b, out=out, algorithm=name, precision=precision)
+            assert plan.grid[0] < 2 * 2 * batch  # fewer blocks than work items
+            gm.matmul(a, b, out=out, plan=plan)
+            a64, b64 = a_host.astype(np.float64), b_host.astype(np.float64)
+            ref, scale = np.matmul(a64, b64), np.matmul(np.abs(a64), np.abs(b64))
+            got = out.to_numpy().astype(np.float64)
+            assert not np.isnan(got).any() and (np.abs(got - ref) / scale).max() <= tolerance(kind, k), (name, kind)
+            assert guard_bands_kept(pc, before, m, n)
+        finally:
+            for x in keep:
+                x.free()
+
+
+@pytest.mark.parametrize("name", TMA_ROWS)
 def test_a_batched_tma_product_equals_each_matrix_s_2d_product_bit_for_bit_and_repeats(name):
     batch, m, n, k = 4, 200, 72, 320  # 72 columns: C's rows are not whole 128-byte boxes
     for kind, dtype, precision in cases_of(name):
