@@ -190,6 +190,49 @@ def gen_latency() -> str:
     return "\n".join([table(header, rows), "", note, "", source(run)])
 
 
+BMM_MODES = [  # (bench, label): bench bmm's runs, on the H200 (the one GPU it has run on)
+    ("bmm-float16", "float16"),
+    ("bmm-bfloat16", "bfloat16"),
+    ("bmm-float32", "float32"),
+    ("bmm-float32-tf32", 'float32, `precision="tf32"`'),
+    ("bmm-float64", "float64"),
+]
+BMM_DEVICE = "NVIDIA H200"
+BMM_CLASSES = ("attention scores", "attention values", "grouped", "tiny", "layouts")
+
+
+def bmm_runs() -> list[tuple[str, tuple[str, dict]]]:
+    return [(label, newest(bench, BMM_DEVICE)) for bench, label in BMM_MODES]
+
+
+def gen_bmm() -> str:
+    runs = bmm_runs()
+
+    def cell(ratios: list[float]) -> str:
+        return f"{x(geomean(ratios))} ({x(min(ratios))})"
+
+    rows = []
+    for label, (_, data) in runs:
+        timed = [c for c in data["cases"] if c.get("ratio")]
+        by_class = [cell([c["ratio"] for c in timed if c["class"] == cls]) for cls in BMM_CLASSES]
+        rows.append([label, *by_class, cell([c["ratio"] for c in timed])])
+    header = ["dtype / mode", *BMM_CLASSES, "every case"]
+    cases = len(runs[0][1][1]["cases"])
+    note = (
+        f"torch.bmm's time / gpumat's time, geometric mean (worst) over each class of `python -m gpumat bench "
+        f"bmm`'s {cases} batches: attention scores Q @ K^T and values P @ V at head sizes 64 and 128, 77-4096 "
+        "tokens, 8-1536 matrices; grouped products of 2-256 matrices of 128-2048 a side; 1,000-100,000 tiny "
+        "matrices of 2-64 a side; a few shapes in each of the four layouts. A transposed operand is a view of "
+        "the same storage for both libraries. Timed queued (the GPU's own time)."
+    )
+    torch = runs[0][1][1]["anchor"].split(" through ")[1].split(",")[0]
+    anchor = (
+        f"torch.bmm (cuBLAS strided-batched) through {torch}, out=, the same storage and stream; cuBLAS may use "
+        "TF32 only against the `tf32` row"
+    )
+    return "\n".join([table(header, rows), "", note, "", source(*(run for _, run in runs), anchor=anchor)])
+
+
 def gen_memory_bound() -> str:
     tr, dot = newest("transpose"), newest("dot")
     counts = {d: sum(r["dtype"] == d for r in tr[1]["results"]) for d in tr[1]["summary"]}
@@ -434,6 +477,8 @@ def gen_summary() -> str:
     sweep = sweep_runs()
     means = [data["summary"]["geomean_queued"] for _, _, (_, data) in sweep]
     big = [r[(n, n, n)] for r in sweep_ratios().values() for n in (4096, 8192)]
+    bmm = bmm_runs()
+    bmm_means = [(label, [c["ratio"] for c in data["cases"] if c.get("ratio")]) for label, (_, data) in bmm]
     mb = lambda n: f"{n / 1e6:,.0f} MB"  # noqa: E731
     lines = [
         f"- **Small to install**: {mb(ours['download_bytes'])} to download with its dependencies and "
@@ -451,6 +496,12 @@ def gen_summary() -> str:
         f"- **Behind it on small ones**: over {len(sweep[0][2][1]['cases'])} shapes a dtype (squares, skinny, long K, "
         f"odd sizes) the geometric means are {min(means):.2f}-{max(means):.2f}x cuBLAS "
         f"(H100, {sweep[0][2][1]['date']}).",
+        f"- **Batches in one launch, every layout**: against torch.bmm over {len(bmm[0][1][1]['cases'])} batches "
+        "(attention scores and values, grouped, tiny, transposed) the geometric means are "
+        + ", ".join(
+            f"{geomean(r):.2f}x {label.split(',')[0] if 'tf32' not in label else 'tf32'}" for label, r in bmm_means
+        )
+        + f" (H200, {bmm[0][1][1]['date']}).",
     ]
     return "\n".join(lines)
 
@@ -463,6 +514,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "accuracy": gen_accuracy,
     "latency": gen_latency,
     "memory-bound": gen_memory_bound,
+    "bmm": gen_bmm,
     "spmm": gen_spmm,
     "cold-start": gen_cold_start,
     "outofcore": gen_outofcore,
