@@ -151,9 +151,24 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ A, const T* __
     const auto b_cols = [=](int z, int j, int kk) { return b0[z * sb + (long long)j * ldb + k0 + kk]; };
     const auto a_cols_place = [=](int z, int kk, int i) { return a_place(z, i, kk); };
     const auto b_cols_place = [=](int z, int j, int kk) { return b_place(z, kk, j); };
-    if constexpr (!TA && !TB)
-        stage<T>(Walk(here, M, kn), a_rows, a_place, As, Walk(here, kn, N), b_rows, b_place, Bs);
-    else if constexpr (TA && !TB)
+    if constexpr (!TA && !TB) {
+        // A packed batch whose K fits one chunk: each operand's block of matrices is one contiguous run,
+        // laid out as the staged chunk is (As[z][i][kk] with kc = K = lda, Bs[z][kk][j] with ldb = N), so
+        // the copy is a walk along the run with no index arithmetic (the general walk's, four 64-bit
+        // products an element, made the kernel instruction-bound: ncu on the H200, 65537 8^3 float16
+        // products, SM throughput 65%, DRAM 5%)
+        const int K = k0 + kn;
+        const bool flat = k0 == 0 && kn == kc && lda == K && ldb == N && (sa == (long long)M * K || here == 1) &&
+                          (sb == (long long)K * N || here == 1);
+        if (flat) {
+            const auto a_run = [=](int, int, int e) { return a0[e]; };
+            const auto b_run = [=](int, int, int e) { return b0[e]; };
+            const auto same = [](int, int, int e) { return e; };
+            stage<T>(Walk(1, 1, here * M * K), a_run, same, As, Walk(1, 1, here * K * N), b_run, same, Bs);
+        } else {
+            stage<T>(Walk(here, M, kn), a_rows, a_place, As, Walk(here, kn, N), b_rows, b_place, Bs);
+        }
+    } else if constexpr (TA && !TB)
         stage<T>(Walk(here, kn, M), a_cols, a_cols_place, As, Walk(here, kn, N), b_rows, b_place, Bs);
     else if constexpr (!TA && TB)
         stage<T>(Walk(here, M, kn), a_rows, a_place, As, Walk(here, N, kn), b_cols, b_cols_place, Bs);
@@ -198,6 +213,7 @@ __device__ __forceinline__ void small(const T* __restrict__ A, const T* __restri
             if (slot >= g.per_pass || mi >= here) break;
             const Acc* as = As + mi * M * kc;
             const Acc* bs = Bs + mi * kc * N;
+#pragma unroll 4
             for (int kk = 0; kk < kn; ++kk) {
                 Acc av[R], bv[R];
 #pragma unroll
