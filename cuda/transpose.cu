@@ -7,8 +7,10 @@
 // A in a grid-stride loop. Every variant works for any shape: tiles that stick out of A are
 // bounds-checked element by element.
 // Every entry takes a batch: `batch` matrices, A's bsa and B's bsb elements apart (0: one matrix each),
-// walked by blockIdx.z in a grid-stride loop (gridDim.z = min(batch, 65535)), so a batch is one launch.
-// Each family ends its tile loop at a barrier, so a block may run it again for the next matrix.
+// matrix blockIdx.z of them a block (up to 65535 a launch: the host launches a larger batch in pieces).
+// The entries' launch bounds name the blocks an SM (1024 / threads, at most 64 registers a thread): left
+// to itself, ptxas capped some 16-bit and tiled kernels lower and spilled on sm_75, sm_80, sm_90 or
+// sm_120 once the batch's offset was added.
 #include "gpumat.cuh"
 
 using gpumat::copy_async;
@@ -698,10 +700,10 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
 
 // One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
 #define GPUMAT_TRANSPOSE_BATCH(CALL)                                                                         \
-    for (long long z = blockIdx.z; z < batch; z += gridDim.z)                                                \
-        CALL;
+    const long long z = blockIdx.z;                                                                          \
+    if (z < batch) CALL;
 #define GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, SFX, T)                                                    \
-    extern "C" __global__ void __launch_bounds__(THREADS) transpose_##FAMILY##_##SFX(                       \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) transpose_##FAMILY##_##SFX(                       \
         const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, \
         long long batch, long long bsa, long long bsb)                                                       \
     {                                                                                                        \
@@ -725,7 +727,7 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256)
 
 #define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) transpose_pairs128x64_##SFX(                          \
+    extern "C" __global__ void __launch_bounds__(256, 4) transpose_pairs128x64_##SFX(                          \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
         long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \

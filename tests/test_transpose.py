@@ -167,15 +167,20 @@ def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
 
 @pytest.mark.parametrize("batch", [1, 2, 7, 70000])
 def test_a_batch_is_one_launch(no_gpu, batch):
-    """Every matrix of a batch in one launch (gridDim.z = the batch, capped at 65535; the kernels walk the
-    rest), where the transposes of a batch used to be one launch a matrix."""
+    """Every matrix of a batch in one launch, a block matrix blockIdx.z of it, where the transposes of a
+    batch used to be one launch a matrix; a batch past the grid's 65535 layers in launches of 65535, each
+    from its first matrix on."""
     a = fake_batch(batch, 40, 300, stride=301)
     out = fake_batch(batch, 300, 40, ptr=0x7F1000000000)
     T.transpose(a, out=out)
-    ((name, grid, block, args, _, _),) = no_gpu
     v = T.resolve("auto", "f32", 40, 300, a.elements, 301, out.elements, 40)
-    assert name == v.kernel.name and grid == (*v.grid(40, 300)[:2], min(batch, 65535)) and block == v.block
-    assert args == (a.elements, out.elements, 40, 300, 301, 40, batch, 40 * 301, 300 * 40)
+    firsts = range(0, batch, 65535)
+    assert len(no_gpu) == len(firsts)
+    for (name, grid, block, args, _, _), first in zip(no_gpu, firsts, strict=True):
+        assert name == v.kernel.name and grid == (*v.grid(40, 300)[:2], min(batch, 65535)) and block == v.block
+        shift_a, shift_b = first * 40 * 301 * 4, first * 300 * 40 * 4
+        count = min(65535, batch - first)  # the blocks past it in the last piece have no matrix
+        assert args == (a.elements + shift_a, out.elements + shift_b, 40, 300, 301, 40, count, 40 * 301, 300 * 40)
 
 
 def test_a_batch_takes_a_kernel_whose_alignment_holds_for_every_matrix(no_gpu):

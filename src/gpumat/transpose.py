@@ -337,8 +337,9 @@ def transpose_region(
     bsb: int = 0,
 ) -> None:
     """dst (cols x rows, row stride ldd) = src (rows x cols, row stride lds)^T, for each of `batch` matrices
-    (src's bsa and dst's bsb elements apart), one launch queued on stream s (device lock held; operands
-    already ordered on s): what gm.transpose and the matmul engine's transposed operands run."""
+    (src's bsa and dst's bsb elements apart), one launch (a batch past the grid's 65535 layers: one a
+    65535 matrices) queued on stream s (device lock held; operands already ordered on s): what
+    gm.transpose and the matmul engine's transposed operands run."""
     isz = ITEMSIZE[dt]
     if algorithm == "auto" and batch == 1 and rows == 1:  # a vector: its transpose is a copy; 1 x cols -> cols x 1
         copy_device_2d(dst, ldd * isz, src, isz, isz, cols, s)
@@ -358,7 +359,9 @@ def transpose_region(
         if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
-    launch(dev, s, src, dst, rows, cols, lds, ldd, batch, bsa, bsb)
+    for first in range(0, batch, MAX_GRID_YZ):  # a kernel block takes matrix blockIdx.z
+        n = min(MAX_GRID_YZ, batch - first)
+        launch(dev, s, src + first * bsa * isz, dst + first * bsb * isz, rows, cols, lds, ldd, n, bsa, bsb)
 
 
 _LAUNCHES: dict[tuple, FixedLaunch] = {}  # transpose_region's launches by what decides them
