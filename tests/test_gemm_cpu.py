@@ -289,6 +289,21 @@ def test_an_unaligned_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
     assert copies[0][1] == (a[0], 0x7F4000000000, m, k, k, 8, batch, m * k, m * 8)
 
 
+def test_a_batch_of_overlapping_matrices_is_not_read_by_tensor_maps():
+    """A tensor map's layers lie one after another: a batch whose matrices overlap in memory (a batch stride
+    under rows x row stride, as sliding windows give) counts as not readable in place (copied first), and
+    C's layers that overlap leave by plain stores."""
+    from gpumat.matmul.engine import operand_aligned
+
+    m, k = 64, 128
+    assert operand_aligned((0x7F0000000000, k, m * k), 2, m)  # one after another
+    assert operand_aligned((0x7F0000000000, k, 0), 2, m)  # one matrix for the batch
+    assert not operand_aligned((0x7F0000000000, k, 8 * k), 2, m)  # windows 8 rows apart
+    assert c_map_args(0x7F0000000000, m, k, k, 3, 2, layer_stride=m * k) is not None
+    assert c_map_args(0x7F0000000000, m, k, k, 3, 2, layer_stride=8 * k) is None
+    assert c_map_args(0x7F0000000000, m, k, k, 1, 2, layer_stride=8 * k) is not None  # one layer: no overlap
+
+
 def test_batched_cost_grows_with_the_batch():
     one = plan(Problem(128, 128, 128, "f32", "f32", "float32"), H100).seconds
     many = plan(Problem(128, 128, 128, "f32", "f32", "float32", batch=4096), H100).seconds

@@ -36,7 +36,7 @@ from ..runtime.kernels import FixedLaunch
 from ..transpose import transpose_region
 from . import planner
 from .plan import MatmulPlan
-from .problem import Problem, Target, aligned
+from .problem import Problem, Target, aligned, operand_aligned
 from .variants import IDENTITY, LEADING, VARIANTS, accumulator, gemm_arguments, reduce_arguments, tma_arguments
 
 
@@ -117,9 +117,11 @@ class BoundPlan:
 
     # the launch shapes (device lock held, operands ordered on the stream) --------------------------------
     def _aligned(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
-        size = ITEMSIZE[self.plan.problem.dtype]
-        # problem.operand_aligned of A and B, inline: address, row stride and batch stride multiples of 16 bytes
-        key = (a[0] | a[1] * size | a[2] * size) & 15 == 0, (b[0] | b[1] * size | b[2] * size) & 15 == 0
+        q = self.plan.problem
+        key = (
+            operand_aligned(a, ITEMSIZE[q.dtype], q.k if q.a_trans else q.m),
+            operand_aligned(b, ITEMSIZE[q.dtype], q.n if q.b_trans else q.k),
+        )
         self._by_alignment[key].run(stream, a, b, c, epilogue)
 
     def _direct(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
@@ -302,6 +304,8 @@ def c_map_args(
     stores)."""
     layer_stride = rows * stride if layer_stride is None else layer_stride
     if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16 or (layer_stride * itemsize) % 16:
+        return None
+    if layers > 1 and layer_stride < rows * stride:  # overlapping layers: not a tensor map's (plain stores)
         return None
     return {
         "globalAddress": ptr,

@@ -86,10 +86,13 @@ def aligned(ptr: int, stride: int, itemsize: int) -> bool:
     return ptr % 16 == 0 and (stride * itemsize) % 16 == 0
 
 
-def operand_aligned(operand: tuple, itemsize: int) -> bool:
-    """Whether the copy engine can read an operand (address, row stride, batch stride) in place: all three
-    multiples of 16 bytes (what a Problem's a_aligned and b_aligned say)."""
-    return (operand[0] | operand[1] * itemsize | operand[2] * itemsize) & 15 == 0
+def operand_aligned(operand: tuple, itemsize: int, rows: int = 0) -> bool:
+    """Whether the copy engine can read an operand (address, row stride, batch stride) of `rows` stored rows
+    a matrix in place (what a Problem's a_aligned and b_aligned say): all three multiples of 16 bytes, and
+    a batch's matrices one after another (batch stride 0, or at least rows x row stride): a tensor map's
+    layers may not overlap, so a batch of overlapping views is copied first."""
+    ptr, ld, bstride = operand[:3]
+    return (ptr | ld * itemsize | bstride * itemsize) & 15 == 0 and (bstride == 0 or bstride >= rows * ld)
 
 
 def kernel_view(A: tuple, B: tuple, C: tuple, epilogue: tuple) -> tuple:
@@ -120,4 +123,5 @@ def problem_of(view: tuple, sfx: str, out_sfx: str, mode: str) -> Problem:
     """The Problem of a kernel view, with the operands' alignment."""
     m, n, k, batch, a, b, _, ta, tb, _ = view
     size = ITEMSIZE[sfx]
-    return Problem(m, n, k, sfx, out_sfx, mode, operand_aligned(a, size), operand_aligned(b, size), batch, ta, tb)
+    a_ok, b_ok = operand_aligned(a, size, k if ta else m), operand_aligned(b, size, n if tb else k)
+    return Problem(m, n, k, sfx, out_sfx, mode, a_ok, b_ok, batch, ta, tb)
