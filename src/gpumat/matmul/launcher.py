@@ -36,7 +36,7 @@ from ..runtime.kernels import FixedLaunch
 from ..transpose import transpose_region
 from . import planner
 from .plan import MatmulPlan
-from .problem import Problem, Target, aligned, operand_aligned
+from .problem import Problem, Target, aligned
 from .variants import IDENTITY, LEADING, VARIANTS, accumulator, gemm_arguments, reduce_arguments, tma_arguments
 
 
@@ -55,6 +55,7 @@ class BoundPlan:
         "_n",
         "_k",
         "_packed",
+        "_rows",
         "_plain",
         "_every",
         "_by_alignment",
@@ -65,6 +66,7 @@ class BoundPlan:
         self.plan, self.device, self._by_alignment = plan, dev, None
         self._m, self._n, self._k = q.m, q.n, q.k
         self._packed = (q.batch, int(q.a_trans), int(q.b_trans))  # what a small-products launch adds
+        self._rows = (q.k if q.a_trans else q.m, q.n if q.b_trans else q.k)  # stored rows of A and B a matrix
         self._plain = self._every = None
         self.launches = bool(q.m and q.n and q.batch)  # whether run() queues anything
         one = plan.splits == 1 and not (plan.copy_a or plan.copy_b)
@@ -117,10 +119,12 @@ class BoundPlan:
 
     # the launch shapes (device lock held, operands ordered on the stream) --------------------------------
     def _aligned(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
-        q = self.plan.problem
+        size, (rows_a, rows_b) = ITEMSIZE[self.plan.problem.dtype], self._rows
+        # problem.operand_aligned of A and B, inline: address, row stride and batch stride multiples of 16
+        # bytes, and a batch's matrices one after another
         key = (
-            operand_aligned(a, ITEMSIZE[q.dtype], q.k if q.a_trans else q.m),
-            operand_aligned(b, ITEMSIZE[q.dtype], q.n if q.b_trans else q.k),
+            (a[0] | a[1] * size | a[2] * size) & 15 == 0 and (a[2] == 0 or a[2] >= rows_a * a[1]),
+            (b[0] | b[1] * size | b[2] * size) & 15 == 0 and (b[2] == 0 or b[2] >= rows_b * b[1]),
         )
         self._by_alignment[key].run(stream, a, b, c, epilogue)
 
