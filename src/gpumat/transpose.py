@@ -2,8 +2,9 @@
 
 Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb), for each of a
 batch of matrices (A's bsa and B's bsb elements apart); see cuda/transpose.cu. The grid puts A's column
-tiles on x, A's row tiles on y and the batch on z (y and z capped at 65535; the kernels walk the rest in
-grid-stride loops): a batch is one launch. The kernels move bits: KERNELS[(variant, suffix)] holds
+tiles on x, A's row tiles on y (capped at 65535; the kernels walk the rest in a grid-stride loop) and the
+batch on z, a matrix a layer: a batch is one launch, or one per 65535 matrices past that
+(transpose_region launches the pieces). The kernels move bits: KERNELS[(variant, suffix)] holds
 every variant of every dtype (suffixes from _dtypes.SUFFIXES), strip kernels for narrow matrices and the
 2-byte kernels included; VARIANTS is the tiled family by name (the same names for every dtype).
 """
