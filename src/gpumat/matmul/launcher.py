@@ -95,25 +95,32 @@ class BoundPlan:
         every alignment of A and B plans alike, else one per alignment, picked per call. When no row the
         call may run reads alignment (copy-engine rows, or ones auto takes only for aligned operands) and
         the rows slow down alike on unaligned operands (the model's unaligned_slowdown), one plan is made:
-        the common first call plans once, not four times."""
+        the common first call plans once, not four times; where only the slowdowns differ, two (it applies
+        alike to A, B or both unaligned)."""
         if algorithm != "auto":
             rows = [VARIANTS[algorithm]]
         else:
             pair = (p.dtype, p.out_dtype)
             rows = [v for v in VARIANTS.values() if pair in v.kernels and planner.computes(v, p.dtype) == p.mode]
-        alike = len({v.unaligned_slowdown for v in rows}) == 1
-        if alike and not any(v.needs_aligned or v.auto_needs_aligned for v in rows):
+        reads = any(v.needs_aligned or v.auto_needs_aligned for v in rows)
+        if not reads and len({v.unaligned_slowdown for v in rows}) == 1:
             return cls(planner.plan(replace(p, a_aligned=True, b_aligned=True), t, algorithm), dev)
-        plans = {
-            (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
-            for x in (True, False)
-            for y in (True, False)
-        }
+        if reads:
+            plans = {
+                (x, y): planner.plan(replace(p, a_aligned=x, b_aligned=y), t, algorithm)
+                for x in (True, False)
+                for y in (True, False)
+            }
+        else:  # only the model's slowdown reads alignment, and it reads "both aligned or not": two plans
+            unaligned = planner.plan(replace(p, a_aligned=False, b_aligned=False), t, algorithm)
+            plans = {(True, True): planner.plan(replace(p, a_aligned=True, b_aligned=True), t, algorithm)}
+            plans.update({key: unaligned for key in ((True, False), (False, True), (False, False))})
         first = plans[True, True]
         if all(_same_launches(q, first) for q in plans.values()):
             return cls(first, dev)
         bound = cls(first, dev)
-        bound._by_alignment = {key: cls(q, dev) for key, q in plans.items()}
+        bounds = {id(q): cls(q, dev) for q in plans.values()}  # one BoundPlan a distinct plan
+        bound._by_alignment = {key: bounds[id(q)] for key, q in plans.items()}
         bound.shape, bound.run = "by alignment", bound._aligned
         return bound
 
