@@ -702,32 +702,39 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
 #define GPUMAT_TRANSPOSE_BATCH(CALL)                                                                         \
     const long long z = blockIdx.z;                                                                          \
     if (z < batch) CALL;
-#define GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, SFX, T)                                                    \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) transpose_##FAMILY##_##SFX(                       \
+// Launch bounds: THREADS a block and, for the memory-bound families, the blocks an SM that keep enough
+// loads in flight (MIN4 for 4- and 8-byte elements, MIN2 for 2-byte ones): ptxas keeps a family under the
+// registers that many blocks leave, without spilling on any architecture the build targets. With no
+// minimum ptxas spilled the 16-bit tiles on some architectures; with 1024 / THREADS everywhere it took up
+// to 64 registers where 32-40 had done. Against that build (bench transpose, H200, 2026-11-28), six
+// blocks (40 registers) ran tiled_rect64's 32-63-row float32 and 16-bit shapes 5-22% faster; float64's
+// narrow_rows lost 5% at six, so the row strips keep four.
+#define GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MINB, SFX, T)                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS, MINB) transpose_##FAMILY##_##SFX(                \
         const T* __restrict__ A, T* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, \
         long long batch, long long bsa, long long bsb)                                                       \
     {                                                                                                        \
         GPUMAT_TRANSPOSE_BATCH((FAMILY<T>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                  \
     }
-#define GPUMAT_TRANSPOSE_FAMILY(FAMILY, THREADS)                          \
-    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f32, unsigned int)            \
-    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f64, unsigned long long)      \
-    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, f16, unsigned short)          \
-    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, bf16, unsigned short)
+#define GPUMAT_TRANSPOSE_FAMILY(FAMILY, THREADS, MIN4, MIN2)                    \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f32, unsigned int)            \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f64, unsigned long long)      \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, f16, unsigned short)          \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, bf16, unsigned short)
 
-GPUMAT_TRANSPOSE_FAMILY(naive, 256)
-GPUMAT_TRANSPOSE_FAMILY(tiled, 1024)
-GPUMAT_TRANSPOSE_FAMILY(tiled_padded, 1024)
-GPUMAT_TRANSPOSE_FAMILY(tiled_rect, 256)
-GPUMAT_TRANSPOSE_FAMILY(tiled_rect64, 256)
-GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256)
-GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256)
-GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256)
-GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256)
-GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256)
+GPUMAT_TRANSPOSE_FAMILY(naive, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(tiled, 1024, 1, 1)
+GPUMAT_TRANSPOSE_FAMILY(tiled_padded, 1024, 1, 1)
+GPUMAT_TRANSPOSE_FAMILY(tiled_rect, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(tiled_rect64, 256, 6, 6)
+GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256, 6, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256, 6, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256, 4, 4)
 
 #define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 4) transpose_pairs128x64_##SFX(                          \
+    extern "C" __global__ void __launch_bounds__(256, 6) transpose_pairs128x64_##SFX(                          \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
         long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \
