@@ -5,80 +5,80 @@
 // A, B and C starts z * batch_a (batch_b, batch_c) elements on; a batch stride of 0 shares one matrix.
 // Each output goes through the fused epilogue (gpumat::Epilogue) before it is rounded.
 //
-// Technique: a tile kernel's 64 x 64 block leaves most of its threads idle on a 16 x 16 product and pays a
-// launch's worth of prologue per matrix; these products are bound by memory (a 16^3 product does 16 FMAs
-// per element of C it reads and writes). So a block of 256 threads takes G whole matrices at once:
-//  * the threads of a block cover ceil(M/R) x ceil(N/R) register tiles of R x R outputs of as many
-//    matrices as they can at once, R the smallest of 1, 2, 4 whose tiles of one matrix the 256 threads
-//    cover (R = 1 up to 256 outputs; R = 4 for a 64 x 64 C); with R = 1 each thread does that four times
-//    over (four matrices' outputs), so G = 4 x 256 / (M N) matrices a block: enough bytes in flight a
-//    block to draw the memory's bandwidth. small_geometry() computes both, and gpumat/matmul/variants.py
-//    the same for the grid (ceil(batch / G) blocks, one dimension: no 65535 limit);
+// small (C of at most 256 elements). Technique: a tile kernel's 64 x 64 block leaves most of its threads
+// idle on a 16 x 16 product and pays a launch's worth of prologue per matrix; these products are bound by
+// memory (a 16^3 product does 16 FMAs per element of C it reads and writes). So a block of 256 threads
+// takes G whole matrices at once:
+//  * one output a thread, four times over (four matrices' outputs a thread), so G = 4 x 256 / (M N)
+//    matrices a block: enough bytes in flight a block to draw the memory's bandwidth. small_geometry()
+//    computes G, and gpumat/matmul/variants.py the same for the grid (ceil(batch / G) blocks, one
+//    dimension: no 65535 limit);
 //  * K passes in chunks: the chunk of each of the block's matrices of A and B is staged in shared
 //    memory (as the accumulation type), read from global memory in storage order, so consecutive
 //    threads read consecutive elements (a packed batch of small matrices is one contiguous run), up to
 //    four loads of A and four of B in flight a thread before any store waits, and transposed on the
 //    way into shared memory where the operand is stored transposed (a body for each layout);
-//  * each thread then accumulates its R x R outputs over the chunk from shared memory, in k order.
-// Deterministic: every output's sum runs in k order, no atomics.
+//  * each thread then accumulates its outputs over the chunk from shared memory, in k order.
 // Launch: block (256, 1, 1), grid (ceil(batch / G), 1, 1), 16 KiB of static shared memory; at most 80
 // registers a thread, so at least three blocks an SM.
+//
+// small_wide (C up to 64 x 64). Technique: register tiles of 4 x 8 outputs a lane, a warp a 32 x 32
+// quarter of C (lane l: rows 4 (l / 4).., columns 8 (l % 4)..): per k, four values of A (scalar shared
+// loads, rows kp apart, kp odd: no bank conflict) and eight of B (16-byte loads) for 32 FMAs. A C of at
+// most 32 x 32 is one warp's: each of a block's four warps takes its own matrix and stages it alone (no
+// barrier across warps, so one warp's loads overlap another's arithmetic); a wider C is the block's four
+// warps', a quarter each, staged together. A and B's chunk of K goes to the group's slice of shared memory
+// as the accumulation type (rows and columns past M and N zero, so every lane runs the same loop), read
+// in storage order: float32 and float64 by cp.async (all of a thread's copies in flight), the halves
+// with four loads of each operand in flight a thread.
+// wide_geometry() sizes it; the host's small_per_block and small_chunk (gpumat/matmul/variants.py)
+// mirror it.
+// Launch: block (128, 1, 1), grid (ceil(batch / matrices a block), 1, 1), 36 KiB of dynamic shared memory.
+//
+// Both: every output's sum runs in k order, no atomics (deterministic); each output goes through the
+// fused epilogue (gpumat::Epilogue) before it is rounded.
 #include "gpumat.cuh"
 
 using gpumat::Dtype;
 
 namespace {
 
+// --- small ---------------------------------------------------------------------------------------------
 constexpr int THREADS = 256;
 constexpr int SMEM_BYTES = 16384;
-// launch bounds: at most 80 registers a thread for one output a thread (float64 spills at 64), 128 for
-// register tiles of 2 x 2 and 4 x 4 (their accumulators live through the staging), and no bound for
-// float64's 4 x 4 tiles (32 registers of accumulators; it spilled at 128)
+// launch bounds: at most 80 registers a thread (float64 spilled at 64), so three blocks an SM
 constexpr int BLOCKS_PER_SM = 3;
-template <class T>
-constexpr int wide_blocks_per_sm() { return sizeof(T) == 8 ? 1 : 2; }
+constexpr int PASSES = 4;  // matrices' outputs a thread: enough bytes in flight a block
 
 struct Geometry {
-    int r;         // a thread's outputs: r x r (a register tile)
-    int tiles_m;   // register tiles along M and N of one matrix
-    int tiles_n;
-    int per_pass;  // matrices the block's threads cover once
-    int per_block; // matrices a block (G): per_pass, four times over where r = 1 (passes())
+    int per_pass;   // matrices the block's threads cover once (one output a thread)
+    int per_block;  // matrices a block (G): per_pass, PASSES times over
 };
 
-// The passes a thread makes over the block's matrices for register tiles of r: four of 1 x 1 (four
-// matrices' outputs a thread, so a block of small products moves enough bytes at once), one otherwise.
-__host__ __device__ constexpr int passes(int r) { return r == 1 ? 4 : 1; }
-
-// The register tile and the matrices a block for an M x N result: one output a thread (M N <= 256) or,
-// for the wide entries (M, N <= 64), the smaller of 2 x 2 and 4 x 4 whose tiles of one matrix the block's
-// threads cover (16 x 16 tiles of a 64 x 64 C at most); the host's small_per_block
+// The matrices a block for an M x N result (M N <= 256); the host's small_per_block
 // (gpumat/matmul/variants.py) computes the same G.
-__device__ __forceinline__ Geometry small_geometry(int M, int N, bool wide)
+__device__ __forceinline__ Geometry small_geometry(int M, int N)
 {
-    const auto tiles = [&](int r) { return ((M + r - 1) / r) * ((N + r - 1) / r); };
-    const int r = !wide ? 1 : (tiles(2) <= THREADS ? 2 : 4);
-    const int tm = (M + r - 1) / r, tn = (N + r - 1) / r;
-    const int per_pass = max(1, THREADS / (tm * tn));
-    return {r, tm, tn, per_pass, per_pass * passes(r)};
+    const int per_pass = max(1, THREADS / (M * N));
+    return {per_pass, per_pass * PASSES};
 }
 
 // A thread's walk over a Z x D1 x D0 index space (D0 fastest: an operand's storage order, so consecutive
-// threads read consecutive elements), every THREADS-th element from its own, without dividing: the
-// step's carries are precomputed.
+// threads read consecutive elements), every step-th element from `start`, without dividing: the step's
+// carries are precomputed.
 struct Walk {
     int z, d1, d0;
     int Z, D1, D0, sz, s1, s0;
 
-    __device__ __forceinline__ Walk(int Z_, int D1_, int D0_) : Z(Z_), D1(D1_), D0(D0_)
+    __device__ __forceinline__ Walk(int Z_, int D1_, int D0_, int start, int step) : Z(Z_), D1(D1_), D0(D0_)
     {
         const int plane = D1 * D0;
-        z = threadIdx.x / plane;
-        const int r = threadIdx.x - z * plane;
+        z = start / plane;
+        const int r = start - z * plane;
         d1 = r / D0;
         d0 = r - d1 * D0;
-        sz = THREADS / plane;
-        const int sr = THREADS - sz * plane;
+        sz = step / plane;
+        const int sr = step - sz * plane;
         s1 = sr / D0;
         s0 = sr - s1 * D0;
     }
@@ -97,12 +97,10 @@ struct Walk {
 
 // Stage two operands' chunks into shared memory at once: adst[aplace(z, d1, d0)] = aload(z, d1, d0) over
 // walk a (likewise b), as the accumulation type; each round issues up to U loads of each operand before
-// any store waits for one (U = 4, 2 for float64: its values take twice the registers), so a block's loads
-// of A and B are in flight together.
-template <class T, class Acc, class LA, class PA, class LB, class PB>
+// any store waits for one, so a thread's loads of A and B are in flight together.
+template <class T, int U, class Acc, class LA, class PA, class LB, class PB>
 __device__ __forceinline__ void stage(Walk a, LA aload, PA aplace, Acc* adst, Walk b, LB bload, PB bplace, Acc* bdst)
 {
-    constexpr int U = sizeof(T) == 8 ? 2 : 4;
     while (a.more() || b.more()) {
         T va[U], vb[U];
         int at_a[U], at_b[U];
@@ -140,6 +138,8 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ A, const T* __
                                             long long lda, long long ldb, long long sa, long long sb, long long first,
                                             int here, int k0, int kn, int kc, Acc* As, Acc* Bs)
 {
+    constexpr int U = sizeof(T) == 8 ? 2 : 4;  // float64's values take twice the registers
+    const int t = threadIdx.x;
     const auto a_place = [=](int z, int i, int kk) { return (z * M + i) * kc + kk; };
     const auto b_place = [=](int z, int kk, int j) { return (z * kc + kk) * N + j; };
     const T* a0 = A + first * sa;
@@ -164,26 +164,32 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ A, const T* __
             const auto a_run = [=](int, int, int e) { return a0[e]; };
             const auto b_run = [=](int, int, int e) { return b0[e]; };
             const auto same = [](int, int, int e) { return e; };
-            stage<T>(Walk(1, 1, here * M * K), a_run, same, As, Walk(1, 1, here * K * N), b_run, same, Bs);
+            stage<T, U>(Walk(1, 1, here * M * K, t, THREADS), a_run, same, As, Walk(1, 1, here * K * N, t, THREADS),
+                        b_run, same, Bs);
         } else {
-            stage<T>(Walk(here, M, kn), a_rows, a_place, As, Walk(here, kn, N), b_rows, b_place, Bs);
+            stage<T, U>(Walk(here, M, kn, t, THREADS), a_rows, a_place, As, Walk(here, kn, N, t, THREADS), b_rows,
+                        b_place, Bs);
         }
     } else if constexpr (TA && !TB)
-        stage<T>(Walk(here, kn, M), a_cols, a_cols_place, As, Walk(here, kn, N), b_rows, b_place, Bs);
+        stage<T, U>(Walk(here, kn, M, t, THREADS), a_cols, a_cols_place, As, Walk(here, kn, N, t, THREADS), b_rows,
+                    b_place, Bs);
     else if constexpr (!TA && TB)
-        stage<T>(Walk(here, M, kn), a_rows, a_place, As, Walk(here, N, kn), b_cols, b_cols_place, Bs);
+        stage<T, U>(Walk(here, M, kn, t, THREADS), a_rows, a_place, As, Walk(here, N, kn, t, THREADS), b_cols,
+                    b_cols_place, Bs);
     else
-        stage<T>(Walk(here, kn, M), a_cols, a_cols_place, As, Walk(here, N, kn), b_cols, b_cols_place, Bs);
+        stage<T, U>(Walk(here, kn, M, t, THREADS), a_cols, a_cols_place, As, Walk(here, N, kn, t, THREADS), b_cols,
+                    b_cols_place, Bs);
 }
 
-template <int R, bool TA, bool TB, class T, class Out>
+template <bool TA, bool TB, class T, class Out>
 __device__ __forceinline__ void small(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C, int M,
                                       int N, int K, long long lda, long long ldb, long long ldc, int batch,
-                                      long long sa, long long sb, long long sc, const Geometry g,
-                                      const gpumat::Epilogue& ep, typename Dtype<T>::Acc* smem)
+                                      long long sa, long long sb, long long sc, const gpumat::Epilogue& ep,
+                                      typename Dtype<T>::Acc* smem)
 {
     using Acc = typename Dtype<T>::Acc;
-    constexpr int ELEMS = SMEM_BYTES / (int)sizeof(Acc), Q = passes(R);
+    constexpr int ELEMS = SMEM_BYTES / (int)sizeof(Acc);
+    const Geometry g = small_geometry(M, N);
     const int G = g.per_block;
     const long long first = (long long)blockIdx.x * G;
     const int here = (int)min((long long)G, batch - first);  // matrices of this block
@@ -191,81 +197,240 @@ __device__ __forceinline__ void small(const T* __restrict__ A, const T* __restri
     const int kc = max(1, min(min(K, 32), ELEMS / (G * (M + N))));
     Acc* As = smem;               // [G][M][kc]
     Acc* Bs = smem + G * M * kc;  // [G][kc][N]
-    // this thread's register tiles: rows i0.., columns j0.. of matrices slot + q per_pass of the block
-    const int t = threadIdx.x, per_matrix = g.tiles_m * g.tiles_n;
+    // this thread's output: row i, column j of matrices slot + q per_pass of the block
+    const int t = threadIdx.x, per_matrix = M * N;
     const int slot = t / per_matrix, rest = t - slot * per_matrix;
-    const int i0 = rest / g.tiles_n * R, j0 = rest % g.tiles_n * R;
-    Acc acc[Q][R][R];
+    const int i = rest / N, j = rest % N;
+    Acc acc[PASSES];
 #pragma unroll
-    for (int q = 0; q < Q; ++q)
-#pragma unroll
-        for (int x = 0; x < R; ++x)
-#pragma unroll
-            for (int y = 0; y < R; ++y) acc[q][x][y] = Acc(0);
+    for (int q = 0; q < PASSES; ++q) acc[q] = Acc(0);
 
     for (int k0 = 0; k0 < K; k0 += kc) {
         const int kn = min(kc, K - k0);
         stage_chunk<TA, TB>(A, B, M, N, lda, ldb, sa, sb, first, here, k0, kn, kc, As, Bs);
         __syncthreads();
 #pragma unroll
-        for (int q = 0; q < Q; ++q) {
+        for (int q = 0; q < PASSES; ++q) {
             const int mi = slot + q * g.per_pass;
             if (slot >= g.per_pass || mi >= here) break;
-            const Acc* as = As + mi * M * kc;
-            const Acc* bs = Bs + mi * kc * N;
+            const Acc* as = As + (mi * M + i) * kc;
+            const Acc* bs = Bs + mi * kc * N + j;
 #pragma unroll 4
-            for (int kk = 0; kk < kn; ++kk) {
-                Acc av[R], bv[R];
-#pragma unroll
-                for (int x = 0; x < R; ++x) av[x] = i0 + x < M ? as[(i0 + x) * kc + kk] : Acc(0);
-#pragma unroll
-                for (int y = 0; y < R; ++y) bv[y] = j0 + y < N ? bs[kk * N + j0 + y] : Acc(0);
-#pragma unroll
-                for (int x = 0; x < R; ++x)
-#pragma unroll
-                    for (int y = 0; y < R; ++y) acc[q][x][y] += av[x] * bv[y];
-            }
+            for (int kk = 0; kk < kn; ++kk) acc[q] += as[kk] * bs[kk * N];
         }
         __syncthreads();
     }
     const bool plain = ep.identity();
 #pragma unroll
-    for (int q = 0; q < Q; ++q) {
+    for (int q = 0; q < PASSES; ++q) {
         const int mi = slot + q * g.per_pass;
         if (slot >= g.per_pass || mi >= here) break;
-        Out* c = C + (first + mi) * sc;
-#pragma unroll
-        for (int x = 0; x < R; ++x)
-#pragma unroll
-            for (int y = 0; y < R; ++y) {
-                const int i = i0 + x, j = j0 + y;
-                if (i < M && j < N) {
-                    Out* at = c + (long long)i * ldc + j;
-                    *at = Dtype<Out>::from(plain ? acc[q][x][y] : ep.apply<Out>(acc[q][x][y], i, j, at));
-                }
-            }
+        Out* at = C + (first + mi) * sc + (long long)i * ldc + j;
+        *at = Dtype<Out>::from(plain ? acc[q] : ep.apply<Out>(acc[q], i, j, at));
     }
 }
 
-// The product for register tiles of R, with A and B in their layouts (four bodies).
-template <int R, class T, class Out>
-__device__ __forceinline__ void small_any_layout(const T* A, const T* B, Out* C, int M, int N, int K, long long lda,
-                                                 long long ldb, long long ldc, int batch, int ta, int tb,
-                                                 long long sa, long long sb, long long sc, const Geometry g,
-                                                 const gpumat::Epilogue& ep, typename Dtype<T>::Acc* smem)
+// --- small_wide ----------------------------------------------------------------------------------------
+constexpr int WIDE_THREADS = 128;      // four warps
+constexpr int WIDE_SMEM = 36864;  // dynamic shared memory a block (bytes): six blocks fit an H100's SM
+// launch bounds: five blocks an SM for float32 (96 registers a thread), four for the halves (their staging
+// spilled at five), three for float64 (its accumulators take 64 registers)
+template <class T>
+constexpr int wide_blocks_per_sm() { return sizeof(T) == 8 ? 3 : sizeof(T) == 4 ? 5 : 4; }
+constexpr int WIDE_KC = 64;            // the most of K staged at a time
+
+struct WideGeometry {
+    int group;      // threads that stage one matrix and compute its C: 32 (C of at most 32 x 32) or 128
+    int per_block;  // matrices a block: 4 (one a warp) or 1 (the four warps a 32 x 32 quarter each)
+    int mp, np;     // M and N rounded up to 32 (the warps' tiles)
+    int kc;         // the chunk of K staged at a time
+    int kp;         // row stride of the staged A (As[i][kk]), odd: kc | 1
+    int ns;         // row stride of the staged B (Bs[kk][j]): np + 4, so rows start 16-byte aligned
+    int b_at;       // where B starts in a group's slice (a multiple of 4 elements)
+    int slice;      // elements of shared memory a group
+};
+
+// The staging geometry of small_wide for an M x N x K product with accumulators of acc_bytes; the host's
+// small_per_block and small_chunk (gpumat/matmul/variants.py) mirror it: kc is the most of K (at most
+// WIDE_KC) whose staged A (mp x kp) and B (kc x ns) fit a group's share of WIDE_SMEM.
+__device__ __forceinline__ WideGeometry wide_geometry(int M, int N, int K, int acc_bytes)
 {
-    if (!ta && !tb) small<R, false, false>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, g, ep, smem);
-    else if (ta && !tb) small<R, true, false>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, g, ep, smem);
-    else if (!ta) small<R, false, true>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, g, ep, smem);
-    else small<R, true, true>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, g, ep, smem);
+    WideGeometry g;
+    const bool one_warp = M <= 32 && N <= 32;
+    g.group = one_warp ? 32 : WIDE_THREADS;
+    g.per_block = WIDE_THREADS / g.group;
+    g.mp = (M + 31) / 32 * 32;
+    g.np = (N + 31) / 32 * 32;
+    g.slice = WIDE_SMEM / acc_bytes / g.per_block;
+    g.kc = max(1, min(min(K, WIDE_KC), (g.slice - g.mp - 4) / (g.mp + 1 + g.np + 4)));
+    g.kp = g.kc | 1;
+    g.ns = g.np + 4;
+    g.b_at = (g.mp * g.kp + 3) / 4 * 4;
+    return g;
+}
+
+// Eight consecutive staged elements from p (16-byte aligned) into v.
+__device__ __forceinline__ void load8(const float* p, float (&v)[8])
+{
+    const float4 x = *reinterpret_cast<const float4*>(p), y = *reinterpret_cast<const float4*>(p + 4);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+}
+
+__device__ __forceinline__ void load8(const double* p, double (&v)[8])
+{
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const double2 x = *reinterpret_cast<const double2*>(p + 2 * q);
+        v[2 * q] = x.x, v[2 * q + 1] = x.y;
+    }
+}
+
+// Stage a chunk of A and B (from the addresses src(z, d1, d0) over each walk, to dst[place(z, d1, d0)]): a
+// float32 or float64 element is the accumulation type, so it goes by cp.async, every copy of the thread in
+// flight at once and no register held (then the thread waits for them); a half is widened on the way, U
+// loads of each operand in flight before their stores (stage).
+template <class T, int U, class SA, class PA, class SB, class PB, class Acc>
+__device__ __forceinline__ void stage_wide(Walk a, SA asrc, PA aplace, Acc* adst, Walk b, SB bsrc, PB bplace, Acc* bdst)
+{
+    if constexpr (sizeof(T) == sizeof(Acc)) {
+        for (; a.more(); a.next()) gpumat::copy_async<sizeof(T)>(adst + aplace(a.z, a.d1, a.d0), asrc(a.z, a.d1, a.d0));
+        for (; b.more(); b.next()) gpumat::copy_async<sizeof(T)>(bdst + bplace(b.z, b.d1, b.d0), bsrc(b.z, b.d1, b.d0));
+        gpumat::wait_async();
+    } else {
+        const auto aload = [=](int z, int d1, int d0) { return *asrc(z, d1, d0); };
+        const auto bload = [=](int z, int d1, int d0) { return *bsrc(z, d1, d0); };
+        stage<T, U>(a, aload, aplace, adst, b, bload, bplace, bdst);
+    }
+}
+
+template <bool TA, bool TB, class T, class Out>
+__device__ __forceinline__ void small_wide(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                           int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                           int batch, long long sa, long long sb, long long sc,
+                                           const gpumat::Epilogue& ep, typename Dtype<T>::Acc* smem)
+{
+    using Acc = typename Dtype<T>::Acc;
+    constexpr int U = 4;  // the halves' loads of each operand in flight a thread
+    const WideGeometry g = wide_geometry(M, N, K, (int)sizeof(Acc));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int member = g.group == 32 ? lane : threadIdx.x;  // this thread's place in its group
+    const long long z = (long long)blockIdx.x * g.per_block + (g.group == 32 ? warp : 0);
+    Acc* As = smem + (g.group == 32 ? warp : 0) * g.slice;  // [mp][kp]
+    Acc* Bs = As + g.b_at;                                     // [kc][ns]
+    // this warp's quarter of C: rows r0.., columns c0.. (a one-warp group has the only one)
+    const int r0 = g.group == 32 ? 0 : warp / 2 * 32, c0 = g.group == 32 ? 0 : warp % 2 * 32;
+    const bool live = r0 < M && c0 < N;
+    const auto sync = [&] {
+        if (g.group == 32)
+            __syncwarp();
+        else
+            __syncthreads();
+    };
+    // rows of A past M and columns of B past N are zero in every chunk (the staging never writes them)
+    for (int e = member; e < (g.mp - M) * g.kp; e += g.group) As[M * g.kp + e] = Acc(0);
+    for (int e = member; e < g.kc * (g.np - N); e += g.group) {
+        const int kk = e / (g.np - N);
+        Bs[kk * g.ns + N + (e - kk * (g.np - N))] = Acc(0);
+    }
+    if (z >= batch) return;  // a warp of the last block with no matrix (its group is itself alone)
+    const T* a = A + z * sa;
+    const T* b = B + z * sb;
+    const int ly = lane / 4, lx = lane % 4;
+    Acc acc[4][8];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = Acc(0);
+
+    for (int k0 = 0; k0 < K; k0 += g.kc) {
+        const int kn = min(g.kc, K - k0), kp = g.kp, ns = g.ns;
+        const auto a_place = [=](int, int i, int kk) { return i * kp + kk; };
+        const auto a_tplace = [=](int, int kk, int i) { return i * kp + kk; };
+        const auto b_place = [=](int, int kk, int j) { return kk * ns + j; };
+        const auto b_tplace = [=](int, int j, int kk) { return kk * ns + j; };
+        // where each element of a chunk comes from, walked in storage order
+        const auto a_rows = [=](int, int i, int kk) { return a + (long long)i * lda + k0 + kk; };
+        const auto a_cols = [=](int, int kk, int i) { return a + (long long)(k0 + kk) * lda + i; };
+        const auto b_rows = [=](int, int kk, int j) { return b + (long long)(k0 + kk) * ldb + j; };
+        const auto b_cols = [=](int, int j, int kk) { return b + (long long)j * ldb + k0 + kk; };
+        sync();  // the previous chunk's reads are done
+        if constexpr (!TA && !TB)
+            stage_wide<T, U>(Walk(1, M, kn, member, g.group), a_rows, a_place, As, Walk(1, kn, N, member, g.group),
+                             b_rows, b_place, Bs);
+        else if constexpr (TA && !TB)
+            stage_wide<T, U>(Walk(1, kn, M, member, g.group), a_cols, a_tplace, As, Walk(1, kn, N, member, g.group),
+                             b_rows, b_place, Bs);
+        else if constexpr (!TA && TB)
+            stage_wide<T, U>(Walk(1, M, kn, member, g.group), a_rows, a_place, As, Walk(1, N, kn, member, g.group),
+                             b_cols, b_tplace, Bs);
+        else
+            stage_wide<T, U>(Walk(1, kn, M, member, g.group), a_cols, a_tplace, As, Walk(1, N, kn, member, g.group),
+                             b_cols, b_tplace, Bs);
+        sync();
+        if (live) {
+            const Acc* as = As + (r0 + ly * 4) * kp;
+            const Acc* bs = Bs + c0 + lx * 8;
+#pragma unroll 4
+            for (int kk = 0; kk < kn; ++kk) {
+                Acc av[4], bv[8];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) av[r] = as[r * kp + kk];
+                load8(bs + kk * ns, bv);
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+#pragma unroll
+                    for (int c = 0; c < 8; ++c) acc[r][c] += av[r] * bv[c];
+            }
+        }
+    }
+    if (!live) return;
+    const bool plain = ep.identity();
+    Out* cz = C + z * sc;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int i = r0 + ly * 4 + r;
+        if (i >= M) break;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const int j = c0 + lx * 8 + c;
+            if (j < N) {
+                Out* at = cz + (long long)i * ldc + j;
+                *at = Dtype<Out>::from(plain ? acc[r][c] : ep.apply<Out>(acc[r][c], i, j, at));
+            }
+        }
+    }
+}
+
+// Either kernel with A and B in their layouts (four bodies).
+template <bool WIDE, class T, class Out>
+__device__ __forceinline__ void any_layout(const T* A, const T* B, Out* C, int M, int N, int K, long long lda,
+                                           long long ldb, long long ldc, int batch, int ta, int tb, long long sa,
+                                           long long sb, long long sc, const gpumat::Epilogue& ep,
+                                           typename Dtype<T>::Acc* smem)
+{
+#define GPUMAT_SMALL_BODY(TA, TB)                                                                 \
+    if constexpr (WIDE)                                                                           \
+        small_wide<TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, ep, smem);         \
+    else                                                                                          \
+        small<TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, ep, smem);
+    if (!ta && !tb) {
+        GPUMAT_SMALL_BODY(false, false)
+    } else if (ta && !tb) {
+        GPUMAT_SMALL_BODY(true, false)
+    } else if (!ta) {
+        GPUMAT_SMALL_BODY(false, true)
+    } else {
+        GPUMAT_SMALL_BODY(true, true)
+    }
+#undef GPUMAT_SMALL_BODY
 }
 
 }  // namespace
 
 // matmul_small_<dtype>[_f32out](A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,
 // alpha, beta, bias, bias_step, bias_along, bias_f32, activation): see the header; M N <= 256, one output a
-// thread, four matrices' outputs a thread. matmul_small_wide_<dtype>[_f32out]: the same for M, N <= 64,
-// register tiles of 2 x 2 or 4 x 4.
+// thread, four matrices' outputs a thread. matmul_small_<dtype>[_f32out]_wide: the same for M, N <= 64,
+// register tiles of 4 x 8 a lane, 36 KiB of dynamic shared memory.
 #define GPUMAT_SMALL_ENTRY(NAME, T, OUT)                                                                     \
     extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) NAME(                               \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
@@ -273,22 +438,17 @@ __device__ __forceinline__ void small_any_layout(const T* A, const T* B, Out* C,
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
         __shared__ typename Dtype<T>::Acc smem[SMEM_BYTES / sizeof(typename Dtype<T>::Acc)];                \
-        small_any_layout<1>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,      \
-                            small_geometry(M, N, false), GPUMAT_EPILOGUE_ARGS, smem);                        \
+        any_layout<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,        \
+                          GPUMAT_EPILOGUE_ARGS, smem);                                                       \
     }                                                                                                        \
-    extern "C" __global__ void __launch_bounds__(THREADS, wide_blocks_per_sm<T>()) NAME##_wide(             \
+    extern "C" __global__ void __launch_bounds__(WIDE_THREADS, wide_blocks_per_sm<T>()) NAME##_wide(         \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
-        __shared__ typename Dtype<T>::Acc smem[SMEM_BYTES / sizeof(typename Dtype<T>::Acc)];                \
-        const Geometry g = small_geometry(M, N, true);                                                      \
-        if (g.r == 2)                                                                                        \
-            small_any_layout<2>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c, g, \
-                                GPUMAT_EPILOGUE_ARGS, smem);                                                 \
-        else                                                                                                 \
-            small_any_layout<4>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c, g, \
-                                GPUMAT_EPILOGUE_ARGS, smem);                                                 \
+        extern __shared__ __align__(16) unsigned char wide_smem[];                                           \
+        any_layout<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,         \
+                         GPUMAT_EPILOGUE_ARGS, reinterpret_cast<typename Dtype<T>::Acc*>(wide_smem));        \
     }
 
 GPUMAT_SMALL_ENTRY(matmul_small_f32, float, float)

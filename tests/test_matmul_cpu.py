@@ -112,6 +112,15 @@ def test_block_shapes_are_legal():
         assert 32 <= threads <= geometry.MAX_BLOCK_THREADS and threads % 32 == 0
 
 
+def test_a_kernel_past_48_kib_of_shared_memory_asks_the_driver_for_it():
+    """A launch past 48 KiB of dynamic shared memory fails (CUDA_ERROR_INVALID_VALUE) unless the function's
+    attribute was raised first, which the Kernel does for the dynamic_smem it is declared with."""
+    for variant in VARIANTS.values():
+        if variant.smem > 48 * 1024:
+            for kernel in variant.kernels.values():
+                assert kernel.dynamic_smem == variant.smem, (variant.name, kernel.name)
+
+
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))
 def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
     for only in (None, *SGEMM):

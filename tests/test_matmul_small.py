@@ -1,6 +1,6 @@
 """The small-products rows (cuda/matmul_small.cu, issue 41 item 3): batches of products of at most 256
-elements of C (small: one output a thread) or 64 x 64 (small_wide: register tiles), several whole matrices
-a block, A and B read in place in either layout, every dtype.
+elements of C (small: one output a thread) or 64 x 64 (small_wide: register tiles of 4 x 8 a lane, a warp's
+own matrix up to 32 x 32), several whole matrices a block, A and B read in place in either layout, every dtype.
 
 Without a GPU: the geometry the host and the kernel share, the grid, the arguments, one launch whatever
 the batch and layout, auto's use of it. On the GPU: every dtype and layout against a float64 reference on
@@ -8,7 +8,6 @@ shapes of 1, primes and around the register tiles' steps, K past the staged chun
 operands shared by the batch, padded views and poisoned padded results, the epilogue; bits repeat."""
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from support import FAKE_DEVICE, H100, bound_run, rng
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16
-from gpumat.matmul.engine import VARIANTS, BoundPlan, Problem, plan, small_per_block
+from gpumat.matmul.engine import VARIANTS, BoundPlan, Problem, plan, small_chunk, small_per_block
 
 SMALL, WIDE = VARIANTS["small"], VARIANTS["small_wide"]
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
@@ -30,31 +29,59 @@ SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 def test_the_host_s_geometry_is_the_kernel_s():
     src = SOURCE.read_text()
-    assert re.search(r"constexpr int THREADS = 256;", src) and re.search(r"constexpr int SMEM_BYTES = 16384;", src)
-    assert "const int r = !wide ? 1 : (tiles(2) <= THREADS ? 2 : 4);" in src
-    assert "const int per_pass = max(1, THREADS / (tm * tn));" in src
-    assert "return {r, tm, tn, per_pass, per_pass * passes(r)};" in src
-    assert "constexpr int passes(int r) { return r == 1 ? 4 : 1; }" in src
-    assert "max(1, min(min(K, 32), ELEMS / (G * (M + N))))" in src  # the staged chunk (small_chunk)
+    for line in (
+        "constexpr int THREADS = 256;",
+        "constexpr int SMEM_BYTES = 16384;",
+        "constexpr int PASSES = 4;",
+        "const int per_pass = max(1, THREADS / (M * N));",
+        "return {per_pass, per_pass * PASSES};",
+        "const int kc = max(1, min(min(K, 32), ELEMS / (G * (M + N))));",  # small's staged chunk
+        "constexpr int WIDE_THREADS = 128;",
+        "constexpr int WIDE_SMEM = 36864;",
+        "constexpr int WIDE_KC = 64;",
+        "const bool one_warp = M <= 32 && N <= 32;",
+        "g.per_block = WIDE_THREADS / g.group;",
+        "g.slice = WIDE_SMEM / acc_bytes / g.per_block;",
+        "g.kc = max(1, min(min(K, WIDE_KC), (g.slice - g.mp - 4) / (g.mp + 1 + g.np + 4)));",
+        "g.kp = g.kc | 1;",
+        "g.ns = g.np + 4;",
+        "g.b_at = (g.mp * g.kp + 3) / 4 * 4;",
+    ):
+        assert line in src, line
+    assert SMALL.block == (256, 1, 1) and SMALL.smem == 0 and WIDE.block == (128, 1, 1) and WIDE.smem == 36864
     for v in (SMALL, WIDE):
-        assert v.block == (256, 1, 1) and (v.max_m, v.max_n) == (64, 64) and v.packs and v.reads_either_layout
+        assert (v.max_m, v.max_n) == (64, 64) and v.packs and v.reads_either_layout
     assert SMALL.max_outputs == 256 and WIDE.max_outputs is None
     assert all(k.name.endswith("_wide") for k in WIDE.kernels.values())
 
 
-@given(m=st.integers(1, 64), n=st.integers(1, 64), batch=st.integers(1, 10**6))
-def test_the_grid_covers_the_batch_with_whole_matrices_a_block(m, n, batch):
+@given(m=st.integers(1, 64), n=st.integers(1, 64), k=st.integers(1, 300), batch=st.integers(1, 10**6))
+def test_the_grid_covers_the_batch_with_whole_matrices_a_block(m, n, k, batch):
     for v, wide in ((SMALL, False), (WIDE, True)):
         if not v.computes_shape(m, n):
             assert m * n > 256 and not wide
             continue
         g = small_per_block(m, n, wide)
-        r = 1 if not wide else next(r for r in (2, 4) if math.ceil(m / r) * math.ceil(n / r) <= 256)
-        tiles = math.ceil(m / r) * math.ceil(n / r)
-        passes = 4 if r == 1 else 1
-        assert tiles <= 256 and g == max(1, 256 // tiles) * passes  # every thread one tile a pass at most
+        if wide:  # a warp a matrix up to 32 x 32, else the block's four warps a quarter each
+            assert g == (4 if m <= 32 and n <= 32 else 1)
+        else:  # one output a thread, four matrices over
+            assert g == max(1, 256 // (m * n)) * 4
         gx, gy, gz = v.grid(m, n, 1, 132, batch)
         assert (gy, gz) == (1, 1) and (gx - 1) * g < batch <= gx * g
+
+
+@given(m=st.integers(1, 64), n=st.integers(1, 64), k=st.integers(1, 300), itemsize=st.sampled_from([2, 4, 8]))
+def test_small_wide_s_staged_chunk_fits_its_share_of_shared_memory(m, n, k, itemsize):
+    kc = small_chunk(m, n, k, itemsize, True)
+    acc = 8 if itemsize == 8 else 4
+    mp, np_ = math.ceil(m / 32) * 32, math.ceil(n / 32) * 32
+    kp = kc | 1  # A's rows: an odd stride
+    b_at = math.ceil(mp * kp / 4) * 4  # B 16-byte aligned
+    used = b_at + kc * (np_ + 4)
+    assert 1 <= kc <= min(k, 64) and kp % 2 == 1
+    assert used * acc * small_per_block(m, n, True) <= 36864
+    if kc < min(k, 64):  # a chunk one longer would not fit a group's share
+        assert (mp + (kc + 1) * (mp + 1 + np_ + 4) + 4) * acc * small_per_block(m, n, True) > 36864
 
 
 def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
@@ -70,7 +97,7 @@ def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
             _, launches, copies = bound_run(monkeypatch, q, a, b, c)
             assert copies == [] and len(launches) == 1
             name, grid, block, args, _ = launches[0]
-            assert name == "matmul_small_f16_wide" and grid == q.grid and block == (256, 1, 1)
+            assert name == "matmul_small_f16_wide" and grid == q.grid and block == (128, 1, 1)
             assert args[:15] == (
                 a[0],
                 b[0],
@@ -93,7 +120,11 @@ def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
         mode = "float32" if sfx == "f32" else "native"
         for side in (2, 16, 32):
             many = plan(Problem(side, side, side, sfx, sfx, mode, batch=4096), H100)
-            assert "small" in many.reason, many.reason  # among the candidates (the matrix-vector rows' too)
+            # among the candidates (the matrix-vector rows' too); float64 past 256 outputs has none: small_wide
+            # is its only by name
+            rows = [] if sfx == "f64" and side * side > 256 else ["small" if side * side <= 256 else "small_wide"]
+            assert all(f"{row} " in many.reason for row in rows), many.reason
+            assert (sfx == "f64") == ("small_wide " not in many.reason), many.reason
             one = plan(Problem(side, side, side, sfx, sfx, mode), H100)
             assert one.algorithm != "small"
     with pytest.raises(ValueError, match="at most 64 x 64"):
@@ -161,6 +192,7 @@ def cases(draw):
         "ta": draw(st.booleans()),
         "tb": draw(st.booleans()),
         "pads": [draw(st.integers(0, 3)) for _ in range(3)],
+        "wide": draw(st.booleans()),  # small_wide where small could run too
     }
 
 
@@ -178,7 +210,7 @@ def test_small_products_against_a_float64_reference(case):
     pc = gm.Matrix.from_numpy(out_host)
     out = pc[:, 1:, case["pads"][2] :]
     try:
-        q = gm.matmul_plan(a, b, out=out, algorithm="small" if m * n <= 256 else "small_wide")
+        q = gm.matmul_plan(a, b, out=out, algorithm="small" if m * n <= 256 and not case["wide"] else "small_wide")
         assert not (q.copy_a or q.copy_b)
         gm.matmul(a, b, out=out, plan=q)
         check(kind, out.to_numpy(), a_host, b_host, k, case)
@@ -199,9 +231,9 @@ def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
     batch, m, n, k = 65537 * 2 + 5, 4, 3, 5
     a_host, b_host = host_random((batch, m, k), dtype), host_random((batch, k, n), dtype)
     with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
-        q = gm.matmul_plan(a, b, algorithm="small")
-        with gm.matmul(a, b, plan=q) as c:
-            check(kind, c.to_numpy(), a_host, b_host, k, kind)
+        for name in ("small", "small_wide"):  # small_wide: a warp a matrix
+            with gm.matmul(a, b, algorithm=name) as c:
+                check(kind, c.to_numpy(), a_host, b_host, k, (kind, name))
         if kind in ("float16", "bfloat16"):
             with gm.Matrix.empty((batch, m, n), dtype=np.float32) as c32:
                 gm.matmul(a, b, out=c32, algorithm="small")

@@ -52,6 +52,7 @@ from .variants import (
     Variant,
     accumulator,
     algorithms,
+    small_chunk,
     small_per_block,
 )
 
@@ -99,6 +100,7 @@ __all__ = [
     "operand_aligned",
     "plan",
     "result_shape",
+    "small_chunk",
     "small_per_block",
     "split_options",
     "tensor_map",

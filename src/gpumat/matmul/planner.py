@@ -38,7 +38,16 @@ from .._dtypes import ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target
-from .variants import H100_SMS, REDUCE, VARIANTS, Variant, accumulator, small_chunk, small_per_block
+from .variants import (
+    H100_SMS,
+    REDUCE,
+    VARIANTS,
+    WIDE_BLOCKS_PER_SM,
+    Variant,
+    accumulator,
+    small_chunk,
+    small_per_block,
+)
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
@@ -49,10 +58,6 @@ SM_DRAW = 2.0
 # the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
 # tensor-core mode runs it as exact FP32 (plan)
 SMALL_K = 64
-# what one staged chunk of K costs a wave of small-products blocks: its loads' round trip to memory, the
-# barrier, the chunk's arithmetic. Fitted on the H200 (2026-11-28, 36 batches of 2^3-64^3 products in three
-# dtypes, .dev data in benchmarks/NOTES.md): 4.0-4.6 us a wave for small, 3.9-6.6 for small_wide
-SMALL_ROUND_S = 4.5e-6
 
 # one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
 # time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
@@ -149,15 +154,20 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
 def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     """A small-products row (several matrices a block, small_per_block): the operands' bytes at the
     bandwidth its grid can draw, its arithmetic at its rate on the SMs the grid fills, or its blocks' waves
-    of staged chunks, each a memory round trip and a barrier (SMALL_ROUND_S), whichever takes longest, and
-    the launch's fixed cost."""
+    of staged chunks, each a memory round trip and a barrier (wave_floor_s) and the elements a thread
+    stages (stage_element_s), whichever takes longest, and the launch's fixed cost."""
     wide = v.max_outputs is None
-    blocks = cdiv(p.batch, small_per_block(p.m, p.n, wide))
-    busy = min(t.sm_count, blocks / v.blocks_per_sm)
+    per_block = small_per_block(p.m, p.n, wide)
+    blocks = cdiv(p.batch, per_block)
+    per_sm = WIDE_BLOCKS_PER_SM[ITEMSIZE[p.dtype]] if wide else v.blocks_per_sm
+    busy = min(t.sm_count, blocks / per_sm)
     drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
-    compute = p.flops / (v.rate * busy / H100_SMS)
+    # small_wide's warps compute whole 32 x 32 quarters, zeros past M and N included
+    outputs = cdiv(p.m, 32) * cdiv(p.n, 32) * 1024 if wide else p.m * p.n
+    compute = 2.0 * p.batch * outputs * p.k / (v.rate * busy / H100_SMS)
     chunks = cdiv(p.k, small_chunk(p.m, p.n, p.k, ITEMSIZE[p.dtype], wide))
-    rounds = cdiv(blocks, t.sm_count * v.blocks_per_sm) * chunks * SMALL_ROUND_S
+    staged = (p.m * p.k + p.k * p.n) * per_block / (v.block[0] * v.block[1] * v.block[2])  # elements a thread
+    rounds = cdiv(blocks, t.sm_count * per_sm) * (chunks * v.wave_floor_s + staged * v.stage_element_s)
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
 
 

@@ -148,8 +148,11 @@ class Variant:
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
     # the least a wave of its blocks takes, however little of K each has (the copy pipeline's prologue, the
-    # last stage's wait, the epilogue): what bounds a batch of tiny products on the tile rows (WAVE_FLOOR)
+    # last stage's wait, the epilogue): what bounds a batch of tiny products on the tile rows (WAVE_FLOOR);
+    # for a small-products row, what a wave of its blocks costs a staged chunk of K, and beside it
+    # stage_element_s for each element a thread stages (small_wide: its staging is issue-bound)
     wave_floor_s: float = 0.0
+    stage_element_s: float = 0.0
     k_align: int = 32  # split boundaries on multiples of this
     min_k_chunk: int = 128  # no split shorter than this
     max_splits: int = 128
@@ -200,32 +203,36 @@ class Variant:
 
 
 SMALL_THREADS = 256  # cuda/matmul_small.cu: THREADS
-
-
 SMALL_SMEM = 16384  # cuda/matmul_small.cu: SMEM_BYTES, the staged chunks of A and B
-
-
-def small_geometry(m: int, n: int, wide: bool) -> tuple[int, int]:
-    """(r, matrices a block) of the small-products rows for an m x n C (cuda/matmul_small.cu,
-    small_geometry): one output a thread, four matrices' outputs a thread (small: m n <= 256), or register
-    tiles of r = 2 or 4 a side, the smaller whose tiles of one matrix the block's 256 threads cover
-    (small_wide); as many whole matrices as the threads cover, four times over for r = 1."""
-    r = 1 if not wide else 2 if cdiv(m, 2) * cdiv(n, 2) <= SMALL_THREADS else 4
-    per_pass = max(1, SMALL_THREADS // (cdiv(m, r) * cdiv(n, r)))
-    return r, per_pass * (4 if r == 1 else 1)
+SMALL_PASSES = 4  # cuda/matmul_small.cu: PASSES, the matrices' outputs a thread of small
+WIDE_THREADS = 128  # cuda/matmul_small.cu: WIDE_THREADS (four warps)
+WIDE_SMEM = 36864  # cuda/matmul_small.cu: WIDE_SMEM, a small_wide block's dynamic shared memory
+WIDE_KC = 64  # cuda/matmul_small.cu: WIDE_KC, the most of K a small_wide group stages at a time
+# cuda/matmul_small.cu: wide_blocks_per_sm, small_wide's launch bounds by the element's bytes
+WIDE_BLOCKS_PER_SM = {2: 4, 4: 5, 8: 3}
 
 
 def small_per_block(m: int, n: int, wide: bool = False) -> int:
-    """The matrices a block of a small-products row takes (small_geometry)."""
-    return small_geometry(m, n, wide)[1]
+    """The matrices a block of a small-products row takes for an m x n C (cuda/matmul_small.cu,
+    small_geometry and wide_geometry): small, one output a thread four matrices over, so as many whole
+    matrices as the 256 threads cover, four times; small_wide, one a warp for a C of at most 32 x 32, else
+    one (its four warps a 32 x 32 quarter each)."""
+    if wide:
+        return WIDE_THREADS // 32 if m <= 32 and n <= 32 else 1
+    return max(1, SMALL_THREADS // (m * n)) * SMALL_PASSES
 
 
 def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
-    """The K a small-products block stages at a time (cuda/matmul_small.cu, kc): as much as fits in its
-    shared memory for its matrices (as the accumulation type: float64, or float32 for the others), at
-    most 32."""
-    elems = SMALL_SMEM // (8 if itemsize == 8 else 4)
-    return max(1, min(k, 32, elems // (small_per_block(m, n, wide) * (m + n))))
+    """The K a small-products block stages at a time (cuda/matmul_small.cu, kc), as the accumulation type
+    (float64, or float32 for the others): small, as much as fits its shared memory for its matrices, at
+    most 32; small_wide, as much as fits a group's share of it (A as M rounded up to 32 rows of an odd
+    stride, B as K rows of N rounded up to 32 and 4 more), at most WIDE_KC."""
+    acc = 8 if itemsize == 8 else 4
+    if wide:
+        mp, np_ = cdiv(m, 32) * 32, cdiv(n, 32) * 32
+        slice_ = WIDE_SMEM // acc // small_per_block(m, n, True)
+        return max(1, min(k, WIDE_KC, (slice_ - mp - 4) // (mp + 1 + np_ + 4)))
+    return max(1, min(k, 32, SMALL_SMEM // acc // (small_per_block(m, n) * (m + n))))
 
 
 # Variant.wave_floor_s of the tile rows, by family. On the H200 (2026-11-28, batches of 16^3-64^3
@@ -650,41 +657,58 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
 
 
 # --- batches of small products (cuda/matmul_small.cu): every dtype (halves accumulate in float32, C in
-# their dtype or float32), K any, A and B read in place in either layout, several matrices a block of 256
-# threads (small_per_block), K staged through shared memory in chunks. small: C of at most 256 elements a
-# matrix, one output a thread, four matrices' outputs a thread; small_wide: C up to 64 x 64, register
-# tiles of 2 or 4 a side. Memory-bound by design (a 16^3 product does 16 FMAs an element it moves):
-# bandwidth as the matrix-vector rows'; rate (the FP32 pipes' share it keeps from shared memory) and the
-# round trip a staged chunk costs a block (SMALL_ROUND_S, in the planner): PROVISIONAL, not measured yet.
+# their dtype or float32), K any, A and B read in place in either layout, several matrices a block
+# (small_per_block), K staged through shared memory in chunks. small: C of at most 256 elements a matrix,
+# one output a thread, four matrices' outputs a thread, blocks of 256; small_wide: C up to 64 x 64,
+# register tiles of 4 x 8 a lane, a warp's own matrix up to 32 x 32 (four a block of 128), else the
+# block's four warps a quarter each. Memory-bound by design (a 16^3 product does 16 FMAs an element it
+# moves): bandwidth as the matrix-vector rows'; rate (the FP32 pipes' share it keeps from shared memory)
+# and wave_floor_s, what a wave of blocks costs a staged chunk (its loads' round trip, the barrier, the
+# chunk's arithmetic). small's fitted on the H200 (2026-11-28: 4.0-4.6 us a wave); small_wide's on the H200
+# too (2026-11-28, 16 batches of 8^3-64^3 products in float16 and float32, least squares: 3.5 us a staged
+# chunk and 0.137 us for each element a thread stages, a wave; within 0.88-1.14 of the measured times
+# where it can win, 0.75-0.83 on the 40-64-wide C of the four-warp groups, where the tile rows are 2-4x
+# faster). float64 is not auto's (only by name): its 64 accumulators leave three blocks an SM, and it ran
+# 1.0-1.5x slower than dmma64x64 or small at every shape but 20^3.
 SMALL_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
-def _small(name: str, suffix: str, tile: int, blocks_per_sm: int, max_outputs: int | None) -> Variant:
+def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + suffix for s, d in SMALL_PAIRS}
     return Variant(
         name,
-        _kernels("matmul_small", names, "small"),
+        _kernels("matmul_small", names, "small", smem=WIDE_SMEM if wide else 0),
         "any",
         (tile, tile),
-        (SMALL_THREADS, 1, 1),
+        (WIDE_THREADS if wide else SMALL_THREADS, 1, 1),
         "small",
+        smem=WIDE_SMEM if wide else 0,
         reads_either_layout=True,
         packs=True,
-        max_outputs=max_outputs,
+        max_outputs=None if wide else SMALL_THREADS,
         tier=1,
         max_m=64,
         max_n=64,
-        rate=15e12,
-        blocks_per_sm=blocks_per_sm,
-        bandwidth=2.6e12,
-        fixed_s=2e-6,
+        **cost,
     )
 
 
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
-    _small("small", "", 16, 3, SMALL_THREADS),
-    _small("small_wide", "_wide", 64, 2, None),
+    _small("small", "", 16, False, rate=15e12, blocks_per_sm=3, bandwidth=2.6e12, fixed_s=2e-6, wave_floor_s=4.5e-6),
+    _small(
+        "small_wide",
+        "_wide",
+        64,
+        True,
+        rate=30e12,
+        blocks_per_sm=5,
+        bandwidth=2.6e12,
+        fixed_s=2e-6,
+        wave_floor_s=3.5e-6,
+        stage_element_s=0.137e-6,
+        auto_dtypes=("f32", "f16", "bf16"),
+    ),
     SIMT,
     _sgemm(128, 256, 256, 1, 1.00, smem=74496, suffix="k16", fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 16
     _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
