@@ -702,7 +702,7 @@ _ROWS = [
         64,
         True,
         rate=30e12,
-        blocks_per_sm=5,
+        blocks_per_sm=WIDE_BLOCKS_PER_SM[4],  # float32's (the model takes each element size's)
         bandwidth=2.6e12,
         fixed_s=2e-6,
         wave_floor_s=3.5e-6,
