@@ -273,3 +273,30 @@ def test_every_row_carries_its_measured_rate_and_blocks_an_sm():
     """The cost model divides by the rate: a row without its measured figure cannot be planned."""
     for name, v in VARIANTS.items():
         assert v.rate > 0 and v.blocks_per_sm >= 1, name
+
+
+def test_a_wave_of_tile_blocks_costs_more_the_longer_their_k_loop():
+    """A batch of products smaller than the tile: every row with a wave floor charges each whole wave of
+    blocks wave_floor_s plus wave_k_s a unit of K, so doubling K (at least a wave, the same grid) adds at
+    least the waves' share of the longer loop."""
+    for name, v in VARIANTS.items():
+        if not v.wave_floor_s or v.packs or v.persistent:
+            continue
+        sfx = next(iter(v.kernels))[0]
+        mode = computes(v, sfx)
+        bm, bn = v.tile
+        batch = 20 * 132 * v.blocks_per_sm  # twenty whole waves of one block a product
+        short, long_ = (Problem(bm // 2, bn // 2, k, sfx, sfx, mode, batch=batch) for k in (32, 64))
+        gain = model(v, long_, H100, 1, 64) - model(v, short, H100, 1, 32)
+        assert model(v, short, H100, 1, 32) >= 20 * (v.wave_floor_s + 32 * v.wave_k_s), name
+        assert gain >= 20 * 32 * v.wave_k_s * (1 - 1e-9), name
+
+
+def test_whole_blocks_decide_whether_a_grid_fills_a_wave():
+    """1000 products of 64^3 on 128 x 128 tiles: a quarter of each tile is live, but the 1000 blocks are
+    four waves of two blocks an SM, each walking its k loop, not the one wave their live work would fill."""
+    v = VARIANTS["sgemm128x128"]
+    p = Problem(64, 64, 64, "f32", "f32", "float32", batch=1000)
+    waves = -(-1000 // (132 * v.blocks_per_sm))
+    assert waves == 4
+    assert model(v, p, H100, 1, 64) >= waves * (v.wave_floor_s + 64 * v.wave_k_s)

@@ -6,8 +6,10 @@ One cost model for every variant, with the variant's row as its constants:
               have work, at least half a tile: a few live warps run faster than a full block)
     waves   = max(1, ceil(tiles x splits / (SMs x blocks an SM) - wave_slack))
     flops   = 2 x tile_m x tile_n x max(k_chunk, 16), a block's
-    time    = fixed_s + waves x flops / (rate / (132 x blocks an SM)), or with less than a wave (at most
-              blocks an SM on every SM: per_sm = ceil(tiles x splits / SMs)) fixed_s + the longer of
+    time    = fixed_s + waves x flops / (rate / (132 x blocks an SM)), at least the grid's whole waves
+              of blocks x (wave_floor_s + k_chunk x wave_k_s) (a wave of blocks with little to compute is
+              bound by their k loop's latency); or with less than a wave (at most blocks an SM of the
+              grid's blocks on every SM; per_sm = ceil(tiles x splits / SMs)) fixed_s + the longer of
               per_sm x flops / (rate / 132) and flops / block_rate (a block alone on an SM is
               latency-bound: faster than its slot's share of the SM, slower than the whole SM); the
               arithmetic unaligned_slowdown times longer when A or B is not 16-byte aligned
@@ -64,6 +66,10 @@ SMALL_K = 64
 # root of the sum of their squares, which fits gemv_m1 at 1 x 4096 x 4096 bfloat16 and float32 on an H100
 # at 1 to 8 splits within 10% (bench sweep, 2026-11-26; benchmarks/NOTES.md)
 ROUND_TRIP_S = 0.65e-6
+# small_wide's waves where a C past 32 x 32 takes a block's four warps (they share its staged chunks, with a
+# barrier each) against the model fitted mostly on one-warp matrices: on the H200 (2026-11-28) batches of
+# 40^3-64^3 float32 and float16 products took 1.4-1.7x (1.1-1.3 at K = 512) what it gave
+WIDE_GROUP_SLOWDOWN = 1.55
 
 
 def computes(v: Variant, dtype: str) -> str:
@@ -119,15 +125,15 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     slots = t.sm_count * v.blocks_per_sm
     flops = 2.0 * bm * bn * max(k_chunk, 16)  # a block's
     sm_rate = v.rate / H100_SMS
-    per_sm = math.ceil(tiles * splits / t.sm_count)
-    if per_sm <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
+    blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
+    if math.ceil(blocks / t.sm_count) <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
+        per_sm = math.ceil(tiles * splits / t.sm_count)
         seconds = max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
     else:
         waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
         seconds = waves * flops / (sm_rate / v.blocks_per_sm)
         if v.wave_floor_s:  # whole blocks' waves, however little each computes (batches of tiny products)
-            blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
-            seconds = max(seconds, math.ceil(blocks / slots) * v.wave_floor_s)
+            seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
     if not (p.a_aligned and p.b_aligned):
         seconds *= v.unaligned_slowdown
     seconds += v.fixed_s
@@ -168,6 +174,8 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     chunks = cdiv(p.k, small_chunk(p.m, p.n, p.k, ITEMSIZE[p.dtype], wide))
     staged = (p.m * p.k + p.k * p.n) * per_block / (v.block[0] * v.block[1] * v.block[2])  # elements a thread
     rounds = cdiv(blocks, t.sm_count * per_sm) * (chunks * v.wave_floor_s + staged * v.stage_element_s)
+    if wide and per_block == 1:  # a C past 32 x 32: four warps a matrix, a barrier a staged chunk
+        rounds *= WIDE_GROUP_SLOWDOWN
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
 
 

@@ -153,6 +153,9 @@ class Variant:
     # stage_element_s for each element a thread stages (small_wide: its staging is issue-bound)
     wave_floor_s: float = 0.0
     stage_element_s: float = 0.0
+    # a tile row's wave also costs this for each unit of K its blocks walk: a wave of mostly idle blocks
+    # (a batch of products smaller than the tile) is bound by its k loop's latency, not its arithmetic
+    wave_k_s: float = 0.0
     k_align: int = 32  # split boundaries on multiples of this
     min_k_chunk: int = 128  # no split shorter than this
     max_splits: int = 128
@@ -235,13 +238,30 @@ def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
     return max(1, min(k, 32, SMALL_SMEM // acc // (small_per_block(m, n) * (m + n))))
 
 
-# Variant.wave_floor_s of the tile rows, by family. On the H200 (2026-11-28, batches of 16^3-64^3
-# products: benchmarks/NOTES.md) a wave of mma64x64 blocks took 2.4-2.8 us at K = 16-32, dmma64x64
-# 2.2-3.4, sgemm64x64 3.8-6.7, where the model counted their arithmetic as 0.7-1 us and ranked them 2-4x
-# too fast against the small-products rows. Not for the persistent rows (their blocks overlap one work
-# item's epilogue with the next one's loads: a work item of theirs took 1.2-1.4 us at K = 16-64, a wave
-# being one item a block) nor the memory-bound ones (their bytes bound them).
-WAVE_FLOOR = {"mma": 2.2e-6, "dmma": 2.2e-6, "sgemm": 3.5e-6, "wgmma": 1.2e-6}  # mma: the TF32 tiles too
+# Variant.wave_floor_s and wave_k_s of the tile rows (seconds a wave, and a wave for each unit of K), by
+# family or by tile. On the H200 (2026-11-28, batches of 8^3-64^3 and 16 x 16 x 128 products, every tile
+# by name: benchmarks/NOTES.md) a wave of blocks with little to compute cost a floor plus a time for each
+# unit of K, nearly whatever the tile's share of work: sgemm64x64 1.8 us + 0.137 us a unit of K (2.9 us
+# at K = 8, 10.5 at 64, 19 at 128), so the arithmetic the rate charges (0.7-1 us a wave at K = 16-32)
+# ranked the tiles 2-4x too fast, and the 128-wide tiles, counted by their live warp tiles, faster than
+# 64 x 64 ones that measured twice as fast (least squares over the waves of grids of at least five,
+# within 0.73-1.36 of each timing). Not for the persistent rows (their blocks overlap one work item's
+# epilogue with the next one's loads: a work item of theirs took 1.2-1.4 us at K = 16-64, a wave being
+# one item a block) nor the memory-bound ones (their bytes bound them).
+WAVE_FLOOR = {
+    "sgemm64x64": (1.8e-6, 0.137e-6),
+    "sgemm128x64": (1.9e-6, 0.077e-6),
+    "sgemm128x128": (2.7e-6, 0.096e-6),
+    "sgemm128x256": (2.7e-6, 0.096e-6),  # not timed: 128 x 128's (its blocks walk K the same way)
+    "mma": (2.2e-6, 0.0106e-6),  # the TF32 tiles too
+    "dmma": (2.0e-6, 0.04e-6),
+    "wgmma": (1.2e-6, 0.0),
+}
+
+
+def _wave(key: str) -> dict:
+    floor, per_k = WAVE_FLOOR[key]
+    return {"wave_floor_s": floor, "wave_k_s": per_k}
 
 
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
@@ -320,7 +340,7 @@ def _sgemm(
         blocks_per_sm=blocks_per_sm,
         warp_tile=(warp_m, 64),
         wave_slack=0.05,
-        wave_floor_s=WAVE_FLOOR["sgemm"],
+        **_wave(f"sgemm{bm}x{bn}"),
         scratch_bandwidth=1.5e12,
         **latency,
     )
@@ -371,7 +391,7 @@ def _tf32(
         warp_tile=(64, 32),
         min_k_chunk=256,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
-        wave_floor_s=WAVE_FLOOR["mma"],
+        **_wave("mma"),
         **latency,
     )
 
@@ -429,7 +449,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_MMA_S,
-        wave_floor_s=WAVE_FLOOR["mma"],
+        **_wave("mma"),
         **latency,
     )
 
@@ -461,7 +481,7 @@ def _wgmma(
         rate=rate,
         k_align=64,
         min_k_chunk=256,
-        wave_floor_s=WAVE_FLOOR["wgmma"],
+        **_wave("wgmma"),
         **latency,
     )
 
@@ -491,7 +511,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
-        wave_floor_s=WAVE_FLOOR["wgmma"],
+        **_wave("wgmma"),
         **latency,
     )
 
@@ -540,7 +560,7 @@ def _dmma(
         rate=rate,
         blocks_per_sm=blocks_per_sm,
         wave_slack=0.02,
-        wave_floor_s=WAVE_FLOOR["dmma"],
+        **_wave("dmma"),
         k_align=16,
         min_k_chunk=64,
         max_splits=64,
