@@ -64,6 +64,7 @@ PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+\w+(\[\d+\])?")
 ARCHS_MARKER_RE = re.compile(r"\A//\s*gpumat-archs:\s*([0-9a-z ]+)")
 PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
 PTXAS_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_PROPERTIES_RE = re.compile(r"Function properties for (\w+)")
 PTXAS_USED_RE = re.compile(r"Used (\d+) registers")
 PTXAS_SMEM_RE = re.compile(r"(\d+) bytes smem")
 
@@ -105,12 +106,18 @@ def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
     """{entry: {sm_XX: {registers, smem, stack, spill_stores, spill_loads}}} from `ptxas -v` output."""
     resources: dict[str, dict[str, dict[str, int]]] = {}
     current = None
+    entry = properties = None  # the entry being compiled; the function whose frame the next line gives
     for line in report.splitlines():
         if m := PTXAS_ENTRY_RE.search(line):
-            current = resources.setdefault(m.group(1), {}).setdefault(
+            entry = m.group(1)
+            current = resources.setdefault(entry, {}).setdefault(
                 m.group(2), {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0}
             )
-        elif current is not None and (m := PTXAS_FRAME_RE.search(line)):
+        elif m := PTXAS_PROPERTIES_RE.search(line):
+            properties = m.group(1)
+        elif current is not None and properties == entry and (m := PTXAS_FRAME_RE.search(line)):
+            # a device function's frame (a __noinline__ helper, reported after the entry that calls it) is
+            # not the entry's: taken as the entry's, its zeros once hid the entry's spills
             current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
         elif current is not None and (m := PTXAS_USED_RE.search(line)):
             current["registers"] = int(m.group(1))
