@@ -56,28 +56,37 @@
 
 namespace {
 
-constexpr int BM = 128, BN = 128, BK = 32;
-constexpr int THREADS = 256;
-constexpr int WARPS_N = 4;
-constexpr int WM = 64, WN = 32;           // warp tile
-constexpr int MT = WM / 16, NT = WN / 8;  // mma tiles a warp: 4 x 4
-constexpr int AS = BK + 4;                // A row stride in shared memory (floats)
-constexpr int A_FLOATS = BM * AS;
-constexpr int B_FLOATS = BK * BN;
-constexpr int STAGE_FLOATS = A_FLOATS + B_FLOATS;
+constexpr int BK = 32;
+constexpr int AS = BK + 4;  // A row stride in shared memory (floats)
 constexpr int STAGES = 3;
-constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4;  // 104,448
 constexpr int GROUP_M = 8;
-static_assert(SMEM_BYTES == 104448, "the launch in matmul.py asks for this many bytes");
+
+// A block's tile of C, BM x BN, in warp tiles of WM x 32 (each warp MT x 4 mma tiles of 16 x 8), and how
+// its threads split a k tile's 16-byte copies: A as passes of THREADS / 8 rows (8 chunks a row), B as
+// passes of THREADS / (BN / 4) k rows.
+template <int BM_, int BN_, int WM_>
+struct Tile {
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = 32;
+    static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int MT = WM / 16, NT = WN / 8;
+    static constexpr int A_FLOATS = BM * AS, B_FLOATS = BK * BN, STAGE_FLOATS = A_FLOATS + B_FLOATS;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_FLOATS * 4;
+    static constexpr int A_PASS_ROWS = THREADS / 8, B_CHUNKS = BN / 4, B_PASS_ROWS = THREADS / B_CHUNKS;
+    static_assert(BM % A_PASS_ROWS == 0 && BM / A_PASS_ROWS == 4 && BK / B_PASS_ROWS == 4, "four copies an operand a thread");
+};
+using Big = Tile<128, 128, 64>;  // 2 x 4 warps of 64 x 32, 256 threads
+using Small = Tile<64, 64, 32>;  // 2 x 2 warps of 32 x 32, 128 threads
+static_assert(Big::SMEM_BYTES == 104448 && Small::SMEM_BYTES == 52224, "variants.py asks for these");
 
 // Lane-native fragment area of the *_SMEM modes (one k tile, rewritten every k tile): the A quads
 // (m tile mt of 8, k step s, lane) at ((mt*4 + s)*32 + lane)*4, then the B pairs of a warp's 4 n
 // tiles (warp column wn, k step s, half h = n tiles 2h and 2h+1, lane) at (((wn*4 + s)*2 + h)*32
 // + lane)*4: every fragment read is one conflict-free 128-bit load straight into the mma's registers.
-constexpr int FRAG_FLOATS = BM * BK + BK * BN;  // 8192: one part (rounded, or big, or small)
-constexpr int SMEM_BYTES_TF32_SMEM = SMEM_BYTES + FRAG_FLOATS * 4;        // 137,216
-constexpr int SMEM_BYTES_TF32X3_SMEM = SMEM_BYTES + 2 * FRAG_FLOATS * 4;  // 169,984
-constexpr int SMEM_BYTES_TF32_SMEM_2STAGE = 2 * STAGE_FLOATS * 4 + FRAG_FLOATS * 4;  // 102,400
+// The big tile's alone.
+constexpr int FRAG_FLOATS = Big::BM * BK + BK * Big::BN;  // 8192: one part (rounded, or big, or small)
+constexpr int SMEM_BYTES_TF32_SMEM = Big::SMEM_BYTES + FRAG_FLOATS * 4;        // 137,216
+constexpr int SMEM_BYTES_TF32X3_SMEM = Big::SMEM_BYTES + 2 * FRAG_FLOATS * 4;  // 169,984
+constexpr int SMEM_BYTES_TF32_SMEM_2STAGE = 2 * Big::STAGE_FLOATS * 4 + FRAG_FLOATS * 4;  // 102,400
 static_assert(SMEM_BYTES_TF32X3_SMEM == 169984 && SMEM_BYTES_TF32_SMEM == 137216 &&
               SMEM_BYTES_TF32_SMEM_2STAGE == 102400, "matmul.py asks for these");
 
@@ -141,13 +150,15 @@ __device__ __forceinline__ void mma_first(float (&d)[4], const uint32_t (&a)[4],
 }
 
 // B tile element (k, n) lives at Bs[k * BN + swizzled n]: the 16-byte chunk n / 4 XOR 2 * ((k / 8) % 4).
+template <int BN>
 __device__ __forceinline__ int b_offset(int k, int chunk)
 {
     return k * BN + ((chunk ^ (((k >> 3) & 3) << 1)) << 2);
 }
 
-// The copies of one k tile. Thread tid copies A chunk (row tid/8 + 32 i, k 4 (tid%8)) and
-// B chunk (k tid/32 + 8 i, columns 4 (tid%32)), i = 0..3.
+// The copies of one k tile. Thread tid copies A chunk (row tid/8 + A_PASS_ROWS i, k 4 (tid%8)) and
+// B chunk (k tid/B_CHUNKS + B_PASS_ROWS i, columns 4 (tid%B_CHUNKS)), i = 0..3.
+template <class T>
 struct Loader {
     const float* a;    // A at this thread's first row, its k chunk, in the next k tile
     const float* b;    // B at this thread's first k row and its column chunk, in the next k tile
@@ -160,14 +171,14 @@ struct Loader {
     __device__ __forceinline__ void fetch(float* As, float* Bs, int kvalid)
     {
         const int tid = threadIdx.x;
-        const int ca = tid & 7, kb = tid >> 5, cb = tid & 31;
+        const int ca = tid & 7, kb = tid / T::B_CHUNKS, cb = tid % T::B_CHUNKS;
         const int a_kleft = kvalid - 4 * ca;  // valid k in this thread's A chunk (may be <= 0 or > 4)
         float* adst = As + (tid >> 3) * AS + 4 * ca;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const float* src = a + i * 32 * lda;
-            float* dst = adst + i * 32 * AS;
-            const bool row_ok = !GUARD || 32 * i < a_rows;
+            const float* src = a + i * T::A_PASS_ROWS * lda;
+            float* dst = adst + i * T::A_PASS_ROWS * AS;
+            const bool row_ok = !GUARD || T::A_PASS_ROWS * i < a_rows;
             if (VEC) {
                 const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, a_kleft)) : 0);
                 copy16(dst, src, 4 * n);
@@ -180,9 +191,9 @@ struct Loader {
         a += BK;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int k = kb + 8 * i;
-            const float* src = b + i * 8 * ldb;
-            float* dst = Bs + b_offset(k, cb);
+            const int k = kb + T::B_PASS_ROWS * i;
+            const float* src = b + i * T::B_PASS_ROWS * ldb;
+            float* dst = Bs + b_offset<T::BN>(k, cb);
             const bool row_ok = !GUARD || k < kvalid;
             if (VEC) {
                 const int n = !GUARD ? 4 : (row_ok ? max(0, min(4, b_cols)) : 0);
@@ -193,22 +204,24 @@ struct Loader {
                     copy4(dst + e, src + e, !GUARD || (row_ok && e < b_cols));
             }
         }
-        b += 32 * ldb;
+        b += BK * ldb;
     }
 };
 
-template <Mode MODE>
+template <Mode MODE, class T>
 struct Accumulators {
     static constexpr bool TWO = MODE == Mode::TF32X3 || MODE == Mode::TF32X3_SMEM;
+    static constexpr int MT = T::MT, NT = T::NT;
     float main[MT][NT][4];                        // FP32 sums (TF32X3: added to once a k tile)
     float tile[TWO ? MT : 1][TWO ? NT : 1][4];    // TF32X3: this k tile's sum, in the tensor cores
 };
 
 // One k tile: 4 k steps of MT x NT mma tiles (x3 for the split modes).
-template <Mode MODE>
+template <Mode MODE, class T>
 __device__ __forceinline__ void multiply_tile(const float* __restrict__ As, const float* __restrict__ Bs,
-                                              int a_row, int b_chunk, int g, int t, Accumulators<MODE>& acc)
+                                              int a_row, int b_chunk, int g, int t, Accumulators<MODE, T>& acc)
 {
+    constexpr int MT = T::MT, NT = T::NT;
     if constexpr (MODE == Mode::TF32) {
         // B for two k steps first, then A one mma row at a time (fewer live registers than the split
         // modes' order below; ptxas still wants 166, so this kernel also runs one block an SM).
@@ -218,8 +231,8 @@ __device__ __forceinline__ void multiply_tile(const float* __restrict__ As, cons
 #pragma unroll
             for (int s2 = 0; s2 < 2; ++s2) {
                 const int k = 8 * t + 4 * half + 2 * s2;
-                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
-                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset<T::BN>(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset<T::BN>(k + 1, b_chunk));
                 const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
 #pragma unroll
                 for (int j = 0; j < NT; ++j)
@@ -250,8 +263,8 @@ __device__ __forceinline__ void multiply_tile(const float* __restrict__ As, cons
 #pragma unroll
             for (int s2 = 0; s2 < 2; ++s2) {
                 const int k = 8 * t + 4 * half + 2 * s2;  // this thread's k for mma index t; k + 1 for t + 4
-                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, b_chunk));
-                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, b_chunk));
+                const float4 b0 = *reinterpret_cast<const float4*>(Bs + b_offset<T::BN>(k, b_chunk));
+                const float4 b1 = *reinterpret_cast<const float4*>(Bs + b_offset<T::BN>(k + 1, b_chunk));
                 const float bx[NT][2] = {{b0.x, b1.x}, {b0.y, b1.y}, {b0.z, b1.z}, {b0.w, b1.w}};
                 float ax[MT][4];
 #pragma unroll
@@ -321,6 +334,7 @@ template <Mode MODE>
 __device__ __forceinline__ void fill_fragments(const float* __restrict__ As, const float* __restrict__ Bs, float* F)
 {
     constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    constexpr int THREADS = Big::THREADS, BM = Big::BM, WN = Big::WN;
     const int tid = threadIdx.x;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {  // A: 1024 quads {(g, k), (g + 8, k), (g, k + 1), (g + 8, k + 1)}
@@ -345,8 +359,8 @@ __device__ __forceinline__ void fill_fragments(const float* __restrict__ As, con
         const int item = tid + THREADS * q;
         const int lane = item & 31, st = (item >> 5) & 3, wn = item >> 7;
         const int k = 8 * (lane & 3) + 2 * st, chunk = wn * (WN / 4) + (lane >> 2);
-        const float4 r0 = *reinterpret_cast<const float4*>(Bs + b_offset(k, chunk));
-        const float4 r1 = *reinterpret_cast<const float4*>(Bs + b_offset(k + 1, chunk));
+        const float4 r0 = *reinterpret_cast<const float4*>(Bs + b_offset<Big::BN>(k, chunk));
+        const float4 r1 = *reinterpret_cast<const float4*>(Bs + b_offset<Big::BN>(k + 1, chunk));
         const float v[2][4] = {{r0.x, r1.x, r0.y, r1.y}, {r0.z, r1.z, r0.w, r1.w}};
         float* dst = F + BM * BK + (item >> 5) * 256 + 4 * lane;
 #pragma unroll
@@ -366,9 +380,10 @@ __device__ __forceinline__ void fill_fragments(const float* __restrict__ As, con
 
 template <Mode MODE>
 __device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, int wm, int wn, int lane,
-                                                   Accumulators<MODE>& acc)
+                                                   Accumulators<MODE, Big>& acc)
 {
     constexpr bool X3 = MODE == Mode::TF32X3_SMEM;
+    constexpr int MT = Big::MT, NT = Big::NT, BM = Big::BM;
     const float* fa = F + (wm * MT * 4 * 32 + lane) * 4;         // + ((i*4 + s)*32)*4
     const float* fb = F + BM * BK + wn * 4 * 256 + 4 * lane;      // + s*256 + h*128
 #pragma unroll
@@ -419,6 +434,7 @@ __device__ __forceinline__ void multiply_fragments(const float* __restrict__ F, 
 // kernel spilled): seen through, their arithmetic (columns, bias addresses, alpha and beta as float) was
 // hoisted out of the row-tile loop and held in registers through the main loop, which then took up to
 // 10% more instructions.
+template <int MT, int NT>
 __device__ __forceinline__ void epilogue_stores(const float (&acc)[MT][NT][4], const float* A, const float* B,
                                                 float* C, int M, long long lda, long long ldb, long long ldc,
                                                 int k_begin, int k_end, int r0, int c0, int cols_left, bool vec_c,
@@ -462,11 +478,14 @@ __device__ __forceinline__ void epilogue_stores(const float (&acc)[MT][NT][4], c
 }
 
 // EPILOGUE: the stores test ep (else they are the plain ones and ep is not read).
-template <Mode MODE, bool VEC, int S, bool EPILOGUE>
+template <Mode MODE, class T, bool VEC, int S, bool EPILOGUE>
 __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                      int M, int N, long long lda, long long ldb, long long ldc,
                                      int k_begin, int k_end, bool vec_c, float* smem, const gpumat::Epilogue& ep)
 {
+    static_assert(!SMEM_MODE<MODE> || T::BM == Big::BM, "the fragment area is the big tile's");
+    constexpr int BM = T::BM, BN = T::BN, WM = T::WM, WN = T::WN, MT = T::MT, NT = T::NT, WARPS_N = T::WARPS_N;
+    constexpr int A_FLOATS = T::A_FLOATS, STAGE_FLOATS = T::STAGE_FLOATS;
     const bool ep_id = !EPILOGUE || ep.identity();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -486,17 +505,17 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
         }
         const int row0 = tm * BM, col0 = tn * BN;
 
-        Loader ld;
+        Loader<T> ld;
         ld.a = A + (long long)(row0 + (tid >> 3)) * lda + k_begin + 4 * (tid & 7);
-        ld.b = B + (long long)(k_begin + (tid >> 5)) * ldb + col0 + 4 * (tid & 31);
+        ld.b = B + (long long)(k_begin + tid / T::B_CHUNKS) * ldb + col0 + 4 * (tid % T::B_CHUNKS);
         ld.lda = lda;
         ld.ldb = ldb;
         ld.a_rows = M - (row0 + (tid >> 3));
-        ld.b_cols = N - (col0 + 4 * (tid & 31));
+        ld.b_cols = N - (col0 + 4 * (tid % T::B_CHUNKS));
         const bool inside = row0 + BM <= M && col0 + BN <= N;
         const bool warp_live = row0 + wm * WM < M && col0 + wn * WN < N;
 
-        Accumulators<MODE> acc;
+        Accumulators<MODE, T> acc;
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -504,7 +523,7 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     acc.main[i][j][r] = 0.0f;
-                    if constexpr (Accumulators<MODE>::TWO) acc.tile[i][j][r] = 0.0f;
+                    if constexpr (Accumulators<MODE, T>::TWO) acc.tile[i][j][r] = 0.0f;
                 }
 
         // Tile t goes to stage t % S; every thread commits one group per tile slot (empty past
@@ -531,7 +550,7 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
                 __syncthreads();
                 if (warp_live) multiply_fragments<MODE>(frag, wm, wn, lane, acc);
             } else {
-                if (warp_live) multiply_tile<MODE>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
+                if (warp_live) multiply_tile<MODE, T>(st, st + A_FLOATS, a_row, b_chunk, g, t, acc);
             }
         }
         copy_wait<0>();
@@ -578,7 +597,7 @@ __device__ __forceinline__ void gemm(const float* __restrict__ A, const float* _
 
 // One block's matrices of the batch, k range and output plane, whether C allows 128-bit stores and
 // whether A and B allow 16-byte copies.
-template <Mode MODE, int S, bool EPILOGUE>
+template <Mode MODE, class T, int S, bool EPILOGUE>
 __device__ __forceinline__ void block(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                       int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
                                       int batch, int split, long long batch_a, long long batch_b, long long batch_c,
@@ -594,13 +613,14 @@ __device__ __forceinline__ void block(const float* __restrict__ A, const float* 
     // 16-byte copies need every chunk start 16-byte aligned: both bases, both strides and the k start.
     const bool vec = (reinterpret_cast<uintptr_t>(Az) & 15) == 0 && (reinterpret_cast<uintptr_t>(Bz) & 15) == 0 &&
                      (lda & 3) == 0 && (ldb & 3) == 0 && (k_begin & 3) == 0;
-    if (vec) gemm<MODE, true, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
-    else gemm<MODE, false, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    if (vec) gemm<MODE, T, true, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
+    else gemm<MODE, T, false, S, EPILOGUE>(Az, Bz, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
 }
 
 // A launch that both batches and splits K (gpumat never makes one): each output of the block's tiles in
 // plain FP32 (exact_dot), through the epilogue. Its (batch, split) need batch_split's division, whose
 // per-thread results cost the row-tile loop registers and instructions (see entry).
+template <class T>
 __device__ __noinline__ void batch_and_split(const float* A, const float* B, float* C, int M, int N, int K,
                                              long long lda, long long ldb, long long ldc, int k_chunk,
                                              long long batch_a, long long batch_b, long long batch_c,
@@ -613,10 +633,11 @@ __device__ __noinline__ void batch_and_split(const float* A, const float* B, flo
     A += bs.batch * batch_a;
     B += bs.batch * batch_b;
     C += bs.batch * batch_c + (long long)bs.split * M * ldc;
+    constexpr int BM = T::BM, BN = T::BN;
     const bool ep_id = ep.identity();
     const int tiles_m = (M + BM - 1) / BM;
     for (int tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
-        for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+        for (int e = threadIdx.x; e < BM * BN; e += T::THREADS) {
             const int r = tm * BM + e / BN, c = blockIdx.x * BN + e % BN;
             if (r >= M || c >= N) continue;
             float* out = C + (long long)r * ldc + c;
@@ -627,7 +648,7 @@ __device__ __noinline__ void batch_and_split(const float* A, const float* B, flo
 
 #endif  // __CUDA_ARCH__ >= 800
 
-template <Mode MODE, int S, bool PLAIN_COPY>
+template <Mode MODE, class T, int S, bool PLAIN_COPY>
 __device__ __forceinline__ void entry(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                                       int M, int N, int K, long long lda, long long ldb, long long ldc, int k_chunk,
                                       long long batch_a, long long batch_b, long long batch_c,
@@ -648,13 +669,13 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
     const int z = blockIdx.z;
     const bool split_k = k_chunk > 0 && k_chunk < K;
     if (split_k && (long long)z * k_chunk >= K) {  // a batch that is also split
-        batch_and_split(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, ep);
+        batch_and_split<T>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, ep);
         return;
     }
     if (PLAIN_COPY && (split_k || z == 0) && ep.identity())
-        block<MODE, S, false>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, 0, z, 0, 0, 0, smem, ep);
+        block<MODE, T, S, false>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, 0, z, 0, 0, 0, smem, ep);
     else
-        block<MODE, S, true>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, split_k ? 0 : z, split_k ? z : 0, batch_a,
+        block<MODE, T, S, true>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, split_k ? 0 : z, split_k ? z : 0, batch_a,
                              batch_b, batch_c, smem, ep);
 #else
     __trap();  // no TF32 tensor cores before sm_80: gpumat runs its FP32 kernels there instead
@@ -663,47 +684,53 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
 
 }  // namespace
 
-// One extern "C" entry point a mode and stage count: launch bounds (256 threads, blocks an SM), whether
-// the identity epilogue has a copy of the loop (PLAIN_COPY, see entry) and the shared signature of every
-// matmul kernel: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, alpha, beta,
-// bias, bias_step, bias_along, bias_f32, activation).
-#define GPUMAT_TF32_ENTRY(NAME, MODE, S, BLOCKS_PER_SM, PLAIN_COPY)                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) NAME(                                \
+// One extern "C" entry point a mode, tile and stage count: launch bounds (the tile's threads, blocks an
+// SM), whether the identity epilogue has a copy of the loop (PLAIN_COPY, see entry) and the shared
+// signature of every matmul kernel: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b,
+// batch_c, alpha, beta, bias, bias_step, bias_along, bias_f32, activation).
+#define GPUMAT_TF32_ENTRY(NAME, MODE, TILE, S, BLOCKS_PER_SM, PLAIN_COPY)                                     \
+    extern "C" __global__ void __launch_bounds__(TILE::THREADS, BLOCKS_PER_SM) NAME(                          \
         const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N,        \
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        entry<MODE, S, PLAIN_COPY>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,       \
-                       GPUMAT_EPILOGUE_ARGS);                                                                 \
+        entry<MODE, TILE, S, PLAIN_COPY>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, \
+                                         GPUMAT_EPILOGUE_ARGS);                                               \
     }
 
 // One TF32 pass (operands rounded to TF32, FP32 accumulation): ~1e-3 relative error
 // against || |A| |B| || whatever K. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of 64 x 32,
 // 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (within 128
 // registers, for two blocks, ptxas spilled). Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_128x128_f32, Mode::TF32, STAGES, 1, true)
+GPUMAT_TF32_ENTRY(matmul_tf32_128x128_f32, Mode::TF32, Big, STAGES, 1, true)
+
+// One TF32 pass on 64 x 64 tiles, for batches of small products and C of few tiles, where 128 x 128
+// tiles leave most of each tile empty or most SMs idle. Block (128,1,1) = 2 x 2 warps of 32 x 32, 3
+// cp.async stages in 52,224 bytes of dynamic shared memory, four blocks an SM (at most 128 registers).
+// Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
+GPUMAT_TF32_ENTRY(matmul_tf32_64x64_f32, Mode::TF32, Small, STAGES, 4, false)
 
 // 3xTF32 (FP32-level accuracy): big*big + big*small + small*big of each k tile summed in the tensor
 // cores, the per-tile sums added up in FP32. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, 3 cp.async stages in 104,448 bytes of dynamic shared memory, one block per SM (two
 // accumulator sets: ~230 registers).
 // Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_TF32_ENTRY(matmul_tf32x3_128x128_f32, Mode::TF32X3, STAGES, 1, false)
+GPUMAT_TF32_ENTRY(matmul_tf32x3_128x128_f32, Mode::TF32X3, Big, STAGES, 1, false)
 
 // 3xTF32 with all three products in one accumulator (the corrections first, then big*big): the
 // published scheme, kept to measure what the per-tile FP32 sums buys and costs.
 // Same tile, block, shared memory, grid and occupancy (one block per SM) as matmul_tf32x3_128x128_f32.
-GPUMAT_TF32_ENTRY(matmul_tf32x3_oneacc_128x128_f32, Mode::TF32X3_ONE_ACC, STAGES, 1, true)
+GPUMAT_TF32_ENTRY(matmul_tf32x3_oneacc_128x128_f32, Mode::TF32X3_ONE_ACC, Big, STAGES, 1, true)
 
 // The same two modes with the rounding / split done once per element into shared memory (see
 // fill_fragments), two barriers a k tile. Tile 128 x 128 x 32, block (256,1,1) = 2 x 4 warps of
 // 64 x 32, one block per SM, 3 cp.async stages plus the fragment area: 137,216 bytes (tf32) and
 // 169,984 bytes (tf32x3) of dynamic shared memory. Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_128x128_f32, Mode::TF32_SMEM, STAGES, 1, true)
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_128x128_f32, Mode::TF32_SMEM, Big, STAGES, 1, true)
 
-GPUMAT_TF32_ENTRY(matmul_tf32x3_splitsmem_128x128_f32, Mode::TF32X3_SMEM, STAGES, 1, false)
+GPUMAT_TF32_ENTRY(matmul_tf32x3_splitsmem_128x128_f32, Mode::TF32X3_SMEM, Big, STAGES, 1, false)
 
 // tf32_splitsmem with 2 cp.async stages (102,400 bytes of dynamic shared memory) and at most 128
 // registers, so that two blocks share an SM (16 warps to hide latency instead of 8). Block (256,1,1),
 // grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
-GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_2stage_128x128_f32, Mode::TF32_SMEM, 2, 2, false)
+GPUMAT_TF32_ENTRY(matmul_tf32_splitsmem_2stage_128x128_f32, Mode::TF32_SMEM, Big, 2, 2, false)

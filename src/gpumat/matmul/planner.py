@@ -283,15 +283,15 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
             raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
         seconds, splits, k_chunk = best_split(v, p, t)
         return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
-    if (
+    # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
+    # the exact FP32 rows (the small-products rows among them) may run it faster than the TF32 tiles, and
+    # where their model says so, they run it
+    tiny = (
         p.mode in ("tf32", "tf32x3")
         and p.batch > 1
         and p.k <= SMALL_K
         and VARIANTS["small_wide"].computes_shape(p.m, p.n)
-    ):
-        # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
-        # the exact FP32 rows (the small-products row among them) run it at the memory's rate
-        return _exact_fp32(p, t, f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products")
+    )
     if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
         # one row or column of C (or up to 16) is memory-bound: the exact FP32 matrix-vector rows read it at
         # the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
@@ -307,6 +307,11 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
                 if len(options) > 1
                 else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)")
             )
+            if tiny:
+                what = f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products"
+                exact = _exact_fp32(p, t, f"{what}, which its rows model at {seconds * 1e6:.1f} us")
+                if exact.seconds <= seconds:
+                    return exact
             return _make(v, p, t, splits, k_chunk, seconds, why)
     if p.mode in ("tf32", "tf32x3"):
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")

@@ -253,7 +253,13 @@ WAVE_FLOOR = {
     "sgemm128x64": (1.9e-6, 0.077e-6),
     "sgemm128x128": (2.7e-6, 0.096e-6),
     "sgemm128x256": (2.7e-6, 0.096e-6),  # not timed: 128 x 128's (its blocks walk K the same way)
-    "mma": (2.2e-6, 0.0106e-6),  # the TF32 tiles too
+    "mma": (2.2e-6, 0.0106e-6),
+    # the TF32 tiles (their k loop rounds every operand it reads): a wave of tf32_128x128 blocks 3.3 us at
+    # K = 24, 5.1 at 64, 10 at 128, and of tf32_64x64 blocks 3.4, 7.3-8.3 and 11 (H200, 2026-11-28, batches
+    # of 24^3-256^3 and attention-shaped products); the two-stage kernel's two blocks an SM took twice a
+    # wave of one (3.3 us + 0.067 a unit of K)
+    "tf32": (2.5e-6, 0.05e-6),
+    "tf32_2stage": (3.3e-6, 0.067e-6),
     "dmma": (2.0e-6, 0.04e-6),
     "wgmma": (1.2e-6, 0.0),
 }
@@ -346,8 +352,10 @@ def _sgemm(
     )
 
 
-# --- TF32 tensor cores (cuda/matmul_tc.cu): mma.sync m16n8k8 on 128 x 128 tiles, 8 warps of 64 x 32,
-# sm_80+. tf32x3: each operand split into two TF32 halves, three products; tf32: one. *_splitsmem:
+# --- TF32 tensor cores (cuda/matmul_tc.cu): mma.sync m16n8k8 on 128 x 128 tiles, 8 warps of 64 x 32, and
+# (tf32_64x64, one TF32 pass) 64 x 64 tiles, 4 warps of 32 x 32, four blocks an SM, for batches of small
+# products and C of few tiles; sm_80+. tf32x3: each operand split into two TF32 halves, three products;
+# tf32: one. *_splitsmem:
 # operands rounded / split once into shared memory (more shared memory); *_2stage: two blocks an SM
 # (auto takes it only for 16-byte aligned operands: with 4-byte copies it measured 0.85-0.9x).
 # Rates measured at 4096^3 and 8192^3 (benchmarks/NOTES.md); the 2stage kernel's is 1.15x the
@@ -362,6 +370,7 @@ def _sgemm(
 SPLIT_LAUNCH_MMA_S = 2e-6
 SPLIT_LAUNCH_TF32_S = 3e-6
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
+TC_SMEM_64 = 52224  # the same for 64 x 64 tiles: a 64 x 32 A tile and a 32 x 64 B tile
 
 
 def _tf32(
@@ -372,15 +381,18 @@ def _tf32(
     blocks_per_sm: int = 1,
     tier: int = 0,
     auto_needs_aligned: bool = False,
+    tile: tuple[int, int] = (128, 128),
+    wave: str = "tf32",
     **latency,
 ) -> Variant:
     kernels = _kernels("matmul_tc", {("f32", "f32"): f"matmul_{name}_f32"}, "k_chunk", smem)
+    warp_m = 64 if tile == (128, 128) else 32  # warp tiles of warp_m x 32: 2 x 4 warps, or 2 x 2
     return Variant(
         name,
         kernels,
         mode,
-        (128, 128),
-        (256, 1, 1),
+        tile,
+        (tile[0] * tile[1] // (warp_m * 32) * 32, 1, 1),
         "k_chunk",
         smem,
         min_arch=80,
@@ -388,10 +400,10 @@ def _tf32(
         auto_needs_aligned=auto_needs_aligned,
         rate=rate,
         blocks_per_sm=blocks_per_sm,
-        warp_tile=(64, 32),
+        warp_tile=(warp_m, 32),
         min_k_chunk=256,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
-        **_wave("mma"),
+        **_wave(wave),
         **latency,
     )
 
@@ -751,6 +763,23 @@ _ROWS = [
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
     _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
     _tf32("tf32_128x128", "tf32", 110e12, tier=1, fixed_s=5e-6, unaligned_slowdown=1.9),
+    # its constants chosen on 52 TF32 timings on the H200 (2026-11-28: 128^3-2048^3, skinny and long-K
+    # products, batches of 24^3 to 128 x 1024 x 64 x 1024, every TF32 and FP32 tile by name): with them auto
+    # comes within 0.975 of the best named plan in geometric mean (6 of 52 below 0.95); counting whole
+    # tiles fits this row's own times better (a half-empty block ran nearly as long as a whole one:
+    # 16384 x 32 x 16384 302 us where live warp tiles model 226) but ranks it below tiles that measured slower
+    _tf32(
+        "tf32_64x64",
+        "tf32",
+        82e12,
+        TC_SMEM_64,
+        4,
+        tier=1,
+        tile=(64, 64),
+        fixed_s=3e-6,
+        block_rate=0.5e12,
+        unaligned_slowdown=1.9,
+    ),
     _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
     _tf32(
         "tf32_splitsmem_2stage_128x128",
@@ -762,6 +791,7 @@ _ROWS = [
         auto_needs_aligned=True,
         fixed_s=9e-6,
         block_rate=0.705e12,
+        wave="tf32_2stage",
     ),
     _mma((128, 128), (2, 4), 2, 300e12, fixed_s=5e-6, block_rate=2.175e12, unaligned_slowdown=2.1),
     # the small tiles, 4 warps each: PROVISIONAL rates, not measured yet; assumed from mma128x128's 300
