@@ -12,7 +12,8 @@ One cost model for every variant, with the variant's row as its constants:
               grid's blocks on every SM; per_sm = ceil(tiles x splits / SMs)) fixed_s + the longer of
               per_sm x flops / (rate / 132) and flops / block_rate (a block alone on an SM is
               latency-bound: faster than its slot's share of the SM, slower than the whole SM); the
-              arithmetic unaligned_slowdown times longer when A or B is not 16-byte aligned
+              arithmetic (not the waves' floor) unaligned_slowdown times longer when A or B is not
+              16-byte aligned
               and for a memory-bound row (bandwidth set: the matrix-vector rows) at least
               (A and B read + C written, bytes) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
               with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
@@ -126,16 +127,15 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     flops = 2.0 * bm * bn * max(k_chunk, 16)  # a block's
     sm_rate = v.rate / H100_SMS
     blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
+    slowdown = 1.0 if p.a_aligned and p.b_aligned else v.unaligned_slowdown
     if math.ceil(blocks / t.sm_count) <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
         per_sm = math.ceil(tiles * splits / t.sm_count)
-        seconds = max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
+        seconds = slowdown * max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
     else:
         waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
-        seconds = waves * flops / (sm_rate / v.blocks_per_sm)
+        seconds = slowdown * waves * flops / (sm_rate / v.blocks_per_sm)
         if v.wave_floor_s:  # whole blocks' waves, however little each computes (batches of tiny products)
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
-    if not (p.a_aligned and p.b_aligned):
-        seconds *= v.unaligned_slowdown
     seconds += v.fixed_s
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
