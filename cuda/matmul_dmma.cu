@@ -38,8 +38,13 @@
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
 //  * the 128 x 128, 128 x 64 and 64 x 64 tiles also read A or B stored transposed in place (the *at and
-//    *bt entries): 8-byte copies of the storage as it lies, a warp along its contiguous dimension
-//    (consecutive m of a k row of A, consecutive k of a column of B), into the same shared-memory tiles;
+//    *bt entries), copied as they lie, along their contiguous dimension (16-byte copies where aligned,
+//    as above) into shared-memory tiles of that shape, and their fragments read from there: A^T as BK
+//    rows of BM (rows padded by 4 doubles: a fragment read's 4 k rows start 32 bytes apart in the
+//    banks), B^T as BN rows of BK, unpadded, the 16-byte chunk k / 2 of row n stored at chunk
+//    (k / 2) XOR (n % 8) (a fragment read's 8 rows of n then spread over 8 chunks; the ring has no
+//    room for padded rows). Copied into the row-major tiles, a warp's 8-byte stores along m or k fell
+//    on the same banks 8 rows apart (8-way conflicts);
 //  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
 //    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
 //    skip the math; stores of C are guarded per element;
@@ -71,6 +76,7 @@ struct Cfg {
     static constexpr int WM = 16 * MT, BM = WARPS_M * WM;
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int AS = BK + PAD, BS = BN + PAD;  // row strides in shared memory (doubles)
+    static constexpr int ATS = BM + PAD;                // A stored transposed: BK rows of BM (doubles)
     static constexpr int A_DOUBLES = BM * AS, B_DOUBLES = BK * BS;
     static constexpr int STAGE_DOUBLES = A_DOUBLES + B_DOUBLES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_DOUBLES * 8;
@@ -134,14 +140,33 @@ __device__ __forceinline__ void mma(double (&d)[4], const double (&a)[4], const 
 #endif
 }
 
+// Two consecutive doubles (one 16-byte copy where VEC, else two 8-byte ones), of which `valid` (any int:
+// at most 2 count) are read and the rest zero-filled; without GUARD, both.
+template <bool VEC, bool GUARD>
+__device__ __forceinline__ void copy_pair(double* dst, const double* src, int valid)
+{
+    if (VEC) {
+        copy16(dst, src, !GUARD ? 16 : 8 * max(0, min(2, valid)));
+    } else {
+        copy8(dst, src, !GUARD || valid > 0);
+        copy8(dst + 1, src + 1, !GUARD || valid > 1);
+    }
+}
+
+// B stored transposed, tile element (k, n) in shared memory: BN rows of BK = 16 doubles, chunk k / 2 of
+// row n at chunk (k / 2) XOR (n % 8).
+template <class C>
+__device__ __forceinline__ int bt_offset(int n, int k)
+{
+    return n * C::BK + ((((k >> 1) ^ n) & 7) << 1) + (k & 1);
+}
+
 // The copies of one k tile. Thread tid copies A chunk (row tid / A_CHUNKS_ROW + A_ROW_STEP i,
 // chunk tid % A_CHUNKS_ROW) and B chunk (k tid / B_CHUNKS_ROW + B_ROW_STEP i, chunk tid % B_CHUNKS_ROW).
 // TA: A stored transposed (K rows of M): a at the tile's first k row and first column of M, a_rows the
-// rows of C from the tile's first to M; each thread copies one column of M, every STEP-th k, 8 bytes a
-// copy into As[m][k] (a warp reads 32 consecutive m: whole sectors). TB: B stored transposed (N rows
-// of K): b at the tile's first column of N and first k, b_cols the columns from the tile's first to N;
-// each thread copies one k of every STEP-th column into Bs[k][n] (a warp reads 16 consecutive k of two
-// columns). Both take any view, 8 bytes a copy.
+// rows of C from the tile's first to M; the k tile's BK rows of BM copied as they lie into As[k][m]. TB:
+// B stored transposed (N rows of K): b at the tile's first column of N and first k, b_cols the columns
+// from the tile's first to N; the BN rows of BK copied into the swizzled B^T tile (bt_offset).
 template <class C, bool TA = false, bool TB = false>
 struct Loader {
     const double* a;  // A at this thread's first row and its k chunk, in the next k tile
@@ -154,27 +179,27 @@ struct Loader {
     __device__ __forceinline__ void fetch(double* As, double* Bs, int kvalid)
     {
         const int tid = threadIdx.x;
-        if constexpr (TA) {
-            constexpr int STEP = C::THREADS / C::BM;
-            static_assert(C::THREADS % C::BM == 0 && C::BK % STEP == 0, "transposed A copier");
-            const int m = tid % C::BM, k0 = tid / C::BM;
-            const double* src = a + k0 * lda + m;
+        if constexpr (TA) {  // BK rows of BM: chunk (k r0 + STEP i, columns 2 c) into As[k][m]
+            constexpr int CHUNKS = C::BM / 2, STEP = C::THREADS / CHUNKS;
+            const int c = tid % CHUNKS, r0 = tid / CHUNKS;
+            const int left = a_rows - 2 * c;  // valid m in this thread's chunk (may be <= 0 or > 2)
 #pragma unroll
             for (int i = 0; i < C::BK / STEP; ++i) {
-                copy8(As + m * C::AS + k0 + i * STEP, src, !GUARD || (m < a_rows && k0 + i * STEP < kvalid));
-                src += STEP * lda;
+                const int k = r0 + STEP * i;
+                const double* src = a + (long long)k * lda + 2 * c;
+                copy_pair<VEC, GUARD>(As + k * C::ATS + 2 * c, src, k < kvalid ? left : 0);
             }
             a += C::BK * lda;
         }
-        if constexpr (TB) {
-            constexpr int STEP = C::THREADS / C::BK;
-            static_assert(C::THREADS % C::BK == 0 && C::BN % STEP == 0, "transposed B copier");
-            const int k = tid % C::BK, n0 = tid / C::BK;
-            const double* src = b + n0 * ldb + k;
+        if constexpr (TB) {  // BN rows of BK: chunk (n r0 + STEP i, k 2 c) into the swizzled Bs[n][k]
+            constexpr int CHUNKS = C::BK / 2, STEP = C::THREADS / CHUNKS;
+            const int c = tid % CHUNKS, r0 = tid / CHUNKS;
+            const int left = kvalid - 2 * c;  // valid k in this thread's chunk
 #pragma unroll
             for (int i = 0; i < C::BN / STEP; ++i) {
-                copy8(Bs + k * C::BS + n0 + i * STEP, src, !GUARD || (n0 + i * STEP < b_cols && k < kvalid));
-                src += STEP * ldb;
+                const int n = r0 + STEP * i;
+                const double* src = b + (long long)n * ldb + 2 * c;
+                copy_pair<VEC, GUARD>(Bs + bt_offset<C>(n, 2 * c), src, n < b_cols ? left : 0);
             }
             b += C::BK;
         }
@@ -233,9 +258,28 @@ struct Loader {
 // One k tile: BK / 8 k steps of MT x NT mmas, every fragment element one 8-byte shared-memory read
 // straight into the mma's register. a_off: this thread's element (row g, k t) of A, b_off: its
 // element (k t, column g) of B, both in the warp's tile.
-template <class C>
+// A fragment element (row m, k) of the warp's tile and B's (k, column n), both relative to the thread's
+// own (a_off: its row g at k t, b_off: its k t at column g): a compile-time constant for the row-major
+// tiles and A^T; for the swizzled B^T, ((t / 2) XOR g) XOR (k / 2) of the thread's chunk, whose bits the
+// constant part of k does not share with t / 2 (k a multiple of 4 here, t < 4).
+template <class C, bool TA>
+__device__ __forceinline__ double a_at(const double* __restrict__ As, int a_off, int m, int k)
+{
+    return As[a_off + (TA ? k * C::ATS + m : m * C::AS + k)];
+}
+
+template <class C, bool TB>
+__device__ __forceinline__ double b_at(const double* __restrict__ Bs, int b_off, int b_chunk, int k, int n)
+{
+    if constexpr (TB) return Bs[b_off + n * C::BK + (((b_chunk ^ (k >> 1)) & 7) << 1)];
+    else return Bs[b_off + k * C::BS + n];
+}
+
+// One k tile: BK / 8 k steps of MT x NT mmas, every fragment element one 8-byte shared-memory read
+// straight into the mma's register.
+template <class C, bool TA, bool TB>
 __device__ __forceinline__ void multiply_tile(const double* __restrict__ As, const double* __restrict__ Bs,
-                                              int a_off, int b_off, double (&acc)[C::MT][NT][4])
+                                              int a_off, int b_off, int b_chunk, double (&acc)[C::MT][NT][4])
 {
 #pragma unroll C::UNROLL
     for (int s = 0; s < C::BK / 8; ++s) {
@@ -243,19 +287,20 @@ __device__ __forceinline__ void multiply_tile(const double* __restrict__ As, con
 #pragma unroll
         for (int j = 0; j < NT; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) b[j][e] = Bs[b_off + (8 * s + 4 * e) * C::BS + 8 * j];
+            for (int e = 0; e < 2; ++e) b[j][e] = b_at<C, TB>(Bs, b_off, b_chunk, 8 * s + 4 * e, 8 * j);
 #pragma unroll
         for (int i = 0; i < C::MT; ++i) {
             double a[4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) a[e] = As[a_off + (16 * i + 8 * (e & 1)) * C::AS + 8 * s + 4 * (e >> 1)];
+            for (int e = 0; e < 4; ++e) a[e] = a_at<C, TA>(As, a_off, 16 * i + 8 * (e & 1), 8 * s + 4 * (e >> 1));
 #pragma unroll
             for (int j = 0; j < NT; ++j) mma(acc[i][j], a, b[j]);
         }
     }
 }
 
-// The pipelined main loop's fragment reads: B of one k step of 8 (step s of a k tile), A of one m tile.
+// The pipelined main loop's fragment reads (row-major tiles only): B of one k step of 8 (step s of a
+// k tile), A of one m tile.
 template <class C>
 __device__ __forceinline__ void load_b(const double* __restrict__ Bs, int b_off, int s, double (&b)[NT][2])
 {
@@ -283,8 +328,15 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
     const int g = lane >> 2, t = lane & 3;
-    const int a_off = (wm * C::WM + g) * C::AS + t;   // A (row g, k t) of the warp's tile
-    const int b_off = t * C::BS + wn * WN + g;         // B (k t, column g) of the warp's tile
+    static_assert(!(C::PIPE && (TA || TB)), "the pipelined loop reads row-major tiles");
+    // the transposed tiles fit in the stage's A and B parts, split evenly over the threads' copies; B^T's
+    // swizzle takes 8 chunks a row
+    static_assert(!TA || (BK * C::ATS <= C::A_DOUBLES && BK * (BM / 2) % C::THREADS == 0), "A^T tile");
+    static_assert(!TB || (BN * BK <= C::B_DOUBLES && BK == 16 && BN * (BK / 2) % C::THREADS == 0), "B^T tile");
+    // A (row g, k t) and B (k t, column g) of the warp's tile; B^T's row and the chunk t / 2 XOR g
+    const int a_row = wm * C::WM + g, b_col = wn * WN + g, b_chunk = (t >> 1) ^ g;
+    const int a_off = TA ? t * C::ATS + a_row : a_row * C::AS + t;
+    const int b_off = TB ? b_col * C::BK + (t & 1) : t * C::BS + b_col;
     const int kspan = k_end - k_begin;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = gridDim.x;
 
@@ -300,8 +352,8 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
         // The fragment offsets pass through empty asm each tile, so that what is derived from them is
         // not held in registers from one tile to the next: with the batch and the epilogue in the kernel,
         // ptxas otherwise scheduled the main loop differently (64 x 128 tiles 8% slower on the H100).
-        int fa = a_off, fb = b_off;
-        asm volatile("" : "+r"(fa), "+r"(fb));
+        int fa = a_off, fb = b_off, fc = b_chunk;
+        asm volatile("" : "+r"(fa), "+r"(fb), "+r"(fc));
 
         Loader<C, TA, TB> ld;
         const int ra = tid / C::A_CHUNKS_ROW, ca = tid % C::A_CHUNKS_ROW;
@@ -353,7 +405,7 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
                 __syncthreads();  // tile t visible to all; every warp is done with tile t - 1's stage
                 fetch_next();     // tile t + S - 1 into tile t - 1's stage; `stage` is now tile t's
                 const double* st = smem + stage * C::STAGE_DOUBLES;
-                if (warp_live) multiply_tile<C>(st, st + C::A_DOUBLES, fa, fb, acc);
+                if (warp_live) multiply_tile<C, TA, TB>(st, st + C::A_DOUBLES, fa, fb, fc, acc);
             }
         } else {
             // Fragment reads one step ahead of the mmas: B double-buffered, and each m tile's A
@@ -504,7 +556,6 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
     const bool vec = (reinterpret_cast<uintptr_t>(A) & 15) == 0 && (reinterpret_cast<uintptr_t>(B) & 15) == 0 &&
                      (lda & 1) == 0 && (ldb & 1) == 0 && (k_begin & 1) == 0;
     // identity() once: the plain row-tile loop inline, as before, or the epilogue's out of line.
-    // (a transposed operand goes 8 bytes a copy either way; the other one by `vec`)
     if (!ep.identity()) {
         if (vec) gemm_epilogue<C, true, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
         else gemm_epilogue<C, false, TA, TB>(A, B, Cz, M, N, lda, ldb, ldc, k_begin, k_end, vec_c, smem, ep);
