@@ -37,8 +37,8 @@
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
-//  * the 128 x 128, 128 x 64 and 64 x 64 tiles also read A or B stored transposed in place (the *at and
-//    *bt entries), copied as they lie, along their contiguous dimension (16-byte copies where aligned,
+//  * the 128 x 128, 128 x 64 and 64 x 64 tiles also read A or B (or both) stored transposed in place (the
+//    *at, *bt and *atbt entries), copied as they lie, along their contiguous dimension (16-byte copies where aligned,
 //    as above) into shared-memory tiles of that shape, and their fragments read from there: A^T as BK
 //    rows of BM (rows padded by 4 doubles: a fragment read's 4 k rows start 32 bytes apart in the
 //    banks), B^T as BN rows of BK, unpadded, the 16-byte chunk k / 2 of row n stored at chunk
@@ -584,14 +584,14 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
                            GPUMAT_EPILOGUE_ARGS);                                                             \
     }
 #define GPUMAT_DMMA_ENTRY(NAME, CFG, BLOCKS_PER_SM) GPUMAT_DMMA_ENTRY_AS(NAME, CFG, BLOCKS_PER_SM, false, false)
-// A tile reading A stored transposed (STEM at: K rows of M, as X.T @ B gives it) or B stored transposed
-// (STEM bt: N rows of K, as x @ W.T gives it) in place (see Loader): the same tile, launch and shared
-// memory as the row-major entry STEM. (Both at once spilled in the 128-row tiles: a product with both
-// stored transposed copies one of them first.)
+// A tile reading A stored transposed (STEM at: K rows of M, as X.T @ B gives it), B stored transposed
+// (STEM bt: N rows of K, as x @ W.T gives it) or both (STEM atbt) in place (see Loader): the same tile,
+// launch and shared memory as the row-major entry STEM.
 #define GPUMAT_DMMA_LAYOUTS(STEM, CFG, BLOCKS_PER_SM)                                                         \
     GPUMAT_DMMA_ENTRY(STEM##_f64, CFG, BLOCKS_PER_SM)                                                         \
     GPUMAT_DMMA_ENTRY_AS(STEM##at_f64, CFG, BLOCKS_PER_SM, true, false)                                       \
-    GPUMAT_DMMA_ENTRY_AS(STEM##bt_f64, CFG, BLOCKS_PER_SM, false, true)
+    GPUMAT_DMMA_ENTRY_AS(STEM##bt_f64, CFG, BLOCKS_PER_SM, false, true)                                       \
+    GPUMAT_DMMA_ENTRY_AS(STEM##atbt_f64, CFG, BLOCKS_PER_SM, true, true)
 
 // 128 x 128 x 16 tiles, block (256,1,1) = 2 x 4 warps of 64 x 32 (4 x 4 mmas of 16 x 8 each),
 // 5 cp.async stages in 186,880 bytes of dynamic shared memory, one block per SM (64 accumulators

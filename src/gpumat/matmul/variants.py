@@ -552,7 +552,7 @@ def _dmma(
     layout: str = "",
 ) -> Variant:
     """A DMMA row; latency: its fitted model constants (fixed_s, block_rate, unaligned_slowdown); layout
-    "at" or "bt": the entry reading A or B stored transposed in place."""
+    "at", "bt" or "atbt": the entry reading A, B or both stored transposed in place."""
     latency = latency or {}
     threads = tile[0] // warp_rows * tile[1] // 32 * 32  # warp tiles are warp_rows x 32
     kernels = _kernels("matmul_dmma", {("f64", "f64"): f"matmul_{entry}{layout}_f64"}, "k_chunk", smem)
@@ -564,8 +564,8 @@ def _dmma(
         (threads, 1, 1),
         "k_chunk",
         smem,
-        reads_a_trans=layout == "at",
-        reads_b_trans=layout == "bt",
+        reads_a_trans=layout in ("at", "atbt"),
+        reads_b_trans=layout in ("bt", "atbt"),
         min_arch=80,
         tier=tier,
         auto_archs=(80, 90, 100),
@@ -850,10 +850,11 @@ _ROWS = [
         {"fixed_s": 6e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.32},
     ),
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
-    # the 128 x 128, 128 x 64 and 64 x 64 tiles reading A or B stored transposed in place (the *at and *bt
-    # entries): the row-major tiles' constants, which their times match (bench bmm, H200, 2026-11-28: 16-64
-    # products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024 within -3% to +1% of the row-major layout's)
-    *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt")),
+    # the 128 x 128, 128 x 64 and 64 x 64 tiles reading A or B (or both) stored transposed in place (the *at,
+    # *bt and *atbt entries): the row-major tiles' constants, which the *at and *bt rows' times match (bench
+    # bmm, H200, 2026-11-28: 16-64 products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024 within -3% to +1%
+    # of the row-major layout's)
+    *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt", "atbt")),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
