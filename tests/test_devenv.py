@@ -180,3 +180,21 @@ def test_sanitize_shards_split_the_suite_and_the_whole_gpu_tests_run_apart():
     together = [t for shard in shards for t in shard]
     assert all(shards) and len(together) == len(set(together))
     assert sorted(together + alone) == sorted(every)
+
+
+def test_sanitize_fails_a_selection_that_runs_no_test(tmp_path):
+    """A shard whose tests are all deselected exits 5 and is fine beside shards that ran; a selection that
+    runs no GPU test anywhere checks nothing, and tools/sanitize.py says so instead of reporting 0 errors.
+    (compute-sanitizer stood in for by a script that runs the command it wraps.)"""
+    import stat
+
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(f'#!/bin/sh\nwhile [ "$#" -gt 0 ] && [ "$1" != "{sys.executable}" ]; do shift; done\nexec "$@"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    spec = importlib.util.spec_from_file_location("sanitize_under_test", ROOT / "tools" / "sanitize.py")
+    sanitize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sanitize)
+    selection = ["tests/test_devenv.py", "-k", "no_test_is_named_like_this"]
+    (tmp_path / "logs").mkdir()
+    ok, ran = sanitize.run_tool(str(fake), "memcheck", 2, selection, str(tmp_path / "logs"), 120)
+    assert ok and not ran

@@ -41,7 +41,8 @@ def _summary(log: str) -> str:
     return lines[-1] if lines else "(no summary line: the shard did not finish)"
 
 
-def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> bool:
+def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> tuple[bool, bool]:
+    """(every shard finished with 0 errors, some shard ran a test)."""
     gpus = _visible(_gpu_count())
     base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4"), "GPUMAT_SANITIZE": "1"}
     parts = [
@@ -55,7 +56,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     cmd += [sys.executable]
     # -v: a line a test, so a shard stopped by its timeout still says where it was and what failed
     cmd += ["-m", "pytest", "-v", "-m", "gpu", "-p", "no:cacheprovider", "--durations=20", *tests]
-    ok = True
+    ok, ran = True, False
     running = []
     for number, (name, extra) in enumerate(parts[:-1]):
         # every shard sees every GPU (the two-GPU tests run, none skipped), its first one in turn: a
@@ -66,7 +67,9 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
         running.append((name, log, subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)))
     deadline = time.monotonic() + timeout
     for name, log, proc in running:
-        ok &= _finish(name, log, proc, deadline)
+        code = _finish(name, log, proc, deadline)
+        ok &= code in (0, 5)  # 5: every test of this shard deselected
+        ran |= code != 5
     name, extra = parts[-1]
     log = os.path.join(logs, name + ".log")
     env = {**base, **extra, "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
@@ -74,15 +77,16 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     # allocations are what they test, not errors (the tool still reports every bad memory access)
     quiet = [cmd[0], "--report-api-errors", "no", *cmd[1:]]
     proc = subprocess.Popen(quiet, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    ok &= _finish(name, log, proc, time.monotonic() + timeout)
-    return ok
+    code = _finish(name, log, proc, time.monotonic() + timeout)
+    return ok and code in (0, 5), ran or code != 5
 
 
 _PYTEST_CLOSING = re.compile(r"=+ .*\b(passed|failed|errors?|deselected|no tests ran)\b.* in [\d.]+s")  # its last line
 _PYTEST_FAILED = re.compile(r"(\S+\.py::.*?) (FAILED|ERROR)(\s+\[|\s*$)")  # pytest -v: a line a test
 
 
-def _finish(name: str, log: str, proc: subprocess.Popen, deadline: float) -> bool:
+def _finish(name: str, log: str, proc: subprocess.Popen, deadline: float) -> int | str:
+    """The shard's exit status ("timeout" if it ran past the deadline), after printing its summary."""
     try:
         code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
     except subprocess.TimeoutExpired:
@@ -95,7 +99,7 @@ def _finish(name: str, log: str, proc: subprocess.Popen, deadline: float) -> boo
     print(f"{name}: exit {code}; {_summary(log)}; {tail[-1] if tail else 'no pytest summary'}", flush=True)
     for test in [m.group(1) for m in map(_PYTEST_FAILED.match, lines) if m][:10]:
         print(f"    failed: {test}", flush=True)
-    return code in (0, 5)  # 5: every test of this shard deselected
+    return code
 
 
 def main() -> int:
@@ -114,7 +118,10 @@ def main() -> int:
     failed = []
     for tool in args.tool or TOOLS:
         print(f"== compute-sanitizer --tool {tool}: {jobs} shards, then the whole-GPU tests", flush=True)
-        if not run_tool(exe, tool, jobs, tests or ["tests"], args.logs, args.timeout):
+        ok, ran = run_tool(exe, tool, jobs, tests or ["tests"], args.logs, args.timeout)
+        if not ran:  # a selection that matches no GPU test checks nothing: not a clean run
+            print(f"make sanitize: {tool} ran no test (the selection matched no GPU test)", flush=True)
+        if not (ok and ran):
             failed.append(tool)
     if failed:
         print(f"make sanitize: {', '.join(failed)} reported errors or did not finish (logs in {args.logs})")
