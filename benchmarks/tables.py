@@ -116,10 +116,13 @@ def gen_sweep() -> str:
         )
     header = ["dtype / mode", "against", "shapes", "geometric mean", "minimum", "`auto` / fastest named plan"]
     timing = runs[0][2][1].get("timing", "")
+    few = any(c["class"].startswith("few tokens") for _, _, (_, data) in runs for c in data["cases"])
     note = (
         "Ratio = the anchor's time / gpumat's time on the same shape: above 1 gpumat is faster. The shapes: "
         "squares 128-8192 and odd sides, skinny M and N from 1 to 256, long and short K, transformer "
-        f"layers, odd rectangles (`python -m gpumat bench sweep`). Timing: {timing}."
+        "layers, odd rectangles"
+        + (", few-token layers (1-128 rows, `x @ W` and `x @ W.T`)" if few else "")
+        + f" (`python -m gpumat bench sweep`). Timing: {timing}."
     )
     return "\n".join([table(header, rows), "", note, "", source(*(r for _, _, r in runs), anchor=sweep_anchor(runs))])
 
@@ -147,8 +150,8 @@ SELECTED = [  # shapes of the sweep shown one by one (M, N, K)
 
 def sweep_ratios() -> dict[str, dict[tuple[int, int, int], float]]:
     """{mode label: {(M, N, K): anchor time / gpumat time, GPU time queued}} from the newest sweeps."""
-    return {
-        label: {(c["M"], c["N"], c["K"]): c["ratio_queued"] for c in data["cases"]}
+    return {  # B row-major (the few-token class times x @ W.T at the same M, N, K too)
+        label: {(c["M"], c["N"], c["K"]): c["ratio_queued"] for c in data["cases"] if c.get("layout", "NN") == "NN"}
         for label, _, (_, data) in sweep_runs()
     }
 

@@ -6,9 +6,26 @@ from gpumat._bench.sweep import grid
 
 def test_the_sweep_grid_covers_every_class_once_per_shape():
     cases = grid()
-    assert len(cases) == len(set(cases)) and 80 <= len(cases) <= 110
+    assert len(cases) == len(set(cases)) and 130 <= len(cases) <= 160
     classes = {c for c, *_ in cases}
-    assert classes == {"square", "skinny M", "skinny N", "long K", "short K", "transformer", "odd"}
+    assert classes == {
+        "square",
+        "skinny M",
+        "skinny N",
+        "long K",
+        "short K",
+        "transformer",
+        "odd",
+        "few tokens",
+        "few tokens, W.T",
+    }
+    # the few-token class: 1-128 rows against weights of 1024-16384 a side, in both of W's layouts, at
+    # shapes no other class has (the tables key a shape by M, N, K)
+    few = [(m, n, k) for c, m, n, k in cases if c.startswith("few tokens")]
+    assert {m for m, *_ in few} == {1, 8, 16, 32, 64, 128} and len(few) == 2 * len(set(few))
+    assert all(1024 <= n <= 16384 and 1024 <= k <= 16384 for _, n, k in few)
+    others = {(m, n, k) for c, m, n, k in cases if not c.startswith("few tokens")}
+    assert not others & set(few)
     assert all(m >= 1 and n >= 1 and k >= 1 for _, m, n, k in cases)
     squares = {m for c, m, n, k in cases if c == "square"}
     assert {128, 8192, 4095, 4097} <= squares  # powers of two and odd sizes either side

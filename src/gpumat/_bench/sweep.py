@@ -1,7 +1,8 @@
 """`python -m gpumat bench sweep [--dtype D] [--precision MODE]`: gpumat's `auto` against cuBLAS (through
 PyTorch, same process, same inputs, same mode) over a fixed grid of the shapes applications run, by
 class: squares (powers of two, 1.5x steps, odd sides), skinny M and skinny N, long K, short K,
-transformer layers and odd rectangles.
+transformer layers, odd rectangles, and few-token layers (1-128 rows of x against a weight W of 1024-16384
+a side, as `x @ W` and as `x @ W.T` with W stored N x K: the layer on few tokens, where it is a read of W).
 
 Each shape is timed two ways, both with CUDA events on PyTorch's current stream, which gpumat is given:
 queued (calls back to back behind a spin kernel that holds the stream while Python queues them: the
@@ -27,6 +28,11 @@ SQUARES = (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 819
 SKINNY = (1, 8, 16, 32, 64, 128, 256)
 WIDE = (1024, 4096, 16384)
 ODD = ((1000, 3001, 777), (2999, 515, 1531), (97, 6007, 2049), (5003, 61, 4099), (333, 333, 33333), (12289, 1201, 67))
+TOKENS = (1, 8, 16, 32, 64, 128)
+# (N, K) of W: projections of 1024-8192 wide layers, none of them a shape of another class (the transformer
+# class has 1 and 128 rows against 4h x h and h x 4h for h = 1024, 4096)
+WEIGHTS = ((3072, 1024), (8192, 8192), (14336, 4096), (4096, 14336))
+FEW_TOKENS, FEW_TOKENS_WT = "few tokens", "few tokens, W.T"  # the second: B a transposed view of W (N x K)
 
 
 def grid() -> list[tuple[str, int, int, int]]:
@@ -39,6 +45,7 @@ def grid() -> list[tuple[str, int, int, int]]:
     cases += [("transformer", t, 4 * h, h) for t in (1, 128, 2048, 8192) for h in (1024, 4096)]
     cases += [("transformer", t, h, 4 * h) for t in (1, 128, 2048, 8192) for h in (1024, 4096)]
     cases += [("odd", m, n, k) for m, n, k in ODD]
+    cases += [(cls, t, n, k) for cls in (FEW_TOKENS, FEW_TOKENS_WT) for n, k in WEIGHTS for t in TOKENS]
     return cases
 
 
@@ -132,7 +139,10 @@ def run(args) -> dict:
         flop = 2.0 * m * n * k
         g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
         ta = torch.rand(m, k, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
-        tb = torch.rand(k, n, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
+        b_shape = (n, k) if cls == FEW_TOKENS_WT else (k, n)
+        tb = torch.rand(b_shape, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
+        if cls == FEW_TOKENS_WT:
+            tb = tb.t()  # x @ W.T, W row-major: both libraries read the same transposed view
         tc = torch.empty(m, n, device="cuda", dtype=tdtype)
         A, B, C = gm.from_dlpack(ta), gm.from_dlpack(tb), gm.from_dlpack(tc)
 
@@ -149,6 +159,7 @@ def run(args) -> dict:
             "M": m,
             "N": n,
             "K": k,
+            "layout": "NT" if cls == FEW_TOKENS_WT else "NN",
             "auto": plan.algorithm,
             "splits": plan.splits,
             "gpumat_queued_us": _queued_us(torch, ours),
