@@ -9,7 +9,9 @@ Error bounds, as ||C - A B||_F / || |A| |B| ||_F (the scale that rounding the op
     exact kernels themselves: within 2x of their relative error for K >= 256 (uniform inputs).
 """
 
+import re
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,6 +85,31 @@ def test_a_precision_contradicting_the_named_kernel_is_rejected():
         gm.matmul(a, b, algorithm="tf32_128x128", precision="float32")
     with pytest.raises(ValueError, match="unknown matmul algorithm"):
         gm.matmul(a, b, algorithm="tf32_32x32")
+
+
+def test_each_tf32_row_launches_its_kernels_tile_block_and_shared_memory():
+    """The mma.sync TF32 rows against cuda/matmul_tc.cu: the tile each entry is instantiated with, its
+    threads (32 a warp tile of WM x 32), its launch bounds' blocks an SM, and for the entries of the plain
+    loop (3 stages of a BM x 36 A tile and a 32 x BN B tile) the shared memory, which the kernel file pins."""
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_tc.cu").read_text()
+    tiles = {
+        name: tuple(map(int, args)) for name, *args in re.findall(r"using (\w+) = Tile<(\d+), (\d+), (\d+)>;", src)
+    }
+    entries = {
+        name: (tile, stages, int(blocks))
+        for name, tile, stages, blocks in re.findall(r"GPUMAT_TF32_ENTRY\((\w+), Mode::\w+, (\w+), (\w+), (\d+),", src)
+    }
+    rows = {name: v for name, v in VARIANTS.items() if v.mode in MODES and not v.tma}
+    assert {v.kernels[("f32", "f32")].name for v in rows.values()} == set(entries)
+    for name, v in rows.items():
+        kernel = v.kernels[("f32", "f32")]
+        tile, stages, blocks = entries[kernel.name]
+        bm, bn, wm = tiles[tile]
+        assert v.tile == (bm, bn) and v.block == (32 * (bm // wm) * (bn // 32), 1, 1), name
+        assert v.blocks_per_sm == blocks and kernel.dynamic_smem == v.smem, name
+        if "splitsmem" not in name:
+            smem = 3 * (bm * 36 + 32 * bn) * 4
+            assert stages == "STAGES" and v.smem == smem and f"{tile}::SMEM_BYTES == {smem}" in src, name
 
 
 def test_mode_resolution():

@@ -138,7 +138,6 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
     seconds += v.fixed_s
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
-        blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
         memory = traffic(p) / drawn

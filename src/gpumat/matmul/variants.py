@@ -387,12 +387,13 @@ def _tf32(
 ) -> Variant:
     kernels = _kernels("matmul_tc", {("f32", "f32"): f"matmul_{name}_f32"}, "k_chunk", smem)
     warp_m = 64 if tile == (128, 128) else 32  # warp tiles of warp_m x 32: 2 x 4 warps, or 2 x 2
+    warps = tile[0] // warp_m * (tile[1] // 32)
     return Variant(
         name,
         kernels,
         mode,
         tile,
-        (tile[0] * tile[1] // (warp_m * 32) * 32, 1, 1),
+        (32 * warps, 1, 1),
         "k_chunk",
         smem,
         min_arch=80,
