@@ -20,6 +20,21 @@ def test_round_trip(h, w):
         np.testing.assert_array_equal(m.to_numpy(), a)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("rows,cols,width", [(3000, 1531, 4099), (17, 5, 9), (2, 2100000, 2100003)])
+def test_a_tile_of_a_bigger_array_uploads_in_place_with_its_values(dtype, rows, cols, width):
+    """A tile (rows contiguous, not the array's whole width) is uploaded from where it lies, not packed
+    first: staged (3000 x 1531), through the driver (17 x 5), rows wider than a staging buffer (2 x 2.1M);
+    the array around it stays untouched."""
+    big = np.random.default_rng(rows).uniform(-1, 1, (rows + 3, width)).astype(dtype)
+    before = big.copy()
+    tile = big[1 : 1 + rows, 2 : 2 + cols]
+    assert not tile.flags.c_contiguous
+    with gm.Matrix.from_numpy(tile) as m:
+        assert m.to_numpy().tobytes() == np.ascontiguousarray(tile).tobytes()
+    assert big.tobytes() == before.tobytes()
+
+
 def test_vector_becomes_one_row_and_dtypes_follow_the_rule():
     with gm.Matrix.from_numpy(np.arange(5, dtype=np.int16)) as m:  # integers: float64, exactly
         assert m.shape == (1, 5) and m.dtype == np.float64

@@ -290,7 +290,7 @@ class Matrix:
         >>> gm.Matrix.from_numpy(np.arange(4).reshape(2, 2), dtype=np.float32).dtype
         dtype('float32')
         """
-        host, dt = as_host_2d(array, dtype, allow_batch=True)
+        host, dt = as_host_2d(array, dtype, allow_batch=True, tile_ok=True)
         dev = as_device(device)
         s = stream_handle(stream, dev)
         if not host.size:
@@ -940,9 +940,12 @@ def _check_host_out(out, shape, dtype) -> np.ndarray:
     return out
 
 
-def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray, np.dtype]:
+def as_host_2d(array, dtype=None, allow_batch: bool = False, tile_ok: bool = False) -> tuple[np.ndarray, np.dtype]:
     """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, or 3-D where a batch is
-    allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's."""
+    allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's.
+    tile_ok: a 2-D tile of a bigger array (its rows contiguous, increasing, not overlapping) that needs
+    no conversion comes back as it is, not copied: the upload moves its rows where they are (a Dask
+    chunk of a 32768-wide array is such a tile, and a packed copy of it ran at a few GB/s)."""
     a = np.asarray(array)
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
         if a.dtype.kind in "OUSM" and a.ndim == 0:  # not numbers at all: a dict, a string, None, ...
@@ -965,6 +968,16 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False) -> tuple[np.ndarray
         what = "1-D, 2-D or 3-D (a batch)" if allow_batch else "1-D or 2-D"
         raise ValueError(f"expected a {what} array, got {a.ndim}-D with shape {a.shape}")
     dt = _dtypes.host_dtype_for(a, dtype)
+    if (
+        tile_ok
+        and a.ndim == 2
+        and a.dtype == dt
+        and a.dtype.metadata is None  # not the bfloat16 stand-in (uint16 bits), which to_host_array re-views
+        and a.shape[0] > 1
+        and a.strides[1] == a.itemsize
+        and a.strides[0] >= a.shape[1] * a.itemsize
+    ):
+        return a, dt
     return _dtypes.to_host_array(a, dt), dt
 
 
