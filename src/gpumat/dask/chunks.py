@@ -7,7 +7,11 @@ import it on every worker that runs one):
 - `concatenate_lookup`: Dask joins Matrix chunks (rechunking, `compute()`) with copies on the GPU.
 - distributed's `cuda` family (UCX and other transports that carry device memory): a header from the
   chunk's interface dictionary and one device frame, the packed chunk itself; and its `dask` family
-  (TCP): the same header and one host frame. A Matrix also pickles through the host (Matrix.__reduce__).
+  (TCP): to a process on the same host, a header of CUDA IPC handles and no frame (the chunk goes GPU
+  to GPU, gpumat.dask.transfer); to another host, the same header and one host frame. A Matrix also
+  pickles through the host (Matrix.__reduce__).
+- `dask.sizeof`: a chunk weighs its bytes, so the scheduler places tasks by where their inputs' bytes
+  are (as for CuPy chunks).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .._transfer import copy_into
 from ..matrix import Matrix
 from ..memory import BorrowedBuffer
 from ..runtime.devices import as_device, device_count
+from . import transfer
 
 
 def worker_device(worker=None):
@@ -122,7 +127,7 @@ def worker_memory(dask_worker=None) -> dict:
 
 def upload(block: np.ndarray, dtype=None) -> Matrix:
     """A task: one numpy block to this worker's GPU."""
-    return Matrix.from_numpy(block, dtype=dtype, device=worker_device())
+    return transfer.mark_ready(Matrix.from_numpy(block, dtype=dtype, device=worker_device()))
 
 
 def download(block: Matrix) -> np.ndarray:
@@ -174,13 +179,17 @@ def concatenate(blocks, axis: int = 0) -> Matrix:
             b = b if b.device is dev else b.to(dev)
             copy_into(_row_major(b) if b.is_transposed else b, out[start:end, :] if axis == 0 else out[:, start:end])
         start = end
-    return out
+    return transfer.mark_ready(out)
 
 
 def _row_major(b: Matrix) -> Matrix:
     from ..transpose import transpose
 
     return transpose(b.T)  # the storage of a transposed view, transposed: the values row-major
+
+
+def _chunk_bytes(x: Matrix) -> int:
+    return int(x.nbytes)
 
 
 # --- moving a chunk between workers ---------------------------------------------------------------------
@@ -215,29 +224,42 @@ def deserialize_device(header: dict, frames: list) -> Matrix:
     return out
 
 
-def serialize_host(x: Matrix):
-    """distributed's `dask` family (TCP and other host transports): the header and one host frame."""
+def serialize_host(x: Matrix, context=None):
+    """distributed's `dask` family (TCP and other host transports): to a process on this host (as
+    distributed's `context` names the two ends), the header with CUDA IPC handles and no frame; else the
+    header and one host frame."""
+    if transfer.same_host(context) and x.ndim == 2:
+        if x.is_transposed or not x.is_contiguous:
+            x = transfer.mark_ready(_row_major(x) if x.is_transposed else x.copy())
+        header = {"shape": list(x.shape), "dtype": _dtypes.name(x.dtype), "nbytes": x.nbytes}
+        header["ipc"] = transfer.offer(x)
+        return header, []
     values = x.to_numpy()
     header = {"shape": list(values.shape), "dtype": _dtypes.name(x.dtype), "nbytes": values.nbytes}
     return header, [memoryview(np.ascontiguousarray(values).reshape(-1).view(np.uint8))]
 
 
 def deserialize_host(header: dict, frames: list) -> Matrix:
-    """The host frame uploaded to this worker's GPU."""
-    (frame,) = frames
+    """The chunk on this worker's GPU: copied GPU to GPU from the sender's IPC offer, or the host frame
+    uploaded."""
     dtype = _dtypes.as_dtype(header["dtype"])
+    if "ipc" in header:
+        return transfer.receive(header["ipc"], tuple(header["shape"]), dtype, as_device(worker_device()))
+    (frame,) = frames
     values = np.frombuffer(frame, dtype=np.uint8, count=header["nbytes"]).view(dtype).reshape(header["shape"])
-    return Matrix.from_numpy(values, device=worker_device())
+    return transfer.mark_ready(Matrix.from_numpy(values, device=worker_device()))
 
 
 def register() -> None:
     """Tell Dask and distributed about the Matrix chunk type (idempotent)."""
     import dask.array as da
     from dask.array.dispatch import concatenate_lookup
+    from dask.sizeof import sizeof
 
     if Matrix not in concatenate_lookup._lookup:
         da.register_chunk_type(Matrix)
         concatenate_lookup.register(Matrix, concatenate)
+        sizeof.register(Matrix, _chunk_bytes)
     try:
         from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
         from distributed.protocol.serialize import dask_deserialize, dask_serialize

@@ -74,9 +74,9 @@ def resident_block(a_row: list, b_col: list) -> Matrix:
         else:
             matmul(x, y, out=acc, beta=1.0)
     if not wide:
-        return acc
+        return chunks.transfer.mark_ready(acc)
     with acc:
-        return acc.astype(dtype)
+        return chunks.transfer.mark_ready(acc.astype(dtype))
 
 
 def resident_matmul(a, b, name=None):
@@ -93,7 +93,8 @@ def resident_matmul(a, b, name=None):
         dtype=a.dtype,
         concatenate=False,
         meta=chunks.meta(a.dtype),
-        name=f"{name or 'gpumat-matmul-resident'}-{da.core.tokenize(a, b)}",  # `name` a prefix, as in dask.array
+        # `name` a prefix, as in dask.array; "gpumat" in every key: the scheduler's placement knows its tasks
+        name=f"{name + '-gpumat' if name else 'gpumat-matmul-resident'}-{da.core.tokenize(a, b)}",
     )
 
 
