@@ -201,6 +201,7 @@ def test_host_frames_round_trip_bit_for_bit(monkeypatch, dtype):
     assert len(frames) == 1 and frames[0].nbytes == values.nbytes
     uploaded = []
     monkeypatch.setattr(gm.Matrix, "from_numpy", classmethod(lambda cls, x, device=None: uploaded.append(x) or x))
+    monkeypatch.setattr(chunks.transfer, "mark_ready", lambda chunk, stream=0: chunk)  # no GPU to record on
     back = chunks.deserialize_host(header, [bytes(frames[0])])
     assert back.dtype == values.dtype and back.shape == values.shape and back.tobytes() == values.tobytes()
 
@@ -371,8 +372,9 @@ def test_a_chunk_moves_between_two_worker_processes_bit_for_bit():
         back = client.submit(chunks.download, made, workers=[second], pure=False).result()
         assert back.dtype == x.dtype and back.tobytes() == x.tobytes()
         del made
-        A = client.persist(gmd.from_array(a, chunks=64), workers=[first])  # A on one worker, B on the other:
-        B = client.persist(gmd.from_array(b, chunks=64), workers=[second])  # every block product moves chunks
+        # lazy uploads (of dask arrays), placed: A on one worker, B on the other, so every block moves chunks
+        A = client.persist(gmd.from_array(da.from_array(a, chunks=64)), workers=[first])
+        B = client.persist(gmd.from_array(da.from_array(b, chunks=64)), workers=[second])
         distributed.wait([A, B])
 
         def holders(x):
@@ -381,6 +383,50 @@ def test_a_chunk_moves_between_two_worker_processes_bit_for_bit():
         assert holders(A) == {first} and holders(B) == {second}
         got = gmd.to_numpy(gmd.matmul(A, B)).compute()
     assert product_error(got, a, b) < 1e-5
+
+
+def _ipc_counts(dask_worker=None):
+    return dict(chunks.transfer.counts, pending=chunks.transfer.pending())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ipc", ["on", "off"])
+def test_worker_processes_on_every_gpu_give_the_bits_of_one_worker(ipc, monkeypatch):
+    """The README's recipe (a worker process a GPU; with one GPU, two processes share it): a product
+    whose chunks move between the processes gives the bits one worker gives. With IPC on, chunks move GPU
+    to GPU (the receivers count their imports) and every offer is settled afterwards; with
+    GPUMAT_DASK_IPC=0 they move through the host."""
+    import time
+
+    pytest.importorskip("distributed", reason="distributed is not installed")
+    rng = np.random.default_rng(21)
+    a = rng.uniform(-1, 1, (515, 389)).astype(np.float32)
+    b = rng.uniform(-1, 1, (389, 261)).astype(np.float32)
+    if ipc == "off":
+        monkeypatch.setenv("GPUMAT_DASK_IPC", "0")  # the workers inherit it; so does this process
+    results = []
+    for workers in (1, max(gm.device_count(), 2)):
+        cluster, client = _local_cluster(workers=workers, processes=True)
+        with cluster, client:
+            A = gmd.from_array(a, chunks=(128, 97))
+            B = gmd.from_array(b, chunks=(97, 64))
+            results.append(gmd.to_numpy(gmd.matmul(A, B)).compute())
+            if workers > 1:
+                plan = gmd.matmul_plan(A, B)
+                assert sum(plan.blocks_per_worker.values()) == 5 * 5 and max(plan.blocks_per_worker.values()) <= 13
+            del A, B
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                counts = client.run(_ipc_counts)
+                if all(c["pending"] == 0 for c in counts.values()):
+                    break
+                time.sleep(0.1)
+            assert all(c["pending"] == 0 for c in counts.values()), counts
+            received = sum(c["received"] for c in counts.values())
+            assert received > 0 if ipc == "on" else received == 0, counts
+            assert all(c["withdrawn"] == 0 for c in counts.values()), counts
+    assert results[0].tobytes() == results[1].tobytes()
+    assert product_error(results[0], a, b) < 1e-5
 
 
 @pytest.mark.gpu
@@ -449,8 +495,8 @@ def test_a_worker_that_dies_mid_graph_leaves_no_memory_held_on_the_others():
         first, second = list(client.scheduler_info()["workers"])
         before = gmd.memory_info(client)[first]["used"]
         # placed on one worker each, but free to be made again elsewhere once that worker is gone
-        A = client.persist(gmd.from_array(a, chunks=128), workers=[first], allow_other_workers=True)
-        B = client.persist(gmd.from_array(b, chunks=128), workers=[second], allow_other_workers=True)
+        A = client.persist(gmd.from_array(da.from_array(a, chunks=128)), workers=[first], allow_other_workers=True)
+        B = client.persist(gmd.from_array(da.from_array(b, chunks=128)), workers=[second], allow_other_workers=True)
         distributed.wait([A, B])
         C = gmd.matmul(A, B).persist()
         # the worker holding B goes away (the future kept, so that Dask does not cancel the task)

@@ -2,22 +2,25 @@
 
     from dask.distributed import Client, LocalCluster
     import gpumat.dask as gmd
-    client = Client(LocalCluster(n_workers=gm.device_count(), threads_per_worker=1))  # one worker a GPU
-    A = gmd.from_array(a, chunks=8192).persist()    # numpy or dask array in; chunks uploaded on the workers
-    B = gmd.from_array(b, chunks=8192).persist()
-    C = gmd.matmul(A, B)                             # lazy; every block of C computed on a GPU
-    c = gmd.to_numpy(C).compute()                    # only the result comes back to the host
+    client = Client(LocalCluster(n_workers=gm.device_count(), threads_per_worker=1))  # a worker process a GPU
+    A = gmd.from_array(a, chunks=8192)    # numpy in: the chunks sent to the workers' GPUs now
+    B = gmd.from_array(b, chunks=8192)
+    C = gmd.matmul(A, B)                  # lazy; every block of C computed on a GPU, where its inputs are
+    c = gmd.to_numpy(C).compute()         # only the result comes back to the host
 
-- `from_array(x, chunks)`: chunks become Matrices on the GPU of the worker that makes them.
+- `from_array(x, chunks)`: chunks become Matrices on the workers' GPUs (gpumat.dask.upload).
 - `matmul(a, b)`: with Matrix chunks, each block of C is one task that adds its K products on the GPU
-  in a fixed order (the GEMM's beta = 1), so the same graph gives the same bits; with numpy chunks,
+  in a fixed order (the GEMM's beta = 1), so the same graph gives the same bits; it runs on the worker
+  holding most of its inputs, the blocks shared evenly (gpumat.dask.placement). With numpy chunks,
   each block product goes host -> GPU -> host and Dask adds the partial products (the path for data
   that should stay in host memory).
+- `matmul_plan(a, b)`: where matmul's blocks would run and the bytes that would move.
 - `to_numpy(x)`: the chunks back as numpy arrays (`x.map_blocks(gm.Matrix.to_numpy)` does the same).
 
 Which GPU a worker uses: gpumat.dask.chunks.worker_device (dask-cuda's CUDA_VISIBLE_DEVICES, else a
-LocalCluster worker's number). Chunks move between worker processes through distributed's `cuda`
-serialisation family where the transport carries device memory (UCX), else through the host (TCP).
+LocalCluster worker's number). Chunks move between processes on one host GPU to GPU through CUDA IPC
+(gpumat.dask.transfer), between hosts through the host (TCP), or through distributed's `cuda` family
+where the transport carries device memory (UCX).
 
 Dask is an optional dependency (the `dask` extra); importing gpumat never imports it.
 """
@@ -30,15 +33,33 @@ import numpy as np
 
 from .. import _dtypes
 from . import chunks as _chunks
-from . import graph
+from . import graph, placement
 
 _chunks.register()
 
 
+def _current_client():
+    """distributed's current client, or None (no distributed, or no client in this process)."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
 def from_array(x, chunks=None, dtype=None):
-    """A dask array with gpumat Matrix chunks from a 2-D numpy array or dask array (numpy chunks): each
-    chunk is uploaded by the worker that makes it (converted to `dtype` on the host if given). `chunks`
-    as dask.array takes it; None keeps a dask array's chunks and gives a numpy array Dask's "auto"."""
+    """A dask array with gpumat Matrix chunks from a 2-D numpy array or dask array (numpy chunks),
+    converted to `dtype` if given. `chunks` as dask.array takes it; None keeps a dask array's chunks and
+    gives a numpy array Dask's "auto".
+
+    - A dask array: each chunk is uploaded by the worker that makes it (lazy, as any dask array).
+    - A numpy array with a distributed client current: sent to the workers now, chunk by chunk, not
+      through the scheduler: row of blocks i to worker i mod W, GPU to GPU where this process has a GPU
+      and the workers share its host (gpumat.dask.upload). The array returned is made of the futures.
+    - A numpy array and no client: dask.array.from_array's graph, each chunk uploaded by its task."""
     import dask.array as da
 
     if isinstance(x, da.Array):
@@ -46,6 +67,13 @@ def from_array(x, chunks=None, dtype=None):
             raise TypeError("gpumat.dask.from_array: the array's chunks are gpumat Matrices already")
         source = x if chunks is None else x.rechunk(chunks)
     elif isinstance(x, np.ndarray):
+        if x.ndim != 2:
+            raise ValueError(f"gpumat.dask works on 2-D arrays, got {x.ndim}-D")
+        client = _current_client()
+        if client is not None:
+            from . import upload
+
+            return upload.scatter(client, x, chunks, _dtypes.as_dtype(x.dtype if dtype is None else dtype))
         source = da.from_array(x, chunks="auto" if chunks is None else chunks)
     else:
         raise TypeError(f"gpumat.dask.from_array takes a numpy array or a dask array, got {type(x).__name__}")
@@ -66,7 +94,12 @@ def to_numpy(x):
 
     if not isinstance(x, da.Array) or not graph.is_resident(x):
         raise TypeError("gpumat.dask.to_numpy takes a dask array with gpumat Matrix chunks (from gpumat.dask)")
-    return x.map_blocks(_chunks.download, dtype=x.dtype, meta=np.empty((0,) * x.ndim, x.dtype))
+    return x.map_blocks(
+        _chunks.download,
+        dtype=x.dtype,
+        meta=np.empty((0,) * x.ndim, x.dtype),
+        name="gpumat-download-" + da.core.tokenize(x),  # a gpumat key: placed by its inputs (placement)
+    )
 
 
 def matmul(a, b, name=None):
@@ -76,7 +109,23 @@ def matmul(a, b, name=None):
     before any task runs. `name`: the keys' prefix (as dask.array's functions take it; by default a
     token of the operands, so the same product is the same keys)."""
     graph.check_operands(a, b)
-    return graph.resident_matmul(a, b, name) if graph.is_resident(a) else graph.host_matmul(a, b, name)
+    if not graph.is_resident(a):
+        return graph.host_matmul(a, b, name)
+    client = _current_client()
+    if client is not None:
+        placement.register(client)
+    return graph.resident_matmul(a, b, name)
+
+
+def matmul_plan(a, b, client=None) -> placement.MatmulPlan:
+    """Where matmul(a, b)'s blocks of C would run and how many bytes of a and b would move between the
+    workers, for operands persisted on a distributed cluster (`print()` it). Each block goes to the
+    worker holding most of its inputs, the blocks shared out by the workers' threads."""
+    graph.check_operands(a, b)
+    client = client or _current_client()
+    if client is None:
+        raise ValueError("gpumat.dask.matmul_plan: no distributed client (pass client=, or make one)")
+    return placement.explain(client, a, b)
 
 
 def synchronize(client) -> None:
@@ -92,4 +141,4 @@ def memory_info(client) -> dict:
     return client.run(_chunks.worker_memory)
 
 
-__all__ = ["from_array", "to_numpy", "matmul", "synchronize", "memory_info"]
+__all__ = ["from_array", "to_numpy", "matmul", "matmul_plan", "synchronize", "memory_info"]

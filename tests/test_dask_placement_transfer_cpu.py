@@ -1,0 +1,201 @@
+"""gpumat.dask's placement rule and its scheduler plugin, and the CUDA IPC transfer's protocol (offers,
+claims, acknowledgements, withdrawals), on the CPU with stand-ins for the GPU."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dask.array", reason="dask is not installed (make test installs it)")
+
+from gpumat.dask import chunks, graph, placement, transfer  # noqa: E402
+
+
+# --- the rule --------------------------------------------------------------------------------------------
+def _row_layout(n: int, workers: list[str], nbytes: int = 100) -> dict:
+    """C blocks (i, j) of an n x n product: A (i, k) on worker i % W, B (k, j) on worker k % W."""
+    tasks = {}
+    for i in range(n):
+        for j in range(n):
+            inputs = {}
+            for k in range(n):
+                inputs[("a", i, k)] = (nbytes, {workers[i % len(workers)]})
+                inputs[("b", k, j)] = (nbytes, {workers[k % len(workers)]})
+            tasks[(i, j)] = inputs
+    return tasks
+
+
+@pytest.mark.parametrize("n,w", [(4, 2), (3, 2), (5, 3), (1, 2), (7, 4)])
+def test_every_block_goes_to_a_worker_holding_most_of_its_inputs_within_its_share(n, w):
+    workers = [f"w{x}" for x in range(w)]
+    tasks = _row_layout(n, workers)
+    placed, moved = placement.assign(tasks, dict.fromkeys(workers, 1))
+    assert set(placed) == set(tasks)
+    counts = {x: list(placed.values()).count(x) for x in workers}
+    assert max(counts.values()) <= -(-len(tasks) // w)  # the tasks' share, rounded up
+    for t, worker in placed.items():
+        held = {x: sum(nb for nb, hs in tasks[t].values() if x in hs) for x in workers}
+        if n % w == 0:  # rows of blocks split evenly: each block where its row of A is (the most bytes)
+            assert held[worker] == max(held.values()), (t, worker, held)
+    # what moves: each input once to each worker that runs a block needing it and lacks it
+    expected = {(name, placed[t]) for t in tasks for name, (nb, hs) in tasks[t].items() if placed[t] not in hs}
+    assert moved == 100 * len(expected)
+
+
+def test_uneven_holdings_are_balanced_by_the_tasks_with_most_to_lose_first():
+    # worker a holds every input; b nothing: without the share, all four blocks would go to a
+    tasks = {t: {("x", t): (10 * (t + 1), {"a"})} for t in range(4)}
+    placed, moved = placement.assign(tasks, {"a": 1, "b": 1})
+    assert sorted(placed.values()) == ["a", "a", "b", "b"]
+    assert placed[3] == "a" and placed[2] == "a"  # the largest stay where their bytes are
+    assert moved == 10 + 20
+    # threads weigh the share: a worker with three threads takes three of four
+    placed, _ = placement.assign(tasks, {"a": 3, "b": 1})
+    assert list(placed.values()).count("a") == 3
+
+
+def test_the_rule_is_deterministic_and_needs_workers():
+    tasks = _row_layout(3, ["p", "q"])
+    both = {"p": 1, "q": 1}
+    assert placement.assign(tasks, both) == placement.assign(dict(reversed(tasks.items())), both)
+    assert placement.assign(tasks, {}) == ({}, 0)
+
+
+def test_the_scheduler_plugin_places_a_resident_product_as_the_plan_says(monkeypatch):
+    """Two in-process workers, numpy stand-ins for the GPU chunks: the plugin restricts each block of C to
+    the worker matmul_plan names, and the blocks are computed there."""
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    import gpumat.dask as gmd
+
+    monkeypatch.setattr(chunks, "upload", lambda block, dtype=None: np.asarray(block, dtype=dtype))
+    monkeypatch.setattr(chunks, "device_count", lambda: 0)
+    monkeypatch.setattr("gpumat.dask.upload.device_count", lambda: 0)  # this process has no GPU: numpy scattered
+
+    def block(a_row, b_col):
+        acc = a_row[0] @ b_col[0]
+        for x, y in zip(a_row[1:], b_col[1:], strict=True):
+            acc = acc + x @ y
+        return acc
+
+    monkeypatch.setattr(graph, "resident_block", block)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 20))
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl,
+        distributed.Client(cl) as client,
+    ):
+        A = gmd.from_array(a, chunks=10)
+        B = gmd.from_array(b, chunks=10)
+        distributed.wait([A, B])
+        first, second = sorted(client.scheduler_info()["workers"])
+        holders = client.who_has(A)
+        rows_at = {key[1]: ws[0] for key, ws in holders.items()}
+        assert len(set(rows_at.values())) == 2  # rows of blocks spread over the workers
+        plan = gmd.matmul_plan(A, B)
+        assert set(plan.blocks) == {(i, j) for i in range(4) for j in range(2)}
+        assert all(plan.blocks[(i, j)] == rows_at[i] for i, j in plan.blocks)  # A's row stays, B moves
+        assert plan.moved_bytes == 2 * (b.nbytes // 2) and plan.input_bytes == a.nbytes + b.nbytes
+        assert "8 blocks of C" in str(plan)
+        C = gmd.matmul(A, B).persist()
+        distributed.wait(C)
+        where = client.who_has(C)
+        assert {(k[1], k[2]): ws[0] for k, ws in where.items()} == plan.blocks
+        np.testing.assert_allclose(C.compute(), a @ b, rtol=1e-12, atol=1e-12)
+
+
+# --- where IPC is used ---------------------------------------------------------------------------------------
+def _context(sender, recipient):
+    return {"sender": {"address": sender}, "recipient": {"address": recipient}}
+
+
+def test_ipc_only_between_two_ends_of_one_host(monkeypatch):
+    monkeypatch.delenv("GPUMAT_DASK_IPC", raising=False)
+    assert transfer.same_host(_context("tcp://127.0.0.1:40001", "tcp://127.0.0.1:40002"))
+    assert transfer.same_host(_context("tcp://10.0.0.5:1", "tcp://10.0.0.5:2"))
+    assert transfer.same_host(_context("tcp://[::1]:1", "tcp://[::1]:2"))
+    assert not transfer.same_host(_context("tcp://10.0.0.5:1", "tcp://10.0.0.6:1"))
+    assert not transfer.same_host(_context("inproc://x/1/2", "inproc://x/1/3"))
+    assert not transfer.same_host(None) and not transfer.same_host({})
+    monkeypatch.setenv("GPUMAT_DASK_IPC", "0")
+    assert not transfer.same_host(_context("tcp://127.0.0.1:40001", "tcp://127.0.0.1:40002"))
+
+
+# --- offers, claims and acknowledgements ----------------------------------------------------------------------------
+class StandInDevice:
+    ordinal = 0
+
+    def activate(self):
+        return self
+
+
+@pytest.fixture
+def offers(tmp_path, monkeypatch):
+    """The protocol's files in a temporary folder, the driver's calls stood in (copies have run)."""
+    monkeypatch.setattr(transfer, "offer_dir", lambda: str(tmp_path))
+    freed = []
+    monkeypatch.setattr(transfer.ipc, "event_done", lambda event: True)
+    monkeypatch.setattr(transfer.ipc, "free_shareable", freed.append)
+    monkeypatch.setattr(transfer, "destroy_event", lambda event: None)
+    monkeypatch.setattr(transfer, "_exports", [])
+    monkeypatch.setattr(transfer, "_imports", [])
+    monkeypatch.setattr(transfer, "_spares", {})
+    monkeypatch.setattr(transfer, "counts", dict.fromkeys(transfer.counts, 0))
+    return tmp_path, freed
+
+
+def _export(folder, n, nbytes=256, age=0.0):
+    e = transfer._Export()
+    e.path = os.path.join(folder, f"{transfer.OFFER_PREFIX}{os.getpid()}-{n}")
+    e.device, e.ptr, e.nbytes, e.event = StandInDevice(), 1000 + n, nbytes, f"event{n}"
+    e.memory_handle, e.event_handle, e.chunk, e.made = b"m", b"e", None, time.monotonic() - age
+    open(e.path, "x").close()
+    transfer._exports.append(e)
+    return e
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_an_offer_settles_only_once_its_receiver_acknowledged_or_died(offers):
+    folder, freed = offers
+    waiting = _export(folder, 0)
+    copying = _export(folder, 1)
+    acked = _export(folder, 2)
+    orphan = _export(folder, 3)
+    os.rename(copying.path, f"{copying.path}.{os.getpid()}")  # claimed by a live process
+    os.rename(acked.path, f"{acked.path}.{os.getpid()}")
+    os.unlink(f"{acked.path}.{os.getpid()}")  # claimed, copied, acknowledged
+    os.rename(orphan.path, f"{orphan.path}.{_dead_pid()}")  # claimed by a process that has died
+    transfer.sweep()
+    assert transfer._exports == [waiting, copying]
+    assert sorted(p for p, *_ in transfer._spares[(0, 256)]) == [1002, 1003]  # blocks kept for reuse
+    assert not any(n.startswith(os.path.basename(orphan.path)) for n in os.listdir(folder))
+    assert freed == [] and transfer.counts["withdrawn"] == 0
+
+
+def test_an_offer_nobody_claims_is_withdrawn_and_a_late_receiver_fails_clearly(offers):
+    folder, freed = offers
+    stale = _export(folder, 0, age=transfer.OFFER_TIMEOUT_S + 1)
+    transfer.sweep()
+    assert transfer._exports == [] and transfer.counts["withdrawn"] == 1
+    assert os.listdir(folder) == []
+    with pytest.raises(transfer.WithdrawnOfferError, match="GPUMAT_DASK_IPC=0"):
+        transfer.receive({"offer": stale.path, "memory": b"m", "event": b"e"}, (2, 2), np.float32, StandInDevice())
+
+
+def test_spare_blocks_stay_within_their_budget(offers, monkeypatch):
+    folder, freed = offers
+    monkeypatch.setattr(transfer, "SPARE_BYTES", 600)
+    for n in range(4):
+        os.unlink(_export(folder, n).path)  # acknowledged at once
+    transfer.sweep()
+    assert len(transfer._spares[(0, 256)]) == 2 and sorted(freed) == [1002, 1003]
