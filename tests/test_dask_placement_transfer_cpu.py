@@ -199,3 +199,38 @@ def test_spare_blocks_stay_within_their_budget(offers, monkeypatch):
         os.unlink(_export(folder, n).path)  # acknowledged at once
     transfer.sweep()
     assert len(transfer._spares[(0, 256)]) == 2 and sorted(freed) == [1002, 1003]
+
+
+class HostChunk:
+    """A stand-in Matrix chunk: its values on the host."""
+
+    def __init__(self, values):
+        self.values, self.dtype, self.shape = values, values.dtype, values.shape
+        self.ndim, self.size, self.nbytes = values.ndim, values.size, values.nbytes
+        self.is_transposed, self.is_contiguous = False, True
+
+    def to_numpy(self):
+        return self.values
+
+
+def test_a_chunk_to_this_host_carries_handles_and_one_elsewhere_its_bytes(monkeypatch):
+    monkeypatch.delenv("GPUMAT_DASK_IPC", raising=False)
+    offered, received = [], []
+    monkeypatch.setattr(transfer, "offer", lambda x: offered.append(x) or {"offer": "/dev/shm/x", "pid": 1})
+    monkeypatch.setattr(transfer, "receive", lambda info, shape, dtype, dev: received.append((info, shape, dtype)))
+    monkeypatch.setattr(chunks, "as_device", lambda ordinal: None)
+    x = HostChunk(np.arange(12, dtype=np.float32).reshape(3, 4))
+    header, frames = chunks.serialize_host(x, context=_context("tcp://127.0.0.1:1", "tcp://127.0.0.1:2"))
+    assert frames == [] and offered == [x] and header["ipc"]["offer"] == "/dev/shm/x"
+    assert header["shape"] == [3, 4] and header["nbytes"] == 48
+    chunks.deserialize_host(header, frames)
+    assert received == [(header["ipc"], (3, 4), np.dtype(np.float32))]
+    # another host, no context (spilling to disk), or an empty chunk: the bytes themselves
+    for context, chunk in [
+        (_context("tcp://10.0.0.1:1", "tcp://10.0.0.2:2"), x),
+        (None, x),
+        (_context("tcp://127.0.0.1:1", "tcp://127.0.0.1:2"), HostChunk(np.empty((0, 4), np.float32))),
+    ]:
+        header, frames = chunks.serialize_host(chunk, context=context)
+        assert "ipc" not in header and len(frames) == 1 and frames[0].nbytes == chunk.nbytes
+    assert len(offered) == 1

@@ -228,7 +228,7 @@ def serialize_host(x: Matrix, context=None):
     """distributed's `dask` family (TCP and other host transports): to a process on this host (as
     distributed's `context` names the two ends), the header with CUDA IPC handles and no frame; else the
     header and one host frame."""
-    if transfer.same_host(context) and x.ndim == 2:
+    if transfer.same_host(context) and x.ndim == 2 and x.size:  # (an empty chunk has nothing to export)
         if x.is_transposed or not x.is_contiguous:
             x = transfer.mark_ready(_row_major(x) if x.is_transposed else x.copy())
         header = {"shape": list(x.shape), "dtype": _dtypes.name(x.dtype), "nbytes": x.nbytes}
