@@ -130,11 +130,19 @@ def series_multigpu(data):
 
 def series_dask(data):
     labels = [f"{r['dtype']} {r['M']}^3, chunk {r['chunk']}" for r in data["results"]]
-    ways = list(dict.fromkeys(w for r in data["results"] for w in r["ways"]))
-    series = {"direct gm.matmul": [1.0] * len(labels)}
-    for way in ways:
-        series[way] = [r["ways"].get(way, {}).get("over_direct") for r in data["results"]]
-    return labels, series, "seconds / direct gm.matmul of device matrices"
+    series = {"direct gm.matmul, 1 GPU": [1.0] * len(labels)}
+    for w in (1, 2):
+        key = f"workers_{w}"
+        if any(key in r for r in data["results"]):
+            series[f"gpumat.dask, {w} worker(s)"] = [
+                r["direct_seconds"] / r[key]["product_seconds"] if key in r else None for r in data["results"]
+            ]
+    if any("outofcore_2_gpus_seconds" in r for r in data["results"]):
+        series["gm.matmul(numpy, devices=[0, 1])"] = [
+            r["direct_seconds"] / r["outofcore_2_gpus_seconds"] if "outofcore_2_gpus_seconds" in r else None
+            for r in data["results"]
+        ]
+    return labels, series, "speed over the direct product on one GPU (higher is faster)"
 
 
 ANCHORS = ("cuBLAS", "copy", "cuSPARSE", "CuPy", "cupy.dot")

@@ -364,24 +364,44 @@ def gen_outofcore() -> str:
     )
 
 
+DASK_DEVICE = "NVIDIA H200"  # the two-GPU machine the Dask runs are taken on
+
+
 def gen_dask() -> str:
-    run = newest("dask")
+    run = newest("dask", device=DASK_DEVICE)
     rows = []
     for r in run[1]["results"]:
-        ways = r["ways"]
+        one, two = r["workers_1"], r.get("workers_2")
         rows.append(
             [
                 f"{r['dtype']}, {shape(r)}, chunks of {r['chunk']}",
-                f"{r['direct_seconds']:.4f}",
-                x(ways["resident, 1 worker"]["over_direct"]),
-                x(ways["resident, 2 workers sharing GPU 0"]["over_direct"]),
-                x(ways["numpy chunks, 1 worker"]["over_direct"]),
+                f"{r['direct_seconds']:.3f}",
+                f"{one['product_seconds']:.3f} ({x(one['over_direct'])})",
+                f"{two['product_seconds']:.3f}" if two else "",
+                x(r["speedup_2_workers"]) if two else "",
+                f"{r['outofcore_2_gpus_seconds']:.3f}" if two else "",
+                f"{one['upload_gbps']:.1f} / {two['upload_gbps']:.1f}" if two else f"{one['upload_gbps']:.1f}",
+                f"{one['download_seconds']:.2f} / {two['download_seconds']:.2f}"
+                if two
+                else f"{one['download_seconds']:.2f}",
             ]
         )
-    header = ["product", "direct `gm.matmul` s", "resident chunks, 1 worker", "2 workers sharing a GPU", "numpy chunks"]
+    header = [
+        "product",
+        "direct `gm.matmul`, 1 GPU, s",
+        "1 worker, s (over direct)",
+        "2 workers, s",
+        "2 workers over 1",
+        "`gm.matmul(a, b, devices=[0, 1])`, s",
+        "upload GB/s, 1 / 2 workers",
+        "download s, 1 / 2 workers",
+    ]
     note = (
-        "Wall seconds of persist + wait + synchronise, A and B already on the workers, as a multiple of "
-        "the direct product's time."
+        f"The README's recipe, {run[1].get('recipe', 'LocalCluster')} (worker processes, one a GPU), numpy "
+        "operands in the client. Product: wall seconds of persist + wait + every GPU synchronised, A and B "
+        "already on the workers (median of 3 after a warm-up). Upload: gmd.from_array of A and B until both "
+        "are on the GPUs. Download: gmd.to_numpy(C).compute(). Direct: the same product of device matrices "
+        "on one GPU (GPU time); out of core: numpy in and out over both GPUs (wall)."
     )
     return "\n".join([table(header, rows), "", note, "", source(run, anchor="the direct gm.matmul of the same arrays")])
 

@@ -1,153 +1,182 @@
-"""`python -m gpumat bench dask`: one product C = A @ B on this machine's GPUs, several ways.
+"""`python -m gpumat bench dask`: the README's Dask recipe, timed, on one GPU and on two.
 
-- direct: `gm.matmul` of device matrices in this process (the ceiling);
-- resident: gpumat.dask with Matrix chunks, one worker process a GPU (1 worker; and, with two GPUs,
-  2 workers on 2 GPUs);
-- resident, 2 workers sharing GPU 0 (chunks move between the processes through the host over TCP);
-- numpy chunks: gpumat.dask with numpy chunks (each block host -> GPU -> host, K sums on the CPU).
+The recipe: `LocalCluster(n_workers=W, threads_per_worker=1)` (worker processes, one a GPU), numpy
+operands made in this process. Each case (dtype, size, chunk) is timed in three parts, wall seconds:
 
-The operands are made on the workers (dask.array's random numbers, then uploaded there), persisted before
-timing; a timed run is persist() of C, wait(), and every worker's GPU synchronised: wall seconds, the
-median of the runs after one warm-up. Checked: C's first rows against the direct product.
+- upload: `gmd.from_array` of A and B (numpy) until both are on the workers' GPUs (and GB/s of the two);
+  a small upload and product before the first case pays the cluster's first use (`first_use_seconds`);
+- product: `gmd.matmul(A, B).persist()`, wait, every worker's GPU synchronised: the median of the runs
+  after a warm-up (fresh keys each run);
+- download: `gmd.to_numpy(C).compute()`, C whole in this process.
+
+Anchors in the same run: the direct `gm.matmul` of the same operands resident on one GPU (its GPU
+time, CUDA events), and with two GPUs the direct out-of-core call `gm.matmul(a, b, devices=[0, 1])`
+(numpy in and out, wall). `speedup_2_workers` is the product's time on one worker over two. Checked:
+C's first rows against a float64 product.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 import gpumat as gm
 
 from .. import _dtypes
-from .common import environment, print_table, wall, write_json
+from .common import environment, print_table, time_ms, wall, write_json
 
-SIZE, QUICK_SIZE = 16384, 4096
-CHUNKS, QUICK_CHUNKS = (4096, 8192), (1024, 2048)
-DTYPES = ("float32", "bfloat16")
+# (dtype, size, chunk): the issue's cases; --quick: small ones that show the paths work
+CASES = (
+    ("float32", 32768, 8192),
+    ("float32", 16384, 8192),
+    ("float32", 16384, 4096),
+    ("bfloat16", 32768, 8192),
+)
+QUICK_CASES = (("float32", 4096, 2048), ("float32", 4096, 1024), ("bfloat16", 4096, 2048))
+CHECK_ROWS = 16
 
 
-def _direct(a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
+def _operands(name: str, size: int, cache: dict):
+    key = (name, size)
+    if key not in cache:
+        rng = np.random.default_rng(7)
+        dtype = _dtypes.as_dtype(name)
+        a = (rng.random((size, size), dtype=np.float32) - 0.5).astype(dtype)
+        b = (rng.random((size, size), dtype=np.float32) - 0.5).astype(dtype)
+        ref = a[:CHECK_ROWS].astype(np.float64) @ b.astype(np.float64)
+        cache[key] = (a, b, ref)
+    return cache[key]
+
+
+def _error(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+def _direct(a: np.ndarray, b: np.ndarray) -> float:
+    """The one-GPU product of resident operands: GPU seconds (CUDA events, median)."""
     with (
         gm.Matrix.from_numpy(a) as A,
         gm.Matrix.from_numpy(b) as B,
         gm.Matrix.empty(a.shape[0], b.shape[1], a.dtype) as C,
     ):
-
-        def run():
-            gm.matmul(A, B, out=C)
-            gm.synchronize()
-
-        seconds = wall(run, repeat=5)
-        return seconds, C[:16, :].to_numpy()
+        return time_ms(lambda: gm.matmul(A, B, out=C), warmup=1, repeat=3) / 1e3
 
 
-# (label, workers, all on GPU 0, resident chunks, timed runs)
-WAYS = (
-    ("resident, 1 worker", 1, False, True, 3),
-    ("numpy chunks, 1 worker", 1, False, False, 1),
-    ("resident, 2 workers on 2 GPUs", 2, False, True, 3),
-    ("resident, 2 workers sharing GPU 0", 2, True, True, 1),
-)
-
-
-def _cluster_ways(client, workers, resident, repeat, size, chunks_list, dtypes, host):
-    """Every (dtype, chunk) case on one cluster: seconds and C's first rows. The operands are random numbers
-    made on the workers in the largest chunks (the same numbers whatever the cluster), re-chunked."""
-    import dask.array as da
+def _first_use(client) -> float:
+    """A small upload and product on a fresh cluster, timed: what the first call pays once (each worker's
+    CUDA context and kernels, gpumat's plugins, the first IPC transfers), kept out of the timed cases."""
     from distributed import wait
 
     import gpumat.dask as gmd
 
-    out = {}
-    for name in dtypes:
-        dtype = _dtypes.as_dtype(name)
-        rng = da.random.default_rng(7)
-        big = max(chunks_list)
-        a = (rng.random((size, size), chunks=big, dtype=np.float32) - 0.5).astype(dtype)
-        b = (rng.random((size, size), chunks=big, dtype=np.float32) - 0.5).astype(dtype)
-        if name not in host:
-            host[name] = (a.compute(), b.compute())
-        for chunk in chunks_list:
-            A = a.rechunk(chunk)
-            B = b.rechunk(chunk)
-            A, B = (gmd.from_array(A), gmd.from_array(B)) if resident else (A, B)
-            A, B = A.persist(), B.persist()
-            wait([A, B])
-            runs = iter(range(10**6))
+    x = np.ones((2048, 2048), np.float32)
+    t0 = time.perf_counter()
+    X = gmd.from_array(x, chunks=1024)
+    wait(gmd.matmul(X, X).persist())
+    gmd.synchronize(client)
+    return time.perf_counter() - t0
 
-            def run():
-                # fresh keys every run: a persisted result of the same graph would be found, not computed
-                C = gmd.matmul(A, B, name=f"bench-{name}-{chunk}-{next(runs)}").persist()
-                wait(C)
-                if resident:
-                    gmd.synchronize(client)
-                return C
 
-            seconds = wall(run, repeat)
-            C = run()
-            first = (gmd.to_numpy(C) if resident else C)[:16].compute()
-            out[(name, chunk)] = (seconds, first)
+def _cluster(client, cases, host: dict, repeat: int) -> dict:
+    from distributed import wait
 
+    import gpumat.dask as gmd
+
+    out = {"first_use_seconds": _first_use(client)}
+    for run_no, (name, size, chunk) in enumerate(cases):
+        a, b, ref = _operands(name, size, host)
+        t0 = time.perf_counter()
+        A = gmd.from_array(a, chunks=chunk)
+        B = gmd.from_array(b, chunks=chunk)
+        wait([A, B])
+        gmd.synchronize(client)
+        upload = time.perf_counter() - t0
+        plan = gmd.matmul_plan(A, B, client)
+        runs = iter(range(10**6))
+
+        def product(A=A, B=B):
+            C = gmd.matmul(A, B, name=f"bench-{run_no}-{next(runs)}").persist()
+            wait(C)
+            gmd.synchronize(client)
+            return C
+
+        seconds = wall(product, repeat)
+        C = product()
+        t0 = time.perf_counter()
+        c = gmd.to_numpy(C).compute()
+        download = time.perf_counter() - t0
+        out[(name, size, chunk)] = {
+            "upload_seconds": upload,
+            "upload_gbps": (a.nbytes + b.nbytes) / upload / 1e9,
+            "product_seconds": seconds,
+            "download_seconds": download,
+            "tflops": 2 * size**3 / seconds / 1e12,
+            "moved_mib_planned": plan.moved_bytes / 2**20,
+            "rel_error_first_rows": _error(c[:CHECK_ROWS], ref),
+        }
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in out[(name, size, chunk)].items())
+        print(f"  {name} {size}^3 in {chunk}: {figures}", flush=True)
+        del A, B, C, c
     return out
-
-
-def _error(got: np.ndarray, ref: np.ndarray) -> float:
-    ref = ref.astype(np.float64)
-    return float(np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref))
 
 
 def run(args) -> dict:
     from distributed import Client, LocalCluster
 
     quick = getattr(args, "quick", False)
-    size = QUICK_SIZE if quick else SIZE
-    chunks_list = QUICK_CHUNKS if quick else CHUNKS
+    cases = QUICK_CASES if quick else CASES
     gpus = gm.device_count()
-    host: dict[str, tuple] = {}
-    measured = {}
-    for label, workers, share, resident, repeat in WAYS:
-        if workers > 1 and not share and gpus < 2:
-            continue
-        env = {"CUDA_VISIBLE_DEVICES": "0"} if share else {}
+    host: dict = {}
+    by_workers = {}
+    for workers in (1, 2) if gpus >= 2 else (1,):
+        print(f"LocalCluster(n_workers={workers}, threads_per_worker=1), worker processes", flush=True)
         with (
-            LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
-            ) as cl,
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
             Client(cl) as client,
         ):
-            measured[label] = _cluster_ways(client, workers, resident, repeat, size, chunks_list, DTYPES, host)
-        print(f"{label}: " + ", ".join(f"{k[0]} {k[1]} {v[0]:.4g} s" for k, v in measured[label].items()), flush=True)
+            by_workers[workers] = _cluster(client, cases, host, repeat=3)
+    first_use = {f"workers_{w}": m.pop("first_use_seconds") for w, m in by_workers.items()}
     records, rows = [], []
-    for name in DTYPES:
-        a, b = host[name]
-        direct, direct_first = _direct(a, b)
-        ref = a[:16].astype(np.float64) @ b.astype(np.float64)
-        for chunk in chunks_list:
-            record = {"dtype": name, "M": size, "N": size, "K": size, "chunk": chunk, "ways": {}}
-            record["direct_seconds"] = direct
-            record["direct_rel_error_first_rows"] = _error(direct_first, ref)
-            rows.append([name, chunk, "direct gm.matmul", direct, 2 * size**3 / direct / 1e12, 1.0])
-            for label, by_case in measured.items():
-                seconds, first = by_case[(name, chunk)]
-                record["ways"][label] = {
-                    "workers": next(w[1] for w in WAYS if w[0] == label),
-                    "seconds": seconds,
-                    "over_direct": seconds / direct,
-                    "tflops": 2 * size**3 / seconds / 1e12,
-                    "rel_error_first_rows": _error(first, ref),
-                }
-                rows.append([name, chunk, label, seconds, 2 * size**3 / seconds / 1e12, seconds / direct])
-            ways = record["ways"]
-            one = ways["resident, 1 worker"]["seconds"]
-            record["numpy_over_resident"] = ways["numpy chunks, 1 worker"]["seconds"] / one
-            record["shared_over_one_worker"] = ways["resident, 2 workers sharing GPU 0"]["seconds"] / one
-            if "resident, 2 workers on 2 GPUs" in ways:
-                record["two_gpu_speedup"] = one / ways["resident, 2 workers on 2 GPUs"]["seconds"]
-            records.append(record)
+    for name, size, chunk in cases:
+        a, b, _ = _operands(name, size, host)
+        direct = _direct(a, b)
+        record = {"dtype": name, "M": size, "N": size, "K": size, "chunk": chunk, "direct_seconds": direct}
+        rows.append([name, size, chunk, "direct gm.matmul, 1 GPU", "", direct, "", 1.0])
+        if gpus >= 2:
+            record["outofcore_2_gpus_seconds"] = wall(lambda a=a, b=b: gm.matmul(a, b, devices=[0, 1]), repeat=1)
+            ooc = record["outofcore_2_gpus_seconds"]
+            rows.append([name, size, chunk, "gm.matmul(numpy, devices=[0, 1])", "", ooc, "", ""])
+        for workers, measured in by_workers.items():
+            m = measured[(name, size, chunk)]
+            record[f"workers_{workers}"] = {**m, "over_direct": m["product_seconds"] / direct}
+            rows.append(
+                [
+                    name,
+                    size,
+                    chunk,
+                    f"gpumat.dask, {workers} worker(s)",
+                    m["upload_gbps"],
+                    m["product_seconds"],
+                    m["download_seconds"],
+                    m["product_seconds"] / direct,
+                ]
+            )
+        if 2 in by_workers:
+            two = record["workers_2"]["product_seconds"]
+            record["speedup_2_workers"] = record["workers_1"]["product_seconds"] / two
+            record["two_workers_over_outofcore"] = two / record["outofcore_2_gpus_seconds"]
+        records.append(record)
     print_table(
-        f"{size}^3 through gpumat.dask on {gpus} GPU(s): wall seconds (persist, wait, GPUs synchronised)",
-        ["dtype", "chunk", "how", "seconds", "TFLOP/s", "over direct"],
+        f"gpumat.dask on {gpus} GPU(s), worker processes: upload GB/s, product and download wall seconds",
+        ["dtype", "size", "chunk", "how", "upload GB/s", "product s", "download s", "over direct"],
         rows,
     )
+    for r in records:
+        if "speedup_2_workers" in r:
+            print(f"{r['dtype']} {r['M']}^3 in {r['chunk']}: two workers {r['speedup_2_workers']:.2f}x one")
     env = environment()
     print(f"\n{env['device']} x{gpus}, {env['date']}")
-    return write_json("dask", {"gpus": gpus, "results": records})
+    recipe = "LocalCluster(n_workers=W, threads_per_worker=1)"
+    payload = {"gpus": gpus, "recipe": recipe, "first_use_seconds": first_use, "results": records}
+    return write_json("dask", payload)
