@@ -430,6 +430,43 @@ def test_worker_processes_on_every_gpu_give_the_bits_of_one_worker(ipc, monkeypa
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("processes", [True, False])
+def test_asnumpy_brings_the_whole_array_back_with_the_bits_of_to_numpy(processes):
+    """gmd.asnumpy: chunks to this process GPU to GPU, downloaded in place; the same bytes as
+    to_numpy(...).compute(), with worker processes (a worker a GPU, two at least) and workers in this
+    process, into a new array and into `out`; a bfloat16 array too."""
+    pytest.importorskip("distributed", reason="distributed is not installed")
+    rng = np.random.default_rng(23)
+    a = rng.uniform(-1, 1, (515, 389)).astype(np.float32)
+    b = rng.uniform(-1, 1, (389, 261)).astype(np.float32)
+    cluster, client = _local_cluster(workers=max(gm.device_count(), 2), processes=processes)
+    with cluster, client:
+        C = gmd.matmul(gmd.from_array(a, chunks=(128, 97)), gmd.from_array(b, chunks=(97, 64)))
+        via_dask = gmd.to_numpy(C).compute()
+        got = gmd.asnumpy(C)
+        out = np.full(C.shape, np.nan, np.float32)
+        assert gmd.asnumpy(C.persist(), out=out) is out
+        x = rng.standard_normal((300, 200)).astype(_dtypes.BFLOAT16)
+        X = gmd.from_array(x, chunks=(64, 90))
+        assert gmd.asnumpy(X).tobytes() == x.tobytes()
+    assert got.tobytes() == via_dask.tobytes() == out.tobytes()
+    assert product_error(got, a, b) < 1e-5
+
+
+def test_asnumpy_refuses_what_it_cannot_fill():
+    x = da.ones((4, 4), chunks=2)
+    with pytest.raises(TypeError, match="gpumat Matrix chunks"):
+        gmd.asnumpy(x)
+    resident = gmd.from_array(da.ones((4, 4), chunks=2, dtype=np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        gmd.asnumpy(resident, out=np.empty((4, 5), np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        gmd.asnumpy(resident, out=np.empty((4, 4), np.float64))
+    with pytest.raises(TypeError, match="numpy array"):
+        gmd.asnumpy(resident, out=[[0.0] * 4] * 4)
+
+
+@pytest.mark.gpu
 def test_device_frames_round_trip():
     """distributed's cuda family: the header and the chunk as its device frame, read back from a frame of
     raw bytes in another library's memory (as UCX hands it over)."""

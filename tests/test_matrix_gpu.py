@@ -35,6 +35,23 @@ def test_a_tile_of_a_bigger_array_uploads_in_place_with_its_values(dtype, rows, 
     assert big.tobytes() == before.tobytes()
 
 
+@pytest.mark.parametrize("rows,cols,width", [(3000, 1531, 4099), (17, 5, 9)])
+def test_a_matrix_downloads_into_a_tile_of_a_bigger_array_where_it_lies(rows, cols, width):
+    """to_numpy(out=) of a tile (rows contiguous): staged (3000 x 1531) and through the driver (17 x 5);
+    the array around the tile keeps its values. A transposed view still wants a C-contiguous out."""
+    values = np.random.default_rng(cols).uniform(-1, 1, (rows, cols)).astype(np.float32)
+    big = np.full((rows + 3, width), 7.0, np.float32)
+    tile = big[1 : 1 + rows, 2 : 2 + cols]
+    with gm.Matrix.from_numpy(values) as m:
+        assert m.to_numpy(out=tile) is tile
+        with pytest.raises(ValueError, match="C-contiguous"):
+            m.T.to_numpy(out=big[1 : 1 + cols, 2 : 2 + rows])
+    assert tile.tobytes() == np.ascontiguousarray(values).tobytes()
+    outside = big.copy()
+    outside[1 : 1 + rows, 2 : 2 + cols] = 7.0
+    assert np.all(outside == 7.0)
+
+
 def test_vector_becomes_one_row_and_dtypes_follow_the_rule():
     with gm.Matrix.from_numpy(np.arange(5, dtype=np.int16)) as m:  # integers: float64, exactly
         assert m.shape == (1, 5) and m.dtype == np.float64

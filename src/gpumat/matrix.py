@@ -469,7 +469,9 @@ class Matrix:
         Parameters
         ----------
         out : numpy.ndarray, optional
-            A C-contiguous array of the matrix's shape and dtype (pinned or not) to fill instead of a new one.
+            An array of the matrix's shape and dtype (pinned or not) to fill instead of a new one:
+            C-contiguous, or for a 2-D matrix that is not a transposed view, a tile of a bigger array
+            whose rows are contiguous (``big[r0:r1, c0:c1]``), filled where it lies.
         stream : Stream or stream-like, optional
             The stream the copy is ordered on; the thread's current stream by default.
         dtype : dtype, optional
@@ -485,7 +487,8 @@ class Matrix:
         TypeError
             An ``out`` that is not a numpy array; bfloat16 without ml_dtypes and no ``dtype=``.
         ValueError
-            An ``out`` of another shape or dtype, not C-contiguous or not writeable.
+            An ``out`` of another shape or dtype, not writeable, or neither C-contiguous nor (where
+            allowed) a tile with contiguous rows.
         FreedMatrixError
             The matrix has been freed.
 
@@ -512,12 +515,12 @@ class Matrix:
             return np.empty(self.shape, self._dtype) if out is None else _check_host_out(out, self.shape, self._dtype)
         dev = self.device.activate()
         s = stream_handle(stream, dev)
+        plain = self._batch is None and not self._trans  # the common call: one row-major matrix, one piece
         if out is None:
             host = np.empty(self.shape, dtype=self._dtype)
         else:
-            host = _check_host_out(out, self.shape, self._dtype)
+            host = _check_host_out(out, self.shape, self._dtype, tile_ok=plain)
         buf = self._buffer
-        plain = self._batch is None and not self._trans  # the common call: one row-major matrix, one piece
         with dev.lock:
             first = self.elements  # a freed matrix (empty or not) reports that it was freed
             if host.size == 0:
@@ -929,10 +932,16 @@ def _shape_of(batch, height: int, width: int) -> tuple[int, ...]:
     return (height, width) if batch is None else (batch, height, width)
 
 
-def _check_host_out(out, shape, dtype) -> np.ndarray:
+def _is_row_tile(a: np.ndarray) -> bool:
+    """A 2-D array whose rows are contiguous, increasing and apart (a tile of a bigger C-order array)."""
+    return a.ndim == 2 and a.strides[1] == a.itemsize and a.strides[0] >= a.shape[1] * a.itemsize
+
+
+def _check_host_out(out, shape, dtype, tile_ok: bool = False) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous or not out.flags.writeable:
+    layout_ok = out.flags.c_contiguous or (tile_ok and _is_row_tile(out))
+    if out.shape != shape or out.dtype != dtype or not layout_ok or not out.flags.writeable:
         raise ValueError(
             f"out must be a writeable C-contiguous {dtype} array of shape {shape}, got "
             f"{out.dtype} {out.shape}{'' if out.flags.c_contiguous else ', not C-contiguous'}"
@@ -968,15 +977,8 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False, tile_ok: bool = Fal
         what = "1-D, 2-D or 3-D (a batch)" if allow_batch else "1-D or 2-D"
         raise ValueError(f"expected a {what} array, got {a.ndim}-D with shape {a.shape}")
     dt = _dtypes.host_dtype_for(a, dtype)
-    if (
-        tile_ok
-        and a.ndim == 2
-        and a.dtype == dt
-        and a.dtype.metadata is None  # not the bfloat16 stand-in (uint16 bits), which to_host_array re-views
-        and a.shape[0] > 1
-        and a.strides[1] == a.itemsize
-        and a.strides[0] >= a.shape[1] * a.itemsize
-    ):
+    # (the bfloat16 stand-in, uint16 bits, has metadata: to_host_array re-views it)
+    if tile_ok and a.ndim == 2 and a.dtype == dt and a.dtype.metadata is None and a.shape[0] > 1 and _is_row_tile(a):
         return a, dt
     return _dtypes.to_host_array(a, dt), dt
 

@@ -7,7 +7,8 @@ operands made in this process. Each case (dtype, size, chunk) is timed in three 
   a small upload and product before the first case pays the cluster's first use (`first_use_seconds`);
 - product: `gmd.matmul(A, B).persist()`, wait, every worker's GPU synchronised: the median of the runs
   after a warm-up (fresh keys each run);
-- download: `gmd.to_numpy(C).compute()`, C whole in this process.
+- download: `gmd.to_numpy(C).compute()` (numpy chunks over TCP, joined here), and `gmd.asnumpy(C)`
+  (chunks GPU to GPU to this process, each downloaded in place), C whole in this process.
 
 Anchors in the same run: the direct `gm.matmul` of the same operands resident on one GPU (its GPU
 time, CUDA events), and with two GPUs the direct out-of-core call `gm.matmul(a, b, devices=[0, 1])`
@@ -106,11 +107,19 @@ def _cluster(client, cases, host: dict, repeat: int) -> dict:
         t0 = time.perf_counter()
         c = gmd.to_numpy(C).compute()
         download = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        whole = gmd.asnumpy(C)
+        gathered = time.perf_counter() - t0
+        if whole.tobytes() != c.tobytes():
+            raise AssertionError("gmd.asnumpy and gmd.to_numpy(...).compute() disagree")
+        del whole
         out[(name, size, chunk)] = {
             "upload_seconds": upload,
             "upload_gbps": (a.nbytes + b.nbytes) / upload / 1e9,
             "product_seconds": seconds,
             "download_seconds": download,
+            "asnumpy_seconds": gathered,
+            "asnumpy_gbps": c.nbytes / gathered / 1e9,
             "tflops": 2 * size**3 / seconds / 1e12,
             "moved_mib_planned": plan.moved_bytes / 2**20,
             "rel_error_first_rows": _error(c[:CHECK_ROWS], ref),
@@ -142,11 +151,11 @@ def run(args) -> dict:
         a, b, _ = _operands(name, size, host)
         direct = _direct(a, b)
         record = {"dtype": name, "M": size, "N": size, "K": size, "chunk": chunk, "direct_seconds": direct}
-        rows.append([name, size, chunk, "direct gm.matmul, 1 GPU", "", direct, "", 1.0])
+        rows.append([name, size, chunk, "direct gm.matmul, 1 GPU", "", direct, "", "", 1.0])
         if gpus >= 2:
             record["outofcore_2_gpus_seconds"] = wall(lambda a=a, b=b: gm.matmul(a, b, devices=[0, 1]), repeat=1)
             ooc = record["outofcore_2_gpus_seconds"]
-            rows.append([name, size, chunk, "gm.matmul(numpy, devices=[0, 1])", "", ooc, "", ""])
+            rows.append([name, size, chunk, "gm.matmul(numpy, devices=[0, 1])", "", ooc, "", "", ""])
         for workers, measured in by_workers.items():
             m = measured[(name, size, chunk)]
             record[f"workers_{workers}"] = {**m, "over_direct": m["product_seconds"] / direct}
@@ -159,6 +168,7 @@ def run(args) -> dict:
                     m["upload_gbps"],
                     m["product_seconds"],
                     m["download_seconds"],
+                    m["asnumpy_gbps"],
                     m["product_seconds"] / direct,
                 ]
             )
@@ -169,7 +179,7 @@ def run(args) -> dict:
         records.append(record)
     print_table(
         f"gpumat.dask on {gpus} GPU(s), worker processes: upload GB/s, product and download wall seconds",
-        ["dtype", "size", "chunk", "how", "upload GB/s", "product s", "download s", "over direct"],
+        ["dtype", "size", "chunk", "how", "upload GB/s", "product s", "download s", "asnumpy GB/s", "over direct"],
         rows,
     )
     for r in records:

@@ -15,7 +15,8 @@
   each block product goes host -> GPU -> host and Dask adds the partial products (the path for data
   that should stay in host memory).
 - `matmul_plan(a, b)`: where matmul's blocks would run and the bytes that would move.
-- `to_numpy(x)`: the chunks back as numpy arrays (`x.map_blocks(gm.Matrix.to_numpy)` does the same).
+- `to_numpy(x)`: the chunks back as numpy arrays (`x.map_blocks(gm.Matrix.to_numpy)` does the same);
+  `asnumpy(x)`: the whole array in this process now, chunks GPU to GPU and downloaded in place.
 
 Which GPU a worker uses: gpumat.dask.chunks.worker_device (dask-cuda's CUDA_VISIBLE_DEVICES, else a
 LocalCluster worker's number). Chunks move between processes on one host GPU to GPU through CUDA IPC
@@ -102,6 +103,39 @@ def to_numpy(x):
     )
 
 
+def asnumpy(x, out=None) -> np.ndarray:
+    """The whole dask array with gpumat Matrix chunks as one numpy array, now (eager, as cupy.asnumpy).
+
+    With a distributed client current, the chunks are computed (or taken where they are already) and
+    brought to this process, GPU to GPU from workers on this host (gpumat.dask.transfer), each downloaded
+    straight into its place in `out`, one thread a worker: no chunk goes through host memory twice. That
+    is the fast way back for a large C; `to_numpy(x).compute()` moves numpy chunks over TCP and joins
+    them here. Without a client, it is that. `out`: a writeable C-contiguous array of x's shape and dtype
+    to fill."""
+    import dask.array as da
+
+    if not isinstance(x, da.Array) or not graph.is_resident(x):
+        raise TypeError("gpumat.dask.asnumpy takes a dask array with gpumat Matrix chunks (from gpumat.dask)")
+    if x.ndim != 2:
+        raise ValueError(f"gpumat.dask works on 2-D arrays, got {x.ndim}-D")
+    if out is None:
+        out = np.empty(x.shape, x.dtype)
+    elif not isinstance(out, np.ndarray):
+        raise TypeError(f"gpumat.dask.asnumpy: out must be a numpy array, got {type(out).__name__}")
+    elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(
+            f"gpumat.dask.asnumpy: out must be a writeable C-contiguous {x.dtype} array of shape {x.shape}, "
+            f"got {out.dtype} {out.shape}"
+        )
+    client = _current_client()
+    if client is None:
+        np.copyto(out, to_numpy(x).compute())
+        return out
+    from . import upload
+
+    return upload.gather(client, x, out)
+
+
 def matmul(a, b, name=None):
     """C = a @ b for two 2-D dask arrays of one dtype (any chunking: b's row chunks are aligned to a's
     column chunks). Both with gpumat Matrix chunks (from_array): C has Matrix chunks and stays on the
@@ -141,4 +175,4 @@ def memory_info(client) -> dict:
     return client.run(_chunks.worker_memory)
 
 
-__all__ = ["from_array", "to_numpy", "matmul", "matmul_plan", "synchronize", "memory_info"]
+__all__ = ["from_array", "to_numpy", "asnumpy", "matmul", "matmul_plan", "synchronize", "memory_info"]

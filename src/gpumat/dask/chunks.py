@@ -244,7 +244,11 @@ def deserialize_host(header: dict, frames: list) -> Matrix:
     uploaded."""
     dtype = _dtypes.as_dtype(header["dtype"])
     if "ipc" in header:
-        return transfer.receive(header["ipc"], tuple(header["shape"]), dtype, as_device(worker_device()))
+        here = worker_device()
+        if here is None:  # not a worker (the client): the sender's GPU if this process sees it (a local copy)
+            sent_from = header["ipc"].get("device")
+            here = sent_from if isinstance(sent_from, int) and sent_from < device_count() else None
+        return transfer.receive(header["ipc"], tuple(header["shape"]), dtype, as_device(here))
     (frame,) = frames
     values = np.frombuffer(frame, dtype=np.uint8, count=header["nbytes"]).view(dtype).reshape(header["shape"])
     return transfer.mark_ready(Matrix.from_numpy(values, device=worker_device()))

@@ -183,7 +183,7 @@ def offer(x: Matrix) -> dict:
         _exports.append(e)
         counts["offered"] += 1
     _wake()
-    return {"memory": memory_handle, "event": event_handle, "offer": e.path, "pid": os.getpid()}
+    return {"memory": memory_handle, "event": event_handle, "offer": e.path, "pid": os.getpid(), "device": dev.ordinal}
 
 
 # --- the importer ----------------------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""from_array of a numpy array with a distributed client: chunks sent to the workers directly, not in the graph.
+"""A numpy array to the workers' GPUs and back, with a distributed client, not through the graph.
+
+`scatter` (gpumat.dask.from_array of a numpy array) and `gather` (gpumat.dask.asnumpy).
+
 
 A numpy array given to dask.array.from_array travels inside the task graph, through the scheduler (a
 graph of gigabytes, pickled and unpickled on the way). Here the client sends each chunk to its worker
@@ -94,3 +97,34 @@ def scatter(client, x: np.ndarray, chunks, dtype):
     dsk = {(name, i, j): futures[(name, i, j)] for i in range(len(chunks[0])) for j in range(len(chunks[1]))}
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
     return da.Array(graph, name, chunks, meta=_chunks.meta(dtype), dtype=dtype)
+
+
+def gather(client, x, out: np.ndarray) -> np.ndarray:
+    """Fill `out` with the dask array `x` of Matrix chunks: the chunks computed (or found in memory), each
+    brought to this process (GPU to GPU from a worker on this host) and downloaded into its place, one
+    thread a worker that holds chunks."""
+    from dask.core import flatten
+    from distributed import futures_of, wait
+
+    placement.register(client)
+    persisted = client.persist(x)
+    futures = {f.key: f for f in futures_of(persisted)}
+    wait(list(futures.values()))
+    keys = list(flatten(persisted.__dask_keys__()))
+    rows = np.cumsum((0, *x.chunks[0]))
+    cols = np.cumsum((0, *x.chunks[1]))
+    who = client.who_has([futures[k] for k in keys])
+    by_worker: dict = {}
+    for key in keys:
+        by_worker.setdefault((who.get(key) or ["?"])[0], []).append(key)
+
+    def fetch(mine: list) -> None:
+        for key in mine:
+            _, i, j = key
+            # (not freed here: with workers in this process the chunk is the worker's own; a copy brought
+            # over goes when it is collected)
+            futures[key].result().to_numpy(out=out[rows[i] : rows[i + 1], cols[j] : cols[j + 1]])
+
+    with ThreadPoolExecutor(max(len(by_worker), 1), thread_name_prefix="gpumat-gather") as pool:
+        list(pool.map(fetch, by_worker.values()))
+    return out
