@@ -148,21 +148,12 @@ def offers(tmp_path, monkeypatch):
 
 def _export(folder, n, nbytes=256, age=0.0):
     e = transfer._Export()
-    e.path = os.path.join(folder, f"{transfer.OFFER_PREFIX}{os.getpid()}-{n}")
+    e.path = os.path.join(folder, f"{transfer.OFFER_PREFIX}{os.getpid()}-test-{n}")
     e.device, e.ptr, e.nbytes, e.event = StandInDevice(), 1000 + n, nbytes, f"event{n}"
-    e.memory_handle, e.event_handle, e.chunk, e.made = b"m", b"e", None, time.monotonic() - age
+    e.memory_handle, e.event_handle, e.buffer, e.made = b"m", b"e", None, time.monotonic() - age
     open(e.path, "x").close()
     transfer._exports.append(e)
     return e
-
-
-def _dead_pid() -> int:
-    import subprocess
-    import sys
-
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 def test_an_offer_settles_only_once_its_receiver_acknowledged_or_died(offers):
@@ -171,15 +162,18 @@ def test_an_offer_settles_only_once_its_receiver_acknowledged_or_died(offers):
     copying = _export(folder, 1)
     acked = _export(folder, 2)
     orphan = _export(folder, 3)
-    os.rename(copying.path, f"{copying.path}.{os.getpid()}")  # claimed by a live process
-    os.rename(acked.path, f"{acked.path}.{os.getpid()}")
-    os.unlink(f"{acked.path}.{os.getpid()}")  # claimed, copied, acknowledged
-    os.rename(orphan.path, f"{orphan.path}.{_dead_pid()}")  # claimed by a process that has died
+    claimed, fd = transfer._claim(copying.path)  # a live claim: its lock held (here, by this process)
+    assert claimed == copying.path + ".claimed" and not os.path.exists(copying.path)
+    transfer._acknowledge(*transfer._claim(acked.path))  # claimed, copied, acknowledged
+    os.rename(orphan.path, orphan.path + ".claimed")  # claimed by a process that died: no lock on it
     transfer.sweep()
     assert transfer._exports == [waiting, copying]
     assert sorted(p for p, *_ in transfer._spares[(0, 256)]) == [1002, 1003]  # blocks kept for reuse
-    assert not any(n.startswith(os.path.basename(orphan.path)) for n in os.listdir(folder))
+    assert not os.path.exists(orphan.path + ".claimed")
     assert freed == [] and transfer.counts["withdrawn"] == 0
+    transfer._acknowledge(claimed, fd)  # the copy done: the next sweep settles it
+    transfer.sweep()
+    assert transfer._exports == [waiting] and len(transfer._spares[(0, 256)]) == 3
 
 
 def test_an_offer_nobody_claims_is_withdrawn_and_a_late_receiver_fails_clearly(offers):
@@ -188,8 +182,36 @@ def test_an_offer_nobody_claims_is_withdrawn_and_a_late_receiver_fails_clearly(o
     transfer.sweep()
     assert transfer._exports == [] and transfer.counts["withdrawn"] == 1
     assert os.listdir(folder) == []
+    info = {"offer": stale.path, "memory": b"m", "event": b"e", "host": transfer._host_id()}
     with pytest.raises(transfer.WithdrawnOfferError, match="GPUMAT_DASK_IPC=0"):
-        transfer.receive({"offer": stale.path, "memory": b"m", "event": b"e"}, (2, 2), np.float32, StandInDevice())
+        transfer.receive(info, (2, 2), np.float32, StandInDevice())
+
+
+def test_handles_that_reach_another_host_fail_with_the_reason(offers):
+    folder, _ = offers
+    e = _export(folder, 0)
+    info = {"offer": e.path, "memory": b"m", "event": b"e", "host": "elsewhere/some-boot-id"}
+    with pytest.raises(transfer.WithdrawnOfferError, match="another host.*direct=True"):
+        transfer.receive(info, (2, 2), np.float32, StandInDevice())
+    assert os.path.exists(e.path)  # not claimed: the sender settles it as it would any unclaimed offer
+
+
+def test_a_failed_settle_is_dropped_and_the_others_still_settle(offers, monkeypatch):
+    folder, freed = offers
+    broken, fine = _export(folder, 0), _export(folder, 1)
+    os.unlink(broken.path)
+    os.unlink(fine.path)  # both acknowledged
+    real = transfer._retire
+
+    def retire(e):
+        if e is broken:
+            raise RuntimeError("a driver call failed")
+        real(e)
+
+    monkeypatch.setattr(transfer, "_retire", retire)
+    transfer.sweep()
+    assert transfer._exports == [] and transfer.counts["failed"] == 1
+    assert [p for p, *_ in transfer._spares[(0, 256)]] == [1001]
 
 
 def test_spare_blocks_stay_within_their_budget(offers, monkeypatch):
@@ -234,3 +256,15 @@ def test_a_chunk_to_this_host_carries_handles_and_one_elsewhere_its_bytes(monkey
         header, frames = chunks.serialize_host(chunk, context=context)
         assert "ipc" not in header and len(frames) == 1 and frames[0].nbytes == chunk.nbytes
     assert len(offered) == 1
+
+
+def test_a_chunk_that_cannot_be_exported_goes_as_bytes(monkeypatch):
+    monkeypatch.delenv("GPUMAT_DASK_IPC", raising=False)
+
+    def no_room(x):
+        raise OSError("no room in /dev/shm")
+
+    monkeypatch.setattr(transfer, "offer", no_room)
+    x = HostChunk(np.arange(6, dtype=np.float64).reshape(2, 3))
+    header, frames = chunks.serialize_host(x, context=_context("tcp://127.0.0.1:1", "tcp://127.0.0.1:2"))
+    assert "ipc" not in header and bytes(frames[0]) == x.values.tobytes()

@@ -29,6 +29,7 @@ from .._transfer import copy_into
 from ..matrix import Matrix
 from ..memory import BorrowedBuffer
 from ..runtime.devices import as_device, device_count
+from ..runtime.errors import CudaError
 from . import transfer
 
 
@@ -232,8 +233,11 @@ def serialize_host(x: Matrix, context=None):
         if x.is_transposed or not x.is_contiguous:
             x = transfer.mark_ready(_row_major(x) if x.is_transposed else x.copy())
         header = {"shape": list(x.shape), "dtype": _dtypes.name(x.dtype), "nbytes": x.nbytes}
-        header["ipc"] = transfer.offer(x)
-        return header, []
+        try:
+            header["ipc"] = transfer.offer(x)
+            return header, []
+        except (CudaError, OSError) as e:  # no export block (out of memory), no /dev/shm: the bytes instead
+            transfer.log.warning("gpumat.dask: a chunk goes through the host, CUDA IPC failed: %s", e)
     values = x.to_numpy()
     header = {"shape": list(values.shape), "dtype": _dtypes.name(x.dtype), "nbytes": values.nbytes}
     return header, [memoryview(np.ascontiguousarray(values).reshape(-1).view(np.uint8))]

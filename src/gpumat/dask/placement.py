@@ -20,6 +20,7 @@ gpumat.dask.matmul_plan prints).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 try:  # the scheduler plugin's base class; gpumat.dask works without distributed (local schedulers)
@@ -84,6 +85,8 @@ class Placement(SchedulerPlugin):
             ts = scheduler.tasks.get(key)
             if ts is None or ts.state not in ("released", "waiting") or not _is_ours(key):
                 continue
+            if ts.worker_restrictions or ts.host_restrictions or ts.resource_restrictions:
+                continue  # the user placed it (dask.annotate, workers=): theirs to decide
             deps = ts.dependencies
             if not deps or not all(d.state == "memory" and d.who_has for d in deps):
                 continue
@@ -127,8 +130,11 @@ def register(client) -> None:
     address = getattr(client.scheduler, "address", None)
     if address in _registered:
         return
-    client.register_plugin(WorkerSetup(), name=WorkerSetup.name)
-    client.register_plugin(Placement(), name=Placement.name)
+    client.register_plugin(WorkerSetup(), name=WorkerSetup.name)  # needed: without it a scatter cannot be read
+    try:
+        client.register_plugin(Placement(), name=Placement.name)
+    except Exception as e:  # e.g. a scheduler without gpumat installed: Dask's own placement then
+        warnings.warn(f"gpumat.dask: blocks are placed by Dask alone, the placement plugin failed: {e}", stacklevel=3)
     _registered.add(address)
 
 

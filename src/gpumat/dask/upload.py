@@ -37,6 +37,14 @@ def _worker_order(client) -> list[tuple[str, object]]:
     return sorted(((a, w.get("name")) for a, w in info.items()), key=lambda p: (str(type(p[1])), str(p[1]), p[0]))
 
 
+def _client_host(client) -> str | None:
+    """The host of this process's end of its connection to the scheduler (None when it cannot tell)."""
+    try:
+        return transfer.host_of(client.scheduler_comm.comm.local_address)
+    except AttributeError:
+        return None
+
+
 def _gpu_of(name) -> int:
     """The GPU a worker of this name uses, as gpumat.dask.chunks.worker_device decides (0 if it cannot tell)."""
     try:
@@ -63,13 +71,17 @@ def scatter(client, x: np.ndarray, chunks, dtype):
     for i in range(len(chunks[0])):
         for j in range(len(chunks[1])):
             mine.setdefault(i % len(workers), []).append((i, j))
-    use_gpu = device_count() > 0 and transfer.enabled()
+    here = _client_host(client)
+    gpus_here = device_count() > 0 and transfer.enabled()
 
     def block(i, j):
         return x[rows[i] : rows[i + 1], cols[j] : cols[j + 1]]
 
     def send(w: int) -> dict:
         address, wname = workers[w]
+        # a worker on this host takes a Matrix GPU to GPU; one elsewhere, numpy (a Matrix would come back
+        # through this host's memory on its way there)
+        use_gpu = gpus_here and (here is None or transfer.host_of(address) == here)
         futures = {}
         batch, size = {}, 0
         for i, j in mine.get(w, []):
@@ -123,7 +135,8 @@ def gather(client, x, out: np.ndarray) -> np.ndarray:
             _, i, j = key
             # (not freed here: with workers in this process the chunk is the worker's own; a copy brought
             # over goes when it is collected)
-            futures[key].result().to_numpy(out=out[rows[i] : rows[i + 1], cols[j] : cols[j + 1]])
+            (chunk,) = client.gather([futures[key]], direct=True)  # from its worker, not through the scheduler
+            chunk.to_numpy(out=out[rows[i] : rows[i + 1], cols[j] : cols[j + 1]])
 
     with ThreadPoolExecutor(max(len(by_worker), 1), thread_name_prefix="gpumat-gather") as pool:
         list(pool.map(fetch, by_worker.values()))
