@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("dask.array", reason="dask is not installed (make test installs it)")
 
@@ -268,3 +270,38 @@ def test_a_chunk_that_cannot_be_exported_goes_as_bytes(monkeypatch):
     x = HostChunk(np.arange(6, dtype=np.float64).reshape(2, 3))
     header, frames = chunks.serialize_host(x, context=_context("tcp://127.0.0.1:1", "tcp://127.0.0.1:2"))
     assert "ipc" not in header and bytes(frames[0]) == x.values.tobytes()
+
+
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.integers(1, 4),
+    st.lists(st.integers(1, 3), min_size=4, max_size=4),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=60, deadline=None)
+def test_any_holdings_every_task_placed_within_its_share_and_the_moves_counted(rows, cols, w, threads, rnd):
+    """Random holdings (each input of a random size on 1-2 random workers): every task gets a worker, no
+    worker takes more than its share by threads (rounded up), the bytes moved are exactly each input
+    once to each worker that runs a task needing it and lacks it, and the plan repeats."""
+    workers = {f"w{x}": threads[x] for x in range(w)}
+    names = list(workers)
+
+    def an_input():
+        return rnd.randint(1, 100), set(rnd.sample(names, rnd.randint(1, min(2, w))))
+
+    a_blocks = {(i, k): an_input() for i in range(rows) for k in range(3)}
+    b_blocks = {(k, j): an_input() for k in range(3) for j in range(cols)}
+    tasks = {
+        (i, j): {**{("a", i, k): a_blocks[i, k] for k in range(3)}, **{("b", k, j): b_blocks[k, j] for k in range(3)}}
+        for i in range(rows)
+        for j in range(cols)
+    }
+    placed, moved = placement.assign(tasks, workers)
+    assert set(placed) == set(tasks) and set(placed.values()) <= set(names)
+    total = sum(workers.values())
+    for x in names:
+        assert list(placed.values()).count(x) <= -(-len(tasks) * workers[x] // total)
+    expected = {(name, placed[t]): nb for t in tasks for name, (nb, hs) in tasks[t].items() if placed[t] not in hs}
+    assert moved == sum(expected.values())
+    assert placement.assign(tasks, workers) == (placed, moved)  # the same plan every time
