@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
+from collections import deque
 
 import numpy as np
 import pytest
@@ -145,6 +147,8 @@ def offers(tmp_path, monkeypatch):
     monkeypatch.setattr(transfer, "_imports", [])
     monkeypatch.setattr(transfer, "_spares", {})
     monkeypatch.setattr(transfer, "counts", dict.fromkeys(transfer.counts, 0))
+    monkeypatch.setattr(transfer, "_marks", weakref.WeakKeyDictionary())  # stand-in marks stay here
+    monkeypatch.setattr(transfer, "_spare_events", deque())
     return tmp_path, freed
 
 
@@ -305,3 +309,136 @@ def test_any_holdings_every_task_placed_within_its_share_and_the_moves_counted(r
     expected = {(name, placed[t]): nb for t in tasks for name, (nb, hs) in tasks[t].items() if placed[t] not in hs}
     assert moved == sum(expected.values())
     assert placement.assign(tasks, workers) == (placed, moved)  # the same plan every time
+
+
+# --- offer() and receive() end to end, with a stand-in driver ---------------------------------------------------------
+class StandInBuffer:
+    def __init__(self):
+        self.holds = 0
+
+    def hold(self):
+        self.holds += 1
+
+    def unhold(self):
+        self.holds -= 1
+
+
+class StandInGPU(StandInDevice):
+    """A device with the lock and the waits offer() and receive() use."""
+
+    def __init__(self, ordinal):
+        import threading
+
+        self.ordinal, self.lock, self.synchronized = ordinal, threading.RLock(), 0
+
+    def synchronize(self):
+        self.synchronized += 1
+
+
+class StandInChunk:
+    """What offer() reads of a packed row-major 2-D Matrix (and what receive() makes with Matrix.empty)."""
+
+    def __init__(self, shape, dtype, device, elements, stride=None):
+        self.shape, self.dtype, self.device, self.elements = shape, np.dtype(dtype), device, elements
+        self.itemsize = self.dtype.itemsize
+        self.stride = shape[1] if stride is None else stride
+        self.size, self.nbytes = shape[0] * shape[1], shape[0] * shape[1] * self.itemsize
+        self.buffer = StandInBuffer()
+
+    def _operand(self):
+        return (self.buffer,)
+
+
+class Driver:
+    """The driver calls of runtime.ipc and the copies and events transfer.py queues, recorded."""
+
+    def __init__(self):
+        self.calls, self.blocks, self.events, self.next = [], {}, {}, 0x1000
+
+    def alloc_shareable(self, nbytes):
+        self.next += 0x1000
+        self.blocks[self.next] = nbytes
+        return self.next
+
+    def memory_handle(self, ptr):
+        return ptr.to_bytes(8, "little") * 8  # 64 bytes that name the block
+
+    def event_handle(self, event):
+        return event.encode().ljust(64, b"\0")
+
+    def open_memory(self, handle):
+        self.calls.append(("open_memory", int.from_bytes(handle[:8], "little")))
+        return 0x9000
+
+    def open_event(self, handle):
+        self.calls.append(("open_event", handle.rstrip(b"\0").decode()))
+        return "opened-event"
+
+    def close_memory(self, ptr):
+        self.calls.append(("close_memory", ptr))
+
+    def stream_wait(self, stream, event):
+        self.calls.append(("wait", stream, event))
+
+    def copy(self, dst, dst_pitch, src, src_pitch, width, height, dst_host, src_host, stream):
+        self.calls.append(("copy", dst, dst_pitch, src, src_pitch, width, height, stream))
+
+
+def test_a_chunk_offered_and_received_through_a_stand_in_driver(offers, monkeypatch):
+    folder, freed = offers
+    drv = Driver()
+    for name in ("alloc_shareable", "memory_handle", "event_handle", "open_memory", "open_event", "close_memory"):
+        monkeypatch.setattr(transfer.ipc, name, getattr(drv, name))
+    monkeypatch.setattr(transfer.ipc, "shareable_event", lambda: "export-event")
+    monkeypatch.setattr(transfer.ipc, "stream_wait", drv.stream_wait)
+    monkeypatch.setattr(transfer.memops, "copy_2d_async", drv.copy)
+    monkeypatch.setattr(transfer, "record_on", lambda event, stream: drv.calls.append(("record", event, stream)))
+    monkeypatch.setattr(transfer, "new_event", lambda: "done-event")
+    monkeypatch.setattr(transfer, "_event_for", lambda dev: "ready-event")
+
+    class Side:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def synchronize(self):
+            pass
+
+    monkeypatch.setattr(transfer, "side_stream", lambda dev: Side(70 + dev.ordinal))
+    sender_gpu, receiver_gpu = StandInGPU(0), StandInGPU(1)
+    chunk = StandInChunk((3, 5), np.float32, sender_gpu, elements=0x5000, stride=8)  # a view: 8-element rows
+    transfer._marks[chunk] = transfer._Mark("chunk-written", sender_gpu)
+
+    info = transfer.offer(chunk)
+    block = next(iter(drv.blocks))
+    assert drv.blocks[block] == chunk.nbytes and info["device"] == 0 and info["host"] == transfer._host_id()
+    assert drv.calls == [
+        ("wait", 70, "chunk-written"),  # the side stream waits for the chunk's writer only
+        ("copy", block, 20, 0x5000, 32, 20, 3, 70),  # packed 20-byte rows from 32-byte ones
+        ("record", "export-event", 70),
+    ]
+    assert chunk.buffer.holds == 1 and os.path.exists(info["offer"])
+
+    made = []
+
+    def empty(cls, shape, dtype, device, stream):
+        made.append(StandInChunk(shape, dtype, device, 0x7000))
+        return made[-1]
+
+    monkeypatch.setattr(transfer.Matrix, "empty", classmethod(empty))
+    drv.calls.clear()
+    got = transfer.receive(info, (3, 5), np.float32, receiver_gpu)
+    assert got is made[0] and got.device is receiver_gpu
+    assert drv.calls == [
+        ("open_memory", block),
+        ("open_event", "export-event"),
+        ("wait", 71, "opened-event"),
+        ("copy", 0x7000, 20, 0x9000, 20, 20, 3, 71),
+        ("record", "done-event", 71),
+        ("record", "ready-event", 71),  # the received chunk's own ready mark
+    ]
+    assert not os.path.exists(info["offer"]) and os.path.exists(info["offer"] + ".claimed")
+    drv.calls.clear()
+    transfer.sweep()  # the import settles first (unmapped, acknowledged), then the export (copy run, block kept)
+    assert ("close_memory", 0x9000) in drv.calls
+    assert os.listdir(folder) == [] and transfer._exports == [] and transfer._imports == []
+    assert chunk.buffer.holds == 0 and transfer._spares[(0, chunk.nbytes)][0][0] == block and freed == []
