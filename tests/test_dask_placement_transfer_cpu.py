@@ -149,6 +149,7 @@ def offers(tmp_path, monkeypatch):
     monkeypatch.setattr(transfer, "counts", dict.fromkeys(transfer.counts, 0))
     monkeypatch.setattr(transfer, "_marks", weakref.WeakKeyDictionary())  # stand-in marks stay here
     monkeypatch.setattr(transfer, "_spare_events", deque())
+    monkeypatch.setattr(transfer, "background_step", lambda: None)  # only the test's own sweep() settles
     return tmp_path, freed
 
 

@@ -340,7 +340,7 @@ def _sweep_forever() -> None:
             if not pending():
                 _wakeup.wait(timeout=1.0)
         try:
-            sweep()
+            background_step()
         except Exception:  # sweep() settles item by item; this is a last guard for the thread itself
             log.exception("gpumat.dask: the IPC sweeper failed")
         time.sleep(SWEEP_S)
@@ -440,6 +440,9 @@ def sweep() -> None:
                 with _lock:
                     if e in _exports:
                         _exports.remove(e)
+
+
+background_step = sweep  # what the sweeper thread runs (tests that sweep by hand stand it down)
 
 
 def _retire(e: _Export) -> None:
