@@ -153,3 +153,32 @@ def test_aligned_and_unaligned_b_give_identical_bits(name, m, n, k, shift):
         unaligned = gm.matmul(A, Q[:, shift : shift + n], algorithm=name).to_numpy()
     np.testing.assert_array_equal(aligned, unaligned)
     assert product_error(aligned, a, b) < TOL
+
+
+def test_a_tuned_plan_runs_for_later_calls_and_repeats_its_bits():
+    """matmul_plan(tune=True): one of auto's candidates, measured; plain calls of that problem then run it,
+    its bits repeat and equal plan='s, the result is right, and a given out is not written by the tuning."""
+    from gpumat.matmul.engine import forget_tuning, ranked
+
+    rng = np.random.default_rng(31)
+    a = rng.uniform(-1, 1, (1536, 1536)).astype(np.float32)
+    b = rng.uniform(-1, 1, (1536, 1536)).astype(np.float32)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.zeros(1536, 1536) as out:
+        untuned = gm.matmul_plan(A, B, precision="float32")
+        try:
+            p = gm.matmul_plan(A, B, out=out, precision="float32", tune=True)
+            assert out.to_numpy().tobytes() == np.zeros((1536, 1536), np.float32).tobytes()
+            assert p.reason.startswith("tuned: measured fastest of")
+            names = [q.variant.name for q in ranked(untuned.problem, untuned.target)]
+            assert p.variant.name in names
+            assert gm.matmul_plan(A, B, precision="float32").variant == p.variant  # auto's choice now
+            first = gm.matmul(A, B, precision="float32").to_numpy()
+            again = gm.matmul(A, B, precision="float32").to_numpy()
+            given = gm.matmul(A, B, precision="float32", plan=p).to_numpy()
+            assert first.tobytes() == again.tobytes() == given.tobytes()
+        finally:
+            forget_tuning()
+        assert gm.matmul_plan(A, B, precision="float32") == untuned
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert np.all(np.abs(first - ref) <= 1536 * np.finfo(np.float32).eps * scale)

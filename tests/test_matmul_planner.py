@@ -300,3 +300,64 @@ def test_whole_blocks_decide_whether_a_grid_fills_a_wave():
     waves = -(-1000 // (132 * v.blocks_per_sm))
     assert waves == 4
     assert model(v, p, H100, 1, 64) >= waves * (v.wave_floor_s + 64 * v.wave_k_s)
+
+
+# --- measured plans (gm.matmul_plan(..., tune=True)) ------------------------------------------------------------------
+@given(st.sampled_from(sorted(KINDS)), st.sampled_from(sorted(TARGETS)), SIDES, SIDES, DEPTHS)
+def test_auto_candidates_are_ranked_by_the_model_and_the_first_is_autos_choice(kind, target, m, n, k):
+    from gpumat.matmul.engine import ranked
+
+    dtype, out_dtype, mode, is_aligned = KINDS[kind]
+    p = Problem(m, n, k, dtype, out_dtype, mode, is_aligned, is_aligned)
+    t = TARGETS[target]
+    options = ranked(p, t)
+    chosen = plan(p, t)
+    if chosen.problem != p:  # a mode's fallback (exact FP32): not among this mode's candidates
+        return
+    assert options, "auto planned this problem, so it had candidates"
+    assert [o.seconds for o in options] == sorted(o.seconds for o in options)
+    assert len({o.variant.name for o in options}) == len(options)  # each row once, with its best split
+    if chosen.reason.startswith("auto:"):  # the model chose among the rows (not a fallback of the mode)
+        first = options[0]
+        assert (first.variant, first.splits, first.k_chunk) == (chosen.variant, chosen.splits, chosen.k_chunk)
+
+
+def test_a_measured_plan_becomes_autos_choice_until_forgotten():
+    from gpumat.matmul.engine import forget_tuning, ranked, remember
+
+    p = Problem(1536, 1536, 1536, "f16", "f16", "native")
+    t = H100
+    before = plan(p, t)
+    options = ranked(p, t)
+    assert len(options) >= 2 and before.variant == options[0].variant
+    other = options[1]  # the model's second choice, as a measurement might pick it
+    try:
+        remember(p, t, other, "tuned: measured fastest (a test)")
+        after = plan(p, t)
+        assert (after.variant, after.splits, after.k_chunk) == (other.variant, other.splits, other.k_chunk)
+        assert after.reason == "tuned: measured fastest (a test)" and after.problem == p
+        assert plan(p, t, before.variant.name).variant == before.variant  # a named algorithm is not tuned
+        assert plan(replace(p, k=1537), t).variant == plan(replace(p, k=1537), t).variant  # others unchanged
+        assert plan(replace(p, k=1537), t).reason.startswith("auto")
+    finally:
+        forget_tuning()
+    assert plan(p, t) == before
+
+
+def test_the_fastest_measured_candidate_wins_and_ties_keep_the_models_order():
+    from gpumat.matmul.engine import choose, ranked
+
+    options = ranked(Problem(2048, 2048, 2048, "f32", "f32", "float32"), H100)[:4]
+    assert len(options) >= 3
+    measured = dict(zip((o.variant.name for o in options), (3.0, 2.0, 1.0, 5.0), strict=False))
+    best, times = choose(options, lambda o: measured[o.variant.name])
+    assert best is options[2] and times == [measured[o.variant.name] for o in options]
+    best, _ = choose(options, lambda o: 1.0)
+    assert best is options[0]
+
+
+def test_tune_takes_auto_alone():
+    with pytest.raises(ValueError, match="tune=True"):
+        gm.matmul_plan(fake_matrix(8, 8), fake_matrix(8, 8), algorithm="naive", tune=True)
+    with pytest.raises(ValueError, match="tune=True"):
+        gm.matmul_plan(fake_matrix(8, 8), fake_matrix(8, 8), splits=2, tune=True)

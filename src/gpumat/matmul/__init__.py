@@ -6,7 +6,8 @@
     problem    Problem (what a call asks for) and Target (the facts of the GPU)
     variants   the one table of kernels (a row per variant: entry points, launch shape, where it runs,
                the cost model's constants) and the argument order of their signatures
-    planner    the one cost model and auto's choice, pure and cached
+    planner    the one cost model and auto's choice, pure and cached (with its table of measured plans)
+    tuning     gm.matmul_plan(..., tune=True): auto's top candidates timed, the fastest remembered
     plan       MatmulPlan, the printable plan object (plain data)
     launcher   BoundPlan: a plan bound to its device, which owns every launch shape (direct, TMA,
                aligned copies, split-K's reduction, K = 0, batches beyond the grid's limit)

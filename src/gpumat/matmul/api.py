@@ -12,12 +12,14 @@ from .plan import MatmulPlan
 from .route import DEFAULT_ALPHA, DEFAULT_BETA, cached_product, plan_of_call, product
 
 
-def matmul_plan(a, b, out=None, algorithm="auto", precision=None, *, splits=None, k_chunk=None) -> MatmulPlan:
+def matmul_plan(
+    a, b, out=None, algorithm="auto", precision=None, *, splits=None, k_chunk=None, tune=False
+) -> MatmulPlan:
     """The plan :func:`matmul` would run for these operands, without running it.
 
     The plan names the kernel, the split of K, the launch grid, the scratch and copies it needs, the
-    cost model's time and the reason for the choice (``print`` it). Nothing is allocated or launched.
-    The epilogue (alpha, beta, bias, activation) does not change the plan.
+    cost model's time and the reason for the choice (``print`` it). Nothing is allocated or launched
+    (unless ``tune=True``). The epilogue (alpha, beta, bias, activation) does not change the plan.
 
     Parameters
     ----------
@@ -33,6 +35,13 @@ def matmul_plan(a, b, out=None, algorithm="auto", precision=None, *, splits=None
         Force a split-K plan of this many slices (a variant that splits K).
     k_chunk : int, optional
         With ``splits``: the K of each slice (default: K cut evenly on the variant's alignment).
+    tune : bool, optional
+        Measure instead of model (with ``algorithm="auto"``): the cost model's best few candidates run
+        on these operands (into a scratch result; ``out`` is not written) on the current stream, and
+        the fastest becomes auto's choice for this problem on this GPU for the rest of the process:
+        later :func:`matmul` calls of the same shapes, dtypes, layouts and precision run it. Its
+        results may differ in the last bits from the untuned plan's (another kernel adds in another
+        order) and repeat call after call. Takes a few milliseconds to a second.
 
     Returns
     -------
@@ -56,6 +65,12 @@ def matmul_plan(a, b, out=None, algorithm="auto", precision=None, *, splits=None
     (True, True)
     >>> C = gm.matmul(A, A, plan=p)
     """
+    if tune:
+        if algorithm != "auto" or splits is not None or k_chunk is not None:
+            raise ValueError("matmul_plan: tune=True chooses the plan itself; it takes algorithm='auto' and no split")
+        from .tuning import tune as measured  # the timing loop, loaded only when asked
+
+        return measured(a, b, out, precision)
     return plan_of_call(a, b, out, algorithm, precision, splits, k_chunk)
 
 

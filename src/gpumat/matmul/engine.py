@@ -27,6 +27,8 @@ from .planner import (
     matrix_vector,
     model,
     plan,
+    ranked,
+    remember,
     split_options,
     traffic,
     unavailable,
@@ -35,6 +37,8 @@ from .problem import Problem, Target, aligned, built_modules, operand_aligned
 from .route import _BOUND as bound_plans
 from .route import _mode as mode_of
 from .route import bind, cached_product, call_view, result_shape
+from .tuning import choose
+from .tuning import forget as forget_tuning
 from .variants import (
     ACTIVATIONS,
     GEMV_BANDWIDTH,
@@ -91,6 +95,10 @@ __all__ = [
     "c_map_args",
     "cached_product",
     "candidates",
+    "choose",
+    "forget_tuning",
+    "ranked",
+    "remember",
     "computes",
     "forced",
     "call_view",

@@ -260,12 +260,50 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
     return shaped or rows
 
 
+# Plans measured on this GPU (gpumat.matmul.tuning, gm.matmul_plan(..., tune=True)): (problem, target) ->
+# (variant, splits, k_chunk, why). Where a problem has one, auto runs it instead of the model's choice.
+TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str]] = {}
+
+
+def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
+    """Make a measured plan auto's choice for p on t from now on (plans cached before are dropped)."""
+    TUNED[(p, t)] = (chosen.variant.name, chosen.splits, chosen.k_chunk, why)
+    plan.cache_clear()
+
+
+def forget_tuning() -> None:
+    """Drop every measured plan: auto is the model's choice again."""
+    TUNED.clear()
+    plan.cache_clear()
+
+
+def ranked(p: Problem, t: Target) -> list[MatmulPlan]:
+    """auto's candidates for p on t, each with its best split, fastest modelled first (the first is the
+    model's choice where the model decides among the table's rows); empty where none runs."""
+    for tier in (1, 2):
+        options = sorted(
+            ((*best_split(v, p, t), v) for v in candidates(p, t, tier)), key=lambda o: o[0]
+        )  # a stable sort: the first of equal times stays first, as plan() takes it
+        if options:
+            return [
+                _make(v, p, t, splits, k_chunk, seconds, "a candidate of auto")
+                for seconds, splits, k_chunk, v in options
+            ]
+    return []
+
+
 @lru_cache(maxsize=8192)
 def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
-    """The plan for problem p on target t: auto's choice, or the named variant with its best split; for a
-    product with nothing to multiply (an empty C, or K = 0), whatever the algorithm, the plan that says so."""
+    """The plan for problem p on target t: auto's choice (a measured plan where one was tuned for p on t),
+    or the named variant with its best split; for a product with nothing to multiply (an empty C, or
+    K = 0), whatever the algorithm, the plan that says so."""
     if not (p.m and p.n and p.k and p.batch):
         return _no_product(p, t)
+    tuned = TUNED.get((p, t)) if algorithm == "auto" else None
+    if tuned is not None:
+        name, splits, k_chunk, why = tuned
+        v = VARIANTS[name]
+        return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), why)
     if algorithm != "auto":
         v = VARIANTS[algorithm]
         if (p.dtype, p.out_dtype) not in v.kernels:

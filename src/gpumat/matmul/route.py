@@ -68,6 +68,11 @@ def _bound(key: tuple, t: Target, plan: MatmulPlan | None) -> BoundPlan:
     return bound
 
 
+def forget_bound_plans() -> None:
+    """Empty the cache of bound plans (after auto's choice changed: a plan was tuned or forgotten)."""
+    _BOUND.clear()
+
+
 def bind(plan: MatmulPlan, dev) -> BoundPlan:
     """The BoundPlan of a given plan on dev, from the one cache (what gm.matmul(..., plan=plan) runs, and
     what the out-of-core pipeline runs its tiles with): plans of the same launches share it."""
