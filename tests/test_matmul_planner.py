@@ -361,3 +361,41 @@ def test_tune_takes_auto_alone():
         gm.matmul_plan(fake_matrix(8, 8), fake_matrix(8, 8), algorithm="naive", tune=True)
     with pytest.raises(ValueError, match="tune=True"):
         gm.matmul_plan(fake_matrix(8, 8), fake_matrix(8, 8), splits=2, tune=True)
+
+
+def test_measured_plans_saved_and_loaded_in_a_later_process(tmp_path):
+    """tuning.save writes the table (merged with the file's), tuning.load takes back what still runs:
+    an entry whose variant left the table, or does not run on its GPU, or whose split the variant cannot
+    make, is skipped; a file that is not one of measured plans is a ValueError; a missing one takes none."""
+    import json
+
+    from gpumat.matmul import tuning
+    from gpumat.matmul.engine import forget_tuning, ranked, remember
+
+    p = Problem(1536, 1536, 1536, "f16", "f16", "native")
+    q = Problem(3000, 200, 777, "f64", "f64", "native")
+    path = str(tmp_path / "plans.json")
+    try:
+        chosen_p, chosen_q = ranked(p, H100)[1], ranked(q, TARGETS["A100"])[-1]
+        remember(p, H100, chosen_p, "tuned: a test")
+        remember(q, TARGETS["A100"], chosen_q, "tuned: another")
+        assert tuning.save(path) == path
+        forget_tuning()
+        assert plan(p, H100).reason.startswith("auto")
+        data = json.loads(open(path).read())
+        data["entries"].append({**data["entries"][0], "variant": "no_such_kernel"})
+        data["entries"].append({**data["entries"][0], "k_chunk": 0})
+        wgmma = next(n for n, v in VARIANTS.items() if v.tma and ("f16", "f16") in v.kernels)
+        turing = {"arch": 75, "sm_count": 40, "max_smem": 65536, "modules": sorted(TARGETS["Turing"].modules)}
+        data["entries"].append({**data["entries"][0], "variant": wgmma, "target": turing})
+        open(path, "w").write(json.dumps(data))
+        assert tuning.load(path) == 2
+        got_p, got_q = plan(p, H100), plan(q, TARGETS["A100"])
+        assert (got_p.variant, got_p.splits, got_p.reason) == (chosen_p.variant, chosen_p.splits, "tuned: a test")
+        assert (got_q.variant, got_q.k_chunk) == (chosen_q.variant, chosen_q.k_chunk)
+    finally:
+        forget_tuning()
+    assert tuning.load(str(tmp_path / "missing.json")) == 0
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a file of measured plans"):
+        tuning.load(str(tmp_path / "bad.json"))

@@ -9,19 +9,24 @@ between two events, each batch at least BATCH_S of GPU time, the median of BATCH
 fastest is remembered (planner.remember): later `gm.matmul` calls of the same problem (shape, dtypes,
 layouts, alignment, batch, precision) on the same kind of GPU run it. The result of such a call can
 differ in its last bits from the untuned plan's (another kernel sums in another order), and is the same
-call after call, as every plan's is. `forget()` drops what was measured.
+call after call, as every plan's is. `forget()` drops what was measured; `save()` writes it to a file
+under the user's cache directory and `load()` takes it back in a later process (only when asked).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
+from dataclasses import asdict
 
 from ..matrix import Matrix
 from ..operands import operand_device
 from ..runtime.streams import Event
 from . import planner
 from .plan import MatmulPlan
+from .problem import Problem, Target
 from .route import DEFAULT_ALPHA, DEFAULT_BETA, forget_bound_plans, plan_of_call, product, result_shape
 
 TOP = 4  # the model's best candidates that are timed
@@ -109,3 +114,74 @@ def forget() -> None:
     """Drop every measured plan: auto is the cost model's choice again (the cached plans go too)."""
     planner.forget_tuning()
     forget_bound_plans()
+
+
+def default_path() -> str:
+    """Where save() and load() keep measured plans by default: gpumat/tuned-plans.json under the user's
+    cache directory ($XDG_CACHE_HOME, else ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpumat", "tuned-plans.json")
+
+
+def _target_record(t: Target) -> dict:
+    return {"arch": t.arch, "sm_count": t.sm_count, "max_smem": t.max_smem, "modules": sorted(t.modules)}
+
+
+def save(path: str | None = None) -> str:
+    """Write this process's measured plans to `path` (default_path()), merged with what the file holds
+    (an entry of this process wins); returns the path. Each entry names its problem, its GPU (compute
+    capability, SMs, shared memory, the build's modules) and its plan."""
+    path = path or default_path()
+    entries = {json.dumps([e["problem"], e["target"]], sort_keys=True): e for e in _read(path)}
+    for (p, t), (name, splits, k_chunk, why) in planner.TUNED.items():
+        entry = {"problem": asdict(p), "target": _target_record(t), "variant": name, "splits": splits}
+        entry.update(k_chunk=k_chunk, why=why)
+        entries[json.dumps([entry["problem"], entry["target"]], sort_keys=True)] = entry
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
+        json.dump({"gpumat_tuned_plans": 1, "entries": list(entries.values())}, f, indent=1)
+    os.replace(temporary, path)  # whole or not at all, for a reader in another process
+    return path
+
+
+def _read(path: str) -> list[dict]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as e:
+        raise ValueError(f"gpumat: {path} is not a file of measured plans ({e})") from None
+    if not isinstance(data, dict) or data.get("gpumat_tuned_plans") != 1:
+        raise ValueError(f"gpumat: {path} is not a file of measured plans")
+    return list(data.get("entries", []))
+
+
+def load(path: str | None = None) -> int:
+    """Make the measured plans saved in `path` (default_path()) auto's choices in this process, where their
+    variant is still in the table and runs on their GPU (the others are skipped); returns how many were
+    taken. A missing file takes none."""
+    taken = 0
+    for e in _read(path or default_path()):
+        try:
+            p = Problem(**e["problem"])
+            tr = e["target"]
+            t = Target(tr["arch"], tr["sm_count"], tr["max_smem"], frozenset(tr["modules"]))
+            v = planner.VARIANTS[e["variant"]]
+            splits, k_chunk = int(e["splits"]), int(e["k_chunk"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if planner.unavailable(v, t) is not None or (p.dtype, p.out_dtype) not in v.kernels:
+            continue
+        if planner.computes(v, p.dtype) != p.mode or not v.computes_shape(p.m, p.n):
+            continue
+        try:  # the split must be one the variant can make for the problem (a file may have been edited)
+            made = planner.forced(p, t, v.name, splits, k_chunk)
+        except (ValueError, TypeError):
+            continue
+        planner.TUNED[(p, t)] = (v.name, made.splits, made.k_chunk, str(e.get("why", "tuned (loaded)")))
+        taken += 1
+    planner.plan.cache_clear()
+    forget_bound_plans()
+    return taken
