@@ -182,3 +182,29 @@ def test_a_tuned_plan_runs_for_later_calls_and_repeats_its_bits():
     ref = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     assert np.all(np.abs(first - ref) <= 1536 * np.finfo(np.float32).eps * scale)
+
+
+def test_tuning_leaves_a_modes_fallback_alone_and_an_unaligned_view_runs_its_tuned_plan():
+    """A tf32 batch of tiny products runs as exact FP32 (the mode's fallback): tune=True returns that plan
+    untuned, and it runs as plan=. A product with an unaligned view: the tuned plan is what the plain
+    call (default precision) then runs, bit for bit."""
+    from gpumat.matmul.engine import forget_tuning
+
+    rng = np.random.default_rng(37)
+    x = rng.uniform(-1, 1, (4096, 32, 32)).astype(np.float32)
+    q = rng.uniform(-1, 1, (1536, 1540)).astype(np.float32)
+    b = rng.uniform(-1, 1, (1536, 1536)).astype(np.float32)
+    with gm.Matrix.from_numpy(x) as X, gm.Matrix.from_numpy(q) as Q, gm.Matrix.from_numpy(b) as B:
+        try:
+            p = gm.matmul_plan(X, X, precision="tf32", tune=True)
+            assert not p.reason.startswith("tuned") and p == gm.matmul_plan(X, X, precision="tf32")
+            assert gm.matmul(X, X, precision="tf32", plan=p).shape == (4096, 32, 32)
+            view = Q[:, 1:1537]  # rows 4-byte aligned only
+            tuned = gm.matmul_plan(view, B, tune=True)
+            assert tuned.reason.startswith("tuned")
+            plain = gm.matmul(view, B).to_numpy()
+            assert plain.tobytes() == gm.matmul(view, B, plan=tuned).to_numpy().tobytes()
+        finally:
+            forget_tuning()
+    ref = q[:, 1:1537].astype(np.float64) @ b.astype(np.float64)
+    assert rel_error(plain, ref) < 1e-5

@@ -28,7 +28,6 @@ from .planner import (
     model,
     plan,
     ranked,
-    remember,
     split_options,
     traffic,
     unavailable,
@@ -37,8 +36,10 @@ from .problem import Problem, Target, aligned, built_modules, operand_aligned
 from .route import _BOUND as bound_plans
 from .route import _mode as mode_of
 from .route import bind, cached_product, call_view, result_shape
-from .tuning import choose
+from .tuning import choose, remember
 from .tuning import forget as forget_tuning
+from .tuning import load as load_tuning
+from .tuning import save as save_tuning
 from .variants import (
     ACTIVATIONS,
     GEMV_BANDWIDTH,
@@ -97,6 +98,8 @@ __all__ = [
     "candidates",
     "choose",
     "forget_tuning",
+    "load_tuning",
+    "save_tuning",
     "ranked",
     "remember",
     "computes",

@@ -151,11 +151,16 @@ def _result_shape(a: Matrix, b: Matrix, ba, bb, m: int, n: int) -> tuple[int, ..
     raise ValueError(f"matmul: the batches of a {a.shape} and b {b.shape} do not broadcast ({ba} against {bb})")
 
 
-def plan_of_call(a, b, out, algorithm: str, precision, splits, k_chunk) -> MatmulPlan:
-    """gm.matmul_plan: the plan the call would run (see its docstring)."""
+def problem_of_call(a, b, out, algorithm: str = "auto", precision=None) -> tuple[Problem, Target]:
+    """The Problem a matmul call poses and its GPU's Target, after the call's checks."""
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, DEFAULT_ALPHA, DEFAULT_BETA, None, None)
-    p = planner.plan(problem_of(kernel_view(A, B, C, epilogue), A[7], C[7], mode), Target.of(dev), algorithm)
+    return problem_of(kernel_view(A, B, C, epilogue), A[7], C[7], mode), Target.of(dev)
+
+
+def plan_of_call(a, b, out, algorithm: str, precision, splits, k_chunk) -> MatmulPlan:
+    """gm.matmul_plan: the plan the call would run (see its docstring)."""
+    p = planner.plan(*problem_of_call(a, b, out, algorithm, precision), algorithm)
     if splits is None and k_chunk is None:
         return p
     if splits is None:
@@ -182,7 +187,7 @@ def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, act
             C = out._operand()
         if bound.launches:
             bias_buffer = None if bias is None else bias._operand()[8]
-            _enqueue(bound, s, av, bv, cv, epilogue, A[8], B[8], C[8], bias_buffer)
+            enqueue(bound, s, av, bv, cv, epilogue, A[8], B[8], C[8], bias_buffer)
     return out
 
 
@@ -228,7 +233,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
         if out is None:
             out = Matrix._allocate(m, n, dev, s, a.dtype)
             C = out._operand()
-        cb = C[8]  # _enqueue's steps, inline (this is every plain call): ordered, run, marked
+        cb = C[8]  # enqueue's steps, inline (this is every plain call): ordered, run, marked
         if ab.stream == s and bb.stream == s and cb.stream == s:
             bound.run(s, A, B, C, IDENTITY)
         else:
@@ -239,7 +244,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
     return out
 
 
-def _enqueue(bound: BoundPlan, s: int, a: tuple, b: tuple, c: tuple, epilogue: tuple, ab, bb, cb, bias=None) -> None:
+def enqueue(bound: BoundPlan, s: int, a: tuple, b: tuple, c: tuple, epilogue: tuple, ab, bb, cb, bias=None) -> None:
     """Run a bound plan on stream s between the stream-ordering contract's two steps (device lock held):
     the operands' buffers (ab, bb, cb and a bias's) ordered on s (use_on, where one was last used
     elsewhere), and on another library's stream the mark that their frees wait for."""

@@ -18,28 +18,33 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import asdict
 
 from ..matrix import Matrix
 from ..operands import operand_device
-from ..runtime.streams import Event
+from ..runtime.streams import Event, stream_handle
 from . import planner
 from .plan import MatmulPlan
 from .problem import Problem, Target
-from .route import DEFAULT_ALPHA, DEFAULT_BETA, forget_bound_plans, plan_of_call, product, result_shape
+from .route import bind, call_view, enqueue, forget_bound_plans, problem_of_call, result_shape
 
 TOP = 4  # the model's best candidates that are timed
 BATCH_S = 1e-3  # GPU time a timed batch of calls spans at least
 BATCHES = 3
 MAX_CALLS = 200  # calls in a batch at most
+MARGIN = 0.03  # the model's choice stays unless another candidate measured this much faster
 
 
-def choose(plans: list[MatmulPlan], seconds_of) -> tuple[MatmulPlan, list[float]]:
-    """The plan of least measured time (the first of equal ones: the model's order breaks ties) and every
-    plan's time; `seconds_of(plan)` measures one."""
+def choose(plans: list[MatmulPlan], seconds_of, margin: float = MARGIN) -> tuple[MatmulPlan, list[float]]:
+    """The plan to keep and every plan's measured time (`seconds_of(plan)` measures one): the first plan
+    (the model's choice) unless another ran more than `margin` faster, then the fastest (the first of
+    equal times)."""
     times = [seconds_of(p) for p in plans]
     best = min(range(len(plans)), key=lambda i: (times[i], i))
+    if times[best] > times[0] * (1 - margin):
+        best = 0
     return plans[best], times
 
 
@@ -60,53 +65,75 @@ def _seconds_a_call(run, dev) -> float:
     """Median seconds of one call of `run` queued back to back on the thread's current stream of `dev`
     (after one call that loads its kernel)."""
     start, stop = Event(device=dev), Event(device=dev)
-    run()
-    start.record()
-    run()
-    stop.record()
-    stop.synchronize()
-    one = max(start.elapsed_time(stop) / 1e3, 1e-7)
-    calls = max(1, min(MAX_CALLS, int(BATCH_S / one)))
-    times = []
-    for _ in range(BATCHES):
+    try:
+        run()
         start.record()
-        for _ in range(calls):
-            run()
+        run()
         stop.record()
         stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3 / calls)
-    return statistics.median(times)
+        one = max(start.elapsed_time(stop) / 1e3, 1e-7)
+        calls = max(1, min(MAX_CALLS, int(BATCH_S / one)))
+        times = []
+        for _ in range(BATCHES):
+            start.record()
+            for _ in range(calls):
+                run()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) / 1e3 / calls)
+        return statistics.median(times)
+    finally:
+        start.close()
+        stop.close()
+
+
+def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
+    """Make `chosen` auto's plan for p on t (planner.remember), and drop the bound plans made before."""
+    planner.remember(p, t, chosen, why)
+    forget_bound_plans()
 
 
 def tune(a, b, out, precision) -> MatmulPlan:
     """gm.matmul_plan(..., tune=True): the fastest of auto's top candidates, measured on these operands,
     remembered as auto's choice for the problem on this GPU. Returns its plan (its reason gives every
-    candidate's time)."""
-    base = plan_of_call(a, b, out, "auto", precision, None, None)
-    p, t = base.problem, base.target
+    candidate's time). A problem the mode does not run itself (a tf32 product planned as exact FP32),
+    with fewer than two candidates, or whose result layout a scratch result cannot pose, is not tuned:
+    its plan is returned as it is."""
+    p, t = problem_of_call(a, b, out, "auto", precision)
+    base = planner.plan(p, t)
     options = planner.ranked(p, t)[:TOP]
-    if base.problem != p or len(options) < 2:  # a fallback of the mode, or nothing to choose between
+    if base.problem != p or len(options) < 2:
         return base
     dev = operand_device((a, "a"), (b, "b"), (out, "out"))
     owner, scratch = _scratch_like(a, b, out, dev)
-
-    def seconds_of(q: MatmulPlan) -> float:
-        return _seconds_a_call(
-            lambda: product(a, b, scratch, "auto", precision, None, DEFAULT_ALPHA, DEFAULT_BETA, None, None, q), dev
-        )
-
-    began = time.perf_counter()
     try:
+        if problem_of_call(a, b, scratch, "auto", precision)[0] != p:  # e.g. a batch out with gaps
+            return base
+        # each candidate bound and run as a plain call runs its bound plan: no checks between launches
+        _, _, _, _, av, bv, cv, _, _, epilogue = call_view(a, b, scratch)
+        buffers = (a._operand()[8], b._operand()[8], scratch._operand()[8])
+        s = stream_handle(None, dev)
+
+        def seconds_of(q: MatmulPlan) -> float:
+            bound = bind(q, dev)
+
+            def run():
+                with dev.lock:
+                    enqueue(bound, s, av, bv, cv, epilogue, *buffers)
+
+            return _seconds_a_call(run, dev)
+
+        began = time.perf_counter()
         best, times = choose(options, seconds_of)
+        spent = time.perf_counter() - began
     finally:
         owner.free()
-    spent = time.perf_counter() - began
     measured = ", ".join(
         f"{q.variant.name} ({q.splits} splits) {s * 1e6:.1f} us" for q, s in zip(options, times, strict=True)
     )
-    why = f"tuned: measured fastest of {measured} (tuning took {spent * 1e3:.0f} ms)"
-    planner.remember(p, t, best, why)
-    forget_bound_plans()
+    kept = "the model's choice kept" if best is options[0] else "measured fastest"
+    why = f"tuned: {kept} of {measured} (tuning took {spent * 1e3:.0f} ms)"
+    remember(p, t, best, why)
     return planner.plan(p, t)
 
 
@@ -132,16 +159,25 @@ def save(path: str | None = None) -> str:
     (an entry of this process wins); returns the path. Each entry names its problem, its GPU (compute
     capability, SMs, shared memory, the build's modules) and its plan."""
     path = path or default_path()
-    entries = {json.dumps([e["problem"], e["target"]], sort_keys=True): e for e in _read(path)}
-    for (p, t), (name, splits, k_chunk, why) in planner.TUNED.items():
+    entries = {
+        json.dumps([e["problem"], e["target"]], sort_keys=True): e
+        for e in _read(path)
+        if isinstance(e, dict) and "problem" in e and "target" in e
+    }
+    for (p, t), (name, splits, k_chunk, why) in planner.TUNED.copy().items():
         entry = {"problem": asdict(p), "target": _target_record(t), "variant": name, "splits": splits}
         entry.update(k_chunk=k_chunk, why=why)
         entries[json.dumps([entry["problem"], entry["target"]], sort_keys=True)] = entry
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w") as f:
-        json.dump({"gpumat_tuned_plans": 1, "entries": list(entries.values())}, f, indent=1)
-    os.replace(temporary, path)  # whole or not at all, for a reader in another process
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=".tuned-plans-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"gpumat_tuned_plans": 1, "entries": list(entries.values())}, f, indent=1)
+        os.replace(temporary, path)  # whole or not at all, for a reader in another process
+    except BaseException:
+        os.unlink(temporary)
+        raise
     return path
 
 
@@ -153,9 +189,9 @@ def _read(path: str) -> list[dict]:
         return []
     except (OSError, ValueError) as e:
         raise ValueError(f"gpumat: {path} is not a file of measured plans ({e})") from None
-    if not isinstance(data, dict) or data.get("gpumat_tuned_plans") != 1:
+    if not isinstance(data, dict) or data.get("gpumat_tuned_plans") != 1 or not isinstance(data.get("entries"), list):
         raise ValueError(f"gpumat: {path} is not a file of measured plans")
-    return list(data.get("entries", []))
+    return data["entries"]
 
 
 def load(path: str | None = None) -> int:
