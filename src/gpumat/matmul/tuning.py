@@ -19,6 +19,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 
@@ -35,6 +36,8 @@ BATCH_S = 1e-3  # GPU time a timed batch of calls spans at least
 BATCHES = 3
 MAX_CALLS = 200  # calls in a batch at most
 MARGIN = 0.03  # the model's choice stays unless another candidate measured this much faster
+# one tuning (or load, or save) at a time in a process: two tunings at once would time each other's work
+_serial = threading.Lock()
 
 
 def choose(plans: list[MatmulPlan], seconds_of, margin: float = MARGIN) -> tuple[MatmulPlan, list[float]]:
@@ -94,6 +97,12 @@ def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
 
 
 def tune(a, b, out, precision) -> MatmulPlan:
+    """gm.matmul_plan(..., tune=True), one tuning at a time (see _tune)."""
+    with _serial:
+        return _tune(a, b, out, precision)
+
+
+def _tune(a, b, out, precision) -> MatmulPlan:
     """gm.matmul_plan(..., tune=True): the fastest of auto's top candidates, measured on these operands,
     remembered as auto's choice for the problem on this GPU. Returns its plan (its reason gives every
     candidate's time). A problem the mode does not run itself (a tf32 product planned as exact FP32),
@@ -155,6 +164,12 @@ def _target_record(t: Target) -> dict:
 
 
 def save(path: str | None = None) -> str:
+    """Write this process's measured plans to `path` (see _save); one save or tuning at a time."""
+    with _serial:
+        return _save(path)
+
+
+def _save(path: str | None = None) -> str:
     """Write this process's measured plans to `path` (default_path()), merged with what the file holds
     (an entry of this process wins); returns the path. Each entry names its problem, its GPU (compute
     capability, SMs, shared memory, the build's modules) and its plan."""
@@ -195,6 +210,12 @@ def _read(path: str) -> list[dict]:
 
 
 def load(path: str | None = None) -> int:
+    """Take back measured plans from `path` (see _load); one load or tuning at a time."""
+    with _serial:
+        return _load(path)
+
+
+def _load(path: str | None = None) -> int:
     """Make the measured plans saved in `path` (default_path()) auto's choices in this process, where their
     variant is still in the table and runs on their GPU (the others are skipped); returns how many were
     taken. A missing file takes none."""
