@@ -333,3 +333,15 @@ def _python_referrers(obj, skip: set) -> list:
     referrers = gc.get_referrers(obj)
     skip.add(id(referrers))
     return [r for r in referrers if id(r) not in skip and not isinstance(r, types.FrameType)]
+
+
+class HostChunk:
+    """A stand-in Matrix chunk for gpumat.dask's serialisation on the CPU: its values on the host."""
+
+    def __init__(self, values):
+        self.values, self.dtype, self.shape = values, values.dtype, values.shape
+        self.ndim, self.size, self.nbytes = values.ndim, values.size, values.nbytes
+        self.is_transposed, self.is_contiguous = False, True
+
+    def to_numpy(self):
+        return self.values

@@ -13,7 +13,7 @@ da = pytest.importorskip(
     "dask.array", reason="dask is not installed (make test installs it; a wheel takes it as the dask extra)"
 )
 
-from support import product_error, what_holds_live_matrices  # noqa: E402
+from support import HostChunk, product_error, what_holds_live_matrices  # noqa: E402
 
 import gpumat as gm  # noqa: E402
 from gpumat import _dtypes  # noqa: E402
@@ -183,16 +183,6 @@ def test_meta_needs_no_gpu_and_slices_like_a_chunk():
 # -------------------------------------------------------------------------------------------------
 # CPU: moving a chunk between workers (the header and frames, GPU stood in for)
 # -------------------------------------------------------------------------------------------------
-class HostChunk:
-    """What serialize_host reads of a Matrix."""
-
-    def __init__(self, values):
-        self.values, self.dtype = values, values.dtype
-
-    def to_numpy(self):
-        return self.values
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_host_frames_round_trip_bit_for_bit(monkeypatch, dtype):
     values = np.random.default_rng(3).standard_normal((7, 5)).astype(dtype)

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("dask.array", reason="dask is not installed (make test installs it)")
 
+from support import HostChunk  # noqa: E402
+
 from gpumat.dask import chunks, graph, placement, transfer  # noqa: E402
 
 
@@ -228,18 +230,6 @@ def test_spare_blocks_stay_within_their_budget(offers, monkeypatch):
         os.unlink(_export(folder, n).path)  # acknowledged at once
     transfer.sweep()
     assert len(transfer._spares[(0, 256)]) == 2 and sorted(freed) == [1002, 1003]
-
-
-class HostChunk:
-    """A stand-in Matrix chunk: its values on the host."""
-
-    def __init__(self, values):
-        self.values, self.dtype, self.shape = values, values.dtype, values.shape
-        self.ndim, self.size, self.nbytes = values.ndim, values.size, values.nbytes
-        self.is_transposed, self.is_contiguous = False, True
-
-    def to_numpy(self):
-        return self.values
 
 
 def test_a_chunk_to_this_host_carries_handles_and_one_elsewhere_its_bytes(monkeypatch):

@@ -67,13 +67,14 @@ def enabled() -> bool:
 
 
 def host_of(address) -> str | None:
-    if not isinstance(address, str) or "://" not in address:
+    """The host of a distributed TCP or TLS address (distributed's own parsing); None for any other."""
+    from distributed.comm.addressing import get_address_host, parse_address
+
+    try:
+        scheme, _ = parse_address(address)
+    except (TypeError, ValueError):
         return None
-    scheme, rest = address.split("://", 1)
-    if scheme not in ("tcp", "tls"):
-        return None
-    host = rest.rsplit(":", 1)[0] if rest.count(":") == 1 or rest.startswith("[") else rest
-    return host.strip("[]") or None
+    return get_address_host(address) if scheme in ("tcp", "tls") else None
 
 
 def same_host(context) -> bool:

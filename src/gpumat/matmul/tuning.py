@@ -15,6 +15,7 @@ under the user's cache directory and `load()` takes it back in a later process (
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -38,6 +39,15 @@ MAX_CALLS = 200  # calls in a batch at most
 MARGIN = 0.03  # the model's choice stays unless another candidate measured this much faster
 # one tuning (or load, or save) at a time in a process: two tunings at once would time each other's work
 _serial = threading.Lock()
+
+
+def _one_at_a_time(f):
+    @functools.wraps(f)
+    def serialised(*args, **kwargs):
+        with _serial:
+            return f(*args, **kwargs)
+
+    return serialised
 
 
 def choose(plans: list[MatmulPlan], seconds_of, margin: float = MARGIN) -> tuple[MatmulPlan, list[float]]:
@@ -96,13 +106,8 @@ def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
     forget_bound_plans()
 
 
+@_one_at_a_time
 def tune(a, b, out, precision) -> MatmulPlan:
-    """gm.matmul_plan(..., tune=True), one tuning at a time (see _tune)."""
-    with _serial:
-        return _tune(a, b, out, precision)
-
-
-def _tune(a, b, out, precision) -> MatmulPlan:
     """gm.matmul_plan(..., tune=True): the fastest of auto's top candidates, measured on these operands,
     remembered as auto's choice for the problem on this GPU. Returns its plan (its reason gives every
     candidate's time). A problem the mode does not run itself (a tf32 product planned as exact FP32),
@@ -163,13 +168,8 @@ def _target_record(t: Target) -> dict:
     return {"arch": t.arch, "sm_count": t.sm_count, "max_smem": t.max_smem, "modules": sorted(t.modules)}
 
 
+@_one_at_a_time
 def save(path: str | None = None) -> str:
-    """Write this process's measured plans to `path` (see _save); one save or tuning at a time."""
-    with _serial:
-        return _save(path)
-
-
-def _save(path: str | None = None) -> str:
     """Write this process's measured plans to `path` (default_path()), merged with what the file holds
     (an entry of this process wins); returns the path. Each entry names its problem, its GPU (compute
     capability, SMs, shared memory, the build's modules) and its plan."""
@@ -209,13 +209,8 @@ def _read(path: str) -> list[dict]:
     return data["entries"]
 
 
+@_one_at_a_time
 def load(path: str | None = None) -> int:
-    """Take back measured plans from `path` (see _load); one load or tuning at a time."""
-    with _serial:
-        return _load(path)
-
-
-def _load(path: str | None = None) -> int:
     """Make the measured plans saved in `path` (default_path()) auto's choices in this process, where their
     variant is still in the table and runs on their GPU (the others are skipped); returns how many were
     taken. A missing file takes none."""
