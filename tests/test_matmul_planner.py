@@ -401,3 +401,31 @@ def test_measured_plans_saved_and_loaded_in_a_later_process(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match="not a file of measured plans"):
         load_tuning(str(tmp_path / "bad.json"))
+
+
+def test_a_plan_bound_while_a_tuning_lands_is_bound_again(monkeypatch):
+    """A thread binding a problem's plans while another tunes it must not leave the plans from before the
+    tuning in the launch path's cache: the binding sees the tuning table change and binds again."""
+    from gpumat.matmul import route
+    from gpumat.matmul.engine import forget_tuning, ranked, remember
+
+    p = Problem(1536, 1536, 1536, "f16", "f16", "native")
+    made = []
+
+    class StandIn:
+        @classmethod
+        def for_problem(cls, q, t, choice, dev):
+            made.append(plan(q, t))
+            if len(made) == 1:  # the other thread's tuning lands while this binding runs
+                remember(p, t, ranked(p, t)[1], "tuned: a test")
+            return made[-1]
+
+    monkeypatch.setattr(route, "BoundPlan", StandIn)
+    key = route._key(p.m, p.n, p.k, 1, False, False, "f16", "f16", "native", "auto", FAKE_DEVICE)
+    try:
+        bound = route._bound(key, H100, None)
+        assert len(made) == 2 and made[0].reason.startswith("auto")
+        assert bound is made[1] and bound.reason == "tuned: a test" and route._BOUND[key] is bound
+    finally:
+        route._BOUND.pop(key, None)
+        forget_tuning()

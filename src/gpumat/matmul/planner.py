@@ -263,18 +263,31 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
 # Plans measured on this GPU (gpumat.matmul.tuning, gm.matmul_plan(..., tune=True)): (problem, target) ->
 # (variant, splits, k_chunk, why). Where a problem has one, auto runs it instead of the model's choice.
 TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str]] = {}
+# How many times TUNED has changed: a cache filled from plans made while it changed (the bound plans of
+# matmul.route) compares it before and after, and keeps nothing made across a change.
+_tuning_changes = [0]
+
+
+def tuning_generation() -> int:
+    """The number of changes of TUNED so far."""
+    return _tuning_changes[0]
 
 
 def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
-    """Make a measured plan auto's choice for p on t from now on (plans cached before are dropped)."""
+    """Make a measured plan auto's choice for p on t from now on."""
     TUNED[(p, t)] = (chosen.variant.name, chosen.splits, chosen.k_chunk, why)
-    plan.cache_clear()
+    _tuning_changes[0] += 1
 
 
 def forget_tuning() -> None:
     """Drop every measured plan: auto is the model's choice again."""
     TUNED.clear()
-    plan.cache_clear()
+    _tuning_changes[0] += 1
+
+
+def tunings_loaded() -> None:
+    """Say that TUNED was filled from a file (tuning.load)."""
+    _tuning_changes[0] += 1
 
 
 def ranked(p: Problem, t: Target) -> list[MatmulPlan]:
@@ -292,14 +305,23 @@ def ranked(p: Problem, t: Target) -> list[MatmulPlan]:
     return []
 
 
-@lru_cache(maxsize=8192)
 def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
     """The plan for problem p on target t: auto's choice (a measured plan where one was tuned for p on t),
     or the named variant with its best split; for a product with nothing to multiply (an empty C, or
     K = 0), whatever the algorithm, the plan that says so."""
+    # the tuned entry is part of the cached call's key, so a plan made while a tuning lands is never
+    # served for the problem after it
+    return _plan(p, t, algorithm, TUNED.get((p, t)) if algorithm == "auto" and TUNED else None)
+
+
+plan.cache_clear = lambda: _plan.cache_clear()  # for tests that change the table of variants
+
+
+@lru_cache(maxsize=8192)
+def _plan(p: Problem, t: Target, algorithm: str, tuned: tuple | None) -> MatmulPlan:
+    """plan(), cached by its arguments and the measured plan of p on t (None where none was tuned)."""
     if not (p.m and p.n and p.k and p.batch):
         return _no_product(p, t)
-    tuned = TUNED.get((p, t)) if algorithm == "auto" else None
     if tuned is not None:
         name, splits, k_chunk, why = tuned
         v = VARIANTS[name]

@@ -54,12 +54,19 @@ def _bound(key: tuple, t: Target, plan: MatmulPlan | None) -> BoundPlan:
     bound = _BOUND.get(key)
     if bound is None:
         m, n, k, batch, a_trans, b_trans, sfx, out_sfx, mode, choice, dev = key
-        if plan is not None:
-            bound = BoundPlan(plan, dev)
-        else:
-            p = Problem(m, n, k, sfx, out_sfx, mode, True, True, batch, a_trans, b_trans)
-            bound = BoundPlan.for_problem(p, t, choice, dev)
-        _BOUND[key] = bound
+        # where a plan was tuned while this one was bound, bind again; stored first and checked after, so
+        # a tuning's emptying of the cache cannot fall between the check and the store
+        while True:
+            generation = planner.tuning_generation()
+            if plan is not None:
+                bound = BoundPlan(plan, dev)
+            else:
+                p = Problem(m, n, k, sfx, out_sfx, mode, True, True, batch, a_trans, b_trans)
+                bound = BoundPlan.for_problem(p, t, choice, dev)
+            _BOUND[key] = bound
+            if generation == planner.tuning_generation():
+                break
+            _BOUND.pop(key, None)
         if len(_BOUND) > _BOUND.limit:
             try:  # another device's thread may be evicting at the same time
                 _BOUND.pop(next(iter(_BOUND)), None)

@@ -234,6 +234,6 @@ def load(path: str | None = None) -> int:
             continue
         planner.TUNED[(p, t)] = (v.name, made.splits, made.k_chunk, str(e.get("why", "tuned (loaded)")))
         taken += 1
-    planner.plan.cache_clear()
+    planner.tunings_loaded()
     forget_bound_plans()
     return taken
