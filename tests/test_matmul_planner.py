@@ -406,26 +406,24 @@ def test_measured_plans_saved_and_loaded_in_a_later_process(tmp_path):
 def test_a_plan_bound_while_a_tuning_lands_is_bound_again(monkeypatch):
     """A thread binding a problem's plans while another tunes it must not leave the plans from before the
     tuning in the launch path's cache: the binding sees the tuning table change and binds again."""
-    from gpumat.matmul import route
-    from gpumat.matmul.engine import forget_tuning, ranked, remember
+    from gpumat.matmul.engine import BoundPlan, bound_for, bound_plans, forget_tuning, ranked, remember
 
     p = Problem(1536, 1536, 1536, "f16", "f16", "native")
     made = []
 
-    class StandIn:
-        @classmethod
-        def for_problem(cls, q, t, choice, dev):
-            made.append(plan(q, t))
-            if len(made) == 1:  # the other thread's tuning lands while this binding runs
-                remember(p, t, ranked(p, t)[1], "tuned: a test")
-            return made[-1]
+    def stand_in(cls, q, t, choice, dev):
+        made.append(plan(q, t))
+        if len(made) == 1:  # the other thread's tuning lands while this binding runs
+            remember(p, t, ranked(p, t)[1], "tuned: a test")
+        return made[-1]
 
-    monkeypatch.setattr(route, "BoundPlan", StandIn)
-    key = route._key(p.m, p.n, p.k, 1, False, False, "f16", "f16", "native", "auto", FAKE_DEVICE)
+    monkeypatch.setattr(BoundPlan, "for_problem", classmethod(stand_in))
+    bound_plans.clear()
     try:
-        bound = route._bound(key, H100, None)
+        bound = bound_for(p, H100, FAKE_DEVICE)
         assert len(made) == 2 and made[0].reason.startswith("auto")
-        assert bound is made[1] and bound.reason == "tuned: a test" and route._BOUND[key] is bound
+        assert bound is made[1] and bound.reason == "tuned: a test"
+        assert bound_for(p, H100, FAKE_DEVICE) is bound and len(made) == 2  # cached: made once more, not again
     finally:
-        route._BOUND.pop(key, None)
+        bound_plans.clear()
         forget_tuning()

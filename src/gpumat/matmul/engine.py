@@ -8,6 +8,7 @@ from outside the package (a CPU test checks the tests and benchmarks).
     plan, forced, model, ...         the planner: pure functions of a Problem and a Target (planner)
     BoundPlan, bind                  a plan bound to its device, run(stream, a, b, c, epilogue) (launcher)
     bound_plans                      the launch path's one cache of BoundPlans (clear() forgets them)
+    bound_for                        the cached BoundPlan of a problem on a device, made on first use
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
@@ -35,7 +36,7 @@ from .planner import (
 from .problem import Problem, Target, aligned, built_modules, operand_aligned
 from .route import _BOUND as bound_plans
 from .route import _mode as mode_of
-from .route import bind, cached_product, call_view, result_shape
+from .route import bind, bound_for, cached_product, call_view, result_shape
 from .tuning import choose, remember
 from .tuning import forget as forget_tuning
 from .tuning import load as load_tuning
@@ -90,6 +91,7 @@ __all__ = [
     "aligned",
     "best_split",
     "bind",
+    "bound_for",
     "bound_plans",
     "built_modules",
     "c_map",

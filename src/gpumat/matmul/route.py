@@ -75,6 +75,13 @@ def _bound(key: tuple, t: Target, plan: MatmulPlan | None) -> BoundPlan:
     return bound
 
 
+def bound_for(p: Problem, t: Target, dev, algorithm: str = "auto") -> BoundPlan:
+    """The launch path's cached BoundPlan of problem p (its alignment aside: the BoundPlan picks by the
+    operands') on dev, made on first use, as the full route makes it."""
+    key = _key(p.m, p.n, p.k, p.batch, p.a_trans, p.b_trans, p.dtype, p.out_dtype, p.mode, algorithm, dev)
+    return _bound(key, t, None)
+
+
 def forget_bound_plans() -> None:
     """Empty the cache of bound plans (after auto's choice changed: a plan was tuned or forgotten)."""
     _BOUND.clear()
