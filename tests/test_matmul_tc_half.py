@@ -96,7 +96,7 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
     # the measured rates (bench sweep on an H100: 490 us against 581)
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"
     assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x64"  # one tile: the smallest one is done first
-    assert pick(64, 65, 64, 90, 227 * 1024, True) == "wgmma128x128"  # the 64-wide tile: 64 columns at most
+    assert pick(64, 65, 64, 90, 227 * 1024, True) == "wgmma128x64"  # two 64-wide tiles beat one 128-wide
     assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma64x64"  # copies: longer than the product
     assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma64x64"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
@@ -111,10 +111,9 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
-    narrow = ["wgmma128x64", "wgmma128x64bt", "wgmma128x64at", "wgmma128x64atbt"]  # auto: C of <= 64 columns
+    narrow = ["wgmma128x64", "wgmma128x64bt", "wgmma128x64at", "wgmma128x64atbt"]
     wide_at = [name for name in AT_ROWS if name not in narrow]
     assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *wide_at, *narrow]
-    assert all(ROWS[name].auto_max_n == 64 for name in narrow)
     assert wide_at == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
@@ -129,7 +128,7 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert choose(4096, 4096, 512, False, True) == "wgmma128x256"
     assert choose(256, 256, 65536, True, True) == "wgmma128x128"  # 4 tiles x 32 splits fill the SMs
     assert choose(256, 256, 65536, False, False) == "mma128x128"  # copies far longer than the product
-    assert choose(128, 4096, 4096, False, True) == "wgmma128x128"  # only the operand that needs it is copied:
+    assert choose(128, 4096, 4096, False, True) == "wgmma128x64"  # only the operand that needs it is copied:
     assert choose(128, 4096, 4096, True, False) == "mma128x128"  # A is 1/32 of B here
     a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
     b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
@@ -173,7 +172,7 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
                 return engine.plan(problem, target, algorithm)
 
             suffix = dtype + ("_f32out" if out != dtype else "")
-            for side, row in ((256, "wgmma128x128at"), (1024, "wgmma128x128at"), (4096, "wgmma128x256at")):
+            for side, row in ((256, "wgmma128x64at"), (1024, "wgmma128x64at"), (4096, "wgmma128x256at")):
                 q = plan_of(side)
                 assert (q.algorithm, q.copy_a, q.copy_b, q.copy_bytes) == (row, False, False, 0), q
                 assert (
@@ -226,12 +225,13 @@ def test_the_launcher_copies_a_into_the_layout_its_row_reads(monkeypatch):
         )
 
 
-def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile():
+def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_tile():
     """On the H100's 132 SMs, 128 x 256 tiles leave most SMs idle on mid-size products (1024^3: 32 tiles;
-    128 x 16384 x 4096: 64); the 128 x 128 tile has twice the work items. Where both fill the GPU the
-    wider tile's rate wins. The same choice for each layout of the operands (both row-major, B stored
-    transposed, A stored transposed, both), among the rows that read them as stored (at 8192^3 with B
-    stored transposed, a transposing copy into a faster kernel may win)."""
+    128 x 16384 x 4096: 64); the 128 x 128 tile has twice the work items and the 128 x 64 tile four times
+    (1024^3 and 512^3: the 128 x 64 tile, which the H200 sweep measured fastest there). Where all fill the
+    GPU the widest tile's rate wins. The same choice for each layout of the operands (both row-major, B
+    stored transposed, A stored transposed, both), among the rows that read them as stored (at 8192^3 with
+    B stored transposed, a transposing copy into a faster kernel may win)."""
 
     def pick(m, n, k, layout, in_place=True):
         a_trans, b_trans = layout.startswith("at"), layout.endswith("bt")
@@ -243,10 +243,10 @@ def test_mid_size_products_take_the_128x128_tile_and_large_ones_the_128x256_tile
 
     for layout in ("", "bt", "at", "atbt"):
         wide, narrow = ROWS["wgmma128x256" + layout], ROWS["wgmma128x128" + layout]
-        assert pick(1024, 1024, 1024, layout) == ("wgmma128x128", 1)  # 64 tiles, not 32
+        assert pick(1024, 1024, 1024, layout) == ("wgmma128x64", 1)  # 128 tiles, not 64 or 32
         assert pick(128, 16384, 4096, layout) == ("wgmma128x128", 1)  # 128 tiles: no split needed
         assert pick(64, 4096, 4096, layout) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
-        assert pick(512, 512, 512, layout) == ("wgmma128x128", 1)
+        assert pick(512, 512, 512, layout) == ("wgmma128x64", 1)
         assert pick(4096, 4096, 4096, layout) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
         assert pick(8192, 8192, 8192, layout, in_place=not layout.endswith("bt")) == ("wgmma128x256", 1)
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,

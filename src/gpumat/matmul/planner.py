@@ -248,7 +248,6 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and unavailable(v, t) is None
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
-        and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n)
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
