@@ -132,6 +132,33 @@ def sweep_anchor(runs) -> str:
     return f"{base}; cuBLAS may use TF32 only against the `tf32` mode"
 
 
+# the newest sweeps with every class, few-token layers included (the H100's predate that class)
+SWEEP_CLASS_DEVICE = "NVIDIA H200"
+
+
+def gen_sweep_classes() -> str:
+    runs = [(label, anchor, newest(bench, SWEEP_CLASS_DEVICE)) for bench, label, anchor in SWEEP_MODES]
+    classes = list(dict.fromkeys(c["class"] for _, _, (_, data) in runs for c in data["cases"]))
+    rows = []
+    for name in classes:
+        row = [name]
+        for _, _, (_, data) in runs:
+            ratios = [c["ratio_queued"] for c in data["cases"] if c["class"] == name and c.get("ratio_queued")]
+            row.append(f"{x(geomean(ratios))} ({x(min(ratios))})" if ratios else "")
+        rows.append(row)
+    everything = ["all"]
+    for _, _, (_, data) in runs:
+        everything.append(f"{x(data['summary']['geomean_queued'])} ({x(data['summary']['min_queued'])})")
+    header = ["class", *(f"{label} / {anchor}" for label, anchor, _ in runs)]
+    note = (
+        "Each cell: the geometric mean of the anchor's time / gpumat's `auto` time over the class's shapes "
+        "(the worst shape in brackets), calls queued. Few tokens: 1-128 rows of x against weights of "
+        "3072 x 1024 to 14336 x 4096, as `x @ W` and, in the next class, `x @ W.T` with W stored N x K."
+    )
+    sources = source(*(r for _, _, r in runs), anchor=sweep_anchor(runs))
+    return "\n".join([table(header, [*rows, everything]), "", note, "", sources])
+
+
 SELECTED = [  # shapes of the sweep shown one by one (M, N, K)
     (256, 256, 256),
     (1024, 1024, 1024),
@@ -537,6 +564,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "summary": gen_summary,
     "install": gen_install,
     "sweep": gen_sweep,
+    "sweep-classes": gen_sweep_classes,
     "large-matmul": gen_large,
     "accuracy": gen_accuracy,
     "latency": gen_latency,
