@@ -961,9 +961,9 @@ def test_auto_runs_the_tensor_cores_from_sm80():
     dev = gm.device()
     pick = half_plan(1024, 1024, 1024, Target.of(dev)).algorithm
     if dev.arch >= 80:
-        hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x128"].tier == 1
+        hopper = dev.arch == 90 and "matmul_wgmma_half" in built_modules() and ROWS["wgmma128x64"].tier == 1
         if hopper:
-            assert pick == "wgmma128x128"  # 64 tiles of 128 x 128, not 32 of 128 x 256
+            assert pick == "wgmma128x64"  # 128 tiles of 128 x 64 (one wave), not 64 of 128 x 128 or 32 of 128 x 256
         else:
             assert pick in MMA  # the tile the model ranks first for this GPU's SM count
     else:
