@@ -87,6 +87,7 @@ def cases(A, B, V, P, kept: list):
     naive_plan = gm.matmul_plan(P, P, algorithm="naive")
     row = gm.Matrix.empty(1, 512)
     row_plan = gm.matmul_plan(row, P, precision="tf32")  # a matrix-vector shape: exact FP32 runs it
+    row_tf32_plan = gm.matmul_plan(row, P, algorithm="tf32_128x128", precision="tf32")  # named: TF32 runs it
     wide, tall = gm.Matrix.empty(100, 200), gm.Matrix.empty(200, 100)
     wide_out = gm.Matrix.empty(200, 100).T  # a transposed out: the kernel moves storage to storage
     kept += [base, row, wide, tall, wide_out]
@@ -158,6 +159,18 @@ def cases(A, B, V, P, kept: list):
             None,
             "",
             works(lambda: gm.matmul(row, P, plan=row_plan, precision="tf32")),
+        ),
+        (
+            "plan of a named TF32 row on a matrix-vector shape, its own precision",
+            None,
+            "",
+            works(lambda: gm.matmul(row, P, plan=row_tf32_plan, precision="tf32")),
+        ),
+        (
+            "plan of a named TF32 row on a matrix-vector shape, exact FP32 asked",
+            ValueError,
+            "precision",
+            lambda: gm.matmul(row, P, plan=row_tf32_plan, precision="float32"),
         ),
         ("plan, its own algorithm", None, "", works(lambda: gm.matmul(P, P, plan=naive_plan, algorithm="naive"))),
         (

@@ -291,11 +291,12 @@ def _check_plan(p, problem: Problem, algorithm: str, precision, mode: str, dev) 
         )
     if algorithm != "auto" or precision is not None:
         # what the call asks for, planned as it would be without plan= (fallbacks included: a tf32
-        # request on a matrix-vector shape runs exact FP32): the given plan must agree with it
+        # request on a matrix-vector shape runs exact FP32): the given plan must agree with it, or compute
+        # at the precision asked for itself (a TF32 row named for that shape, whose plan is TF32)
         asked = planner.plan(problem, p.target, algorithm)
         if algorithm != "auto" and asked.variant.name != p.variant.name:
             raise ValueError(f"matmul: algorithm {algorithm!r} contradicts the plan's {p.variant.name!r}")
-        if asked.problem.mode != p.problem.mode:
+        if p.problem.mode not in (mode, asked.problem.mode):
             raise ValueError(
                 f"matmul: precision {mode!r} contradicts the plan's {p.problem.mode!r} (the plan was made for "
                 "another precision)"
