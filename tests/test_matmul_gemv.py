@@ -16,6 +16,7 @@ and unaligned views of the same data).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -221,9 +222,9 @@ def test_nothing_changes_for_one_row_or_column_or_past_16(pair, m, n, k, bt, ali
 
 @pytest.mark.parametrize("tc_mode", ["tf32", "tf32x3"])
 @pytest.mark.parametrize(
-    "m, n, k", [(16384, 1, 16384), (1, 4096, 16384), (1024, 1, 1024), (1, 1, 7), (16, 4096, 4096), (4096, 9, 4096)]
+    "m, n, k", [(16384, 1, 16384), (1, 4096, 16384), (1024, 1, 1024), (1, 1, 7), (16, 1024, 512), (4096, 9, 1000)]
 )
-def test_a_tensor_core_mode_on_a_few_rows_or_columns_runs_the_exact_fp32_rows(tc_mode, m, n, k):
+def test_a_tensor_core_mode_on_one_row_or_column_or_a_short_k_runs_the_exact_fp32_rows(tc_mode, m, n, k):
     """Memory-bound, so TF32 tensor cores gain nothing there and lose accuracy: auto plans exact FP32
     (the matrix-vector rows) and says why; a named tensor-core row still runs as named."""
     p = Problem(m, n, k, "f32", "f32", tc_mode)
@@ -236,6 +237,26 @@ def test_a_tensor_core_mode_on_a_few_rows_or_columns_runs_the_exact_fp32_rows(tc
     # past 16 rows and columns the tensor cores run as asked
     wide_p = Problem(max(m, 17), max(n, 17), k, "f32", "f32", tc_mode)
     assert plan(wide_p, H100).variant.mode == tc_mode
+
+
+@pytest.mark.parametrize(
+    "m, n, k, b_trans, row",
+    [
+        (16, 8192, 8192, True, "tf32_wgmma128x256bt"),  # x @ W.T: gemv_m16bt measured 167 us, this row 85
+        (8, 14336, 4096, True, "tf32_wgmma128x256bt"),  # gemv_m8bt 122, this row 93
+        (16, 4096, 14336, False, "tf32_64x64"),  # x @ W: gemv_m16 100, this row 70
+        (8192, 16, 8192, False, "tf32_64x64"),  # A @ x: gemv_n16 161, this row 91
+    ],
+)
+def test_tf32_on_2_to_16_rows_or_columns_of_a_large_weight_runs_the_tensor_cores(m, n, k, b_trans, row):
+    """With 2-16 rows or columns the exact rows do up to 16 FMAs an element of the weight and fell behind
+    the TF32 tiles on the H200 (times above, 2026-11-28): at precision="tf32" the tiles compete by the
+    model and win these; tf32x3 (three passes) keeps the exact rows, and so does a batch."""
+    p = Problem(m, n, k, "f32", "f32", "tf32", b_trans=b_trans)
+    q = plan(p, H100)
+    assert q.algorithm == row and q.problem.mode == "tf32" and "exact FP32 matrix-vector plan" in q.reason, q
+    assert plan(replace(p, mode="tf32x3"), H100).problem.mode == "float32"
+    assert plan(replace(p, batch=3), H100).problem.mode == "float32"
 
 
 @pytest.mark.parametrize("m, n", [(17, 17), (17, 4096), (4096, 17), (32, 4096), (4096, 32), (18, 19)])

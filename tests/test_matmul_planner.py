@@ -18,6 +18,8 @@ from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 import gpumat as gm
 from gpumat.matmul.engine import (
     REDUCE,
+    TF32_MV_MARGIN,
+    TF32_MV_MIN_K,
     VARIANTS,
     MatmulPlan,
     Problem,
@@ -64,10 +66,10 @@ def problem(kind: str, m: int, n: int, k: int, a_trans: bool = False, b_trans: b
     return Problem(m, n, k, dtype, out, mode, ok, ok, a_trans=a_trans, b_trans=b_trans)
 
 
-def degraded(p: Problem, t: Target) -> bool:
-    """A float32 TF32 mode with no tensor-core kernel on this GPU, or asked for a C that a matrix-vector row
-    computes (memory-bound: up to 16 rows or columns): runs exact FP32."""
-    return p.mode in ("tf32", "tf32x3") and (not candidates(p, t, 1) or matrix_vector(p))
+def fell_back(p: Problem, q: MatmulPlan) -> bool:
+    """A float32 tensor-core mode planned as exact FP32 (no tensor-core kernel on the GPU, or a
+    matrix-vector shape the exact rows run)."""
+    return p.mode in ("tf32", "tf32x3") and q.problem.mode == "float32"
 
 
 @cache
@@ -135,14 +137,19 @@ def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b
     assert plan(p, t) is q
     check_plan(q, p, t)
     exact = replace(p, mode="float32")
-    tier1 = candidates(exact if degraded(p, t) else p, t, 1)
+    tier1 = candidates(exact if fell_back(p, q) else p, t, 1)
     # auto's variant: a candidate of tier 1 where any runs (else the fallback), of least modelled time
     pool = tier1 or candidates(p, t, 2)
     assert q.variant in pool
     assert q.seconds <= min(best_split(v, q.problem, t)[0] for v in pool)
     assert q.seconds == best_split(q.variant, q.problem, t)[0]
-    if degraded(p, t):
+    if fell_back(p, q):
         assert "exact FP32" in q.reason
+        assert not candidates(p, t, 1) or matrix_vector(p)
+    elif p.mode in ("tf32", "tf32x3") and matrix_vector(p):
+        # 2-16 rows or columns of C, where the mode's tiles were modelled well ahead of the exact rows
+        assert min(p.m, p.n) >= 2 and p.batch == 1 and p.k >= TF32_MV_MIN_K
+        assert q.seconds * TF32_MV_MARGIN < plan(exact, t).seconds
 
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))

@@ -58,6 +58,10 @@ COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
+# the least K at which a float32 tensor-core mode's tiles compete with the exact matrix-vector rows for C of
+# 2-16 rows or columns (_matrix_vector_at_tf32): the K of the H200 measurements the rule rests on
+TF32_MV_MIN_K = 1024
+TF32_MV_MARGIN = 1.05  # and only where they are modelled faster by more than this factor
 # the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
 # tensor-core mode runs it as exact FP32 (plan)
 SMALL_K = 64
@@ -351,10 +355,7 @@ def _plan(p: Problem, t: Target, algorithm: str, tuned: tuple | None) -> MatmulP
         and VARIANTS["small_wide"].computes_shape(p.m, p.n)
     )
     if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
-        # one row or column of C (or up to 16) is memory-bound: the exact FP32 matrix-vector rows read it at
-        # the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
-        # tiles 0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x)
-        return _exact_fp32(p, t, f"{p.mode} asked for a {p.m} x {p.n} C, a matrix-vector row's shape")
+        return _matrix_vector_at_tf32(p, t)
     for tier in (1, 2):
         options = [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
         if options:
@@ -374,6 +375,31 @@ def _plan(p: Problem, t: Target, algorithm: str, tuned: tuple | None) -> MatmulP
     if p.mode in ("tf32", "tf32x3"):
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
     raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
+
+
+def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
+    """auto's plan for a float32 tensor-core mode asked for a matrix-vector row's shape (C of at most 16
+    rows or columns). One row or column of C is memory-bound: the exact FP32 matrix-vector rows read it at
+    the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
+    tiles 0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x). With
+    2-16 rows or columns the exact rows do up to 16 FMAs an element of the matrix and fall behind it (H200,
+    8192^2 and 14336 x 4096 weights: gemv_m16bt 148-167 us, gemv_m8bt 121-133, where tf32_wgmma128x256bt
+    ran 70-93 and cuBLAS TF32 63-88): there the mode's tiles compete with them by the model, for K of at
+    least TF32_MV_MIN_K (the tiles' model has no memory term; it was checked against such weights only)."""
+    exact = _exact_fp32(p, t, f"{p.mode} asked for a {p.m} x {p.n} C, a matrix-vector row's shape")
+    if min(p.m, p.n) == 1 or p.batch > 1 or p.k < TF32_MV_MIN_K:
+        return exact
+    options = [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
+    if not options:
+        return exact
+    seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])
+    if seconds * TF32_MV_MARGIN >= exact.seconds:  # a near tie: the exact rows (and their accuracy)
+        return exact
+    why = (
+        f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows and the exact "
+        f"FP32 matrix-vector plan ({exact.variant.name} {exact.seconds * 1e6:.1f} us)"
+    )
+    return _make(v, p, t, splits, k_chunk, seconds, why)
 
 
 def _no_product(p: Problem, t: Target) -> MatmulPlan:
