@@ -18,6 +18,7 @@ from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 import gpumat as gm
 from gpumat.matmul.engine import (
     REDUCE,
+    TF32_MV_ARCHS,
     TF32_MV_MARGIN,
     TF32_MV_MIN_K,
     VARIANTS,
@@ -147,9 +148,14 @@ def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b
         assert "exact FP32" in q.reason
         assert not candidates(p, t, 1) or matrix_vector(p)
     elif p.mode in ("tf32", "tf32x3") and matrix_vector(p):
-        # 2-16 rows or columns of C, where the mode's tiles were modelled well ahead of the exact rows
-        assert min(p.m, p.n) >= 2 and p.batch == 1 and p.k >= TF32_MV_MIN_K
-        assert q.seconds * TF32_MV_MARGIN < plan(exact, t).seconds
+        # 2-16 rows or columns of C, where the mode's tiles were modelled well ahead of the exact rows (for
+        # the operands aligned: the precision does not depend on where they lie)
+        assert min(p.m, p.n) >= 2 and p.batch == 1 and p.k >= TF32_MV_MIN_K and t.arch in TF32_MV_ARCHS
+        aligned = replace(p, a_aligned=True, b_aligned=True)
+        assert plan(aligned, t).seconds * TF32_MV_MARGIN < plan(replace(aligned, mode="float32"), t).seconds
+    if p.mode in ("tf32", "tf32x3"):  # the mode a call runs at is the same whatever its operands' alignment
+        layouts = [replace(p, a_aligned=x, b_aligned=y) for x in (True, False) for y in (True, False)]
+        assert len({plan(each, t).problem.mode for each in layouts}) == 1
 
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
@@ -433,4 +439,23 @@ def test_a_plan_bound_while_a_tuning_lands_is_bound_again(monkeypatch):
         assert bound_for(p, H100, FAKE_DEVICE) is bound and len(made) == 2  # cached: made once more, not again
     finally:
         bound_plans.clear()
+        forget_tuning()
+
+
+def test_a_modes_exact_fallback_follows_a_tuning_of_the_exact_problem():
+    """A tf32 call on one column of C runs the exact FP32 problem's plan: tuning that problem (or forgetting
+    its tuning) changes what the tf32 call runs too, though its own plan was cached before."""
+    from gpumat.matmul.engine import forget_tuning, ranked, remember
+
+    tf32 = Problem(8192, 1, 8192, "f32", "f32", "tf32")
+    exact = replace(tf32, mode="float32")
+    before = plan(tf32, H100)
+    assert before.problem == exact and before.variant == plan(exact, H100).variant
+    other = next(o for o in ranked(exact, H100) if o.variant != before.variant)
+    try:
+        remember(exact, H100, other, "tuned: a test")
+        assert plan(tf32, H100).variant == other.variant
+        forget_tuning()
+        assert plan(tf32, H100).variant == before.variant
+    finally:
         forget_tuning()

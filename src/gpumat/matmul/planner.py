@@ -26,8 +26,10 @@ One cost model for every variant, with the variant's row as its constants:
 candidates (tier 1), the (variant, splits) of least modelled time; where none runs, the tier-2 fallback
 (the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or
 too little shared memory a block), or asked for a product that a matrix-vector row computes (memory-bound),
-runs exact FP32. A named variant runs with its own best split; one the GPU cannot run,
-or that does not compute the problem's shape, is a ValueError before anything is launched.
+runs exact FP32; but tf32 with 2-16 rows or columns of a large matrix runs its tiles where the model ranks
+them well ahead of the exact rows (_matrix_vector_at_tf32). A named variant runs with its own best split;
+one the GPU cannot run, or that does not compute the problem's shape, is a ValueError before anything is
+launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
 
@@ -62,6 +64,7 @@ SM_DRAW = 2.0
 # 2-16 rows or columns (_matrix_vector_at_tf32): the K of the H200 measurements the rule rests on
 TF32_MV_MIN_K = 1024
 TF32_MV_MARGIN = 1.05  # and only where they are modelled faster by more than this factor
+TF32_MV_ARCHS = (90,)  # on the architectures where that was measured (the H200, sm_90)
 # the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
 # tensor-core mode runs it as exact FP32 (plan)
 SMALL_K = 64
@@ -266,8 +269,9 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
 # Plans measured on this GPU (gpumat.matmul.tuning, gm.matmul_plan(..., tune=True)): (problem, target) ->
 # (variant, splits, k_chunk, why). Where a problem has one, auto runs it instead of the model's choice.
 TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str]] = {}
-# How many times TUNED has changed: a cache filled from plans made while it changed (the bound plans of
-# matmul.route) compares it before and after, and keeps nothing made across a change.
+# How many times TUNED has changed, counted after each change: plan()'s cache is keyed by it, and a cache
+# filled from plans made while it changed (the bound plans of matmul.route) compares it before and after,
+# keeping nothing made across a change.
 _tuning_changes = [0]
 
 
@@ -312,19 +316,21 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
     """The plan for problem p on target t: auto's choice (a measured plan where one was tuned for p on t),
     or the named variant with its best split; for a product with nothing to multiply (an empty C, or
     K = 0), whatever the algorithm, the plan that says so."""
-    # the tuned entry is part of the cached call's key, so a plan made while a tuning lands is never
-    # served for the problem after it
-    return _plan(p, t, algorithm, TUNED.get((p, t)) if algorithm == "auto" and TUNED else None)
+    # the number of tunings so far is part of the cached call's key (read before TUNED, which a tuning
+    # changes before it counts): a plan made before a tuning, or from another problem's plan (a mode's
+    # exact FP32 fallback), is never served after it
+    return _plan(p, t, algorithm, _tuning_changes[0])
 
 
 plan.cache_clear = lambda: _plan.cache_clear()  # for tests that change the table of variants
 
 
 @lru_cache(maxsize=8192)
-def _plan(p: Problem, t: Target, algorithm: str, tuned: tuple | None) -> MatmulPlan:
-    """plan(), cached by its arguments and the measured plan of p on t (None where none was tuned)."""
+def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
+    """plan(), cached by its arguments and the count of tunings it was made after."""
     if not (p.m and p.n and p.k and p.batch):
         return _no_product(p, t)
+    tuned = TUNED.get((p, t)) if algorithm == "auto" else None
     if tuned is not None:
         name, splits, k_chunk, why = tuned
         v = VARIANTS[name]
@@ -384,20 +390,25 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
     tiles 0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x). With
     2-16 rows or columns the exact rows do up to 16 FMAs an element of the matrix and fall behind it (H200,
     8192^2 and 14336 x 4096 weights: gemv_m16bt 148-167 us, gemv_m8bt 121-133, where tf32_wgmma128x256bt
-    ran 70-93 and cuBLAS TF32 63-88): there the mode's tiles compete with them by the model, for K of at
-    least TF32_MV_MIN_K (the tiles' model has no memory term; it was checked against such weights only)."""
+    ran 70-93 and cuBLAS TF32 63-88): there, on the architectures measured (TF32_MV_ARCHS) and for K of at
+    least TF32_MV_MIN_K, the mode's tiles compete with them by the model (which has no memory term for the
+    tiles: it was checked against such weights only). The choice between the two is made for the operands
+    16-byte aligned, so the precision a call runs at does not depend on where its operands lie; the tile
+    (or exact row) then runs the operands as they are."""
     exact = _exact_fp32(p, t, f"{p.mode} asked for a {p.m} x {p.n} C, a matrix-vector row's shape")
-    if min(p.m, p.n) == 1 or p.batch > 1 or p.k < TF32_MV_MIN_K:
+    if min(p.m, p.n) == 1 or p.batch > 1 or p.k < TF32_MV_MIN_K or t.arch not in TF32_MV_ARCHS:
+        return exact
+    aligned = replace(p, a_aligned=True, b_aligned=True)
+    aligned_exact = _exact_fp32(aligned, t, "")
+    tiles = [best_split(v, aligned, t)[0] for v in candidates(aligned, t, 1)]
+    if not tiles or min(tiles) * TF32_MV_MARGIN >= aligned_exact.seconds:  # a near tie: the exact rows
         return exact
     options = [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
-    if not options:
-        return exact
     seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])
-    if seconds * TF32_MV_MARGIN >= exact.seconds:  # a near tie: the exact rows (and their accuracy)
-        return exact
     why = (
-        f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows and the exact "
-        f"FP32 matrix-vector plan ({exact.variant.name} {exact.seconds * 1e6:.1f} us)"
+        f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows, ahead of the "
+        f"exact FP32 matrix-vector plan ({aligned_exact.variant.name} {aligned_exact.seconds * 1e6:.1f} us "
+        "for aligned operands)"
     )
     return _make(v, p, t, splits, k_chunk, seconds, why)
 

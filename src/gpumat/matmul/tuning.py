@@ -152,7 +152,7 @@ def tune(a, b, out, precision) -> MatmulPlan:
 
 
 def forget() -> None:
-    """Drop every measured plan: auto is the cost model's choice again (the cached plans go too)."""
+    """Drop every measured plan: auto is the cost model's choice again (plans cached before are not served)."""
     planner.forget_tuning()
     forget_bound_plans()
 
