@@ -17,6 +17,7 @@ is faster); benchmarks/plot_sweep.py draws it as a heat map.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import gpumat as gm
@@ -135,7 +136,8 @@ def run(args) -> dict:
     stream = torch.cuda.current_stream()
     quick = getattr(args, "quick", False)
     cases, rows = [], []
-    for cls, m, n, k in grid()[:: 6 if quick else 1]:
+    shapes = grid()[:: 6 if quick else 1]
+    for i, (cls, m, n, k) in enumerate(shapes):
         flop = 2.0 * m * n * k
         g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
         ta = torch.rand(m, k, device="cuda", generator=g, dtype=torch.float32).mul_(2).sub_(1).to(tdtype)
@@ -175,6 +177,14 @@ def run(args) -> dict:
         case["best"] = best
         case["auto_vs_best"] = case["variants"][best] / case["gpumat_queued_us"]
         cases.append(case)
+        # a line a case as it ends, on stderr: a run cut short (a time limit) still says what it measured
+        print(
+            f"sweep {i + 1}/{len(shapes)}: {cls} {m}x{n}x{k} auto {plan.algorithm}/{plan.splits} "
+            f"{case['gpumat_queued_us']:.1f} us, cuBLAS {case['cublas_queued_us']:.1f}, best {best} "
+            f"{case['variants'][best]:.1f}",
+            file=sys.stderr,
+            flush=True,
+        )
         rows.append(
             [
                 cls,
