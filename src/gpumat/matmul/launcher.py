@@ -105,7 +105,7 @@ class BoundPlan:
         reads = any(v.needs_aligned or v.auto_needs_aligned for v in rows)
         alignments = [replace(p, a_aligned=x, b_aligned=y) for x in (True, False) for y in (True, False)]
         # a plan measured for one alignment of the problem (tuning) is that alignment's alone: one plan each
-        tuned = algorithm == "auto" and any((q, t) in planner.TUNED for q in alignments)
+        tuned = algorithm == "auto" and bool(planner.TUNED) and any((q, t) in planner.TUNED for q in alignments)
         if not reads and not tuned and len({v.unaligned_slowdown for v in rows}) == 1:
             return cls(planner.plan(replace(p, a_aligned=True, b_aligned=True), t, algorithm), dev)
         if reads or tuned:

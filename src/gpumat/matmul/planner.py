@@ -322,9 +322,6 @@ def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
     return _plan(p, t, algorithm, _tuning_changes[0])
 
 
-plan.cache_clear = lambda: _plan.cache_clear()  # for tests that change the table of variants
-
-
 @lru_cache(maxsize=8192)
 def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
     """plan(), cached by its arguments and the count of tunings it was made after."""
@@ -383,6 +380,9 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
     raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
 
 
+plan.cache_clear = _plan.cache_clear  # for tests that change the table of variants
+
+
 def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
     """auto's plan for a float32 tensor-core mode asked for a matrix-vector row's shape (C of at most 16
     rows or columns). One row or column of C is memory-bound: the exact FP32 matrix-vector rows read it at
@@ -399,11 +399,11 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
     if min(p.m, p.n) == 1 or p.batch > 1 or p.k < TF32_MV_MIN_K or t.arch not in TF32_MV_ARCHS:
         return exact
     aligned = replace(p, a_aligned=True, b_aligned=True)
-    aligned_exact = _exact_fp32(aligned, t, "")
-    tiles = [best_split(v, aligned, t)[0] for v in candidates(aligned, t, 1)]
-    if not tiles or min(tiles) * TF32_MV_MARGIN >= aligned_exact.seconds:  # a near tie: the exact rows
+    aligned_exact = exact if aligned == p else _exact_fp32(aligned, t, "")
+    tiles = [(*best_split(v, aligned, t), v) for v in candidates(aligned, t, 1)]
+    if not tiles or min(o[0] for o in tiles) * TF32_MV_MARGIN >= aligned_exact.seconds:  # near tie: exact rows
         return exact
-    options = [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
+    options = tiles if aligned == p else [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
     seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])
     why = (
         f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows, ahead of the "
