@@ -25,9 +25,12 @@
 // K x M) as an M (inner) x K tensor with 64 x 64 boxes, read M-major as a row-major B is. TMA needs the
 // base address and the row stride 16-byte aligned (the host copies other views first). The copy engine
 // zero-fills whatever lies past M, N or K, so edge tiles need no special code on the way in. C leaves
-// through a third map when its address, stride and row length allow (tma_c = 1: an N x M x splits
-// tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy engine, which writes whole
-// 16-byte pieces: rows must be a multiple of 16 bytes long), else by guarded stores from the registers.
+// one of three ways, as c_store says: 1, through a third map when its address, stride and row length
+// allow (an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy engine,
+// which writes whole 16-byte pieces: rows must be a multiple of 16 bytes long); 0, by guarded stores
+// from the registers; 2 (16-bit inputs), by guarded stores into C stored transposed: C[i, j] at
+// C + j * ldc + i (the swapped product of few rows, C^T = op(B)^T @ op(A)^T with C's long side on the
+// tile's M, written straight into the caller's row-major C; the old C, for beta, read the same way).
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
@@ -70,13 +73,15 @@
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
-//  * epilogue with tma_c: each consumer writes its 64 x BN result, 128 bytes of columns at a time,
+//  * epilogue with c_store 1: each consumer writes its 64 x BN result, 128 bytes of columns at a time,
 //    into its two 8 KiB shared-memory buffers in turn, box after box across its tiles (in the 128-byte
 //    swizzle, so the fragment stores are free of bank conflicts) and one thread hands the buffer to a
 //    TMA store; the consumer goes on
 //    to the next tile while the copy engine writes C, and waits only before refilling a buffer whose
-//    store has not yet read it. Without tma_c: pairs of adjacent columns (4 or 8 bytes) straight from
-//    the accumulators where aligned, else element by element;
+//    store has not yet read it. With c_store 0: pairs of adjacent columns (4 or 8 bytes) straight from
+//    the accumulators where aligned, else element by element; with c_store 2 (C transposed, at most a
+//    few hundred KiB where the planner asks for it) element by element, a warp's stores of one
+//    accumulator covering 8 consecutive addresses in each of 8 rows of C;
 //  * the epilogue: identity() is tested once and picks one of two copies of the kernel body, the plain
 //    one as before or one whose consumers first finish the accumulators in place (elements past M or N
 //    are left as they are), C then leaving either way (one body with a branch at the store made the
@@ -431,7 +436,7 @@ __device__ __forceinline__ Work work_item(int w, int tiles_m, int tiles_n)
 // arithmetic is the same either way (same bits).
 template <class Out, int CHUNK, int ACC, class F>
 __device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int col, int M, int N, const Out* Cz,
-                                       long long ldc)
+                                       long long ldc, bool c_trans)
 {
     // CHUNK 0: one pair at a time, each read guarded by its element's place in C (the compiler then
     // issues them one after another: the fallback for a body with no registers to spare)
@@ -440,7 +445,9 @@ __device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int
     static_assert(PAIRS % STEP == 0, "whole chunks");
     const bool row_in[2] = {row < M, row + 8 < M};
     const int rows[2] = {GUARDED ? row : min(row, M - 1), GUARDED ? row + 8 : min(row + 8, M - 1)};
-    const Out* const crow[2] = {Cz + (long long)rows[0] * ldc, Cz + (long long)rows[1] * ldc};
+    // C[i, j] at Cz + i * ldc + j, or (c_trans: C stored transposed) at Cz + j * ldc + i
+    const long long rs = c_trans ? 1 : ldc, cs = c_trans ? ldc : 1;
+    const Out* const crow[2] = {Cz + rows[0] * rs, Cz + rows[1] * rs};
     const long long step = f.bias_step;
     const float row_bias[2] = {GUARDED && !row_in[0] ? 0.0f : f.bias_of(2, rows[0] * step),
                                GUARDED && !row_in[1] ? 0.0f : f.bias_of(2, rows[1] * step)};
@@ -463,7 +470,7 @@ __device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const bool in_c = row_in[h] && col + 8 * (j0 + jj) + e < N;
-                        old[jj][h][e] = GUARDED && !in_c ? 0.0f : Dtype<Out>::acc(crow[h][jc[jj][e]]);
+                        old[jj][h][e] = GUARDED && !in_c ? 0.0f : Dtype<Out>::acc(crow[h][jc[jj][e] * cs]);
                     }
         } else {
 #pragma unroll
@@ -519,13 +526,13 @@ __host__ __device__ constexpr int finish_chunk()
 // finish() with the activation the epilogue e names.
 template <class Out, int CHUNK, int ACC>
 __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilogue& e, int row, int col, int M,
-                                            int N, const Out* Cz, long long ldc)
+                                            int N, const Out* Cz, long long ldc, bool c_trans)
 {
     switch (e.activation) {  // one unrolled loop an activation (see Epilogue::fixed)
-    case 1: finish<Out, CHUNK>(d, e.fixed<Out, float, 1>(), row, col, M, N, Cz, ldc); break;
-    case 2: finish<Out, CHUNK>(d, e.fixed<Out, float, 2>(), row, col, M, N, Cz, ldc); break;
-    case 3: finish<Out, CHUNK>(d, e.fixed<Out, float, 3>(), row, col, M, N, Cz, ldc); break;
-    default: finish<Out, CHUNK>(d, e.fixed<Out, float, 0>(), row, col, M, N, Cz, ldc); break;
+    case 1: finish<Out, CHUNK>(d, e.fixed<Out, float, 1>(), row, col, M, N, Cz, ldc, c_trans); break;
+    case 2: finish<Out, CHUNK>(d, e.fixed<Out, float, 2>(), row, col, M, N, Cz, ldc, c_trans); break;
+    case 3: finish<Out, CHUNK>(d, e.fixed<Out, float, 3>(), row, col, M, N, Cz, ldc, c_trans); break;
+    default: finish<Out, CHUNK>(d, e.fixed<Out, float, 0>(), row, col, M, N, Cz, ldc, c_trans); break;
     }
 }
 
@@ -544,7 +551,7 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
 // made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
 template <int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
-                                     Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
+                                     Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                      const Batch& batch, const T* A, long long lda, long long sa, const T* B,
                                      long long ldb, long long sb, const gpumat::Epilogue& ep)
 {
@@ -563,11 +570,14 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = max(1, (K + k_chunk - 1) / k_chunk);
     const int works = tiles_m * tiles_n * splits * batch.count;
+    // C stored transposed (c_store 2): 16-bit inputs only (the TF32 body, with its recomputation of
+    // non-finite outputs, has no registers left for the strided epilogue: ptxas spilled it)
+    const bool c_trans = !TF32 && c_store == 2;
 
     if (tid == 0) {
         tma_prefetch_map(&map_a);
         tma_prefetch_map(&map_b);
-        if (tma_c) tma_prefetch_map(&map_c);
+        if (c_store == 1) tma_prefetch_map(&map_c);
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
             bar_init(bars + 64 + 8 * s, 2);
@@ -633,7 +643,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             if constexpr (EPI && !TF32) {  // (TF32's body has no registers to spare for it: it spilled)
                 double beta = ep.beta;  // through empty asm, as below: no copy of the work loop for it
                 asm volatile("" : "+d"(beta));
-                if (beta != 0.0) prefetch_c<Out, BN>(Cz, ldc, wk.tm * BM + 64 * c, wk.tn * BN, M, N, lt);
+                // (a hint for row-major C; a transposed C is a few rows of few hundred KiB: not asked for)
+                if (beta != 0.0 && !c_trans) prefetch_c<Out, BN>(Cz, ldc, wk.tm * BM + 64 * c, wk.tn * BN, M, N, lt);
             }
 #pragma unroll
             for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
@@ -685,11 +696,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
                 constexpr int CHUNK = finish_chunk<ACC, TF32>();
                 if constexpr (ACT >= 0)
-                    finish<Out, CHUNK>(d, e.fixed<Out, float, ACT>(), row, col, M, N, Cz, ldc);
+                    finish<Out, CHUNK>(d, e.fixed<Out, float, ACT>(), row, col, M, N, Cz, ldc, c_trans);
                 else
-                    finish_with<Out, CHUNK>(d, e, row, col, M, N, Cz, ldc);
+                    finish_with<Out, CHUNK>(d, e, row, col, M, N, Cz, ldc, c_trans);
             }
-            if (tma_c) {
+            if (c_store == 1) {
                 constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
 #pragma unroll
                 for (int q = 0; q < BN / CW; ++q, ++boxes) {
@@ -719,6 +730,21 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
                 continue;
             }
+            if (c_trans) {  // C stored transposed: C[i, j] at Cz + j * ldc + i
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = row + 8 * h;
+                    if (r >= M) continue;
+#pragma unroll
+                    for (int j = 0; j < ACC / 4; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int cc = col + 8 * j + e;
+                            if (cc < N) Cz[(long long)cc * ldc + r] = Dtype<Out>::from(d[4 * j + 2 * h + e]);
+                        }
+                }
+                continue;
+            }
             const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -732,7 +758,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
             }
         }
-        if (tma_c && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
+        if (c_store == 1 && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
     }
 #else
     __trap();  // built for sm_90a only; gpumat never launches it elsewhere
@@ -741,10 +767,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 }  // namespace
 
-// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, batch,
+// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
 // c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256, 128 or
-// 64: TMA + wgmma m64n<BN>k16, float32 accumulation, producer warpgroup + two consumer warpgroups, persistent blocks, C through TMA
-// stores (tma_c = 1) or plain stores. Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
+// 64: TMA + wgmma m64n<BN>k16, float32 accumulation, producer warpgroup + two consumer warpgroups,
+// persistent blocks, C through TMA stores (c_store = 1), plain stores (0) or plain stores into C stored
+// transposed (2). Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
 // memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
 // ceil(M/128) * ceil(N/BN) * splits * batch. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
 // 64 x 64 boxes (K rows of N) or, for the bt entries, 64 x BN (N rows of K).
@@ -772,24 +799,24 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
-        int k_chunk, int tma_c, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)            \
+        int k_chunk, int c_store, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)          \
     {                                                                                                         \
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
         const Batch products(batch, c_layer, batched);                                                        \
         const T* none = nullptr;                                                                              \
         if (ep.identity())                                                                                    \
-            gemm<BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, \
+            gemm<BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, \
                                                         products, none, 0, 0, none, 0, 0, ep);                \
         else                                                                                                  \
-            gemm<BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c,  \
+            gemm<BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, \
                                                        products, none, 0, 0, none, 0, 0, ep);                 \
     }
 
-// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, batch, c_layer,
+// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
 // batched, A, lda, sa, W, ldw, sw, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: float32 A (M x K)
 // times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8, float32
 // accumulation and C. The same launch as the 16-bit entries (block, shared memory, grid, persistent
-// work items, tma_c); map_a and map_b are float32 tensors of element type TFLOAT32 (the copy engine
+// work items, c_store); map_a and map_b are float32 tensors of element type TFLOAT32 (the copy engine
 // rounds to TF32 on the way in) with 32 x 128 and 32 x BN boxes (a k tile of 32); A / lda / sa and
 // W / ldw / sw are the storage the maps describe (row and batch strides in elements; a batch stride of
 // 0: one matrix for the batch), read only to recompute outputs that
@@ -797,24 +824,24 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // the body: the plain product, and one finishing body an activation.
 template <int BN>
 __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
-                                          float* C, int M, int N, int K, long long ldc, int k_chunk, int tma_c,
+                                          float* C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                           const Batch& b, const float* A, long long lda, long long sa, const float* W,
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                    sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else
-        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, b, A, lda,
+        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
 }
 
@@ -822,12 +849,12 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
     extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
-        int k_chunk, int tma_c, int batch, long long c_layer, int batched, const float* __restrict__ A,       \
+        int k_chunk, int c_store, int batch, long long c_layer, int batched, const float* __restrict__ A,     \
         long long lda, long long sa, const float* __restrict__ W, long long ldw, long long sw,               \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, tma_c, Batch(batch, c_layer, batched), A, \
-                      lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);                                             \
+        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, Batch(batch, c_layer, batched),  \
+                      A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);                                          \
     }
 
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false, false)

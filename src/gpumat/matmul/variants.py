@@ -74,15 +74,22 @@ def gemm_arguments(
     return (*head, k_chunk, a[2], b[2], c[2], *epilogue)
 
 
+# how a TMA kernel's C leaves (its c_store argument): plain stores into a row-major C, TMA stores through
+# C's map, or plain stores into a C stored transposed
+C_STORE = {"plain": 0, "tma": 1, "transposed": 2}
+
+
 def tma_arguments(
-    maps: tuple, c: int, m: int, n: int, k: int, ldc: int, k_chunk: int, batch: tuple, exact=None
+    maps: tuple, c: int, m: int, n: int, k: int, ldc: int, k_chunk: int, batch: tuple, exact=None, c_trans=False
 ) -> tuple:
     """The arguments of a TMA entry point (TENSOR_MAPS) before the epilogue: the maps of A, B and C (None:
-    C leaves by plain stores), C, M, N, K, C's row stride, k_chunk, whether C's map is used, and `batch`
+    C leaves by plain stores), C, M, N, K, C's row stride, k_chunk, how C leaves (C_STORE), and `batch`
     (products, elements between C's layers, which of A (1) and B (2) hold a matrix a product); for
-    TENSOR_MAPS_EXACT `exact` adds the storage the maps of A and B describe (pa, lda, sa, pb, ldb, sb)."""
+    TENSOR_MAPS_EXACT `exact` adds the storage the maps of A and B describe (pa, lda, sa, pb, ldb, sb).
+    c_trans: C is stored transposed (C[i, j] at c + j * ldc + i), written by plain stores (no map)."""
     map_a, map_b, map_c = maps
-    head = (map_a, map_b, map_c or NO_MAP, c, m, n, k, ldc, k_chunk, int(map_c is not None), *batch)
+    store = C_STORE["transposed"] if c_trans else C_STORE["plain" if map_c is None else "tma"]
+    head = (map_a, map_b, map_c or NO_MAP, c, m, n, k, ldc, k_chunk, store, *batch)
     return head if exact is None else (*head, *exact)
 
 
@@ -188,6 +195,13 @@ class Variant:
         """Whether A and B reach the kernel as tensor maps (the copy engine reads whole boxes: a split of K
         must end on a k tile, k_align)."""
         return self.args.startswith("tensor_maps")
+
+    @property
+    def writes_c_trans(self) -> bool:
+        """Whether the kernel can write C stored transposed (C_STORE["transposed"]), which the planner's
+        swapped plans need: the 16-bit TMA rows can (the TF32 ones, tensor_maps_exact, have no registers
+        left for it)."""
+        return self.args == "tensor_maps"
 
     def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
