@@ -18,6 +18,8 @@ from support import FAKE_DEVICE, H100, TARGETS, dims, fake_matrix
 import gpumat as gm
 from gpumat.matmul.engine import (
     REDUCE,
+    SWAP_MARGIN,
+    SWAP_MAX_M,
     TF32_MV_ARCHS,
     TF32_MV_MARGIN,
     TF32_MV_MIN_K,
@@ -34,6 +36,8 @@ from gpumat.matmul.engine import (
     matrix_vector,
     model,
     plan,
+    swappable,
+    swapped,
     unavailable,
 )
 from gpumat.runtime import geometry
@@ -81,7 +85,7 @@ def rows_covered_once(grid_y: int, row_tiles: int) -> bool:
 
 def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") -> None:
     """Everything a plan must satisfy, whoever chose its variant."""
-    v, (m, n, k) = q.variant, (p.m, p.n, p.k)
+    v, (m, n, k), asked = q.variant, (p.m, p.n, p.k), p
     assert q.target == t
     # it runs here and computes these dtypes at the problem's mode (exact FP32 for a degraded TF32 mode)
     assert unavailable(v, t) is None, (v.name, unavailable(v, t))
@@ -103,6 +107,15 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
         assert (q.reduce_grid, q.reduce_block) == launch
     acc_or_out = accumulator(p.dtype) if q.splits > 1 else p.out_dtype
     assert q.kernel is v.kernels[(p.dtype, acc_or_out)]
+    # a swapped plan: one matrix of few rows, by a row that writes C transposed; its kernel computes C^T =
+    # op(B)^T @ op(A)^T, from here on the problem its grid, copies and time are of
+    if q.swap:
+        assert v.writes_c_trans and swappable(q.problem) and p.batch == 1 and p.m <= SWAP_MAX_M < 128
+        assert q.kernel_problem == swapped(q.problem) and "swapped" in str(q)
+        p = swapped(p)
+        m, n = p.m, p.n
+    else:
+        assert q.kernel_problem is q.problem
     # the grid covers C once
     gx, gy, gz = q.grid
     assert q.grid == v.grid(m, n, q.splits, t.sm_count)
@@ -124,9 +137,9 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     if v.reads_either_layout:  # either layout in place
         copy_a, copy_b = v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned
     assert (q.copy_a, q.copy_b) == (copy_a, copy_b)
-    assert q.seconds == model(v, q.problem, t, q.splits, q.k_chunk) > 0
+    assert q.seconds == model(v, q.kernel_problem, t, q.splits, q.k_chunk) > 0
     # cached: the same plan object, and an equal plan from equal arguments
-    assert plan(replace(p), replace(t), algorithm) == q
+    assert plan(replace(asked), replace(t), algorithm) == q
 
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
@@ -143,7 +156,15 @@ def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b
     pool = tier1 or candidates(p, t, 2)
     assert q.variant in pool
     assert q.seconds <= min(best_split(v, q.problem, t)[0] for v in pool)
-    assert q.seconds == best_split(q.variant, q.problem, t)[0]
+    assert q.seconds == best_split(q.variant, q.kernel_problem, t)[0]
+    # swapped exactly where a row that writes C transposed models the swapped product SWAP_MARGIN faster
+    swap_rows = [v for v in candidates(swapped(q.problem), t, 1) if v.writes_c_trans] if swappable(p) else []
+    if swap_rows and not fell_back(p, q) and not (p.mode in ("tf32", "tf32x3") and matrix_vector(p)):
+        best_swap = min(best_split(v, swapped(q.problem), t)[0] for v in swap_rows)
+        plain = min(best_split(v, q.problem, t)[0] for v in pool)
+        assert q.swap == (best_swap * SWAP_MARGIN < plain)
+    else:
+        assert not q.swap
     if fell_back(p, q):
         assert "exact FP32" in q.reason
         assert not candidates(p, t, 1) or matrix_vector(p)
@@ -179,7 +200,10 @@ def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, t
             q = plan(p, t, name)
             assert q.variant is v and q.algorithm == name
             check_plan(q, p, t, name)
-            assert (q.seconds, q.splits, q.k_chunk) == best_split(v, p, t)
+            assert (q.seconds, q.splits, q.k_chunk) == best_split(v, q.kernel_problem, t)
+            # swapped where the model gives the row's swapped product SWAP_MARGIN
+            can = v.writes_c_trans and swappable(p) and v.computes_shape(p.n, p.m)
+            assert q.swap == (can and best_split(v, swapped(p), t)[0] * SWAP_MARGIN < best_split(v, p, t)[0])
         elif p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):
             q = plan(p, t, name)  # the tensor-core modes degrade to exact FP32, and say why
             assert computes(q.variant, "f32") == "float32" and name in q.reason and why in q.reason
@@ -328,11 +352,20 @@ def test_auto_candidates_are_ranked_by_the_model_and_the_first_is_autos_choice(k
     if chosen.problem != p:  # a mode's fallback (exact FP32): not among this mode's candidates
         return
     assert options, "auto planned this problem, so it had candidates"
-    assert [o.seconds for o in options] == sorted(o.seconds for o in options)
-    assert len({o.variant.name for o in options}) == len(options)  # each row once, with its best split
+    # a swapped plan ranked by its time over the margin plan() asks of it
+    weighed = [o.seconds * (SWAP_MARGIN if o.swap else 1) for o in options]
+    assert weighed == sorted(weighed)
+    # each row once, with its best split (and once more swapped, where the problem may swap)
+    assert len({(o.variant.name, o.swap) for o in options}) == len(options)
+    assert all(swappable(p) and o.variant.writes_c_trans for o in options if o.swap)
     if chosen.reason.startswith("auto:"):  # the model chose among the rows (not a fallback of the mode)
         first = options[0]
-        assert (first.variant, first.splits, first.k_chunk) == (chosen.variant, chosen.splits, chosen.k_chunk)
+        assert (first.variant, first.splits, first.k_chunk, first.swap) == (
+            chosen.variant,
+            chosen.splits,
+            chosen.k_chunk,
+            chosen.swap,
+        )
 
 
 def test_a_measured_plan_becomes_autos_choice_until_forgotten():

@@ -236,16 +236,19 @@ def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_ti
     def pick(m, n, k, layout, in_place=True):
         a_trans, b_trans = layout.startswith("at"), layout.endswith("bt")
         q = half_plan(m, n, k, HOPPER, a_trans=a_trans, b_trans=b_trans)
-        if in_place:
+        if in_place:  # (a swapped plan's kernel reads B's storage as its A, A's as its B, the other way round)
             reads = (q.variant.reads_a_trans, q.variant.reads_b_trans)
-            assert reads == (a_trans, b_trans) and not (q.copy_a or q.copy_b), q
-        return re.sub("(at)?(bt)?$", "", q.algorithm), q.splits
+            kernel = q.kernel_problem
+            assert reads == (kernel.a_trans, kernel.b_trans) and not (q.copy_a or q.copy_b), q
+        name = re.sub("(at)?(bt)?$", "", q.algorithm)
+        return (name, q.splits, "swapped") if q.swap else (name, q.splits)
 
     for layout in ("", "bt", "at", "atbt"):
         wide, narrow = ROWS["wgmma128x256" + layout], ROWS["wgmma128x128" + layout]
         assert pick(1024, 1024, 1024, layout) == ("wgmma128x64", 1)  # 128 tiles, not 64 or 32
         assert pick(128, 16384, 4096, layout) == ("wgmma128x128", 1)  # 128 tiles: no split needed
-        assert pick(64, 4096, 4096, layout) == ("wgmma128x128", 4)  # 32 tiles x 4 splits, not 16 x 8
+        # 64 rows: C^T computed (4096 rows on the tiles' M, 64 on one tile's N), 32 tiles x 4 splits
+        assert pick(64, 4096, 4096, layout) == ("wgmma128x64", 4, "swapped")
         assert pick(512, 512, 512, layout) == ("wgmma128x64", 1)
         assert pick(4096, 4096, 4096, layout) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
         assert pick(8192, 8192, 8192, layout, in_place=not layout.endswith("bt")) == ("wgmma128x256", 1)
@@ -365,6 +368,42 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     assert len(launches) == (2 if splits > 1 else 1)
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+def test_a_swapped_plan_launches_c_transposed_with_the_operands_exchanged(monkeypatch, splits):
+    """x @ W.T with 16 rows of x (16 x 520 x 1000, x and W row-major), run swapped by wgmma128x64bt: the
+    kernel's A is W's storage (520 rows of K), its B x's (16 rows of K, read as B stored transposed), no
+    map for C, which leaves by plain stores into C stored transposed (c_store 2, ldc C's row stride); a
+    bias over C's columns becomes one over the kernel's rows. Split: float32 partials laid out as C (520
+    apart, 16 x 520 a split), reduced into C as the caller laid it out with the caller's epilogue."""
+    m, n, k = 16, 520, 1000
+    p = Problem(m, n, k, "f16", "f16", "native", b_trans=True)
+    q = engine.forced(p, HOPPER, "wgmma128x64bt", splits, 384, swap=True)
+    assert q.swap and q.kernel_problem == Problem(n, m, k, "f16", "f16", "native", a_trans=False, b_trans=True)
+    assert not (q.copy_a or q.copy_b) and q.grid == ROWS["wgmma128x64bt"].grid(n, m, splits, 132)
+    x, w, c = (0x7F0000000000, k, 0), (0x7F0010000000, k, 0), (0x7F0020000000, 528, 0)
+    bias_over_columns = (1.0, 0.0, 0x7F0030000000, 1, 1, 0, 0)  # bias[j] added to every row of C
+    encoded, launches, copies = bound_run(monkeypatch, q, x, w, c, bias_over_columns, scratch=0x7F4000000000)
+    assert not copies
+    (sa, a_map), (sb, b_map) = encoded  # no C map
+    assert (sa, a_map["globalAddress"], a_map["globalDim"], a_map["boxDim"]) == ("f16", w[0], (k, n, 1), (64, 128, 1))
+    assert (sb, b_map["globalAddress"], b_map["globalDim"], b_map["boxDim"]) == ("f16", x[0], (k, m, 1), (64, 64, 1))
+    kernel, grid, _, args, _ = launches[0]
+    assert grid == q.grid
+    C_TRANSPOSED = engine.C_STORE["transposed"]
+    if splits == 1:
+        assert len(launches) == 1 and kernel == "matmul_wgmma128x64bt_f16"
+        assert args[3:10] == (c[0], n, m, k, 528, k, C_TRANSPOSED)
+        assert args[-7:] == (1.0, 0.0, 0x7F0030000000, 1, 2, 0, 0)  # the bias along the kernel's rows
+    else:
+        assert len(launches) == 2 and kernel == "matmul_wgmma128x64bt_f16_f32out"
+        assert args[3:10] == (0x7F4000000000, n, m, k, n, 384, C_TRANSPOSED)
+        assert args[10:12] == (1, m * n)  # one product, partial layers m x n apart
+        assert args[-7:] == engine.IDENTITY
+        reduce, _, _, rargs, _ = launches[1]
+        assert reduce == "matmul_splitk_reduce_f32_f16"
+        assert rargs == (0x7F4000000000, c[0], m, n, 528, splits, *bias_over_columns)
+
+
 @given(
     dims(5000, (64, 128, 256)),
     dims(5000, (64, 128, 256)),
@@ -381,12 +420,13 @@ def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
         assert k_chunk % v.k_align == 0 and k_chunk >= 4 * v.k_align and k_chunk >= v.min_k_chunk
     else:
         assert k_chunk == k
-    grid = v.grid(m, n, splits, sms)
+    kernel = p.kernel_problem  # (a swapped plan's grid covers C^T)
+    grid = v.grid(kernel.m, kernel.n, splits, sms)
     assert p.grid == grid
     if v.persistent:
         assert 1 <= grid[0] <= sms * v.blocks_per_sm and grid[1:] == (1, 1)
     else:
-        assert grid == geometry.tiled_grid(m, n, *v.tile, layers=splits)
+        assert grid == geometry.tiled_grid(kernel.m, kernel.n, *v.tile, layers=splits)
 
 
 def test_skinny_products_split_k_and_square_ones_do_not():
@@ -594,9 +634,10 @@ EPILOGUES = st.tuples(
 )
 
 
-def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, copies) -> None:
+def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, copies, swap=False) -> None:
     """C = act(alpha op(A) op(B) + beta C + bias) by the named row with K split as asked (the reduction then
-    applies the epilogue), its plan copying the operands `copies` says (copy_a, copy_b), against float64
+    applies the epilogue), swapped or not as asked (swap: C^T = op(B)^T @ op(A)^T written into C
+    transposed), its plan copying the operands `copies` says (copy_a, copy_b; None: not checked), against float64
     element by element, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider
     matrix, NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN
     stay. c_tma: C's rows start on 16 bytes and are whole 16-byte pieces (the caller rounds n up to a
@@ -616,8 +657,9 @@ def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilo
         )
         bias64 = bias.to_numpy(dtype=np.float32).astype(np.float64)
     before = pc.to_numpy(dtype=np.float32)
-    plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
-    assert plan.variant is ROWS[name] and (plan.copy_a, plan.copy_b) == copies, plan
+    plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, splits, swap=swap)
+    assert plan.variant is ROWS[name] and plan.swap == swap, plan
+    assert copies is None or (plan.copy_a, plan.copy_b) == copies, plan
     gm.matmul(A, B, out=C, plan=plan, alpha=alpha, beta=beta, bias=bias, activation=activation)
     after = pc.to_numpy(dtype=np.float32)
     got = after[:, left : left + n].astype(np.float64)
@@ -823,6 +865,77 @@ def test_a_stored_transposed_in_place_or_copied(
     check_epilogue_product(name, X.T, B, x64.T, b64, out_dtype, splits, c_tma, epilogue, copies)
     for x in (pa, pb):
         x.free()
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(64, (8, 16, 32, 64)).filter(lambda m: m >= 2),  # (one row is a matrix-vector row's: never swapped)
+    n=st.integers(128, 700),
+    k=dims(700, (64, 128, 256)),
+    name=st.sampled_from(WGMMA),
+    dtype=st.sampled_from(DTYPES),
+    f32out=st.booleans(),
+    a_trans=st.booleans(),
+    b_trans=st.booleans(),
+    in_place=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=EPILOGUES,
+)
+def test_swapped_plans_write_c_transposed(
+    m, n, k, name, dtype, f32out, a_trans, b_trans, in_place, splits, c_tma, epilogue
+):
+    """A C of at most 64 rows computed swapped by each wgmma row: C^T = op(B)^T @ op(A)^T, the kernel
+    reading B's storage as its A and A's as its B (each copied where the row reads it the other way round,
+    or where it is not TMA-ready: in_place False starts the views 2 bytes in) and writing C transposed
+    by plain stores; K split as drawn (float32 partials laid out as C, the reduction applying the
+    epilogue), with an epilogue (beta reading the old C transposed, a bias over C's rows or columns),
+    into a C view (check_epilogue_product)."""
+    if name not in runnable():
+        pytest.skip(f"{name} needs sm_90a; this GPU is sm_{gm.device().arch}")
+    out_dtype = "float32" if f32out else dtype
+    if c_tma:
+        n += -n % 8
+    pads = (lambda w: (8, -w % 8)) if in_place else (lambda w: (1, 2))
+    if a_trans:  # A stored transposed: X (k x m) row-major, multiplied as X.T
+        pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, *pads(m))
+        A, a64 = X.T, x64.T
+    else:
+        pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, *pads(k))
+    if b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
+        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, *pads(k))
+        B, b64 = W.T, w64.T
+    else:
+        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, *pads(n))
+    assert engine.swappable(engine.problem_of_call(A, B, None, name)[0])
+    check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, None, swap=True)
+    for x in (pa, pb):
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_auto_swaps_few_token_products_and_repeats_its_bits(dtype):
+    """x @ W.T and x @ W with 16 tokens against a 4096 x 4096 weight: auto computes them swapped (the model
+    gives it more than SWAP_MARGIN: C's 4096 columns on the tiles' rows, K split in 4), to the 16-bit
+    tolerance, and the same bits call after call."""
+    if "wgmma128x64" not in runnable():
+        pytest.skip(f"the swapped plans run on the wgmma rows (sm_90a); this GPU is sm_{gm.device().arch}")
+    x = rng.uniform(-1, 1, (16, 4096)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4096, 4096)).astype(np.float32)
+    X, W = gm.Matrix.from_numpy(x, dtype=dtype), gm.Matrix.from_numpy(w, dtype=dtype)
+    x64, w64 = (M.to_numpy(dtype=np.float32).astype(np.float64) for M in (X, W))
+    for B, b64 in ((W.T, w64.T), (gm.transpose(W), w64.T)):
+        plan = gm.matmul_plan(X, B)
+        assert plan.swap and "swapped" in str(plan) and plan.kernel_problem.m == 4096, plan
+        first, again = gm.matmul(X, B), gm.matmul(X, B)
+        got = first.to_numpy(dtype=np.float32).astype(np.float64)
+        assert product_error(got, x64, b64, dtype if dtype != "bfloat16" else None) < tolerance(dtype, 4096)
+        assert np.array_equal(first.to_numpy().view(np.uint16), again.to_numpy().view(np.uint16))
+        for M in (first, again):
+            M.free()
+    for M in (X, W):
+        M.free()
 
 
 def check_read_in_place(A, B, a64, b64, shape, name, reads, out_dtype):

@@ -21,6 +21,8 @@ from .planner import (
     COPY_LAUNCH_S,
     ROUND_TRIP_S,
     SM_DRAW,
+    SWAP_MARGIN,
+    SWAP_MAX_M,
     TF32_MV_ARCHS,
     TF32_MV_MARGIN,
     TF32_MV_MIN_K,
@@ -33,19 +35,21 @@ from .planner import (
     plan,
     ranked,
     split_options,
+    swappable,
     traffic,
     unavailable,
 )
-from .problem import Problem, Target, aligned, built_modules, operand_aligned
+from .problem import Problem, Target, aligned, built_modules, operand_aligned, swapped
 from .route import _BOUND as bound_plans
 from .route import _mode as mode_of
-from .route import bind, bound_for, cached_product, call_view, result_shape
+from .route import bind, bound_for, cached_product, call_view, problem_of_call, result_shape
 from .tuning import choose, remember
 from .tuning import forget as forget_tuning
 from .tuning import load as load_tuning
 from .tuning import save as save_tuning
 from .variants import (
     ACTIVATIONS,
+    C_STORE,
     GEMV_BANDWIDTH,
     GEMV_R,
     H100_SMS,
@@ -67,6 +71,7 @@ from .variants import (
 
 __all__ = [
     "ACTIVATIONS",
+    "C_STORE",
     "COPY_BANDWIDTH",
     "COPY_LAUNCH_S",
     "GEMV_BANDWIDTH",
@@ -80,6 +85,8 @@ __all__ = [
     "ROUND_TRIP_S",
     "SIGNATURES",
     "SM_DRAW",
+    "SWAP_MARGIN",
+    "SWAP_MAX_M",
     "TF32_MV_ARCHS",
     "TF32_MV_MARGIN",
     "TF32_MV_MIN_K",
@@ -118,10 +125,13 @@ __all__ = [
     "model",
     "operand_aligned",
     "plan",
+    "problem_of_call",
     "result_shape",
     "small_chunk",
     "small_per_block",
     "split_options",
+    "swappable",
+    "swapped",
     "tensor_map",
     "tensor_map_args",
     "traffic",

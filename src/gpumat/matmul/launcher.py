@@ -148,6 +148,8 @@ class BoundPlan:
 
     def _tma(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         p = self.plan
+        if p.swap:  # C^T = op(B)^T @ op(A)^T: B's storage is the kernel's A, A's its B
+            a, b, epilogue = b, a, _swapped_epilogue(epilogue)
         args = _tma_arguments(p, a, b, c, p.problem.out_dtype)
         if epilogue is IDENTITY:
             self._plain(self.device, stream, *args)
@@ -173,8 +175,11 @@ class BoundPlan:
 
     def _general(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         p, dev = self.plan, self.device
-        q, v = p.problem, p.variant
+        q, v = p.kernel_problem, p.variant
         m, n, k, batch = q.m, q.n, q.k, q.batch
+        reduce_epilogue = epilogue  # split-K's reduction writes C as the caller laid it out
+        if p.swap:  # C^T = op(B)^T @ op(A)^T: B's storage is the kernel's A, A's its B
+            a, b, epilogue = b, a, _swapped_epilogue(epilogue)
         pool = dev.memory or device_pool(dev)
         held: list[tuple[int, int]] = []  # scratch blocks, freed stream-ordered after the launches
         try:
@@ -190,7 +195,9 @@ class BoundPlan:
             if p.splits > 1:  # the product writes partials; the reduction applies the epilogue
                 partials = pool.alloc(p.scratch_bytes, stream)
                 held.append((partials, p.scratch_bytes))
-                out, out_sfx, product_epilogue = (partials, n, 0), accumulator(q.dtype), IDENTITY
+                # a split's partial product laid out as C: m rows of n, or (swapped: written transposed) n of m
+                ld = m if p.swap else n
+                out, out_sfx, product_epilogue = (partials, ld, 0), accumulator(q.dtype), IDENTITY
             if v.tma:
                 args = _tma_arguments(p, a, b, out, out_sfx)
                 p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
@@ -207,7 +214,8 @@ class BoundPlan:
                     args = gemm_arguments(v.args, *at, m, n, k, p.k_chunk, product_epilogue)
                     p.kernel(grid, v.block, *args, smem=v.smem, stream=stream, device=dev)
             if p.reduce is not None:
-                args = reduce_arguments(out[0], c[0], m, n, c[1], p.splits, epilogue)
+                r = p.problem  # the partials and C as the caller's product lays them out
+                args = reduce_arguments(out[0], c[0], r.m, r.n, c[1], p.splits, reduce_epilogue)
                 p.reduce(p.reduce_grid, p.reduce_block, *args, stream=stream, device=dev)
         finally:
             for ptr, nbytes in held:
@@ -215,7 +223,14 @@ class BoundPlan:
 
 
 def _same_launches(q: MatmulPlan, p: MatmulPlan) -> bool:
-    return (q.variant, q.splits, q.k_chunk, q.copy_a, q.copy_b) == (p.variant, p.splits, p.k_chunk, p.copy_a, p.copy_b)
+    return (q.variant, q.splits, q.k_chunk, q.copy_a, q.copy_b, q.swap) == (
+        p.variant,
+        p.splits,
+        p.k_chunk,
+        p.copy_a,
+        p.copy_b,
+        p.swap,
+    )
 
 
 def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) -> tuple:
@@ -224,11 +239,12 @@ def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) 
     A, B and C (C's map only when C can leave by TMA), the sizes and the batch (variants.tma_arguments).
     The maps are 3-D, the batch's matrices their outer dimension; an operand shared by the batch (batch
     stride 0) is a map of one matrix."""
-    q, v = p.problem, p.variant
+    q, v = p.kernel_problem, p.variant
     m, n, k, batch = q.m, q.n, q.k, q.batch
-    # C's layers: a split's partials (m rows of n apart) or the batch's matrices (C's batch stride apart)
-    c_layer = out[2] if batch > 1 else m * out[1]
-    mc = c_map(out_sfx, out[0], m, n, out[1], p.splits * batch, c_layer)
+    # C's layers: a split's partials (m rows of n apart; swapped, n rows of m, C^T written transposed) or
+    # the batch's matrices (C's batch stride apart)
+    c_layer = out[2] if batch > 1 else (n if p.swap else m) * out[1]
+    mc = None if p.swap else c_map(out_sfx, out[0], m, n, out[1], p.splits * batch, c_layer)
     a_batched, b_batched = batch > 1 and a[2] != 0, batch > 1 and b[2] != 0
     la, lb = (batch, a[2]) if a_batched else (1, 0), (batch, b[2]) if b_batched else (1, 0)
     # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in
@@ -250,7 +266,15 @@ def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) 
     # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
     exact = (a[0], a[1], la[1], b[0], b[1], lb[1]) if v.args == "tensor_maps_exact" else None
     products = (batch, c_layer, int(a_batched) | 2 * int(b_batched))
-    return tma_arguments((map_a, map_b, mc), out[0], m, n, k, out[1], p.k_chunk, products, exact)
+    return tma_arguments((map_a, map_b, mc), out[0], m, n, k, out[1], p.k_chunk, products, exact, p.swap)
+
+
+def _swapped_epilogue(epilogue: tuple) -> tuple:
+    """The epilogue as a swapped plan's kernel applies it (C^T's rows are C's columns): a bias over C's
+    rows is one over C^T's columns, and the other way round (problem.kernel_view flips it alike)."""
+    if not epilogue[4]:
+        return epilogue
+    return (*epilogue[:4], 3 - epilogue[4], *epilogue[5:])
 
 
 def _row_major_copy(

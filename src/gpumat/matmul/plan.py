@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .._dtypes import ITEMSIZE
 from ..runtime.kernels import Kernel
-from .problem import Problem, Target
+from .problem import Problem, Target, swapped
 from .variants import Variant
 
 
@@ -53,6 +53,9 @@ class MatmulPlan:
         The cost model's time.
     reason : str
         Why this plan was chosen.
+    swap : bool
+        Whether the kernel computes the swapped product C^T = op(B)^T @ op(A)^T (C's long side on the
+        tile's rows: a C of few rows) and writes it into C transposed; ``kernel_problem`` is that product.
 
     Examples
     --------
@@ -77,6 +80,12 @@ class MatmulPlan:
     copy_b: bool
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
+    swap: bool = False  # the kernel computes C^T = op(B)^T @ op(A)^T into C stored transposed
+
+    @property
+    def kernel_problem(self) -> Problem:
+        """The product the kernel computes: the problem, or its swap (problem.swapped)."""
+        return swapped(self.problem) if self.swap else self.problem
 
     @property
     def algorithm(self) -> str:
@@ -92,7 +101,7 @@ class MatmulPlan:
 
     @property
     def copy_bytes(self) -> int:
-        p, size = self.problem, ITEMSIZE[self.problem.dtype]
+        p, size = self.kernel_problem, ITEMSIZE[self.problem.dtype]
         return p.batch * ((p.m * p.k * size if self.copy_a else 0) + (p.k * p.n * size if self.copy_b else 0))
 
     def __str__(self) -> str:
@@ -103,6 +112,11 @@ class MatmulPlan:
             f"{v.smem} bytes dynamic shared memory)",
             f"  grid       {self.grid}" + (" (persistent)" if v.persistent else ""),
         ]
+        if self.swap:
+            lines.append(
+                f"  swapped    computed as C^T = op(B)^T @ op(A)^T ({self.kernel_problem.describe()}), C's "
+                f"{p.n} columns on the tiles' rows, written into C transposed"
+            )
         if self.splits > 1:
             lines.append(
                 f"  split-K    {self.splits} splits of {self.k_chunk}, {self.scratch_bytes} bytes of partials, "
@@ -112,11 +126,16 @@ class MatmulPlan:
         else:
             lines.append("  split-K    none")
         if self.copy_a or self.copy_b:
-            which = " and ".join(x for x, c in (("A", self.copy_a), ("B", self.copy_b)) if c)
+            # the kernel's operands: of the swapped product, op(B)^T (B's storage) and op(A)^T (A's)
+            names = ("B^T", "A^T") if self.swap else ("A", "B")
+            which = " and ".join(x for x, c in zip(names, (self.copy_a, self.copy_b), strict=True) if c)
             v = self.variant
             trans = [
                 f"{x} as {rows}"
-                for x, rows, t in (("A", "K rows of M", v.reads_a_trans), ("B", "N rows of K", v.reads_b_trans))
+                for x, rows, t in (
+                    (names[0], "K rows of M", v.reads_a_trans),
+                    (names[1], "N rows of K", v.reads_b_trans),
+                )
                 if t
             ]
             layout = f"the layouts the kernel reads ({', '.join(trans)})" if trans else "row-major"

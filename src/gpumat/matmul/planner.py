@@ -42,7 +42,7 @@ from functools import lru_cache
 from .._dtypes import ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
-from .problem import Problem, Target
+from .problem import Problem, Target, swapped
 from .variants import (
     H100_SMS,
     REDUCE,
@@ -60,6 +60,16 @@ COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
+# The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one
+# matrix, not a matrix-vector row's shape) computed as C^T = op(B)^T @ op(A)^T by a row that writes C
+# transposed (the 16-bit TMA rows), so that C's long side lies on the tiles' 128 rows and its few rows
+# on their columns (one tile of the 128 x 64 row at 64). Taken where the model gives it SWAP_MARGIN over
+# the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T with 8-128 rows, weights of 8192^2,
+# 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49 (1.34-1.49 where it
+# modelled 1.45; 128 rows: no gain modelled, none measured)
+SWAP_MAX_M = 64
+SWAP_MIN_N = 128
+SWAP_MARGIN = 1.1
 # the least K at which a float32 tensor-core mode's tiles compete with the exact matrix-vector rows for C of
 # 2-16 rows or columns (_matrix_vector_at_tf32): the K of the H200 measurements the rule rests on
 TF32_MV_MIN_K = 1024
@@ -267,7 +277,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
 
 
 # Plans measured on this GPU (gpumat.matmul.tuning, gm.matmul_plan(..., tune=True)): (problem, target) ->
-# (variant, splits, k_chunk, why). Where a problem has one, auto runs it instead of the model's choice.
+# (variant, splits, k_chunk, why, swap). Where a problem has one, auto runs it instead of the model's choice.
 TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str]] = {}
 # How many times TUNED has changed, counted after each change: plan()'s cache is keyed by it, and a cache
 # filled from plans made while it changed (the bound plans of matmul.route) compares it before and after,
@@ -282,7 +292,7 @@ def tuning_generation() -> int:
 
 def remember(p: Problem, t: Target, chosen: MatmulPlan, why: str) -> None:
     """Make a measured plan auto's choice for p on t from now on."""
-    TUNED[(p, t)] = (chosen.variant.name, chosen.splits, chosen.k_chunk, why)
+    TUNED[(p, t)] = (chosen.variant.name, chosen.splits, chosen.k_chunk, why, chosen.swap)
     _tuning_changes[0] += 1
 
 
@@ -299,17 +309,42 @@ def tunings_loaded() -> None:
 
 def ranked(p: Problem, t: Target) -> list[MatmulPlan]:
     """auto's candidates for p on t, each with its best split, fastest modelled first (the first is the
-    model's choice where the model decides among the table's rows); empty where none runs."""
+    model's choice where the model decides among the table's rows), the swapped plans among them where
+    p may swap (each ranked by its time over SWAP_MARGIN, as plan() weighs it); empty where none runs."""
     for tier in (1, 2):
-        options = sorted(
-            ((*best_split(v, p, t), v) for v in candidates(p, t, tier)), key=lambda o: o[0]
-        )  # a stable sort: the first of equal times stays first, as plan() takes it
+        options = [(seconds, False, splits, k_chunk, v) for seconds, splits, k_chunk, v in _options(p, t, tier)]
+        if tier == 1:
+            options += [(o[0] * SWAP_MARGIN, True, *o[1:]) for o in _swap_options(p, t)]
+        options.sort(key=lambda o: o[0])  # a stable sort: the first of equal times stays first, as plan() takes it
         if options:
             return [
-                _make(v, p, t, splits, k_chunk, seconds, "a candidate of auto")
-                for seconds, splits, k_chunk, v in options
+                _make(v, p, t, splits, k_chunk, seconds / (SWAP_MARGIN if swap else 1), "a candidate of auto", swap)
+                for seconds, swap, splits, k_chunk, v in options
             ]
     return []
+
+
+def _options(p: Problem, t: Target, tier: int) -> list[tuple[float, int, int, Variant]]:
+    """(modelled seconds, splits, k_chunk, variant) of each of auto's candidates of `tier` at its best split."""
+    return [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
+
+
+def swappable(p: Problem) -> bool:
+    """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows and at least
+    SWAP_MIN_N columns (a tile's rows), and not a matrix-vector row's shape (those rows read their matrix
+    at the memory's rate)."""
+    return p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N and not matrix_vector(p)
+
+
+def _swap_options(p: Problem, t: Target, rows=None) -> list[tuple[float, int, int, Variant]]:
+    """(modelled seconds, splits, k_chunk, variant) of the swapped product of p (problem.swapped) by each
+    of auto's candidates for it that writes C transposed (or by `rows` alone); empty where p may not swap."""
+    if not swappable(p):
+        return []
+    q = swapped(p)
+    if rows is None:
+        rows = candidates(q, t, 1)
+    return [(*best_split(v, q, t), v) for v in rows if v.writes_c_trans and v.computes_shape(q.m, q.n)]
 
 
 def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
@@ -329,25 +364,11 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
         return _no_product(p, t)
     tuned = TUNED.get((p, t)) if algorithm == "auto" else None
     if tuned is not None:
-        name, splits, k_chunk, why = tuned
+        name, splits, k_chunk, why, swap = tuned
         v = VARIANTS[name]
-        return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), why)
+        return _make(v, p, t, splits, k_chunk, model(v, swapped(p) if swap else p, t, splits, k_chunk), why, swap)
     if algorithm != "auto":
-        v = VARIANTS[algorithm]
-        if (p.dtype, p.out_dtype) not in v.kernels:
-            raise ValueError(
-                f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
-            )
-        shape = refuses_shape(v, p)
-        if shape is not None:
-            raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
-        why = unavailable(v, t)
-        if why is not None:
-            if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
-                return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
-            raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
-        seconds, splits, k_chunk = best_split(v, p, t)
-        return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
+        return _named(p, t, algorithm)
     # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
     # the exact FP32 rows (the small-products rows among them) may run it faster than the TF32 tiles, and
     # where their model says so, they run it
@@ -360,7 +381,7 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
     if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
         return _matrix_vector_at_tf32(p, t)
     for tier in (1, 2):
-        options = [(*best_split(v, p, t), v) for v in candidates(p, t, tier)]
+        options = _options(p, t, tier)
         if options:
             seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])  # the first of equal times
             others = ", ".join(f"{o[3].name} {o[0] * 1e6:.1f} us" for o in options)
@@ -369,6 +390,10 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
                 if len(options) > 1
                 else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)")
             )
+            swap = min(_swap_options(p, t), key=lambda o: o[0], default=None) if tier == 1 else None
+            if swap is not None and swap[0] * SWAP_MARGIN < seconds:
+                why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}); {why}"
+                return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
             if tiny:
                 what = f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products"
                 exact = _exact_fp32(p, t, f"{what}, which its rows model at {seconds * 1e6:.1f} us")
@@ -381,6 +406,29 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
 
 
 plan.cache_clear = _plan.cache_clear  # for tests that change the table of variants
+
+
+def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
+    """The named variant's plan for p: its best split, swapped where the model gives that SWAP_MARGIN."""
+    v = VARIANTS[algorithm]
+    if (p.dtype, p.out_dtype) not in v.kernels:
+        raise ValueError(
+            f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
+        )
+    shape = refuses_shape(v, p)
+    if shape is not None:
+        raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
+    why = unavailable(v, t)
+    if why is not None:
+        if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
+            return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
+        raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
+    seconds, splits, k_chunk = best_split(v, p, t)
+    swap = _swap_options(p, t, [v])
+    if swap and swap[0][0] * SWAP_MARGIN < seconds:
+        why = f"named by the caller; swapped and split by the cost model ({_swap_gain(p, seconds, swap[0][0])})"
+        return _make(v, p, t, swap[0][1], swap[0][2], swap[0][0], why, True)
+    return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
 
 
 def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
@@ -413,6 +461,13 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
     return _make(v, p, t, splits, k_chunk, seconds, why)
 
 
+def _swap_gain(p: Problem, plain: float, swap: float) -> str:
+    return (
+        f"C's {p.n} columns on the tiles' rows, modelled {plain / swap:.2f}x faster than the plain plan's "
+        f"{plain * 1e6:.1f} us"
+    )
+
+
 def _no_product(p: Problem, t: Target) -> MatmulPlan:
     """An empty C (M, N or the batch 0) launches nothing. With K = 0 the product is zero, so C =
     act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
@@ -433,12 +488,18 @@ def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
     return replace(exact, reason=f"{why}: exact FP32 instead; {exact.reason}")
 
 
-def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int | None = None) -> MatmulPlan:
+def forced(
+    p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int | None = None, swap: bool | None = None
+) -> MatmulPlan:
     """A plan with the split given by the caller (tests and measurements): `splits` grid layers of
     k_chunk each (default: K cut evenly on the variant's alignment; layers that would start past K are
-    dropped)."""
+    dropped); `swap` True or False forces the swapped plan (problem.swapped) or the plain one (default:
+    the named plan's own choice)."""
     base = plan(p, t, algorithm)
     v = base.variant
+    swap = base.swap if swap is None else swap
+    if swap and not (v.writes_c_trans and swappable(p)):
+        raise ValueError(f"matmul plan: {v.name} does not run {p.describe()} swapped")
     _positive_int(splits, "splits")
     if k_chunk is None:
         k_chunk = cdiv(cdiv(p.k, splits), v.k_align) * v.k_align
@@ -460,7 +521,8 @@ def forced(p: Problem, t: Target, algorithm: str, splits: int, k_chunk: int | No
         raise ValueError(f"matmul plan: {v.name} splits K on multiples of {v.k_align} (its k tile), not {k_chunk}")
     if splits > MAX_GRID_YZ:
         raise ValueError(f"matmul plan: at most {MAX_GRID_YZ} splits, got {splits}")
-    return _make(v, p, t, splits, k_chunk, model(v, p, t, splits, k_chunk), "split given by the caller")
+    seconds = model(v, swapped(p) if swap else p, t, splits, k_chunk)
+    return _make(v, p, t, splits, k_chunk, seconds, "split given by the caller", swap)
 
 
 def _positive_int(x, name: str) -> None:
@@ -470,15 +532,20 @@ def _positive_int(x, name: str) -> None:
         raise ValueError(f"matmul plan: splits and k_chunk are positive integers, got {name} = {x}")
 
 
-def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds: float, why: str) -> MatmulPlan:
+def _make(
+    v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds: float, why: str, swap: bool = False
+) -> MatmulPlan:
+    """The plan of variant v for p with this split; swap: the kernel computes p's swapped product (its
+    copies and grid are that product's; split-K's partials and their reduction are laid out as C)."""
     acc = accumulator(p.dtype)
     kernel = v.kernels[(p.dtype, acc if splits > 1 else p.out_dtype)]
     reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
-    copy_a, copy_b = _copies(v, p)
+    q = swapped(p) if swap else p
+    copy_a, copy_b = _copies(v, q)
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
     # a tiled grid has one layer a matrix (the launcher cuts batches beyond the grid's limit); a persistent
     # one walks the batch's tiles too
-    grid = v.grid(p.m, p.n, splits, t.sm_count, p.batch)
+    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch)
     return MatmulPlan(
         p,
         t,
@@ -494,4 +561,5 @@ def _make(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds:
         copy_b,
         seconds,
         why,
+        swap,
     )

@@ -10,7 +10,7 @@ product the kernels compute (a transposed result swapped, a batch folded), `prob
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._dtypes import ITEMSIZE
 from ..runtime.kernels import manifest
@@ -50,6 +50,21 @@ class Problem:
         note += f", {' and '.join(trans)} stored transposed" if trans else ""
         batch = f"{self.batch} x " if self.batch != 1 else ""
         return f"{batch}{self.m}x{self.k} @ {self.k}x{self.n} {self.dtype}{out}{mode}{note}"
+
+
+def swapped(p: Problem) -> Problem:
+    """The product a swapped plan's kernel computes for p: C^T (n x m) = op(B)^T @ op(A)^T, each operand
+    read the other way round (B's storage as the new A, A's as the new B), written into p's C stored
+    transposed."""
+    return replace(
+        p,
+        m=p.n,
+        n=p.m,
+        a_aligned=p.b_aligned,
+        b_aligned=p.a_aligned,
+        a_trans=not p.b_trans,
+        b_trans=not p.a_trans,
+    )
 
 
 @dataclass(frozen=True)

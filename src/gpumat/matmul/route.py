@@ -91,7 +91,7 @@ def bind(plan: MatmulPlan, dev) -> BoundPlan:
     """The BoundPlan of a given plan on dev, from the one cache (what gm.matmul(..., plan=plan) runs, and
     what the out-of-core pipeline runs its tiles with): plans of the same launches share it."""
     q = plan.problem
-    choice = ("plan", plan.variant.name, plan.splits, plan.k_chunk, plan.copy_a, plan.copy_b)
+    choice = ("plan", plan.variant.name, plan.splits, plan.k_chunk, plan.copy_a, plan.copy_b, plan.swap)
     key = _key(q.m, q.n, q.k, q.batch, q.a_trans, q.b_trans, q.dtype, q.out_dtype, q.mode, choice, dev)
     return _bound(key, plan.target, plan)
 

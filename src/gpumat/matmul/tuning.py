@@ -143,7 +143,8 @@ def tune(a, b, out, precision) -> MatmulPlan:
     finally:
         owner.free()
     measured = ", ".join(
-        f"{q.variant.name} ({q.splits} splits) {s * 1e6:.1f} us" for q, s in zip(options, times, strict=True)
+        f"{q.variant.name} ({q.splits} splits{', swapped' if q.swap else ''}) {s * 1e6:.1f} us"
+        for q, s in zip(options, times, strict=True)
     )
     kept = "the model's choice kept" if best is options[0] else "measured fastest"
     why = f"tuned: {kept} of {measured} (tuning took {spent * 1e3:.0f} ms)"
@@ -179,9 +180,9 @@ def save(path: str | None = None) -> str:
         for e in _read(path)
         if isinstance(e, dict) and "problem" in e and "target" in e
     }
-    for (p, t), (name, splits, k_chunk, why) in planner.TUNED.copy().items():
+    for (p, t), (name, splits, k_chunk, why, swap) in planner.TUNED.copy().items():
         entry = {"problem": asdict(p), "target": _target_record(t), "variant": name, "splits": splits}
-        entry.update(k_chunk=k_chunk, why=why)
+        entry.update(k_chunk=k_chunk, why=why, swap=swap)
         entries[json.dumps([entry["problem"], entry["target"]], sort_keys=True)] = entry
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -222,17 +223,20 @@ def load(path: str | None = None) -> int:
             t = Target(tr["arch"], tr["sm_count"], tr["max_smem"], frozenset(tr["modules"]))
             v = planner.VARIANTS[e["variant"]]
             splits, k_chunk = int(e["splits"]), int(e["k_chunk"])
+            swap = e.get("swap", False)  # (absent from the files of earlier versions: never swapped)
         except (KeyError, TypeError, ValueError):
+            continue
+        if not isinstance(swap, bool):
             continue
         if planner.unavailable(v, t) is not None or (p.dtype, p.out_dtype) not in v.kernels:
             continue
         if planner.computes(v, p.dtype) != p.mode or not v.computes_shape(p.m, p.n):
             continue
         try:  # the split must be one the variant can make for the problem (a file may have been edited)
-            made = planner.forced(p, t, v.name, splits, k_chunk)
+            made = planner.forced(p, t, v.name, splits, k_chunk, swap)
         except (ValueError, TypeError):
             continue
-        planner.TUNED[(p, t)] = (v.name, made.splits, made.k_chunk, str(e.get("why", "tuned (loaded)")))
+        planner.TUNED[(p, t)] = (v.name, made.splits, made.k_chunk, str(e.get("why", "tuned (loaded)")), swap)
         taken += 1
     planner.tunings_loaded()
     forget_bound_plans()
