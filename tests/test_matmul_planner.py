@@ -36,6 +36,7 @@ from gpumat.matmul.engine import (
     matrix_vector,
     model,
     plan,
+    problem_of_call,
     swappable,
     swapped,
     unavailable,
@@ -304,6 +305,21 @@ def test_a_plan_for_other_operands_is_refused_before_any_launch():
     assert not (tma.copy_a or tma.copy_b)  # this plan reads A in place: an unaligned A cannot take it
     with pytest.raises(ValueError, match="the plan is for"):
         gm.matmul(odd, h[1], out=fake_matrix(128, 128, ptr=0x7F0020000000, dtype=np.float16), plan=tma)
+
+
+def test_a_swapped_plan_is_refused_for_an_operand_it_would_read_unaligned():
+    """A swapped plan's kernel reads B's storage as its A and A's as its B: x @ W by wgmma128x64bt swapped
+    transposes W into aligned scratch (the row reads its A K-major) and reads x in place, so an x that
+    is not 16-byte aligned cannot take it (the check once paired x's alignment with W's copy)."""
+    x = fake_matrix(16, 512, dtype=np.float16)
+    w = fake_matrix(512, 4096, ptr=0x7F0010000000, dtype=np.float16)
+    c = fake_matrix(16, 4096, ptr=0x7F0020000000, dtype=np.float16)
+    p, t = problem_of_call(x, w, c, "wgmma128x64bt")
+    q = forced(p, t, "wgmma128x64bt", 1, swap=True)
+    assert q.swap and (q.copy_a, q.copy_b) == (True, False)  # W copied (transposed), x read in place
+    odd_x = fake_matrix(16, 512, stride=520, ptr=0x7F0030000002, dtype=np.float16)
+    with pytest.raises(ValueError, match="the plan is for"):
+        gm.matmul(odd_x, w, out=c, plan=q)
 
 
 def test_every_row_carries_its_measured_rate_and_blocks_an_sm():

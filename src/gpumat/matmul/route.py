@@ -26,7 +26,7 @@ from . import planner
 from .epilogue import epilogue_of
 from .launcher import BoundPlan
 from .plan import MatmulPlan
-from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of
+from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of, swapped
 from .variants import IDENTITY, VARIANTS, algorithms
 
 
@@ -278,7 +278,9 @@ def _check_plan(p, problem: Problem, algorithm: str, precision, mode: str, dev) 
     if not isinstance(p, MatmulPlan):
         raise TypeError(f"matmul: plan= takes a plan from gm.matmul_plan, got {type(p).__name__}")
     q = p.problem
-    in_place = [ok for ok, copied in ((problem.a_aligned, p.copy_a), (problem.b_aligned, p.copy_b)) if not copied]
+    # the operands the kernel reads in place: of a swapped plan, B's storage is its A and A's its B
+    kernel = swapped(problem) if p.swap else problem
+    in_place = [ok for ok, copied in ((kernel.a_aligned, p.copy_a), (kernel.b_aligned, p.copy_b)) if not copied]
     fields = ("m", "n", "k", "dtype", "out_dtype", "batch", "a_trans", "b_trans")
     if (
         any(getattr(q, f) != getattr(problem, f) for f in fields)
