@@ -106,13 +106,15 @@ PLAIN = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = 0
+checked = swapped = 0
 for case in range(200):
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300, 4096], 3))
+    if case < 8:  # a layer on few tokens in the 16-bit dtypes: planned swapped (C^T written transposed)
+        dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (16, 4096, 4096)
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
     # the plan may depend on alignment
-    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2))
+    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 8 else (0, 0)
     a = gm.Matrix.empty((m, k + shift_a), dtype=dt)[:, shift_a:]
     b = gm.Matrix.empty((k, n + shift_b), dtype=dt)[:, shift_b:]
     out = gm.Matrix.empty((m, n), dtype=dt) if case % 2 else None
@@ -139,7 +141,8 @@ for case in range(200):
     strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), smem, st) for name, g, bl, ab, rest, smem, st in ls]
     assert full and strip(full) == strip(first) == strip(again), (case, m, n, k, full, again)
     checked += 1
-print(checked)
+    swapped += gm.matmul_plan(a, b, out=out).swap
+print(checked, swapped)
 """
 )
 
@@ -147,11 +150,15 @@ print(checked)
 def test_the_fast_lookup_launches_what_the_full_route_does():
     """gm.matmul's fast lookup for the common call (two row-major 2-D matrices, a plan cached) launches
     exactly what the full route launches for the same operands, on every kind of stream: kernel, grid,
-    block, sizes, strides, epilogue arguments, shared memory and stream."""
+    block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans (few-token 16-bit
+    layers) among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        assert int(out.stdout.strip()) == 200
+        checked, swapped = (int(x) for x in out.stdout.split())
+        assert (
+            checked == 200 and swapped >= 4
+        )  # the swapped plans among them (the eight aligned few-token calls' half at least)
 
 
 SAME_ERRORS = (

@@ -634,6 +634,29 @@ EPILOGUES = st.tuples(
 )
 
 
+def tma_ready(width: int) -> tuple[int, int]:
+    """(left, right) padding of a stored row of `width` elements that makes its view TMA-ready: it starts
+    16 bytes into its parent's row, and the rows are a multiple of 8 elements apart."""
+    return 8, -width % 8
+
+
+def upload_operands(m, n, k, dtype, a_trans, b_trans, pads):
+    """A (m x k) and B (k x n) for a product, as views into wider random storage padded by pads(stored row
+    width); A stored transposed (X, k x m row-major, as X.T) and B stored transposed (W, n x k, as W.T)
+    where asked. Returns (A's parent, B's parent, A, B, A as float64, B as float64)."""
+    if a_trans:
+        pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, *pads(m))
+        A, a64 = X.T, x64.T
+    else:
+        pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, *pads(k))
+    if b_trans:
+        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, *pads(k))
+        B, b64 = W.T, w64.T
+    else:
+        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, *pads(n))
+    return pa, pb, A, B, a64, b64
+
+
 def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, copies, swap=False) -> None:
     """C = act(alpha op(A) op(B) + beta C + bias) by the named row with K split as asked (the reduction then
     applies the epilogue), swapped or not as asked (swap: C^T = op(B)^T @ op(A)^T written into C
@@ -813,16 +836,7 @@ def test_every_wgmma_row_by_name_with_split_k_and_epilogues(m, n, k, name, dtype
     v = ROWS[name]
     if c_tma:
         n += -n % 8
-    if v.reads_a_trans:  # A stored transposed: X (k x m) row-major, multiplied as X.T
-        pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, 8, -m % 8)
-        A, a64 = X.T, x64.T
-    else:
-        pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, 0, -k % 8)
-    if v.reads_b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
-        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, 8, -k % 8)
-        B, b64 = W.T, w64.T
-    else:
-        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, 8, -n % 8)
+    pa, pb, A, B, a64, b64 = upload_operands(m, n, k, dtype, v.reads_a_trans, v.reads_b_trans, tma_ready)
     check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, (False, False))
     for x in (pa, pb):
         x.free()
@@ -896,17 +910,8 @@ def test_swapped_plans_write_c_transposed(
     out_dtype = "float32" if f32out else dtype
     if c_tma:
         n += -n % 8
-    pads = (lambda w: (8, -w % 8)) if in_place else (lambda w: (1, 2))
-    if a_trans:  # A stored transposed: X (k x m) row-major, multiplied as X.T
-        pa, X, x64 = upload(rng.uniform(-1, 1, (k, m)).astype(np.float32), dtype, *pads(m))
-        A, a64 = X.T, x64.T
-    else:
-        pa, A, a64 = upload(rng.uniform(-1, 1, (m, k)).astype(np.float32), dtype, *pads(k))
-    if b_trans:  # B stored transposed: W (n x k) row-major, multiplied as W.T
-        pb, W, w64 = upload(rng.uniform(-1, 1, (n, k)).astype(np.float32), dtype, *pads(k))
-        B, b64 = W.T, w64.T
-    else:
-        pb, B, b64 = upload(rng.uniform(-1, 1, (k, n)).astype(np.float32), dtype, *pads(n))
+    pads = tma_ready if in_place else (lambda width: (1, 2))
+    pa, pb, A, B, a64, b64 = upload_operands(m, n, k, dtype, a_trans, b_trans, pads)
     assert engine.swappable(engine.problem_of_call(A, B, None, name)[0])
     check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilogue, None, swap=True)
     for x in (pa, pb):

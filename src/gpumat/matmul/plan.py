@@ -10,6 +10,7 @@ geometry, the scratch memory and copies it needs, the modelled time, and why the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .._dtypes import ITEMSIZE
 from ..runtime.kernels import Kernel
@@ -82,7 +83,7 @@ class MatmulPlan:
     reason: str  # why this variant and split
     swap: bool = False  # the kernel computes C^T = op(B)^T @ op(A)^T into C stored transposed
 
-    @property
+    @cached_property  # (the launch path reads it each call: made once, not a new Problem a call)
     def kernel_problem(self) -> Problem:
         """The product the kernel computes: the problem, or its swap (problem.swapped)."""
         return swapped(self.problem) if self.swap else self.problem

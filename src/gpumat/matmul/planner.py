@@ -27,9 +27,10 @@ candidates (tier 1), the (variant, splits) of least modelled time; where none ru
 (the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or
 too little shared memory a block), or asked for a product that a matrix-vector row computes (memory-bound),
 runs exact FP32; but tf32 with 2-16 rows or columns of a large matrix runs its tiles where the model ranks
-them well ahead of the exact rows (_matrix_vector_at_tf32). A named variant runs with its own best split;
-one the GPU cannot run, or that does not compute the problem's shape, is a ValueError before anything is
-launched.
+them well ahead of the exact rows (_matrix_vector_at_tf32). A C of few rows may run swapped (C^T = op(B)^T
+@ op(A)^T on a row that writes C transposed) where that is modelled SWAP_MARGIN faster (swappable). A named
+variant runs with its own best split (swapped by the same rule); one the GPU cannot run, or that does
+not compute the problem's shape, is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
 
@@ -278,7 +279,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
 
 # Plans measured on this GPU (gpumat.matmul.tuning, gm.matmul_plan(..., tune=True)): (problem, target) ->
 # (variant, splits, k_chunk, why, swap). Where a problem has one, auto runs it instead of the model's choice.
-TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str]] = {}
+TUNED: dict[tuple[Problem, Target], tuple[str, int, int, str, bool]] = {}
 # How many times TUNED has changed, counted after each change: plan()'s cache is keyed by it, and a cache
 # filled from plans made while it changed (the bound plans of matmul.route) compares it before and after,
 # keeping nothing made across a change.
@@ -312,14 +313,15 @@ def ranked(p: Problem, t: Target) -> list[MatmulPlan]:
     model's choice where the model decides among the table's rows), the swapped plans among them where
     p may swap (each ranked by its time over SWAP_MARGIN, as plan() weighs it); empty where none runs."""
     for tier in (1, 2):
-        options = [(seconds, False, splits, k_chunk, v) for seconds, splits, k_chunk, v in _options(p, t, tier)]
+        options = [(*o, False) for o in _options(p, t, tier)]
         if tier == 1:
-            options += [(o[0] * SWAP_MARGIN, True, *o[1:]) for o in _swap_options(p, t)]
-        options.sort(key=lambda o: o[0])  # a stable sort: the first of equal times stays first, as plan() takes it
+            options += [(*o, True) for o in _swap_options(p, t)]
+        # a stable sort: the first of equal times stays first, as plan() takes it
+        options.sort(key=lambda o: o[0] * (SWAP_MARGIN if o[4] else 1))
         if options:
             return [
-                _make(v, p, t, splits, k_chunk, seconds / (SWAP_MARGIN if swap else 1), "a candidate of auto", swap)
-                for seconds, swap, splits, k_chunk, v in options
+                _make(v, p, t, splits, k_chunk, seconds, "a candidate of auto", swap)
+                for seconds, splits, k_chunk, v, swap in options
             ]
     return []
 
@@ -345,6 +347,13 @@ def _swap_options(p: Problem, t: Target, rows=None) -> list[tuple[float, int, in
     if rows is None:
         rows = candidates(q, t, 1)
     return [(*best_split(v, q, t), v) for v in rows if v.writes_c_trans and v.computes_shape(q.m, q.n)]
+
+
+def _faster_swapped(p: Problem, t: Target, plain: float, rows=None) -> tuple[float, int, int, Variant] | None:
+    """The fastest swapped option of p (_swap_options) where the model gives it SWAP_MARGIN over the plain
+    plan's `plain` seconds, else None."""
+    best = min(_swap_options(p, t, rows), key=lambda o: o[0], default=None)
+    return best if best is not None and best[0] * SWAP_MARGIN < plain else None
 
 
 def plan(p: Problem, t: Target, algorithm: str = "auto") -> MatmulPlan:
@@ -390,8 +399,8 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
                 if len(options) > 1
                 else "auto: the only candidate" + ("" if tier == 1 else " (fallback: no tensor-core kernel runs)")
             )
-            swap = min(_swap_options(p, t), key=lambda o: o[0], default=None) if tier == 1 else None
-            if swap is not None and swap[0] * SWAP_MARGIN < seconds:
+            swap = _faster_swapped(p, t, seconds) if tier == 1 else None
+            if swap is not None:
                 why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}); {why}"
                 return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
             if tiny:
@@ -424,10 +433,10 @@ def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
             return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
         raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
     seconds, splits, k_chunk = best_split(v, p, t)
-    swap = _swap_options(p, t, [v])
-    if swap and swap[0][0] * SWAP_MARGIN < seconds:
-        why = f"named by the caller; swapped and split by the cost model ({_swap_gain(p, seconds, swap[0][0])})"
-        return _make(v, p, t, swap[0][1], swap[0][2], swap[0][0], why, True)
+    swap = _faster_swapped(p, t, seconds, [v])
+    if swap is not None:
+        why = f"named by the caller; swapped and split by the cost model ({_swap_gain(p, seconds, swap[0])})"
+        return _make(v, p, t, swap[1], swap[2], swap[0], why, True)
     return _make(v, p, t, splits, k_chunk, seconds, "named by the caller; split by the cost model")
 
 
