@@ -8,7 +8,7 @@ the kernel's.
 Prints a table, and writes the cases (each with every algorithm's ratio and auto's pick) as JSON to the
 file named.
 
-    PYTHONPATH=src python3 benchmarks/transpose_variants.py transpose-variants.json
+    PYTHONPATH=src python3 benchmarks/transpose_variants.py transpose-variants.json [DTYPE ...]
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ SHAPES = [
     (64, 262144),
     (127, 132104),
     (32, 524288),
+    (23170, 23170),
+    (335544, 100),
+    (100, 335544),
+    (264208, 127),
 ]
 DTYPES = ("float32", "float64", "float16")  # bfloat16 runs float16's code (the kernels move bits)
 CHECK_UP_TO = 4 << 20  # bytes: smaller cases are checked against numpy for every kernel first
@@ -74,7 +78,7 @@ def case(dtype: str, rows: int, cols: int) -> dict:
 
 def main() -> None:
     warm_clocks()
-    cases = [case(dt, r, c) for dt in DTYPES for r, c in SHAPES]
+    cases = [case(dt, r, c) for dt in sys.argv[2:] or DTYPES for r, c in SHAPES]
     names = list(ALGORITHMS)
     print_table(
         "transpose kernels: copy time / kernel time, queued",

@@ -696,6 +696,126 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
     }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// words256x64 (2-byte elements, any alignment and strides): A read and B written as aligned 4-byte words,
+// whatever the parity of A's and B's rows, with a few 32-bit instructions an element (a 2-byte kernel
+// moves half the bytes a 4-byte one does for each instruction, so the loops are kept lean).
+// A block moves A's columns c0 .. c0 + 63 (B's rows) for A's rows near 256t. Row j of B takes the 256
+// elements r in [256t - m, 256t + 256 - m), m = the parity of B(c0 + j, 256t)'s element index, so its
+// words are aligned. The block stages A's rows 256t - 1 .. 256t + 255 as aligned words: staged row i holds
+// A(r, c0 - p + 2w .. +1) in its word w, p = the parity of A(r, c0)'s element index, so every copy is a
+// 4-byte cp.async (where a word's half lies outside A's row, the other half is loaded alone). A warp
+// stages rows i = warp (mod 8), whose parities agree (8 lda is even), and writes whole pieces of B's rows:
+// a lane makes B(c, r .. r + 1) from staged rows i and i + 1 with one byte permute, and a warp stores 128
+// contiguous bytes an instruction. Shared memory: 257 rows of 35 words, a row's words rotated by one in
+// every other 32-row band, so the lanes, reading rows o + 2l, hit 32 banks (35 = 3 mod 32, and rows 32
+// apart meet the rotation). Tiles wholly inside A (all but the edges) take the loops without checks.
+// Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + 1)/256), 65535)); 36 KB of shared memory.
+// ---------------------------------------------------------------------------------------------------
+constexpr int WORDS_TR = 256, WORDS_TC = 64, WORDS_SKEW = 1, WORDS_STAGED = WORDS_TR + WORDS_SKEW, WORDS_PITCH = 35;
+
+// One tile of words256x64; CHECK: the tile reaches past an edge of A (else every row and word is inside).
+// A warp's quantities that depend on its rows' and columns' parities are the same for all its rows (they
+// are 8 apart), so its loops only step pointers.
+template <bool CHECK>
+__device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
+                                           unsigned int* S, long long rows, long long cols, long long lda,
+                                           long long ldb, long long top, long long c0, int w_cols, int a_first,
+                                           int b_first)
+{
+    constexpr int TR = WORDS_TR, SKEW = WORDS_SKEW, STAGED = WORDS_STAGED, PITCH = WORDS_PITCH;
+    const int lane = threadIdx.x, warp = threadIdx.y, lda_odd = (int)(lda & 1), ldb_odd = (int)(ldb & 1);
+    const long long r_first = top - SKEW;
+    // staged rows i_lo <= i < i_hi lie inside A
+    const int i_lo = CHECK ? (int)max(-r_first, 0LL) : 0;
+    const int i_hi = CHECK ? (int)min(rows - r_first, (long long)STAGED) : STAGED;
+    const int p = (a_first + ((int)(r_first + warp) & lda_odd)) & 1;   // the parity of this warp's rows
+    const int words = (p + w_cols + 1) >> 1;                          // the words that hold the tile's columns
+    {
+        // lane l copies word l of each of the warp's rows: columns c, c + 1
+        const long long c = c0 - p + 2 * lane;
+        const bool whole = !CHECK || (c >= 0 && c + 1 < cols && lane < words);
+        const unsigned short* a = A + (r_first + warp) * lda + c;
+        const long long step = 8 * lda;
+#pragma unroll
+        for (int k = 0; k < (STAGED + 7) / 8; ++k, a += step) {
+            const int i = warp + 8 * k;   // (i >> 5) & 1 == (k >> 2) & 1 while warp + 8k % 32 < 32
+            if ((k < STAGED / 8 || i < STAGED) && (!CHECK || (i >= i_lo && i < i_hi))) {
+                unsigned int* s = S + i * PITCH + ((k >> 2) & 1) + lane;
+                if (whole) {
+                    copy_async<4>(s, a);
+                } else if (lane < words) {   // a word half outside A's row: the other half alone
+                    unsigned short* s16 = reinterpret_cast<unsigned short*>(s);
+                    if (c >= 0 && c < cols) s16[0] = a[0];
+                    if (c + 1 >= 0 && c + 1 < cols) s16[1] = a[1];
+                }
+            }
+        }
+        if (words > 32) {   // p = 1 and a whole tile: word 32 (columns c0 + 63, c0 + 64), a lane a row
+            const long long c32 = c0 + 63;
+            for (int i = warp + 8 * lane; i < STAGED; i += 256) {
+                if (CHECK && (i < i_lo || i >= i_hi)) continue;
+                const unsigned short* a32 = A + (r_first + i) * lda + c32;
+                unsigned int* s = S + i * PITCH + ((i >> 5) & 1) + 32;
+                if (!CHECK || c32 + 1 < cols)
+                    copy_async<4>(s, a32);
+                else
+                    reinterpret_cast<unsigned short*>(s)[0] = a32[0];
+            }
+        }
+    }
+    wait_async();
+    __syncthreads();
+    // the warp writes rows j = warp (mod 8) of B's tile: their parities agree too
+    const int m = (b_first + (warp & ldb_odd)) & 1;   // B(c0 + j, top)'s parity: the piece starts at row top - m
+    const int pp = (a_first + (m & lda_odd)) & 1;     // A(top - m, c0)'s parity (top is even)
+    const int qq = pp ^ lda_odd;                      // A(top - m + 1, c0)'s
+    const int i0 = SKEW - m + 2 * lane;               // the staged row of the lane's first element
+    const unsigned int* s0 = S + i0 * PITCH + ((i0 >> 5) & 1) + ((warp + pp) >> 1);
+    const unsigned int* s1 = S + (i0 + 1) * PITCH + (((i0 + 1) >> 5) & 1) + ((warp + qq) >> 1);
+    const unsigned int sel = (((warp + pp) & 1) ? 0x32u : 0x10u) | (((warp + qq) & 1) ? 0x7600u : 0x5400u);
+    unsigned short* b = B + (c0 + warp) * ldb + top - m + 2 * lane;   // word-aligned
+    const long long bstep = 8 * ldb;
+    // element k of a piece is A's row top - m + k: inside A when lo <= k - m < hi
+    const int lo = CHECK ? (int)max(-top, -1LL) : -1, hi = CHECK ? (int)min(rows - top, (long long)TR) : TR;
+    const int kr0 = 2 * lane - m;
+#pragma unroll 2
+    for (int j = warp; j < w_cols; j += 8, s0 += 4, s1 += 4, b += bstep) {   // column j + 8: 4 words on
+#pragma unroll
+        for (int h = 0; h < TR / 64; ++h) {   // rows 64 apart share the rotation
+            const unsigned int w = __byte_perm(s0[64 * h * PITCH], s1[64 * h * PITCH], sel);
+            const int kr = kr0 + 64 * h;
+            if (!CHECK || (kr >= lo && kr + 1 < hi)) {
+                *reinterpret_cast<unsigned int*>(b + 64 * h) = w;
+            } else {   // a word across an end of A's rows: its half inside
+                if (kr >= lo && kr < hi) b[64 * h] = (unsigned short)(w & 0xffffu);
+                if (kr + 1 >= lo && kr + 1 < hi) b[64 * h + 1] = (unsigned short)(w >> 16);
+            }
+        }
+    }
+    __syncthreads();   // the next tile overwrites shared memory
+}
+
+__device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
+                                            long long rows, long long cols, long long lda, long long ldb)
+{
+    __shared__ unsigned int S[WORDS_STAGED * WORDS_PITCH];
+    const long long c0 = (long long)blockIdx.x * WORDS_TC;
+    const int w_cols = (int)min((long long)WORDS_TC, cols - c0);
+    const bool cols_inside = c0 >= 1 && c0 + WORDS_TC + 1 <= cols;   // every staged word inside A's rows
+    const long long row_tiles = (rows + WORDS_SKEW + WORDS_TR - 1) / WORDS_TR;
+    const int a_first = (int)((reinterpret_cast<unsigned long long>(A) / 2 + c0) & 1);   // A(0, c0)'s parity
+    const unsigned long long b_c0 = reinterpret_cast<unsigned long long>(B) / 2 + (unsigned long long)(c0 * ldb);
+    for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+        const long long top = t * WORDS_TR;
+        const int b_first = (int)((b_c0 + (unsigned long long)top) & 1);   // B(c0, top)'s parity
+        if (cols_inside && t >= 1 && top + WORDS_TR <= rows)   // all tiles but the edges
+            words_tile<false>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_first);
+        else
+            words_tile<true>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_first);
+    }
+}
+
 }  // namespace
 
 // One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
@@ -742,6 +862,16 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256, 4, 4)
     }
 GPUMAT_TRANSPOSE_PAIRS(f16)
 GPUMAT_TRANSPOSE_PAIRS(bf16)
+
+#define GPUMAT_TRANSPOSE_WORDS(SFX)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256, 6) transpose_words256x64_##SFX(                        \
+        const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
+        long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
+    {                                                                                                        \
+        GPUMAT_TRANSPOSE_BATCH((words256x64(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
+    }
+GPUMAT_TRANSPOSE_WORDS(f16)
+GPUMAT_TRANSPOSE_WORDS(bf16)
 
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
     extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \

@@ -28,6 +28,8 @@ from gpumat.runtime import geometry, kernels
 
 T = importlib.import_module("gpumat.transpose")  # the module (gpumat.transpose may name the function)
 VARIANTS = list(T.VARIANTS)
+# every tiled kernel's geometry: the family every dtype has, and the tiles of 2-byte elements alone
+TILED = {**T.VARIANTS, **{name: T.KERNELS[(name, "f16")] for name in T.TWO_BYTE_TILES}}
 SHAPES = [
     (1, 1),
     (1, 7),
@@ -62,20 +64,20 @@ def test_kernels_do_not_spill():
             assert res["spill_stores"] == 0 and res["spill_loads"] == 0, (name, arch, res)
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TILED)
 def test_block_fits_tile(name):
-    v = T.VARIANTS[name]
+    v = TILED[name]
     bx, by, bz = v.block
     assert bx * by * bz <= geometry.MAX_BLOCK_THREADS and bz == 1
     tr, tc = v.tile
     assert tc % bx == 0 and tr % by == 0  # each thread moves a whole number of elements
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TILED)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_grid_covers_and_stays_in_limits(name, shape):
     rows, cols = shape
-    v = T.VARIANTS[name]
+    v = TILED[name]
     gx, gy, gz = v.grid(rows, cols)
     tr, tc = v.tile
     assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
@@ -87,9 +89,9 @@ def test_grid_covers_and_stays_in_limits(name, shape):
         assert sorted(geometry.row_tiles_visited(gy, tiles)) == list(range(tiles))
 
 
-@given(rows=dims(1000, tiles=(8, 32, 64)), cols=dims(1000, tiles=(8, 32, 64)), name=st.sampled_from(VARIANTS))
+@given(rows=dims(1000, tiles=(8, 32, 64, 128)), cols=dims(1000, tiles=(8, 32, 64)), name=st.sampled_from(list(TILED)))
 def test_grid_covers_drawn_shapes(rows, cols, name):
-    v = T.VARIANTS[name]
+    v = TILED[name]
     gx, gy, _ = v.grid(rows, cols)
     tr, tc = v.tile
     tiles = geometry.cdiv(rows + v.skew, tr)
@@ -227,7 +229,21 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
     assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
     assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "narrow_cols16k"
     assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
-    assert T.choose_algorithm(4096, 4095, base, 4096, "bf16", base, 4095) == "tiled_rect64"
+
+
+def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
+    """pairs128x64 where A's and B's rows start on 32-byte sectors; words256x64 at any other alignment
+    (odd or merely even strides, views at odd addresses) on an A of WORDS_MIN_ROWS rows or more."""
+    base = 0x7F0000000000
+    for dt in ("f16", "bf16"):
+        assert T.choose_algorithm(4096, 4096, base, 4096, dt, base, 4096) == "pairs128x64"
+        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "words256x64"
+        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "words256x64"  # even strides
+        assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "words256x64"
+        assert T.choose_algorithm(4096, 4095, base, 4096, dt, base, 4095) == "words256x64"
+        rows = T.WORDS_MIN_ROWS
+        assert T.choose_algorithm(rows, 4095, base, rows, dt, base, 4095) == "words256x64"
+        assert T.choose_algorithm(rows - 1, 4095, base, rows - 1, dt, base, 4095) == "tiled_rect64"
 
 
 def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
@@ -240,38 +256,56 @@ def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
 
 @pytest.mark.parametrize("dt", ["f32", "f64", "f16", "bf16"])
 def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
-    """sector_aligned and pairs128x64 stage 128 rows of A a block: on an A of fewer rows (37 x 100000, 64 x
-    262144) most of each block idled (measured 0.33-0.67 of the copy, against 0.71-0.94 for tiled_rect64)."""
+    """sector_aligned and pairs128x64 stage 128 rows of A a block (words256x64 256): on an A of fewer rows
+    (37 x 100000, 64 x 262144) most of each block idled (measured 0.33-0.67 of the copy, against 0.71-0.94
+    for tiled_rect64)."""
     base = 0x7F0000000000
+    half = dt in ("f16", "bf16")
     for rows in (32, 37, 63, 64, 127):
-        assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == "tiled_rect64", rows
+        if not (half and rows >= T.WORDS_MIN_ROWS):
+            assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == "tiled_rect64", rows
     tall = T.choose_algorithm(128, 100000, base, 128, dt, base, 100000)
-    assert tall == ("pairs128x64" if dt in ("f16", "bf16") else "tiled_rect64")
+    assert tall == ("pairs128x64" if half else "tiled_rect64")
     odd = T.choose_algorithm(129, 100000, base, 129, dt, base, 100000)
-    assert odd == ("tiled_rect64" if dt in ("f16", "bf16") else "sector_aligned")
+    assert odd == ("words256x64" if half else "sector_aligned")
 
 
-@pytest.mark.parametrize("rows", [1, 7, 8, 57, 63, 64, 65, 121, 128, 3001])
-@pytest.mark.parametrize("ldb_mod", range(8))
-def test_sector_aligned_pieces_tile_each_row_of_b_once(rows, ldb_mod):
-    """The kernel's index arithmetic, replayed on the host: for every row c of B, the pieces the row
-    tiles write ([64t - m, 64t + 64 - m) clipped to [0, rows)) cover each element exactly once, every
-    piece starts on a sector unless clipped at 0, and the staged rows (64t - 7 ...) hold what it reads."""
-    b_word, ldb = 3, 3000 + ldb_mod + 8
-    tiles = -(-(rows + 7) // 64)
-    assert T.VARIANTS["sector_aligned"].grid(rows, 5)[1] == tiles
-    for c in range(9):
-        m = (b_word + c * ldb) % 8
+@pytest.mark.parametrize(
+    ("name", "itemsize", "unit"), [("sector_aligned", 4, 32), ("sector_aligned", 8, 32), ("words256x64", 2, 4)]
+)
+@pytest.mark.parametrize("rows", [1, 7, 8, 15, 16, 57, 63, 64, 65, 113, 121, 127, 128, 129, 143, 3001])
+@pytest.mark.parametrize("ldb_mod", range(16))
+def test_aligned_pieces_tile_each_row_of_b_once(name, itemsize, unit, rows, ldb_mod):
+    """The kernels' index arithmetic, replayed on the host: for every row c of B, the pieces the row
+    tiles write ([TR t - m, TR t + TR - m) clipped to [0, rows), m = B(c, TR t)'s element index mod the
+    kernel's unit: a 32-byte sector, or a 4-byte word) cover each element exactly once, every piece starts
+    on a unit unless clipped at 0, and the staged rows (TR t - skew ...) hold what it reads."""
+    v = T.KERNELS[(name, {2: "f16", 4: "f32", 8: "f64"}[itemsize])]
+    tile_rows, sector = v.tile[0], unit // itemsize
+    assert v.skew == sector - 1 and tile_rows % sector == 0  # a piece starts up to skew elements before its tile
+    b_elem, ldb = 3, 3000 + ldb_mod + 16
+    tiles = -(-(rows + v.skew) // tile_rows)
+    assert v.grid(rows, 5)[1] == tiles
+    for c in range(17):
+        m = (b_elem + c * ldb) % sector
         seen = np.zeros(rows, int)
         for t in range(tiles):
-            r = np.arange(64) + 64 * t - m
-            staged_row = r - (64 * t - 7)
-            assert staged_row.min() >= 0 and staged_row.max() < 71
+            r = np.arange(tile_rows) + tile_rows * t - m
+            staged_row = r - (tile_rows * t - v.skew)
+            assert staged_row.min() >= 0 and staged_row.max() < tile_rows + v.skew
             keep = (r >= 0) & (r < rows)
             seen[r[keep]] += 1
             if keep.any() and r[keep][0] > 0:
-                assert (b_word + c * ldb + r[keep][0]) % 8 == 0
+                assert (b_elem + c * ldb + r[keep][0]) % sector == 0
         assert (seen == 1).all()
+
+
+def test_two_byte_tiles_refuse_other_dtypes(no_gpu):
+    a, out = fake_matrix(64, 64, dtype="float32"), fake_matrix(64, 64, ptr=0x7F1000000000, dtype="float32")
+    for name in T.TWO_BYTE_TILES:
+        with pytest.raises(ValueError, match="2-byte"):
+            T.transpose(a, out=out, algorithm=name)
+    assert no_gpu == []
 
 
 # ---------------------------------------------------------------- GPU

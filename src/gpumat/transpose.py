@@ -30,7 +30,7 @@ class Variant:
     kernel: Kernel
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows x cols of A one block covers per step of its row-tile loop
-    skew: int = 0  # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7)
+    skew: int = 0  # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7, words256x64 by 1)
 
     def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
         """Grid for transposing a rows x cols matrix A."""
@@ -143,14 +143,21 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
         for dt in TWO_BYTE_SUFFIXES
         for axis in ("cols", "rows")
     },
-    # 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even)
+    # 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even; element by element otherwise)
     **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in TWO_BYTE_SUFFIXES},
+    # A read and B written as aligned 4-byte words at any alignment and strides (B's rows start a row early
+    # where their parity asks)
+    **{("words256x64", dt): _variant("words256x64", dt, (32, 8), (256, 64), skew=1) for dt in TWO_BYTE_SUFFIXES},
 }
 
 VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
-# What `algorithm=` takes, for every dtype: the tiled family, and the two strip kernels for narrow
-# matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
-ALGORITHMS = ("auto", *VARIANTS, "narrow_cols", "narrow_rows")
+# The tiles of 2-byte elements alone (ValueError for other dtypes)
+TWO_BYTE_TILES = tuple(
+    name for (name, dt), v in KERNELS.items() if dt == "f16" and isinstance(v, Variant) and name not in VARIANTS
+)
+# What `algorithm=` takes: the tiled family (every dtype), the 2-byte tiles, and the two strip kernels for
+# narrow matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
+ALGORITHMS = ("auto", *VARIANTS, *TWO_BYTE_TILES, "narrow_cols", "narrow_rows")
 SECTOR_BYTES = 32
 NARROW_AUTO_COLS = 63  # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
 NARROW_AUTO_ROWS = 31
@@ -160,6 +167,13 @@ NARROW_AUTO_ROWS = 31
 # float32 37 x 100000 0.46 -> 0.93, 63 x 266305 0.52 -> 0.93; float64 63 x 266305 0.67 -> 0.94; float16
 # 32 x 524288 0.33 -> 0.71, 64 x 262144 0.38 -> 0.91; at 127 rows the two are within 3%.
 TALL_TILE_MIN_ROWS = 128
+# 2-byte elements (H200, benchmarks/results/transpose-variants-nvidia-h200-2026-11-28.json, copy time / kernel
+# time): words256x64 reads and writes aligned words whatever the rows' alignment, where pairs128x64 needs
+# even strides and tiled_rect64 moves single elements: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61,
+# 100 x 335544 0.41 -> 0.58, 127 x 132104 0.56 -> 0.71, 335544 x 100 0.54 -> 0.76. pairs128x64 keeps rows
+# that start on 32-byte sectors (8192^2: 0.91 against 0.83). Its 256-row tile loses on an A of 64 rows
+# or fewer (64 x 262144: 0.38 against tiled_rect64's 0.78); between 64 and 100 rows nothing is measured.
+WORDS_MIN_ROWS = 96
 
 
 def choose_algorithm(
@@ -171,9 +185,10 @@ def choose_algorithm(
     Measured on the H100 (benchmarks/NOTES.md): narrow matrices (<= 63 columns or <= 31 rows) go
     through strip kernels that read and write long contiguous runs; otherwise B's alignment decides:
     rows of B that start on 32-byte sectors take tiled_rect64 (0.94-0.97 of the copy ceiling),
-    others sector_aligned, which writes whole sectors anyway. 2-byte elements move as 4-byte pairs
-    where alignment and even strides allow (pairs128x64, and the pair/flat strip kernels). An A of
-    fewer than TALL_TILE_MIN_ROWS rows takes tiled_rect64 over the two 128-row tiles."""
+    others sector_aligned, which writes whole sectors anyway. An A of fewer than TALL_TILE_MIN_ROWS
+    rows takes tiled_rect64 over the two 128-row tiles. 2-byte elements move as 4-byte words: the
+    pair/flat strip kernels where alignment allows, pairs128x64 where the rows start on sectors, and
+    otherwise words256x64 (at any alignment) on an A of at least WORDS_MIN_ROWS rows."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -201,8 +216,16 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_rows16k"
-    if rows >= TALL_TILE_MIN_ROWS and (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0:
+    sector = SECTOR_BYTES // 2
+    if (
+        rows >= TALL_TILE_MIN_ROWS
+        and (a_address | b_address) % SECTOR_BYTES == 0
+        and lda % sector == 0
+        and ldb % sector == 0
+    ):
         return "pairs128x64"
+    if rows >= WORDS_MIN_ROWS:
+        return "words256x64"
     return "tiled_rect64"
 
 
@@ -239,6 +262,8 @@ def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
     a = as_matrix(a, "a")
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if algorithm in TWO_BYTE_TILES and a.itemsize != 2:
+        raise ValueError(f"transpose: {algorithm} moves 2-byte elements (float16, bfloat16), not {a.dtype}")
     shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
     check_out(out, shape, (a,), "transpose")  # so no in-place transpose either
     if algorithm in ("narrow_cols", "narrow_rows") and a.is_transposed == (out is not None and out.is_transposed):
@@ -264,7 +289,8 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
         Where the result goes: shape (width, height) of ``a``'s dtype. New if None (packed, row-major).
     algorithm : str, optional
         ``"auto"``, or one of ``naive``, ``tiled``, ``tiled_padded``, ``tiled_rect``, ``tiled_rect64``,
-        ``sector_aligned``, ``narrow_cols``, ``narrow_rows``.
+        ``sector_aligned``, ``narrow_cols``, ``narrow_rows``, and for float16 and bfloat16 also
+        ``pairs128x64`` and ``words256x64``.
     stream : Stream or stream-like, optional
         Where the work is queued; the thread's current stream by default.
 
