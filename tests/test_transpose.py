@@ -232,18 +232,22 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
 
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
-    """pairs128x64 where A's and B's rows start on 32-byte sectors; words256x64 at any other alignment
-    (odd or merely even strides, views at odd addresses) on an A of WORDS_MIN_ROWS rows or more."""
+    """pairs128x64 where the layout allows pairs (even strides, 4-byte aligned); words256x64 where it
+    does not (odd strides, views at odd addresses) on an A of at least WORDS_MIN_ROWS rows and
+    WORDS_MIN_COLS columns; tiled_rect64 on narrower ones, unless their rows start on sectors."""
     base = 0x7F0000000000
     for dt in ("f16", "bf16"):
         assert T.choose_algorithm(4096, 4096, base, 4096, dt, base, 4096) == "pairs128x64"
-        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "words256x64"
-        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "words256x64"  # even strides
+        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "pairs128x64"  # even strides
+        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "words256x64"  # a view
         assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "words256x64"
         assert T.choose_algorithm(4096, 4095, base, 4096, dt, base, 4095) == "words256x64"
-        rows = T.WORDS_MIN_ROWS
-        assert T.choose_algorithm(rows, 4095, base, rows, dt, base, 4095) == "words256x64"
-        assert T.choose_algorithm(rows - 1, 4095, base, rows - 1, dt, base, 4095) == "tiled_rect64"
+        rows, cols = T.WORDS_MIN_ROWS, T.WORDS_MIN_COLS + 1
+        assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "words256x64"
+        assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "tiled_rect64"
+        assert T.choose_algorithm(264208, 127, base, 264208, dt, base, 127) == "tiled_rect64"
+        assert T.choose_algorithm(335544, 100, base, 335544, dt, base, 100) == "tiled_rect64"  # even, narrow
+        assert T.choose_algorithm(262144, 128, base, 262144, dt, base, 128) == "pairs128x64"  # on sectors
 
 
 def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
@@ -266,7 +270,7 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
             assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == "tiled_rect64", rows
     tall = T.choose_algorithm(128, 100000, base, 128, dt, base, 100000)
     assert tall == ("pairs128x64" if half else "tiled_rect64")
-    odd = T.choose_algorithm(129, 100000, base, 129, dt, base, 100000)
+    odd = T.choose_algorithm(129, 100001, base, 129, dt, base, 100001)
     assert odd == ("words256x64" if half else "sector_aligned")
 
 

@@ -167,13 +167,16 @@ NARROW_AUTO_ROWS = 31
 # float32 37 x 100000 0.46 -> 0.93, 63 x 266305 0.52 -> 0.93; float64 63 x 266305 0.67 -> 0.94; float16
 # 32 x 524288 0.33 -> 0.71, 64 x 262144 0.38 -> 0.91; at 127 rows the two are within 3%.
 TALL_TILE_MIN_ROWS = 128
-# 2-byte elements (H200, benchmarks/results/transpose-variants-nvidia-h200-2026-11-28.json, copy time / kernel
-# time): words256x64 reads and writes aligned words whatever the rows' alignment, where pairs128x64 needs
-# even strides and tiled_rect64 moves single elements: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61,
-# 100 x 335544 0.41 -> 0.58, 127 x 132104 0.56 -> 0.71, 335544 x 100 0.54 -> 0.76. pairs128x64 keeps rows
-# that start on 32-byte sectors (8192^2: 0.91 against 0.83). Its 256-row tile loses on an A of 64 rows
-# or fewer (64 x 262144: 0.38 against tiled_rect64's 0.78); between 64 and 100 rows nothing is measured.
+# 2-byte elements (H200, benchmarks/results/transpose-variants-nvidia-h200-2026-11-28.json and
+# transpose-nvidia-h200-2026-11-28.json, copy time / kernel time): words256x64 reads and writes aligned
+# words whatever the rows' alignment, where pairs128x64 needs even strides and tiled_rect64 moves single
+# elements. Odd strides: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61, 100 x 335544 0.41 -> 0.58,
+# 127 x 132104 0.56 -> 0.71. Even strides keep pairs128x64 (8192^2 0.91 against 0.83, 46340^2 0.57
+# against 0.54). On fewer than 256 columns every tile of words256x64 is an edge tile (264208 x 127: 0.48)
+# and tiled_rect64 leads (0.82; 335544 x 100: 0.75 where pairs128x64 had 0.54); on an A of 64 rows or fewer
+# the 256-row tile idles (64 x 262144: 0.38 against 0.78); between 64 and 100 rows nothing is measured.
 WORDS_MIN_ROWS = 96
+WORDS_MIN_COLS = 256
 
 
 def choose_algorithm(
@@ -187,8 +190,9 @@ def choose_algorithm(
     rows of B that start on 32-byte sectors take tiled_rect64 (0.94-0.97 of the copy ceiling),
     others sector_aligned, which writes whole sectors anyway. An A of fewer than TALL_TILE_MIN_ROWS
     rows takes tiled_rect64 over the two 128-row tiles. 2-byte elements move as 4-byte words: the
-    pair/flat strip kernels where alignment allows, pairs128x64 where the rows start on sectors, and
-    otherwise words256x64 (at any alignment) on an A of at least WORDS_MIN_ROWS rows."""
+    pair/flat strip kernels where alignment allows, pairs128x64 where strides are even (or, on fewer than
+    WORDS_MIN_COLS columns, the rows start on sectors), and words256x64 (at any alignment) on an A of at
+    least WORDS_MIN_ROWS rows and WORDS_MIN_COLS columns."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -217,12 +221,12 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
                 return name
         return "narrow_rows16k"
     sector = SECTOR_BYTES // 2
-    if (
-        rows >= TALL_TILE_MIN_ROWS
-        and (a_address | b_address) % SECTOR_BYTES == 0
-        and lda % sector == 0
-        and ldb % sector == 0
-    ):
+    pairs = rows >= TALL_TILE_MIN_ROWS and (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
+    if pairs and (a_address | b_address) % SECTOR_BYTES == 0 and lda % sector == 0 and ldb % sector == 0:
+        return "pairs128x64"
+    if cols < WORDS_MIN_COLS:
+        return "tiled_rect64"
+    if pairs:
         return "pairs128x64"
     if rows >= WORDS_MIN_ROWS:
         return "words256x64"
