@@ -853,25 +853,18 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256, 4, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256, 6, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256, 4, 4)
 
-#define GPUMAT_TRANSPOSE_PAIRS(SFX)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 6) transpose_pairs128x64_##SFX(                          \
+// The tiles of 2-byte elements alone: transpose_<tile>_<dtype>, six blocks an SM.
+#define GPUMAT_TRANSPOSE_2BYTE_TILE(TILE, SFX)                                                               \
+    extern "C" __global__ void __launch_bounds__(256, 6) transpose_##TILE##_##SFX(                            \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
         long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \
-        GPUMAT_TRANSPOSE_BATCH((pairs128x64(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
+        GPUMAT_TRANSPOSE_BATCH((TILE(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                       \
     }
-GPUMAT_TRANSPOSE_PAIRS(f16)
-GPUMAT_TRANSPOSE_PAIRS(bf16)
-
-#define GPUMAT_TRANSPOSE_WORDS(SFX)                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, 6) transpose_words256x64_##SFX(                        \
-        const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
-        long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
-    {                                                                                                        \
-        GPUMAT_TRANSPOSE_BATCH((words256x64(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
-    }
-GPUMAT_TRANSPOSE_WORDS(f16)
-GPUMAT_TRANSPOSE_WORDS(bf16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, f16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, bf16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, f16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, bf16)
 
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
     extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \

@@ -147,6 +147,21 @@ def test_launch_arguments(no_gpu, name):
     assert args == (a.elements, out.elements, 3001, 17011, 17100, 3010, 1, 0, 0)
 
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["auto", *T.TWO_BYTE_TILES])
+def test_launch_arguments_of_the_2_byte_tiles(no_gpu, name, dt):
+    """A 2-byte tile named or chosen goes through the same launch as every transpose; odd strides (the
+    shape words256x64 is for) take it under auto."""
+    a = fake_matrix(3001, 17011, stride=17011, dtype=dt)
+    out = fake_matrix(17011, 3001, stride=3001, ptr=0x7F1000000000, dtype=dt)
+    assert T.transpose(a, out=out, algorithm=name) is out
+    ((kname, grid, block, args, _, _),) = no_gpu
+    suffix = {"float16": "f16", "bfloat16": "bf16"}[dt]
+    v = T.KERNELS[("words256x64" if name == "auto" else name, suffix)]
+    assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
+    assert args == (a.elements, out.elements, 3001, 17011, 17011, 3001, 1, 0, 0)
+
+
 NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
 
 
