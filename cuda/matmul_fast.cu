@@ -505,7 +505,9 @@ using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
 using Tile128x256 = Tile<128, 256, 8, 16, 4>;
 using Tile128x128 = Tile<128, 128, 8, 16, 4>;
 using Tile128x64 = Tile<128, 64, 8, 8, 4>;
+using Tile64x128 = Tile<64, 128, 8, 8, 4>;
 using Tile64x64 = Tile<64, 64, 8, 8, 4>;
+using Tile32x128 = Tile<32, 128, 8, 8, 4>;
 
 }  // namespace
 
@@ -551,6 +553,18 @@ GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x128, Tile128x128, 2)
 // 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
 // at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x64, Tile128x64, 3)
+
+// Few-row tiles for products of 33-64 rows of C (a layer on few tokens, x @ W or x @ W.T): all of a
+// block's rows live where the 128-row tiles compute half or more of theirs past M. Block (128,1,1) =
+// 2 (M) x 2 (N) warp tiles of 32 x 64, 8 x 8 a thread; tile 64 x 128 x 8, 4 stages: 25,088 bytes static
+// shared memory (0 dynamic); three blocks per SM. Grid (ceil(N/128), min(ceil(M/64), 65535),
+// batch * splits).
+GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_64x128, Tile64x128, 3)
+
+// The same for 32 rows or fewer: Block (64,1,1) = 1 (M) x 2 (N) warp tiles of 32 x 64; tile 32 x 128 x 8,
+// 4 stages: 20,992 bytes static shared memory; six blocks per SM (168 registers).
+// Grid (ceil(N/128), min(ceil(M/32), 65535), batch * splits).
+GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_32x128, Tile32x128, 6)
 
 // Small tiles for small or skinny problems (usually with split-K). Block (64,1,1) = 2 (M) x 1 (N)
 // warp tiles of 32 x 64; tile 64 x 64 x 8, 4 stages: 16,896 bytes static shared memory (0 dynamic);

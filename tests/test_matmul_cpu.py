@@ -149,10 +149,12 @@ def test_plan_never_picks_a_kernel_the_gpu_cannot_hold():
 
 
 def test_the_fast_kernels_are_the_exact_float32_candidates():
-    """The rows auto may pick for exact FP32: the five SGEMM kernels, and the 128 x 128 and 128 x 64 tiles
-    reading A, B or both stored transposed, each splitting K."""
-    plain = {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x64"}
-    layouts = {f"sgemm128x{bn}{t}" for bn in (128, 64) for t in ("at", "bt", "atbt")}
+    """The rows auto may pick for exact FP32: the seven SGEMM kernels, and the 128 x 128, 128 x 64 and few-row
+    64 x 128 and 32 x 128 tiles reading A, B or both stored transposed, each splitting K."""
+    plain = {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x128", "sgemm64x64"}
+    plain.add("sgemm32x128")
+    tiles = ("128x128", "128x64", "64x128", "32x128")
+    layouts = {f"sgemm{tile}{t}" for tile in tiles for t in ("at", "bt", "atbt")}
     assert set(SGEMM) == plain | layouts
     for name in layouts:
         v = SGEMM[name]

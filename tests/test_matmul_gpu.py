@@ -168,7 +168,8 @@ def test_a_tuned_plan_runs_for_later_calls_and_repeats_its_bits():
         try:
             p = gm.matmul_plan(A, B, out=out, precision="float32", tune=True)
             assert out.to_numpy().tobytes() == np.zeros((1536, 1536), np.float32).tobytes()
-            assert p.reason.startswith("tuned: measured fastest of")
+            # which candidate wins is the GPU's measurement: another one by more than 3%, or the model's kept
+            assert p.reason.startswith(("tuned: measured fastest of", "tuned: the model's choice kept of"))
             names = [q.variant.name for q in ranked(untuned.problem, untuned.target)]
             assert p.variant.name in names
             assert gm.matmul_plan(A, B, precision="float32").variant == p.variant  # auto's choice now

@@ -264,6 +264,8 @@ def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
 WAVE_FLOOR = {
     "sgemm64x64": (1.8e-6, 0.137e-6),
     "sgemm128x64": (1.9e-6, 0.077e-6),
+    "sgemm64x128": (1.9e-6, 0.077e-6),  # PROVISIONAL: sgemm128x64's (the same warps and thread tiles)
+    "sgemm32x128": (1.8e-6, 0.137e-6),  # PROVISIONAL: sgemm64x64's
     "sgemm128x128": (2.7e-6, 0.096e-6),
     "sgemm128x256": (2.7e-6, 0.096e-6),  # not timed: 128 x 128's (its blocks walk K the same way)
     "mma": (2.2e-6, 0.0106e-6),
@@ -339,6 +341,7 @@ def _sgemm(
     reads_a_trans: bool = False,
     reads_b_trans: bool = False,
     whole_tiles: bool = False,
+    wave_slack: float = 0.05,
     **latency,
 ) -> Variant:
     warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
@@ -359,7 +362,7 @@ def _sgemm(
         rate=50.7e12 * efficiency,
         blocks_per_sm=blocks_per_sm,
         warp_tile=None if whole_tiles else (warp_m, 64),
-        wave_slack=0.05,
+        wave_slack=wave_slack,
         **_wave(f"sgemm{bm}x{bn}"),
         scratch_bandwidth=1.5e12,
         **latency,
@@ -740,6 +743,23 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     )
 
 
+# The few-row SGEMM tiles' (reads B transposed, efficiency, model constants), by their rows. Fitted on the
+# H200 (2026-11-28, benchmarks/NOTES.md) to 416 timings each of the plain and *bt rows at 1-16 splits (x @ W
+# and x @ W.T, 16-128 rows, 4096^2-16384^2 weights; least squares of log time), then each efficiency moved to
+# where auto's choice came closest to the fastest timed plan over those products and bench sweep's 145
+# shapes (64 x 128 keeps sgemm128x64's 0.92, its 8 x 8 thread tiles turned, which it measured at 2048^3):
+# auto within 0.96 of the best on the probe and 0.98 on the sweep. The *at rows take their layout's B constants.
+FEW_ROW_FIT = {
+    64: (
+        (False, 0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
+        (True, 0.75, {"fixed_s": 8e-6, "block_rate": 0.25e12, "unaligned_slowdown": 1.2}),
+    ),
+    32: (
+        (False, 0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
+        (True, 0.60, {"fixed_s": 8e-6, "block_rate": 0.10e12, "unaligned_slowdown": 1.06}),
+    ),
+}
+
 _ROWS = [
     *(_teaching(name, threads, tile, rate) for name, (threads, tile, rate) in TEACHING.items()),
     _small("small", "", 16, False, rate=15e12, blocks_per_sm=3, bandwidth=2.6e12, fixed_s=2e-6, wave_floor_s=4.5e-6),
@@ -760,7 +780,9 @@ _ROWS = [
     # whole_tiles: a block whose warp tiles are partly past M costs a whole one (bench sweep on the H200,
     # 2026-11-28: 32-64 rows of x against 1024-16384 wide weights ran 128 x 128 and 128 x 256 BK 16 blocks
     # in 0.98-1.03 of the time of the same grid at 128 rows, where the 128 x 256 BK 8 blocks ran in about
-    # half of it); their model had charged them half
+    # half of it); their model had charged them half. 128 x 64 blocks at 64 rows ran 0.73-0.79 of their time at
+    # 128 (H200, 2026-11-28, x @ W against 4096^2-14336 x 4096 weights): counted whole too, auto's choice among
+    # them and the few-row tiles came closer to the fastest plan
     _sgemm(
         128, 256, 256, 1, 1.00, smem=74496, suffix="k16", whole_tiles=True, fixed_s=8.5e-6, unaligned_slowdown=1.23
     ),  # BK 16
@@ -768,7 +790,9 @@ _ROWS = [
     _sgemm(
         128, 128, 128, 2, 1.01, whole_tiles=True, fixed_s=6.25e-6, block_rate=0.362e12, unaligned_slowdown=1.18
     ),  # BK 8, 4 stages, static shared memory
-    _sgemm(128, 64, 128, 3, 0.92, fixed_s=3.75e-6, block_rate=0.302e12, unaligned_slowdown=1.2),  # 8 x 8 a thread
+    _sgemm(
+        128, 64, 128, 3, 0.92, whole_tiles=True, fixed_s=3.75e-6, block_rate=0.302e12, unaligned_slowdown=1.2
+    ),  # 8 x 8 a thread
     # the same two tiles reading A or B (or both) stored transposed in place (the *at, *bt, *atbt entries):
     # PROVISIONAL rates, the row-major tiles' (not measured yet)
     *(
@@ -780,11 +804,18 @@ _ROWS = [
                 1.01,
                 {"whole_tiles": True, "fixed_s": 6.25e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18},
             ),
-            (64, 3, 0.92, {"fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2}),
+            (64, 3, 0.92, {"whole_tiles": True, "fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2}),
         )
         for ta, tb in ((True, False), (False, True), (True, True))
     ),
     _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
+    # few-row tiles (a layer on 32 or 64 tokens, every layout), 8 x 8 a thread: FEW_ROW_FIT
+    *(
+        _sgemm(bm, 128, threads, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **latency)
+        for bm, threads, bps in ((64, 128, 3), (32, 64, 6))
+        for tb, eff, latency in FEW_ROW_FIT[bm]
+        for ta in (False, True)
+    ),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
     _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
