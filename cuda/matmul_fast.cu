@@ -77,7 +77,7 @@ namespace {
 
 constexpr int WARP_TILE_N = 64;
 
-template <int BM_, int BN_, int BK_, int TM_, int STAGES_>
+template <int BM_, int BN_, int BK_, int TM_, int STAGES_, int BPAD_ = 0>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, STAGES = STAGES_;
     static constexpr int WARP_TILE_M = 4 * TM;
@@ -87,7 +87,12 @@ struct Tile {
     // makes the transposing copies conflict-free: a warp writes k = lane % 8 of m = lane / 8, at
     // banks (4k + m) % 32, all distinct.
     static constexpr int AS = BM + 4;
-    static constexpr int STAGE_FLOATS = BK * (AS + BN);  // As[BK][AS], then Bs[BK][BN]
+    // Row stride of the B tile. The tiles that read B stored transposed pad it by 4 floats: their copies
+    // write 8 k rows of 4 columns a warp, which at a stride of BN (a multiple of 32 banks) fell in 4 banks,
+    // 8-way conflicts on every copy (x @ W.T ran 1.15-1.3x slower than x @ W); at BN + 4, k row r starts 4r
+    // banks on and the warp's 32 floats take 32 banks. Rows stay 16-byte aligned for the fragments' float4s.
+    static constexpr int BS = BN + BPAD_;
+    static constexpr int STAGE_FLOATS = BK * (AS + BS);  // As[BK][AS], then Bs[BK][BS]
     static constexpr int SMEM_FLOATS = STAGES * STAGE_FLOATS;
     static constexpr int SMEM_BYTES = SMEM_FLOATS * 4;
     // One-float copier mapping (see Loader): one warp copy takes 8 k of 4 A rows, or 32 columns of
@@ -200,7 +205,7 @@ struct Loader {
             static_assert(T::THREADS % T::BK == 0 && STEP % 2 == 0 && T::BN % STEP == 0, "transposed B copier");
             const int k = tid % T::BK, n0 = tid / T::BK;
             const float* src = b + n0 * b_step + k;
-            float* dst = Bs + k * T::BN + (n0 ^ 1);  // (n0 + i STEP) ^ 1 = (n0 ^ 1) + i STEP: STEP is even
+            float* dst = Bs + k * T::BS + (n0 ^ 1);  // (n0 + i STEP) ^ 1 = (n0 ^ 1) + i STEP: STEP is even
 #pragma unroll
             for (int i = 0; i < T::BN / STEP; ++i) {
                 copy4(dst + i * STEP, src, !GUARD || (n0 + i * STEP < b_cols && k < kvalid));
@@ -210,12 +215,12 @@ struct Loader {
         } else if constexpr (VEC_B) {
             constexpr int GROUPS = T::BN / 4;
             const int kb = tid / GROUPS;
-            float* dst = Bs + kb * T::BN + (tid % GROUPS) * 4;
+            float* dst = Bs + kb * T::BS + (tid % GROUPS) * 4;
             const float* src = b;
             const int bytes = b_cols >= 4 ? 16 : (b_cols > 0 ? 4 * b_cols : 0);
 #pragma unroll
             for (int i = 0; i < T::VB_ROWS; ++i) {
-                copy16(dst + i * T::VB_ROW_STEP * T::BN, src,
+                copy16(dst + i * T::VB_ROW_STEP * T::BS, src,
                        !GUARD ? 16 : (kb + i * T::VB_ROW_STEP < kvalid ? bytes : 0));
                 src += b_step;
             }
@@ -223,13 +228,13 @@ struct Loader {
         } else {
             constexpr int HALF = T::BN / 2;
             const int kb = tid / HALF;
-            float* dst = Bs + kb * T::BN + ((tid % HALF) ^ 1);
+            float* dst = Bs + kb * T::BS + ((tid % HALF) ^ 1);
             const float* src = b;
 #pragma unroll
             for (int i = 0; i < T::B_ROWS; ++i) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    copy4(dst + i * T::B_ROW_STEP * T::BN + h * HALF, src + h * HALF,
+                    copy4(dst + i * T::B_ROW_STEP * T::BS + h * HALF, src + h * HALF,
                           !GUARD || (kb + i * T::B_ROW_STEP < kvalid && h * HALF < b_cols));
                 src += b_step;
             }
@@ -382,13 +387,13 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 #if SGEMM_FRAG_DB
                     // The copies' branches end a basic block, and ptxas schedules within one: the
                     // loads go first so that they stay ahead of this step's FFMAs.
-                    f[(k + 1) & 1].load(src + kn * T::AS, src + A_FLOATS + kn * BN, frag_m, frag_n);
+                    f[(k + 1) & 1].load(src + kn * T::AS, src + A_FLOATS + kn * T::BS, frag_m, frag_n);
                     if (k == 0) fetch_next();
                     fma_step<T, VEC_B>(f[k & 1], acc);
 #else
                     if (k == 0) fetch_next();
                     fma_step<T, VEC_B>(f[0], acc);
-                    f[0].load(src + kn * T::AS, src + A_FLOATS + kn * BN, frag_m, frag_n);
+                    f[0].load(src + kn * T::AS, src + A_FLOATS + kn * T::BS, frag_m, frag_n);
 #endif
                 }
             }
@@ -500,14 +505,14 @@ __device__ __forceinline__ void gemm_entry(const float* __restrict__ A, const fl
     }
 }
 
-//                         BM   BN   BK  TM  STAGES
+//                         BM   BN   BK  TM  STAGES  BPAD (the tiles with transposed layouts)
 using Tile128x256k16 = Tile<128, 256, 16, 16, 3>;
 using Tile128x256 = Tile<128, 256, 8, 16, 4>;
-using Tile128x128 = Tile<128, 128, 8, 16, 4>;
-using Tile128x64 = Tile<128, 64, 8, 8, 4>;
-using Tile64x128 = Tile<64, 128, 8, 8, 4>;
+using Tile128x128 = Tile<128, 128, 8, 16, 4, 4>;
+using Tile128x64 = Tile<128, 64, 8, 8, 4, 4>;
+using Tile64x128 = Tile<64, 128, 8, 8, 4, 4>;
 using Tile64x64 = Tile<64, 64, 8, 8, 4>;
-using Tile32x128 = Tile<32, 128, 8, 8, 4>;
+using Tile32x128 = Tile<32, 128, 8, 8, 4, 4>;
 
 }  // namespace
 
@@ -544,25 +549,26 @@ GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256k16, Tile128x256k16, 1)
 GPUMAT_SGEMM_ENTRY(matmul_sgemm_128x256, Tile128x256, 1)
 
 // Large tiles at 16 x 8 a thread, 4 warps. Block (128,1,1) = 2 (M) x 2 (N) warp tiles of 64 x 64;
-// tile 128 x 128 x 8, 4 stages: 33,280 bytes of static shared memory (0 dynamic); two blocks per SM.
+// tile 128 x 128 x 8, 4 stages: 33,792 bytes of static shared memory (0 dynamic); two blocks per SM.
 // Grid (ceil(N/128), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x128, Tile128x128, 2)
 
 // Medium tiles at 8 x 8 a thread: twice the blocks of 128x128 for mid-size problems, where finer
 // tiles even out the last wave. Block (128,1,1) = 4 (M) x 1 (N) warp tiles of 32 x 64; tile
-// 128 x 64 x 8, 4 stages: 25,088 bytes static shared memory (0 dynamic); three blocks per SM (four,
+// 128 x 64 x 8, 4 stages: 25,600 bytes static shared memory (0 dynamic); three blocks per SM (four,
 // at 128 registers, spill). Grid (ceil(N/64), min(ceil(M/128), 65535), batch * splits).
 GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_128x64, Tile128x64, 3)
 
 // Few-row tiles for products of 33-64 rows of C (a layer on few tokens, x @ W or x @ W.T): all of a
 // block's rows live where the 128-row tiles compute half or more of theirs past M. Block (128,1,1) =
-// 2 (M) x 2 (N) warp tiles of 32 x 64, 8 x 8 a thread; tile 64 x 128 x 8, 4 stages: 25,088 bytes static
+// 2 (M) x 2 (N) warp tiles of 32 x 64, 8 x 8 a thread; tile 64 x 128 x 8, 4 stages: 25,600 bytes static
 // shared memory (0 dynamic); three blocks per SM. Grid (ceil(N/128), min(ceil(M/64), 65535),
 // batch * splits).
 GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_64x128, Tile64x128, 3)
 
 // The same for 32 rows or fewer: Block (64,1,1) = 1 (M) x 2 (N) warp tiles of 32 x 64; tile 32 x 128 x 8,
-// 4 stages: 20,992 bytes static shared memory; six blocks per SM (168 registers).
+// 4 stages: 21,504 bytes static shared memory; six blocks per SM (168 registers; on sm_120 the *atbt entry
+// spills 4 bytes).
 // Grid (ceil(N/128), min(ceil(M/32), 65535), batch * splits).
 GPUMAT_SGEMM_LAYOUTS(matmul_sgemm_32x128, Tile32x128, 6)
 

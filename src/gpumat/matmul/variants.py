@@ -743,21 +743,15 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     )
 
 
-# The few-row SGEMM tiles' (reads B transposed, efficiency, model constants), by their rows. Fitted on the
-# H200 (2026-11-28, benchmarks/NOTES.md) to 416 timings each of the plain and *bt rows at 1-16 splits (x @ W
-# and x @ W.T, 16-128 rows, 4096^2-16384^2 weights; least squares of log time), then each efficiency moved to
-# where auto's choice came closest to the fastest timed plan over those products and bench sweep's 145
-# shapes (64 x 128 keeps sgemm128x64's 0.92, its 8 x 8 thread tiles turned, which it measured at 2048^3):
-# auto within 0.96 of the best on the probe and 0.98 on the sweep. The *at rows take their layout's B constants.
+# The few-row SGEMM tiles' (efficiency, model constants), by their rows, for every layout. Fitted on the H200
+# (2026-11-28, benchmarks/NOTES.md) to 416 timings each of the plain and *bt rows at 1-16 splits (x @ W and
+# x @ W.T, 16-128 rows, 4096^2-16384^2 weights; least squares of log time: efficiency 0.90-1.00, the *bt rows
+# within 0.1 of the plain ones), then each efficiency moved to where auto's choice came closest to the
+# fastest timed plan over those products and bench sweep's 145 shapes: 64 x 128 keeps sgemm128x64's 0.92 (its
+# 8 x 8 thread tiles turned, which it equals at 2048^3, where 0.95 made auto take it over sgemm128x128).
 FEW_ROW_FIT = {
-    64: (
-        (False, 0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
-        (True, 0.75, {"fixed_s": 8e-6, "block_rate": 0.25e12, "unaligned_slowdown": 1.2}),
-    ),
-    32: (
-        (False, 0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
-        (True, 0.60, {"fixed_s": 8e-6, "block_rate": 0.10e12, "unaligned_slowdown": 1.06}),
-    ),
+    64: (0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
+    32: (0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
 }
 
 _ROWS = [
@@ -813,8 +807,8 @@ _ROWS = [
     *(
         _sgemm(bm, 128, threads, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **latency)
         for bm, threads, bps in ((64, 128, 3), (32, 64, 6))
-        for tb, eff, latency in FEW_ROW_FIT[bm]
-        for ta in (False, True)
+        for eff, latency in (FEW_ROW_FIT[bm],)
+        for ta, tb in ((False, False), (True, False), (False, True), (True, True))
     ),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
