@@ -196,5 +196,5 @@ def test_sanitize_fails_a_selection_that_runs_no_test(tmp_path):
     spec.loader.exec_module(sanitize)
     selection = ["tests/test_devenv.py", "-k", "no_test_is_named_like_this"]
     (tmp_path / "logs").mkdir()
-    ok, ran = sanitize.run_tool(str(fake), "memcheck", 2, selection, str(tmp_path / "logs"), 120)
-    assert ok and not ran
+    ok, ran, empty = sanitize.run_tool(str(fake), "memcheck", 2, selection, str(tmp_path / "logs"), 120)
+    assert ok and not ran and empty == 3  # the two shards and the whole-GPU run

@@ -41,8 +41,8 @@ def _summary(log: str) -> str:
     return lines[-1] if lines else "(no summary line: the shard did not finish)"
 
 
-def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> tuple[bool, bool]:
-    """(every shard finished with 0 errors, some shard ran a test)."""
+def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeout: float) -> tuple[bool, bool, int]:
+    """(every shard finished with 0 errors, some shard ran a test, the shards whose selection held no test)."""
     gpus = _visible(_gpu_count())
     base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4"), "GPUMAT_SANITIZE": "1"}
     parts = [
@@ -56,7 +56,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     cmd += [sys.executable]
     # -v: a line a test, so a shard stopped by its timeout still says where it was and what failed
     cmd += ["-m", "pytest", "-v", "-m", "gpu", "-p", "no:cacheprovider", "--durations=20", *tests]
-    ok, ran = True, False
+    ok, ran, empty = True, False, 0
     running = []
     for number, (name, extra) in enumerate(parts[:-1]):
         # every shard sees every GPU (the two-GPU tests run, none skipped), its first one in turn: a
@@ -70,6 +70,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
         code = _finish(name, log, proc, deadline)
         ok &= code in (0, 5)  # 5: every test of this shard deselected
         ran |= code != 5
+        empty += code == 5
     name, extra = parts[-1]
     log = os.path.join(logs, name + ".log")
     env = {**base, **extra, "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
@@ -78,7 +79,7 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     quiet = [cmd[0], "--report-api-errors", "no", *cmd[1:]]
     proc = subprocess.Popen(quiet, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     code = _finish(name, log, proc, time.monotonic() + timeout)
-    return ok and code in (0, 5), ran or code != 5
+    return ok and code in (0, 5), ran or code != 5, empty + (code == 5)
 
 
 _PYTEST_CLOSING = re.compile(r"=+ .*\b(passed|failed|errors?|deselected|no tests ran)\b.* in [\d.]+s")  # its last line
@@ -115,10 +116,11 @@ def main() -> int:
         return 2
     os.makedirs(args.logs, exist_ok=True)
     jobs = args.jobs or 2 * _gpu_count()
-    failed = []
+    failed, empty = [], 0
     for tool in args.tool or TOOLS:
         print(f"== compute-sanitizer --tool {tool}: {jobs} shards, then the whole-GPU tests", flush=True)
-        ok, ran = run_tool(exe, tool, jobs, tests or ["tests"], args.logs, args.timeout)
+        ok, ran, none = run_tool(exe, tool, jobs, tests or ["tests"], args.logs, args.timeout)
+        empty += none
         if not ran:  # a selection that matches no GPU test checks nothing: not a clean run
             print(f"make sanitize: {tool} ran no test (the selection matched no GPU test)", flush=True)
         if not (ok and ran):
@@ -126,7 +128,9 @@ def main() -> int:
     if failed:
         print(f"make sanitize: {', '.join(failed)} reported errors or did not finish (logs in {args.logs})")
         return 1
-    print("make sanitize: every shard of every tool reports 0 errors")
+    # a shard whose selection held no test (exit 5) checked nothing: said, so that its 0 is not read as a check
+    unchecked = f" ({empty} shard(s) selected no test and checked nothing)" if empty else ""
+    print(f"make sanitize: every shard of every tool reports 0 errors{unchecked}")
     return 0
 
 
