@@ -341,7 +341,6 @@ def _sgemm(
     reads_a_trans: bool = False,
     reads_b_trans: bool = False,
     whole_tiles: bool = False,
-    wave_slack: float = 0.05,
     **latency,
 ) -> Variant:
     warp_m = bm * (bn // 64) * 32 // threads  # warp tiles are warp_m x 64
@@ -362,7 +361,7 @@ def _sgemm(
         rate=50.7e12 * efficiency,
         blocks_per_sm=blocks_per_sm,
         warp_tile=None if whole_tiles else (warp_m, 64),
-        wave_slack=wave_slack,
+        wave_slack=0.05,
         **_wave(f"sgemm{bm}x{bn}"),
         scratch_bandwidth=1.5e12,
         **latency,
