@@ -1,5 +1,6 @@
 """matmul without a GPU: argument checks happen before any device call; launch geometry covers C."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,41 @@ def test_the_fast_kernels_are_the_exact_float32_candidates():
     for v in SGEMM.values():
         assert v.tier == 1 and v.splits_k and set(v.kernels) == {("f32", "f32")}
         assert v.kernels[("f32", "f32")].name == "matmul_" + v.name.replace("sgemm", "sgemm_")
+
+
+def _sgemm_tiles() -> dict[str, dict[str, int]]:
+    """cuda/matmul_fast.cu's tile shapes by name (Tile128x128, ...): BM, BN, BK, TM, STAGES, BPAD, THREADS, BS,
+    and whether an entry reads B stored transposed (GPUMAT_SGEMM_LAYOUTS), read from the source itself."""
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_fast.cu").read_text()
+    tiles = {}
+    for name, args in re.findall(r"using (Tile\w+) = Tile<([\d, ]+)>;", src):
+        bm, bn, bk, tm, stages, *pad = (int(x) for x in args.split(","))
+        bpad = pad[0] if pad else 0
+        tiles[name] = {
+            "BM": bm,
+            "BN": bn,
+            "BK": bk,
+            "THREADS": (bm // (4 * tm)) * (bn // 64) * 32,
+            "BS": bn + bpad,
+            "layouts": bool(re.search(rf"GPUMAT_SGEMM_LAYOUTS\(\w+, {name}, \d+\)", src)),
+        }
+    return tiles
+
+
+def test_sgemm_transposed_b_copies_hit_every_shared_memory_bank_once():
+    """The *bt entries copy B stored transposed (N rows of K) into Bs[k][n]: lane t of a warp writes k = t % BK
+    of column n0 = t / BK (to its pair partner n0 ^ 1), one float each. With Bs rows a multiple of 32 banks
+    apart those 32 floats fell in 4 banks (8-way conflicts: x @ W.T ran 1.15-1.3x slower than x @ W on the
+    H200); the row padding (BS) spreads them over all 32. Replayed from the source's tile shapes, so a tile
+    added or changed without its padding fails here."""
+    tiles = {name: t for name, t in _sgemm_tiles().items() if t["layouts"]}
+    assert {"Tile128x128", "Tile128x64", "Tile64x128", "Tile32x128"} <= set(tiles)
+    for name, t in tiles.items():
+        for warp in range(t["THREADS"] // 32):
+            banks = set()
+            for tid in range(32 * warp, 32 * warp + 32):
+                k, n0 = tid % t["BK"], tid // t["BK"]
+                banks.add((k * t["BS"] + (n0 ^ 1)) % 32)
+            assert len(banks) == 32, (name, warp, sorted(banks))
+        # the fragments' float4 reads of a Bs row stay 16-byte aligned
+        assert t["BS"] % 4 == 0, name
