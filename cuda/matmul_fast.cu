@@ -48,8 +48,8 @@
 //    issued instruction: 0.27 against 0.23 in sgemm128x256k16), so the default stays with the swap;
 //    Copies outside M, N or K zero-fill without reading (see Loader). One __syncthreads per k tile.
 //    Before sm_80 the copies are plain loads and stores (correct, not tuned);
-//  * the 128 x 128 and 128 x 64 tiles also read A and B stored transposed in place (the *at, *bt and
-//    *atbt entries): A stored as K rows of M is copied row by row as it lies, which is As[k][m] already;
+//  * the 128 x 128, 128 x 64, 64 x 128 and 32 x 128 tiles also read A and B stored transposed in place (the
+//    *at, *bt and *atbt entries; their B tile rows are padded, see Tile::BS): A stored as K rows of M is copied row by row as it lies, which is As[k][m] already;
 //    B stored as N rows of K goes BK consecutive k of a column a copy, into Bs[k] as the row-major copies
 //    put it;
 //  * stores of C are guarded per element, so any M, N, K works without padding copies;
