@@ -742,15 +742,35 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     )
 
 
-# The few-row SGEMM tiles' (efficiency, model constants), by their rows, for every layout. Fitted on the H200
+# The SGEMM tiles that read A or B (or both) stored transposed in place, each a row in all four layouts (the
+# plain entry and *at, *bt, *atbt), with one set of constants for every layout: (tile) -> (threads, blocks an
+# SM, efficiency, model constants). 128 x 128 and 128 x 64: the plain rows' fits; with the B tiles padded,
+# their *bt rows ran x @ W.T at 128 rows 0-8% slower than the plain rows x @ W (H200, 2026-11-28).
+# whole_tiles: a block whose warp tiles are partly past M costs a whole one (bench sweep on the H200,
+# 2026-11-28: 32-64 rows of x against 1024-16384 wide weights ran 128 x 128 and 128 x 256 BK 16 blocks in
+# 0.98-1.03 of the time of the same grid at 128 rows, and 128 x 64 blocks at 64 rows in 0.73-0.79 of it;
+# with them counted whole, auto's choice among them and the few-row tiles came closer to the fastest plan).
+# The few-row tiles 64 x 128 and 32 x 128 (a layer on 32 or 64 tokens), 8 x 8 a thread: fitted on the H200
 # (2026-11-28, benchmarks/NOTES.md) to 416 timings each of the plain and *bt rows at 1-16 splits (x @ W and
 # x @ W.T, 16-128 rows, 4096^2-16384^2 weights; least squares of log time: efficiency 0.90-1.00, the *bt rows
 # within 0.1 of the plain ones), then each efficiency moved to where auto's choice came closest to the
 # fastest timed plan over those products and bench sweep's 145 shapes: 64 x 128 keeps sgemm128x64's 0.92 (its
 # 8 x 8 thread tiles turned, which it equals at 2048^3, where 0.95 made auto take it over sgemm128x128).
-FEW_ROW_FIT = {
-    64: (0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
-    32: (0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
+SGEMM_LAYOUT_TILES = {
+    (128, 128): (
+        128,
+        2,
+        1.01,
+        {"whole_tiles": True, "fixed_s": 6.25e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18},
+    ),
+    (128, 64): (
+        128,
+        3,
+        0.92,
+        {"whole_tiles": True, "fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2},
+    ),
+    (64, 128): (128, 3, 0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
+    (32, 128): (64, 6, 0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
 }
 
 _ROWS = [
@@ -770,45 +790,18 @@ _ROWS = [
         auto_dtypes=("f32", "f16", "bf16"),
     ),
     SIMT,
-    # whole_tiles: a block whose warp tiles are partly past M costs a whole one (bench sweep on the H200,
-    # 2026-11-28: 32-64 rows of x against 1024-16384 wide weights ran 128 x 128 and 128 x 256 BK 16 blocks
-    # in 0.98-1.03 of the time of the same grid at 128 rows, where the 128 x 256 BK 8 blocks ran in about
-    # half of it); their model had charged them half. 128 x 64 blocks at 64 rows ran 0.73-0.79 of their time at
-    # 128 (H200, 2026-11-28, x @ W against 4096^2-14336 x 4096 weights): counted whole too, auto's choice among
-    # them and the few-row tiles came closer to the fastest plan
+    # whole_tiles: see SGEMM_LAYOUT_TILES (the 128 x 256 BK 8 blocks ran partly empty tiles in about half
+    # the time of whole ones, as their live warp tiles model)
     _sgemm(
         128, 256, 256, 1, 1.00, smem=74496, suffix="k16", whole_tiles=True, fixed_s=8.5e-6, unaligned_slowdown=1.23
     ),  # BK 16
     _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
-    _sgemm(
-        128, 128, 128, 2, 1.01, whole_tiles=True, fixed_s=6.25e-6, block_rate=0.362e12, unaligned_slowdown=1.18
-    ),  # BK 8, 4 stages, static shared memory
-    _sgemm(
-        128, 64, 128, 3, 0.92, whole_tiles=True, fixed_s=3.75e-6, block_rate=0.302e12, unaligned_slowdown=1.2
-    ),  # 8 x 8 a thread
-    # the same two tiles reading A or B (or both) stored transposed in place (the *at, *bt, *atbt entries):
-    # PROVISIONAL rates, the row-major tiles' (not measured yet)
     *(
-        _sgemm(128, bn, 128, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **latency)
-        for bn, bps, eff, latency in (
-            (
-                128,
-                2,
-                1.01,
-                {"whole_tiles": True, "fixed_s": 6.25e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18},
-            ),
-            (64, 3, 0.92, {"whole_tiles": True, "fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2}),
-        )
-        for ta, tb in ((True, False), (False, True), (True, True))
-    ),
-    _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
-    # few-row tiles (a layer on 32 or 64 tokens, every layout), 8 x 8 a thread: FEW_ROW_FIT
-    *(
-        _sgemm(bm, 128, threads, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **latency)
-        for bm, threads, bps in ((64, 128, 3), (32, 64, 6))
-        for eff, latency in (FEW_ROW_FIT[bm],)
+        _sgemm(bm, bn, threads, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **constants)
+        for (bm, bn), (threads, bps, eff, constants) in SGEMM_LAYOUT_TILES.items()
         for ta, tb in ((False, False), (True, False), (False, True), (True, True))
     ),
+    _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
     _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
