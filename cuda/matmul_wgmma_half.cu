@@ -48,18 +48,20 @@
 // identity with split-K (the reduction applies the caller's epilogue), so C + z*M*ldc is C itself
 // whenever the epilogue reads C.
 //
-// Technique (one template, gemm<BN, T, ...>, for the tile widths BN = 256, 128 and 64 and every input type;
-// Tile<BN> holds what follows from BN; the byte layout is the same for 16-bit and TF32 inputs):
-//  * a block computes 128 x BN tiles of C with three warpgroups: warpgroup 0 is the producer (one
-//    thread issues the bulk tensor copies; the warpgroup gives registers back with setmaxnreg),
-//    warpgroups 1 and 2 are consumers, each owning 64 rows x BN columns of the tile as BN / 2 float32
-//    accumulators a thread (a wgmma m64n<BN>k16, or m64n<BN>k8 for TF32, a k step of 32 bytes, A and B
-//    both read from shared memory);
-//  * k tiles of 128 bytes of K (BK elements) pass through a ring of shared-memory stages (A 128 rows or
-//    2 boxes of 64 columns, B BN rows or BN / 64 boxes of 64 columns, 128 bytes each: the same bytes
-//    either way), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for BN = 256, 6 of 32 KiB for
-//    BN = 128. Each has a "full" mbarrier (the copies' byte count lands) and an "empty" mbarrier (both
-//    consumers are done with it). Consumers keep one k tile of wgmma in flight (wait_group 1) and
+// Technique (one template, gemm<BM, BN, T, ...>, for the tiles 128 x 256, 128 x 128, 128 x 64 and 64 x 64
+// and every input type; Tile<BM, BN> holds what follows from the tile; the byte layout is the same for
+// 16-bit and TF32 inputs):
+//  * a block computes BM x BN tiles of C with 1 + BM / 64 warpgroups: warpgroup 0 is the producer (one
+//    thread issues the bulk tensor copies; beside two consumers the warpgroup gives registers back with
+//    setmaxnreg), each other warpgroup a consumer owning 64 rows x BN columns of the tile as BN / 2
+//    float32 accumulators a thread (a wgmma m64n<BN>k16, or m64n<BN>k8 for TF32, a k step of 32 bytes, A
+//    and B both read from shared memory);
+//  * k tiles of 128 bytes of K (BK elements) pass through a ring of shared-memory stages (A BM rows or
+//    BM / 64 boxes of 64 columns, B BN rows or BN / 64 boxes of 64 columns, 128 bytes each: the same bytes
+//    either way), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for 128 x 256, 6 of 32 KiB for
+//    128 x 128, 8 of 24 KiB for 128 x 64, 13 of 16 KiB for 64 x 64 (whose one block an SM then keeps as
+//    many bytes of A in flight as 128 x 64's). Each has a "full" mbarrier (the copies' byte count lands)
+//    and an "empty" mbarrier (every consumer is done with it). Consumers keep one k tile of wgmma in flight (wait_group 1) and
 //    release a stage as soon as the group that read it completes;
 //  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
 //    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
@@ -104,39 +106,47 @@ using gpumat::store_pair;
 
 namespace {
 
-constexpr int BM = 128;
 constexpr int BK_BYTES = 128;                     // a k tile: one 128-byte swizzle row of K (BK elements)
 constexpr int KSTEP_BYTES = 32;                   // one wgmma k step: k16 of 16-bit inputs, k8 of TF32
-constexpr int THREADS = 384;                      // producer + two consumer warpgroups
-constexpr int A_BYTES = BM * BK_BYTES;            // 16 KiB
 constexpr int MN_BOX_BYTES = 64 * BK_BYTES;       // 8 KiB: an MN-major box (16-bit), 64 k rows x 64 columns
 constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
-constexpr int C_BYTES = 2 * 2 * C_BUF_BYTES;      // two buffers for each consumer
-constexpr int BAR_BYTES = 128;                    // full[s] at + 8 s, empty[s] at + 64 + 8 s: 8 stages at most
+constexpr int MAX_STAGES = 16;                    // the ring's mbarriers: full[s] and empty[s], 8 bytes each
 constexpr int SMEM_LIMIT = 227 * 1024;            // the most dynamic shared memory a block gets on sm_90
 constexpr int GROUP_M = 16;
 
-// Everything that follows the tile's width BN (128 or 256 columns of C): a consumer thread holds
-// BN / 2 float32 accumulators (its warpgroup's 64 rows x BN columns over 128 threads), a stage is A's
-// 128 rows of 128 bytes of K and B's BN (BN / 64 boxes of 64 columns, or one BN-row box K-major), and
-// the ring has as many stages as fit beside the C buffers, the alignment slack and the barriers. In
-// bytes the same for every input type (BK = 64 halves or 32 floats of K a stage).
-template <int BN_>
+// Everything that follows the tile (BM = 128 or 64 rows, BN = 256, 128 or 64 columns of C): BM / 64
+// consumer warpgroups beside the producer, each thread of one holding BN / 2 float32 accumulators (its
+// warpgroup's 64 rows x BN columns over 128 threads); a stage is A's BM rows of 128 bytes of K and B's BN
+// (BN / 64 boxes of 64 columns, or one BN-row box K-major); the ring has as many stages as fit beside
+// the C buffers (two a consumer), the alignment slack and the barriers (BAR_BYTES: full[s] at + 8 s,
+// empty[s] at + BAR_BYTES / 2 + 8 s), at most 8 stages for the 128-row tiles and 16 for the 64-row one,
+// whose stages hold half the bytes of A: a block alone on an SM (a layer on few tokens has fewer tiles
+// than SMs) keeps as many of the weight's bytes in flight as the 128 x 64 tile's 8 stages. In bytes the
+// same for every input type (BK = 64 halves or 32 floats of K a stage).
+template <int BM_, int BN_>
 struct Tile {
-    static constexpr int BN = BN_;
+    static constexpr int BM = BM_, BN = BN_;
+    static constexpr int CONSUMERS = BM / 64;
+    static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int ACC = BN / 2;
+    static constexpr int A_BYTES = BM * BK_BYTES;
     static constexpr int B_BYTES = BK_BYTES * BN;
+    static constexpr int C_BYTES = CONSUMERS * 2 * C_BUF_BYTES;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - BAR_BYTES) / STAGE_BYTES;
-    static constexpr int STAGES = STAGES_FIT < 8 ? STAGES_FIT : 8;
+    static constexpr int STAGES_CAP = BM == 64 ? MAX_STAGES : 8;
+    static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - 16 * MAX_STAGES) / STAGE_BYTES;
+    static constexpr int STAGES = STAGES_FIT < STAGES_CAP ? STAGES_FIT : STAGES_CAP;
+    static constexpr int BAR_BYTES = STAGES <= 8 ? 128 : 16 * MAX_STAGES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + BAR_BYTES;  // + alignment slack
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64n64k16, m64n128k16 or m64n256k16");
     static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring");
 };
 // variants.py (WGMMA_SMEM) asks for these; tests/test_matmul_tc_half.py reads them here
-static_assert(Tile<256>::STAGES == 4 && Tile<256>::SMEM_BYTES == 230528, "48 KiB stages: 4 fit");
-static_assert(Tile<128>::STAGES == 6 && Tile<128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
-static_assert(Tile<64>::STAGES == 8 && Tile<64>::SMEM_BYTES == 230528, "24 KiB stages: 8 fit");
+static_assert(Tile<128, 256>::STAGES == 4 && Tile<128, 256>::SMEM_BYTES == 230528, "48 KiB stages: 4 fit");
+static_assert(Tile<128, 128>::STAGES == 6 && Tile<128, 128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
+static_assert(Tile<128, 64>::STAGES == 8 && Tile<128, 64>::SMEM_BYTES == 230528, "24 KiB stages: 8 fit");
+static_assert(Tile<64, 64>::STAGES == 13 && Tile<64, 64>::SMEM_BYTES == 230656, "16 KiB stages: 13 fit");
 
 // A launch's products: `count` of them (1: one product), the layers of C (a split's partials, or the
 // matrices of a batch) c_layer elements apart, and whether the maps of A and B hold a matrix a product
@@ -536,7 +546,7 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
     }
 }
 
-// BN: the tile's width (Tile<BN>). T: the input type (__half, __nv_bfloat16, or float read as TF32).
+// BM, BN: the tile (Tile<BM, BN>). T: the input type (__half, __nv_bfloat16, or float read as TF32).
 // EPI: the accumulators go through the epilogue ep before C is written; else ep is not read. A_MMAJOR
 // (16-bit only): map_a describes A's storage as K rows of M (op(A) = the transpose of a K x M row-major
 // matrix, as in A.T @ B), loaded as BM / 64 boxes of 64 x 64 a stage, one a consumer, and read M-major
@@ -549,15 +559,16 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
 // ACT: with EPI, the activation fixed at compile time (0-3: one copy of the body an activation, the TF32
 // entries: their recomputation of non-finite outputs beside four activations' finish() in one body
 // made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
-template <int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
+template <int BM, int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                      const Batch& batch, const T* A, long long lda, long long sa, const T* B,
                                      long long ldb, long long sb, const gpumat::Epilogue& ep)
 {
 #ifdef GPUMAT_HAS_WGMMA
-    using Cfg = Tile<BN>;
+    using Cfg = Tile<BM, BN>;
     constexpr int STAGES = Cfg::STAGES, STAGE_BYTES = Cfg::STAGE_BYTES, ACC = Cfg::ACC;
+    constexpr int A_BYTES = Cfg::A_BYTES;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
@@ -565,7 +576,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
     const uint32_t c_bufs = base + STAGES * STAGE_BYTES;  // consumer c's buffers at c_bufs + 2 c C_BUF_BYTES
-    const uint32_t bars = c_bufs + C_BYTES;               // full[s] at bars + 8 s, empty[s] at bars + 64 + 8 s
+    const uint32_t bars = c_bufs + Cfg::C_BYTES;  // full[s] at bars + 8 s, empty[s] at empty + 8 s
+    const uint32_t empty = bars + Cfg::BAR_BYTES / 2;
     const int tid = threadIdx.x, wg = tid / 128;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = max(1, (K + k_chunk - 1) / k_chunk);
@@ -580,14 +592,15 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         if (c_store == 1) tma_prefetch_map(&map_c);
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
-            bar_init(bars + 64 + 8 * s, 2);
+            bar_init(empty + 8 * s, Cfg::CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        // two consumers: their registers come from the producer's (one block an SM, 168 a thread at launch)
+        if constexpr (Cfg::CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             int stage = 0, phase = 0;
             for (int w = blockIdx.x; w < works; w += gridDim.x) {
@@ -598,7 +611,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 // the matrices of A and B this item reads: its own, or the one a shared operand has
                 const int za = batch.a_batched ? matrix : 0, zb = batch.b_batched ? matrix : 0;
                 for (int t = 0; t < k_tiles; ++t) {
-                    bar_wait(bars + 64 + 8 * stage, phase ^ 1);
+                    bar_wait(empty + 8 * stage, phase ^ 1);
                     const uint32_t full = bars + 8 * stage;
                     const uint32_t dst = base + stage * STAGE_BYTES;
                     const int k = k_begin + t * BK;
@@ -627,7 +640,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             }
         }
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        if constexpr (Cfg::CONSUMERS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int c = wg - 1;                      // consumer: rows 64 c .. 64 c + 63 of the tile
         const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
         int stage = 0, phase = 0;
@@ -671,7 +684,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
-                if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
+                if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
                 prev = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -679,7 +692,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
             }
             wgmma_wait<0>();
-            if (prev >= 0 && lt == 0) bar_arrive(bars + 64 + 8 * prev);
+            if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
 
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
@@ -767,36 +780,40 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 }  // namespace
 
-// matmul_wgmma128x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
-// c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256, 128 or
-// 64: TMA + wgmma m64n<BN>k16, float32 accumulation, producer warpgroup + two consumer warpgroups,
-// persistent blocks, C through TMA stores (c_store = 1), plain stores (0) or plain stores into C stored
-// transposed (2). Block (384,1,1), one block an SM, 230,528 bytes of dynamic shared
-// memory (Tile<BN>::SMEM_BYTES) for either tile; grid (min(work items, SMs), 1, 1) with work items =
-// ceil(M/128) * ceil(N/BN) * splits * batch. C in the input dtype, or float32. map_a: 64 x 128 boxes; map_b:
-// 64 x 64 boxes (K rows of N) or, for the bt entries, 64 x BN (N rows of K).
+// matmul_wgmma<BM>x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
+// c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BM x BN = 128 x 256,
+// 128 x 128, 128 x 64 or 64 x 64: TMA + wgmma m64n<BN>k16, float32 accumulation, a producer warpgroup and
+// BM / 64 consumer warpgroups, persistent blocks, C through TMA stores (c_store = 1), plain stores (0) or
+// plain stores into C stored transposed (2). Block (128 (1 + BM / 64), 1, 1), one block an SM, 230,528
+// bytes of dynamic shared memory for the 128-row tiles and 230,656 for 64 x 64 (Tile<BM, BN>::SMEM_BYTES);
+// grid (min(work items, SMs), 1, 1) with work items = ceil(M/BM) * ceil(N/BN) * splits * batch. C in the
+// input dtype, or float32. map_a: 64 x BM boxes; map_b: 64 x 64 boxes (K rows of N) or, for the bt
+// entries, 64 x BN (N rows of K).
 //  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
 //    the large products' tile;
 //  * 128x128: tile 128 x 128 x 64, 6-stage ring of 32 KiB stages, 64 accumulators a consumer thread;
 //    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it;
 //  * 128x64: tile 128 x 64 x 64, 8-stage ring of 24 KiB stages, 32 accumulators a consumer thread; for
 //    C of 64 columns or fewer (attention's values at head size 64, a layer's few outputs), where the
-//    wider tiles compute mostly zeros. 16-bit inputs only.
+//    wider tiles compute mostly zeros. 16-bit inputs only;
+//  * 64x64: tile 64 x 64 x 64, one consumer, 13-stage ring of 16 KiB stages, 32 accumulators a thread;
+//    twice the work items of 128 x 64, for a layer on few tokens (swapped or not: the weight's 64 rows or
+//    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle. 16-bit inputs only.
 //
-// matmul_wgmma128x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
+// matmul_wgmma<BM>x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
 //
-// matmul_wgmma128x<BN>at_<dtype>[_f32out]: the same with A given transposed and B row-major: map_a over
+// matmul_wgmma<BM>x<BN>at_<dtype>[_f32out]: the same with A given transposed and B row-major: map_a over
 // A's storage, K rows of M (C = X.T @ B for a row-major K x M matrix X, read in place, no transposed copy
-// first; a linear layer's weight gradient X.T @ dY), in 64 x 64 boxes (64 columns of M x 64 k rows, two
+// first; a linear layer's weight gradient X.T @ dY), in 64 x 64 boxes (64 columns of M x 64 k rows, BM / 64
 // a stage: one each consumer's rows) read M-major through the wgmma's imm-trans-a, as the row-major B
 // boxes are read N-major. Launch, shared memory, grid, tiles and map_b as above.
 //
-// matmul_wgmma128x<BN>atbt_<dtype>[_f32out]: A and B both given transposed (C = X.T @ W.T, and a plain
+// matmul_wgmma<BM>x<BN>atbt_<dtype>[_f32out]: A and B both given transposed (C = X.T @ W.T, and a plain
 // product written into a transposed C, computed as C.T = B.T @ A.T): map_a as for the at entries, map_b
 // as for the bt entries. Each entry adds about 280 KB to the module.
-#define GPUMAT_WGMMA_HALF(NAME, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                              \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
+#define GPUMAT_WGMMA_HALF(NAME, BM, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                          \
+    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
         int k_chunk, int c_store, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)          \
@@ -805,11 +822,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const Batch products(batch, c_layer, batched);                                                        \
         const T* none = nullptr;                                                                              \
         if (ep.identity())                                                                                    \
-            gemm<BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, \
-                                                        products, none, 0, 0, none, 0, 0, ep);                \
+            gemm<BM, BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,    \
+                                                             c_store, products, none, 0, 0, none, 0, 0, ep);  \
         else                                                                                                  \
-            gemm<BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, \
-                                                       products, none, 0, 0, none, 0, 0, ep);                 \
+            gemm<BM, BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,     \
+                                                             c_store, products, none, 0, 0, none, 0, 0, ep);  \
     }
 
 // matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
@@ -829,24 +846,24 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
+        gemm<128, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                    sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
+        gemm<128, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
+        gemm<128, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
+        gemm<128, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
     else
-        gemm<BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
+        gemm<128, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
                                                      sa, W, ldw, sw, ep);
 }
 
 #define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                            \
+    extern "C" __global__ void __launch_bounds__(Tile<128, BN>::THREADS, 1) NAME(                                            \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
         int k_chunk, int c_store, int batch, long long c_layer, int batched, const float* __restrict__ A,     \
@@ -857,53 +874,69 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                       A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);                                          \
     }
 
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 256, __half, __half, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, 256, __half, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, 256, __nv_bfloat16, __nv_bfloat16, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, 256, __nv_bfloat16, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 256, __half, __half, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 256, __half, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 256, __nv_bfloat16, __nv_bfloat16, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 256, __nv_bfloat16, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, __half, __half, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, __half, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, __nv_bfloat16, __nv_bfloat16, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, __nv_bfloat16, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, __half, __half, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, __half, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, __nv_bfloat16, __nv_bfloat16, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, __nv_bfloat16, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16, 256, __half, __half, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16_f32out, 256, __half, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16, 256, __nv_bfloat16, __nv_bfloat16, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16_f32out, 256, __nv_bfloat16, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16, 128, __half, __half, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16_f32out, 128, __half, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16_f32out, 128, __nv_bfloat16, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16, 256, __half, __half, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16_f32out, 256, __half, float, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16, 256, __nv_bfloat16, __nv_bfloat16, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16_f32out, 256, __nv_bfloat16, float, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16, 128, __half, __half, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16_f32out, 128, __half, float, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16, 128, __nv_bfloat16, __nv_bfloat16, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16_f32out, 128, __nv_bfloat16, float, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16, 64, __half, __half, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16_f32out, 64, __half, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16, 64, __nv_bfloat16, __nv_bfloat16, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16_f32out, 64, __nv_bfloat16, float, false, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16, 64, __half, __half, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16_f32out, 64, __half, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16, 64, __nv_bfloat16, __nv_bfloat16, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16_f32out, 64, __nv_bfloat16, float, false, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16, 64, __half, __half, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16_f32out, 64, __half, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16, 64, __nv_bfloat16, __nv_bfloat16, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16_f32out, 64, __nv_bfloat16, float, true, false)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16, 64, __half, __half, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16_f32out, 64, __half, float, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16, 64, __nv_bfloat16, __nv_bfloat16, true, true)
-GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16_f32out, 64, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 128, 256, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16_f32out, 128, 256, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256_bf16_f32out, 128, 256, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16, 128, 256, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_f16_f32out, 128, 256, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_bf16_f32out, 128, 256, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16, 128, 128, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_f16_f32out, 128, 128, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128_bf16_f32out, 128, 128, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16, 128, 128, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_f16_f32out, 128, 128, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_bf16_f32out, 128, 128, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16, 128, 256, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_f16_f32out, 128, 256, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256at_bf16_f32out, 128, 256, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16, 128, 128, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_f16_f32out, 128, 128, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128at_bf16_f32out, 128, 128, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16, 128, 256, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_f16_f32out, 128, 256, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256atbt_bf16_f32out, 128, 256, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16, 128, 128, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_f16_f32out, 128, 128, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128atbt_bf16_f32out, 128, 128, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16, 128, 64, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_f16_f32out, 128, 64, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16, 128, 64, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64_bf16_f32out, 128, 64, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16, 128, 64, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_f16_f32out, 128, 64, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16, 128, 64, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_bf16_f32out, 128, 64, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16, 128, 64, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_f16_f32out, 128, 64, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16, 128, 64, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64at_bf16_f32out, 128, 64, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16, 128, 64, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_f16_f32out, 128, 64, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16, 128, 64, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64atbt_bf16_f32out, 128, 64, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64_f16, 64, 64, __half, __half, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64_f16_f32out, 64, 64, __half, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64_bf16, 64, 64, __nv_bfloat16, __nv_bfloat16, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64_bf16_f32out, 64, 64, __nv_bfloat16, float, false, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_f16, 64, 64, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_f16_f32out, 64, 64, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_bf16, 64, 64, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_bf16_f32out, 64, 64, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64at_f16, 64, 64, __half, __half, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64at_f16_f32out, 64, 64, __half, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64at_bf16, 64, 64, __nv_bfloat16, __nv_bfloat16, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64at_bf16_f32out, 64, 64, __nv_bfloat16, float, true, false)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_f16, 64, 64, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_f16_f32out, 64, 64, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_bf16, 64, 64, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_bf16_f32out, 64, 64, __nv_bfloat16, float, true, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

@@ -95,8 +95,8 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
     # copies: ~3% of the product; 33 x 17 tiles of 128 x 256 in 5 waves beat 33 x 33 of 128 x 128 in 9 at
     # the measured rates (bench sweep on an H100: 490 us against 581)
     assert pick(4097, 4097, 4097, 90, 227 * 1024, False) == "wgmma128x256"
-    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma128x64"  # one tile: the smallest one is done first
-    assert pick(64, 65, 64, 90, 227 * 1024, True) == "wgmma128x64"  # two 64-wide tiles beat one 128-wide
+    assert pick(64, 64, 64, 90, 227 * 1024, True) == "wgmma64x64"  # one tile: the smallest one is done first
+    assert pick(64, 65, 64, 90, 227 * 1024, True) == "wgmma64x64"  # two 64-wide tiles beat one 128-wide
     assert pick(64, 64, 64, 90, 227 * 1024, False) == "mma64x64"  # copies: longer than the product
     assert pick(64, 64, 64, 90, 227 * 1024, True, modules=NO_WGMMA) == "mma64x64"  # no sm_90a build
     for arch, smem in ((80, 163 * 1024), (86, 99 * 1024), (89, 99 * 1024), (100, 227 * 1024), (120, 99 * 1024)):
@@ -111,7 +111,7 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
-    narrow = ["wgmma128x64", "wgmma128x64bt", "wgmma128x64at", "wgmma128x64atbt"]
+    narrow = [f"wgmma{tile}{layout}" for tile in ("128x64", "64x64") for layout in ("", "bt", "at", "atbt")]
     wide_at = [name for name in AT_ROWS if name not in narrow]
     assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *wide_at, *narrow]
     assert wide_at == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
@@ -128,7 +128,7 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert choose(4096, 4096, 512, False, True) == "wgmma128x256"
     assert choose(256, 256, 65536, True, True) == "wgmma128x128"  # 4 tiles x 32 splits fill the SMs
     assert choose(256, 256, 65536, False, False) == "mma128x128"  # copies far longer than the product
-    assert choose(128, 4096, 4096, False, True) == "wgmma128x64"  # only the operand that needs it is copied:
+    assert choose(128, 4096, 4096, False, True) == "wgmma64x64"  # only the operand that needs it is copied:
     assert choose(128, 4096, 4096, True, False) == "mma128x128"  # A is 1/32 of B here
     a = fake_matrix(64, 100, stride=100, dtype=np.float16)  # 200-byte rows: not TMA-ready
     b = fake_matrix(100, 64, stride=64, ptr=0x7F0010000000, dtype=np.float16)
@@ -172,7 +172,7 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
                 return engine.plan(problem, target, algorithm)
 
             suffix = dtype + ("_f32out" if out != dtype else "")
-            for side, row in ((256, "wgmma128x64at"), (1024, "wgmma128x64at"), (4096, "wgmma128x256at")):
+            for side, row in ((256, "wgmma64x64at"), (1024, "wgmma128x64at"), (4096, "wgmma128x256at")):
                 q = plan_of(side)
                 assert (q.algorithm, q.copy_a, q.copy_b, q.copy_bytes) == (row, False, False, 0), q
                 assert (
@@ -247,9 +247,10 @@ def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_ti
         wide, narrow = ROWS["wgmma128x256" + layout], ROWS["wgmma128x128" + layout]
         assert pick(1024, 1024, 1024, layout) == ("wgmma128x64", 1)  # 128 tiles, not 64 or 32
         assert pick(128, 16384, 4096, layout) == ("wgmma128x128", 1)  # 128 tiles: no split needed
-        # 64 rows: C^T computed (4096 rows on the tiles' M, 64 on one tile's N), 32 tiles x 4 splits
-        assert pick(64, 4096, 4096, layout) == ("wgmma128x64", 4, "swapped")
-        assert pick(512, 512, 512, layout) == ("wgmma128x64", 1)
+        # 64 rows: 64 tiles of 64 x 64, unsplit (H200: 12.7 us, where C^T on 32 tiles of 128 x 64 x 4 splits
+        # took 15.5)
+        assert pick(64, 4096, 4096, layout) == ("wgmma64x64", 1)
+        assert pick(512, 512, 512, layout) == ("wgmma64x64", 1)  # 64 tiles (H200: 4.5 us, 128 x 64 5.3)
         assert pick(4096, 4096, 4096, layout) == ("wgmma128x256", 1)  # both fill the SMs in whole waves
         assert pick(8192, 8192, 8192, layout, in_place=not layout.endswith("bt")) == ("wgmma128x256", 1)
         # 2048^3: 128 tiles of 128 x 256 (one wave) or 256 of 128 x 128 (two): the same fill of the SMs,
@@ -302,23 +303,30 @@ def test_mma_rows_fit_their_blocks_an_sm_on_sm90():
 
 
 def test_wgmma_rows_ask_for_their_kernels_shared_memory():
-    """A wgmma row's launches ask for the dynamic shared memory of its tile's instantiation: the kernel
-    file pins Tile<BN>::STAGES and Tile<BN>::SMEM_BYTES in static_asserts, and the ring's layout gives
-    the same count (as many stages as fit in 227 KiB)."""
+    """A wgmma row's launches ask for the block and dynamic shared memory of its tile's instantiation: the
+    kernel file pins Tile<BM, BN>::STAGES and Tile<BM, BN>::SMEM_BYTES in static_asserts, and the ring's
+    layout gives the same count (as many stages as fit in 227 KiB, at most 8 for the 128-row tiles and 16
+    for the 64-row one), with a producer warpgroup and a consumer warpgroup each 64 rows."""
     src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_wgmma_half.cu").read_text()
     pinned = {
-        int(bn): (int(stages), int(smem))
-        for bn, stages, smem in re.findall(r"Tile<(\d+)>::STAGES == (\d+) && Tile<\1>::SMEM_BYTES == (\d+)", src)
+        (int(bm), int(bn)): (int(stages), int(smem))
+        for bm, bn, stages, smem in re.findall(
+            r"Tile<(\d+), (\d+)>::STAGES == (\d+) && Tile<\1, \2>::SMEM_BYTES == (\d+)", src
+        )
     }
-    assert sorted(pinned) == [64, 128, 256]
-    fixed = 4 * 8192 + 1024 + 128  # 4 C buffers of 64 rows x 128 bytes, alignment slack, mbarriers
+    assert sorted(pinned) == [(64, 64), (128, 64), (128, 128), (128, 256)]
+    assert sorted({ROWS[name].tile for name in WGMMA}) == sorted(pinned)
     for name in WGMMA:
         v = ROWS[name]
         bm, bn = v.tile
-        stages, smem = pinned[bn]
-        stage = (bm * 64 + 64 * bn) * 2  # A 128 x 64 and B 64 x BN, 16-bit
-        assert stages == min(8, (227 * 1024 - fixed) // stage) and smem == stages * stage + fixed, name
-        assert bm == 128 and v.block == (384, 1, 1) and v.smem == smem, name
+        stages, smem = pinned[bm, bn]
+        stage = (bm * 64 + 64 * bn) * 2  # A BM x 64 and B 64 x BN, 16-bit
+        c_buffers = bm // 64 * 2 * 8192  # two of 64 rows x 128 bytes a consumer
+        fit = (227 * 1024 - c_buffers - 1024 - 256) // stage
+        assert stages == min(8 if bm == 128 else 16, fit), name
+        bars = 128 if stages <= 8 else 256  # an 8-byte full and empty mbarrier a stage
+        assert smem == stages * stage + c_buffers + 1024 + bars, name
+        assert v.block == (128 * (1 + bm // 64), 1, 1) and v.smem == smem and v.blocks_per_sm == 1, name
         assert name == f"wgmma{bm}x{bn}" + ("at" if v.reads_a_trans else "") + ("bt" if v.reads_b_trans else "")
         for (sfx, out), kernel in v.kernels.items():
             assert kernel.dynamic_smem == smem, kernel.name
@@ -329,11 +337,11 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
 @pytest.mark.parametrize("name", WGMMA)
 def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, name, splits):
     """The tensor maps the launcher encodes (nothing is encoded or launched: both are recorded): A in
-    64 x 128 boxes, A stored transposed (K rows of M) in 64 x 64 boxes (the kernel loads 128 / 64 of
+    64 x BM boxes, A stored transposed (K rows of M) in 64 x 64 boxes (the kernel loads BM / 64 of
     them); B row-major in 64 x 64 boxes (the kernel loads BN / 64 of them), B stored transposed in
     64 x BN boxes; C (or split-K's float32 layers) in 128-byte x 64-row boxes."""
     v = ROWS[name]
-    bn = v.tile[1]
+    bm, bn = v.tile
     m, n, k = 300, 520, 1000  # 16-byte aligned rows (A stored transposed: 304 apart): every operand in place
     problem = Problem(m, n, k, "f16", "f16", "native", a_trans=v.reads_a_trans, b_trans=v.reads_b_trans)
     q = engine.forced(problem, HOPPER, name, splits, 384)
@@ -350,7 +358,7 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
             (64, 64, 1),
         )
     else:
-        assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m, 1), (64, 128, 1))
+        assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m, 1), (64, bm, 1))
     if v.reads_b_trans:
         assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n, 1), (64, bn, 1))
     else:
@@ -363,7 +371,7 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     )
     assert all(box <= 256 for _, x in encoded for box in x["boxDim"])  # the copy engine's largest box
     kernel, grid, block, args, smem = launches[0]
-    assert kernel == v.kernels[("f16", out)].name and grid == q.grid and block == (384, 1, 1) and smem == v.smem
+    assert kernel == v.kernels[("f16", out)].name and grid == q.grid and block == v.block and smem == v.smem
     assert args[4:10] == (m, n, k, n, q.k_chunk, 1)  # M, N, K, ldc, k_chunk, C by TMA
     assert len(launches) == (2 if splits > 1 else 1)
 
@@ -435,7 +443,8 @@ def test_skinny_products_split_k_and_square_ones_do_not():
         def split(m, n, k, name=name):
             return half_plan(m, n, k, Target(90, 132, 227 * 1024, ALL_MODULES), algorithm=name)
 
-        assert split(256, 256, 65536).splits >= 16
+        tm, tn = ROWS[name].tile  # 4-16 tiles of 256 x 256, 65536 deep: split until about half the SMs work
+        assert split(256, 256, 65536).splits * -(-256 // tm) * -(-256 // tn) >= 64
         if name.startswith("wgmma"):  # 17 (or 9) tiles 1055 deep: a pass over split partials costs more
             assert split(2137, 108, 1055).splits == 1
         elif ROWS[name].tile == (128, 128):  # 17 tiles of 128 x 128 on 132 SMs: split
@@ -921,18 +930,18 @@ def test_swapped_plans_write_c_transposed(
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_auto_swaps_few_token_products_and_repeats_its_bits(dtype):
-    """x @ W.T and x @ W with 16 tokens against a 4096 x 4096 weight: auto computes them swapped (the model
-    gives it more than SWAP_MARGIN: C's 4096 columns on the tiles' rows, K split in 4), to the 16-bit
-    tolerance, and the same bits call after call."""
+    """x @ W.T and x @ W with 16 tokens against a 14336 x 4096 weight: auto computes them swapped (the model
+    gives it more than SWAP_MARGIN: C's 14336 columns on the 128 x 64 tiles' rows, 112 tiles), to the
+    16-bit tolerance, and the same bits call after call."""
     if "wgmma128x64" not in runnable():
         pytest.skip(f"the swapped plans run on the wgmma rows (sm_90a); this GPU is sm_{gm.device().arch}")
     x = rng.uniform(-1, 1, (16, 4096)).astype(np.float32)
-    w = rng.uniform(-1, 1, (4096, 4096)).astype(np.float32)
+    w = rng.uniform(-1, 1, (14336, 4096)).astype(np.float32)
     X, W = gm.Matrix.from_numpy(x, dtype=dtype), gm.Matrix.from_numpy(w, dtype=dtype)
     x64, w64 = (M.to_numpy(dtype=np.float32).astype(np.float64) for M in (X, W))
     for B, b64 in ((W.T, w64.T), (gm.transpose(W), w64.T)):
         plan = gm.matmul_plan(X, B)
-        assert plan.swap and "swapped" in str(plan) and plan.kernel_problem.m == 4096, plan
+        assert plan.swap and "swapped" in str(plan) and plan.kernel_problem.m == 14336, plan
         first, again = gm.matmul(X, B), gm.matmul(X, B)
         got = first.to_numpy(dtype=np.float32).astype(np.float64)
         assert product_error(got, x64, b64, dtype if dtype != "bfloat16" else None) < tolerance(dtype, 4096)

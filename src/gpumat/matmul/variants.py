@@ -487,7 +487,10 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 # CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
 # float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
 # 4 stages of 48 KiB (BN 256), 6 of 32 KiB (BN 128) and 8 of 24 KiB (BN 64) come to the same.
-WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528}
+WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528, (64, 64): 230656}
+# the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
+# weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
+WGMMA_NARROW_BANDWIDTH = 4.0e12
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
 HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
@@ -496,13 +499,15 @@ HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persisten
 def _wgmma(
     tile: tuple[int, int], rate: float, reads_b_trans: bool = False, reads_a_trans: bool = False, **latency
 ) -> Variant:
+    """A row of the wgmma kernel: a producer warpgroup and one consumer warpgroup for each 64 rows of the
+    tile (Tile<BM, BN> in cuda/matmul_wgmma_half.cu), one block an SM."""
     name = f"wgmma{tile[0]}x{tile[1]}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
     return _half(
         name,
         "matmul_wgmma_half",
         "tensor_maps",
         tile,
-        384,
+        128 * (1 + tile[0] // 64),
         WGMMA_SMEM[tile],
         **HOPPER_TMA,
         reads_b_trans=reads_b_trans,
@@ -874,6 +879,26 @@ _ROWS = [
     *(
         _wgmma((128, 64), rate, reads_b_trans=tb, reads_a_trans=ta, fixed_s=2.5e-6)
         for ta, tb, rate in ((False, False, 460e12), (False, True, 430e12), (True, False, 450e12), (True, True, 430e12))
+    ),
+    # 64 x 64 tiles (one consumer warpgroup, 13 stages of 16 KiB), every layout: twice the work items of the
+    # 128 x 64 tiles, for a layer on few tokens (swapped: the weight's rows on the tile's 64), skinny and
+    # mid-size products whose 128-row tiles leave SMs idle. Fitted on the H200 (2026-11-29, benchmarks/
+    # NOTES.md: 67 products of 8-4096 rows, 8-14336 columns, K 192-16384, every 128 x 64 and 64 x 64 row at
+    # 1-16 splits, and bench sweep's 290 float16 and bfloat16 shapes with these rows timed): a block alone
+    # on its SM draws 2.6 TFLOP/s (its 64 rows of a weight at ~80 GB/s), and the grid reads A and B at no
+    # more than WGMMA_NARROW_BANDWIDTH; auto's choice then came within 0.975 of the fastest timed plan over
+    # those products (0.970 at 2.2 TFLOP/s and 3.2 TB/s, the first fit).
+    *(
+        _wgmma(
+            (64, 64),
+            430e12,
+            reads_b_trans=tb,
+            reads_a_trans=ta,
+            fixed_s=2.5e-6,
+            block_rate=2.6e12,
+            bandwidth=WGMMA_NARROW_BANDWIDTH,
+        )
+        for ta, tb in ((False, False), (False, True), (True, False), (True, True))
     ),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
