@@ -483,10 +483,11 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
     )
 
 
-# the wgmma kernels' dynamic shared memory by tile (Tile<BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
-# CPU test compares): as many stages of 128 x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
-# float32 for TF32: the same bytes) as fit in 227 KiB, 4 C buffers of 8 KiB, 1 KiB alignment, mbarriers.
-# 4 stages of 48 KiB (BN 256), 6 of 32 KiB (BN 128) and 8 of 24 KiB (BN 64) come to the same.
+# the wgmma kernels' dynamic shared memory by tile (Tile<BM, BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
+# CPU test compares): as many stages of BM x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
+# float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 16 for 64 x 64),
+# two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6 of 32
+# KiB (128 x 128) and 8 of 24 KiB (128 x 64) come to the same; 64 x 64 holds 13 of 16 KiB.
 WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528, (64, 64): 230656}
 # the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
 # weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
