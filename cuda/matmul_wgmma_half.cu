@@ -61,8 +61,8 @@
 //    either way), as many as fit in the 227 KiB a block gets: 4 of 48 KiB for 128 x 256, 6 of 32 KiB for
 //    128 x 128, 8 of 24 KiB for 128 x 64, 13 of 16 KiB for 64 x 64 (whose one block an SM then keeps as
 //    many bytes of A in flight as 128 x 64's). Each has a "full" mbarrier (the copies' byte count lands)
-//    and an "empty" mbarrier (every consumer is done with it). Consumers keep one k tile of wgmma in flight (wait_group 1) and
-//    release a stage as soon as the group that read it completes;
+//    and an "empty" mbarrier (every consumer is done with it). Consumers keep one k tile of wgmma in
+//    flight (wait_group 1) and release a stage as soon as the group that read it completes;
 //  * A is K-major (K contiguous, 128-byte rows, 8-row swizzle atoms 1024 bytes apart); B is MN-major
 //    (N contiguous): its descriptor names the next 64-column box (8192 bytes) as the leading offset and
 //    the next 8 k rows (1024 bytes) as the stride offset, and the wgmma transposes it (imm-trans-b); a
@@ -813,7 +813,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // product written into a transposed C, computed as C.T = B.T @ A.T): map_a as for the at entries, map_b
 // as for the bt entries. Each entry adds about 280 KB to the module.
 #define GPUMAT_WGMMA_HALF(NAME, BM, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                          \
-    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(            \
+    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
         int k_chunk, int c_store, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)          \
@@ -846,24 +846,24 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<128, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
-                                                   sa, W, ldw, sw, ep);
+        gemm<128, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+                                                        A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<128, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
-                                                     sa, W, ldw, sw, ep);
+        gemm<128, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+                                                          A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<128, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
-                                                     sa, W, ldw, sw, ep);
+        gemm<128, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+                                                          A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<128, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
-                                                     sa, W, ldw, sw, ep);
+        gemm<128, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+                                                          A, lda, sa, W, ldw, sw, ep);
     else
-        gemm<128, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b, A, lda,
-                                                     sa, W, ldw, sw, ep);
+        gemm<128, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+                                                          A, lda, sa, W, ldw, sw, ep);
 }
 
 #define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
-    extern "C" __global__ void __launch_bounds__(Tile<128, BN>::THREADS, 1) NAME(                                            \
+    extern "C" __global__ void __launch_bounds__(Tile<128, BN>::THREADS, 1) NAME(                             \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
         int k_chunk, int c_store, int batch, long long c_layer, int batched, const float* __restrict__ A,     \
