@@ -910,9 +910,9 @@ _ROWS = [
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
-    # fixed_s 3 us (was 6): with it auto's float64 choice came within 0.984 of the fastest timed plan over the
-    # H200 sweep (2026-11-28; 0.975 before) and 0.981 over the H100's (2026-11-26; 0.976), every plan it now
-    # takes timed there (32 x 14336 x 4096 on dmma64x128/2 135 us where dmma64x64/1 took 190; benchmarks/NOTES.md)
+    # fixed_s 3 us (was 6), from the float64 sweeps' timings; measured with it on the H200 (2026-11-29,
+    # benchmarks/NOTES.md): auto within 0.983 of the fastest timed plan (0.973 before), every plan it changed
+    # as fast or faster (32 x 14336 x 4096 on dmma64x128/2 135 us where dmma64x64/1 took 190)
     _dmma(
         "dmma64x128",
         "dmma64x128k16",
