@@ -107,11 +107,11 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     for f in FAMILIES:
         at = [names.index(row_name(f, r)) for r in (1, *GEMV_R)]
         assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
-    # every other row computes every shape, and has no memory term but the narrowest wgmma tile (a layer on
+    # every other row computes every shape, and has no memory term but the 64-row wgmma tiles (a layer on
     # few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH)
     for v in VARIANTS.values():
         if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
-            narrow = v.name.startswith("wgmma64x64")
+            narrow = v.name.startswith("wgmma64x")
             assert v.any_shape and v.bandwidth == (WGMMA_NARROW_BANDWIDTH if narrow else 0), v.name
 
 

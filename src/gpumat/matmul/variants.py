@@ -485,10 +485,18 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 
 # the wgmma kernels' dynamic shared memory by tile (Tile<BM, BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
 # CPU test compares): as many stages of BM x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
-# float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 16 for 64 x 64),
-# two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6 of 32
-# KiB (128 x 128) and 8 of 24 KiB (128 x 64) come to the same; 64 x 64 holds 13 of 16 KiB.
-WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528, (64, 64): 230656}
+# float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 24 for the 64-row
+# ones), two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6
+# of 32 KiB (128 x 128) and 8 of 24 KiB (128 x 64) come to the same; 64 x 64 holds 13 of 16 KiB, 64 x 32 17
+# of 12 KiB, 64 x 16 20 of 10 KiB.
+WGMMA_SMEM = {
+    (128, 256): 230528,
+    (128, 128): 230528,
+    (128, 64): 230528,
+    (64, 64): 230656,
+    (64, 32): 226688,
+    (64, 16): 222592,
+}
 # the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
 # weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
 WGMMA_NARROW_BANDWIDTH = 4.0e12
@@ -900,6 +908,23 @@ _ROWS = [
             bandwidth=WGMMA_NARROW_BANDWIDTH,
         )
         for ta, tb in ((False, False), (False, True), (True, False), (True, True))
+    ),
+    # 64 x 32 and 64 x 16 tiles (one consumer, 17 and 20 stages), B stored transposed (the *bt and *atbt
+    # layouts: a swapped layer's tokens, K-major): a layer on at most 32 or 16 tokens, whose stages then hold
+    # mostly the weight. PROVISIONAL, by name only until measured: the 64 x 64 rows' constants
+    *(
+        _wgmma(
+            (64, bn),
+            430e12,
+            reads_b_trans=True,
+            reads_a_trans=ta,
+            fixed_s=2.5e-6,
+            block_rate=2.6e12,
+            bandwidth=WGMMA_NARROW_BANDWIDTH,
+            tier=0,
+        )
+        for bn in (32, 16)
+        for ta in (False, True)
     ),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
