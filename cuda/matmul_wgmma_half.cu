@@ -535,7 +535,8 @@ __device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int
 template <class Out, int BN>
 __device__ __forceinline__ void prefetch_c(const Out* Cz, long long ldc, int row0, int col0, int M, int N, int lt)
 {
-    constexpr int PER_LINE = 128 / (int)sizeof(Out), LINES = BN / PER_LINE;  // a row's lines
+    // a row's lines (a tile narrower than a line: the one line its row starts in)
+    constexpr int PER_LINE = 128 / (int)sizeof(Out), LINES = BN >= PER_LINE ? BN / PER_LINE : 1;
 #pragma unroll 1
     for (int i = lt; i < 64 * LINES; i += 128) {
         const int r = row0 + i / LINES, cc = col0 + (i % LINES) * PER_LINE;
