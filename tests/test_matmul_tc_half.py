@@ -109,18 +109,20 @@ def test_choice_prefers_wgmma_on_hopper_and_pays_for_aligned_copies_only_where_t
 
 
 def test_auto_counts_the_copies_of_unaligned_operands():
-    auto_wgmma = [name for name in WGMMA if ROWS[name].tier == 1]
-    assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *auto_wgmma]
+    assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
     narrow = [f"wgmma{tile}{layout}" for tile in ("128x64", "64x64") for layout in ("", "bt", "at", "atbt")]
-    wide_at = [name for name in AT_ROWS if name not in narrow and name in auto_wgmma]
-    assert auto_wgmma == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *wide_at, *narrow]
-    # by name only until measured: the narrow widths of a swapped layer's tokens
-    assert [name for name in WGMMA if name not in auto_wgmma] == [
-        "wgmma64x32bt",
-        "wgmma64x32atbt",
-        "wgmma64x16bt",
-        "wgmma64x16atbt",
+    # the narrowest widths read B K-major only (a swapped layer's tokens)
+    narrower = [f"wgmma64x{bn}{layout}" for bn in (32, 16) for layout in ("bt", "atbt")]
+    wide_at = [name for name in AT_ROWS if name not in narrow + narrower]
+    assert WGMMA == [
+        "wgmma128x256",
+        "wgmma128x256bt",
+        "wgmma128x128",
+        "wgmma128x128bt",
+        *wide_at,
+        *narrow,
+        *narrower,
     ]
     assert wide_at == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
@@ -267,6 +269,28 @@ def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_ti
         arithmetic = [engine.best_split(v, p, HOPPER)[0] - v.fixed_s for v in (wide, narrow)]
         assert arithmetic[0] / arithmetic[1] == pytest.approx(narrow.rate / wide.rate)
         assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
+
+
+def test_few_tokens_take_the_narrowest_tile_that_holds_them_swapped():
+    """A layer on at most 16 or 32 tokens runs C^T = W^T x^T on the 64 x 16 or 64 x 32 tile (the weight on
+    the tile's 64 rows, the tokens K-major on its 16 or 32 columns: both layouts of W read in place, the
+    tokens as stored); at 48 and 64 tokens the 64 x 64 tile, unswapped. A skinny C with B stored
+    transposed (N rows of K) takes the narrow tile as it is. H200 probe (benchmarks/NOTES.md, session 24):
+    8 x 4096 x 4096 10.7 us on 64 x 16 at 2 splits against 17.0 on 64 x 64, 32 x 8192 x 8192 36.4 against
+    39.5."""
+
+    def pick(m, n, k, b_trans):
+        q = half_plan(m, n, k, HOPPER, b_trans=b_trans)
+        assert not (q.copy_a or q.copy_b), q
+        return re.sub("(at)?(bt)?$", "", q.algorithm), q.swap
+
+    for b_trans in (False, True):  # x @ W and x @ W.T
+        assert pick(8, 4096, 4096, b_trans) == ("wgmma64x16", True)
+        assert pick(8, 3072, 1024, b_trans) == ("wgmma64x16", True)
+        assert pick(32, 8192, 8192, b_trans) == ("wgmma64x32", True)
+        assert pick(48, 8192, 8192, b_trans) == ("wgmma64x64", False)
+        assert pick(64, 4096, 4096, b_trans) == ("wgmma64x64", False)
+    assert pick(4096, 16, 4096, True) == ("wgmma64x16", False)
 
 
 def test_mma_rows_launch_their_tiles_instantiation_with_its_block_and_shared_memory():
