@@ -110,7 +110,7 @@ constexpr int BK_BYTES = 128;                     // a k tile: one 128-byte swiz
 constexpr int KSTEP_BYTES = 32;                   // one wgmma k step: k16 of 16-bit inputs, k8 of TF32
 constexpr int MN_BOX_BYTES = 64 * BK_BYTES;       // 8 KiB: an MN-major box (16-bit), 64 k rows x 64 columns
 constexpr int C_BUF_BYTES = 64 * 128;            // 64 rows x 128 bytes of C: one TMA store
-constexpr int MAX_STAGES = 16;                    // the ring's mbarriers: full[s] and empty[s], 8 bytes each
+constexpr int MAX_STAGES = 24;                    // the ring's mbarriers: full[s] and empty[s], 8 bytes each
 constexpr int SMEM_LIMIT = 227 * 1024;            // the most dynamic shared memory a block gets on sm_90
 constexpr int GROUP_M = 16;
 
@@ -119,10 +119,11 @@ constexpr int GROUP_M = 16;
 // warpgroup's 64 rows x BN columns over 128 threads); a stage is A's BM rows of 128 bytes of K and B's BN
 // (BN / 64 boxes of 64 columns, or one BN-row box K-major); the ring has as many stages as fit beside
 // the C buffers (two a consumer), the alignment slack and the barriers (BAR_BYTES: full[s] at + 8 s,
-// empty[s] at + BAR_BYTES / 2 + 8 s), at most 8 stages for the 128-row tiles and 16 for the 64-row one,
+// empty[s] at + BAR_BYTES / 2 + 8 s), at most 8 stages for the 128-row tiles and 24 for the 64-row ones,
 // whose stages hold half the bytes of A: a block alone on an SM (a layer on few tokens has fewer tiles
-// than SMs) keeps as many of the weight's bytes in flight as the 128 x 64 tile's 8 stages. In bytes the
-// same for every input type (BK = 64 halves or 32 floats of K a stage).
+// than SMs) keeps as many of the weight's bytes in flight as the 128 x 64 tile's 8 stages, and the
+// narrow widths (16 or 32 columns: a few tokens' rows of a swapped product) more, their stages being
+// mostly the weight. In bytes the same for every input type (BK = 64 halves or 32 floats of K a stage).
 template <int BM_, int BN_>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_;
@@ -136,10 +137,11 @@ struct Tile {
     static constexpr int STAGES_CAP = BM == 64 ? MAX_STAGES : 8;
     static constexpr int STAGES_FIT = (SMEM_LIMIT - C_BYTES - 1024 - 16 * MAX_STAGES) / STAGE_BYTES;
     static constexpr int STAGES = STAGES_FIT < STAGES_CAP ? STAGES_FIT : STAGES_CAP;
-    static constexpr int BAR_BYTES = STAGES <= 8 ? 128 : 16 * MAX_STAGES;
+    static constexpr int BAR_BYTES = (16 * STAGES + 127) / 128 * 128;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024 + BAR_BYTES;  // + alignment slack
     static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma m64n64k16, m64n128k16 or m64n256k16");
+    static_assert(BN == 16 || BN == 32 || BN == 64 || BN == 128 || BN == 256, "wgmma m64n<BN>k16");
+    static_assert(BN >= 64 || BM == 64, "the narrow widths: one consumer");
     static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring");
 };
 // variants.py (WGMMA_SMEM) asks for these; tests/test_matmul_tc_half.py reads them here
@@ -147,6 +149,8 @@ static_assert(Tile<128, 256>::STAGES == 4 && Tile<128, 256>::SMEM_BYTES == 23052
 static_assert(Tile<128, 128>::STAGES == 6 && Tile<128, 128>::SMEM_BYTES == 230528, "32 KiB stages: 6 fit");
 static_assert(Tile<128, 64>::STAGES == 8 && Tile<128, 64>::SMEM_BYTES == 230528, "24 KiB stages: 8 fit");
 static_assert(Tile<64, 64>::STAGES == 13 && Tile<64, 64>::SMEM_BYTES == 230656, "16 KiB stages: 13 fit");
+static_assert(Tile<64, 32>::STAGES == 17 && Tile<64, 32>::SMEM_BYTES == 226688, "12 KiB stages: 17 fit");
+static_assert(Tile<64, 16>::STAGES == 20 && Tile<64, 16>::SMEM_BYTES == 222592, "10 KiB stages: 20 fit");
 
 // A launch's products: `count` of them (1: one product), the layers of C (a split's partials, or the
 // matrices of a batch) c_layer elements apart, and whether the maps of A and B hold a matrix a product
@@ -276,8 +280,12 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 
+#define GPUMAT_ACC_0_7 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define GPUMAT_ACC_0_15 GPUMAT_ACC_0_7 ", %8, %9, %10, %11, %12, %13, %14, %15"
+
 #define GPUMAT_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GPUMAT_D16 GPUMAT_D8(0), GPUMAT_D8(8)
 #define GPUMAT_D32 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24)
 #define GPUMAT_D64 GPUMAT_D8(0), GPUMAT_D8(8), GPUMAT_D8(16), GPUMAT_D8(24), GPUMAT_D8(32), GPUMAT_D8(40), \
                    GPUMAT_D8(48), GPUMAT_D8(56)
@@ -295,7 +303,8 @@ struct Wgmma;
         template <bool A_MMAJOR, bool B_KMAJOR, int ACC>                                                     \
         __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)                  \
         {                                                                                                    \
-            static_assert(ACC == 128 || ACC == 64 || ACC == 32, "m64n256k16, m64n128k16 or m64n64k16");    \
+            static_assert(ACC == 128 || ACC == 64 || ACC == 32 || ACC == 16 || ACC == 8,                     \
+                          "m64n256k16, m64n128k16, m64n64k16, m64n32k16 or m64n16k16");                      \
             if constexpr (ACC == 128)                                                                        \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPES " "                        \
                              "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1, %130, %131;\n" \
@@ -306,10 +315,20 @@ struct Wgmma;
                              "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1, %66, %67;\n"                         \
                              : GPUMAT_D64                                                                    \
                              : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
-            else                                                                                             \
+            else if constexpr (ACC == 32)                                                                    \
                 asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES " "                         \
                              "{" GPUMAT_ACC_0_31 "}, %32, %33, 1, 1, 1, %34, %35;\n"                         \
                              : GPUMAT_D32                                                                    \
+                             : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
+            else if constexpr (ACC == 16)                                                                    \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_15 "}, %16, %17, 1, 1, 1, %18, %19;\n"                         \
+                             : GPUMAT_D16                                                                    \
+                             : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
+            else                                                                                             \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_7 "}, %8, %9, 1, 1, 1, %10, %11;\n"                            \
+                             : GPUMAT_D8(0)                                                                  \
                              : "l"(a), "l"(b), "n"(A_MMAJOR ? 1 : 0), "n"(B_KMAJOR ? 0 : 1));               \
         }                                                                                                    \
     };
@@ -516,7 +535,8 @@ __device__ __forceinline__ void finish(float (&d)[ACC], const F& f, int row, int
 template <class Out, int BN>
 __device__ __forceinline__ void prefetch_c(const Out* Cz, long long ldc, int row0, int col0, int M, int N, int lt)
 {
-    constexpr int PER_LINE = 128 / (int)sizeof(Out), LINES = BN / PER_LINE;  // a row's lines
+    // a row's lines (a tile narrower than a line: the one line its row starts in)
+    constexpr int PER_LINE = 128 / (int)sizeof(Out), LINES = BN >= PER_LINE ? BN / PER_LINE : 1;
 #pragma unroll 1
     for (int i = lt; i < 64 * LINES; i += 128) {
         const int r = row0 + i / LINES, cc = col0 + (i % LINES) * PER_LINE;
@@ -530,7 +550,7 @@ __device__ __forceinline__ void prefetch_c(const Out* Cz, long long ldc, int row
 template <int ACC, bool TF32>
 __host__ __device__ constexpr int finish_chunk()
 {
-    return ACC == 128 ? (TF32 ? 0 : 2) : 4;
+    return ACC == 128 ? (TF32 ? 0 : 2) : ACC >= 16 ? 4 : 2;
 }
 
 // finish() with the activation the epilogue e names.
@@ -572,6 +592,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
+    static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -584,6 +605,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int works = tiles_m * tiles_n * splits * batch.count;
     // C stored transposed (c_store 2): 16-bit inputs only (the TF32 body, with its recomputation of
     // non-finite outputs, has no registers left for the strided epilogue: ptxas spilled it)
+    // a tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit C) leaves by plain stores
+    if (BN * (int)sizeof(Out) < 128 && c_store == 1) c_store = 0;
     const bool c_trans = !TF32 && c_store == 2;
 
     if (tid == 0) {
@@ -798,7 +821,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 //    wider tiles compute mostly zeros. 16-bit inputs only;
 //  * 64x64: tile 64 x 64 x 64, one consumer, 13-stage ring of 16 KiB stages, 32 accumulators a thread;
 //    twice the work items of 128 x 64, for a layer on few tokens (swapped or not: the weight's 64 rows or
-//    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle. 16-bit inputs only.
+//    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle. 16-bit inputs only;
+//  * 64x32 and 64x16 (the *bt and *atbt entries alone: B read K-major, BN rows of 128 bytes): one consumer,
+//    17 stages of 12 KiB or 20 of 10 KiB, 16 or 8 accumulators a thread, C by plain stores; for a swapped
+//    layer of at most 32 or 16 tokens, whose stages then hold 8 KiB of the weight each (64 x 64: 13).
 //
 // matmul_wgmma<BM>x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
@@ -938,5 +964,21 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_f16, 64, 64, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_f16_f32out, 64, 64, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_bf16, 64, 64, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x64atbt_bf16_f32out, 64, 64, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_f16, 64, 32, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_f16_f32out, 64, 32, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_bf16, 64, 32, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_bf16_f32out, 64, 32, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32atbt_f16, 64, 32, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32atbt_f16_f32out, 64, 32, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32atbt_bf16, 64, 32, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32atbt_bf16_f32out, 64, 32, __nv_bfloat16, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_f16, 64, 16, __half, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_f16_f32out, 64, 16, __half, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_bf16_f32out, 64, 16, __nv_bfloat16, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16, 64, 16, __half, __half, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16_f32out, 64, 16, __half, float, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, true, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, float, true, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)

@@ -22,6 +22,7 @@ from gpumat.matmul.engine import (
 )
 from gpumat.matrix import folded, matrices, storage
 from gpumat.operands import overlaps
+from gpumat.runtime.geometry import cdiv
 
 
 # --- views -----------------------------------------------------------------------------------------
@@ -193,7 +194,8 @@ def test_a_batch_runs_in_one_launch_without_split_k():
             assert p.splits == 1
             shape = BoundPlan(p, FAKE_DEVICE).shape
             if p.variant.persistent:  # the TMA rows: the batch's tiles are work items of one grid
-                assert p.grid == (min(batch, H100.sm_count), 1, 1)
+                bm, bn = p.variant.tile
+                assert p.grid == (min(batch * cdiv(64, bm) * cdiv(64, bn), H100.sm_count), 1, 1)
                 assert shape == ("general" if p.copy_a or p.copy_b else "tma")  # a copy first (TF32's B), or not
             else:  # one grid layer a matrix, more launches past the grid's limit
                 assert p.grid[2] == min(batch, 65535)

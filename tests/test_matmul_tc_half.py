@@ -112,8 +112,18 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     assert [name for name in VARIANTS if ROWS[name].tier == 1] == [*MMA, *WGMMA]
     assert MMA == ["mma128x128", "mma128x64", "mma64x128", "mma64x64"]
     narrow = [f"wgmma{tile}{layout}" for tile in ("128x64", "64x64") for layout in ("", "bt", "at", "atbt")]
-    wide_at = [name for name in AT_ROWS if name not in narrow]
-    assert WGMMA == ["wgmma128x256", "wgmma128x256bt", "wgmma128x128", "wgmma128x128bt", *wide_at, *narrow]
+    # the narrowest widths read B K-major only (a swapped layer's tokens)
+    narrower = [f"wgmma64x{bn}{layout}" for bn in (32, 16) for layout in ("bt", "atbt")]
+    wide_at = [name for name in AT_ROWS if name not in narrow + narrower]
+    assert WGMMA == [
+        "wgmma128x256",
+        "wgmma128x256bt",
+        "wgmma128x128",
+        "wgmma128x128bt",
+        *wide_at,
+        *narrow,
+        *narrower,
+    ]
     assert wide_at == ["wgmma128x256at", "wgmma128x128at", "wgmma128x256atbt", "wgmma128x128atbt"]
     assert all(ROWS[name].needs_aligned for name in WGMMA) and not any(ROWS[name].needs_aligned for name in MMA)
 
@@ -261,6 +271,28 @@ def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_ti
         assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
 
 
+def test_few_tokens_take_the_narrowest_tile_that_holds_them_swapped():
+    """A layer on at most 16 or 32 tokens runs C^T = W^T x^T on the 64 x 16 or 64 x 32 tile (the weight on
+    the tile's 64 rows, the tokens K-major on its 16 or 32 columns: both layouts of W read in place, the
+    tokens as stored); at 48 and 64 tokens the 64 x 64 tile, unswapped. A skinny C with B stored
+    transposed (N rows of K) takes the narrow tile as it is. H200 probe (benchmarks/NOTES.md, session 24):
+    8 x 4096 x 4096 10.7 us on 64 x 16 at 2 splits against 17.0 on 64 x 64, 32 x 8192 x 8192 36.4 against
+    39.5."""
+
+    def pick(m, n, k, b_trans):
+        q = half_plan(m, n, k, HOPPER, b_trans=b_trans)
+        assert not (q.copy_a or q.copy_b), q
+        return re.sub("(at)?(bt)?$", "", q.algorithm), q.swap
+
+    for b_trans in (False, True):  # x @ W and x @ W.T
+        assert pick(8, 4096, 4096, b_trans) == ("wgmma64x16", True)
+        assert pick(8, 3072, 1024, b_trans) == ("wgmma64x16", True)
+        assert pick(32, 8192, 8192, b_trans) == ("wgmma64x32", True)
+        assert pick(48, 8192, 8192, b_trans) == ("wgmma64x64", False)
+        assert pick(64, 4096, 4096, b_trans) == ("wgmma64x64", False)
+    assert pick(4096, 16, 4096, True) == ("wgmma64x16", False)
+
+
 def test_mma_rows_launch_their_tiles_instantiation_with_its_block_and_shared_memory():
     """Each mma row's entry points are its tile's instantiation of the kernel template (the file's
     `using MmaBMxBN = Cfg<BM, BN, WARPS_M, WARPS_N, STAGES, ...>`), launched with that configuration's
@@ -305,8 +337,8 @@ def test_mma_rows_fit_their_blocks_an_sm_on_sm90():
 def test_wgmma_rows_ask_for_their_kernels_shared_memory():
     """A wgmma row's launches ask for the block and dynamic shared memory of its tile's instantiation: the
     kernel file pins Tile<BM, BN>::STAGES and Tile<BM, BN>::SMEM_BYTES in static_asserts, and the ring's
-    layout gives the same count (as many stages as fit in 227 KiB, at most 8 for the 128-row tiles and 16
-    for the 64-row one), with a producer warpgroup and a consumer warpgroup each 64 rows."""
+    layout gives the same count (as many stages as fit in 227 KiB, at most 8 for the 128-row tiles and 24
+    for the 64-row ones), with a producer warpgroup and a consumer warpgroup each 64 rows."""
     src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_wgmma_half.cu").read_text()
     pinned = {
         (int(bm), int(bn)): (int(stages), int(smem))
@@ -314,7 +346,7 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
             r"Tile<(\d+), (\d+)>::STAGES == (\d+) && Tile<\1, \2>::SMEM_BYTES == (\d+)", src
         )
     }
-    assert sorted(pinned) == [(64, 64), (128, 64), (128, 128), (128, 256)]
+    assert sorted(pinned) == [(64, 16), (64, 32), (64, 64), (128, 64), (128, 128), (128, 256)]
     assert sorted({ROWS[name].tile for name in WGMMA}) == sorted(pinned)
     for name in WGMMA:
         v = ROWS[name]
@@ -322,9 +354,10 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
         stages, smem = pinned[bm, bn]
         stage = (bm * 64 + 64 * bn) * 2  # A BM x 64 and B 64 x BN, 16-bit
         c_buffers = bm // 64 * 2 * 8192  # two of 64 rows x 128 bytes a consumer
-        fit = (227 * 1024 - c_buffers - 1024 - 256) // stage
-        assert stages == min(8 if bm == 128 else 16, fit), name
-        bars = 128 if stages <= 8 else 256  # an 8-byte full and empty mbarrier a stage
+        fit = (227 * 1024 - c_buffers - 1024 - 384) // stage
+        assert stages == min(8 if bm == 128 else 24, fit), name
+        bars = -(-16 * stages // 128) * 128  # an 8-byte full and empty mbarrier a stage
+        assert bn >= 64 or v.reads_b_trans, name  # the narrow widths read B K-major, BN rows a box
         assert smem == stages * stage + c_buffers + 1024 + bars, name
         assert v.block == (128 * (1 + bm // 64), 1, 1) and v.smem == smem and v.blocks_per_sm == 1, name
         assert name == f"wgmma{bm}x{bn}" + ("at" if v.reads_a_trans else "") + ("bt" if v.reads_b_trans else "")
@@ -349,7 +382,17 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     a = (0x7F0000000000, 304, 0) if v.reads_a_trans else (0x7F0000000000, k, 0)
     b = (0x7F0010000000, k, 0) if v.reads_b_trans else (0x7F0010000000, n, 0)
     encoded, launches, _ = bound_run(monkeypatch, q, a, b, (0x7F0020000000, n, 0))
-    (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
+    out = "f32" if splits > 1 else "f16"
+    by_tma = bn * (4 if splits > 1 else 2) >= 128  # C's tile at least one 128-byte box wide
+    if by_tma:
+        (sc, c_map), (sa, a_map), (sb, b_map) = encoded  # C's map first: it decides TMA stores
+        assert (sc, c_map["globalDim"], c_map["boxDim"]) == (
+            out,
+            (n, m, splits),
+            (128 // (2 if out == "f16" else 4), 64, 1),
+        )
+    else:  # (the narrow widths: plain stores, no map of C)
+        (sa, a_map), (sb, b_map) = encoded
     if v.reads_a_trans:
         assert (sa, a_map["globalDim"], a_map["globalStrides"][0], a_map["boxDim"]) == (
             "f16",
@@ -363,16 +406,10 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
         assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n, 1), (64, bn, 1))
     else:
         assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (n, k, 1), (64, 64, 1))
-    out = "f32" if splits > 1 else "f16"
-    assert (sc, c_map["globalDim"], c_map["boxDim"]) == (
-        out,
-        (n, m, splits),
-        (128 // (2 if out == "f16" else 4), 64, 1),
-    )
     assert all(box <= 256 for _, x in encoded for box in x["boxDim"])  # the copy engine's largest box
     kernel, grid, block, args, smem = launches[0]
     assert kernel == v.kernels[("f16", out)].name and grid == q.grid and block == v.block and smem == v.smem
-    assert args[4:10] == (m, n, k, n, q.k_chunk, 1)  # M, N, K, ldc, k_chunk, C by TMA
+    assert args[4:10] == (m, n, k, n, q.k_chunk, int(by_tma))  # M, N, K, ldc, k_chunk, C by TMA or not
     assert len(launches) == (2 if splits > 1 else 1)
 
 

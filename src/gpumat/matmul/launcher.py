@@ -244,7 +244,9 @@ def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) 
     # C's layers: a split's partials (m rows of n apart; swapped, n rows of m, C^T written transposed) or
     # the batch's matrices (C's batch stride apart)
     c_layer = out[2] if batch > 1 else (n if p.swap else m) * out[1]
-    mc = None if p.swap else c_map(out_sfx, out[0], m, n, out[1], p.splits * batch, c_layer)
+    # (a tile narrower than a TMA store's 128-byte box leaves by plain stores: no map for it)
+    narrow = v.tile[1] * ITEMSIZE[out_sfx] < SWIZZLE_BYTES
+    mc = None if p.swap or narrow else c_map(out_sfx, out[0], m, n, out[1], p.splits * batch, c_layer)
     a_batched, b_batched = batch > 1 and a[2] != 0, batch > 1 and b[2] != 0
     la, lb = (batch, a[2]) if a_batched else (1, 0), (batch, b[2]) if b_batched else (1, 0)
     # the operands' element type: a TF32 row's copy engine rounds float32 to TF32 on the way in

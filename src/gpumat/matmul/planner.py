@@ -170,7 +170,7 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
         nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
-        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S
+        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S * (copy_a + copy_b)  # a launch each
     return seconds
 
 

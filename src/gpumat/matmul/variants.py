@@ -251,6 +251,8 @@ def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
     return max(1, min(k, 32, SMALL_SMEM // acc // (small_per_block(m, n) * (m + n))))
 
 
+# bytes/s an SM stages a wgmma tile's operands at while every SM streams a weight (WAVE_FLOOR)
+WGMMA_STAGE_RATE = 44e9
 # Variant.wave_floor_s and wave_k_s of the tile rows (seconds a wave, and a wave for each unit of K), by
 # family or by tile. On the H200 (2026-11-28, batches of 8^3-64^3 and 16 x 16 x 128 products, every tile
 # by name: benchmarks/NOTES.md) a wave of blocks with little to compute cost a floor plus a time for each
@@ -277,6 +279,11 @@ WAVE_FLOOR = {
     "tf32_2stage": (3.3e-6, 0.067e-6),
     "dmma": (2.0e-6, 0.04e-6),
     "wgmma": (1.2e-6, 0.0),
+    # the 64 x 32 and 64 x 16 wgmma tiles: a wave of them fills the GPU streaming a weight, each SM staging
+    # its tile's 64 + BN rows a unit of K at WGMMA_STAGE_RATE (H200, 2026-11-29: 4 waves of 64 x 16 blocks
+    # at 8 x 8192 x 8192, plain, 116 us; 2 of 64 x 32, 73 us; one of either, swapped, 36-37 us)
+    "wgmma64x32": (1.2e-6, (64 + 32) * 2 / WGMMA_STAGE_RATE),
+    "wgmma64x16": (1.2e-6, (64 + 16) * 2 / WGMMA_STAGE_RATE),
 }
 
 
@@ -485,13 +492,24 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
 
 # the wgmma kernels' dynamic shared memory by tile (Tile<BM, BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
 # CPU test compares): as many stages of BM x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
-# float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 16 for 64 x 64),
-# two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6 of 32
-# KiB (128 x 128) and 8 of 24 KiB (128 x 64) come to the same; 64 x 64 holds 13 of 16 KiB.
-WGMMA_SMEM = {(128, 256): 230528, (128, 128): 230528, (128, 64): 230528, (64, 64): 230656}
+# float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 24 for the 64-row
+# ones), two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6
+# of 32 KiB (128 x 128) and 8 of 24 KiB (128 x 64) come to the same; 64 x 64 holds 13 of 16 KiB, 64 x 32 17
+# of 12 KiB, 64 x 16 20 of 10 KiB.
+WGMMA_SMEM = {
+    (128, 256): 230528,
+    (128, 128): 230528,
+    (128, 64): 230528,
+    (64, 64): 230656,
+    (64, 32): 226688,
+    (64, 16): 222592,
+}
 # the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
 # weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
 WGMMA_NARROW_BANDWIDTH = 4.0e12
+# the 64 x 32 and 64 x 16 tiles' grid (fitted with them, below): above the copy bandwidth, because the model
+# ranks them against the 128-row tiles', which has no memory term and ranks those too fast on few tokens
+WGMMA_NARROWER_BANDWIDTH = 5.0e12
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
 HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
@@ -516,7 +534,7 @@ def _wgmma(
         rate=rate,
         k_align=64,
         min_k_chunk=256,
-        **_wave("wgmma"),
+        **_wave(tiled if (tiled := f"wgmma{tile[0]}x{tile[1]}") in WAVE_FLOOR else "wgmma"),
         **latency,
     )
 
@@ -900,6 +918,28 @@ _ROWS = [
             bandwidth=WGMMA_NARROW_BANDWIDTH,
         )
         for ta, tb in ((False, False), (False, True), (True, False), (True, True))
+    ),
+    # 64 x 32 and 64 x 16 tiles (one consumer, 17 and 20 stages), B stored transposed (the *bt and *atbt
+    # layouts: a swapped layer's tokens, K-major): a layer on at most 32 or 16 tokens, whose stages then hold
+    # mostly the weight. Fitted on the H200 (2026-11-29, .dev probe of 126 products: 2-64 tokens against
+    # weights of 1024-14336 a side, both layouts, and skinny-N products, every 64-row tile forced swapped
+    # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16)
+    # TFLOP/s, its grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages its tiles' rows at
+    # WGMMA_STAGE_RATE an SM (WAVE_FLOOR), and a split's reduction costs 2 us; auto then came within 0.97 of
+    # the fastest timed plan over the probe (0.87 before these rows)
+    *(
+        _wgmma(
+            (64, bn),
+            430e12,
+            reads_b_trans=True,
+            reads_a_trans=ta,
+            fixed_s=2.5e-6,
+            block_rate=1.3e12 if bn == 32 else 1.0e12,
+            bandwidth=WGMMA_NARROWER_BANDWIDTH,
+            split_launch_s=2e-6,
+        )
+        for bn in (32, 16)
+        for ta in (False, True)
     ),
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
