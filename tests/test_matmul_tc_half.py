@@ -33,6 +33,7 @@ from support import (
     epilogue_reference,
     fake_matrix,
     poison,
+    poisoned,
     product_error,
     rng,
 )
@@ -966,26 +967,36 @@ def test_swapped_plans_write_c_transposed(
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_auto_swaps_few_token_products_and_repeats_its_bits(dtype):
-    """x @ W.T and x @ W with 16 tokens against a 14336 x 4096 weight: auto computes them swapped (the model
-    gives it more than SWAP_MARGIN: C's 14336 columns on the 128 x 64 tiles' rows, 112 tiles), to the
-    16-bit tolerance, and the same bits call after call."""
-    if "wgmma128x64" not in runnable():
+@pytest.mark.parametrize(
+    "tokens, n, k, row, splits",
+    [(16, 14336, 4096, "wgmma128x64", 1), (8, 4096, 4096, "wgmma64x16", 2), (29, 3072, 1024, "wgmma64x16", 1)],
+)
+def test_auto_swaps_few_token_products_and_repeats_its_bits(dtype, tokens, n, k, row, splits):
+    """x @ W.T and x @ W with few tokens against an n x k weight: auto computes them swapped (the model gives
+    it more than SWAP_MARGIN: C's n columns on the tiles' 64 or 128 rows, the tokens on their columns; 29
+    tokens on two 16-wide tiles, 8 on one at 2 splits), into a NaN-poisoned C, to the 16-bit tolerance, and
+    the same bits call after call."""
+    if row + "bt" not in runnable():  # (every width has a row reading B K-major: the swapped tokens)
         pytest.skip(f"the swapped plans run on the wgmma rows (sm_90a); this GPU is sm_{gm.device().arch}")
-    x = rng.uniform(-1, 1, (16, 4096)).astype(np.float32)
-    w = rng.uniform(-1, 1, (14336, 4096)).astype(np.float32)
+    x = rng.uniform(-1, 1, (tokens, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
     X, W = gm.Matrix.from_numpy(x, dtype=dtype), gm.Matrix.from_numpy(w, dtype=dtype)
     x64, w64 = (M.to_numpy(dtype=np.float32).astype(np.float64) for M in (X, W))
-    for B, b64 in ((W.T, w64.T), (gm.transpose(W), w64.T)):
+    Wt = gm.transpose(W)  # k x n row-major: x @ W
+    for B, b64 in ((W.T, w64.T), (Wt, w64.T)):
         plan = gm.matmul_plan(X, B)
-        assert plan.swap and "swapped" in str(plan) and plan.kernel_problem.m == 14336, plan
-        first, again = gm.matmul(X, B), gm.matmul(X, B)
+        assert plan.swap and "swapped" in str(plan) and plan.kernel_problem.m == n, plan
+        assert re.sub("(at)?(bt)?$", "", plan.algorithm) == row and plan.splits == splits, plan
+        first, again = poisoned(tokens, n, dtype), poisoned(tokens, n, dtype)
+        gm.matmul(X, B, out=first)
+        gm.matmul(X, B, out=again)
         got = first.to_numpy(dtype=np.float32).astype(np.float64)
-        assert product_error(got, x64, b64, dtype if dtype != "bfloat16" else None) < tolerance(dtype, 4096)
+        assert not np.isnan(got).any()
+        assert product_error(got, x64, b64, dtype if dtype != "bfloat16" else None) < tolerance(dtype, k)
         assert np.array_equal(first.to_numpy().view(np.uint16), again.to_numpy().view(np.uint16))
         for M in (first, again):
             M.free()
-    for M in (X, W):
+    for M in (X, W, Wt):
         M.free()
 
 
