@@ -58,6 +58,9 @@ from .variants import (
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
 COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
+# a second operand's copy: one more launch queued behind the first (H200, 2026-11-29: 97 x 6007 x 2049
+# float16 with both operands copied into wgmma128x64 took 44.9 us, 2.8 over the model with one launch)
+COPY_SECOND_LAUNCH_S = 2.5e-6
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
@@ -170,7 +173,7 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
         nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
-        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S * (copy_a + copy_b)  # a launch each
+        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S + (COPY_SECOND_LAUNCH_S if copy_a and copy_b else 0)
     return seconds
 
 
