@@ -921,12 +921,12 @@ _ROWS = [
     ),
     # 64 x 32 and 64 x 16 tiles (one consumer, 17 and 20 stages), B stored transposed (the *bt and *atbt
     # layouts: a swapped layer's tokens, K-major): a layer on at most 32 or 16 tokens, whose stages then hold
-    # mostly the weight. Fitted on the H200 (2026-11-29, .dev probe of 126 products: 2-64 tokens against
-    # weights of 1024-14336 a side, both layouts, and skinny-N products, every 64-row tile forced swapped
-    # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16)
-    # TFLOP/s, its grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages its tiles' rows at
-    # WGMMA_STAGE_RATE an SM (WAVE_FLOOR), and a split's reduction costs 2 us; auto then came within 0.97 of
-    # the fastest timed plan over the probe (0.87 before these rows)
+    # mostly the weight. Fitted on the H200 (2026-11-29, benchmarks/results/probe-wgmma-narrow-*: 126
+    # products, 2-64 tokens against weights of 1024-14336 a side, both layouts, and skinny-N products, every
+    # 64-row tile forced swapped and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3
+    # (64 x 32) and 1.0 (64 x 16) TFLOP/s, its grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages
+    # its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR), and a split's reduction costs 2 us; auto then
+    # came within 0.97 of the fastest timed plan over the probe (0.87 before these rows)
     *(
         _wgmma(
             (64, bn),
