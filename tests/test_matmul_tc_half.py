@@ -272,26 +272,53 @@ def test_mid_size_products_take_the_narrower_tiles_and_large_ones_the_128x256_ti
         assert pick(2048, 2048, 2048, layout) == ("wgmma128x256", 1)
 
 
-def test_few_tokens_take_the_narrowest_tile_that_holds_them_swapped():
-    """A layer on at most 16 or 32 tokens runs C^T = W^T x^T on the 64 x 16 or 64 x 32 tile (the weight on
-    the tile's 64 rows, the tokens K-major on its 16 or 32 columns: both layouts of W read in place, the
-    tokens as stored); at 48 and 64 tokens the 64 x 64 tile, unswapped. A skinny C with B stored
-    transposed (N rows of K) takes the narrow tile as it is. H200 probe (benchmarks/NOTES.md, session 24):
-    8 x 4096 x 4096 10.7 us on 64 x 16 at 2 splits against 17.0 on 64 x 64, 32 x 8192 x 8192 36.4 against
-    39.5."""
+def test_layers_on_at_most_32_tokens_take_the_narrow_tiles_swapped():
+    """A layer on at most 32 tokens runs C^T = W^T x^T on the 64 x 16 or 64 x 32 tile (the weight on the
+    tile's 64 rows, the tokens K-major on its 16 or 32 columns: both layouts of W read in place, the tokens
+    as stored); at 48 and 64 tokens the 64 x 64 tile, unswapped. A skinny C with B stored transposed (N
+    rows of K) takes the narrow tile as it is. auto takes the narrow tiles for a C of at most 32 columns as
+    the kernel computes it (the shapes they were measured on); by name they run any shape. H200 probe
+    (benchmarks/results/probe-wgmma-narrow-*): 8 x 4096 x 4096 10.7 us on 64 x 16 at 2 splits against 17.0
+    on 64 x 64, 32 x 8192 x 8192 36.4 against 39.5."""
 
-    def pick(m, n, k, b_trans):
-        q = half_plan(m, n, k, HOPPER, b_trans=b_trans)
+    def plan_of(m, n, k, b_trans, batch=1, algorithm="auto"):
+        return engine.plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, b_trans=b_trans), HOPPER, algorithm)
+
+    def pick(m, n, k, b_trans, batch=1):
+        q = plan_of(m, n, k, b_trans, batch)
         assert not (q.copy_a or q.copy_b), q
         return re.sub("(at)?(bt)?$", "", q.algorithm), q.swap
 
+    narrow = ("wgmma64x16", "wgmma64x32")
     for b_trans in (False, True):  # x @ W and x @ W.T
         assert pick(8, 4096, 4096, b_trans) == ("wgmma64x16", True)
         assert pick(8, 3072, 1024, b_trans) == ("wgmma64x16", True)
         assert pick(32, 8192, 8192, b_trans) == ("wgmma64x32", True)
         assert pick(48, 8192, 8192, b_trans) == ("wgmma64x64", False)
         assert pick(64, 4096, 4096, b_trans) == ("wgmma64x64", False)
+        # C of more than 32 columns as the kernel computes it: never the narrow tiles in auto
+        for m, n, k, batch in ((128, 1024, 1024, 1), (2, 2048, 4096, 1), (64, 64, 4096, 2), (256, 256, 256, 1)):
+            q = plan_of(m, n, k, b_trans, batch)
+            assert not q.algorithm.startswith(narrow) or q.kernel_problem.n <= 32, q
     assert pick(4096, 16, 4096, True) == ("wgmma64x16", False)
+    named = plan_of(128, 1024, 1024, True, algorithm="wgmma64x16bt")  # by name: any shape
+    assert (named.algorithm, named.copy_a, named.copy_b) == ("wgmma64x16bt", False, False)
+
+
+def test_a_plan_copying_both_operands_pays_a_second_launch():
+    """Each operand's aligning copy is a launch of its own: a plan copying both is charged the first copy's
+    launch and COPY_SECOND_LAUNCH_S beside their bytes (H200: 97 x 6007 x 2049 float16, both operands
+    unaligned, ran 44.9 us on wgmma128x64 after both copies; charged a whole second 5 us launch, auto took
+    mma64x64 at 2 splits, 55.9 us)."""
+    m, n, k = 97, 6007, 2049
+    v = ROWS["wgmma128x64"]
+    both = Problem(m, n, k, "f16", "f16", "native", a_aligned=False, b_aligned=False)
+    a_only = Problem(m, n, k, "f16", "f16", "native", a_aligned=False, b_aligned=True)
+    charged = engine.model(v, both, HOPPER, 1, k) - engine.model(v, a_only, HOPPER, 1, k)
+    assert charged == pytest.approx(2 * k * n * 2 / engine.COPY_BANDWIDTH + engine.COPY_SECOND_LAUNCH_S)
+    assert 0 < engine.COPY_SECOND_LAUNCH_S < engine.COPY_LAUNCH_S
+    q = engine.plan(both, HOPPER)
+    assert (q.algorithm, q.splits, q.copy_a, q.copy_b) == ("wgmma128x64", 1, True, True)
 
 
 def test_mma_rows_launch_their_tiles_instantiation_with_its_block_and_shared_memory():
@@ -711,7 +738,8 @@ def check_epilogue_product(name, A, B, a64, b64, out_dtype, splits, c_tma, epilo
     element by element, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider
     matrix, NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN
     stay. c_tma: C's rows start on 16 bytes and are whole 16-byte pieces (the caller rounds n up to a
-    multiple of 8), so it leaves by TMA stores; else by the kernels' (or the reduction's) plain stores."""
+    multiple of 8), so it may leave by TMA stores (a tile row of C narrower than a 128-byte box leaves by
+    plain stores all the same); else by the kernels' (or the reduction's) plain stores."""
     alpha, beta, bias_kind, bias_f32, activation = epilogue
     (m, k), n = a64.shape, b64.shape[1]
     left, right = (8, 8) if c_tma else (1, 2)

@@ -19,6 +19,7 @@ from .plan import MatmulPlan
 from .planner import (
     COPY_BANDWIDTH,
     COPY_LAUNCH_S,
+    COPY_SECOND_LAUNCH_S,
     ROUND_TRIP_S,
     SM_DRAW,
     SWAP_MARGIN,
@@ -76,6 +77,7 @@ __all__ = [
     "C_STORE",
     "COPY_BANDWIDTH",
     "COPY_LAUNCH_S",
+    "COPY_SECOND_LAUNCH_S",
     "GEMV_BANDWIDTH",
     "GEMV_R",
     "H100_SMS",

@@ -57,20 +57,20 @@ from .variants import (
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
-COPY_LAUNCH_S = 5e-6  # the copies' launch and scratch allocation
+COPY_LAUNCH_S = 5e-6  # the first copy's launch and the scratch allocation
 # a second operand's copy: one more launch queued behind the first (H200, 2026-11-29: 97 x 6007 x 2049
 # float16 with both operands copied into wgmma128x64 took 44.9 us, 2.8 over the model with one launch)
 COPY_SECOND_LAUNCH_S = 2.5e-6
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
-# The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one
-# matrix, not a matrix-vector row's shape) computed as C^T = op(B)^T @ op(A)^T by a row that writes C
-# transposed (the 16-bit TMA rows), so that C's long side lies on the tiles' 128 rows and its few rows
-# on their columns (one tile of the 128 x 64 row at 64). Taken where the model gives it SWAP_MARGIN over
-# the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T with 8-128 rows, weights of 8192^2,
-# 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49 (1.34-1.49 where it
-# modelled 1.45; 128 rows: no gain modelled, none measured)
+# The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one matrix, not a
+# matrix-vector row's shape) computed as C^T = op(B)^T @ op(A)^T by a row that writes C transposed (the 16-bit TMA
+# rows), so that C's long side lies on the tiles' 128 or 64 rows and its few rows on their columns (one tile of the 128
+# x 64 row at 64 rows, of the 64 x 16 row at 16). Taken where the model gives it SWAP_MARGIN over the plain plan: on the
+# H200 (2026-11-28, 16-bit x @ W and x @ W.T with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the
+# model's gain of 1.11-1.45 measured 0.95-1.49 (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none
+# measured)
 SWAP_MAX_M = 64
 SWAP_MIN_N = 128
 SWAP_MARGIN = 1.1
@@ -271,6 +271,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n)
+        and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
     ]
     shaped = [v for v in rows if v.made_for_shape]

@@ -133,6 +133,9 @@ class Variant:
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_dtypes: tuple[str, ...] | None = None  # input dtypes auto may pick it for (None: all it has kernels for)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
+    # auto picks it only for a C of at most this many columns as its kernel computes C (a swapped plan's C^T:
+    # the tokens): the shapes its constants were measured on (None: any)
+    auto_max_n: int | None = None
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
@@ -262,7 +265,8 @@ WGMMA_STAGE_RATE = 44e9
 # 64 x 64 ones that measured twice as fast (least squares over the waves of grids of at least five,
 # within 0.73-1.36 of each timing). Not for the persistent rows (their blocks overlap one work item's
 # epilogue with the next one's loads: a work item of theirs took 1.2-1.4 us at K = 16-64, a wave being
-# one item a block) nor the memory-bound ones (their bytes bound them).
+# one item a block) nor the memory-bound ones (their bytes bound them), but for the narrowest wgmma
+# tiles' staging (below).
 WAVE_FLOOR = {
     "sgemm64x64": (1.8e-6, 0.137e-6),
     "sgemm128x64": (1.9e-6, 0.077e-6),
@@ -279,9 +283,10 @@ WAVE_FLOOR = {
     "tf32_2stage": (3.3e-6, 0.067e-6),
     "dmma": (2.0e-6, 0.04e-6),
     "wgmma": (1.2e-6, 0.0),
-    # the 64 x 32 and 64 x 16 wgmma tiles: a wave of them fills the GPU streaming a weight, each SM staging
-    # its tile's 64 + BN rows a unit of K at WGMMA_STAGE_RATE (H200, 2026-11-29: 4 waves of 64 x 16 blocks
-    # at 8 x 8192 x 8192, plain, 116 us; 2 of 64 x 32, 73 us; one of either, swapped, 36-37 us)
+    # the 64 x 32 and 64 x 16 wgmma tiles: grids of whole waves of them stream a weight, each SM staging its
+    # tile's 64 + BN rows a unit of K at WGMMA_STAGE_RATE, padding rows included (H200, 2026-11-29: 4 waves
+    # of 64 x 16 blocks at 8 x 8192 x 8192 x @ W.T, plain, 116 us; 2 of 64 x 32, 73 us). A grid of less
+    # than a wave is charged by the block rate instead (planner.model)
     "wgmma64x32": (1.2e-6, (64 + 32) * 2 / WGMMA_STAGE_RATE),
     "wgmma64x16": (1.2e-6, (64 + 16) * 2 / WGMMA_STAGE_RATE),
 }
@@ -507,8 +512,9 @@ WGMMA_SMEM = {
 # the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
 # weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
 WGMMA_NARROW_BANDWIDTH = 4.0e12
-# the 64 x 32 and 64 x 16 tiles' grid (fitted with them, below): above the copy bandwidth, because the model
-# ranks them against the 128-row tiles', which has no memory term and ranks those too fast on few tokens
+# the 64 x 32 and 64 x 16 tiles' grid (fitted with them on the H200, below): above the H200's measured copy
+# bandwidth (4.3 TB/s; an H100 copies at 3.35), because the model ranks them against the 128-row tiles',
+# which have no memory term and rank too fast on few tokens; a ranking constant, not a bandwidth
 WGMMA_NARROWER_BANDWIDTH = 5.0e12
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
@@ -919,14 +925,15 @@ _ROWS = [
         )
         for ta, tb in ((False, False), (False, True), (True, False), (True, True))
     ),
-    # 64 x 32 and 64 x 16 tiles (one consumer, 17 and 20 stages), B stored transposed (the *bt and *atbt
-    # layouts: a swapped layer's tokens, K-major): a layer on at most 32 or 16 tokens, whose stages then hold
-    # mostly the weight. Fitted on the H200 (2026-11-29, benchmarks/results/probe-wgmma-narrow-*: 126
-    # products, 2-64 tokens against weights of 1024-14336 a side, both layouts, and skinny-N products, every
-    # 64-row tile forced swapped and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3
-    # (64 x 32) and 1.0 (64 x 16) TFLOP/s, its grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages
-    # its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR), and a split's reduction costs 2 us; auto then
-    # came within 0.97 of the fastest timed plan over the probe (0.87 before these rows)
+    # 64 x 32 and 64 x 16 tiles (one consumer, 17 and 20 stages), B stored transposed (the *bt and *atbt layouts: a
+    # swapped layer's tokens, K-major): a layer on at most 32 or 16 tokens, whose stages then hold mostly the weight;
+    # auto takes them for a C of at most 32 columns as the kernel computes it (a swapped layer's tokens, or a skinny C),
+    # the shapes measured. Fitted on the H200 (2026-11-29, benchmarks/results/probe-wgmma-narrow-*: 126 products, 2-64
+    # tokens against weights of 1024-14336 a side, both layouts, and skinny-N products, every 64-row tile forced swapped
+    # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16) TFLOP/s, its
+    # grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR),
+    # and a split's reduction costs 2 us; auto then came within 0.97 of the fastest timed plan over the probe (0.87
+    # before these rows)
     *(
         _wgmma(
             (64, bn),
@@ -937,6 +944,7 @@ _ROWS = [
             block_rate=1.3e12 if bn == 32 else 1.0e12,
             bandwidth=WGMMA_NARROWER_BANDWIDTH,
             split_launch_s=2e-6,
+            auto_max_n=32,
         )
         for bn in (32, 16)
         for ta in (False, True)
