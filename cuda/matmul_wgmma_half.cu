@@ -114,7 +114,7 @@ constexpr int MAX_STAGES = 24;                    // the ring's mbarriers: full[
 constexpr int SMEM_LIMIT = 227 * 1024;            // the most dynamic shared memory a block gets on sm_90
 constexpr int GROUP_M = 16;
 
-// Everything that follows the tile (BM = 128 or 64 rows, BN = 256, 128 or 64 columns of C): BM / 64
+// Everything that follows the tile (BM = 128 or 64 rows, BN = 256, 128, 64, 32 or 16 columns of C): BM / 64
 // consumer warpgroups beside the producer, each thread of one holding BN / 2 float32 accumulators (its
 // warpgroup's 64 rows x BN columns over 128 threads); a stage is A's BM rows of 128 bytes of K and B's BN
 // (BN / 64 boxes of 64 columns, or one BN-row box K-major); the ring has as many stages as fit beside
@@ -805,10 +805,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 
 // matmul_wgmma<BM>x<BN>_<dtype>[_f32out](map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
 // c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BM x BN = 128 x 256,
-// 128 x 128, 128 x 64 or 64 x 64: TMA + wgmma m64n<BN>k16, float32 accumulation, a producer warpgroup and
-// BM / 64 consumer warpgroups, persistent blocks, C through TMA stores (c_store = 1), plain stores (0) or
-// plain stores into C stored transposed (2). Block (128 (1 + BM / 64), 1, 1), one block an SM, 230,528
-// bytes of dynamic shared memory for the 128-row tiles and 230,656 for 64 x 64 (Tile<BM, BN>::SMEM_BYTES);
+// 128 x 128, 128 x 64, 64 x 64, 64 x 32 or 64 x 16: TMA + wgmma m64n<BN>k16, float32 accumulation, a
+// producer warpgroup and BM / 64 consumer warpgroups, persistent blocks, C through TMA stores (c_store = 1;
+// a tile row of C narrower than a 128-byte box leaves by plain stores instead), plain stores (0) or plain
+// stores into C stored transposed (2). Block (128 (1 + BM / 64), 1, 1), one block an SM, 230,528 bytes of
+// dynamic shared memory for the 128-row tiles, 230,656 for 64 x 64, 226,688 for 64 x 32 and 222,592 for
+// 64 x 16 (Tile<BM, BN>::SMEM_BYTES);
 // grid (min(work items, SMs), 1, 1) with work items = ceil(M/BM) * ceil(N/BN) * splits * batch. C in the
 // input dtype, or float32. map_a: 64 x BM boxes; map_b: 64 x 64 boxes (K rows of N) or, for the bt
 // entries, 64 x BN (N rows of K).
@@ -823,8 +825,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 //    twice the work items of 128 x 64, for a layer on few tokens (swapped or not: the weight's 64 rows or
 //    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle. 16-bit inputs only;
 //  * 64x32 and 64x16 (the *bt and *atbt entries alone: B read K-major, BN rows of 128 bytes): one consumer,
-//    17 stages of 12 KiB or 20 of 10 KiB, 16 or 8 accumulators a thread, C by plain stores; for a swapped
-//    layer of at most 32 or 16 tokens, whose stages then hold 8 KiB of the weight each (64 x 64: 13).
+//    17 stages of 12 KiB or 20 of 10 KiB, 16 or 8 accumulators a thread; C by plain stores where a tile row
+//    of it is under 128 bytes (16-bit C, and 64 x 16 with float32 C); for a swapped layer of few tokens,
+//    whose stages then hold 8 KiB of the weight each (64 x 64: 13), and a C of few columns.
 //
 // matmul_wgmma<BM>x<BN>bt_<dtype>[_f32out]: the same with B given transposed (map_b over B's storage, N
 // rows of K: C = A @ W.T for a row-major N x K matrix W, read in place, no transposed copy first).
