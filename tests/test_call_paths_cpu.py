@@ -106,7 +106,7 @@ PLAIN = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = swapped = few_rows = narrow = 0
+checked = swapped = few_rows = tile64 = narrow = 0
 for case in range(200):
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300, 4096], 3))
@@ -116,9 +116,11 @@ for case in range(200):
         dt, (m, n, k) = np.float32, ((32, 64)[case % 2], 4096, 4096)
     elif case < 16:  # 16-bit layers on 64 tokens against a 4096^2 weight: the 64 x 64 wgmma tiles
         dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (64, 4096, 4096)
+    elif case < 20:  # ... on 8 tokens: the 64 x 16 tile, swapped, K split (C by plain stores, no map of C)
+        dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (8, 4096, 4096)
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
     # the plan may depend on alignment
-    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 16 else (0, 0)
+    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 20 else (0, 0)
     a = gm.Matrix.empty((m, k + shift_a), dtype=dt)[:, shift_a:]
     b = gm.Matrix.empty((k, n + shift_b), dtype=dt)[:, shift_b:]
     out = gm.Matrix.empty((m, n), dtype=dt) if case % 2 else None
@@ -148,8 +150,9 @@ for case in range(200):
     chosen = gm.matmul_plan(a, b, out=out)
     swapped += chosen.swap
     few_rows += chosen.variant.name in ("sgemm32x128", "sgemm64x128")
-    narrow += chosen.variant.name.startswith("wgmma64x64")
-print(checked, swapped, few_rows, narrow)
+    tile64 += chosen.variant.name.startswith("wgmma64x64")
+    narrow += chosen.variant.name.startswith("wgmma64x16") and chosen.swap and chosen.splits > 1
+print(checked, swapped, few_rows, tile64, narrow)
 """
 )
 
@@ -158,14 +161,15 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     """gm.matmul's fast lookup for the common call (two row-major 2-D matrices, a plan cached) launches
     exactly what the full route launches for the same operands, on every kind of stream: kernel, grid,
     block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans (few-token 16-bit
-    layers), the few-row float32 tiles and the 64 x 64 wgmma tiles among them."""
+    layers), the few-row float32 tiles and the 64 x 64 and 64 x 16 wgmma tiles among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, swapped, few_rows, narrow = (int(x) for x in out.stdout.split())
+        checked, swapped, few_rows, tile64, narrow = (int(x) for x in out.stdout.split())
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
-        # float32 few-token calls on the few-row tiles, and the four 16-bit 64-token calls on 64 x 64 tiles
-        assert checked == 200 and swapped >= 4 and few_rows >= 4 and narrow >= 4
+        # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
+        # the four 8-token calls on the 64 x 16 tile, swapped and split
+        assert checked == 200 and swapped >= 4 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
 
 
 SAME_ERRORS = (
