@@ -345,15 +345,27 @@ struct Wgmma<float> {
     __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)
     {
         static_assert(!A_MMAJOR && B_KMAJOR, "wgmma reads TF32 operands K-major only");
-        static_assert(ACC == 128 || ACC == 64, "m64n256k8 or m64n128k8");
+        static_assert(ACC == 128 || ACC == 64 || ACC == 32 || ACC == 16 || ACC == 8, "m64n<2 ACC>k8");
         if constexpr (ACC == 128)
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
                          "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1;\n"
                          : GPUMAT_D128 : "l"(a), "l"(b));
-        else
+        else if constexpr (ACC == 64)
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
                          "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1;\n"
                          : GPUMAT_D64 : "l"(a), "l"(b));
+        else if constexpr (ACC == 32)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_31 "}, %32, %33, 1, 1, 1;\n"
+                         : GPUMAT_D32 : "l"(a), "l"(b));
+        else if constexpr (ACC == 16)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_15 "}, %16, %17, 1, 1, 1;\n"
+                         : GPUMAT_D16 : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_7 "}, %8, %9, 1, 1, 1;\n"
+                         : GPUMAT_D8(0) : "l"(a), "l"(b));
     }
 };
 
@@ -399,8 +411,8 @@ __device__ __forceinline__ float exact_dot(const float* a, const float* w, int k
 // (warpgroup-uniform: every thread of the consumer calls it, or none). d[4 j + 2 h + e] is
 // C[row + 8 h, col + 8 j + e]; elements past M or N are left as they are. The consumer's two C buffers
 // (16 KiB at `bufs`) hold 32 accumulators of each of its 128 threads at a time (thread lt's at
-// bufs + 128 lt, its own: no barrier between the threads' passes), so the recomputation runs in a
-// rolled loop: registers cannot be indexed, shared memory can. The buffers are free once the previous
+// bufs + 128 lt, its own: no barrier between the threads' passes; a narrow tile's 8 or 16 in one part),
+// so the recomputation runs in a rolled loop: registers cannot be indexed, shared memory can. The buffers are free once the previous
 // tile's TMA stores have read them; the tile's own stores begin with a barrier of the warpgroup, after
 // every thread's pass here.
 template <int ACC>
@@ -411,15 +423,17 @@ __device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bu
     if (lt == 0) store_wait_read<0>();
     warpgroup_sync(1 + c);
     const uint32_t mine = bufs + 128 * lt;
+    constexpr int PART = ACC < 32 ? ACC : 32;  // accumulators a pass
 #pragma unroll
-    for (int part = 0; part < ACC / 32; ++part) {
+    for (int part = 0; part < ACC / PART; ++part) {
 #pragma unroll
-        for (int i = 0; i < 32; i += 4)
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "r"(mine + 4 * i), "f"(d[32 * part + i]),
-                         "f"(d[32 * part + i + 1]), "f"(d[32 * part + i + 2]), "f"(d[32 * part + i + 3]) : "memory");
+        for (int i = 0; i < PART; i += 4)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "r"(mine + 4 * i), "f"(d[PART * part + i]),
+                         "f"(d[PART * part + i + 1]), "f"(d[PART * part + i + 2]), "f"(d[PART * part + i + 3])
+                         : "memory");
 #pragma unroll 1
-        for (int i = 0; i < 32; ++i) {
-            const int x = 32 * part + i;  // d[x]: j = x / 4, h = x / 2 % 2, e = x % 2
+        for (int i = 0; i < PART; ++i) {
+            const int x = PART * part + i;  // d[x]: j = x / 4, h = x / 2 % 2, e = x % 2
             const int r = row + 8 * ((x >> 1) & 1), cc = col + 8 * (x >> 2) + (x & 1);
             float v;
             asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(mine + 4 * i) : "memory");
@@ -429,10 +443,10 @@ __device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bu
             }
         }
 #pragma unroll
-        for (int i = 0; i < 32; i += 4)
+        for (int i = 0; i < PART; i += 4)
             asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=f"(d[32 * part + i]), "=f"(d[32 * part + i + 1]), "=f"(d[32 * part + i + 2]),
-                           "=f"(d[32 * part + i + 3])
+                         : "=f"(d[PART * part + i]), "=f"(d[PART * part + i + 1]), "=f"(d[PART * part + i + 2]),
+                           "=f"(d[PART * part + i + 3])
                          : "r"(mine + 4 * i) : "memory");
     }
 }
@@ -858,49 +872,52 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                                                              c_store, products, none, 0, 0, none, 0, 0, ep);  \
     }
 
-// matmul_wgmma128x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
-// batched, A, lda, sa, W, ldw, sw, alpha, beta, bias, bias_step, bias_along, bias_f32, activation), BN = 256 or 128: float32 A (M x K)
-// times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8, float32
-// accumulation and C. The same launch as the 16-bit entries (block, shared memory, grid, persistent
-// work items, c_store); map_a and map_b are float32 tensors of element type TFLOAT32 (the copy engine
-// rounds to TF32 on the way in) with 32 x 128 and 32 x BN boxes (a k tile of 32); A / lda / sa and
-// W / ldw / sw are the storage the maps describe (row and batch strides in elements; a batch stride of
-// 0: one matrix for the batch), read only to recompute outputs that
-// come out non-finite. Tiles 128 x 256 x 32 (4 stages) and 128 x 128 x 32 (6 stages). Five copies of
-// the body: the plain product, and one finishing body an activation.
-template <int BN>
+// matmul_wgmma<BM>x<BN>bt_tf32(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
+// batched, A, lda, sa, W, ldw, sw, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): float32
+// A (M x K) times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8,
+// float32 accumulation and C. The same launch as the 16-bit entries of the tile (block, shared memory,
+// grid, persistent work items, c_store; a tile of 16 columns, 64 bytes of C, by plain stores); map_a and
+// map_b are float32 tensors of element type TFLOAT32 (the copy engine rounds to TF32 on the way in) with
+// 32 x BM and 32 x BN boxes (a k tile of 32); A / lda / sa and W / ldw / sw are the storage the maps
+// describe (row and batch strides in elements; a batch stride of 0: one matrix for the batch), read only
+// to recompute outputs that come out non-finite. Tiles (k tile 32, the 16-bit tiles' stage bytes):
+// 128 x 256 (4 stages), 128 x 128 (6), 128 x 64 (8), 64 x 64 (13), 64 x 32 (17), 64 x 16 (20); the
+// narrower ones for products whose 128 x 128 tiles leave SMs idle or compute mostly zeros (attention's
+// values at head size 64, layers on few tokens). Five copies of the body: the plain product, and one
+// finishing body an activation.
+template <int BM, int BN>
 __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                           float* C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                           const Batch& b, const float* A, long long lda, long long sa, const float* W,
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (ep.identity())
-        gemm<128, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                         A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<128, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<128, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<128, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else
-        gemm<128, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
 }
 
-#define GPUMAT_WGMMA_TF32(NAME, BN)                                                                           \
-    extern "C" __global__ void __launch_bounds__(Tile<128, BN>::THREADS, 1) NAME(                             \
+#define GPUMAT_WGMMA_TF32(NAME, BM, BN)                                                                       \
+    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
         int k_chunk, int c_store, int batch, long long c_layer, int batched, const float* __restrict__ A,     \
         long long lda, long long sa, const float* __restrict__ W, long long ldw, long long sw,               \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_tf32<BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, Batch(batch, c_layer, batched),  \
-                      A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);                                          \
+        gemm_tf32<BM, BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,                              \
+                          Batch(batch, c_layer, batched), A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);      \
     }
 
 GPUMAT_WGMMA_HALF(matmul_wgmma128x256_f16, 128, 256, __half, __half, false, false)
@@ -983,5 +1000,9 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16, 64, 16, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16_f32out, 64, 16, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, float, true, true)
-GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 256)
-GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x64bt_tf32, 64, 64)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x32bt_tf32, 64, 32)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x16bt_tf32, 64, 16)

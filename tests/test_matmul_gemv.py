@@ -108,12 +108,13 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     for f in FAMILIES:
         at = [names.index(row_name(f, r)) for r in (1, *GEMV_R)]
         assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
-    # every other row computes every shape, and has no memory term but the 64-row wgmma tiles (a layer on
-    # few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH, the narrower tiles' own fit)
+    # every other row computes every shape, and has no memory term but the 64-row wgmma tiles, 16-bit or
+    # TF32 (a layer on few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH, the narrower tiles'
+    # own fit)
     for v in VARIANTS.values():
         if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
             drawn = 0
-            if v.name.startswith("wgmma64x"):
+            if v.name.startswith(("wgmma64x", "tf32_wgmma64x")):
                 drawn = WGMMA_NARROW_BANDWIDTH if v.tile == (64, 64) else WGMMA_NARROWER_BANDWIDTH
             assert v.any_shape and v.bandwidth == drawn, v.name
 

@@ -56,7 +56,10 @@ from gpumat.matmul.engine import (
 from gpumat.runtime import geometry, kernels, tensormaps
 from gpumat.runtime.tensormaps import DATA_TYPES
 
-TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
+TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]  # auto's
+# the narrower tiles, by name until measured (GPU tests run them by name beside auto's)
+TF32_NARROW = ["tf32_wgmma128x64bt", "tf32_wgmma64x64bt", "tf32_wgmma64x32bt", "tf32_wgmma64x16bt"]
+TILES = {(128, 256), (128, 128), (128, 64), (64, 64), (64, 32), (64, 16)}
 MODULE = "matmul_wgmma_half"
 NO_WGMMA = ALL_MODULES - {MODULE}  # a build without sm_90 skips the sm_90a module
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / f"{MODULE}.cu"
@@ -76,19 +79,22 @@ def tolerance(k: int) -> float:
 
 
 def test_the_rows_declare_their_kernels():
-    """Both tiles: mode tf32, B stored transposed read in place, TMA (aligned operands, copies otherwise),
-    persistent, sm_90a alone, auto's candidates; a k tile of 32 floats (128 bytes, the 16-bit rows' stage
-    in bytes, so the same shared memory), splits of at least 4 k tiles; float32 in and out through the
-    argument list with the operands' storage (for the FP32 recomputation of non-finite outputs)."""
-    assert [name for name, v in VARIANTS.items() if v.mode == "tf32" and v.tma] == TF32_WGMMA
-    for name in TF32_WGMMA:
+    """Every tile: mode tf32, B stored transposed read in place, TMA (aligned operands, copies otherwise),
+    persistent, sm_90a alone, auto's candidates (the narrower tiles by name until measured); a k tile of
+    32 floats (128 bytes, the 16-bit rows' stage in bytes, so the same shared memory and block), splits of
+    at least 4 k tiles; float32 in and out through the argument list with the operands' storage (for the
+    FP32 recomputation of non-finite outputs)."""
+    assert [name for name, v in VARIANTS.items() if v.mode == "tf32" and v.tma] == TF32_WGMMA + TF32_NARROW
+    for name in TF32_WGMMA + TF32_NARROW:
         v = VARIANTS[name]
         bm, bn = v.tile
-        assert name == f"tf32_wgmma{bm}x{bn}bt" and (bm, bn) in ((128, 256), (128, 128))
-        assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", (384, 1, 1), WGMMA_SMEM[v.tile])
-        assert v.smem == VARIANTS[f"wgmma{bm}x{bn}bt"].smem  # the same ring, in bytes
+        assert name == f"tf32_wgmma{bm}x{bn}bt" and (bm, bn) in TILES
+        block = (128 * (1 + bm // 64), 1, 1)  # a producer warpgroup and a consumer for each 64 rows
+        assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", block, WGMMA_SMEM[v.tile])
+        assert (v.smem, v.block) == (VARIANTS[f"wgmma{bm}x{bn}bt"].smem, VARIANTS[f"wgmma{bm}x{bn}bt"].block)
         assert v.reads_b_trans and v.needs_aligned and v.persistent and v.tma
-        assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, 1, None)
+        tier = 1 if name in TF32_WGMMA else 0
+        assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, tier, None)
         assert (v.k_align, v.min_k_chunk) == (32, 128) and v.rate > 0
         assert list(v.kernels) == [("f32", "f32")]
         kernel = v.kernels[("f32", "f32")]
@@ -102,8 +108,8 @@ def test_the_kernel_source_spells_the_tf32_instructions_and_entries():
     """The entries, the m64n<BN>k8 TF32 wgmma without transpose immediates (the .tf32 forms have none),
     a stage of 128 bytes of K and the k step of 32 bytes the descriptors advance by."""
     src = SOURCE.read_text()
-    for bn in (256, 128):
-        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma128x{bn}bt_tf32, {bn})" in src
+    for bm, bn in TILES:
+        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}bt_tf32, {bm}, {bn})" in src
         # the instruction's operands: accumulators, the two descriptors, scale-d and the two scales
         assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, %\d+, %\d+, 1, 1, 1;", src), bn
     assert "constexpr int BK_BYTES = 128;" in src and "constexpr int KSTEP_BYTES = 32;" in src
@@ -119,8 +125,8 @@ def test_the_built_entries_do_not_spill():
     if MODULE not in manifest["modules"]:
         pytest.skip(f"{MODULE} is not in this build (ARCHS={' '.join(manifest['archs'])})")
     entries = built_entries()[MODULE]
-    for bn in (256, 128):
-        r = entries[f"matmul_wgmma128x{bn}bt_tf32"]["resources"]
+    for bm, bn in TILES:
+        r = entries[f"matmul_wgmma{bm}x{bn}bt_tf32"]["resources"]
         assert list(r) == ["sm_90a"]
         assert (r["sm_90a"]["spill_stores"], r["sm_90a"]["spill_loads"], r["sm_90a"]["stack"]) == (0, 0, 0)
 
@@ -157,7 +163,8 @@ def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
         for aligned in (True, False):
             q = tf32_plan(m, n, k, aligned=aligned, b_trans=b_trans, mode=mode)
             # (one row or column of C: a matrix-vector row, which computes exact FP32, any mode asked)
-            assert q.algorithm not in TF32_WGMMA and engine.computes(q.variant, "f32") in (mode, "float32")
+            assert q.algorithm not in TF32_WGMMA + TF32_NARROW
+            assert engine.computes(q.variant, "f32") in (mode, "float32")
 
 
 @pytest.mark.parametrize(
@@ -179,7 +186,7 @@ def test_other_gpus_plan_as_before(monkeypatch, target):
             assert engine.plan(p, target) == with_rows
             monkeypatch.undo()
             engine.plan.cache_clear()
-    for name in TF32_WGMMA:
+    for name in TF32_WGMMA + TF32_NARROW:
         named = tf32_plan(64, 64, 64, target, name)
         assert named.variant.mode == "float32" and name in named.reason and "exact FP32" in named.reason
 
@@ -200,7 +207,7 @@ def test_batched_tf32_products_run_on_the_wgmma_rows_too():
     m=dims(5000, (128, 256)),
     n=dims(5000, (128, 256)),
     k=dims(70000, (32, 128, 1024)),
-    name=st.sampled_from(TF32_WGMMA),
+    name=st.sampled_from(TF32_WGMMA + TF32_NARROW),
     sms=st.sampled_from([1, 8, 132]),
 )
 def test_splits_fall_on_whole_k_tiles(m, n, k, name, sms):
@@ -223,7 +230,7 @@ def test_a_forced_split_must_end_on_a_k_tile():
     """The copy engine reads whole boxes of 32 k: a split ending inside one would add the next split's
     first products twice, so the planner refuses it (the mma.sync rows take any chunk)."""
     p = Problem(300, 200, 1000, "f32", "f32", "tf32", b_trans=True)
-    for name in TF32_WGMMA:
+    for name in TF32_WGMMA + TF32_NARROW:
         with pytest.raises(ValueError, match="multiples of 32"):
             engine.forced(p, H100, name, 3, 350)
         q = engine.forced(p, H100, name, 3, 352)
@@ -255,13 +262,14 @@ def record_launch(monkeypatch, q, a, b, c, epilogue=IDENTITY):
 
 
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("name", TF32_WGMMA)
+@pytest.mark.parametrize("name", TF32_WGMMA + TF32_NARROW)
 def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name, splits):
     """W (N x K, row-major) read in place: A's and W's maps have element type tf32 (the copy engine
-    rounds) and boxes one 128-byte row wide, 32 floats: A 32 x 128, W 32 x BN; C (or split-K's float32
-    layers) float32 in 32 x 64 boxes. After tma_c come A's and W's addresses and row strides."""
+    rounds) and boxes one 128-byte row wide, 32 floats: A 32 x BM, W 32 x BN; C (or split-K's float32
+    layers) float32 in 32 x 64 boxes, or by plain stores from a tile of 16 columns (64 bytes, narrower
+    than a box). After tma_c come A's and W's addresses and row strides."""
     v = VARIANTS[name]
-    bn = v.tile[1]
+    bm, bn = v.tile
     m, n, k, lda, ldw, ldc = 300, 520, 1000, 1004, 1008, 524  # 16-byte aligned rows, wider than the views
     q = engine.forced(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), H100, name, splits, 352)
     assert q.variant is v and q.splits == splits and not (q.copy_a or q.copy_b)
@@ -269,13 +277,16 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
     epilogue = (2.0, 0.0, 0x7F0030000000, 1, 1, 1, 1)  # alpha 2, a float32 row bias, relu
     encoded, launches, copies = record_launch(monkeypatch, q, (pa, lda, 0), (pw, ldw, 0), (pc, ldc, 0), epilogue)
     assert not copies
-    c_map, a_map, b_map = (described(x) for x in encoded)  # C's map first: it decides TMA stores
-    assert a_map == ("tf32", pa, (k, m, 1), (lda * 4, m * lda * 4), (32, 128, 1))  # one matrix: one layer
+    by_tma = bn * 4 >= 128
+    maps = [described(x) for x in encoded]  # C's map first (it decides TMA stores), where C has one
+    c_map, a_map, b_map = maps if by_tma else (None, *maps)
+    assert a_map == ("tf32", pa, (k, m, 1), (lda * 4, m * lda * 4), (32, bm, 1))  # one matrix: one layer
     assert b_map == ("tf32", pw, (k, n, 1), (ldw * 4, n * ldw * 4), (32, bn, 1))
     out, out_ld = (pc, ldc) if splits == 1 else (SCRATCH, n)
-    assert c_map == ("f32", out, (n, m, splits), (out_ld * 4, m * out_ld * 4), (32, 64, 1))
+    if by_tma:
+        assert c_map == ("f32", out, (n, m, splits), (out_ld * 4, m * out_ld * 4), (32, 64, 1))
     kernel, grid, block, args, smem = launches[0]
-    assert (kernel, grid, block, smem) == (f"matmul_wgmma128x{bn}bt_tf32", q.grid, (384, 1, 1), v.smem)
+    assert (kernel, grid, block, smem) == (f"matmul_wgmma{bm}x{bn}bt_tf32", q.grid, v.block, v.smem)
     products = (1, m * out_ld, 0)  # one product; C's layers (split partials) m rows apart; no batched operand
     storage = (pa, lda, 0, pw, ldw, 0)
     assert args[3:] == (
@@ -285,7 +296,7 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
         k,
         out_ld,
         q.k_chunk,
-        1,
+        int(by_tma),
         *products,
         *storage,
         *(IDENTITY if splits > 1 else epilogue),
@@ -297,7 +308,7 @@ def test_x_at_w_transposed_is_launched_in_place_with_tf32_maps(monkeypatch, name
     assert len(launches) == (2 if splits > 1 else 1)
 
 
-@pytest.mark.parametrize("name", TF32_WGMMA)
+@pytest.mark.parametrize("name", TF32_WGMMA + TF32_NARROW)
 def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch, name):
     """B row-major (K x N): transposed into N x K scratch with rows padded to 16 bytes, which the map and
     the kernel's W argument then describe; A with a 16-byte misaligned row stride: copied row-major."""
@@ -313,7 +324,7 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     # transposed on the way: the source is k x n (row stride 256), the copy n x k
     assert copies[1][1][:5] == (pb, SCRATCH, k, n, 256) and copies[1][1][5] == aligned_k
     a_map, b_map = (described(x) for x in encoded)  # no C map: 255 floats a row are not whole 16-byte pieces
-    assert a_map == ("tf32", SCRATCH, (k, m, 1), (aligned_k * 4, m * aligned_k * 4), (32, 128, 1))
+    assert a_map == ("tf32", SCRATCH, (k, m, 1), (aligned_k * 4, m * aligned_k * 4), (32, v.tile[0], 1))
     assert b_map == ("tf32", SCRATCH, (k, n, 1), (aligned_k * 4, n * aligned_k * 4), (32, v.tile[1], 1))
     args = launches[0][3]
     assert args[2] == engine.NO_MAP and args[9] == 0  # C by plain stores
@@ -349,7 +360,7 @@ def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monke
 
 def runnable() -> list[str]:
     target = Target.of(gm.device())
-    return [name for name in TF32_WGMMA if engine.unavailable(VARIANTS[name], target) is None]
+    return [name for name in TF32_WGMMA + TF32_NARROW if engine.unavailable(VARIANTS[name], target) is None]
 
 
 def need_rows() -> list[str]:
@@ -428,13 +439,13 @@ def test_the_copy_engine_rounds_the_operands_to_nearest():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", TF32_WGMMA)
+@pytest.mark.parametrize("name", TF32_WGMMA + TF32_NARROW)
 @pytest.mark.parametrize("b_trans", [True, False], ids=["x_wt", "row_major_b"])
 def test_each_row_matches_float64_on_shapes_around_its_tiles(name, b_trans):
     if name not in need_rows():
         pytest.skip(f"{name} does not run here")
-    bn = VARIANTS[name].tile[1]
-    shapes = [(1, 1, 1), (128, bn, 32), (127, bn - 1, 31), (129, bn + 1, 33), (257, 2 * bn + 1, 97)]
+    bm, bn = VARIANTS[name].tile
+    shapes = [(1, 1, 1), (bm, bn, 32), (bm - 1, bn - 1, 31), (bm + 1, bn + 1, 33), (2 * bm + 1, 2 * bn + 1, 97)]
     shapes += [(300, 200, 1000), (2137, 108, 1055), (64, 64, 8192), (13, 31, 4099)]
     for m, n, k in shapes:
         parents, A, B, a64, b64 = operands(m, n, k, b_trans, in_place_pads(k, n, b_trans))
@@ -456,7 +467,7 @@ def test_each_row_matches_float64_on_shapes_around_its_tiles(name, b_trans):
     m=dims(600, (128, 256)),
     n=dims(700, (128, 256)),
     k=dims(900, (32, 128, 256)),
-    name=st.sampled_from(TF32_WGMMA),
+    name=st.sampled_from(TF32_WGMMA + TF32_NARROW),
     b_trans=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
     c_tma=st.booleans(),
@@ -569,7 +580,7 @@ def test_x_at_w_transposed_reads_w_in_place():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", TF32_WGMMA)
+@pytest.mark.parametrize("name", TF32_WGMMA + TF32_NARROW)
 def test_results_are_bitwise_deterministic(name):
     if name not in need_rows():
         pytest.skip(f"{name} does not run here")

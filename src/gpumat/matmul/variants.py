@@ -552,7 +552,7 @@ def _wgmma(
 # rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
-def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
+def _tf32_wgmma(tile: tuple[int, int], rate: float, tier: int = 1, **latency) -> Variant:
     name = f"tf32_wgmma{tile[0]}x{tile[1]}bt"
     entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_tf32"
     return Variant(
@@ -560,13 +560,13 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         _kernels("matmul_wgmma_half", {("f32", "f32"): entry}, "tensor_maps_exact", WGMMA_SMEM[tile]),
         "tf32",
         tile,
-        (384, 1, 1),
+        (128 * (1 + tile[0] // 64), 1, 1),
         "tensor_maps_exact",
         WGMMA_SMEM[tile],
         **HOPPER_TMA,
         reads_b_trans=True,
-        tier=1,
         rate=rate,
+        tier=tier,
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
@@ -955,6 +955,16 @@ _ROWS = [
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
     _tf32_wgmma((128, 256), 380e12, fixed_s=3.25e-6),
     _tf32_wgmma((128, 128), 295e12, fixed_s=2.5e-6),
+    # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): attention's values at head size 64,
+    # mid-size products, layers on few tokens (x @ W.T, unswapped: a TF32 tile cannot write C transposed).
+    # PROVISIONAL, by name only until measured: the 16-bit rows' constants at half the rate (the same
+    # stage bytes carry half the elements)
+    _tf32_wgmma((128, 64), 215e12, tier=0, fixed_s=2.5e-6),
+    _tf32_wgmma((64, 64), 215e12, tier=0, fixed_s=2.5e-6, block_rate=1.3e12, bandwidth=WGMMA_NARROW_BANDWIDTH),
+    *(
+        _tf32_wgmma((64, bn), 215e12, tier=0, fixed_s=2.5e-6, block_rate=br, bandwidth=WGMMA_NARROWER_BANDWIDTH)
+        for bn, br in ((32, 0.65e12), (16, 0.5e12))
+    ),
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
