@@ -48,8 +48,8 @@
 // identity with split-K (the reduction applies the caller's epilogue), so C + z*M*ldc is C itself
 // whenever the epilogue reads C.
 //
-// Technique (one template, gemm<BM, BN, T, ...>, for the tiles 128 x 256, 128 x 128, 128 x 64 and 64 x 64
-// and every input type; Tile<BM, BN> holds what follows from the tile; the byte layout is the same for
+// Technique (one template, gemm<BM, BN, T, ...>, for the tiles 128 x 256, 128 x 128, 128 x 64, 64 x 64,
+// 64 x 32 and 64 x 16 and every input type; Tile<BM, BN> holds what follows from the tile; the byte layout is the same for
 // 16-bit and TF32 inputs):
 //  * a block computes BM x BN tiles of C with 1 + BM / 64 warpgroups: warpgroup 0 is the producer (one
 //    thread issues the bulk tensor copies; beside two consumers the warpgroup gives registers back with
@@ -259,7 +259,7 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
-// d (64 x N, float32; N = 128 or 256, N / 2 accumulators a thread) += A (64 x 16 from shared memory:
+// d (64 x N, float32; N = 16-256, N / 2 accumulators a thread) += A (64 x 16 from shared memory:
 // K-major (imm-trans-a 0), or with A_MMAJOR M-major, transposed by the instruction (1)) * B (16 x N from
 // shared memory: N-major, transposed by the instruction (imm-trans-b 1), or with B_KMAJOR K-major like
 // a K-major A (0)). The accumulators are the first N / 2 operands, then the two descriptors, the scales
@@ -834,10 +834,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 //    twice the work items of the 256-wide tile, for mid-size products that leave SMs idle with it;
 //  * 128x64: tile 128 x 64 x 64, 8-stage ring of 24 KiB stages, 32 accumulators a consumer thread; for
 //    C of 64 columns or fewer (attention's values at head size 64, a layer's few outputs), where the
-//    wider tiles compute mostly zeros. 16-bit inputs only;
+//    wider tiles compute mostly zeros;
 //  * 64x64: tile 64 x 64 x 64, one consumer, 13-stage ring of 16 KiB stages, 32 accumulators a thread;
 //    twice the work items of 128 x 64, for a layer on few tokens (swapped or not: the weight's 64 rows or
-//    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle. 16-bit inputs only;
+//    columns a tile), skinny and mid-size products whose 128-row tiles leave SMs idle;
 //  * 64x32 and 64x16 (the *bt and *atbt entries alone: B read K-major, BN rows of 128 bytes): one consumer,
 //    17 stages of 12 KiB or 20 of 10 KiB, 16 or 8 accumulators a thread; C by plain stores where a tile row
 //    of it is under 128 bytes (16-bit C, and 64 x 16 with float32 C); for a swapped layer of few tokens,

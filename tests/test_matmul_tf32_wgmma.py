@@ -1,6 +1,7 @@
 """float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt and
-tf32_wgmma128x128bt (cuda/matmul_wgmma_half.cu, entries matmul_wgmma128x<BN>bt_tf32). wgmma reads TF32
-operands K-major only, so both rows read B stored transposed (x @ W.T in place); a row-major B is
+tf32_wgmma128x128bt (auto's), and tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt and
+tf32_wgmma64x16bt by name (cuda/matmul_wgmma_half.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads
+TF32 operands K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B is
 transposed into aligned scratch first. The rows, the plans auto makes with them, the split of K, the
 tensor maps the launcher encodes (element type, boxes) and the kernels' arguments run without a GPU;
 the products run on one (an H100 or another sm_90 GPU).
@@ -111,12 +112,13 @@ def test_the_kernel_source_spells_the_tf32_instructions_and_entries():
     for bm, bn in TILES:
         assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}bt_tf32, {bm}, {bn})" in src
         # the instruction's operands: accumulators, the two descriptors, scale-d and the two scales
-        assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, %\d+, %\d+, 1, 1, 1;", src), bn
+        # (BN / 2 accumulators %0.., then the descriptors)
+        assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, %{bn // 2}, %{bn // 2 + 1}, 1, 1, 1;", src), bn
     assert "constexpr int BK_BYTES = 128;" in src and "constexpr int KSTEP_BYTES = 32;" in src
 
 
 def test_the_built_entries_do_not_spill():
-    """Where the kernels are built for sm_90 (ARCHS with 90), both entries exist for sm_90a alone, with
+    """Where the kernels are built for sm_90 (ARCHS with 90), every entry exists for sm_90a alone, with
     no spill and no stack (tests/test_kernels_cpu.py checks every entry's parameters against PTX)."""
     try:
         manifest = kernels.manifest()
@@ -484,7 +486,8 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
     against float64: act(alpha A B + beta C + bias) elementwise, relative to |alpha| |A| |B| + |beta| |C|
     + |bias|. C is a view inside a wider matrix, NaN-poisoned where beta is 0 (C is then never read):
     nothing outside it may change, no NaN stay. c_tma: C's rows start on 16 bytes and are whole 16-byte
-    pieces (n rounded up to a multiple of 4), so it leaves by TMA stores; else by plain stores."""
+    pieces (n rounded up to a multiple of 4), so it may leave by TMA stores (not from a tile of 16 columns,
+    64 bytes, narrower than a box); else by plain stores."""
     if name not in need_rows():
         pytest.skip(f"{name} does not run here")
     alpha, beta, bias_kind, _, activation = epilogue
@@ -564,7 +567,7 @@ def test_x_at_w_transposed_reads_w_in_place():
             assert auto.algorithm == "tf32_wgmma128x128bt"
         for name in (*names, "auto"):
             plan = gm.matmul_plan(X, WT, algorithm=name, precision=None if name != "auto" else "tf32")
-            if plan.algorithm in TF32_WGMMA:
+            if plan.algorithm in TF32_WGMMA + TF32_NARROW:
                 assert plan.variant.reads_b_trans and not (plan.copy_a or plan.copy_b), plan
             C = gm.Matrix.empty(m, n)
             poison(C)
@@ -606,7 +609,9 @@ def test_results_are_bitwise_deterministic(name):
 def test_non_finite_outputs_are_what_fp32_gives(splits):
     """NaN (the canonical 0x7fffffff too) and infinities in x and W propagate as in FP32, and a row whose
     only product is FLT_MAX * b (FLT_MAX rounds up to infinity in TF32) comes out finite and exact: the
-    outputs the tensor cores leave non-finite are recomputed in FP32 (within each split of K)."""
+    outputs the tensor cores leave non-finite are recomputed in FP32 (within each split of K). Two such
+    rows: 17 (a tile's first consumer, the accumulators' upper half h = 0) and 89 (the 128-row tiles'
+    second consumer, h = 1; a 64-row tile's second row of tiles)."""
     names = need_rows()
     m, n, k = 140, 300, 200
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -618,6 +623,9 @@ def test_non_finite_outputs_are_what_fp32_gives(splits):
     x[17, :] = 0
     x[17, 8] = np.finfo(np.float32).max
     w[:, 8] = np.abs(w[:, 8]) * 0.5
+    x[89, :] = 0
+    x[89, 40] = np.finfo(np.float32).max
+    w[:, 40] = np.abs(w[:, 40]) * 0.5
     parents = []
     pa, X = upload(x, 4, -k % 4)
     pw, W = upload(w, 4, -k % 4)
@@ -632,7 +640,8 @@ def test_non_finite_outputs_are_what_fp32_gives(splits):
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
         np.testing.assert_allclose(got[17], ref[17], rtol=1e-6)
-        rows = [r for r in range(m) if r not in (5, 9, 17, 20)]
+        np.testing.assert_allclose(got[89], ref[89], rtol=1e-6)
+        rows = [r for r in range(m) if r not in (5, 9, 17, 20, 89)]
         cols = [c for c in range(n) if c != 11]
         sub = np.ix_(rows, cols)
         assert product_error(got[sub], x[rows].astype(np.float64), w[cols].T.astype(np.float64)) < tolerance(k)
