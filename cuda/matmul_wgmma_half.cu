@@ -28,9 +28,10 @@
 // one of three ways, as c_store says: 1, through a third map when its address, stride and row length
 // allow (an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy engine,
 // which writes whole 16-byte pieces: rows must be a multiple of 16 bytes long); 0, by guarded stores
-// from the registers; 2 (16-bit inputs), by guarded stores into C stored transposed: C[i, j] at
-// C + j * ldc + i (the swapped product of few rows, C^T = op(B)^T @ op(A)^T with C's long side on the
-// tile's M, written straight into the caller's row-major C; the old C, for beta, read the same way).
+// from the registers; 2 (16-bit inputs; TF32 on tiles of at most 64 columns), by guarded stores into C
+// stored transposed: C[i, j] at C + j * ldc + i (the swapped product of few rows, C^T = op(B)^T @ op(A)^T
+// with C's long side on the tile's M, written straight into the caller's row-major C; the old C, for
+// beta, read the same way).
 //
 // Split-K contract (as the other matmul kernels): work item z multiplies over k in
 // [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its whole M x N result to C + z*M*ldc; k_chunk must be a
@@ -617,11 +618,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = max(1, (K + k_chunk - 1) / k_chunk);
     const int works = tiles_m * tiles_n * splits * batch.count;
-    // C stored transposed (c_store 2): 16-bit inputs only (the TF32 body, with its recomputation of
-    // non-finite outputs, has no registers left for the strided epilogue: ptxas spilled it)
-    // a tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit C) leaves by plain stores
+    // C stored transposed (c_store 2): 16-bit inputs, and TF32 tiles of at most 64 columns (the wider TF32
+    // bodies, with their recomputation of non-finite outputs, have no registers left for the strided
+    // epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
+    // C, 16 of float32) leaves by plain stores
     if (BN * (int)sizeof(Out) < 128 && c_store == 1) c_store = 0;
-    const bool c_trans = !TF32 && c_store == 2;
+    const bool c_trans = (!TF32 || BN <= 64) && c_store == 2;
 
     if (tid == 0) {
         tma_prefetch_map(&map_a);
@@ -876,11 +878,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // batched, A, lda, sa, W, ldw, sw, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): float32
 // A (M x K) times W.T for a row-major N x K float32 W (B stored transposed), at TF32: wgmma m64n<BN>k8,
 // float32 accumulation and C. The same launch as the 16-bit entries of the tile (block, shared memory,
-// grid, persistent work items, c_store; a tile of 16 columns, 64 bytes of C, by plain stores); map_a and
-// map_b are float32 tensors of element type TFLOAT32 (the copy engine rounds to TF32 on the way in) with
-// 32 x BM and 32 x BN boxes (a k tile of 32); A / lda / sa and W / ldw / sw are the storage the maps
-// describe (row and batch strides in elements; a batch stride of 0: one matrix for the batch), read only
-// to recompute outputs that come out non-finite. Tiles (k tile 32, the 16-bit tiles' stage bytes):
+// grid, persistent work items, c_store: 2, C transposed for a swapped layer, on the tiles of at most 64
+// columns alone; a tile of 16 columns, 64 bytes of C, by plain stores); map_a and map_b are float32
+// tensors of element type TFLOAT32 (the copy engine rounds to TF32 on the way in) with 32 x BM and 32 x BN
+// boxes (a k tile of 32); A / lda / sa and W / ldw / sw are the storage the maps describe (row and batch
+// strides in elements; a batch stride of 0: one matrix for the batch), read only to recompute outputs
+// that come out non-finite. Tiles (k tile 32, the 16-bit tiles' stage bytes):
 // 128 x 256 (4 stages), 128 x 128 (6), 128 x 64 (8), 64 x 64 (13), 64 x 32 (17), 64 x 16 (20); the
 // narrower ones for products whose 128 x 128 tiles leave SMs idle or compute mostly zeros (attention's
 // values at head size 64, layers on few tokens). Five copies of the body: the plain product, and one

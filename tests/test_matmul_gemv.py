@@ -37,6 +37,7 @@ from gpumat.matmul.engine import (
     REDUCE,
     ROUND_TRIP_S,
     SM_DRAW,
+    TF32_WGMMA_BANDWIDTH,
     VARIANTS,
     WGMMA_NARROW_BANDWIDTH,
     WGMMA_NARROWER_BANDWIDTH,
@@ -108,15 +109,18 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     for f in FAMILIES:
         at = [names.index(row_name(f, r)) for r in (1, *GEMV_R)]
         assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
-    # every other row computes every shape, and has no memory term but the 64-row wgmma tiles, 16-bit or
-    # TF32 (a layer on few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH, the narrower tiles'
-    # own fit)
+    # every other row computes every shape, and has no memory term but the 64-row 16-bit wgmma tiles (a
+    # layer on few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH, the narrower tiles' own fit)
+    # and the TF32 wgmma rows (TF32_WGMMA_BANDWIDTH, the zeros they stage past C's edges counted)
     for v in VARIANTS.values():
         if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
             drawn = 0
-            if v.name.startswith(("wgmma64x", "tf32_wgmma64x")):
+            if v.name.startswith("wgmma64x"):
                 drawn = WGMMA_NARROW_BANDWIDTH if v.tile == (64, 64) else WGMMA_NARROWER_BANDWIDTH
+            if v.name.startswith("tf32_wgmma"):
+                drawn = TF32_WGMMA_BANDWIDTH
             assert v.any_shape and v.bandwidth == drawn, v.name
+            assert v.stages_padding == v.name.startswith("tf32_wgmma"), v.name
 
 
 def test_the_tiles_are_the_kernels_own():
@@ -247,21 +251,24 @@ def test_a_tensor_core_mode_on_one_row_or_column_or_a_short_k_runs_the_exact_fp3
 
 
 @pytest.mark.parametrize(
-    "m, n, k, b_trans, row",
+    "m, n, k, b_trans, row, swap",
     [
-        (16, 8192, 8192, True, "tf32_wgmma128x256bt"),  # x @ W.T: gemv_m16bt measured 167 us, this row 85
-        (8, 14336, 4096, True, "tf32_wgmma128x256bt"),  # gemv_m8bt 122, this row 93
-        (16, 4096, 14336, False, "tf32_64x64"),  # x @ W: gemv_m16 100, this row 70
-        (8192, 16, 8192, False, "tf32_64x64"),  # A @ x: gemv_n16 161, this row 91
+        # x @ W.T: gemv_m16bt measured 158 us, this row swapped 67.5 (tf32_wgmma128x256bt 83)
+        (16, 8192, 8192, True, "tf32_wgmma64x16bt", True),
+        (8, 14336, 4096, True, "tf32_wgmma64x16bt", True),  # gemv_m8bt 122, this row swapped 68
+        (16, 4096, 14336, False, "tf32_64x64", False),  # x @ W: gemv_m16 100, this row 70
+        (8192, 16, 8192, False, "tf32_64x64", False),  # A @ x: gemv_n16 161, this row 91
     ],
 )
-def test_tf32_on_2_to_16_rows_or_columns_of_a_large_weight_runs_the_tensor_cores(m, n, k, b_trans, row):
+def test_tf32_on_2_to_16_rows_or_columns_of_a_large_weight_runs_the_tensor_cores(m, n, k, b_trans, row, swap):
     """With 2-16 rows or columns the exact rows do up to 16 FMAs an element of the weight and fell behind
-    the TF32 tiles on the H200 (times above, 2026-11-28): at precision="tf32" the tiles compete by the
-    model and win these; tf32x3 (three passes) keeps the exact rows, and so does a batch."""
+    the TF32 tiles on the H200 (times above, 2026-11-28 and 29): at precision="tf32" the tiles, swapped
+    where a row writes C transposed, compete by the model and win these; tf32x3 (three passes) keeps the
+    exact rows, and so does a batch."""
     p = Problem(m, n, k, "f32", "f32", "tf32", b_trans=b_trans)
     q = plan(p, H100)
     assert q.algorithm == row and q.problem.mode == "tf32" and "exact FP32 matrix-vector plan" in q.reason, q
+    assert q.swap == swap, q
     assert plan(replace(p, mode="tf32x3"), H100).problem.mode == "float32"
     assert plan(replace(p, batch=3), H100).problem.mode == "float32"
 

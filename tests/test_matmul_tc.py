@@ -191,7 +191,8 @@ def test_tc_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
             assert p.k_chunk % 32 == 0 and p.k_chunk % p.variant.k_align == 0
             assert geometry.cdiv(k, p.k_chunk) == p.splits
         v = TC_VARIANTS[TC_ALGORITHMS[name]][name]
-        gx, gy, gz = v.grid(m, n, p.splits, 132)
+        kernel = p.kernel_problem  # (a swapped plan's grid covers C^T)
+        gx, gy, gz = v.grid(kernel.m, kernel.n, p.splits, 132)
         assert p.grid == (gx, gy, gz)
         if v.persistent:  # one block a slot, walking the (tile, split) work items
             assert 1 <= gx <= 132 * v.blocks_per_sm and (gy, gz) == (1, 1)

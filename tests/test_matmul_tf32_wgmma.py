@@ -20,6 +20,7 @@ magnitude more.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,7 @@ import gpumat as gm
 from gpumat.matmul import algorithms, engine
 from gpumat.matmul.engine import (
     IDENTITY,
+    SWAP_MAX_M,
     TENSOR_MAPS_EXACT,
     VARIANTS,
     WGMMA_SMEM,
@@ -57,8 +59,8 @@ from gpumat.matmul.engine import (
 from gpumat.runtime import geometry, kernels, tensormaps
 from gpumat.runtime.tensormaps import DATA_TYPES
 
-TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]  # auto's
-# the narrower tiles, by name until measured (GPU tests run them by name beside auto's)
+TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
+# the narrower tiles (those that write C transposed too: a swapped layer's)
 TF32_NARROW = ["tf32_wgmma128x64bt", "tf32_wgmma64x64bt", "tf32_wgmma64x32bt", "tf32_wgmma64x16bt"]
 TILES = {(128, 256), (128, 128), (128, 64), (64, 64), (64, 32), (64, 16)}
 MODULE = "matmul_wgmma_half"
@@ -81,7 +83,8 @@ def tolerance(k: int) -> float:
 
 def test_the_rows_declare_their_kernels():
     """Every tile: mode tf32, B stored transposed read in place, TMA (aligned operands, copies otherwise),
-    persistent, sm_90a alone, auto's candidates (the narrower tiles by name until measured); a k tile of
+    persistent, sm_90a alone, auto's candidates (the 64 x 32 and 64 x 16 ones for C of one column of
+    tiles), a memory term counting the zeros staged past C's edges; a k tile of
     32 floats (128 bytes, the 16-bit rows' stage in bytes, so the same shared memory and block), splits of
     at least 4 k tiles; float32 in and out through the argument list with the operands' storage (for the
     FP32 recomputation of non-finite outputs)."""
@@ -94,8 +97,9 @@ def test_the_rows_declare_their_kernels():
         assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", block, WGMMA_SMEM[v.tile])
         assert (v.smem, v.block) == (VARIANTS[f"wgmma{bm}x{bn}bt"].smem, VARIANTS[f"wgmma{bm}x{bn}bt"].block)
         assert v.reads_b_trans and v.needs_aligned and v.persistent and v.tma
-        tier = 1 if name in TF32_WGMMA else 0
-        assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, tier, None)
+        assert (v.min_arch, v.only_arch, v.tier, v.auto_archs) == (90, 90, 1, None)
+        assert v.auto_max_n == (bn if bn < 64 else None)
+        assert (v.bandwidth, v.stages_padding) == (engine.TF32_WGMMA_BANDWIDTH, True)
         assert (v.k_align, v.min_k_chunk) == (32, 128) and v.rate > 0
         assert list(v.kernels) == [("f32", "f32")]
         kernel = v.kernels[("f32", "f32")]
@@ -139,7 +143,8 @@ def test_the_built_entries_do_not_spill():
 def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
     """4096^3 and 8192^3 at tf32 on the H100: the 128 x 256 tile (whole waves), B row-major transposed
     into N x K scratch first (the model charges the copy), x @ W.T read in place; a mid-size product
-    takes the 128 x 128 tile (1024^3: 32 tiles of 128 x 256 on 132 SMs, 64 of 128 x 128)."""
+    takes the 128 x 64 tile (1024^3: 32 tiles of 128 x 256 on 132 SMs, 64 of 128 x 128, 128 of 128 x 64;
+    H200, 2026-11-29: 11.3 us on 128 x 64, 14.4 on 128 x 128)."""
     for side in (4096, 8192):
         row_major = tf32_plan(side, side, side)
         assert (row_major.algorithm, row_major.splits) == ("tf32_wgmma128x256bt", 1)
@@ -152,7 +157,7 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
     for b_trans in (False, True):
-        assert tf32_plan(1024, 1024, 1024, b_trans=b_trans).algorithm == "tf32_wgmma128x128bt"
+        assert tf32_plan(1024, 1024, 1024, b_trans=b_trans).algorithm == "tf32_wgmma128x64bt"
         # 3072^3: both tiles measured the same (bench sweep, H100: 222.8 and 224.5 us): either
         assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm in TF32_WGMMA
     # the plan says what it copies
@@ -220,7 +225,44 @@ def test_splits_fall_on_whole_k_tiles(m, n, k, name, sms):
         assert p.k_chunk % 32 == 0 and p.k_chunk >= 128 and p.reduce.name == "matmul_splitk_reduce_f32_f32"
     else:
         assert p.k_chunk == k and p.reduce is None
-    assert p.grid == v.grid(m, n, p.splits, sms) and 1 <= p.grid[0] <= sms and p.grid[1:] == (1, 1)
+    kernel = p.kernel_problem  # (a swapped plan's grid covers C^T)
+    assert p.grid == v.grid(kernel.m, kernel.n, p.splits, sms) and 1 <= p.grid[0] <= sms and p.grid[1:] == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "tokens, n, k, row, swap",
+    [
+        # H200, 2026-11-29 (benchmarks/results/probe-tf32-wgmma-*), x @ W.T against cuBLAS TF32:
+        (8, 8192, 8192, "tf32_wgmma64x16bt", True),  # 67.5 us (cuBLAS 77.7; 128 x 256 at 4 splits 83)
+        (16, 14336, 4096, "tf32_wgmma64x16bt", True),  # 64.0 (68.8)
+        (32, 14336, 4096, "tf32_wgmma64x32bt", True),  # 65.2 (68.0); two columns of 64 x 16 tiles: 91
+        (64, 8192, 8192, "tf32_wgmma64x64bt", False),  # 70.0 (71.9)
+    ],
+)
+def test_layers_on_few_tokens_run_swapped_on_the_narrow_tiles(tokens, n, k, row, swap):
+    """A layer on at most 32 tokens (x @ W.T, W read in place) runs swapped, the weight's rows on the
+    tile's 64 and the tokens on its 16 or 32 columns (one column of tiles: auto_max_n); at 64 tokens the
+    64 x 64 tile runs it plain. The 128-row tiles stage 120 rows of zeros beside 8 tokens, which the
+    memory term counts (planner.padding)."""
+    q = tf32_plan(tokens, n, k, b_trans=True)
+    assert (q.algorithm, q.swap, q.splits) == (row, swap, 1), q
+    assert not (q.copy_a or q.copy_b)
+    if swap:
+        assert q.kernel_problem.n == tokens <= q.variant.tile[1] and "swapped" in q.reason
+    wide = VARIANTS["tf32_wgmma128x256bt"]
+    p = q.problem
+    assert engine.padding(wide, p) == (n // 256) * (128 - tokens) * k * 4  # rows past M, every column of tiles
+    assert engine.padding(VARIANTS[row], engine.swapped(p) if swap else p) < engine.padding(wide, p)
+
+
+def test_swapped_plans_are_for_2_to_64_rows_of_one_matrix():
+    """swappable: one matrix, 2-64 rows of C, at least 128 columns; at precision "tf32" also where the exact
+    matrix-vector rows compute the shape (2-16 rows: auto weighs them against the tiles), never one row."""
+    p = Problem(8, 4096, 4096, "f32", "f32", "tf32", b_trans=True)
+    assert engine.swappable(p) and engine.swappable(replace(p, m=2)) and engine.swappable(replace(p, m=64))
+    assert not engine.swappable(replace(p, m=1)) and not engine.swappable(replace(p, m=65))
+    assert not engine.swappable(replace(p, n=127)) and not engine.swappable(replace(p, batch=2))
+    assert not engine.swappable(replace(p, mode="float32"))  # the exact rows' own shape
 
 
 def test_skinny_products_split_k():
@@ -333,6 +375,53 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     assert args[13:19] == (SCRATCH, aligned_k, 0, SCRATCH, aligned_k, 0)
 
 
+def test_only_the_tiles_of_at_most_64_columns_write_c_transposed():
+    """The swapped plan (C^T = op(B)^T @ op(A)^T, written into C stored transposed) needs the strided
+    epilogue, which the TF32 bodies of 128 and 256 columns have no registers for."""
+    assert {name for name in TF32_WGMMA + TF32_NARROW if VARIANTS[name].writes_c_trans} == set(TF32_NARROW)
+    p = Problem(8, 4096, 4096, "f32", "f32", "tf32", b_trans=True)
+    with pytest.raises(ValueError, match="swapped"):
+        engine.forced(p, H100, "tf32_wgmma128x128bt", 1, swap=True)
+    with pytest.raises(ValueError, match="swapped"):  # one row of C: the matrix-vector rows' shape alone
+        engine.forced(replace(p, m=1), H100, "tf32_wgmma64x16bt", 1, swap=True)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("name", TF32_NARROW)
+def test_a_swapped_layer_launches_c_transposed_with_the_operands_exchanged(monkeypatch, name, splits):
+    """x @ W.T on 8 tokens (8 x 520 x 1000), swapped: the kernel's A is W's storage (520 rows of K), its B
+    x's (8 rows of K), both tf32 maps read in place; no C map, C leaves by plain stores into C stored
+    transposed (c_store 2); the storage the maps describe follows them (W, then x) for the FP32
+    recomputation of non-finite outputs; a bias over C's columns is one over the kernel's rows. Split:
+    float32 partials laid out as C (m x n a split), reduced into C with the caller's epilogue."""
+    v = VARIANTS[name]
+    bm, bn = v.tile
+    m, n, k = 8, 520, 1000
+    q = engine.forced(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), H100, name, splits, 352, swap=True)
+    assert q.swap and q.kernel_problem == Problem(n, m, k, "f32", "f32", "tf32", b_trans=True)
+    assert not (q.copy_a or q.copy_b) and q.grid == v.grid(n, m, splits, 132)
+    x, w, c = (0x7F0000000000, 1004, 0), (0x7F0010000000, 1008, 0), (0x7F0020000000, 524, 0)
+    bias_over_columns = (1.0, 0.0, 0x7F0030000000, 1, 1, 1, 0)
+    encoded, launches, copies = record_launch(monkeypatch, q, x, w, c, bias_over_columns)
+    assert not copies
+    a_map, b_map = (described(e) for e in encoded)  # no C map
+    assert a_map == ("tf32", w[0], (k, n, 1), (w[1] * 4, n * w[1] * 4), (32, bm, 1))
+    assert b_map == ("tf32", x[0], (k, m, 1), (x[1] * 4, m * x[1] * 4), (32, bn, 1))
+    kernel, grid, _, args, _ = launches[0]
+    assert kernel == f"matmul_wgmma{bm}x{bn}bt_tf32" and grid == q.grid
+    out, out_ld = (c[0], c[1]) if splits == 1 else (SCRATCH, n)
+    assert args[2] == engine.NO_MAP
+    assert args[3:10] == (out, n, m, k, out_ld, q.k_chunk, engine.C_STORE["transposed"])
+    assert args[13:19] == (w[0], w[1], 0, x[0], x[1], 0)
+    if splits == 1:
+        assert len(launches) == 1 and args[19:] == (1.0, 0.0, 0x7F0030000000, 1, 2, 1, 0)
+    else:
+        assert args[10:12] == (1, m * n) and args[19:] == IDENTITY
+        reduce, _, _, rargs, _ = launches[1]
+        assert len(launches) == 2 and reduce == "matmul_splitk_reduce_f32_f32"
+        assert rargs == (SCRATCH, c[0], m, n, c[1], splits, *bias_over_columns)
+
+
 def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monkeypatch):
     """One mechanism: a box's inner extent is 128 bytes (the kernels' swizzled shared-memory rows), 64
     16-bit elements or 32 float32, and the row stride is in bytes of the element type; tf32 is float32
@@ -358,6 +447,16 @@ def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monke
 
 
 # ---- on the GPU ----
+
+# epilogues the by-name tests draw: (alpha, beta, bias: none, a row or a column, a float32 bias (else C's
+# dtype: float32 too), activation)
+EPILOGUES = st.tuples(
+    st.sampled_from([1.0, -1.5]),  # alpha
+    st.sampled_from([0.0, 0.0, 0.5]),  # beta
+    st.sampled_from([None, "row", "column"]),  # bias
+    st.booleans(),
+    st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
+)
 
 
 def runnable() -> list[str]:
@@ -473,23 +572,42 @@ def test_each_row_matches_float64_on_shapes_around_its_tiles(name, b_trans):
     b_trans=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
     c_tma=st.booleans(),
-    epilogue=st.tuples(
-        st.sampled_from([1.0, -1.5]),  # alpha
-        st.sampled_from([0.0, 0.0, 0.5]),  # beta
-        st.sampled_from([None, "row", "column"]),  # bias
-        st.booleans(),  # bias float32 (else C's dtype: float32 too)
-        st.sampled_from([None, "relu", "gelu", "gelu_tanh"]),
-    ),
+    epilogue=EPILOGUES,
 )
 def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
-    """Each row by name, K split as drawn (on whole k tiles; the reduction then applies the epilogue),
-    against float64: act(alpha A B + beta C + bias) elementwise, relative to |alpha| |A| |B| + |beta| |C|
-    + |bias|. C is a view inside a wider matrix, NaN-poisoned where beta is 0 (C is then never read):
-    nothing outside it may change, no NaN stay. c_tma: C's rows start on 16 bytes and are whole 16-byte
-    pieces (n rounded up to a multiple of 4), so it may leave by TMA stores (not from a tile of 16 columns,
-    64 bytes, narrower than a box); else by plain stores."""
+    """Each row by name, K split as drawn (on whole k tiles; the reduction then applies the epilogue)."""
     if name not in need_rows():
         pytest.skip(f"{name} does not run here")
+    check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue)
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(SWAP_MAX_M, (16, 32, 64)).filter(lambda m: m > 1),
+    n=st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700)),
+    k=dims(900, (32, 128, 256)),
+    name=st.sampled_from(TF32_NARROW),
+    b_trans=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=EPILOGUES,
+)
+def test_swapped_layers_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
+    """A layer on 2-64 tokens swapped by each row of at most 64 columns: C^T = op(B)^T @ op(A)^T with the
+    weight on the tile's rows, written into C stored transposed by plain stores (a row-major W is first
+    transposed, the kernel's A being its storage read K-major)."""
+    if name not in need_rows():
+        pytest.skip(f"{name} does not run here")
+    check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=True)
+
+
+def check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=False):
+    """act(alpha A B + beta C + bias) by the named row, K split as asked, swapped or not, against float64
+    elementwise, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider matrix,
+    NaN-poisoned where beta is 0 (C is then never read): nothing outside it may change, no NaN stay. c_tma:
+    C's rows start on 16 bytes and are whole 16-byte pieces (n rounded up to a multiple of 4), so it may
+    leave by TMA stores (not from a tile of 16 columns, 64 bytes, narrower than a box, nor swapped); else by
+    plain stores."""
     alpha, beta, bias_kind, _, activation = epilogue
     if c_tma:
         n += -n % 4
@@ -506,8 +624,13 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
         bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32))
         bias64 = bias.to_numpy().astype(np.float64)
     before = pc.to_numpy()
-    plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
-    assert plan.variant is VARIANTS[name] and not plan.copy_a, plan
+    if swap:
+        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, splits, swap=True)
+        assert plan.swap and plan.copy_a != b_trans and not plan.copy_b, plan  # a row-major W: transposed first
+    else:
+        plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
+        assert not plan.copy_a, plan
+    assert plan.variant is VARIANTS[name], plan
     assert plan.splits == 1 or plan.k_chunk % 32 == 0, plan
     gm.matmul(A, B, out=C, plan=plan, alpha=alpha, beta=beta, bias=bias, activation=activation)
     after = pc.to_numpy()
@@ -563,8 +686,8 @@ def test_x_at_w_transposed_reads_w_in_place():
         auto = gm.matmul_plan(X, WT, precision="tf32")
         modelled = engine.plan(Problem(m, n, k, "f32", "f32", "tf32", b_trans=True), target)
         assert auto.algorithm == modelled.algorithm
-        if (m, n, k) == (1024, 1024, 1024) and target.sm_count == 132:  # H100 SXM / H200: 64 tiles, not 32
-            assert auto.algorithm == "tf32_wgmma128x128bt"
+        if (m, n, k) == (1024, 1024, 1024) and target.sm_count == 132:  # H100 SXM / H200: 128 tiles, not 32
+            assert auto.algorithm == "tf32_wgmma128x64bt"
         for name in (*names, "auto"):
             plan = gm.matmul_plan(X, WT, algorithm=name, precision=None if name != "auto" else "tf32")
             if plan.algorithm in TF32_WGMMA + TF32_NARROW:
@@ -606,26 +729,28 @@ def test_results_are_bitwise_deterministic(name):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 3])
-def test_non_finite_outputs_are_what_fp32_gives(splits):
+@pytest.mark.parametrize("swap", [False, True], ids=["plain", "swapped"])
+def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     """NaN (the canonical 0x7fffffff too) and infinities in x and W propagate as in FP32, and a row whose
     only product is FLT_MAX * b (FLT_MAX rounds up to infinity in TF32) comes out finite and exact: the
     outputs the tensor cores leave non-finite are recomputed in FP32 (within each split of K). Two such
     rows: 17 (a tile's first consumer, the accumulators' upper half h = 0) and 89 (the 128-row tiles'
-    second consumer, h = 1; a 64-row tile's second row of tiles)."""
-    names = need_rows()
-    m, n, k = 140, 300, 200
+    second consumer, h = 1; a 64-row tile's second row of tiles). Swapped (the tiles of at most 64 columns,
+    40 tokens): rows 17 and 34 of C, columns of the kernel's C^T, an odd and an even one (the accumulator
+    pairs' second and first element), in other column tiles of the narrow rows."""
+    names = [name for name in need_rows() if not swap or VARIANTS[name].writes_c_trans]
+    m, n, k = (40, 300, 200) if swap else (140, 300, 200)
+    exact_rows = (17, 34) if swap else (17, 89)
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
     x.view(np.uint32)[5, 3] = 0x7FFFFFFF
     x[9, 150] = np.nan
     x[20, 0] = -np.inf
     w[11, 7] = np.inf
-    x[17, :] = 0
-    x[17, 8] = np.finfo(np.float32).max
-    w[:, 8] = np.abs(w[:, 8]) * 0.5
-    x[89, :] = 0
-    x[89, 40] = np.finfo(np.float32).max
-    w[:, 40] = np.abs(w[:, 40]) * 0.5
+    for row, col in zip(exact_rows, (8, 40), strict=True):
+        x[row, :] = 0
+        x[row, col] = np.finfo(np.float32).max
+        w[:, col] = np.abs(w[:, col]) * 0.5
     parents = []
     pa, X = upload(x, 4, -k % 4)
     pw, W = upload(w, 4, -k % 4)
@@ -633,15 +758,18 @@ def test_non_finite_outputs_are_what_fp32_gives(splits):
     with np.errstate(invalid="ignore", over="ignore"):
         ref = x.astype(np.float64) @ w.T.astype(np.float64)
     for name in names:
-        plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
-        assert plan.splits == splits and not (plan.copy_a or plan.copy_b)
+        if swap:
+            plan = engine.forced(*engine.problem_of_call(X, W.T, None, name), name, splits, swap=True)
+        else:
+            plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
+        assert plan.splits == splits and plan.swap == swap and not (plan.copy_a or plan.copy_b)
         got = gm.matmul(X, W.T, plan=plan).to_numpy()
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
-        np.testing.assert_allclose(got[17], ref[17], rtol=1e-6)
-        np.testing.assert_allclose(got[89], ref[89], rtol=1e-6)
-        rows = [r for r in range(m) if r not in (5, 9, 17, 20, 89)]
+        for row in exact_rows:
+            np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
+        rows = [r for r in range(m) if r not in (5, 9, 20, *exact_rows)]
         cols = [c for c in range(n) if c != 11]
         sub = np.ix_(rows, cols)
         assert product_error(got[sub], x[rows].astype(np.float64), w[cols].T.astype(np.float64)) < tolerance(k)

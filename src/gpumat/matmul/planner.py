@@ -161,7 +161,7 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
-        memory = traffic(p) / drawn
+        memory = (traffic(p) + (padding(v, p) if v.stages_padding else 0)) / drawn
         if v.round_bytes:  # round trips that wait on each other, partly hidden by other blocks' loads
             trips = math.ceil(k_chunk * ITEMSIZE[p.dtype] / v.round_bytes) * ROUND_TRIP_S
             memory = math.hypot(memory, trips)
@@ -197,6 +197,15 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     if wide and per_block == 1:  # a C past 32 x 32: four warps a matrix, a barrier a staged chunk
         rounds *= WIDE_GROUP_SLOWDOWN
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
+
+
+def padding(v: Variant, p: Problem) -> int:
+    """The bytes of zeros a TMA row's blocks stage past C's edges: each column of tiles (and split) stages
+    its row tiles' rows past M, each row of tiles its column tiles' columns past N, K elements each."""
+    bm, bn = v.tile
+    tiles_m, tiles_n = cdiv(p.m, bm), cdiv(p.n, bn)
+    rows = tiles_n * (tiles_m * bm - p.m) + tiles_m * (tiles_n * bn - p.n)
+    return p.batch * rows * p.k * ITEMSIZE[p.dtype]
 
 
 def traffic(p: Problem) -> int:
@@ -338,8 +347,11 @@ def _options(p: Problem, t: Target, tier: int) -> list[tuple[float, int, int, Va
 def swappable(p: Problem) -> bool:
     """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows and at least
     SWAP_MIN_N columns (a tile's rows), and not a matrix-vector row's shape (those rows read their matrix
-    at the memory's rate)."""
-    return p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N and not matrix_vector(p)
+    at the memory's rate), but for 2-16 rows at a float32 tensor-core mode, where the exact matrix-vector
+    rows fall behind the tiles (_matrix_vector_at_tf32 weighs the two)."""
+    if not (p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N):
+        return False
+    return not matrix_vector(p) or (p.mode in ("tf32", "tf32x3") and p.m > 1)
 
 
 def _swap_options(p: Problem, t: Target, rows=None) -> list[tuple[float, int, int, Variant]]:
@@ -462,15 +474,23 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
     aligned = replace(p, a_aligned=True, b_aligned=True)
     aligned_exact = exact if aligned == p else _exact_fp32(aligned, t, "")
     tiles = [(*best_split(v, aligned, t), v) for v in candidates(aligned, t, 1)]
-    if not tiles or min(o[0] for o in tiles) * TF32_MV_MARGIN >= aligned_exact.seconds:  # near tie: exact rows
+    if not tiles:
+        return exact
+    fastest = min(o[0] for o in tiles)
+    swap = _faster_swapped(aligned, t, fastest)
+    if min(fastest, swap[0] if swap else fastest) * TF32_MV_MARGIN >= aligned_exact.seconds:  # near tie: exact rows
         return exact
     options = tiles if aligned == p else [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
     seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])
-    why = (
-        f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows, ahead of the "
-        f"exact FP32 matrix-vector plan ({aligned_exact.variant.name} {aligned_exact.seconds * 1e6:.1f} us "
-        "for aligned operands)"
+    behind = (
+        f"ahead of the exact FP32 matrix-vector plan ({aligned_exact.variant.name} "
+        f"{aligned_exact.seconds * 1e6:.1f} us for aligned operands)"
     )
+    swap = _faster_swapped(p, t, seconds)
+    if swap is not None:
+        why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}), {behind}"
+        return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
+    why = f"auto: {v.name} {seconds * 1e6:.1f} us, least modelled time among the {p.mode} rows, {behind}"
     return _make(v, p, t, splits, k_chunk, seconds, why)
 
 

@@ -154,6 +154,10 @@ class Variant:
     # of K a block's step covers (each warp's slice of it in flight together); the planner charges
     # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
     round_bytes: int | None = None
+    # a TMA row whose edge tiles' rows past M or N count as bytes moved: the copy engine fills them with
+    # zeros at about the rate it reads memory, so a tile mostly past C's edge (a few tokens on a 64- or
+    # 128-row tile) moves the tile's rows, not C's (planner.staged)
+    stages_padding: bool = False
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
     # the least a wave of its blocks takes, however little of K each has (the copy pipeline's prologue, the
@@ -202,9 +206,9 @@ class Variant:
     @property
     def writes_c_trans(self) -> bool:
         """Whether the kernel can write C stored transposed (C_STORE["transposed"]), which the planner's
-        swapped plans need: the 16-bit TMA rows can (the TF32 ones, tensor_maps_exact, have no registers
-        left for it)."""
-        return self.args == "tensor_maps"
+        swapped plans need: the 16-bit TMA rows can, and the TF32 ones (tensor_maps_exact) of at most 64
+        columns (the wider TF32 bodies have no registers left for it)."""
+        return self.args == "tensor_maps" or (self.args == "tensor_maps_exact" and self.tile[1] <= 64)
 
     def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
@@ -545,6 +549,14 @@ def _wgmma(
     )
 
 
+# the bytes/s the TF32 wgmma rows move their operands at, at most, the zeros staged past C's edges counted
+# (stages_padding): a layer on few tokens is a read of its weight, and a 64- or 128-row tile over 8 tokens
+# stages 56 or 120 rows of zeros beside them. Fitted on the H200 (it copies at ~4.3 TB/s) with the narrow
+# TF32 rows (below): 8 x 8192^2 at 67.5 us swapped on 64 x 16 (83 us on 128 x 256 at 4 splits, which
+# stage 15 times the zero rows)
+TF32_WGMMA_BANDWIDTH = 3.5e12
+
+
 # --- float32 at TF32 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the float32 instantiation of the same
 # template): tf32_wgmma128x256bt and tf32_wgmma128x128bt, sm_90a only, persistent, TMA. wgmma reads TF32
 # operands K-major alone, so both rows read B stored transposed (N rows of K: x @ W.T in place); a
@@ -552,7 +564,7 @@ def _wgmma(
 # rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
-def _tf32_wgmma(tile: tuple[int, int], rate: float, tier: int = 1, **latency) -> Variant:
+def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     name = f"tf32_wgmma{tile[0]}x{tile[1]}bt"
     entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_tf32"
     return Variant(
@@ -566,10 +578,12 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, tier: int = 1, **latency) ->
         **HOPPER_TMA,
         reads_b_trans=True,
         rate=rate,
-        tier=tier,
+        tier=1,
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
+        bandwidth=TF32_WGMMA_BANDWIDTH,
+        stages_padding=True,
         **_wave("wgmma"),
         **latency,
     )
@@ -955,16 +969,18 @@ _ROWS = [
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
     _tf32_wgmma((128, 256), 380e12, fixed_s=3.25e-6),
     _tf32_wgmma((128, 128), 295e12, fixed_s=2.5e-6),
-    # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): attention's values at head size 64,
-    # mid-size products, layers on few tokens (x @ W.T, unswapped: a TF32 tile cannot write C transposed).
-    # PROVISIONAL, by name only until measured: the 16-bit rows' constants at half the rate (the same
-    # stage bytes carry half the elements)
-    _tf32_wgmma((128, 64), 215e12, tier=0, fixed_s=2.5e-6),
-    _tf32_wgmma((64, 64), 215e12, tier=0, fixed_s=2.5e-6, block_rate=1.3e12, bandwidth=WGMMA_NARROW_BANDWIDTH),
-    *(
-        _tf32_wgmma((64, bn), 215e12, tier=0, fixed_s=2.5e-6, block_rate=br, bandwidth=WGMMA_NARROWER_BANDWIDTH)
-        for bn, br in ((32, 0.65e12), (16, 0.5e12))
-    ),
+    # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): layers on few tokens (swapped, the
+    # weight on the tile's rows), skinny and mid-size products, attention's values at head size 64. Fitted
+    # on the H200 (2026-11-29, benchmarks/results/probe-tf32-wgmma-*: 67 products, x @ W.T on 2-256 tokens
+    # against weights of 3072 x 1024 to 8192^2 and 14336 x 4096, skinny N, squares of 256-2048, long K,
+    # every TF32 row at 1-16 splits, swapped and plain): the arithmetic at 215 TFLOP/s, and the memory term
+    # of _tf32_wgmma. auto takes the 64 x 32 and 64 x 16 rows only where one column of tiles covers C as the
+    # kernel computes it (two columns of 64 x 16 tiles stage the weight twice: 32 tokens on them took
+    # 78 us where 64 x 32 took 64); auto then came within 0.979 of the fastest timed plan over the probe
+    # (0.88 with the 128-row tiles alone), and at 1.006 of cuBLAS TF32 in geometric mean
+    _tf32_wgmma((128, 64), 215e12, fixed_s=2.5e-6),
+    _tf32_wgmma((64, 64), 215e12, fixed_s=2.5e-6),
+    *(_tf32_wgmma((64, bn), 215e12, fixed_s=2.5e-6, auto_max_n=bn) for bn in (32, 16)),
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
