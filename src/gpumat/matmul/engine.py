@@ -37,6 +37,7 @@ from .planner import (
     plan,
     ranked,
     split_options,
+    staged,
     swappable,
     traffic,
     unavailable,
@@ -144,6 +145,7 @@ __all__ = [
     "tensor_map",
     "tensor_map_args",
     "padding",
+    "staged",
     "traffic",
     "unavailable",
 ]

@@ -161,7 +161,7 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
-        memory = (traffic(p) + (padding(v, p) if v.stages_padding else 0)) / drawn
+        memory = (staged(v, p) if v.stages_padding else traffic(p)) / drawn
         if v.round_bytes:  # round trips that wait on each other, partly hidden by other blocks' loads
             trips = math.ceil(k_chunk * ITEMSIZE[p.dtype] / v.round_bytes) * ROUND_TRIP_S
             memory = math.hypot(memory, trips)
@@ -197,6 +197,13 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     if wide and per_block == 1:  # a C past 32 x 32: four warps a matrix, a barrier a staged chunk
         rounds *= WIDE_GROUP_SLOWDOWN
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
+
+
+def staged(v: Variant, p: Problem) -> int:
+    """The bytes a TMA row's copy engine stages: A and B once and the zeros past C's edges (padding). C's
+    stores are not among them: a persistent block's stores of one tile overlap its loads of the next (a
+    product of K = 16, mostly C, ran as fast on the TF32 wgmma tiles as in cuBLAS)."""
+    return p.batch * (p.m + p.n) * p.k * ITEMSIZE[p.dtype] + padding(v, p)
 
 
 def padding(v: Variant, p: Problem) -> int:

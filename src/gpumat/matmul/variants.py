@@ -154,9 +154,9 @@ class Variant:
     # of K a block's step covers (each warp's slice of it in flight together); the planner charges
     # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
     round_bytes: int | None = None
-    # a TMA row whose edge tiles' rows past M or N count as bytes moved: the copy engine fills them with
-    # zeros at about the rate it reads memory, so a tile mostly past C's edge (a few tokens on a 64- or
-    # 128-row tile) moves the tile's rows, not C's (planner.staged)
+    # a TMA row whose memory term counts the bytes its copy engine stages (planner.staged): the operands,
+    # and the zeros it fills the edge tiles' rows past M or N with, at about the rate it reads memory (a
+    # few tokens on a 64- or 128-row tile move the tile's rows, not C's); C's stores overlap them
     stages_padding: bool = False
     warp_tile: tuple[int, int] | None = None  # live warp tiles decide an edge tile's work (None: whole tiles)
     wave_slack: float = 0.0  # a last wave this much over a whole number of waves is absorbed (edge tiles)
