@@ -601,6 +601,36 @@ def test_swapped_layers_with_split_k_and_epilogues(m, n, k, name, b_trans, split
     check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=True)
 
 
+@pytest.mark.gpu
+@given(
+    m=st.integers(2, SWAP_MAX_M),
+    n=st.integers(128, 400),
+    k=dims(600, (32, 128)),
+    b_trans=st.booleans(),
+    pads=st.tuples(*[st.integers(0, 5)] * 6),
+)
+def test_swapped_layers_of_views_at_odd_offsets(m, n, k, b_trans, pads):
+    """A swapped layer whose x, W or C the copy engine cannot read in place (odd offsets and strides): the
+    kernel's operands (W's storage as its A, x's as its B) are copied into aligned scratch first, a
+    row-major W transposed on the way; C, a view too, is written transposed in place and nothing around it."""
+    names = [name for name in need_rows() if VARIANTS[name].writes_c_trans]
+    parents, A, B, a64, b64 = operands(m, n, k, b_trans, pads[:4])
+    pc, C = upload(np.full((m, n), np.nan, np.float32), *pads[4:])
+    around = pc.to_numpy()
+    for name in names:
+        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
+        storage_w = B.T if b_trans else B
+        assert plan.swap and plan.copy_a == (not b_trans or storage_w.elements % 16 != 0 or storage_w.stride % 4 != 0)
+        assert plan.copy_b == (A.elements % 16 != 0 or A.stride % 4 != 0), plan
+        gm.matmul(A, B, out=C, plan=plan)
+        got = pc.to_numpy()
+        assert product_error(got[:, pads[4] : pads[4] + n], a64, b64) < tolerance(k), name
+        got[:, pads[4] : pads[4] + n] = around[:, pads[4] : pads[4] + n]
+        np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
+    for x in (*parents, pc):
+        x.free()
+
+
 def check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=False):
     """act(alpha A B + beta C + bias) by the named row, K split as asked, swapped or not, against float64
     elementwise, relative to |alpha| |A| |B| + |beta| |C| + |bias|. C is a view inside a wider matrix,
@@ -710,15 +740,21 @@ def test_x_at_w_transposed_reads_w_in_place():
 def test_results_are_bitwise_deterministic(name):
     if name not in need_rows():
         pytest.skip(f"{name} does not run here")
-    # odd strides (aligned copies first: the bits must not depend on where they land), a forced split-K
-    # and x @ W.T in place
-    for (m, n, k), b_trans, splits, pads in (
+    # odd strides (aligned copies first: the bits must not depend on where they land), a forced split-K,
+    # x @ W.T in place, and (the rows that write C transposed) a layer on 24 tokens swapped, K split
+    cases = [
         ((300, 129, 1001), False, None, (1, 2, 3, 0)),
         ((513, 296, 776), True, None, (4, 0, 4, 0)),
         ((96, 80, 20000), True, 8, (4, 0, 4, 0)),
-    ):
+    ]
+    if VARIANTS[name].writes_c_trans:
+        cases.append(((24, 1000, 3000), True, 3, (4, 0, 4, 0)))
+    for (m, n, k), b_trans, splits, pads in cases:
         parents, A, B, _, _ = operands(m, n, k, b_trans, pads)
-        plan = gm.matmul_plan(A, B, algorithm=name, splits=splits)
+        if m <= SWAP_MAX_M:
+            plan = engine.forced(*engine.problem_of_call(A, B, None, name), name, splits, swap=True)
+        else:
+            plan = gm.matmul_plan(A, B, algorithm=name, splits=splits)
         first = gm.matmul(A, B, plan=plan).to_numpy()
         gm.matmul(B.T, A.T, algorithm=name).free()  # other scratch in between
         for _ in range(2):
