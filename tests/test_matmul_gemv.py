@@ -39,8 +39,7 @@ from gpumat.matmul.engine import (
     SM_DRAW,
     TF32_WGMMA_BANDWIDTH,
     VARIANTS,
-    WGMMA_NARROW_BANDWIDTH,
-    WGMMA_NARROWER_BANDWIDTH,
+    WGMMA_BANDWIDTH,
     Problem,
     Target,
     accumulator,
@@ -109,18 +108,14 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     for f in FAMILIES:
         at = [names.index(row_name(f, r)) for r in (1, *GEMV_R)]
         assert at == sorted(at) and max(names.index(n) for n in ONE) < at[1]
-    # every other row computes every shape, and has no memory term but the 64-row 16-bit wgmma tiles (a
-    # layer on few tokens reads its weight: variants.WGMMA_NARROW_BANDWIDTH, the narrower tiles' own fit)
-    # and the TF32 wgmma rows (TF32_WGMMA_BANDWIDTH, the zeros they stage past C's edges counted)
+    # every other row computes every shape, and has no memory term but the wgmma rows, 16-bit
+    # (WGMMA_BANDWIDTH) and TF32 (TF32_WGMMA_BANDWIDTH), which count the zeros they stage past C's edges (a
+    # layer on few tokens is a read of its weight, beside the tile's rows past its tokens)
     for v in VARIANTS.values():
         if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
-            drawn = 0
-            if v.name.startswith("wgmma64x"):
-                drawn = WGMMA_NARROW_BANDWIDTH if v.tile == (64, 64) else WGMMA_NARROWER_BANDWIDTH
-            if v.name.startswith("tf32_wgmma"):
-                drawn = TF32_WGMMA_BANDWIDTH
-            assert v.any_shape and v.bandwidth == drawn, v.name
-            assert v.stages_padding == v.name.startswith("tf32_wgmma"), v.name
+            wgmma = v.args.startswith("tensor_maps")
+            drawn = (TF32_WGMMA_BANDWIDTH if v.mode == "tf32" else WGMMA_BANDWIDTH) if wgmma else 0
+            assert v.any_shape and v.bandwidth == drawn and v.stages_padding == wgmma, v.name
 
 
 def test_the_tiles_are_the_kernels_own():

@@ -513,13 +513,15 @@ WGMMA_SMEM = {
     (64, 32): 226688,
     (64, 16): 222592,
 }
-# the bytes/s a 64 x 64 wgmma grid reads its operands at, at most: a layer on few tokens is a read of its
-# weight. The H200's fit (below; it copies at ~4.3 TB/s): on an H100 (3.35 TB/s) it is optimistic
-WGMMA_NARROW_BANDWIDTH = 4.0e12
-# the 64 x 32 and 64 x 16 tiles' grid (fitted with them on the H200, below): above the H200's measured copy
-# bandwidth (4.3 TB/s; an H100 copies at 3.35), because the model ranks them against the 128-row tiles',
-# which have no memory term and rank too fast on few tokens; a ranking constant, not a bandwidth
-WGMMA_NARROWER_BANDWIDTH = 5.0e12
+# the bytes/s every 16-bit wgmma row moves its operands at, at most, the zeros its copy engine stages past
+# C's edges counted (stages_padding; planner.staged): a layer on few tokens is a read of its weight, and a
+# 128-row tile over 8 tokens stages 120 rows of zeros beside them. Fitted on the H200 (2026-11-29; it
+# copies at ~4.3 TB/s: a ranking constant more than a bandwidth) over both 16-bit sweeps and the narrow
+# tiles' probe (benchmarks/NOTES.md, twenty-fifth session): auto against the best timed plan 0.977 -> 0.982
+# and 0.972 -> 0.979, where the 64-row tiles had drawn 4.0 (64 x 64) and 5.0 TB/s (64 x 32, 64 x 16) on the
+# operands alone and the 128-row tiles nothing (16384 x 8 x 16384 with B row-major: 168 us on 128 x 64, 133
+# on 64 x 16 after B's copy, cuBLAS 132)
+WGMMA_BANDWIDTH = 4.75e12
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
 HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
@@ -544,6 +546,8 @@ def _wgmma(
         rate=rate,
         k_align=64,
         min_k_chunk=256,
+        bandwidth=WGMMA_BANDWIDTH,
+        stages_padding=True,
         **_wave(tiled if (tiled := f"wgmma{tile[0]}x{tile[1]}") in WAVE_FLOOR else "wgmma"),
         **latency,
     )
@@ -924,9 +928,9 @@ _ROWS = [
     # mid-size products whose 128-row tiles leave SMs idle. Fitted on the H200 (2026-11-29, benchmarks/
     # NOTES.md: 67 products of 8-4096 rows, 8-14336 columns, K 192-16384, every 128 x 64 and 64 x 64 row at
     # 1-16 splits, and bench sweep's 290 float16 and bfloat16 shapes with these rows timed): a block alone
-    # on its SM draws 2.6 TFLOP/s (its 64 rows of a weight at ~80 GB/s), and the grid reads A and B at no
-    # more than WGMMA_NARROW_BANDWIDTH; auto's choice then came within 0.975 of the fastest timed plan over
-    # those products (0.970 at 2.2 TFLOP/s and 3.2 TB/s, the first fit).
+    # on its SM draws 2.6 TFLOP/s (its 64 rows of a weight at ~80 GB/s), and the grid moved A and B at no
+    # more than 4.0 TB/s (since: WGMMA_BANDWIDTH, the zeros staged counted); auto's choice then came within
+    # 0.975 of the fastest timed plan over those products (0.970 at 2.2 TFLOP/s and 3.2 TB/s, the first fit).
     *(
         _wgmma(
             (64, 64),
@@ -935,7 +939,6 @@ _ROWS = [
             reads_a_trans=ta,
             fixed_s=2.5e-6,
             block_rate=2.6e12,
-            bandwidth=WGMMA_NARROW_BANDWIDTH,
         )
         for ta, tb in ((False, False), (False, True), (True, False), (True, True))
     ),
@@ -945,7 +948,7 @@ _ROWS = [
     # the shapes measured. Fitted on the H200 (2026-11-29, benchmarks/results/probe-wgmma-narrow-*: 126 products, 2-64
     # tokens against weights of 1024-14336 a side, both layouts, and skinny-N products, every 64-row tile forced swapped
     # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16) TFLOP/s, its
-    # grid reads at most WGMMA_NARROWER_BANDWIDTH, a wave stages its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR),
+    # grid moves at most WGMMA_BANDWIDTH, a wave stages its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR),
     # and a split's reduction costs 2 us; auto then came within 0.97 of the fastest timed plan over the probe (0.87
     # before these rows)
     *(
@@ -956,7 +959,6 @@ _ROWS = [
             reads_a_trans=ta,
             fixed_s=2.5e-6,
             block_rate=1.3e12 if bn == 32 else 1.0e12,
-            bandwidth=WGMMA_NARROWER_BANDWIDTH,
             split_launch_s=2e-6,
             auto_max_n=32,
         )
