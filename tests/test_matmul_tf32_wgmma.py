@@ -1,8 +1,9 @@
-"""float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt and
-tf32_wgmma128x128bt (auto's), and tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt and
-tf32_wgmma64x16bt by name (cuda/matmul_wgmma_half.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads
-TF32 operands K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B is
-transposed into aligned scratch first. The rows, the plans auto makes with them, the split of K, the
+"""float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt,
+tf32_wgmma128x128bt, tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt and tf32_wgmma64x16bt, all
+auto's (cuda/matmul_wgmma_half.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads TF32 operands
+K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B is transposed into
+aligned scratch first; the rows of at most 64 columns also run a layer on few tokens swapped (C written
+transposed). The rows, the plans auto makes with them, the split of K, the
 tensor maps the launcher encodes (element type, boxes) and the kernels' arguments run without a GPU;
 the products run on one (an H100 or another sm_90 GPU).
 
@@ -187,7 +188,7 @@ def test_other_gpus_plan_as_before(monkeypatch, target):
         for b_trans in (False, True):
             p = Problem(*shape, "f32", "f32", "tf32", b_trans=b_trans)
             with_rows = engine.plan(p, target)
-            for name in TF32_WGMMA:  # the table the planner reads, without the rows for the moment
+            for name in TF32_WGMMA + TF32_NARROW:  # the table the planner reads, without the rows for the moment
                 monkeypatch.delitem(VARIANTS, name)
             engine.plan.cache_clear()  # plans are cached: this one is made anew from the smaller table
             assert engine.plan(p, target) == with_rows
@@ -708,7 +709,7 @@ def test_unaligned_views_are_copied_into_aligned_scratch(m, n, k, b_trans, pads)
 @pytest.mark.gpu
 def test_x_at_w_transposed_reads_w_in_place():
     """A linear layer's x @ W.T: each row by name and auto (a TF32 wgmma row, where the model takes one)
-    read W's storage by TMA, no copy; edges of both tiles, a poisoned C, relu fused bit for bit."""
+    read W's storage by TMA, no copy; edges of the tiles, a poisoned C, relu fused bit for bit."""
     names = need_rows()
     target = Target.of(gm.device())
     for m, n, k in ((1, 1, 4), (128, 256, 32), (129, 257, 36), (127, 129, 132), (1024, 1024, 1024), (64, 520, 8192)):

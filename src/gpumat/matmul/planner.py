@@ -14,8 +14,9 @@ One cost model for every variant, with the variant's row as its constants:
               latency-bound: faster than its slot's share of the SM, slower than the whole SM); the
               arithmetic (not the waves' floor) unaligned_slowdown times longer when A or B is not
               16-byte aligned
-              and for a memory-bound row (bandwidth set: the matrix-vector rows) at least
-              (A and B read + C written, bytes) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
+              and for a memory-bound row (bandwidth set: the matrix-vector rows, the wgmma rows) at least
+              (A and B read + C written, bytes; for a row with stages_padding, A and B and the zeros
+              staged past C's edges: staged) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
               with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
               share of the H100's bandwidth, a grid on few SMs SM_DRAW times their share
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
@@ -64,13 +65,13 @@ COPY_SECOND_LAUNCH_S = 2.5e-6
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
-# The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one matrix, not a
-# matrix-vector row's shape) computed as C^T = op(B)^T @ op(A)^T by a row that writes C transposed (the 16-bit TMA
-# rows), so that C's long side lies on the tiles' 128 or 64 rows and its few rows on their columns (one tile of the 128
-# x 64 row at 64 rows, of the 64 x 16 row at 16). Taken where the model gives it SWAP_MARGIN over the plain plan: on the
-# H200 (2026-11-28, 16-bit x @ W and x @ W.T with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the
-# model's gain of 1.11-1.45 measured 0.95-1.49 (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none
-# measured)
+# The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one matrix, not
+# a matrix-vector row's shape but at tf32: swappable) computed as C^T = op(B)^T @ op(A)^T by a row that writes C
+# transposed (the 16-bit TMA rows, the TF32 ones of at most 64 columns), so that C's long side lies on the tiles' 128
+# or 64 rows and its few rows on their columns (one tile of the 128 x 64 row at 64 rows, of the 64 x 16 row at 16).
+# Taken where the model gives it SWAP_MARGIN over the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T
+# with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49
+# (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none measured)
 SWAP_MAX_M = 64
 SWAP_MIN_N = 128
 SWAP_MARGIN = 1.1
@@ -207,8 +208,9 @@ def staged(v: Variant, p: Problem) -> int:
 
 
 def padding(v: Variant, p: Problem) -> int:
-    """The bytes of zeros a TMA row's blocks stage past C's edges: each column of tiles (and split) stages
-    its row tiles' rows past M, each row of tiles its column tiles' columns past N, K elements each."""
+    """The bytes of zeros a TMA row's blocks stage past C's edges: each column of tiles stages its row
+    tiles' rows past M, each row of tiles its column tiles' columns past N, K elements each (the splits of
+    K share those K elements out: they add none)."""
     bm, bn = v.tile
     tiles_m, tiles_n = cdiv(p.m, bm), cdiv(p.n, bn)
     rows = tiles_n * (tiles_m * bm - p.m) + tiles_m * (tiles_n * bn - p.n)
@@ -271,7 +273,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
     """The table's rows of `tier` that auto may run the problem with on this target. A product with R <= 16
     rows or columns of C does at most 2 R / itemsize flops a byte of its matrix operand, memory-bound for
     the tensor cores of every GPU: where a row made for its shape (the matrix-vector rows, max_m or max_n
-    set) runs, those rows alone are its candidates (the GEMM rows' model has no memory term and would rank
+    set) runs, those rows alone are its candidates (most GEMM rows' model has no memory term and would rank
     them as if they computed faster than the memory can feed them: dmma128x64 at 16384 x 1 x 16384
     float64, 2 GiB, models 374 us, 5.7 TB/s; their tiles of 64-256 rows and columns compute 4 to 256 times
     the products asked for, and measured 0.45-0.6x cuBLAS at 8 and 16 rows or columns)."""
@@ -354,11 +356,11 @@ def _options(p: Problem, t: Target, tier: int) -> list[tuple[float, int, int, Va
 def swappable(p: Problem) -> bool:
     """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows and at least
     SWAP_MIN_N columns (a tile's rows), and not a matrix-vector row's shape (those rows read their matrix
-    at the memory's rate), but for 2-16 rows at a float32 tensor-core mode, where the exact matrix-vector
-    rows fall behind the tiles (_matrix_vector_at_tf32 weighs the two)."""
+    at the memory's rate), but for 2-16 rows at tf32, where the exact matrix-vector rows fall behind the
+    TF32 wgmma tiles (_matrix_vector_at_tf32 weighs the two; tf32x3 has no row that writes C transposed)."""
     if not (p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N):
         return False
-    return not matrix_vector(p) or (p.mode in ("tf32", "tf32x3") and p.m > 1)
+    return not matrix_vector(p) or (p.mode == "tf32" and p.m > 1)
 
 
 def _swap_options(p: Problem, t: Target, rows=None) -> list[tuple[float, int, int, Variant]]:
@@ -464,17 +466,17 @@ def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
 
 
 def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
-    """auto's plan for a float32 tensor-core mode asked for a matrix-vector row's shape (C of at most 16
-    rows or columns). One row or column of C is memory-bound: the exact FP32 matrix-vector rows read it at
-    the memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM
-    tiles 0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x). With
-    2-16 rows or columns the exact rows do up to 16 FMAs an element of the matrix and fall behind it (H200,
-    8192^2 and 14336 x 4096 weights: gemv_m16bt 148-167 us, gemv_m8bt 121-133, where tf32_wgmma128x256bt
-    ran 70-93 and cuBLAS TF32 63-88): there, on the architectures measured (TF32_MV_ARCHS) and for K of at
-    least TF32_MV_MIN_K, the mode's tiles compete with them by the model (which has no memory term for the
-    tiles: it was checked against such weights only). The choice between the two is made for the operands
-    16-byte aligned, so the precision a call runs at does not depend on where its operands lie; the tile
-    (or exact row) then runs the operands as they are."""
+    """auto's plan for a float32 tensor-core mode asked for a matrix-vector row's shape (C of at most 16 rows or
+    columns). One row or column of C is memory-bound: the exact FP32 matrix-vector rows read it at the
+    memory's rate, and tensor cores would only lose accuracy (bench sweep, H100: tf32x3 on the GEMM tiles
+    0.12-0.33x cuBLAS FP32 on one row or column, the float32 matrix-vector rows 0.95-1.25x). With 2-16 rows or
+    columns the exact rows do up to 16 FMAs an element of the matrix and fall behind it (H200, 8192^2 and
+    14336 x 4096 weights: gemv_m16bt 148-167 us, gemv_m8bt 121-133, where tf32_wgmma128x256bt ran 70-93 and
+    cuBLAS TF32 63-88): there, on the architectures measured (TF32_MV_ARCHS) and for K of at least
+    TF32_MV_MIN_K, the mode's tiles, swapped where a row writes C transposed, compete with them by the model
+    (checked against such weights only; the mma.sync TF32 tiles have no memory term). The choice between the
+    two is made for the operands 16-byte aligned, so the precision a call runs at does not depend on where its
+    operands lie; the tile (or exact row) then runs the operands as they are."""
     exact = _exact_fp32(p, t, f"{p.mode} asked for a {p.m} x {p.n} C, a matrix-vector row's shape")
     if min(p.m, p.n) == 1 or p.batch > 1 or p.k < TF32_MV_MIN_K or t.arch not in TF32_MV_ARCHS:
         return exact
@@ -485,7 +487,7 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
         return exact
     fastest = min(o[0] for o in tiles)
     swap = _faster_swapped(aligned, t, fastest)
-    if min(fastest, swap[0] if swap else fastest) * TF32_MV_MARGIN >= aligned_exact.seconds:  # near tie: exact rows
+    if (swap[0] if swap else fastest) * TF32_MV_MARGIN >= aligned_exact.seconds:  # near tie: exact rows
         return exact
     options = tiles if aligned == p else [(*best_split(v, p, t), v) for v in candidates(p, t, 1)]
     seconds, splits, k_chunk, v = min(options, key=lambda o: o[0])

@@ -562,9 +562,10 @@ TF32_WGMMA_BANDWIDTH = 3.5e12
 
 
 # --- float32 at TF32 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the float32 instantiation of the same
-# template): tf32_wgmma128x256bt and tf32_wgmma128x128bt, sm_90a only, persistent, TMA. wgmma reads TF32
-# operands K-major alone, so both rows read B stored transposed (N rows of K: x @ W.T in place); a
-# row-major B is transposed into aligned scratch first (the planner charges the copy). The copy engine
+# template): tf32_wgmma<BM>x<BN>bt on the six tiles of the 16-bit rows (128 x 256 to 64 x 16), sm_90a only,
+# persistent, TMA. wgmma reads TF32 operands K-major alone, so every row reads B stored transposed (N rows of
+# K: x @ W.T in place); a row-major B is transposed into aligned scratch first (the planner charges the
+# copy); the rows of at most 64 columns also write C transposed (a swapped layer on few tokens). The copy engine
 # rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
