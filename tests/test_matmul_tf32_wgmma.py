@@ -615,21 +615,7 @@ def test_swapped_layers_of_views_at_odd_offsets(m, n, k, b_trans, pads):
     kernel's operands (W's storage as its A, x's as its B) are copied into aligned scratch first, a
     row-major W transposed on the way; C, a view too, is written transposed in place and nothing around it."""
     names = [name for name in need_rows() if VARIANTS[name].writes_c_trans]
-    parents, A, B, a64, b64 = operands(m, n, k, b_trans, pads[:4])
-    pc, C = upload(np.full((m, n), np.nan, np.float32), *pads[4:])
-    around = pc.to_numpy()
-    for name in names:
-        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
-        storage_w = B.T if b_trans else B
-        assert plan.swap and plan.copy_a == (not b_trans or storage_w.elements % 16 != 0 or storage_w.stride % 4 != 0)
-        assert plan.copy_b == (A.elements % 16 != 0 or A.stride % 4 != 0), plan
-        gm.matmul(A, B, out=C, plan=plan)
-        got = pc.to_numpy()
-        assert product_error(got[:, pads[4] : pads[4] + n], a64, b64) < tolerance(k), name
-        got[:, pads[4] : pads[4] + n] = around[:, pads[4] : pads[4] + n]
-        np.testing.assert_array_equal(got, around)  # nothing outside the view was touched
-    for x in (*parents, pc):
-        x.free()
+    check_views(names, m, n, k, b_trans, pads, swap=True)
 
 
 def check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=False):
@@ -688,15 +674,28 @@ def check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap
 def test_unaligned_views_are_copied_into_aligned_scratch(m, n, k, b_trans, pads):
     """Views at odd offsets and strides: an operand the copy engine cannot read is first copied (a row-major
     B transposed) into aligned scratch; C, a view too, is written in place and nothing around it."""
-    names = need_rows()
+    check_views(need_rows(), m, n, k, b_trans, pads)
+
+
+def check_views(names, m, n, k, b_trans, pads, swap=False):
+    """A (m x k) and op(B) at odd offsets and strides (pads: left/right padding of A, B and C) into a
+    NaN-filled C view, by each named row, swapped or not: an operand the copy engine cannot read in place
+    (not 16-byte aligned, or a row-major W, which is transposed on the way) is copied into aligned scratch
+    first, the kernel's A being W's storage where swapped; C holds the product and nothing around it
+    changed."""
     parents, A, B, a64, b64 = operands(m, n, k, b_trans, pads[:4])
     pc, C = upload(np.full((m, n), np.nan, np.float32), *pads[4:])
     around = pc.to_numpy()
+    storage_w = B.T if b_trans else B
+    copies_x = A.elements % 16 != 0 or A.stride % 4 != 0
+    copies_w = not b_trans or storage_w.elements % 16 != 0 or storage_w.stride % 4 != 0
     for name in names:
-        plan = gm.matmul_plan(A, B, out=C, algorithm=name)
-        storage_b = B.T if b_trans else B
-        assert plan.copy_a == (A.elements % 16 != 0 or A.stride % 4 != 0)
-        assert plan.copy_b == (not b_trans or storage_b.elements % 16 != 0 or storage_b.stride % 4 != 0)
+        if swap:
+            plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
+            assert plan.swap and (plan.copy_a, plan.copy_b) == (copies_w, copies_x), plan
+        else:
+            plan = gm.matmul_plan(A, B, out=C, algorithm=name)
+            assert (plan.copy_a, plan.copy_b) == (copies_x, copies_w), plan
         gm.matmul(A, B, out=C, plan=plan)
         got = pc.to_numpy()
         assert product_error(got[:, pads[4] : pads[4] + n], a64, b64) < tolerance(k), name

@@ -204,7 +204,7 @@ def staged(v: Variant, p: Problem) -> int:
     """The bytes a TMA row's copy engine stages: A and B once and the zeros past C's edges (padding). C's
     stores are not among them: a persistent block's stores of one tile overlap its loads of the next (a
     product of K = 16, mostly C, ran as fast on the TF32 wgmma tiles as in cuBLAS)."""
-    return p.batch * (p.m + p.n) * p.k * ITEMSIZE[p.dtype] + padding(v, p)
+    return _operand_bytes(p) + padding(v, p)
 
 
 def padding(v: Variant, p: Problem) -> int:
@@ -219,8 +219,12 @@ def padding(v: Variant, p: Problem) -> int:
 
 def traffic(p: Problem) -> int:
     """The bytes a product must move at least: A and B read once, C written once."""
-    size = ITEMSIZE[p.dtype]
-    return p.batch * ((p.m * p.k + p.k * p.n) * size + p.m * p.n * ITEMSIZE[p.out_dtype])
+    return _operand_bytes(p) + p.batch * p.m * p.n * ITEMSIZE[p.out_dtype]
+
+
+def _operand_bytes(p: Problem) -> int:
+    """A's and B's bytes, every matrix of the batch."""
+    return p.batch * (p.m + p.n) * p.k * ITEMSIZE[p.dtype]
 
 
 def refuses_shape(v: Variant, p: Problem) -> str | None:
@@ -495,7 +499,8 @@ def _matrix_vector_at_tf32(p: Problem, t: Target) -> MatmulPlan:
         f"ahead of the exact FP32 matrix-vector plan ({aligned_exact.variant.name} "
         f"{aligned_exact.seconds * 1e6:.1f} us for aligned operands)"
     )
-    swap = _faster_swapped(p, t, seconds)
+    if aligned != p:  # (for aligned operands, the swap weighed above)
+        swap = _faster_swapped(p, t, seconds)
     if swap is not None:
         why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}), {behind}"
         return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
