@@ -93,16 +93,19 @@ using BigK32 = Cfg<2, 4, 4, 32, 3, 2>;  // 128 x 128 x 32, 3 stages: 211,968 byt
 using Half = Cfg<2, 4, 2, 16, 4, 1>;    // 64 x 128 x 16, 4 stages: 108,544 bytes (two blocks an SM)
 using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes (two blocks an SM)
 using Small = Cfg<2, 2, 2, 16, 4, 1>;   // 64 x 64 x 16, 4 stages: 75,776 bytes (three blocks an SM)
+using Rows16 = Cfg<1, 4, 1, 16, 4, 2>;  // 16 x 128 x 16, 4 stages: 77,824 bytes (two blocks an SM)
+using Rows32 = Cfg<1, 4, 2, 16, 4, 2>;  // 32 x 128 x 16, 4 stages: 88,064 bytes (two blocks an SM)
 using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
 using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
 static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
-              Narrow::SMEM_BYTES == 87552 && Small::SMEM_BYTES == 75776,
+              Narrow::SMEM_BYTES == 87552 && Small::SMEM_BYTES == 75776 && Rows16::SMEM_BYTES == 77824 &&
+              Rows32::SMEM_BYTES == 88064,
               "gpumat.matmul.variants asks for these");
 static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
               "the pipelined variants keep their shapes' shared memory");
 template <class C>
 constexpr bool parks = C::BM * (C::BN + 2) * 8 <= C::SMEM_BYTES;
-static_assert(parks<Big> && parks<BigK32> && parks<Half> && parks<Narrow>,
+static_assert(parks<Big> && parks<BigK32> && parks<Half> && parks<Narrow> && parks<Rows16> && parks<Rows32>,
               "a non-identity epilogue parks the tile (rows padded by 2 doubles) in the ring");
 
 #if __CUDA_ARCH__ >= 800
@@ -619,6 +622,15 @@ GPUMAT_DMMA_LAYOUTS(matmul_dmma128x64k16, Narrow, 2)
 // hundred a side), whose big tiles leave most SMs idle or need a split of K and its second pass.
 // Grid (ceil(N/64), min(ceil(M/64), 65535), batch * splits).
 GPUMAT_DMMA_LAYOUTS(matmul_dmma64x64k16, Small, 3)
+
+// 16 x 128 x 16 and 32 x 128 x 16 tiles, block (128,1,1) = 1 x 4 warps of 16 x 32 or 32 x 32, 4 stages in
+// 77,824 or 88,064 bytes of dynamic shared memory, two blocks an SM: a layer on a few tokens (x @ W, x @ W.T
+// with 2-32 rows of x), where the 64-row tiles run 2-8 times the mmas asked for and ran at the DMMA pipe's
+// rate instead of the weight's bandwidth; a 16-row tile does at most twice, so the weight's stream bounds it.
+// Grid (ceil(N/128), min(ceil(M/16 or 32), 65535), batch * splits).
+GPUMAT_DMMA_LAYOUTS(matmul_dmma16x128k16, Rows16, 2)
+
+GPUMAT_DMMA_LAYOUTS(matmul_dmma32x128k16, Rows32, 2)
 
 // The two 128-row shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
 // memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from support import ALL_MODULES, H100, built_entries, dims, fake_matrix, poison, poisoned
 
 import gpumat as gm
-from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, algorithms, plan
+from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, algorithms, model, plan, traffic
 from gpumat.runtime import geometry
 
 DMMA = {name: v for name, v in VARIANTS.items() if ("f64", "f64") in v.kernels and v.min_arch >= 80}
@@ -96,6 +96,8 @@ def test_shared_memory_of_each_variant_matches_the_kernel_source():
         "dmma64x128k16": "Half",
         "dmma128x64k16": "Narrow",
         "dmma64x64k16": "Small",
+        "dmma32x128k16": "Rows32",
+        "dmma16x128k16": "Rows16",
         "dmma128x128k16pipe": "BigPipe",
         "dmma128x64k16pipe": "NarrowPipe",
     }
@@ -125,6 +127,35 @@ def test_auto_keeps_the_simt_kernel_where_there_are_no_fp64_tensor_cores():
         f64_plan(64, 64, 64, 75, 40, 64 * 1024, "dmma128x128")
     with pytest.raises(ValueError, match="shared memory"):
         f64_plan(64, 64, 64, 86, 84, 99 * 1024, "dmma128x128")
+
+
+def test_the_few_row_tiles_wait_on_the_weight_and_on_the_sms_with_the_most_blocks():
+    """dmma16x128 at 8 x 8192 x 8192 (64 column tiles): memory-bound at every split, its time the longer of
+    the bytes at the row's bandwidth and the fullest SM's share at its sm_bandwidth, plus the split's pass."""
+    v = VARIANTS["dmma16x128"]
+    p = Problem(8, 8192, 8192, "f64", "f64", "native")
+    nbytes = traffic(p)
+    assert nbytes == (8 + 8192) * 8192 * 8 + 8 * 8192 * 8
+    for splits, fullest in ((1, 1), (2, 1), (3, 2), (4, 2), (8, 4)):
+        blocks = 64 * splits
+        memory = max(nbytes / v.bandwidth, fullest * nbytes / blocks / v.sm_bandwidth)
+        split = 0.0 if splits == 1 else (2 * splits + 1) * 8 * 8192 * 8 / v.scratch_bandwidth + v.split_launch_s
+        k_chunk = 8192 // splits if splits != 3 else 2736
+        assert model(v, p, H100, splits, k_chunk) == pytest.approx(memory + split), splits
+    # one block an SM at 2 splits: the weight's bytes at the row's bandwidth; 3 splits leave 60 SMs two blocks
+    assert model(v, p, H100, 3, 2736) > model(v, p, H100, 2, 4096)
+
+
+@pytest.mark.parametrize("b_trans", [False, True])
+def test_auto_runs_a_few_rows_on_the_few_row_tiles(b_trans):
+    """x @ W and x @ W.T (B read in place) in float64 on 2-32 rows: the 16- and 32-row tiles, never a 64-row
+    one (which runs 2-32 times the mmas asked for: it measured 0.6-0.75x cuBLAS there, the few-row tiles
+    0.9-1.05x; benchmarks/results/probe-dmma-few-rows-*)."""
+    for m in (2, 8, 16, 24, 32):
+        for n, k in ((3072, 1024), (8192, 8192), (14336, 4096), (4096, 14336)):
+            p = plan(Problem(m, n, k, "f64", "f64", "native", b_trans=b_trans), H100)
+            assert p.variant.tile in ((16, 128), (32, 128)), (m, n, k, p.algorithm)
+            assert p.variant.reads_b_trans == b_trans, (m, n, k, p.algorithm)
 
 
 def test_auto_splits_k_only_where_the_tiles_do_not_fill_the_gpu():
@@ -185,7 +216,7 @@ def _fp64_tensor_cores(request):
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES + ["auto"])
 @settings(max_examples=15)
-@given(m=dims(300, (64, 128)), n=dims(300, (64, 128)), k=dims(300, (16, 32, 64)))
+@given(m=dims(300, (16, 32, 64, 128)), n=dims(300, (64, 128)), k=dims(300, (16, 32, 64)))
 def test_integer_products_are_exact(algorithm, m, n, k):
     a, b = integers((m, k)), integers((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
@@ -196,7 +227,7 @@ def test_integer_products_are_exact(algorithm, m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES)
 @settings(max_examples=10)
-@given(m=dims(200, (64, 128)), n=dims(200, (64, 128)), k=dims(400, (16, 32, 64)))
+@given(m=dims(200, (16, 32, 64, 128)), n=dims(200, (64, 128)), k=dims(400, (16, 32, 64)))
 def test_random_doubles_within_the_fp64_bound(algorithm, m, n, k):
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, poisoned(m, n, np.float64) as C:
@@ -238,7 +269,12 @@ def test_views_with_odd_offsets_and_strides(algorithm, m, n, k, pads):
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", NAMES)
 @settings(max_examples=10)
-@given(m=dims(260, (64, 128)), n=dims(260, (64, 128)), k=dims(260, (16, 32)), quads=st.tuples(*[st.integers(0, 2)] * 3))
+@given(
+    m=dims(260, (16, 32, 64, 128)),
+    n=dims(260, (64, 128)),
+    k=dims(260, (16, 32)),
+    quads=st.tuples(*[st.integers(0, 2)] * 3),
+)
 def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k, quads):
     """Starts on 16 bytes and even strides: the 16-byte path, half chunks wherever K or N is odd."""
     pads = []
@@ -251,7 +287,7 @@ def test_aligned_views_take_the_wide_copies_with_ragged_edges(algorithm, m, n, k
 @pytest.mark.parametrize("algorithm", NAMES)
 @settings(max_examples=10)
 @given(
-    m=dims(130, (64, 128)),
+    m=dims(130, (16, 32, 64, 128)),
     n=dims(130, (64, 128)),
     k=st.integers(1, 2000),
     splits=st.sampled_from([2, 3, 5, 8]),

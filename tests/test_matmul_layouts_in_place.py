@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 ROWS = [
     name for name, v in VARIANTS.items() if name.startswith(("sgemm", "dmma")) and (v.reads_a_trans or v.reads_b_trans)
 ]
-SIDES = [1, 2, 7, 31, 63, 64, 65, 127, 128, 129, 257]
+SIDES = [1, 2, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 257]
 DTYPE = {"sgemm": np.float32, "dmma": np.float64}
 EPS = {"sgemm": 2.0**-24, "dmma": 2.0**-53}
 

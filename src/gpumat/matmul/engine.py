@@ -53,6 +53,7 @@ from .tuning import save as save_tuning
 from .variants import (
     ACTIVATIONS,
     C_STORE,
+    FEW_ROW_MEMORY,
     GEMV_BANDWIDTH,
     GEMV_R,
     H100_SMS,
@@ -80,6 +81,7 @@ __all__ = [
     "COPY_BANDWIDTH",
     "COPY_LAUNCH_S",
     "COPY_SECOND_LAUNCH_S",
+    "FEW_ROW_MEMORY",
     "GEMV_BANDWIDTH",
     "GEMV_R",
     "H100_SMS",

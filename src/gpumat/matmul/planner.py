@@ -18,7 +18,10 @@ One cost model for every variant, with the variant's row as its constants:
               (A and B read + C written, bytes; for a row with stages_padding, A and B and the zeros
               staged past C's edges: staged) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
               with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
-              share of the H100's bandwidth, a grid on few SMs SM_DRAW times their share
+              share of the H100's bandwidth, a grid on few SMs SM_DRAW times their share; or, for a row
+              whose SMs each draw at most sm_bandwidth (the few-row DMMA tiles), the longer of (A and B
+              read + C written) / bandwidth and ceil(blocks / SMs) x those bytes / blocks / sm_bandwidth
+              (blocks spread over the SMs: the SMs with one block more than the rest finish last)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
@@ -159,7 +162,10 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
         if v.wave_floor_s:  # whole blocks' waves, however little each computes (batches of tiny products)
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
     seconds += v.fixed_s
-    if v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
+    if v.sm_bandwidth:  # memory-bound, blocks spread over the SMs, each SM drawing at most sm_bandwidth
+        full = traffic(p) / (v.bandwidth * t.sm_count / H100_SMS)
+        seconds = max(seconds, full, math.ceil(blocks / t.sm_count) * traffic(p) / blocks / v.sm_bandwidth)
+    elif v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
         memory = (staged(v, p) if v.stages_padding else traffic(p)) / drawn

@@ -150,6 +150,10 @@ class Variant:
     # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
     # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
     bandwidth: float = 0.0
+    # a memory-bound row whose SMs each draw at most this many bytes/s, whatever their blocks (0: not
+    # modelled): a grid of more blocks than SMs but not a multiple of them waits on the SMs with one more
+    # block than the rest, drawing their share at this rate while the others idle
+    sm_bandwidth: float = 0.0
     # a memory-bound row whose warps walk K in steps of loads that wait on one memory round trip: the bytes
     # of K a block's step covers (each warp's slice of it in flight together); the planner charges
     # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
@@ -646,6 +650,9 @@ def _dmma(
     )
 
 
+# the memory term of the few-row DMMA tiles (below)
+FEW_ROW_MEMORY = {"bandwidth": 4.4e12, "sm_bandwidth": 38e9}
+
 # The tiles auto takes (tier 1), each also reading A or B stored transposed (at, bt) but dmma64x128:
 # (entry, tile, warp rows, shared memory, blocks an SM, rate, tier, the latency constants)
 DMMA_TILES = {
@@ -678,6 +685,33 @@ DMMA_TILES = {
         44e12,
         1,
         {"fixed_s": 4e-6, "block_rate": 0.268e12, "unaligned_slowdown": 1.3},
+    ),
+    # the few-row tiles (a layer on 2-32 tokens, x @ W and x @ W.T): memory-bound there, so a memory term,
+    # the weight's bytes at `bandwidth`, and at least the share of the SMs with the most blocks at
+    # `sm_bandwidth` (an SM drew 34-44 GB/s of a weight with one block or two). Fitted on the H200
+    # (2026-11-29, benchmarks/results/probe-dmma-few-rows-*: 90 products, 2-64 rows against weights of
+    # 3072 x 1024 to 8192^2, both layouts, every DMMA tile at 1-16 splits): the plan the model picks among the
+    # timed ones came within 0.977 of the fastest in geometric mean (0.81 at worst), and cuBLAS DGEMM over
+    # it 0.906 (0.747 with the 64-row tiles alone)
+    "dmma16x128": (
+        "dmma16x128k16",
+        (16, 128),
+        16,
+        77824,
+        2,
+        35e12,
+        1,
+        {"fixed_s": 4e-6, "block_rate": 0.2e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+    ),
+    "dmma32x128": (
+        "dmma32x128k16",
+        (32, 128),
+        32,
+        88064,
+        2,
+        45e12,
+        1,
+        {"fixed_s": 3e-6, "block_rate": 0.25e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
 }
 
@@ -1002,6 +1036,8 @@ _ROWS = [
         {"fixed_s": 3e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.32},
     ),
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
+    _dmma("dmma32x128", *DMMA_TILES["dmma32x128"]),
+    _dmma("dmma16x128", *DMMA_TILES["dmma16x128"]),
     # the 128 x 128, 128 x 64 and 64 x 64 tiles reading A or B (or both) stored transposed in place (the *at,
     # *bt and *atbt entries): the row-major tiles' constants, which the *at and *bt rows' times match (bench
     # bmm, H200, 2026-11-28: 16-64 products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024 within -3% to +1%
