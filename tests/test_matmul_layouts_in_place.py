@@ -1,5 +1,5 @@
 """The float32 and float64 tiles reading A or B (or both) stored transposed in place (issue 41 item 1: the
-*at, *bt, *atbt rows of sgemm128x128, sgemm128x64, dmma128x128, dmma128x64 and dmma64x64): on the GPU, every
+*at, *bt, *atbt rows of the sgemm and dmma tiles, the few-row ones included): on the GPU, every
 row against a float64 reference (computed from the same inputs) on shapes around its tile (1, primes, tile
 size +-1), views at odd offsets, batches, split K and the epilogue, results poisoned with NaN; and bit for
 bit what the row-major tile computes from the same operands copied row-major first (the same products,

@@ -689,10 +689,12 @@ DMMA_TILES = {
     # the few-row tiles (a layer on 2-32 tokens, x @ W and x @ W.T): memory-bound there, so a memory term,
     # the weight's bytes at `bandwidth`, and at least the share of the SMs with the most blocks at
     # `sm_bandwidth` (an SM drew 34-44 GB/s of a weight with one block or two). Fitted on the H200
-    # (2026-11-29, benchmarks/results/probe-dmma-few-rows-*: 90 products, 2-64 rows against weights of
-    # 3072 x 1024 to 8192^2, both layouts, every DMMA tile at 1-16 splits): the plan the model picks among the
-    # timed ones came within 0.977 of the fastest in geometric mean (0.81 at worst), and cuBLAS DGEMM over
-    # it 0.906 (0.747 with the 64-row tiles alone)
+    # (2026-11-29): the memory term on benchmarks/results/probe-dmma-few-rows-* (90 products, 2-64 rows
+    # against weights of 3072 x 1024 to 8192^2, both layouts, every DMMA tile at 1-16 splits), the rates on
+    # that and bench sweep's float64 timings of every named plan (at 2048^3-8192^3 the 32-row tile ran at
+    # 0.80-0.83 of the 128 x 64 tile's rate, the 16-row one at 0.55-0.63). The plan the model picks among the
+    # probe's timed ones came within 0.976 of the fastest (geometric mean), cuBLAS DGEMM over it 0.905 (0.747
+    # with the 64-row tiles alone); bench sweep float64 then measured auto within 0.979 of its fastest plan
     "dmma16x128": (
         "dmma16x128k16",
         (16, 128),
@@ -701,7 +703,7 @@ DMMA_TILES = {
         2,
         35e12,
         1,
-        {"fixed_s": 4e-6, "block_rate": 0.2e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 3e-6, "block_rate": 0.15e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
     "dmma32x128": (
         "dmma32x128k16",
@@ -709,9 +711,9 @@ DMMA_TILES = {
         32,
         88064,
         2,
-        45e12,
+        40e12,
         1,
-        {"fixed_s": 3e-6, "block_rate": 0.25e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 3e-6, "block_rate": 0.2e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
 }
 
