@@ -37,9 +37,9 @@
 //  * when A, B, lda, ldb and the k start are all 16-byte aligned, operands move as 16-byte cp.async,
 //    partial chunks at the M, N and K edges zero-filled by the copy itself; any other view (odd
 //    offsets or strides) takes the same path with one 8-byte cp.async per double;
-//  * the 128 x 128, 128 x 64 and 64 x 64 tiles also read A or B (or both) stored transposed in place (the
-//    *at, *bt and *atbt entries), copied as they lie, along their contiguous dimension (16-byte copies where aligned,
-//    as above) into shared-memory tiles of that shape, and their fragments read from there: A^T as BK
+//  * every tile but 64 x 128, the k32 and the pipelined ones also reads A or B (or both) stored transposed in
+//    place (the *at, *bt and *atbt entries), copied as they lie, along their contiguous dimension (16-byte copies
+//    where aligned, as above) into shared-memory tiles of that shape, and their fragments read from there: A^T as BK
 //    rows of BM (rows padded by 4 doubles: a fragment read's 4 k rows start 32 bytes apart in the
 //    banks), B^T as BN rows of BK, unpadded, the 16-byte chunk k / 2 of row n stored at chunk
 //    (k / 2) XOR (n % 8) (a fragment read's 8 rows of n then spread over 8 chunks; the ring has no
@@ -625,7 +625,7 @@ GPUMAT_DMMA_LAYOUTS(matmul_dmma64x64k16, Small, 3)
 
 // 16 x 128 x 16 and 32 x 128 x 16 tiles, block (128,1,1) = 1 x 4 warps of 16 x 32 or 32 x 32, 4 stages in
 // 77,824 or 88,064 bytes of dynamic shared memory, two blocks an SM: a layer on a few tokens (x @ W, x @ W.T
-// with 2-32 rows of x), where the 64-row tiles run 2-8 times the mmas asked for and ran at the DMMA pipe's
+// with 2-32 rows of x), where the 64-row tiles run 2-32 times the mmas asked for and ran at the DMMA pipe's
 // rate instead of the weight's bandwidth; a 16-row tile does at most twice, so the weight's stream bounds it.
 // Grid (ceil(N/128), min(ceil(M/16 or 32), 65535), batch * splits).
 GPUMAT_DMMA_LAYOUTS(matmul_dmma16x128k16, Rows16, 2)

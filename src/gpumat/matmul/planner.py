@@ -14,14 +14,16 @@ One cost model for every variant, with the variant's row as its constants:
               latency-bound: faster than its slot's share of the SM, slower than the whole SM); the
               arithmetic (not the waves' floor) unaligned_slowdown times longer when A or B is not
               16-byte aligned
-              and for a memory-bound row (bandwidth set: the matrix-vector rows, the wgmma rows) at least
+              and for a memory-bound row (bandwidth set: the matrix-vector rows, the wgmma rows, the
+              few-row DMMA tiles) at least
               (A and B read + C written, bytes; for a row with stages_padding, A and B and the zeros
               staged past C's edges: staged) / (bandwidth x min(SMs, SM_DRAW x busy SMs) / 132)
               with busy SMs = min(SMs, whole tiles x splits / blocks an SM): the GPU draws its SMs'
               share of the H100's bandwidth, a grid on few SMs SM_DRAW times their share; or, for a row
               whose SMs each draw at most sm_bandwidth (the few-row DMMA tiles), the longer of (A and B
-              read + C written) / bandwidth and ceil(blocks / SMs) x those bytes / blocks / sm_bandwidth
-              (blocks spread over the SMs: the SMs with one block more than the rest finish last)
+              read + C written) / (bandwidth x SMs / 132) and ceil(blocks / SMs) x those bytes / blocks /
+              sm_bandwidth (blocks spread over the SMs: the SMs with one block more than the rest finish
+              last); B counted once however many row tiles read it (the L2 serves the others)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 

@@ -148,7 +148,8 @@ class Variant:
     # path then loads element by element): bench sweep's 255^3 against 256^3
     unaligned_slowdown: float = 1.0
     # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
-    # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs (see the planner)
+    # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs, or for a row with
+    # sm_bandwidth by all of them (see the planner)
     bandwidth: float = 0.0
     # a memory-bound row whose SMs each draw at most this many bytes/s, whatever their blocks (0: not
     # modelled): a grid of more blocks than SMs but not a multiple of them waits on the SMs with one more
@@ -1040,10 +1041,11 @@ _ROWS = [
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
     _dmma("dmma32x128", *DMMA_TILES["dmma32x128"]),
     _dmma("dmma16x128", *DMMA_TILES["dmma16x128"]),
-    # the 128 x 128, 128 x 64 and 64 x 64 tiles reading A or B (or both) stored transposed in place (the *at,
-    # *bt and *atbt entries): the row-major tiles' constants, which the *at and *bt rows' times match (bench
-    # bmm, H200, 2026-11-28: 16-64 products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024 within -3% to +1%
-    # of the row-major layout's)
+    # every tile of DMMA_TILES reading A or B (or both) stored transposed in place (the *at, *bt and *atbt
+    # entries): the row-major tiles' constants, which the *at and *bt rows' times match for the 64- and
+    # 128-row tiles (bench bmm, H200, 2026-11-28: 16-64 products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024
+    # within -3% to +1% of the row-major layout's); the few-row *bt rows' fastest x @ W.T within 0.90-1.10 of
+    # their x @ W (median 1.03) on the probe's 2-32 rows
     *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt", "atbt")),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
