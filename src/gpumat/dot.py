@@ -22,7 +22,7 @@ from .runtime import memops
 from .runtime.devices import Device
 from .runtime.geometry import cdiv
 from .runtime.kernels import Kernel
-from .runtime.streams import foreign_of, stream_handle, synchronize_stream, trusted
+from .runtime.streams import LEGACY_STREAM, foreign_of, stream_handle, synchronize_stream, trusted
 
 THREADS = 256  # threads a block (the kernels' THREADS)
 BLOCKS_PER_SM = 4  # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
@@ -70,6 +70,11 @@ class _Scratch:
         self.lock = threading.Lock()
         self.dev = memops.alloc_unpooled(SCRATCH_BYTES)
         memops.zero(self.dev, SCRATCH_BYTES)  # the ticket counter starts at 0
+        # cuMemsetD8 may return before the device is written (the driver's "synchronous" memsets are not
+        # synchronous with the host for device memory: they run on the legacy stream), and the first dot may
+        # run on a stream that does not wait for the legacy stream, its kernel reading the counter unset.
+        # Once a device: wait for the legacy stream here.
+        synchronize_stream(LEGACY_STREAM)
         self.host = memops.host_alloc(8)
         self._value = ctypes.c_double.from_address(self.host)
 
