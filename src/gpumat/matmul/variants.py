@@ -655,7 +655,14 @@ def _dmma(
 FEW_ROW_MEMORY = {"bandwidth": 4.4e12, "sm_bandwidth": 38e9}
 
 # The tiles auto takes (tier 1), each also reading A or B stored transposed (at, bt) but dmma64x128:
-# (entry, tile, warp rows, shared memory, blocks an SM, rate, tier, the latency constants)
+# (entry, tile, warp rows, shared memory, blocks an SM, rate, tier, the latency constants). The rates, fixed
+# costs and block rates of the five tiles of 64 rows or fewer and dmma128x64 were refitted together
+# (2026-11-29, benchmarks/NOTES.md: coordinate steps of 5-25% on each, scored by the plan the model picks
+# among the timed ones against the fastest) on the H200's float64 sweep and few-row probe of that day
+# (benchmarks/results/sweep-float64-*-2026-11-29.json, probe-dmma-few-rows-*): auto within 0.9935 of the
+# fastest timed plan over the sweep (0.982 before; worst 0.89, was 0.81) and 0.980 over the probe (0.976);
+# on two earlier float64 sweeps of the H200 (2026-11-28 and the morning of 2026-11-29, not fitted to)
+# 0.992 (0.981-0.982 before), worst 0.85-0.87 (0.80-0.81)
 DMMA_TILES = {
     "dmma128x128": (
         "dmma128x128k16",
@@ -673,9 +680,9 @@ DMMA_TILES = {
         64,
         87552,
         2,
-        48e12,
+        52.8e12,
         1,
-        {"fixed_s": 4.75e-6, "block_rate": 0.322e12, "unaligned_slowdown": 1.33},
+        {"fixed_s": 3.56e-6, "block_rate": 0.206e12, "unaligned_slowdown": 1.33},
     ),
     "dmma64x64": (
         "dmma64x64k16",
@@ -683,9 +690,9 @@ DMMA_TILES = {
         32,
         75776,
         3,
-        44e12,
+        39.6e12,
         1,
-        {"fixed_s": 4e-6, "block_rate": 0.268e12, "unaligned_slowdown": 1.3},
+        {"fixed_s": 3e-6, "block_rate": 0.214e12, "unaligned_slowdown": 1.3},
     ),
     # the few-row tiles (a layer on 2-32 tokens, x @ W and x @ W.T): memory-bound there, so a memory term,
     # the weight's bytes at `bandwidth`, and at least the share of the SMs with the most blocks at
@@ -702,9 +709,9 @@ DMMA_TILES = {
         16,
         77824,
         2,
-        35e12,
+        34.9e12,
         1,
-        {"fixed_s": 3e-6, "block_rate": 0.15e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 4.69e-6, "block_rate": 0.188e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
     "dmma32x128": (
         "dmma32x128k16",
@@ -712,9 +719,9 @@ DMMA_TILES = {
         32,
         88064,
         2,
-        40e12,
+        42e12,
         1,
-        {"fixed_s": 3e-6, "block_rate": 0.2e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 2.25e-6, "block_rate": 0.16e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
 }
 
@@ -1024,9 +1031,9 @@ _ROWS = [
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
-    # fixed_s 3 us (was 6), from the float64 sweeps' timings; measured with it on the H200 (2026-11-29,
-    # benchmarks/NOTES.md): auto within 0.983 of the fastest timed plan (0.973 before), every plan it changed
-    # as fast or faster (32 x 14336 x 4096 on dmma64x128/2 135 us where dmma64x64/1 took 190)
+    # refitted with the tiles of DMMA_TILES (above); before, fixed_s 3 us (was 6), from the float64 sweeps'
+    # timings, measured on the H200 (2026-11-29, benchmarks/NOTES.md): auto within 0.983 of the fastest timed
+    # plan (0.973 before), 32 x 14336 x 4096 on dmma64x128/2 135 us where dmma64x64/1 took 190
     _dmma(
         "dmma64x128",
         "dmma64x128k16",
@@ -1034,9 +1041,9 @@ _ROWS = [
         32,
         108544,
         2,
-        47e12,
+        51.7e12,
         1,
-        {"fixed_s": 3e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.32},
+        {"fixed_s": 2.25e-6, "block_rate": 0.24e12, "unaligned_slowdown": 1.32},
     ),
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
     _dmma("dmma32x128", *DMMA_TILES["dmma32x128"]),
