@@ -240,6 +240,10 @@ def _main(progress: Progress) -> int:
             modules[cu.stem], entries[cu.stem] = prev, old_entries[cu.stem]
         else:
             todo.append((cu, key, own, declared))
+    # the largest sources first (a rough measure of their compile time): the longest compiles start early
+    # instead of one of them running alone at the end (the sm_90a module, sorted last by name, took 6 of a
+    # 14-minute build on two cores)
+    todo.sort(key=lambda job: -job[0].stat().st_size)
     failed = []
     workers = max(1, os.cpu_count() or 1)
     if todo:
