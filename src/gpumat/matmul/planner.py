@@ -165,8 +165,9 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
     seconds += v.fixed_s
     if v.sm_bandwidth:  # memory-bound, blocks spread over the SMs, each SM drawing at most sm_bandwidth
-        full = traffic(p) / (v.bandwidth * t.sm_count / H100_SMS)
-        seconds = max(seconds, full, math.ceil(blocks / t.sm_count) * traffic(p) / blocks / v.sm_bandwidth)
+        nbytes = traffic(p)
+        full = nbytes / (v.bandwidth * t.sm_count / H100_SMS)
+        seconds = max(seconds, full, math.ceil(blocks / t.sm_count) * nbytes / blocks / v.sm_bandwidth)
     elif v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
