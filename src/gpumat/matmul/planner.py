@@ -285,13 +285,14 @@ def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
 
 def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
     """The table's rows of `tier` that auto may run the problem with on this target, in the table's order
-    (ROW_ORDER: of equal modelled times auto takes the first, whatever order VARIANTS' keys have). A product
-    with R <= 16 rows or columns of C does at most 2 R / itemsize flops a byte of its matrix operand, memory-bound for
-    the tensor cores of every GPU: where a row made for its shape (the matrix-vector rows, max_m or max_n
-    set) runs, those rows alone are its candidates (most GEMM rows' model has no memory term and would rank
-    them as if they computed faster than the memory can feed them: dmma128x64 at 16384 x 1 x 16384
-    float64, 2 GiB, models 374 us, 5.7 TB/s; their tiles of 64-256 rows and columns compute 4 to 256 times
-    the products asked for, and measured 0.45-0.6x cuBLAS at 8 and 16 rows or columns)."""
+    (ROW_ORDER: of equal modelled times auto takes the first, whatever order VARIANTS' keys have). A
+    product with R <= 16 rows or columns of C does at most 2 R / itemsize flops a byte of its matrix
+    operand, memory-bound for the tensor cores of every GPU: where a row made for its shape (the
+    matrix-vector rows, max_m or max_n set) runs, those rows alone are its candidates (most GEMM rows'
+    model has no memory term and would rank them as if they computed faster than the memory can feed them:
+    dmma128x64 at 16384 x 1 x 16384 float64, 2 GiB, models 374 us, 5.7 TB/s; their tiles of 64-256 rows
+    and columns compute 4 to 256 times the products asked for, and measured 0.45-0.6x cuBLAS at 8 and 16
+    rows or columns)."""
     pair = (p.dtype, p.out_dtype)
     rows = [
         v

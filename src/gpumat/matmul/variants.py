@@ -905,11 +905,11 @@ _ROWS = [
     # before; sweep 0.963 -> 0.983, the older sweep 0.978 -> 0.993, the probe 0.993 as it was; worst 0.59 ->
     # 0.79). Not yet measured as a sweep with these constants.
     _tf32("tf32_128x128", "tf32", 100e12, tier=1, fixed_s=6.4e-6, unaligned_slowdown=1.9),
-    # its constants chosen on 52 TF32 timings on the H200 (2026-11-28: 128^3-2048^3, skinny and long-K
-    # products, batches of 24^3 to 128 x 1024 x 64 x 1024, every TF32 and FP32 tile by name): with them auto
-    # comes within 0.975 of the best named plan in geometric mean (6 of 52 below 0.95); counting whole
-    # tiles fits this row's own times better (a half-empty block ran nearly as long as a whole one:
-    # 16384 x 32 x 16384 302 us where live warp tiles model 226) but ranks it below tiles that measured slower
+    # tf32_64x64's constants: first chosen on 52 TF32 timings on the H200 (2026-11-28: 128^3-2048^3, skinny
+    # and long-K products, batches of 24^3 to 128 x 1024 x 64 x 1024, every TF32 and FP32 tile by name), then
+    # refitted with the row above (see its comment). Counting whole tiles fits this row's own times better (a
+    # half-empty block ran nearly as long as a whole one: 16384 x 32 x 16384 302 us where live warp tiles
+    # model 226) but ranks it below tiles that measured slower
     _tf32(
         "tf32_64x64",
         "tf32",
@@ -1019,9 +1019,8 @@ _ROWS = [
     # TF32 on the wgmma kernel, for float32 products at "tf32" on sm_90 (a row-major B first transposed
     # into scratch, which the model charges). Rates: bench sweep on an H100, 2026-11-25
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
-    # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; the kernels alone a few percent faster.
-    # (refitted 2026-11-29 with the mma.sync TF32 rows above: 128 x 256 353 TFLOP/s, 128 x 128's fixed cost
-    # 1.5 us)
+    # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; refitted on the H200 with the mma.sync TF32 rows (see the
+    # tf32_128x128 row's comment): 128 x 256 at 353, 128 x 128's fixed cost 1.5 us.
     _tf32_wgmma((128, 256), 353e12, fixed_s=3.25e-6),
     _tf32_wgmma((128, 128), 295e12, fixed_s=1.5e-6),
     # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): layers on few tokens (swapped, the
