@@ -12,9 +12,11 @@ from outside the package (a CPU test checks the tests and benchmarks).
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
+    ozaki_plan, OzakiPlan, ...       the moduli and bits of a product emulated on INT8 (Ozaki scheme II)
 """
 
 from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
+from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
 from .plan import MatmulPlan
 from .planner import (
     COPY_BANDWIDTH,
@@ -89,6 +91,9 @@ __all__ = [
     "K_CHUNK",
     "LEADING",
     "NO_MAP",
+    "OZAKI_MAX_BITS",
+    "OZAKI_MAX_K",
+    "OZAKI_MODULI",
     "REDUCE",
     "ROUND_TRIP_S",
     "SIGNATURES",
@@ -106,10 +111,12 @@ __all__ = [
     "WGMMA_SMEM",
     "BoundPlan",
     "MatmulPlan",
+    "OzakiPlan",
     "Problem",
     "Target",
     "Variant",
     "accumulator",
+    "crt_weights",
     "algorithms",
     "aligned",
     "best_split",
@@ -134,6 +141,8 @@ __all__ = [
     "mode_of",
     "model",
     "operand_aligned",
+    "ozaki_bits",
+    "ozaki_plan",
     "plan",
     "problem_of_call",
     "result_shape",

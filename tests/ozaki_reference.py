@@ -1,0 +1,160 @@
+"""Ozaki scheme II carried out on the host in numpy, step by step as the GPU kernels are to do it (the plan:
+gpumat.matmul.ozaki). Each step is a function whose output a GPU kernel must reproduce bit for bit:
+
+  1. exponents: ea (rows of A) and eb (columns of B), the largest element of each line scaled into
+     [2^(P-1), 2^P);
+  2. residues: the operands scaled by those powers of two, truncated toward zero to integers below 2^P,
+     and reduced modulo each m_l to symmetric int8 residues (a batch of N int8 matrices per operand);
+  3. modular products: per modulus, the int8 residues multiplied with int32 accumulation (exact) and the
+     sums reduced to symmetric residues modulo m_l (the INT8 GEMM's epilogue);
+  4. reconstruction: the Chinese remainder theorem in double-double arithmetic, in a fixed order (each
+     residue times its weight split into two doubles, the products' exact errors kept, the multiple of M
+     taken away), rounded to float64 and scaled back by 2^-(ea_i + eb_j).
+
+The references the steps are checked against are exact (Python integers) or correctly rounded (fsum of the
+exact products' parts)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpumat.matmul.engine import OzakiPlan
+
+SPLITTER = 2.0**27 + 1.0  # Veltkamp's split of a double into two halves of 26 bits
+
+
+def exponents(x: np.ndarray, axis: int, bits: int) -> np.ndarray:
+    """e (int64) for each line of x along `axis` (1: rows, 0: columns) with max|x| 2^e in [2^(P-1), 2^P);
+    0 for a line of zeros."""
+    amax = np.max(np.abs(x), axis=axis)
+    _, top = np.frexp(amax)  # amax = f 2^top, f in [0.5, 1)
+    return np.where(amax == 0, 0, bits - top).astype(np.int64)
+
+
+def truncated(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
+    """x scaled by 2^e along its lines and truncated toward zero: integers of magnitude below 2^P, as float64
+    (exact: P <= 53)."""
+    return np.trunc(np.ldexp(x, np.expand_dims(e, axis)))
+
+
+def symmetric(x: np.ndarray, m: int) -> np.ndarray:
+    """x mod m (integers as int64) in [-(m // 2), (m - 1) // 2]: 256 gives [-128, 127], odd m [-(m-1)/2, (m-1)/2]."""
+    r = np.mod(x, m)
+    return np.where(r >= (m + 1) // 2, r - m, r)
+
+
+def residues(xint: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """The int8 residues of the integers xint (float64), one matrix a modulus: shape (N, *xint.shape)."""
+    as_int = xint.astype(np.int64)
+    return np.stack([symmetric(as_int, m).astype(np.int8) for m in plan.moduli])
+
+
+def modular_products(ra: np.ndarray, rb: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """Per modulus, the product of the residue matrices (int32 accumulation: exact, checked) reduced to a
+    symmetric residue: shape (N, M, N) as int16."""
+    out = []
+    for i, m in enumerate(plan.moduli):
+        acc = ra[i].astype(np.int64) @ rb[i].astype(np.int64)
+        assert np.abs(acc).max(initial=0) < 2**31, "an int32 accumulator would overflow"
+        out.append(symmetric(acc, m).astype(np.int16))
+    return np.stack(out)
+
+
+def crt_exact(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """The integers below M / 2 in magnitude with the given residues (object array of Python ints)."""
+    big = plan.modulus
+    total = np.zeros(cres.shape[1:], dtype=object)
+    for r, w in zip(cres, plan.weights, strict=True):
+        total = total + r.astype(object) * w
+    total = total % big
+    return np.where(total > big // 2, total - big, total)
+
+
+def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """s + e == a + b exactly, s = fl(a + b) (Knuth)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = SPLITTER * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """p + e == a * b exactly, p = fl(a * b) (Dekker; an FMA gives the same pair: e is the exact error)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def dd_add(hi, lo, p, e):
+    """(hi, lo) + (p, e) in double-double: the sum's leading double and the rest."""
+    s, t = two_sum(hi, p)
+    t = t + lo + e
+    return two_sum(s, t)
+
+
+def split_double(x: int) -> tuple[float, float]:
+    """An integer as the sum of two doubles to 106 bits: the nearest double, then the nearest to the rest."""
+    hi = float(x)
+    return hi, float(x - int(hi))
+
+
+def crt_double(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """The reconstruction as the GPU does it: sum over l of r_l (wh_l + wl_l) in double-double, in order,
+    then q = rint(hi / M) and the sum less q (Mh + Ml), rounded to float64. Off by at most 2^-87 M before
+    that rounding: the weights held to 106 bits (16 x 128 x 2^-106 M) and 34 double-double additions of sums
+    below 2^11 M (measured: about 2^-98 M)."""
+    hi = np.zeros(cres.shape[1:])
+    lo = np.zeros(cres.shape[1:])
+    for r, w in zip(cres, plan.weights, strict=True):
+        rf = r.astype(np.float64)
+        for part in split_double(w):
+            hi, lo = dd_add(hi, lo, *two_prod(rf, np.float64(part)))
+    mh, ml = split_double(plan.modulus)
+    q = np.rint(hi / mh)
+    for part in (mh, ml):
+        hi, lo = dd_add(hi, lo, *two_prod(-q, np.float64(part)))
+    return hi + lo
+
+
+def emulated_matmul(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """C ~ A @ B (float64) by the four steps."""
+    ea, eb = exponents(a, 1, plan.bits), exponents(b, 0, plan.bits)
+    ra = residues(truncated(a, ea, 1), plan)
+    rb = residues(truncated(b, eb, 0), plan)
+    c = crt_double(modular_products(ra, rb, plan), plan)
+    return np.ldexp(c, -(ea[:, None] + eb[None, :]))
+
+
+def correctly_rounded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A @ B with each element the exact sum rounded once to float64 (fsum of the exact products' two parts)."""
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n))
+    for i in range(m):
+        p, e = two_prod(np.repeat(a[i][:, None], n, axis=1), b)
+        for j in range(n):
+            out[i, j] = math.fsum(np.concatenate([p[:, j], e[:, j]]))
+    return out
+
+
+def error_bound(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
+    """The scheme's elementwise error bound. The truncation: each element of A off by less than 2^(1-P) of its
+    row's largest, each of B of its column's, so the product is off by less than
+    2^(1-P) (rowmax|A| sum_k |B_kj| + sum_k |A_ik| colmax|B|) + 2^(2-2P) K rowmax|A| colmax|B|; the
+    reconstruction: 2^-87 M in the integers' units, 2^-(ea_i + eb_j) each (see crt_double); the result's
+    rounding to float64: half its spacing (the caller adds it, knowing the exact result)."""
+    u = 2.0 ** (1 - plan.bits)
+    ra, cb = np.max(np.abs(a), axis=1), np.max(np.abs(b), axis=0)
+    sb, sa = np.sum(np.abs(b), axis=0), np.sum(np.abs(a), axis=1)
+    ea, eb = exponents(a, 1, plan.bits), exponents(b, 0, plan.bits)
+    rebuild = np.ldexp(2.0**-87 * float(plan.modulus), -(ea[:, None] + eb[None, :]))
+    k = a.shape[1]
+    return u * (ra[:, None] * sb[None, :] + sa[:, None] * cb[None, :]) + u * u * k * ra[:, None] * cb[None, :] + rebuild

@@ -1,0 +1,163 @@
+"""Ozaki scheme II's plan (gpumat.matmul.ozaki) and its steps on the host (tests/ozaki_reference.py), which the
+GPU kernels are to reproduce: the moduli and bits, symmetric int8 residues, exact int32 products, the
+Chinese remainder theorem exact and in double-double, and the emulated product's error against the
+correctly rounded one, within the truncation's bound, on benign and hard inputs. No GPU."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ozaki_reference import (
+    correctly_rounded_matmul,
+    crt_double,
+    crt_exact,
+    emulated_matmul,
+    error_bound,
+    exponents,
+    modular_products,
+    residues,
+    symmetric,
+    truncated,
+)
+
+from gpumat.matmul.engine import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, crt_weights, ozaki_bits
+from gpumat.matmul.engine import ozaki_plan as plan
+
+rng = np.random.default_rng()
+
+
+def test_the_moduli_are_pairwise_coprime_and_fit_int8_residues():
+    assert all(math.gcd(a, b) == 1 for i, a in enumerate(OZAKI_MODULI) for b in OZAKI_MODULI[i + 1 :])
+    assert all(2 <= m <= 256 for m in OZAKI_MODULI) and list(OZAKI_MODULI) == sorted(OZAKI_MODULI, reverse=True)
+    for m in OZAKI_MODULI:
+        r = symmetric(np.arange(-3 * m, 3 * m, dtype=np.int64), m)
+        assert r.min() >= -128 and r.max() <= 127 and r.max() - r.min() == m - 1
+    # K terms of at most 128 x 128 stay inside int32 up to OZAKI_MAX_K, and not one more
+    assert OZAKI_MAX_K * 128 * 128 <= 2**31 - 1 < (OZAKI_MAX_K + 1) * 128 * 128
+
+
+@pytest.mark.parametrize("k", [1, 7, 1024, 8192, 65536, OZAKI_MAX_K])
+def test_the_bits_keep_every_product_below_half_the_modulus(k):
+    for n in range(1, len(OZAKI_MODULI) + 1):
+        big, p = math.prod(OZAKI_MODULI[:n]), ozaki_bits(OZAKI_MODULI[:n], k)
+        if p < 0:
+            assert 2 * k > big // 2 or k > big // 2  # not even one bit fits
+            continue
+        assert k * 2 ** (2 * p) <= big // 2  # |A' B'| < K 2^2P <= M / 2
+        assert p == OZAKI_MAX_BITS or k * 2 ** (2 * p + 2) > big // 2  # the largest such P
+
+
+def test_the_plan_takes_the_fewest_moduli_for_the_bits_asked():
+    # float64's 53 bits: 15-16 moduli for K of 1024-65536; float32's 24: 8-9 (the worst-case bound K 2^2P <=
+    # M / 2; Ozaki-II's published 14-16 and 7-8 bound |A' B'| by the operands' norms instead)
+    assert [len(plan(k, bits=53).moduli) for k in (1024, 8192, 65536)] == [15, 16, 16]
+    assert [len(plan(k, bits=24).moduli) for k in (1024, 8192, 65536)] == [8, 8, 9]
+    for k in (1, 100, 8192):
+        for bits in (1, 24, 53):
+            p = plan(k, bits=bits)
+            assert p.bits >= bits and (len(p.moduli) == 1 or ozaki_bits(p.moduli[:-1], k) < bits)
+    assert plan(8192, count=15).bits == 51 and plan(8192, count=15).moduli == OZAKI_MODULI[:15]
+
+
+def test_bad_plans_are_refused():
+    for bad in (dict(k=0, bits=53), dict(k=OZAKI_MAX_K + 1, bits=53), dict(k=10), dict(k=10, count=3, bits=10)):
+        with pytest.raises(ValueError, match="Ozaki scheme"):
+            plan(**bad)
+    for bad in (
+        dict(k=10, count=0),
+        dict(k=10, count=len(OZAKI_MODULI) + 1),
+        dict(k=10, bits=54),
+        dict(k=2**16, count=2),
+    ):
+        with pytest.raises(ValueError, match="Ozaki scheme"):
+            plan(**bad)
+
+
+def test_the_weights_rebuild_any_integer_below_the_modulus():
+    moduli = OZAKI_MODULI[:5]
+    big, weights = math.prod(moduli), crt_weights(moduli)
+    for x in [0, 1, big - 1, big // 2, 12345678901, *rng.integers(0, 2**62, 20).tolist()]:
+        x %= big
+        assert sum((x % m) * w for m, w in zip(moduli, weights, strict=True)) % big == x
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 9),
+    n=st.integers(1, 9),
+    k=st.sampled_from([1, 2, 3, 31, 64, 257]),
+    count=st.integers(8, 16),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_residue_products_rebuild_the_integer_product_exactly(m, n, k, count, seed):
+    """The integer operands at the bits' limit (the worst signs too): the N modular products, put back together
+    by the CRT, are A' B' exactly, and the double-double reconstruction is it rounded, give or take 2^-87 M
+    (the weights held to 106 bits, 34 double-double additions of sums below 2^11 M)."""
+    p = plan(k, count=count)
+    g = np.random.default_rng(seed)
+    top = 2**p.bits - 1
+    ai = g.integers(-top, top + 1, (m, k), dtype=np.int64).astype(np.float64)
+    bi = g.integers(-top, top + 1, (k, n), dtype=np.int64).astype(np.float64)
+    if seed % 3 == 0:  # every term at the bound, one sign: |A' B'| at its largest, K (2^P - 1)^2
+        ai[:], bi[:] = top, -top
+    cres = modular_products(residues(ai, p), residues(bi, p), p)
+    exact = ai.astype(np.int64).astype(object) @ bi.astype(np.int64).astype(object)
+    np.testing.assert_array_equal(crt_exact(cres, p), exact)
+    got = crt_double(cres, p)
+    want = np.array([[float(v) for v in row] for row in exact])
+    assert np.all(np.abs(got - want) <= np.spacing(np.abs(want)) + 2.0**-87 * p.modulus)
+
+
+def test_the_steps_keep_their_ranges():
+    a = rng.standard_normal((17, 40)) * 2.0 ** rng.integers(-30, 30, (17, 1))
+    a[3] = 0.0  # a row of zeros
+    p = plan(40, bits=53)
+    e = exponents(a, 1, p.bits)
+    assert e[3] == 0
+    t = truncated(a, e, 1)
+    rows = np.max(np.abs(t), axis=1)
+    live = np.arange(17) != 3
+    assert np.all(rows[live] >= 2.0 ** (p.bits - 1)) and np.all(rows < 2.0**p.bits) and np.all(t == np.trunc(t))
+    r = residues(t, p)
+    assert r.dtype == np.int8 and r.shape == (len(p.moduli), 17, 40)
+    for i, m in enumerate(p.moduli):
+        assert np.all((t.astype(np.int64) - r[i].astype(np.int64)) % m == 0)
+
+
+@pytest.mark.parametrize("bits", [24, 53])
+@pytest.mark.parametrize("case", ["uniform", "normal", "rows_of_different_scales", "wide_exponents", "cancellation"])
+def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
+    """The emulated product against the correctly rounded one: within the scheme's bound (the truncation and
+    the reconstruction) plus one rounding, on benign inputs and on hard ones (lines spanning 2^-300..2^300,
+    sums that cancel)."""
+    m, k, n = 12, 96, 10
+    a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    if case == "normal":
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    elif case == "rows_of_different_scales":
+        a *= 2.0 ** rng.integers(-200, 200, (m, 1))
+        b *= 2.0 ** rng.integers(-200, 200, (1, n))
+    elif case == "wide_exponents":
+        a *= 2.0 ** rng.integers(-300, 300, (m, k))
+        b *= 2.0 ** rng.integers(-300, 300, (k, n))
+    elif case == "cancellation":  # the second half of K undoes the first: small sums of large terms
+        a[:, k // 2 :] = a[:, : k // 2]
+        b[k // 2 :] = -b[: k // 2] * (1 + 2.0**-40)
+    p = plan(k, bits=bits)
+    got, exact = emulated_matmul(a, b, p), correctly_rounded_matmul(a, b)
+    err = np.abs(got - exact)
+    assert np.all(err <= error_bound(a, b, p) + np.spacing(np.abs(exact))), case
+    if bits == 53 and case in ("uniform", "normal", "rows_of_different_scales"):
+        # lines of one scale each: as accurate as float64's own product (numpy's, summed in its order)
+        native = np.abs(a @ b - exact)
+        assert np.max(err) <= 2 * np.max(native) + np.max(np.spacing(np.abs(exact))), case
+
+
+def test_the_emulated_product_repeats_its_bits():
+    a, b = rng.standard_normal((9, 50)), rng.standard_normal((50, 7))
+    p = plan(50, bits=53)
+    first = emulated_matmul(a, b, p)
+    for _ in range(3):
+        assert emulated_matmul(a, b, p).tobytes() == first.tobytes()
