@@ -161,3 +161,25 @@ def test_the_emulated_product_repeats_its_bits():
     first = emulated_matmul(a, b, p)
     for _ in range(3):
         assert emulated_matmul(a, b, p).tobytes() == first.tobytes()
+
+
+def test_the_kernels_moduli_are_the_plans():
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "ozaki.cu").read_text()
+    table = src.split("__constant__ int MODULI[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
+    assert tuple(int(x) for x in table.split(",")) == OZAKI_MODULI
+    assert f"constexpr int MAX_MODULI = {len(OZAKI_MODULI)};" in src
+
+
+def test_the_uploaded_weights_are_the_exact_ones_to_106_bits():
+    from gpumat.matmul.engine import ozaki_weights as weights_of
+
+    for count in range(1, len(OZAKI_MODULI) + 1):
+        moduli = OZAKI_MODULI[:count]
+        table = weights_of(count)
+        assert len(table) == 2 * count + 2
+        exact = (*crt_weights(moduli), math.prod(moduli))
+        for n, x in enumerate(exact):
+            hi, lo = table[2 * n], table[2 * n + 1]
+            assert float(x) == hi and abs(int(hi) + int(lo) - x) <= 2.0**-105 * x

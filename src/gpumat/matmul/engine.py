@@ -12,11 +12,13 @@ from outside the package (a CPU test checks the tests and benchmarks).
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
-    ozaki_plan, OzakiPlan, ...       the moduli and bits of a product emulated on INT8 (Ozaki scheme II)
+    ozaki_plan, ozaki_emulated, ...  a float64 product emulated on integers (Ozaki scheme II): its plan, its run
 """
 
 from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
 from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
+from .ozaki import emulated as ozaki_emulated
+from .ozaki import weights_of as ozaki_weights
 from .plan import MatmulPlan
 from .planner import (
     COPY_BANDWIDTH,
@@ -142,7 +144,9 @@ __all__ = [
     "model",
     "operand_aligned",
     "ozaki_bits",
+    "ozaki_emulated",
     "ozaki_plan",
+    "ozaki_weights",
     "plan",
     "problem_of_call",
     "result_shape",

@@ -17,9 +17,10 @@ of B hold numbers of similar size, and looser where they span many binades (more
 P comes from the moduli and K: K 2^(2P) <= M / 2, so that |A' B'| < M / 2 whatever the signs. Fifteen or
 sixteen moduli give P of 51-55 bits at K = 8192 (float64 accuracy), eight give 24 (float32's).
 
-This module is the plan alone (which moduli, how many bits, the reconstruction's constants), pure Python;
-tests/ozaki_reference.py carries the scheme's steps out on the host, the specification the GPU kernels
-are tested against step by step.
+This module holds the plan (which moduli, how many bits, the reconstruction's constants: pure functions)
+and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: six launches, the INT8 products on a
+simple __dp4a kernel for now). tests/ozaki_reference.py carries the same steps out on the host, the
+specification the kernels are tested against step by step.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+
+import numpy as np
+
+from ..matrix import Matrix, plain_2d
+from ..memory import device_pool
+from ..memory.ordering import done_on, use_on
+from ..operands import operand_device
+from ..runtime import memops
+from ..runtime.geometry import MAX_GRID_YZ, cdiv
+from ..runtime.kernels import Kernel
+from ..runtime.streams import stream_handle
 
 # Pairwise coprime moduli of at most 256 (a symmetric residue fits int8), largest first: 2^8, then
 # 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives
@@ -97,3 +109,135 @@ def ozaki_plan(k: int, count: int | None = None, bits: int | None = None) -> Oza
         if ozaki_bits(OZAKI_MODULI[:n], k) >= bits:
             return OzakiPlan(OZAKI_MODULI[:n], ozaki_bits(OZAKI_MODULI[:n], k), k)
     raise ValueError(f"Ozaki scheme: the {len(OZAKI_MODULI)} moduli give fewer than {bits} bits at K = {k}")
+
+
+# --- the launches (cuda/ozaki.cu), in the order of the steps ---------------------------------------------------
+ROW_EXPONENTS = Kernel("ozaki", "ozaki_row_exponents_f64", "PqiiiP")  # A, lda, rows, cols, bits, e
+COL_EXPONENTS = Kernel("ozaki", "ozaki_col_exponents_f64", "PqiiiP")  # B, ldb, rows, cols, bits, e
+# X, ldx, rows, cols, e, count, out, out's row stride and layer stride (bytes)
+ROW_RESIDUES = Kernel("ozaki", "ozaki_row_residues_f64", "PqiiPiPqq")
+COL_RESIDUES = Kernel("ozaki", "ozaki_col_residues_f64", "PqiiPiPqq")
+# A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
+INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
+# P, ldp, layer, M, N, count, weights, ea, eb, C, ldc, A, lda, B, ldb, K
+CRT = Kernel("ozaki", "ozaki_crt_f64", "PqqiiiPPPPqPqPqi")
+PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
+K_ALIGN = 16  # the residue rows' length in bytes is K rounded up to this
+
+
+def weights_of(count: int) -> list[float]:
+    """What ozaki_crt_f64 reads: each weight of the first `count` moduli as two doubles (the nearest, then the
+    nearest to the rest), then M likewise."""
+    moduli = OZAKI_MODULI[:count]
+    out = []
+    for w in (*crt_weights(moduli), math.prod(moduli)):
+        hi = float(w)
+        out += [hi, float(w - int(hi))]
+    return out
+
+
+class _Weights:
+    """One device's table of the CRT weights for every count of moduli, uploaded once: count c's at
+    offset(c) doubles."""
+
+    def __init__(self, dev):  # made by Device.scratch_for, the device's context current
+        table = [x for c in range(1, len(OZAKI_MODULI) + 1) for x in weights_of(c)]
+        self.ptr = memops.alloc_unpooled(8 * len(table))
+        host = np.array(table, dtype=np.float64)
+        memops.copy_to_device(self.ptr, host.ctypes.data, host.nbytes, None)
+
+    def at(self, count: int) -> int:
+        before = sum(2 * c + 2 for c in range(1, count))
+        return self.ptr + 8 * before
+
+
+def emulated(a: Matrix, b: Matrix, *, bits: int | None = None, count: int | None = None, stream=None) -> Matrix:
+    """C = A @ B for float64 A (M x K) and B (K x N), computed as integers by Ozaki scheme II (see the module
+    docstring): the fewest moduli that give `bits` bits (53 by default), or `count` of them. A new row-major
+    M x N float64 Matrix. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64
+    dot product's. Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch;
+    TypeError for another dtype; all before anything is launched."""
+    dev = operand_device((a, "A"), (b, "B"))
+    for x, name in ((a, "A"), (b, "B")):
+        if x.ndim != 2:
+            raise ValueError(f"the emulated product takes 2-D matrices, got {name} of shape {x.shape}")
+        if x.dtype != np.float64:
+            raise TypeError(f"the emulated product takes float64 operands, got {name} of {x.dtype}")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain (K {k} != {k2})")
+    if bits is None and count is None:
+        bits = OZAKI_MAX_BITS
+    p = ozaki_plan(k, count=count, bits=bits) if k > 0 else None
+    if cdiv(m, PRODUCT_TILE) > MAX_GRID_YZ:
+        raise ValueError(f"the emulated product takes at most {MAX_GRID_YZ * PRODUCT_TILE} rows, got {m}")
+    s = stream_handle(stream, dev)
+    c = Matrix._allocate(m, n, dev, s, np.dtype(np.float64))
+    if m == 0 or n == 0:
+        return c
+    if p is None:  # K = 0: a sum of nothing
+        memops.zero_2d(c._operand()[0], 8 * n, 8 * n, m, s)
+        return c
+    copies = []
+    try:
+        a2, b2 = (_row_major(x, copies, s) for x in (a, b))
+        _launch(a2, b2, c, p, dev, s)
+    finally:
+        for x in copies:
+            x.free()
+    return c
+
+
+def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
+    rows = plain_2d(x, "the emulated product", s)
+    if rows is not x:
+        copies.append(rows)
+    return rows
+
+
+def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
+    """The four steps' six launches on stream s, scratch from the pool freed stream-ordered after them."""
+    weights = dev.scratch_for("ozaki.weights", _Weights)
+    pool = dev.memory or device_pool(dev)
+    count = len(p.moduli)
+    with dev.lock:
+        pa, lda, (m, k), _, a_buffer = _parts(a)
+        pb, ldb, (_, n), _, b_buffer = _parts(b)
+        pc, ldc, *_, c_buffer = c._operand()
+        if not all(x is not None and x.alive for x in (a_buffer, b_buffer)):
+            _ = a.elements, b.elements  # freed by another thread meanwhile: FreedMatrixError says which
+        kp = cdiv(k, K_ALIGN) * K_ALIGN
+        sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, 4 * count * m * n)
+        held = []
+        try:
+            ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
+            use_on(s, a_buffer, b_buffer, c_buffer)
+            block = (256, 1, 1)
+            ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
+            COL_EXPONENTS((cdiv(n, 256), 1, 1), block, pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
+            grid = (cdiv(k, 256), min(m, MAX_GRID_YZ), 1)
+            ROW_RESIDUES(grid, block, pa, lda, m, k, ea, count, ra, kp, m * kp, stream=s, device=dev)
+            grid = (cdiv(n, 32), cdiv(k, 32), 1)
+            COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
+            grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
+            args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
+            INT8_PRODUCTS(grid, (16, 16, 1), *args, stream=s, device=dev)
+            grid = (cdiv(n, 256), min(m, MAX_GRID_YZ), 1)
+            args = (sums, n, m * n, m, n, count, weights.at(count), ea, eb, pc, ldc, pa, lda, pb, ldb, k)
+            CRT(grid, block, *args, stream=s, device=dev)
+            done_on(s, a_buffer, b_buffer, c_buffer)
+        finally:
+            for ptr, nbytes in held:
+                pool.free(ptr, nbytes, s)
+
+
+def _parts(x: Matrix) -> tuple:
+    """(address, row stride, (rows, cols), dtype suffix, buffer) of a row-major 2-D matrix."""
+    ptr, ld, _, _, _, rows, cols, sfx, buf = x._operand()
+    return ptr, ld, (rows, cols), sfx, buf
+
+
+def _take(pool, nbytes: int, s: int, held: list) -> int:
+    ptr = pool.alloc(max(nbytes, 16), s)
+    held.append((ptr, max(nbytes, 16)))
+    return ptr

@@ -1,0 +1,252 @@
+// A float64 product emulated on integer arithmetic by the Chinese remainder theorem (Ozaki scheme II; the
+// plan, its moduli and bits: src/gpumat/matmul/ozaki.py; the same steps on the host, which these kernels
+// reproduce bit for bit: tests/ozaki_reference.py). C = A @ B, A M x K and B K x N row-major float64:
+//  1. ozaki_row_exponents_f64 / ozaki_col_exponents_f64: for each row of A (column of B) the e that puts
+//     its largest magnitude in [2^(P-1), 2^P) once multiplied by 2^e (0 for a line of zeros; NONFINITE for
+//     a line holding an infinity or a NaN, whose outputs step 4 recomputes in plain FP64);
+//  2. ozaki_row_residues_f64 / ozaki_col_residues_f64: each element scaled by its line's 2^e, truncated
+//     toward zero (an integer below 2^P, exact in a double), and reduced modulo each of the first `count`
+//     moduli to a symmetric residue in int8; written K-major for both operands (A as N_l layers of M rows of
+//     K, B transposed: N_l layers of N rows of K), rows `ld` bytes apart, layers `layer` bytes apart;
+//  3. ozaki_int8_products: per modulus (grid z), the residue matrices multiplied with int32 accumulation
+//     (exact while K <= 131071: |r_a r_b| <= 2^14 a term);
+//  4. ozaki_crt_f64: each element's `count` int32 sums reduced to symmetric residues and rebuilt by the CRT
+//     in double-double in a fixed order (r_l times its weight held as two doubles, each product's exact
+//     error kept by an FMA, then the multiple q = rint(hi / M) of M taken away), rounded to float64 and
+//     scaled back by 2^-(ea_i + eb_j).
+// Every step is integer or in a fixed order: the bits repeat. Built for every arch in the default list.
+#include <stdint.h>
+
+#include "gpumat.cuh"
+
+namespace {
+
+constexpr int MAX_MODULI = 16;
+// the moduli, largest first (gpumat.matmul.ozaki.OZAKI_MODULI; a CPU test compares the two)
+__constant__ int MODULI[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
+constexpr int NONFINITE = -0x40000000;  // an exponent no finite line gets: the line holds an Inf or a NaN
+constexpr int THREADS = 256;
+constexpr int TILE = 32;  // the column residues' transposing tile (32 x 32 doubles)
+
+// e with max |x| 2^e in [2^(P-1), 2^P): ilogb(amax) + 1 is frexp's exponent
+__device__ __forceinline__ int exponent_of(double amax, int bits)
+{
+    if (!(amax <= 1.7976931348623157e308)) return NONFINITE;  // Inf or NaN
+    return amax == 0.0 ? 0 : bits - (ilogb(amax) + 1);
+}
+
+// x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53 (fmod is exact)
+__device__ __forceinline__ int symmetric_residue(double x, int m)
+{
+    int r = (int)fmod(x, (double)m);  // in (-m, m), the sign of x
+    if (r < 0) r += m;
+    return r >= (m + 1) / 2 ? r - m : r;
+}
+
+__device__ __forceinline__ int symmetric_residue(int x, int m)
+{
+    int r = x % m;
+    if (r < 0) r += m;
+    return r >= (m + 1) / 2 ? r - m : r;
+}
+
+// s + e == a + b exactly, s = fl(a + b) (Knuth's two-sum). The _rn intrinsics: never contracted into an
+// FMA, which would break the error-free transformations.
+__device__ __forceinline__ void two_sum(double a, double b, double& s, double& e)
+{
+    s = __dadd_rn(a, b);
+    const double bb = __dsub_rn(s, a);
+    e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bb)), __dsub_rn(b, bb));
+}
+
+// (hi, lo) += a * b in double-double: a * b split exactly by an FMA (p = fl(a b), e = a b - p), then
+// tests/ozaki_reference.py's dd_add, operation for operation
+__device__ __forceinline__ void dd_add_product(double& hi, double& lo, double a, double b)
+{
+    const double p = __dmul_rn(a, b);
+    const double e = __fma_rn(a, b, -p);
+    double s, t;
+    two_sum(hi, p, s, t);
+    t = __dadd_rn(__dadd_rn(t, lo), e);
+    two_sum(s, t, hi, lo);
+}
+
+}  // namespace
+
+// Step 1, rows: one warp a row, max |a| over the row (an order-free reduction). Block (256), grid
+// (ceil(rows / 8)).
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_exponents_f64(const double* __restrict__ A, long long lda,
+                                                                             int rows, int cols, int bits, int* __restrict__ e)
+{
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const double* a = A + (long long)row * lda;
+    double amax = 0.0;
+    bool finite = true;
+    for (int k = lane; k < cols; k += 32) {
+        const double v = fabs(a[k]);
+        finite = finite && v <= 1.7976931348623157e308;
+        amax = fmax(amax, v);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) amax = fmax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    finite = __all_sync(0xffffffffu, finite);
+    if (lane == 0) e[row] = finite ? exponent_of(amax, bits) : NONFINITE;
+}
+
+// Step 1, columns: one thread a column, down the K rows (a warp's loads are 32 consecutive doubles).
+// Block (256), grid (ceil(cols / 256)).
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_exponents_f64(const double* __restrict__ B, long long ldb,
+                                                                             int rows, int cols, int bits, int* __restrict__ e)
+{
+    const int col = blockIdx.x * THREADS + threadIdx.x;
+    if (col >= cols) return;
+    double amax = 0.0;
+    bool finite = true;
+    for (int k = 0; k < rows; ++k) {
+        const double v = fabs(B[(long long)k * ldb + col]);
+        finite = finite && v <= 1.7976931348623157e308;
+        amax = fmax(amax, v);
+    }
+    e[col] = finite ? exponent_of(amax, bits) : NONFINITE;
+}
+
+// Step 2, rows of A: element (i, k) scaled by 2^e[i], its residues to out[l * layer + i * ld + k]. A
+// non-finite row's residues are zeros (step 4 recomputes its outputs). Block (256), grid
+// (ceil(cols / 256), min(rows, 65535)), rows walked in steps of gridDim.y.
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_residues_f64(const double* __restrict__ A, long long lda,
+                                                                            int rows, int cols, const int* __restrict__ e,
+                                                                            int count, int8_t* __restrict__ out, long long ld,
+                                                                            long long layer)
+{
+    const int k = blockIdx.x * THREADS + threadIdx.x;
+    if (k >= cols) return;
+    for (int i = blockIdx.y; i < rows; i += gridDim.y) {
+        const int ei = e[i];
+        const double t = ei == NONFINITE ? 0.0 : trunc(ldexp(A[(long long)i * lda + k], ei));
+        int8_t* o = out + (long long)i * ld + k;
+        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, MODULI[l]);
+    }
+}
+
+// Step 2, columns of B, written transposed (N rows of K): a 32 x 32 tile of B read along its rows into
+// shared memory, each element scaled by its column's 2^e and its residues written along K. Block (32, 8),
+// grid (ceil(cols / 32), ceil(rows / 32)).
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_residues_f64(const double* __restrict__ B, long long ldb,
+                                                                            int rows, int cols, const int* __restrict__ e,
+                                                                            int count, int8_t* __restrict__ out, long long ld,
+                                                                            long long layer)
+{
+    __shared__ double tile[TILE][TILE + 1];
+    const int j0 = blockIdx.x * TILE, k0 = blockIdx.y * TILE;
+    for (int r = threadIdx.y; r < TILE; r += 8) {  // rows k0 + r of B, columns j0 + threadIdx.x
+        const int k = k0 + r, j = j0 + threadIdx.x;
+        tile[r][threadIdx.x] = (k < rows && j < cols) ? B[(long long)k * ldb + j] : 0.0;
+    }
+    __syncthreads();
+    for (int c = threadIdx.y; c < TILE; c += 8) {  // column j0 + c, k along threadIdx.x
+        const int j = j0 + c, k = k0 + threadIdx.x;
+        if (j >= cols || k >= rows) continue;
+        const int ej = e[j];
+        const double t = ej == NONFINITE ? 0.0 : trunc(ldexp(tile[threadIdx.x][c], ej));
+        int8_t* o = out + (long long)j * ld + k;
+        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, MODULI[l]);
+    }
+}
+
+// Step 3: C_l = A_l B_l^T for layer l = blockIdx.z, A_l M rows of K and B_l N rows of K (both K-major,
+// int8, rows lda / ldb bytes apart, each a multiple of 4, layers layer_a / layer_b apart), C_l int32
+// (rows ldc apart, layers layer_c apart). A 64 x 64 tile a block of 16 x 16 threads, 4 x 4 outputs a
+// thread, K in chunks of 32 bytes staged in shared memory as words of 4 int8, each word pair one
+// __dp4a. The correct and simple form; the INT8 tensor-core GEMM replaces it. Block (16, 16), grid
+// (ceil(N / 64), ceil(M / 64), count).
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_int8_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B,
+                                                                         int32_t* __restrict__ C, int M, int N, int K,
+                                                                         long long lda, long long ldb, long long ldc,
+                                                                         long long layer_a, long long layer_b, long long layer_c)
+{
+    constexpr int BM = 64, BN = 64, KC = 32, WORDS = KC / 4;
+    __shared__ int as[BM][WORDS + 1];
+    __shared__ int bs[BN][WORDS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    A += blockIdx.z * layer_a;
+    B += blockIdx.z * layer_b;
+    C += blockIdx.z * layer_c;
+    int acc[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        for (int q = tid; q < BM * WORDS; q += THREADS) {  // word w of row r: 4 bytes of K, zero past M or K
+            const int r = q / WORDS, w = q % WORDS, k = k0 + 4 * w;
+            int wa = 0, wb = 0;
+            for (int b = 0; b < 4; ++b) {
+                if (k + b < K) {
+                    if (row0 + r < M) wa |= (int)(uint8_t)A[(long long)(row0 + r) * lda + k + b] << (8 * b);
+                    if (col0 + r < N) wb |= (int)(uint8_t)B[(long long)(col0 + r) * ldb + k + b] << (8 * b);
+                }
+            }
+            as[r][w] = wa;
+            bs[r][w] = wb;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int w = 0; w < WORDS; ++w)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = __dp4a(as[ty + 16 * i][w], bs[tx + 16 * j][w], acc[i][j]);
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+            if (r < M && c < N) C[(long long)r * ldc + c] = acc[i][j];
+        }
+}
+
+// Step 4's element (i, j): see ozaki_crt_f64
+__device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long long ldp, long long layer, int count,
+                                           const double* __restrict__ weights, int ei, int ej, double* __restrict__ C,
+                                           long long ldc, const double* __restrict__ A, long long lda,
+                                           const double* __restrict__ B, long long ldb, int K, int i, int j)
+{
+    double v;
+    if (ei == NONFINITE || ej == NONFINITE) {
+        v = 0.0;
+        for (int k = 0; k < K; ++k) v = fma(A[(long long)i * lda + k], B[(long long)k * ldb + j], v);
+    } else {
+        double hi = 0.0, lo = 0.0;
+        const int32_t* p = P + (long long)i * ldp + j;
+        for (int l = 0; l < count; ++l) {
+            const double r = (double)symmetric_residue(p[l * layer], MODULI[l]);
+            dd_add_product(hi, lo, r, weights[2 * l]);
+            dd_add_product(hi, lo, r, weights[2 * l + 1]);
+        }
+        const double mh = weights[2 * count], ml = weights[2 * count + 1];
+        const double q = rint(hi / mh);
+        dd_add_product(hi, lo, -q, mh);
+        dd_add_product(hi, lo, -q, ml);
+        v = ldexp(hi + lo, -(ei + ej));
+    }
+    C[(long long)i * ldc + j] = v;
+}
+
+// Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights: 2 count + 2
+// doubles, (wh_l, wl_l) for each modulus then (Mh, Ml). A NONFINITE row or column: the element is the FP64
+// dot product of row i of A and column j of B (fused multiply-adds in k order), as an unemulated product
+// gives it (Inf and NaN included). Block (256), grid (ceil(N / 256), min(M, 65535)), rows walked in steps
+// of gridDim.y.
+extern "C" __global__ void __launch_bounds__(THREADS) ozaki_crt_f64(const int32_t* __restrict__ P, long long ldp, long long layer,
+                                                                   int M, int N, int count, const double* __restrict__ weights,
+                                                                   const int* __restrict__ ea, const int* __restrict__ eb,
+                                                                   double* __restrict__ C, long long ldc,
+                                                                   const double* __restrict__ A, long long lda,
+                                                                   const double* __restrict__ B, long long ldb, int K)
+{
+    const int j = blockIdx.x * THREADS + threadIdx.x;
+    if (j >= N) return;
+    for (int i = blockIdx.y; i < M; i += gridDim.y) crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j);
+}
+

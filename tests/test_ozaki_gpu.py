@@ -1,0 +1,102 @@
+"""The float64 product emulated on integers (Ozaki scheme II) on the GPU, gpumat.matmul.engine.ozaki_emulated
+(cuda/ozaki.cu): bit for bit what tests/ozaki_reference.py computes step by step on the host, on shapes
+around the kernels' tiles (1, primes, 31-33, 63-65), every count of moduli from float32's to float64's,
+views at odd offsets and transposed views; within the scheme's bound of the correctly rounded product;
+rows and columns with an Inf or a NaN as the plain FP64 product gives them; the same bits call after
+call; bad input refused before anything runs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ozaki_reference import correctly_rounded_matmul, emulated_matmul, error_bound
+from support import dims, rng
+
+import gpumat as gm
+from gpumat.matmul.engine import OZAKI_MAX_K, OZAKI_MODULI, ozaki_emulated, ozaki_plan
+
+pytestmark = pytest.mark.gpu
+
+SIDES = dims(200, (32, 64))
+
+
+def scaled(shape, spread: int) -> np.ndarray:
+    """Normal numbers times powers of two up to 2^+-spread, elementwise."""
+    return rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=SIDES, n=SIDES, k=SIDES, count=st.integers(8, len(OZAKI_MODULI)), spread=st.sampled_from([0, 4, 60]))
+def test_bit_for_bit_the_host_reference(m, n, k, count, spread):
+    a, b = scaled((m, k), spread), scaled((k, n), spread)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = ozaki_emulated(A, B, count=count).to_numpy()
+    want = emulated_matmul(a, b, ozaki_plan(k, count=count))
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("bits", [24, 53])
+def test_within_the_bound_of_the_correctly_rounded_product(bits):
+    a, b = scaled((37, 300), 8), scaled((300, 29), 8)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = ozaki_emulated(A, B, bits=bits).to_numpy()
+    exact = correctly_rounded_matmul(a, b)
+    p = ozaki_plan(300, bits=bits)
+    assert p.bits >= bits
+    assert np.all(np.abs(got - exact) <= error_bound(a, b, p) + np.spacing(np.abs(exact)))
+
+
+def test_views_at_odd_offsets_and_transposed_views():
+    a, b = rng.standard_normal((45, 70)), rng.standard_normal((70, 33))
+    want = emulated_matmul(a, b, ozaki_plan(70, bits=53))
+    pa = rng.standard_normal((45, 73))
+    pa[:, 1:71] = a
+    with gm.Matrix.from_numpy(pa) as PA, gm.Matrix.from_numpy(np.ascontiguousarray(b.T)) as BT:
+        got = ozaki_emulated(PA[:, 1:71], BT.T).to_numpy()  # A at an odd offset, B a transposed view
+    assert got.tobytes() == want.tobytes()
+
+
+def test_infinities_and_nans_as_the_plain_product_gives_them():
+    a, b = rng.standard_normal((9, 40)), rng.standard_normal((40, 7))
+    a[2, 5], a[6, 0], b[3, 4] = np.inf, np.nan, -np.inf
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = ozaki_emulated(A, B).to_numpy()
+    with np.errstate(invalid="ignore"):
+        ref = a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    clean = np.ones((9, 7), bool)
+    clean[[2, 6], :] = False
+    clean[:, 4] = False
+    a0, b0 = a.copy(), b.copy()
+    a0[[2, 6]], b0[:, 4] = 0.0, 0.0  # the other elements: the emulation's, as if those lines were not there
+    want = emulated_matmul(a0, b0, ozaki_plan(40, bits=53))
+    np.testing.assert_array_equal(got[clean], want[clean])
+
+
+def test_the_same_bits_call_after_call_and_empty_shapes():
+    a, b = rng.standard_normal((130, 257)), rng.standard_normal((257, 66))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        first = ozaki_emulated(A, B).to_numpy()
+        for _ in range(3):
+            assert ozaki_emulated(A, B).to_numpy().tobytes() == first.tobytes()
+    for m, k, n in ((0, 3, 4), (3, 0, 4), (3, 4, 0)):
+        with gm.Matrix.from_numpy(np.ones((m, k))) as A, gm.Matrix.from_numpy(np.ones((k, n))) as B:
+            got = ozaki_emulated(A, B)
+            assert got.shape == (m, n) and np.all(got.to_numpy() == 0.0)
+
+
+def test_bad_input_is_refused_and_the_library_keeps_working():
+    with gm.Matrix.from_numpy(np.ones((4, 5))) as A, gm.Matrix.from_numpy(np.ones((5, 3), np.float32)) as B32:
+        with pytest.raises(TypeError, match="float64"):
+            ozaki_emulated(A, B32)
+        with pytest.raises(ValueError, match="do not chain"):
+            ozaki_emulated(A, A)
+        with pytest.raises(ValueError, match="Ozaki scheme"):
+            ozaki_emulated(A, A.T, count=0)
+        with gm.Matrix.from_numpy(np.ones((2, 4, 5))) as batch, pytest.raises(ValueError, match="2-D"):
+            ozaki_emulated(batch, A.T)
+        np.testing.assert_array_equal(ozaki_emulated(A, A.T).to_numpy(), np.full((4, 4), 5.0))
+    with gm.Matrix.zeros(1, OZAKI_MAX_K + 1, dtype=np.float64) as X, pytest.raises(ValueError, match="overflow int32"):
+        ozaki_emulated(X, X.T)
