@@ -38,7 +38,7 @@ from ..operands import operand_device
 from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import Kernel
-from ..runtime.streams import stream_handle
+from ..runtime.streams import LEGACY_STREAM, stream_handle, synchronize_stream
 
 # Pairwise coprime moduli of at most 256 (a symmetric residue fits int8), largest first: 2^8, then
 # 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives
@@ -145,6 +145,9 @@ class _Weights:
         self.ptr = memops.alloc_unpooled(8 * len(table))
         host = np.array(table, dtype=np.float64)
         memops.copy_to_device(self.ptr, host.ctypes.data, host.nbytes, None)
+        # a copy from pageable memory may return before its DMA lands, and the first product may run on a
+        # stream that does not wait for the legacy stream the copy ran on: wait for it here, once a device
+        synchronize_stream(LEGACY_STREAM)
 
     def at(self, count: int) -> int:
         before = sum(2 * c + 2 for c in range(1, count))
@@ -171,12 +174,11 @@ def emulated(a: Matrix, b: Matrix, *, bits: int | None = None, count: int | None
     p = ozaki_plan(k, count=count, bits=bits) if k > 0 else None
     if cdiv(m, PRODUCT_TILE) > MAX_GRID_YZ:
         raise ValueError(f"the emulated product takes at most {MAX_GRID_YZ * PRODUCT_TILE} rows, got {m}")
+    if p is None:  # K = 0: a sum of nothing (zeros, ordered on the stream as Matrix.zeros orders them)
+        return Matrix.zeros(m, n, dtype=np.float64, device=dev, stream=stream)
     s = stream_handle(stream, dev)
     c = Matrix._allocate(m, n, dev, s, np.dtype(np.float64))
     if m == 0 or n == 0:
-        return c
-    if p is None:  # K = 0: a sum of nothing
-        memops.zero_2d(c._operand()[0], 8 * n, 8 * n, m, s)
         return c
     copies = []
     try:
