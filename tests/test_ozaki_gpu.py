@@ -5,6 +5,8 @@ views at odd offsets and transposed views; within the scheme's bound of the corr
 rows and columns with an Inf or a NaN as the plain FP64 product gives them; the same bits call after
 call; bad input refused before anything runs."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,7 @@ from ozaki_reference import correctly_rounded_matmul, emulated_matmul, error_bou
 from support import dims, rng
 
 import gpumat as gm
-from gpumat.matmul.engine import OZAKI_MAX_K, OZAKI_MODULI, ozaki_emulated, ozaki_plan
+from gpumat.matmul.engine import OZAKI_INT8_TILES, OZAKI_MAX_K, OZAKI_MODULI, ozaki_emulated, ozaki_plan
 
 pytestmark = pytest.mark.gpu
 
@@ -25,14 +27,37 @@ def scaled(shape, spread: int) -> np.ndarray:
     return rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)
 
 
-@settings(max_examples=40, deadline=None)
+@contextmanager
+def products_on(kernel: str):
+    """The INT8 products on the wgmma body where the GPU has it ("auto"), or on the __dp4a kernel ("dp4a")."""
+    saved = dict(OZAKI_INT8_TILES)
+    if kernel == "dp4a":
+        OZAKI_INT8_TILES.clear()
+    try:
+        yield
+    finally:
+        OZAKI_INT8_TILES.update(saved)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "dp4a"])
+@settings(max_examples=25, deadline=None)
 @given(m=SIDES, n=SIDES, k=SIDES, count=st.integers(8, len(OZAKI_MODULI)), spread=st.sampled_from([0, 4, 60]))
-def test_bit_for_bit_the_host_reference(m, n, k, count, spread):
+def test_bit_for_bit_the_host_reference(kernel, m, n, k, count, spread):
     a, b = scaled((m, k), spread), scaled((k, n), spread)
-    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, products_on(kernel):
         got = ozaki_emulated(A, B, count=count).to_numpy()
     want = emulated_matmul(a, b, ozaki_plan(k, count=count))
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("n", [130, 2053])  # both wgmma INT8 tiles (128 x 128, 128 x 256), C rows not 16-byte whole
+def test_the_wgmma_int8_tiles_bit_for_bit(n):
+    a, b = rng.standard_normal((257, 300)), rng.standard_normal((300, n))
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
+        got = ozaki_emulated(A, B).to_numpy()
+        with products_on("dp4a"):
+            slow = ozaki_emulated(A, B).to_numpy()
+    assert got.tobytes() == slow.tobytes() == emulated_matmul(a, b, ozaki_plan(300, bits=53)).tobytes()
 
 
 @pytest.mark.parametrize("bits", [24, 53])

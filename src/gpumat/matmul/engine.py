@@ -17,6 +17,7 @@ from outside the package (a CPU test checks the tests and benchmarks).
 
 from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
 from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
+from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
 from .ozaki import weights_of as ozaki_weights
 from .plan import MatmulPlan
@@ -93,6 +94,7 @@ __all__ = [
     "K_CHUNK",
     "LEADING",
     "NO_MAP",
+    "OZAKI_INT8_TILES",
     "OZAKI_MAX_BITS",
     "OZAKI_MAX_K",
     "OZAKI_MODULI",

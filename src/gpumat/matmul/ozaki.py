@@ -18,8 +18,8 @@ P comes from the moduli and K: K 2^(2P) <= M / 2, so that |A' B'| < M / 2 whatev
 sixteen moduli give P of 51-55 bits at K = 8192 (float64 accuracy), eight give 24 (float32's).
 
 This module holds the plan (which moduli, how many bits, the reconstruction's constants: pure functions)
-and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: six launches, the INT8 products on a
-simple __dp4a kernel for now). tests/ozaki_reference.py carries the same steps out on the host, the
+and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: the exponents, residues and reconstruction;
+the INT8 products on the wgmma body's s8 tiles on sm_90, elsewhere on a simple __dp4a kernel). tests/ozaki_reference.py carries the same steps out on the host, the
 specification the kernels are tested against step by step.
 """
 
@@ -35,10 +35,13 @@ from ..matrix import Matrix, plain_2d
 from ..memory import device_pool
 from ..memory.ordering import done_on, use_on
 from ..operands import operand_device
-from ..runtime import memops
+from ..runtime import memops, tensormaps
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import Kernel
 from ..runtime.streams import LEGACY_STREAM, stream_handle, synchronize_stream
+from .launcher import c_map_args, tensor_map
+from .problem import Target
+from .variants import NO_MAP, WGMMA_SMEM
 
 # Pairwise coprime moduli of at most 256 (a symmetric residue fits int8), largest first: 2^8, then
 # 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives
@@ -122,6 +125,13 @@ INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
 # P, ldp, layer, M, N, count, weights, ea, eb, C, ldc, A, lda, B, ldb, K
 CRT = Kernel("ozaki", "ozaki_crt_f64", "PqqiiiPPPPqPqPqi")
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
+# the INT8 products on the wgmma body (sm_90a): tile (BM, BN) -> its entry (the int8 residues K-major, int32
+# C as it is; maps of A, B and C, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer, batched)
+WGMMA_S8 = {
+    tile: Kernel("matmul_wgmma_half", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8", "TTTPiiiqiiiqi", WGMMA_SMEM[tile])
+    for tile in ((128, 256), (128, 128))
+}
+WIDE_N = 2048  # C at least this wide: the 128 x 256 tile (else 128 x 128; PROVISIONAL, not measured)
 K_ALIGN = 16  # the residue rows' length in bytes is K rounded up to this
 
 
@@ -221,9 +231,7 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
             ROW_RESIDUES(grid, block, pa, lda, m, k, ea, count, ra, kp, m * kp, stream=s, device=dev)
             grid = (cdiv(n, 32), cdiv(k, 32), 1)
             COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
-            grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
-            args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
-            INT8_PRODUCTS(grid, (16, 16, 1), *args, stream=s, device=dev)
+            _products(ra, rb, sums, m, n, k, kp, count, dev, s)
             grid = (cdiv(n, 256), min(m, MAX_GRID_YZ), 1)
             args = (sums, n, m * n, m, n, count, weights.at(count), ea, eb, pc, ldc, pa, lda, pb, ldb, k)
             CRT(grid, block, *args, stream=s, device=dev)
@@ -231,6 +239,28 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
         finally:
             for ptr, nbytes in held:
                 pool.free(ptr, nbytes, s)
+
+
+def _products(ra: int, rb: int, sums: int, m: int, n: int, k: int, kp: int, count: int, dev, s: int) -> None:
+    """Step 3: the count residue products into int32 sums (count layers of m x n): on the wgmma body's INT8
+    tiles where the GPU runs them (sm_90 with the sm_90a module), else the __dp4a kernel."""
+    target = Target.of(dev)
+    tile = (128, 256) if n >= WIDE_N else (128, 128)
+    kernel = WGMMA_S8.get(tile)  # (a test takes the entries out to run the __dp4a kernel on sm_90 too)
+    if kernel is not None and target.arch == 90 and "matmul_wgmma_half" in target.modules:
+        map_a = tensor_map("u8", ra, m, k, kp, tile[0], count, m * kp)
+        map_b = tensor_map("u8", rb, n, k, kp, tile[1], count, n * kp)
+        c_args = c_map_args(sums, m, n, n, count, 4, m * n)
+        map_c = NO_MAP if c_args is None else tensormaps.encode_tiled("i32", c_args)
+        works = cdiv(m, tile[0]) * cdiv(n, tile[1]) * count
+        grid = (min(works, dev.sm_count), 1, 1)
+        block = (128 * (1 + tile[0] // 64), 1, 1)
+        args = (map_a, map_b, map_c, sums, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
+        kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev)
+        return
+    grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
+    args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
+    INT8_PRODUCTS(grid, (16, 16, 1), *args, stream=s, device=dev)
 
 
 def _parts(x: Matrix) -> tuple:
