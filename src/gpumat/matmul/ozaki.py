@@ -19,8 +19,9 @@ sixteen moduli give P of 51-55 bits at K = 8192 (float64 accuracy), eight give 2
 
 This module holds the plan (which moduli, how many bits, the reconstruction's constants: pure functions)
 and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: the exponents, residues and reconstruction;
-the INT8 products on the wgmma body's s8 tiles on sm_90, elsewhere on a simple __dp4a kernel). tests/ozaki_reference.py carries the same steps out on the host, the
-specification the kernels are tested against step by step.
+the INT8 products on the wgmma body's s8 tiles on sm_90, elsewhere on a simple __dp4a kernel).
+tests/ozaki_reference.py carries the same steps out on the host, the specification the kernels are tested
+against step by step.
 """
 
 from __future__ import annotations
