@@ -11,9 +11,8 @@
 //  3. ozaki_int8_products: per modulus (grid z), the residue matrices multiplied with int32 accumulation
 //     (exact while K <= 131071: |r_a r_b| <= 2^14 a term);
 //  4. ozaki_crt_f64: each element's `count` int32 sums reduced to symmetric residues and rebuilt by the CRT
-//     in double-double in a fixed order (r_l times its weight held as two doubles, each product's exact
-//     error kept by an FMA, then the multiple q = rint(hi / M) of M taken away), rounded to float64 and
-//     scaled back by 2^-(ea_i + eb_j).
+//     with the weights in 32-bit limbs (each limb's sum exact), the multiple of M taken away limb by limb,
+//     the limbs added in double-double, rounded to float64 and scaled back by 2^-(ea_i + eb_j).
 // Every step is integer or in a fixed order: the bits repeat. Built for every arch in the default list.
 #include <stdint.h>
 
@@ -23,10 +22,11 @@ namespace {
 
 constexpr int MAX_MODULI = 16;
 // the moduli, largest first (gpumat.matmul.ozaki.OZAKI_MODULI; a CPU test compares the two)
-__constant__ int MODULI[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
+constexpr int MODULUS_LIST[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
 constexpr int NONFINITE = -0x40000000;  // an exponent no finite line gets: the line holds an Inf or a NaN
 constexpr int THREADS = 256;
 constexpr int TILE = 32;  // the column residues' transposing tile (32 x 32 doubles)
+constexpr int LIMBS = 4;  // the CRT weights in 32-bit limbs (gpumat.matmul.ozaki.LIMBS)
 
 // e with max |x| 2^e in [2^(P-1), 2^P): ilogb(amax) + 1 is frexp's exponent
 __device__ __forceinline__ int exponent_of(double amax, int bits)
@@ -35,19 +35,95 @@ __device__ __forceinline__ int exponent_of(double amax, int bits)
     return amax == 0.0 ? 0 : bits - (ilogb(amax) + 1);
 }
 
-// x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53 (fmod is exact)
-__device__ __forceinline__ int symmetric_residue(double x, int m)
+// 2^b mod m
+constexpr int pow2_mod(int b, int m)
 {
-    int r = (int)fmod(x, (double)m);  // in (-m, m), the sign of x
-    if (r < 0) r += m;
-    return r >= (m + 1) / 2 ? r - m : r;
+    int r = 1 % m;
+    for (int i = 0; i < b; ++i) r = 2 * r % m;
+    return r;
 }
 
-__device__ __forceinline__ int symmetric_residue(int x, int m)
+// What a residue modulo m takes, as floats: m, 1 / m rounded, the symmetric range's ends, and the residues of
+// the powers of two that split an integer into 14-bit chunks (operands) or 16-bit halves (the int32 sums)
+struct Modulus {
+    float m, inverse, top, bottom, p14, p28, p42, p16;
+};
+
+constexpr Modulus modulus_of(int m)
 {
-    int r = x % m;
-    if (r < 0) r += m;
-    return r >= (m + 1) / 2 ? r - m : r;
+    return {float(m), 1.0f / float(m), float((m - 1) / 2), float(-(m / 2)), float(pow2_mod(14, m)),
+            float(pow2_mod(28, m)), float(pow2_mod(42, m)), float(pow2_mod(16, m))};
+}
+
+#define GPUMAT_MODULUS(i) modulus_of(MODULUS_LIST[i])
+__constant__ Modulus MODULI[MAX_MODULI] = {
+    GPUMAT_MODULUS(0),  GPUMAT_MODULUS(1),  GPUMAT_MODULUS(2),  GPUMAT_MODULUS(3),  GPUMAT_MODULUS(4),  GPUMAT_MODULUS(5),
+    GPUMAT_MODULUS(6),  GPUMAT_MODULUS(7),  GPUMAT_MODULUS(8),  GPUMAT_MODULUS(9),  GPUMAT_MODULUS(10), GPUMAT_MODULUS(11),
+    GPUMAT_MODULUS(12), GPUMAT_MODULUS(13), GPUMAT_MODULUS(14), GPUMAT_MODULUS(15)};
+#undef GPUMAT_MODULUS
+
+// Adding 1.5 x 2^23 to a float below 2^22 in magnitude rounds it to an integer, which the sum's low bits
+// hold (two's complement over 0x4B400000): integers and floats exchanged without a conversion instruction
+// (those issue at a sixteenth of the FMA rate, and were most of the residues' time with the double-precision
+// division-free form before this one)
+constexpr float ROUNDER = 12582912.0f;
+constexpr int ROUNDER_BITS = 0x4B400000;
+
+__device__ __forceinline__ float small_int_to_float(int x)  // |x| < 2^22
+{
+    return __fsub_rn(__int_as_float(ROUNDER_BITS + x), ROUNDER);
+}
+
+__device__ __forceinline__ int small_float_to_int(float x)  // an integer-valued float, |x| < 2^22
+{
+    return __float_as_int(__fadd_rn(x, ROUNDER)) - ROUNDER_BITS;
+}
+
+// s mod m in [-(m / 2), (m - 1) / 2] for an integer-valued float |s| < 2^24: q = the integer nearest s / m,
+// estimated as s times the rounded 1 / m rounded to an integer by one FMA with 1.5 x 2^23 (its error is
+// below 2^-24 s / m < 0.01, so q is the nearest quotient or one off it), r = s - q m exact (an FMA of
+// integers below 2^24), and one step puts r in the symmetric range. The same integer a division gives: the
+// bits are the reference's.
+__device__ __forceinline__ float symmetric_residue(float s, const Modulus& c)
+{
+    const float q = __fsub_rn(__fmaf_rn(s, c.inverse, ROUNDER), ROUNDER);
+    float r = __fmaf_rn(-q, c.m, s);
+    if (r > c.top) r = __fsub_rn(r, c.m);
+    else if (r < c.bottom) r = __fadd_rn(r, c.m);
+    return r;
+}
+
+// The 14-bit chunks of an integer |t| < 2^53 as floats: t = a 2^42 + b 2^28 + c 2^14 + d, a signed
+// (|a| < 2^11), b, c, d in [0, 2^14)
+struct Chunks {
+    float a, b, c, d;
+};
+
+__device__ __forceinline__ Chunks chunks_of(double t)
+{
+    const long long x = (long long)t;  // exact: one conversion an element, for all its moduli
+    return {small_int_to_float((int)(x >> 42)), small_int_to_float((int)((x >> 28) & 0x3FFF)),
+            small_int_to_float((int)((x >> 14) & 0x3FFF)), small_int_to_float((int)(x & 0x3FFF))};
+}
+
+// t mod m_l, symmetric, as an int8 (t given by its chunks): their sum with each power of two replaced by its
+// residue, below 2^11 2^8 + 2 2^14 2^8 + 2^14 < 2^24 in magnitude, is exact in a float and has t's residue
+__device__ __forceinline__ int8_t operand_residue(const Chunks& t, int l)
+{
+    const Modulus& c = MODULI[l];
+    const float s = __fmaf_rn(t.a, c.p42, __fmaf_rn(t.b, c.p28, __fmaf_rn(t.c, c.p14, t.d)));
+    return (int8_t)small_float_to_int(symmetric_residue(s, c));
+}
+
+// p mod m_l, symmetric, as a double, for an int32 sum p: hi 2^16 + lo with 2^16 replaced by its residue,
+// below 2^23 + 2^16 in magnitude (exact in a float); the double made from the residue's bits likewise
+// (1.5 x 2^52 + 2^31 holds it in its low word)
+__device__ __forceinline__ double sum_residue(int p, int l)
+{
+    const Modulus& c = MODULI[l];
+    const float s = __fmaf_rn(small_int_to_float(p >> 16), c.p16, small_int_to_float(p & 0xFFFF));
+    const int r = small_float_to_int(symmetric_residue(s, c));
+    return __dsub_rn(__hiloint2double(0x43380000, (int)(0x80000000u + (unsigned)r)), 6755401214785536.0 + 2147483648.0);
 }
 
 // s + e == a + b exactly, s = fl(a + b) (Knuth's two-sum). The _rn intrinsics: never contracted into an
@@ -57,18 +133,6 @@ __device__ __forceinline__ void two_sum(double a, double b, double& s, double& e
     s = __dadd_rn(a, b);
     const double bb = __dsub_rn(s, a);
     e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bb)), __dsub_rn(b, bb));
-}
-
-// (hi, lo) += a * b in double-double: a * b split exactly by an FMA (p = fl(a b), e = a b - p), then
-// tests/ozaki_reference.py's dd_add, operation for operation
-__device__ __forceinline__ void dd_add_product(double& hi, double& lo, double a, double b)
-{
-    const double p = __dmul_rn(a, b);
-    const double e = __fma_rn(a, b, -p);
-    double s, t;
-    two_sum(hi, p, s, t);
-    t = __dadd_rn(__dadd_rn(t, lo), e);
-    two_sum(s, t, hi, lo);
 }
 
 }  // namespace
@@ -95,19 +159,31 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_exponents_f64(co
     if (lane == 0) e[row] = finite ? exponent_of(amax, bits) : NONFINITE;
 }
 
-// Step 1, columns: one thread a column, down the K rows (a warp's loads are 32 consecutive doubles).
-// Block (256), grid (ceil(cols / 256)).
+// Step 1, columns: 32 columns a block, eight groups of rows (a warp reads 32 consecutive doubles of a row,
+// warp w rows w, w + 8, ...), the eight maxima of a column then taken in shared memory (max is exact in any
+// order). Block (32, 8), grid (ceil(cols / 32)).
 extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_exponents_f64(const double* __restrict__ B, long long ldb,
                                                                              int rows, int cols, int bits, int* __restrict__ e)
 {
-    const int col = blockIdx.x * THREADS + threadIdx.x;
-    if (col >= cols) return;
+    __shared__ double maxima[8][32];
+    __shared__ bool finites[8][32];
+    const int col = blockIdx.x * 32 + threadIdx.x;
     double amax = 0.0;
     bool finite = true;
-    for (int k = 0; k < rows; ++k) {
-        const double v = fabs(B[(long long)k * ldb + col]);
-        finite = finite && v <= 1.7976931348623157e308;
-        amax = fmax(amax, v);
+    if (col < cols) {
+        for (int k = threadIdx.y; k < rows; k += 8) {
+            const double v = fabs(B[(long long)k * ldb + col]);
+            finite = finite && v <= 1.7976931348623157e308;
+            amax = fmax(amax, v);
+        }
+    }
+    maxima[threadIdx.y][threadIdx.x] = amax;
+    finites[threadIdx.y][threadIdx.x] = finite;
+    __syncthreads();
+    if (threadIdx.y != 0 || col >= cols) return;
+    for (int w = 1; w < 8; ++w) {
+        amax = fmax(amax, maxima[w][threadIdx.x]);
+        finite = finite && finites[w][threadIdx.x];
     }
     e[col] = finite ? exponent_of(amax, bits) : NONFINITE;
 }
@@ -124,9 +200,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_residues_f64(con
     if (k >= cols) return;
     for (int i = blockIdx.y; i < rows; i += gridDim.y) {
         const int ei = e[i];
-        const double t = ei == NONFINITE ? 0.0 : trunc(ldexp(A[(long long)i * lda + k], ei));
+        const Chunks t = chunks_of(ei == NONFINITE ? 0.0 : trunc(ldexp(A[(long long)i * lda + k], ei)));
         int8_t* o = out + (long long)i * ld + k;
-        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, MODULI[l]);
+        for (int l = 0; l < count; ++l) o[l * layer] = operand_residue(t, l);
     }
 }
 
@@ -149,9 +225,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_residues_f64(con
         const int j = j0 + c, k = k0 + threadIdx.x;
         if (j >= cols || k >= rows) continue;
         const int ej = e[j];
-        const double t = ej == NONFINITE ? 0.0 : trunc(ldexp(tile[threadIdx.x][c], ej));
+        const Chunks t = chunks_of(ej == NONFINITE ? 0.0 : trunc(ldexp(tile[threadIdx.x][c], ej)));
         int8_t* o = out + (long long)j * ld + k;
-        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, MODULI[l]);
+        for (int l = 0; l < count; ++l) o[l * layer] = operand_residue(t, l);
     }
 }
 
@@ -217,27 +293,46 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
         v = 0.0;
         for (int k = 0; k < K; ++k) v = fma(A[(long long)i * lda + k], B[(long long)k * ldb + j], v);
     } else {
-        double hi = 0.0, lo = 0.0;
+        // each limb's sum of residue x weight-limb products: integers below 2^43, exact in any order
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         const int32_t* p = P + (long long)i * ldp + j;
         for (int l = 0; l < count; ++l) {
-            const double r = (double)symmetric_residue(p[l * layer], MODULI[l]);
-            dd_add_product(hi, lo, r, weights[2 * l]);
-            dd_add_product(hi, lo, r, weights[2 * l + 1]);
+            const double r = sum_residue(p[l * layer], l);
+            const double* w = weights + LIMBS * l;
+            s0 = fma(r, w[0], s0);
+            s1 = fma(r, w[1], s1);
+            s2 = fma(r, w[2], s2);
+            s3 = fma(r, w[3], s3);
         }
-        const double mh = weights[2 * count], ml = weights[2 * count + 1];
-        const double q = rint(hi / mh);
-        dd_add_product(hi, lo, -q, mh);
-        dd_add_product(hi, lo, -q, ml);
-        v = ldexp(hi + lo, -(ei + ej));
+        // q: the multiple of M to take away, from the limbs added in doubles (the reference's order)
+        const double* m = weights + LIMBS * count;
+        double y = __dmul_rn(s0, 0x1p96);
+        y = __dadd_rn(y, __dmul_rn(s1, 0x1p64));
+        y = __dadd_rn(y, __dmul_rn(s2, 0x1p32));
+        y = __dadd_rn(y, s3);
+        const double q = rint(__ddiv_rn(y, m[LIMBS]));
+        // the integer's limbs, exact (below 2^44), added from the top in double-double
+        double hi = __dmul_rn(__fma_rn(-q, m[0], s0), 0x1p96), lo = 0.0;
+        const double rest[3] = {__dmul_rn(__fma_rn(-q, m[1], s1), 0x1p64), __dmul_rn(__fma_rn(-q, m[2], s2), 0x1p32),
+                                __fma_rn(-q, m[3], s3)};
+#pragma unroll
+        for (int t = 0; t < 3; ++t) {
+            double sum, err;
+            two_sum(hi, rest[t], sum, err);
+            two_sum(sum, __dadd_rn(err, lo), hi, lo);
+        }
+        v = ldexp(__dadd_rn(hi, lo), -(ei + ej));
     }
     C[(long long)i * ldc + j] = v;
 }
 
-// Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights: 2 count + 2
-// doubles, (wh_l, wl_l) for each modulus then (Mh, Ml). A NONFINITE row or column: the element is the FP64
-// dot product of row i of A and column j of B (fused multiply-adds in k order), as an unemulated product
-// gives it (Inf and NaN included). Block (256), grid (ceil(N / 256), min(M, 65535)), rows walked in steps
-// of gridDim.y.
+// Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights (gpumat.matmul.ozaki.
+// weights_of): the four 32-bit limbs of each modulus' CRT weight, those of M, then M as a double. The limbs'
+// sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes away (K 2^2P <= M / 4 keeps it
+// off a rounding edge), and the integer's limbs less q M's are exact again: only their double-double sum
+// and its rounding to float64 round. A NONFINITE row or column: the element is the FP64 dot product of row i
+// of A and column j of B (fused multiply-adds in k order), as an unemulated product gives it (Inf and NaN
+// included). Block (256), grid (ceil(N / 256), min(M, 65535)), rows walked in steps of gridDim.y.
 extern "C" __global__ void __launch_bounds__(THREADS) ozaki_crt_f64(const int32_t* __restrict__ P, long long ldp, long long layer,
                                                                    int M, int N, int count, const double* __restrict__ weights,
                                                                    const int* __restrict__ ea, const int* __restrict__ eb,
@@ -249,4 +344,3 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_crt_f64(const int32_
     if (j >= N) return;
     for (int i = blockIdx.y; i < M; i += gridDim.y) crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j);
 }
-

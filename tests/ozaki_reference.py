@@ -7,9 +7,9 @@ gpumat.matmul.ozaki). Each step is a function whose output a GPU kernel must rep
      and reduced modulo each m_l to symmetric int8 residues (a batch of N int8 matrices per operand);
   3. modular products: per modulus, the int8 residues multiplied with int32 accumulation (exact) and the
      sums reduced to symmetric residues modulo m_l (the INT8 GEMM's epilogue);
-  4. reconstruction: the Chinese remainder theorem in double-double arithmetic, in a fixed order (each
-     residue times its weight split into two doubles, the products' exact errors kept, the multiple of M
-     taken away), rounded to float64 and scaled back by 2^-(ea_i + eb_j).
+  4. reconstruction: the Chinese remainder theorem with the weights in 32-bit limbs (each limb's sum of
+     residue products exact in a double), the multiple of M taken away limb by limb, the integer's limbs
+     added in double-double from the top, rounded to float64 and scaled back by 2^-(ea_i + eb_j).
 
 The references the steps are checked against are exact (Python integers) or correctly rounded (fsum of the
 exact products' parts)."""
@@ -93,34 +93,39 @@ def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def dd_add(hi, lo, p, e):
-    """(hi, lo) + (p, e) in double-double: the sum's leading double and the rest."""
-    s, t = two_sum(hi, p)
-    t = t + lo + e
-    return two_sum(s, t)
+LIMB_BITS = 32  # the weights and M as four limbs of 32 bits (M < 2^126 < 2^128)
+LIMBS = 4
 
 
-def split_double(x: int) -> tuple[float, float]:
-    """An integer as the sum of two doubles to 106 bits: the nearest double, then the nearest to the rest."""
-    hi = float(x)
-    return hi, float(x - int(hi))
+def limbs(x: int) -> tuple[float, ...]:
+    """A non-negative integer below 2^128 as its four 32-bit limbs, the most significant first (each exact in
+    a double)."""
+    mask = (1 << LIMB_BITS) - 1
+    return tuple(float((x >> (LIMB_BITS * (LIMBS - 1 - j))) & mask) for j in range(LIMBS))
 
 
 def crt_double(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
-    """The reconstruction as the GPU does it: sum over l of r_l (wh_l + wl_l) in double-double, in order,
-    then q = rint(hi / M) and the sum less q (Mh + Ml), rounded to float64. Off by at most 2^-87 M before
-    that rounding: the weights held to 106 bits (16 x 128 x 2^-106 M) and 34 double-double additions of sums
-    below 2^11 M (measured: about 2^-98 M)."""
-    hi = np.zeros(cres.shape[1:])
-    lo = np.zeros(cres.shape[1:])
+    """The reconstruction as the GPU does it. With the weights in 32-bit limbs, each limb's sum S_j = sum over
+    l of r_l w_lj is exact in a double (|S_j| < 16 x 128 x 2^32 = 2^43, in any order); y = the limbs' sums
+    added in doubles estimates sum r_l w_l within 2^-40 M, so q = rint(y / M) is the multiple of M the CRT
+    takes away (but where the integer lies within 2^-40 M of +-M / 2); T_j = S_j - q M_j is exact again
+    (below 2^44), and x = sum T_j 2^(32 (3 - j)) is the integer itself, rounded to float64 by double-double
+    additions from the top limb down (within one unit in its last place)."""
+    scale = [2.0 ** (LIMB_BITS * (LIMBS - 1 - j)) for j in range(LIMBS)]
+    sums = [np.zeros(cres.shape[1:]) for _ in range(LIMBS)]
     for r, w in zip(cres, plan.weights, strict=True):
         rf = r.astype(np.float64)
-        for part in split_double(w):
-            hi, lo = dd_add(hi, lo, *two_prod(rf, np.float64(part)))
-    mh, ml = split_double(plan.modulus)
-    q = np.rint(hi / mh)
-    for part in (mh, ml):
-        hi, lo = dd_add(hi, lo, *two_prod(-q, np.float64(part)))
+        for j, part in enumerate(limbs(w)):
+            sums[j] = sums[j] + rf * part
+    y = sums[0] * scale[0]
+    for j in range(1, LIMBS):
+        y = y + sums[j] * scale[j]
+    q = np.rint(y / float(plan.modulus))
+    parts = [(sums[j] - q * part) * scale[j] for j, part in enumerate(limbs(plan.modulus))]
+    hi, lo = parts[0], np.zeros_like(parts[0])
+    for part in parts[1:]:
+        s, t = two_sum(hi, part)
+        hi, lo = two_sum(s, t + lo)
     return hi + lo
 
 

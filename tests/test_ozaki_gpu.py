@@ -50,6 +50,20 @@ def test_bit_for_bit_the_host_reference(kernel, m, n, k, count, spread):
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("kernel", ["auto", "dp4a"])
+def test_panels_of_rows_bit_for_bit(monkeypatch, kernel):
+    """C's rows in panels (the scratch bound made small): 300 rows as 128 + 128 + 44, each panel's residues,
+    products and reconstruction at its offset."""
+    from gpumat.matmul import ozaki
+
+    monkeypatch.setattr(ozaki, "PANEL_BYTES", 16 * (112 + 4 * 70) * 200)
+    assert ozaki.panel_rows(300, 70, 112, 16) == 128
+    a, b = scaled((300, 100), 4), scaled((100, 70), 4)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, products_on(kernel):
+        got = ozaki_emulated(A, B, count=16).to_numpy()
+    assert got.tobytes() == emulated_matmul(a, b, ozaki_plan(100, count=16)).tobytes()
+
+
 @pytest.mark.parametrize("n", [130, 2053])  # both wgmma INT8 tiles (128 x 128, 128 x 256), C rows not 16-byte whole
 def test_the_wgmma_int8_tiles_bit_for_bit(n):
     a, b = rng.standard_normal((257, 300)), rng.standard_normal((300, n))

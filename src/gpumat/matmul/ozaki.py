@@ -14,8 +14,9 @@ column's, so |C - A B| < 2^(1-P) (rowmax|A| |B| + |A| colmax|B|) elementwise (pl
 result to float64): a normwise bound, as tight as float64's elementwise one where a row of A and a column
 of B hold numbers of similar size, and looser where they span many binades (more moduli then buy it back).
 
-P comes from the moduli and K: K 2^(2P) <= M / 2, so that |A' B'| < M / 2 whatever the signs. Fifteen or
-sixteen moduli give P of 51-55 bits at K = 8192 (float64 accuracy), eight give 24 (float32's).
+P comes from the moduli and K: K 2^(2P) <= M / 4, so that |A' B'| < M / 4 whatever the signs (M / 2 is
+what the CRT needs; the margin keeps the reconstruction's rounded estimate of the multiple of M exact).
+Sixteen moduli give float64's 53 bits at K = 1024-65536, eight or nine float32's 24.
 
 This module holds the plan (which moduli, how many bits, the reconstruction's constants: pure functions)
 and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: the exponents, residues and reconstruction;
@@ -84,9 +85,11 @@ def crt_weights(moduli: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def ozaki_bits(moduli: tuple[int, ...], k: int) -> int:
-    """The largest P with K 2^(2P) <= M / 2 (at most OZAKI_MAX_BITS), or a negative number where none fits."""
+    """The largest P with K 2^(2P) <= M / 4 (at most OZAKI_MAX_BITS), or a negative number where none fits:
+    |A' B'| < M / 2 with a margin of M / 4, so that the reconstruction's estimate of the multiple of M to
+    take away (within 2^-40 M) cannot round the wrong way."""
     big = math.prod(moduli)
-    p = (big // (2 * k)).bit_length() - 1  # 2^(2P) <= M / (2K): 2P <= floor(log2(M / (2K)))
+    p = (big // (4 * k)).bit_length() - 1  # 2^(2P) <= M / (4K): 2P <= floor(log2(M / (4K)))
     return min(p // 2 if p >= 0 else -1, OZAKI_MAX_BITS)
 
 
@@ -134,22 +137,29 @@ WGMMA_S8 = {
 }
 WIDE_N = 2048  # C at least this wide: the 128 x 256 tile (else 128 x 128; PROVISIONAL, not measured)
 K_ALIGN = 16  # the residue rows' length in bytes is K rounded up to this
+# A panel of C's rows at a time: its share of A's residues and its int32 sums within this many bytes of
+# scratch (with 16 moduli a 4096^2 product in 3 panels of 1536 rows, 8192^2 in 11 of 768), so that the
+# scratch stays below the pool's cache limit and is reused call after call rather than allocated anew
+PANEL_BYTES = 512 << 20
+PANEL_ROW_STEP = 128
+
+
+LIMB_BITS, LIMBS = 32, 4  # the weights and M in four 32-bit limbs (M < 2^126): each limb's sum exact
 
 
 def weights_of(count: int) -> list[float]:
-    """What ozaki_crt_f64 reads: each weight of the first `count` moduli as two doubles (the nearest, then the
-    nearest to the rest), then M likewise."""
+    """What ozaki_crt_f64 reads for the first `count` moduli: the four 32-bit limbs of each CRT weight (the
+    most significant first, each exact in a double), the limbs of M, then M rounded to a double."""
     moduli = OZAKI_MODULI[:count]
+    mask = (1 << LIMB_BITS) - 1
     out = []
     for w in (*crt_weights(moduli), math.prod(moduli)):
-        hi = float(w)
-        out += [hi, float(w - int(hi))]
-    return out
+        out += [float((w >> (LIMB_BITS * (LIMBS - 1 - j))) & mask) for j in range(LIMBS)]
+    return [*out, float(math.prod(moduli))]
 
 
 class _Weights:
-    """One device's table of the CRT weights for every count of moduli, uploaded once: count c's at
-    offset(c) doubles."""
+    """One device's table of the CRT weights for every count of moduli (weights_of), uploaded once."""
 
     def __init__(self, dev):  # made by Device.scratch_for, the device's context current
         table = [x for c in range(1, len(OZAKI_MODULI) + 1) for x in weights_of(c)]
@@ -161,7 +171,7 @@ class _Weights:
         synchronize_stream(LEGACY_STREAM)
 
     def at(self, count: int) -> int:
-        before = sum(2 * c + 2 for c in range(1, count))
+        before = sum(LIMBS * (c + 1) + 1 for c in range(1, count))
         return self.ptr + 8 * before
 
 
@@ -208,8 +218,18 @@ def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
     return rows
 
 
+def panel_rows(m: int, n: int, kp: int, count: int) -> int:
+    """The rows of C a panel covers: A's residues and the int32 sums of a panel (count (kp + 4 n) bytes a row)
+    within PANEL_BYTES, in whole tiles of the INT8 products' 128 rows (at least one tile; all of M where it
+    fits)."""
+    rows = PANEL_BYTES // (count * (kp + 4 * n))
+    return m if rows >= m else max(PANEL_ROW_STEP, rows // PANEL_ROW_STEP * PANEL_ROW_STEP)
+
+
 def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
-    """The four steps' six launches on stream s, scratch from the pool freed stream-ordered after them."""
+    """The steps on stream s: the exponents and B's residues once, then for each panel of C's rows (scratch
+    bounded: panel_rows) A's residues, the products and the reconstruction. Scratch from the pool, freed
+    stream-ordered after the launches."""
     weights = dev.scratch_for("ozaki.weights", _Weights)
     pool = dev.memory or device_pool(dev)
     count = len(p.moduli)
@@ -220,22 +240,26 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
         if not all(x is not None and x.alive for x in (a_buffer, b_buffer)):
             _ = a.elements, b.elements  # freed by another thread meanwhile: FreedMatrixError says which
         kp = cdiv(k, K_ALIGN) * K_ALIGN
-        sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, 4 * count * m * n)
+        rows = panel_rows(m, n, kp, count)
+        sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
         held = []
         try:
             ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
             use_on(s, a_buffer, b_buffer, c_buffer)
             block = (256, 1, 1)
             ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
-            COL_EXPONENTS((cdiv(n, 256), 1, 1), block, pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
-            grid = (cdiv(k, 256), min(m, MAX_GRID_YZ), 1)
-            ROW_RESIDUES(grid, block, pa, lda, m, k, ea, count, ra, kp, m * kp, stream=s, device=dev)
+            COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
             grid = (cdiv(n, 32), cdiv(k, 32), 1)
             COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
-            _products(ra, rb, sums, m, n, k, kp, count, dev, s)
-            grid = (cdiv(n, 256), min(m, MAX_GRID_YZ), 1)
-            args = (sums, n, m * n, m, n, count, weights.at(count), ea, eb, pc, ldc, pa, lda, pb, ldb, k)
-            CRT(grid, block, *args, stream=s, device=dev)
+            for r0 in range(0, m, rows):
+                r = min(rows, m - r0)
+                pa_r, ea_r, pc_r = pa + 8 * r0 * lda, ea + 4 * r0, pc + 8 * r0 * ldc
+                grid = (cdiv(k, 256), min(r, MAX_GRID_YZ), 1)
+                ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
+                _products(ra, rb, sums, r, n, k, kp, count, dev, s)
+                grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
+                args = (sums, n, r * n, r, n, count, weights.at(count), ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k)
+                CRT(grid, block, *args, stream=s, device=dev)
             done_on(s, a_buffer, b_buffer, c_buffer)
         finally:
             for ptr, nbytes in held:
