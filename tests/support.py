@@ -8,12 +8,13 @@ import os
 import sys
 import threading
 import types
+from contextlib import contextmanager
 
 import numpy as np
 from hypothesis import strategies as st
 
 import gpumat as gm
-from gpumat.matmul.engine import REDUCE, VARIANTS, Target
+from gpumat.matmul.engine import REDUCE, VARIANTS, Target, plan
 from gpumat.matrix import Matrix
 from gpumat.runtime import devices, kernels, memops
 
@@ -21,6 +22,23 @@ from gpumat.runtime import devices, kernels, memops
 # (racecheck follows each shared-memory access), so sizes whose only job is to keep a stream busy while
 # the test races work against it shrink; the kernels still run far longer than the host side of the race.
 UNDER_SANITIZER = bool(os.environ.get("GPUMAT_SANITIZE"))
+
+
+@contextmanager
+def rows_left_out(names):
+    """The GEMM table without these rows for the moment (plans made anew from the smaller table), then the
+    table as it was, in its order: a row taken out and put back must not move to the end, where it would
+    lose the ties the table's order decides."""
+    saved = dict(VARIANTS)
+    for name in names:
+        del VARIANTS[name]
+    plan.cache_clear()
+    try:
+        yield
+    finally:
+        VARIANTS.clear()
+        VARIANTS.update(saved)
+        plan.cache_clear()
 
 
 def built_entries() -> dict:

@@ -53,6 +53,7 @@ from .problem import Problem, Target, swapped
 from .variants import (
     H100_SMS,
     REDUCE,
+    ROW_ORDER,
     VARIANTS,
     WIDE_BLOCKS_PER_SM,
     Variant,
@@ -165,8 +166,9 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))
     seconds += v.fixed_s
     if v.sm_bandwidth:  # memory-bound, blocks spread over the SMs, each SM drawing at most sm_bandwidth
-        full = traffic(p) / (v.bandwidth * t.sm_count / H100_SMS)
-        seconds = max(seconds, full, math.ceil(blocks / t.sm_count) * traffic(p) / blocks / v.sm_bandwidth)
+        nbytes = traffic(p)
+        full = nbytes / (v.bandwidth * t.sm_count / H100_SMS)
+        seconds = max(seconds, full, math.ceil(blocks / t.sm_count) * nbytes / blocks / v.sm_bandwidth)
     elif v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
@@ -282,8 +284,9 @@ def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
 
 
 def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
-    """The table's rows of `tier` that auto may run the problem with on this target. A product with R <= 16
-    rows or columns of C does at most 2 R / itemsize flops a byte of its matrix operand, memory-bound for
+    """The table's rows of `tier` that auto may run the problem with on this target, in the table's order
+    (ROW_ORDER: of equal modelled times auto takes the first, whatever order VARIANTS' keys have). A product
+    with R <= 16 rows or columns of C does at most 2 R / itemsize flops a byte of its matrix operand, memory-bound for
     the tensor cores of every GPU: where a row made for its shape (the matrix-vector rows, max_m or max_n
     set) runs, those rows alone are its candidates (most GEMM rows' model has no memory term and would rank
     them as if they computed faster than the memory can feed them: dmma128x64 at 16384 x 1 x 16384
@@ -304,6 +307,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
     ]
+    rows.sort(key=lambda v: ROW_ORDER.get(v.name, len(ROW_ORDER)))  # ties go to the table's first, always
     shaped = [v for v in rows if v.made_for_shape]
     if any(v.packs for v in rows):  # a batch of small products: the rows made for it, not a matrix-vector row
         # (gemv_n16 ran 4096 16 x 16 x 16 float32 products 5.8x slower than torch.bmm on the H200)

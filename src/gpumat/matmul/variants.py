@@ -1063,6 +1063,10 @@ _ROWS = [
     *(row for r in GEMV_R for row in _gemv_r(r)),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
+# Each row's place in the table as written: auto takes the first of equal modelled times in this order
+# (the larger tile first, say), whatever order VARIANTS' keys come to have (a test that takes rows out
+# and puts them back appends them at the end)
+ROW_ORDER: dict[str, int] = {v.name: i for i, v in enumerate(_ROWS)}
 
 # Split-K's second pass (cuda/matmul_splitk.cu): the partials (accumulator dtype) added in a fixed
 # order into C (output dtype); grid and block by runtime.geometry.splitk_reduce_launch.
