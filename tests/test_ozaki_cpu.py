@@ -188,7 +188,9 @@ def test_the_uploaded_weights_are_the_exact_limbs():
 
 
 def test_panels_keep_the_scratch_bounded_in_whole_tiles():
-    from gpumat.matmul.ozaki import PANEL_BYTES, PANEL_ROW_STEP, panel_rows
+    from gpumat.matmul.engine import OZAKI_PANEL_BYTES as PANEL_BYTES
+    from gpumat.matmul.engine import OZAKI_PANEL_ROW_STEP as PANEL_ROW_STEP
+    from gpumat.matmul.engine import ozaki_panel_rows as panel_rows
 
     for m, n, k, count in ((4096, 4096, 4096, 16), (8192, 8192, 8192, 16), (300, 200, 112, 8), (10**6, 8, 16, 16)):
         rows = panel_rows(m, n, k, count)

@@ -15,7 +15,14 @@ from ozaki_reference import correctly_rounded_matmul, emulated_matmul, error_bou
 from support import dims, rng
 
 import gpumat as gm
-from gpumat.matmul.engine import OZAKI_INT8_TILES, OZAKI_MAX_K, OZAKI_MODULI, ozaki_emulated, ozaki_plan
+from gpumat.matmul.engine import (
+    OZAKI_INT8_TILES,
+    OZAKI_MAX_K,
+    OZAKI_MODULI,
+    ozaki_emulated,
+    ozaki_panel_rows,
+    ozaki_plan,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -51,16 +58,14 @@ def test_bit_for_bit_the_host_reference(kernel, m, n, k, count, spread):
 
 
 @pytest.mark.parametrize("kernel", ["auto", "dp4a"])
-def test_panels_of_rows_bit_for_bit(monkeypatch, kernel):
+def test_panels_of_rows_bit_for_bit(kernel):
     """C's rows in panels (the scratch bound made small): 300 rows as 128 + 128 + 44, each panel's residues,
     products and reconstruction at its offset."""
-    from gpumat.matmul import ozaki
-
-    monkeypatch.setattr(ozaki, "PANEL_BYTES", 16 * (112 + 4 * 70) * 200)
-    assert ozaki.panel_rows(300, 70, 112, 16) == 128
+    small = 16 * (112 + 4 * 70) * 200
+    assert ozaki_panel_rows(300, 70, 112, 16, small) == 128
     a, b = scaled((300, 100), 4), scaled((100, 70), 4)
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, products_on(kernel):
-        got = ozaki_emulated(A, B, count=16).to_numpy()
+        got = ozaki_emulated(A, B, count=16, panel_bytes=small).to_numpy()
     assert got.tobytes() == emulated_matmul(a, b, ozaki_plan(100, count=16)).tobytes()
 
 
@@ -136,6 +141,9 @@ def test_bad_input_is_refused_and_the_library_keeps_working():
             ozaki_emulated(A, A.T, count=0)
         with gm.Matrix.from_numpy(np.ones((2, 4, 5))) as batch, pytest.raises(ValueError, match="2-D"):
             ozaki_emulated(batch, A.T)
+        for bad in (0, -1, 2.5):
+            with pytest.raises(ValueError, match="panel_bytes"):
+                ozaki_emulated(A, A.T, panel_bytes=bad)
         np.testing.assert_array_equal(ozaki_emulated(A, A.T).to_numpy(), np.full((4, 4), 5.0))
     with gm.Matrix.zeros(1, OZAKI_MAX_K + 1, dtype=np.float64) as X, pytest.raises(ValueError, match="overflow int32"):
         ozaki_emulated(X, X.T)

@@ -17,8 +17,11 @@ from outside the package (a CPU test checks the tests and benchmarks).
 
 from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
 from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
+from .ozaki import PANEL_BYTES as OZAKI_PANEL_BYTES
+from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP
 from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
+from .ozaki import panel_rows as ozaki_panel_rows
 from .ozaki import weights_of as ozaki_weights
 from .plan import MatmulPlan
 from .planner import (
@@ -98,6 +101,8 @@ __all__ = [
     "OZAKI_MAX_BITS",
     "OZAKI_MAX_K",
     "OZAKI_MODULI",
+    "OZAKI_PANEL_BYTES",
+    "OZAKI_PANEL_ROW_STEP",
     "REDUCE",
     "ROUND_TRIP_S",
     "SIGNATURES",
@@ -147,6 +152,7 @@ __all__ = [
     "operand_aligned",
     "ozaki_bits",
     "ozaki_emulated",
+    "ozaki_panel_rows",
     "ozaki_plan",
     "ozaki_weights",
     "plan",

@@ -175,9 +175,18 @@ class _Weights:
         return self.ptr + 8 * before
 
 
-def emulated(a: Matrix, b: Matrix, *, bits: int | None = None, count: int | None = None, stream=None) -> Matrix:
+def emulated(
+    a: Matrix,
+    b: Matrix,
+    *,
+    bits: int | None = None,
+    count: int | None = None,
+    stream=None,
+    panel_bytes: int = PANEL_BYTES,
+) -> Matrix:
     """C = A @ B for float64 A (M x K) and B (K x N), computed as integers by Ozaki scheme II (see the module
-    docstring): the fewest moduli that give `bits` bits (53 by default), or `count` of them. A new row-major
+    docstring): the fewest moduli that give `bits` bits (53 by default), or `count` of them; C's rows in
+    panels whose scratch (A's residues and the int32 sums) stays within `panel_bytes`. A new row-major
     M x N float64 Matrix. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64
     dot product's. Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch;
     TypeError for another dtype; all before anything is launched."""
@@ -190,6 +199,8 @@ def emulated(a: Matrix, b: Matrix, *, bits: int | None = None, count: int | None
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain (K {k} != {k2})")
+    if not isinstance(panel_bytes, int) or panel_bytes < 1:
+        raise ValueError(f"the emulated product's panel_bytes must be a positive int, got {panel_bytes!r}")
     if bits is None and count is None:
         bits = OZAKI_MAX_BITS
     p = ozaki_plan(k, count=count, bits=bits) if k > 0 else None
@@ -204,7 +215,7 @@ def emulated(a: Matrix, b: Matrix, *, bits: int | None = None, count: int | None
     copies = []
     try:
         a2, b2 = (_row_major(x, copies, s) for x in (a, b))
-        _launch(a2, b2, c, p, dev, s)
+        _launch(a2, b2, c, p, panel_bytes, dev, s)
     finally:
         for x in copies:
             x.free()
@@ -218,15 +229,15 @@ def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
     return rows
 
 
-def panel_rows(m: int, n: int, kp: int, count: int) -> int:
+def panel_rows(m: int, n: int, kp: int, count: int, panel_bytes: int = PANEL_BYTES) -> int:
     """The rows of C a panel covers: A's residues and the int32 sums of a panel (count (kp + 4 n) bytes a row)
-    within PANEL_BYTES, in whole tiles of the INT8 products' 128 rows (at least one tile; all of M where it
+    within panel_bytes, in whole tiles of the INT8 products' 128 rows (at least one tile; all of M where it
     fits)."""
-    rows = PANEL_BYTES // (count * (kp + 4 * n))
+    rows = panel_bytes // (count * (kp + 4 * n))
     return m if rows >= m else max(PANEL_ROW_STEP, rows // PANEL_ROW_STEP * PANEL_ROW_STEP)
 
 
-def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
+def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev, s: int) -> None:
     """The steps on stream s: the exponents and B's residues once, then for each panel of C's rows (scratch
     bounded: panel_rows) A's residues, the products and the reconstruction. Scratch from the pool, freed
     stream-ordered after the launches."""
@@ -240,7 +251,7 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, dev, s: int) -> None:
         if not all(x is not None and x.alive for x in (a_buffer, b_buffer)):
             _ = a.elements, b.elements  # freed by another thread meanwhile: FreedMatrixError says which
         kp = cdiv(k, K_ALIGN) * K_ALIGN
-        rows = panel_rows(m, n, kp, count)
+        rows = panel_rows(m, n, kp, count, panel_bytes)
         sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
         held = []
         try:
