@@ -22,7 +22,7 @@ namespace {
 
 constexpr int MAX_MODULI = 16;
 // the moduli, largest first (gpumat.matmul.ozaki.OZAKI_MODULI; a CPU test compares the two)
-constexpr int MODULUS_LIST[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
+__constant__ int MODULI[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
 constexpr int NONFINITE = -0x40000000;  // an exponent no finite line gets: the line holds an Inf or a NaN
 constexpr int THREADS = 256;
 constexpr int TILE = 32;  // the column residues' transposing tile (32 x 32 doubles)
@@ -35,95 +35,24 @@ __device__ __forceinline__ int exponent_of(double amax, int bits)
     return amax == 0.0 ? 0 : bits - (ilogb(amax) + 1);
 }
 
-// 2^b mod m
-constexpr int pow2_mod(int b, int m)
+// 1 / m for each modulus, rounded: a quotient estimate (see symmetric_residue)
+__constant__ double INVERSES[MAX_MODULI] = {1.0 / 256, 1.0 / 255, 1.0 / 253, 1.0 / 251, 1.0 / 247, 1.0 / 241,
+                                            1.0 / 239, 1.0 / 233, 1.0 / 229, 1.0 / 227, 1.0 / 223, 1.0 / 217,
+                                            1.0 / 211, 1.0 / 199, 1.0 / 197, 1.0 / 193};
+
+// x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53, without a division (fmod
+// loops, integer % divides: both were most of the residues' and the reconstruction's time): q = rint(x / m)
+// estimated with the rounded 1 / m is the nearest quotient or one off it (its error is below 2^-52 x / m <
+// 0.02), r = x - q m is exact (an FMA, and a small integer), and one step puts r in the symmetric range.
+// The residue is the same integer a division gives, so the bits are the reference's.
+__device__ __forceinline__ int symmetric_residue(double x, int l)
 {
-    int r = 1 % m;
-    for (int i = 0; i < b; ++i) r = 2 * r % m;
+    const int m = MODULI[l];
+    const double q = rint(x * INVERSES[l]);
+    int r = (int)__fma_rn(-q, (double)m, x);
+    if (r > (m - 1) / 2) r -= m;
+    else if (r < -(m / 2)) r += m;
     return r;
-}
-
-// What a residue modulo m takes, as floats: m, 1 / m rounded, the symmetric range's ends, and the residues of
-// the powers of two that split an integer into 14-bit chunks (operands) or 16-bit halves (the int32 sums)
-struct Modulus {
-    float m, inverse, top, bottom, p14, p28, p42, p16;
-};
-
-constexpr Modulus modulus_of(int m)
-{
-    return {float(m), 1.0f / float(m), float((m - 1) / 2), float(-(m / 2)), float(pow2_mod(14, m)),
-            float(pow2_mod(28, m)), float(pow2_mod(42, m)), float(pow2_mod(16, m))};
-}
-
-#define GPUMAT_MODULUS(i) modulus_of(MODULUS_LIST[i])
-__constant__ Modulus MODULI[MAX_MODULI] = {
-    GPUMAT_MODULUS(0),  GPUMAT_MODULUS(1),  GPUMAT_MODULUS(2),  GPUMAT_MODULUS(3),  GPUMAT_MODULUS(4),  GPUMAT_MODULUS(5),
-    GPUMAT_MODULUS(6),  GPUMAT_MODULUS(7),  GPUMAT_MODULUS(8),  GPUMAT_MODULUS(9),  GPUMAT_MODULUS(10), GPUMAT_MODULUS(11),
-    GPUMAT_MODULUS(12), GPUMAT_MODULUS(13), GPUMAT_MODULUS(14), GPUMAT_MODULUS(15)};
-#undef GPUMAT_MODULUS
-
-// Adding 1.5 x 2^23 to a float below 2^22 in magnitude rounds it to an integer, which the sum's low bits
-// hold (two's complement over 0x4B400000): integers and floats exchanged without a conversion instruction
-// (those issue at a sixteenth of the FMA rate, and were most of the residues' time with the double-precision
-// division-free form before this one)
-constexpr float ROUNDER = 12582912.0f;
-constexpr int ROUNDER_BITS = 0x4B400000;
-
-__device__ __forceinline__ float small_int_to_float(int x)  // |x| < 2^22
-{
-    return __fsub_rn(__int_as_float(ROUNDER_BITS + x), ROUNDER);
-}
-
-__device__ __forceinline__ int small_float_to_int(float x)  // an integer-valued float, |x| < 2^22
-{
-    return __float_as_int(__fadd_rn(x, ROUNDER)) - ROUNDER_BITS;
-}
-
-// s mod m in [-(m / 2), (m - 1) / 2] for an integer-valued float |s| < 2^24: q = the integer nearest s / m,
-// estimated as s times the rounded 1 / m rounded to an integer by one FMA with 1.5 x 2^23 (its error is
-// below 2^-24 s / m < 0.01, so q is the nearest quotient or one off it), r = s - q m exact (an FMA of
-// integers below 2^24), and one step puts r in the symmetric range. The same integer a division gives: the
-// bits are the reference's.
-__device__ __forceinline__ float symmetric_residue(float s, const Modulus& c)
-{
-    const float q = __fsub_rn(__fmaf_rn(s, c.inverse, ROUNDER), ROUNDER);
-    float r = __fmaf_rn(-q, c.m, s);
-    if (r > c.top) r = __fsub_rn(r, c.m);
-    else if (r < c.bottom) r = __fadd_rn(r, c.m);
-    return r;
-}
-
-// The 14-bit chunks of an integer |t| < 2^53 as floats: t = a 2^42 + b 2^28 + c 2^14 + d, a signed
-// (|a| < 2^11), b, c, d in [0, 2^14)
-struct Chunks {
-    float a, b, c, d;
-};
-
-__device__ __forceinline__ Chunks chunks_of(double t)
-{
-    const long long x = (long long)t;  // exact: one conversion an element, for all its moduli
-    return {small_int_to_float((int)(x >> 42)), small_int_to_float((int)((x >> 28) & 0x3FFF)),
-            small_int_to_float((int)((x >> 14) & 0x3FFF)), small_int_to_float((int)(x & 0x3FFF))};
-}
-
-// t mod m_l, symmetric, as an int8 (t given by its chunks): their sum with each power of two replaced by its
-// residue, below 2^11 2^8 + 2 2^14 2^8 + 2^14 < 2^24 in magnitude, is exact in a float and has t's residue
-__device__ __forceinline__ int8_t operand_residue(const Chunks& t, int l)
-{
-    const Modulus& c = MODULI[l];
-    const float s = __fmaf_rn(t.a, c.p42, __fmaf_rn(t.b, c.p28, __fmaf_rn(t.c, c.p14, t.d)));
-    return (int8_t)small_float_to_int(symmetric_residue(s, c));
-}
-
-// p mod m_l, symmetric, as a double, for an int32 sum p: hi 2^16 + lo with 2^16 replaced by its residue,
-// below 2^23 + 2^16 in magnitude (exact in a float); the double made from the residue's bits likewise
-// (1.5 x 2^52 + 2^31 holds it in its low word)
-__device__ __forceinline__ double sum_residue(int p, int l)
-{
-    const Modulus& c = MODULI[l];
-    const float s = __fmaf_rn(small_int_to_float(p >> 16), c.p16, small_int_to_float(p & 0xFFFF));
-    const int r = small_float_to_int(symmetric_residue(s, c));
-    return __dsub_rn(__hiloint2double(0x43380000, (int)(0x80000000u + (unsigned)r)), 6755401214785536.0 + 2147483648.0);
 }
 
 // s + e == a + b exactly, s = fl(a + b) (Knuth's two-sum). The _rn intrinsics: never contracted into an
@@ -200,9 +129,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_residues_f64(con
     if (k >= cols) return;
     for (int i = blockIdx.y; i < rows; i += gridDim.y) {
         const int ei = e[i];
-        const Chunks t = chunks_of(ei == NONFINITE ? 0.0 : trunc(ldexp(A[(long long)i * lda + k], ei)));
+        const double t = ei == NONFINITE ? 0.0 : trunc(ldexp(A[(long long)i * lda + k], ei));
         int8_t* o = out + (long long)i * ld + k;
-        for (int l = 0; l < count; ++l) o[l * layer] = operand_residue(t, l);
+        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, l);
     }
 }
 
@@ -225,9 +154,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_residues_f64(con
         const int j = j0 + c, k = k0 + threadIdx.x;
         if (j >= cols || k >= rows) continue;
         const int ej = e[j];
-        const Chunks t = chunks_of(ej == NONFINITE ? 0.0 : trunc(ldexp(tile[threadIdx.x][c], ej)));
+        const double t = ej == NONFINITE ? 0.0 : trunc(ldexp(tile[threadIdx.x][c], ej));
         int8_t* o = out + (long long)j * ld + k;
-        for (int l = 0; l < count; ++l) o[l * layer] = operand_residue(t, l);
+        for (int l = 0; l < count; ++l) o[l * layer] = (int8_t)symmetric_residue(t, l);
     }
 }
 
@@ -297,7 +226,7 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         const int32_t* p = P + (long long)i * ldp + j;
         for (int l = 0; l < count; ++l) {
-            const double r = sum_residue(p[l * layer], l);
+            const double r = (double)symmetric_residue((double)p[l * layer], l);
             const double* w = weights + LIMBS * l;
             s0 = fma(r, w[0], s0);
             s1 = fma(r, w[1], s1);
