@@ -8,6 +8,7 @@ call; bad input refused before anything runs."""
 from contextlib import contextmanager
 
 import numpy as np
+import ozaki_reference as ref
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,9 +20,12 @@ from gpumat.matmul.engine import (
     OZAKI_INT8_TILES,
     OZAKI_MAX_K,
     OZAKI_MODULI,
+    OZAKI_STEPS,
     ozaki_emulated,
     ozaki_panel_rows,
     ozaki_plan,
+    ozaki_weights,
+    ozaki_weights_on,
 )
 
 pytestmark = pytest.mark.gpu
@@ -55,6 +59,64 @@ def test_bit_for_bit_the_host_reference(kernel, m, n, k, count, spread):
         got = ozaki_emulated(A, B, count=count).to_numpy()
     want = emulated_matmul(a, b, ozaki_plan(k, count=count))
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize(("m", "n", "k", "count"), [(4, 4, 5, 15), (1, 1, 1, 8), (33, 40, 70, 16), (65, 31, 129, 12)])
+def test_each_step_bit_for_bit(m, n, k, count):
+    """Each launch on its own, its output downloaded and compared with the host reference's step: where the
+    product goes wrong, this says which step (the weights' table, the exponents, the residues, the int32
+    sums of the __dp4a products, the reconstruction)."""
+    from gpumat.memory import alloc, free
+    from gpumat.runtime import memops
+    from gpumat.runtime.streams import LEGACY_STREAM
+
+    a, b = scaled((m, k), 8), scaled((k, n), 8)
+    p = ozaki_plan(k, count=count)
+    kp = -(-k // 16) * 16
+    dev, s = gm.device(), LEGACY_STREAM
+
+    def down(ptr, shape, dtype):
+        host = np.empty(shape, dtype=dtype)
+        gm.synchronize()
+        memops.copy_to_host(host.ctypes.data, ptr, host.nbytes, None)
+        gm.synchronize()
+        return host
+
+    step = OZAKI_STEPS
+    sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, 4 * count * m * n)
+    ea, eb, ra, rb, sums = (alloc(x) for x in sizes)
+    try:
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.zeros(m, n, dtype=np.float64) as C:
+            table = ozaki_weights_on(dev, count)
+            assert down(table, (4 * count + 5,), np.float64).tolist() == ozaki_weights(count)
+            (pa, lda, *_), (pb, ldb, *_), (pc, ldc, *_) = A._operand(), B._operand(), C._operand()
+            block = (256, 1, 1)
+            step["row_exponents"]((-(-m // 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
+            step["col_exponents"]((-(-n // 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
+            ea_ref, eb_ref = ref.exponents(a, 1, p.bits), ref.exponents(b, 0, p.bits)
+            assert np.array_equal(down(ea, (m,), np.int32), ea_ref)
+            assert np.array_equal(down(eb, (n,), np.int32), eb_ref)
+            args = (pa, lda, m, k, ea, count, ra, kp, m * kp)
+            step["row_residues"]((-(-k // 256), m, 1), block, *args, stream=s, device=dev)
+            args = (pb, ldb, k, n, eb, count, rb, kp, n * kp)
+            step["col_residues"]((-(-n // 32), -(-k // 32), 1), (32, 8, 1), *args, stream=s, device=dev)
+            ra_ref = ref.residues(ref.truncated(a, ea_ref, 1), p)
+            rb_ref = ref.residues(ref.truncated(b, eb_ref, 0), p)
+            assert np.array_equal(down(ra, (count, m, kp), np.int8)[:, :, :k], ra_ref)
+            assert np.array_equal(down(rb, (count, n, kp), np.int8)[:, :, :k], rb_ref.transpose(0, 2, 1))
+            args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
+            step["int8_products"]((-(-n // 64), -(-m // 64), count), (16, 16, 1), *args, stream=s, device=dev)
+            got = down(sums, (count, m, n), np.int32)
+            assert np.array_equal(
+                got, np.stack([x.astype(np.int64) @ y.astype(np.int64) for x, y in zip(ra_ref, rb_ref, strict=True)])
+            )
+            args = (sums, n, m * n, m, n, count, table, ea, eb, pc, ldc, pa, lda, pb, ldb, k)
+            step["crt"]((-(-n // 256), m, 1), block, *args, stream=s, device=dev)
+            assert C.to_numpy().tobytes() == emulated_matmul(a, b, p).tobytes()
+    finally:
+        gm.synchronize()
+        for ptr, nbytes in zip((ea, eb, ra, rb, sums), sizes, strict=True):
+            free(ptr, nbytes=nbytes)
 
 
 @pytest.mark.parametrize("kernel", ["auto", "dp4a"])

@@ -19,10 +19,12 @@ from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, t
 from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
 from .ozaki import PANEL_BYTES as OZAKI_PANEL_BYTES
 from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP
+from .ozaki import STEPS as OZAKI_STEPS
 from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
 from .ozaki import panel_rows as ozaki_panel_rows
 from .ozaki import weights_of as ozaki_weights
+from .ozaki import weights_on as ozaki_weights_on
 from .plan import MatmulPlan
 from .planner import (
     COPY_BANDWIDTH,
@@ -103,6 +105,7 @@ __all__ = [
     "OZAKI_MODULI",
     "OZAKI_PANEL_BYTES",
     "OZAKI_PANEL_ROW_STEP",
+    "OZAKI_STEPS",
     "REDUCE",
     "ROUND_TRIP_S",
     "SIGNATURES",
@@ -155,6 +158,7 @@ __all__ = [
     "ozaki_panel_rows",
     "ozaki_plan",
     "ozaki_weights",
+    "ozaki_weights_on",
     "plan",
     "problem_of_call",
     "result_shape",

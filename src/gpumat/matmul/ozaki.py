@@ -129,6 +129,15 @@ INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
 # P, ldp, layer, M, N, count, weights, ea, eb, C, ldc, A, lda, B, ldb, K
 CRT = Kernel("ozaki", "ozaki_crt_f64", "PqqiiiPPPPqPqPqi")
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
+# the launches by step, for a test that checks each step's output against the host reference
+STEPS = {
+    "row_exponents": ROW_EXPONENTS,
+    "col_exponents": COL_EXPONENTS,
+    "row_residues": ROW_RESIDUES,
+    "col_residues": COL_RESIDUES,
+    "int8_products": INT8_PRODUCTS,
+    "crt": CRT,
+}
 # the INT8 products on the wgmma body (sm_90a): tile (BM, BN) -> its entry (the int8 residues K-major, int32
 # C as it is; maps of A, B and C, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer, batched)
 WGMMA_S8 = {
@@ -173,6 +182,11 @@ class _Weights:
     def at(self, count: int) -> int:
         before = sum(LIMBS * (c + 1) + 1 for c in range(1, count))
         return self.ptr + 8 * before
+
+
+def weights_on(dev, count: int) -> int:
+    """The device address of the reconstruction's table (weights_of(count)) on dev, uploaded on first use."""
+    return dev.scratch_for("ozaki.weights", _Weights).at(count)
 
 
 def emulated(
@@ -241,9 +255,9 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev
     """The steps on stream s: the exponents and B's residues once, then for each panel of C's rows (scratch
     bounded: panel_rows) A's residues, the products and the reconstruction. Scratch from the pool, freed
     stream-ordered after the launches."""
-    weights = dev.scratch_for("ozaki.weights", _Weights)
-    pool = dev.memory or device_pool(dev)
     count = len(p.moduli)
+    table = weights_on(dev, count)  # (its first upload waits for the copy: before the lock is taken)
+    pool = dev.memory or device_pool(dev)
     with dev.lock:
         pa, lda, (m, k), _, a_buffer = _parts(a)
         pb, ldb, (_, n), _, b_buffer = _parts(b)
@@ -269,7 +283,7 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev
                 ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
                 _products(ra, rb, sums, r, n, k, kp, count, dev, s)
                 grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
-                args = (sums, n, r * n, r, n, count, weights.at(count), ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k)
+                args = (sums, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k)
                 CRT(grid, block, *args, stream=s, device=dev)
             done_on(s, a_buffer, b_buffer, c_buffer)
         finally:
