@@ -215,7 +215,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_int8_products(const 
 __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long long ldp, long long layer, int count,
                                            const double* __restrict__ weights, int ei, int ej, double* __restrict__ C,
                                            long long ldc, const double* __restrict__ A, long long lda,
-                                           const double* __restrict__ B, long long ldb, int K, int i, int j)
+                                           const double* __restrict__ B, long long ldb, int K, int i, int j,
+                                           const gpumat::Epilogue& ep, bool plain)
 {
     double v;
     if (ei == NONFINITE || ej == NONFINITE) {
@@ -252,7 +253,8 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
         }
         v = ldexp(__dadd_rn(hi, lo), -(ei + ej));
     }
-    C[(long long)i * ldc + j] = v;
+    double* c = C + (long long)i * ldc + j;
+    *c = plain ? v : ep.apply<double, double>(v, i, j, c);
 }
 
 // Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights (gpumat.matmul.ozaki.
@@ -261,15 +263,21 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
 // off a rounding edge), and the integer's limbs less q M's are exact again: only their double-double sum
 // and its rounding to float64 round. A NONFINITE row or column: the element is the FP64 dot product of row i
 // of A and column j of B (fused multiply-adds in k order), as an unemulated product gives it (Inf and NaN
-// included). Block (256), grid (ceil(N / 256), min(M, 65535)), rows walked in steps of gridDim.y.
+// included). Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias, activation; rows i of this launch:
+// a panel's bias is passed from its first row). Block (256), grid (ceil(N / 256), min(M, 65535)), rows
+// walked in steps of gridDim.y.
 extern "C" __global__ void __launch_bounds__(THREADS) ozaki_crt_f64(const int32_t* __restrict__ P, long long ldp, long long layer,
                                                                    int M, int N, int count, const double* __restrict__ weights,
                                                                    const int* __restrict__ ea, const int* __restrict__ eb,
                                                                    double* __restrict__ C, long long ldc,
                                                                    const double* __restrict__ A, long long lda,
-                                                                   const double* __restrict__ B, long long ldb, int K)
+                                                                   const double* __restrict__ B, long long ldb, int K,
+                                                                   GPUMAT_EPILOGUE_PARAMS)
 {
     const int j = blockIdx.x * THREADS + threadIdx.x;
     if (j >= N) return;
-    for (int i = blockIdx.y; i < M; i += gridDim.y) crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j);
+    const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;
+    const bool plain = ep.identity();
+    for (int i = blockIdx.y; i < M; i += gridDim.y)
+        crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j, ep, plain);
 }

@@ -199,3 +199,135 @@ def test_panels_keep_the_scratch_bounded_in_whole_tiles():
     assert panel_rows(300, 200, 112, 8) == 300  # fits: one panel
     assert panel_rows(8192, 8192, 8192, 16) == 768
     assert panel_rows(1000, 10**6, 16, 16) == PANEL_ROW_STEP  # one tile of rows, whatever the bytes
+
+
+# --- precision="fp64_int8" on gm.matmul's route (stand-in matrices and driver: nothing launched) ------------
+def f64(height, width, ptr=0x7F0000000000, stride=None):
+    from support import fake_matrix
+
+    return fake_matrix(height, width, stride=stride, ptr=ptr, dtype=np.float64)
+
+
+def test_fp64_int8_is_float64s_emulated_precision_planned_on_its_row():
+    import gpumat as gm
+
+    a, b = f64(300, 500), f64(500, 200, ptr=0x7F0010000000)
+    q = gm.matmul_plan(a, b, precision="fp64_int8")
+    assert (q.algorithm, q.problem.mode, q.splits, q.copy_a, q.copy_b) == ("ozaki_int8", "fp64_int8", 1, False, False)
+    assert q.reason == "auto: the only candidate"
+    assert gm.matmul_plan(a, b).problem.mode == "native"  # the default stays FP64
+    assert gm.matmul_plan(a, b, algorithm="ozaki_int8").problem.mode == "fp64_int8"  # named: its own mode
+    wt = f64(200, 500, ptr=0x7F0020000000)
+    assert gm.matmul_plan(a, wt.T, precision="fp64_int8").copy_b  # x @ W.T: W copied row-major first
+    assert gm.matmul_plan(f64(300, 0), f64(0, 200, ptr=0x7F0010000000), precision="fp64_int8").algorithm == "naive"
+
+
+def test_fp64_int8_refused_where_it_does_not_apply_before_anything_runs():
+    from support import fake_batch, fake_matrix
+
+    import gpumat as gm
+
+    a, b = f64(30, 50), f64(50, 20, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="unknown matmul precision"):
+        gm.matmul_plan(fake_matrix(30, 50), fake_matrix(50, 20, ptr=0x7F0010000000), precision="fp64_int8")
+    with pytest.raises(ValueError, match="float32 modes, or 'fp64_int8'"):
+        gm.matmul_plan(a, b, precision="tf32")
+    with pytest.raises(ValueError, match="computes at precision 'native', not 'fp64_int8'"):
+        gm.matmul_plan(a, b, algorithm="dmma64x64", precision="fp64_int8")
+    batch = fake_batch(2, 30, 50, dtype=np.float64)
+    with pytest.raises(ValueError, match="2-D products"):
+        gm.matmul_plan(batch, b, precision="fp64_int8")
+    long_k = f64(2, OZAKI_MAX_K + 1), f64(OZAKI_MAX_K + 1, 2, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="takes K up to"):
+        gm.matmul_plan(*long_k, precision="fp64_int8")
+
+
+class _Pool:
+    def alloc(self, nbytes, stream):
+        return 0x7F4000000000
+
+    def free(self, ptr, nbytes, stream):
+        pass
+
+
+class _Table:
+    def at(self, count):
+        return 0x7F5000000000 + 8 * count
+
+
+def _emulated_launches(monkeypatch, p, a, b, c, epilogue):
+    """The launches of plan p's BoundPlan on a stand-in device: (kernel name, grid, block, args) each."""
+    import types
+
+    from support import record_launches
+
+    from gpumat.matmul import engine
+    from gpumat.runtime import tensormaps
+
+    launched = []
+    record_launches(monkeypatch, launched)
+    monkeypatch.setattr(tensormaps, "encode_tiled", lambda elem, args: bytes(128))
+    dev = types.SimpleNamespace(memory=_Pool(), scratch_for=lambda name, make: _Table())
+    engine.tensor_map.cache_clear()
+    try:
+        bound = engine.BoundPlan(p, dev)
+        assert bound.shape == "emulated"
+        bound.run(0, a, b, c, epilogue)
+    finally:
+        engine.tensor_map.cache_clear()
+    return [(name, grid, block, args) for name, grid, block, args, _, _ in launched]
+
+
+def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writes_c(monkeypatch):
+    from support import H100
+
+    from gpumat.matmul.engine import Problem, plan
+
+    p = plan(Problem(300, 200, 500, "f64", "f64", "fp64_int8", b_trans=True), H100)
+    assert p.copy_b and not p.copy_a
+    epilogue = (2.0, 0.5, 0x7F6000000000, 1, 1, 0, 1)  # alpha, beta, a row vector bias, relu
+    a, b, c = (0x7F0000000000, 512, 0), (0x7F1000000000, 504, 0), (0x7F2000000000, 200, 0)
+    launches = _emulated_launches(monkeypatch, p, a, b, c, epilogue)
+    names = [x[0] for x in launches]
+    assert names[0].startswith("transpose") and names[1:] == [
+        "ozaki_row_exponents_f64",
+        "ozaki_col_exponents_f64",
+        "ozaki_col_residues_f64",
+        "ozaki_row_residues_f64",
+        "matmul_wgmma128x128bt_s8",  # sm_90 with the sm_90a module: the wgmma INT8 tile (C of 200 columns)
+        "ozaki_crt_f64",
+    ]
+    crt = launches[-1][3]
+    count = len(plan_of(500).moduli)
+    assert crt[:9] == (0x7F4000000000, 200, 300 * 200, 300, 200, count, 0x7F5000000000 + 8 * count, 0x7F4000000000,
+                       0x7F4000000000)  # fmt: skip
+    assert crt[9:11] == (0x7F2000000000, 200) and crt[-7:] == epilogue
+    assert launches[1][3][:2] == (0x7F0000000000, 512)  # A read in place; B from its row-major copy
+    assert launches[2][3][0] == 0x7F4000000000
+
+
+def plan_of(k):
+    return plan(k, bits=OZAKI_MAX_BITS)
+
+
+def test_c_in_panels_each_with_its_rows_bias(monkeypatch):
+    """5000 rows of 4096 columns at K = 64: panels of about 2000 rows (the scratch bound), each
+    reconstruction writing its rows of C, a bias over C's rows (bias_along 2) starting at its first row."""
+    from support import H100
+
+    from gpumat.matmul.engine import OZAKI_PANEL_BYTES, Problem, ozaki_panel_rows
+    from gpumat.matmul.engine import plan as matmul_plan
+
+    m, n, k = 5000, 4096, 64
+    rows = ozaki_panel_rows(m, n, k, len(plan_of(k).moduli), OZAKI_PANEL_BYTES)
+    firsts = list(range(0, m, rows))
+    assert len(firsts) == 3
+    p = matmul_plan(Problem(m, n, k, "f64", "f64", "fp64_int8"), H100)
+    bias, step = 0x7F6000000000, 3
+    epilogue = (1.0, 0.0, bias, step, 2, 0, 0)
+    a, b, c = (0x7F0000000000, k, 0), (0x7F1000000000, n, 0), (0x7F2000000000, n, 0)
+    crts = [x[3] for x in _emulated_launches(monkeypatch, p, a, b, c, epilogue) if x[0] == "ozaki_crt_f64"]
+    assert [x[3] for x in crts] == [min(rows, m - r0) for r0 in firsts]  # the panels' rows
+    assert [x[9] for x in crts] == [c[0] + 8 * r0 * n for r0 in firsts]  # C at each panel's first row
+    assert [x[11] for x in crts] == [a[0] + 8 * r0 * k for r0 in firsts]  # A likewise
+    assert [x[-5] for x in crts] == [bias + 8 * r0 * step for r0 in firsts]  # the bias too

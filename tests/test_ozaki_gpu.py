@@ -17,6 +17,7 @@ from support import dims, rng
 
 import gpumat as gm
 from gpumat.matmul.engine import (
+    IDENTITY,
     OZAKI_INT8_TILES,
     OZAKI_MAX_K,
     OZAKI_MODULI,
@@ -110,7 +111,7 @@ def test_each_step_bit_for_bit(m, n, k, count):
             assert np.array_equal(
                 got, np.stack([x.astype(np.int64) @ y.astype(np.int64) for x, y in zip(ra_ref, rb_ref, strict=True)])
             )
-            args = (sums, n, m * n, m, n, count, table, ea, eb, pc, ldc, pa, lda, pb, ldb, k)
+            args = (sums, n, m * n, m, n, count, table, ea, eb, pc, ldc, pa, lda, pb, ldb, k, *IDENTITY)
             step["crt"]((-(-n // 256), m, 1), block, *args, stream=s, device=dev)
             assert C.to_numpy().tobytes() == emulated_matmul(a, b, p).tobytes()
     finally:
@@ -209,3 +210,45 @@ def test_bad_input_is_refused_and_the_library_keeps_working():
         np.testing.assert_array_equal(ozaki_emulated(A, A.T).to_numpy(), np.full((4, 4), 5.0))
     with gm.Matrix.zeros(1, OZAKI_MAX_K + 1, dtype=np.float64) as X, pytest.raises(ValueError, match="overflow int32"):
         ozaki_emulated(X, X.T)
+
+
+# --- gm.matmul(..., precision="fp64_int8"): the same scheme on the one call path ------------------------------
+@settings(max_examples=20, deadline=None)
+@given(m=SIDES, n=SIDES, k=SIDES, a_trans=st.booleans(), b_trans=st.booleans())
+def test_matmul_at_fp64_int8_is_the_emulated_product_in_every_layout(m, n, k, a_trans, b_trans):
+    """gm.matmul at precision "fp64_int8" gives the host reference's bits (53 bits), operands stored either
+    way (a transposed view copied row-major first), into a poisoned out; the plan says which row runs."""
+    a, b = scaled((m, k), 4), scaled((k, n), 4)
+    want = emulated_matmul(a, b, ozaki_plan(k, bits=53))
+    sa = np.ascontiguousarray(a.T) if a_trans else a
+    sb = np.ascontiguousarray(b.T) if b_trans else b
+    with gm.Matrix.from_numpy(sa) as SA, gm.Matrix.from_numpy(sb) as SB:
+        A, B = (SA.T if a_trans else SA), (SB.T if b_trans else SB)
+        assert gm.matmul_plan(A, B, precision="fp64_int8").algorithm == "ozaki_int8"
+        with gm.Matrix.from_numpy(np.full((m, n), np.nan)) as C:
+            gm.matmul(A, B, out=C, precision="fp64_int8")
+            got = C.to_numpy()
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("bias_along", [0, 1, 2])
+def test_matmul_at_fp64_int8_applies_the_epilogue(bias_along):
+    """alpha, beta C, a bias over columns or rows and relu, applied to the emulated product as C is written
+    (the same doubles the epilogue of gpumat.cuh computes: alpha x + beta c + bias, then relu)."""
+    m, n, k = 300, 70, 90  # (the bias over rows crosses no panel here; the CPU tests check panels' offsets)
+    a, b, c0 = scaled((m, k), 4), scaled((k, n), 4), rng.standard_normal((m, n))
+    bias = rng.standard_normal(n if bias_along == 1 else m)
+    x = emulated_matmul(a, b, ozaki_plan(k, bits=53))
+    ref = 1.5 * x + (-0.5) * c0
+    if bias_along == 1:
+        ref = ref + bias[None, :]
+    if bias_along == 2:
+        ref = ref + bias[:, None]
+    ref = np.maximum(ref, 0.0)
+    with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.from_numpy(c0) as C:
+        shape = (1, n) if bias_along == 1 else (m, 1)
+        with gm.Matrix.from_numpy(bias.reshape(shape)) as bias_matrix:
+            extra = {} if bias_along == 0 else {"bias": bias_matrix}
+            gm.matmul(A, B, out=C, precision="fp64_int8", alpha=1.5, beta=-0.5, activation="relu", **extra)
+            got = C.to_numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=1e-15 * np.abs(ref).max())

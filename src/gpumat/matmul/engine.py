@@ -15,7 +15,8 @@ from outside the package (a CPU test checks the tests and benchmarks).
     ozaki_plan, ozaki_emulated, ...  a float64 product emulated on integers (Ozaki scheme II): its plan, its run
 """
 
-from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
+from .launcher import BoundPlan
+from .maps import SWIZZLE_BYTES, c_map, c_map_args, tensor_map, tensor_map_args
 from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
 from .ozaki import PANEL_BYTES as OZAKI_PANEL_BYTES
 from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP

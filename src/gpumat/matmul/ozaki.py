@@ -41,9 +41,9 @@ from ..runtime import memops, tensormaps
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import Kernel
 from ..runtime.streams import LEGACY_STREAM, stream_handle, synchronize_stream
-from .launcher import c_map_args, tensor_map
+from .maps import c_map_args, tensor_map
 from .problem import Target
-from .variants import NO_MAP, WGMMA_SMEM
+from .variants import IDENTITY, NO_MAP, VARIANTS, WGMMA_SMEM
 
 # Pairwise coprime moduli of at most 256 (a symmetric residue fits int8), largest first: 2^8, then
 # 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives
@@ -126,8 +126,8 @@ ROW_RESIDUES = Kernel("ozaki", "ozaki_row_residues_f64", "PqiiPiPqq")
 COL_RESIDUES = Kernel("ozaki", "ozaki_col_residues_f64", "PqiiPiPqq")
 # A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
 INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
-# P, ldp, layer, M, N, count, weights, ea, eb, C, ldc, A, lda, B, ldb, K
-CRT = Kernel("ozaki", "ozaki_crt_f64", "PqqiiiPPPPqPqPqi")
+# the reconstruction, which writes C: the table's row of precision "fp64_int8" (variants.OZAKI)
+CRT = VARIANTS["ozaki_int8"].kernels[("f64", "f64")]
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
 # the launches by step, for a test that checks each step's output against the host reference
 STEPS = {
@@ -252,11 +252,8 @@ def panel_rows(m: int, n: int, kp: int, count: int, panel_bytes: int = PANEL_BYT
 
 
 def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev, s: int) -> None:
-    """The steps on stream s: the exponents and B's residues once, then for each panel of C's rows (scratch
-    bounded: panel_rows) A's residues, the products and the reconstruction. Scratch from the pool, freed
-    stream-ordered after the launches."""
-    count = len(p.moduli)
-    table = weights_on(dev, count)  # (its first upload waits for the copy: before the lock is taken)
+    """emulated()'s launches on stream s, the operands ordered on it (gpumat.memory.ordering)."""
+    table = weights_on(dev, len(p.moduli))  # (its first upload waits for the copy: before the lock is taken)
     pool = dev.memory or device_pool(dev)
     with dev.lock:
         pa, lda, (m, k), _, a_buffer = _parts(a)
@@ -264,37 +261,56 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev
         pc, ldc, *_, c_buffer = c._operand()
         if not all(x is not None and x.alive for x in (a_buffer, b_buffer)):
             _ = a.elements, b.elements  # freed by another thread meanwhile: FreedMatrixError says which
-        kp = cdiv(k, K_ALIGN) * K_ALIGN
-        rows = panel_rows(m, n, kp, count, panel_bytes)
-        sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
-        held = []
-        try:
-            ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
-            use_on(s, a_buffer, b_buffer, c_buffer)
-            block = (256, 1, 1)
-            ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
-            COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
-            grid = (cdiv(n, 32), cdiv(k, 32), 1)
-            COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
-            for r0 in range(0, m, rows):
-                r = min(rows, m - r0)
-                pa_r, ea_r, pc_r = pa + 8 * r0 * lda, ea + 4 * r0, pc + 8 * r0 * ldc
-                grid = (cdiv(k, 256), min(r, MAX_GRID_YZ), 1)
-                ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
-                _products(ra, rb, sums, r, n, k, kp, count, dev, s)
-                grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
-                args = (sums, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k)
-                CRT(grid, block, *args, stream=s, device=dev)
-            done_on(s, a_buffer, b_buffer, c_buffer)
-        finally:
-            for ptr, nbytes in held:
-                pool.free(ptr, nbytes, s)
+        use_on(s, a_buffer, b_buffer, c_buffer)
+        run((pa, lda), (pb, ldb), (pc, ldc), m, n, k, p, IDENTITY, Target.of(dev), table, pool, dev, s, panel_bytes)
+        done_on(s, a_buffer, b_buffer, c_buffer)
 
 
-def _products(ra: int, rb: int, sums: int, m: int, n: int, k: int, kp: int, count: int, dev, s: int) -> None:
+def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epilogue: tuple, target: Target,
+        table: int, pool, dev, s: int, panel_bytes: int = PANEL_BYTES) -> None:  # fmt: skip
+    """C = epilogue(A @ B) emulated with plan p, for row-major float64 A (M x K), B (K x N) and C (M x N), each
+    given as (address, row stride in elements, ...), K >= 1: the exponents and B's residues once, then for
+    each panel of C's rows (scratch bounded: panel_rows) A's residues, the INT8 products and the
+    reconstruction, which applies the epilogue (gm.matmul's: alpha, beta C, bias, activation) as it writes
+    C. table: weights_on(dev, the moduli's count). Scratch from `pool` on stream s, freed stream-ordered
+    after the launches. What a BoundPlan of the "fp64_int8" row runs, and emulated() too."""
+    (pa, lda), (pb, ldb), (pc, ldc) = a[:2], b[:2], c[:2]
+    count = len(p.moduli)
+    kp = cdiv(k, K_ALIGN) * K_ALIGN
+    rows = panel_rows(m, n, kp, count, panel_bytes)
+    sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
+    alpha, beta, bias, bias_step, bias_along, bias_f32, activation = epilogue
+    bias_bytes = 4 if bias_f32 else 8
+    held = []
+    try:
+        ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
+        block = (256, 1, 1)
+        ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
+        COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
+        grid = (cdiv(n, 32), cdiv(k, 32), 1)
+        COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
+        for r0 in range(0, m, rows):
+            r = min(rows, m - r0)
+            pa_r, ea_r, pc_r = pa + 8 * r0 * lda, ea + 4 * r0, pc + 8 * r0 * ldc
+            grid = (cdiv(k, 256), min(r, MAX_GRID_YZ), 1)
+            ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
+            _products(ra, rb, sums, r, n, k, kp, count, target, dev, s)
+            # a bias over C's rows (bias_along 2) starts at the panel's first row
+            bias_r = bias + r0 * bias_step * bias_bytes if bias_along == 2 else bias
+            ep = (alpha, beta, bias_r, bias_step, bias_along, bias_f32, activation)
+            grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
+            args = (sums, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k, *ep)
+            CRT(grid, block, *args, stream=s, device=dev)
+    finally:
+        for ptr, nbytes in held:
+            pool.free(ptr, nbytes, s)
+
+
+def _products(
+    ra: int, rb: int, sums: int, m: int, n: int, k: int, kp: int, count: int, target: Target, dev, s: int
+) -> None:
     """Step 3: the count residue products into int32 sums (count layers of m x n): on the wgmma body's INT8
     tiles where the GPU runs them (sm_90 with the sm_90a module), else the __dp4a kernel."""
-    target = Target.of(dev)
     tile = (128, 256) if n >= WIDE_N else (128, 128)
     kernel = WGMMA_S8.get(tile)  # (a test takes the entries out to run the __dp4a kernel on sm_90 too)
     if kernel is not None and target.arch == 90 and "matmul_wgmma_half" in target.modules:
@@ -303,7 +319,7 @@ def _products(ra: int, rb: int, sums: int, m: int, n: int, k: int, kp: int, coun
         c_args = c_map_args(sums, m, n, n, count, 4, m * n)
         map_c = NO_MAP if c_args is None else tensormaps.encode_tiled("i32", c_args)
         works = cdiv(m, tile[0]) * cdiv(n, tile[1]) * count
-        grid = (min(works, dev.sm_count), 1, 1)
+        grid = (min(works, target.sm_count), 1, 1)
         block = (128 * (1 + tile[0] // 64), 1, 1)
         args = (map_a, map_b, map_c, sums, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
         kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev)
