@@ -264,8 +264,10 @@ def test_swapped_plans_are_for_2_to_64_rows_of_one_matrix():
 
 
 def test_skinny_products_split_k():
+    """256 x 256 x 65536: few tiles, a long K split over the SMs on k tiles (the H200's sweep timed
+    256 x 256 x 16384 fastest on the 128 x 64 wgmma tile at 16 splits)."""
     q = tf32_plan(256, 256, 65536, b_trans=True)
-    assert q.algorithm in TF32_WGMMA and q.splits >= 16 and q.k_chunk % 32 == 0
+    assert q.algorithm in TF32_WGMMA + TF32_NARROW and q.splits >= 16 and q.k_chunk % 32 == 0
 
 
 def test_a_forced_split_must_end_on_a_k_tile():
