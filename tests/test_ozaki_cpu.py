@@ -331,3 +331,22 @@ def test_c_in_panels_each_with_its_rows_bias(monkeypatch):
     assert [x[9] for x in crts] == [c[0] + 8 * r0 * n for r0 in firsts]  # C at each panel's first row
     assert [x[11] for x in crts] == [a[0] + 8 * r0 * k for r0 in firsts]  # A likewise
     assert [x[-5] for x in crts] == [bias + 8 * r0 * step for r0 in firsts]  # the bias too
+
+
+def test_the_emulated_row_refuses_a_batch_however_it_is_asked():
+    """A batch at fp64_int8 is refused by the call's checks, by the planner (named or auto) and by a plan
+    given with precision left out: never the first matrix computed and the rest left unwritten."""
+    from support import H100, fake_batch
+
+    import gpumat as gm
+    from gpumat.matmul.engine import Problem
+    from gpumat.matmul.engine import plan as matmul_plan
+
+    p = Problem(30, 20, 50, "f64", "f64", "fp64_int8", batch=4)
+    with pytest.raises(ValueError, match="one product at a time"):
+        matmul_plan(p, H100, "ozaki_int8")
+    with pytest.raises(ValueError, match="no kernel runs"):
+        matmul_plan(p, H100)
+    a3, b3 = fake_batch(4, 30, 50, dtype=np.float64), fake_batch(4, 50, 20, ptr=0x7F0010000000, dtype=np.float64)
+    with pytest.raises(ValueError, match="2-D products"):  # the call's own check, first
+        gm.matmul_plan(a3, b3, algorithm="ozaki_int8")

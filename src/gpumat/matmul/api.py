@@ -107,7 +107,8 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         emulates the product on the INT8 tensor cores (Ozaki scheme II: 53-bit integers of each row of
         A and column of B, exact modular products, the Chinese remainder theorem); its error is bounded
         by 2^-52 of each row's and column's largest element, so lines whose elements span many binades
-        lose accuracy against plain FP64. 2-D products only; bits repeat call after call.
+        lose accuracy against plain FP64. 2-D products of Matrix operands only; bits repeat call after
+        call.
     stream : Stream or stream-like, optional
         Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
         handle; the thread's current stream by default.

@@ -78,6 +78,8 @@ class BoundPlan:
         elif q.k == 0:
             self.shape, self.run = "zero", self._zero
         elif v.args == "ozaki":
+            if plan.swap or q.batch > 1:  # (the planner never makes such a plan: refuses_shape, writes_c_trans)
+                raise ValueError(f"matmul: {v.name} computes one product, written as it is: {q.describe()}")
             self.shape, self.run = "emulated", self._emulated
             # the moduli for float64's 53 bits at this K, and the device's table of their CRT weights
             scheme = ozaki.ozaki_plan(q.k, bits=ozaki.OZAKI_MAX_BITS)
@@ -184,11 +186,11 @@ class BoundPlan:
         scheme, table = self._ozaki
         pool = dev.memory or device_pool(dev)
         held: list[tuple[int, int]] = []  # the row-major copies, freed stream-ordered after the launches
-        try:
-            if p.copy_a:  # A stored transposed (K rows of M): the scheme reads M rows of K
-                a = _row_major_copy(a, q.m, q.k, True, 1, q.dtype, pool, stream, held, dev)
-            if p.copy_b:  # B stored transposed (N rows of K): the scheme reads K rows of N
-                b = _row_major_copy(b, q.k, q.n, True, 1, q.dtype, pool, stream, held, dev)
+        try:  # (the row never swaps: it writes C row-major; nor takes a batch: refuses_shape)
+            if p.copy_a:  # A as the scheme reads it, M rows of K (stored transposed: K rows of M)
+                a = _row_major_copy(a, q.m, q.k, q.a_trans, 1, q.dtype, pool, stream, held, dev)
+            if p.copy_b:  # B as K rows of N
+                b = _row_major_copy(b, q.k, q.n, q.b_trans, 1, q.dtype, pool, stream, held, dev)
             ozaki.run(a, b, c, q.m, q.n, q.k, scheme, epilogue, p.target, table, pool, dev, stream)
         finally:
             for ptr, nbytes in held:
