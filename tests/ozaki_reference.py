@@ -1,9 +1,9 @@
 """Ozaki scheme II carried out on the host in numpy, step by step as the GPU kernels are to do it (the plan:
 gpumat.matmul.ozaki). Each step is a function whose output a GPU kernel must reproduce bit for bit:
 
-  1. exponents: ea (rows of A) and eb (columns of B), the largest element of each line scaled into
-     [2^(P-1), 2^P);
-  2. residues: the operands scaled by those powers of two, truncated toward zero to integers below 2^P,
+  1. exponents: ea (rows of A) and eb (columns of B), each line's 2-norm scaled below 2^Q (the plan's
+     budget: 2^2Q <= M / 4);
+  2. residues: the operands scaled by those powers of two, truncated toward zero to integers below 2^Q,
      and reduced modulo each m_l to symmetric int8 residues (a batch of N int8 matrices per operand);
   3. modular products: per modulus, the int8 residues multiplied with int32 accumulation (exact) and the
      sums reduced to symmetric residues modulo m_l (the INT8 GEMM's epilogue);
@@ -25,17 +25,45 @@ from gpumat.matmul.engine import OzakiPlan
 SPLITTER = 2.0**27 + 1.0  # Veltkamp's split of a double into two halves of 26 bits
 
 
-def exponents(x: np.ndarray, axis: int, bits: int) -> np.ndarray:
-    """e (int64) for each line of x along `axis` (1: rows, 0: columns) with max|x| 2^e in [2^(P-1), 2^P);
-    0 for a line of zeros."""
-    amax = np.max(np.abs(x), axis=axis)
-    _, top = np.frexp(amax)  # amax = f 2^top, f in [0.5, 1)
-    return np.where(amax == 0, 0, bits - top).astype(np.int64)
+def _ilogb(x: np.ndarray) -> np.ndarray:
+    """floor(log2 x) for positive finite x, subnormals included (int64)."""
+    _, top = np.frexp(x)  # x = f 2^top, f in [0.5, 1)
+    return top.astype(np.int64) - 1
+
+
+def exponents(x: np.ndarray, axis: int, budget: int) -> np.ndarray:
+    """e (int64) for each line of x along `axis` (1: rows, 0: columns) with the line's 2-norm times 2^e below
+    2^budget; 0 for a line of zeros. The largest magnitude amax = 2^g f, f in [1, 2), and the sum of squares
+    S of |x| / 2^g in the kernels' order (rows: 32 lanes each adding k = lane, lane + 32, ..., the lanes' sums
+    then added in a butterfly; columns: 32 groups each adding k = group, group + 32, ..., the groups' sums
+    added in order); e = budget - 1 - floor(ilogb(S) / 2) - g."""
+    lines = np.abs(x if axis == 1 else x.T)  # one line a row
+    amax = lines.max(axis=1, initial=0.0)
+    live = amax > 0
+    g = np.where(live, _ilogb(np.where(live, amax, 1.0)), 0)
+    v = lines / np.ldexp(1.0, g)[:, None]  # exact, or correctly rounded where it is subnormal
+    width = 32
+    k = v.shape[1]
+    v = np.pad(v, ((0, 0), (0, -k % width))).reshape(v.shape[0], -1, width)
+    squares = np.zeros((v.shape[0], width))
+    for step in range(v.shape[1]):
+        squares = squares + v[:, step, :] * v[:, step, :]
+    if axis == 1:
+        while squares.shape[1] > 1:
+            half = squares.shape[1] // 2
+            squares = squares[:, :half] + squares[:, half:]
+        total = squares[:, 0]
+    else:
+        total = squares[:, 0]
+        for w in range(1, width):
+            total = total + squares[:, w]
+    h = _ilogb(np.where(live, total, 1.0)) >> 1
+    return np.where(live, budget - 1 - h - g, 0).astype(np.int64)
 
 
 def truncated(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
-    """x scaled by 2^e along its lines and truncated toward zero: integers of magnitude below 2^P, as float64
-    (exact: P <= 53)."""
+    """x scaled by 2^e along its lines and truncated toward zero: integers of magnitude below 2^budget, as
+    float64 (exact: a double of 2^53 or more is an integer already)."""
     return np.trunc(np.ldexp(x, np.expand_dims(e, axis)))
 
 
@@ -131,7 +159,7 @@ def crt_double(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
 
 def emulated_matmul(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
     """C ~ A @ B (float64) by the four steps."""
-    ea, eb = exponents(a, 1, plan.bits), exponents(b, 0, plan.bits)
+    ea, eb = exponents(a, 1, plan.budget), exponents(b, 0, plan.budget)
     ra = residues(truncated(a, ea, 1), plan)
     rb = residues(truncated(b, eb, 0), plan)
     c = crt_double(modular_products(ra, rb, plan), plan)
@@ -151,15 +179,14 @@ def correctly_rounded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def error_bound(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
-    """The scheme's elementwise error bound. The truncation: each element of A off by less than 2^(1-P) of its
-    row's largest, each of B of its column's, so the product is off by less than
-    2^(1-P) (rowmax|A| sum_k |B_kj| + sum_k |A_ik| colmax|B|) + 2^(2-2P) K rowmax|A| colmax|B|; the
-    reconstruction: 2^-87 M in the integers' units, 2^-(ea_i + eb_j) each (see crt_double); the result's
-    rounding to float64: half its spacing (the caller adds it, knowing the exact result)."""
-    u = 2.0 ** (1 - plan.bits)
-    ra, cb = np.max(np.abs(a), axis=1), np.max(np.abs(b), axis=0)
+    """The scheme's elementwise error bound. The truncation: each element of row i of A off by less than one
+    unit 2^-ea_i, each of column j of B by less than 2^-eb_j, so the product is off by less than
+    2^-ea_i sum_k |B_kj| + 2^-eb_j sum_k |A_ik| + K 2^-(ea_i + eb_j); the reconstruction: 2^-87 M in the
+    integers' units, 2^-(ea_i + eb_j) each (see crt_double); the result's rounding to float64: half its
+    spacing (the caller adds it, knowing the exact result)."""
+    ea, eb = exponents(a, 1, plan.budget), exponents(b, 0, plan.budget)
+    ua, ub = np.ldexp(1.0, -ea), np.ldexp(1.0, -eb)
     sb, sa = np.sum(np.abs(b), axis=0), np.sum(np.abs(a), axis=1)
-    ea, eb = exponents(a, 1, plan.bits), exponents(b, 0, plan.bits)
-    rebuild = np.ldexp(2.0**-87 * float(plan.modulus), -(ea[:, None] + eb[None, :]))
     k = a.shape[1]
-    return u * (ra[:, None] * sb[None, :] + sa[:, None] * cb[None, :]) + u * u * k * ra[:, None] * cb[None, :] + rebuild
+    both = ua[:, None] * ub[None, :]
+    return ua[:, None] * sb[None, :] + sa[:, None] * ub[None, :] + (k + 2.0**-87 * float(plan.modulus)) * both

@@ -22,7 +22,14 @@ from ozaki_reference import (
     truncated,
 )
 
-from gpumat.matmul.engine import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, crt_weights, ozaki_bits
+from gpumat.matmul.engine import (
+    OZAKI_MAX_K,
+    OZAKI_MODULI,
+    crt_weights,
+    ozaki_bits,
+    ozaki_budget,
+    ozaki_float64_plan,
+)
 from gpumat.matmul.engine import ozaki_plan as plan
 
 rng = np.random.default_rng()
@@ -38,27 +45,40 @@ def test_the_moduli_are_pairwise_coprime_and_fit_int8_residues():
     assert OZAKI_MAX_K * 128 * 128 <= 2**31 - 1 < (OZAKI_MAX_K + 1) * 128 * 128
 
 
-@pytest.mark.parametrize("k", [1, 7, 1024, 8192, 65536, OZAKI_MAX_K])
-def test_the_bits_keep_every_product_below_a_quarter_of_the_modulus(k):
+def test_the_budget_keeps_every_product_below_a_quarter_of_the_modulus():
+    # lines of 2-norm below 2^Q: |A' B'| < 2^2Q (Cauchy-Schwarz), with a margin for the norms' rounding
     for n in range(1, len(OZAKI_MODULI) + 1):
-        big, p = math.prod(OZAKI_MODULI[:n]), ozaki_bits(OZAKI_MODULI[:n], k)
-        if p < 0:
-            assert 4 * k > big  # not even K 2^0 fits below M / 4
+        quarter, q = math.prod(OZAKI_MODULI[:n]) // 4, ozaki_budget(OZAKI_MODULI[:n])
+        assert 2 ** (2 * q) * (2**20 + 1) <= quarter * 2**20 < 2 ** (2 * q + 2) * (2**20 + 1)  # the largest such Q
+    assert ozaki_budget(OZAKI_MODULI) == 61  # integers below 2^62: the residue kernels' limit
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 1024, 1025, 8192, 65536, OZAKI_MAX_K])
+def test_the_bits_are_what_the_flattest_line_keeps(k):
+    """A line of k equal magnitudes has the largest norm for its largest element: scaled as the kernels scale
+    it, its elements keep exactly the plan's bits (count of moduli where some fit)."""
+    for n in (8, 12, 16):
+        p = ozaki_bits(OZAKI_MODULI[:n], k)
+        if p < 1:
             continue
-        assert k * 2 ** (2 * p) <= big // 4  # |A' B'| < K 2^2P <= M / 4: half of M / 2, a margin for the rebuild
-        assert p == OZAKI_MAX_BITS or k * 2 ** (2 * p + 2) > big // 4  # the largest such P
+        flat = np.full((1, k), 1.999999)  # the largest scaled to just below 2: the sum of squares nearest 4k
+        top = np.max(truncated(flat, exponents(flat, 1, ozaki_budget(OZAKI_MODULI[:n])), 1))
+        assert 2.0 ** (p - 1) <= top < 2.0**p
 
 
 def test_the_plan_takes_the_fewest_moduli_for_the_bits_asked():
-    # float64's 53 bits: 16 moduli for K of 1024-65536; float32's 24: 8-9 (the worst-case bound K 2^2P <=
-    # M / 4; Ozaki-II's published 14-16 and 7-8 bound |A' B'| by the operands' norms instead)
+    # float64's 53 bits: 16 moduli for K of 1024-65536; float32's 24: 8-9 (the flattest line's bits; a line
+    # whose size sits in few elements keeps up to the budget, 61 bits with 16 moduli)
     assert [len(plan(k, bits=53).moduli) for k in (1024, 8192, 65536)] == [16, 16, 16]
-    assert [len(plan(k, bits=24).moduli) for k in (1024, 8192, 65536)] == [8, 8, 9]
+    assert [len(plan(k, bits=24).moduli) for k in (1024, 8192, 65536)] == [8, 9, 9]
     for k in (1, 100, 8192):
         for bits in (1, 24, 53):
             p = plan(k, bits=bits)
             assert p.bits >= bits and (len(p.moduli) == 1 or ozaki_bits(p.moduli[:-1], k) < bits)
-    assert plan(8192, count=15).bits == 51 and plan(8192, count=15).moduli == OZAKI_MODULI[:15]
+    assert plan(8192, count=15).bits == 50 and plan(8192, count=15).moduli == OZAKI_MODULI[:15]
+    # float64's own plan: all 16 moduli at every K (the whole budget for lines that span many binades)
+    assert all(ozaki_float64_plan(k).moduli == OZAKI_MODULI for k in (1, 64, 4096, OZAKI_MAX_K))
+    assert ozaki_float64_plan(64).bits == 58 and ozaki_float64_plan(OZAKI_MAX_K).bits == 52
 
 
 def test_bad_plans_are_refused():
@@ -102,6 +122,10 @@ def test_the_residue_products_rebuild_the_integer_product_exactly(m, n, k, count
     bi = g.integers(-top, top + 1, (k, n), dtype=np.int64).astype(np.float64)
     if seed % 3 == 0:  # every term at the bound, one sign: |A' B'| at its largest, K (2^P - 1)^2
         ai[:], bi[:] = top, -top
+    elif seed % 3 == 1:  # one term a line at the budget (the largest double below 2^Q), one sign
+        big = 2.0**p.budget - 2.0 ** (p.budget - 53)
+        ai[:], bi[:] = 0.0, 0.0
+        ai[:, 0], bi[0, :] = big, -big
     cres = modular_products(residues(ai, p), residues(bi, p), p)
     exact = ai.astype(np.int64).astype(object) @ bi.astype(np.int64).astype(object)
     np.testing.assert_array_equal(crt_exact(cres, p), exact)
@@ -113,13 +137,17 @@ def test_the_residue_products_rebuild_the_integer_product_exactly(m, n, k, count
 def test_the_steps_keep_their_ranges():
     a = rng.standard_normal((17, 40)) * 2.0 ** rng.integers(-30, 30, (17, 1))
     a[3] = 0.0  # a row of zeros
+    a[5] = 0.0
+    a[5, 7] = -3.0  # a row of one element: it keeps the whole budget
     p = plan(40, bits=53)
-    e = exponents(a, 1, p.bits)
+    e = exponents(a, 1, p.budget)
     assert e[3] == 0
     t = truncated(a, e, 1)
-    rows = np.max(np.abs(t), axis=1)
+    squares = [sum(int(x) ** 2 for x in row) for row in t]  # exact
     live = np.arange(17) != 3
-    assert np.all(rows[live] >= 2.0 ** (p.bits - 1)) and np.all(rows < 2.0**p.bits) and np.all(t == np.trunc(t))
+    assert all(s < 2 ** (2 * p.budget) for s in squares) and np.all(t == np.trunc(t))
+    assert np.all(np.max(np.abs(t), axis=1)[live] >= 2.0 ** (p.bits - 1))
+    assert 2.0 ** (p.budget - 2) <= abs(t[5, 7]) < 2.0**p.budget
     r = residues(t, p)
     assert r.dtype == np.int8 and r.shape == (len(p.moduli), 17, 40)
     for i, m in enumerate(p.moduli):
@@ -127,7 +155,9 @@ def test_the_steps_keep_their_ranges():
 
 
 @pytest.mark.parametrize("bits", [24, 53])
-@pytest.mark.parametrize("case", ["uniform", "normal", "rows_of_different_scales", "wide_exponents", "cancellation"])
+@pytest.mark.parametrize(
+    "case", ["uniform", "normal", "rows_of_different_scales", "spread_30", "wide_exponents", "cancellation"]
+)
 def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
     """The emulated product against the correctly rounded one: within the scheme's bound (the truncation and
     the reconstruction) plus one rounding, on benign inputs and on hard ones (lines spanning 2^-300..2^300,
@@ -139,18 +169,22 @@ def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
     elif case == "rows_of_different_scales":
         a *= 2.0 ** rng.integers(-200, 200, (m, 1))
         b *= 2.0 ** rng.integers(-200, 200, (1, n))
+    elif case == "spread_30":  # each element its own scale, 2^-30..2^30: lines that span 60 binades
+        a *= 2.0 ** rng.integers(-30, 31, (m, k))
+        b *= 2.0 ** rng.integers(-30, 31, (k, n))
     elif case == "wide_exponents":
         a *= 2.0 ** rng.integers(-300, 300, (m, k))
         b *= 2.0 ** rng.integers(-300, 300, (k, n))
     elif case == "cancellation":  # the second half of K undoes the first: small sums of large terms
         a[:, k // 2 :] = a[:, : k // 2]
         b[k // 2 :] = -b[: k // 2] * (1 + 2.0**-40)
-    p = plan(k, bits=bits)
+    p = ozaki_float64_plan(k) if bits == 53 else plan(k, bits=bits)
     got, exact = emulated_matmul(a, b, p), correctly_rounded_matmul(a, b)
     err = np.abs(got - exact)
     assert np.all(err <= error_bound(a, b, p) + np.spacing(np.abs(exact))), case
-    if bits == 53 and case in ("uniform", "normal", "rows_of_different_scales"):
-        # lines of one scale each: as accurate as float64's own product (numpy's, summed in its order)
+    if bits == 53 and case in ("uniform", "normal", "rows_of_different_scales", "spread_30"):
+        # lines of one scale each, or spanning 60 binades: as accurate as float64's own product (numpy's,
+        # summed in its order); lines spanning 600 binades lose their small elements (the bound above)
         native = np.abs(a @ b - exact)
         assert np.max(err) <= 2 * np.max(native) + np.max(np.spacing(np.abs(exact))), case
 
@@ -169,6 +203,8 @@ def test_the_kernels_moduli_are_the_plans():
     src = (Path(__file__).resolve().parents[1] / "cuda" / "ozaki.cu").read_text()
     table = src.split("__constant__ int MODULI[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
     assert tuple(int(x) for x in table.split(",")) == OZAKI_MODULI
+    powers = src.split("__constant__ double POW32[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
+    assert tuple(int(x) for x in powers.split(",")) == tuple(2**32 % m for m in OZAKI_MODULI)
     assert f"constexpr int MAX_MODULI = {len(OZAKI_MODULI)};" in src
 
 
@@ -307,7 +343,7 @@ def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writ
 
 
 def plan_of(k):
-    return plan(k, bits=OZAKI_MAX_BITS)
+    return ozaki_float64_plan(k)
 
 
 def test_c_in_panels_each_with_its_rows_bias(monkeypatch):

@@ -23,6 +23,7 @@ from gpumat.matmul.engine import (
     OZAKI_MODULI,
     OZAKI_STEPS,
     ozaki_emulated,
+    ozaki_float64_plan,
     ozaki_panel_rows,
     ozaki_plan,
     ozaki_weights,
@@ -92,13 +93,13 @@ def test_each_step_bit_for_bit(m, n, k, count):
             assert down(table, (4 * count + 5,), np.float64).tolist() == ozaki_weights(count)
             (pa, lda, *_), (pb, ldb, *_), (pc, ldc, *_) = A._operand(), B._operand(), C._operand()
             block = (256, 1, 1)
-            step["row_exponents"]((-(-m // 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
-            step["col_exponents"]((-(-n // 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
-            ea_ref, eb_ref = ref.exponents(a, 1, p.bits), ref.exponents(b, 0, p.bits)
+            step["row_exponents"]((-(-m // 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
+            step["col_exponents"]((-(-n // 32), 1, 1), (32, 32, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
+            ea_ref, eb_ref = ref.exponents(a, 1, p.budget), ref.exponents(b, 0, p.budget)
             assert np.array_equal(down(ea, (m,), np.int32), ea_ref)
             assert np.array_equal(down(eb, (n,), np.int32), eb_ref)
             args = (pa, lda, m, k, ea, count, ra, kp, m * kp)
-            step["row_residues"]((-(-k // 256), m, 1), block, *args, stream=s, device=dev)
+            step["row_residues"]((-(-k // 1024), m, 1), block, *args, stream=s, device=dev)
             args = (pb, ldb, k, n, eb, count, rb, kp, n * kp)
             step["col_residues"]((-(-n // 32), -(-k // 32), 1), (32, 8, 1), *args, stream=s, device=dev)
             ra_ref = ref.residues(ref.truncated(a, ea_ref, 1), p)
@@ -139,7 +140,7 @@ def test_the_wgmma_int8_tiles_bit_for_bit(n):
         got = ozaki_emulated(A, B).to_numpy()
         with products_on("dp4a"):
             slow = ozaki_emulated(A, B).to_numpy()
-    assert got.tobytes() == slow.tobytes() == emulated_matmul(a, b, ozaki_plan(300, bits=53)).tobytes()
+    assert got.tobytes() == slow.tobytes() == emulated_matmul(a, b, ozaki_float64_plan(300)).tobytes()
 
 
 @pytest.mark.parametrize("bits", [24, 53])
@@ -155,7 +156,7 @@ def test_within_the_bound_of_the_correctly_rounded_product(bits):
 
 def test_views_at_odd_offsets_and_transposed_views():
     a, b = rng.standard_normal((45, 70)), rng.standard_normal((70, 33))
-    want = emulated_matmul(a, b, ozaki_plan(70, bits=53))
+    want = emulated_matmul(a, b, ozaki_float64_plan(70))
     pa = rng.standard_normal((45, 73))
     pa[:, 1:71] = a
     with gm.Matrix.from_numpy(pa) as PA, gm.Matrix.from_numpy(np.ascontiguousarray(b.T)) as BT:
@@ -178,7 +179,7 @@ def test_infinities_and_nans_as_the_plain_product_gives_them():
     clean[:, 4] = False
     a0, b0 = a.copy(), b.copy()
     a0[[2, 6]], b0[:, 4] = 0.0, 0.0  # the other elements: the emulation's, as if those lines were not there
-    want = emulated_matmul(a0, b0, ozaki_plan(40, bits=53))
+    want = emulated_matmul(a0, b0, ozaki_float64_plan(40))
     np.testing.assert_array_equal(got[clean], want[clean])
 
 
@@ -219,7 +220,7 @@ def test_matmul_at_fp64_int8_is_the_emulated_product_in_every_layout(m, n, k, a_
     """gm.matmul at precision "fp64_int8" gives the host reference's bits (53 bits), operands stored either
     way (a transposed view copied row-major first), into a poisoned out; the plan says which row runs."""
     a, b = scaled((m, k), 4), scaled((k, n), 4)
-    want = emulated_matmul(a, b, ozaki_plan(k, bits=53))
+    want = emulated_matmul(a, b, ozaki_float64_plan(k))
     sa = np.ascontiguousarray(a.T) if a_trans else a
     sb = np.ascontiguousarray(b.T) if b_trans else b
     with gm.Matrix.from_numpy(sa) as SA, gm.Matrix.from_numpy(sb) as SB:
@@ -238,7 +239,7 @@ def test_matmul_at_fp64_int8_applies_the_epilogue(bias_along):
     m, n, k = 300, 70, 90  # (the bias over rows crosses no panel here; the CPU tests check panels' offsets)
     a, b, c0 = scaled((m, k), 4), scaled((k, n), 4), rng.standard_normal((m, n))
     bias = rng.standard_normal(n if bias_along == 1 else m)
-    x = emulated_matmul(a, b, ozaki_plan(k, bits=53))
+    x = emulated_matmul(a, b, ozaki_float64_plan(k))
     ref = 1.5 * x + (-0.5) * c0
     if bias_along == 1:
         ref = ref + bias[None, :]

@@ -104,11 +104,11 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         For float32 operands: exact FP32, FP32-level accuracy on the tensor cores, or one TF32 pass
         (operands rounded to 10 mantissa bits; docs/performance.md measures each mode's error). None
         takes the current default (:func:`matmul_precision`). For float64 operands, ``"fp64_int8"``
-        emulates the product on the INT8 tensor cores (Ozaki scheme II: 53-bit integers of each row of
-        A and column of B, exact modular products, the Chinese remainder theorem); its error is bounded
-        by 2^-52 of each row's and column's largest element, so lines whose elements span many binades
-        lose accuracy against plain FP64. 2-D products of Matrix operands only; bits repeat call after
-        call.
+        emulates the product on the INT8 tensor cores (Ozaki scheme II: each row of A and column of B
+        scaled by its 2-norm to integers below 2^61, exact modular products, the Chinese remainder
+        theorem); its error is bounded by one unit of each line's scale (2^-61 of its 2-norm), more
+        accurate than plain FP64 unless a line's elements span more than about 120 binades
+        (docs/guide/precision.md). 2-D products of Matrix operands only; bits repeat call after call.
     stream : Stream or stream-like, optional
         Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
         handle; the thread's current stream by default.

@@ -17,12 +17,22 @@ from outside the package (a CPU test checks the tests and benchmarks).
 
 from .launcher import BoundPlan
 from .maps import SWIZZLE_BYTES, c_map, c_map_args, tensor_map, tensor_map_args
-from .ozaki import OZAKI_MAX_BITS, OZAKI_MAX_K, OZAKI_MODULI, OzakiPlan, crt_weights, ozaki_bits, ozaki_plan
+from .ozaki import (
+    OZAKI_MAX_BITS,
+    OZAKI_MAX_K,
+    OZAKI_MODULI,
+    OzakiPlan,
+    crt_weights,
+    ozaki_bits,
+    ozaki_budget,
+    ozaki_plan,
+)
 from .ozaki import PANEL_BYTES as OZAKI_PANEL_BYTES
 from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP
 from .ozaki import STEPS as OZAKI_STEPS
 from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
+from .ozaki import float64_plan as ozaki_float64_plan
 from .ozaki import panel_rows as ozaki_panel_rows
 from .ozaki import weights_of as ozaki_weights
 from .ozaki import weights_on as ozaki_weights_on
@@ -155,7 +165,9 @@ __all__ = [
     "model",
     "operand_aligned",
     "ozaki_bits",
+    "ozaki_budget",
     "ozaki_emulated",
+    "ozaki_float64_plan",
     "ozaki_panel_rows",
     "ozaki_plan",
     "ozaki_weights",

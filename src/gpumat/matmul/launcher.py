@@ -82,7 +82,7 @@ class BoundPlan:
                 raise ValueError(f"matmul: {v.name} computes one product, written as it is: {q.describe()}")
             self.shape, self.run = "emulated", self._emulated
             # the moduli for float64's 53 bits at this K, and the device's table of their CRT weights
-            scheme = ozaki.ozaki_plan(q.k, bits=ozaki.OZAKI_MAX_BITS)
+            scheme = ozaki.float64_plan(q.k)
             self._ozaki = (scheme, ozaki.weights_on(dev, len(scheme.moduli)))
         elif one and v.tma:
             self.shape, self.run = "tma", self._tma

@@ -1,28 +1,33 @@
 """The plan of a product emulated on the INT8 tensor cores by the Chinese remainder theorem (Ozaki scheme II).
 
 A float64 (or float32) product C = A @ B is computed as integers: each row of A and each column of B is
-scaled by a power of two so that its largest element lies in [2^(P-1), 2^P), and truncated toward zero
-(A' = trunc(diag(2^ea) A), B' = trunc(B diag(2^eb))). The integer product A' B' is found exactly from its
-residues modulo pairwise coprime moduli m_1..m_N of at most 256: each residue of A' and B' is a symmetric
-int8, each product of residues (an INT8 GEMM, int32 accumulation) is exact while K <= OZAKI_MAX_K, and the
-Chinese remainder theorem gives A' B' back from the N residues of each element as long as
-|A' B'| < M / 2 (M = m_1 ... m_N). Then C ~ diag(2^-ea) A' B' diag(2^-eb).
+scaled by a power of two that puts its 2-norm below 2^Q, and truncated toward zero (A' = trunc(diag(2^ea)
+A), B' = trunc(B diag(2^eb))). The integer product A' B' is found exactly from its residues modulo pairwise
+coprime moduli m_1..m_N of at most 256: each residue of A' and B' is a symmetric int8, each product of
+residues (an INT8 GEMM, int32 accumulation) is exact while K <= OZAKI_MAX_K, and the Chinese remainder
+theorem gives A' B' back from the N residues of each element as long as |A' B'| < M / 2 (M = m_1 ... m_N).
+Then C ~ diag(2^-ea) A' B' diag(2^-eb).
+
+Q, the plan's budget, is the largest with 2^(2Q) <= M / 4 (and a margin for the norms' rounding): by
+Cauchy-Schwarz every |(A' B')_ij| <= |A'_i| |B'_j| < 2^(2Q) <= M / 4 whatever the signs (M / 2 is what the
+CRT needs; the margin keeps the reconstruction's rounded estimate of the multiple of M exact). Scaling by
+the norm rather than by the largest element (K 2^(2P) <= M / 4 would bound the largest) gives a line whose
+size sits in a few elements up to log2(K) / 2 more bits: the lines that span many binades, where the
+truncation loses most.
 
 Every step is integer or done in a fixed order, so the bits repeat. The error is the truncation's: each
-element of A is off by less than 2^(1-P) of its row's largest, each of B by less than 2^(1-P) of its
-column's, so |C - A B| < 2^(1-P) (rowmax|A| |B| + |A| colmax|B|) elementwise (plus the rounding of the
-result to float64): a normwise bound, as tight as float64's elementwise one where a row of A and a column
-of B hold numbers of similar size, and looser where they span many binades (more moduli then buy it back).
+element of row i of A is off by less than one unit 2^-ea_i, each of column j of B by less than 2^-eb_j, so
+|C - A B| < 2^-ea_i sum_k |B_kj| + sum_k |A_ik| 2^-eb_j + K 2^-(ea_i + eb_j) elementwise (plus the
+reconstruction's and the result's roundings). The plan's `bits`, P, is what the bound guarantees at the
+least: the largest element of every line keeps P bits (the flattest line, all of one size, has a norm of
+sqrt(K) times its largest); lines whose size sits in fewer elements keep up to Q. Sixteen moduli (Q = 61)
+give float64's 53 bits for K up to 2^16, eight or nine float32's 24.
 
-P comes from the moduli and K: K 2^(2P) <= M / 4, so that |A' B'| < M / 4 whatever the signs (M / 2 is
-what the CRT needs; the margin keeps the reconstruction's rounded estimate of the multiple of M exact).
-Sixteen moduli give float64's 53 bits at K = 1024-65536, eight or nine float32's 24.
-
-This module holds the plan (which moduli, how many bits, the reconstruction's constants: pure functions)
-and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: the exponents, residues and reconstruction;
-the INT8 products on the wgmma body's s8 tiles on sm_90, elsewhere on a simple __dp4a kernel).
-tests/ozaki_reference.py carries the same steps out on the host, the specification the kernels are tested
-against step by step.
+This module holds the plan (which moduli, the budget and bits, the reconstruction's constants: pure
+functions) and `emulated`, which runs the steps on the GPU (cuda/ozaki.cu: the exponents, residues and
+reconstruction; the INT8 products on the wgmma body's s8 tiles on sm_90, elsewhere on a simple __dp4a
+kernel). tests/ozaki_reference.py carries the same steps out on the host, the specification the kernels are
+tested against step by step.
 """
 
 from __future__ import annotations
@@ -46,25 +51,33 @@ from .problem import Target
 from .variants import IDENTITY, NO_MAP, VARIANTS, WGMMA_SMEM
 
 # Pairwise coprime moduli of at most 256 (a symmetric residue fits int8), largest first: 2^8, then
-# 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives
-# float64's 53 bits at every K up to OZAKI_MAX_K, and keeps the double-double reconstruction's error (about
-# 2^-87 M) far below the truncation's; more moduli would need a wider reconstruction for no more bits.
+# 255 = 3 5 17, 253 = 11 23, 247 = 13 19, 217 = 7 31, and primes. Sixteen: their product M < 2^126 gives a
+# budget of 61 bits (integers below 2^62: the residue kernels' limit), float64's 53 at K up to 2^16, and keeps
+# the double-double reconstruction's error (about 2^-87 M) far below the truncation's.
 OZAKI_MODULI = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193)
 # the K up to which a modulus' INT8 GEMM is exact in int32: |r_a r_b| <= 128 * 128 a term, K of them
 # at most 2^31 - 1
 OZAKI_MAX_K = (2**31 - 1) // (128 * 128)
-# the most bits an operand's integers take: float64's significand (more would not be exact in float64)
+# the most bits one may ask for: float64's significand
 OZAKI_MAX_BITS = 53
+# the norms' sums are rounded (by less than 2^-36 relative for K <= OZAKI_MAX_K): the budget keeps
+# 2^(2Q) (1 + 2^-NORM_MARGIN_BITS) <= M / 4
+NORM_MARGIN_BITS = 20
 
 
 @dataclass(frozen=True)
 class OzakiPlan:
-    """moduli: m_1..m_N; bits: P, the width of the integers the operands are truncated to; k: the K the bits
-    were chosen for (a product of longer K may overflow M / 2)."""
+    """moduli: m_1..m_N; bits: P, the bits the largest element of every line keeps at K = k (more where a
+    line's size sits in few elements); k: the K the bits were worked out for."""
 
     moduli: tuple[int, ...]
     bits: int
     k: int
+
+    @property
+    def budget(self) -> int:
+        """Q: each line's 2-norm is scaled below 2^Q (ozaki_budget)."""
+        return ozaki_budget(self.moduli)
 
     @property
     def modulus(self) -> int:
@@ -84,13 +97,23 @@ def crt_weights(moduli: tuple[int, ...]) -> tuple[int, ...]:
     return tuple((big // m) * pow(big // m, -1, m) for m in moduli)
 
 
+@cache
+def ozaki_budget(moduli: tuple[int, ...]) -> int:
+    """Q, the largest with 2^(2Q) (1 + 2^-NORM_MARGIN_BITS) <= M / 4: lines scaled to 2-norms below 2^Q keep
+    every element of A' B' below M / 4 in magnitude (Cauchy-Schwarz), so that the reconstruction's estimate
+    of the multiple of M to take away (within 2^-40 M) cannot round the wrong way. Negative where no
+    budget fits."""
+    quarter = math.prod(moduli) // 4
+    q = (quarter << NORM_MARGIN_BITS) // ((1 << NORM_MARGIN_BITS) + 1)  # floor(M / 4 / (1 + 2^-20))
+    return (q.bit_length() - 1) // 2 if q >= 1 else -1
+
+
 def ozaki_bits(moduli: tuple[int, ...], k: int) -> int:
-    """The largest P with K 2^(2P) <= M / 4 (at most OZAKI_MAX_BITS), or a negative number where none fits:
-    |A' B'| < M / 2 with a margin of M / 4, so that the reconstruction's estimate of the multiple of M to
-    take away (within 2^-40 M) cannot round the wrong way."""
-    big = math.prod(moduli)
-    p = (big // (4 * k)).bit_length() - 1  # 2^(2P) <= M / (4K): 2P <= floor(log2(M / (4K)))
-    return min(p // 2 if p >= 0 else -1, OZAKI_MAX_BITS)
+    """P, the bits the largest element of every line keeps at inner dimension k (at least): a line's sum of
+    squares scaled by its largest's power of two is below 4k, so its norm below 2^(h + 1) times that power
+    with h <= (1 + ceil(log2 k)) // 2, and the largest's integer is at least 2^(Q - 1 - h). Negative or zero
+    where none fits."""
+    return ozaki_budget(moduli) - (1 + (k - 1).bit_length()) // 2
 
 
 def ozaki_plan(k: int, count: int | None = None, bits: int | None = None) -> OzakiPlan:
@@ -118,9 +141,18 @@ def ozaki_plan(k: int, count: int | None = None, bits: int | None = None) -> Oza
     raise ValueError(f"Ozaki scheme: the {len(OZAKI_MODULI)} moduli give fewer than {bits} bits at K = {k}")
 
 
+def float64_plan(k: int) -> OzakiPlan:
+    """precision "fp64_int8"'s plan: all sixteen moduli, the largest budget (61 bits), whatever K. Fifteen
+    would give flat lines float64's 53 bits up to K = 256, but lines that span many binades use the whole
+    budget: on standard normal elements times 2^[-30, 30] fifteen moduli were about 100 times less accurate
+    than float64's own product (the host reference, K = 256), sixteen 23 times more accurate than cuBLAS
+    DGEMM (the H200, 4096^3)."""
+    return ozaki_plan(k, count=len(OZAKI_MODULI))
+
+
 # --- the launches (cuda/ozaki.cu), in the order of the steps ---------------------------------------------------
-ROW_EXPONENTS = Kernel("ozaki", "ozaki_row_exponents_f64", "PqiiiP")  # A, lda, rows, cols, bits, e
-COL_EXPONENTS = Kernel("ozaki", "ozaki_col_exponents_f64", "PqiiiP")  # B, ldb, rows, cols, bits, e
+ROW_EXPONENTS = Kernel("ozaki", "ozaki_row_exponents_f64", "PqiiiP")  # A, lda, rows, cols, budget, e
+COL_EXPONENTS = Kernel("ozaki", "ozaki_col_exponents_f64", "PqiiiP")  # B, ldb, rows, cols, budget, e
 # X, ldx, rows, cols, e, count, out, out's row stride and layer stride (bytes)
 ROW_RESIDUES = Kernel("ozaki", "ozaki_row_residues_f64", "PqiiPiPqq")
 COL_RESIDUES = Kernel("ozaki", "ozaki_col_residues_f64", "PqiiPiPqq")
@@ -129,6 +161,7 @@ INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
 # the reconstruction, which writes C: the table's row of precision "fp64_int8" (variants.OZAKI)
 CRT = VARIANTS["ozaki_int8"].kernels[("f64", "f64")]
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
+COL_GROUPS = 32  # ozaki_col_exponents_f64's groups of rows, its block (32, COL_GROUPS)
 # the launches by step, for a test that checks each step's output against the host reference
 STEPS = {
     "row_exponents": ROW_EXPONENTS,
@@ -199,7 +232,7 @@ def emulated(
     panel_bytes: int = PANEL_BYTES,
 ) -> Matrix:
     """C = A @ B for float64 A (M x K) and B (K x N), computed as integers by Ozaki scheme II (see the module
-    docstring): the fewest moduli that give `bits` bits (53 by default), or `count` of them; C's rows in
+    docstring): the fewest moduli that give `bits` bits, or `count` of them (by default float64_plan's); C's rows in
     panels whose scratch (A's residues and the int32 sums) stays within `panel_bytes`. A new row-major
     M x N float64 Matrix. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64
     dot product's. Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch;
@@ -215,9 +248,12 @@ def emulated(
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain (K {k} != {k2})")
     if not isinstance(panel_bytes, int) or panel_bytes < 1:
         raise ValueError(f"the emulated product's panel_bytes must be a positive int, got {panel_bytes!r}")
-    if bits is None and count is None:
-        bits = OZAKI_MAX_BITS
-    p = ozaki_plan(k, count=count, bits=bits) if k > 0 else None
+    if k == 0:
+        p = None
+    elif bits is None and count is None:
+        p = float64_plan(k)
+    else:
+        p = ozaki_plan(k, count=count, bits=bits)
     if cdiv(m, PRODUCT_TILE) > MAX_GRID_YZ:
         raise ValueError(f"the emulated product takes at most {MAX_GRID_YZ * PRODUCT_TILE} rows, got {m}")
     if p is None:  # K = 0: a sum of nothing (zeros, ordered on the stream as Matrix.zeros orders them)
@@ -285,14 +321,14 @@ def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epil
     try:
         ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
         block = (256, 1, 1)
-        ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.bits, ea, stream=s, device=dev)
-        COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, 8, 1), pb, ldb, k, n, p.bits, eb, stream=s, device=dev)
+        ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
+        COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, COL_GROUPS, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
         grid = (cdiv(n, 32), cdiv(k, 32), 1)
         COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
         for r0 in range(0, m, rows):
             r = min(rows, m - r0)
             pa_r, ea_r, pc_r = pa + 8 * r0 * lda, ea + 4 * r0, pc + 8 * r0 * ldc
-            grid = (cdiv(k, 256), min(r, MAX_GRID_YZ), 1)
+            grid = (cdiv(k, 4 * 256), min(r, MAX_GRID_YZ), 1)
             ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
             _products(ra, rb, sums, r, n, k, kp, count, target, dev, s)
             # a bias over C's rows (bias_along 2) starts at the panel's first row

@@ -1073,8 +1073,8 @@ _ROWS = [
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
     # float64 at precision="fp64_int8": the product emulated on the INT8 tensor cores (gpumat.matmul.ozaki:
     # exponents, residues, INT8 products, the CRT; this row's kernel is the reconstruction, which writes C).
-    # Its constants: 16 moduli on the H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 2 x 8192^3 in
-    # 19.8 ms, 4096^3 in 3.04 ms, 2048^3 in 0.62 ms) as a 128 x 256 tile row; the one row of its mode
+    # Its constants: 16 moduli on the H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 8192^3 in
+    # 19.0 ms, 4096^3 in 2.86 ms, 2048^3 in 0.63 ms) as a 128 x 256 tile row; the one row of its mode
     Variant(
         "ozaki_int8",
         _kernels("ozaki", {("f64", "f64"): "ozaki_crt_f64"}, "ozaki"),
@@ -1084,8 +1084,8 @@ _ROWS = [
         "ozaki",
         min_arch=61,  # __dp4a; the wgmma INT8 tiles on sm_90
         tier=1,
-        rate=55.5e12,
-        fixed_s=500e-6,
+        rate=59e12,
+        fixed_s=340e-6,
     ),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
     _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
