@@ -14,7 +14,10 @@
 //    the operands themselves); truncation would double u to 2^-10 and bias every product towards zero.
 //    Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32 (exact_dot, as in
 //    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
-//    product gives.
+//    product gives;
+//  * int8 inputs (the *bt_s8 entries, the Ozaki scheme's residue products, src/gpumat/matmul/ozaki.py):
+//    both operands K-major, int32 accumulators (their own register array: wgmma's s32 forms) and C as the
+//    sums are, exact while K <= 131071; no epilogue, one split.
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64
@@ -98,6 +101,8 @@
 //    the fix costs the common tile one FMA an accumulator and a barrier, and little code.
 // Deterministic: a fixed order of products and sums, no atomics.
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "gpumat.cuh"
 
@@ -248,6 +253,14 @@ __device__ __forceinline__ void st_shared_pair(uint32_t addr, float x, float y)
     }
 }
 
+// Two adjacent int32 C values (the INT8 body's accumulators) into shared memory, as they are.
+template <class Out>
+__device__ __forceinline__ void st_shared_pair(uint32_t addr, int x, int y)
+{
+    static_assert(sizeof(Out) == 4, "int32 accumulators leave as int32");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" :: "r"(addr), "r"(x), "r"(y) : "memory");
+}
+
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
 __device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lead, uint32_t stride)
 {
@@ -367,6 +380,47 @@ struct Wgmma<float> {
             asm volatile("wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
                          "{" GPUMAT_ACC_0_7 "}, %8, %9, 1, 1, 1;\n"
                          : GPUMAT_D8(0) : "l"(a), "l"(b));
+    }
+};
+
+#define GPUMAT_R8(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), \
+                     "+r"(d[i + 4]), "+r"(d[i + 5]), "+r"(d[i + 6]), "+r"(d[i + 7])
+#define GPUMAT_R16 GPUMAT_R8(0), GPUMAT_R8(8)
+#define GPUMAT_R32 GPUMAT_R16, GPUMAT_R8(16), GPUMAT_R8(24)
+#define GPUMAT_R64 GPUMAT_R32, GPUMAT_R8(32), GPUMAT_R8(40), GPUMAT_R8(48), GPUMAT_R8(56)
+#define GPUMAT_R128 GPUMAT_R64, GPUMAT_R8(64), GPUMAT_R8(72), GPUMAT_R8(80), GPUMAT_R8(88), GPUMAT_R8(96), \
+                    GPUMAT_R8(104), GPUMAT_R8(112), GPUMAT_R8(120)
+
+// INT8 (signed bytes, exact products, int32 accumulators): d (64 x N) += A (64 x 32, K-major) * B (32 x N,
+// K-major), k32 a step (32 bytes, as k16 of halves and k8 of TF32). The integer forms take neither scales
+// nor transposes: both operands K-major, as TF32's.
+template <>
+struct Wgmma<int8_t> {
+    template <bool A_MMAJOR, bool B_KMAJOR, int ACC>
+    __device__ __forceinline__ static void run(int (&d)[ACC], uint64_t a, uint64_t b)
+    {
+        static_assert(!A_MMAJOR && B_KMAJOR, "wgmma reads 8-bit integer operands K-major only");
+        static_assert(ACC == 128 || ACC == 64 || ACC == 32 || ACC == 16 || ACC == 8, "m64n<2 ACC>k32");
+        if constexpr (ACC == 128)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 "
+                         "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1;\n"
+                         : GPUMAT_R128 : "l"(a), "l"(b));
+        else if constexpr (ACC == 64)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
+                         "{" GPUMAT_ACC_0_63 "}, %64, %65, 1;\n"
+                         : GPUMAT_R64 : "l"(a), "l"(b));
+        else if constexpr (ACC == 32)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+                         "{" GPUMAT_ACC_0_31 "}, %32, %33, 1;\n"
+                         : GPUMAT_R32 : "l"(a), "l"(b));
+        else if constexpr (ACC == 16)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 "
+                         "{" GPUMAT_ACC_0_15 "}, %16, %17, 1;\n"
+                         : GPUMAT_R16 : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 "
+                         "{" GPUMAT_ACC_0_7 "}, %8, %9, 1;\n"
+                         : GPUMAT_R8(0) : "l"(a), "l"(b));
     }
 };
 
@@ -606,7 +660,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int A_BYTES = Cfg::A_BYTES;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
+    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators and C, no epilogue, no split of K
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
+    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4 && !EPI), "INT8: K-major, int32 C as it is");
+    using Acc = std::conditional_t<INT8, int, float>;
     static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
@@ -684,7 +741,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
         int stage = 0, phase = 0;
         int boxes = 0;  // TMA stores of C this consumer has issued (its two buffers alternate)
-        float d[ACC];
+        Acc d[ACC];
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
             const Work wk = work_item(w, tiles_m, tiles_n);
             const int matrix = wk.layer / splits;
@@ -699,7 +756,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 if (beta != 0.0 && !c_trans) prefetch_c<Out, BN>(Cz, ldc, wk.tm * BM + 64 * c, wk.tn * BN, M, N, lt);
             }
 #pragma unroll
-            for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
+            for (int i = 0; i < ACC; ++i) d[i] = Acc(0);
             int prev = -1;
             for (int t = 0; t < k_tiles; ++t) {
                 bar_wait(bars + 8 * stage, phase);
@@ -782,6 +839,28 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
                 continue;
             }
+            if constexpr (INT8) {  // int32 C by plain stores (c_store 0): the pairs as they are
+                const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 7) == 0 && (ldc & 1) == 0;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = row + 8 * h;
+                    if (r >= M) continue;
+                    int* crow = reinterpret_cast<int*>(Cz) + (long long)r * ldc;
+#pragma unroll
+                    for (int j = 0; j < ACC / 4; ++j) {
+                        const int cc = col + 8 * j;
+                        if (cc >= N) continue;
+                        const int x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                        if (vec_c && cc + 1 < N) {
+                            *reinterpret_cast<int2*>(crow + cc) = make_int2(x, y);
+                        } else {
+                            crow[cc] = x;
+                            if (cc + 1 < N) crow[cc + 1] = y;
+                        }
+                    }
+                }
+                continue;
+            } else {  // (the 16-bit and TF32 bodies' C: Dtype<Out> converts the float accumulators)
             if (c_trans) {  // C stored transposed: C[i, j] at Cz + j * ldc + i
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -808,6 +887,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     const int cc = col + 8 * j;
                     if (cc < N) store_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
                 }
+            }
             }
         }
         if (c_store == 1 && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
@@ -1003,6 +1083,27 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16, 64, 16, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16_f32out, 64, 16, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, float, true, true)
+// matmul_wgmma<BM>x<BN>bt_s8(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
+// batched): int8 A (M x K) times W.T for a row-major N x K int8 W (both K-major), wgmma m64n<BN>k32 with
+// int32 accumulation (exact while K <= 131071), C int32 as the sums are: no epilogue, one split (k_chunk
+// = K). The same launch as the 16-bit and TF32 entries of the tile; map_a and map_b are UINT8 tensors (the
+// bytes as they are) with 128 x BM and 128 x BN boxes (a k tile of 128), map_c an INT32 tensor with 32 x 64
+// boxes (c_store 1), or C leaves by plain stores (c_store 0). The batch: the Ozaki scheme's residue products,
+// one a modulus.
+#define GPUMAT_WGMMA_S8(NAME, BM, BN)                                                                         \
+    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
+        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
+        const __grid_constant__ TensorMap map_c, int* __restrict__ C, int M, int N, int K, long long ldc,     \
+        int k_chunk, int c_store, int batch, long long c_layer, int batched)                                  \
+    {                                                                                                         \
+        const int8_t* none = nullptr;                                                                         \
+        gemm<BM, BN, int8_t, int, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,  \
+                                                      Batch(batch, c_layer, batched), none, 0, 0, none, 0, 0,   \
+                                                      gpumat::Epilogue{1.0, 0.0, nullptr, 0, 0, 0, 0});         \
+    }
+
+GPUMAT_WGMMA_S8(matmul_wgmma128x256bt_s8, 128, 256)
+GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)

@@ -12,9 +12,30 @@ from outside the package (a CPU test checks the tests and benchmarks).
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
+    ozaki_plan, ozaki_emulated, ...  a float64 product emulated on integers (Ozaki scheme II): its plan, its run
 """
 
-from .launcher import SWIZZLE_BYTES, BoundPlan, c_map, c_map_args, tensor_map, tensor_map_args
+from .launcher import BoundPlan
+from .maps import SWIZZLE_BYTES, c_map, c_map_args, tensor_map, tensor_map_args
+from .ozaki import (
+    OZAKI_MAX_BITS,
+    OZAKI_MAX_K,
+    OZAKI_MODULI,
+    OzakiPlan,
+    crt_weights,
+    ozaki_bits,
+    ozaki_budget,
+    ozaki_plan,
+)
+from .ozaki import PANEL_BYTES as OZAKI_PANEL_BYTES
+from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP
+from .ozaki import STEPS as OZAKI_STEPS
+from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
+from .ozaki import emulated as ozaki_emulated
+from .ozaki import float64_plan as ozaki_float64_plan
+from .ozaki import panel_rows as ozaki_panel_rows
+from .ozaki import weights_of as ozaki_weights
+from .ozaki import weights_on as ozaki_weights_on
 from .plan import MatmulPlan
 from .planner import (
     COPY_BANDWIDTH,
@@ -89,6 +110,13 @@ __all__ = [
     "K_CHUNK",
     "LEADING",
     "NO_MAP",
+    "OZAKI_INT8_TILES",
+    "OZAKI_MAX_BITS",
+    "OZAKI_MAX_K",
+    "OZAKI_MODULI",
+    "OZAKI_PANEL_BYTES",
+    "OZAKI_PANEL_ROW_STEP",
+    "OZAKI_STEPS",
     "REDUCE",
     "ROUND_TRIP_S",
     "SIGNATURES",
@@ -106,10 +134,12 @@ __all__ = [
     "WGMMA_SMEM",
     "BoundPlan",
     "MatmulPlan",
+    "OzakiPlan",
     "Problem",
     "Target",
     "Variant",
     "accumulator",
+    "crt_weights",
     "algorithms",
     "aligned",
     "best_split",
@@ -134,6 +164,14 @@ __all__ = [
     "mode_of",
     "model",
     "operand_aligned",
+    "ozaki_bits",
+    "ozaki_budget",
+    "ozaki_emulated",
+    "ozaki_float64_plan",
+    "ozaki_panel_rows",
+    "ozaki_plan",
+    "ozaki_weights",
+    "ozaki_weights_on",
     "plan",
     "problem_of_call",
     "result_shape",

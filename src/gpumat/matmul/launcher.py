@@ -13,6 +13,8 @@ as in a Matrix's _operand() tuple, is not read). The shapes:
     general    operands copied first into the layout (and 16-byte alignment) the kernel reads, split-K's
                partials and their reduction, a batch beyond the grid's limit in several launches
     zero       K = 0: C = act(beta C + bias), a zero fill or the planned kernel over K = 0
+    emulated   the float64 product emulated on INT8 (precision "fp64_int8", gpumat.matmul.ozaki): a
+               transposed operand copied row-major first, then the scheme's launches, C's rows in panels
     nothing    an empty C
 
 Where the plan depends on the operands' alignment (the TMA rows), the BoundPlan holds one per alignment
@@ -25,18 +27,18 @@ after the launches, so it is reused only once they are done.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 
 from .._dtypes import ITEMSIZE
 from ..convert import copy_region
 from ..memory import device_pool
-from ..runtime import memops, tensormaps
+from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
 from ..runtime.kernels import FixedLaunch
 from ..transpose import transpose_region
-from . import planner
+from . import ozaki, planner
+from .maps import SWIZZLE_BYTES, c_map, tensor_map
 from .plan import MatmulPlan
-from .problem import Problem, Target, aligned
+from .problem import Problem, Target
 from .variants import IDENTITY, LEADING, VARIANTS, accumulator, gemm_arguments, reduce_arguments, tma_arguments
 
 
@@ -59,11 +61,12 @@ class BoundPlan:
         "_plain",
         "_every",
         "_by_alignment",
+        "_ozaki",
     )
 
     def __init__(self, plan: MatmulPlan, dev):
         q, v = plan.problem, plan.variant
-        self.plan, self.device, self._by_alignment = plan, dev, None
+        self.plan, self.device, self._by_alignment, self._ozaki = plan, dev, None, None
         self._m, self._n, self._k = q.m, q.n, q.k
         self._packed = (q.batch, int(q.a_trans), int(q.b_trans))  # what a small-products launch adds
         self._rows = (q.k if q.a_trans else q.m, q.n if q.b_trans else q.k)  # stored rows of A and B a matrix
@@ -74,6 +77,13 @@ class BoundPlan:
             self.shape, self.run = "nothing", self._nothing
         elif q.k == 0:
             self.shape, self.run = "zero", self._zero
+        elif v.args == "ozaki":
+            if plan.swap or q.batch > 1:  # (the planner never makes such a plan: refuses_shape, writes_c_trans)
+                raise ValueError(f"matmul: {v.name} computes one product, written as it is: {q.describe()}")
+            self.shape, self.run = "emulated", self._emulated
+            # the moduli for float64's 53 bits at this K, and the device's table of their CRT weights
+            scheme = ozaki.float64_plan(q.k)
+            self._ozaki = (scheme, ozaki.weights_on(dev, len(scheme.moduli)))
         elif one and v.tma:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
@@ -169,6 +179,22 @@ class BoundPlan:
         else:
             for i in range(q.batch):
                 memops.zero_2d(ptr + i * bstride * size, ld * size, q.n * size, q.m, stream)
+
+    def _emulated(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
+        p, dev = self.plan, self.device
+        q = p.problem
+        scheme, table = self._ozaki
+        pool = dev.memory or device_pool(dev)
+        held: list[tuple[int, int]] = []  # the row-major copies, freed stream-ordered after the launches
+        try:  # (the row never swaps: it writes C row-major; nor takes a batch: refuses_shape)
+            if p.copy_a:  # A as the scheme reads it, M rows of K (stored transposed: K rows of M)
+                a = _row_major_copy(a, q.m, q.k, q.a_trans, 1, q.dtype, pool, stream, held, dev)
+            if p.copy_b:  # B as K rows of N
+                b = _row_major_copy(b, q.k, q.n, q.b_trans, 1, q.dtype, pool, stream, held, dev)
+            ozaki.run(a, b, c, q.m, q.n, q.k, scheme, epilogue, p.target, table, pool, dev, stream)
+        finally:
+            for ptr, nbytes in held:
+                pool.free(ptr, nbytes, stream)
 
     def _nothing(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         return None
@@ -300,78 +326,3 @@ def _row_major_copy(
     else:
         copy_region(ptr, dst, rows, cols, ld, aligned_ld, sfx, stream, dev, count, bstride, per_matrix)
     return dst, aligned_ld, per_matrix if bstride else 0
-
-
-# --- tensor maps (TMA variants): boxes one 128-byte swizzle row wide (64 16-bit elements, 32 float32) ---
-SWIZZLE_BYTES = 128  # the kernels' shared-memory rows: a box's inner extent, in bytes
-
-
-def tensor_map_args(
-    ptr: int,
-    rows: int,
-    cols: int,
-    stride: int,
-    box_cols: int,
-    box_rows: int,
-    itemsize: int = 2,
-    layers: int = 1,
-    layer_stride: int = 0,
-) -> dict:
-    """cuTensorMapEncodeTiled's arguments for `layers` row-major rows x cols matrices (row stride and
-    layer stride in elements; one layer: the stride of the rows it has) as a cols x rows x layers tensor:
-    the inner dimension is the columns; boxes of box_cols x box_rows x 1."""
-    if layers == 1:
-        layer_stride = rows * stride
-    if not aligned(ptr, stride, itemsize) or (layer_stride * itemsize) % 16:
-        raise ValueError("a tensor map needs a 16-byte aligned base, row stride and batch stride")
-    return {
-        "globalAddress": ptr,
-        "globalDim": (cols, rows, layers),
-        "globalStrides": (stride * itemsize, layer_stride * itemsize),
-        "boxDim": (box_cols, box_rows, 1),
-        "elementStrides": (1, 1, 1),
-    }
-
-
-def c_map_args(
-    ptr: int, rows: int, cols: int, stride: int, layers: int, itemsize: int, layer_stride: int | None = None
-) -> dict | None:
-    """cuTensorMapEncodeTiled's arguments for C's layers (the batch's matrices, or split-K's float32
-    partials; layer_stride elements apart, default rows x stride) as a cols x rows x layers tensor with
-    boxes of 128 bytes (one swizzle row) x 64 rows; None when C's address, row stride or layer stride is
-    not 16-byte aligned, or its rows are not a whole number of 16 bytes: a TMA store writes whole 16-byte
-    pieces, so it would run past the last column into the next one's memory (C then leaves by plain
-    stores)."""
-    layer_stride = rows * stride if layer_stride is None else layer_stride
-    if not aligned(ptr, stride, itemsize) or (cols * itemsize) % 16 or (layer_stride * itemsize) % 16:
-        return None
-    if layers > 1 and layer_stride < rows * stride:  # overlapping layers: not a tensor map's (plain stores)
-        return None
-    return {
-        "globalAddress": ptr,
-        "globalDim": (cols, rows, layers),
-        "globalStrides": (stride * itemsize, layer_stride * itemsize),
-        "boxDim": (SWIZZLE_BYTES // itemsize, 64, 1),
-        "elementStrides": (1, 1, 1),
-    }
-
-
-@lru_cache(maxsize=1024)
-def tensor_map(
-    elem: str, ptr: int, rows: int, cols: int, stride: int, box_rows: int, layers: int = 1, layer_stride: int = 0
-) -> bytes:
-    """An operand's CUtensorMap (elements of the copy engine's type `elem`: a dtype suffix, or "tf32",
-    float32 rounded to TF32 on the way in) over `layers` matrices layer_stride elements apart, in boxes
-    one 128-byte row wide and box_rows tall; cached: it depends on nothing but these numbers."""
-    size = tensormaps.element_bytes(elem)
-    args = tensor_map_args(ptr, rows, cols, stride, SWIZZLE_BYTES // size, box_rows, size, layers, layer_stride)
-    return tensormaps.encode_tiled(elem, args)
-
-
-@lru_cache(maxsize=1024)
-def c_map(
-    sfx: str, ptr: int, rows: int, cols: int, stride: int, layers: int, layer_stride: int | None = None
-) -> bytes | None:
-    """C's CUtensorMap (see c_map_args), or None: plain stores."""
-    args = c_map_args(ptr, rows, cols, stride, layers, ITEMSIZE[sfx], layer_stride)
-    return None if args is None else tensormaps.encode_tiled(sfx, args)

@@ -238,7 +238,10 @@ def _operand_bytes(p: Problem) -> int:
 
 
 def refuses_shape(v: Variant, p: Problem) -> str | None:
-    """Why the variant does not compute the problem's shape (the matrix-vector rows), or None."""
+    """Why the variant does not compute the problem's shape (the matrix-vector rows; the emulated row, one
+    product at a time), or None."""
+    if v.args == "ozaki" and p.batch > 1:
+        return "it computes one product at a time, not a batch (call it once a matrix)"
     if v.computes_shape(p.m, p.n):
         return None
     if v.packs:
@@ -307,6 +310,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and v.computes_shape(p.m, p.n)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
+        and (p.batch == 1 or v.args != "ozaki")  # the emulated row: one product at a time
     ]
     rows.sort(key=lambda v: ROW_ORDER.get(v.name, len(ROW_ORDER)))  # ties go to the table's first, always
     shaped = [v for v in rows if v.made_for_shape]

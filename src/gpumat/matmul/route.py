@@ -25,6 +25,7 @@ from ..runtime.streams import LEGACY_STREAM, stream_handle
 from . import planner
 from .epilogue import epilogue_of
 from .launcher import BoundPlan
+from .ozaki import OZAKI_MAX_K
 from .plan import MatmulPlan
 from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of, swapped
 from .variants import IDENTITY, VARIANTS, algorithms
@@ -96,14 +97,27 @@ def bind(plan: MatmulPlan, dev) -> BoundPlan:
     return _bound(key, plan.target, plan)
 
 
+# the emulated mode a dtype other than float32 may ask for with precision= (gpumat.matmul.ozaki)
+EMULATED = {"f64": "fp64_int8"}
+
+
 def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
     """The precision mode a call computes at: a named variant's own (a contradicting `precision=` is a
     ValueError, never a silent change), else `precision`, else the current default for float32; the
-    other dtypes compute in their own format and refuse a precision."""
+    other dtypes compute in their own format ("native"), float64 also emulated on INT8 ("fp64_int8")."""
     if sfx != "f32":
-        if precision is not None:
-            raise ValueError(f"matmul: precision= chooses among float32 modes; a and b are {DTYPE_NAMES[sfx]}")
-        return "native"
+        own = "native" if algorithm == "auto" else planner.computes(VARIANTS[algorithm], sfx)
+        if precision is None:
+            return own
+        if precision != EMULATED.get(sfx):
+            also = f", or {EMULATED[sfx]!r}" if sfx in EMULATED else ""
+            raise ValueError(
+                f"matmul: precision= chooses among float32 modes{also}; a and b are {DTYPE_NAMES[sfx]}, "
+                f"got {precision!r}"
+            )
+        if algorithm != "auto" and own != precision:
+            raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
+        return precision
     if algorithm == "auto":
         return _precision.get_matmul_precision() if precision is None else _precision.check_precision(precision)
     own = planner.computes(VARIANTS[algorithm], "f32")
@@ -149,6 +163,12 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     epilogue = IDENTITY if plain else epilogue_of(alpha, beta, bias, activation, out, out_sfx, shape, a)
     mode = _mode(sfx, algorithm, precision)
     batch = shape[0] if len(shape) == 3 else None
+    if mode == "fp64_int8":
+        if batch is not None:
+            raise ValueError("matmul: precision='fp64_int8' takes 2-D products (a batch: one call a matrix)")
+        if k > OZAKI_MAX_K:
+            raise ValueError(f"matmul: precision='fp64_int8' takes K up to {OZAKI_MAX_K}, where its INT8 "
+                             f"products stay exact in int32; K is {k}")  # fmt: skip
     C = out._operand() if out is not None else (0, n, m * n if batch else 0, False, batch, m, n, out_sfx, None)
     return A, B, C, mode, epilogue
 

@@ -47,12 +47,18 @@ TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
 # the batch of small products (several matrices a block): A, B, C, M, N, K, lda, ldb, ldc, the batch's
 # products, whether A and B are stored transposed (read in place either way), then the batch strides
 SMALL = "PPPiiiqqq" + "iii" + BATCH + EPILOGUE
+# the reconstruction of an emulated float64 product (cuda/ozaki.cu, ozaki_crt_f64), the launch that writes
+# C: the int32 sums (address, row stride, layer stride), M, N, the moduli, the CRT table, the exponents of
+# A's rows and B's columns, C and its row stride, A, B and their row strides (the plain FP64 dots of lines
+# holding an Inf or a NaN), K
+OZAKI = "PqqiiiPPPPqPqPqi" + EPILOGUE
 SIGNATURES = {
     "plain": PLAIN,
     "k_chunk": K_CHUNK,
     "tensor_maps": TENSOR_MAPS,
     "tensor_maps_exact": TENSOR_MAPS_EXACT,
     "small": SMALL,
+    "ozaki": OZAKI,
 }
 IDENTITY = (1.0, 0.0, 0, 0, 0, 0, 0)  # the epilogue of a plain product: C = A @ B
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernels' activation codes
@@ -102,7 +108,7 @@ HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 class Variant:
     name: str
     kernels: dict = field(hash=False, compare=False)  # (input suffix, output suffix) -> Kernel
-    mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native
+    mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native | fp64_int8 (emulated)
     tile: tuple[int, int]  # rows x columns of C a block (a work item, when persistent) covers
     block: tuple[int, int, int]
     # plain | k_chunk (may split K) | tensor_maps (TMA; may split K) | tensor_maps_exact (and the operands)
@@ -182,7 +188,7 @@ class Variant:
 
     @property
     def splits_k(self) -> bool:
-        return self.args not in ("plain", "small")
+        return self.args not in ("plain", "small", "ozaki")
 
     def computes_shape(self, m: int, n: int) -> bool:
         """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
@@ -1064,6 +1070,22 @@ _ROWS = [
     *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt", "atbt")),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
+    # float64 at precision="fp64_int8": the product emulated on the INT8 tensor cores (gpumat.matmul.ozaki:
+    # exponents, residues, INT8 products, the CRT; this row's kernel is the reconstruction, which writes C).
+    # Its constants: 16 moduli on the H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 8192^3 in
+    # 19.0 ms, 4096^3 in 2.86 ms, 2048^3 in 0.63 ms) as a 128 x 256 tile row; the one row of its mode
+    Variant(
+        "ozaki_int8",
+        _kernels("ozaki", {("f64", "f64"): "ozaki_crt_f64"}, "ozaki"),
+        "fp64_int8",
+        (128, 256),
+        (256, 1, 1),
+        "ozaki",
+        min_arch=61,  # __dp4a; the wgmma INT8 tiles on sm_90
+        tier=1,
+        rate=59e12,
+        fixed_s=340e-6,
+    ),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
     _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),
