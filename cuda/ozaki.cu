@@ -119,17 +119,18 @@ __device__ __forceinline__ void store_residues(const double (&t)[4], int count, 
 // squares of |x| / 2^g (the division exact or correctly rounded, never an FMA): lane l adds k = l, l + 32,
 // ... in order, the lanes' sums then added in a butterfly (offsets 16, 8, 4, 2, 1). Block (256), grid
 // (ceil(rows / 8)).
-extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_exponents_f64(const double* __restrict__ A, long long lda,
-                                                                             int rows, int cols, int budget, int* __restrict__ e)
+template <class T>
+__device__ __forceinline__ void row_exponents(const T* __restrict__ A, long long lda, int rows, int cols, int budget,
+                                              int* __restrict__ e)
 {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
     if (row >= rows) return;
-    const double* a = A + (long long)row * lda;
+    const T* a = A + (long long)row * lda;
     double amax = 0.0;
     bool finite = true;
     for (int k = lane; k < cols; k += 32) {
-        const double v = fabs(a[k]);
+        const double v = fabs((double)a[k]);
         finite = finite && v <= FINITE_MAX;
         amax = fmax(amax, v);
     }
@@ -147,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_exponents_f64(co
     const double scale = unit_scale(g);
     double squares = 0.0;
     for (int k = lane; k < cols; k += 32) {
-        const double v = scaled_by(fabs(a[k]), g, scale);
+        const double v = scaled_by(fabs((double)a[k]), g, scale);
         squares = __dadd_rn(squares, __dmul_rn(v, v));
     }
 #pragma unroll
@@ -160,8 +161,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_exponents_f64(co
 // row, warp w rows w, w + COL_GROUPS, ...). The groups' maxima of a column are taken in shared memory (max
 // is exact in any order), then each group adds the squares of its rows' |x| / 2^g in order and the groups'
 // sums are added group 0 first. Block (32, COL_GROUPS), grid (ceil(cols / 32)).
-extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS) ozaki_col_exponents_f64(const double* __restrict__ B, long long ldb,
-                                                                                     int rows, int cols, int budget, int* __restrict__ e)
+template <class T>
+__device__ __forceinline__ void col_exponents(const T* __restrict__ B, long long ldb, int rows, int cols, int budget,
+                                              int* __restrict__ e)
 {
     __shared__ double partial[COL_GROUPS][32];
     __shared__ bool finites[COL_GROUPS][32];
@@ -170,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS) ozaki_col_exponent
     bool finite = true;
     if (col < cols) {
         for (int k = threadIdx.y; k < rows; k += COL_GROUPS) {
-            const double v = fabs(B[(long long)k * ldb + col]);
+            const double v = fabs((double)B[(long long)k * ldb + col]);
             finite = finite && v <= FINITE_MAX;
             amax = fmax(amax, v);
         }
@@ -188,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS) ozaki_col_exponent
         const int g = ilogb(amax);
         const double scale = unit_scale(g);
         for (int k = threadIdx.y; k < rows; k += COL_GROUPS) {
-            const double v = scaled_by(fabs(B[(long long)k * ldb + col]), g, scale);
+            const double v = scaled_by(fabs((double)B[(long long)k * ldb + col]), g, scale);
             squares = __dadd_rn(squares, __dmul_rn(v, v));
         }
     }
@@ -204,19 +206,19 @@ extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS) ozaki_col_exponent
 // word a modulus at out[l * layer + i * ld + 4c] (zeros past the row's end, up to the word). A non-finite
 // row's residues are zeros (step 4 recomputes its outputs). Block (256), grid (ceil(cols / 1024),
 // min(rows, 65535)), rows walked in steps of gridDim.y.
-extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_residues_f64(const double* __restrict__ A, long long lda,
-                                                                            int rows, int cols, const int* __restrict__ e,
-                                                                            int count, int8_t* __restrict__ out, long long ld,
-                                                                            long long layer)
+template <class T>
+__device__ __forceinline__ void row_residues(const T* __restrict__ A, long long lda, int rows, int cols,
+                                             const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,
+                                             long long layer)
 {
     const int k = 4 * (blockIdx.x * THREADS + threadIdx.x);
     if (k >= cols) return;
     for (int i = blockIdx.y; i < rows; i += gridDim.y) {
         const int ei = e[i];
-        const double* a = A + (long long)i * lda + k;
+        const T* a = A + (long long)i * lda + k;
         double t[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) t[q] = (ei == NONFINITE || k + q >= cols) ? 0.0 : trunc(ldexp(a[q], ei));
+        for (int q = 0; q < 4; ++q) t[q] = (ei == NONFINITE || k + q >= cols) ? 0.0 : trunc(ldexp((double)a[q], ei));
         store_residues(t, count, reinterpret_cast<int*>(out + (long long)i * ld + k), layer / 4);
     }
 }
@@ -225,16 +227,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_row_residues_f64(con
 // shared memory, then each thread takes four consecutive k of one column, scales them by the column's 2^e
 // and stores their residues as one word a modulus (eight threads a column's 32 bytes). Block (32, 8), grid
 // (ceil(cols / 32), ceil(rows / 32)).
-extern "C" __global__ void __launch_bounds__(THREADS) ozaki_col_residues_f64(const double* __restrict__ B, long long ldb,
-                                                                            int rows, int cols, const int* __restrict__ e,
-                                                                            int count, int8_t* __restrict__ out, long long ld,
-                                                                            long long layer)
+template <class T>
+__device__ __forceinline__ void col_residues(const T* __restrict__ B, long long ldb, int rows, int cols,
+                                             const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,
+                                             long long layer)
 {
     __shared__ double tile[TILE][TILE + 1];
     const int j0 = blockIdx.x * TILE, k0 = blockIdx.y * TILE;
     for (int r = threadIdx.y; r < TILE; r += 8) {  // rows k0 + r of B, columns j0 + threadIdx.x
         const int k = k0 + r, j = j0 + threadIdx.x;
-        tile[r][threadIdx.x] = (k < rows && j < cols) ? B[(long long)k * ldb + j] : 0.0;
+        tile[r][threadIdx.x] = (k < rows && j < cols) ? (double)B[(long long)k * ldb + j] : 0.0;
     }
     __syncthreads();
     const int tid = threadIdx.y * 32 + threadIdx.x;
@@ -299,17 +301,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) ozaki_int8_products(const 
         }
 }
 
-// Step 4's element (i, j): see ozaki_crt_f64
+// Step 4's element (i, j): see the crt entries below. T: the operands' and C's type (float64, float32).
+template <class T>
 __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long long ldp, long long layer, int count,
-                                           const double* __restrict__ weights, int ei, int ej, double* __restrict__ C,
-                                           long long ldc, const double* __restrict__ A, long long lda,
-                                           const double* __restrict__ B, long long ldb, int K, int i, int j,
+                                           const double* __restrict__ weights, int ei, int ej, T* __restrict__ C,
+                                           long long ldc, const T* __restrict__ A, long long lda,
+                                           const T* __restrict__ B, long long ldb, int K, int i, int j,
                                            const gpumat::Epilogue& ep, bool plain)
 {
     double v;
     if (ei == NONFINITE || ej == NONFINITE) {
         v = 0.0;
-        for (int k = 0; k < K; ++k) v = fma(A[(long long)i * lda + k], B[(long long)k * ldb + j], v);
+        for (int k = 0; k < K; ++k) v = fma((double)A[(long long)i * lda + k], (double)B[(long long)k * ldb + j], v);
     } else {
         // each limb's sum of residue x weight-limb products: integers below 2^43, exact in any order
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
@@ -341,8 +344,8 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
         }
         v = ldexp(__dadd_rn(hi, lo), -(ei + ej));
     }
-    double* c = C + (long long)i * ldc + j;
-    *c = plain ? v : ep.apply<double, double>(v, i, j, c);
+    T* c = C + (long long)i * ldc + j;
+    *c = plain ? (T)v : ep.apply<T, T>((T)v, i, j, c);
 }
 
 // Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights (gpumat.matmul.ozaki.
@@ -350,22 +353,58 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
 // sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes away (K 2^2P <= M / 4 keeps it
 // off a rounding edge), and the integer's limbs less q M's are exact again: only their double-double sum
 // and its rounding to float64 round. A NONFINITE row or column: the element is the FP64 dot product of row i
-// of A and column j of B (fused multiply-adds in k order), as an unemulated product gives it (Inf and NaN
-// included). Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias, activation; rows i of this launch:
+// of A and column j of B (fused multiply-adds in k order), Inf and NaN as an unemulated product gives them. Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias, activation; rows i of this launch:
 // a panel's bias is passed from its first row). Block (256), grid (ceil(N / 256), min(M, 65535)), rows
 // walked in steps of gridDim.y.
-extern "C" __global__ void __launch_bounds__(THREADS) ozaki_crt_f64(const int32_t* __restrict__ P, long long ldp, long long layer,
-                                                                   int M, int N, int count, const double* __restrict__ weights,
-                                                                   const int* __restrict__ ea, const int* __restrict__ eb,
-                                                                   double* __restrict__ C, long long ldc,
-                                                                   const double* __restrict__ A, long long lda,
-                                                                   const double* __restrict__ B, long long ldb, int K,
-                                                                   GPUMAT_EPILOGUE_PARAMS)
+template <class T>
+__device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,
+                                    const double* __restrict__ weights, const int* __restrict__ ea,
+                                    const int* __restrict__ eb, T* __restrict__ C, long long ldc, const T* __restrict__ A,
+                                    long long lda, const T* __restrict__ B, long long ldb, int K, const gpumat::Epilogue& ep)
 {
     const int j = blockIdx.x * THREADS + threadIdx.x;
     if (j >= N) return;
-    const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;
     const bool plain = ep.identity();
     for (int i = blockIdx.y; i < M; i += gridDim.y)
         crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j, ep, plain);
 }
+
+// The entry points of one operand type T (float64: _f64, float32: _f32): steps 1, 2 and 4 as above. A
+// float32 operand is widened to float64 (exact) as it is read, and C rounded once to float32 from the
+// reconstruction's float64 before the epilogue, which runs in float32 as the FP32 kernels' does.
+#define OZAKI_ENTRIES(SFX, T)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
+        ozaki_row_exponents_##SFX(const T* __restrict__ A, long long lda, int rows, int cols, int budget,               \
+                                  int* __restrict__ e)                                                                 \
+    {                                                                                                                  \
+        row_exponents<T>(A, lda, rows, cols, budget, e);                                                               \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)                                                      \
+        ozaki_col_exponents_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols, int budget,               \
+                                  int* __restrict__ e)                                                                 \
+    {                                                                                                                  \
+        col_exponents<T>(B, ldb, rows, cols, budget, e);                                                               \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
+        ozaki_row_residues_##SFX(const T* __restrict__ A, long long lda, int rows, int cols, const int* __restrict__ e, \
+                                 int count, int8_t* __restrict__ out, long long ld, long long layer)                   \
+    {                                                                                                                  \
+        row_residues<T>(A, lda, rows, cols, e, count, out, ld, layer);                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
+        ozaki_col_residues_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols, const int* __restrict__ e, \
+                                 int count, int8_t* __restrict__ out, long long ld, long long layer)                   \
+    {                                                                                                                  \
+        col_residues<T>(B, ldb, rows, cols, e, count, out, ld, layer);                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
+        ozaki_crt_##SFX(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,         \
+                        const double* __restrict__ weights, const int* __restrict__ ea, const int* __restrict__ eb,    \
+                        T* __restrict__ C, long long ldc, const T* __restrict__ A, long long lda,                      \
+                        const T* __restrict__ B, long long ldb, int K, GPUMAT_EPILOGUE_PARAMS)                         \
+    {                                                                                                                  \
+        crt<T>(P, ldp, layer, M, N, count, weights, ea, eb, C, ldc, A, lda, B, ldb, K, GPUMAT_EPILOGUE_ARGS);          \
+    }
+
+OZAKI_ENTRIES(f64, double)
+OZAKI_ENTRIES(f32, float)

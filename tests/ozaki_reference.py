@@ -37,6 +37,7 @@ def exponents(x: np.ndarray, axis: int, budget: int) -> np.ndarray:
     S of |x| / 2^g in the kernels' order (rows: 32 lanes each adding k = lane, lane + 32, ..., the lanes' sums
     then added in a butterfly; columns: 32 groups each adding k = group, group + 32, ..., the groups' sums
     added in order); e = budget - 1 - floor(ilogb(S) / 2) - g."""
+    x = np.asarray(x, dtype=np.float64)  # float32 widened, exactly, as the kernels read it
     lines = np.abs(x if axis == 1 else x.T)  # one line a row
     amax = lines.max(axis=1, initial=0.0)
     live = amax > 0
@@ -64,7 +65,7 @@ def exponents(x: np.ndarray, axis: int, budget: int) -> np.ndarray:
 def truncated(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
     """x scaled by 2^e along its lines and truncated toward zero: integers of magnitude below 2^budget, as
     float64 (exact: a double of 2^53 or more is an integer already)."""
-    return np.trunc(np.ldexp(x, np.expand_dims(e, axis)))
+    return np.trunc(np.ldexp(np.asarray(x, dtype=np.float64), np.expand_dims(e, axis)))
 
 
 def symmetric(x: np.ndarray, m: int) -> np.ndarray:
@@ -158,7 +159,10 @@ def crt_double(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
 
 
 def emulated_matmul(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
-    """C ~ A @ B (float64) by the four steps."""
+    """C ~ A @ B by the four steps, in the operands' dtype: float64, or float32 (the steps on the operands
+    widened to float64, C rounded to float32 from the reconstruction's float64, as the kernels do)."""
+    if a.dtype == np.float32:
+        return emulated_matmul(a.astype(np.float64), b.astype(np.float64), plan).astype(np.float32)
     ea, eb = exponents(a, 1, plan.budget), exponents(b, 0, plan.budget)
     ra = residues(truncated(a, ea, 1), plan)
     rb = residues(truncated(b, eb, 0), plan)
@@ -168,6 +172,7 @@ def emulated_matmul(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray
 
 def correctly_rounded_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A @ B with each element the exact sum rounded once to float64 (fsum of the exact products' two parts)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     m, k = a.shape
     n = b.shape[1]
     out = np.empty((m, n))
@@ -184,6 +189,7 @@ def error_bound(a: np.ndarray, b: np.ndarray, plan: OzakiPlan) -> np.ndarray:
     2^-ea_i sum_k |B_kj| + 2^-eb_j sum_k |A_ik| + K 2^-(ea_i + eb_j); the reconstruction: 2^-87 M in the
     integers' units, 2^-(ea_i + eb_j) each (see crt_double); the result's rounding to float64: half its
     spacing (the caller adds it, knowing the exact result)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     ea, eb = exponents(a, 1, plan.budget), exponents(b, 0, plan.budget)
     ua, ub = np.ldexp(1.0, -ea), np.ldexp(1.0, -eb)
     sb, sa = np.sum(np.abs(b), axis=0), np.sum(np.abs(a), axis=1)

@@ -319,7 +319,7 @@ def test_every_gemm_kernel_takes_the_epilogue_and_the_batch():
             if v.tma:  # the batch: products, C's layer stride, which operands hold a matrix each
                 assert kernel.signature.startswith("TTTPiiiqii" + "iqi"), kernel
             elif v.args == "ozaki":  # the emulated product's reconstruction: 2-D products only (no batch)
-                assert v.mode == "fp64_int8" and not v.splits_k, v
+                assert v.mode in ("fp64_int8", "fp32_int8") and not v.splits_k, v
             else:
                 assert kernel.signature[-10:-7] == "qqq", kernel
     t = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})

@@ -249,10 +249,16 @@ def test_fp64_int8_is_float64s_emulated_precision_planned_on_its_row():
 
     a, b = f64(300, 500), f64(500, 200, ptr=0x7F0010000000)
     q = gm.matmul_plan(a, b, precision="fp64_int8")
-    assert (q.algorithm, q.problem.mode, q.splits, q.copy_a, q.copy_b) == ("ozaki_int8", "fp64_int8", 1, False, False)
+    assert (q.algorithm, q.problem.mode, q.splits, q.copy_a, q.copy_b) == (
+        "ozaki_fp64_int8",
+        "fp64_int8",
+        1,
+        False,
+        False,
+    )
     assert q.reason == "auto: the only candidate"
     assert gm.matmul_plan(a, b).problem.mode == "native"  # the default stays FP64
-    assert gm.matmul_plan(a, b, algorithm="ozaki_int8").problem.mode == "fp64_int8"  # named: its own mode
+    assert gm.matmul_plan(a, b, algorithm="ozaki_fp64_int8").problem.mode == "fp64_int8"  # named: its own mode
     wt = f64(200, 500, ptr=0x7F0020000000)
     assert gm.matmul_plan(a, wt.T, precision="fp64_int8").copy_b  # x @ W.T: W copied row-major first
     assert gm.matmul_plan(f64(300, 0), f64(0, 200, ptr=0x7F0010000000), precision="fp64_int8").algorithm == "naive"
@@ -346,27 +352,111 @@ def plan_of(k):
     return ozaki_float64_plan(k)
 
 
-def test_c_in_panels_each_with_its_rows_bias(monkeypatch):
-    """5000 rows of 4096 columns at K = 64: panels of about 2000 rows (the scratch bound), each
-    reconstruction writing its rows of C, a bias over C's rows (bias_along 2) starting at its first row."""
+@pytest.mark.parametrize(("sfx", "mode", "item"), [("f64", "fp64_int8", 8), ("f32", "fp32_int8", 4)])
+def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item):
+    """5000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 20000 rows): panels of about 2000 and
+    3600 rows (the scratch bound), each reconstruction writing its rows of C, a bias over C's rows (bias_along
+    2) starting at its first row, the offsets in the dtype's bytes."""
     from support import H100
 
-    from gpumat.matmul.engine import OZAKI_PANEL_BYTES, Problem, ozaki_panel_rows
+    from gpumat.matmul.engine import OZAKI_PANEL_BYTES, Problem, ozaki_panel_rows, ozaki_plan_for
     from gpumat.matmul.engine import plan as matmul_plan
 
-    m, n, k = 5000, 4096, 64
-    rows = ozaki_panel_rows(m, n, k, len(plan_of(k).moduli), OZAKI_PANEL_BYTES)
+    m, n, k = (5000 if sfx == "f64" else 20000), 4096, 64
+    rows = ozaki_panel_rows(m, n, k, len(ozaki_plan_for(sfx, k).moduli), OZAKI_PANEL_BYTES)
     firsts = list(range(0, m, rows))
-    assert len(firsts) == 3
-    p = matmul_plan(Problem(m, n, k, "f64", "f64", "fp64_int8"), H100)
+    assert len(firsts) >= 3
+    p = matmul_plan(Problem(m, n, k, sfx, sfx, mode), H100)
     bias, step = 0x7F6000000000, 3
     epilogue = (1.0, 0.0, bias, step, 2, 0, 0)
     a, b, c = (0x7F0000000000, k, 0), (0x7F1000000000, n, 0), (0x7F2000000000, n, 0)
-    crts = [x[3] for x in _emulated_launches(monkeypatch, p, a, b, c, epilogue) if x[0] == "ozaki_crt_f64"]
+    launches = _emulated_launches(monkeypatch, p, a, b, c, epilogue)
+    assert {x[0].rsplit("_", 1)[1] for x in launches if x[0].startswith("ozaki")} == {sfx}
+    crts = [x[3] for x in launches if x[0] == f"ozaki_crt_{sfx}"]
     assert [x[3] for x in crts] == [min(rows, m - r0) for r0 in firsts]  # the panels' rows
-    assert [x[9] for x in crts] == [c[0] + 8 * r0 * n for r0 in firsts]  # C at each panel's first row
-    assert [x[11] for x in crts] == [a[0] + 8 * r0 * k for r0 in firsts]  # A likewise
-    assert [x[-5] for x in crts] == [bias + 8 * r0 * step for r0 in firsts]  # the bias too
+    assert [x[9] for x in crts] == [c[0] + item * r0 * n for r0 in firsts]  # C at each panel's first row
+    assert [x[11] for x in crts] == [a[0] + item * r0 * k for r0 in firsts]  # A likewise
+    assert [x[-5] for x in crts] == [bias + item * r0 * step for r0 in firsts]  # the bias too
+
+
+# --- precision="fp32_int8": float32 on the same scheme, 9 moduli ---------------------------------------------
+def f32(height, width, ptr=0x7F0000000000):
+    from support import fake_matrix
+
+    return fake_matrix(height, width, ptr=ptr, dtype=np.float32)
+
+
+def test_each_mode_takes_its_bits_and_eight_more_of_budget():
+    from gpumat.matmul.engine import ozaki_plan_for
+
+    for k in (1, 64, 4096, OZAKI_MAX_K):
+        p32, p64 = ozaki_plan_for("f32", k), ozaki_plan_for("f64", k)
+        assert (len(p32.moduli), p32.budget) == (9, 34) and p32.bits >= 24
+        assert (len(p64.moduli), p64.budget) == (16, 61)
+
+
+def test_fp32_int8_is_a_float32_calls_own_choice_planned_on_its_row():
+    import gpumat as gm
+
+    a, b = f32(300, 500), f32(500, 200, ptr=0x7F0010000000)
+    q = gm.matmul_plan(a, b, precision="fp32_int8")
+    assert (q.algorithm, q.problem.mode, q.copy_a, q.copy_b) == ("ozaki_fp32_int8", "fp32_int8", False, False)
+    assert gm.matmul_plan(a, b, algorithm="ozaki_fp32_int8").problem.mode == "fp32_int8"
+    assert gm.matmul_plan(a, b).problem.mode == "float32"  # never a default
+    with gm.matmul_precision("tf32"):  # a call's own precision= wins over the scope
+        assert gm.matmul_plan(a, b, precision="fp32_int8").algorithm == "ozaki_fp32_int8"
+    with pytest.raises(ValueError, match="unknown matmul precision"):
+        gm.set_matmul_precision("fp32_int8")
+    with pytest.raises(ValueError, match="unknown matmul precision"), gm.matmul_precision("fp32_int8"):
+        pass
+    with pytest.raises(ValueError, match="computes at precision 'float32', not 'fp32_int8'"):
+        gm.matmul_plan(a, b, algorithm="sgemm128x128", precision="fp32_int8")
+    with pytest.raises(ValueError, match="computes at precision 'fp32_int8', not 'tf32'"):
+        gm.matmul_plan(a, b, algorithm="ozaki_fp32_int8", precision="tf32")
+    with pytest.raises(ValueError, match="float32 modes, or 'fp64_int8'"):
+        gm.matmul_plan(f64(30, 50), f64(50, 20, ptr=0x7F0010000000), precision="fp32_int8")
+    with pytest.raises(ValueError, match="unknown matmul precision 'fp64_int8'; choose one of .*fp32_int8"):
+        gm.matmul_plan(a, b, precision="fp64_int8")
+
+
+def test_fp32_int8_refuses_a_batch_and_long_k_before_anything_runs():
+    from support import fake_batch
+
+    import gpumat as gm
+
+    b = f32(50, 20, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="precision='fp32_int8' takes 2-D products"):
+        gm.matmul_plan(fake_batch(2, 30, 50, dtype=np.float32), b, precision="fp32_int8")
+    long_k = f32(2, OZAKI_MAX_K + 1), f32(OZAKI_MAX_K + 1, 2, ptr=0x7F0010000000)
+    with pytest.raises(ValueError, match="takes K up to"):
+        gm.matmul_plan(*long_k, precision="fp32_int8")
+
+
+@pytest.mark.parametrize("case", ["uniform", "normal", "spread_10", "cancellation"])
+def test_fp32_int8_is_as_accurate_as_float32s_own_product(case):
+    """The host reference of the float32 mode against the correctly rounded product of the float32 operands:
+    within the scheme's bound plus one float32 rounding, and no worse than numpy's float32 product."""
+    from gpumat.matmul.engine import ozaki_plan_for
+
+    m, k, n = 12, 300, 10
+    a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    if case == "normal":
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    elif case == "spread_10":
+        a *= 2.0 ** rng.integers(-10, 11, (m, k))
+        b *= 2.0 ** rng.integers(-10, 11, (k, n))
+    elif case == "cancellation":
+        a[:, k // 2 :] = a[:, : k // 2]
+        b[k // 2 :] = -b[: k // 2] * (1 + 2.0**-12)
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    p = ozaki_plan_for("f32", k)
+    got, exact = emulated_matmul(a, b, p), correctly_rounded_matmul(a, b)
+    assert got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - exact)
+    ulp32 = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert np.all(err <= error_bound(a, b, p) + np.spacing(np.abs(exact)) + ulp32), case
+    native = np.abs((a @ b).astype(np.float64) - exact)
+    assert np.max(err) <= max(np.max(native), np.max(ulp32)), case
 
 
 def test_the_emulated_row_refuses_a_batch_however_it_is_asked():
@@ -380,9 +470,9 @@ def test_the_emulated_row_refuses_a_batch_however_it_is_asked():
 
     p = Problem(30, 20, 50, "f64", "f64", "fp64_int8", batch=4)
     with pytest.raises(ValueError, match="one product at a time"):
-        matmul_plan(p, H100, "ozaki_int8")
+        matmul_plan(p, H100, "ozaki_fp64_int8")
     with pytest.raises(ValueError, match="no kernel runs"):
         matmul_plan(p, H100)
     a3, b3 = fake_batch(4, 30, 50, dtype=np.float64), fake_batch(4, 50, 20, ptr=0x7F0010000000, dtype=np.float64)
     with pytest.raises(ValueError, match="2-D products"):  # the call's own check, first
-        gm.matmul_plan(a3, b3, algorithm="ozaki_int8")
+        gm.matmul_plan(a3, b3, algorithm="ozaki_fp64_int8")

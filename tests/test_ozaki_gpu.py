@@ -26,6 +26,7 @@ from gpumat.matmul.engine import (
     ozaki_float64_plan,
     ozaki_panel_rows,
     ozaki_plan,
+    ozaki_plan_for,
     ozaki_weights,
     ozaki_weights_on,
 )
@@ -33,11 +34,13 @@ from gpumat.matmul.engine import (
 pytestmark = pytest.mark.gpu
 
 SIDES = dims(200, (32, 64))
+# the operand types and their precision modes
+MODES = {np.float64: ("f64", "fp64_int8"), np.float32: ("f32", "fp32_int8")}
 
 
-def scaled(shape, spread: int) -> np.ndarray:
+def scaled(shape, spread: int, dtype=np.float64) -> np.ndarray:
     """Normal numbers times powers of two up to 2^+-spread, elementwise."""
-    return rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)
+    return (rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)).astype(dtype)
 
 
 @contextmanager
@@ -52,19 +55,21 @@ def products_on(kernel: str):
         OZAKI_INT8_TILES.update(saved)
 
 
+@pytest.mark.parametrize("dtype", list(MODES))
 @pytest.mark.parametrize("kernel", ["auto", "dp4a"])
 @settings(max_examples=25, deadline=None)
 @given(m=SIDES, n=SIDES, k=SIDES, count=st.integers(8, len(OZAKI_MODULI)), spread=st.sampled_from([0, 4, 60]))
-def test_bit_for_bit_the_host_reference(kernel, m, n, k, count, spread):
-    a, b = scaled((m, k), spread), scaled((k, n), spread)
+def test_bit_for_bit_the_host_reference(kernel, dtype, m, n, k, count, spread):
+    a, b = scaled((m, k), spread, dtype), scaled((k, n), spread, dtype)
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, products_on(kernel):
         got = ozaki_emulated(A, B, count=count).to_numpy()
     want = emulated_matmul(a, b, ozaki_plan(k, count=count))
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("dtype", list(MODES))
 @pytest.mark.parametrize(("m", "n", "k", "count"), [(4, 4, 5, 15), (1, 1, 1, 8), (33, 40, 70, 16), (65, 31, 129, 12)])
-def test_each_step_bit_for_bit(m, n, k, count):
+def test_each_step_bit_for_bit(dtype, m, n, k, count):
     """Each launch on its own, its output downloaded and compared with the host reference's step: where the
     product goes wrong, this says which step (the weights' table, the exponents, the residues, the int32
     sums of the __dp4a products, the reconstruction)."""
@@ -72,7 +77,7 @@ def test_each_step_bit_for_bit(m, n, k, count):
     from gpumat.runtime import memops
     from gpumat.runtime.streams import LEGACY_STREAM
 
-    a, b = scaled((m, k), 8), scaled((k, n), 8)
+    a, b = scaled((m, k), 8, dtype), scaled((k, n), 8, dtype)
     p = ozaki_plan(k, count=count)
     kp = -(-k // 16) * 16
     dev, s = gm.device(), LEGACY_STREAM
@@ -84,11 +89,11 @@ def test_each_step_bit_for_bit(m, n, k, count):
         gm.synchronize()
         return host
 
-    step = OZAKI_STEPS
+    step = OZAKI_STEPS[MODES[dtype][0]]
     sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, 4 * count * m * n)
     ea, eb, ra, rb, sums = (alloc(x) for x in sizes)
     try:
-        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.zeros(m, n, dtype=np.float64) as C:
+        with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.zeros(m, n, dtype=dtype) as C:
             table = ozaki_weights_on(dev, count)
             assert down(table, (4 * count + 5,), np.float64).tolist() == ozaki_weights(count)
             (pa, lda, *_), (pb, ldb, *_), (pc, ldc, *_) = A._operand(), B._operand(), C._operand()
@@ -213,34 +218,39 @@ def test_bad_input_is_refused_and_the_library_keeps_working():
         ozaki_emulated(X, X.T)
 
 
-# --- gm.matmul(..., precision="fp64_int8"): the same scheme on the one call path ------------------------------
+# --- gm.matmul(..., precision="fp64_int8" / "fp32_int8"): the same scheme on the one call path ---------------
 @settings(max_examples=20, deadline=None)
-@given(m=SIDES, n=SIDES, k=SIDES, a_trans=st.booleans(), b_trans=st.booleans())
-def test_matmul_at_fp64_int8_is_the_emulated_product_in_every_layout(m, n, k, a_trans, b_trans):
-    """gm.matmul at precision "fp64_int8" gives the host reference's bits (53 bits), operands stored either
-    way (a transposed view copied row-major first), into a poisoned out; the plan says which row runs."""
-    a, b = scaled((m, k), 4), scaled((k, n), 4)
-    want = emulated_matmul(a, b, ozaki_float64_plan(k))
+@given(m=SIDES, n=SIDES, k=SIDES, a_trans=st.booleans(), b_trans=st.booleans(), dtype=st.sampled_from(list(MODES)))
+def test_matmul_at_the_emulated_modes_is_the_emulated_product_in_every_layout(m, n, k, a_trans, b_trans, dtype):
+    """gm.matmul at precision "fp64_int8" (float64) and "fp32_int8" (float32) gives the host reference's bits
+    with the mode's plan, operands stored either way (a transposed view copied row-major first), into a
+    poisoned out; the plan says which row runs."""
+    sfx, mode = MODES[dtype]
+    a, b = scaled((m, k), 4, dtype), scaled((k, n), 4, dtype)
+    want = emulated_matmul(a, b, ozaki_plan_for(sfx, k))
     sa = np.ascontiguousarray(a.T) if a_trans else a
     sb = np.ascontiguousarray(b.T) if b_trans else b
     with gm.Matrix.from_numpy(sa) as SA, gm.Matrix.from_numpy(sb) as SB:
         A, B = (SA.T if a_trans else SA), (SB.T if b_trans else SB)
-        assert gm.matmul_plan(A, B, precision="fp64_int8").algorithm == "ozaki_int8"
-        with gm.Matrix.from_numpy(np.full((m, n), np.nan)) as C:
-            gm.matmul(A, B, out=C, precision="fp64_int8")
+        assert gm.matmul_plan(A, B, precision=mode).algorithm == f"ozaki_{mode}"
+        with gm.Matrix.from_numpy(np.full((m, n), np.nan, dtype)) as C:
+            gm.matmul(A, B, out=C, precision=mode)
             got = C.to_numpy()
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("dtype", list(MODES))
 @pytest.mark.parametrize("bias_along", [0, 1, 2])
-def test_matmul_at_fp64_int8_applies_the_epilogue(bias_along):
+def test_matmul_at_the_emulated_modes_applies_the_epilogue(bias_along, dtype):
     """alpha, beta C, a bias over columns or rows and relu, applied to the emulated product as C is written
-    (the same doubles the epilogue of gpumat.cuh computes: alpha x + beta c + bias, then relu)."""
+    (alpha x + beta c + bias, then relu, in the dtype: gpumat.cuh's epilogue)."""
+    sfx, mode = MODES[dtype]
     m, n, k = 300, 70, 90  # (the bias over rows crosses no panel here; the CPU tests check panels' offsets)
-    a, b, c0 = scaled((m, k), 4), scaled((k, n), 4), rng.standard_normal((m, n))
-    bias = rng.standard_normal(n if bias_along == 1 else m)
-    x = emulated_matmul(a, b, ozaki_float64_plan(k))
-    ref = 1.5 * x + (-0.5) * c0
+    a, b, c0 = scaled((m, k), 4, dtype), scaled((k, n), 4, dtype), rng.standard_normal((m, n)).astype(dtype)
+    bias = rng.standard_normal(n if bias_along == 1 else m).astype(dtype)
+    x = emulated_matmul(a, b, ozaki_plan_for(sfx, k))
+    alpha, beta = dtype(1.5), dtype(-0.5)
+    ref = alpha * x + beta * c0
     if bias_along == 1:
         ref = ref + bias[None, :]
     if bias_along == 2:
@@ -250,6 +260,8 @@ def test_matmul_at_fp64_int8_applies_the_epilogue(bias_along):
         shape = (1, n) if bias_along == 1 else (m, 1)
         with gm.Matrix.from_numpy(bias.reshape(shape)) as bias_matrix:
             extra = {} if bias_along == 0 else {"bias": bias_matrix}
-            gm.matmul(A, B, out=C, precision="fp64_int8", alpha=1.5, beta=-0.5, activation="relu", **extra)
+            gm.matmul(A, B, out=C, precision=mode, alpha=1.5, beta=-0.5, activation="relu", **extra)
             got = C.to_numpy()
-    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=1e-15 * np.abs(ref).max())
+    eps = np.finfo(dtype).eps
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=8 * eps, atol=8 * eps * np.abs(ref).max())

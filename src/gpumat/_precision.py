@@ -10,6 +10,8 @@ The mode is chosen per call (`gm.matmul(a, b, precision="tf32x3")`), or for a bl
 thread (`with gm.matmul_precision("tf32"): ...`), or for the process (`gm.set_matmul_precision(...)`);
 a call's own argument wins over a scope, a scope over the process default. On GPUs without TF32
 tensor cores (compute capability below 8.0) the tensor-core modes run the exact FP32 kernels.
+A call may also ask for "fp32_int8", the product emulated on the INT8 tensor cores
+(gpumat.matmul.ozaki): never a default, since it takes no batch.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ class _Scoped(threading.local):
 _scoped = _Scoped()
 
 
-def check_precision(mode) -> str:
+def check_precision(mode, also: tuple[str, ...] = ()) -> str:
+    """mode if it is one of MATMUL_PRECISIONS, else a ValueError naming them (and `also`, the modes a call
+    may ask for beyond the defaults: float32's emulated "fp32_int8")."""
     if not isinstance(mode, str) or mode not in MATMUL_PRECISIONS:
-        raise ValueError(f"unknown matmul precision {mode!r}; choose one of {', '.join(MATMUL_PRECISIONS)}")
+        choices = ", ".join((*MATMUL_PRECISIONS, *also))
+        raise ValueError(f"unknown matmul precision {mode!r}; choose one of {choices}")
     return mode
 
 

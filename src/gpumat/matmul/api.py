@@ -29,7 +29,7 @@ def matmul_plan(
         The output, as for :func:`matmul` (its dtype and layout can change the plan).
     algorithm : str, optional
         ``"auto"`` or a variant's name.
-    precision : {None, "float32", "tf32x3", "tf32", "fp64_int8"}, optional
+    precision : {None, "float32", "tf32x3", "tf32", "fp32_int8", "fp64_int8"}, optional
         As for :func:`matmul`.
     splits : int, optional
         Force a split-K plan of this many slices (a variant that splits K).
@@ -100,7 +100,7 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         bfloat16 a float32 ``out`` is allowed.
     algorithm : str, optional
         ``"auto"`` (the planner's choice) or a variant's name (``gpumat.matmul.algorithms(dtype)`` lists them).
-    precision : {None, "float32", "tf32x3", "tf32", "fp64_int8"}, optional
+    precision : {None, "float32", "tf32x3", "tf32", "fp32_int8", "fp64_int8"}, optional
         For float32 operands: exact FP32, FP32-level accuracy on the tensor cores, or one TF32 pass
         (operands rounded to 10 mantissa bits; docs/performance.md measures each mode's error). None
         takes the current default (:func:`matmul_precision`). For float64 operands, ``"fp64_int8"``
@@ -108,7 +108,9 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         scaled by its 2-norm to integers below 2^61, exact modular products, the Chinese remainder
         theorem); its error is bounded by one unit of each line's scale (2^-61 of its 2-norm), more
         accurate than plain FP64 unless a line's elements span more than about 120 binades
-        (docs/guide/precision.md). 2-D products of Matrix operands only; bits repeat call after call.
+        (docs/guide/precision.md). For float32 operands ``"fp32_int8"`` is the same scheme with 9
+        moduli (integers below 2^34), more accurate than FP32's own product. Either is a call's own
+        choice, never a default; 2-D products of Matrix operands only; bits repeat call after call.
     stream : Stream or stream-like, optional
         Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
         handle; the thread's current stream by default.

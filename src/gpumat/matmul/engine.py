@@ -34,6 +34,7 @@ from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
 from .ozaki import float64_plan as ozaki_float64_plan
 from .ozaki import panel_rows as ozaki_panel_rows
+from .ozaki import plan_for as ozaki_plan_for
 from .ozaki import weights_of as ozaki_weights
 from .ozaki import weights_on as ozaki_weights_on
 from .plan import MatmulPlan
@@ -168,6 +169,7 @@ __all__ = [
     "ozaki_budget",
     "ozaki_emulated",
     "ozaki_float64_plan",
+    "ozaki_plan_for",
     "ozaki_panel_rows",
     "ozaki_plan",
     "ozaki_weights",

@@ -81,8 +81,8 @@ class BoundPlan:
             if plan.swap or q.batch > 1:  # (the planner never makes such a plan: refuses_shape, writes_c_trans)
                 raise ValueError(f"matmul: {v.name} computes one product, written as it is: {q.describe()}")
             self.shape, self.run = "emulated", self._emulated
-            # the moduli for float64's 53 bits at this K, and the device's table of their CRT weights
-            scheme = ozaki.float64_plan(q.k)
+            # the moduli for the mode's bits at this K, and the device's table of their CRT weights
+            scheme = ozaki.plan_for(q.dtype, q.k)
             self._ozaki = (scheme, ozaki.weights_on(dev, len(scheme.moduli)))
         elif one and v.tma:
             self.shape, self.run = "tma", self._tma
@@ -191,7 +191,7 @@ class BoundPlan:
                 a = _row_major_copy(a, q.m, q.k, q.a_trans, 1, q.dtype, pool, stream, held, dev)
             if p.copy_b:  # B as K rows of N
                 b = _row_major_copy(b, q.k, q.n, q.b_trans, 1, q.dtype, pool, stream, held, dev)
-            ozaki.run(a, b, c, q.m, q.n, q.k, scheme, epilogue, p.target, table, pool, dev, stream)
+            ozaki.run(a, b, c, q.m, q.n, q.k, scheme, epilogue, p.target, table, pool, dev, stream, q.dtype)
         finally:
             for ptr, nbytes in held:
                 pool.free(ptr, nbytes, stream)

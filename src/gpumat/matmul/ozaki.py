@@ -141,35 +141,61 @@ def ozaki_plan(k: int, count: int | None = None, bits: int | None = None) -> Oza
     raise ValueError(f"Ozaki scheme: the {len(OZAKI_MODULI)} moduli give fewer than {bits} bits at K = {k}")
 
 
+# the operand types the scheme takes (the kernels' suffixes), their item sizes and the bits their modes keep
+DTYPES = {"f64": 8, "f32": 4}
+MODE_BITS = {"f64": 53, "f32": 24}
+# A mode's budget: its bits and this many more, for the lines whose elements span many binades (their small
+# elements keep what the budget holds past their line's scale): float64's 61 of 16 moduli, float32's 34 of 9
+HEADROOM_BITS = 8
+
+
+def plan_for(sfx: str, k: int) -> OzakiPlan:
+    """The plan of precision "fp64_int8" (float64 operands, sfx "f64") or "fp32_int8" (float32, "f32") at
+    inner dimension k: the fewest moduli whose budget reaches the mode's bits and HEADROOM_BITS more and
+    whose flattest line keeps the mode's bits at this K; all of them where none does."""
+    want = MODE_BITS[sfx]
+    for n in range(1, len(OZAKI_MODULI) + 1):
+        moduli = OZAKI_MODULI[:n]
+        if ozaki_budget(moduli) >= want + HEADROOM_BITS and ozaki_bits(moduli, k) >= want:
+            return ozaki_plan(k, count=n)
+    return ozaki_plan(k, count=len(OZAKI_MODULI))
+
+
 def float64_plan(k: int) -> OzakiPlan:
     """precision "fp64_int8"'s plan: all sixteen moduli, the largest budget (61 bits), whatever K. Fifteen
     would give flat lines float64's 53 bits up to K = 256, but lines that span many binades use the whole
     budget: on standard normal elements times 2^[-30, 30] fifteen moduli were about 100 times less accurate
     than float64's own product (the host reference, K = 256), sixteen 23 times more accurate than cuBLAS
-    DGEMM (the H200, 4096^3)."""
-    return ozaki_plan(k, count=len(OZAKI_MODULI))
+    DGEMM (the H200, 4096^3). plan_for("f64", k)."""
+    return plan_for("f64", k)
 
 
 # --- the launches (cuda/ozaki.cu), in the order of the steps ---------------------------------------------------
-ROW_EXPONENTS = Kernel("ozaki", "ozaki_row_exponents_f64", "PqiiiP")  # A, lda, rows, cols, budget, e
-COL_EXPONENTS = Kernel("ozaki", "ozaki_col_exponents_f64", "PqiiiP")  # B, ldb, rows, cols, budget, e
+# each by the operands' type (DTYPES): A, lda, rows, cols, budget, e
+ROW_EXPONENTS = {t: Kernel("ozaki", f"ozaki_row_exponents_{t}", "PqiiiP") for t in DTYPES}
+COL_EXPONENTS = {t: Kernel("ozaki", f"ozaki_col_exponents_{t}", "PqiiiP") for t in DTYPES}
 # X, ldx, rows, cols, e, count, out, out's row stride and layer stride (bytes)
-ROW_RESIDUES = Kernel("ozaki", "ozaki_row_residues_f64", "PqiiPiPqq")
-COL_RESIDUES = Kernel("ozaki", "ozaki_col_residues_f64", "PqiiPiPqq")
+ROW_RESIDUES = {t: Kernel("ozaki", f"ozaki_row_residues_{t}", "PqiiPiPqq") for t in DTYPES}
+COL_RESIDUES = {t: Kernel("ozaki", f"ozaki_col_residues_{t}", "PqiiPiPqq") for t in DTYPES}
 # A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
 INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
 # the reconstruction, which writes C: the table's row of precision "fp64_int8" (variants.OZAKI)
-CRT = VARIANTS["ozaki_int8"].kernels[("f64", "f64")]
+# the rows of precisions "fp64_int8" and "fp32_int8" (variants.py): their kernel, the reconstruction
+ROWS = {"f64": "ozaki_fp64_int8", "f32": "ozaki_fp32_int8"}
+CRT = {t: VARIANTS[row].kernels[(t, t)] for t, row in ROWS.items()}
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
 COL_GROUPS = 32  # ozaki_col_exponents_f64's groups of rows, its block (32, COL_GROUPS)
-# the launches by step, for a test that checks each step's output against the host reference
+# the launches by operand type and step, for a test that checks each step's output against the host reference
 STEPS = {
-    "row_exponents": ROW_EXPONENTS,
-    "col_exponents": COL_EXPONENTS,
-    "row_residues": ROW_RESIDUES,
-    "col_residues": COL_RESIDUES,
-    "int8_products": INT8_PRODUCTS,
-    "crt": CRT,
+    t: {
+        "row_exponents": ROW_EXPONENTS[t],
+        "col_exponents": COL_EXPONENTS[t],
+        "row_residues": ROW_RESIDUES[t],
+        "col_residues": COL_RESIDUES[t],
+        "int8_products": INT8_PRODUCTS,
+        "crt": CRT[t],
+    }
+    for t in DTYPES
 }
 # the INT8 products on the wgmma body (sm_90a): tile (BM, BN) -> its entry (the int8 residues K-major, int32
 # C as it is; maps of A, B and C, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer, batched)
@@ -231,18 +257,20 @@ def emulated(
     stream=None,
     panel_bytes: int = PANEL_BYTES,
 ) -> Matrix:
-    """C = A @ B for float64 A (M x K) and B (K x N), computed as integers by Ozaki scheme II (see the module
-    docstring): the fewest moduli that give `bits` bits, or `count` of them (by default float64_plan's); C's rows in
-    panels whose scratch (A's residues and the int32 sums) stays within `panel_bytes`. A new row-major
-    M x N float64 Matrix. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64
-    dot product's. Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch;
-    TypeError for another dtype; all before anything is launched."""
+    """C = A @ B for float64 or float32 A (M x K) and B (K x N) of one dtype, computed as integers by Ozaki
+    scheme II (see the module docstring): the fewest moduli that give `bits` bits, or `count` of them (by
+    default plan_for's, the plan of the dtype's precision mode); C's rows in panels whose scratch (A's
+    residues and the int32 sums) stays within `panel_bytes`. A new row-major M x N Matrix of the operands'
+    dtype. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64 dot product's.
+    Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch; TypeError for
+    another dtype; all before anything is launched."""
     dev = operand_device((a, "A"), (b, "B"))
     for x, name in ((a, "A"), (b, "B")):
         if x.ndim != 2:
             raise ValueError(f"the emulated product takes 2-D matrices, got {name} of shape {x.shape}")
-        if x.dtype != np.float64:
-            raise TypeError(f"the emulated product takes float64 operands, got {name} of {x.dtype}")
+        if x.dtype not in (np.float64, np.float32) or x.dtype != a.dtype:
+            raise TypeError(f"the emulated product takes float64 or float32 operands of one dtype, got A of "
+                            f"{a.dtype} and B of {b.dtype}")  # fmt: skip
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain (K {k} != {k2})")
@@ -251,15 +279,15 @@ def emulated(
     if k == 0:
         p = None
     elif bits is None and count is None:
-        p = float64_plan(k)
+        p = plan_for(_SUFFIX[a.dtype], k)
     else:
         p = ozaki_plan(k, count=count, bits=bits)
     if cdiv(m, PRODUCT_TILE) > MAX_GRID_YZ:
         raise ValueError(f"the emulated product takes at most {MAX_GRID_YZ * PRODUCT_TILE} rows, got {m}")
     if p is None:  # K = 0: a sum of nothing (zeros, ordered on the stream as Matrix.zeros orders them)
-        return Matrix.zeros(m, n, dtype=np.float64, device=dev, stream=stream)
+        return Matrix.zeros(m, n, dtype=a.dtype, device=dev, stream=stream)
     s = stream_handle(stream, dev)
-    c = Matrix._allocate(m, n, dev, s, np.dtype(np.float64))
+    c = Matrix._allocate(m, n, dev, s, a.dtype)
     if m == 0 or n == 0:
         return c
     copies = []
@@ -270,6 +298,9 @@ def emulated(
         for x in copies:
             x.free()
     return c
+
+
+_SUFFIX = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
 
 
 def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
@@ -292,51 +323,54 @@ def _launch(a: Matrix, b: Matrix, c: Matrix, p: OzakiPlan, panel_bytes: int, dev
     table = weights_on(dev, len(p.moduli))  # (its first upload waits for the copy: before the lock is taken)
     pool = dev.memory or device_pool(dev)
     with dev.lock:
-        pa, lda, (m, k), _, a_buffer = _parts(a)
+        pa, lda, (m, k), sfx, a_buffer = _parts(a)
         pb, ldb, (_, n), _, b_buffer = _parts(b)
         pc, ldc, *_, c_buffer = c._operand()
         if not all(x is not None and x.alive for x in (a_buffer, b_buffer)):
             _ = a.elements, b.elements  # freed by another thread meanwhile: FreedMatrixError says which
         use_on(s, a_buffer, b_buffer, c_buffer)
-        run((pa, lda), (pb, ldb), (pc, ldc), m, n, k, p, IDENTITY, Target.of(dev), table, pool, dev, s, panel_bytes)
+        args = (m, n, k, p, IDENTITY, Target.of(dev), table, pool, dev, s, sfx, panel_bytes)
+        run((pa, lda), (pb, ldb), (pc, ldc), *args)
         done_on(s, a_buffer, b_buffer, c_buffer)
 
 
 def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epilogue: tuple, target: Target,
-        table: int, pool, dev, s: int, panel_bytes: int = PANEL_BYTES) -> None:  # fmt: skip
-    """C = epilogue(A @ B) emulated with plan p, for row-major float64 A (M x K), B (K x N) and C (M x N), each
-    given as (address, row stride in elements, ...), K >= 1: the exponents and B's residues once, then for
-    each panel of C's rows (scratch bounded: panel_rows) A's residues, the INT8 products and the
-    reconstruction, which applies the epilogue (gm.matmul's: alpha, beta C, bias, activation) as it writes
-    C. table: weights_on(dev, the moduli's count). Scratch from `pool` on stream s, freed stream-ordered
-    after the launches. What a BoundPlan of the "fp64_int8" row runs, and emulated() too."""
+        table: int, pool, dev, s: int, sfx: str = "f64", panel_bytes: int = PANEL_BYTES) -> None:  # fmt: skip
+    """C = epilogue(A @ B) emulated with plan p, for row-major A (M x K), B (K x N) and C (M x N) of one type
+    (sfx: "f64" or "f32"), each given as (address, row stride in elements, ...), K >= 1: the exponents and
+    B's residues once, then for each panel of C's rows (scratch bounded: panel_rows) A's residues, the INT8
+    products and the reconstruction, which applies the epilogue (gm.matmul's: alpha, beta C, bias,
+    activation) as it writes C. table: weights_on(dev, the moduli's count). Scratch from `pool` on stream s,
+    freed stream-ordered after the launches. What a BoundPlan of the "fp64_int8" and "fp32_int8" rows runs,
+    and emulated() too."""
+    item = DTYPES[sfx]
     (pa, lda), (pb, ldb), (pc, ldc) = a[:2], b[:2], c[:2]
     count = len(p.moduli)
     kp = cdiv(k, K_ALIGN) * K_ALIGN
     rows = panel_rows(m, n, kp, count, panel_bytes)
     sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
     alpha, beta, bias, bias_step, bias_along, bias_f32, activation = epilogue
-    bias_bytes = 4 if bias_f32 else 8
+    bias_bytes = 4 if bias_f32 else item
     held = []
     try:
         ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
         block = (256, 1, 1)
-        ROW_EXPONENTS((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
-        COL_EXPONENTS((cdiv(n, 32), 1, 1), (32, COL_GROUPS, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
+        ROW_EXPONENTS[sfx]((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
+        COL_EXPONENTS[sfx]((cdiv(n, 32), 1, 1), (32, COL_GROUPS, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
         grid = (cdiv(n, 32), cdiv(k, 32), 1)
-        COL_RESIDUES(grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
+        COL_RESIDUES[sfx](grid, (32, 8, 1), pb, ldb, k, n, eb, count, rb, kp, n * kp, stream=s, device=dev)
         for r0 in range(0, m, rows):
             r = min(rows, m - r0)
-            pa_r, ea_r, pc_r = pa + 8 * r0 * lda, ea + 4 * r0, pc + 8 * r0 * ldc
+            pa_r, ea_r, pc_r = pa + item * r0 * lda, ea + 4 * r0, pc + item * r0 * ldc
             grid = (cdiv(k, 4 * 256), min(r, MAX_GRID_YZ), 1)
-            ROW_RESIDUES(grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
+            ROW_RESIDUES[sfx](grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
             _products(ra, rb, sums, r, n, k, kp, count, target, dev, s)
             # a bias over C's rows (bias_along 2) starts at the panel's first row
             bias_r = bias + r0 * bias_step * bias_bytes if bias_along == 2 else bias
             ep = (alpha, beta, bias_r, bias_step, bias_along, bias_f32, activation)
             grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
             args = (sums, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k, *ep)
-            CRT(grid, block, *args, stream=s, device=dev)
+            CRT[sfx](grid, block, *args, stream=s, device=dev)
     finally:
         for ptr, nbytes in held:
             pool.free(ptr, nbytes, s)

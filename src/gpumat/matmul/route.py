@@ -97,14 +97,16 @@ def bind(plan: MatmulPlan, dev) -> BoundPlan:
     return _bound(key, plan.target, plan)
 
 
-# the emulated mode a dtype other than float32 may ask for with precision= (gpumat.matmul.ozaki)
-EMULATED = {"f64": "fp64_int8"}
+# the emulated mode each dtype may ask for with precision= (gpumat.matmul.ozaki): a call's own choice only,
+# never a default (it refuses batches)
+EMULATED = {"f64": "fp64_int8", "f32": "fp32_int8"}
 
 
 def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
     """The precision mode a call computes at: a named variant's own (a contradicting `precision=` is a
     ValueError, never a silent change), else `precision`, else the current default for float32; the
-    other dtypes compute in their own format ("native"), float64 also emulated on INT8 ("fp64_int8")."""
+    other dtypes compute in their own format ("native"); float64 and float32 also emulated on INT8
+    ("fp64_int8", "fp32_int8", asked for by the call)."""
     if sfx != "f32":
         own = "native" if algorithm == "auto" else planner.computes(VARIANTS[algorithm], sfx)
         if precision is None:
@@ -118,10 +120,12 @@ def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
         if algorithm != "auto" and own != precision:
             raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
         return precision
+    if precision is not None and precision != EMULATED["f32"]:
+        precision = _precision.check_precision(precision, also=(EMULATED["f32"],))
     if algorithm == "auto":
-        return _precision.get_matmul_precision() if precision is None else _precision.check_precision(precision)
+        return _precision.get_matmul_precision() if precision is None else precision
     own = planner.computes(VARIANTS[algorithm], "f32")
-    if precision is not None and _precision.check_precision(precision) != own:
+    if precision is not None and precision != own:
         raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
     return own
 
@@ -163,11 +167,11 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     epilogue = IDENTITY if plain else epilogue_of(alpha, beta, bias, activation, out, out_sfx, shape, a)
     mode = _mode(sfx, algorithm, precision)
     batch = shape[0] if len(shape) == 3 else None
-    if mode == "fp64_int8":
+    if mode == EMULATED.get(sfx):
         if batch is not None:
-            raise ValueError("matmul: precision='fp64_int8' takes 2-D products (a batch: one call a matrix)")
+            raise ValueError(f"matmul: precision={mode!r} takes 2-D products (a batch: one call a matrix)")
         if k > OZAKI_MAX_K:
-            raise ValueError(f"matmul: precision='fp64_int8' takes K up to {OZAKI_MAX_K}, where its INT8 "
+            raise ValueError(f"matmul: precision={mode!r} takes K up to {OZAKI_MAX_K}, where its INT8 "
                              f"products stay exact in int32; K is {k}")  # fmt: skip
     C = out._operand() if out is not None else (0, n, m * n if batch else 0, False, batch, m, n, out_sfx, None)
     return A, B, C, mode, epilogue

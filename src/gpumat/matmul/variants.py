@@ -47,10 +47,10 @@ TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
 # the batch of small products (several matrices a block): A, B, C, M, N, K, lda, ldb, ldc, the batch's
 # products, whether A and B are stored transposed (read in place either way), then the batch strides
 SMALL = "PPPiiiqqq" + "iii" + BATCH + EPILOGUE
-# the reconstruction of an emulated float64 product (cuda/ozaki.cu, ozaki_crt_f64), the launch that writes
-# C: the int32 sums (address, row stride, layer stride), M, N, the moduli, the CRT table, the exponents of
-# A's rows and B's columns, C and its row stride, A, B and their row strides (the plain FP64 dots of lines
-# holding an Inf or a NaN), K
+# the reconstruction of an emulated float64 or float32 product (cuda/ozaki.cu, ozaki_crt_f64 and _f32), the
+# launch that writes C: the int32 sums (address, row stride, layer stride), M, N, the moduli, the CRT table,
+# the exponents of A's rows and B's columns, C and its row stride, A, B and their row strides (the plain
+# dots of lines holding an Inf or a NaN), K
 OZAKI = "PqqiiiPPPPqPqPqi" + EPILOGUE
 SIGNATURES = {
     "plain": PLAIN,
@@ -108,7 +108,7 @@ HALF_PAIRS = (("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"))
 class Variant:
     name: str
     kernels: dict = field(hash=False, compare=False)  # (input suffix, output suffix) -> Kernel
-    mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native | fp64_int8 (emulated)
+    mode: str  # the precision it computes at: float32 | tf32 | tf32x3 | native | fp64_int8 | fp32_int8 (emulated)
     tile: tuple[int, int]  # rows x columns of C a block (a work item, when persistent) covers
     block: tuple[int, int, int]
     # plain | k_chunk (may split K) | tensor_maps (TMA; may split K) | tensor_maps_exact (and the operands)
@@ -1070,12 +1070,14 @@ _ROWS = [
     *(_dmma(name, *DMMA_TILES[name], layout=layout) for name in DMMA_TILES for layout in ("at", "bt", "atbt")),
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
-    # float64 at precision="fp64_int8": the product emulated on the INT8 tensor cores (gpumat.matmul.ozaki:
-    # exponents, residues, INT8 products, the CRT; this row's kernel is the reconstruction, which writes C).
-    # Its constants: 16 moduli on the H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 8192^3 in
-    # 19.0 ms, 4096^3 in 2.86 ms, 2048^3 in 0.63 ms) as a 128 x 256 tile row; the one row of its mode
+    # float64 at precision="fp64_int8" and float32 at "fp32_int8": the product emulated on the INT8 tensor
+    # cores (gpumat.matmul.ozaki: exponents, residues, INT8 products, the CRT; a row's kernel is the
+    # reconstruction, which writes C), each the one row of its mode. float64's constants: 16 moduli on the
+    # H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 8192^3 in 19.0 ms, 4096^3 in 2.86 ms, 2048^3
+    # in 0.63 ms) as a 128 x 256 tile row; float32's (9 moduli) likewise (results/ozaki-float32-nvidia-h200-
+    # 2026-11-29.json: 8192^3 in 9.49 ms, 4096^3 in 1.71 ms, 2048^3 in 0.385 ms)
     Variant(
-        "ozaki_int8",
+        "ozaki_fp64_int8",
         _kernels("ozaki", {("f64", "f64"): "ozaki_crt_f64"}, "ozaki"),
         "fp64_int8",
         (128, 256),
@@ -1085,6 +1087,18 @@ _ROWS = [
         tier=1,
         rate=59e12,
         fixed_s=340e-6,
+    ),
+    Variant(
+        "ozaki_fp32_int8",
+        _kernels("ozaki", {("f32", "f32"): "ozaki_crt_f32"}, "ozaki"),
+        "fp32_int8",
+        (128, 256),
+        (256, 1, 1),
+        "ozaki",
+        min_arch=61,
+        tier=1,
+        rate=119e12,
+        fixed_s=240e-6,
     ),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
     _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
