@@ -556,8 +556,23 @@ def gen_summary() -> str:
             f"{geomean(r):.2f}x {label.split(',')[0] if 'tf32' not in label else 'tf32'}" for label, r in bmm_means
         )
         + f" (H200, {bmm[0][1][1]['date']}).",
+        emulated_summary(),
     ]
     return "\n".join(lines)
+
+
+def emulated_summary() -> str:
+    """The line of the emulated precision modes: each one's 8192^3 product on standard normal operands against
+    cuBLAS in its dtype, time and largest error over |A| |B| (the Ozaki runs are the H200's)."""
+    (_, f64), (_, f32) = (newest(f"ozaki-{t}", device="NVIDIA H200") for t in ("float64", "float32"))
+    r64, r32 = (next(r for r in d["rows"] if r["n"] == 8192 and r["kind"] == "normal") for d in (f64, f32))
+    return (
+        '- **Float64 and float32 emulated on the INT8 tensor cores** (`precision="fp64_int8"`, `"fp32_int8"`): '
+        f"{x(r64['ratio'])} cuBLAS DGEMM and {x(r32['ratio'])} cuBLAS SGEMM at 8192^3, and more accurate than either "
+        f"(largest error over |A| |B| {r64['err_route']['max_rel_to_absprod']:.1e} against "
+        f"{r64['err_dgemm']['max_rel_to_absprod']:.1e}, {r32['err_route']['max_rel_to_absprod']:.1e} against "
+        f"{r32['err_sgemm']['max_rel_to_absprod']:.1e}; H200, {f32['date']})."
+    )
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
