@@ -1,20 +1,21 @@
-// A float64 product emulated on integer arithmetic by the Chinese remainder theorem (Ozaki scheme II; the
-// plan, its moduli and bits: src/gpumat/matmul/ozaki.py; the same steps on the host, which these kernels
-// reproduce bit for bit: tests/ozaki_reference.py). C = A @ B, A M x K and B K x N row-major float64:
-//  1. ozaki_row_exponents_f64 / ozaki_col_exponents_f64: for each row of A (column of B) the e that puts
+// A float64 or float32 product emulated on integer arithmetic by the Chinese remainder theorem (Ozaki scheme
+// II; the plan, its moduli and bits: src/gpumat/matmul/ozaki.py; the same steps on the host, which these
+// kernels reproduce bit for bit: tests/ozaki_reference.py). C = A @ B, A M x K and B K x N row-major, of one
+// type T (entries _f64 and _f32: OZAKI_ENTRIES at the end; float32 is widened to float64 as it is read):
+//  1. ozaki_row_exponents_* / ozaki_col_exponents_*: for each row of A (column of B) the e that puts
 //     its 2-norm below 2^Q once multiplied by 2^e (Q, the plan's budget: 2^2Q <= M / 4, so that by
 //     Cauchy-Schwarz every |A' B'| element stays below M / 4); 0 for a line of zeros; NONFINITE for a line
 //     holding an infinity or a NaN, whose outputs step 4 recomputes in plain FP64;
-//  2. ozaki_row_residues_f64 / ozaki_col_residues_f64: each element scaled by its line's 2^e, truncated
+//  2. ozaki_row_residues_* / ozaki_col_residues_*: each element scaled by its line's 2^e, truncated
 //     toward zero (an integer below 2^Q, exact in a double), and reduced modulo each of the first `count`
 //     moduli to a symmetric residue in int8; written K-major for both operands (A as N_l layers of M rows of
 //     K, B transposed: N_l layers of N rows of K), rows `ld` bytes apart, layers `layer` bytes apart (both
 //     multiples of 4: four residues are stored as one word);
 //  3. ozaki_int8_products: per modulus (grid z), the residue matrices multiplied with int32 accumulation
 //     (exact while K <= 131071: |r_a r_b| <= 2^14 a term);
-//  4. ozaki_crt_f64: each element's `count` int32 sums reduced to symmetric residues and rebuilt by the CRT
+//  4. ozaki_crt_*: each element's `count` int32 sums reduced to symmetric residues and rebuilt by the CRT
 //     with the weights in 32-bit limbs (each limb's sum exact), the multiple of M taken away limb by limb,
-//     the limbs added in double-double, rounded to float64 and scaled back by 2^-(ea_i + eb_j).
+//     the limbs added in double-double, rounded to float64, scaled back by 2^-(ea_i + eb_j) and stored as T.
 // Every step is integer or in a fixed order (the norms' sums too, in the order the reference follows): the
 // bits repeat. Built for every arch in the default list.
 #include <stdint.h>
@@ -102,7 +103,8 @@ __device__ __forceinline__ int packed_residues(const double (&high)[4], const do
 }
 
 // the residues of four integers t (|t| < 2^62), word by word, `count` moduli
-__device__ __forceinline__ void store_residues(const double (&t)[4], int count, int* __restrict__ out, long long layer_words)
+__device__ __forceinline__ void store_residues(const double (&t)[4], int count, int* __restrict__ out,
+                                               long long layer_words)
 {
     double high[4], low[4];
 #pragma unroll
@@ -208,8 +210,8 @@ __device__ __forceinline__ void col_exponents(const T* __restrict__ B, long long
 // min(rows, 65535)), rows walked in steps of gridDim.y.
 template <class T>
 __device__ __forceinline__ void row_residues(const T* __restrict__ A, long long lda, int rows, int cols,
-                                             const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,
-                                             long long layer)
+                                             const int* __restrict__ e, int count, int8_t* __restrict__ out,
+                                             long long ld, long long layer)
 {
     const int k = 4 * (blockIdx.x * THREADS + threadIdx.x);
     if (k >= cols) return;
@@ -229,8 +231,8 @@ __device__ __forceinline__ void row_residues(const T* __restrict__ A, long long 
 // (ceil(cols / 32), ceil(rows / 32)).
 template <class T>
 __device__ __forceinline__ void col_residues(const T* __restrict__ B, long long ldb, int rows, int cols,
-                                             const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,
-                                             long long layer)
+                                             const int* __restrict__ e, int count, int8_t* __restrict__ out,
+                                             long long ld, long long layer)
 {
     __shared__ double tile[TILE][TILE + 1];
     const int j0 = blockIdx.x * TILE, k0 = blockIdx.y * TILE;
@@ -256,10 +258,10 @@ __device__ __forceinline__ void col_residues(const T* __restrict__ B, long long 
 // thread, K in chunks of 32 bytes staged in shared memory as words of 4 int8, each word pair one
 // __dp4a. The correct and simple form; the INT8 tensor-core GEMM replaces it. Block (16, 16), grid
 // (ceil(N / 64), ceil(M / 64), count).
-extern "C" __global__ void __launch_bounds__(THREADS) ozaki_int8_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B,
-                                                                         int32_t* __restrict__ C, int M, int N, int K,
-                                                                         long long lda, long long ldb, long long ldc,
-                                                                         long long layer_a, long long layer_b, long long layer_c)
+extern "C" __global__ void __launch_bounds__(THREADS)
+    ozaki_int8_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B, int32_t* __restrict__ C, int M,
+                        int N, int K, long long lda, long long ldb, long long ldc, long long layer_a,
+                        long long layer_b, long long layer_c)
 {
     constexpr int BM = 64, BN = 64, KC = 32, WORDS = KC / 4;
     __shared__ int as[BM][WORDS + 1];
@@ -350,17 +352,19 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
 
 // Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights (gpumat.matmul.ozaki.
 // weights_of): the four 32-bit limbs of each modulus' CRT weight, those of M, then M as a double. The limbs'
-// sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes away (K 2^2P <= M / 4 keeps it
-// off a rounding edge), and the integer's limbs less q M's are exact again: only their double-double sum
-// and its rounding to float64 round. A NONFINITE row or column: the element is the FP64 dot product of row i
-// of A and column j of B (fused multiply-adds in k order), Inf and NaN as an unemulated product gives them. Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias, activation; rows i of this launch:
-// a panel's bias is passed from its first row). Block (256), grid (ceil(N / 256), min(M, 65535)), rows
-// walked in steps of gridDim.y.
+// sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes away (|A' B'| < 2^2Q <= M / 4,
+// the budget's Cauchy-Schwarz bound, keeps it off a rounding edge), and the integer's limbs less q M's are
+// exact again: only their double-double sum and its rounding to float64 round. A NONFINITE row or column:
+// the element is the FP64 dot product of row i of A and column j of B (fused multiply-adds in k order), Inf
+// and NaN as an unemulated product gives them. Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias,
+// activation, in T; rows i of this launch: a panel's bias is passed from its first row). Block (256), grid
+// (ceil(N / 256), min(M, 65535)), rows walked in steps of gridDim.y.
 template <class T>
-__device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,
-                                    const double* __restrict__ weights, const int* __restrict__ ea,
-                                    const int* __restrict__ eb, T* __restrict__ C, long long ldc, const T* __restrict__ A,
-                                    long long lda, const T* __restrict__ B, long long ldb, int K, const gpumat::Epilogue& ep)
+__device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N,
+                                    int count, const double* __restrict__ weights, const int* __restrict__ ea,
+                                    const int* __restrict__ eb, T* __restrict__ C, long long ldc,
+                                    const T* __restrict__ A, long long lda, const T* __restrict__ B, long long ldb,
+                                    int K, const gpumat::Epilogue& ep)
 {
     const int j = blockIdx.x * THREADS + threadIdx.x;
     if (j >= N) return;
@@ -374,31 +378,33 @@ __device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp
 // reconstruction's float64 before the epilogue, which runs in float32 as the FP32 kernels' does.
 #define OZAKI_ENTRIES(SFX, T)                                                                                          \
     extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
-        ozaki_row_exponents_##SFX(const T* __restrict__ A, long long lda, int rows, int cols, int budget,               \
+        ozaki_row_exponents_##SFX(const T* __restrict__ A, long long lda, int rows, int cols, int budget,              \
                                   int* __restrict__ e)                                                                 \
     {                                                                                                                  \
         row_exponents<T>(A, lda, rows, cols, budget, e);                                                               \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(32 * COL_GROUPS)                                                      \
-        ozaki_col_exponents_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols, int budget,               \
+        ozaki_col_exponents_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols, int budget,              \
                                   int* __restrict__ e)                                                                 \
     {                                                                                                                  \
         col_exponents<T>(B, ldb, rows, cols, budget, e);                                                               \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
-        ozaki_row_residues_##SFX(const T* __restrict__ A, long long lda, int rows, int cols, const int* __restrict__ e, \
-                                 int count, int8_t* __restrict__ out, long long ld, long long layer)                   \
+        ozaki_row_residues_##SFX(const T* __restrict__ A, long long lda, int rows, int cols,                           \
+                                 const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,         \
+                                 long long layer)                                                                      \
     {                                                                                                                  \
         row_residues<T>(A, lda, rows, cols, e, count, out, ld, layer);                                                 \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
-        ozaki_col_residues_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols, const int* __restrict__ e, \
-                                 int count, int8_t* __restrict__ out, long long ld, long long layer)                   \
+        ozaki_col_residues_##SFX(const T* __restrict__ B, long long ldb, int rows, int cols,                           \
+                                 const int* __restrict__ e, int count, int8_t* __restrict__ out, long long ld,         \
+                                 long long layer)                                                                      \
     {                                                                                                                  \
         col_residues<T>(B, ldb, rows, cols, e, count, out, ld, layer);                                                 \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
-        ozaki_crt_##SFX(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,         \
+        ozaki_crt_##SFX(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,        \
                         const double* __restrict__ weights, const int* __restrict__ ea, const int* __restrict__ eb,    \
                         T* __restrict__ C, long long ldc, const T* __restrict__ A, long long lda,                      \
                         const T* __restrict__ B, long long ldb, int K, GPUMAT_EPILOGUE_PARAMS)                         \
