@@ -25,6 +25,11 @@ from gpumat.matmul.engine import OzakiPlan
 SPLITTER = 2.0**27 + 1.0  # Veltkamp's split of a double into two halves of 26 bits
 
 
+# the lanes a row's sum of squares is split over, and the groups of rows a column's (the kernels' warp width
+# and COL_GROUPS: a CPU test compares them)
+NORM_LANES = 32
+
+
 def _ilogb(x: np.ndarray) -> np.ndarray:
     """floor(log2 x) for positive finite x, subnormals included (int64)."""
     _, top = np.frexp(x)  # x = f 2^top, f in [0.5, 1)
@@ -43,7 +48,7 @@ def exponents(x: np.ndarray, axis: int, budget: int) -> np.ndarray:
     live = amax > 0
     g = np.where(live, _ilogb(np.where(live, amax, 1.0)), 0)
     v = lines / np.ldexp(1.0, g)[:, None]  # exact, or correctly rounded where it is subnormal
-    width = 32
+    width = NORM_LANES
     k = v.shape[1]
     v = np.pad(v, ((0, 0), (0, -k % width))).reshape(v.shape[0], -1, width)
     squares = np.zeros((v.shape[0], width))
@@ -137,7 +142,7 @@ def crt_double(cres: np.ndarray, plan: OzakiPlan) -> np.ndarray:
     """The reconstruction as the GPU does it. With the weights in 32-bit limbs, each limb's sum S_j = sum over
     l of r_l w_lj is exact in a double (|S_j| < 16 x 128 x 2^32 = 2^43, in any order); y = the limbs' sums
     added in doubles estimates sum r_l w_l within 2^-40 M, so q = rint(y / M) is the multiple of M the CRT
-    takes away (but where the integer lies within 2^-40 M of +-M / 2); T_j = S_j - q M_j is exact again
+    takes away (the integer is below M / 4 in magnitude: the budget's bound); T_j = S_j - q M_j is exact again
     (below 2^44), and x = sum T_j 2^(32 (3 - j)) is the integer itself, rounded to float64 by double-double
     additions from the top limb down (within one unit in its last place)."""
     scale = [2.0 ** (LIMB_BITS * (LIMBS - 1 - j)) for j in range(LIMBS)]

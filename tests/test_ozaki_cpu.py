@@ -189,14 +189,6 @@ def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
         assert np.max(err) <= 2 * np.max(native) + np.max(np.spacing(np.abs(exact))), case
 
 
-def test_the_emulated_product_repeats_its_bits():
-    a, b = rng.standard_normal((9, 50)), rng.standard_normal((50, 7))
-    p = plan(50, bits=53)
-    first = emulated_matmul(a, b, p)
-    for _ in range(3):
-        assert emulated_matmul(a, b, p).tobytes() == first.tobytes()
-
-
 def test_the_kernels_moduli_are_the_plans():
     from pathlib import Path
 
@@ -205,6 +197,14 @@ def test_the_kernels_moduli_are_the_plans():
     assert tuple(int(x) for x in table.split(",")) == OZAKI_MODULI
     powers = src.split("__constant__ double POW32[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
     assert tuple(int(x) for x in powers.split(",")) == tuple(2**32 % m for m in OZAKI_MODULI)
+    inverses = src.split("__constant__ double INVERSES[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
+    assert [x.split() for x in inverses.split(",")] == [["1.0", "/", str(m)] for m in OZAKI_MODULI]
+    # the column exponents' groups of rows: the kernel's, the launch's and the host reference's order
+    from ozaki_reference import NORM_LANES
+
+    from gpumat.matmul.engine import OZAKI_COL_GROUPS as COL_GROUPS
+
+    assert f"constexpr int COL_GROUPS = {COL_GROUPS};" in src and NORM_LANES == COL_GROUPS == 32
     assert f"constexpr int MAX_MODULI = {len(OZAKI_MODULI)};" in src
 
 
@@ -270,7 +270,7 @@ def test_fp64_int8_refused_where_it_does_not_apply_before_anything_runs():
     import gpumat as gm
 
     a, b = f64(30, 50), f64(50, 20, ptr=0x7F0010000000)
-    with pytest.raises(ValueError, match="unknown matmul precision"):
+    with pytest.raises(ValueError, match="'fp64_int8' is a call's own choice.* 2-D float64 Matrix operands"):
         gm.matmul_plan(fake_matrix(30, 50), fake_matrix(50, 20, ptr=0x7F0010000000), precision="fp64_int8")
     with pytest.raises(ValueError, match="float32 modes, or 'fp64_int8'"):
         gm.matmul_plan(a, b, precision="tf32")
@@ -284,9 +284,18 @@ def test_fp64_int8_refused_where_it_does_not_apply_before_anything_runs():
         gm.matmul_plan(*long_k, precision="fp64_int8")
 
 
+POOL_BASE, POOL_STEP = 0x7F4000000000, 0x10000000
+
+
 class _Pool:
+    """Scratch at its own address each allocation, in order: POOL_BASE, POOL_BASE + POOL_STEP, ..."""
+
+    def __init__(self):
+        self.taken = 0
+
     def alloc(self, nbytes, stream):
-        return 0x7F4000000000
+        self.taken += 1
+        return POOL_BASE + (self.taken - 1) * POOL_STEP
 
     def free(self, ptr, nbytes, stream):
         pass
@@ -339,24 +348,31 @@ def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writ
         "matmul_wgmma128x128bt_s8",  # sm_90 with the sm_90a module: the wgmma INT8 tile (C of 200 columns)
         "ozaki_crt_f64",
     ]
+    # the scratch in the order taken: B's row-major copy, then A's and B's exponents, their residues, the sums
+    copy_b, ea, eb, ra, rb, sums = (POOL_BASE + i * POOL_STEP for i in range(6))
     crt = launches[-1][3]
     count = len(plan_of(500).moduli)
-    assert crt[:9] == (0x7F4000000000, 200, 300 * 200, 300, 200, count, 0x7F5000000000 + 8 * count, 0x7F4000000000,
-                       0x7F4000000000)  # fmt: skip
+    assert crt[:9] == (sums, 200, 300 * 200, 300, 200, count, 0x7F5000000000 + 8 * count, ea, eb)
     assert crt[9:11] == (0x7F2000000000, 200) and crt[-7:] == epilogue
-    assert launches[1][3][:2] == (0x7F0000000000, 512)  # A read in place; B from its row-major copy
-    assert launches[2][3][0] == 0x7F4000000000
+    assert crt[11:15] == (0x7F0000000000, 512, copy_b, 200)  # A in place, B's copy: the non-finite lines' dots
+    assert launches[1][3][:2] == (0x7F0000000000, 512) and launches[1][3][-1] == ea  # A read in place
+    assert launches[2][3][0] == copy_b and launches[2][3][-1] == eb  # B from its row-major copy
+    assert launches[3][3][0] == copy_b and launches[3][3][4:7] == (eb, count, rb)  # B's residues
+    assert launches[4][3][4:7] == (ea, count, ra)  # A's residues
 
 
 def plan_of(k):
     return ozaki_float64_plan(k)
 
 
-@pytest.mark.parametrize(("sfx", "mode", "item"), [("f64", "fp64_int8", 8), ("f32", "fp32_int8", 4)])
-def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item):
+@pytest.mark.parametrize(
+    ("sfx", "mode", "item", "bias_f32"),
+    [("f64", "fp64_int8", 8, 0), ("f64", "fp64_int8", 8, 1), ("f32", "fp32_int8", 4, 0)],
+)
+def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item, bias_f32):
     """5000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 20000 rows): panels of about 2000 and
     3600 rows (the scratch bound), each reconstruction writing its rows of C, a bias over C's rows (bias_along
-    2) starting at its first row, the offsets in the dtype's bytes."""
+    2) starting at its first row, the offsets in the dtype's bytes (a float32 bias of float64 C: 4 bytes)."""
     from support import H100
 
     from gpumat.matmul.engine import OZAKI_PANEL_BYTES, Problem, ozaki_panel_rows, ozaki_plan_for
@@ -368,15 +384,17 @@ def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item):
     assert len(firsts) >= 3
     p = matmul_plan(Problem(m, n, k, sfx, sfx, mode), H100)
     bias, step = 0x7F6000000000, 3
-    epilogue = (1.0, 0.0, bias, step, 2, 0, 0)
+    epilogue = (1.0, 0.0, bias, step, 2, bias_f32, 0)
     a, b, c = (0x7F0000000000, k, 0), (0x7F1000000000, n, 0), (0x7F2000000000, n, 0)
     launches = _emulated_launches(monkeypatch, p, a, b, c, epilogue)
+    bias_item = 4 if bias_f32 else item
     assert {x[0].rsplit("_", 1)[1] for x in launches if x[0].startswith("ozaki")} == {sfx}
     crts = [x[3] for x in launches if x[0] == f"ozaki_crt_{sfx}"]
     assert [x[3] for x in crts] == [min(rows, m - r0) for r0 in firsts]  # the panels' rows
     assert [x[9] for x in crts] == [c[0] + item * r0 * n for r0 in firsts]  # C at each panel's first row
     assert [x[11] for x in crts] == [a[0] + item * r0 * k for r0 in firsts]  # A likewise
-    assert [x[-5] for x in crts] == [bias + item * r0 * step for r0 in firsts]  # the bias too
+    assert [x[-5] for x in crts] == [bias + bias_item * r0 * step for r0 in firsts]  # the bias too
+    assert all(x[-2] == bias_f32 for x in crts)
 
 
 # --- precision="fp32_int8": float32 on the same scheme, 9 moduli ---------------------------------------------
@@ -405,18 +423,22 @@ def test_fp32_int8_is_a_float32_calls_own_choice_planned_on_its_row():
     assert gm.matmul_plan(a, b).problem.mode == "float32"  # never a default
     with gm.matmul_precision("tf32"):  # a call's own precision= wins over the scope
         assert gm.matmul_plan(a, b, precision="fp32_int8").algorithm == "ozaki_fp32_int8"
-    with pytest.raises(ValueError, match="unknown matmul precision"):
-        gm.set_matmul_precision("fp32_int8")
-    with pytest.raises(ValueError, match="unknown matmul precision"), gm.matmul_precision("fp32_int8"):
-        pass
+    for name in ("fp32_int8", "fp64_int8"):
+        with pytest.raises(ValueError, match=f"'{name}' is a call's own choice"):
+            gm.set_matmul_precision(name)
+        with pytest.raises(ValueError, match=f"'{name}' is a call's own choice"), gm.matmul_precision(name):
+            pass
+    assert gm.get_matmul_precision() == "float32"
     with pytest.raises(ValueError, match="computes at precision 'float32', not 'fp32_int8'"):
         gm.matmul_plan(a, b, algorithm="sgemm128x128", precision="fp32_int8")
     with pytest.raises(ValueError, match="computes at precision 'fp32_int8', not 'tf32'"):
         gm.matmul_plan(a, b, algorithm="ozaki_fp32_int8", precision="tf32")
     with pytest.raises(ValueError, match="float32 modes, or 'fp64_int8'"):
         gm.matmul_plan(f64(30, 50), f64(50, 20, ptr=0x7F0010000000), precision="fp32_int8")
-    with pytest.raises(ValueError, match="unknown matmul precision 'fp64_int8'; choose one of .*fp32_int8"):
+    with pytest.raises(ValueError, match="'fp64_int8' is a call's own choice.* float64 Matrix"):
         gm.matmul_plan(a, b, precision="fp64_int8")
+    with pytest.raises(ValueError, match="unknown matmul precision 'fp8'; choose one of .*fp32_int8"):
+        gm.matmul_plan(a, b, precision="fp8")
 
 
 def test_fp32_int8_refuses_a_batch_and_long_k_before_anything_runs():

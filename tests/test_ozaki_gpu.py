@@ -1,9 +1,10 @@
-"""The float64 product emulated on integers (Ozaki scheme II) on the GPU, gpumat.matmul.engine.ozaki_emulated
-(cuda/ozaki.cu): bit for bit what tests/ozaki_reference.py computes step by step on the host, on shapes
-around the kernels' tiles (1, primes, 31-33, 63-65), every count of moduli from float32's to float64's,
-views at odd offsets and transposed views; within the scheme's bound of the correctly rounded product;
-rows and columns with an Inf or a NaN as the plain FP64 product gives them; the same bits call after
-call; bad input refused before anything runs."""
+"""The float64 and float32 products emulated on integers (Ozaki scheme II) on the GPU,
+gpumat.matmul.engine.ozaki_emulated and gm.matmul at precision "fp64_int8" / "fp32_int8" (cuda/ozaki.cu): bit
+for bit what tests/ozaki_reference.py computes step by step on the host, on shapes around the kernels' tiles
+(1, primes, 31-33, 63-65), every count of moduli from float32's to float64's, both operand types, views at odd
+offsets and transposed views; within the scheme's bound of the correctly rounded product; rows and columns
+with an Inf or a NaN as the plain product gives them; the same bits call after call; bad input refused
+before anything runs."""
 
 from contextlib import contextmanager
 
@@ -30,6 +31,7 @@ from gpumat.matmul.engine import (
     ozaki_weights,
     ozaki_weights_on,
 )
+from gpumat.matmul.engine import OZAKI_COL_GROUPS as COL_GROUPS
 
 pytestmark = pytest.mark.gpu
 
@@ -99,7 +101,9 @@ def test_each_step_bit_for_bit(dtype, m, n, k, count):
             (pa, lda, *_), (pb, ldb, *_), (pc, ldc, *_) = A._operand(), B._operand(), C._operand()
             block = (256, 1, 1)
             step["row_exponents"]((-(-m // 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
-            step["col_exponents"]((-(-n // 32), 1, 1), (32, 32, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
+            step["col_exponents"](
+                (-(-n // 32), 1, 1), (32, COL_GROUPS, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev
+            )
             ea_ref, eb_ref = ref.exponents(a, 1, p.budget), ref.exponents(b, 0, p.budget)
             assert np.array_equal(down(ea, (m,), np.int32), ea_ref)
             assert np.array_equal(down(eb, (n,), np.int32), eb_ref)
@@ -169,8 +173,9 @@ def test_views_at_odd_offsets_and_transposed_views():
     assert got.tobytes() == want.tobytes()
 
 
-def test_infinities_and_nans_as_the_plain_product_gives_them():
-    a, b = rng.standard_normal((9, 40)), rng.standard_normal((40, 7))
+@pytest.mark.parametrize("dtype", list(MODES))
+def test_infinities_and_nans_as_the_plain_product_gives_them(dtype):
+    a, b = rng.standard_normal((9, 40)).astype(dtype), rng.standard_normal((40, 7)).astype(dtype)
     a[2, 5], a[6, 0], b[3, 4] = np.inf, np.nan, -np.inf
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
         got = ozaki_emulated(A, B).to_numpy()
@@ -184,20 +189,21 @@ def test_infinities_and_nans_as_the_plain_product_gives_them():
     clean[:, 4] = False
     a0, b0 = a.copy(), b.copy()
     a0[[2, 6]], b0[:, 4] = 0.0, 0.0  # the other elements: the emulation's, as if those lines were not there
-    want = emulated_matmul(a0, b0, ozaki_float64_plan(40))
+    want = emulated_matmul(a0, b0, ozaki_plan_for(MODES[dtype][0], 40))
     np.testing.assert_array_equal(got[clean], want[clean])
 
 
-def test_the_same_bits_call_after_call_and_empty_shapes():
-    a, b = rng.standard_normal((130, 257)), rng.standard_normal((257, 66))
+@pytest.mark.parametrize("dtype", list(MODES))
+def test_the_same_bits_call_after_call_and_empty_shapes(dtype):
+    a, b = rng.standard_normal((130, 257)).astype(dtype), rng.standard_normal((257, 66)).astype(dtype)
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:
         first = ozaki_emulated(A, B).to_numpy()
         for _ in range(3):
             assert ozaki_emulated(A, B).to_numpy().tobytes() == first.tobytes()
     for m, k, n in ((0, 3, 4), (3, 0, 4), (3, 4, 0)):
-        with gm.Matrix.from_numpy(np.ones((m, k))) as A, gm.Matrix.from_numpy(np.ones((k, n))) as B:
+        with gm.Matrix.from_numpy(np.ones((m, k), dtype)) as A, gm.Matrix.from_numpy(np.ones((k, n), dtype)) as B:
             got = ozaki_emulated(A, B)
-            assert got.shape == (m, n) and np.all(got.to_numpy() == 0.0)
+            assert got.shape == (m, n) and got.dtype == dtype and np.all(got.to_numpy() == 0.0)
 
 
 def test_bad_input_is_refused_and_the_library_keeps_working():
@@ -208,6 +214,9 @@ def test_bad_input_is_refused_and_the_library_keeps_working():
             ozaki_emulated(A, A)
         with pytest.raises(ValueError, match="Ozaki scheme"):
             ozaki_emulated(A, A.T, count=0)
+        with gm.Matrix.from_numpy(np.ones((3, 0))) as E, gm.Matrix.from_numpy(np.ones((0, 2))) as F:
+            with pytest.raises(ValueError, match="Ozaki scheme"):  # checked at K = 0 too
+                ozaki_emulated(E, F, count=0)
         with gm.Matrix.from_numpy(np.ones((2, 4, 5))) as batch, pytest.raises(ValueError, match="2-D"):
             ozaki_emulated(batch, A.T)
         for bad in (0, -1, 2.5):

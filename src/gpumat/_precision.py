@@ -20,6 +20,9 @@ import threading
 from contextlib import contextmanager
 
 MATMUL_PRECISIONS = ("float32", "tf32x3", "tf32")
+# the emulated modes (gpumat.matmul.ozaki) and the dtype each is for: asked for by a gm.matmul call on 2-D
+# Matrix operands, never a default or a scope's (they take no batch)
+PER_CALL_PRECISIONS = {"fp32_int8": "float32", "fp64_int8": "float64"}
 
 _process_default = "float32"
 
@@ -35,6 +38,11 @@ _scoped = _Scoped()
 def check_precision(mode, also: tuple[str, ...] = ()) -> str:
     """mode if it is one of MATMUL_PRECISIONS, else a ValueError naming them (and `also`, the modes a call
     may ask for beyond the defaults: float32's emulated "fp32_int8")."""
+    if isinstance(mode, str) and mode in PER_CALL_PRECISIONS and mode not in also:
+        raise ValueError(
+            f"matmul precision {mode!r} is a call's own choice: gm.matmul(a, b, precision={mode!r}) with 2-D "
+            f"{PER_CALL_PRECISIONS[mode]} Matrix operands, never a default, a scope's or a host array's"
+        )
     if not isinstance(mode, str) or mode not in MATMUL_PRECISIONS:
         choices = ", ".join((*MATMUL_PRECISIONS, *also))
         raise ValueError(f"unknown matmul precision {mode!r}; choose one of {choices}")

@@ -106,11 +106,12 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
         takes the current default (:func:`matmul_precision`). For float64 operands, ``"fp64_int8"``
         emulates the product on the INT8 tensor cores (Ozaki scheme II: each row of A and column of B
         scaled by its 2-norm to integers below 2^61, exact modular products, the Chinese remainder
-        theorem); its error is bounded by one unit of each line's scale (2^-61 of its 2-norm), more
-        accurate than plain FP64 unless a line's elements span more than about 120 binades
-        (docs/guide/precision.md). For float32 operands ``"fp32_int8"`` is the same scheme with 9
-        moduli (integers below 2^34), more accurate than FP32's own product. Either is a call's own
-        choice, never a default; 2-D products of Matrix operands only; bits repeat call after call.
+        theorem); its error is bounded by one unit of each line's scale (2^-61 to 2^-60 of its
+        2-norm): more accurate than plain FP64 on the operands measured, whose elements spanned up to
+        2^[-60, 60] (docs/guide/precision.md). For float32 operands ``"fp32_int8"`` is the same scheme
+        with 9 moduli (integers below 2^34): more accurate than FP32's own product on elements spanning
+        up to 2^[-10, 10]. Either is a call's own choice, never a default; 2-D products of Matrix
+        operands only; bits repeat call after call.
     stream : Stream or stream-like, optional
         Where the work is queued: a :class:`Stream`, an object with ``__cuda_stream__`` or a raw
         handle; the thread's current stream by default.

@@ -12,11 +12,12 @@ from outside the package (a CPU test checks the tests and benchmarks).
     cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
-    ozaki_plan, ozaki_emulated, ...  a float64 product emulated on integers (Ozaki scheme II): its plan, its run
+    ozaki_plan, ozaki_emulated, ...  float64 and float32 products emulated on integers (Ozaki scheme II)
 """
 
 from .launcher import BoundPlan
 from .maps import SWIZZLE_BYTES, c_map, c_map_args, tensor_map, tensor_map_args
+from .ozaki import COL_GROUPS as OZAKI_COL_GROUPS
 from .ozaki import (
     OZAKI_MAX_BITS,
     OZAKI_MAX_K,
@@ -111,6 +112,7 @@ __all__ = [
     "K_CHUNK",
     "LEADING",
     "NO_MAP",
+    "OZAKI_COL_GROUPS",
     "OZAKI_INT8_TILES",
     "OZAKI_MAX_BITS",
     "OZAKI_MAX_K",

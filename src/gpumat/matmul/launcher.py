@@ -13,8 +13,9 @@ as in a Matrix's _operand() tuple, is not read). The shapes:
     general    operands copied first into the layout (and 16-byte alignment) the kernel reads, split-K's
                partials and their reduction, a batch beyond the grid's limit in several launches
     zero       K = 0: C = act(beta C + bias), a zero fill or the planned kernel over K = 0
-    emulated   the float64 product emulated on INT8 (precision "fp64_int8", gpumat.matmul.ozaki): a
-               transposed operand copied row-major first, then the scheme's launches, C's rows in panels
+    emulated   the float64 or float32 product emulated on INT8 (precision "fp64_int8" or "fp32_int8",
+               gpumat.matmul.ozaki): a transposed operand copied row-major first, then the scheme's
+               launches, C's rows in panels
     nothing    an empty C
 
 Where the plan depends on the operands' alignment (the TMA rows), the BoundPlan holds one per alignment

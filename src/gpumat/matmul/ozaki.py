@@ -179,12 +179,11 @@ ROW_RESIDUES = {t: Kernel("ozaki", f"ozaki_row_residues_{t}", "PqiiPiPqq") for t
 COL_RESIDUES = {t: Kernel("ozaki", f"ozaki_col_residues_{t}", "PqiiPiPqq") for t in DTYPES}
 # A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
 INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
-# the reconstruction, which writes C: the table's row of precision "fp64_int8" (variants.OZAKI)
 # the rows of precisions "fp64_int8" and "fp32_int8" (variants.py): their kernel, the reconstruction
 ROWS = {"f64": "ozaki_fp64_int8", "f32": "ozaki_fp32_int8"}
 CRT = {t: VARIANTS[row].kernels[(t, t)] for t, row in ROWS.items()}
 PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
-COL_GROUPS = 32  # ozaki_col_exponents_f64's groups of rows, its block (32, COL_GROUPS)
+COL_GROUPS = 32  # the column exponents' groups of rows (cuda/ozaki.cu), their block (32, COL_GROUPS)
 # the launches by operand type and step, for a test that checks each step's output against the host reference
 STEPS = {
     t: {
@@ -216,8 +215,9 @@ LIMB_BITS, LIMBS = 32, 4  # the weights and M in four 32-bit limbs (M < 2^126): 
 
 
 def weights_of(count: int) -> list[float]:
-    """What ozaki_crt_f64 reads for the first `count` moduli: the four 32-bit limbs of each CRT weight (the
-    most significant first, each exact in a double), the limbs of M, then M rounded to a double."""
+    """What the reconstruction (ozaki_crt_f64, _f32) reads for the first `count` moduli: the four 32-bit limbs
+    of each CRT weight (the most significant first, each exact in a double), the limbs of M, then M rounded to
+    a double."""
     moduli = OZAKI_MODULI[:count]
     mask = (1 << LIMB_BITS) - 1
     out = []
@@ -276,8 +276,10 @@ def emulated(
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain (K {k} != {k2})")
     if not isinstance(panel_bytes, int) or panel_bytes < 1:
         raise ValueError(f"the emulated product's panel_bytes must be a positive int, got {panel_bytes!r}")
-    if k == 0:
+    if k == 0:  # a sum of nothing; the moduli or bits asked for are checked all the same
         p = None
+        if bits is not None or count is not None:
+            ozaki_plan(1, count=count, bits=bits)
     elif bits is None and count is None:
         p = plan_for(_SUFFIX[a.dtype], k)
     else:
