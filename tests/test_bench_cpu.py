@@ -236,3 +236,23 @@ def test_plot_bmm_draws_a_panel_per_json_beside_it(tmp_path):
     assert out == one.with_suffix(".png") and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     both = plot["main"]([str(one), str(two)])
     assert both == tmp_path / "bmm-nvidia-h100-80gb-hbm3-2099-01-01.png" and both.stat().st_size > 0
+
+
+def test_bench_emulated_is_named_only_and_measures_error_against_the_absolute_product():
+    import numpy as np
+
+    from gpumat import __main__ as cli
+    from gpumat._bench import emulated
+
+    assert "emulated" in cli.LONG_BENCHES and "emulated" not in cli.BENCHES
+    assert {c[3] for c in emulated.CASES} == {"normal", "spread"} and set(emulated.QUICK) <= set(emulated.CASES)
+    rng = np.random.default_rng(3)
+    for dtype in (np.float64, np.float32):
+        a, b = rng.standard_normal((6, 40)).astype(dtype), rng.standard_normal((40, 5)).astype(dtype)
+        rows = np.array([4, 1])
+        exact = (a[rows].astype(np.longdouble) @ b.astype(np.longdouble)).astype(dtype)
+        off = exact.copy()
+        scale = (np.abs(a[rows]).astype(np.float64) @ np.abs(b).astype(np.float64))[1, 2]
+        off[1, 2] += dtype(2.0**-10 * scale)  # one element off by 2^-10 of its |A| |B|
+        got = emulated._errors(a, b, rows, {"exact": exact, "off": off})
+        assert got["exact"] <= np.finfo(dtype).eps and abs(got["off"] / 2.0**-10 - 1) < 1e-3
