@@ -102,6 +102,51 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
         assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
 
 
+EMULATED = (
+    RECORDING
+    + r"""
+checked = copied = 0
+for case in range(40):
+    dt, mode = ((np.float32, "fp32_int8"), (np.float64, "fp64_int8"))[case % 2]
+    m, n, k = (int(x) for x in rng.choice([1, 7, 64, 65, 300, 3000], 3))
+    a_t, b_t, out_t = (bool(x) for x in rng.integers(2, size=3))
+    def make(h, w, t):
+        x = gm.Matrix.empty((w, h) if t else (h, w), dtype=dt)
+        return x.T if t else x
+    a, b = make(m, k, a_t), make(k, n, b_t)
+    out = make(m, n, out_t) if case % 3 else None
+    for how in ("plain", "epilogue"):
+        launches.clear()
+        extra = {} if how == "plain" else {"alpha": 2.0, "activation": "relu"}
+        gm.matmul(a, b, out=out, precision=mode, **extra)
+        want = gm.matmul_plan(a, b, out=out, precision=mode)
+        names = [x[0] for x in launches]
+        what = (case, how, m, n, k, a_t, b_t, out_t, want, names)
+        assert want.algorithm == "ozaki_" + mode and want.problem.mode == mode, what
+        ours = [x for x in names if x.startswith("ozaki_") and x != "ozaki_int8_products"]
+        sfx = want.kernel.name.rsplit("_", 1)[1]
+        assert ours[:2] == ["ozaki_row_exponents_" + sfx, "ozaki_col_exponents_" + sfx], what
+        assert names.count(want.kernel.name) >= 1 and names[-1] == want.kernel.name, what
+        assert all(x.endswith("_" + sfx) for x in ours), what
+        assert any(x.startswith(COPIES) for x in names) == (want.copy_a or want.copy_b), what
+        copied += want.copy_a or want.copy_b
+        checked += 1
+print(checked, copied)
+"""
+)
+
+
+def test_the_emulated_modes_take_the_full_route_and_run_the_plan_it_shows():
+    """gm.matmul at precision "fp32_int8" / "fp64_int8" (never the fast lookup: it takes no precision) runs
+    the plan gm.matmul_plan describes for the same operands, plain or with an epilogue, operands and out
+    stored either way: the scheme's steps in the dtype's kernels, the reconstruction last, the row-major
+    copies exactly where the plan has them."""
+    out = _run("-c", EMULATED, str(ROOT / "benchmarks"), "4")
+    assert out.returncode == 0, out.stderr[-3000:]
+    checked, copied = (int(x) for x in out.stdout.split())
+    assert checked == 80 and copied > 0
+
+
 PLAIN = (
     RECORDING
     + r"""
@@ -207,6 +252,8 @@ cases = {
     "not a stream": lambda: gm.matmul(a, b, stream="stream"),
     "a numpy operand": lambda: gm.matmul(a, np.ones((48, 32), np.float32)),
     "an unknown precision": lambda: gm.matmul(a, b, precision="fp8"),
+    "the other dtype's emulated mode": lambda: gm.matmul(a, b, precision="fp64_int8"),
+    "an emulated mode for a batch": lambda: gm.matmul(gm.Matrix.empty((2, 64, 48)), b, precision="fp32_int8"),
 }
 gm.matmul(a, b)  # the plan of a @ b is cached: a plain call may take the fast lookup
 seen = {}
@@ -232,7 +279,7 @@ def test_every_argument_check_holds_on_both_routes():
     ignored by the fast lookup, which returned a product."""
     out = _run("-c", SAME_ERRORS, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) == 13
+    assert int(out.stdout.strip()) == 15
 
 
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains

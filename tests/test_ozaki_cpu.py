@@ -28,7 +28,7 @@ from gpumat.matmul.engine import (
     crt_weights,
     ozaki_bits,
     ozaki_budget,
-    ozaki_float64_plan,
+    ozaki_plan_for,
 )
 from gpumat.matmul.engine import ozaki_plan as plan
 
@@ -77,8 +77,8 @@ def test_the_plan_takes_the_fewest_moduli_for_the_bits_asked():
             assert p.bits >= bits and (len(p.moduli) == 1 or ozaki_bits(p.moduli[:-1], k) < bits)
     assert plan(8192, count=15).bits == 50 and plan(8192, count=15).moduli == OZAKI_MODULI[:15]
     # float64's own plan: all 16 moduli at every K (the whole budget for lines that span many binades)
-    assert all(ozaki_float64_plan(k).moduli == OZAKI_MODULI for k in (1, 64, 4096, OZAKI_MAX_K))
-    assert ozaki_float64_plan(64).bits == 58 and ozaki_float64_plan(OZAKI_MAX_K).bits == 52
+    assert all(ozaki_plan_for("f64", k).moduli == OZAKI_MODULI for k in (1, 64, 4096, OZAKI_MAX_K))
+    assert ozaki_plan_for("f64", 64).bits == 58 and ozaki_plan_for("f64", OZAKI_MAX_K).bits == 52
 
 
 def test_bad_plans_are_refused():
@@ -178,7 +178,7 @@ def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
     elif case == "cancellation":  # the second half of K undoes the first: small sums of large terms
         a[:, k // 2 :] = a[:, : k // 2]
         b[k // 2 :] = -b[: k // 2] * (1 + 2.0**-40)
-    p = ozaki_float64_plan(k) if bits == 53 else plan(k, bits=bits)
+    p = ozaki_plan_for("f64", k) if bits == 53 else plan(k, bits=bits)
     got, exact = emulated_matmul(a, b, p), correctly_rounded_matmul(a, b)
     err = np.abs(got - exact)
     assert np.all(err <= error_bound(a, b, p) + np.spacing(np.abs(exact))), case
@@ -362,7 +362,7 @@ def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writ
 
 
 def plan_of(k):
-    return ozaki_float64_plan(k)
+    return ozaki_plan_for("f64", k)
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,6 @@ from gpumat.matmul.engine import (
     OZAKI_MODULI,
     OZAKI_STEPS,
     ozaki_emulated,
-    ozaki_float64_plan,
     ozaki_panel_rows,
     ozaki_plan,
     ozaki_plan_for,
@@ -149,7 +148,7 @@ def test_the_wgmma_int8_tiles_bit_for_bit(n):
         got = ozaki_emulated(A, B).to_numpy()
         with products_on("dp4a"):
             slow = ozaki_emulated(A, B).to_numpy()
-    assert got.tobytes() == slow.tobytes() == emulated_matmul(a, b, ozaki_float64_plan(300)).tobytes()
+    assert got.tobytes() == slow.tobytes() == emulated_matmul(a, b, ozaki_plan_for("f64", 300)).tobytes()
 
 
 @pytest.mark.parametrize("bits", [24, 53])
@@ -165,7 +164,7 @@ def test_within_the_bound_of_the_correctly_rounded_product(bits):
 
 def test_views_at_odd_offsets_and_transposed_views():
     a, b = rng.standard_normal((45, 70)), rng.standard_normal((70, 33))
-    want = emulated_matmul(a, b, ozaki_float64_plan(70))
+    want = emulated_matmul(a, b, ozaki_plan_for("f64", 70))
     pa = rng.standard_normal((45, 73))
     pa[:, 1:71] = a
     with gm.Matrix.from_numpy(pa) as PA, gm.Matrix.from_numpy(np.ascontiguousarray(b.T)) as BT:

@@ -33,7 +33,6 @@ from .ozaki import PANEL_ROW_STEP as OZAKI_PANEL_ROW_STEP
 from .ozaki import STEPS as OZAKI_STEPS
 from .ozaki import WGMMA_S8 as OZAKI_INT8_TILES
 from .ozaki import emulated as ozaki_emulated
-from .ozaki import float64_plan as ozaki_float64_plan
 from .ozaki import panel_rows as ozaki_panel_rows
 from .ozaki import plan_for as ozaki_plan_for
 from .ozaki import weights_of as ozaki_weights
@@ -170,7 +169,6 @@ __all__ = [
     "ozaki_bits",
     "ozaki_budget",
     "ozaki_emulated",
-    "ozaki_float64_plan",
     "ozaki_plan_for",
     "ozaki_panel_rows",
     "ozaki_plan",

@@ -38,6 +38,7 @@ from functools import cache
 
 import numpy as np
 
+from .._dtypes import ITEMSIZE, suffix
 from ..matrix import Matrix, plain_2d
 from ..memory import device_pool
 from ..memory.ordering import done_on, use_on
@@ -141,11 +142,14 @@ def ozaki_plan(k: int, count: int | None = None, bits: int | None = None) -> Oza
     raise ValueError(f"Ozaki scheme: the {len(OZAKI_MODULI)} moduli give fewer than {bits} bits at K = {k}")
 
 
-# the operand types the scheme takes (the kernels' suffixes), their item sizes and the bits their modes keep
-DTYPES = {"f64": 8, "f32": 4}
+# the operand types the scheme takes (the kernels' suffixes) and the bits their modes keep
 MODE_BITS = {"f64": 53, "f32": 24}
+DTYPES = tuple(MODE_BITS)
 # A mode's budget: its bits and this many more, for the lines whose elements span many binades (their small
-# elements keep what the budget holds past their line's scale): float64's 61 of 16 moduli, float32's 34 of 9
+# elements keep what the budget holds past their line's scale): float64's 61 of 16 moduli, float32's 34 of 9.
+# Fifteen moduli would give flat float64 lines their 53 bits up to K = 256, but on standard normal elements
+# times 2^[-30, 30] they were about 100 times less accurate than float64's own product (the host reference,
+# K = 256), sixteen 23 times more accurate than cuBLAS DGEMM (the H200, 4096^3)
 HEADROOM_BITS = 8
 
 
@@ -159,15 +163,6 @@ def plan_for(sfx: str, k: int) -> OzakiPlan:
         if ozaki_budget(moduli) >= want + HEADROOM_BITS and ozaki_bits(moduli, k) >= want:
             return ozaki_plan(k, count=n)
     return ozaki_plan(k, count=len(OZAKI_MODULI))
-
-
-def float64_plan(k: int) -> OzakiPlan:
-    """precision "fp64_int8"'s plan: all sixteen moduli, the largest budget (61 bits), whatever K. Fifteen
-    would give flat lines float64's 53 bits up to K = 256, but lines that span many binades use the whole
-    budget: on standard normal elements times 2^[-30, 30] fifteen moduli were about 100 times less accurate
-    than float64's own product (the host reference, K = 256), sixteen 23 times more accurate than cuBLAS
-    DGEMM (the H200, 4096^3). plan_for("f64", k)."""
-    return plan_for("f64", k)
 
 
 # --- the launches (cuda/ozaki.cu), in the order of the steps ---------------------------------------------------
@@ -281,7 +276,7 @@ def emulated(
         if bits is not None or count is not None:
             ozaki_plan(1, count=count, bits=bits)
     elif bits is None and count is None:
-        p = plan_for(_SUFFIX[a.dtype], k)
+        p = plan_for(suffix(a.dtype), k)
     else:
         p = ozaki_plan(k, count=count, bits=bits)
     if cdiv(m, PRODUCT_TILE) > MAX_GRID_YZ:
@@ -300,9 +295,6 @@ def emulated(
         for x in copies:
             x.free()
     return c
-
-
-_SUFFIX = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
 
 
 def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
@@ -345,7 +337,7 @@ def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epil
     activation) as it writes C. table: weights_on(dev, the moduli's count). Scratch from `pool` on stream s,
     freed stream-ordered after the launches. What a BoundPlan of the "fp64_int8" and "fp32_int8" rows runs,
     and emulated() too."""
-    item = DTYPES[sfx]
+    item = ITEMSIZE[sfx]
     (pa, lda), (pb, ldb), (pc, ldc) = a[:2], b[:2], c[:2]
     count = len(p.moduli)
     kp = cdiv(k, K_ALIGN) * K_ALIGN

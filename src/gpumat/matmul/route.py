@@ -98,8 +98,10 @@ def bind(plan: MatmulPlan, dev) -> BoundPlan:
 
 
 # the emulated mode each dtype may ask for with precision= (gpumat.matmul.ozaki): a call's own choice only,
-# never a default (it refuses batches)
-EMULATED = {"f64": "fp64_int8", "f32": "fp32_int8"}
+# never a default (it refuses batches), by kernel suffix
+EMULATED = {
+    sfx: mode for mode, dt in _precision.PER_CALL_PRECISIONS.items() for sfx, n in DTYPE_NAMES.items() if n == dt
+}
 
 
 def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
