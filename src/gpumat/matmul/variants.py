@@ -909,8 +909,15 @@ _ROWS = [
     # tf32 sweeps of 2026-11-28 and 2026-11-29 and probe-tf32-wgmma: 313 products): the plan the model picks
     # among each product's timed plans came within 0.989 of the fastest timed one in geometric mean (0.976
     # before; sweep 0.963 -> 0.983, the older sweep 0.978 -> 0.993, the probe 0.993 as it was; worst 0.59 ->
-    # 0.79). Not yet measured as a sweep with these constants.
-    _tf32("tf32_128x128", "tf32", 100e12, tier=1, fixed_s=6.4e-6, unaligned_slowdown=1.9),
+    # 0.79); measured as a sweep: 0.846 -> 0.855 of cuBLAS TF32, auto 0.965 -> 0.976 of the best named plan.
+    # Refitted again on four sets (both 2026-11-29 sweeps, the -28 sweep, the probe: 433 products): this row's
+    # fixed cost 6.4 -> 16.4 us, tf32_64x64's rate 80.2 -> 53.9 TFLOP/s, the two-stage tile's fixed cost 5.4
+    # -> 8.4 us and block rate 0.53 -> 0.40 TFLOP/s; as a sweep (2026-11-29, session 29) auto came within
+    # 0.979 of the best named plan (0.976 before), but few-token x @ W fell to 2stage splits (64 x 4096 x
+    # 14336: 0.72). With that sweep as a fifth set: tf32_64x64's rate 57.7 TFLOP/s, the two-stage tile's
+    # fixed cost 10.5 us (the model's pick 0.989 -> 0.990 on all five sets, 0.983 -> 0.989 on the new sweep,
+    # its worst 0.72 -> 0.80).
+    _tf32("tf32_128x128", "tf32", 100e12, tier=1, fixed_s=16.4e-6, unaligned_slowdown=1.9),
     # tf32_64x64's constants: first chosen on 52 TF32 timings on the H200 (2026-11-28: 128^3-2048^3, skinny
     # and long-K products, batches of 24^3 to 128 x 1024 x 64 x 1024, every TF32 and FP32 tile by name), then
     # refitted with the row above (see its comment). Counting whole tiles fits this row's own times better (a
@@ -919,7 +926,7 @@ _ROWS = [
     _tf32(
         "tf32_64x64",
         "tf32",
-        80.2e12,
+        57.7e12,
         TC_SMEM_64,
         4,
         tier=1,
@@ -937,8 +944,8 @@ _ROWS = [
         2,
         tier=1,
         auto_needs_aligned=True,
-        fixed_s=5.4e-6,
-        block_rate=0.53e12,
+        fixed_s=10.5e-6,
+        block_rate=0.40e12,
         wave="tf32_2stage",
     ),
     _mma((128, 128), (2, 4), 2, 300e12, fixed_s=5e-6, block_rate=2.175e12, unaligned_slowdown=2.1),
