@@ -1,4 +1,5 @@
-// Shared device helpers for gpumat's kernels: element types (dtype traits) and cp.async wrappers.
+// Shared device helpers for gpumat's kernels: element types (dtype traits), cp.async wrappers, the GEMM
+// epilogue, split-K's reduction and the Ozaki scheme's moduli.
 #pragma once
 
 #include <stdint.h>
@@ -447,6 +448,32 @@ __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, O
         }
         __syncthreads();
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The Ozaki scheme's moduli (gpumat.matmul.ozaki.OZAKI_MODULI, largest first; a CPU test compares the two),
+// for the __constant__ tables of the files that read them: the residue kernels and the reconstruction
+// (ozaki.cu), and the INT8 products, which reduce their int32 sums to residues (matmul_wgmma_half.cu).
+// ---------------------------------------------------------------------------------------------------
+#define GPUMAT_OZAKI_MODULI 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193
+constexpr int OZAKI_MAX_MODULI = 16;
+
+// x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53, inv = 1 / m rounded, without a
+// division (fmod loops and integer % divide: both were most of the residues' and the reconstruction's time)
+// and without a conversion instruction (the FP64 conversions issue at a quarter of the FP64 adds' rate and
+// were the residue kernels' bound): q, x inv rounded to an integer by adding and taking away 1.5 2^52, is the
+// nearest quotient or one off it (x inv's error is below 2^-52 x / m < 0.02); r = x - q m is exact (an FMA,
+// a small integer), read as an int from the low word of r + 1.5 2^52 (whose last place is 1, its low 32 bits
+// r's two's complement); one step puts r in the symmetric range. The residue is the integer a division gives,
+// so the bits are the host reference's (tests/ozaki_reference.py).
+__device__ __forceinline__ int symmetric_residue(double x, int m, double inv)
+{
+    constexpr double ROUND = 0x1.8p52;
+    const double q = __dsub_rn(__dadd_rn(__dmul_rn(x, inv), ROUND), ROUND);
+    int r = __double2loint(__dadd_rn(__fma_rn(-q, (double)m, x), ROUND));
+    if (r > (m - 1) / 2) r -= m;
+    else if (r < -(m / 2)) r += m;
+    return r;
 }
 
 }  // namespace gpumat

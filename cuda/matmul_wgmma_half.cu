@@ -15,9 +15,11 @@
 //    Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32 (exact_dot, as in
 //    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
 //    product gives;
-//  * int8 inputs (the *bt_s8 entries, the Ozaki scheme's residue products, src/gpumat/matmul/ozaki.py):
-//    both operands K-major, int32 accumulators (their own register array: wgmma's s32 forms) and C as the
-//    sums are, exact while K <= 131071; no epilogue, one split.
+//  * int8 inputs (the *bt_s8_residues entries, the Ozaki scheme's residue products, src/gpumat/matmul/
+//    ozaki.py): both operands K-major, int32 accumulators (their own register array: wgmma's s32 forms),
+//    exact while K <= 131071, and C the sums' symmetric residues modulo the Ozaki modulus of the product's
+//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read); no epilogue,
+//    one split.
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64
@@ -111,6 +113,9 @@ using gpumat::pack_pair;
 using gpumat::store_pair;
 
 namespace {
+
+// The Ozaki scheme's moduli (gpumat.cuh): the *_s8_residues entries reduce product l's sums modulo the l-th
+__constant__ int S8_MODULI[gpumat::OZAKI_MAX_MODULI] = {GPUMAT_OZAKI_MODULI};
 
 constexpr int BK_BYTES = 128;                     // a k tile: one 128-byte swizzle row of K (BK elements)
 constexpr int KSTEP_BYTES = 32;                   // one wgmma k step: k16 of 16-bit inputs, k8 of TF32
@@ -253,12 +258,13 @@ __device__ __forceinline__ void st_shared_pair(uint32_t addr, float x, float y)
     }
 }
 
-// Two adjacent int32 C values (the INT8 body's accumulators) into shared memory, as they are.
+// Two adjacent int8 C values (the INT8 body's accumulators, reduced to residues) into shared memory.
 template <class Out>
 __device__ __forceinline__ void st_shared_pair(uint32_t addr, int x, int y)
 {
-    static_assert(sizeof(Out) == 4, "int32 accumulators leave as int32");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" :: "r"(addr), "r"(x), "r"(y) : "memory");
+    static_assert(sizeof(Out) == 1, "the INT8 body's C: residues in int8");
+    const unsigned short pair = (unsigned short)((x & 0xff) | ((y & 0xff) << 8));
+    asm volatile("st.shared.b16 [%0], %1;\n" :: "r"(addr), "h"(pair) : "memory");
 }
 
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
@@ -662,7 +668,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr bool TF32 = sizeof(T) == 4;
     constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators and C, no epilogue, no split of K
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
-    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4 && !EPI), "INT8: K-major, int32 C as it is");
+    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 1 && !EPI), "INT8: K-major, int8 residues");
     using Acc = std::conditional_t<INT8, int, float>;
     static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -793,6 +799,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
             const int col = wk.tn * BN + 2 * (lane % 4);                 //   col + 8 j + x % 2]
+            // INT8: C is the sums' residues modulo the Ozaki modulus of this product (the batch's), each taken as
+            // it is stored (taken all at once beforehand, their temporaries made ptxas spill the 128 x 256 tile)
+            const int s8_modulus = INT8 ? S8_MODULI[wk.layer] : 0;
+            const double s8_inverse = INT8 ? __drcp_rn((double)s8_modulus) : 0.0;
             if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
                 if (warpgroup_any(3 + c, any_nonfinite(d)))
                     recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
@@ -827,7 +837,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                             const int r = 16 * warp + lane / 4 + 8 * h;
                             // the 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
                             const uint32_t at = buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-                            st_shared_pair<Out>(at, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                            if constexpr (INT8) {
+                                const int x = gpumat::symmetric_residue(d[4 * j + 2 * h], s8_modulus, s8_inverse);
+                                const int y = gpumat::symmetric_residue(d[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
+                                st_shared_pair<Out>(at, x, y);
+                            } else {
+                                st_shared_pair<Out>(at, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                            }
                         }
                     }
                     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the copy engine
@@ -839,23 +855,24 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
                 continue;
             }
-            if constexpr (INT8) {  // int32 C by plain stores (c_store 0): the pairs as they are
-                const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 7) == 0 && (ldc & 1) == 0;
+            if constexpr (INT8) {  // the int8 residues by plain stores (c_store 0), a pair at a time where aligned
+                const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 1) == 0 && (ldc & 1) == 0;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int r = row + 8 * h;
                     if (r >= M) continue;
-                    int* crow = reinterpret_cast<int*>(Cz) + (long long)r * ldc;
+                    int8_t* crow = reinterpret_cast<int8_t*>(Cz) + (long long)r * ldc;
 #pragma unroll
                     for (int j = 0; j < ACC / 4; ++j) {
                         const int cc = col + 8 * j;
                         if (cc >= N) continue;
-                        const int x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                        const int x = gpumat::symmetric_residue(d[4 * j + 2 * h], s8_modulus, s8_inverse);
+                        const int y = gpumat::symmetric_residue(d[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
                         if (vec_c && cc + 1 < N) {
-                            *reinterpret_cast<int2*>(crow + cc) = make_int2(x, y);
+                            *reinterpret_cast<char2*>(crow + cc) = make_char2((signed char)x, (signed char)y);
                         } else {
-                            crow[cc] = x;
-                            if (cc + 1 < N) crow[cc + 1] = y;
+                            crow[cc] = (int8_t)x;
+                            if (cc + 1 < N) crow[cc + 1] = (int8_t)y;
                         }
                     }
                 }
@@ -1083,27 +1100,28 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16, 64, 16, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16_f32out, 64, 16, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, float, true, true)
-// matmul_wgmma<BM>x<BN>bt_s8(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
-// batched): int8 A (M x K) times W.T for a row-major N x K int8 W (both K-major), wgmma m64n<BN>k32 with
-// int32 accumulation (exact while K <= 131071), C int32 as the sums are: no epilogue, one split (k_chunk
-// = K). The same launch as the 16-bit and TF32 entries of the tile; map_a and map_b are UINT8 tensors (the
-// bytes as they are) with 128 x BM and 128 x BN boxes (a k tile of 128), map_c an INT32 tensor with 32 x 64
-// boxes (c_store 1), or C leaves by plain stores (c_store 0). The batch: the Ozaki scheme's residue products,
-// one a modulus.
+// matmul_wgmma<BM>x<BN>bt_s8_residues(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
+// c_layer, batched): for each product l of the batch (l < 16), int8 A_l (M x K) times W_l.T for a row-major
+// N x K int8 W_l (both K-major), wgmma m64n<BN>k32 with int32 accumulation (exact while K <= 131071), C_l
+// the sums' symmetric residues modulo m_l, the Ozaki scheme's l-th modulus (gpumat.cuh), in int8: no
+// epilogue, one split (k_chunk = K). The same launch as the 16-bit and TF32 entries of the tile; map_a and
+// map_b are UINT8 tensors (the bytes as they are) with 128 x BM and 128 x BN boxes (a k tile of 128), map_c
+// a UINT8 tensor with 128 x 64 boxes (c_store 1), or C leaves by plain stores (c_store 0).
 #define GPUMAT_WGMMA_S8(NAME, BM, BN)                                                                         \
     extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
-        const __grid_constant__ TensorMap map_c, int* __restrict__ C, int M, int N, int K, long long ldc,     \
+        const __grid_constant__ TensorMap map_c, int8_t* __restrict__ C, int M, int N, int K, long long ldc,  \
         int k_chunk, int c_store, int batch, long long c_layer, int batched)                                  \
     {                                                                                                         \
         const int8_t* none = nullptr;                                                                         \
-        gemm<BM, BN, int8_t, int, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,  \
-                                                      Batch(batch, c_layer, batched), none, 0, 0, none, 0, 0,   \
-                                                      gpumat::Epilogue{1.0, 0.0, nullptr, 0, 0, 0, 0});         \
+        gemm<BM, BN, int8_t, int8_t, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,        \
+                                                         c_store, Batch(batch, c_layer, batched), none, 0, 0, \
+                                                         none, 0, 0,                                          \
+                                                         gpumat::Epilogue{1.0, 0.0, nullptr, 0, 0, 0, 0});    \
     }
 
-GPUMAT_WGMMA_S8(matmul_wgmma128x256bt_s8, 128, 256)
-GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8, 128, 128)
+GPUMAT_WGMMA_S8(matmul_wgmma128x256bt_s8_residues, 128, 256)
+GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8_residues, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)

@@ -11,9 +11,10 @@
 //     moduli to a symmetric residue in int8; written K-major for both operands (A as N_l layers of M rows of
 //     K, B transposed: N_l layers of N rows of K), rows `ld` bytes apart, layers `layer` bytes apart (both
 //     multiples of 4: four residues are stored as one word);
-//  3. ozaki_int8_products: per modulus (grid z), the residue matrices multiplied with int32 accumulation
-//     (exact while K <= 131071: |r_a r_b| <= 2^14 a term);
-//  4. ozaki_crt_*: each element's `count` int32 sums reduced to symmetric residues and rebuilt by the CRT
+//  3. per modulus, the residue matrices multiplied with int32 accumulation (exact while K <= 131071: |r_a r_b|
+//     <= 2^14 a term) and the sums reduced to symmetric int8 residues as they are written: on sm_90 the wgmma
+//     INT8 tiles (matmul_wgmma_half.cu, the *_s8_residues entries), elsewhere ozaki_residue_products here;
+//  4. ozaki_crt_*: each element rebuilt from its `count` residues by the CRT
 //     with the weights in 32-bit limbs (each limb's sum exact), the multiple of M taken away limb by limb,
 //     the limbs added in double-double, rounded to float64, scaled back by 2^-(ea_i + eb_j) and stored as T.
 // Every step is integer or in a fixed order (the norms' sums too, in the order the reference follows): the
@@ -24,9 +25,8 @@
 
 namespace {
 
-constexpr int MAX_MODULI = 16;
-// the moduli, largest first (gpumat.matmul.ozaki.OZAKI_MODULI; a CPU test compares the two)
-__constant__ int MODULI[MAX_MODULI] = {256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193};
+constexpr int MAX_MODULI = gpumat::OZAKI_MAX_MODULI;
+__constant__ int MODULI[MAX_MODULI] = {GPUMAT_OZAKI_MODULI};  // largest first (gpumat.cuh)
 constexpr int NONFINITE = -0x40000000;  // an exponent no finite line gets: the line holds an Inf or a NaN
 constexpr int THREADS = 256;
 constexpr int COL_GROUPS = 32;  // the column exponents' groups of rows (gpumat.matmul.ozaki.COL_GROUPS)
@@ -40,19 +40,10 @@ __constant__ double INVERSES[MAX_MODULI] = {1.0 / 256, 1.0 / 255, 1.0 / 253, 1.0
                                             1.0 / 239, 1.0 / 233, 1.0 / 229, 1.0 / 227, 1.0 / 223, 1.0 / 217,
                                             1.0 / 211, 1.0 / 199, 1.0 / 197, 1.0 / 193};
 
-// x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53, without a division (fmod
-// loops, integer % divides: both were most of the residues' and the reconstruction's time): q = rint(x / m)
-// estimated with the rounded 1 / m is the nearest quotient or one off it (its error is below 2^-52 x / m <
-// 0.02), r = x - q m is exact (an FMA, and a small integer), and one step puts r in the symmetric range.
-// The residue is the same integer a division gives, so the bits are the reference's.
+// x mod m_l, symmetric (gpumat::symmetric_residue), for an integer-valued double |x| < 2^53
 __device__ __forceinline__ int symmetric_residue(double x, int l)
 {
-    const int m = MODULI[l];
-    const double q = rint(x * INVERSES[l]);
-    int r = (int)__fma_rn(-q, (double)m, x);
-    if (r > (m - 1) / 2) r -= m;
-    else if (r < -(m / 2)) r += m;
-    return r;
+    return gpumat::symmetric_residue(x, MODULI[l], INVERSES[l]);
 }
 
 // 2^32 mod m for each modulus (see residue_of)
@@ -252,14 +243,15 @@ __device__ __forceinline__ void col_residues(const T* __restrict__ B, long long 
     store_residues(t, count, reinterpret_cast<int*>(out + (long long)j * ld + k), layer / 4);
 }
 
-// Step 3: C_l = A_l B_l^T for layer l = blockIdx.z, A_l M rows of K and B_l N rows of K (both K-major,
-// int8, rows lda / ldb bytes apart, each a multiple of 4, layers layer_a / layer_b apart), C_l int32
-// (rows ldc apart, layers layer_c apart). A 64 x 64 tile a block of 16 x 16 threads, 4 x 4 outputs a
-// thread, K in chunks of 32 bytes staged in shared memory as words of 4 int8, each word pair one
-// __dp4a. The correct and simple form; the INT8 tensor-core GEMM replaces it. Block (16, 16), grid
-// (ceil(N / 64), ceil(M / 64), count).
+// Step 3: C_l = A_l B_l^T mod m_l for layer l = blockIdx.z, A_l M rows of K and B_l N rows of K (both
+// K-major, int8, rows lda / ldb bytes apart, each a multiple of 4, layers layer_a / layer_b apart): the int32
+// sums (exact) reduced to symmetric int8 residues, C_l's rows ldc bytes apart, layers layer_c apart (what the
+// wgmma INT8 tiles' *_s8_residues entries write). A 64 x 64 tile a block of 16 x 16 threads, 4 x 4 outputs
+// a thread, K in chunks of 32 bytes staged in shared memory as words of 4 int8, each word pair one __dp4a.
+// The correct and simple form, for GPUs without wgmma. Block (16, 16), grid (ceil(N / 64), ceil(M / 64),
+// count).
 extern "C" __global__ void __launch_bounds__(THREADS)
-    ozaki_int8_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B, int32_t* __restrict__ C, int M,
+    ozaki_residue_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B, int8_t* __restrict__ C, int M,
                         int N, int K, long long lda, long long ldb, long long ldc, long long layer_a,
                         long long layer_b, long long layer_c)
 {
@@ -299,13 +291,14 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
-            if (r < M && c < N) C[(long long)r * ldc + c] = acc[i][j];
+            if (r < M && c < N) C[(long long)r * ldc + c] = (int8_t)symmetric_residue(acc[i][j], blockIdx.z);
         }
 }
 
-// Step 4's element (i, j): see the crt entries below. T: the operands' and C's type (float64, float32).
+// Step 4's element (i, j) from its residues: residue l is byte q of words[l]. See crt below. T: the operands'
+// and C's type (float64, float32).
 template <class T>
-__device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long long ldp, long long layer, int count,
+__device__ __forceinline__ void crt_element(const uint32_t (&words)[MAX_MODULI], int q, int count,
                                            const double* __restrict__ weights, int ei, int ej, T* __restrict__ C,
                                            long long ldc, const T* __restrict__ A, long long lda,
                                            const T* __restrict__ B, long long ldb, int K, int i, int j,
@@ -318,14 +311,16 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
     } else {
         // each limb's sum of residue x weight-limb products: integers below 2^43, exact in any order
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        const int32_t* p = P + (long long)i * ldp + j;
-        for (int l = 0; l < count; ++l) {
-            const double r = (double)symmetric_residue((double)p[l * layer], l);
-            const double* w = weights + LIMBS * l;
-            s0 = fma(r, w[0], s0);
-            s1 = fma(r, w[1], s1);
-            s2 = fma(r, w[2], s2);
-            s3 = fma(r, w[3], s3);
+#pragma unroll
+        for (int l = 0; l < MAX_MODULI; ++l) {
+            if (l < count) {
+                const double r = (double)(int8_t)(words[l] >> (8 * q));
+                const double* w = weights + LIMBS * l;
+                s0 = fma(r, w[0], s0);
+                s1 = fma(r, w[1], s1);
+                s2 = fma(r, w[2], s2);
+                s3 = fma(r, w[3], s3);
+            }
         }
         // q: the multiple of M to take away, from the limbs added in doubles (the reference's order)
         const double* m = weights + LIMBS * count;
@@ -333,11 +328,11 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
         y = __dadd_rn(y, __dmul_rn(s1, 0x1p64));
         y = __dadd_rn(y, __dmul_rn(s2, 0x1p32));
         y = __dadd_rn(y, s3);
-        const double q = rint(__ddiv_rn(y, m[LIMBS]));
+        const double qm = rint(__ddiv_rn(y, m[LIMBS]));
         // the integer's limbs, exact (below 2^44), added from the top in double-double
-        double hi = __dmul_rn(__fma_rn(-q, m[0], s0), 0x1p96), lo = 0.0;
-        const double rest[3] = {__dmul_rn(__fma_rn(-q, m[1], s1), 0x1p64), __dmul_rn(__fma_rn(-q, m[2], s2), 0x1p32),
-                                __fma_rn(-q, m[3], s3)};
+        double hi = __dmul_rn(__fma_rn(-qm, m[0], s0), 0x1p96), lo = 0.0;
+        const double rest[3] = {__dmul_rn(__fma_rn(-qm, m[1], s1), 0x1p64),
+                                __dmul_rn(__fma_rn(-qm, m[2], s2), 0x1p32), __fma_rn(-qm, m[3], s3)};
 #pragma unroll
         for (int t = 0; t < 3; ++t) {
             double sum, err;
@@ -350,27 +345,51 @@ __device__ __forceinline__ void crt_element(const int32_t* __restrict__ P, long 
     *c = plain ? (T)v : ep.apply<T, T>((T)v, i, j, c);
 }
 
-// Step 4: element (i, j) from its count int32 sums P[l * layer + i * ldp + j]. weights (gpumat.matmul.ozaki.
-// weights_of): the four 32-bit limbs of each modulus' CRT weight, those of M, then M as a double. The limbs'
-// sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes away (|A' B'| < 2^2Q <= M / 4,
-// the budget's Cauchy-Schwarz bound, keeps it off a rounding edge), and the integer's limbs less q M's are
-// exact again: only their double-double sum and its rounding to float64 round. A NONFINITE row or column:
-// the element is the FP64 dot product of row i of A and column j of B (fused multiply-adds in k order), Inf
-// and NaN as an unemulated product gives them. Then gm.matmul's epilogue (gpumat.cuh: alpha, beta C, bias,
-// activation, in T; rows i of this launch: a panel's bias is passed from its first row). Block (256), grid
-// (ceil(N / 256), min(M, 65535)), rows walked in steps of gridDim.y.
+// Step 4: element (i, j) from its count residues P[l * layer + i * ldp + j] (symmetric int8, step 3's).
+// weights (gpumat.matmul.ozaki.weights_of): the four 32-bit limbs of each modulus' CRT weight, those of M,
+// then M as a double. The limbs' sums are exact, q = rint(their sum / M) is the multiple of M the CRT takes
+// away (|A' B'| < 2^2Q <= M / 4, the budget's Cauchy-Schwarz bound, keeps it off a rounding edge), and the
+// integer's limbs less q M's are exact again: only their double-double sum and its rounding to float64
+// round. A NONFINITE row or column: the element is the FP64 dot product of row i of A and column j of B
+// (fused multiply-adds in k order), Inf and NaN as an unemulated product gives them. Then gm.matmul's
+// epilogue (gpumat.cuh: alpha, beta C, bias, activation, in T; rows i of this launch: a panel's bias is
+// passed from its first row). A thread rebuilds CRT_COLUMNS adjacent elements of a row: it loads their
+// residues first, all layers (a word a layer where the rows and layers are whole words apart), then computes
+// them one by one. The launch is bound by its FP64 arithmetic, not by memory (H200, 4096^2 float32 with 9
+// moduli: 370 us, SM 76% busy, DRAM 12%; the same as one element a thread with byte loads). Block (256),
+// grid (ceil(N / (CRT_COLUMNS 256)), min(M, 65535)), rows walked in steps of gridDim.y.
+constexpr int CRT_COLUMNS = 4;
 template <class T>
-__device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N,
+__device__ __forceinline__ void crt(const int8_t* __restrict__ P, long long ldp, long long layer, int M, int N,
                                     int count, const double* __restrict__ weights, const int* __restrict__ ea,
                                     const int* __restrict__ eb, T* __restrict__ C, long long ldc,
                                     const T* __restrict__ A, long long lda, const T* __restrict__ B, long long ldb,
                                     int K, const gpumat::Epilogue& ep)
 {
-    const int j = blockIdx.x * THREADS + threadIdx.x;
-    if (j >= N) return;
+    const int j0 = CRT_COLUMNS * (blockIdx.x * THREADS + threadIdx.x);
+    if (j0 >= N) return;
+    const int cols = min(CRT_COLUMNS, N - j0);
     const bool plain = ep.identity();
-    for (int i = blockIdx.y; i < M; i += gridDim.y)
-        crt_element(P, ldp, layer, count, weights, ea[i], eb[j], C, ldc, A, lda, B, ldb, K, i, j, ep, plain);
+    const bool whole_words = cols == CRT_COLUMNS && ((ldp | layer | reinterpret_cast<uintptr_t>(P)) & 3) == 0;
+    for (int i = blockIdx.y; i < M; i += gridDim.y) {
+        const int8_t* p = P + (long long)i * ldp + j0;
+        uint32_t words[MAX_MODULI];  // layer l's residues of the thread's columns, column j0 + q in byte q
+#pragma unroll
+        for (int l = 0; l < MAX_MODULI; ++l) {
+            words[l] = 0;
+            if (l < count) {
+                const int8_t* at = p + l * layer;
+                if (whole_words) {
+                    words[l] = *reinterpret_cast<const uint32_t*>(at);
+                } else {
+                    for (int q = 0; q < cols; ++q) words[l] |= (uint32_t)(uint8_t)at[q] << (8 * q);
+                }
+            }
+        }
+#pragma unroll 1  // (the four unrolled made ptxas spill the float32 entry)
+        for (int q = 0; q < cols; ++q)
+            crt_element(words, q, count, weights, ea[i], eb[j0 + q], C, ldc, A, lda, B, ldb, K, i, j0 + q, ep, plain);
+    }
 }
 
 // The entry points of one operand type T (float64: _f64, float32: _f32): steps 1, 2 and 4 as above. A
@@ -404,7 +423,7 @@ __device__ __forceinline__ void crt(const int32_t* __restrict__ P, long long ldp
         col_residues<T>(B, ldb, rows, cols, e, count, out, ld, layer);                                                 \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS)                                                              \
-        ozaki_crt_##SFX(const int32_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,        \
+        ozaki_crt_##SFX(const int8_t* __restrict__ P, long long ldp, long long layer, int M, int N, int count,        \
                         const double* __restrict__ weights, const int* __restrict__ ea, const int* __restrict__ eb,    \
                         T* __restrict__ C, long long ldc, const T* __restrict__ A, long long lda,                      \
                         const T* __restrict__ B, long long ldb, int K, GPUMAT_EPILOGUE_PARAMS)                         \

@@ -87,12 +87,12 @@ def residues(xint: np.ndarray, plan: OzakiPlan) -> np.ndarray:
 
 def modular_products(ra: np.ndarray, rb: np.ndarray, plan: OzakiPlan) -> np.ndarray:
     """Per modulus, the product of the residue matrices (int32 accumulation: exact, checked) reduced to a
-    symmetric residue: shape (N, M, N) as int16."""
+    symmetric residue: shape (N, M, N) as int8, as the products' kernels write them."""
     out = []
     for i, m in enumerate(plan.moduli):
         acc = ra[i].astype(np.int64) @ rb[i].astype(np.int64)
         assert np.abs(acc).max(initial=0) < 2**31, "an int32 accumulator would overflow"
-        out.append(symmetric(acc, m).astype(np.int16))
+        out.append(symmetric(acc, m).astype(np.int8))
     return np.stack(out)
 
 

@@ -192,9 +192,15 @@ def test_the_emulated_product_is_within_the_truncation_bound(case, bits):
 def test_the_kernels_moduli_are_the_plans():
     from pathlib import Path
 
-    src = (Path(__file__).resolve().parents[1] / "cuda" / "ozaki.cu").read_text()
-    table = src.split("__constant__ int MODULI[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
+    cuda = Path(__file__).resolve().parents[1] / "cuda"
+    shared, src = (cuda / "gpumat.cuh").read_text(), (cuda / "ozaki.cu").read_text()
+    table = shared.split("#define GPUMAT_OZAKI_MODULI ", 1)[1].split("\n", 1)[0]
     assert tuple(int(x) for x in table.split(",")) == OZAKI_MODULI
+    assert f"constexpr int OZAKI_MAX_MODULI = {len(OZAKI_MODULI)};" in shared
+    # the residue kernels' and the INT8 products' tables both come from it
+    assert "__constant__ int MODULI[MAX_MODULI] = {GPUMAT_OZAKI_MODULI};" in src
+    wgmma = (cuda / "matmul_wgmma_half.cu").read_text()
+    assert "__constant__ int S8_MODULI[gpumat::OZAKI_MAX_MODULI] = {GPUMAT_OZAKI_MODULI};" in wgmma
     powers = src.split("__constant__ double POW32[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
     assert tuple(int(x) for x in powers.split(",")) == tuple(2**32 % m for m in OZAKI_MODULI)
     inverses = src.split("__constant__ double INVERSES[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
@@ -205,7 +211,10 @@ def test_the_kernels_moduli_are_the_plans():
     from gpumat.matmul.engine import OZAKI_COL_GROUPS as COL_GROUPS
 
     assert f"constexpr int COL_GROUPS = {COL_GROUPS};" in src and NORM_LANES == COL_GROUPS == 32
-    assert f"constexpr int MAX_MODULI = {len(OZAKI_MODULI)};" in src
+    assert "constexpr int MAX_MODULI = gpumat::OZAKI_MAX_MODULI;" in src
+    from gpumat.matmul.engine import OZAKI_CRT_COLUMNS as CRT_COLUMNS
+
+    assert f"constexpr int CRT_COLUMNS = {CRT_COLUMNS};" in src  # the reconstruction's grid
 
 
 def test_the_uploaded_weights_are_the_exact_limbs():
@@ -231,9 +240,9 @@ def test_panels_keep_the_scratch_bounded_in_whole_tiles():
     for m, n, k, count in ((4096, 4096, 4096, 16), (8192, 8192, 8192, 16), (300, 200, 112, 8), (10**6, 8, 16, 16)):
         rows = panel_rows(m, n, k, count)
         assert rows == m or (rows % PANEL_ROW_STEP == 0 and rows < m)
-        assert rows == PANEL_ROW_STEP or count * rows * (k + 4 * n) <= PANEL_BYTES
+        assert rows == PANEL_ROW_STEP or count * rows * (k + n) <= PANEL_BYTES  # A's and C's residues
     assert panel_rows(300, 200, 112, 8) == 300  # fits: one panel
-    assert panel_rows(8192, 8192, 8192, 16) == 768
+    assert panel_rows(8192, 8192, 8192, 16) == 2048 and panel_rows(4096, 4096, 4096, 16) == 4096
     assert panel_rows(1000, 10**6, 16, 16) == PANEL_ROW_STEP  # one tile of rows, whatever the bytes
 
 
@@ -345,14 +354,15 @@ def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writ
         "ozaki_col_exponents_f64",
         "ozaki_col_residues_f64",
         "ozaki_row_residues_f64",
-        "matmul_wgmma128x128bt_s8",  # sm_90 with the sm_90a module: the wgmma INT8 tile (C of 200 columns)
+        "matmul_wgmma128x128bt_s8_residues",  # sm_90 with the sm_90a module: the wgmma INT8 tile (C of 200 columns)
         "ozaki_crt_f64",
     ]
-    # the scratch in the order taken: B's row-major copy, then A's and B's exponents, their residues, the sums
-    copy_b, ea, eb, ra, rb, sums = (POOL_BASE + i * POOL_STEP for i in range(6))
+    # the scratch in the order taken: B's row-major copy, then A's and B's exponents, their residues, the
+    # products' residues
+    copy_b, ea, eb, ra, rb, rc = (POOL_BASE + i * POOL_STEP for i in range(6))
     crt = launches[-1][3]
     count = len(plan_of(500).moduli)
-    assert crt[:9] == (sums, 200, 300 * 200, 300, 200, count, 0x7F5000000000 + 8 * count, ea, eb)
+    assert crt[:9] == (rc, 200, 300 * 200, 300, 200, count, 0x7F5000000000 + 8 * count, ea, eb)
     assert crt[9:11] == (0x7F2000000000, 200) and crt[-7:] == epilogue
     assert crt[11:15] == (0x7F0000000000, 512, copy_b, 200)  # A in place, B's copy: the non-finite lines' dots
     assert launches[1][3][:2] == (0x7F0000000000, 512) and launches[1][3][-1] == ea  # A read in place
@@ -370,15 +380,15 @@ def plan_of(k):
     [("f64", "fp64_int8", 8, 0), ("f64", "fp64_int8", 8, 1), ("f32", "fp32_int8", 4, 0)],
 )
 def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item, bias_f32):
-    """5000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 20000 rows): panels of about 2000 and
-    3600 rows (the scratch bound), each reconstruction writing its rows of C, a bias over C's rows (bias_along
+    """20000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 40000 rows): panels of 7936 and
+    14336 rows (the scratch bound), each reconstruction writing its rows of C, a bias over C's rows (bias_along
     2) starting at its first row, the offsets in the dtype's bytes (a float32 bias of float64 C: 4 bytes)."""
     from support import H100
 
     from gpumat.matmul.engine import OZAKI_PANEL_BYTES, Problem, ozaki_panel_rows, ozaki_plan_for
     from gpumat.matmul.engine import plan as matmul_plan
 
-    m, n, k = (5000 if sfx == "f64" else 20000), 4096, 64
+    m, n, k = (20000 if sfx == "f64" else 40000), 4096, 64
     rows = ozaki_panel_rows(m, n, k, len(ozaki_plan_for(sfx, k).moduli), OZAKI_PANEL_BYTES)
     firsts = list(range(0, m, rows))
     assert len(firsts) >= 3

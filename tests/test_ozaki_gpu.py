@@ -31,6 +31,7 @@ from gpumat.matmul.engine import (
     ozaki_weights_on,
 )
 from gpumat.matmul.engine import OZAKI_COL_GROUPS as COL_GROUPS
+from gpumat.matmul.engine import OZAKI_CRT_COLUMNS as CRT_COLUMNS
 
 pytestmark = pytest.mark.gpu
 
@@ -72,8 +73,8 @@ def test_bit_for_bit_the_host_reference(kernel, dtype, m, n, k, count, spread):
 @pytest.mark.parametrize(("m", "n", "k", "count"), [(4, 4, 5, 15), (1, 1, 1, 8), (33, 40, 70, 16), (65, 31, 129, 12)])
 def test_each_step_bit_for_bit(dtype, m, n, k, count):
     """Each launch on its own, its output downloaded and compared with the host reference's step: where the
-    product goes wrong, this says which step (the weights' table, the exponents, the residues, the int32
-    sums of the __dp4a products, the reconstruction)."""
+    product goes wrong, this says which step (the weights' table, the exponents, the residues, the residues
+    of the __dp4a products, the reconstruction)."""
     from gpumat.memory import alloc, free
     from gpumat.runtime import memops
     from gpumat.runtime.streams import LEGACY_STREAM
@@ -91,8 +92,8 @@ def test_each_step_bit_for_bit(dtype, m, n, k, count):
         return host
 
     step = OZAKI_STEPS[MODES[dtype][0]]
-    sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, 4 * count * m * n)
-    ea, eb, ra, rb, sums = (alloc(x) for x in sizes)
+    sizes = (4 * m, 4 * n, count * m * kp, count * n * kp, count * m * n)
+    ea, eb, ra, rb, rc = (alloc(x) for x in sizes)
     try:
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.Matrix.zeros(m, n, dtype=dtype) as C:
             table = ozaki_weights_on(dev, count)
@@ -114,18 +115,15 @@ def test_each_step_bit_for_bit(dtype, m, n, k, count):
             rb_ref = ref.residues(ref.truncated(b, eb_ref, 0), p)
             assert np.array_equal(down(ra, (count, m, kp), np.int8)[:, :, :k], ra_ref)
             assert np.array_equal(down(rb, (count, n, kp), np.int8)[:, :, :k], rb_ref.transpose(0, 2, 1))
-            args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
-            step["int8_products"]((-(-n // 64), -(-m // 64), count), (16, 16, 1), *args, stream=s, device=dev)
-            got = down(sums, (count, m, n), np.int32)
-            assert np.array_equal(
-                got, np.stack([x.astype(np.int64) @ y.astype(np.int64) for x, y in zip(ra_ref, rb_ref, strict=True)])
-            )
-            args = (sums, n, m * n, m, n, count, table, ea, eb, pc, ldc, pa, lda, pb, ldb, k, *IDENTITY)
-            step["crt"]((-(-n // 256), m, 1), block, *args, stream=s, device=dev)
+            args = (ra, rb, rc, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
+            step["residue_products"]((-(-n // 64), -(-m // 64), count), (16, 16, 1), *args, stream=s, device=dev)
+            assert np.array_equal(down(rc, (count, m, n), np.int8), ref.modular_products(ra_ref, rb_ref, p))
+            args = (rc, n, m * n, m, n, count, table, ea, eb, pc, ldc, pa, lda, pb, ldb, k, *IDENTITY)
+            step["crt"]((-(-n // (CRT_COLUMNS * 256)), m, 1), block, *args, stream=s, device=dev)
             assert C.to_numpy().tobytes() == emulated_matmul(a, b, p).tobytes()
     finally:
         gm.synchronize()
-        for ptr, nbytes in zip((ea, eb, ra, rb, sums), sizes, strict=True):
+        for ptr, nbytes in zip((ea, eb, ra, rb, rc), sizes, strict=True):
             free(ptr, nbytes=nbytes)
 
 
@@ -133,7 +131,7 @@ def test_each_step_bit_for_bit(dtype, m, n, k, count):
 def test_panels_of_rows_bit_for_bit(kernel):
     """C's rows in panels (the scratch bound made small): 300 rows as 128 + 128 + 44, each panel's residues,
     products and reconstruction at its offset."""
-    small = 16 * (112 + 4 * 70) * 200
+    small = 16 * (112 + 70) * 200
     assert ozaki_panel_rows(300, 70, 112, 16, small) == 128
     a, b = scaled((300, 100), 4), scaled((100, 70), 4)
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, products_on(kernel):

@@ -18,6 +18,7 @@ from outside the package (a CPU test checks the tests and benchmarks).
 from .launcher import BoundPlan
 from .maps import SWIZZLE_BYTES, c_map, c_map_args, tensor_map, tensor_map_args
 from .ozaki import COL_GROUPS as OZAKI_COL_GROUPS
+from .ozaki import CRT_COLUMNS as OZAKI_CRT_COLUMNS
 from .ozaki import (
     OZAKI_MAX_BITS,
     OZAKI_MAX_K,
@@ -112,6 +113,7 @@ __all__ = [
     "LEADING",
     "NO_MAP",
     "OZAKI_COL_GROUPS",
+    "OZAKI_CRT_COLUMNS",
     "OZAKI_INT8_TILES",
     "OZAKI_MAX_BITS",
     "OZAKI_MAX_K",

@@ -4,7 +4,8 @@ A float64 (or float32) product C = A @ B is computed as integers: each row of A 
 scaled by a power of two that puts its 2-norm below 2^Q, and truncated toward zero (A' = trunc(diag(2^ea)
 A), B' = trunc(B diag(2^eb))). The integer product A' B' is found exactly from its residues modulo pairwise
 coprime moduli m_1..m_N of at most 256: each residue of A' and B' is a symmetric int8, each product of
-residues (an INT8 GEMM, int32 accumulation) is exact while K <= OZAKI_MAX_K, and the Chinese remainder
+residues (an INT8 GEMM, int32 accumulation) is exact while K <= OZAKI_MAX_K and is kept modulo its modulus,
+as an int8 residue again, and the Chinese remainder
 theorem gives A' B' back from the N residues of each element as long as |A' B'| < M / 2 (M = m_1 ... m_N).
 Then C ~ diag(2^-ea) A' B' diag(2^-eb).
 
@@ -173,11 +174,14 @@ COL_EXPONENTS = {t: Kernel("ozaki", f"ozaki_col_exponents_{t}", "PqiiiP") for t 
 ROW_RESIDUES = {t: Kernel("ozaki", f"ozaki_row_residues_{t}", "PqiiPiPqq") for t in DTYPES}
 COL_RESIDUES = {t: Kernel("ozaki", f"ozaki_col_residues_{t}", "PqiiPiPqq") for t in DTYPES}
 # A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
-INT8_PRODUCTS = Kernel("ozaki", "ozaki_int8_products", "PPPiiiqqqqqq")
+# ra, rb, out, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c: the residues of the products, int8 (GPUs
+# without wgmma)
+RESIDUE_PRODUCTS = Kernel("ozaki", "ozaki_residue_products", "PPPiiiqqqqqq")
 # the rows of precisions "fp64_int8" and "fp32_int8" (variants.py): their kernel, the reconstruction
 ROWS = {"f64": "ozaki_fp64_int8", "f32": "ozaki_fp32_int8"}
 CRT = {t: VARIANTS[row].kernels[(t, t)] for t, row in ROWS.items()}
-PRODUCT_TILE = 64  # ozaki_int8_products' tile of C, a side
+PRODUCT_TILE = 64  # ozaki_residue_products' tile of C, a side
+CRT_COLUMNS = 4  # the reconstruction's adjacent elements a thread (cuda/ozaki.cu), 256 threads a block
 COL_GROUPS = 32  # the column exponents' groups of rows (cuda/ozaki.cu), their block (32, COL_GROUPS)
 # the launches by operand type and step, for a test that checks each step's output against the host reference
 STEPS = {
@@ -186,21 +190,24 @@ STEPS = {
         "col_exponents": COL_EXPONENTS[t],
         "row_residues": ROW_RESIDUES[t],
         "col_residues": COL_RESIDUES[t],
-        "int8_products": INT8_PRODUCTS,
+        "residue_products": RESIDUE_PRODUCTS,
         "crt": CRT[t],
     }
     for t in DTYPES
 }
-# the INT8 products on the wgmma body (sm_90a): tile (BM, BN) -> its entry (the int8 residues K-major, int32
-# C as it is; maps of A, B and C, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer, batched)
+# the INT8 products on the wgmma body (sm_90a): tile (BM, BN) -> its entry (the int8 residues K-major, C the
+# sums' int8 residues, product l's modulo the l-th modulus; maps of A, B and C, C, M, N, K, ldc, k_chunk,
+# c_store, batch, c_layer, batched)
 WGMMA_S8 = {
-    tile: Kernel("matmul_wgmma_half", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8", "TTTPiiiqiiiqi", WGMMA_SMEM[tile])
+    tile: Kernel(
+        "matmul_wgmma_half", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8_residues", "TTTPiiiqiiiqi", WGMMA_SMEM[tile]
+    )
     for tile in ((128, 256), (128, 128))
 }
 WIDE_N = 2048  # C at least this wide: the 128 x 256 tile (else 128 x 128; PROVISIONAL, not measured)
 K_ALIGN = 16  # the residue rows' length in bytes is K rounded up to this
-# A panel of C's rows at a time: its share of A's residues and its int32 sums within this many bytes of
-# scratch (with 16 moduli a 4096^2 product in 3 panels of 1536 rows, 8192^2 in 11 of 768), so that the
+# A panel of C's rows at a time: its share of A's residues and of the products' residues within this many
+# bytes of scratch (with 16 moduli a 4096^2 product in one panel, 8192^2 in 4 of 2048 rows), so that the
 # scratch stays below the pool's cache limit and is reused call after call rather than allocated anew
 PANEL_BYTES = 512 << 20
 PANEL_ROW_STEP = 128
@@ -255,7 +262,7 @@ def emulated(
     """C = A @ B for float64 or float32 A (M x K) and B (K x N) of one dtype, computed as integers by Ozaki
     scheme II (see the module docstring): the fewest moduli that give `bits` bits, or `count` of them (by
     default plan_for's, the plan of the dtype's precision mode); C's rows in panels whose scratch (A's
-    residues and the int32 sums) stays within `panel_bytes`. A new row-major M x N Matrix of the operands'
+    residues and the products' residues) stays within `panel_bytes`. A new row-major M x N Matrix of the operands'
     dtype. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64 dot product's.
     Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch; TypeError for
     another dtype; all before anything is launched."""
@@ -305,10 +312,10 @@ def _row_major(x: Matrix, copies: list, s: int) -> Matrix:
 
 
 def panel_rows(m: int, n: int, kp: int, count: int, panel_bytes: int = PANEL_BYTES) -> int:
-    """The rows of C a panel covers: A's residues and the int32 sums of a panel (count (kp + 4 n) bytes a row)
+    """The rows of C a panel covers: A's residues and the products' residues of a panel (count (kp + n) bytes a row)
     within panel_bytes, in whole tiles of the INT8 products' 128 rows (at least one tile; all of M where it
     fits)."""
-    rows = panel_bytes // (count * (kp + 4 * n))
+    rows = panel_bytes // (count * (kp + n))
     return m if rows >= m else max(PANEL_ROW_STEP, rows // PANEL_ROW_STEP * PANEL_ROW_STEP)
 
 
@@ -342,12 +349,12 @@ def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epil
     count = len(p.moduli)
     kp = cdiv(k, K_ALIGN) * K_ALIGN
     rows = panel_rows(m, n, kp, count, panel_bytes)
-    sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, 4 * count * rows * n)
+    sizes = (4 * m, 4 * n, count * rows * kp, count * n * kp, count * rows * n)
     alpha, beta, bias, bias_step, bias_along, bias_f32, activation = epilogue
     bias_bytes = 4 if bias_f32 else item
     held = []
     try:
-        ea, eb, ra, rb, sums = (_take(pool, nbytes, s, held) for nbytes in sizes)
+        ea, eb, ra, rb, rc = (_take(pool, nbytes, s, held) for nbytes in sizes)
         block = (256, 1, 1)
         ROW_EXPONENTS[sfx]((cdiv(m, 8), 1, 1), block, pa, lda, m, k, p.budget, ea, stream=s, device=dev)
         COL_EXPONENTS[sfx]((cdiv(n, 32), 1, 1), (32, COL_GROUPS, 1), pb, ldb, k, n, p.budget, eb, stream=s, device=dev)
@@ -358,12 +365,12 @@ def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epil
             pa_r, ea_r, pc_r = pa + item * r0 * lda, ea + 4 * r0, pc + item * r0 * ldc
             grid = (cdiv(k, 4 * 256), min(r, MAX_GRID_YZ), 1)
             ROW_RESIDUES[sfx](grid, block, pa_r, lda, r, k, ea_r, count, ra, kp, r * kp, stream=s, device=dev)
-            _products(ra, rb, sums, r, n, k, kp, count, target, dev, s)
+            _products(ra, rb, rc, r, n, k, kp, count, target, dev, s)
             # a bias over C's rows (bias_along 2) starts at the panel's first row
             bias_r = bias + r0 * bias_step * bias_bytes if bias_along == 2 else bias
             ep = (alpha, beta, bias_r, bias_step, bias_along, bias_f32, activation)
-            grid = (cdiv(n, 256), min(r, MAX_GRID_YZ), 1)
-            args = (sums, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k, *ep)
+            grid = (cdiv(n, CRT_COLUMNS * 256), min(r, MAX_GRID_YZ), 1)
+            args = (rc, n, r * n, r, n, count, table, ea_r, eb, pc_r, ldc, pa_r, lda, pb, ldb, k, *ep)
             CRT[sfx](grid, block, *args, stream=s, device=dev)
     finally:
         for ptr, nbytes in held:
@@ -371,26 +378,27 @@ def run(a: tuple, b: tuple, c: tuple, m: int, n: int, k: int, p: OzakiPlan, epil
 
 
 def _products(
-    ra: int, rb: int, sums: int, m: int, n: int, k: int, kp: int, count: int, target: Target, dev, s: int
+    ra: int, rb: int, rc: int, m: int, n: int, k: int, kp: int, count: int, target: Target, dev, s: int
 ) -> None:
-    """Step 3: the count residue products into int32 sums (count layers of m x n): on the wgmma body's INT8
-    tiles where the GPU runs them (sm_90 with the sm_90a module), else the __dp4a kernel."""
+    """Step 3: the count residue products, their int32 sums reduced to int8 residues in rc (count layers of m x n
+    bytes): on the wgmma body's INT8 tiles where the GPU runs them (sm_90 with the sm_90a module), else the
+    __dp4a kernel."""
     tile = (128, 256) if n >= WIDE_N else (128, 128)
     kernel = WGMMA_S8.get(tile)  # (a test takes the entries out to run the __dp4a kernel on sm_90 too)
     if kernel is not None and target.arch == 90 and "matmul_wgmma_half" in target.modules:
         map_a = tensor_map("u8", ra, m, k, kp, tile[0], count, m * kp)
         map_b = tensor_map("u8", rb, n, k, kp, tile[1], count, n * kp)
-        c_args = c_map_args(sums, m, n, n, count, 4, m * n)
-        map_c = NO_MAP if c_args is None else tensormaps.encode_tiled("i32", c_args)
+        c_args = c_map_args(rc, m, n, n, count, 1, m * n)
+        map_c = NO_MAP if c_args is None else tensormaps.encode_tiled("u8", c_args)
         works = cdiv(m, tile[0]) * cdiv(n, tile[1]) * count
         grid = (min(works, target.sm_count), 1, 1)
         block = (128 * (1 + tile[0] // 64), 1, 1)
-        args = (map_a, map_b, map_c, sums, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
+        args = (map_a, map_b, map_c, rc, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
         kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev)
         return
     grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
-    args = (ra, rb, sums, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
-    INT8_PRODUCTS(grid, (16, 16, 1), *args, stream=s, device=dev)
+    args = (ra, rb, rc, m, n, k, kp, kp, n, m * kp, n * kp, m * n)
+    RESIDUE_PRODUCTS(grid, (16, 16, 1), *args, stream=s, device=dev)
 
 
 def _parts(x: Matrix) -> tuple:

@@ -48,9 +48,9 @@ TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
 # products, whether A and B are stored transposed (read in place either way), then the batch strides
 SMALL = "PPPiiiqqq" + "iii" + BATCH + EPILOGUE
 # the reconstruction of an emulated float64 or float32 product (cuda/ozaki.cu, ozaki_crt_f64 and _f32), the
-# launch that writes C: the int32 sums (address, row stride, layer stride), M, N, the moduli, the CRT table,
-# the exponents of A's rows and B's columns, C and its row stride, A, B and their row strides (the plain
-# dots of lines holding an Inf or a NaN), K
+# launch that writes C: the products' int8 residues (address, row stride, layer stride), M, N, the moduli,
+# the CRT table, the exponents of A's rows and B's columns, C and its row stride, A, B and their row strides
+# (the plain dots of lines holding an Inf or a NaN), K
 OZAKI = "PqqiiiPPPPqPqPqi" + EPILOGUE
 SIGNATURES = {
     "plain": PLAIN,

@@ -23,7 +23,6 @@ DATA_TYPES = {
     "f32": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4),
     "tf32": ("CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", 4),
     "u8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # bytes as they are (the Ozaki scheme's int8 residues)
-    "i32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),
 }
 
 
