@@ -563,16 +563,49 @@ def gen_summary() -> str:
 
 def emulated_summary() -> str:
     """The line of the emulated precision modes: each one's 8192^3 product on standard normal operands against
-    cuBLAS in its dtype, time and largest error over |A| |B| (the Ozaki runs are the H200's)."""
-    (_, f64), (_, f32) = (newest(f"ozaki-{t}", device="NVIDIA H200") for t in ("float64", "float32"))
-    r64, r32 = (next(r for r in d["rows"] if r["n"] == 8192 and r["kind"] == "normal") for d in (f64, f32))
+    cuBLAS in its dtype, time and largest error over |A| |B| (`bench emulated`, the H200's run)."""
+    _, run = newest("emulated", device="NVIDIA H200")
+    r64, r32 = (
+        next(c for c in run["modes"][mode]["cases"] if c["M"] == c["N"] == c["K"] == 8192 and c["operands"] == "normal")
+        for mode in ("fp64_int8", "fp32_int8")
+    )
     return (
         '- **Float64 and float32 emulated on the INT8 tensor cores** (`precision="fp64_int8"`, `"fp32_int8"`): '
         f"{x(r64['ratio'])} cuBLAS DGEMM and {x(r32['ratio'])} cuBLAS SGEMM at 8192^3, and more accurate than either "
-        f"(largest error over |A| |B| {r64['err_route']['max_rel_to_absprod']:.1e} against "
-        f"{r64['err_dgemm']['max_rel_to_absprod']:.1e}, {r32['err_route']['max_rel_to_absprod']:.1e} against "
-        f"{r32['err_sgemm']['max_rel_to_absprod']:.1e}; H200, {f32['date']})."
+        f"(largest error over |A| |B| {r64['gpumat_error']:.1e} against {r64['cublas_error']:.1e}, "
+        f"{r32['gpumat_error']:.1e} against {r32['cublas_error']:.1e}; H200, {run['date']})."
     )
+
+
+def gen_emulated() -> str:
+    """`bench emulated`: both emulated modes against cuBLAS in their dtype, time and accuracy, every case."""
+    name, run = newest("emulated", device="NVIDIA H200")
+    rows = []
+    for mode, data in run["modes"].items():
+        for c in data["cases"]:
+            spread = run["operands"]["spread"][data["dtype"]] if c["operands"] == "spread" else "standard normal"
+            rows.append(
+                [
+                    f"`{mode}`",
+                    shape(c),
+                    spread,
+                    x(c["ratio"]),
+                    x(c["ratio_idle"]),
+                    f"{c['gpumat_tflops']:.1f}",
+                    f"{c['gpumat_error']:.1e}",
+                    f"{c['cublas_error']:.1e}",
+                ]
+            )
+    header = ["mode", "M x N x K", "operands", "queued", "one call", "TFLOP/s", "error", "cuBLAS error"]
+    cases = [c for data in run["modes"].values() for c in data["cases"]]
+    repeats = sum(c["repeat_bits"] for c in cases)
+    note = (
+        "cuBLAS's time / gpumat's time (above 1x gpumat is faster), queued and one call from an idle GPU; "
+        "TFLOP/s of the emulated product (2 M N K over its time); error: the largest |C - ref| / (|A| |B|), "
+        f"{run['accuracy'].split(':')[0]}, and cuBLAS's on the same inputs. The bits repeated on a second call "
+        f"in {repeats} of the {len(cases)} cases."
+    )
+    return "\n".join([table(header, rows), "", note, "", source((name, run))])
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
@@ -585,6 +618,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "latency": gen_latency,
     "memory-bound": gen_memory_bound,
     "bmm": gen_bmm,
+    "emulated": gen_emulated,
     "spmm": gen_spmm,
     "cold-start": gen_cold_start,
     "outofcore": gen_outofcore,
