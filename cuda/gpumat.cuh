@@ -460,8 +460,8 @@ constexpr int OZAKI_MAX_MODULI = 16;
 
 // x mod m in [-(m / 2), (m - 1) / 2] for an integer-valued double |x| < 2^53, inv = 1 / m rounded, without a
 // division (fmod loops and integer % divide: both were most of the residues' and the reconstruction's time)
-// and without a conversion instruction (the FP64 conversions issue at a quarter of the FP64 adds' rate and
-// were the residue kernels' bound): q, x inv rounded to an integer by adding and taking away 1.5 2^52, is the
+// and without a conversion instruction of its own (the FP64 conversions issue at a quarter of the FP64 adds'
+// rate; an int32 caller still converts its x to a double once): q, x inv rounded to an integer by adding and taking away 1.5 2^52, is the
 // nearest quotient or one off it (x inv's error is below 2^-52 x / m < 0.02); r = x - q m is exact (an FMA,
 // a small integer), read as an int from the low word of r + 1.5 2^52 (whose last place is 1, its low 32 bits
 // r's two's complement); one step puts r in the symmetric range. The residue is the integer a division gives,

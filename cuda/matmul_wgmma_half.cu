@@ -86,7 +86,7 @@
 //    swizzle, so the fragment stores are free of bank conflicts) and one thread hands the buffer to a
 //    TMA store; the consumer goes on
 //    to the next tile while the copy engine writes C, and waits only before refilling a buffer whose
-//    store has not yet read it. With c_store 0: pairs of adjacent columns (4 or 8 bytes) straight from
+//    store has not yet read it. With c_store 0: pairs of adjacent columns (2, 4 or 8 bytes) straight from
 //    the accumulators where aligned, else element by element; with c_store 2 (C transposed, at most a
 //    few hundred KiB where the planner asks for it) element by element, a warp's stores of one
 //    accumulator covering 8 consecutive addresses in each of 8 rows of C;
@@ -666,7 +666,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int A_BYTES = Cfg::A_BYTES;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
-    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators and C, no epilogue, no split of K
+    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators, C their int8 residues, one split
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
     static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 1 && !EPI), "INT8: K-major, int8 residues");
     using Acc = std::conditional_t<INT8, int, float>;

@@ -251,9 +251,9 @@ __device__ __forceinline__ void col_residues(const T* __restrict__ B, long long 
 // The correct and simple form, for GPUs without wgmma. Block (16, 16), grid (ceil(N / 64), ceil(M / 64),
 // count).
 extern "C" __global__ void __launch_bounds__(THREADS)
-    ozaki_residue_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B, int8_t* __restrict__ C, int M,
-                        int N, int K, long long lda, long long ldb, long long ldc, long long layer_a,
-                        long long layer_b, long long layer_c)
+    ozaki_residue_products(const int8_t* __restrict__ A, const int8_t* __restrict__ B, int8_t* __restrict__ C,
+                           int M, int N, int K, long long lda, long long ldb, long long ldc, long long layer_a,
+                           long long layer_b, long long layer_c)
 {
     constexpr int BM = 64, BN = 64, KC = 32, WORDS = KC / 4;
     __shared__ int as[BM][WORDS + 1];

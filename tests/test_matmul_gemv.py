@@ -265,8 +265,8 @@ def test_a_tensor_core_mode_on_one_row_or_column_or_a_short_k_runs_the_exact_fp3
         (16, 8192, 8192, True, "tf32_wgmma64x16bt", True),
         (8, 14336, 4096, True, "tf32_wgmma64x16bt", True),  # gemv_m8bt 122, this row swapped 68
         (16, 4096, 14336, False, "tf32_64x64", False),  # x @ W: gemv_m16 100, this row 70
-        # A @ x: gemv_n16 161, tf32_64x64 91; this row 25.8 against tf32_64x64's 31.8 at 4096 x 16 x 4096 and
-        # 264 against 299 at 16384 x 16 x 16384 (sweep, 2026-11-29)
+        # A @ x: gemv_n16 161, tf32_64x64 91; this row 25.8 against tf32_64x64's 32.1 at 4096 x 16 x 4096 and
+        # 261 against 306 at 16384 x 16 x 16384 (results/sweep-float32-tf32-nvidia-h200-2026-11-29.json)
         (8192, 16, 8192, False, "tf32_wgmma64x16bt", False),
     ],
 )

@@ -315,8 +315,9 @@ class _Table:
         return 0x7F5000000000 + 8 * count
 
 
-def _emulated_launches(monkeypatch, p, a, b, c, epilogue):
-    """The launches of plan p's BoundPlan on a stand-in device: (kernel name, grid, block, args) each."""
+def _emulated_launches(monkeypatch, p, a, b, c, epilogue, maps=None):
+    """The launches of plan p's BoundPlan on a stand-in device: (kernel name, grid, block, args) each; the tensor
+    maps encoded on the way, (element type, arguments) each, appended to `maps` when given."""
     import types
 
     from support import record_launches
@@ -326,7 +327,13 @@ def _emulated_launches(monkeypatch, p, a, b, c, epilogue):
 
     launched = []
     record_launches(monkeypatch, launched)
-    monkeypatch.setattr(tensormaps, "encode_tiled", lambda elem, args: bytes(128))
+
+    def encode(elem, args):
+        if maps is not None:
+            maps.append((elem, args))
+        return bytes(128)
+
+    monkeypatch.setattr(tensormaps, "encode_tiled", encode)
     dev = types.SimpleNamespace(memory=_Pool(), scratch_for=lambda name, make: _Table())
     engine.tensor_map.cache_clear()
     try:
@@ -371,6 +378,31 @@ def test_an_emulated_plan_launches_the_steps_and_applies_the_epilogue_as_it_writ
     assert launches[4][3][4:7] == (ea, count, ra)  # A's residues
 
 
+def test_the_products_write_int8_residues_through_a_byte_map_and_the_reconstruction_reads_them(monkeypatch):
+    """C of 256 columns (rows of whole 16 bytes): the INT8 tile stores its residues through a UINT8 map of
+    count layers of 300 x 256 bytes in 128-byte x 64-row boxes (c_store 1), into the scratch the
+    reconstruction reads, four columns a thread."""
+    from support import H100
+
+    from gpumat.matmul.engine import IDENTITY, OZAKI_CRT_COLUMNS, Problem, plan
+
+    p = plan(Problem(300, 256, 500, "f64", "f64", "fp64_int8"), H100)
+    a, b, c = (0x7F0000000000, 500, 0), (0x7F1000000000, 256, 0), (0x7F2000000000, 256, 0)
+    maps = []
+    launches = _emulated_launches(monkeypatch, p, a, b, c, IDENTITY, maps)
+    count = len(plan_of(500).moduli)
+    rc = POOL_BASE + 4 * POOL_STEP  # the fifth scratch taken: A's and B's exponents and residues before it
+    (name, _, _, args), crt = launches[-2], launches[-1]
+    assert name == "matmul_wgmma128x128bt_s8_residues" and args[3:8] == (rc, 300, 256, 500, 256)
+    assert args[9:12] == (1, count, 300 * 256)  # c_store 1: through the map; the layers
+    c_maps = [args for elem, args in maps if args["globalAddress"] == rc]
+    assert [elem for elem, args in maps if args["globalAddress"] == rc] == ["u8"]
+    assert c_maps[0]["globalDim"] == (256, 300, count) and c_maps[0]["boxDim"] == (128, 64, 1)
+    assert c_maps[0]["globalStrides"] == (256, 300 * 256)
+    assert crt[0] == "ozaki_crt_f64" and crt[3][:3] == (rc, 256, 300 * 256)
+    assert crt[1] == (-(-256 // (OZAKI_CRT_COLUMNS * 256)), 300, 1)
+
+
 def plan_of(k):
     return ozaki_plan_for("f64", k)
 
@@ -380,7 +412,7 @@ def plan_of(k):
     [("f64", "fp64_int8", 8, 0), ("f64", "fp64_int8", 8, 1), ("f32", "fp32_int8", 4, 0)],
 )
 def test_c_in_panels_each_with_its_rows_bias(monkeypatch, sfx, mode, item, bias_f32):
-    """20000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 40000 rows): panels of 7936 and
+    """20000 rows of 4096 columns at K = 64 (float32's with fewer moduli: 40000 rows): panels of 8064 and
     14336 rows (the scratch bound), each reconstruction writing its rows of C, a bias over C's rows (bias_along
     2) starting at its first row, the offsets in the dtype's bytes (a float32 bias of float64 C: 4 bytes)."""
     from support import H100

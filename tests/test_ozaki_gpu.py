@@ -139,7 +139,10 @@ def test_panels_of_rows_bit_for_bit(kernel):
     assert got.tobytes() == emulated_matmul(a, b, ozaki_plan(100, count=16)).tobytes()
 
 
-@pytest.mark.parametrize("n", [130, 2053])  # both wgmma INT8 tiles (128 x 128, 128 x 256), C rows not 16-byte whole
+# both wgmma INT8 tiles (128 x 128 below 2048 columns, 128 x 256 from there), C's residues by plain stores
+# (rows not a whole number of 16 bytes: 130, 2053) and through the byte map (256, 2064: whole boxes, the wide
+# tile's two boxes, a clipped last tile)
+@pytest.mark.parametrize("n", [130, 2053, 256, 2064])
 def test_the_wgmma_int8_tiles_bit_for_bit(n):
     a, b = rng.standard_normal((257, 300)), rng.standard_normal((300, n))
     with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B:

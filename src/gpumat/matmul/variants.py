@@ -910,9 +910,10 @@ _ROWS = [
     # among each product's timed plans came within 0.989 of the fastest timed one in geometric mean (0.976
     # before; sweep 0.963 -> 0.983, the older sweep 0.978 -> 0.993, the probe 0.993 as it was; worst 0.59 ->
     # 0.79); measured as a sweep: 0.846 -> 0.855 of cuBLAS TF32, auto 0.965 -> 0.976 of the best named plan.
-    # Refitted again on four sets (both 2026-11-29 sweeps, the -28 sweep, the probe: 433 products): this row's
-    # fixed cost 6.4 -> 16.4 us, tf32_64x64's rate 80.2 -> 53.9 TFLOP/s, the two-stage tile's fixed cost 5.4
-    # -> 8.4 us and block rate 0.53 -> 0.40 TFLOP/s; as a sweep (2026-11-29, session 29) auto came within
+    # Refitted again on four sets (the 2026-11-29 sweeps before and after that refit, in git at bb4db6f and
+    # c9c3d07; the -28 sweep; the probe: 433 products): this row's fixed cost 6.4 -> 16.4 us, tf32_64x64's
+    # rate 80.2 -> 53.9 TFLOP/s, the two-stage tile's fixed cost 5.4 -> 8.4 us and block rate 0.53 -> 0.40
+    # TFLOP/s; as a sweep (2026-11-29, session 29) auto came within
     # 0.979 of the best named plan (0.976 before), but few-token x @ W fell to 2stage splits (64 x 4096 x
     # 14336: 0.72). With that sweep as a fifth set: tf32_64x64's rate 57.7 TFLOP/s, the two-stage tile's
     # fixed cost 10.5 us (the model's pick 0.989 -> 0.990 on all five sets, 0.983 -> 0.989 on the new sweep,
