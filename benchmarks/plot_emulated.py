@@ -15,12 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from plot import save_beside  # noqa: E402
-
 MODE_COLORS = {"fp64_int8": "tab:blue", "fp32_int8": "tab:green"}
 ANCHOR_NAMES = {"fp64_int8": "cuBLAS DGEMM", "fp32_int8": "cuBLAS SGEMM"}
 
@@ -32,6 +26,12 @@ def label(case: dict) -> str:
 
 
 def main(path: str) -> Path:
+    """Draw the run at `path` and write the PNG beside it; the PNG's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     data = json.loads(Path(path).read_text())
     fig, (speed, acc) = plt.subplots(1, 2, figsize=(16, 6))
     rows = [(mode, c) for mode, d in data["modes"].items() for c in d["cases"]]
@@ -55,7 +55,11 @@ def main(path: str) -> Path:
     acc.set_ylabel("largest |C - ref| / (|A| |B|) (o: gpumat, x: cuBLAS)")
     acc.set_title("accuracy on the same inputs (wide: elements times 2^[-S, S])")
     fig.tight_layout()
-    return save_beside(fig, path)
+    out = Path(path).with_suffix(".png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
+    return out
 
 
 if __name__ == "__main__":

@@ -238,6 +238,24 @@ def test_plot_bmm_draws_a_panel_per_json_beside_it(tmp_path):
     assert both == tmp_path / "bmm-nvidia-h100-80gb-hbm3-2099-01-01.png" and both.stat().st_size > 0
 
 
+def test_plot_emulated_draws_the_committed_run_beside_its_json(tmp_path):
+    import runpy
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    root = Path(__file__).resolve().parents[1]
+    runs = sorted((root / "benchmarks" / "results").glob("emulated-nvidia-*.json"))
+    assert runs, "no bench emulated result committed"
+    copy = tmp_path / runs[-1].name
+    shutil.copy(runs[-1], copy)
+    plot = runpy.run_path(str(root / "benchmarks" / "plot_emulated.py"), run_name="plot_emulated")
+    out = plot["main"](str(copy))
+    assert out == copy.with_suffix(".png") and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_bench_emulated_is_named_only_and_measures_error_against_the_absolute_product():
     import numpy as np
 
