@@ -5,8 +5,8 @@ scaled by a power of two that puts its 2-norm below 2^Q, and truncated toward ze
 A), B' = trunc(B diag(2^eb))). The integer product A' B' is found exactly from its residues modulo pairwise
 coprime moduli m_1..m_N of at most 256: each residue of A' and B' is a symmetric int8, each product of
 residues (an INT8 GEMM, int32 accumulation) is exact while K <= OZAKI_MAX_K and is kept modulo its modulus,
-as an int8 residue again, and the Chinese remainder
-theorem gives A' B' back from the N residues of each element as long as |A' B'| < M / 2 (M = m_1 ... m_N).
+an int8 residue again, and the Chinese remainder theorem gives A' B' back from the N residues of each
+element as long as |A' B'| < M / 2 (M = m_1 ... m_N).
 Then C ~ diag(2^-ea) A' B' diag(2^-eb).
 
 Q, the plan's budget, is the largest with 2^(2Q) <= M / 4 (and a margin for the norms' rounding): by
@@ -173,7 +173,6 @@ COL_EXPONENTS = {t: Kernel("ozaki", f"ozaki_col_exponents_{t}", "PqiiiP") for t 
 # X, ldx, rows, cols, e, count, out, out's row stride and layer stride (bytes)
 ROW_RESIDUES = {t: Kernel("ozaki", f"ozaki_row_residues_{t}", "PqiiPiPqq") for t in DTYPES}
 COL_RESIDUES = {t: Kernel("ozaki", f"ozaki_col_residues_{t}", "PqiiPiPqq") for t in DTYPES}
-# A, B, C, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c
 # ra, rb, out, M, N, K, lda, ldb, ldc, layer_a, layer_b, layer_c: the residues of the products, int8 (GPUs
 # without wgmma)
 RESIDUE_PRODUCTS = Kernel("ozaki", "ozaki_residue_products", "PPPiiiqqqqqq")
@@ -262,8 +261,8 @@ def emulated(
     """C = A @ B for float64 or float32 A (M x K) and B (K x N) of one dtype, computed as integers by Ozaki
     scheme II (see the module docstring): the fewest moduli that give `bits` bits, or `count` of them (by
     default plan_for's, the plan of the dtype's precision mode); C's rows in panels whose scratch (A's
-    residues and the products' residues) stays within `panel_bytes`. A new row-major M x N Matrix of the operands'
-    dtype. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64 dot product's.
+    residues and the products' residues) stays within `panel_bytes`. A new row-major M x N Matrix of the
+    operands' dtype. Outputs of a row of A or a column of B holding an Inf or a NaN are the plain FP64 dot product's.
     Deterministic. ValueError for shapes that do not chain, K past OZAKI_MAX_K, or a batch; TypeError for
     another dtype; all before anything is launched."""
     dev = operand_device((a, "A"), (b, "B"))

@@ -605,6 +605,24 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     )
 
 
+# --- a product emulated on the INT8 tensor cores (gpumat.matmul.ozaki: exponents, residues, INT8 products, the
+# CRT): the row's kernel is the reconstruction, which writes C; its launch shape "emulated" runs the steps.
+# Modelled as one 128 x 256 tile row at the mode's measured rate; one product at a time.
+def _emulated(sfx: str, mode: str, rate: float, fixed_s: float) -> Variant:
+    return Variant(
+        f"ozaki_{mode}",
+        _kernels("ozaki", {(sfx, sfx): f"ozaki_crt_{sfx}"}, "ozaki"),
+        mode,
+        (128, 256),
+        (256, 1, 1),
+        "ozaki",
+        min_arch=61,  # __dp4a; the wgmma INT8 tiles on sm_90
+        tier=1,
+        rate=rate,
+        fixed_s=fixed_s,
+    )
+
+
 # --- float64 on the FP64 tensor cores (cuda/matmul_dmma.cu): mma.sync f64 (m16n8k8 on sm_90, m8n8k4 on
 # sm_80-89), exact FP64 FMA, any view. auto uses them only on GPUs with full-rate FP64 tensor cores
 # (A100, H100/H200, B200); elsewhere the SIMT kernel. Rates: benchmarks/results/matmul-float64-*.json
@@ -1079,35 +1097,12 @@ _ROWS = [
     _dmma("dmma128x128pipe", "dmma128x128k16pipe", (128, 128), 64, 186880, 1, 46.5e12, 0),
     _dmma("dmma128x64pipe", "dmma128x64k16pipe", (128, 64), 64, 87552, 2, 47e12, 0),
     # float64 at precision="fp64_int8" and float32 at "fp32_int8": the product emulated on the INT8 tensor
-    # cores (gpumat.matmul.ozaki: exponents, residues, INT8 products, the CRT; a row's kernel is the
-    # reconstruction, which writes C), each the one row of its mode. float64's constants: 16 moduli on the
-    # H200 (results/ozaki-float64-nvidia-h200-2026-11-29.json: 8192^3 in 19.0 ms, 4096^3 in 2.86 ms, 2048^3
-    # in 0.63 ms) as a 128 x 256 tile row; float32's (9 moduli) likewise (results/ozaki-float32-nvidia-h200-
-    # 2026-11-29.json: 8192^3 in 9.49 ms, 4096^3 in 1.71 ms, 2048^3 in 0.385 ms)
-    Variant(
-        "ozaki_fp64_int8",
-        _kernels("ozaki", {("f64", "f64"): "ozaki_crt_f64"}, "ozaki"),
-        "fp64_int8",
-        (128, 256),
-        (256, 1, 1),
-        "ozaki",
-        min_arch=61,  # __dp4a; the wgmma INT8 tiles on sm_90
-        tier=1,
-        rate=59e12,
-        fixed_s=340e-6,
-    ),
-    Variant(
-        "ozaki_fp32_int8",
-        _kernels("ozaki", {("f32", "f32"): "ozaki_crt_f32"}, "ozaki"),
-        "fp32_int8",
-        (128, 256),
-        (256, 1, 1),
-        "ozaki",
-        min_arch=61,
-        tier=1,
-        rate=119e12,
-        fixed_s=240e-6,
-    ),
+    # cores, each the one row of its mode (see _emulated). Constants fitted on the three squares of
+    # results/emulated-nvidia-h200-2026-11-29.json: float64 (16 moduli) 14.85 ms at 8192^3, 2.34 at 4096^3,
+    # 0.48 at 2048^3 (modelled on the H100's target 15.27, 2.22, 0.58); float32 (9 moduli) 8.49, 1.42, 0.31
+    # (modelled 8.59, 1.29, 0.38)
+    _emulated("f64", "fp64_int8", rate=76e12, fixed_s=350e-6),
+    _emulated("f32", "fp32_int8", rate=136e12, fixed_s=250e-6),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
     _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),
