@@ -1,8 +1,9 @@
 // Dtype conversion over a strided 2-D region: dst (rows x cols, row stride ldd) = src (rows x cols,
 // row stride lds) converted, for every ordered pair of distinct dtypes among float32, float64, float16
-// and bfloat16 (convert_<src>_<dst>). The value goes through double (exact for every source) and is
-// rounded once to the destination, to nearest even; NaN stays NaN, +-Inf stays +-Inf, values beyond
-// the destination's range become +-Inf, and widening conversions are exact. The same map with one dtype
+// and bfloat16, and from int8 and int32 to each of them and int8 to int32 (convert_<src>_<dst>). The
+// value goes through double (exact for every source) and is rounded once to the destination, to nearest
+// even; NaN stays NaN, +-Inf stays +-Inf, values beyond the destination's range become +-Inf, and
+// widening conversions are exact. Nothing converts into the integers from floats. The same map with one dtype
 // is a strided 2-D copy (copy_2d_<dtype>): the matmul launcher's copy of an operand the copy engine
 // cannot read in place into aligned scratch, where rows of a few hundred unaligned bytes make the DMA
 // engine (cuMemcpy2DAsync) take several microseconds.
@@ -44,6 +45,8 @@ __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict
             if (c + 32 * j < cols)
                 if constexpr (std::is_same_v<S, D>)
                     d[c + 32 * j] = v[j];  // a copy: the bits as they are
+                else if constexpr (std::is_integral_v<D>)
+                    d[c + 32 * j] = (D)v[j];  // int8 -> int32: widened
                 else
                     d[c + 32 * j] = Dtype<D>::from(Dtype<S>::wide(v[j]));
     }
@@ -93,6 +96,17 @@ GPUMAT_CONVERT(f16, __half, bf16, __nv_bfloat16)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f32, float)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f64, double)
 GPUMAT_CONVERT(bf16, __nv_bfloat16, f16, __half)
+// From the integers (int8 to the floats exactly; int32 exactly to float64, rounded to nearest even to the
+// narrower ones), and int8 widened to int32.
+GPUMAT_CONVERT(s8, int8_t, f32, float)
+GPUMAT_CONVERT(s8, int8_t, f64, double)
+GPUMAT_CONVERT(s8, int8_t, f16, __half)
+GPUMAT_CONVERT(s8, int8_t, bf16, __nv_bfloat16)
+GPUMAT_CONVERT(s8, int8_t, s32, int)
+GPUMAT_CONVERT(s32, int, f32, float)
+GPUMAT_CONVERT(s32, int, f64, double)
+GPUMAT_CONVERT(s32, int, f16, __half)
+GPUMAT_CONVERT(s32, int, bf16, __nv_bfloat16)
 
 #define GPUMAT_COPY_2D(SN, S)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(                                         \
@@ -102,11 +116,12 @@ GPUMAT_CONVERT(bf16, __nv_bfloat16, f16, __half)
         convert<S, S>(src, dst, rows, cols, lds, ldd, batch, sbs, sbd);                                      \
     }
 
-// Same-dtype copies: every element's bits unchanged.
+// Same-dtype copies: every element's bits unchanged (int32 moves through the f32 entry, int8 its own).
 GPUMAT_COPY_2D(f32, float)
 GPUMAT_COPY_2D(f64, double)
 GPUMAT_COPY_2D(f16, __half)
 GPUMAT_COPY_2D(bf16, __nv_bfloat16)
+GPUMAT_COPY_2D(s8, int8_t)
 
 // Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535), min(batch, 65535)).
 #define GPUMAT_GATHER_3D(SN, S)                                                                              \
@@ -122,3 +137,4 @@ GPUMAT_GATHER_3D(f32, float)
 GPUMAT_GATHER_3D(f64, double)
 GPUMAT_GATHER_3D(f16, __half)
 GPUMAT_GATHER_3D(bf16, __nv_bfloat16)
+GPUMAT_GATHER_3D(s8, int8_t)

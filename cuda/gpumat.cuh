@@ -63,6 +63,25 @@ struct Dtype<__nv_bfloat16> {
     __device__ __forceinline__ static __nv_bfloat16 from(double v) { return __double2bfloat16(v); }
 };
 
+// The integers: int8 matrices multiply into int32 sums (exact: an int8 product's sums stay inside int32
+// for K up to 2^17), and both convert to the floats through double, exactly.
+template <>
+struct Dtype<int8_t> {
+    using Acc = int;
+    using Bits = unsigned char;
+    __device__ __forceinline__ static int acc(int8_t x) { return x; }
+    __device__ __forceinline__ static double wide(int8_t x) { return (double)x; }
+};
+
+template <>
+struct Dtype<int> {
+    using Acc = int;
+    using Bits = unsigned int;
+    __device__ __forceinline__ static int acc(int x) { return x; }
+    __device__ __forceinline__ static double wide(int x) { return (double)x; }
+    __device__ __forceinline__ static int from(int v) { return v; }
+};
+
 // ---------------------------------------------------------------------------------------------------
 // Global -> shared copies that need no register: cp.async (sm_80 and newer) lets a thread issue all its
 // loads back to back and wait for them together, whatever ptxas' register budget; on older GPUs an

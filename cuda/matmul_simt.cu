@@ -3,7 +3,10 @@
 // elements, 64-bit offsets; every load and store bounds-checked, so no padding and no alignment needed).
 //   float64: FP64 fused multiply-adds in double, C in float64;
 //   float16 / bfloat16: elements widened to float when staged, float accumulation, C rounded to the
-//   input dtype (round-to-nearest-even) or written as float32 (the _f32out entries).
+//   input dtype (round-to-nearest-even) or written as float32 (the _f32out entries);
+//   int8: elements widened to int when staged, int32 accumulation, C the int32 sums (exact while
+//   K <= 131071, which the host checks; no epilogue: the host passes the identity): the int8 product on
+//   GPUs without Hopper's INT8 wgmma tiles.
 //
 // Technique: a block of 256 threads owns a 64 x 64 tile of C; each thread a 4 x 4 sub-tile (rows
 // 4 ty .. +3, columns 4 tx .. +3, tx, ty in 0..15), kept in registers. K advances in steps of 16: the
@@ -40,6 +43,17 @@ __device__ __forceinline__ void read4(const double* p, double (&r)[4])
     const double2 v1 = *reinterpret_cast<const double2*>(p + 2);
     r[0] = v0.x; r[1] = v0.y; r[2] = v1.x; r[3] = v1.y;
 }
+
+__device__ __forceinline__ void read4(const int* p, int (&r)[4])
+{
+    const int4 v = *reinterpret_cast<const int4*>(p);
+    r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+
+// acc + a b: one fused multiply-add in the accumulator's type (exact in int)
+__device__ __forceinline__ float mul_add(float a, float b, float acc) { return fmaf(a, b, acc); }
+__device__ __forceinline__ double mul_add(double a, double b, double acc) { return fma(a, b, acc); }
+__device__ __forceinline__ int mul_add(int a, int b, int acc) { return a * b + acc; }
 
 template <class T, class Out>
 __device__ __forceinline__ void simt64x64(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
@@ -100,14 +114,14 @@ __device__ __forceinline__ void simt64x64(const T* __restrict__ A, const T* __re
                 for (int i = 0; i < 4; ++i)
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
-                        acc[i][j] = fma(a[i], b[j], acc[i][j]);
+                        acc[i][j] = mul_add(a[i], b[j], acc[i][j]);
             }
             if (more)
                 store(buf ^ 1);   // nobody reads buf ^ 1 now: the last step's barrier is behind everyone
             __syncthreads();
             buf ^= 1;
         }
-        if (!ep_id) {
+        if constexpr (!std::is_integral_v<Acc>) if (!ep_id) {  // (the int8 entry takes no epilogue)
             // The epilogue, in place, on the outputs inside C; the stores below are the plain ones. One
             // thread row a pass of a rolled loop: row i is in acc[0] and the rows move up one a pass,
             // back in place after 4 passes (unrolled, the float64 kernel's code was 40 times as large).
@@ -174,3 +188,4 @@ GPUMAT_SIMT(matmul_simt64x64_f16, __half, __half)
 GPUMAT_SIMT(matmul_simt64x64_f16_f32out, __half, float)
 GPUMAT_SIMT(matmul_simt64x64_bf16, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_SIMT(matmul_simt64x64_bf16_f32out, __nv_bfloat16, float)
+GPUMAT_SIMT(matmul_simt64x64_s8, int8_t, int)  // C int32

@@ -15,11 +15,11 @@
 //    Outputs the tensor cores leave infinite or NaN are recomputed in plain FP32 (exact_dot, as in
 //    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
 //    product gives;
-//  * int8 inputs (the *bt_s8_residues entries, the Ozaki scheme's residue products, src/gpumat/matmul/
-//    ozaki.py): both operands K-major, int32 accumulators (their own register array: wgmma's s32 forms),
-//    exact while K <= 131071, and C the sums' symmetric residues modulo the Ozaki modulus of the product's
-//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read); no epilogue,
-//    one split.
+//  * int8 inputs: both operands K-major, int32 accumulators (their own register array: wgmma's s32
+//    forms), exact while K <= 131071; no epilogue, one split. C is the int32 sums (the *bt_s8 entries,
+//    gm.matmul of int8 matrices), or (the *bt_s8_residues entries, the Ozaki scheme's residue products,
+//    src/gpumat/matmul/ozaki.py) the sums' symmetric residues modulo the Ozaki modulus of the product's
+//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read).
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64
@@ -258,13 +258,43 @@ __device__ __forceinline__ void st_shared_pair(uint32_t addr, float x, float y)
     }
 }
 
-// Two adjacent int8 C values (the INT8 body's accumulators, reduced to residues) into shared memory.
+// Two adjacent integer C values of the INT8 body into shared memory: int32 sums, or their residues in int8.
 template <class Out>
 __device__ __forceinline__ void st_shared_pair(uint32_t addr, int x, int y)
 {
-    static_assert(sizeof(Out) == 1, "the INT8 body's C: residues in int8");
-    const unsigned short pair = (unsigned short)((x & 0xff) | ((y & 0xff) << 8));
-    asm volatile("st.shared.b16 [%0], %1;\n" :: "r"(addr), "h"(pair) : "memory");
+    static_assert(sizeof(Out) == 1 || sizeof(Out) == 4, "the INT8 body's C: int32 sums or int8 residues");
+    if constexpr (sizeof(Out) == 4) {
+        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" :: "r"(addr), "r"(x), "r"(y) : "memory");
+    } else {
+        const unsigned short pair = (unsigned short)((x & 0xff) | ((y & 0xff) << 8));
+        asm volatile("st.shared.b16 [%0], %1;\n" :: "r"(addr), "h"(pair) : "memory");
+    }
+}
+
+// An accumulator as C's element: an int32 sum as it is, a float32 one through Dtype (to nearest even).
+template <class Out, class Acc>
+__device__ __forceinline__ Out c_value(Acc x)
+{
+    if constexpr (std::is_same_v<Out, int>)
+        return x;
+    else
+        return Dtype<Out>::from(x);
+}
+
+// Two adjacent C values by plain stores (the second where pair_ok), as one store where vec says it is aligned.
+template <class Out, class Acc>
+__device__ __forceinline__ void store_c_pair(Out* p, Acc x, Acc y, bool pair_ok, bool vec)
+{
+    if constexpr (std::is_same_v<Out, int>) {
+        if (pair_ok && vec) {
+            *reinterpret_cast<int2*>(p) = make_int2(x, y);
+        } else {
+            p[0] = x;
+            if (pair_ok) p[1] = y;
+        }
+    } else {
+        store_pair<Out>(p, x, y, pair_ok, vec);
+    }
 }
 
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
@@ -666,9 +696,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int A_BYTES = Cfg::A_BYTES;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
     constexpr bool TF32 = sizeof(T) == 4;
-    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators, C their int8 residues, one split
+    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators, one split, no epilogue
+    constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues (else the int32 sums)
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
-    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 1 && !EPI), "INT8: K-major, int8 residues");
+    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && !EPI && (RESIDUES || std::is_same_v<Out, int>)),
+                  "INT8: K-major, C int32 sums or int8 residues");
     using Acc = std::conditional_t<INT8, int, float>;
     static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -801,8 +833,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             const int col = wk.tn * BN + 2 * (lane % 4);                 //   col + 8 j + x % 2]
             // INT8: C is the sums' residues modulo the Ozaki modulus of this product (the batch's), each taken as
             // it is stored (taken all at once beforehand, their temporaries made ptxas spill the 128 x 256 tile)
-            const int s8_modulus = INT8 ? S8_MODULI[wk.layer] : 0;
-            const double s8_inverse = INT8 ? __drcp_rn((double)s8_modulus) : 0.0;
+            const int s8_modulus = RESIDUES ? S8_MODULI[matrix] : 0;  // (product `matrix` of the batch: the l-th)
+            const double s8_inverse = RESIDUES ? __drcp_rn((double)s8_modulus) : 0.0;
             if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
                 if (warpgroup_any(3 + c, any_nonfinite(d)))
                     recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
@@ -837,7 +869,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                             const int r = 16 * warp + lane / 4 + 8 * h;
                             // the 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
                             const uint32_t at = buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-                            if constexpr (INT8) {
+                            if constexpr (RESIDUES) {
                                 const int x = gpumat::symmetric_residue(d[4 * j + 2 * h], s8_modulus, s8_inverse);
                                 const int y = gpumat::symmetric_residue(d[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
                                 st_shared_pair<Out>(at, x, y);
@@ -855,7 +887,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
                 continue;
             }
-            if constexpr (INT8) {  // the int8 residues by plain stores (c_store 0), a pair at a time where aligned
+            if constexpr (RESIDUES) {  // the int8 residues by plain stores (c_store 0), a pair at a time where aligned
                 const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 1) == 0 && (ldc & 1) == 0;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -877,7 +909,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     }
                 }
                 continue;
-            } else {  // (the 16-bit and TF32 bodies' C: Dtype<Out> converts the float accumulators)
+            } else {  // (the 16-bit and TF32 bodies' C, Dtype<Out> converting the float accumulators; int32 sums)
             if (c_trans) {  // C stored transposed: C[i, j] at Cz + j * ldc + i
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -888,7 +920,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
                             const int cc = col + 8 * j + e;
-                            if (cc < N) Cz[(long long)cc * ldc + r] = Dtype<Out>::from(d[4 * j + 2 * h + e]);
+                            if (cc < N) Cz[(long long)cc * ldc + r] = c_value<Out>(d[4 * j + 2 * h + e]);
                         }
                 }
                 continue;
@@ -902,7 +934,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 #pragma unroll
                 for (int j = 0; j < ACC / 4; ++j) {
                     const int cc = col + 8 * j;
-                    if (cc < N) store_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
+                    if (cc < N) store_c_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
                 }
             }
             }
@@ -1122,6 +1154,30 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, floa
 
 GPUMAT_WGMMA_S8(matmul_wgmma128x256bt_s8_residues, 128, 256)
 GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8_residues, 128, 128)
+
+// matmul_wgmma<BM>x<BN>bt_s8(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch, c_layer,
+// batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): int8 A (M x K) times W.T for a
+// row-major N x K int8 W (both K-major; gm.matmul of int8 matrices, a row-major B transposed first by the
+// host), wgmma m64n<BN>k32 with int32 accumulation, C the int32 sums (exact while K <= 131071, which the
+// host checks). The 16-bit entries' argument list and launch (block, shared memory, persistent grid over
+// the batch's tiles); the epilogue's arguments are taken and never read (the host passes the identity);
+// one split (k_chunk = K). map_a and map_b: UINT8 tensors (the bytes as they are) with 128 x BM and
+// 128 x BN boxes (a k tile of 128); C through an INT32 map of 32 x 64 boxes (c_store 1), by plain stores
+// (0), or by plain stores into C stored transposed (2: a swapped product).
+#define GPUMAT_WGMMA_S8_S32(NAME, BM, BN)                                                                     \
+    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
+        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
+        const __grid_constant__ TensorMap map_c, int* __restrict__ C, int M, int N, int K, long long ldc,     \
+        int k_chunk, int c_store, int batch, long long c_layer, int batched, GPUMAT_EPILOGUE_PARAMS)          \
+    {                                                                                                         \
+        const int8_t* none = nullptr;                                                                         \
+        gemm<BM, BN, int8_t, int, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,  \
+                                                      Batch(batch, c_layer, batched), none, 0, 0, none, 0, 0,  \
+                                                      GPUMAT_EPILOGUE_ARGS);                                   \
+    }
+
+GPUMAT_WGMMA_S8_S32(matmul_wgmma128x256bt_s8, 128, 256)
+GPUMAT_WGMMA_S8_S32(matmul_wgmma128x128bt_s8, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)

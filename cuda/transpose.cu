@@ -1,7 +1,7 @@
-// Transpose kernels: B (cols x rows) = A (rows x cols)^T, row-major, for 2-, 4- and 8-byte elements.
+// Transpose kernels: B (cols x rows) = A (rows x cols)^T, row-major, for 1-, 2-, 4- and 8-byte elements.
 // Kernels move bits and never convert: each family is one template over an unsigned integer type of the
-// element's size, instantiated once per dtype (_f32, _f64, _f16, _bf16; f16 and bf16 share the 2-byte
-// code). Both matrices come with their own row stride (lda, ldb, in elements); every offset is 64-bit,
+// element's size, instantiated once per dtype (_f32, _f64, _f16, _bf16, _s8; f16 and bf16 share the
+// 2-byte code, and int32 matrices move through the _f32 entries). Both matrices come with their own row stride (lda, ldb, in elements); every offset is 64-bit,
 // so matrices of more than 2^31 elements work. Unless a family says otherwise, the launcher gives
 // blockIdx.x the column tiles of A and caps gridDim.y at 65535, and each block walks the row tiles of
 // A in a grid-stride loop. Every variant works for any shape: tiles that stick out of A are
@@ -29,9 +29,10 @@ __device__ __forceinline__ void stage(T* smem, const T* gmem)
 }
 
 // Shared-memory row padding, in elements, that makes a tile row an odd number of 4-byte words (one
-// element for 4 and 8 bytes, two for 2 bytes), so a column of the tile falls in 32 different banks.
+// element for 4 and 8 bytes, two for 2 bytes, four for 1 byte), so a column of the tile falls in 32
+// different banks.
 template <class T>
-__host__ __device__ constexpr int pad_elems() { return sizeof(T) == 2 ? 2 : 1; }
+__host__ __device__ constexpr int pad_elems() { return sizeof(T) == 1 ? 4 : sizeof(T) == 2 ? 2 : 1; }
 
 // ---------------------------------------------------------------------------------------------------
 // naive: one thread per element, straight from global memory to global memory: the reads along a row
@@ -840,7 +841,8 @@ __device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f32, unsigned int)            \
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f64, unsigned long long)      \
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, f16, unsigned short)          \
-    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, bf16, unsigned short)
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, bf16, unsigned short)          \
+    GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN2, s8, unsigned char)
 
 GPUMAT_TRANSPOSE_FAMILY(naive, 256, 4, 4)
 GPUMAT_TRANSPOSE_FAMILY(tiled, 1024, 1, 1)

@@ -242,7 +242,7 @@ def fake_matrix(
     from gpumat import _dtypes
 
     return Matrix._wrap(
-        FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False, dtype=_dtypes.as_dtype(dtype)
+        FakeBuffer(ptr), 0, height, width, stride or max(width, 1), owner=False, dtype=_dtypes.as_storage_dtype(dtype)
     )
 
 
@@ -259,7 +259,7 @@ def fake_batch(batch, height, width, stride=None, bstride=None, ptr=0x7F00000000
         height,
         width,
         stride,
-        dtype=_dtypes.as_dtype(dtype),
+        dtype=_dtypes.as_storage_dtype(dtype),
         trans=trans,
         batch=batch,
         bstride=bstride,

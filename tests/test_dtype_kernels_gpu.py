@@ -25,8 +25,9 @@ from gpumat.runtime.geometry import cdiv
 pytestmark = pytest.mark.gpu
 
 rng = np.random.default_rng(11)
-BITS = {"f32": np.uint32, "f64": np.uint64, "f16": np.uint16, "bf16": np.uint16}
-SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+BITS = {"f32": np.uint32, "f64": np.uint64, "f16": np.uint16, "bf16": np.uint16, "s8": np.uint8, "s32": np.uint32}
+SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4}
+INTEGER = {"s8": np.int8, "s32": np.int32}
 NAN16 = 0x7FF8
 UNIT = {"f32": 2.0**-24, "f64": 2.0**-53, "f16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff
 
@@ -34,6 +35,8 @@ UNIT = {"f32": 2.0**-24, "f64": 2.0**-53, "f16": 2.0**-11, "bf16": 2.0**-8}  # u
 # ------------------------------------------------------------------------------------------- dtypes on the host
 def to_bits(x, dt: str) -> np.ndarray:
     """float64 values -> storage bits of dtype dt, rounded once to nearest even."""
+    if dt in INTEGER:  # integers as they are (the callers pass values the type holds)
+        return np.asarray(x).astype(INTEGER[dt]).view(BITS[dt])
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         if dt == "f64":
@@ -51,12 +54,17 @@ def to_bits(x, dt: str) -> np.ndarray:
 
 def from_bits(b, dt: str) -> np.ndarray:
     b = np.asarray(b)
+    if dt in INTEGER:
+        return b.view(INTEGER[dt]).astype(np.float64)
     if dt == "bf16":
         return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return b.view({"f32": np.float32, "f64": np.float64, "f16": np.float16}[dt]).astype(np.float64)
 
 
 def nan_fill(n: int, dt: str) -> np.ndarray:
+    """Poison: NaN halves (an int8 buffer: 0xA5 bytes)."""
+    if SIZE[dt] == 1:
+        return np.full(n, 0xA5, dtype=np.uint8)
     return np.full(n * SIZE[dt] // 2, NAN16, dtype=np.uint16).view(BITS[dt])
 
 
@@ -102,7 +110,10 @@ def _sync():
 
 
 def random_values(shape, dt: str, spread: int = 0) -> np.ndarray:
-    """Random float64 values exactly representable in dt (never zero), magnitudes 2^-spread .. 2^spread."""
+    """Random float64 values exactly representable in dt (never zero), magnitudes 2^-spread .. 2^spread; for
+    int8, its integers (the two ends among them)."""
+    if dt == "s8":
+        return rng.choice([-128, 127, *range(-127, 127)], size=shape).astype(np.float64)
     x = rng.uniform(0.5, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
     if spread:
         x = np.ldexp(x, rng.integers(-spread, spread + 1, size=shape))
@@ -249,7 +260,8 @@ MM_TEACHING = ("naive", "tiled16", "tiled32", "tiled16x64")  # the documents' ke
 
 
 def matmul_cases():
-    """(variant, input dtype, output dtype): the teaching kernels in every dtype, the SIMT kernel's pairs."""
+    """(variant, input dtype, output dtype): the teaching kernels in every dtype, the SIMT kernel's pairs
+    (int8 -> int32 among them)."""
     for name in MM_TEACHING:
         for dt, out_dt in MM.VARIANTS[name].kernels:
             yield pytest.param(MM.VARIANTS[name], dt, out_dt, id=f"{name}-{dt}")
@@ -262,7 +274,7 @@ def test_matmul_cases_cover_every_dtype():
     for name in MM_TEACHING:
         assert {(dt, out) for n, dt, out in cases if n == name} == {(s, s) for s in ("f32", "f64", "f16", "bf16")}
     simt = {(dt, out) for n, dt, out in cases if n == "simt64x64"}
-    assert simt == {("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
+    assert simt == {("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32"), ("s8", "s32")}
 
 
 @pytest.mark.parametrize("v,dt,out_dt", list(matmul_cases()))
@@ -288,8 +300,8 @@ def test_matmul(v, dt, out_dt, mnk, layout):
         c.free()
     got = from_bits(got_bits, out_dt)
     ref = av @ bv
-    acc_unit = 2.0**-53 if dt == "f64" else 2.0**-24
-    bound = 1.01 * k * acc_unit * (np.abs(av) @ np.abs(bv)) + UNIT[out_dt] * np.abs(ref) + 1e-300
+    acc_unit = {"f64": 2.0**-53, "s8": 0.0}.get(dt, 2.0**-24)  # int8: the int32 sums, exact
+    bound = 1.01 * k * acc_unit * (np.abs(av) @ np.abs(bv)) + UNIT.get(out_dt, 0.0) * np.abs(ref) + 1e-300
     err = np.abs(got - ref)
     assert np.all(np.isfinite(got)), "unwritten (NaN) elements of C"
     assert np.all(err <= bound), (
@@ -477,8 +489,15 @@ SPECIALS = [
 def test_convert(pair, shape):
     src_dt, dst_dt = pair
     rows, cols = shape
-    vals = random_values(shape, "f64", spread=20).ravel()
-    vals[: min(len(SPECIALS), vals.size)] = SPECIALS[: vals.size]
+    if src_dt in INTEGER:  # every integer the type holds may come: its two ends among random ones
+        info = np.iinfo(INTEGER[src_dt])
+        vals = rng.integers(info.min, info.max, size=rows * cols, endpoint=True).astype(np.float64)
+        vals[: min(4, vals.size)] = [info.min, info.max, 0, -1][: min(4, vals.size)]
+        if src_dt == "s32":  # and ones float32 and the halves must round (odd beyond 2^24, ties)
+            vals[4:8] = [2.0**24 + 1, 2.0**24 + 3, -(2.0**30) - 64, 2049][: max(0, min(4, vals.size - 4))]
+    else:
+        vals = random_values(shape, "f64", spread=20).ravel()
+        vals[: min(len(SPECIALS), vals.size)] = SPECIALS[: vals.size]
     rng.shuffle(vals)
     src_bits = to_bits(vals.reshape(shape), src_dt)
     s = Operand(src_bits, src_dt, rows, cols, off=1, ld=cols + 3)

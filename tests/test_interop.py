@@ -86,8 +86,13 @@ def test_dtype_codes():
     assert _interop.dlpack_dtype(np.dtype(np.float32)) == (_interop.KDL_FLOAT, 32)
     assert _interop.dlpack_dtype(np.dtype(np.float64)) == (_interop.KDL_FLOAT, 64)
     assert _interop.dtype_from_dlpack(_interop.KDL_FLOAT, 16, 1) == np.float16
-    with pytest.raises(TypeError):
-        _interop.dtype_from_dlpack(_interop.KDL_INT, 32, 1)
+    # the integers a Matrix holds: int8 and int32, both ways; other widths and unsigned ones refused
+    for bits, dt in ((8, np.int8), (32, np.int32)):
+        assert _interop.dlpack_dtype(np.dtype(dt)) == (_interop.KDL_INT, bits)
+        assert _interop.dtype_from_dlpack(_interop.KDL_INT, bits, 1) == dt
+    for code, bits in ((_interop.KDL_INT, 16), (_interop.KDL_INT, 64), (_interop.KDL_UINT, 8)):
+        with pytest.raises(TypeError, match="not a gpumat dtype"):
+            _interop.dtype_from_dlpack(code, bits, 1)
     with pytest.raises(TypeError):
         _interop.dtype_from_dlpack(_interop.KDL_FLOAT, 32, 4)
 
@@ -142,7 +147,7 @@ def test_torch_column_major_is_a_view_and_other_layouts_are_refused():
         assert g.elements != t.data_ptr() and np.array_equal(g.to_numpy(), strided.cpu().numpy())
         g.free()
     with pytest.raises(TypeError, match="not a gpumat dtype"):
-        gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int32))
+        gm.from_dlpack(torch.ones(3, 3, device="cuda", dtype=torch.int16))
 
 
 @gpu

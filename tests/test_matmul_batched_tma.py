@@ -31,18 +31,24 @@ def _hopper(request):
 def cases_of(name: str) -> list[tuple[str, np.dtype, str | None]]:
     if VARIANTS[name].mode == "tf32":
         return [("tf32", np.float32, "tf32")]
+    if ("s8", "s32") in VARIANTS[name].kernels:  # int8 in, the int32 sums out: exact
+        return [("int8", np.int8, None)]
     return [(kind, dtype, None) for kind, dtype in HALVES.items()]
 
 
 def tolerance(kind: str, k: int) -> float:
     """Elementwise, relative to |A| |B| (+ |beta C|): operands exact in their dtype (TF32 rounds them,
     2^-11 each), float32 sums growing with sqrt(K) (a factor 8 of margin), one rounding of the result."""
+    if kind == "int8":
+        return 0.0
     operand = 2.0**-10 if kind == "tf32" else 0.0
     result = {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(kind, 2.0**-24)
     return operand + 8 * 2.0**-24 * math.sqrt(k) + result
 
 
 def host_random(shape, dtype) -> np.ndarray:
+    if dtype == np.int8:
+        return rng.integers(-128, 127, size=shape, endpoint=True).astype(np.int8)
     return rng.uniform(-1, 1, size=shape).astype(np.float32).astype(dtype)
 
 
@@ -53,11 +59,12 @@ def batch_view(host: np.ndarray, transposed: bool, extra_rows: int, extra_cols: 
     when asked. Returns (view, parent)."""
     store = np.swapaxes(host, -1, -2) if transposed else host
     shape = list(store.shape)
+    unit = 16 if host.dtype == np.int8 else 8  # (int8: 16 elements make 16 bytes, and the padding doubles)
     shape[-2] += extra_rows
-    shape[-1] += -shape[-1] % 8 + extra_cols  # rows a whole number of 16 bytes, then the padding
+    shape[-1] += -shape[-1] % unit + extra_cols * unit // 8  # rows a whole number of 16 bytes, then the padding
     parent_host = host_random(shape, host.dtype)
     parent_host[..., : store.shape[-2], : store.shape[-1]] = store
-    parent = gm.Matrix.from_numpy(parent_host)
+    parent = gm.Matrix.from_numpy(parent_host, dtype=parent_host.dtype)
     rows, cols = slice(0, store.shape[-2]), slice(0, store.shape[-1])
     view = parent[:, rows, cols] if store.ndim == 3 else parent[rows, cols]
     return (view.T if transposed else view), parent
@@ -65,11 +72,16 @@ def batch_view(host: np.ndarray, transposed: bool, extra_rows: int, extra_cols: 
 
 def poisoned_out(batch: int, m: int, n: int, dtype, start: np.ndarray | None = None):
     """A (batch, m, n) view inside NaN-filled storage 8 columns and 3 rows wider a matrix: (view, parent,
-    the parent's host bytes before the product). `start` fills the view (the old C an epilogue reads)."""
-    host = np.full((batch, m + 3, n + 8), np.nan, dtype=dtype)
+    the parent's host bytes before the product). `start` fills the view (the old C an epilogue reads). An
+    int8 product's C: int32, filled with a value no test's sum takes."""
+    if dtype == np.int8:
+        dtype, poison = np.int32, -0x5A5A5A5B
+    else:
+        poison = np.nan
+    host = np.full((batch, m + 3, n + 8), poison, dtype=dtype)
     if start is not None:
         host[:, :m, :n] = start
-    parent = gm.Matrix.from_numpy(host)
+    parent = gm.Matrix.from_numpy(host, dtype=host.dtype)
     return parent[:, :m, :n], parent, host
 
 

@@ -59,6 +59,8 @@ KINDS = {
     "bf16-f32out": ("bf16", "f32", "native", True),
     "f64": ("f64", "f64", "native", True),
     "f64-unaligned": ("f64", "f64", "native", False),
+    "s8": ("s8", "s32", "native", True),
+    "s8-unaligned": ("s8", "s32", "native", False),
 }
 ITEMSIZE = {"f32": 4, "f64": 8}
 TILES = (16, 32, 64, 128, 256)

@@ -1,8 +1,16 @@
-"""The element types a Matrix holds: float32, float64, float16 and bfloat16.
+"""The element types a Matrix holds: float32, float64, float16 and bfloat16, which every operation computes
+in, and int8 and int32, the integer storage of the INT8 products (int8 @ int8 -> int32 on the tensor cores).
 
 This module owns the dtype facts every other module uses: the numpy dtypes, the kernel-name suffix of
-each (`suffix`; the table SUFFIXES with ITEMSIZE, bytes by suffix, from which the kernel families are
-declared), the conversion rule below, and bfloat16 without ml_dtypes.
+each (`suffix`; ITEMSIZE, bytes by suffix; SUFFIXES, the four computed dtypes from which the computing
+kernel families are declared; MOVE_SUFFIX, whose bit-moving kernels carry each dtype), the conversion
+rule below, and bfloat16 without ml_dtypes.
+
+Two tiers: `as_dtype` answers the four computed dtypes alone (every operation that computes in its
+operands' dtype refuses the integers through it, or through operands.computed for matrices already
+made); `as_storage_dtype` adds int8 and int32 where a matrix only holds or moves its elements (empty,
+zeros, from_numpy with dtype=, to_numpy, copies, transposes, astype from them, the interop imports) and
+where the INT8 product takes them.
 
 A dtype is a numpy dtype. bfloat16 is ml_dtypes' when that package is installed (the `bfloat16`
 extra); without it, gpumat still holds bfloat16 matrices on the GPU and names their dtype with a
@@ -19,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 FLOAT32, FLOAT64, FLOAT16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+INT8, INT32 = np.dtype(np.int8), np.dtype(np.int32)
 EXACT_INT = 2**53
 
 
@@ -46,11 +55,24 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# The one table of kernel-name suffixes (every kernel family declares one entry point a suffix, in this
-# order) and of their element sizes in bytes.
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
-SUFFIXES = tuple(ITEMSIZE)
-DTYPE_NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}  # by kernel suffix
+# The one table of kernel-name suffixes and of their element sizes in bytes; SUFFIXES, the computed four
+# (every computing kernel family declares one entry point a suffix, in this order); the integers are held
+# and moved, and multiplied by the INT8 product alone.
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4}
+SUFFIXES = ("f32", "f64", "f16", "bf16")
+INTEGER_SUFFIXES = ("s8", "s32")
+DTYPE_NAMES = {  # by kernel suffix
+    "f32": "float32",
+    "f64": "float64",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "s8": "int8",
+    "s32": "int32",
+}
+# The kernels that move a dtype's bits (copies, gathers, transposes) by suffix: int32 moves as float32's
+# 4-byte words do (those kernels copy bits and never compute), int8 by its own 1-byte entries.
+MOVE_SUFFIX = {**{s: s for s in SUFFIXES}, "s8": "s8", "s32": "f32"}
+MOVE_SUFFIXES = ("f32", "f64", "f16", "bf16", "s8")  # the move families' entry points, one a width and type
 
 
 def is_bfloat16(dt: np.dtype) -> bool:
@@ -62,11 +84,11 @@ def is_bfloat16(dt: np.dtype) -> bool:
 
 # dtype -> suffix, for the dtypes seen so far: ml_dtypes' bfloat16 joins at its first use (the tagged
 # uint16 stand-in never does: numpy compares dtypes without their metadata, so it equals every uint16)
-SUFFIX_OF = {FLOAT32: "f32", FLOAT64: "f64", FLOAT16: "f16"}
+SUFFIX_OF = {FLOAT32: "f32", FLOAT64: "f64", FLOAT16: "f16", INT8: "s8", INT32: "s32"}
 
 
 def suffix(dt: np.dtype) -> str:
-    """The kernel-name suffix: f32, f64, f16, bf16."""
+    """The kernel-name suffix: f32, f64, f16, bf16, s8, s32."""
     sfx = SUFFIX_OF.get(dt)
     if sfx is not None:
         return sfx
@@ -82,10 +104,12 @@ def name(dt: np.dtype) -> str:
 
 
 SUPPORTED = "float32, float64, float16, bfloat16"
+STORED = SUPPORTED + ", int8, int32"
 
 
 def as_dtype(dtype) -> np.dtype:
-    """A supported gpumat dtype from anything numpy understands, or the string "bfloat16"."""
+    """A computed gpumat dtype (float32, float64, float16, bfloat16) from anything numpy understands, or
+    the string "bfloat16"; TypeError for the rest, int8 and int32 included (see as_storage_dtype)."""
     try:
         known = _KNOWN.get(dtype)  # the common spellings (np.float16, "float32", a dtype), answered once
     except TypeError:  # unhashable: numpy says what it makes of it below
@@ -99,6 +123,26 @@ def as_dtype(dtype) -> np.dtype:
 
 
 _KNOWN: dict = {}  # as_dtype's answers by what it was given
+
+
+def as_storage_dtype(dtype) -> np.dtype:
+    """A dtype a Matrix holds: as_dtype's four, or int8 or int32 (TypeError naming all six otherwise)."""
+    try:
+        return as_dtype(dtype)
+    except TypeError as err:
+        refused = err
+    try:
+        dt = np.dtype(dtype)  # (None: refused above, a dtype must be named)
+    except TypeError:
+        dt = None
+    if dt is not None and dt in (INT8, INT32):  # (a byte-swapped int32 is not: the GPU's order only)
+        return dt
+    raise TypeError(str(refused).replace(SUPPORTED, STORED)) from None
+
+
+def is_integer(dt: np.dtype) -> bool:
+    """int8 or int32: held and moved, multiplied by the INT8 product alone."""
+    return dt in (INT8, INT32)
 
 
 def _as_dtype(dtype) -> np.dtype:
@@ -122,10 +166,17 @@ def _as_dtype(dtype) -> np.dtype:
     raise TypeError(f"gpumat matrices hold {SUPPORTED}, not {dt}")
 
 
-def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
-    """The Matrix dtype an array becomes (the rule in this module's docstring)."""
+def host_dtype_for(a: np.ndarray, dtype=None, integers: bool = False) -> np.dtype:
+    """The Matrix dtype an array becomes (the rule in this module's docstring); integers=True (from_numpy)
+    also takes dtype=int8 or int32, for integer arrays whose every value fits (quantising floats is the
+    caller's: a float array asked for as integers is a TypeError, a value out of range a ValueError)."""
     if dtype is not None:
-        return as_dtype(dtype)
+        if not integers:
+            return as_dtype(dtype)
+        dt = as_storage_dtype(dtype)
+        if is_integer(dt):
+            _check_integers(a, dt)
+        return dt
     dt = a.dtype
     if dt.kind in "fiu" and not dt.isnative:  # big-endian data (read from a file): the same numbers, native order
         dt = dt.newbyteorder("=")
@@ -143,6 +194,20 @@ def host_dtype_for(a: np.ndarray, dtype=None) -> np.dtype:
     raise TypeError(
         f"gpumat matrices hold real numbers ({SUPPORTED}); got dtype {dt} (convert it explicitly, or pass dtype=)"
     )
+
+
+def _check_integers(a: np.ndarray, dt: np.dtype) -> None:
+    """An array uploaded as int8 or int32 holds integers that fit: no float rounds or wraps on the way."""
+    if a.dtype.kind not in "iub":
+        raise TypeError(
+            f"a {a.dtype} array becomes {dt} only from integers: round and clip it on the host first (e.g. "
+            f"np.clip(np.rint(x), {np.iinfo(dt).min}, {np.iinfo(dt).max}).astype(np.{dt}))"
+        )
+    if a.size and a.dtype.kind != "b" and not np.can_cast(a.dtype, dt):
+        lo, hi = int(a.min()), int(a.max())
+        info = np.iinfo(dt)
+        if lo < info.min or hi > info.max:
+            raise ValueError(f"the array holds values in [{lo}, {hi}], beyond {dt}'s [{info.min}, {info.max}]")
 
 
 def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import SUPPORTED, as_dtype, bfloat16, is_bfloat16, suffix
+from ._dtypes import STORED, as_storage_dtype, bfloat16, is_bfloat16, suffix
 from .convert import gather
 from .matrix import Matrix
 from .memory import BorrowedBuffer
@@ -52,6 +52,8 @@ def dlpack_dtype(dtype: np.dtype) -> tuple[int, int]:
         return KDL_BFLOAT, 16
     if dtype.kind == "f":
         return KDL_FLOAT, dtype.itemsize * 8
+    if dtype.kind == "i":
+        return KDL_INT, dtype.itemsize * 8
     raise TypeError(f"no DLPack code for {dtype}")
 
 
@@ -62,6 +64,8 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
         return np.dtype(f"float{bits}")
     if code == KDL_BFLOAT and bits == 16:
         return bfloat16()
+    if code == KDL_INT and bits in (8, 32):
+        return np.dtype(f"int{bits}")
     names = {KDL_INT: "int", KDL_UINT: "uint", KDL_FLOAT: "float", KDL_BFLOAT: "bfloat"}
     raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
 
@@ -86,10 +90,10 @@ def typestr(dtype: np.dtype) -> str:
 
 def supported(dtype: np.dtype) -> np.dtype:
     try:
-        return as_dtype(dtype)
+        return as_storage_dtype(dtype)
     except TypeError:
         raise TypeError(
-            f"the array is {dtype}, not a gpumat dtype ({SUPPORTED}): convert it on the producer's side first"
+            f"the array is {dtype}, not a gpumat dtype ({STORED}): convert it on the producer's side first"
         ) from None
 
 

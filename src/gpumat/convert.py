@@ -1,12 +1,15 @@
 """Matrix.astype and the dtype conversion kernels (cuda/convert.cu): dst = src converted, over a strided 2-D region.
 
-CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct dtype suffixes; arguments
+CONVERT_KERNELS[(src, dst)] for every ordered pair of distinct computed dtypes, and from int8 and int32 to
+each of them (int8 to int32 too; the integers are exact in float64, and int32 rounds once to the narrower
+floats): nothing converts into the integers (quantising is the caller's); arguments
 (src, dst, rows, cols, lds, ldd, batch, sbs, sbd), strides in elements (a batch of regions, batch
 strides sbs and sbd, in one launch). Rounding is to nearest even, once (values go
 through double, exact for every source); NaN and +-Inf are preserved. COPY_KERNELS[sfx]: the same map
 as a bit-exact strided copy (copy_region), for regions the DMA engine copies slowly (rows of unaligned
 bytes); Matrix.copy itself stays cuMemcpy2D. GATHER_KERNELS[sfx]: any strided layout (signed strides
-along the batch, rows and columns) into a packed batch, for imports with copy=True (gather).
+along the batch, rows and columns) into a packed batch, for imports with copy=True (gather). Both move
+bits: their entries exist for each width and type of _dtypes.MOVE_SUFFIXES, int32 moving as float32.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import _dtypes
-from ._dtypes import SUFFIXES
+from ._dtypes import INTEGER_SUFFIXES, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
 from .matrix import Matrix, paired_pieces
 from .memory.ordering import done_on, use_on
 from .operands import operand_device
@@ -26,14 +29,19 @@ SIGNATURE = "PPqqqqqqq"  # src, dst, rows, cols, lds, ldd, batch, sbs, sbd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
 
+CONVERSIONS = (
+    *((s, d) for s in SUFFIXES for d in SUFFIXES if s != d),
+    *((s, d) for s in INTEGER_SUFFIXES for d in SUFFIXES),
+    ("s8", "s32"),
+)
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
-    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s in SUFFIXES for d in SUFFIXES if s != d
+    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s, d in CONVERSIONS
 }
 
-
-COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in SUFFIXES}
+# by move suffix (_dtypes.MOVE_SUFFIX of a dtype's: int32 through float32's entries, bits moved, never computed)
+COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in MOVE_SUFFIXES}
 # src, dst, batch, rows, cols, and the source's signed strides along each, in elements: into a packed batch
-GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in SUFFIXES}
+GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in MOVE_SUFFIXES}
 
 
 def grid(rows: int, cols: int, batch: int = 1) -> tuple[int, int, int]:
@@ -56,10 +64,15 @@ def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1) -> FixedLaunch
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device, of m's shape and layout (a transposed
     view gives a transposed result; same dtype: a copy)."""
-    dt = _dtypes.as_dtype(dtype)
+    dt = _dtypes.as_storage_dtype(dtype)
     dev = operand_device((m, "m"))
     if dt == m.dtype:
         return m.copy(stream=stream)
+    if (m._sfx, _dtypes.suffix(dt)) not in CONVERT_KERNELS:
+        raise TypeError(
+            f"astype: gpumat converts into {_dtypes.name(dt)} only from int8 (quantising floats, or narrowing "
+            f"integers, is the caller's: round and clip on the host, then from_numpy(..., dtype=np.{dt}))"
+        )
     s = stream_handle(stream, dev)
     with dev.lock:
         _ = m.elements
@@ -93,7 +106,7 @@ def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: i
     queued on `stream` (the caller orders dst on it and holds the device lock): one launch for any layout."""
     batch, rows, cols = shape
     g = grid(rows, cols)
-    GATHER_KERNELS[sfx](
+    GATHER_KERNELS[MOVE_SUFFIX[sfx]](
         (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1)), BLOCK, src, dst, *shape, *strides, stream=stream, device=dev
     )
 
@@ -115,4 +128,6 @@ def copy_region(
     """dst = src, `batch` rows x cols regions of `sfx` elements between two device addresses (row and batch
     strides in elements), in one launch queued on `stream` (the caller orders the operands on it and holds
     the device lock)."""
-    _launch(COPY_KERNELS[sfx], rows, cols, batch)(dev, stream, src, dst, rows, cols, lds, ldd, batch, sbs, sbd)
+    _launch(COPY_KERNELS[MOVE_SUFFIX[sfx]], rows, cols, batch)(
+        dev, stream, src, dst, rows, cols, lds, ldd, batch, sbs, sbd
+    )

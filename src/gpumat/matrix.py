@@ -41,7 +41,7 @@ class FreedMatrixError(ValueError):
 
 
 class Matrix:
-    """A float32, float64, float16 or bfloat16 matrix (or a batch of matrices) in GPU memory.
+    """A float32, float64, float16, bfloat16, int8 or int32 matrix (or a batch of matrices) in GPU memory.
 
     A Matrix mirrors the classic CUDA struct: ``height``, ``width``, ``stride`` (elements between the
     starts of rows) and ``elements`` (the device address), plus ``dtype`` and ``device``. Slices
@@ -124,7 +124,8 @@ class Matrix:
         width : int, optional
             The number of columns (with an int ``height``).
         dtype : dtype, optional
-            float32 (the default), float64, float16 or bfloat16.
+            float32 (the default), float64, float16, bfloat16; or int8 or int32 (held and moved, and
+            multiplied by the INT8 product alone).
         device : Device or int, optional
             The GPU; the thread's current device by default.
         stream : Stream or stream-like, optional
@@ -153,7 +154,7 @@ class Matrix:
         ((8, 128, 64), 8, dtype('float16'))
         """
         batch, height, width = _check_shape(height, width)
-        dtype = FLOAT32 if dtype is None else _dtypes.as_dtype(dtype)
+        dtype = FLOAT32 if dtype is None else _dtypes.as_storage_dtype(dtype)
         dev = as_device(device)
         count = (1 if batch is None else batch) * height * width
         what = "x".join(str(d) for d in _shape_of(batch, height, width))
@@ -205,7 +206,8 @@ class Matrix:
         width : int, optional
             The number of columns (with an int ``height``).
         dtype : dtype, optional
-            float32 (the default), float64, float16 or bfloat16.
+            float32 (the default), float64, float16, bfloat16; or int8 or int32 (held and moved, and
+            multiplied by the INT8 product alone).
         device : Device or int, optional
             The GPU; the thread's current device by default.
         stream : Stream or stream-like, optional
@@ -249,7 +251,9 @@ class Matrix:
 
         ``dtype=None`` keeps float32, float64, float16 and bfloat16 (ml_dtypes) as they are; integer
         arrays become float64 when every value is exact there (else a ``TypeError`` asks for ``dtype=``);
-        ``dtype=`` converts (on the host, rounding to nearest). Large pageable arrays are staged through
+        ``dtype=`` converts (on the host, rounding to nearest). ``dtype=np.int8`` or ``np.int32`` takes
+        integer arrays whose values fit (a ``ValueError`` otherwise; float arrays are a ``TypeError``:
+        rounding and clipping to integers is the caller's choice). Large pageable arrays are staged through
         pinned buffers on several threads; a pinned array (see :func:`gpumat.pinned_empty`) is copied by
         one DMA.
 
@@ -290,7 +294,7 @@ class Matrix:
         >>> gm.Matrix.from_numpy(np.arange(4).reshape(2, 2), dtype=np.float32).dtype
         dtype('float32')
         """
-        host, dt = as_host_2d(array, dtype, allow_batch=True, tile_ok=True)
+        host, dt = as_host_2d(array, dtype, allow_batch=True, tile_ok=True, integers=True)
         dev = as_device(device)
         s = stream_handle(stream, dev)
         if not host.size:
@@ -501,9 +505,9 @@ class Matrix:
         >>> A.to_numpy(out=host) is host
         True
         """
-        if dtype is not None and _dtypes.as_dtype(dtype) != self._dtype:
+        if dtype is not None and _dtypes.as_storage_dtype(dtype) != self._dtype:
             if out is not None:  # checked before the conversion runs
-                _check_host_out(out, self.shape, _dtypes.as_dtype(dtype))
+                _check_host_out(out, self.shape, _dtypes.as_storage_dtype(dtype))
             with self.astype(dtype, stream=stream) as converted:
                 return converted.to_numpy(out, stream)
         if _dtypes.is_bfloat16(self._dtype) and _dtypes.ML_BFLOAT16 is None:
@@ -602,12 +606,14 @@ class Matrix:
         """A new matrix of ``dtype`` on the same device, converted there.
 
         Rounds to nearest even; NaN and infinities are kept; values beyond a half type's range become
-        infinities. The same dtype gives a copy.
+        infinities; int8 and int32 convert exactly where the target holds the value (int32 to float32 and
+        the half types rounds). The same dtype gives a copy.
 
         Parameters
         ----------
         dtype : dtype
-            float32, float64, float16 or bfloat16.
+            float32, float64, float16 or bfloat16 (from any dtype), or int32 (from int8): nothing converts
+            into the integers from floats.
         stream : Stream or stream-like, optional
             The stream the conversion is queued on; the thread's current stream by default.
 
@@ -619,7 +625,7 @@ class Matrix:
         Raises
         ------
         TypeError
-            A dtype gpumat does not hold.
+            A dtype gpumat does not hold, or a conversion from floats into the integers.
         FreedMatrixError
             The matrix has been freed.
 
@@ -811,7 +817,9 @@ class Matrix:
     def _stand_in(dtype, ndim: int = 2) -> Matrix:
         """An empty Matrix of `dtype` that owns no memory and needs no GPU: a stand-in for the type, shape
         rank and dtype of matrices to come (what Dask keeps as a collection's `_meta`)."""
-        return Matrix._wrap(_NoMemory(), 0, 0, 0, 1, dtype=_dtypes.as_dtype(dtype), batch=None if ndim == 2 else 0)
+        return Matrix._wrap(
+            _NoMemory(), 0, 0, 0, 1, dtype=_dtypes.as_storage_dtype(dtype), batch=None if ndim == 2 else 0
+        )
 
     def __enter__(self) -> Matrix:
         return self
@@ -949,12 +957,15 @@ def _check_host_out(out, shape, dtype, tile_ok: bool = False) -> np.ndarray:
     return out
 
 
-def as_host_2d(array, dtype=None, allow_batch: bool = False, tile_ok: bool = False) -> tuple[np.ndarray, np.dtype]:
+def as_host_2d(
+    array, dtype=None, allow_batch: bool = False, tile_ok: bool = False, integers: bool = False
+) -> tuple[np.ndarray, np.dtype]:
     """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, or 3-D where a batch is
     allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's.
     tile_ok: a 2-D tile of a bigger array (its rows contiguous, increasing, not overlapping) that needs
     no conversion comes back as it is, not copied: the upload moves its rows where they are (a Dask
-    chunk of a 32768-wide array is such a tile, and a packed copy of it ran at a few GB/s)."""
+    chunk of a 32768-wide array is such a tile, and a packed copy of it ran at a few GB/s). integers:
+    dtype= may name int8 or int32 (from_numpy)."""
     a = np.asarray(array)
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
         if a.dtype.kind in "OUSM" and a.ndim == 0:  # not numbers at all: a dict, a string, None, ...
@@ -976,7 +987,7 @@ def as_host_2d(array, dtype=None, allow_batch: bool = False, tile_ok: bool = Fal
     elif a.ndim != 2 and not (allow_batch and a.ndim == 3):
         what = "1-D, 2-D or 3-D (a batch)" if allow_batch else "1-D or 2-D"
         raise ValueError(f"expected a {what} array, got {a.ndim}-D with shape {a.shape}")
-    dt = _dtypes.host_dtype_for(a, dtype)
+    dt = _dtypes.host_dtype_for(a, dtype, integers)
     # (the bfloat16 stand-in, uint16 bits, has metadata: to_host_array re-views it)
     if tile_ok and a.ndim == 2 and a.dtype == dt and a.dtype.metadata is None and a.shape[0] > 1 and _is_row_tile(a):
         return a, dt

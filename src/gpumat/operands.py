@@ -14,8 +14,10 @@ from .memory import DeviceBuffer
 from .runtime.devices import Device
 
 
-def same_dtype(op: str, *named) -> np.dtype:
-    """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion)."""
+def same_dtype(op: str, *named, integers: tuple[str, ...] = ()) -> np.dtype:
+    """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion), and
+    the one gate of the integer dtypes: an operation computes in the four float dtypes, and in int8 or int32
+    only where it names them in `integers` (kernel suffixes: the INT8 product "s8", the moves both)."""
     dt, sfx, first = None, None, None
     for m, name in named:
         if m is None:
@@ -27,6 +29,13 @@ def same_dtype(op: str, *named) -> np.dtype:
                 f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
                 f"not mix dtypes in one call (convert one with .astype())"
             )
+    if sfx in _dtypes.INTEGER_SUFFIXES and sfx not in integers:
+        takes = " and ".join(_dtypes.DTYPE_NAMES[x] for x in integers)
+        raise TypeError(
+            f"{op}: {first} is {_dtypes.name(dt)}; {op} computes in float32, float64, float16 or bfloat16"
+            + (f" (and {takes})" if takes else "")
+            + " (convert with .astype(), e.g. .astype(np.float32))"
+        )
     return dt
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._dtypes import ITEMSIZE, SUFFIXES
+from ._dtypes import INTEGER_SUFFIXES, ITEMSIZE, MOVE_SUFFIX, MOVE_SUFFIXES
 from .matrix import Matrix, matrices, storage
 from .memory.ordering import done_on, use_on
 from .operands import as_matrix, check_out, operand_device, same_dtype
@@ -38,7 +38,7 @@ class Variant:
 
 
 # 2-byte elements have kernels of their own that move pairs of elements as 4-byte words
-TWO_BYTE_SUFFIXES = tuple(dt for dt in SUFFIXES if ITEMSIZE[dt] == 2)
+TWO_BYTE_SUFFIXES = tuple(dt for dt in MOVE_SUFFIXES if ITEMSIZE[dt] == 2)
 
 
 def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
@@ -129,9 +129,9 @@ def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: 
 
 
 KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
-    **{(name, dt): v for dt in SUFFIXES for name, v in _family(dt).items()},
-    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in SUFFIXES for axis in ("cols", "rows")},
-    **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in SUFFIXES for axis in ("cols", "rows")},
+    **{(name, dt): v for dt in MOVE_SUFFIXES for name, v in _family(dt).items()},
+    **{(f"narrow_{axis}", dt): _narrow(axis, dt) for dt in MOVE_SUFFIXES for axis in ("cols", "rows")},
+    **{(f"narrow_{axis}16k", dt): _narrow(axis, dt, "16k", 16384) for dt in MOVE_SUFFIXES for axis in ("cols", "rows")},
     **{
         (f"narrow_{axis}_pairs{sfx}", dt): _narrow(axis, dt, f"_pairs{sfx}", nbytes, "pairs")
         for dt in TWO_BYTE_SUFFIXES
@@ -326,7 +326,7 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
         if out is None:
             out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, batch)
         else:
-            same_dtype("transpose", (a, "a"), (out, "out"))
+            same_dtype("transpose", (a, "a"), (out, "out"), integers=INTEGER_SUFFIXES)
         if out.size == 0:
             return out
         dst, ldd, out_bstride, out_trans, *_, out_buffer = out._operand()
@@ -371,6 +371,7 @@ def transpose_region(
     (src's bsa and dst's bsb elements apart), one launch (a batch past the grid's 65535 layers: one a
     65535 matrices) queued on stream s (device lock held; operands already ordered on s): what
     gm.transpose and the matmul engine's transposed operands run."""
+    dt = MOVE_SUFFIX[dt]  # the kernels move bits: int32 as float32's words
     isz = ITEMSIZE[dt]
     if algorithm == "auto" and batch == 1 and rows == 1:  # a vector: its transpose is a copy; 1 x cols -> cols x 1
         copy_device_2d(dst, ldd * isz, src, isz, isz, cols, s)

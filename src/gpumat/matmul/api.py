@@ -79,7 +79,9 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
     """C = act(alpha * op(a) @ op(b) + beta * out + bias): the BLAS GEMM with a fused epilogue.
 
     For matrices of one dtype on one device. Deterministic: the same inputs give the same bits on the
-    same GPU (no atomics; split-K partial sums are added in a fixed order). With two numpy arrays it
+    same GPU (no atomics; split-K partial sums are added in a fixed order). int8 matrices multiply on
+    the INT8 tensor cores into int32 sums, exact for K up to 131071 (as ``torch._int_mm``; sm_90 GPUs
+    such as the H100 and H200, and no epilogue yet). With two numpy arrays it
     is the out-of-core product instead (see ``devices`` and ``memory_limit``).
 
     Shapes follow NumPy's matmul: 2-D ``a`` (m x k) and ``b`` (k x n), or batches (batch, m, k) @
@@ -96,8 +98,8 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
     a, b : Matrix or numpy.ndarray
         The operands: two Matrix of one dtype on one device, or two numpy arrays (out of core).
     out : Matrix or numpy.ndarray, optional
-        Where C goes (read when ``beta != 0``). New if None, in the inputs' dtype; for float16 and
-        bfloat16 a float32 ``out`` is allowed.
+        Where C goes (read when ``beta != 0``). New if None, in the inputs' dtype (int32 for int8
+        inputs); for float16 and bfloat16 a float32 ``out`` is allowed.
     algorithm : str, optional
         ``"auto"`` (the planner's choice) or a variant's name (``gpumat.matmul.algorithms(dtype)`` lists them).
     precision : {None, "float32", "tf32x3", "tf32", "fp32_int8", "fp64_int8"}, optional

@@ -536,9 +536,10 @@ def _no_product(p: Problem, t: Target) -> MatmulPlan:
     """An empty C (M, N or the batch 0) launches nothing. With K = 0 the product is zero, so C =
     act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
     else the naive kernel (the SIMT one for a float32 C of halves) over K = 0; no operand is read, so
-    none is copied."""
-    naive = VARIANTS["naive"]
-    v = naive if (p.dtype, p.out_dtype) in naive.kernels else VARIANTS["simt64x64"]
+    none is copied. (An int8 product, which has no epilogue, is always the fill: its plan names the first
+    row with its kernels.)"""
+    pair = (p.dtype, p.out_dtype)
+    v = next(v for v in (VARIANTS["naive"], VARIANTS["simt64x64"], *VARIANTS.values()) if pair in v.kernels)
     if p.m and p.n and p.batch:
         why = f"K = 0: C = act(beta C + bias), a zero fill or {v.name} over K = 0 (no product to compute)"
     else:

@@ -14,7 +14,7 @@ key; whatever it cannot vouch for takes `product`. gpumat.matmul.api is the publ
 from __future__ import annotations
 
 from .. import _precision
-from .._dtypes import DTYPE_NAMES
+from .._dtypes import DTYPE_NAMES, INT32
 from .._dtypes import name as dtype_name
 from ..matrix import Matrix
 from ..memory import DeviceBuffer
@@ -28,7 +28,7 @@ from .launcher import BoundPlan
 from .ozaki import OZAKI_MAX_K
 from .plan import MatmulPlan
 from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of, swapped
-from .variants import IDENTITY, VARIANTS, algorithms
+from .variants import IDENTITY, INT8_MAX_K, VARIANTS, algorithms
 
 
 class PlanCache(dict):
@@ -41,6 +41,9 @@ _BOUND = PlanCache()
 DEFAULT_ALPHA, DEFAULT_BETA = 1.0, 0.0  # matmul's defaults, recognised by identity on the launch path
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack), one object for all threads
 _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
+# the result's dtype suffix by the operands' where they differ: int8 products sum in int32 (as
+# torch._int_mm; numpy's int8 @ int8 would wrap in int8)
+PRODUCT_SUFFIX = {"s8": "s32"}
 
 
 def _key(m: int, n: int, k: int, batch: int, a_trans: bool, b_trans: bool, sfx: str, out_sfx: str, mode: str,
@@ -136,15 +139,18 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     """Every check of a Matrix call, before anything is allocated or launched. Returns the call's
     (operand tuples A, B, C (C: the layout of a result still to be made), mode, epilogue)."""
     a, b = as_matrix(a, "a"), as_matrix(b, "b")
-    dt = same_dtype("matmul", (a, "a"), (b, "b"))
+    dt = same_dtype("matmul", (a, "a"), (b, "b"), integers=("s8",))
     A, B = a._operand(), b._operand()
     sfx, m, k, k2, n = A[7], A[5], A[6], B[5], B[6]
     names = _NAMES.get(sfx) or _NAMES.setdefault(sfx, frozenset(algorithms(sfx)))
     if algorithm not in names:
         choices = ", ".join(algorithms(sfx))
         raise ValueError(f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of {choices}")
-    out_sfx = sfx if out is None else as_matrix(out, "out")._operand()[7]
-    if out_sfx != sfx:
+    product_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
+    out_sfx = product_sfx if out is None else as_matrix(out, "out")._operand()[7]
+    if sfx == "s8":
+        _check_int8(out_sfx, k, alpha, beta, bias, activation)
+    elif out_sfx != sfx:
         half = sfx in ("f16", "bf16")
         if not (half and out_sfx == "f32"):
             wanted = dtype_name(dt) + (" or float32" if half else "")
@@ -177,6 +183,22 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
                              f"products stay exact in int32; K is {k}")  # fmt: skip
     C = out._operand() if out is not None else (0, n, m * n if batch else 0, False, batch, m, n, out_sfx, None)
     return A, B, C, mode, epilogue
+
+
+def _check_int8(out_sfx: str, k: int, alpha, beta, bias, activation) -> None:
+    """An int8 product's own rules: C int32, exact sums (K <= INT8_MAX_K), no epilogue yet."""
+    if out_sfx != "s32":
+        raise TypeError(f"matmul: a and b are int8 and out is {DTYPE_NAMES[out_sfx]}; out must be int32")
+    if k > INT8_MAX_K:
+        raise ValueError(
+            f"matmul: int8 products sum in int32, exact for K up to {INT8_MAX_K}; K is {k} (split K into "
+            "several products and add them in a wider type)"
+        )
+    if not (alpha == DEFAULT_ALPHA and beta == DEFAULT_BETA and bias is None and activation is None):
+        raise TypeError(
+            "matmul: int8 products take no alpha, beta, bias or activation yet: C is the int32 sums "
+            "(convert it with .astype() and scale it there)"
+        )
 
 
 def _result_shape(a: Matrix, b: Matrix, ba, bb, m: int, n: int) -> tuple[int, ...]:
@@ -222,7 +244,7 @@ def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, act
             _check_plan(plan, problem_of(view, A[7], C[7], mode), algorithm, precision, mode, dev)
             bound = bind(plan, dev)
         if out is None:
-            out = Matrix._allocate(A[5], B[6], dev, s, a.dtype, C[4])
+            out = Matrix._allocate(A[5], B[6], dev, s, INT32 if A[7] == "s8" else a.dtype, C[4])
             cv = (out._operand()[0], *cv[1:])  # laid out as _check said; its address is known now
             C = out._operand()
         if bound.launches:
@@ -254,14 +276,15 @@ def cached_product(a, b, out, stream) -> Matrix | None:
             or cb is ab
             or cb is bb  # two blocks of the pool never share a byte; one block may
             or cb.device is not dev
-            or sfx_c != sfx  # (a float32 out for float16 inputs: the full route)
+            or sfx_c != PRODUCT_SUFFIX.get(sfx, sfx)  # (a float32 out for float16 inputs: the full route)
             or mc != m
             or nc != n
             or tc
             or batch_c is not None
         ):
             return None
-    bound = _BOUND.get(_key(m, n, k, 1, False, False, sfx, sfx, _mode(sfx), "auto", dev))
+    out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
+    bound = _BOUND.get(_key(m, n, k, 1, False, False, sfx, out_sfx, _mode(sfx), "auto", dev))
     if bound is None:  # not planned yet: the full route plans (and checks the sizes: a cached plan's passed)
         return None
     dev.activate()
@@ -271,7 +294,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
         if not (ab.alive and bb.alive and (out is None or cb.alive)):
             return None
         if out is None:
-            out = Matrix._allocate(m, n, dev, s, a.dtype)
+            out = Matrix._allocate(m, n, dev, s, a.dtype if out_sfx == sfx else INT32)
             C = out._operand()
         cb = C[8]  # enqueue's steps, inline (this is every plain call): ordered, run, marked
         if ab.stream == s and bb.stream == s and cb.stream == s:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._dtypes import SUFFIXES, as_dtype, suffix
+from .._dtypes import ITEMSIZE, SUFFIXES, as_storage_dtype, suffix
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, tiled_grid
 from ..runtime.kernels import Kernel
 
@@ -334,15 +334,19 @@ def _teaching(name: str, threads: int, tile: int, rate: float) -> Variant:
 
 
 # --- register-tiled SIMT (cuda/matmul_simt.cu): 64 x 64 of C a block of 256; float64 exact FP64 FMA,
-# halves accumulate in float32 and write C in their dtype or float32. auto's fallback where no
-# tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64 tensor cores). Rate: the
-# float64 figure at 4096^3 (benchmarks/results/matmul-float64-*-2026-11-23.json; float16 ran 25 TFLOP/s).
+# halves accumulate in float32 and write C in their dtype or float32, int8 sums in int32 (C int32).
+# auto's fallback where no tensor-core kernel runs (before sm_80; float64 on GPUs without full-rate FP64
+# tensor cores; int8 off sm_90). Rate: the float64 figure at 4096^3
+# (benchmarks/results/matmul-float64-*-2026-11-23.json; float16 ran 25 TFLOP/s).
 _SIMT_PAIRS = (("f64", "f64"), *HALF_PAIRS)
 SIMT = Variant(
     "simt64x64",
     _kernels(
         "matmul_simt",
-        {(s, d): f"matmul_simt64x64_{s}" + ("_f32out" if d != s else "") for s, d in _SIMT_PAIRS},
+        {
+            **{(s, d): f"matmul_simt64x64_{s}" + ("_f32out" if d != s else "") for s, d in _SIMT_PAIRS},
+            ("s8", "s32"): "matmul_simt64x64_s8",
+        },
         "plain",
     ),
     "native",
@@ -599,6 +603,43 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
         bandwidth=TF32_WGMMA_BANDWIDTH,
+        stages_padding=True,
+        **_wave("wgmma"),
+        **latency,
+    )
+
+
+# --- int8 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the int8 instantiation of the same template, C the
+# int32 sums): int8_wgmma<BM>x<BN>bt, int8 @ int8 -> int32, sm_90a only, persistent, TMA, "native" (exact:
+# K up to INT8_MAX_K, which the call path checks). wgmma reads 8-bit operands K-major alone, so every row
+# reads B stored transposed (x @ W.T in place) and a row-major B is transposed into aligned scratch first
+# (the planner charges the copy). One split (int32 partials would need a reduction of their own) and no
+# epilogue (the call path refuses alpha, beta, a bias and an activation for int8). A k tile is 128 bytes:
+# 128 int8 elements. Rates provisional, from the Ozaki scheme's residue products on the same body (1,170
+# TOPS for 9 layers of 4096^3 on the H200, benchmarks/NOTES.md, twenty-ninth session), the 128 x 128 tile
+# in the 16-bit rows' proportion.
+INT8_MAX_K = 131071  # int8 x int8 sums of K terms stay inside int32 (|x y| <= 2^14: K (2^17 - 1) 2^14 < 2^31)
+
+
+def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
+    name = f"int8_wgmma{tile[0]}x{tile[1]}bt"
+    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8"
+    return Variant(
+        name,
+        _kernels("matmul_wgmma_half", {("s8", "s32"): entry}, "tensor_maps", WGMMA_SMEM[tile]),
+        "native",
+        tile,
+        (128 * (1 + tile[0] // 64), 1, 1),
+        "tensor_maps",
+        WGMMA_SMEM[tile],
+        **HOPPER_TMA,
+        reads_b_trans=True,
+        rate=rate,
+        tier=1,
+        k_align=128,
+        min_k_chunk=512,
+        max_splits=1,
+        bandwidth=WGMMA_BANDWIDTH,
         stages_padding=True,
         **_wave("wgmma"),
         **latency,
@@ -1068,6 +1109,9 @@ _ROWS = [
     _tf32_wgmma((128, 64), 247e12, fixed_s=2.4e-6),
     _tf32_wgmma((64, 64), 215e12, fixed_s=2.5e-6),
     *(_tf32_wgmma((64, bn), 215e12, fixed_s=2.5e-6, auto_max_n=bn) for bn in (32, 16)),
+    # int8 @ int8 -> int32 on the wgmma kernel (see _int8_wgmma; rates provisional)
+    _int8_wgmma((128, 256), 1100e12, fixed_s=3.25e-6),
+    _int8_wgmma((128, 128), 860e12, fixed_s=2.5e-6),
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
@@ -1132,12 +1176,13 @@ REDUCE: dict[tuple[str, str], Kernel] = {
 
 
 def accumulator(sfx: str) -> str:
-    """The dtype suffix split-K partials are kept in: float64 for float64, float32 for the others."""
-    return "f64" if sfx == "f64" else "f32"
+    """The dtype suffix split-K partials are kept in: float64 for float64, int32 for int8 (whose rows never
+    split K), float32 for the others."""
+    return {"f64": "f64", "s8": "s32"}.get(sfx, "f32")
 
 
 def algorithms(dtype="float32") -> tuple[str, ...]:
     """The `algorithm=` names for operands of `dtype` (a numpy dtype, "bfloat16", or a kernel suffix such
     as "f16"): "auto" and every variant with a kernel for that input dtype."""
-    sfx = dtype if dtype in SUFFIXES else suffix(as_dtype(dtype))
+    sfx = dtype if dtype in ITEMSIZE else suffix(as_storage_dtype(dtype))
     return ("auto", *(name for name, v in VARIANTS.items() if any(pair[0] == sfx for pair in v.kernels)))

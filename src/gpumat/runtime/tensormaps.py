@@ -23,6 +23,8 @@ DATA_TYPES = {
     "f32": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4),
     "tf32": ("CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", 4),
     "u8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # bytes as they are (the Ozaki scheme's int8 residues)
+    "s8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # int8 matrices: the copy engine moves their bytes as they are
+    "s32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),  # the INT8 product's int32 C
 }
 
 
