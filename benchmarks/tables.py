@@ -557,8 +557,48 @@ def gen_summary() -> str:
         )
         + f" (H200, {bmm[0][1][1]['date']}).",
         emulated_summary(),
+        int8_summary(),
     ]
     return "\n".join(lines)
+
+
+def int8_summary() -> str:
+    """The line of the int8 product: its squares of 4096 and 8192 with B given transposed against
+    torch._int_mm (`bench int8`, the H200's run)."""
+    _, run = newest("int8", device="NVIDIA H200")
+    big = [c for c in run["cases"] if c["M"] == c["N"] == c["K"] and c["M"] >= 4096 and c["b_transposed"]]
+    tops = ", ".join(f"{c['gpumat_tops']:,.0f} TOPS against {c['int_mm_tops']:,.0f}" for c in big)
+    low, high = x(min(c["ratio"] for c in big)), x(max(c["ratio"] for c in big))
+    return (
+        "- **int8 @ int8 -> int32 on the INT8 tensor cores**: "
+        f"{low if low == high else f'{low[:-1]}-{high}'} `torch._int_mm` at {' and '.join(shape(c) for c in big)} "
+        f"({tops}), the same bits (H200, {run['date']})."
+    )
+
+
+def gen_int8() -> str:
+    """`bench int8`: int8 @ int8 -> int32 against torch._int_mm, every case."""
+    name, run = newest("int8", device="NVIDIA H200")
+    rows = [
+        [
+            shape(c),
+            "`x @ W.T`" if c["b_transposed"] else "`A @ B`",
+            f"`{c['auto']}`",
+            f"{c['gpumat_tops']:,.0f}",
+            f"{c['int_mm_tops']:,.0f}",
+            x(c["ratio"]),
+            x(c["ratio_idle"]),
+            "yes" if c["equal"] and c["repeat_bits"] else "NO",
+        ]
+        for c in run["cases"]
+    ]
+    header = ["M x N x K", "layout", "auto's plan", "TOPS", "_int_mm TOPS", "queued", "one call", "same bits"]
+    note = (
+        "`torch._int_mm`'s time / gpumat's time (above 1x gpumat is faster), queued and one call from an idle GPU; "
+        "TOPS: 2 M N K over the queued time; same bits: gpumat's C equals `_int_mm`'s and repeats on a second call. "
+        f"Geometric mean of the queued ratios: {x(run['geomean'])}."
+    )
+    return "\n".join([table(header, rows), "", note, "", source((name, run))])
 
 
 def emulated_summary() -> str:
@@ -619,6 +659,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "memory-bound": gen_memory_bound,
     "bmm": gen_bmm,
     "emulated": gen_emulated,
+    "int8": gen_int8,
     "spmm": gen_spmm,
     "cold-start": gen_cold_start,
     "outofcore": gen_outofcore,

@@ -274,3 +274,14 @@ def test_bench_emulated_is_named_only_and_measures_error_against_the_absolute_pr
         off[1, 2] += dtype(2.0**-10 * scale)  # one element off by 2^-10 of its |A| |B|
         got = emulated._errors(a, b, rows, {"exact": exact, "off": off})
         assert got["exact"] <= np.finfo(dtype).eps and abs(got["off"] / 2.0**-10 - 1) < 1e-3
+
+
+def test_bench_int8_is_named_only_and_its_cases_are_ones_int_mm_takes():
+    from gpumat import __main__ as cli
+    from gpumat._bench import int8
+
+    assert "int8" in cli.LONG_BENCHES and "int8" not in cli.BENCHES
+    assert set(int8.QUICK) <= set(int8.CASES)
+    # torch._int_mm takes M > 16 and K, N multiples of 8; both layouts of B appear
+    assert all(m > 16 and k % 8 == 0 and n % 8 == 0 for m, n, k, _ in int8.CASES)
+    assert {bt for *_, bt in int8.CASES} == {True, False}
