@@ -1159,11 +1159,13 @@ GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8_residues, 128, 128)
 // batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): int8 A (M x K) times W.T for a
 // row-major N x K int8 W (both K-major; gm.matmul of int8 matrices, a row-major B transposed first by the
 // host), wgmma m64n<BN>k32 with int32 accumulation, C the int32 sums (exact while K <= 131071, which the
-// host checks). The 16-bit entries' argument list and launch (block, shared memory, persistent grid over
-// the batch's tiles); the epilogue's arguments are taken and never read (the host passes the identity);
+// host checks), on the six tiles of the 16-bit entries (128 x 256 to 64 x 16: the narrow ones for mid-size
+// products and for a layer on few tokens, swapped). The 16-bit entries' argument list and launch (block,
+// shared memory, persistent grid over the batch's tiles); the epilogue's arguments are taken and never read (the host passes the identity);
 // one split (k_chunk = K). map_a and map_b: UINT8 tensors (the bytes as they are) with 128 x BM and
-// 128 x BN boxes (a k tile of 128); C through an INT32 map of 32 x 64 boxes (c_store 1), by plain stores
-// (0), or by plain stores into C stored transposed (2: a swapped product).
+// 128 x BN boxes (a k tile of 128); C through an INT32 map of 32 x 64 boxes (c_store 1; a tile of 16
+// columns, 64 bytes of C, by plain stores), by plain stores (0), or by plain stores into C stored
+// transposed (2: a swapped product).
 #define GPUMAT_WGMMA_S8_S32(NAME, BM, BN)                                                                     \
     extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
@@ -1178,6 +1180,10 @@ GPUMAT_WGMMA_S8(matmul_wgmma128x128bt_s8_residues, 128, 128)
 
 GPUMAT_WGMMA_S8_S32(matmul_wgmma128x256bt_s8, 128, 256)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma128x128bt_s8, 128, 128)
+GPUMAT_WGMMA_S8_S32(matmul_wgmma128x64bt_s8, 128, 64)
+GPUMAT_WGMMA_S8_S32(matmul_wgmma64x64bt_s8, 64, 64)
+GPUMAT_WGMMA_S8_S32(matmul_wgmma64x32bt_s8, 64, 32)
+GPUMAT_WGMMA_S8_S32(matmul_wgmma64x16bt_s8, 64, 16)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)

@@ -110,7 +110,8 @@ def test_an_int8_product_is_int32_exact_and_plain():
 
 
 def test_the_int8_algorithms_are_the_wgmma_tiles_and_the_simt_fallback():
-    assert algorithms("int8") == ("auto", "simt64x64", "int8_wgmma128x256bt", "int8_wgmma128x128bt")
+    tiles = ("128x256", "128x128", "128x64", "64x64", "64x32", "64x16")
+    assert algorithms("int8") == ("auto", "simt64x64", *(f"int8_wgmma{t}bt" for t in tiles))
     assert algorithms(np.int32) == ("auto",)
 
 
@@ -151,7 +152,8 @@ def test_the_int8_tile_launch_reads_bytes_and_writes_int32(monkeypatch):
     assert by_type["s8"]["boxDim"][0] == 128 and by_type["s32"]["boxDim"][0] == 32  # 128 bytes of each
     assert not copies and len(launches) == 1
     name, grid, block, args, smem = launches[0]
-    assert name == q.kernel.name and name.endswith("bt_s8") and block == (384, 1, 1) and smem == q.variant.smem
+    threads = 128 * (1 + q.variant.tile[0] // 64)  # a producer warpgroup and one consumer for each 64 rows
+    assert name == q.kernel.name and name.endswith("bt_s8") and block == (threads, 1, 1) and smem == q.variant.smem
 
 
 def test_a_batch_of_int8_fakes_checks_like_any_batch():

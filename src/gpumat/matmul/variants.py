@@ -1109,9 +1109,21 @@ _ROWS = [
     _tf32_wgmma((128, 64), 247e12, fixed_s=2.4e-6),
     _tf32_wgmma((64, 64), 215e12, fixed_s=2.5e-6),
     *(_tf32_wgmma((64, bn), 215e12, fixed_s=2.5e-6, auto_max_n=bn) for bn in (32, 16)),
-    # int8 @ int8 -> int32 on the wgmma kernel (see _int8_wgmma; rates provisional)
+    # int8 @ int8 -> int32 on the wgmma kernel (see _int8_wgmma). The 128 x 256 tile ran 1,400-1,580 TOPS
+    # at 4096^3-8192^3 on the H200 in two runs (benchmarks/results/int8-nvidia-h200-2026-11-29.json and
+    # benchmarks/NOTES.md, thirtieth session); the others' rates PROVISIONAL, in the 16-bit rows'
+    # proportions: 128 x 128 at 0.78 of 128 x 256, the narrower tiles (mid-size products; a layer on few
+    # tokens, swapped, the weight on the tile's rows) at 0.6, a block alone at twice the 16-bit tiles'
+    # rate (half the bytes an operation), the narrowest for a C of at most as many columns as they have
+    # (as the TF32 and 16-bit rows)
     _int8_wgmma((128, 256), 1100e12, fixed_s=3.25e-6),
     _int8_wgmma((128, 128), 860e12, fixed_s=2.5e-6),
+    _int8_wgmma((128, 64), 650e12, fixed_s=2.5e-6),
+    _int8_wgmma((64, 64), 650e12, fixed_s=2.5e-6, block_rate=5.2e12),
+    *(
+        _int8_wgmma((64, bn), 650e12, fixed_s=2.5e-6, block_rate=2 * rate, auto_max_n=bn)
+        for bn, rate in ((32, 1.3e12), (16, 1.0e12))
+    ),
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),
     _dmma("dmma128x64", *DMMA_TILES["dmma128x64"]),
