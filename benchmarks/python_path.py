@@ -195,6 +195,7 @@ def cases(gm) -> dict:
     batch = gm.Matrix.from_numpy(rng.uniform(-1, 1, (8, 64, 64)).astype(np.float32))
     H = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)).astype(np.float16))
     D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
+    int8 = gm.Matrix.from_numpy(rng.integers(-128, 128, (256, 256)), dtype=np.int8)
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
     own, foreign, torch_stream, torch_external = gm.Stream(), ForeignStream(), TorchLikeStream(), TorchLikeExternal()
     producer = DLPackProducer()
@@ -214,6 +215,8 @@ def cases(gm) -> dict:
         "matmul 256^3 float16 (TMA descriptors)": lambda: gm.matmul(H, H),
         "matmul H.T @ H float16 (A read transposed in place)": lambda: gm.matmul(H.T, H),
         "matmul 64^3 float64": lambda: gm.matmul(D, D),
+        "matmul 256^3 int8 -> int32, x @ W.T (TMA descriptors)": lambda: int8 @ int8.T,
+        "matmul 256^3 int8, B row-major (transposed into scratch)": lambda: int8 @ int8,
         "transpose 64x64": lambda: gm.transpose(A),
         "astype float64": lambda: A.astype(np.float64),
         "dot 64x64": lambda: gm.dot(A, B),

@@ -7,8 +7,8 @@ kernel families are declared; MOVE_SUFFIX, whose bit-moving kernels carry each d
 rule below, and bfloat16 without ml_dtypes.
 
 Two tiers: `as_dtype` answers the four computed dtypes alone (every operation that computes in its
-operands' dtype refuses the integers through it, or through operands.computed for matrices already
-made); `as_storage_dtype` adds int8 and int32 where a matrix only holds or moves its elements (empty,
+operands' dtype refuses the integers through it, or through operands.same_dtype's gate for matrices
+already made); `as_storage_dtype` adds int8 and int32 where a matrix only holds or moves its elements (empty,
 zeros, from_numpy with dtype=, to_numpy, copies, transposes, astype from them, the interop imports) and
 where the INT8 product takes them.
 
@@ -19,7 +19,9 @@ uint16 dtype tagged "bfloat16" (to_numpy then asks for ml_dtypes, or converts wh
 The conversion rule of from_numpy (and CSRMatrix data): a supported floating dtype is kept; an integer
 array becomes float64 when every value is exact in float64 (always for 8-32 bit integers, for 64-bit
 ones when |x| <= 2^53), else TypeError asks for an explicit dtype=; anything else (bool, complex,
-object, long double) is a TypeError unless dtype= says what to convert to.
+object, long double) is a TypeError unless dtype= says what to convert to. from_numpy's dtype=int8 or
+int32 takes integer (or bool) arrays whose values fit, a ValueError otherwise, and never floats (a
+TypeError: rounding and clipping to integers is the caller's choice).
 """
 
 from __future__ import annotations
