@@ -151,7 +151,7 @@ PLAIN = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = 0
+checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = 0
 for case in range(200):
     gm.set_matmul_precision("tf32" if 20 <= case < 24 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
@@ -168,12 +168,19 @@ for case in range(200):
         dt, (m, n, k) = np.float32, ((1024, 32, 1024), (4096, 64, 4096))[case % 2]
     elif case < 28:  # float64 layers on 8 and 24 tokens: the few-row DMMA tiles
         dt, (m, n, k) = np.float64, ((8, 4096, 4096), (24, 3072, 1024))[case % 2]
+    elif case < 36:  # int8 -> int32: the INT8 tiles (a row-major B transposed into scratch first)
+        dt = np.int8
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
-    # the plan may depend on alignment
+    # the plan may depend on alignment; from case 28 on, A or B may be a transposed view (x @ W.T)
     shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 28 else (0, 0)
-    a = gm.Matrix.empty((m, k + shift_a), dtype=dt)[:, shift_a:]
-    b = gm.Matrix.empty((k, n + shift_b), dtype=dt)[:, shift_b:]
-    out = gm.Matrix.empty((m, n), dtype=dt) if case % 2 else None
+    trans_a, trans_b = (bool(x) for x in rng.integers(2, size=2)) if case >= 28 else (False, False)
+    stored = lambda rows, cols, shift, trans: (
+        gm.Matrix.empty((cols, rows + shift), dtype=dt)[:, shift:].T
+        if trans
+        else gm.Matrix.empty((rows, cols + shift), dtype=dt)[:, shift:]
+    )
+    a, b = stored(m, k, shift_a, trans_a), stored(k, n, shift_b, trans_b)
+    out = gm.Matrix.empty((m, n), dtype=np.int32 if dt == np.int8 else dt) if case % 2 else None
     stream = streams[(case // 2) % 4]
     runs = []
     for how in ("full", "fast", "fast"):
@@ -204,29 +211,33 @@ for case in range(200):
     narrow += chosen.variant.name.startswith("wgmma64x16") and chosen.swap and chosen.splits > 1
     tf32_narrow += chosen.variant.name.startswith("tf32_wgmma64x") and chosen.copy_b
     dmma_few += chosen.variant.name in ("dmma16x128", "dmma32x128")
+    transposed += trans_a or trans_b
+    int8 += chosen.variant.name.startswith("int8_wgmma")
 gm.set_matmul_precision("float32")
-print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few)
+print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8)
 """
 )
 
 
 def test_the_fast_lookup_launches_what_the_full_route_does():
-    """gm.matmul's fast lookup for the common call (two row-major 2-D matrices, a plan cached) launches
-    exactly what the full route launches for the same operands, on every kind of stream: kernel, grid,
-    block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans (few-token 16-bit
-    layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32 at tf32) the
-    narrow TF32 tiles and the few-row float64 tiles among them."""
+    """gm.matmul's fast lookup for the common call (two 2-D matrices, either a transposed view, a plan
+    cached) launches exactly what the full route launches for the same operands, on every kind of stream:
+    kernel, grid, block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans
+    (few-token 16-bit layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32
+    at tf32) the narrow TF32 tiles, the few-row float64 tiles, transposed operands and the INT8 tiles
+    among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few = (int(x) for x in out.stdout.split())
+        fields = (int(x) for x in out.stdout.split())
+        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8 = fields
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
         # and the four float32 skinny-N calls at tf32 on the narrow TF32 tiles, B copied K-major first, and the
         # four float64 calls on 8 and 24 tokens on the few-row DMMA tiles
         assert checked == 200 and swapped >= 4 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
-        assert tf32_narrow == 4 and dmma_few >= 4
+        assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4
 
 
 SAME_ERRORS = (

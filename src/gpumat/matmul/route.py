@@ -254,10 +254,11 @@ def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, act
 
 
 def cached_product(a, b, out, stream) -> Matrix | None:
-    """The common call, a @ b (or into out) of two live row-major 2-D matrices of gpumat's pool whose
-    BoundPlan is cached, in as few steps as it takes; None for anything it cannot vouch for (a freed or
-    imported operand, a first call), which then takes the full route, whose checks say what is wrong.
-    The one error raised here is the stream's, which the full route would raise the same."""
+    """The common call, a @ b (or into out) of two live 2-D matrices of gpumat's pool, either of them a
+    transposed view (x @ W.T), into a row-major C, whose BoundPlan is cached, in as few steps as it takes;
+    None for anything it cannot vouch for (a freed or imported operand, a first call), which then takes
+    the full route, whose checks say what is wrong. The one error raised here is the stream's, which the
+    full route would raise the same."""
     if a.__class__ is not Matrix or b.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
         return None
     A, B = a._operand(), b._operand()
@@ -266,7 +267,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
     if ab.__class__ is not DeviceBuffer or bb.__class__ is not DeviceBuffer:  # also a freed one (None)
         return None
     dev = ab.device
-    if bb.device is not dev or sfx_b != sfx or k2 != k or ta or tb or batch_a is not None or batch_b is not None:
+    if bb.device is not dev or sfx_b != sfx or k2 != k or batch_a is not None or batch_b is not None:
         return None
     if out is not None:
         C = out._operand()
@@ -284,7 +285,9 @@ def cached_product(a, b, out, stream) -> Matrix | None:
         ):
             return None
     out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
-    bound = _BOUND.get(_key(m, n, k, 1, False, False, sfx, out_sfx, _mode(sfx), "auto", dev))
+    # the key product() makes (problem.kernel_view of 2-D operands into a row-major C: the same m, n, k and
+    # layouts; the operand tuples' first three fields are what run() reads either way)
+    bound = _BOUND.get(_key(m, n, k, 1, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev))
     if bound is None:  # not planned yet: the full route plans (and checks the sizes: a cached plan's passed)
         return None
     dev.activate()
