@@ -64,7 +64,7 @@ struct Dtype<__nv_bfloat16> {
 };
 
 // The integers: int8 matrices multiply into int32 sums (exact: an int8 product's sums stay inside int32
-// for K up to 2^17), and both convert to the floats through double, exactly.
+// for K below 2^17: 2^14 a product), and both convert to the floats through double, exactly.
 template <>
 struct Dtype<int8_t> {
     using Acc = int;

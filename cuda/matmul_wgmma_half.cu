@@ -713,9 +713,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = max(1, (K + k_chunk - 1) / k_chunk);
     const int works = tiles_m * tiles_n * splits * batch.count;
-    // C stored transposed (c_store 2): 16-bit inputs, and TF32 tiles of at most 64 columns (the wider TF32
-    // bodies, with their recomputation of non-finite outputs, have no registers left for the strided
-    // epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
+    // C stored transposed (c_store 2): 16-bit inputs, int8 with int32 C, and TF32 tiles of at most 64 columns
+    // (the wider TF32 bodies, with their recomputation of non-finite outputs, have no registers left for the
+    // strided epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
     // C, 16 of float32) leaves by plain stores
     if (BN * (int)sizeof(Out) < 128 && c_store == 1) c_store = 0;
     const bool c_trans = (!TF32 || BN <= 64) && c_store == 2;

@@ -190,7 +190,9 @@ def test_host_frames_round_trip_bit_for_bit(monkeypatch, dtype):
     assert header == {"shape": [7, 5], "dtype": _dtypes.name(np.dtype(dtype)), "nbytes": values.nbytes}
     assert len(frames) == 1 and frames[0].nbytes == values.nbytes
     uploaded = []
-    monkeypatch.setattr(gm.Matrix, "from_numpy", classmethod(lambda cls, x, device=None: uploaded.append(x) or x))
+    monkeypatch.setattr(
+        gm.Matrix, "from_numpy", classmethod(lambda cls, x, dtype=None, device=None: uploaded.append(x) or x)
+    )
     monkeypatch.setattr(chunks.transfer, "mark_ready", lambda chunk, stream=0: chunk)  # no GPU to record on
     back = chunks.deserialize_host(header, [bytes(frames[0])])
     assert back.dtype == values.dtype and back.shape == values.shape and back.tobytes() == values.tobytes()

@@ -11,7 +11,7 @@ from support import TARGETS, bound_run, fake_batch, fake_matrix
 
 import gpumat as gm
 from gpumat import _dtypes
-from gpumat.matmul.engine import INT8_MAX_K, VARIANTS, Problem, algorithms, plan, problem_of_call
+from gpumat.matmul.engine import INT8_MAX_K, VARIANTS, Problem, algorithms, forced, plan, problem_of_call
 
 H100 = TARGETS["H100"]
 
@@ -135,6 +135,15 @@ def test_hopper_plans_the_wgmma_tiles_reading_b_transposed_in_place():
 def test_other_gpus_plan_the_simt_row(target):
     q = plan(_problem(1000, 3000, 700), TARGETS[target])
     assert q.variant.name == "simt64x64" and q.kernel.name == "matmul_simt64x64_s8"
+
+
+def test_the_int8_rows_refuse_a_forced_split():
+    """int32 partials would need a reduction of their own: the rows run K in one piece, named or forced."""
+    p = _problem(512, 512, 8192, b_trans=True)
+    for name in algorithms("int8")[1:]:
+        assert plan(p, H100, name).splits == 1
+        with pytest.raises(ValueError, match="does not split K"):
+            forced(p, H100, name, 2)
 
 
 def test_k_zero_is_a_zero_fill_and_nothing_is_copied():

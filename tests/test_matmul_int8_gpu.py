@@ -104,7 +104,7 @@ def test_floats_never_become_integers_on_the_gpu():
     for dt in (np.int8, np.int32):
         with pytest.raises(TypeError, match="quantising floats"):
             x.astype(dt)
-    with pytest.raises(TypeError, match="quantising floats"):
+    with pytest.raises(TypeError, match="int32 does not convert into int8 on the GPU"):
         gm.Matrix.from_numpy(np.ones((2, 2), np.int32), dtype=np.int32).astype(np.int8)
     with pytest.raises(TypeError, match="only from integers"):
         gm.Matrix.from_numpy(np.ones((2, 2)), dtype=np.int8)
@@ -233,6 +233,44 @@ def test_the_largest_k_sums_to_the_edge_of_int32_exactly():
     assert int(exact(a, b).max()) == 2**31 - 2**14
     with pytest.raises(ValueError, match="exact for K up to"):
         gm.matmul(gm.Matrix.zeros(3, k + 1, dtype=np.int8), gm.Matrix.zeros(k + 1, 5, dtype=np.int8))
+
+
+@given(m=st.integers(17, 64), n=st.integers(128, 600), k=dims(700, (16, 128)), b_trans=st.booleans())
+def test_swapped_plans_write_c_transposed_exactly(m, n, k, b_trans):
+    """C^T = op(B)^T @ op(A)^T on every int8 tile that writes C transposed (the weight's rows on the tile's
+    M, a layer on few tokens), forced: C written element by element into its row-major storage, nothing
+    left unwritten."""
+    a_host, b_host = int8s((m, k)), int8s((k, n))
+    A = gm.Matrix.from_numpy(a_host, dtype=np.int8)
+    B = (
+        gm.Matrix.from_numpy(b_host.T.copy(), dtype=np.int8).T
+        if b_trans
+        else gm.Matrix.from_numpy(b_host, dtype=np.int8)
+    )
+    for name in runnable():
+        if not VARIANTS[name].writes_c_trans:
+            continue
+        C = poisoned_int32((m, n))
+        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
+        assert plan.swap
+        gm.matmul(A, B, out=C, plan=plan)
+        np.testing.assert_array_equal(C.to_numpy().astype(np.int64), exact(a_host, b_host), err_msg=name)
+
+
+def test_tuned_plans_pickles_and_copies_keep_int8():
+    import pickle
+
+    a, b = int8s((300, 512)), int8s((512, 200))
+    A, B = gm.Matrix.from_numpy(a, dtype=np.int8), gm.Matrix.from_numpy(b, dtype=np.int8)
+    tuned = gm.matmul_plan(A, B, tune=True)
+    np.testing.assert_array_equal(gm.matmul(A, B, plan=tuned).to_numpy().astype(np.int64), exact(a, b))
+    np.testing.assert_array_equal(gm.matmul(A, B).to_numpy().astype(np.int64), exact(a, b))  # auto: the tuned plan
+    engine.forget_tuning()
+    back = pickle.loads(pickle.dumps(A))
+    assert back.dtype == np.int8
+    np.testing.assert_array_equal(back.to_numpy(), a)
+    c = pickle.loads(pickle.dumps(gm.matmul(A, B)))
+    assert c.dtype == np.int32
 
 
 def test_k_zero_gives_zeros_and_empty_results_nothing():

@@ -74,7 +74,7 @@ DTYPE_NAMES = {  # by kernel suffix
 # The kernels that move a dtype's bits (copies, gathers, transposes) by suffix: int32 moves as float32's
 # 4-byte words do (those kernels copy bits and never compute), int8 by its own 1-byte entries.
 MOVE_SUFFIX = {**{s: s for s in SUFFIXES}, "s8": "s8", "s32": "f32"}
-MOVE_SUFFIXES = ("f32", "f64", "f16", "bf16", "s8")  # the move families' entry points, one a width and type
+MOVE_SUFFIXES = tuple(dict.fromkeys(MOVE_SUFFIX.values()))  # the move families' entry points: f32 f64 f16 bf16 s8
 
 
 def is_bfloat16(dt: np.dtype) -> bool:

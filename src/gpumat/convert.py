@@ -69,9 +69,11 @@ def astype(m, dtype, stream=None):
     if dt == m.dtype:
         return m.copy(stream=stream)
     if (m._sfx, _dtypes.suffix(dt)) not in CONVERT_KERNELS:
+        source = "int8" if dt == _dtypes.INT32 else "nothing else"
         raise TypeError(
-            f"astype: gpumat converts into {_dtypes.name(dt)} only from int8 (quantising floats, or narrowing "
-            f"integers, is the caller's: round and clip on the host, then from_numpy(..., dtype=np.{dt}))"
+            f"astype: {_dtypes.name(m.dtype)} does not convert into {_dtypes.name(dt)} on the GPU (into {dt}: "
+            f"from {source}); quantising floats, or narrowing integers, is the caller's: round and clip on the "
+            f"host, then from_numpy(..., dtype=np.{dt})"
         )
     s = stream_handle(stream, dev)
     with dev.lock:

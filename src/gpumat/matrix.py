@@ -902,8 +902,8 @@ class _NoMemory:
 
 
 def _from_host(array: np.ndarray) -> Matrix:
-    """Unpickle a Matrix (see Matrix.__reduce__)."""
-    return Matrix.from_numpy(array)
+    """Unpickle a Matrix (see Matrix.__reduce__): in its own dtype (an int8 or int32 one too)."""
+    return Matrix.from_numpy(array, dtype=array.dtype if _dtypes.is_integer(array.dtype) else None)
 
 
 def _operations():

@@ -1,12 +1,13 @@
-"""Transpose, B = A^T, of a float32, float64, float16 or bfloat16 matrix: argument checks, variant choice, launch.
+"""Transpose, B = A^T, of a matrix of any dtype gpumat holds: argument checks, variant choice, launch.
 
 Every variant reads A (rows x cols, stride lda) and writes B (cols x rows, stride ldb), for each of a
 batch of matrices (A's bsa and B's bsb elements apart); see cuda/transpose.cu. The grid puts A's column
 tiles on x, A's row tiles on y (capped at 65535; the kernels walk the rest in a grid-stride loop) and the
 batch on z, a matrix a layer: a batch is one launch, or one per 65535 matrices past that
 (transpose_region launches the pieces). The kernels move bits: KERNELS[(variant, suffix)] holds
-every variant of every dtype (suffixes from _dtypes.SUFFIXES), strip kernels for narrow matrices and the
-2-byte kernels included; VARIANTS is the tiled family by name (the same names for every dtype).
+every variant of every width and type of _dtypes.MOVE_SUFFIXES (int32 moves through the float32
+entries: _dtypes.MOVE_SUFFIX), strip kernels for narrow matrices and the 2-byte kernels included;
+VARIANTS is the tiled family by name (the same names for every dtype).
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def deserialize_device(header: dict, frames: list) -> Matrix:
     here = worker_device()
     if isinstance(frame, Matrix):
         return to_worker_gpu(frame, here)
-    dtype = _dtypes.as_dtype(header["dtype"])
+    dtype = _dtypes.as_storage_dtype(header["dtype"])
     shape = tuple(header["shape"])
     ptr = int(frame.__cuda_array_interface__["data"][0])
     dev = as_device(here)
@@ -246,7 +246,7 @@ def serialize_host(x: Matrix, context=None):
 def deserialize_host(header: dict, frames: list) -> Matrix:
     """The chunk on this worker's GPU: copied GPU to GPU from the sender's IPC offer, or the host frame
     uploaded."""
-    dtype = _dtypes.as_dtype(header["dtype"])
+    dtype = _dtypes.as_storage_dtype(header["dtype"])
     if "ipc" in header:
         here = worker_device()
         if here is None:  # not a worker (the client): the sender's GPU if this process sees it (a local copy)
@@ -255,7 +255,7 @@ def deserialize_host(header: dict, frames: list) -> Matrix:
         return transfer.receive(header["ipc"], tuple(header["shape"]), dtype, as_device(here))
     (frame,) = frames
     values = np.frombuffer(frame, dtype=np.uint8, count=header["nbytes"]).view(dtype).reshape(header["shape"])
-    return transfer.mark_ready(Matrix.from_numpy(values, device=worker_device()))
+    return transfer.mark_ready(Matrix.from_numpy(values, dtype=dtype, device=worker_device()))
 
 
 def register() -> None:

@@ -536,8 +536,8 @@ def _no_product(p: Problem, t: Target) -> MatmulPlan:
     """An empty C (M, N or the batch 0) launches nothing. With K = 0 the product is zero, so C =
     act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
     else the naive kernel (the SIMT one for a float32 C of halves) over K = 0; no operand is read, so
-    none is copied. (An int8 product, which has no epilogue, is always the fill: its plan names the first
-    row with its kernels.)"""
+    none is copied. (An int8 product, which has no epilogue, is always the fill: its plan names the SIMT
+    row, the first of these with its kernels.)"""
     pair = (p.dtype, p.out_dtype)
     v = next(v for v in (VARIANTS["naive"], VARIANTS["simt64x64"], *VARIANTS.values()) if pair in v.kernels)
     if p.m and p.n and p.batch:
@@ -569,7 +569,7 @@ def forced(
     if k_chunk is None:
         k_chunk = cdiv(cdiv(p.k, splits), v.k_align) * v.k_align
     _positive_int(k_chunk, "k_chunk")
-    if splits > 1 and not v.splits_k:
+    if splits > 1 and (not v.splits_k or v.max_splits == 1):  # (the int8 rows: int32 partials have no reduction)
         raise ValueError(f"matmul plan: {v.name} does not split K")
     if splits > 1 and p.batch > 1:
         raise ValueError("matmul plan: a batched product does not split K")

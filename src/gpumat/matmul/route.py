@@ -46,6 +46,11 @@ _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 PRODUCT_SUFFIX = {"s8": "s32"}
 
 
+def result_dtype(a: Matrix):
+    """The dtype of a @ b when no out is given: the operands', int32 for int8 (PRODUCT_SUFFIX)."""
+    return INT32 if a._sfx == "s8" else a._dtype
+
+
 def _key(m: int, n: int, k: int, batch: int, a_trans: bool, b_trans: bool, sfx: str, out_sfx: str, mode: str,
          choice, dev) -> tuple:  # fmt: skip
     """The cache key of a product as the kernels see it: the Problem's fields but the operands' alignment
@@ -149,7 +154,8 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     product_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
     out_sfx = product_sfx if out is None else as_matrix(out, "out")._operand()[7]
     if sfx == "s8":
-        _check_int8(out_sfx, k, alpha, beta, bias, activation)
+        if out_sfx != "s32":
+            raise TypeError(f"matmul: a and b are int8 and out is {DTYPE_NAMES[out_sfx]}; out must be int32")
     elif out_sfx != sfx:
         half = sfx in ("f16", "bf16")
         if not (half and out_sfx == "f32"):
@@ -169,9 +175,12 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
             f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
             f"of 2^31 - 1 rows or columns"
         )
+    if sfx == "s8":
+        _check_int8(k, alpha, beta, bias, activation)
     shape = _result_shape(a, b, A[4], B[4], m, n)
     check_out(out, shape, (a, b) if bias is None else (a, b, bias), "matmul")
-    plain = alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
+    # (an int8 product's epilogue is the identity, however its arguments were spelled: _check_int8)
+    plain = sfx == "s8" or alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
     epilogue = IDENTITY if plain else epilogue_of(alpha, beta, bias, activation, out, out_sfx, shape, a)
     mode = _mode(sfx, algorithm, precision)
     batch = shape[0] if len(shape) == 3 else None
@@ -185,10 +194,9 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     return A, B, C, mode, epilogue
 
 
-def _check_int8(out_sfx: str, k: int, alpha, beta, bias, activation) -> None:
-    """An int8 product's own rules: C int32, exact sums (K <= INT8_MAX_K), no epilogue yet."""
-    if out_sfx != "s32":
-        raise TypeError(f"matmul: a and b are int8 and out is {DTYPE_NAMES[out_sfx]}; out must be int32")
+def _check_int8(k: int, alpha, beta, bias, activation) -> None:
+    """An int8 product's own rules (C int32 is checked with out's dtype): exact sums (K <= INT8_MAX_K), no
+    epilogue yet."""
     if k > INT8_MAX_K:
         raise ValueError(
             f"matmul: int8 products sum in int32, exact for K up to {INT8_MAX_K}; K is {k} (split K into "
@@ -244,7 +252,7 @@ def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, act
             _check_plan(plan, problem_of(view, A[7], C[7], mode), algorithm, precision, mode, dev)
             bound = bind(plan, dev)
         if out is None:
-            out = Matrix._allocate(A[5], B[6], dev, s, INT32 if A[7] == "s8" else a.dtype, C[4])
+            out = Matrix._allocate(A[5], B[6], dev, s, result_dtype(a), C[4])
             cv = (out._operand()[0], *cv[1:])  # laid out as _check said; its address is known now
             C = out._operand()
         if bound.launches:
@@ -297,7 +305,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
         if not (ab.alive and bb.alive and (out is None or cb.alive)):
             return None
         if out is None:
-            out = Matrix._allocate(m, n, dev, s, a.dtype if out_sfx == sfx else INT32)
+            out = Matrix._allocate(m, n, dev, s, result_dtype(a))
             C = out._operand()
         cb = C[8]  # enqueue's steps, inline (this is every plain call): ordered, run, marked
         if ab.stream == s and bb.stream == s and cb.stream == s:

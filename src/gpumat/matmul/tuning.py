@@ -30,7 +30,7 @@ from ..runtime.streams import Event, stream_handle
 from . import planner
 from .plan import MatmulPlan
 from .problem import Problem, Target
-from .route import bind, call_view, enqueue, forget_bound_plans, problem_of_call, result_shape
+from .route import bind, call_view, enqueue, forget_bound_plans, problem_of_call, result_dtype, result_shape
 
 TOP = 4  # the model's best candidates that are timed
 BATCH_S = 1e-3  # GPU time a timed batch of calls spans at least
@@ -65,7 +65,7 @@ def _scratch_like(a: Matrix, b: Matrix, out: Matrix | None, dev) -> tuple[Matrix
     """(the matrix to free, the result to write while timing): out's shape, dtype and layout (a transposed
     view of new storage where out is one), or the product's."""
     if out is None:
-        new = Matrix.empty(result_shape(a, b), dtype=a.dtype, device=dev)
+        new = Matrix.empty(result_shape(a, b), dtype=result_dtype(a), device=dev)
         return new, new
     if out.is_transposed:
         new = Matrix.empty(out.T.shape, dtype=out.dtype, device=dev)

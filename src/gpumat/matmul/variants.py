@@ -217,8 +217,8 @@ class Variant:
     @property
     def writes_c_trans(self) -> bool:
         """Whether the kernel can write C stored transposed (C_STORE["transposed"]), which the planner's
-        swapped plans need: the 16-bit TMA rows can, and the TF32 ones (tensor_maps_exact) of at most 64
-        columns (the wider TF32 bodies have no registers left for it)."""
+        swapped plans need: the 16-bit and int8 TMA rows can, and the TF32 ones (tensor_maps_exact) of at
+        most 64 columns (the wider TF32 bodies have no registers left for it)."""
         return self.args == "tensor_maps" or (self.args == "tensor_maps_exact" and self.tile[1] <= 64)
 
     def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:

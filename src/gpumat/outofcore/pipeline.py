@@ -10,8 +10,9 @@ not fit whole, each K tile's product is added into the C tile in K order (determ
 tiles go back to the result array (or `out`) on a download thread of their own, through their own
 staging buffers.
 
-Every dtype of the in-memory matmul works: float32 (with `precision=`) and float64 accumulate in
+Every float dtype of the in-memory matmul works: float32 (with `precision=`) and float64 accumulate in
 their own type; float16 and bfloat16 tiles multiply into float32 and C is rounded once at the end.
+Integer arrays follow from_numpy's rule (float64, exact); the int8 product is for int8 Matrix operands.
 """
 
 from __future__ import annotations
