@@ -585,27 +585,43 @@ TF32_WGMMA_BANDWIDTH = 3.5e12
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
 def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
-    name = f"tf32_wgmma{tile[0]}x{tile[1]}bt"
-    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_tf32"
+    return _k_major_wgmma(
+        "tf32",
+        ("f32", "f32"),
+        "tf32",
+        "tensor_maps_exact",
+        tile,
+        rate,
+        k_align=32,
+        min_k_chunk=128,
+        split_launch_s=SPLIT_LAUNCH_TF32_S,
+        bandwidth=TF32_WGMMA_BANDWIDTH,
+        **latency,
+    )
+
+
+def _k_major_wgmma(kind: str, pair: tuple[str, str], mode: str, args: str, tile, rate: float, **fields) -> Variant:
+    """A row of the wgmma kernel for the inputs wgmma reads K-major alone (TF32, int8: it has no transpose for
+    them): <kind>_wgmma<BM>x<BN>bt, entry matmul_wgmma<BM>x<BN>bt_<kind's suffix>, B stored transposed read
+    in place (a row-major B transposed into aligned scratch first), tier 1; `fields`: the kind's split and
+    cost constants."""
+    name = f"{kind}_wgmma{tile[0]}x{tile[1]}bt"
+    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_" + ("tf32" if kind == "tf32" else pair[0])
     return Variant(
         name,
-        _kernels("matmul_wgmma_half", {("f32", "f32"): entry}, "tensor_maps_exact", WGMMA_SMEM[tile]),
-        "tf32",
+        _kernels("matmul_wgmma_half", {pair: entry}, args, WGMMA_SMEM[tile]),
+        mode,
         tile,
         (128 * (1 + tile[0] // 64), 1, 1),
-        "tensor_maps_exact",
+        args,
         WGMMA_SMEM[tile],
         **HOPPER_TMA,
         reads_b_trans=True,
         rate=rate,
         tier=1,
-        k_align=32,
-        min_k_chunk=128,
-        split_launch_s=SPLIT_LAUNCH_TF32_S,
-        bandwidth=TF32_WGMMA_BANDWIDTH,
         stages_padding=True,
         **_wave("wgmma"),
-        **latency,
+        **fields,
     )
 
 
@@ -622,26 +638,17 @@ INT8_MAX_K = 131071  # int8 x int8 sums of K terms stay inside int32 (|x y| <= 2
 
 
 def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
-    name = f"int8_wgmma{tile[0]}x{tile[1]}bt"
-    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8"
-    return Variant(
-        name,
-        _kernels("matmul_wgmma_half", {("s8", "s32"): entry}, "tensor_maps", WGMMA_SMEM[tile]),
+    return _k_major_wgmma(
+        "int8",
+        ("s8", "s32"),
         "native",
-        tile,
-        (128 * (1 + tile[0] // 64), 1, 1),
         "tensor_maps",
-        WGMMA_SMEM[tile],
-        **HOPPER_TMA,
-        reads_b_trans=True,
-        rate=rate,
-        tier=1,
+        tile,
+        rate,
         k_align=128,
         min_k_chunk=512,
         max_splits=1,
         bandwidth=WGMMA_BANDWIDTH,
-        stages_padding=True,
-        **_wave("wgmma"),
         **latency,
     )
 
