@@ -249,6 +249,11 @@ gone = gm.Matrix.empty((64, 48))
 gone.free()
 closed = gm.Stream()
 closed.close()
+w = gm.Matrix.empty((32, 48))  # b's transpose stored: a @ w.T is x @ W.T
+gone_w = gm.Matrix.empty((32, 48))
+gone_w.free()
+i8, j8, w8 = (gm.Matrix.empty(shape, dtype=np.int8) for shape in ((64, 48), (48, 32), (32, 48)))
+i32 = gm.Matrix.empty((64, 48), dtype=np.int32)
 cases = {
     "devices= with Matrix operands": lambda: gm.matmul(a, b, devices=[0]),
     "memory_limit= with Matrix operands": lambda: gm.matmul(a, b, memory_limit=1 << 20),
@@ -265,8 +270,18 @@ cases = {
     "an unknown precision": lambda: gm.matmul(a, b, precision="fp8"),
     "the other dtype's emulated mode": lambda: gm.matmul(a, b, precision="fp64_int8"),
     "an emulated mode for a batch": lambda: gm.matmul(gm.Matrix.empty((2, 64, 48)), b, precision="fp32_int8"),
+    # a transposed operand (the fast lookup takes x @ W.T) and the int8 product's own rules
+    "a closed stream, B transposed": lambda: gm.matmul(a, w.T, stream=closed),
+    "a freed transposed operand": lambda: gm.matmul(a, gone_w.T),
+    "int8 into a float32 out": lambda: gm.matmul(i8, j8, out=gm.Matrix.empty((64, 32))),
+    "int8 into an int8 out": lambda: gm.matmul(i8, j8, out=gm.Matrix.empty((64, 32), dtype=np.int8)),
+    "int8 with alpha": lambda: gm.matmul(i8, j8, alpha=2.0),
+    "int8 with a closed stream": lambda: gm.matmul(i8, w8.T, stream=closed),
+    "int8 at a float32 precision": lambda: gm.matmul(i8, j8, precision="tf32"),
+    "int32 operands": lambda: gm.matmul(i32, i32.T),
 }
-gm.matmul(a, b)  # the plan of a @ b is cached: a plain call may take the fast lookup
+for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T)):  # their plans cached: a plain call may take the fast lookup
+    gm.matmul(x, y)
 seen = {}
 for route in ("fast lookup first", "full route"):
     for what, call in cases.items():
@@ -290,7 +305,7 @@ def test_every_argument_check_holds_on_both_routes():
     ignored by the fast lookup, which returned a product."""
     out = _run("-c", SAME_ERRORS, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) == 15
+    assert int(out.stdout.strip()) == 23
 
 
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains

@@ -137,7 +137,7 @@ def as_storage_dtype(dtype) -> np.dtype:
         dt = np.dtype(dtype)  # (None: refused above, a dtype must be named)
     except TypeError:
         dt = None
-    if dt is not None and dt in (INT8, INT32):  # (a byte-swapped int32 is not: the GPU's order only)
+    if dt is not None and is_integer(dt):  # (a byte-swapped int32 is not: the GPU's order only)
         return dt
     raise TypeError(str(refused).replace(SUPPORTED, STORED)) from None
 

@@ -13,8 +13,10 @@ key; whatever it cannot vouch for takes `product`. gpumat.matmul.api is the publ
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _precision
-from .._dtypes import DTYPE_NAMES, INT32
+from .._dtypes import DTYPE_NAMES
 from .._dtypes import name as dtype_name
 from ..matrix import Matrix
 from ..memory import DeviceBuffer
@@ -44,11 +46,12 @@ _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 # the result's dtype suffix by the operands' where they differ: int8 products sum in int32 (as
 # torch._int_mm; numpy's int8 @ int8 would wrap in int8)
 PRODUCT_SUFFIX = {"s8": "s32"}
+_PRODUCT_DTYPE = {s: np.dtype(DTYPE_NAMES[d]) for s, d in PRODUCT_SUFFIX.items()}
 
 
 def result_dtype(a: Matrix):
-    """The dtype of a @ b when no out is given: the operands', int32 for int8 (PRODUCT_SUFFIX)."""
-    return INT32 if a._sfx == "s8" else a._dtype
+    """The dtype of a @ b when no out is given: the operands', or PRODUCT_SUFFIX's (int32 for int8)."""
+    return _PRODUCT_DTYPE.get(a._sfx, a._dtype)
 
 
 def _key(m: int, n: int, k: int, batch: int, a_trans: bool, b_trans: bool, sfx: str, out_sfx: str, mode: str,
@@ -277,6 +280,7 @@ def cached_product(a, b, out, stream) -> Matrix | None:
     dev = ab.device
     if bb.device is not dev or sfx_b != sfx or k2 != k or batch_a is not None or batch_b is not None:
         return None
+    out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
     if out is not None:
         C = out._operand()
         _, _, _, tc, batch_c, mc, nc, sfx_c, cb = C
@@ -285,14 +289,13 @@ def cached_product(a, b, out, stream) -> Matrix | None:
             or cb is ab
             or cb is bb  # two blocks of the pool never share a byte; one block may
             or cb.device is not dev
-            or sfx_c != PRODUCT_SUFFIX.get(sfx, sfx)  # (a float32 out for float16 inputs: the full route)
+            or sfx_c != out_sfx  # (a float32 out for float16 inputs: the full route)
             or mc != m
             or nc != n
             or tc
             or batch_c is not None
         ):
             return None
-    out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
     # the key product() makes (problem.kernel_view of 2-D operands into a row-major C: the same m, n, k and
     # layouts; the operand tuples' first three fields are what run() reads either way)
     bound = _BOUND.get(_key(m, n, k, 1, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev))
