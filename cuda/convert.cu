@@ -107,6 +107,19 @@ GPUMAT_CONVERT(s32, int, f32, float)
 GPUMAT_CONVERT(s32, int, f64, double)
 GPUMAT_CONVERT(s32, int, f16, __half)
 GPUMAT_CONVERT(s32, int, bf16, __nv_bfloat16)
+// FP8 both ways with the four floats: into FP8 rounded once to nearest even and saturated to the finite
+// range (+-Inf and values beyond it become +-max, NaN stays NaN); out of FP8 exactly.
+#define GPUMAT_CONVERT_FP8(FN, F)                                                                            \
+    GPUMAT_CONVERT(f32, float, FN, F)                                                                        \
+    GPUMAT_CONVERT(f64, double, FN, F)                                                                       \
+    GPUMAT_CONVERT(f16, __half, FN, F)                                                                       \
+    GPUMAT_CONVERT(bf16, __nv_bfloat16, FN, F)                                                               \
+    GPUMAT_CONVERT(FN, F, f32, float)                                                                        \
+    GPUMAT_CONVERT(FN, F, f64, double)                                                                       \
+    GPUMAT_CONVERT(FN, F, f16, __half)                                                                       \
+    GPUMAT_CONVERT(FN, F, bf16, __nv_bfloat16)
+GPUMAT_CONVERT_FP8(e4m3, __nv_fp8_e4m3)
+GPUMAT_CONVERT_FP8(e5m2, __nv_fp8_e5m2)
 
 #define GPUMAT_COPY_2D(SN, S)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(                                         \

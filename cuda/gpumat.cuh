@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_fp16.h>
 
 namespace gpumat {
@@ -80,6 +81,26 @@ struct Dtype<int> {
     __device__ __forceinline__ static int acc(int x) { return x; }
     __device__ __forceinline__ static double wide(int x) { return (double)x; }
     __device__ __forceinline__ static int from(int v) { return v; }
+};
+
+// FP8 (e4m3fn, e5m2): to float exactly; from double rounded once to nearest even and saturated to the
+// finite range (__NV_SATFINITE: +-Inf and values beyond it become +-max; NaN stays NaN).
+template <>
+struct Dtype<__nv_fp8_e4m3> {
+    using Acc = float;
+    using Bits = unsigned char;
+    __device__ __forceinline__ static float acc(__nv_fp8_e4m3 x) { return (float)x; }
+    __device__ __forceinline__ static double wide(__nv_fp8_e4m3 x) { return (double)(float)x; }
+    __device__ __forceinline__ static __nv_fp8_e4m3 from(double v) { return __nv_fp8_e4m3(v); }
+};
+
+template <>
+struct Dtype<__nv_fp8_e5m2> {
+    using Acc = float;
+    using Bits = unsigned char;
+    __device__ __forceinline__ static float acc(__nv_fp8_e5m2 x) { return (float)x; }
+    __device__ __forceinline__ static double wide(__nv_fp8_e5m2 x) { return (double)(float)x; }
+    __device__ __forceinline__ static __nv_fp8_e5m2 from(double v) { return __nv_fp8_e5m2(v); }
 };
 
 // ---------------------------------------------------------------------------------------------------

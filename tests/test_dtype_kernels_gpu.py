@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from cuda.bindings import driver
 
-from gpumat import memory, sparse
+from gpumat import _dtypes, memory, sparse
 from gpumat._dtypes import SUFFIXES
 from gpumat.matmul.engine import IDENTITY
 from gpumat.runtime import check, device
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.gpu
 
 rng = np.random.default_rng(11)
 BITS = {"f32": np.uint32, "f64": np.uint64, "f16": np.uint16, "bf16": np.uint16, "s8": np.uint8, "s32": np.uint32}
-SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4}
+BITS.update({"e4m3": np.uint8, "e5m2": np.uint8})
+SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4, "e4m3": 1, "e5m2": 1}
 INTEGER = {"s8": np.int8, "s32": np.int32}
 NAN16 = 0x7FF8
 UNIT = {"f32": 2.0**-24, "f64": 2.0**-53, "f16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff
@@ -37,6 +38,8 @@ def to_bits(x, dt: str) -> np.ndarray:
     """float64 values -> storage bits of dtype dt, rounded once to nearest even."""
     if dt in INTEGER:  # integers as they are (the callers pass values the type holds)
         return np.asarray(x).astype(INTEGER[dt]).view(BITS[dt])
+    if dt in _dtypes.FP8_SUFFIXES:  # saturated, then rounded once (the host's rule, checked on the CPU)
+        return _dtypes.to_host_array(np.asarray(x, dtype=np.float64), _dtypes.float8(dt)).view(np.uint8)
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         if dt == "f64":
@@ -56,6 +59,8 @@ def from_bits(b, dt: str) -> np.ndarray:
     b = np.asarray(b)
     if dt in INTEGER:
         return b.view(INTEGER[dt]).astype(np.float64)
+    if dt in _dtypes.FP8_SUFFIXES:
+        return b.view(_dtypes.float8(dt)).astype(np.float64)
     if dt == "bf16":
         return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return b.view({"f32": np.float32, "f64": np.float64, "f16": np.float16}[dt]).astype(np.float64)

@@ -48,10 +48,10 @@ def test_every_dtype_moves_through_kernels_of_its_width():
 # --- from_numpy's host rules --------------------------------------------------------------------------
 def test_integer_arrays_that_fit_become_int8_or_int32():
     a = np.array([[-128, 127], [0, 5]], dtype=np.int64)
-    assert _dtypes.host_dtype_for(a, np.int8, integers=True) == np.int8
-    assert _dtypes.host_dtype_for(a.astype(np.int16), "int32", integers=True) == np.int32
-    assert _dtypes.host_dtype_for(np.array([True, False]), np.int8, integers=True) == np.int8
-    assert _dtypes.host_dtype_for(np.zeros((0, 3), np.int64), np.int8, integers=True) == np.int8
+    assert _dtypes.host_dtype_for(a, np.int8, storage=True) == np.int8
+    assert _dtypes.host_dtype_for(a.astype(np.int16), "int32", storage=True) == np.int32
+    assert _dtypes.host_dtype_for(np.array([True, False]), np.int8, storage=True) == np.int8
+    assert _dtypes.host_dtype_for(np.zeros((0, 3), np.int64), np.int8, storage=True) == np.int8
     # without dtype=, integers stay the float64 they always became
     assert _dtypes.host_dtype_for(a.astype(np.int8)) == np.float64
 
@@ -61,12 +61,12 @@ def test_integer_arrays_that_fit_become_int8_or_int32():
 )
 def test_integers_out_of_range_are_a_value_error(values, dtype):
     with pytest.raises(ValueError, match=r"beyond int(8|32)'s"):
-        _dtypes.host_dtype_for(np.array(values, dtype=np.int64), dtype, integers=True)
+        _dtypes.host_dtype_for(np.array(values, dtype=np.int64), dtype, storage=True)
 
 
 def test_floats_are_not_quantised_behind_the_callers_back():
     with pytest.raises(TypeError, match="only from integers: round and clip"):
-        _dtypes.host_dtype_for(np.array([1.0, 2.0]), np.int8, integers=True)
+        _dtypes.host_dtype_for(np.array([1.0, 2.0]), np.int8, storage=True)
     # the places that take computed dtypes alone keep refusing the integers
     with pytest.raises(TypeError, match="not int8"):
         _dtypes.host_dtype_for(np.array([1, 2]), np.int8)

@@ -60,9 +60,13 @@ def __getattr__(name: str):
 # The one table of kernel-name suffixes and of their element sizes in bytes; SUFFIXES, the computed four
 # (every computing kernel family declares one entry point a suffix, in this order); the integers are held
 # and moved, and multiplied by the INT8 product alone.
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4}
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s8": 1, "s32": 4, "e4m3": 1, "e5m2": 1}
 SUFFIXES = ("f32", "f64", "f16", "bf16")
 INTEGER_SUFFIXES = ("s8", "s32")
+FP8_SUFFIXES = ("e4m3", "e5m2")  # ml_dtypes' float8_e4m3fn and float8_e5m2
+STORAGE_ONLY_SUFFIXES = (*INTEGER_SUFFIXES, *FP8_SUFFIXES)  # held and moved; computed by few operations
+FP8_NAMES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}  # the largest finite values: where a conversion saturates
 DTYPE_NAMES = {  # by kernel suffix
     "f32": "float32",
     "f64": "float64",
@@ -70,10 +74,11 @@ DTYPE_NAMES = {  # by kernel suffix
     "bf16": "bfloat16",
     "s8": "int8",
     "s32": "int32",
+    **FP8_NAMES,
 }
 # The kernels that move a dtype's bits (copies, gathers, transposes) by suffix: int32 moves as float32's
 # 4-byte words do (those kernels copy bits and never compute), int8 by its own 1-byte entries.
-MOVE_SUFFIX = {**{s: s for s in SUFFIXES}, "s8": "s8", "s32": "f32"}
+MOVE_SUFFIX = {**{s: s for s in SUFFIXES}, "s8": "s8", "s32": "f32", "e4m3": "s8", "e5m2": "s8"}
 MOVE_SUFFIXES = tuple(dict.fromkeys(MOVE_SUFFIX.values()))  # the move families' entry points: f32 f64 f16 bf16 s8
 
 
@@ -90,10 +95,14 @@ SUFFIX_OF = {FLOAT32: "f32", FLOAT64: "f64", FLOAT16: "f16", INT8: "s8", INT32: 
 
 
 def suffix(dt: np.dtype) -> str:
-    """The kernel-name suffix: f32, f64, f16, bf16, s8, s32."""
+    """The kernel-name suffix: f32, f64, f16, bf16, s8, s32, e4m3, e5m2."""
     sfx = SUFFIX_OF.get(dt)
     if sfx is not None:
         return sfx
+    fp8 = fp8_suffix(dt)
+    if fp8 is not None:
+        SUFFIX_OF[dt] = fp8
+        return fp8
     if is_bfloat16(dt):
         if not dt.metadata:
             SUFFIX_OF[dt] = "bf16"
@@ -106,7 +115,7 @@ def name(dt: np.dtype) -> str:
 
 
 SUPPORTED = "float32, float64, float16, bfloat16"
-STORED = SUPPORTED + ", int8, int32"
+STORED = SUPPORTED + ", int8, int32, float8_e4m3fn, float8_e5m2"
 
 
 def as_dtype(dtype) -> np.dtype:
@@ -127,8 +136,34 @@ def as_dtype(dtype) -> np.dtype:
 _KNOWN: dict = {}  # as_dtype's answers by what it was given
 
 
+def fp8_suffix(dt) -> str | None:
+    """e4m3 or e5m2 for ml_dtypes' float8_e4m3fn and float8_e5m2 (a dtype or its name), else None."""
+    name = dt if isinstance(dt, str) else getattr(dt, "name", None)
+    return next((sfx for sfx, n in FP8_NAMES.items() if n == name), None)
+
+
+def float8(sfx: str) -> np.dtype:
+    """ml_dtypes' FP8 type of suffix e4m3 or e5m2; TypeError without ml_dtypes (FP8 matrices come and go to
+    the host in ml_dtypes' types: there is no stand-in as for bfloat16)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(f"{FP8_NAMES[sfx]} matrices need ml_dtypes on the host: pip install ml_dtypes") from None
+    return np.dtype(getattr(ml_dtypes, FP8_NAMES[sfx]))
+
+
 def as_storage_dtype(dtype) -> np.dtype:
-    """A dtype a Matrix holds: as_dtype's four, or int8 or int32 (TypeError naming all six otherwise)."""
+    """A dtype a Matrix holds: as_dtype's four, int8, int32, or ml_dtypes' float8_e4m3fn and float8_e5m2
+    (TypeError naming all eight otherwise)."""
+    if isinstance(dtype, str):
+        fp8 = fp8_suffix(dtype)
+    else:
+        try:
+            fp8 = None if dtype is None else fp8_suffix(np.dtype(dtype))
+        except TypeError:
+            fp8 = None
+    if fp8 is not None:
+        return float8(fp8)
     try:
         return as_dtype(dtype)
     except TypeError as err:
@@ -168,17 +203,20 @@ def _as_dtype(dtype) -> np.dtype:
     raise TypeError(f"gpumat matrices hold {SUPPORTED}, not {dt}")
 
 
-def host_dtype_for(a: np.ndarray, dtype=None, integers: bool = False) -> np.dtype:
-    """The Matrix dtype an array becomes (the rule in this module's docstring); integers=True (from_numpy)
+def host_dtype_for(a: np.ndarray, dtype=None, storage: bool = False) -> np.dtype:
+    """The Matrix dtype an array becomes (the rule in this module's docstring); storage=True (from_numpy)
     also takes dtype=int8 or int32, for integer arrays whose every value fits (quantising floats is the
-    caller's: a float array asked for as integers is a TypeError, a value out of range a ValueError)."""
+    caller's: a float array asked for as integers is a TypeError, a value out of range a ValueError), and
+    FP8: an FP8 array kept, other real arrays rounded to it (to_host_array)."""
     if dtype is not None:
-        if not integers:
+        if not storage:
             return as_dtype(dtype)
         dt = as_storage_dtype(dtype)
         if is_integer(dt):
             _check_integers(a, dt)
         return dt
+    if storage and fp8_suffix(a.dtype) is not None:
+        return a.dtype
     dt = a.dtype
     if dt.kind in "fiu" and not dt.isnative:  # big-endian data (read from a file): the same numbers, native order
         dt = dt.newbyteorder("=")
@@ -214,7 +252,15 @@ def _check_integers(a: np.ndarray, dt: np.dtype) -> None:
 
 def to_host_array(a: np.ndarray, dt: np.dtype) -> np.ndarray:
     """a converted to dt on the host, C-contiguous (bfloat16 without ml_dtypes: rounded bits in uint16),
-    rounded once to nearest even."""
+    rounded once to nearest even; into FP8 saturated first (+-Inf and values beyond the finite range become
+    +-max, NaN stays NaN: what the GPU's conversions do)."""
+    fp8 = fp8_suffix(dt)
+    if fp8 is not None and a.dtype != dt:
+        with np.errstate(invalid="ignore"):
+            wide = np.clip(np.asarray(a, dtype=np.float64), -FP8_MAX[fp8], FP8_MAX[fp8])
+        # ml_dtypes rounds float64 through float32 (twice: a value just under a tie came out rounded up);
+        # rounded to odd there, its rounding into FP8 is the one correct rounding
+        return np.ascontiguousarray(_float32_rounded_to_odd(wide).astype(dt))
     if is_bfloat16(dt) and not is_bfloat16(a.dtype) and a.dtype not in (FLOAT32, FLOAT16):
         # float64 (or integers) to bfloat16 goes through float32, which would round twice (1 + 2^-8 + 2^-30
         # came out as 1.0): rounded to odd there, the second rounding gives the nearest bfloat16

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import STORED, as_storage_dtype, bfloat16, is_bfloat16, suffix
+from ._dtypes import STORED, as_storage_dtype, bfloat16, fp8_suffix, is_bfloat16, suffix
 from .convert import gather
 from .matrix import Matrix
 from .memory import BorrowedBuffer
@@ -48,6 +48,8 @@ DLPACK_VERSION = (1, 0)
 
 # dtype <-> (DLPack code, bits) and CAI typestr ------------------------------------------------------
 def dlpack_dtype(dtype: np.dtype) -> tuple[int, int]:
+    if fp8_suffix(dtype) is not None:  # (DLPack 1.1's FP8 codes: not yet exchanged)
+        raise TypeError(f"gpumat does not exchange {dtype} matrices through DLPack yet")
     if is_bfloat16(dtype):
         return KDL_BFLOAT, 16
     if dtype.kind == "f":
@@ -83,6 +85,8 @@ def dlpack_dtype_of(code: int, bits: int, lanes: int) -> np.dtype:
 
 
 def typestr(dtype: np.dtype) -> str:
+    if fp8_suffix(dtype) is not None:  # the interface has no FP8 code
+        raise TypeError(f"the CUDA array interface has no code for {dtype}: convert with .astype() first")
     if is_bfloat16(dtype):
         return "<V2"  # the CUDA array interface has no bfloat16 code: two raw bytes (as CuPy and Numba)
     return dtype.str

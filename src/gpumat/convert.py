@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import _dtypes
-from ._dtypes import INTEGER_SUFFIXES, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
+from ._dtypes import FP8_SUFFIXES, INTEGER_SUFFIXES, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
 from .matrix import Matrix, paired_pieces
 from .memory.ordering import done_on, use_on
 from .operands import operand_device
@@ -33,6 +33,8 @@ CONVERSIONS = (
     *((s, d) for s in SUFFIXES for d in SUFFIXES if s != d),
     *((s, d) for s in INTEGER_SUFFIXES for d in SUFFIXES),
     ("s8", "s32"),
+    *((s, f) for f in FP8_SUFFIXES for s in SUFFIXES),  # into FP8: saturated, rounded once
+    *((f, d) for f in FP8_SUFFIXES for d in SUFFIXES),  # out of FP8: exact
 )
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
     (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s, d in CONVERSIONS
@@ -69,7 +71,9 @@ def astype(m, dtype, stream=None):
     if dt == m.dtype:
         return m.copy(stream=stream)
     if (m._sfx, _dtypes.suffix(dt)) not in CONVERT_KERNELS:
-        source = "int8" if dt == _dtypes.INT32 else "nothing else"
+        source = {"s32": "int8", "e4m3": "the four floats", "e5m2": "the four floats"}.get(
+            _dtypes.suffix(dt), "nothing else"
+        )
         raise TypeError(
             f"astype: {_dtypes.name(m.dtype)} does not convert into {_dtypes.name(dt)} on the GPU (into {dt}: "
             f"from {source}); quantising floats, or narrowing integers, is the caller's: round and clip on the "

@@ -294,7 +294,7 @@ class Matrix:
         >>> gm.Matrix.from_numpy(np.arange(4).reshape(2, 2), dtype=np.float32).dtype
         dtype('float32')
         """
-        host, dt = as_host_2d(array, dtype, allow_batch=True, tile_ok=True, integers=True)
+        host, dt = as_host_2d(array, dtype, allow_batch=True, tile_ok=True, storage=True)
         dev = as_device(device)
         s = stream_handle(stream, dev)
         if not host.size:
@@ -958,14 +958,14 @@ def _check_host_out(out, shape, dtype, tile_ok: bool = False) -> np.ndarray:
 
 
 def as_host_2d(
-    array, dtype=None, allow_batch: bool = False, tile_ok: bool = False, integers: bool = False
+    array, dtype=None, allow_batch: bool = False, tile_ok: bool = False, storage: bool = False
 ) -> tuple[np.ndarray, np.dtype]:
     """Host side of from_numpy: (a C-contiguous 2-D array in the storage dtype, or 3-D where a batch is
     allowed; the Matrix dtype), or TypeError/ValueError. The dtype rule is _dtypes.host_dtype_for's.
     tile_ok: a 2-D tile of a bigger array (its rows contiguous, increasing, not overlapping) that needs
     no conversion comes back as it is, not copied: the upload moves its rows where they are (a Dask
-    chunk of a 32768-wide array is such a tile, and a packed copy of it ran at a few GB/s). integers:
-    dtype= may name int8 or int32 (from_numpy)."""
+    chunk of a 32768-wide array is such a tile, and a packed copy of it ran at a few GB/s). storage:
+    dtype= may name int8, int32 or an FP8 type, and FP8 arrays are kept (from_numpy)."""
     a = np.asarray(array)
     if dtype is None and a.dtype.kind not in "fiuV" and not _dtypes.is_bfloat16(a.dtype):
         if a.dtype.kind in "OUSM" and a.ndim == 0:  # not numbers at all: a dict, a string, None, ...
@@ -987,7 +987,7 @@ def as_host_2d(
     elif a.ndim != 2 and not (allow_batch and a.ndim == 3):
         what = "1-D, 2-D or 3-D (a batch)" if allow_batch else "1-D or 2-D"
         raise ValueError(f"expected a {what} array, got {a.ndim}-D with shape {a.shape}")
-    dt = _dtypes.host_dtype_for(a, dtype, integers)
+    dt = _dtypes.host_dtype_for(a, dtype, storage)
     # (the bfloat16 stand-in, uint16 bits, has metadata: to_host_array re-views it)
     if tile_ok and a.ndim == 2 and a.dtype == dt and a.dtype.metadata is None and a.shape[0] > 1 and _is_row_tile(a):
         return a, dt

@@ -16,8 +16,9 @@ from .runtime.devices import Device
 
 def same_dtype(op: str, *named, integers: tuple[str, ...] = ()) -> np.dtype:
     """The one dtype of an operation's operands; TypeError naming both when they differ (no promotion), and
-    the one gate of the integer dtypes: an operation computes in the four float dtypes, and in int8 or int32
-    only where it names them in `integers` (kernel suffixes: the INT8 product "s8", the moves both)."""
+    the one gate of the storage-only dtypes: an operation computes in the four float dtypes, and in int8,
+    int32 or FP8 only where it names them in `integers` (kernel suffixes: the INT8 product "s8", the moves
+    all of them)."""
     dt, sfx, first = None, None, None
     for m, name in named:
         if m is None:
@@ -29,7 +30,7 @@ def same_dtype(op: str, *named, integers: tuple[str, ...] = ()) -> np.dtype:
                 f"{op}: {first} is {_dtypes.name(dt)} and {name} is {_dtypes.name(m._dtype)}; gpumat does "
                 f"not mix dtypes in one call (convert one with .astype())"
             )
-    if sfx in _dtypes.INTEGER_SUFFIXES and sfx not in integers:
+    if sfx in _dtypes.STORAGE_ONLY_SUFFIXES and sfx not in integers:
         takes = " and ".join(_dtypes.DTYPE_NAMES[x] for x in integers)
         raise TypeError(
             f"{op}: {first} is {_dtypes.name(dt)}; {op} computes in float32, float64, float16 or bfloat16"

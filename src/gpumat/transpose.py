@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._dtypes import INTEGER_SUFFIXES, ITEMSIZE, MOVE_SUFFIX, MOVE_SUFFIXES
+from ._dtypes import ITEMSIZE, MOVE_SUFFIX, MOVE_SUFFIXES, STORAGE_ONLY_SUFFIXES
 from .matrix import Matrix, matrices, storage
 from .memory.ordering import done_on, use_on
 from .operands import as_matrix, check_out, operand_device, same_dtype
@@ -327,7 +327,7 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
         if out is None:
             out = Matrix._allocate(shape[-2], shape[-1], dev, s, a.dtype, batch)
         else:
-            same_dtype("transpose", (a, "a"), (out, "out"), integers=INTEGER_SUFFIXES)
+            same_dtype("transpose", (a, "a"), (out, "out"), integers=STORAGE_ONLY_SUFFIXES)
         if out.size == 0:
             return out
         dst, ldd, out_bstride, out_trans, *_, out_buffer = out._operand()

@@ -1,0 +1,46 @@
+"""FP8 matrices on the GPU: their bits round-trip, move (views, copies, transposes) as int8's do, and
+astype converts them both ways with the four floats exactly as the host's rule does (into FP8 saturated
+and rounded once to nearest even; out of FP8 exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpumat as gm
+from gpumat import _dtypes
+
+pytestmark = pytest.mark.gpu
+ml_dtypes = pytest.importorskip("ml_dtypes")
+FP8 = {"e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2)}
+rng = np.random.default_rng(9)
+
+
+@pytest.mark.parametrize("sfx", list(FP8))
+@pytest.mark.parametrize("shape", [(1, 1), (37, 300), (3, 65, 129)])
+def test_fp8_bits_round_trip_and_move(sfx, shape):
+    bits = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    host = bits.view(FP8[sfx])
+    m = gm.Matrix.from_numpy(host)
+    assert m.dtype == FP8[sfx]
+    np.testing.assert_array_equal(m.to_numpy().view(np.uint8), bits)
+    np.testing.assert_array_equal(m.copy().to_numpy().view(np.uint8), bits)
+    if len(shape) == 2 and min(shape) > 2:
+        np.testing.assert_array_equal(gm.transpose(m).to_numpy().view(np.uint8), bits.T)
+        np.testing.assert_array_equal(m[1:, 2:].T.to_numpy().view(np.uint8), bits[1:, 2:].T)
+
+
+@pytest.mark.parametrize("sfx", list(FP8))
+@pytest.mark.parametrize("other", ["float32", "float64", "float16", "bfloat16"])
+def test_astype_into_and_out_of_fp8_is_the_hosts_rule(sfx, other):
+    top = _dtypes.FP8_MAX[sfx]
+    x = rng.standard_normal((41, 257)) * 2.0 ** rng.integers(-14, 17, (41, 257))
+    x.reshape(-1)[:8] = [top * 1.1, -top * 1.1, np.inf, -np.inf, np.nan, 0.0, -0.0, top]
+    src = gm.Matrix.from_numpy(x, dtype=other)
+    wide = src.to_numpy().astype(np.float64)  # the values as the source dtype holds them
+    into = src.astype(FP8[sfx]).to_numpy()
+    np.testing.assert_array_equal(into.view(np.uint8), _dtypes.to_host_array(wide, FP8[sfx]).view(np.uint8))
+    back = gm.Matrix.from_numpy(into).astype(other).to_numpy()
+    with np.errstate(over="ignore"):
+        want = _dtypes.to_host_array(into.astype(np.float64), _dtypes.as_dtype(other))
+    np.testing.assert_array_equal(np.asarray(back).view(np.uint8), np.asarray(want).view(np.uint8))
