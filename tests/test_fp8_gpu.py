@@ -40,7 +40,25 @@ def test_astype_into_and_out_of_fp8_is_the_hosts_rule(sfx, other):
     wide = src.to_numpy().astype(np.float64)  # the values as the source dtype holds them
     into = src.astype(FP8[sfx]).to_numpy()
     np.testing.assert_array_equal(into.view(np.uint8), _dtypes.to_host_array(wide, FP8[sfx]).view(np.uint8))
-    back = gm.Matrix.from_numpy(into).astype(other).to_numpy()
+    back = gm.Matrix.from_numpy(into).astype(other).to_numpy().astype(np.float64)
     with np.errstate(over="ignore"):
-        want = _dtypes.to_host_array(into.astype(np.float64), _dtypes.as_dtype(other))
-    np.testing.assert_array_equal(np.asarray(back).view(np.uint8), np.asarray(want).view(np.uint8))
+        want = np.asarray(_dtypes.to_host_array(into.astype(np.float64), _dtypes.as_dtype(other))).astype(np.float64)
+    # the same values and signs (a NaN is a NaN: its payload bits are the conversion's own)
+    np.testing.assert_array_equal(back, want)
+    np.testing.assert_array_equal(np.signbit(back[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("sfx", list(FP8))
+def test_torch_exchanges_fp8_matrices_through_dlpack_without_copies(sfx):
+    """DLPack 1.1's FP8 codes both ways with PyTorch's float8_e4m3fn / float8_e5m2 tensors (the same
+    memory, the same bits)."""
+    torch = pytest.importorskip("torch")
+    bits = rng.integers(0, 256, size=(33, 17), dtype=np.uint8)
+    t = torch.from_numpy(bits).cuda().view({"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[sfx])
+    m = gm.from_dlpack(t)
+    assert m.dtype == FP8[sfx] and m.elements == t.data_ptr()
+    np.testing.assert_array_equal(m.to_numpy().view(np.uint8), bits)
+    back = torch.from_dlpack(m)
+    assert back.dtype == t.dtype and back.data_ptr() == m.elements
+    np.testing.assert_array_equal(back.view(torch.uint8).cpu().numpy(), bits)
+    torch.cuda.synchronize()

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import STORED, as_storage_dtype, bfloat16, fp8_suffix, is_bfloat16, suffix
+from ._dtypes import STORED, as_storage_dtype, bfloat16, float8, fp8_suffix, is_bfloat16, suffix
 from .convert import gather
 from .matrix import Matrix
 from .memory import BorrowedBuffer
@@ -41,15 +41,18 @@ from .runtime.streams import (
 
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13  # the DLPack device types of GPU memory
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
+KDL_FLOAT8 = {"e4m3": 10, "e5m2": 12}  # DLPack 1.1's kDLFloat8_e4m3fn and kDLFloat8_e5m2 (8 bits)
 FLAG_READ_ONLY = 1  # DLPack 1.0's flag bits
 FLAG_IS_COPIED = 2
-DLPACK_VERSION = (1, 0)
+# the DLPack version gpumat writes and reads: 1.1 has the 1.0 structures and adds dtype codes (FP8 among them)
+DLPACK_VERSION = (1, 1)
 
 
 # dtype <-> (DLPack code, bits) and CAI typestr ------------------------------------------------------
 def dlpack_dtype(dtype: np.dtype) -> tuple[int, int]:
-    if fp8_suffix(dtype) is not None:  # (DLPack 1.1's FP8 codes: not yet exchanged)
-        raise TypeError(f"gpumat does not exchange {dtype} matrices through DLPack yet")
+    fp8 = fp8_suffix(dtype)
+    if fp8 is not None:
+        return KDL_FLOAT8[fp8], 8
     if is_bfloat16(dtype):
         return KDL_BFLOAT, 16
     if dtype.kind == "f":
@@ -68,6 +71,9 @@ def dtype_from_dlpack(code: int, bits: int, lanes: int) -> np.dtype:
         return bfloat16()
     if code == KDL_INT and bits in (8, 32):
         return np.dtype(f"int{bits}")
+    fp8 = next((sfx for sfx, c in KDL_FLOAT8.items() if c == code), None)
+    if fp8 is not None and bits == 8:
+        return float8(fp8)
     names = {KDL_INT: "int", KDL_UINT: "uint", KDL_FLOAT: "float", KDL_BFLOAT: "bfloat"}
     raise TypeError(f"DLPack dtype {names.get(code, f'code {code}')}{bits} is not a gpumat dtype")
 
@@ -250,7 +256,9 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         0,
     )
     if versioned:
-        managed = DLManagedTensorVersioned(DLPackVersion(*DLPACK_VERSION), None, _DELETER, flags, tensor)
+        # the newest version both sides read (a 1.0 consumer gets 1.0: the same structures)
+        version = min(DLPACK_VERSION, (int(max_version[0]), int(max_version[1])))
+        managed = DLManagedTensorVersioned(DLPackVersion(*version), None, _DELETER, flags, tensor)
     else:
         managed = DLManagedTensor(tensor, None, _DELETER)
     address = ctypes.addressof(managed)
