@@ -19,7 +19,9 @@
 //    forms), exact while K <= 131071; no epilogue, one split. C is the int32 sums (the *bt_s8 entries,
 //    gm.matmul of int8 matrices), or (the *bt_s8_residues entries, the Ozaki scheme's residue products,
 //    src/gpumat/matmul/ozaki.py) the sums' symmetric residues modulo the Ozaki modulus of the product's
-//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read).
+//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read);
+//  * FP8 inputs (e4m3fn or e5m2, A and B the same format): both operands K-major, float32 accumulators,
+//    C in bfloat16, float16 or float32 with the epilogue (the *bt_e4m3_* and *bt_e5m2_* entries).
 //
 // A and B arrive as TMA tensor maps (built on the host by cuTensorMapEncodeTiled, see
 // src/gpumat/matmul/launcher.py), both with the 128-byte swizzle; a box is one 128-byte row wide: 64
@@ -90,9 +92,9 @@
 //    the accumulators where aligned, else element by element; with c_store 2 (C transposed, at most a
 //    few hundred KiB where the planner asks for it) element by element, a warp's stores of one
 //    accumulator covering 8 consecutive addresses in each of 8 rows of C;
-//  * the epilogue: identity() is tested once and picks one of two copies of the kernel body, the plain
-//    one as before or one whose consumers first finish the accumulators in place (elements past M or N
-//    are left as they are), C then leaving either way (one body with a branch at the store made the
+//  * the epilogue: scales_only() is tested once and picks one of two copies of the kernel body, the plain
+//    one (its accumulators times alpha: 1, or an FP8 product's scales) or one whose consumers first finish
+//    the accumulators in place (elements past M or N are left as they are), C then leaving either way (one body with a branch at the store made the
 //    plain path up to 7% slower on the H100). The finishing body switches on the activation at each
 //    tile; the TF32 entries instead pick one of four finishing bodies, one an activation, at the start
 //    (with the recomputation below, one body holding all four made ptxas spill the work loop's state);
@@ -460,6 +462,47 @@ struct Wgmma<int8_t> {
     }
 };
 
+// FP8 (e4m3fn or e5m2 bytes, float32 accumulators): d (64 x N) += A (64 x 32, K-major) * B (32 x N, K-major),
+// k32 a step (32 bytes, as the other types' steps). Like TF32 and int8, the FP8 forms have no transpose
+// immediates: both operands K-major. TYPES: both operands' PTX type (one FP8 format for A and B).
+#define GPUMAT_WGMMA_FP8_FOR(T, TYPES)                                                                       \
+    template <>                                                                                              \
+    struct Wgmma<T> {                                                                                        \
+        template <bool A_MMAJOR, bool B_KMAJOR, int ACC>                                                     \
+        __device__ __forceinline__ static void run(float (&d)[ACC], uint64_t a, uint64_t b)                  \
+        {                                                                                                    \
+            static_assert(!A_MMAJOR && B_KMAJOR, "wgmma reads FP8 operands K-major only");                   \
+            static_assert(ACC == 128 || ACC == 64 || ACC == 32 || ACC == 16 || ACC == 8, "m64n<2 ACC>k32");  \
+            if constexpr (ACC == 128)                                                                        \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " "                        \
+                             "{" GPUMAT_ACC_0_63 ", " GPUMAT_ACC_64_127 "}, %128, %129, 1, 1, 1;\n"          \
+                             : GPUMAT_D128 : "l"(a), "l"(b));                                                \
+            else if constexpr (ACC == 64)                                                                    \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPES " "                        \
+                             "{" GPUMAT_ACC_0_63 "}, %64, %65, 1, 1, 1;\n" : GPUMAT_D64 : "l"(a), "l"(b));   \
+            else if constexpr (ACC == 32)                                                                    \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_31 "}, %32, %33, 1, 1, 1;\n" : GPUMAT_D32 : "l"(a), "l"(b));   \
+            else if constexpr (ACC == 16)                                                                    \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n32k32.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_15 "}, %16, %17, 1, 1, 1;\n" : GPUMAT_D16 : "l"(a), "l"(b));   \
+            else                                                                                             \
+                asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.f32." TYPES " "                         \
+                             "{" GPUMAT_ACC_0_7 "}, %8, %9, 1, 1, 1;\n" : GPUMAT_D8(0) : "l"(a), "l"(b));    \
+        }                                                                                                    \
+    };
+
+GPUMAT_WGMMA_FP8_FOR(__nv_fp8_e4m3, "e4m3.e4m3")
+GPUMAT_WGMMA_FP8_FOR(__nv_fp8_e5m2, "e5m2.e5m2")
+
+// Whether the epilogue at most scales (no beta C, no bias, no activation): the plain body runs it, multiplying
+// its float32 accumulators by alpha as the finishing body's first step would (the same bits). An FP8 product's
+// per-tensor scales are such an alpha; the finishing body cost its 4096^3 FP8 products ~10% on the H200.
+__device__ __forceinline__ bool scales_only(const gpumat::Epilogue& ep)
+{
+    return ep.beta == 0.0 && ep.bias_along == 0 && ep.activation == 0;
+}
+
 // Whether `x` holds for any of the 128 threads of a consumer warpgroup (named barrier `id`, a
 // reduction: every thread gets the answer).
 __device__ __forceinline__ bool warpgroup_any(int id, bool x)
@@ -671,7 +714,8 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
     }
 }
 
-// BM, BN: the tile (Tile<BM, BN>). T: the input type (__half, __nv_bfloat16, or float read as TF32).
+// BM, BN: the tile (Tile<BM, BN>). T: the input type (__half, __nv_bfloat16, float read as TF32, int8_t,
+// or an FP8 type, __nv_fp8_e4m3 / __nv_fp8_e5m2, K-major and float32 accumulators as the 16-bit types').
 // EPI: the accumulators go through the epilogue ep before C is written; else ep is not read. A_MMAJOR
 // (16-bit only): map_a describes A's storage as K rows of M (op(A) = the transpose of a K x M row-major
 // matrix, as in A.T @ B), loaded as BM / 64 boxes of 64 x 64 a stage, one a consumer, and read M-major
@@ -694,9 +738,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     using Cfg = Tile<BM, BN>;
     constexpr int STAGES = Cfg::STAGES, STAGE_BYTES = Cfg::STAGE_BYTES, ACC = Cfg::ACC;
     constexpr int A_BYTES = Cfg::A_BYTES;
-    constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves or 32 floats
+    constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves, 32 floats, 128 bytes
     constexpr bool TF32 = sizeof(T) == 4;
-    constexpr bool INT8 = sizeof(T) == 1;  // int8 in, int32 accumulators, one split, no epilogue
+    constexpr bool INT8 = std::is_same_v<T, int8_t>;  // int8 in, int32 accumulators, one split, no epilogue
     constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues (else the int32 sums)
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
     static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && !EPI && (RESIDUES || std::is_same_v<Out, int>)),
@@ -839,6 +883,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 if (warpgroup_any(3 + c, any_nonfinite(d)))
                     recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
                                         B + matrix * sb, ldb, k_begin, min(K, k_begin + k_chunk));
+            }
+            if constexpr (!EPI && !INT8) {  // the plain body's one epilogue term, alpha (1: exact either way)
+                const float alpha = (float)ep.alpha;
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[i] *= alpha;
             }
             if constexpr (EPI) {
                 // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the work
@@ -995,7 +1044,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
         const Batch products(batch, c_layer, batched);                                                        \
         const T* none = nullptr;                                                                              \
-        if (ep.identity())                                                                                    \
+        if (scales_only(ep))                                                                                  \
             gemm<BM, BN, T, OUT, false, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,    \
                                                              c_store, products, none, 0, 0, none, 0, 0, ep);  \
         else                                                                                                  \
@@ -1023,7 +1072,7 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
                                           const Batch& b, const float* A, long long lda, long long sa, const float* W,
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
-    if (ep.identity())
+    if (scales_only(ep))
         gemm<BM, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                         A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
@@ -1184,6 +1233,51 @@ GPUMAT_WGMMA_S8_S32(matmul_wgmma128x64bt_s8, 128, 64)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x64bt_s8, 64, 64)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x32bt_s8, 64, 32)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x16bt_s8, 64, 16)
+// matmul_wgmma<BM>x<BN>bt_<e4m3|e5m2>_<bf16|f16|f32>out(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,
+// c_store, batch, c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): FP8
+// A (M x K) times W.T for a row-major N x K W of the same FP8 format (both K-major: wgmma reads FP8 no other
+// way; gm.matmul of FP8 matrices, any other layout copied first by the host), wgmma m64n<BN>k32 with float32
+// accumulation, C in bfloat16, float16 or float32 through the epilogue (the host folds the operands'
+// per-tensor scales into alpha). The 16-bit bt entries' arguments, launch, tiles and C paths (c_store 0, 1,
+// 2); map_a and map_b: UINT8 tensors (the bytes as they are) with 128 x BM and 128 x BN boxes (a k tile of
+// 128 elements). The tensor cores add FP8 products into float32 accumulators at a reduced precision of their
+// own (the sums are not IEEE float32 sums: docs/guide/matmul.md gives the bound the tests hold).
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e4m3_bf16out, 128, 256, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e4m3_f16out, 128, 256, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e4m3_f32out, 128, 256, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e5m2_bf16out, 128, 256, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e5m2_f16out, 128, 256, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x256bt_e5m2_f32out, 128, 256, __nv_fp8_e5m2, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e4m3_bf16out, 128, 128, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e4m3_f16out, 128, 128, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e4m3_f32out, 128, 128, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e5m2_bf16out, 128, 128, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e5m2_f16out, 128, 128, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_e5m2_f32out, 128, 128, __nv_fp8_e5m2, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e4m3_bf16out, 128, 64, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e4m3_f16out, 128, 64, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e4m3_f32out, 128, 64, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e5m2_bf16out, 128, 64, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e5m2_f16out, 128, 64, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_e5m2_f32out, 128, 64, __nv_fp8_e5m2, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e4m3_bf16out, 64, 64, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e4m3_f16out, 64, 64, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e4m3_f32out, 64, 64, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e5m2_bf16out, 64, 64, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e5m2_f16out, 64, 64, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_e5m2_f32out, 64, 64, __nv_fp8_e5m2, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e4m3_bf16out, 64, 32, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e4m3_f16out, 64, 32, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e4m3_f32out, 64, 32, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e5m2_bf16out, 64, 32, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e5m2_f16out, 64, 32, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_e5m2_f32out, 64, 32, __nv_fp8_e5m2, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e4m3_bf16out, 64, 16, __nv_fp8_e4m3, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e4m3_f16out, 64, 16, __nv_fp8_e4m3, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e4m3_f32out, 64, 16, __nv_fp8_e4m3, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e5m2_bf16out, 64, 16, __nv_fp8_e5m2, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e5m2_f16out, 64, 16, __nv_fp8_e5m2, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_e5m2_f32out, 64, 16, __nv_fp8_e5m2, float, false, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)

@@ -39,7 +39,12 @@ def test_astype_into_and_out_of_fp8_is_the_hosts_rule(sfx, other):
     src = gm.Matrix.from_numpy(x, dtype=other)
     wide = src.to_numpy().astype(np.float64)  # the values as the source dtype holds them
     into = src.astype(FP8[sfx]).to_numpy()
-    np.testing.assert_array_equal(into.view(np.uint8), _dtypes.to_host_array(wide, FP8[sfx]).view(np.uint8))
+    host = _dtypes.to_host_array(wide, FP8[sfx])
+    # the same codes, but a NaN's (FP8 has several NaN codes; the GPU's conversion writes its own): NaN where
+    # the host has NaN, and elsewhere the very code
+    nan = np.isnan(host.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(into.astype(np.float64)), nan)
+    np.testing.assert_array_equal(into.view(np.uint8)[~nan], host.view(np.uint8)[~nan])
     back = gm.Matrix.from_numpy(into).astype(other).to_numpy().astype(np.float64)
     with np.errstate(over="ignore"):
         want = np.asarray(_dtypes.to_host_array(into.astype(np.float64), _dtypes.as_dtype(other))).astype(np.float64)

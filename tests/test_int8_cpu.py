@@ -78,7 +78,10 @@ def test_operations_that_compute_in_floats_refuse_integer_matrices_first():
     with pytest.raises(TypeError, match="dot computes in float32, float64, float16 or bfloat16"):
         gm.dot(x, x)
     y = fake_matrix(4, 4, dtype=np.int32)
-    with pytest.raises(TypeError, match=r"matmul computes in float32, float64, float16 or bfloat16 \(and int8\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"matmul computes in float32, float64, float16 or bfloat16 \(and int8, float8_e4m3fn and float8_e5m2\)",
+    ):
         gm.matmul(y, y)
     with pytest.raises(TypeError, match="does not mix dtypes"):
         gm.matmul(x, fake_matrix(4, 4))

@@ -31,7 +31,8 @@ def same_dtype(op: str, *named, integers: tuple[str, ...] = ()) -> np.dtype:
                 f"not mix dtypes in one call (convert one with .astype())"
             )
     if sfx in _dtypes.STORAGE_ONLY_SUFFIXES and sfx not in integers:
-        takes = " and ".join(_dtypes.DTYPE_NAMES[x] for x in integers)
+        names = [_dtypes.DTYPE_NAMES[x] for x in integers]
+        takes = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
         raise TypeError(
             f"{op}: {first} is {_dtypes.name(dt)}; {op} computes in float32, float64, float16 or bfloat16"
             + (f" (and {takes})" if takes else "")

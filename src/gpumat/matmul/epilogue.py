@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtypes import DTYPE_NAMES
 from .._dtypes import name as dtype_name
 from ..operands import as_matrix
 from .variants import ACTIVATIONS
@@ -40,7 +41,7 @@ def epilogue_of(alpha, beta, bias, activation, out, out_sfx: str, shape: tuple, 
     ptr, stride, _, trans, batch, height, width, bias_sfx, buffer = as_matrix(bias, "bias")._operand()
     m, n = shape[-2], shape[-1]
     if bias_sfx not in (out_sfx, "f32"):
-        wanted = dtype_name(out.dtype if out is not None else a.dtype)
+        wanted = DTYPE_NAMES[out_sfx]
         got = dtype_name(bias.dtype)
         raise TypeError(f"matmul: bias is {got}; it must be the result's dtype ({wanted}) or float32")
     if batch is not None:

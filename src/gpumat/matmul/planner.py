@@ -537,14 +537,18 @@ def _no_product(p: Problem, t: Target) -> MatmulPlan:
     act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
     else the naive kernel (the SIMT one for a float32 C of halves) over K = 0; no operand is read, so
     none is copied. (An int8 product, which has no epilogue, is always the fill: its plan names the SIMT
-    row, the first of these with its kernels.)"""
+    row, the first of these with its kernels. FP8 inputs, which neither has, take the result dtype's naive
+    kernel: over K = 0 it reads no operand.)"""
     pair = (p.dtype, p.out_dtype)
-    v = next(v for v in (VARIANTS["naive"], VARIANTS["simt64x64"], *VARIANTS.values()) if pair in v.kernels)
+    plain = (VARIANTS["naive"], VARIANTS["simt64x64"])
+    if not any(pair in v.kernels for v in plain):
+        pair = (p.out_dtype, p.out_dtype)
+    v = next(v for v in plain if pair in v.kernels)
     if p.m and p.n and p.batch:
         why = f"K = 0: C = act(beta C + bias), a zero fill or {v.name} over K = 0 (no product to compute)"
     else:
         why = "the result is empty: nothing to launch"
-    return replace(_make(v, p, t, 1, 0, 0.0, why), copy_a=False, copy_b=False)
+    return replace(_make(v, p, t, 1, 0, 0.0, why, kernel_pair=pair), copy_a=False, copy_b=False)
 
 
 def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
@@ -598,12 +602,21 @@ def _positive_int(x, name: str) -> None:
 
 
 def _make(
-    v: Variant, p: Problem, t: Target, splits: int, k_chunk: int, seconds: float, why: str, swap: bool = False
+    v: Variant,
+    p: Problem,
+    t: Target,
+    splits: int,
+    k_chunk: int,
+    seconds: float,
+    why: str,
+    swap: bool = False,
+    kernel_pair: tuple[str, str] | None = None,
 ) -> MatmulPlan:
     """The plan of variant v for p with this split; swap: the kernel computes p's swapped product (its
-    copies and grid are that product's; split-K's partials and their reduction are laid out as C)."""
+    copies and grid are that product's; split-K's partials and their reduction are laid out as C).
+    kernel_pair: v's kernel by another (input, output) pair than p's (_no_product's, which reads no input)."""
     acc = accumulator(p.dtype)
-    kernel = v.kernels[(p.dtype, acc if splits > 1 else p.out_dtype)]
+    kernel = v.kernels[kernel_pair or (p.dtype, acc if splits > 1 else p.out_dtype)]
     reduce = REDUCE[(acc, p.out_dtype)] if splits > 1 else None
     q = swapped(p) if swap else p
     copy_a, copy_b = _copies(v, q)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _precision
-from .._dtypes import DTYPE_NAMES
+from .._dtypes import DTYPE_NAMES, FP8_SUFFIXES
 from .._dtypes import name as dtype_name
 from ..matrix import Matrix
 from ..memory import DeviceBuffer
@@ -30,7 +30,7 @@ from .launcher import BoundPlan
 from .ozaki import OZAKI_MAX_K
 from .plan import MatmulPlan
 from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of, swapped
-from .variants import IDENTITY, INT8_MAX_K, VARIANTS, algorithms
+from .variants import FP8_OUTPUTS, IDENTITY, INT8_MAX_K, VARIANTS, algorithms
 
 
 class PlanCache(dict):
@@ -44,8 +44,12 @@ DEFAULT_ALPHA, DEFAULT_BETA = 1.0, 0.0  # matmul's defaults, recognised by ident
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack), one object for all threads
 _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 # the result's dtype suffix by the operands' where they differ: int8 products sum in int32 (as
-# torch._int_mm; numpy's int8 @ int8 would wrap in int8)
-PRODUCT_SUFFIX = {"s8": "s32"}
+# torch._int_mm; numpy's int8 @ int8 would wrap in int8); FP8 products accumulate in float32, which C keeps
+# unless out= asks for bfloat16 or float16
+PRODUCT_SUFFIX = {"s8": "s32", **{s: "f32" for s in FP8_SUFFIXES}}
+# the dtypes C may have by the operands' suffix (the others: the operands' own alone)
+OUT_SUFFIXES = {"f16": ("f16", "f32"), "bf16": ("bf16", "f32"), "s8": ("s32",)}
+OUT_SUFFIXES.update(dict.fromkeys(FP8_SUFFIXES, FP8_OUTPUTS))
 _PRODUCT_DTYPE = {s: np.dtype(DTYPE_NAMES[d]) for s, d in PRODUCT_SUFFIX.items()}
 
 
@@ -147,7 +151,7 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     """Every check of a Matrix call, before anything is allocated or launched. Returns the call's
     (operand tuples A, B, C (C: the layout of a result still to be made), mode, epilogue)."""
     a, b = as_matrix(a, "a"), as_matrix(b, "b")
-    dt = same_dtype("matmul", (a, "a"), (b, "b"), integers=("s8",))
+    dt = same_dtype("matmul", (a, "a"), (b, "b"), integers=("s8", *FP8_SUFFIXES))
     A, B = a._operand(), b._operand()
     sfx, m, k, k2, n = A[7], A[5], A[6], B[5], B[6]
     names = _NAMES.get(sfx) or _NAMES.setdefault(sfx, frozenset(algorithms(sfx)))
@@ -156,15 +160,10 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
         raise ValueError(f"unknown matmul algorithm {algorithm!r} for {dtype_name(dt)}; choose one of {choices}")
     product_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
     out_sfx = product_sfx if out is None else as_matrix(out, "out")._operand()[7]
-    if sfx == "s8":
-        if out_sfx != "s32":
-            raise TypeError(f"matmul: a and b are int8 and out is {DTYPE_NAMES[out_sfx]}; out must be int32")
-    elif out_sfx != sfx:
-        half = sfx in ("f16", "bf16")
-        if not (half and out_sfx == "f32"):
-            wanted = dtype_name(dt) + (" or float32" if half else "")
-            got = dtype_name(out.dtype)
-            raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {got}; out must be {wanted}")
+    if out_sfx not in OUT_SUFFIXES.get(sfx, (sfx,)):
+        wanted = " or ".join(DTYPE_NAMES[x] for x in OUT_SUFFIXES.get(sfx, (sfx,)))
+        raise TypeError(f"matmul: a and b are {dtype_name(dt)} and out is {DTYPE_NAMES[out_sfx]}; out must be {wanted}")
+    if out_sfx != sfx and sfx in ("f16", "bf16"):
         if algorithm != "auto" and (sfx, "f32") not in VARIANTS[algorithm].kernels:
             f32_out = [x for x in algorithms(sfx) if x == "auto" or (sfx, "f32") in VARIANTS[x].kernels]
             raise TypeError(

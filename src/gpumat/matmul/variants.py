@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._dtypes import ITEMSIZE, SUFFIXES, as_storage_dtype, suffix
+from .._dtypes import FP8_SUFFIXES, ITEMSIZE, SUFFIXES, as_storage_dtype, suffix
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, tiled_grid
 from ..runtime.kernels import Kernel
 
@@ -587,7 +587,7 @@ TF32_WGMMA_BANDWIDTH = 3.5e12
 def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     return _k_major_wgmma(
         "tf32",
-        ("f32", "f32"),
+        {("f32", "f32"): "tf32"},
         "tf32",
         "tensor_maps_exact",
         tile,
@@ -600,16 +600,16 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     )
 
 
-def _k_major_wgmma(kind: str, pair: tuple[str, str], mode: str, args: str, tile, rate: float, **fields) -> Variant:
-    """A row of the wgmma kernel for the inputs wgmma reads K-major alone (TF32, int8: it has no transpose for
-    them): <kind>_wgmma<BM>x<BN>bt, entry matmul_wgmma<BM>x<BN>bt_<kind's suffix>, B stored transposed read
-    in place (a row-major B transposed into aligned scratch first), tier 1; `fields`: the kind's split and
-    cost constants."""
+def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: float, **fields) -> Variant:
+    """A row of the wgmma kernel for the inputs wgmma reads K-major alone (TF32, int8, FP8: it has no
+    transpose for them): <kind>_wgmma<BM>x<BN>bt, entries {(input suffix, output suffix): the entry's name
+    after matmul_wgmma<BM>x<BN>bt_}, B stored transposed read in place (a row-major B transposed into aligned
+    scratch first), tier 1; `fields`: the kind's split and cost constants."""
     name = f"{kind}_wgmma{tile[0]}x{tile[1]}bt"
-    entry = f"matmul_wgmma{tile[0]}x{tile[1]}bt_" + ("tf32" if kind == "tf32" else pair[0])
+    names = {pair: f"matmul_wgmma{tile[0]}x{tile[1]}bt_{end}" for pair, end in entries.items()}
     return Variant(
         name,
-        _kernels("matmul_wgmma_half", {pair: entry}, args, WGMMA_SMEM[tile]),
+        _kernels("matmul_wgmma_half", names, args, WGMMA_SMEM[tile]),
         mode,
         tile,
         (128 * (1 + tile[0] // 64), 1, 1),
@@ -640,7 +640,7 @@ INT8_MAX_K = 131071  # int8 x int8 sums of K terms stay inside int32 (|x y| <= 2
 def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     return _k_major_wgmma(
         "int8",
-        ("s8", "s32"),
+        {("s8", "s32"): "s8"},
         "native",
         "tensor_maps",
         tile,
@@ -648,6 +648,38 @@ def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         k_align=128,
         min_k_chunk=512,
         max_splits=1,
+        bandwidth=WGMMA_BANDWIDTH,
+        **latency,
+    )
+
+
+# --- FP8 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the FP8 instantiations of the same template):
+# fp8_wgmma<BM>x<BN>bt, e4m3 @ e4m3 or e5m2 @ e5m2 (ml_dtypes' float8_e4m3fn, float8_e5m2), float32
+# accumulators, C in bfloat16, float16 or float32 through the epilogue (the per-tensor scales folded into
+# alpha by the call path), sm_90a only, persistent, TMA, "native". wgmma reads FP8 operands K-major alone,
+# so every row reads B stored transposed (x @ W.T in place) and a row-major B is transposed into aligned
+# scratch first (the planner charges the copy). A k tile is 128 bytes: 128 elements; splits fall on
+# multiples of 128, float32 partials added by the 16-bit rows' reduction. Split cost (FP8_SPLIT_LAUNCH_S):
+# fitted with the rates below on the H200's probe (benchmarks/results/probe-fp8-wgmma-*-2026-11-29.json,
+# 26 shapes: layers of 8-256 tokens on 4096 x 4096, 14336 x 4096 and 4096 x 14336 weights, squares of
+# 512-8192, a skinny N, a long K; every row at 1-8 splits, plain and swapped): a split never won by more
+# than 1% there, even at K = 14336 on few tokens, where the 16-bit constants had auto split (0.80-0.86 of
+# the fastest plan); with these, auto's plans came within 0.997 of the fastest (geometric mean, worst 0.97).
+FP8_OUTPUTS = ("bf16", "f16", "f32")
+FP8_SPLIT_LAUNCH_S = 12e-6
+
+
+def _fp8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
+    return _k_major_wgmma(
+        "fp8",
+        {(s, o): f"{s}_{o}out" for s in FP8_SUFFIXES for o in FP8_OUTPUTS},
+        "native",
+        "tensor_maps",
+        tile,
+        rate,
+        k_align=128,
+        min_k_chunk=512,
+        split_launch_s=FP8_SPLIT_LAUNCH_S,
         bandwidth=WGMMA_BANDWIDTH,
         **latency,
     )
@@ -1130,6 +1162,18 @@ _ROWS = [
     *(
         _int8_wgmma((64, bn), 650e12, fixed_s=2.5e-6, block_rate=2 * rate, auto_max_n=bn)
         for bn, rate in ((32, 1.3e12), (16, 1.0e12))
+    ),
+    # FP8 @ FP8 on the wgmma kernel (see _fp8_wgmma): the int8 rows' constants but where the H200's FP8 probe
+    # (see FP8_SPLIT_LAUNCH_S) fitted others: 128 x 128 at 950 TFLOP/s (auto had taken 128 x 256 at 3072^3,
+    # 0.90 of 128 x 128's time), 64 x 32 a block at 3.9 TFLOP/s (a swapped layer on 32 tokens with K = 14336
+    # ran 20.4 us on it, 25.5 on the 64 x 64 tile auto had taken)
+    _fp8_wgmma((128, 256), 1100e12, fixed_s=3.25e-6),
+    _fp8_wgmma((128, 128), 950e12, fixed_s=2.5e-6),
+    _fp8_wgmma((128, 64), 650e12, fixed_s=2.5e-6),
+    _fp8_wgmma((64, 64), 650e12, fixed_s=2.5e-6, block_rate=5.2e12),
+    *(
+        _fp8_wgmma((64, bn), 650e12, fixed_s=2.5e-6, block_rate=rate, auto_max_n=bn)
+        for bn, rate in ((32, 3.9e12), (16, 2.0e12))
     ),
     _dmma("dmma128x128", *DMMA_TILES["dmma128x128"]),
     _dmma("dmma128x128k32", "dmma128x128k32", (128, 128), 64, 211968, 1, 46e12, 0),

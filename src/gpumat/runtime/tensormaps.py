@@ -25,6 +25,8 @@ DATA_TYPES = {
     "u8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # bytes as they are (the Ozaki scheme's int8 residues)
     "s8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # int8 matrices: the copy engine moves their bytes as they are
     "s32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),  # the INT8 product's int32 C
+    "e4m3": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),  # FP8 matrices: bytes as they are, as int8's
+    "e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
 }
 
 
