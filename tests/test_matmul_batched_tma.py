@@ -1,4 +1,4 @@
-"""Batches on the TMA + wgmma rows (issue 41): every row by name (16-bit and TF32, each tile and layout)
+"""Batches on the TMA + wgmma rows (issue 41): every row by name (16-bit, TF32, int8 and FP8, each tile and layout)
 on batches of 1, 2, 3 and past the grid's 65535, with A or B shared by the batch, strided batch views,
 results in padded storage poisoned with NaN (an element not written stays NaN; the padding around the
 views must come back unchanged), the epilogue reading the old C of each matrix; bits repeat and equal
@@ -11,7 +11,7 @@ import pytest
 from support import rng
 
 import gpumat as gm
-from gpumat._dtypes import BFLOAT16
+from gpumat._dtypes import BFLOAT16, float8
 from gpumat.matmul.engine import VARIANTS
 
 pytestmark = pytest.mark.gpu
@@ -20,6 +20,7 @@ TMA_ROWS = [name for name, v in VARIANTS.items() if v.tma]
 INT8_POISON = -0x5A5A5A5B  # an int8 product's C before the product: no sum of these tests takes it
 # the input dtypes and precision each row is named with
 HALVES = {"float16": np.float16, "bfloat16": BFLOAT16}
+E4M3 = float8("e4m3")  # (the FP8 rows' e4m3 kernels; C float32)
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +35,8 @@ def cases_of(name: str) -> list[tuple[str, np.dtype, str | None]]:
         return [("tf32", np.float32, "tf32")]
     if ("s8", "s32") in VARIANTS[name].kernels:  # int8 in, the int32 sums out: exact
         return [("int8", np.int8, None)]
+    if ("e4m3", "f32") in VARIANTS[name].kernels:
+        return [("fp8", E4M3, None)]
     return [(kind, dtype, None) for kind, dtype in HALVES.items()]
 
 
@@ -42,6 +45,8 @@ def tolerance(kind: str, k: int) -> float:
     2^-11 each), float32 sums growing with sqrt(K) (a factor 8 of margin), one rounding of the result."""
     if kind == "int8":
         return 0.0
+    if kind == "fp8":  # the tensor cores' own FP8 accumulation (tests/test_matmul_fp8_gpu.py), a float32 C
+        return (math.ceil(k / 32) + 1) * 2.0**-13 + 2.0**-24
     operand = 2.0**-10 if kind == "tf32" else 0.0
     result = {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(kind, 2.0**-24)
     return operand + 8 * 2.0**-24 * math.sqrt(k) + result
@@ -60,7 +65,7 @@ def batch_view(host: np.ndarray, transposed: bool, extra_rows: int, extra_cols: 
     when asked. Returns (view, parent)."""
     store = np.swapaxes(host, -1, -2) if transposed else host
     shape = list(store.shape)
-    unit = 16 if host.dtype == np.int8 else 8  # (int8: 16 elements make 16 bytes, and the padding doubles)
+    unit = 16 if host.dtype.itemsize == 1 else 8  # (1-byte: 16 elements make 16 bytes, and the padding doubles)
     shape[-2] += extra_rows
     shape[-1] += -shape[-1] % unit + extra_cols * unit // 8  # rows a whole number of 16 bytes, then the padding
     parent_host = host_random(shape, host.dtype)
@@ -74,11 +79,11 @@ def batch_view(host: np.ndarray, transposed: bool, extra_rows: int, extra_cols: 
 def poisoned_out(batch: int, m: int, n: int, dtype, start: np.ndarray | None = None):
     """A (batch, m, n) view inside NaN-filled storage 8 columns and 3 rows wider a matrix: (view, parent,
     the parent's host bytes before the product). `start` fills the view (the old C an epilogue reads). An
-    int8 product's C: int32, filled with a value no test's sum takes."""
+    int8 product's C: int32, filled with a value no test's sum takes; an FP8 product's: float32."""
     if dtype == np.int8:
         dtype, poison = np.int32, INT8_POISON
     else:
-        poison = np.nan
+        dtype, poison = (np.float32 if dtype == E4M3 else dtype), np.nan
     host = np.full((batch, m + 3, n + 8), poison, dtype=dtype)
     if start is not None:
         host[:, :m, :n] = start
