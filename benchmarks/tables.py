@@ -558,6 +558,7 @@ def gen_summary() -> str:
         + f" (H200, {bmm[0][1][1]['date']}).",
         emulated_summary(),
         int8_summary(),
+        fp8_summary(),
     ]
     return "\n".join(lines)
 
@@ -597,6 +598,54 @@ def gen_int8() -> str:
         "`torch._int_mm`'s time / gpumat's time (above 1x gpumat is faster), queued and one call from an idle GPU; "
         "TOPS: 2 M N K over the queued time; same bits: gpumat's C equals `_int_mm`'s and repeats on a second call. "
         f"Geometric mean of the queued ratios: {x(run['geomean'])}."
+    )
+    return "\n".join([table(header, rows), "", note, "", source((name, run))])
+
+
+def fp8_summary() -> str:
+    """The line of the FP8 product: e4m3 and e5m2 squares of 4096 and 8192 into bfloat16 against
+    torch._scaled_mm (`bench fp8`, the H200's run)."""
+    _, run = newest("fp8", device="NVIDIA H200")
+    big = [c for c in run["cases"] if c["M"] == c["N"] == c["K"] >= 4096 and c["out"] == "bfloat16"]
+    low, high = x(min(c["ratio"] for c in big)), x(max(c["ratio"] for c in big))
+    e4m3 = [c for c in big if c["format"] == "e4m3"]
+    tflops = ", ".join(f"{c['gpumat_tflops']:,.0f} TFLOP/s against {c['scaled_mm_tflops']:,.0f}" for c in e4m3)
+    return (
+        "- **FP8 (e4m3, e5m2) on the tensor cores**, float32 accumulation, a bfloat16, float16 or float32 C "
+        f"with the epilogue: {low if low == high else f'{low[:-1]}-{high}'} `torch._scaled_mm` at 4096^3 and "
+        f"8192^3 (e4m3: {tflops}; H200, {run['date']})."
+    )
+
+
+def gen_fp8() -> str:
+    """`bench fp8`: FP8 products against torch._scaled_mm, every case, time and accuracy."""
+    name, run = newest("fp8", device="NVIDIA H200")
+    rows = [
+        [
+            shape(c),
+            f"{c['format']} -> {c['out']}",
+            f"`{c['auto']}`",
+            f"{c['gpumat_tflops']:,.0f}",
+            f"{c['scaled_mm_tflops']:,.0f}",
+            x(c["ratio"]),
+            x(c["ratio_fast"]),
+            x(c["ratio_idle"]),
+            f"{c['err_gpumat']:.1e}",
+            f"{c['err_scaled_mm']:.1e} / {c['err_scaled_mm_fast']:.1e}",
+        ]
+        for c in run["cases"]
+    ]
+    header = ["M x N x K", "dtypes", "auto's plan", "TFLOP/s", "_scaled_mm", "queued", "fast accum.", "one call",
+              "error", "_scaled_mm error (fast)"]  # fmt: skip
+    note = (
+        "`torch._scaled_mm`'s time / gpumat's time (above 1x gpumat is faster), queued against its default and "
+        "against `use_fast_accum=True`, and one call from an idle GPU (default); TFLOP/s: 2 M N K over the queued "
+        "time; error: the largest |C - ref| / (|A| @ |B|) over C, ref the float64 product of the same FP8 values. "
+        "x @ W.T with per-tensor scales (gpumat: alpha); the e5m2 cases' anchor multiplies e5m2 by e4m3 (it has no "
+        f"e5m2 @ e5m2). gpumat's C repeats bit for bit "
+        f"{'in every case' if all(c['repeat_bits'] for c in run['cases']) else 'NOT in every case'}. "
+        "Geometric mean of the queued ratios: "
+        f"{x(run['geomean'])}."
     )
     return "\n".join([table(header, rows), "", note, "", source((name, run))])
 
@@ -660,6 +709,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "bmm": gen_bmm,
     "emulated": gen_emulated,
     "int8": gen_int8,
+    "fp8": gen_fp8,
     "spmm": gen_spmm,
     "cold-start": gen_cold_start,
     "outofcore": gen_outofcore,

@@ -285,3 +285,15 @@ def test_bench_int8_is_named_only_and_its_cases_are_ones_int_mm_takes():
     # torch._int_mm takes M > 16 and K, N multiples of 8; both layouts of B appear
     assert all(m > 16 and k % 8 == 0 and n % 8 == 0 for m, n, k, _ in int8.CASES)
     assert {bt for *_, bt in int8.CASES} == {True, False}
+
+
+def test_bench_fp8_is_named_only_and_its_cases_are_ones_scaled_mm_takes():
+    from gpumat import __main__ as cli
+    from gpumat._bench import fp8
+
+    assert "fp8" in cli.LONG_BENCHES and "fp8" not in cli.BENCHES
+    assert set(fp8.QUICK) <= set(fp8.CASES)
+    # torch._scaled_mm takes M, N and K in multiples of 16; both formats and a float32 C appear
+    assert all(m % 16 == 0 and n % 16 == 0 and k % 16 == 0 for m, n, k, *_ in fp8.CASES)
+    assert {f for *_, f, _ in fp8.CASES} == {"e4m3", "e5m2"} and "float32" in {o for *_, o in fp8.CASES}
+    assert fp8.SCALE_A * fp8.SCALE_B == 0.125  # powers of two: alpha is their product exactly

@@ -9,7 +9,7 @@ import sys
 from .runtime.errors import NoDeviceError
 
 BENCHES = ("matmul", "gemm", "transpose", "dot", "spmm", "transfers", "latency", "outofcore", "multigpu", "dask")
-LONG_BENCHES = ("sweep", "bmm", "emulated", "int8")  # named only: not part of `bench all`
+LONG_BENCHES = ("sweep", "bmm", "emulated", "int8", "fp8")  # named only: not part of `bench all`
 ALL_DTYPES_BENCHES = ("bmm",)  # the benches that take --dtype all (each dtype in turn)
 
 
@@ -79,7 +79,8 @@ def main(argv=None) -> int:
         choices=(*BENCHES, *LONG_BENCHES, "all"),
         help="one bench, or all of them but the long ones (sweep: matmul shapes against cuBLAS; bmm: batched "
         "products against torch.bmm; emulated: precision fp64_int8 and fp32_int8 against cuBLAS DGEMM and SGEMM, "
-        "with accuracy; int8: int8 products against torch._int_mm), which run only by name",
+        "with accuracy; int8: int8 products against torch._int_mm; fp8: FP8 products against torch._scaled_mm), "
+        "which run only by name",
     )
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run)")
     bench.add_argument(
