@@ -16,10 +16,11 @@
 //    matmul_tc.cu), so infinities, NaNs and values that round up to infinity in TF32 give what an FP32
 //    product gives;
 //  * int8 inputs: both operands K-major, int32 accumulators (their own register array: wgmma's s32
-//    forms), exact while K <= 131071; no epilogue, one split. C is the int32 sums (the *bt_s8 entries,
+//    forms), exact while K <= 131071, one split. C is the int32 sums, no epilogue (the *bt_s8 entries,
 //    gm.matmul of int8 matrices), or (the *bt_s8_residues entries, the Ozaki scheme's residue products,
 //    src/gpumat/matmul/ozaki.py) the sums' symmetric residues modulo the Ozaki modulus of the product's
-//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read);
+//    place in the batch (int8: a quarter of the sums' bytes for the reconstruction to read); or (the
+//    *bt_s8_<float>out entries) the sums as float32, through the epilogue into a float C;
 //  * FP8 inputs (e4m3fn or e5m2, A and B the same format): both operands K-major, float32 accumulators,
 //    C in bfloat16, float16 or float32 with the epilogue (the *bt_e4m3_* and *bt_e5m2_* entries).
 //
@@ -741,10 +742,12 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves, 32 floats, 128 bytes
     constexpr bool TF32 = sizeof(T) == 4;
     constexpr bool INT8 = std::is_same_v<T, int8_t>;  // int8 in, int32 accumulators, one split, no epilogue
-    constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues (else the int32 sums)
+    constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues
+    // C a float type (float32, bfloat16, float16): the int32 sums as floats, through the epilogue
+    constexpr bool DEQUANT = INT8 && !RESIDUES && !std::is_same_v<Out, int>;
     static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
-    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && !EPI && (RESIDUES || std::is_same_v<Out, int>)),
-                  "INT8: K-major, C int32 sums or int8 residues");
+    static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && (DEQUANT || !EPI)),
+                  "INT8: K-major; C the int32 sums or int8 residues (no epilogue), or floats with one");
     using Acc = std::conditional_t<INT8, int, float>;
     static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -879,113 +882,126 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             // it is stored (taken all at once beforehand, their temporaries made ptxas spill the 128 x 256 tile)
             const int s8_modulus = RESIDUES ? S8_MODULI[matrix] : 0;  // (product `matrix` of the batch: the l-th)
             const double s8_inverse = RESIDUES ? __drcp_rn((double)s8_modulus) : 0.0;
-            if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
-                if (warpgroup_any(3 + c, any_nonfinite(d)))
-                    recompute_nonfinite(d, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
-                                        B + matrix * sb, ldb, k_begin, min(K, k_begin + k_chunk));
-            }
-            if constexpr (!EPI && !INT8) {  // the plain body's one epilogue term, alpha (1: exact either way)
-                const float alpha = (float)ep.alpha;
+            // The tile's C from its accumulators v (d, or an int8 product's sums as floats for a float C):
+            // the epilogue, then C's stores (a return ends the tile).
+            auto finish_tile = [&](auto& v) {
+                constexpr bool FLOATS = std::is_same_v<std::remove_reference_t<decltype(v[0])>, float>;
+                if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
+                    if (warpgroup_any(3 + c, any_nonfinite(v)))
+                        recompute_nonfinite(v, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
+                                            B + matrix * sb, ldb, k_begin, min(K, k_begin + k_chunk));
+                }
+                if constexpr (!EPI && FLOATS) {  // the plain body's one epilogue term, alpha (1: exact either way)
+                    const float alpha = (float)ep.alpha;
 #pragma unroll
-                for (int i = 0; i < ACC; ++i) d[i] *= alpha;
-            }
-            if constexpr (EPI) {
-                // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the work
-                // loop (main loop included) for each value they can take.
-                gpumat::Epilogue e = ep;
-                asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
-                constexpr int CHUNK = finish_chunk<ACC, TF32>();
-                if constexpr (ACT >= 0)
-                    finish<Out, CHUNK>(d, e.fixed<Out, float, ACT>(), row, col, M, N, Cz, ldc, c_trans);
-                else
-                    finish_with<Out, CHUNK>(d, e, row, col, M, N, Cz, ldc, c_trans);
-            }
-            if (c_store == 1) {
-                constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
+                    for (int i = 0; i < ACC; ++i) v[i] *= alpha;
+                }
+                if constexpr (EPI) {
+                    // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the work
+                    // loop (main loop included) for each value they can take.
+                    gpumat::Epilogue e = ep;
+                    asm volatile("" : "+d"(e.alpha), "+d"(e.beta), "+r"(e.bias_along), "+r"(e.bias_f32), "+r"(e.activation));
+                    constexpr int CHUNK = finish_chunk<ACC, TF32>();
+                    if constexpr (ACT >= 0)
+                        finish<Out, CHUNK>(v, e.fixed<Out, float, ACT>(), row, col, M, N, Cz, ldc, c_trans);
+                    else
+                        finish_with<Out, CHUNK>(v, e, row, col, M, N, Cz, ldc, c_trans);
+                }
+                if (c_store == 1) {
+                    constexpr int CW = 128 / sizeof(Out);  // columns in one 128-byte box row
 #pragma unroll
-                for (int q = 0; q < BN / CW; ++q, ++boxes) {
-                    // the consumer's two buffers in turn, box after box across its tiles (a tile of one
-                    // box, 64 columns of 16-bit C, would otherwise refill the buffer its last store reads)
-                    const uint32_t buf = c_bufs + (2 * c + (boxes & 1)) * C_BUF_BYTES;
-                    if (lt == 0) store_wait_read<1>();  // the store that read this buffer two boxes ago
-                    warpgroup_sync(1 + c);
+                    for (int q = 0; q < BN / CW; ++q, ++boxes) {
+                        // the consumer's two buffers in turn, box after box across its tiles (a tile of one
+                        // box, 64 columns of 16-bit C, would otherwise refill the buffer its last store reads)
+                        const uint32_t buf = c_bufs + (2 * c + (boxes & 1)) * C_BUF_BYTES;
+                        if (lt == 0) store_wait_read<1>();  // the store that read this buffer two boxes ago
+                        warpgroup_sync(1 + c);
 #pragma unroll
-                    for (int jj = 0; jj < CW / 8; ++jj) {
-                        const int j = q * (CW / 8) + jj;
-                        const int byte = (8 * jj + 2 * (lane % 4)) * (int)sizeof(Out);
+                        for (int jj = 0; jj < CW / 8; ++jj) {
+                            const int j = q * (CW / 8) + jj;
+                            const int byte = (8 * jj + 2 * (lane % 4)) * (int)sizeof(Out);
 #pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int r = 16 * warp + lane / 4 + 8 * h;
-                            // the 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
-                            const uint32_t at = buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-                            if constexpr (RESIDUES) {
-                                const int x = gpumat::symmetric_residue(d[4 * j + 2 * h], s8_modulus, s8_inverse);
-                                const int y = gpumat::symmetric_residue(d[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
-                                st_shared_pair<Out>(at, x, y);
+                            for (int h = 0; h < 2; ++h) {
+                                const int r = 16 * warp + lane / 4 + 8 * h;
+                                // the 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
+                                const uint32_t at = buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+                                if constexpr (RESIDUES) {
+                                    const int x = gpumat::symmetric_residue(v[4 * j + 2 * h], s8_modulus, s8_inverse);
+                                    const int y = gpumat::symmetric_residue(v[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
+                                    st_shared_pair<Out>(at, x, y);
+                                } else {
+                                    st_shared_pair<Out>(at, v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
+                                }
+                            }
+                        }
+                        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the copy engine
+                        warpgroup_sync(1 + c);
+                        if (lt == 0) {
+                            tma_store(&map_c, buf, wk.tn * BN + q * CW, wk.tm * BM + 64 * c, wk.layer);
+                            store_commit();
+                        }
+                    }
+                    return;
+                }
+                if constexpr (RESIDUES) {  // the int8 residues by plain stores (c_store 0), a pair at a time where aligned
+                    const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 1) == 0 && (ldc & 1) == 0;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = row + 8 * h;
+                        if (r >= M) continue;
+                        int8_t* crow = reinterpret_cast<int8_t*>(Cz) + (long long)r * ldc;
+#pragma unroll
+                        for (int j = 0; j < ACC / 4; ++j) {
+                            const int cc = col + 8 * j;
+                            if (cc >= N) continue;
+                            const int x = gpumat::symmetric_residue(v[4 * j + 2 * h], s8_modulus, s8_inverse);
+                            const int y = gpumat::symmetric_residue(v[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
+                            if (vec_c && cc + 1 < N) {
+                                *reinterpret_cast<char2*>(crow + cc) = make_char2((signed char)x, (signed char)y);
                             } else {
-                                st_shared_pair<Out>(at, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                                crow[cc] = (int8_t)x;
+                                if (cc + 1 < N) crow[cc + 1] = (int8_t)y;
                             }
                         }
                     }
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the copy engine
-                    warpgroup_sync(1 + c);
-                    if (lt == 0) {
-                        tma_store(&map_c, buf, wk.tn * BN + q * CW, wk.tm * BM + 64 * c, wk.layer);
-                        store_commit();
+                    return;
+                } else {  // (C from float accumulators through Dtype<Out>, or the int32 sums as they are)
+                if (c_trans) {  // C stored transposed: C[i, j] at Cz + j * ldc + i
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = row + 8 * h;
+                        if (r >= M) continue;
+#pragma unroll
+                        for (int j = 0; j < ACC / 4; ++j)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const int cc = col + 8 * j + e;
+                                if (cc < N) Cz[(long long)cc * ldc + r] = c_value<Out>(v[4 * j + 2 * h + e]);
+                            }
                     }
+                    return;
                 }
-                continue;
-            }
-            if constexpr (RESIDUES) {  // the int8 residues by plain stores (c_store 0), a pair at a time where aligned
-                const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & 1) == 0 && (ldc & 1) == 0;
+                const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int r = row + 8 * h;
                     if (r >= M) continue;
-                    int8_t* crow = reinterpret_cast<int8_t*>(Cz) + (long long)r * ldc;
+                    Out* crow = Cz + (long long)r * ldc;
 #pragma unroll
                     for (int j = 0; j < ACC / 4; ++j) {
                         const int cc = col + 8 * j;
-                        if (cc >= N) continue;
-                        const int x = gpumat::symmetric_residue(d[4 * j + 2 * h], s8_modulus, s8_inverse);
-                        const int y = gpumat::symmetric_residue(d[4 * j + 2 * h + 1], s8_modulus, s8_inverse);
-                        if (vec_c && cc + 1 < N) {
-                            *reinterpret_cast<char2*>(crow + cc) = make_char2((signed char)x, (signed char)y);
-                        } else {
-                            crow[cc] = (int8_t)x;
-                            if (cc + 1 < N) crow[cc + 1] = (int8_t)y;
-                        }
+                        if (cc < N) store_c_pair<Out>(crow + cc, v[4 * j + 2 * h], v[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
                     }
                 }
-                continue;
-            } else {  // (the 16-bit and TF32 bodies' C, Dtype<Out> converting the float accumulators; int32 sums)
-            if (c_trans) {  // C stored transposed: C[i, j] at Cz + j * ldc + i
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int r = row + 8 * h;
-                    if (r >= M) continue;
-#pragma unroll
-                    for (int j = 0; j < ACC / 4; ++j)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int cc = col + 8 * j + e;
-                            if (cc < N) Cz[(long long)cc * ldc + r] = c_value<Out>(d[4 * j + 2 * h + e]);
-                        }
                 }
-                continue;
-            }
-            const bool vec_c = (reinterpret_cast<uintptr_t>(Cz) & (2 * sizeof(Out) - 1)) == 0 && (ldc & 1) == 0;
+            };
+            if constexpr (DEQUANT) {  // int32 sums into a float C: each rounded once to float32, then as floats
+                float f[ACC];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = row + 8 * h;
-                if (r >= M) continue;
-                Out* crow = Cz + (long long)r * ldc;
-#pragma unroll
-                for (int j = 0; j < ACC / 4; ++j) {
-                    const int cc = col + 8 * j;
-                    if (cc < N) store_c_pair<Out>(crow + cc, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], cc + 1 < N, vec_c);
-                }
-            }
+                for (int i = 0; i < ACC; ++i) f[i] = (float)d[i];
+                finish_tile(f);
+            } else {
+                finish_tile(d);
             }
         }
         if (c_store == 1 && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
@@ -1233,6 +1249,27 @@ GPUMAT_WGMMA_S8_S32(matmul_wgmma128x64bt_s8, 128, 64)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x64bt_s8, 64, 64)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x32bt_s8, 64, 32)
 GPUMAT_WGMMA_S8_S32(matmul_wgmma64x16bt_s8, 64, 16)
+
+// matmul_wgmma<BM>x<BN>bt_s8_<bf16|f16|f32>out: the *bt_s8 entries' product (int32 accumulators, exact while
+// K <= 131071) into a float C: each sum rounded once to float32, then the epilogue in float32 (alpha: the
+// operands' dequantising scales) and C rounded to its dtype, as the 16-bit entries finish theirs; their
+// argument list, launch and C paths (c_store 0, 1, 2). Not on the 128 x 256 tile: there the sums' floats
+// beside the int32 accumulators spilled (ptxas, nvcc 13.0: 8 to 292 spill stores a thread).
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_s8_bf16out, 128, 128, int8_t, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_s8_f16out, 128, 128, int8_t, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x128bt_s8_f32out, 128, 128, int8_t, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_s8_bf16out, 128, 64, int8_t, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_s8_f16out, 128, 64, int8_t, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma128x64bt_s8_f32out, 128, 64, int8_t, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_s8_bf16out, 64, 64, int8_t, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_s8_f16out, 64, 64, int8_t, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x64bt_s8_f32out, 64, 64, int8_t, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_s8_bf16out, 64, 32, int8_t, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_s8_f16out, 64, 32, int8_t, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x32bt_s8_f32out, 64, 32, int8_t, float, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_s8_bf16out, 64, 16, int8_t, __nv_bfloat16, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_s8_f16out, 64, 16, int8_t, __half, false, true)
+GPUMAT_WGMMA_HALF(matmul_wgmma64x16bt_s8_f32out, 64, 16, int8_t, float, false, true)
 // matmul_wgmma<BM>x<BN>bt_<e4m3|e5m2>_<bf16|f16|f32>out(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,
 // c_store, batch, c_layer, batched, alpha, beta, bias, bias_step, bias_along, bias_f32, activation): FP8
 // A (M x K) times W.T for a row-major N x K W of the same FP8 format (both K-major: wgmma reads FP8 no other

@@ -273,7 +273,7 @@ cases = {
     # a transposed operand (the fast lookup takes x @ W.T) and the int8 product's own rules
     "a closed stream, B transposed": lambda: gm.matmul(a, w.T, stream=closed),
     "a freed transposed operand": lambda: gm.matmul(a, gone_w.T),
-    "int8 into a float32 out": lambda: gm.matmul(i8, j8, out=gm.Matrix.empty((64, 32))),
+    "int8 into a float64 out": lambda: gm.matmul(i8, j8, out=gm.Matrix.empty((64, 32), dtype=np.float64)),
     "int8 into an int8 out": lambda: gm.matmul(i8, j8, out=gm.Matrix.empty((64, 32), dtype=np.int8)),
     "int8 with alpha": lambda: gm.matmul(i8, j8, alpha=2.0),
     "int8 with a closed stream": lambda: gm.matmul(i8, w8.T, stream=closed),

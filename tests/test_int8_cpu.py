@@ -100,11 +100,15 @@ def test_an_int8_product_is_int32_exact_and_plain():
     p = _check(a, b)
     assert (p.dtype, p.out_dtype, p.mode) == ("s8", "s32", "native")
     assert _check(a, b, fake_matrix(8, 16, dtype=np.int32, ptr=0x7F1000000000)).out_dtype == "s32"
-    with pytest.raises(TypeError, match="out must be int32"):
-        _check(a, b, fake_matrix(8, 16, ptr=0x7F1000000000))
+    with pytest.raises(TypeError, match="out must be int32 or float32 or bfloat16 or float16"):
+        _check(a, b, fake_matrix(8, 16, dtype=np.float64, ptr=0x7F1000000000))
     for extra in ({"alpha": 2.0}, {"beta": 1.0}, {"activation": "relu"}):
-        with pytest.raises(TypeError, match="no alpha, beta, bias or activation"):
+        with pytest.raises(TypeError, match="into int32 takes no alpha, beta, bias or activation"):
             _check(a, b, **extra)
+    # a float C: the sums as floats, through the epilogue (which the launch is given: below)
+    for dtype, sfx in ((np.float32, "f32"), (np.float16, "f16"), (_dtypes.as_dtype("bfloat16"), "bf16")):
+        c = fake_matrix(8, 16, dtype=dtype, ptr=0x7F1000000000)
+        assert _check(a, b, c).out_dtype == sfx
     with pytest.raises(ValueError, match=f"exact for K up to {INT8_MAX_K}"):
         _check(fake_matrix(8, INT8_MAX_K + 1, dtype=np.int8), fake_matrix(INT8_MAX_K + 1, 16, dtype=np.int8))
     assert _check(fake_matrix(8, INT8_MAX_K, dtype=np.int8), fake_matrix(INT8_MAX_K, 16, dtype=np.int8)).k == INT8_MAX_K
@@ -132,6 +136,9 @@ def test_hopper_plans_the_wgmma_tiles_reading_b_transposed_in_place():
     assert q.copy_a and q.copy_b
     q = plan(_problem(256, 256, 8192, b_trans=True, batch=12), H100)
     assert q.variant.name.startswith("int8_wgmma") and q.splits == 1
+    # one row: no matrix-vector row has int8 kernels, so the tiles take it, swapped (the weight on their rows)
+    q = plan(_problem(1, 4096, 4096, b_trans=True), H100)
+    assert q.variant.name.startswith("int8_wgmma") and q.swap
 
 
 @pytest.mark.parametrize("target", ["A100", "sm_86", "Turing"])
@@ -166,6 +173,21 @@ def test_the_int8_tile_launch_reads_bytes_and_writes_int32(monkeypatch):
     name, grid, block, args, smem = launches[0]
     threads = 128 * (1 + q.variant.tile[0] // 64)  # a producer warpgroup and one consumer for each 64 rows
     assert name == q.kernel.name and name.endswith("bt_s8") and block == (threads, 1, 1) and smem == q.variant.smem
+
+
+@pytest.mark.parametrize("out", ["f32", "bf16", "f16"])
+def test_an_int8_product_into_a_float_c_runs_the_wgmma_tiles_with_the_epilogue(out, monkeypatch):
+    p = Problem(512, 384, 1024, "s8", out, "native", True, True, 1, False, True)
+    q = plan(p, H100)
+    assert q.variant.name.startswith("int8_wgmma") and q.kernel.name.endswith(f"bt_s8_{out}out") and q.splits == 1
+    a, b, c = (0x7F0000000000, 1024, 0), (0x7F1000000000, 1024, 0), (0x7F2000000000, 384, 0)
+    epilogue = (0.25, 0.0, 0, 0, 0, 0, 0)
+    maps, launches, copies = bound_run(monkeypatch, q, a, b, c, epilogue)
+    assert sorted(elem for elem, _ in maps) == sorted([out, "s8", "s8"]) and not copies
+    assert launches[0][3][-7:] == epilogue  # the kernel is given the epilogue
+    for target in ("A100", "sm_86"):  # the SIMT row writes the int32 sums alone
+        with pytest.raises(ValueError, match="no kernel runs"):
+            plan(p, TARGETS[target])
 
 
 def test_a_batch_of_int8_fakes_checks_like_any_batch():

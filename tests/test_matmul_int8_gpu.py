@@ -2,8 +2,10 @@
 the interop exchanges), convert exactly to the floats, and int8 @ int8 gives the int32 sums, exactly,
 on every row that runs here (the wgmma INT8 tiles on sm_90, the SIMT row anywhere), every layout, batch,
 view and edge. The reference is exact: float64's product of integer-valued matrices is exact while the
-sums stay below 2^53, and an int8 product's stay below 2^31 (K <= INT8_MAX_K). Outputs are poisoned
-first, so an element left unwritten shows."""
+sums stay below 2^53, and an int8 product's stay below 2^31 (K <= INT8_MAX_K). Into a float C (the
+wgmma tiles) the sums, below 2^24 in those tests, are exact in float32, so C must be the float64
+reference of the epilogue rounded once into C's dtype. Outputs are poisoned first, so an element left
+unwritten shows."""
 
 from __future__ import annotations
 
@@ -292,3 +294,61 @@ def test_a_large_product_on_auto_is_exact_and_repeats():
     np.testing.assert_array_equal(C.to_numpy().astype(np.int64), exact(a, b))
     np.testing.assert_array_equal(gm.matmul(A, B).to_numpy(), C.to_numpy())
     assert (A @ B).dtype == np.int32
+
+
+# --- into a float C (dequantising) -------------------------------------------------------------------------
+FLOAT_OUTS = {name: _dtypes.as_dtype(name) for name in ("float32", "bfloat16", "float16")}
+
+
+def rounded(x: np.ndarray, out: str) -> np.ndarray:
+    """x (exact in float64) rounded once into C's dtype, as float64."""
+    with np.errstate(over="ignore"):
+        return np.asarray(_dtypes.to_host_array(x, FLOAT_OUTS[out])).astype(np.float64)
+
+
+@given(
+    m=dims(400, (64, 128)),
+    n=dims(500, (64, 128, 256)),
+    k=dims(900, (16, 128)),
+    b_trans=st.booleans(),
+    out=st.sampled_from(list(FLOAT_OUTS)),
+    finish=st.booleans(),
+    which=st.integers(0, 8),
+)
+def test_int8_products_into_a_float_c_are_the_scaled_sums_rounded_once(m, n, k, b_trans, out, finish, which):
+    """The int32 sums (below 2^24 here: exact in float32) times alpha (a power of two), plus beta C, a bias
+    and an activation where `finish`, equal the float64 reference rounded once into C's dtype."""
+    names = ["auto", *(name for name in runnable() if ("s8", "f32") in VARIANTS[name].kernels)]
+    name = names[which % len(names)]
+    a, b = int8s((m, k)), int8s((k, n))
+    A = gm.Matrix.from_numpy(a, dtype=np.int8)
+    B = gm.Matrix.from_numpy(b.T.copy(), dtype=np.int8).T if b_trans else gm.Matrix.from_numpy(b, dtype=np.int8)
+    sums = exact(a, b).astype(np.float64)
+    alpha = 2.0**-10
+    if finish:
+        old = rng.integers(-64, 64, size=(m, n)).astype(np.float64)
+        bias = rng.integers(-8, 8, size=(1, n)).astype(np.float32)
+        C = gm.Matrix.from_numpy(old, dtype=FLOAT_OUTS[out])
+        finishing = {"alpha": alpha, "beta": 0.5, "bias": gm.Matrix.from_numpy(bias), "activation": "relu"}
+        gm.matmul(A, B, out=C, algorithm=name, **finishing)
+        want = rounded(np.maximum(alpha * sums + 0.5 * old + bias, 0.0), out)
+    else:
+        C = gm.Matrix.from_numpy(np.full((m, n), np.nan), dtype=FLOAT_OUTS[out])
+        gm.matmul(A, B, out=C, algorithm=name, alpha=alpha)
+        want = rounded(alpha * sums, out)
+    np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=f"{name} {out} {m}x{n}x{k}")
+
+
+@given(m=st.integers(17, 64), n=st.integers(128, 600), k=dims(700, (16, 128)), out=st.sampled_from(list(FLOAT_OUTS)))
+def test_swapped_int8_plans_write_a_float_c_transposed(m, n, k, out):
+    a, b = int8s((m, k)), int8s((k, n))
+    A, B = gm.Matrix.from_numpy(a, dtype=np.int8), gm.Matrix.from_numpy(b.T.copy(), dtype=np.int8).T
+    for name in runnable():
+        if not (("s8", "f32") in VARIANTS[name].kernels and VARIANTS[name].writes_c_trans):
+            continue
+        C = gm.Matrix.from_numpy(np.full((m, n), np.nan), dtype=FLOAT_OUTS[out])
+        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
+        assert plan.swap
+        gm.matmul(A, B, out=C, plan=plan, alpha=2.0**-8)
+        want = rounded(2.0**-8 * exact(a, b).astype(np.float64), out)
+        np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=name)

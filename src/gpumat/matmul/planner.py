@@ -253,10 +253,15 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
 
 
 def matrix_vector(p: Problem) -> bool:
-    """Whether a matrix-vector row of the table (max_m or max_n set) computes the problem's shape: C of at
-    most 16 rows or columns, a product that reads its matrix operand once and is bound by memory."""
+    """Whether a matrix-vector row of the table (max_m or max_n set) computes the problem's shape in its
+    dtypes: C of at most 16 rows or columns, a product that reads its matrix operand once and is bound by
+    memory (an int8 or FP8 product has no such row: its vectors are the tiles' to plan, swapped or not)."""
+    pair = (p.dtype, p.out_dtype)
     return any(
-        v.made_for_shape and v.computes_shape(p.m, p.n) and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
+        v.made_for_shape
+        and v.computes_shape(p.m, p.n)
+        and pair in v.kernels
+        and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         for v in VARIANTS.values()
     )
 

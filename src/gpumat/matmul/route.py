@@ -30,7 +30,7 @@ from .launcher import BoundPlan
 from .ozaki import OZAKI_MAX_K
 from .plan import MatmulPlan
 from .problem import INT32_MAX, Problem, Target, kernel_view, problem_of, swapped
-from .variants import FP8_OUTPUTS, IDENTITY, INT8_MAX_K, VARIANTS, algorithms
+from .variants import FP8_OUTPUTS, IDENTITY, INT8_FLOAT_OUTPUTS, INT8_MAX_K, VARIANTS, algorithms
 
 
 class PlanCache(dict):
@@ -48,7 +48,7 @@ _NAMES: dict[str, frozenset] = {}  # algorithm names by input dtype suffix
 # unless out= asks for bfloat16 or float16
 PRODUCT_SUFFIX = {"s8": "s32", **{s: "f32" for s in FP8_SUFFIXES}}
 # the dtypes C may have by the operands' suffix (the others: the operands' own alone)
-OUT_SUFFIXES = {"f16": ("f16", "f32"), "bf16": ("bf16", "f32"), "s8": ("s32",)}
+OUT_SUFFIXES = {"f16": ("f16", "f32"), "bf16": ("bf16", "f32"), "s8": ("s32", *INT8_FLOAT_OUTPUTS)}
 OUT_SUFFIXES.update(dict.fromkeys(FP8_SUFFIXES, FP8_OUTPUTS))
 _PRODUCT_DTYPE = {s: np.dtype(DTYPE_NAMES[d]) for s, d in PRODUCT_SUFFIX.items()}
 
@@ -177,12 +177,13 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
             f"matmul: dimension {max(m, n, k)} of {m}x{k} @ {k}x{n} is over the kernels' limit "
             f"of 2^31 - 1 rows or columns"
         )
+    sums = out_sfx == "s32"  # an int8 product's int32 sums (no epilogue)
     if sfx == "s8":
-        _check_int8(k, alpha, beta, bias, activation)
+        _check_int8(k, sums, alpha, beta, bias, activation)
     shape = _result_shape(a, b, A[4], B[4], m, n)
     check_out(out, shape, (a, b) if bias is None else (a, b, bias), "matmul")
-    # (an int8 product's epilogue is the identity, however its arguments were spelled: _check_int8)
-    plain = sfx == "s8" or alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
+    # (the int32 sums' epilogue is the identity, however its arguments were spelled: _check_int8)
+    plain = sums or alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
     epilogue = IDENTITY if plain else epilogue_of(alpha, beta, bias, activation, out, out_sfx, shape, a)
     mode = _mode(sfx, algorithm, precision)
     batch = shape[0] if len(shape) == 3 else None
@@ -196,18 +197,18 @@ def _check(a, b, out, algorithm: str, precision, alpha, beta, bias, activation) 
     return A, B, C, mode, epilogue
 
 
-def _check_int8(k: int, alpha, beta, bias, activation) -> None:
-    """An int8 product's own rules (C int32 is checked with out's dtype): exact sums (K <= INT8_MAX_K), no
-    epilogue yet."""
+def _check_int8(k: int, sums: bool, alpha, beta, bias, activation) -> None:
+    """An int8 product's own rules (C's dtype is checked with out's): exact sums (K <= INT8_MAX_K); into the
+    int32 sums (`sums`) no epilogue (a float C takes one)."""
     if k > INT8_MAX_K:
         raise ValueError(
             f"matmul: int8 products sum in int32, exact for K up to {INT8_MAX_K}; K is {k} (split K into "
             "several products and add them in a wider type)"
         )
-    if not (alpha == DEFAULT_ALPHA and beta == DEFAULT_BETA and bias is None and activation is None):
+    if sums and not (alpha == DEFAULT_ALPHA and beta == DEFAULT_BETA and bias is None and activation is None):
         raise TypeError(
-            "matmul: int8 products take no alpha, beta, bias or activation yet: C is the int32 sums "
-            "(convert it with .astype() and scale it there)"
+            "matmul: an int8 product into int32 takes no alpha, beta, bias or activation: C is the exact sums "
+            "(pass a float32, bfloat16 or float16 out= for the sums scaled, with the epilogue)"
         )
 
 

@@ -629,18 +629,23 @@ def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: f
 # int32 sums): int8_wgmma<BM>x<BN>bt, int8 @ int8 -> int32, sm_90a only, persistent, TMA, "native" (exact:
 # K up to INT8_MAX_K, which the call path checks). wgmma reads 8-bit operands K-major alone, so every row
 # reads B stored transposed (x @ W.T in place) and a row-major B is transposed into aligned scratch first
-# (the planner charges the copy). One split (int32 partials would need a reduction of their own) and no
-# epilogue (the call path refuses alpha, beta, a bias and an activation for int8). A k tile is 128 bytes:
+# (the planner charges the copy). One split (int32 partials would need a reduction of their own); C the
+# int32 sums (no epilogue: the call path refuses alpha, beta, a bias and an activation), or a float C (the
+# sums as float32 through the epilogue). A k tile is 128 bytes:
 # 128 int8 elements. Rates provisional, from the Ozaki scheme's residue products on the same body (1,170
 # TOPS for 9 layers of 4096^3 on the H200, benchmarks/NOTES.md, twenty-ninth session), the 128 x 128 tile
 # in the 16-bit rows' proportion.
 INT8_MAX_K = 131071  # int8 x int8 sums of K terms stay inside int32 (|x y| <= 2^14: K (2^17 - 1) 2^14 < 2^31)
+# the float Cs an int8 product also writes: its sums as float32 through the epilogue (dequantising scales)
+INT8_FLOAT_OUTPUTS = ("f32", "bf16", "f16")
 
 
 def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
+    # a float C on every tile but 128 x 256, whose float copy of the sums spilled (cuda/matmul_wgmma_half.cu)
+    floats = () if tile == (128, 256) else INT8_FLOAT_OUTPUTS
     return _k_major_wgmma(
         "int8",
-        {("s8", "s32"): "s8"},
+        {("s8", "s32"): "s8", **{("s8", o): f"s8_{o}out" for o in floats}},
         "native",
         "tensor_maps",
         tile,
