@@ -283,8 +283,9 @@ def test_bench_int8_is_named_only_and_its_cases_are_ones_int_mm_takes():
     assert "int8" in cli.LONG_BENCHES and "int8" not in cli.BENCHES
     assert set(int8.QUICK) <= set(int8.CASES)
     # torch._int_mm takes M > 16 and K, N multiples of 8; both layouts of B appear
-    assert all(m > 16 and k % 8 == 0 and n % 8 == 0 for m, n, k, _ in int8.CASES)
-    assert {bt for *_, bt in int8.CASES} == {True, False}
+    assert all(m > 16 and k % 8 == 0 and n % 8 == 0 for m, n, k, *_ in int8.CASES)
+    assert {bt for *_, bt, _ in int8.CASES} == {True, False}
+    assert {out for *_, out in int8.CASES} == {"int32", "bfloat16"}  # the sums, and dequantised
 
 
 def test_bench_fp8_is_named_only_and_its_cases_are_ones_scaled_mm_takes():
