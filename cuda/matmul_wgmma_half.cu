@@ -741,7 +741,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr int A_BYTES = Cfg::A_BYTES;
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // k tile in elements: 64 halves, 32 floats, 128 bytes
     constexpr bool TF32 = sizeof(T) == 4;
-    constexpr bool INT8 = std::is_same_v<T, int8_t>;  // int8 in, int32 accumulators, one split, no epilogue
+    constexpr bool INT8 = std::is_same_v<T, int8_t>;  // int8 in, int32 accumulators, one split
     constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues
     // C a float type (float32, bfloat16, float16): the int32 sums as floats, through the epilogue
     constexpr bool DEQUANT = INT8 && !RESIDUES && !std::is_same_v<Out, int>;

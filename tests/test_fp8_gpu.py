@@ -67,3 +67,17 @@ def test_torch_exchanges_fp8_matrices_through_dlpack_without_copies(sfx):
     assert back.dtype == t.dtype and back.data_ptr() == m.elements
     np.testing.assert_array_equal(back.view(torch.uint8).cpu().numpy(), bits)
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize(("src", "dst"), [("e4m3", "e5m2"), ("e5m2", "e4m3")])
+def test_one_fp8_format_converts_into_the_other_rounded_once(src, dst):
+    """Exactly into float32 and rounded once out of it (saturated: e5m2's range is wider than e4m3's)."""
+    bits = rng.integers(0, 256, size=(33, 70), dtype=np.uint8)
+    values = bits.view(FP8[src]).astype(np.float64)
+    got = gm.Matrix.from_numpy(bits.view(FP8[src])).astype(FP8[dst]).to_numpy()
+    want = _dtypes.to_host_array(values, FP8[dst])
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+    np.testing.assert_array_equal(got.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
+    with pytest.raises(TypeError, match="FP8 comes from the four floats"):
+        gm.Matrix.zeros(3, 4, dtype=np.int8).astype(FP8[dst])

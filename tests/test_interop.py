@@ -18,6 +18,23 @@ gpu = pytest.mark.gpu
 # -------------------------------------------------------------------------------------------------
 # CPU: the structures, built over fake pointers
 # -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
+def test_fp8_leaves_with_dlpack_1_1_s_codes_in_the_version_the_consumer_reads(fmt):
+    """FP8's codes are DLPack 1.1's: a consumer of 1.1 or newer gets a 1.1 capsule, one asking for 1.0 a 1.0
+    capsule with the same codes (PyTorch 2.11 asks for 1.0 and reads them; tests/test_fp8_gpu.py)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    m = fake_matrix(4, 6, ptr=0x7F0000002000, dtype=np.dtype(getattr(ml_dtypes, fmt)))
+    for asked, written in (((1, 3), (1, 1)), ((1, 0), (1, 0))):
+        cap = _interop.export_dlpack(m, max_version=asked)
+        address = _interop._api.PyCapsule_GetPointer(cap, _interop.NAME_V)
+        managed = _interop.DLManagedTensorVersioned.from_address(address)
+        assert (managed.version.major, managed.version.minor) == written
+        code = (managed.dl_tensor.dtype.code, managed.dl_tensor.dtype.bits)
+        assert code == ({"float8_e4m3fn": 10}.get(fmt, 12), 8)
+        del cap, managed
+        gc.collect()
+
+
 def test_cuda_array_interface_of_a_packed_and_a_padded_matrix():
     m = fake_matrix(3, 5, ptr=0x7F0000001000)
     cai = _interop.cuda_array_interface(m)

@@ -32,6 +32,13 @@ OUTS = {"bf16": _dtypes.as_dtype("bfloat16"), "f16": np.dtype(np.float16), "f32"
 ROWS = [name for name in algorithms(FP8["e4m3"]) if name != "auto"]
 
 
+@pytest.fixture(autouse=True)
+def _hopper(request):
+    """FP8 products run on sm_90 alone (elsewhere a ValueError: tests/test_fp8_cpu.py)."""
+    if "gpu" in request.keywords and gm.device().arch != 90:
+        pytest.skip(f"FP8 products run on sm_90 alone, this GPU is sm_{gm.device().arch}")
+
+
 def runnable() -> list[str]:
     target = Target.of(gm.device())
     return [name for name in ROWS if engine.unavailable(VARIANTS[name], target) is None]
@@ -58,20 +65,21 @@ def poisoned(shape, out: str) -> gm.Matrix:
     return gm.Matrix.from_numpy(np.full(shape, np.nan), dtype=OUTS[out])
 
 
-def check_exact(name, sfx, out, m, n, k, a_trans=False, b_trans=True, batch=0, shared_b=False, split=None):
+def check_exact(name, sfx, out, m, n, k, a_trans=False, b_trans=True, batch=0, shared_b=False, split=None, alpha=1.0):
     shape_a = (batch, m, k) if batch else (m, k)
     shape_b = (k, n) if shared_b or not batch else (batch, k, n)
     a, b = small_integers(shape_a, -3), small_integers(shape_b, 2)
     A, B = upload(a, FP8[sfx], a_trans), upload(b, FP8[sfx], b_trans)
     C = poisoned((batch, m, n) if batch else (m, n), out)
-    if split is None:
-        gm.matmul(A, B, out=C, algorithm=name)
+    if split is None:  # (alpha alone, the per-tensor scales: the kernels' plain body scales)
+        gm.matmul(A, B, out=C, algorithm=name, alpha=alpha)
     else:
-        gm.matmul(A, B, out=C, plan=engine.forced(*engine.problem_of_call(A, B, C, name), name, split))
-    want = rounded(a @ b, OUTS[out])
-    what = f"{name} {sfx}->{out} {m}x{n}x{k} a_trans={a_trans} b_trans={b_trans} batch={batch} split={split}"
+        gm.matmul(A, B, out=C, plan=engine.forced(*engine.problem_of_call(A, B, C, name), name, split), alpha=alpha)
+    want = rounded(alpha * (a @ b), OUTS[out])
+    what = f"{name} {sfx}->{out} {m}x{n}x{k} a_trans={a_trans} b_trans={b_trans} batch={batch} split={split} {alpha}"
     np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=what)
-    np.testing.assert_array_equal(gm.matmul(A, B, out=C, algorithm=name).to_numpy().astype(np.float64), want)
+    again = gm.matmul(A, B, out=C, algorithm=name, alpha=alpha).to_numpy().astype(np.float64)
+    np.testing.assert_array_equal(again, want)
 
 
 @given(
@@ -82,11 +90,12 @@ def check_exact(name, sfx, out, m, n, k, a_trans=False, b_trans=True, batch=0, s
     b_trans=st.booleans(),
     sfx=st.sampled_from(list(FP8)),
     out=st.sampled_from(list(OUTS)),
+    alpha=st.sampled_from([1.0, 0.25, 8.0]),
     which=st.integers(0, 8),
 )
-def test_fp8_products_of_exact_values_are_the_rounded_sums(m, n, k, a_trans, b_trans, sfx, out, which):
+def test_fp8_products_of_exact_values_are_the_rounded_sums(m, n, k, a_trans, b_trans, sfx, out, alpha, which):
     names = ["auto", *runnable()]
-    check_exact(names[which % len(names)], sfx, out, m, n, k, a_trans, b_trans)
+    check_exact(names[which % len(names)], sfx, out, m, n, k, a_trans, b_trans, alpha=alpha)
 
 
 @given(
@@ -112,11 +121,19 @@ def test_swapped_plans_write_c_transposed(m, n, k, out):
     for name in runnable():
         if not VARIANTS[name].writes_c_trans:
             continue
-        C = poisoned((m, n), out)
-        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
+        plan = engine.forced(*engine.problem_of_call(A, B, poisoned((m, n), out), name), name, 1, swap=True)
         assert plan.swap
-        gm.matmul(A, B, out=C, plan=plan)
-        np.testing.assert_array_equal(C.to_numpy().astype(np.float64), rounded(a @ b, OUTS[out]), err_msg=name)
+        # plain, and with a bias row or column (C^T's columns or rows: the swap flips it) and alpha
+        for bias in (None, small_integers((1, n)), small_integers((m, 1))):
+            C = poisoned((m, n), out)
+            if bias is None:
+                gm.matmul(A, B, out=C, plan=plan)
+                want = rounded(a @ b, OUTS[out])
+            else:
+                gm.matmul(A, B, out=C, plan=plan, alpha=0.5, bias=gm.Matrix.from_numpy(bias.astype(np.float32)))
+                want = rounded(0.5 * (a @ b) + bias, OUTS[out])
+            what = f"{name} bias {None if bias is None else bias.shape}"
+            np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=what)
 
 
 @pytest.mark.parametrize("splits", [2, 3, 5])

@@ -318,11 +318,16 @@ def rounded(x: np.ndarray, out: str) -> np.ndarray:
 def test_int8_products_into_a_float_c_are_the_scaled_sums_rounded_once(m, n, k, b_trans, out, finish, which):
     """The int32 sums (below 2^24 here: exact in float32) times alpha (a power of two), plus beta C, a bias
     and an activation where `finish`, equal the float64 reference rounded once into C's dtype."""
-    names = ["auto", *(name for name in runnable() if ("s8", "f32") in VARIANTS[name].kernels)]
-    name = names[which % len(names)]
+    rows = [name for name in runnable() if ("s8", "f32") in VARIANTS[name].kernels]
     a, b = int8s((m, k)), int8s((k, n))
     A = gm.Matrix.from_numpy(a, dtype=np.int8)
     B = gm.Matrix.from_numpy(b.T.copy(), dtype=np.int8).T if b_trans else gm.Matrix.from_numpy(b, dtype=np.int8)
+    if not rows:  # (no GPU but sm_90 has the float C's kernels: a ValueError before anything is launched)
+        with pytest.raises(ValueError, match="no kernel runs"):
+            gm.matmul(A, B, out=gm.Matrix.empty((m, n), dtype=FLOAT_OUTS[out]))
+        return
+    names = ["auto", *rows]
+    name = names[which % len(names)]
     sums = exact(a, b).astype(np.float64)
     alpha = 2.0**-10
     if finish:
@@ -351,4 +356,23 @@ def test_swapped_int8_plans_write_a_float_c_transposed(m, n, k, out):
         assert plan.swap
         gm.matmul(A, B, out=C, plan=plan, alpha=2.0**-8)
         want = rounded(2.0**-8 * exact(a, b).astype(np.float64), out)
+        np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=name)
+
+
+@pytest.mark.parametrize("shared_b", [False, True])
+def test_batches_of_int8_products_into_a_float_c_read_each_matrix_s_old_c(shared_b):
+    """A batch into a float32 C with beta: each product's epilogue reads its own old C (the work items of
+    one persistent grid walk the batch), every float-C row by name."""
+    rows = [name for name in runnable() if ("s8", "f32") in VARIANTS[name].kernels]
+    batch, m, n, k = 3, 150, 264, 300
+    a, b = int8s((batch, m, k)), int8s((k, n) if shared_b else (batch, k, n))
+    A = gm.Matrix.from_numpy(a, dtype=np.int8)
+    B = gm.Matrix.from_numpy(np.swapaxes(b, -1, -2).copy(), dtype=np.int8).T  # x @ W.T, read in place
+    old = rng.integers(-64, 64, size=(batch, m, n)).astype(np.float64)
+    want = 2.0**-6 * exact(a, b).astype(np.float64) - old
+    if not rows:
+        pytest.skip("no row writes an int8 product's float C on this GPU (sm_90 only)")
+    for name in rows:
+        C = gm.Matrix.from_numpy(old, dtype=np.float32)
+        gm.matmul(A, B, out=C, algorithm=name, alpha=2.0**-6, beta=-1.0)
         np.testing.assert_array_equal(C.to_numpy().astype(np.float64), want, err_msg=name)

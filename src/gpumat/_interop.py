@@ -11,8 +11,8 @@ is a transpose away).
 Streams: on export, the consumer's stream waits for gpumat's current stream (DLPack) or is told
 which stream to wait for (CAI's "stream" key); on import, gpumat's stream waits for the producer's.
 
-The DLPack structures are declared with ctypes (DLPack 1.0, and the older unversioned capsule): no
-dependency beyond the standard library.
+The DLPack structures are declared with ctypes (DLPack 1.0 and 1.1, which adds the FP8 codes, and the
+older unversioned capsule): no dependency beyond the standard library.
 """
 
 from __future__ import annotations
@@ -234,6 +234,11 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         and all(isinstance(v, (int, np.integer)) for v in max_version)
     ):
         raise TypeError(f"__dlpack__: max_version is a (major, minor) tuple of ints, got {max_version!r}")
+    versioned = max_version is not None and max_version[0] >= 1
+    # the newest version both sides read (a 1.0 consumer gets 1.0: the same structures)
+    version = min(DLPACK_VERSION, (int(max_version[0]), int(max_version[1]))) if versioned else (0, 0)
+    # (FP8's codes are DLPack 1.1's, but a consumer asking for 1.0 may read them: PyTorch 2.11 asks for 1.0
+    # and takes its float8 tensors back; one that cannot refuses the unknown code itself)
     flags = FLAG_READ_ONLY if getattr(m._buffer, "readonly", False) else 0
     producer = stream_handle(None, dev)
     if copy:
@@ -241,7 +246,6 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         flags = FLAG_IS_COPIED  # the copy is the consumer's to write
     if consumer is not None and consumer != producer:
         wait_for_streams(consumer, (producer,))
-    versioned = max_version is not None and max_version[0] >= 1
     ndim = m.ndim
     shape = (ctypes.c_int64 * ndim)(*m.shape)
     strides = (ctypes.c_int64 * ndim)(*(x // m.itemsize for x in m.strides))
@@ -256,8 +260,6 @@ def export_dlpack(m: Matrix, stream=None, max_version=None, dl_device=None, copy
         0,
     )
     if versioned:
-        # the newest version both sides read (a 1.0 consumer gets 1.0: the same structures)
-        version = min(DLPACK_VERSION, (int(max_version[0]), int(max_version[1])))
         managed = DLManagedTensorVersioned(DLPackVersion(*version), None, _DELETER, flags, tensor)
     else:
         managed = DLManagedTensor(tensor, None, _DELETER)

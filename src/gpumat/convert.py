@@ -70,10 +70,21 @@ def astype(m, dtype, stream=None):
     dev = operand_device((m, "m"))
     if dt == m.dtype:
         return m.copy(stream=stream)
-    if (m._sfx, _dtypes.suffix(dt)) not in CONVERT_KERNELS:
-        source = {"s32": "int8", "e4m3": "the four floats", "e5m2": "the four floats"}.get(
-            _dtypes.suffix(dt), "nothing else"
-        )
+    to = _dtypes.suffix(dt)
+    if m._sfx in _dtypes.FP8_SUFFIXES and to in _dtypes.FP8_SUFFIXES:
+        # one FP8 format into the other: exactly into float32, then rounded once (saturated) out of it
+        wide = astype(m, _dtypes.FLOAT32, stream)
+        try:
+            return astype(wide, dt, stream)
+        finally:
+            wide.free()
+    if (m._sfx, to) not in CONVERT_KERNELS:
+        if to in _dtypes.FP8_SUFFIXES:
+            raise TypeError(
+                f"astype: {_dtypes.name(m.dtype)} does not convert into {_dtypes.name(dt)} on the GPU (FP8 comes "
+                "from the four floats: convert to float32 first)"
+            )
+        source = "int8" if to == "s32" else "nothing else"
         raise TypeError(
             f"astype: {_dtypes.name(m.dtype)} does not convert into {_dtypes.name(dt)} on the GPU (into {dt}: "
             f"from {source}); quantising floats, or narrowing integers, is the caller's: round and clip on the "

@@ -41,7 +41,8 @@ class FreedMatrixError(ValueError):
 
 
 class Matrix:
-    """A float32, float64, float16, bfloat16, int8 or int32 matrix (or a batch of matrices) in GPU memory.
+    """A float32, float64, float16, bfloat16, int8, int32 or FP8 (float8_e4m3fn, float8_e5m2) matrix (or a
+    batch of matrices) in GPU memory.
 
     A Matrix mirrors the classic CUDA struct: ``height``, ``width``, ``stride`` (elements between the
     starts of rows) and ``elements`` (the device address), plus ``dtype`` and ``device``. Slices
@@ -124,8 +125,8 @@ class Matrix:
         width : int, optional
             The number of columns (with an int ``height``).
         dtype : dtype, optional
-            float32 (the default), float64, float16, bfloat16; or int8 or int32 (held and moved, and
-            multiplied by the INT8 product alone).
+            float32 (the default), float64, float16, bfloat16; or int8, int32, or ml_dtypes'
+            float8_e4m3fn or float8_e5m2 (held and moved, and multiplied by matmul alone).
         device : Device or int, optional
             The GPU; the thread's current device by default.
         stream : Stream or stream-like, optional
@@ -206,8 +207,8 @@ class Matrix:
         width : int, optional
             The number of columns (with an int ``height``).
         dtype : dtype, optional
-            float32 (the default), float64, float16, bfloat16; or int8 or int32 (held and moved, and
-            multiplied by the INT8 product alone).
+            float32 (the default), float64, float16, bfloat16; or int8, int32, or ml_dtypes'
+            float8_e4m3fn or float8_e5m2 (held and moved, and multiplied by matmul alone).
         device : Device or int, optional
             The GPU; the thread's current device by default.
         stream : Stream or stream-like, optional
@@ -253,7 +254,9 @@ class Matrix:
         arrays become float64 when every value is exact there (else a ``TypeError`` asks for ``dtype=``);
         ``dtype=`` converts (on the host, rounding to nearest). ``dtype=np.int8`` or ``np.int32`` takes
         integer arrays whose values fit (a ``ValueError`` otherwise; float arrays are a ``TypeError``:
-        rounding and clipping to integers is the caller's choice). Large pageable arrays are staged through
+        rounding and clipping to integers is the caller's choice). An FP8 ``dtype=`` (ml_dtypes'
+        float8_e4m3fn, float8_e5m2) keeps FP8 arrays and rounds others once to nearest even, saturated to the
+        format's finite range. Large pageable arrays are staged through
         pinned buffers on several threads; a pinned array (see :func:`gpumat.pinned_empty`) is copied by
         one DMA.
 
@@ -607,13 +610,14 @@ class Matrix:
 
         Rounds to nearest even; NaN and infinities are kept; values beyond a half type's range become
         infinities; int8 and int32 convert exactly where the target holds the value (int32 to float32 and
-        the half types rounds). The same dtype gives a copy.
+        the half types rounds); into FP8 saturated to its finite range, out of FP8 exactly, and one FP8
+        format into the other through float32 (rounded once). The same dtype gives a copy.
 
         Parameters
         ----------
         dtype : dtype
-            float32, float64, float16 or bfloat16 (from any dtype), or int32 (from int8): nothing converts
-            into the integers from floats.
+            float32, float64, float16 or bfloat16 (from any dtype), int32 (from int8), or float8_e4m3fn or
+            float8_e5m2 (from the floats and from each other): nothing converts into the integers from floats.
         stream : Stream or stream-like, optional
             The stream the conversion is queued on; the thread's current stream by default.
 

@@ -81,8 +81,11 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
     For matrices of one dtype on one device. Deterministic: the same inputs give the same bits on the
     same GPU (no atomics; split-K partial sums are added in a fixed order). int8 matrices multiply on
     the INT8 tensor cores into int32 sums, exact for K up to 131071 (as ``torch._int_mm``; sm_90 GPUs
-    such as the H100 and H200, and no epilogue yet). With two numpy arrays it
-    is the out-of-core product instead (see ``devices`` and ``memory_limit``).
+    such as the H100 and H200), with no epilogue, or into a float ``out`` through the epilogue (the
+    sums dequantised in the same launch; sm_90). FP8 matrices (ml_dtypes' float8_e4m3fn, float8_e5m2;
+    one format for both) multiply on the FP8 tensor cores with float32 accumulation (sm_90), their
+    per-tensor scales given as ``alpha``. With two numpy arrays it is the out-of-core product instead
+    (see ``devices`` and ``memory_limit``).
 
     Shapes follow NumPy's matmul: 2-D ``a`` (m x k) and ``b`` (k x n), or batches (batch, m, k) @
     (batch, k, n), where a batch of 1 or a 2-D operand is shared by every product of the other's
@@ -98,8 +101,9 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
     a, b : Matrix or numpy.ndarray
         The operands: two Matrix of one dtype on one device, or two numpy arrays (out of core).
     out : Matrix or numpy.ndarray, optional
-        Where C goes (read when ``beta != 0``). New if None, in the inputs' dtype (int32 for int8
-        inputs); for float16 and bfloat16 a float32 ``out`` is allowed.
+        Where C goes (read when ``beta != 0``). New if None, in the inputs' dtype (int32 for int8 inputs,
+        float32 for FP8); for float16 and bfloat16 a float32 ``out`` is allowed; for int8 and FP8 a
+        float32, bfloat16 or float16 one.
     algorithm : str, optional
         ``"auto"`` (the planner's choice) or a variant's name (``gpumat.matmul.algorithms(dtype)`` lists them).
     precision : {None, "float32", "tf32x3", "tf32", "fp32_int8", "fp64_int8"}, optional

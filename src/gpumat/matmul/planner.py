@@ -541,9 +541,9 @@ def _no_product(p: Problem, t: Target) -> MatmulPlan:
     """An empty C (M, N or the batch 0) launches nothing. With K = 0 the product is zero, so C =
     act(beta C + bias): a zero fill where beta is 0 and there is no bias (every activation maps 0 to 0),
     else the naive kernel (the SIMT one for a float32 C of halves) over K = 0; no operand is read, so
-    none is copied. (An int8 product, which has no epilogue, is always the fill: its plan names the SIMT
-    row, the first of these with its kernels. FP8 inputs, which neither has, take the result dtype's naive
-    kernel: over K = 0 it reads no operand.)"""
+    none is copied. (An int8 product into int32, which has no epilogue, is always the fill: its plan names
+    the SIMT row, the first of these with its kernels. FP8 inputs, and int8 into a float C, which neither
+    has, take the result dtype's naive kernel: over K = 0 it reads no operand.)"""
     pair = (p.dtype, p.out_dtype)
     plain = (VARIANTS["naive"], VARIANTS["simt64x64"])
     if not any(pair in v.kernels for v in plain):
