@@ -643,18 +643,24 @@ INT8_FLOAT_OUTPUTS = ("f32", "bf16", "f16")
 def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     # a float C on every tile but 128 x 256, whose float copy of the sums spilled (cuda/matmul_wgmma_half.cu)
     floats = () if tile == (128, 256) else INT8_FLOAT_OUTPUTS
+    entries = {("s8", "s32"): "s8", **{("s8", o): f"s8_{o}out" for o in floats}}
+    return _one_byte_wgmma("int8", entries, tile, rate, max_splits=1, **latency)
+
+
+def _one_byte_wgmma(kind: str, entries: dict, tile, rate: float, **fields) -> Variant:
+    """A wgmma row of 1-byte inputs (int8, FP8: _k_major_wgmma's), computing in their own format: a k tile of
+    128 elements, splits of at least four."""
     return _k_major_wgmma(
-        "int8",
-        {("s8", "s32"): "s8", **{("s8", o): f"s8_{o}out" for o in floats}},
+        kind,
+        entries,
         "native",
         "tensor_maps",
         tile,
         rate,
         k_align=128,
         min_k_chunk=512,
-        max_splits=1,
         bandwidth=WGMMA_BANDWIDTH,
-        **latency,
+        **fields,
     )
 
 
@@ -675,19 +681,8 @@ FP8_SPLIT_LAUNCH_S = 12e-6
 
 
 def _fp8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
-    return _k_major_wgmma(
-        "fp8",
-        {(s, o): f"{s}_{o}out" for s in FP8_SUFFIXES for o in FP8_OUTPUTS},
-        "native",
-        "tensor_maps",
-        tile,
-        rate,
-        k_align=128,
-        min_k_chunk=512,
-        split_launch_s=FP8_SPLIT_LAUNCH_S,
-        bandwidth=WGMMA_BANDWIDTH,
-        **latency,
-    )
+    entries = {(s, o): f"{s}_{o}out" for s in FP8_SUFFIXES for o in FP8_OUTPUTS}
+    return _one_byte_wgmma("fp8", entries, tile, rate, split_launch_s=FP8_SPLIT_LAUNCH_S, **latency)
 
 
 # --- a product emulated on the INT8 tensor cores (gpumat.matmul.ozaki: exponents, residues, INT8 products, the
