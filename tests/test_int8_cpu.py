@@ -185,6 +185,8 @@ def test_an_int8_product_into_a_float_c_runs_the_wgmma_tiles_with_the_epilogue(o
     maps, launches, copies = bound_run(monkeypatch, q, a, b, c, epilogue)
     assert sorted(elem for elem, _ in maps) == sorted([out, "s8", "s8"]) and not copies
     assert launches[0][3][-7:] == epilogue  # the kernel is given the epilogue
+    with pytest.raises(ValueError, match="'int8_wgmma128x256bt' has no kernel for int8 inputs and a float32 result"):
+        plan(Problem(512, 384, 1024, "s8", "f32", "native", True, True, 1, False, True), H100, "int8_wgmma128x256bt")
     for target in ("A100", "sm_86"):  # the SIMT row writes the int32 sums alone
         with pytest.raises(ValueError, match="no kernel runs"):
             plan(p, TARGETS[target])

@@ -46,7 +46,7 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
-from .._dtypes import ITEMSIZE
+from .._dtypes import DTYPE_NAMES, ITEMSIZE
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target, swapped
@@ -473,7 +473,8 @@ def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
     v = VARIANTS[algorithm]
     if (p.dtype, p.out_dtype) not in v.kernels:
         raise ValueError(
-            f"matmul algorithm {algorithm!r} has no kernel for {p.dtype} inputs and a {p.out_dtype} result"
+            f"matmul algorithm {algorithm!r} has no kernel for {DTYPE_NAMES[p.dtype]} inputs and a "
+            f"{DTYPE_NAMES[p.out_dtype]} result"
         )
     shape = refuses_shape(v, p)
     if shape is not None:
