@@ -151,7 +151,7 @@ PLAIN = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = 0
+checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = 0
 for case in range(200):
     gm.set_matmul_precision("tf32" if 20 <= case < 24 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
@@ -170,6 +170,12 @@ for case in range(200):
         dt, (m, n, k) = np.float64, ((8, 4096, 4096), (24, 3072, 1024))[case % 2]
     elif case < 36:  # int8 -> int32: the INT8 tiles (a row-major B transposed into scratch first)
         dt = np.int8
+    elif case < 44:  # FP8 (float32 C, or out=): the FP8 tiles, with few-token layers among them
+        import ml_dtypes
+
+        dt = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)[case % 2]
+        if case < 40:
+            m, n, k = (1, 16, 64, 300)[case % 4], 4096, 4096
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
     # the plan may depend on alignment; from case 28 on, A or B may be a transposed view (x @ W.T)
     shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 28 else (0, 0)
@@ -180,7 +186,8 @@ for case in range(200):
         else gm.Matrix.empty((rows, cols + shift), dtype=dt)[:, shift:]
     )
     a, b = stored(m, k, shift_a, trans_a), stored(k, n, shift_b, trans_b)
-    out = gm.Matrix.empty((m, n), dtype=np.int32 if dt == np.int8 else dt) if case % 2 else None
+    c_dtype = {np.dtype(np.int8): np.int32}.get(np.dtype(dt), np.float32 if 36 <= case < 44 else dt)
+    out = gm.Matrix.empty((m, n), dtype=c_dtype) if case % 2 else None
     stream = streams[(case // 2) % 4]
     runs = []
     for how in ("full", "fast", "fast"):
@@ -213,8 +220,9 @@ for case in range(200):
     dmma_few += chosen.variant.name in ("dmma16x128", "dmma32x128")
     transposed += trans_a or trans_b
     int8 += chosen.variant.name.startswith("int8_wgmma")
+    fp8 += chosen.variant.name.startswith("fp8_wgmma")
 gm.set_matmul_precision("float32")
-print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8)
+print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8)
 """
 )
 
@@ -224,20 +232,20 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     cached) launches exactly what the full route launches for the same operands, on every kind of stream:
     kernel, grid, block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans
     (few-token 16-bit layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32
-    at tf32) the narrow TF32 tiles, the few-row float64 tiles, transposed operands and the INT8 tiles
-    among them."""
+    at tf32) the narrow TF32 tiles, the few-row float64 tiles, transposed operands, the INT8 tiles and
+    the FP8 tiles among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         fields = (int(x) for x in out.stdout.split())
-        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8 = fields
+        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8 = fields
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
         # and the four float32 skinny-N calls at tf32 on the narrow TF32 tiles, B copied K-major first, and the
         # four float64 calls on 8 and 24 tokens on the few-row DMMA tiles
         assert checked == 200 and swapped >= 4 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
-        assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4
+        assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 
 
 SAME_ERRORS = (
@@ -253,7 +261,13 @@ w = gm.Matrix.empty((32, 48))  # b's transpose stored: a @ w.T is x @ W.T
 gone_w = gm.Matrix.empty((32, 48))
 gone_w.free()
 i8, j8, w8 = (gm.Matrix.empty(shape, dtype=np.int8) for shape in ((64, 48), (48, 32), (32, 48)))
+gone_f8 = gm.Matrix.empty((32, 48), dtype="float8_e4m3fn")
+gone_f8.free()
 i32 = gm.Matrix.empty((64, 48), dtype=np.int32)
+import ml_dtypes
+
+e4, e5 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+f8, g8, v8 = (gm.Matrix.empty(shape, dtype=e4) for shape in ((64, 48), (48, 32), (32, 48)))
 cases = {
     "devices= with Matrix operands": lambda: gm.matmul(a, b, devices=[0]),
     "memory_limit= with Matrix operands": lambda: gm.matmul(a, b, memory_limit=1 << 20),
@@ -279,8 +293,16 @@ cases = {
     "int8 with a closed stream": lambda: gm.matmul(i8, w8.T, stream=closed),
     "int8 at a float32 precision": lambda: gm.matmul(i8, j8, precision="tf32"),
     "int32 operands": lambda: gm.matmul(i32, i32.T),
+    # the FP8 product's own rules
+    "FP8 of two formats": lambda: gm.matmul(f8, gm.Matrix.empty((48, 32), dtype=e5)),
+    "FP8 into an FP8 out": lambda: gm.matmul(f8, g8, out=gm.Matrix.empty((64, 32), dtype=e4)),
+    "FP8 into a float64 out": lambda: gm.matmul(f8, g8, out=gm.Matrix.empty((64, 32), dtype=np.float64)),
+    "FP8 with a closed stream": lambda: gm.matmul(f8, v8.T, stream=closed),
+    "FP8 at a float32 precision": lambda: gm.matmul(f8, g8, precision="tf32"),
+    "FP8 with a freed operand": lambda: gm.matmul(f8, gone_f8.T),
 }
-for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T)):  # their plans cached: a plain call may take the fast lookup
+# their plans cached: a plain call may take the fast lookup
+for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T), (f8, g8), (f8, v8.T)):
     gm.matmul(x, y)
 seen = {}
 for route in ("fast lookup first", "full route"):
@@ -305,7 +327,7 @@ def test_every_argument_check_holds_on_both_routes():
     ignored by the fast lookup, which returned a product."""
     out = _run("-c", SAME_ERRORS, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) == 23
+    assert int(out.stdout.strip()) == 29
 
 
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
