@@ -170,52 +170,87 @@ __device__ __forceinline__ void tiled_rect64(const T* __restrict__ A, T* __restr
 // sector_aligned: whole 32-byte sectors of B at any stride. With a row stride of B that is not a
 // multiple of a sector, every row of B starts at a different offset within its sector, so the tiles
 // above leave a partial sector at both ends of each row piece they write, the other part written by
-// another block (measured on the H100, float32 at 3001 x 17011: a third of the bandwidth). Here, with
+// another block, at another time. Partial sectors are what cost there, not the reads: on the H200,
+// float32 8192^2 through tiled_rect64 ran at 0.68 of the copy with B's stride odd, 0.88 with it a whole
+// number of sectors off a power of two, and 0.90 with A's stride odd instead. Here, with
 // S = 32 / sizeof(T) elements a sector, each row c of B takes from row tile t the 64 elements
 // r in [64t - m, 64t + 64 - m), m = (address of B(c, 0) in elements) mod S: the piece starts on a
 // sector boundary, so every sector is written whole by one block (only the matrix's own first and last
-// sectors of a row can be partial). m does not depend on t, so the pieces of a row tile it exactly.
-// A block stages A rows 64t - (S-1) .. 64t + 63 and columns 64 bx .. +63, then writes 64 rows of B.
+// sectors of a row can be partial). m does not depend on t, so the pieces of a row tile it exactly, and
+// a thread works out the m of its eight rows of B from two integers.
+// A block stages A rows 64t - (S-1) .. 64t + 63 and columns 64 bx .. +63 (cp.async for 4 and 8 bytes),
+// then writes 64 rows of B, a warp 128 or 256 contiguous bytes of one row an instruction. Pointers are
+// stepped, not recomputed; a tile past A's last column checks its columns, and the first and last row
+// tiles their rows, by small integer compares (an element-by-element path there had made matrices of
+// under a few hundred rows 2-4 times slower).
 // Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + S - 1)/64), 65535)); shared memory
-// (63 + S) x (64 + pad) elements: 10.4 KB (2 bytes), 18.5 KB (4), 36.9 KB (8).
+// 8 ceil((63 + S) / 8) x (64 + pad) elements: 8.8 KB (1 byte), 10.6 KB (2), 18.7 KB (4), 37.4 KB (8).
 // ---------------------------------------------------------------------------------------------------
+constexpr int SECTOR_TILE = 64, SECTOR_BY = 8;
+
+template <class T>
+struct SectorTile {
+    static constexpr int SECTOR = 32 / (int)sizeof(T), SKEW = SECTOR - 1, STAGED = SECTOR_TILE + SKEW;
+    static constexpr int KS = (STAGED + SECTOR_BY - 1) / SECTOR_BY;   // staged rows a thread row; the last pass is partial
+    static constexpr int PITCH = SECTOR_TILE + pad_elems<T>();
+};
+
+// One tile of sector_aligned: staged rows i_lo <= i < i_hi lie inside A (CHECK_ROWS false: all of them).
+template <class T, bool CHECK_ROWS>
+__device__ __forceinline__ void sector_tile(const T* __restrict__ A, T* __restrict__ B, T (*tile)[SectorTile<T>::PITCH],
+                                            int m0, int dm, long long lda, long long ldb, long long r0, long long c0,
+                                            int w, int i_lo, int i_hi)
+{
+    using G = SectorTile<T>;
+    constexpr int TILE = SECTOR_TILE, BY = SECTOR_BY, SKEW = G::SKEW, STAGED = G::STAGED, KS = G::KS;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const T* a = A + (r0 - SKEW + ty) * lda + c0 + tx;
+#pragma unroll
+    for (int k = 0; k < KS; ++k, a += BY * lda) {
+        const int i = ty + BY * k;
+        if ((k < KS - 1 || i < STAGED) && (!CHECK_ROWS || (i >= i_lo && i < i_hi))) {
+            if (tx < w) stage(&tile[i][tx], a);
+            if (tx + 32 < w) stage(&tile[i][tx + 32], a + 32);
+        }
+    }
+    wait_async();
+    __syncthreads();
+    // element e of a piece of B's row is A's row r0 - m + e, staged row e + SKEW - m
+    T* b = B + (c0 + ty) * ldb + r0 + tx;
+#pragma unroll
+    for (int k = 0; k < TILE / BY; ++k, b += BY * ldb) {
+        const int j = ty + BY * k, m = (m0 + k * dm) & (G::SECTOR - 1), s = tx + SKEW - m;
+        if (j < w) {
+            if (!CHECK_ROWS || (s >= i_lo && s < i_hi)) b[-m] = tile[s][j];
+            if (!CHECK_ROWS || (s + 32 >= i_lo && s + 32 < i_hi)) b[32 - m] = tile[s + 32][j];
+        }
+    }
+    __syncthreads();   // the next tile overwrites shared memory
+}
+
 template <class T>
 __device__ __forceinline__ void sector_aligned(const T* __restrict__ A, T* __restrict__ B, long long rows,
                                                long long cols, long long lda, long long ldb)
 {
-    constexpr int TILE = 64, SECTOR = 32 / (int)sizeof(T), SKEW = SECTOR - 1, STAGED = TILE + SKEW, BY = 8;
-    __shared__ T tile[STAGED][TILE + pad_elems<T>()];   // tile[i][j] = A(64t - SKEW + i, c0 + j)
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    using G = SectorTile<T>;
+    constexpr int TILE = SECTOR_TILE, BY = SECTOR_BY, SECTOR = G::SECTOR, SKEW = G::SKEW, STAGED = G::STAGED;
+    __shared__ T tile[G::KS * BY][G::PITCH];   // tile[i][j] = A(64t - SKEW + i, c0 + j)
+    const int ty = threadIdx.y;
     const long long c0 = (long long)blockIdx.x * TILE;
     const long long row_tiles = (rows + SKEW + TILE - 1) / TILE;
     const unsigned long long b_elem = reinterpret_cast<unsigned long long>(B) / sizeof(T);
+    // B's row c0 + ty + 8k shifts by (m0 + k dm) mod SECTOR (registers for eight shifts spilled on sm_100)
+    const int m0 = (int)((b_elem + (unsigned long long)(c0 + ty) * (unsigned long long)ldb) & (SECTOR - 1));
+    const int dm = (int)((BY * ldb) & (SECTOR - 1));
+    const int w = (int)min((long long)TILE, cols - c0);   // columns of A in the tile
     for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
-        const long long r_first = t * TILE - SKEW;
-#pragma unroll
-        for (int i = ty; i < STAGED; i += BY)
-#pragma unroll
-            for (int j = tx; j < TILE; j += 32) {
-                const long long r = r_first + i, c = c0 + j;
-                if (r >= 0 && r < rows && c < cols)
-                    stage(&tile[i][j], A + r * lda + c);
-            }
-        wait_async();
-        __syncthreads();
-#pragma unroll
-        for (int i = ty; i < TILE; i += BY) {
-            const long long c = c0 + i;
-            if (c < cols) {
-                const int m = (int)((b_elem + (unsigned long long)c * (unsigned long long)ldb) & (SECTOR - 1));
-                T* b = B + c * ldb;
-#pragma unroll
-                for (int j = tx; j < TILE; j += 32) {
-                    const long long r = t * TILE - m + j;   // staged at row r - r_first = j + SKEW - m
-                    if (r >= 0 && r < rows)
-                        b[r] = tile[j + SKEW - m][i];
-                }
-            }
-        }
-        __syncthreads();   // the next tile overwrites shared memory
+        const long long r0 = t * TILE, r_first = r0 - SKEW;
+        // staged row i holds A's row r_first + i: inside A for i_lo <= i < i_hi
+        const int i_lo = (int)max(-r_first, 0LL), i_hi = (int)min(rows - r_first, (long long)STAGED);
+        if (i_lo == 0 && i_hi == STAGED)
+            sector_tile<T, false>(A, B, tile, m0, dm, lda, ldb, r0, c0, w, 0, STAGED);
+        else
+            sector_tile<T, true>(A, B, tile, m0, dm, lda, ldb, r0, c0, w, i_lo, i_hi);
     }
 }
 
@@ -837,6 +872,18 @@ __device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A
     {                                                                                                        \
         GPUMAT_TRANSPOSE_BATCH((FAMILY<T>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                  \
     }
+// sector_aligned: six blocks an SM for 4- and 8-byte elements (40 registers), four for the others, where that
+// fits without spills; sm_100 and sm_120's compilers need more registers for the same code.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define GPUMAT_SECTOR_MIN4 4
+#define GPUMAT_SECTOR_MIN2 3
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define GPUMAT_SECTOR_MIN4 4
+#define GPUMAT_SECTOR_MIN2 2
+#else
+#define GPUMAT_SECTOR_MIN4 6
+#define GPUMAT_SECTOR_MIN2 4
+#endif
 #define GPUMAT_TRANSPOSE_FAMILY(FAMILY, THREADS, MIN4, MIN2)                    \
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f32, unsigned int)            \
     GPUMAT_TRANSPOSE_ENTRY(FAMILY, THREADS, MIN4, f64, unsigned long long)      \
@@ -849,7 +896,7 @@ GPUMAT_TRANSPOSE_FAMILY(tiled, 1024, 1, 1)
 GPUMAT_TRANSPOSE_FAMILY(tiled_padded, 1024, 1, 1)
 GPUMAT_TRANSPOSE_FAMILY(tiled_rect, 256, 4, 4)
 GPUMAT_TRANSPOSE_FAMILY(tiled_rect64, 256, 6, 6)
-GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(sector_aligned, 256, GPUMAT_SECTOR_MIN4, GPUMAT_SECTOR_MIN2)
 GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256, 6, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256, 4, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256, 6, 4)

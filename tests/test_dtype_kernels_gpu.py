@@ -175,8 +175,8 @@ def transpose_cases():
                 if isinstance(v, T.NarrowVariant):
                     if not v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
                         continue
-                elif layout not in ("contiguous", "view") and name not in T.TWO_BYTE_TILES:
-                    continue  # the 2-byte tiles take paths by the rows' alignment: every layout
+                elif layout not in ("contiguous", "view") and name not in (*T.TWO_BYTE_TILES, "sector_aligned"):
+                    continue  # these take paths by the rows' alignment and the tile's edges: every layout
                 yield pytest.param(name, dt, (rows, cols), layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
 
 

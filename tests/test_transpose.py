@@ -150,14 +150,14 @@ def test_launch_arguments(no_gpu, name):
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["auto", *T.TWO_BYTE_TILES])
 def test_launch_arguments_of_the_2_byte_tiles(no_gpu, name, dt):
-    """A 2-byte tile named or chosen goes through the same launch as every transpose; odd strides (the
-    shape words256x64 is for) take it under auto."""
+    """A 2-byte tile named or chosen goes through the same launch as every transpose; under auto, a tall
+    A written to rows of B off the sectors (an odd stride) takes sector_aligned."""
     a = fake_matrix(3001, 17011, stride=17011, dtype=dt)
     out = fake_matrix(17011, 3001, stride=3001, ptr=0x7F1000000000, dtype=dt)
     assert T.transpose(a, out=out, algorithm=name) is out
     ((kname, grid, block, args, _, _),) = no_gpu
     suffix = {"float16": "f16", "bfloat16": "bf16"}[dt]
-    v = T.KERNELS[("words256x64" if name == "auto" else name, suffix)]
+    v = T.KERNELS[("sector_aligned" if name == "auto" else name, suffix)]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17011, 3001, 1, 0, 0)
 
@@ -247,19 +247,25 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
 
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
-    """pairs128x64 where the layout allows pairs (even strides, 4-byte aligned); words256x64 where it
-    does not (odd strides, views at odd addresses) on an A of at least WORDS_MIN_ROWS rows and
-    WORDS_MIN_COLS columns; tiled_rect64 on narrower ones, unless their rows start on sectors."""
+    """pairs128x64 where the layout allows pairs (even strides, 4-byte aligned) and B's rows start on
+    sectors; sector_aligned where they do not, on an A of at least SECTOR_2BYTE_MIN_ROWS rows;
+    words256x64 elsewhere (odd strides of A, shorter A) on an A of at least WORDS_MIN_ROWS rows,
+    WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements; tiled_rect64 on narrower or smaller ones."""
     base = 0x7F0000000000
     for dt in ("f16", "bf16"):
         assert T.choose_algorithm(4096, 4096, base, 4096, dt, base, 4096) == "pairs128x64"
-        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "pairs128x64"  # even strides
-        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "words256x64"  # a view
-        assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "words256x64"
-        assert T.choose_algorithm(4096, 4095, base, 4096, dt, base, 4095) == "words256x64"
-        rows, cols = T.WORDS_MIN_ROWS, T.WORDS_MIN_COLS + 1
+        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "sector_aligned"  # B off sectors
+        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "sector_aligned"  # a view
+        assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "sector_aligned"
+        assert T.choose_algorithm(4096, 4095, base, 4096, dt, base, 4095) == "words256x64"  # B on sectors
+        assert T.choose_algorithm(200, 167772, base, 200, dt, base, 167772) == "words256x64"  # short A
+        assert T.choose_algorithm(1001, 1003, base, 1001, dt, base, 1003) == "tiled_rect64"  # small
+        rows, cols = T.WORDS_MIN_ROWS, T.WORDS_MIN_ELEMENTS // T.WORDS_MIN_ROWS + 1
         assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "words256x64"
         assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "tiled_rect64"
+        rows = T.SECTOR_2BYTE_MIN_ROWS
+        assert T.choose_algorithm(rows + 1, cols, base, rows + 1, dt, base, cols) == "sector_aligned"
+        assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "words256x64"
         assert T.choose_algorithm(264208, 127, base, 264208, dt, base, 127) == "tiled_rect64"
         assert T.choose_algorithm(335544, 100, base, 335544, dt, base, 100) == "tiled_rect64"  # even, narrow
         assert T.choose_algorithm(262144, 128, base, 262144, dt, base, 128) == "pairs128x64"  # on sectors
@@ -271,18 +277,26 @@ def test_auto_writes_whole_sectors_when_rows_of_b_start_inside_them():
     assert T.choose_algorithm(17011, 3001, base, 3001) == "sector_aligned"  # odd stride
     assert T.choose_algorithm(300, 64, base + 4, 64) == "sector_aligned"  # a view starting mid-sector
     assert T.choose_algorithm(300, 64, base + 32, 64) == "tiled_rect64"
+    assert T.choose_algorithm(37, 453438, base, 37) == "sector_aligned"  # one row tile either way
+    assert T.choose_algorithm(63, 266305, base, 63) == "tiled_rect64"  # the shift would add a second
+    assert T.choose_algorithm(61, 266305, base, 61, "f64") == "sector_aligned"  # float64 shifts by at most 3
+    assert T.choose_algorithm(62, 266305, base, 62, "f64") == "tiled_rect64"
 
 
 @pytest.mark.parametrize("dt", ["f32", "f64", "f16", "bf16"])
 def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
-    """sector_aligned and pairs128x64 stage 128 rows of A a block (words256x64 256): on an A of fewer rows
-    (37 x 100000, 64 x 262144) most of each block idled (measured 0.33-0.67 of the copy, against 0.71-0.94
-    for tiled_rect64)."""
+    """pairs128x64 stages 128 rows of A a block (words256x64 256): on an A of fewer rows (37 x 100000,
+    64 x 262144) most of each block idled (measured 0.33-0.67 of the copy, against 0.71-0.94 for
+    tiled_rect64). sector_aligned's 64-row tiles take short A too, unless their shift adds a row tile."""
     base = 0x7F0000000000
     half = dt in ("f16", "bf16")
     for rows in (32, 37, 63, 64, 127):
-        if not (half and rows >= T.WORDS_MIN_ROWS):
-            assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == "tiled_rect64", rows
+        if half and rows >= T.WORDS_MIN_ROWS:
+            continue
+        sector = 32 // {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}[dt]
+        two_tiles = rows <= 64 < rows + sector - 1
+        expected = "tiled_rect64" if half or rows % sector == 0 or two_tiles else "sector_aligned"
+        assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == expected, rows
     tall = T.choose_algorithm(128, 100000, base, 128, dt, base, 100000)
     assert tall == ("pairs128x64" if half else "tiled_rect64")
     odd = T.choose_algorithm(129, 100001, base, 129, dt, base, 100001)
@@ -290,7 +304,8 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
 
 
 @pytest.mark.parametrize(
-    ("name", "itemsize", "unit"), [("sector_aligned", 4, 32), ("sector_aligned", 8, 32), ("words256x64", 2, 4)]
+    ("name", "itemsize", "unit"),
+    [("sector_aligned", i, 32) for i in (1, 2, 4, 8)] + [("words256x64", 2, 4)],
 )
 @pytest.mark.parametrize("rows", [1, 7, 8, 15, 16, 57, 63, 64, 65, 113, 121, 127, 128, 129, 143, 3001])
 @pytest.mark.parametrize("ldb_mod", range(16))
@@ -299,7 +314,7 @@ def test_aligned_pieces_tile_each_row_of_b_once(name, itemsize, unit, rows, ldb_
     tiles write ([TR t - m, TR t + TR - m) clipped to [0, rows), m = B(c, TR t)'s element index mod the
     kernel's unit: a 32-byte sector, or a 4-byte word) cover each element exactly once, every piece starts
     on a unit unless clipped at 0, and the staged rows (TR t - skew ...) hold what it reads."""
-    v = T.KERNELS[(name, {2: "f16", 4: "f32", 8: "f64"}[itemsize])]
+    v = T.KERNELS[(name, {1: "s8", 2: "f16", 4: "f32", 8: "f64"}[itemsize])]
     tile_rows, sector = v.tile[0], unit // itemsize
     assert v.skew == sector - 1 and tile_rows % sector == 0  # a piece starts up to skew elements before its tile
     b_elem, ldb = 3, 3000 + ldb_mod + 16

@@ -162,22 +162,40 @@ ALGORITHMS = ("auto", *VARIANTS, *TWO_BYTE_TILES, "narrow_cols", "narrow_rows")
 SECTOR_BYTES = 32
 NARROW_AUTO_COLS = 63  # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
 NARROW_AUTO_ROWS = 31
-# The 128-row tiles (sector_aligned's 64 rows and its 7-row skew, pairs128x64's 128 rows) leave most of
-# a block idle on an A of fewer rows: there auto takes tiled_rect64. Measured on the H100
-# (benchmarks/results/transpose-variants-nvidia-h100-80gb-hbm3-2026-11-28.json, copy time / kernel time):
-# float32 37 x 100000 0.46 -> 0.93, 63 x 266305 0.52 -> 0.93; float64 63 x 266305 0.67 -> 0.94; float16
-# 32 x 524288 0.33 -> 0.71, 64 x 262144 0.38 -> 0.91; at 127 rows the two are within 3%.
+# Rows of B that do not start on 32-byte sectors cost every tile that writes them as 64-element pieces: a
+# partial sector at each end, the rest of it written by another block at another time. sector_aligned
+# shifts each row's pieces onto sectors (its row tiles stage SECTOR - 1 extra rows of A). Measured on the
+# H200 (benchmarks/NOTES.md, thirty-second session; copy time / kernel time, tiled_rect64 -> sector_aligned):
+# float32 11585^2 0.64 -> 0.84, 3001 x 17011 0.64 -> 0.85, 8192^2 into a B of odd stride 0.68 -> 0.86,
+# 37 x 453438 0.78 -> 0.90, 127 x 132104 0.57 -> 0.67, 16777 x 1000 0.77 -> 0.92; float64 0.73-0.85 ->
+# 0.79-0.90. The exception: an A of at most 64 rows that the skew spreads over two row tiles (float32 63 x
+# 266305: 0.92 against 0.64; float64 63 x 133152: 0.96 against 0.84), which keeps tiled_rect64.
+# The 128-row tiles of the 2-byte family (pairs128x64) leave most of a block idle on an A of fewer rows
+# (H100: float16 32 x 524288 0.33 against tiled_rect64's 0.71, 64 x 262144 0.38 against 0.91).
 TALL_TILE_MIN_ROWS = 128
 # 2-byte elements (H200, benchmarks/results/transpose-variants-nvidia-h200-2026-11-28.json and
 # transpose-nvidia-h200-2026-11-28.json, copy time / kernel time): words256x64 reads and writes aligned
 # words whatever the rows' alignment, where pairs128x64 needs even strides and tiled_rect64 moves single
 # elements. Odd strides: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61, 100 x 335544 0.41 -> 0.58,
-# 127 x 132104 0.56 -> 0.71. Even strides keep pairs128x64 (8192^2 0.91 against 0.83, 46340^2 0.57
-# against 0.54). On fewer than 256 columns every tile of words256x64 is an edge tile (264208 x 127: 0.48)
+# 127 x 132104 0.56 -> 0.71. Even strides keep pairs128x64 where B's rows start on sectors (8192^2 0.91
+# against 0.83). On fewer than 256 columns every tile of words256x64 is an edge tile (264208 x 127: 0.48)
 # and tiled_rect64 leads (0.82; 335544 x 100: 0.75 where pairs128x64 had 0.54); on an A of 64 rows or fewer
 # the 256-row tile idles (64 x 262144: 0.38 against 0.78); between 64 and 100 rows nothing is measured.
+# Under 2^22 elements its 256-row tiles are too few blocks for the GPU (1001 x 1003: 0.85 against
+# tiled_rect64's 2.0, the matrix in L2); between 1 and 33 million elements nothing is measured.
 WORDS_MIN_ROWS = 96
 WORDS_MIN_COLS = 256
+WORDS_MIN_ELEMENTS = 1 << 22
+# Where B's rows do not start on sectors, sector_aligned beats the word kernels on an A of at least 512
+# rows and 2^22 elements (H200, thirty-second session): 11585^2 0.62 -> 0.74, 3001 x 17011 0.58 -> 0.74,
+# 1000 x 33554 0.68 -> 0.75, 33554 x 1000 0.64 -> 0.79; on 100-200 rows its first and last row tiles
+# dominate (200 x 167772: 0.53 against words256x64's 0.77, where pairs128x64 had 0.46).
+SECTOR_2BYTE_MIN_ROWS = 512
+
+
+def _b_on_sectors(address: int, ld: int, isz: int) -> bool:
+    """Whether every row of B (row stride ld elements, at `address`) starts on a 32-byte sector."""
+    return address % SECTOR_BYTES == 0 and ld * isz % SECTOR_BYTES == 0
 
 
 def choose_algorithm(
@@ -186,14 +204,14 @@ def choose_algorithm(
     """The kernel (a KERNELS key's name for `dtype`) "auto" runs for a rows x cols A at a_address
     (row stride lda) written to B at out_address (row stride ldb).
 
-    Measured on the H100 (benchmarks/NOTES.md): narrow matrices (<= 63 columns or <= 31 rows) go
-    through strip kernels that read and write long contiguous runs; otherwise B's alignment decides:
-    rows of B that start on 32-byte sectors take tiled_rect64 (0.94-0.97 of the copy ceiling),
-    others sector_aligned, which writes whole sectors anyway. An A of fewer than TALL_TILE_MIN_ROWS
-    rows takes tiled_rect64 over the two 128-row tiles. 2-byte elements move as 4-byte words: the
-    pair/flat strip kernels where alignment allows, pairs128x64 where strides are even (or, on fewer than
-    WORDS_MIN_COLS columns, the rows start on sectors), and words256x64 (at any alignment) on an A of at
-    least WORDS_MIN_ROWS rows and WORDS_MIN_COLS columns."""
+    Narrow matrices (<= 63 columns or <= 31 rows) go through strip kernels that read and write long
+    contiguous runs (measured on the H100). Otherwise B's alignment decides (measured on the H200): rows
+    of B that start on 32-byte sectors take tiled_rect64; others sector_aligned, which writes whole
+    sectors anyway, unless A has at most 64 rows and the shift would spread them over two row tiles.
+    2-byte elements move as 4-byte words: the pair/flat strip kernels where alignment allows,
+    pairs128x64 where strides are even and B's rows start on sectors, sector_aligned where they do not
+    and A has at least SECTOR_2BYTE_MIN_ROWS rows, and words256x64 (at any alignment) on an A of at
+    least WORDS_MIN_ROWS rows, WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -203,7 +221,7 @@ def choose_algorithm(
     if rows <= NARROW_AUTO_ROWS:
         return "narrow_rows16k" if isz == 4 else "narrow_rows"
     sector = SECTOR_BYTES // isz
-    if ldb % sector == 0 and out_address % SECTOR_BYTES == 0 or rows < TALL_TILE_MIN_ROWS:
+    if _b_on_sectors(out_address, ldb, isz) or rows <= 64 < rows + sector - 1:
         return "tiled_rect64"
     return "sector_aligned"
 
@@ -223,13 +241,17 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
         return "narrow_rows16k"
     sector = SECTOR_BYTES // 2
     pairs = rows >= TALL_TILE_MIN_ROWS and (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
-    if pairs and (a_address | b_address) % SECTOR_BYTES == 0 and lda % sector == 0 and ldb % sector == 0:
+    b_on_sectors = _b_on_sectors(b_address, ldb, 2)
+    if pairs and b_on_sectors and a_address % SECTOR_BYTES == 0 and lda % sector == 0:
         return "pairs128x64"
     if cols < WORDS_MIN_COLS:
         return "tiled_rect64"
-    if pairs:
+    large = rows * cols >= WORDS_MIN_ELEMENTS
+    if not b_on_sectors and rows >= SECTOR_2BYTE_MIN_ROWS and large:
+        return "sector_aligned"
+    if pairs and b_on_sectors:
         return "pairs128x64"
-    if rows >= WORDS_MIN_ROWS:
+    if rows >= WORDS_MIN_ROWS and large:
         return "words256x64"
     return "tiled_rect64"
 
