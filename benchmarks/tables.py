@@ -263,8 +263,11 @@ def gen_bmm() -> str:
     return "\n".join([table(header, rows), "", note, "", source(*(run for _, run in runs), anchor=anchor)])
 
 
+TRANSPOSE_DEVICE = "NVIDIA H200"  # the transpose kernels of 2026-11-29 have run on the H200 only
+
+
 def gen_memory_bound() -> str:
-    tr, dot = newest("transpose"), newest("dot")
+    tr, dot = newest("transpose", device=TRANSPOSE_DEVICE), newest("dot")
     counts = {d: sum(r["dtype"] == d for r in tr[1]["results"]) for d in tr[1]["summary"]}
     rows = [
         [
@@ -303,17 +306,25 @@ def gen_memory_bound() -> str:
     dots = table(header, rows)
     note = (
         "Ratios are the copy's time over gpumat's (above 1.00x gpumat is faster). Transpose: strips of 1-128 "
-        "columns or rows, squares of 1 MiB-4 GiB and 3001 x 17011, queued and one call on an idle GPU, against "
-        "a device-to-device copy of the same bytes timed the same way, interleaved. This sweep ran on the "
-        "tree before auto took tiled_rect64 for an A of fewer than 128 rows (the kernel table "
-        "`benchmarks/results/transpose-variants-nvidia-h100-80gb-hbm3-2026-11-28.json` has each kernel on those "
-        "shapes: float32 37 and 63 rows 0.93x, float16 32 and 64 rows 0.71x and 0.91x, where auto had "
-        "0.33-0.52x). Dot: against a copy moving as many bytes as the dot reads, the result's trip to the "
+        "columns or rows, squares of 1 MiB-4 GiB, odd shapes (3001 x 17011, 8191 x 8193, and 1001 x 1003, "
+        "which the L2 cache holds), queued and one call on an idle GPU, against a device-to-device copy of "
+        "the same bytes timed the same way, interleaved; on the H200. Dot: on the H100, against a copy moving "
+        "as many bytes as the dot reads, the result's trip to the "
         "host included (about 25 us a call, which caps the ratio below 2^24); and one call from Python "
         "against PyTorch's `(x * y).sum().item()`."
     )
     return "\n".join(
-        [transposes, "", dots, "", note, "", source(tr, dot, anchor="the device-to-device copy and PyTorch")]
+        [
+            transposes,
+            "",
+            dots,
+            "",
+            note,
+            "",
+            source(tr, anchor="the device-to-device copy"),
+            "",
+            source(dot, anchor="the device-to-device copy and PyTorch"),
+        ]
     )
 
 

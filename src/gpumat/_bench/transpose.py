@@ -2,7 +2,8 @@
 ceiling), over the shapes users transpose, in every dtype:
 
 - strips: 1-128 columns (and the same as rows), odd widths among them, 64 MiB each;
-- squares from 1 MiB to 4 GiB, and an odd-shaped 3001 x 17011.
+- squares from 1 MiB to 4 GiB, and odd shapes: 3001 x 17011, 8191 x 8193, 1001 x 1003 (rows of B off the
+  32-byte sectors, and one in the L2 cache).
 
 Each case is timed two ways, the copy alike and interleaved with it: queued (calls back to back between
 two CUDA events, per call) and one call on an idle GPU (nothing queued before it; an event before and
@@ -27,7 +28,7 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 WIDTHS = (1, 2, 3, 8, 17, 24, 31, 32, 37, 63, 64, 100, 127, 128)
 STRIP_BYTES = 64 << 20
 SQUARE_BYTES = (1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30)
-ODD = (3001, 17011)
+ODD = ((3001, 17011), (8191, 8193), (1001, 1003))
 CHECK_UP_TO = 4 << 20  # bytes: cases this small are checked against numpy before they are timed
 
 
@@ -41,7 +42,7 @@ def shapes(itemsize: int, quick: bool = False) -> list[tuple[str, int, int]]:
     for nbytes in SQUARE_BYTES[:2] if quick else SQUARE_BYTES:
         side = math.isqrt(nbytes // itemsize)
         found.append(("square", side, side))
-    found.append(("odd", *ODD))
+    found += [("odd", *shape) for shape in (ODD[:1] if quick else ODD)]
     return found
 
 
