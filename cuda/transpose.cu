@@ -414,6 +414,117 @@ __device__ __forceinline__ void narrow_rows16k(const T* __restrict__ A, T* __res
     narrow_rows_impl<T, 16384>(A, B, rows, cols, lda, ldb);
 }
 
+// V = 16 / sizeof(T) elements of a run as one 16-byte vector (element 0 in the lowest bytes).
+template <class T>
+__device__ __forceinline__ uint4 pack16(const T* v)
+{
+    if constexpr (sizeof(T) == 8) {
+        return make_uint4((unsigned)v[0], (unsigned)(v[0] >> 32), (unsigned)v[1], (unsigned)(v[1] >> 32));
+    } else if constexpr (sizeof(T) == 4) {
+        return make_uint4(v[0], v[1], v[2], v[3]);
+    } else if constexpr (sizeof(T) == 2) {
+        return make_uint4(v[0] | ((unsigned)v[1] << 16), v[2] | ((unsigned)v[3] << 16), v[4] | ((unsigned)v[5] << 16),
+                          v[6] | ((unsigned)v[7] << 16));
+    } else {
+        unsigned w[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            w[q] = v[4 * q] | ((unsigned)v[4 * q + 1] << 8) | ((unsigned)v[4 * q + 2] << 16) | ((unsigned)v[4 * q + 3] << 24);
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_rows_chunks: A with at most 64 rows at any alignment and row stride, into a B that is one
+// contiguous, 16-byte aligned run (ldb == rows, as a new result is). Every global access is a whole
+// 16-byte chunk: a block stages, for each row of A, the aligned chunks that cover the strip's R columns
+// (row i's element t at byte off_i + t sizeof(T) of its staged row, off_i = A(i, c0)'s address mod 16,
+// which steps by lda sizeof(T) mod 16 from row to row), then writes the strip's run of B (rows x R
+// elements) as 16-byte vectors, a lane gathering 16 / sizeof(T) consecutive elements of the run from
+// the staged rows. narrow_rows moves 2-byte elements 2 bytes at a time (0.38-0.50 of the copy on the
+// H200 at 2-31 rows). A staged row's chunks are rotated by i mod 8, so the same column of neighbouring
+// rows falls in different banks. Strips wholly inside A's rows copy whole chunks; the first and last
+// copy a chunk that reaches past a row's ends element by element.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); R sizeof(T) = 16 floor((BYTES / rows - 16)
+// / 16) bytes of each row a strip; BYTES of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <class T, int BYTES>
+__device__ __forceinline__ void narrow_rows_chunks_impl(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                        long long cols, long long lda, long long ldb)
+{
+    constexpr int E = (int)sizeof(T), V = 16 / E;
+    __shared__ __align__(16) unsigned char sm[BYTES];
+    if (rows < 1 || rows > 64 || ldb != rows) return;   // the launcher's contract
+    const int hgt = (int)rows, span = 16 * ((BYTES / hgt - 16) / 16);   // a strip's bytes of each row of A
+    const int R = span / E, CH = span / 16 + 1, ROWB = 16 * CH;            // CH >= 16: one wrap at most below
+    const int tid = threadIdx.x, di = NARROW_THREADS / CH, dk = NARROW_THREADS % CH;
+    const long long strips = (cols + R - 1) / R;
+    const int d = (int)((lda * E) & 15);   // off_i = (off_0 + i d) mod 16
+    const char* a_bytes = reinterpret_cast<const char*>(A);
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;
+        const int wdt = (int)min((long long)R, cols - c0);
+        const bool inside = c0 >= V && c0 + R + V <= cols;   // every chunk inside its row of A
+        const int off0 = (int)((reinterpret_cast<unsigned long long>(A) + (unsigned long long)(c0 * E)) & 15);
+        int i = tid / CH, k = tid % CH;
+        for (int f = tid; f < hgt * CH; f += NARROW_THREADS) {
+            const long long g = (long long)i * lda * E + c0 * E - ((off0 + i * d) & 15) + 16 * k;   // bytes from A
+            int slot = k + (i & 7);
+            if (slot >= CH) slot -= CH;
+            unsigned char* dst = sm + i * ROWB + 16 * slot;
+            const long long lo = (long long)i * lda * E, hi = lo + cols * E;   // row i's bytes
+            if (inside || (g >= lo && g + 16 <= hi)) {
+                copy_async<16>(dst, a_bytes + g);
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if (g + e * E >= lo && g + e * E < hi)
+                        *reinterpret_cast<T*>(dst + e * E) = *reinterpret_cast<const T*>(a_bytes + g + e * E);
+            }
+            i += di; k += dk;
+            if (k >= CH) { k -= CH; ++i; }
+        }
+        wait_async();
+        __syncthreads();
+        // the strip's run of B: element q = r rows + i is A(i, c0 + r)
+        const int n = wdt * hgt, nv = n / V;
+        T* b = B + c0 * hgt;
+        for (int v = tid; v < nv; v += NARROW_THREADS) {
+            int r = v * V / hgt, ii = v * V - r * hgt;
+            T x[V];
+#pragma unroll
+            for (int t = 0; t < V; ++t) {
+                int pos = ((off0 + ii * d) & 15) + r * E + 16 * (ii & 7);
+                if (pos >= ROWB) pos -= ROWB;
+                x[t] = *reinterpret_cast<const T*>(sm + ii * ROWB + pos);
+                if (++ii == hgt) { ii = 0; ++r; }
+            }
+            reinterpret_cast<uint4*>(b)[v] = pack16<T>(x);
+        }
+        for (int q = nv * V + tid; q < n; q += NARROW_THREADS) {   // the run's tail
+            const int r = q / hgt, ii = q - r * hgt;
+            int pos = ((off0 + ii * d) & 15) + r * E + 16 * (ii & 7);
+            if (pos >= ROWB) pos -= ROWB;
+            b[q] = *reinterpret_cast<const T*>(sm + ii * ROWB + pos);
+        }
+        __syncthreads();   // the next strip overwrites shared memory
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows_chunks16k(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                      long long cols, long long lda, long long ldb)
+{
+    narrow_rows_chunks_impl<T, 16384>(A, B, rows, cols, lda, ldb);
+}
+
+template <class T>
+__device__ __forceinline__ void narrow_rows_chunks(const T* __restrict__ A, T* __restrict__ B, long long rows,
+                                                   long long cols, long long lda, long long ldb)
+{
+    narrow_rows_chunks_impl<T, 32768>(A, B, rows, cols, lda, ldb);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // narrow_cols_pairs (2-byte elements, even cols <= 126; A and B 4-byte aligned, lda and ldb even): the
 // narrow_cols strip with every access 4 bytes wide. Rows 2u and 2u + 1 of A give, for each word k of
@@ -901,6 +1012,8 @@ GPUMAT_TRANSPOSE_FAMILY(narrow_cols, 256, 6, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows, 256, 4, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_cols16k, 256, 6, 4)
 GPUMAT_TRANSPOSE_FAMILY(narrow_rows16k, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows_chunks, 256, 4, 4)
+GPUMAT_TRANSPOSE_FAMILY(narrow_rows_chunks16k, 256, 4, 4)
 
 // The tiles of 2-byte elements alone: transpose_<tile>_<dtype>, six blocks an SM.
 #define GPUMAT_TRANSPOSE_2BYTE_TILE(TILE, SFX)                                                               \

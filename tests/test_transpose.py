@@ -238,12 +238,34 @@ def test_auto_is_a_kernel_of_the_dtype():
 def test_auto_takes_strip_kernels_for_narrow_matrices():
     base = 0x7F0000000000
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20) == "narrow_cols16k"
-    assert T.choose_algorithm(20, 1 << 20, base, 20) == "narrow_rows16k"
+    assert T.choose_algorithm(20, 1 << 20, base + 8, 20) == "narrow_rows16k"  # B off 16 bytes
+    assert T.choose_algorithm(20, 1 << 20, base, 21) == "narrow_rows16k"  # B not packed
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f64") == "narrow_cols"
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_pairs16k"
     assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
     assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "narrow_cols16k"
     assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
+
+
+@pytest.mark.parametrize("dt", ["s8", "f16", "bf16", "f32", "f64"])
+def test_auto_takes_the_chunked_strip_into_a_packed_b(dt):
+    """A short A (2-byte: up to CHUNKS_2BYTE_MAX_ROWS rows, others NARROW_AUTO_ROWS) written into a packed,
+    16-byte aligned B takes narrow_rows_chunks at any alignment and stride of A, 16 KB strips past 32 rows;
+    float64 keeps narrow_rows (the same speed); a B not packed or off 16 bytes keeps the older strips."""
+    base = 0x7F0000000000
+    limit = T.CHUNKS_2BYTE_MAX_ROWS if dt in ("f16", "bf16") else T.NARROW_AUTO_ROWS
+    for rows in (2, 3, 17, 24, 31, 32, 37, 40, 41):
+        for a_address, lda in ((base, 1 << 20), (base + 3 * T.ITEMSIZE[dt], (1 << 20) + 5)):
+            got = T.choose_algorithm(rows, 1 << 20, base, rows, dt, a_address, lda)
+            if dt == "f64" or rows > limit:
+                assert not got.startswith("narrow_rows_chunks"), (rows, got)
+            else:
+                assert got == ("narrow_rows_chunks" if rows <= 32 else "narrow_rows_chunks16k"), (rows, got)
+        unpacked = T.choose_algorithm(rows, 1 << 20, base, rows + 1, dt, base, 1 << 20)
+        assert not unpacked.startswith("narrow_rows_chunks")
+    v = T.KERNELS[("narrow_rows_chunks", dt)]
+    assert v.accepts(24, 1000, base + 1, 1001, base + 16, 24) and not v.accepts(24, 1000, base, 1000, base + 8, 24)
+    assert v.strip(24, 1000) * T.ITEMSIZE[dt] == 16 * ((32768 // 24 - 16) // 16)  # the kernel's R
 
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
@@ -296,6 +318,8 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
         sector = 32 // {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}[dt]
         two_tiles = rows <= 64 < rows + sector - 1
         expected = "tiled_rect64" if half or rows % sector == 0 or two_tiles else "sector_aligned"
+        if half and rows <= T.CHUNKS_2BYTE_MAX_ROWS:  # a short A into a packed B: the chunked strip
+            expected = "narrow_rows_chunks" if rows <= 32 else "narrow_rows_chunks16k"
         assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == expected, rows
     tall = T.choose_algorithm(128, 100000, base, 128, dt, base, 100000)
     assert tall == ("pairs128x64" if half else "tiled_rect64")

@@ -67,7 +67,10 @@ class NarrowVariant:
       "pairs": A and B 4-byte aligned with even lda and ldb; axis "cols" needs an even width <= 126;
       "flat":  an odd narrow dimension; axis "cols": A contiguous (lda == cols) and 16-byte aligned, B
                4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
-               A 4-byte aligned with even lda."""
+               A 4-byte aligned with even lda.
+    Every dtype has one more mode, axis "rows" only:
+      "chunks": B contiguous (ldb == rows) and 16-byte aligned, A at any alignment and stride (its rows
+               read as the aligned 16-byte chunks that cover them)."""
 
     kernel: Kernel
     axis: str  # "cols" or "rows": which dimension of A is narrow
@@ -84,6 +87,8 @@ class NarrowVariant:
             if self.axis == "cols":
                 return (words // (cols + 1)) & ~15
             return (words // cdiv(rows, 2) - 1) & ~15
+        if self.mode == "chunks":
+            return 16 * ((self.nbytes // rows - 16) // 16) // self.itemsize
         elems = self.nbytes // self.itemsize
         if self.mode == "flat":
             return (elems // (cols if self.axis == "cols" else rows)) & ~15
@@ -107,6 +112,8 @@ class NarrowVariant:
                 and ldb % 2 == 0
                 and (self.axis == "rows" or cols % 2 == 0)
             )
+        if self.mode == "chunks":
+            return ldb == rows and b_address % 16 == 0
         if self.mode == "flat":
             if self.axis == "cols":
                 return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
@@ -143,6 +150,11 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
         (f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
         for dt in TWO_BYTE_SUFFIXES
         for axis in ("cols", "rows")
+    },
+    **{
+        (f"narrow_rows_chunks{sfx}", dt): _narrow("rows", dt, f"_chunks{sfx}", nbytes, "chunks")
+        for dt in MOVE_SUFFIXES
+        for sfx, nbytes in (("", 32768), ("16k", 16384))
     },
     # 2 x 2 blocks moved as 4-byte words (A, B 4-byte aligned, lda, ldb even; element by element otherwise)
     **{("pairs128x64", dt): _variant("pairs128x64", dt, (32, 8), (128, 64)) for dt in TWO_BYTE_SUFFIXES},
@@ -191,6 +203,14 @@ WORDS_MIN_ELEMENTS = 1 << 22
 # 1000 x 33554 0.68 -> 0.75, 33554 x 1000 0.64 -> 0.79; on 100-200 rows its first and last row tiles
 # dominate (200 x 167772: 0.53 against words256x64's 0.77, where pairs128x64 had 0.46).
 SECTOR_2BYTE_MIN_ROWS = 512
+# An A of at most 31 rows (2-byte: 40) written into a packed, 16-byte aligned B takes narrow_rows_chunks,
+# which reads A's rows as aligned 16-byte chunks at any stride and writes B's run as 16-byte vectors
+# (H200, thirty-second session, 64 MiB strips, copy time / kernel time): 2-byte 2-32 rows 0.81-0.88
+# where the strip kernels had 0.37-0.51 (and tiled_rect64 0.51 at 32), 37 rows 0.73 with 16 KB strips
+# (tiled_rect64 0.57; 63 rows 0.66-0.70 against its 0.69: not taken); float32 2-31 rows 0.89-0.94
+# against narrow_rows16k's 0.80-0.84 (37 and 63 rows: sector_aligned and tiled_rect64 lead); int8 3-24
+# rows 0.57-0.61 against 0.22; float64 keeps narrow_rows (0.94-1.00, the same).
+CHUNKS_2BYTE_MAX_ROWS = 40
 
 
 def _b_on_sectors(address: int, ld: int, isz: int) -> bool:
@@ -205,7 +225,9 @@ def choose_algorithm(
     (row stride lda) written to B at out_address (row stride ldb).
 
     Narrow matrices (<= 63 columns or <= 31 rows) go through strip kernels that read and write long
-    contiguous runs (measured on the H100). Otherwise B's alignment decides (measured on the H200): rows
+    contiguous runs (measured on the H100); a short A into a packed, 16-byte aligned B through
+    narrow_rows_chunks (2-byte elements up to CHUNKS_2BYTE_MAX_ROWS rows; not float64). Otherwise B's
+    alignment decides (measured on the H200): rows
     of B that start on 32-byte sectors take tiled_rect64; others sector_aligned, which writes whole
     sectors anyway, unless A has at most 64 rows and the shift would spread them over two row tiles.
     2-byte elements move as 4-byte words: the pair/flat strip kernels where alignment allows,
@@ -219,6 +241,8 @@ def choose_algorithm(
     if cols <= NARROW_AUTO_COLS:
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
     if rows <= NARROW_AUTO_ROWS:
+        if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
+            return "narrow_rows_chunks"
         return "narrow_rows16k" if isz == 4 else "narrow_rows"
     sector = SECTOR_BYTES // isz
     if _b_on_sectors(out_address, ldb, isz) or rows <= 64 < rows + sector - 1:
@@ -233,6 +257,8 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_cols16k"
+    if rows <= CHUNKS_2BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
+        return "narrow_rows_chunks" if rows <= 32 else "narrow_rows_chunks16k"
     if rows <= NARROW_AUTO_ROWS:
         order = ("narrow_rows_flat16k",) if rows % 2 else (("narrow_rows_pairs",) if rows <= 8 else ())
         for name in order:
@@ -272,8 +298,8 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
         _check_narrow(algorithm, rows, cols)
         isz = ITEMSIZE[dtype]
         name = algorithm if isz == 8 else f"{algorithm}16k"
-        if isz == 2:
-            for fast in (f"{algorithm}_flat16k", f"{algorithm}_pairs16k"):
+        if isz < 8:
+            for fast in (f"{algorithm}_chunks", f"{algorithm}_flat16k", f"{algorithm}_pairs16k"):
                 if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(
                     rows, cols, a_address, lda, b_address, ldb
                 ):
