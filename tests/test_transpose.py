@@ -162,15 +162,17 @@ def test_launch_arguments_of_the_2_byte_tiles(no_gpu, name, dt):
     assert args == (a.elements, out.elements, 3001, 17011, 17011, 3001, 1, 0, 0)
 
 
-NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
+NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "s8": "int8"}
 
 
-@pytest.mark.parametrize("dt", SUFFIXES)
+@pytest.mark.parametrize("dt", [*SUFFIXES, "s8"])
 def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
     """The launch path caches auto's (kernel, grid, block) by what the choice reads: a shape's calls at
-    addresses of every alignment, again and again, each launch what choose_algorithm picks for its own."""
+    addresses of every alignment, again and again, each launch what choose_algorithm picks for its own
+    (the strips, the chunked strip of a short A, tiled_rect64 and sector_aligned among them)."""
     base, out_base, step = 0x7F0000000000, 0x7F1000000000, ITEMSIZE[dt]
-    for rows, cols, lda in ((40, 40, 41), (40, 40, 40), (1000, 30, 30), (20, 3000, 3002), (300, 301, 302)):
+    shapes = ((40, 40, 41), (40, 40, 40), (1000, 30, 30), (20, 3000, 3002), (37, 3000, 3001), (63, 3000, 3000))
+    for rows, cols, lda in (*shapes, (300, 301, 302), (600, 7001, 7001)):
         for _ in range(2):
             for shift in (0, 1, 2, 4, 8, 16, 31, 32):
                 a = fake_matrix(rows, cols, stride=lda, ptr=base + shift * step, dtype=NAMES[dt])
