@@ -33,8 +33,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +63,7 @@ FATBIN_FLAGS = ["-Xfatbin=-compress-all", "--compress-mode=speed"]
 ENTRY_RE = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
 # a parameter's type: ".u64", or a by-value struct ".align 64 .b8 name[128]" -> "b8[128]"
 PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+\w+(\[\d+\])?")
+INCLUDE_RE = re.compile(r'^#include "([\w.]+\.cuh)"', re.M)
 ARCHS_MARKER_RE = re.compile(r"\A//\s*gpumat-archs:\s*([0-9a-z ]+)")
 PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
 PTXAS_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -90,9 +93,24 @@ def gencode_flags(archs: list[str], ptx: bool = True) -> list[str]:
     return flags
 
 
+def included_headers(cu: Path) -> list[Path]:
+    """The project headers (cuda/*.cuh) a source includes, directly or through another header."""
+    found: list[Path] = []
+    pending = [cu]
+    while pending:
+        for name in INCLUDE_RE.findall(pending.pop().read_text()):
+            header = SRC_DIR / name
+            if header.exists() and header not in found:
+                found.append(header)
+                pending.append(header)
+    return sorted(found)
+
+
 def source_key(cu: Path, archs: list[str], version: str) -> str:
+    """What a module's build depends on: its source, the headers it includes, the archs, flags and compiler
+    (an edit of one module's header rebuilds the modules that include it, not all of them)."""
     digest = hashlib.sha256()
-    for part in [cu.read_bytes(), *(h.read_bytes() for h in sorted(SRC_DIR.glob("*.cuh")))]:
+    for part in [cu.read_bytes(), *(h.read_bytes() for h in included_headers(cu))]:
         digest.update(part)
     digest.update(" ".join(archs + NVCC_FLAGS + FATBIN_FLAGS + [version]).encode())
     return digest.hexdigest()
@@ -131,31 +149,40 @@ def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) 
     name = cu.stem
     fatbin = OUT_DIR / f"{name}.fatbin"
     ptx = PTX_DIR / f"{name}.ptx"
-    common = [exe, *NVCC_FLAGS, "-I", str(SRC_DIR)]
-    build = subprocess.run(
-        [
-            *common,
-            "--threads",
-            "0",
-            "-fatbin",
-            *FATBIN_FLAGS,
-            *gencode_flags(archs, ptx=not own_archs),
-            "-o",
-            str(fatbin),
-            str(cu),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if build.returncode != 0:
-        raise RuntimeError(f"nvcc failed on {cu.name}:\n{build.stderr}")
-    lowest = archs[0]
-    subprocess.run(
-        [*common[:1], "-std=c++17", "-I", str(SRC_DIR), "-ptx", f"-arch=compute_{lowest}", "-o", str(ptx), str(cu)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # The entry points' parameter types come from the lowest arch's PTX, which the build itself writes:
+    # --keep leaves it in a scratch folder (a second nvcc run for it was a second front end and
+    # optimizer pass over the module, 136 of the sm_90a module's 488 seconds).
+    with tempfile.TemporaryDirectory(prefix=f"gpumat-{name}-") as scratch:
+        build = subprocess.run(
+            [
+                exe,
+                *NVCC_FLAGS,
+                "-I",
+                str(SRC_DIR),
+                "--threads",
+                "0",
+                "--keep",
+                "--keep-dir",
+                scratch,
+                "-fatbin",
+                *FATBIN_FLAGS,
+                *gencode_flags(archs, ptx=not own_archs),
+                "-o",
+                str(fatbin),
+                str(cu),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if build.returncode != 0:
+            raise RuntimeError(f"nvcc failed on {cu.name}:\n{build.stderr}")
+        # <name>.compute_<arch>.ptx for each arch; plain <name>.ptx when the module is built for one
+        kept = [
+            p for p in (Path(scratch) / f"{name}.compute_{archs[0]}.ptx", Path(scratch) / f"{name}.ptx") if p.exists()
+        ]
+        if not kept:
+            raise RuntimeError(f"nvcc left no PTX of compute_{archs[0]} for {cu.name} in its --keep folder")
+        shutil.copyfile(kept[0], ptx)
     params = parse_entries(ptx.read_text())
     resources = parse_ptxas(build.stderr)
     module = {"fatbin": fatbin.name}
@@ -240,10 +267,10 @@ def _main(progress: Progress) -> int:
             modules[cu.stem], entries[cu.stem] = prev, old_entries[cu.stem]
         else:
             todo.append((cu, key, own, declared))
-    # the largest sources first (a rough measure of their compile time): the longest compiles start early
-    # instead of one of them running alone at the end (the sm_90a module, sorted last by name, took 6 of a
-    # 14-minute build on two cores)
-    todo.sort(key=lambda job: -job[0].stat().st_size)
+    # the largest sources first, headers included (a rough measure of their compile time): the longest
+    # compiles start early instead of one of them running alone at the end (the sm_90a module, sorted last
+    # by name, took 6 of a 14-minute build on two cores)
+    todo.sort(key=lambda job: -sum(f.stat().st_size for f in [job[0], *included_headers(job[0])]))
     failed = []
     workers = max(1, os.cpu_count() or 1)
     if todo:
@@ -264,7 +291,7 @@ def _main(progress: Progress) -> int:
                     f"build_ptx: {count} built {cu.name} for sm_{', sm_'.join(own)} in {seconds:.1f} s "
                     f"({progress.elapsed():.0f} s since the start)"
                 )
-            except (RuntimeError, subprocess.CalledProcessError) as err:
+            except RuntimeError as err:
                 failed.append(f"{cu.name}: {err}")
                 progress.say(f"build_ptx: {count} FAILED {cu.name} ({progress.elapsed():.0f} s since the start)")
     for stale in set(old_modules) - {cu.stem for cu in sources if cu.stem not in skipped}:
