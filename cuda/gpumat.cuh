@@ -493,7 +493,7 @@ __device__ __forceinline__ void splitk_reduce(const Acc* __restrict__ partial, O
 // ---------------------------------------------------------------------------------------------------
 // The Ozaki scheme's moduli (gpumat.matmul.ozaki.OZAKI_MODULI, largest first; a CPU test compares the two),
 // for the __constant__ tables of the files that read them: the residue kernels and the reconstruction
-// (ozaki.cu), and the INT8 products, which reduce their int32 sums to residues (matmul_wgmma_half.cu).
+// (ozaki.cu), and the INT8 products, which reduce their int32 sums to residues (matmul_wgmma.cuh).
 // ---------------------------------------------------------------------------------------------------
 #define GPUMAT_OZAKI_MODULI 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193
 constexpr int OZAKI_MAX_MODULI = 16;

@@ -23,8 +23,8 @@
                                         bias_along, bias_f32, activation);                                    \
     }
 
-// float32 partials (matmul_fast.cu, matmul_tc.cu, and the _f32out entries of matmul_tc_half.cu and
-// matmul_wgmma_half.cu) into float32, float16 or bfloat16; float64 partials (matmul_dmma.cu) into float64.
+// float32 partials (matmul_fast.cu, matmul_tc.cu, the _f32out entries of matmul_tc_half.cu, and the wgmma
+// kernel's, matmul_wgmma.cuh) into float32, float16 or bfloat16; float64 partials (matmul_dmma.cu) into float64.
 GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_f32, float, float)
 GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_f16, float, __half)
 GPUMAT_SPLITK_REDUCE(matmul_splitk_reduce_f32_bf16, float, __nv_bfloat16)

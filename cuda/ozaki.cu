@@ -13,7 +13,7 @@
 //     multiples of 4: four residues are stored as one word);
 //  3. per modulus, the residue matrices multiplied with int32 accumulation (exact while K <= 131071: |r_a r_b|
 //     <= 2^14 a term) and the sums reduced to symmetric int8 residues as they are written: on sm_90 the wgmma
-//     INT8 tiles (matmul_wgmma_half.cu, the *_s8_residues entries), elsewhere ozaki_residue_products here;
+//     INT8 tiles (matmul_wgmma_kmajor.cu, the *_s8_residues entries), elsewhere ozaki_residue_products here;
 //  4. ozaki_crt_*: each element rebuilt from its `count` residues by the CRT
 //     with the weights in 32-bit limbs (each limb's sum exact), the multiple of M taken away limb by limb,
 //     the limbs added in double-double, rounded to float64, scaled back by 2^-(ea_i + eb_j) and stored as T.

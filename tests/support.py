@@ -271,7 +271,9 @@ ALL_MODULES = frozenset(
     {k.module for v in VARIANTS.values() for k in v.kernels.values()} | {k.module for k in REDUCE.values()}
 )
 H100 = Target(90, 132, 227 * 1024, ALL_MODULES)
-A100 = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})  # a build without sm_90: no sm_90a module
+# the modules built for sm_90a alone (cuda/matmul_wgmma.cuh's two halves): a build without sm_90 has neither
+SM90A_MODULES = frozenset({"matmul_wgmma_half", "matmul_wgmma_kmajor"})
+A100 = Target(80, 108, 163 * 1024, ALL_MODULES - SM90A_MODULES)
 SM86 = Target(86, 84, 99 * 1024, ALL_MODULES)
 TURING = Target(75, 40, 64 * 1024, ALL_MODULES)
 TARGETS = {"H100": H100, "A100": A100, "sm_86": SM86, "Turing": TURING}

@@ -3,7 +3,7 @@ checks (before anything is launched), and how the engine plans batches and trans
 
 import numpy as np
 import pytest
-from support import ALL_MODULES, FAKE_DEVICE, H100, fake_batch, fake_matrix, record_launches
+from support import ALL_MODULES, FAKE_DEVICE, H100, SM90A_MODULES, fake_batch, fake_matrix, record_launches
 
 import gpumat as gm
 from gpumat.matmul.engine import (
@@ -322,7 +322,7 @@ def test_every_gemm_kernel_takes_the_epilogue_and_the_batch():
                 assert v.mode in ("fp64_int8", "fp32_int8") and not v.splits_k, v
             else:
                 assert kernel.signature[-10:-7] == "qqq", kernel
-    t = Target(80, 108, 163 * 1024, ALL_MODULES - {"matmul_wgmma_half"})
+    t = Target(80, 108, 163 * 1024, ALL_MODULES - SM90A_MODULES)
     assert plan(Problem(100, 100, 100, "f16", "f32", "native", batch=5), t).kernel.signature.endswith("ddPqiii")
 
 

@@ -3,9 +3,10 @@
 import ctypes
 import importlib
 import random
+from pathlib import Path
 
 import pytest
-from support import built_entries
+from support import SM90A_MODULES, built_entries
 
 from gpumat.runtime import kernels
 
@@ -101,19 +102,25 @@ def test_fatbins_hold_machine_code_for_every_listed_arch(manifest):
 
 
 def test_arch_specific_modules_are_built_for_their_arch_alone_or_skipped(manifest):
-    """cuda/matmul_wgmma_half.cu declares sm_90a: built (machine code for sm_90a alone) when ARCHS has 90,
-    otherwise listed as skipped, and then Python never picks its kernels."""
+    """The two modules of the wgmma kernel (cuda/matmul_wgmma_half.cu: 16-bit inputs; matmul_wgmma_kmajor.cu:
+    TF32, int8, FP8) declare sm_90a: built (machine code for sm_90a alone) when ARCHS has 90, otherwise
+    listed as skipped, and then Python never picks their kernels."""
     from gpumat.matmul.engine import VARIANTS, Problem, Target, built_modules, plan, unavailable
 
+    cuda = Path(__file__).resolve().parents[1] / "cuda"
+    declared = {cu.stem for cu in cuda.glob("*.cu") if cu.read_text().startswith("// gpumat-archs: 90a\n")}
+    assert declared == SM90A_MODULES
     hopper = Target(90, 132, 227 * 1024, built_modules())
-    wgmma = VARIANTS["wgmma128x256"]
-    assert {k.module for k in wgmma.kernels.values()} == {"matmul_wgmma_half"}
-    if "90" in manifest["archs"]:
-        assert module_archs(manifest, "matmul_wgmma_half") == ["90a"]
-        assert "matmul_wgmma_half" in built_modules() and unavailable(wgmma, hopper) is None
-    else:
-        assert "matmul_wgmma_half" in manifest["skipped"] and "matmul_wgmma_half" not in manifest["modules"]
-        assert "matmul_wgmma_half" not in built_modules() and unavailable(wgmma, hopper) is not None
+    for module, row in (("matmul_wgmma_half", "wgmma128x256"), ("matmul_wgmma_kmajor", "tf32_wgmma128x256bt")):
+        wgmma = VARIANTS[row]
+        assert {k.module for k in wgmma.kernels.values()} == {module}
+        if "90" in manifest["archs"]:
+            assert module_archs(manifest, module) == ["90a"]
+            assert module in built_modules() and unavailable(wgmma, hopper) is None
+        else:
+            assert module in manifest["skipped"] and module not in manifest["modules"]
+            assert module not in built_modules() and unavailable(wgmma, hopper) is not None
+    if "90" not in manifest["archs"]:
         assert plan(Problem(4096, 4096, 4096, "f16", "f16", "native"), hopper).algorithm == "mma128x128"
 
 

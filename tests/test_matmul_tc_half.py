@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from support import (
     ALL_MODULES,
     FAKE_DEVICE,
+    SM90A_MODULES,
     bound_run,
     built_entries,
     dims,
@@ -57,10 +58,10 @@ DTYPES = ("float16", "bfloat16")
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 # the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
 VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
-NO_WGMMA = ALL_MODULES - {"matmul_wgmma_half"}  # a build without sm_90 skips the sm_90a module
+NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
 # the mma.sync tiles (cuda/matmul_tc_half.cu): every view in place, batches, split-K
 MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_tc_half"}]
-# the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): both tiles, both B layouts, and A stored
+# the 16-bit TMA + wgmma rows (cuda/matmul_wgmma_half.cu): every tile, both B layouts, and A stored
 # transposed (the module's float32 rows, tf32_wgmma*, are tests/test_matmul_tf32_wgmma.py's)
 WGMMA = [
     name
@@ -367,7 +368,7 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
     kernel file pins Tile<BM, BN>::STAGES and Tile<BM, BN>::SMEM_BYTES in static_asserts, and the ring's
     layout gives the same count (as many stages as fit in 227 KiB, at most 8 for the 128-row tiles and 24
     for the 64-row ones), with a producer warpgroup and a consumer warpgroup each 64 rows."""
-    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_wgmma_half.cu").read_text()
+    src = (Path(__file__).resolve().parents[1] / "cuda" / "matmul_wgmma.cuh").read_text()
     pinned = {
         (int(bm), int(bn)): (int(stages), int(smem))
         for bm, bn, stages, smem in re.findall(

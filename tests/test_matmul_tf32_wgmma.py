@@ -1,6 +1,6 @@
 """float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt,
 tf32_wgmma128x128bt, tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt and tf32_wgmma64x16bt, all
-auto's (cuda/matmul_wgmma_half.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads TF32 operands
+auto's (cuda/matmul_wgmma_kmajor.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads TF32 operands
 K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B is transposed into
 aligned scratch first; the rows of at most 64 columns also run a layer on few tokens swapped (C written
 transposed). The rows, the plans auto makes with them, the split of K, the
@@ -33,6 +33,7 @@ from support import (
     ALL_MODULES,
     H100,
     SM86,
+    SM90A_MODULES,
     TURING,
     bound_run,
     built_entries,
@@ -65,9 +66,10 @@ TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
 # the narrower tiles (those that write C transposed too: a swapped layer's)
 TF32_NARROW = ["tf32_wgmma128x64bt", "tf32_wgmma64x64bt", "tf32_wgmma64x32bt", "tf32_wgmma64x16bt"]
 TILES = {(128, 256), (128, 128), (128, 64), (64, 64), (64, 32), (64, 16)}
-MODULE = "matmul_wgmma_half"
-NO_WGMMA = ALL_MODULES - {MODULE}  # a build without sm_90 skips the sm_90a module
-SOURCE = Path(__file__).resolve().parents[1] / "cuda" / f"{MODULE}.cu"
+MODULE = "matmul_wgmma_kmajor"
+NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
+SOURCE = Path(__file__).resolve().parents[1] / "cuda" / f"{MODULE}.cu"  # the entries
+TEMPLATE = SOURCE.with_name("matmul_wgmma.cuh")  # the kernel they instantiate
 
 
 def tf32_plan(m, n, k, target=H100, algorithm="auto", aligned=True, b_trans=False, mode="tf32", batch=1):
@@ -114,7 +116,7 @@ def test_the_rows_declare_their_kernels():
 def test_the_kernel_source_spells_the_tf32_instructions_and_entries():
     """The entries, the m64n<BN>k8 TF32 wgmma without transpose immediates (the .tf32 forms have none),
     a stage of 128 bytes of K and the k step of 32 bytes the descriptors advance by."""
-    src = SOURCE.read_text()
+    src = SOURCE.read_text() + TEMPLATE.read_text()
     for bm, bn in TILES:
         assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}bt_tf32, {bm}, {bn})" in src
         # the instruction's operands: accumulators, the two descriptors, scale-d and the two scales

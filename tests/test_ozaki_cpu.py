@@ -199,7 +199,7 @@ def test_the_kernels_moduli_are_the_plans():
     assert f"constexpr int OZAKI_MAX_MODULI = {len(OZAKI_MODULI)};" in shared
     # the residue kernels' and the INT8 products' tables both come from it
     assert "__constant__ int MODULI[MAX_MODULI] = {GPUMAT_OZAKI_MODULI};" in src
-    wgmma = (cuda / "matmul_wgmma_half.cu").read_text()
+    wgmma = (cuda / "matmul_wgmma.cuh").read_text()
     assert "__constant__ int S8_MODULI[gpumat::OZAKI_MAX_MODULI] = {GPUMAT_OZAKI_MODULI};" in wgmma
     powers = src.split("__constant__ double POW32[MAX_MODULI] = {", 1)[1].split("}", 1)[0]
     assert tuple(int(x) for x in powers.split(",")) == tuple(2**32 % m for m in OZAKI_MODULI)

@@ -199,7 +199,7 @@ STEPS = {
 # c_store, batch, c_layer, batched)
 WGMMA_S8 = {
     tile: Kernel(
-        "matmul_wgmma_half", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8_residues", "TTTPiiiqiiiqi", WGMMA_SMEM[tile]
+        "matmul_wgmma_kmajor", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8_residues", "TTTPiiiqiiiqi", WGMMA_SMEM[tile]
     )
     for tile in ((128, 256), (128, 128))
 }
@@ -380,11 +380,11 @@ def _products(
     ra: int, rb: int, rc: int, m: int, n: int, k: int, kp: int, count: int, target: Target, dev, s: int
 ) -> None:
     """Step 3: the count residue products, their int32 sums reduced to int8 residues in rc (count layers of m x n
-    bytes): on the wgmma body's INT8 tiles where the GPU runs them (sm_90 with the sm_90a module), else the
+    bytes): on the wgmma body's INT8 tiles where the GPU runs them (sm_90 with the sm_90a modules), else the
     __dp4a kernel."""
     tile = (128, 256) if n >= WIDE_N else (128, 128)
     kernel = WGMMA_S8.get(tile)  # (a test takes the entries out to run the __dp4a kernel on sm_90 too)
-    if kernel is not None and target.arch == 90 and "matmul_wgmma_half" in target.modules:
+    if kernel is not None and target.arch == 90 and "matmul_wgmma_kmajor" in target.modules:
         map_a = tensor_map("u8", ra, m, k, kp, tile[0], count, m * kp)
         map_b = tensor_map("u8", rb, n, k, kp, tile[1], count, n * kp)
         c_args = c_map_args(rc, m, n, n, count, 1, m * n)

@@ -461,8 +461,9 @@ def _tf32(
 # tile): mma.sync m16n8k16, sm_80+, any view (16-byte cp.async where the operands allow), batches,
 # split-K. The small tiles are for products small or skinny in M or N and batches of small products,
 # where 128 x 128 tiles leave most SMs idle or most of each tile empty. wgmma128x256 and wgmma128x128
-# (cuda/matmul_wgmma_half.cu, one kernel template over the tile's width): TMA + wgmma (m64n256k16 or
-# m64n128k16), sm_90a only, persistent; operands the copy engine cannot read (base or row stride not
+# (cuda/matmul_wgmma.cuh, one kernel template over the tile's width; the 16-bit entries in
+# matmul_wgmma_half.cu): TMA + wgmma (m64n256k16 or m64n128k16), sm_90a only, persistent; operands the
+# copy engine cannot read (base or row stride not
 # 16-byte aligned) are first copied into aligned scratch. The 128 x 128 tile has twice the work items
 # of the 128 x 256 one, for the mid-size products whose 128 x 256 tiles leave most SMs idle (1024^3:
 # 32 tiles on 132 SMs). The *bt rows read B stored transposed (x @ W.T) in place, the *at rows A
@@ -514,7 +515,7 @@ def _mma(tile: tuple[int, int], warps: tuple[int, int], blocks_per_sm: int, rate
     )
 
 
-# the wgmma kernels' dynamic shared memory by tile (Tile<BM, BN>::SMEM_BYTES in cuda/matmul_wgmma_half.cu, a
+# the wgmma kernels' dynamic shared memory by tile (Tile<BM, BN>::SMEM_BYTES in cuda/matmul_wgmma.cuh, a
 # CPU test compares): as many stages of BM x 64 (A) + 64 x BN (B) 16-bit elements (128 x 32 + 32 x BN
 # float32 for TF32: the same bytes) as fit in 227 KiB (at most 8 for the 128-row tiles, 24 for the 64-row
 # ones), two C buffers of 8 KiB a consumer, 1 KiB alignment, mbarriers. 4 stages of 48 KiB (128 x 256), 6
@@ -546,7 +547,7 @@ def _wgmma(
     tile: tuple[int, int], rate: float, reads_b_trans: bool = False, reads_a_trans: bool = False, **latency
 ) -> Variant:
     """A row of the wgmma kernel: a producer warpgroup and one consumer warpgroup for each 64 rows of the
-    tile (Tile<BM, BN> in cuda/matmul_wgmma_half.cu), one block an SM."""
+    tile (Tile<BM, BN> in cuda/matmul_wgmma.cuh), one block an SM."""
     name = f"wgmma{tile[0]}x{tile[1]}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
     return _half(
         name,
@@ -576,7 +577,7 @@ def _wgmma(
 TF32_WGMMA_BANDWIDTH = 3.5e12
 
 
-# --- float32 at TF32 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the float32 instantiation of the same
+# --- float32 at TF32 on Hopper's wgmma (cuda/matmul_wgmma_kmajor.cu, the float32 instantiation of the same
 # template): tf32_wgmma<BM>x<BN>bt on the six tiles of the 16-bit rows (128 x 256 to 64 x 16), sm_90a only,
 # persistent, TMA. wgmma reads TF32 operands K-major alone, so every row reads B stored transposed (N rows of
 # K: x @ W.T in place); a row-major B is transposed into aligned scratch first (the planner charges the
@@ -609,7 +610,7 @@ def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: f
     names = {pair: f"matmul_wgmma{tile[0]}x{tile[1]}bt_{end}" for pair, end in entries.items()}
     return Variant(
         name,
-        _kernels("matmul_wgmma_half", names, args, WGMMA_SMEM[tile]),
+        _kernels("matmul_wgmma_kmajor", names, args, WGMMA_SMEM[tile]),
         mode,
         tile,
         (128 * (1 + tile[0] // 64), 1, 1),
@@ -625,7 +626,7 @@ def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: f
     )
 
 
-# --- int8 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the int8 instantiation of the same template, C the
+# --- int8 on Hopper's wgmma (cuda/matmul_wgmma_kmajor.cu, the int8 instantiation of the same template, C the
 # int32 sums): int8_wgmma<BM>x<BN>bt, int8 @ int8 -> int32, sm_90a only, persistent, TMA, "native" (exact:
 # K up to INT8_MAX_K, which the call path checks). wgmma reads 8-bit operands K-major alone, so every row
 # reads B stored transposed (x @ W.T in place) and a row-major B is transposed into aligned scratch first
@@ -641,7 +642,7 @@ INT8_FLOAT_OUTPUTS = ("f32", "bf16", "f16")
 
 
 def _int8_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
-    # a float C on every tile but 128 x 256, whose float copy of the sums spilled (cuda/matmul_wgmma_half.cu)
+    # a float C on every tile but 128 x 256, whose float copy of the sums spilled (cuda/matmul_wgmma_kmajor.cu)
     floats = () if tile == (128, 256) else INT8_FLOAT_OUTPUTS
     entries = {("s8", "s32"): "s8", **{("s8", o): f"s8_{o}out" for o in floats}}
     return _one_byte_wgmma("int8", entries, tile, rate, max_splits=1, **latency)
@@ -664,7 +665,7 @@ def _one_byte_wgmma(kind: str, entries: dict, tile, rate: float, **fields) -> Va
     )
 
 
-# --- FP8 on Hopper's wgmma (cuda/matmul_wgmma_half.cu, the FP8 instantiations of the same template):
+# --- FP8 on Hopper's wgmma (cuda/matmul_wgmma_kmajor.cu, the FP8 instantiations of the same template):
 # fp8_wgmma<BM>x<BN>bt, e4m3 @ e4m3 or e5m2 @ e5m2 (ml_dtypes' float8_e4m3fn, float8_e5m2), float32
 # accumulators, C in bfloat16, float16 or float32 through the epilogue (the per-tensor scales folded into
 # alpha by the call path), sm_90a only, persistent, TMA, "native". wgmma reads FP8 operands K-major alone,
