@@ -85,6 +85,18 @@ __device__ __forceinline__ double fma_acc(T a, T b, double acc)
     return fma(Dtype<T>::wide(a), Dtype<T>::wide(b), acc);
 }
 
+// float16: the product of two halves is exact in float32 (11 x 11 significant bits; magnitudes from 2^-48
+// to 2^32), so acc + (double)(a * b) rounds once, as the fma above does: the same bits, with one conversion
+// to double an element instead of two. On the H200, kernel alone, operands the L2 cache holds: 2^22
+// elements 7.29 -> 6.94 us, 2^23 9.73 -> 8.80 us (bits compared: equal). bfloat16 keeps the fma: its
+// products can leave float32's range (8 exponent bits, as float32's), and a guard around a float32
+// product (range test, fma otherwise) ran 4-21% slower than the plain fma from 2^22 elements up.
+template <>
+__device__ __forceinline__ double fma_acc<__half>(__half a, __half b, double acc)
+{
+    return acc + (double)(__half2float(a) * __half2float(b));
+}
+
 // Contiguous x and y of n elements, as flat vectors. When x and y sit at the same offset modulo
 // 16 bytes, the head elements up to a 16-byte boundary are peeled and the body is read in 128-bit
 // loads (V = 16 / sizeof(T) elements each), two of each operand per iteration; otherwise a scalar
