@@ -46,6 +46,30 @@ def test_mixed_dtypes_are_type_errors_naming_both(other):
             call()
 
 
+@pytest.mark.parametrize(
+    "spelling", [ml_dtypes.bfloat16, BF16, "bfloat16", "bf16"], ids=["type", "dtype", "name", "bf16"]
+)
+def test_every_spelling_of_bfloat16_is_taken(spelling):
+    """ml_dtypes.bfloat16 itself (the scalar type, given as np.float16 is) was refused where a Matrix's dtype
+    is read (`as_storage_dtype`: from_numpy, empty, astype); asked twice, the second answer is the cached one."""
+    for _ in range(2):
+        assert _dtypes.as_dtype(spelling) == BF16
+        assert _dtypes.as_storage_dtype(spelling) == BF16
+    assert fake_matrix(2, 3, dtype=spelling).dtype == BF16
+
+
+@pytest.mark.parametrize("convert", [_dtypes.as_dtype, _dtypes.as_storage_dtype], ids=["computed", "stored"])
+def test_the_tagged_bfloat16_stand_in_never_answers_for_a_plain_uint16(convert):
+    """The stand-in used without ml_dtypes is a uint16 dtype tagged by metadata, which numpy ignores when it
+    compares and hashes dtypes: had the dtype caches kept it as a key, every later uint16 would have been
+    taken as bfloat16."""
+    tagged = np.dtype(np.uint16, metadata={"gpumat": "bfloat16"})
+    assert convert(tagged) == _dtypes.bfloat16()
+    for plain in (np.dtype(np.uint16), np.uint16, "uint16"):
+        with pytest.raises(TypeError, match="uint16"):
+            convert(plain)
+
+
 def test_matmul_out_dtype_rules():
     a, b = fake_matrix(4, 4, dtype="float16"), fake_matrix(4, 4, ptr=0x7F8000000000, dtype="float16")
     with pytest.raises(TypeError, match="out must be float16 or float32"):

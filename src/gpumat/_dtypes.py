@@ -128,12 +128,19 @@ def as_dtype(dtype) -> np.dtype:
     if known is not None:
         return known
     dt = _as_dtype(dtype)
-    if isinstance(dtype, (str, type, np.dtype)) and len(_KNOWN) < 64:
+    if cacheable(dtype) and len(_KNOWN) < 64:
         _KNOWN[dtype] = dt
     return dt
 
 
 _KNOWN: dict = {}  # as_dtype's answers by what it was given
+
+
+def cacheable(dtype) -> bool:
+    """Whether a dtype's spelling may key a cache of answers: a string, a type, or a dtype without metadata
+    (numpy compares dtypes without their metadata: the tagged bfloat16 stand-in, as a key, would answer for
+    every plain uint16)."""
+    return isinstance(dtype, (str, type)) or (isinstance(dtype, np.dtype) and not dtype.metadata)
 
 
 def fp8_suffix(dt) -> str | None:
@@ -155,6 +162,24 @@ def float8(sfx: str) -> np.dtype:
 def as_storage_dtype(dtype) -> np.dtype:
     """A dtype a Matrix holds: as_dtype's four, int8, int32, or ml_dtypes' float8_e4m3fn and float8_e5m2
     (TypeError naming all eight otherwise)."""
+    try:
+        known = _STORED_KNOWN.get(dtype)  # the common spellings, answered once (as as_dtype's _KNOWN)
+    except TypeError:  # unhashable: the checks below say what it is
+        known = None
+    if known is not None:
+        return known
+    dt = _as_storage_dtype(dtype)
+    if cacheable(dtype) and len(_STORED_KNOWN) < 64:
+        _STORED_KNOWN[dtype] = dt
+    return dt
+
+
+# as_storage_dtype's answers by what it was given: the FP8 test below reads a dtype's name, which numpy
+# computes in Python (a third of a small astype's host time, on the stand-in driver)
+_STORED_KNOWN: dict = {}
+
+
+def _as_storage_dtype(dtype) -> np.dtype:
     if isinstance(dtype, str):
         fp8 = fp8_suffix(dtype)
     else:
@@ -195,6 +220,8 @@ def _as_dtype(dtype) -> np.dtype:
         raise TypeError(f"unknown dtype {dtype!r}; gpumat matrices hold {SUPPORTED}") from None
     if dt in (FLOAT32, FLOAT64, FLOAT16):
         return dt
+    if is_bfloat16(dt):  # ml_dtypes.bfloat16 itself, the scalar type, as np.float16 is given
+        return bfloat16()
     if dt.kind == "f" and not dt.isnative and dt.newbyteorder("=") in (FLOAT32, FLOAT64, FLOAT16):
         raise TypeError(
             f"gpumat matrices hold their elements in the GPU's byte order: ask for {dt.newbyteorder('=')}, not "
