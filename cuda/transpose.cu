@@ -719,6 +719,76 @@ __device__ __forceinline__ void narrow_cols_flat_impl(const unsigned short* __re
 }
 
 // ---------------------------------------------------------------------------------------------------
+// narrow_cols_flat_even (2-byte elements, even cols <= 126; A contiguous (lda == cols) and 16-byte
+// aligned, B 4-byte aligned with even ldb): narrow_cols_flat's strip for the even widths, where its reads
+// down a column of the raw strip would meet in a few banks (rows 2u apart lie cols words apart). The strip
+// (R rows, R = (E / cols) rounded down to a multiple of 16, E = BYTES / 2 elements) is staged raw with
+// 16-byte cp.async as there; then word k of rows 2u and 2u + 1 (columns 2k, 2k + 1) gives, by two byte
+// permutes, the words B(2k, 2u .. 2u+1) and B(2k+1, 2u .. 2u+1), staged a second time as B's cols rows of
+// P words; the rows of B then leave as words, a warp 128 contiguous bytes of a row. A warp's lanes take
+// word k fastest: its reads of the raw strip hit at most two words a bank, and its writes, to 2k P + u for
+// the ~32 / (cols / 2) values of u it spans, fall in distinct banks when 2P = that span (mod 32): P is
+// R / 2 padded by under 16 words to it.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES + 4 (E / 2 + 1920) bytes of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_flat_even_impl(const unsigned short* __restrict__ A,
+                                                           unsigned short* __restrict__ B, long long rows,
+                                                           long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2;
+    __shared__ __align__(16) unsigned short raw[E];
+    __shared__ unsigned int words[E / 2 + 1920];   // cols rows of P < R / 2 + 16 words: E / 2 + 15 cols at most
+    if (cols < 2 || cols > 126 || (cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, w2 = w / 2, R = (E / w) & ~15;
+    const int span = (32 + w2 - 1) / w2, P = R / 2 + (((span + 1) / 2 - R / 2) & 15);
+    const int tid = threadIdx.x;
+    const long long strips = (rows + R - 1) / R, ldb2 = ldb / 2;
+    const unsigned int* raw32 = reinterpret_cast<const unsigned int*>(raw);
+    unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
+        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const unsigned short* a = A + r0 * w;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(raw + 8 * c, a + 8 * c);
+        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
+            raw[e] = a[e];
+        wait_async();
+        __syncthreads();
+        // pair (u, k), k fastest: raw words k of rows 2u and 2u + 1 -> words u of B's rows 2k and 2k + 1
+        {
+            const int m = h2 * w2, du = NARROW_THREADS / w2, dk = NARROW_THREADS % w2;
+            int u = tid / w2, k = tid % w2;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const unsigned int x = raw32[(2 * u) * w2 + k];
+                const unsigned int y = 2 * u + 1 < h ? raw32[(2 * u + 1) * w2 + k] : 0u;
+                words[(2 * k) * P + u] = __byte_perm(x, y, 0x5410);
+                words[(2 * k + 1) * P + u] = __byte_perm(x, y, 0x7632);
+                u += du; k += dk;
+                if (k >= w2) { k -= w2; ++u; }
+            }
+        }
+        __syncthreads();
+        // B32(jj, r0 / 2 + u) = words[jj * P + u], u fastest (the last, when h is odd, a half alone)
+        {
+            const int m = w * h2, ej = NARROW_THREADS / h2, eu = NARROW_THREADS % h2;
+            int jj = tid / h2, u = tid % h2;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const unsigned int v = words[jj * P + u];
+                if (2 * u + 1 < h)
+                    B32[jj * ldb2 + r0 / 2 + u] = v;
+                else
+                    B[jj * ldb + r0 + 2 * u] = (unsigned short)v;
+                jj += ej; u += eu;
+                if (u >= h2) { u -= h2; ++jj; }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
 // 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
 // a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
@@ -1047,3 +1117,5 @@ GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat16k, narrow_cols_flat_impl, 1
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)

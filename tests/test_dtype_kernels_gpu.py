@@ -152,6 +152,8 @@ TR_SHAPES = [
     (3, 4100),
     (20000, 17),
     (17, 20000),
+    (20001, 24),  # many strips of an even width, the last one short and of odd height
+    (6000, 6),
     (1, 5000),
     (5000, 1),
 ]

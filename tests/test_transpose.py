@@ -243,7 +243,10 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
     assert T.choose_algorithm(20, 1 << 20, base + 8, 20) == "narrow_rows16k"  # B off 16 bytes
     assert T.choose_algorithm(20, 1 << 20, base, 21) == "narrow_rows16k"  # B not packed
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f64") == "narrow_cols"
-    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_pairs16k"
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_flat_even16k"
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base + 4, 40) == "narrow_cols_pairs16k"  # A off 16
+    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 42) == "narrow_cols_pairs16k"  # A not packed
+    assert T.choose_algorithm((1 << 20) + 1, 40, base, (1 << 20) + 1, "f16", base, 40) == "narrow_cols16k"  # ldb odd
     assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
     assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "narrow_cols16k"
     assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
@@ -268,6 +271,28 @@ def test_auto_takes_the_chunked_strip_into_a_packed_b(dt):
     v = T.KERNELS[("narrow_rows_chunks", dt)]
     assert v.accepts(24, 1000, base + 1, 1001, base + 16, 24) and not v.accepts(24, 1000, base, 1000, base + 8, 24)
     assert v.strip(24, 1000) * T.ITEMSIZE[dt] == 16 * ((32768 // 24 - 16) // 16)  # the kernel's R
+
+
+def test_the_even_flat_strip_stages_within_its_shared_memory():
+    """narrow_cols_flat_even16k's strip (the kernel's R) and its second staging (B's cols rows of P words, P
+    padded past R / 2 by under 16) fit the arrays the kernel declares, for every even width it takes; the
+    grid covers A's rows; odd widths, views of A and odd strides of B are refused."""
+    for dt in ("f16", "bf16"):
+        v = T.KERNELS[("narrow_cols_flat_even16k", dt)]
+        elems = v.nbytes // 2
+        for cols in range(2, 127, 2):
+            r = v.strip(1 << 20, cols)
+            assert r % 16 == 0 and r * cols <= elems and r >= 16, cols
+            assert cols * (r // 2 + 15) <= elems // 2 + 1920, cols  # the words array's bound
+            assert v.grid(1 << 20, cols) == (1, min(-(-(1 << 20) // r), 65535), 1)
+            assert v.accepts(1 << 20, cols, 0x7F0000000000, cols, 0x7F1000000004, 1 << 20)
+        base = 0x7F0000000000
+        assert not v.accepts(1000, 41, base, 41, base, 1000)  # odd width: narrow_cols_flat16k's
+        assert not v.accepts(1000, 128, base, 128, base, 1000)  # past the widths it takes
+        assert not v.accepts(1000, 40, base + 8, 40, base, 1000)  # A off 16 bytes
+        assert not v.accepts(1000, 40, base, 42, base, 1000)  # A not contiguous
+        assert not v.accepts(1000, 40, base, 40, base + 2, 1000)  # B off 4 bytes
+        assert not v.accepts(1001, 40, base, 40, base, 1001)  # B's stride odd
 
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():

@@ -67,7 +67,9 @@ class NarrowVariant:
       "pairs": A and B 4-byte aligned with even lda and ldb; axis "cols" needs an even width <= 126;
       "flat":  an odd narrow dimension; axis "cols": A contiguous (lda == cols) and 16-byte aligned, B
                4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
-               A 4-byte aligned with even lda.
+               A 4-byte aligned with even lda;
+      "flat_even": axis "cols" only, an even width <= 126, A and B as "flat" asks (the raw strip staged,
+               then B's words staged a second time: `nbytes` is the raw strip's share).
     Every dtype has one more mode, axis "rows" only:
       "chunks": B contiguous (ldb == rows) and 16-byte aligned, A at any alignment and stride (its rows
                read as the aligned 16-byte chunks that cover them)."""
@@ -76,7 +78,7 @@ class NarrowVariant:
     axis: str  # "cols" or "rows": which dimension of A is narrow
     itemsize: int
     nbytes: int = 32768
-    mode: str = "plain"  # "plain", "pairs" or "flat"
+    mode: str = "plain"  # "plain", "pairs", "flat", "flat_even" or "chunks"
     block: tuple[int, int, int] = (256, 1, 1)
 
     def strip(self, rows: int, cols: int) -> int:
@@ -90,7 +92,7 @@ class NarrowVariant:
         if self.mode == "chunks":
             return 16 * ((self.nbytes // rows - 16) // 16) // self.itemsize
         elems = self.nbytes // self.itemsize
-        if self.mode == "flat":
+        if self.mode in ("flat", "flat_even"):
             return (elems // (cols if self.axis == "cols" else rows)) & ~15
         if self.axis == "cols":
             return (elems // (cols | 1)) & ~15
@@ -114,6 +116,15 @@ class NarrowVariant:
             )
         if self.mode == "chunks":
             return ldb == rows and b_address % 16 == 0
+        if self.mode == "flat_even":
+            return (
+                cols % 2 == 0
+                and cols <= 126
+                and lda == cols
+                and a_address % 16 == 0
+                and b_address % 4 == 0
+                and ldb % 2 == 0
+            )
         if self.mode == "flat":
             if self.axis == "cols":
                 return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
@@ -150,6 +161,10 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
         (f"narrow_{axis}_flat16k", dt): _narrow(axis, dt, "_flat16k", 16384, "flat")
         for dt in TWO_BYTE_SUFFIXES
         for axis in ("cols", "rows")
+    },
+    **{
+        ("narrow_cols_flat_even16k", dt): _narrow("cols", dt, "_flat_even16k", 16384, "flat_even")
+        for dt in TWO_BYTE_SUFFIXES
     },
     **{
         (f"narrow_rows_chunks{sfx}", dt): _narrow("rows", dt, f"_chunks{sfx}", nbytes, "chunks")
@@ -211,6 +226,11 @@ SECTOR_2BYTE_MIN_ROWS = 512
 # against narrow_rows16k's 0.80-0.84 (37 and 63 rows: sector_aligned and tiled_rect64 lead); int8 3-24
 # rows 0.57-0.61 against 0.22; float64 keeps narrow_rows (0.94-1.00, the same).
 CHUNKS_2BYTE_MAX_ROWS = 40
+# A tall 2-byte A of an even width up to NARROW_AUTO_COLS, contiguous and 16-byte aligned, into a B of even
+# stride takes narrow_cols_flat_even16k (H200, thirty-third session, 64 MiB strips, copy time / kernel
+# time): 2-64 columns 0.73-0.79 where narrow_cols_pairs16k had 0.52-0.66. Past 63 columns auto keeps
+# tiled_rect64 (0.81 at 64 against 0.73; at 100 the two are even, 0.75 and 0.76). An odd number of rows
+# into a packed B (odd ldb) takes neither: narrow_cols16k, 0.39-0.41.
 
 
 def _b_on_sectors(address: int, ld: int, isz: int) -> bool:
@@ -253,7 +273,7 @@ def choose_algorithm(
 def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     args = (rows, cols, a_address, lda, b_address, ldb)
     if cols <= NARROW_AUTO_COLS:
-        for name in ("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_pairs16k",):
+        for name in ("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_flat_even16k", "narrow_cols_pairs16k"):
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_cols16k"
@@ -299,7 +319,12 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
         isz = ITEMSIZE[dtype]
         name = algorithm if isz == 8 else f"{algorithm}16k"
         if isz < 8:
-            for fast in (f"{algorithm}_chunks", f"{algorithm}_flat16k", f"{algorithm}_pairs16k"):
+            for fast in (
+                f"{algorithm}_chunks",
+                f"{algorithm}_flat16k",
+                f"{algorithm}_flat_even16k",
+                f"{algorithm}_pairs16k",
+            ):
                 if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(
                     rows, cols, a_address, lda, b_address, ldb
                 ):
