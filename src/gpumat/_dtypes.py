@@ -121,22 +121,28 @@ STORED = SUPPORTED + ", int8, int32, float8_e4m3fn, float8_e5m2"
 def as_dtype(dtype) -> np.dtype:
     """A computed gpumat dtype (float32, float64, float16, bfloat16) from anything numpy understands, or
     the string "bfloat16"; TypeError for the rest, int8 and int32 included (see as_storage_dtype)."""
-    try:
-        known = _KNOWN.get(dtype)  # the common spellings (np.float16, "float32", a dtype), answered once
-    except TypeError:  # unhashable: numpy says what it makes of it below
-        known = None
-    if known is not None:
-        return known
-    dt = _as_dtype(dtype)
-    if cacheable(dtype) and len(_KNOWN) < 64:
-        _KNOWN[dtype] = dt
-    return dt
+    return _answered(_KNOWN, dtype, _as_dtype)
 
 
 _KNOWN: dict = {}  # as_dtype's answers by what it was given
 
 
-def cacheable(dtype) -> bool:
+def _answered(cache: dict, dtype, rule) -> np.dtype:
+    """rule(dtype), answered once for the common spellings (np.float16, "float32", a dtype) and kept in
+    `cache` by what it was given (at most 64: a program names a few)."""
+    try:
+        known = cache.get(dtype)
+    except TypeError:  # unhashable: the rule says what it makes of it
+        known = None
+    if known is not None:
+        return known
+    dt = rule(dtype)
+    if _cacheable(dtype) and len(cache) < 64:
+        cache[dtype] = dt
+    return dt
+
+
+def _cacheable(dtype) -> bool:
     """Whether a dtype's spelling may key a cache of answers: a string, a type, or a dtype without metadata
     (numpy compares dtypes without their metadata: the tagged bfloat16 stand-in, as a key, would answer for
     every plain uint16)."""
@@ -162,16 +168,7 @@ def float8(sfx: str) -> np.dtype:
 def as_storage_dtype(dtype) -> np.dtype:
     """A dtype a Matrix holds: as_dtype's four, int8, int32, or ml_dtypes' float8_e4m3fn and float8_e5m2
     (TypeError naming all eight otherwise)."""
-    try:
-        known = _STORED_KNOWN.get(dtype)  # the common spellings, answered once (as as_dtype's _KNOWN)
-    except TypeError:  # unhashable: the checks below say what it is
-        known = None
-    if known is not None:
-        return known
-    dt = _as_storage_dtype(dtype)
-    if cacheable(dtype) and len(_STORED_KNOWN) < 64:
-        _STORED_KNOWN[dtype] = dt
-    return dt
+    return _answered(_STORED_KNOWN, dtype, _as_storage_dtype)
 
 
 # as_storage_dtype's answers by what it was given: the FP8 test below reads a dtype's name, which numpy
