@@ -241,3 +241,33 @@ ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem
         "spill_loads": 584,
     }
     assert got["kernel_b"]["sm_90"] == {"registers": 40, "smem": 8192, "stack": 0, "spill_stores": 0, "spill_loads": 0}
+
+
+def test_a_module_rebuilds_for_the_headers_it_includes_alone(tmp_path):
+    """build_ptx.py's key of a module covers its own source and the project headers it includes, directly
+    or through another header: the wgmma modules' header is theirs alone, gpumat.cuh every module's that
+    includes it; a header edit changes the keys of its includers and no other."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
+    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    cuda = build.SRC_DIR
+    names = {cu.stem: [h.name for h in build.included_headers(cu)] for cu in cuda.glob("*.cu")}
+    for module in SM90A_MODULES:
+        assert names[module] == ["gpumat.cuh", "matmul_wgmma.cuh"], module
+    assert names["transpose"] == ["gpumat.cuh"] and names["dot"] == ["gpumat.cuh"]
+    assert all("matmul_wgmma.cuh" not in hs for m, hs in names.items() if m not in SM90A_MODULES)
+    # the header reached through another: a scratch tree with a.cu -> outer.cuh -> inner.cuh
+    scratch = tmp_path
+    (scratch / "inner.cuh").write_text("// inner\n")
+    (scratch / "outer.cuh").write_text('#include "inner.cuh"\n#include <stdint.h>\n')
+    (scratch / "a.cu").write_text('#include "outer.cuh"\n')
+    (scratch / "b.cu").write_text("// no project header\n")
+    build.SRC_DIR = scratch
+    before = {cu: build.source_key(scratch / cu, ["90"], "13.0") for cu in ("a.cu", "b.cu")}
+    assert [h.name for h in build.included_headers(scratch / "a.cu")] == ["inner.cuh", "outer.cuh"]
+    (scratch / "inner.cuh").write_text("// inner, edited\n")
+    after = {cu: build.source_key(scratch / cu, ["90"], "13.0") for cu in ("a.cu", "b.cu")}
+    assert after["a.cu"] != before["a.cu"] and after["b.cu"] == before["b.cu"]
