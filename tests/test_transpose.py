@@ -171,7 +171,9 @@ def test_repeated_calls_launch_what_auto_chooses_for_each_address(no_gpu, dt):
     addresses of every alignment, again and again, each launch what choose_algorithm picks for its own
     (the strips, the chunked strip of a short A, tiled_rect64 and sector_aligned among them)."""
     base, out_base, step = 0x7F0000000000, 0x7F1000000000, ITEMSIZE[dt]
-    shapes = ((40, 40, 41), (40, 40, 40), (1000, 30, 30), (20, 3000, 3002), (37, 3000, 3001), (63, 3000, 3000))
+    # (1000, 30) and (1001, 30): an even width into a B of even and odd stride (2-byte: flat_even or not)
+    shapes = ((40, 40, 41), (40, 40, 40), (1000, 30, 30), (1001, 30, 30), (20, 3000, 3002), (37, 3000, 3001))
+    shapes = (*shapes, (63, 3000, 3000))
     for rows, cols, lda in (*shapes, (300, 301, 302), (600, 7001, 7001)):
         for _ in range(2):
             for shift in (0, 1, 2, 4, 8, 16, 31, 32):

@@ -116,18 +116,10 @@ class NarrowVariant:
             )
         if self.mode == "chunks":
             return ldb == rows and b_address % 16 == 0
-        if self.mode == "flat_even":
-            return (
-                cols % 2 == 0
-                and cols <= 126
-                and lda == cols
-                and a_address % 16 == 0
-                and b_address % 4 == 0
-                and ldb % 2 == 0
-            )
+        if self.mode in ("flat", "flat_even") and self.axis == "cols":  # the width's parity tells the two apart
+            odd = self.mode == "flat"
+            return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
         if self.mode == "flat":
-            if self.axis == "cols":
-                return cols % 2 == 1 and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
             return rows % 2 == 1 and ldb == rows and b_address % 16 == 0 and a_address % 4 == 0 and lda % 2 == 0
         return True
 
