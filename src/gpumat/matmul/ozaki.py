@@ -384,7 +384,7 @@ def _products(
     __dp4a kernel."""
     tile = (128, 256) if n >= WIDE_N else (128, 128)
     kernel = WGMMA_S8.get(tile)  # (a test takes the entries out to run the __dp4a kernel on sm_90 too)
-    if kernel is not None and target.arch == 90 and "matmul_wgmma_kmajor" in target.modules:
+    if kernel is not None and target.arch == 90 and kernel.module in target.modules:
         map_a = tensor_map("u8", ra, m, k, kp, tile[0], count, m * kp)
         map_b = tensor_map("u8", rb, n, k, kp, tile[1], count, n * kp)
         c_args = c_map_args(rc, m, n, n, count, 1, m * n)
