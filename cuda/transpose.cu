@@ -789,6 +789,152 @@ __device__ __forceinline__ void narrow_cols_flat_even_impl(const unsigned short*
 }
 
 // ---------------------------------------------------------------------------------------------------
+// narrow_cols_flat_parity (2-byte elements, even cols <= 126; A contiguous (lda == cols) and 16-byte
+// aligned; B 2-byte aligned, any ldb): narrow_cols_flat_even for rows of B that start on either half of a
+// word. Row jj of B starts at element parity p = (B's element address + jj ldb) mod 2 (rows alternate
+// with an odd ldb, the packed result of an odd number of rows). A row with p = 0 takes, as there, the
+// words (r, r + 1) for r = r0, r0 + 2, ...; a row with p = 1 the words (r - 1, r): a strip's first word
+// of such a row pairs its first A row with the previous strip's last (staged apart, element by element;
+// none before the first strip: that word is written as its upper half alone), and the strip's last A row
+// goes to the next strip's first word (the last strip writes it as a lower half). So each word of B is
+// written whole by one block, at any parity.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)), R = (E / cols) rounded down to a multiple of
+// 16, E = BYTES / 2; BYTES + 4 (E / 2 + 2048) + 2 cols bytes of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_flat_parity_impl(const unsigned short* __restrict__ A,
+                                                             unsigned short* __restrict__ B, long long rows,
+                                                             long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2;
+    __shared__ __align__(16) unsigned short raw[E];
+    __shared__ unsigned int words[E / 2 + 2048];   // cols rows of P <= R / 2 + 16 words
+    __shared__ unsigned int before[64];            // A's row r0 - 1 as words (cols / 2 of them)
+    if (cols < 2 || cols > 126 || (cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, w2 = w / 2, R = (E / w) & ~15;
+    const int span = (32 + w2 - 1) / w2, P = R / 2 + 1 + (((span + 1) / 2 - R / 2 - 1) & 15);
+    const int tid = threadIdx.x;
+    const int p0 = (int)((reinterpret_cast<unsigned long long>(B) >> 1) & 1), podd = (int)(ldb & 1);
+    const long long strips = (rows + R - 1) / R;
+    const unsigned int* raw32 = reinterpret_cast<const unsigned int*>(raw);
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
+        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const bool last = r0 + h == rows;
+        // words of a row with p = 1: (r0 - 1 + 2u, r0 + 2u) for u < U1 (the last strip: through row rows - 1)
+        const int U1 = last ? h / 2 + 1 : h / 2, U = max(h2, U1);
+        const unsigned short* a = A + r0 * w;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(raw + 8 * c, a + 8 * c);
+        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
+            raw[e] = a[e];
+        if (tid < w2)
+            before[tid] = r0 > 0 ? reinterpret_cast<const unsigned int*>(a - w)[tid] : 0u;
+        wait_async();
+        __syncthreads();
+        // pair (u, k), k fastest: words u of B's rows 2k and 2k + 1, each from the A rows its parity pairs
+        {
+            const int m = U * w2, du = NARROW_THREADS / w2, dk = NARROW_THREADS % w2;
+            int u = tid / w2, k = tid % w2;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const unsigned int x = 2 * u < h ? raw32[(2 * u) * w2 + k] : 0u;
+                const unsigned int y = 2 * u + 1 < h ? raw32[(2 * u + 1) * w2 + k] : 0u;
+                const unsigned int z = u > 0 ? raw32[(2 * u - 1) * w2 + k] : before[k];
+                const int pe = p0, po = p0 ^ podd;   // the parities of rows 2k and 2k + 1
+                words[(2 * k) * P + u] = pe ? __byte_perm(z, x, 0x5410) : __byte_perm(x, y, 0x5410);
+                words[(2 * k + 1) * P + u] = po ? __byte_perm(z, x, 0x7632) : __byte_perm(x, y, 0x7632);
+                u += du; k += dk;
+                if (k >= w2) { k -= w2; ++u; }
+            }
+        }
+        __syncthreads();
+        // row jj, word u: elements (r0 - p + 2u, r0 - p + 2u + 1) of B's row; halves at the strip's ends
+        {
+            const int m = w * U, ej = NARROW_THREADS / U, eu = NARROW_THREADS % U;
+            int jj = tid / U, u = tid % U;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const int p = p0 ^ (podd & jj);
+                const long long r = r0 - p + 2 * u;   // the word's first row of A
+                if (u < (p ? U1 : h2)) {
+                    const unsigned int v = words[jj * P + u];
+                    unsigned short* b = B + jj * ldb + r;
+                    if (r < 0)
+                        b[1] = (unsigned short)(v >> 16);
+                    else if (r + 1 >= rows || (!p && 2 * u + 1 >= h))
+                        b[0] = (unsigned short)v;
+                    else
+                        *reinterpret_cast<unsigned int*>(b) = v;
+                }
+                jj += ej; u += eu;
+                if (u >= U) { u -= U; ++jj; }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// narrow_cols_flat_odd_parity (2-byte elements, odd cols <= 127; A contiguous (lda == cols) and 16-byte
+// aligned; B 2-byte aligned, any ldb): narrow_cols_flat for rows of B of either parity, as
+// narrow_cols_flat_parity does for even widths: a row of B whose elements start on a word's upper half
+// takes the words (r - 1, r), the strip's first from A's row r0 - 1 (staged apart), its last A row left to
+// the next strip; halves at the matrix's ends.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)), R = (E / cols) rounded down to a multiple of
+// 16, E = BYTES / 2; BYTES + 256 bytes of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_flat_odd_parity_impl(const unsigned short* __restrict__ A,
+                                                                 unsigned short* __restrict__ B, long long rows,
+                                                                 long long cols, long long lda, long long ldb)
+{
+    constexpr int E = BYTES / 2;
+    __shared__ __align__(16) unsigned short sm[E];
+    __shared__ unsigned short before[128];   // A's row r0 - 1
+    if (cols < 1 || cols > 127 || !(cols & 1)) return;   // the launcher's contract
+    const int w = (int)cols, R = (E / w) & ~15;
+    const int tid = threadIdx.x;
+    const int p0 = (int)((reinterpret_cast<unsigned long long>(B) >> 1) & 1), podd = (int)(ldb & 1);
+    const long long strips = (rows + R - 1) / R;
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
+        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const bool last = r0 + h == rows;
+        const int U1 = last ? h / 2 + 1 : h / 2, U = max(h2, U1);
+        const unsigned short* a = A + r0 * w;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(sm + 8 * c, a + 8 * c);
+        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
+            sm[e] = a[e];
+        if (tid < w)
+            before[tid] = r0 > 0 ? a[tid - w] : (unsigned short)0;
+        wait_async();
+        __syncthreads();
+        // row jj, word u: elements (r0 - p + 2u, r0 - p + 2u + 1) of B's row, from A's rows 2u - p, 2u - p + 1
+        const int m = w * U, ej = NARROW_THREADS / U, eu = NARROW_THREADS % U;
+        int jj = tid / U, u = tid % U;
+        for (int g = tid; g < m; g += NARROW_THREADS) {
+            const int p = p0 ^ (podd & jj);
+            const long long r = r0 - p + 2 * u;
+            if (u < (p ? U1 : h2)) {
+                const int i = 2 * u - p;   // the word's first row in the strip (-1: the row before it)
+                const unsigned int lo = i >= 0 ? sm[i * w + jj] : before[jj];
+                const unsigned int hi = i + 1 < h ? sm[(i + 1) * w + jj] : 0u;
+                unsigned short* b = B + jj * ldb + r;
+                if (r < 0)
+                    b[1] = (unsigned short)hi;
+                else if (r + 1 >= rows || i + 1 >= h)
+                    b[0] = (unsigned short)lo;
+                else
+                    *reinterpret_cast<unsigned int*>(b) = lo | (hi << 16);
+            }
+            jj += ej; u += eu;
+            if (u >= U) { u -= U; ++jj; }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
 // 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
 // a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
@@ -1119,3 +1265,7 @@ GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 1
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)

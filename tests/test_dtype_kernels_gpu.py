@@ -167,6 +167,7 @@ LAYOUTS = {
     "a_flat": lambda r, c: (8, c, 2, r + 6 - r % 2),  # A contiguous from 16 bytes on
     "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),  # B contiguous from 16 bytes on
     "b_packed": lambda r, c: (3, c + 3, 0, r),  # A at odd offsets and strides, B packed and aligned
+    "b_odd": lambda r, c: (8, c, 1, r + 1 + r % 2),  # A contiguous from 16 bytes on, B's rows off words
 }
 
 

@@ -240,17 +240,35 @@ def test_auto_is_a_kernel_of_the_dtype():
 
 
 def test_auto_takes_strip_kernels_for_narrow_matrices():
+    """The strips for narrow matrices; but float32 of 24 columns or more, and 2-byte matrices of as many
+    that no word strip takes, in sector_aligned's tiles; 2-byte rows of B off words (an odd number of rows
+    into a packed B, B 2 bytes off a word) in the parity strips up to 16 columns, and up to 35 columns
+    from 2^23 elements on."""
     base = 0x7F0000000000
-    assert T.choose_algorithm(1 << 20, 40, base, 1 << 20) == "narrow_cols16k"
+    assert T.choose_algorithm(1 << 20, 17, base, 1 << 20) == "narrow_cols16k"
+    assert T.choose_algorithm(1 << 20, 23, base, 1 << 20) == "narrow_cols16k"
+    for cols in (24, 40, 63):
+        assert T.choose_algorithm(1 << 20, cols, base, 1 << 20) == "sector_aligned"  # B on sectors or not
+        assert T.choose_algorithm((1 << 20) + 1, cols, base, (1 << 20) + 1) == "sector_aligned"
+    assert T.choose_algorithm(60, 40, base, 60) == "tiled_rect64"  # the skew would spread 60 rows over two tiles
     assert T.choose_algorithm(20, 1 << 20, base + 8, 20) == "narrow_rows16k"  # B off 16 bytes
     assert T.choose_algorithm(20, 1 << 20, base, 21) == "narrow_rows16k"  # B not packed
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f64") == "narrow_cols"
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_flat_even16k"
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base + 4, 40) == "narrow_cols_pairs16k"  # A off 16
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 42) == "narrow_cols_pairs16k"  # A not packed
-    assert T.choose_algorithm((1 << 20) + 1, 40, base, (1 << 20) + 1, "f16", base, 40) == "narrow_cols16k"  # ldb odd
+    assert T.choose_algorithm((1 << 20) + 1, 40, base, (1 << 20) + 1, "f16", base, 40) == "sector_aligned"  # ldb odd
     assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
-    assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "narrow_cols16k"
+    assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "sector_aligned"  # A off 16
+    assert T.choose_algorithm(1 << 20, 9, base + 2, 1 << 20, "f16", base + 2, 9) == "narrow_cols16k"
+    for dt in ("f16", "bf16"):
+        for rows, cols in ((1398101, 24), (1082401, 31), ((1 << 18) + 1, 8), (1001, 16), (1001, 3)):
+            name = "narrow_cols_flat_parity16k" if cols % 2 == 0 else "narrow_cols_flat_odd_parity16k"
+            assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == name, (rows, cols)
+            assert T.choose_algorithm(rows - 1, cols, base + 2, rows, dt, base, cols) == name  # B off a word
+        assert T.choose_algorithm(256001, 24, base, 256001, dt, base, 24) == "sector_aligned"  # 6 MiB
+        assert T.choose_algorithm(1 << 20 | 1, 36, base, 1 << 20 | 1, dt, base, 36) == "sector_aligned"
+        assert T.choose_algorithm(1 << 20 | 1, 63, base, 1 << 20 | 1, dt, base, 63) == "sector_aligned"
     assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
 
 
@@ -295,6 +313,43 @@ def test_the_even_flat_strip_stages_within_its_shared_memory():
         assert not v.accepts(1000, 40, base, 42, base, 1000)  # A not contiguous
         assert not v.accepts(1000, 40, base, 40, base + 2, 1000)  # B off 4 bytes
         assert not v.accepts(1001, 40, base, 40, base, 1001)  # B's stride odd
+
+
+def test_the_parity_strip_stages_within_its_shared_memory_and_takes_any_row_stride():
+    """narrow_cols_flat_parity16k: the strip and B's staged words (P < R / 2 + 17) fit the kernel's arrays
+    for every even width; it takes B 2-byte aligned at any row stride (the packed result of an odd number
+    of rows: rows of B alternating parity), and refuses odd widths and views of A."""
+    for dt in ("f16", "bf16"):
+        v = T.KERNELS[("narrow_cols_flat_parity16k", dt)]
+        elems = v.nbytes // 2
+        for cols in range(2, 127, 2):
+            r = v.strip(1 << 20, cols)
+            assert r % 16 == 0 and r * cols <= elems and r >= 16, cols
+            assert cols * (r // 2 + 16) <= elems // 2 + 2048, cols
+        base = 0x7F0000000000
+        assert v.accepts(1398101, 24, base, 24, base, 1398101)  # odd rows into a packed B
+        assert v.accepts(1000, 24, base, 24, base + 2, 1001)  # B 2 bytes off a word, odd stride
+        assert not v.accepts(1000, 41, base, 41, base, 1000)
+        assert not v.accepts(1000, 24, base + 8, 24, base, 1000)
+        assert not v.accepts(1000, 24, base, 26, base, 1000)
+        assert not v.accepts(1000, 24, base, 24, base + 1, 1000)
+
+
+def test_the_odd_parity_strip_takes_odd_widths_at_any_row_stride():
+    """narrow_cols_flat_odd_parity16k: narrow_cols_flat16k's strip (R rows within the kernel's array) for B
+    2-byte aligned at any row stride; even widths and views of A refused."""
+    for dt in ("f16", "bf16"):
+        v = T.KERNELS[("narrow_cols_flat_odd_parity16k", dt)]
+        for cols in range(1, 128, 2):
+            r = v.strip(1 << 20, cols)
+            assert r % 16 == 0 and r * cols <= v.nbytes // 2 and r >= 16, cols
+        base = 0x7F0000000000
+        assert v.accepts(1082401, 31, base, 31, base, 1082401)  # odd rows into a packed B
+        assert v.accepts(1000, 31, base, 31, base + 2, 1001)
+        assert not v.accepts(1000, 24, base, 24, base, 1000)
+        assert not v.accepts(1000, 31, base + 8, 31, base, 1000)
+        assert not v.accepts(1000, 31, base, 33, base, 1000)
+        assert not v.accepts(1000, 31, base, 31, base + 1, 1000)
 
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():

@@ -69,7 +69,10 @@ class NarrowVariant:
                4-byte aligned with even ldb; axis "rows": B contiguous (ldb == rows) and 16-byte aligned,
                A 4-byte aligned with even lda;
       "flat_even": axis "cols" only, an even width <= 126, A and B as "flat" asks (the raw strip staged,
-               then B's words staged a second time: `nbytes` is the raw strip's share).
+               then B's words staged a second time: `nbytes` is the raw strip's share);
+      "flat_parity": "flat_even" for B 2-byte aligned at any ldb (rows of B starting on either half of
+               a word);
+      "flat_odd_parity": "flat" (odd widths) for B 2-byte aligned at any ldb.
     Every dtype has one more mode, axis "rows" only:
       "chunks": B contiguous (ldb == rows) and 16-byte aligned, A at any alignment and stride (its rows
                read as the aligned 16-byte chunks that cover them)."""
@@ -78,7 +81,7 @@ class NarrowVariant:
     axis: str  # "cols" or "rows": which dimension of A is narrow
     itemsize: int
     nbytes: int = 32768
-    mode: str = "plain"  # "plain", "pairs", "flat", "flat_even" or "chunks"
+    mode: str = "plain"  # "plain", "pairs", "flat", "flat_even", "flat_parity", "flat_odd_parity", "chunks"
     block: tuple[int, int, int] = (256, 1, 1)
 
     def strip(self, rows: int, cols: int) -> int:
@@ -92,7 +95,7 @@ class NarrowVariant:
         if self.mode == "chunks":
             return 16 * ((self.nbytes // rows - 16) // 16) // self.itemsize
         elems = self.nbytes // self.itemsize
-        if self.mode in ("flat", "flat_even"):
+        if self.mode in ("flat", "flat_even", "flat_parity", "flat_odd_parity"):
             return (elems // (cols if self.axis == "cols" else rows)) & ~15
         if self.axis == "cols":
             return (elems // (cols | 1)) & ~15
@@ -116,6 +119,9 @@ class NarrowVariant:
             )
         if self.mode == "chunks":
             return ldb == rows and b_address % 16 == 0
+        if self.mode in ("flat_parity", "flat_odd_parity"):  # B 2-byte aligned at any stride
+            odd = self.mode == "flat_odd_parity"
+            return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 2 == 0
         if self.mode in ("flat", "flat_even") and self.axis == "cols":  # the width's parity tells the two apart
             odd = self.mode == "flat"
             return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
@@ -156,6 +162,14 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     },
     **{
         ("narrow_cols_flat_even16k", dt): _narrow("cols", dt, "_flat_even16k", 16384, "flat_even")
+        for dt in TWO_BYTE_SUFFIXES
+    },
+    **{
+        ("narrow_cols_flat_parity16k", dt): _narrow("cols", dt, "_flat_parity16k", 16384, "flat_parity")
+        for dt in TWO_BYTE_SUFFIXES
+    },
+    **{
+        ("narrow_cols_flat_odd_parity16k", dt): _narrow("cols", dt, "_flat_odd_parity16k", 16384, "flat_odd_parity")
         for dt in TWO_BYTE_SUFFIXES
     },
     **{
@@ -221,8 +235,22 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # A tall 2-byte A of an even width up to NARROW_AUTO_COLS, contiguous and 16-byte aligned, into a B of even
 # stride takes narrow_cols_flat_even16k (H200, thirty-third session, 64 MiB strips, copy time / kernel
 # time): 2-64 columns 0.73-0.79 where narrow_cols_pairs16k had 0.52-0.66. Past 63 columns auto keeps
-# tiled_rect64 (0.81 at 64 against 0.73; at 100 the two are even, 0.75 and 0.76). An odd number of rows
-# into a packed B (odd ldb) takes neither: narrow_cols16k, 0.39-0.41.
+# tiled_rect64 (0.81 at 64 against 0.73; at 100 the two are even, 0.75 and 0.76).
+# Rows of B off 4-byte words (an odd number of rows into a packed B, an odd ldb, B 2 bytes off a word) take
+# the parity strips, which write B's words whichever half a row starts on (H200, thirty-fourth session,
+# benchmarks/NOTES.md, copy time / kernel time): 64 MiB, 2-24 columns 0.57-0.63 and odd widths 0.71-0.72,
+# where auto's narrow_cols16k had 0.36-0.42 and sector_aligned 0.06-0.49. They lose to sector_aligned from
+# about 36 columns (40: 0.60 against 0.65; 63: 0.72 against 0.80), and below 2^23 elements on 24-31
+# columns (6-8 MiB even, 3 MiB sector_aligned 20% ahead: a strip's blocks are too few), not on 8 (2-byte,
+# 4 MiB: 6.9 us against 11.9). A tall A that no fast strip takes moves in the tiles from 24 columns on
+# (sector_aligned: 24 columns 0.49, 32 0.57, 40 0.65 against narrow_cols16k's 0.38-0.41; 16 0.35 against
+# 0.38). float32 of 24-63 columns likewise (64 MiB: 24 columns 0.86 against narrow_cols16k's 0.83, 63
+# 0.93 against 0.84; 48 MiB and 6 MiB of 24 columns 58.0 and 16.4 us against 61.5 and 18.9, B on sectors,
+# where tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77).
+PARITY_ANY_SIZE_MAX_COLS = 16
+PARITY_MAX_COLS = 35
+PARITY_MIN_ELEMENTS = 1 << 23
+TILES_MIN_COLS = 24
 
 
 def _b_on_sectors(address: int, ld: int, isz: int) -> bool:
@@ -237,7 +265,8 @@ def choose_algorithm(
     (row stride lda) written to B at out_address (row stride ldb).
 
     Narrow matrices (<= 63 columns or <= 31 rows) go through strip kernels that read and write long
-    contiguous runs (measured on the H100); a short A into a packed, 16-byte aligned B through
+    contiguous runs (measured on the H100), but for float32 of TILES_MIN_COLS columns or more, which
+    sector_aligned moves faster (measured on the H200); a short A into a packed, 16-byte aligned B through
     narrow_rows_chunks (2-byte elements up to CHUNKS_2BYTE_MAX_ROWS rows; not float64). Otherwise B's
     alignment decides (measured on the H200): rows
     of B that start on 32-byte sectors take tiled_rect64; others sector_aligned, which writes whole
@@ -250,16 +279,18 @@ def choose_algorithm(
     lda = lda or cols
     if isz == 2:
         return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
-    if cols <= NARROW_AUTO_COLS:
+    if cols <= NARROW_AUTO_COLS and (isz != 4 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
     if rows <= NARROW_AUTO_ROWS:
         if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
             return "narrow_rows_chunks"
         return "narrow_rows16k" if isz == 4 else "narrow_rows"
     sector = SECTOR_BYTES // isz
-    if _b_on_sectors(out_address, ldb, isz) or rows <= 64 < rows + sector - 1:
+    if rows <= 64 < rows + sector - 1:
         return "tiled_rect64"
-    return "sector_aligned"
+    if cols <= NARROW_AUTO_COLS or not _b_on_sectors(out_address, ldb, isz):  # (float32 of 24-63 columns)
+        return "sector_aligned"
+    return "tiled_rect64"
 
 
 def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
@@ -268,7 +299,11 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
         for name in ("narrow_cols_flat16k",) if cols % 2 else ("narrow_cols_flat_even16k", "narrow_cols_pairs16k"):
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
-        return "narrow_cols16k"
+        parity = "narrow_cols_flat_odd_parity16k" if cols % 2 else "narrow_cols_flat_parity16k"
+        large = cols <= PARITY_MAX_COLS and rows * cols >= PARITY_MIN_ELEMENTS
+        if (cols <= PARITY_ANY_SIZE_MAX_COLS or large) and KERNELS[(parity, dtype)].accepts(*args):
+            return parity
+        return "sector_aligned" if cols >= TILES_MIN_COLS else "narrow_cols16k"
     if rows <= CHUNKS_2BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
         return "narrow_rows_chunks" if rows <= 32 else "narrow_rows_chunks16k"
     if rows <= NARROW_AUTO_ROWS:
