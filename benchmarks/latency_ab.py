@@ -55,8 +55,9 @@ def cases(gm) -> dict:
     torch = _torch()
     on_torch = {}
     if torch is not None:  # one of PyTorch's pooled streams, as an application inside PyTorch code passes it
-        ts = torch.cuda.Stream()
+        ts, t = torch.cuda.Stream(), torch.rand(64, 64, device="cuda")
         on_torch["matmul 64^3 float32 on a PyTorch stream"] = (lambda: gm.matmul(A, A, stream=ts), ts.synchronize)
+        on_torch["import a PyTorch 64x64 (DLPack)"] = (lambda: gm.from_dlpack(t), sync)
     return {
         **on_torch,
         "matmul 64^3 float32": (lambda: A @ A, sync),
@@ -67,6 +68,7 @@ def cases(gm) -> dict:
         "matmul 64^3 float16": (lambda: H @ H, sync),
         "matmul 64^3 float64": (lambda: D @ D, sync),
         "transpose 64x64": (lambda: gm.transpose(A), sync),
+        "transpose 64x64 into out=": (lambda: gm.transpose(A, out=C), sync),
         "dot 64x64": (lambda: gm.dot(A, A), sync),
         "astype float16 64x64": (lambda: A.astype(np.float16), sync),
         "upload 64x64 (from_numpy)": (lambda: gm.Matrix.from_numpy(a), sync),

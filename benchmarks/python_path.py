@@ -195,6 +195,7 @@ def cases(gm) -> dict:
     batch = gm.Matrix.from_numpy(rng.uniform(-1, 1, (8, 64, 64)).astype(np.float32))
     H = gm.Matrix.from_numpy(rng.uniform(-1, 1, (256, 256)).astype(np.float16))
     D = gm.Matrix.from_numpy(rng.uniform(-1, 1, (64, 64)))
+    T = gm.Matrix.empty(64, 64)
     int8 = gm.Matrix.from_numpy(rng.integers(-128, 128, (256, 256)), dtype=np.int8)
     bias = gm.Matrix.from_numpy(rng.uniform(-1, 1, (1, 64)).astype(np.float32))
     own, foreign, torch_stream, torch_external = gm.Stream(), ForeignStream(), TorchLikeStream(), TorchLikeExternal()
@@ -218,6 +219,7 @@ def cases(gm) -> dict:
         "matmul 256^3 int8 -> int32, x @ W.T (TMA descriptors)": lambda: int8 @ int8.T,
         "matmul 256^3 int8, B row-major (transposed into scratch)": lambda: int8 @ int8,
         "transpose 64x64": lambda: gm.transpose(A),
+        "transpose 64x64 into out=": lambda: gm.transpose(A, out=T),
         "astype float64": lambda: A.astype(np.float64),
         "dot 64x64": lambda: gm.dot(A, B),
         "from_dlpack of another library's 64x64": lambda: gm.from_dlpack(producer),

@@ -29,7 +29,7 @@ def test_every_call_path_runs_through_the_stand_in_driver():
     out = _run(str(ROOT / "benchmarks" / "python_path.py"), "--calls", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert len(lines) == 23 and all(line.endswith(" us") for line in lines), out.stdout
+    assert len(lines) == 24 and all(line.endswith(" us") for line in lines), out.stdout
     assert all(float(line.split()[-2]) > 0 for line in lines)
 
 
@@ -330,6 +330,139 @@ def test_every_argument_check_holds_on_both_routes():
     assert int(out.stdout.strip()) == 29
 
 
+TRANSPOSES = (
+    RECORDING
+    + r"""
+T = sys.modules["gpumat.transpose"]  # (gpumat.transpose, the attribute, is the function)
+streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
+full_route = lambda a, out, stream: None
+fast = T._common_transpose
+taken = 0
+for case in range(300):
+    dt = (np.float32, np.float16, np.float64, "bfloat16", np.int8, np.int32)[case % 6]
+    rows, cols = (int(x) for x in rng.choice([1, 2, 7, 17, 24, 31, 63, 64, 65, 128, 1001, 3001], 2))
+    shift, out_shift = (int(x) for x in rng.integers(3, size=2))  # views one or two columns in
+    a = gm.Matrix.empty((rows, cols + shift), dtype=dt)[:, shift:]
+    out = gm.Matrix.empty((cols, rows + out_shift), dtype=dt)[:, out_shift:] if case % 2 else None
+    stream = streams[(case // 2) % 4]
+    runs = []
+    for how in ("full", "fast", "fast"):
+        T._common_transpose = full_route if how == "full" else fast
+        launches.clear()
+        result = T.transpose(a, out=out, stream=stream)
+        names = {a.elements: "A", result.elements: "B"}
+        runs.append([(n, g, bl, tuple(names.get(x, x) for x in ab), *more) for n, g, bl, ab, *more in launches])
+    T._common_transpose = fast
+    assert runs[0] and runs[0] == runs[1] == runs[2], (case, rows, cols, shift, out_shift, runs)
+    taken += fast(a, out, stream) is not None
+print(taken)
+"""
+)
+
+
+def test_the_common_transpose_launches_what_the_full_route_does():
+    """gm.transpose's short path for the common call (a row-major 2-D matrix of gpumat's pool, auto, into a
+    new matrix or a row-major out) launches what the full route launches for the same operands: kernel,
+    grid, block, addresses, sizes, strides and stream, every dtype, views one or two columns in, strips and
+    tiles and the copies of one row or column, on every kind of stream."""
+    out = _run("-c", TRANSPOSES, str(ROOT / "benchmarks"), "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.strip()) == 300  # and the short path took every one of them
+
+
+TRANSPOSE_ERRORS = (
+    RECORDING
+    + r"""
+T = sys.modules["gpumat.transpose"]  # (gpumat.transpose, the attribute, is the function)
+a = gm.Matrix.empty((64, 48))
+gone = gm.Matrix.empty((64, 48))
+gone.free()
+gone_out = gm.Matrix.empty((48, 64))
+gone_out.free()
+closed = gm.Stream()
+closed.close()
+block = gm.Matrix.empty((64, 64))
+cases = {
+    "out of another shape": lambda: gm.transpose(a, out=gm.Matrix.empty((48, 63))),
+    "out of another dtype": lambda: gm.transpose(a, out=gm.Matrix.empty((48, 64), dtype=np.float64)),
+    "out overlapping a": lambda: gm.transpose(block[:, :48], out=block[:48, :]),
+    "out is a": lambda: gm.transpose(block, out=block),
+    "a freed operand": lambda: gm.transpose(gone),
+    "a freed out": lambda: gm.transpose(a, out=gone_out),
+    "a closed stream": lambda: gm.transpose(a, stream=closed),
+    "not a stream": lambda: gm.transpose(a, stream="stream"),
+    "a numpy operand": lambda: gm.transpose(np.ones((4, 4), np.float32)),
+    "a numpy out": lambda: gm.transpose(a, out=np.ones((48, 64), np.float32)),
+}
+seen = {}
+for route in ("short path first", "full route"):
+    T._common_transpose = T._common_transpose if route == "short path first" else (lambda a, out, stream: None)
+    for what, call in cases.items():
+        try:
+            call()
+            seen.setdefault(what, []).append("no error")
+        except Exception as e:
+            seen.setdefault(what, []).append(f"{type(e).__name__}: {e}")
+for what, (short, full) in seen.items():
+    assert short == full and short != "no error", (what, short, full)
+print(len(seen))
+"""
+)
+
+
+def test_every_transpose_argument_check_holds_on_both_routes():
+    """The same bad arguments give gm.transpose the same errors whether its short path may take the call or
+    not: an out that overlaps A (a view of the same block) or is A, another shape or dtype, freed
+    operands, a closed stream."""
+    out = _run("-c", TRANSPOSE_ERRORS, str(ROOT / "benchmarks"), "0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.strip()) == 10
+
+
+ASTYPES = (
+    RECORDING
+    + r"""
+import ml_dtypes
+from gpumat import convert
+streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
+dtypes = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int32, ml_dtypes.float8_e4m3fn]
+fast = convert._common_astype
+taken = 0
+for case in range(300):
+    src_dt, dst_dt = (dtypes[int(i)] for i in rng.integers(len(dtypes), size=2))
+    rows, cols = (int(x) for x in rng.choice([1, 7, 64, 129, 1001], 2))
+    shift = int(rng.integers(3))
+    a = gm.Matrix.empty((rows, cols + shift), dtype=src_dt)[:, shift:]
+    stream = streams[case % 4]
+    runs = []
+    for how in ("full", "fast"):
+        convert._common_astype = (lambda m, dt, stream: None) if how == "full" else fast
+        launches.clear()
+        try:
+            result = a.astype(dst_dt, stream=stream)
+        except TypeError as e:
+            runs.append(str(e))
+            continue
+        names = {a.elements: "A", result.elements: "B"}
+        runs.append([(n, g, bl, tuple(names.get(x, x) for x in ab), *more) for n, g, bl, ab, *more in launches])
+        assert result.dtype == np.dtype(dst_dt) and result.shape == a.shape
+    convert._common_astype = fast
+    assert runs[0] == runs[1], (case, src_dt, dst_dt, rows, cols, shift, runs)
+    taken += fast(a, np.dtype(dst_dt), stream) is not None
+print(taken)
+"""
+)
+
+
+def test_the_common_astype_launches_what_the_full_route_does():
+    """Matrix.astype's short path (one row-major 2-D matrix of gpumat's pool into another dtype a kernel
+    converts into) launches what the full route launches, on every kind of stream, views included; the
+    pairs no kernel converts raise the same TypeError either way."""
+    out = _run("-c", ASTYPES, str(ROOT / "benchmarks"), "5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert 100 <= int(out.stdout.strip()) < 300  # the short path took the convertible pairs
+
+
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
 # one gets measurably slower: these are the only ones each common call may make.
 DRIVER_CALLS = {
@@ -359,6 +492,6 @@ def test_each_common_call_makes_only_the_driver_calls_it_needs():
     assert out.returncode == 0, out.stderr[-3000:]
     made = dict(line.split("  ", 1) for line in out.stdout.splitlines())
     made = {case.strip(): calls.strip() for case, calls in made.items()}
-    assert len(made) == 23, out.stdout
+    assert len(made) == 24, out.stdout
     for case, calls in made.items():
         assert calls == DRIVER_CALLS.get(case, "cuLaunchKernel 1"), (case, calls)

@@ -19,11 +19,13 @@ from functools import lru_cache
 from . import _dtypes
 from ._dtypes import FP8_SUFFIXES, INTEGER_SUFFIXES, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
 from .matrix import Matrix, paired_pieces
-from .memory.ordering import done_on, use_on
+from .memory import DeviceBuffer
+from .memory.ordering import done_on, mark_done, use_on
 from .operands import operand_device
+from .runtime.devices import thread_state
 from .runtime.geometry import MAX_GRID_YZ, cdiv
 from .runtime.kernels import FixedLaunch, Kernel
-from .runtime.streams import stream_handle
+from .runtime.streams import LEGACY_STREAM, stream_handle
 
 SIGNATURE = "PPqqqqqqq"  # src, dst, rows, cols, lds, ldd, batch, sbs, sbd
 BLOCK = (32, 8, 1)
@@ -63,10 +65,16 @@ def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1) -> FixedLaunch
     return FixedLaunch(kernel, grid(rows, cols, batch), BLOCK, 0, len(SIGNATURE), ())
 
 
+_THREAD = thread_state()  # each thread's state (its `with stream:` stack)
+
+
 def astype(m, dtype, stream=None):
     """Matrix.astype: a new packed matrix of `dtype` on m's device, of m's shape and layout (a transposed
     view gives a transposed result; same dtype: a copy)."""
     dt = _dtypes.as_storage_dtype(dtype)
+    done = _common_astype(m, dt, stream)
+    if done is not None:
+        return done
     dev = operand_device((m, "m"))
     if dt == m.dtype:
         return m.copy(stream=stream)
@@ -104,6 +112,36 @@ def astype(m, dtype, stream=None):
                     _convert(piece._operand(), target._operand(), s, dev)
             done_on(s, src[8], dst[8])
     return out
+
+
+def _common_astype(m, dt, stream) -> Matrix | None:
+    """The common call, one live row-major 2-D matrix of gpumat's pool into another computed dtype, in as
+    few steps as it takes: what the full route would do, tested directly; None for anything else (the
+    same dtype, FP8 into FP8, no kernel for the pair, views stored transposed, batches, imported, freed or
+    empty matrices), which then takes the full route and its messages."""
+    if m.__class__ is not Matrix:
+        return None
+    src = m._operand()
+    _, _, _, trans, batch, rows, cols, sfx, buf = src
+    kernel = CONVERT_KERNELS.get((sfx, _SUFFIX.get(dt)))
+    if kernel is None or trans or batch is not None or buf.__class__ is not DeviceBuffer or not rows or not cols:
+        return None
+    dev = buf.device
+    dev.activate()
+    s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)
+    with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
+        if not buf.alive:
+            return None
+        out = Matrix._allocate(rows, cols, dev, s, dt)
+        dst = out._operand()
+        foreign = use_on(s, buf, dst[8])
+        _launch(kernel, rows, cols)(dev, s, src[0], dst[0], rows, cols, src[1], dst[1], 1, 0, 0)
+        if foreign is not None:
+            mark_done(foreign, s, buf, dst[8])
+    return out
+
+
+_SUFFIX = _dtypes.SUFFIX_OF  # a dtype's kernel suffix, for those already seen (the rest: the full route)
 
 
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 
 from ._dtypes import ITEMSIZE, MOVE_SUFFIX, MOVE_SUFFIXES, STORAGE_ONLY_SUFFIXES
 from .matrix import Matrix, matrices, storage
-from .memory.ordering import done_on, use_on
+from .memory import DeviceBuffer
+from .memory.ordering import done_on, mark_done, use_on
 from .operands import as_matrix, check_out, operand_device, same_dtype
+from .runtime.devices import thread_state
 from .runtime.geometry import MAX_GRID_X, MAX_GRID_YZ, cdiv, tiled_grid
 from .runtime.kernels import FixedLaunch, Kernel
 from .runtime.memops import copy_device_2d
-from .runtime.streams import stream_handle
+from .runtime.streams import LEGACY_STREAM, stream_handle
 
 SIGNATURE = "PPqqqqqqq"  # A, B, rows, cols, lda, ldb, batch, bsa, bsb (the matrices' strides in elements)
 
@@ -419,6 +421,10 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
     >>> gm.transpose(A).to_numpy().tolist()
     [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
+    if algorithm == "auto":
+        done = _common_transpose(a, out, stream)
+        if done is not None:
+            return done
     dev = operand_device((a, "a"), (out, "out"))
     s = stream_handle(stream, dev)
     with dev.lock:
@@ -438,6 +444,48 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
             for x, y in zip(matrices(a), matrices(out), strict=True):
                 _transpose_one(x, y, dt, algorithm, s, dev)
         done_on(s, a_buffer, out_buffer)
+    return out
+
+
+_THREAD = thread_state()  # each thread's state (its `with stream:` stack)
+
+
+def _common_transpose(a, out, stream) -> Matrix | None:
+    """The common call, auto's transpose of one live, row-major 2-D matrix of gpumat's pool (into a new
+    matrix or a row-major `out` of another block), in as few steps as it takes: what the full route's
+    checks would pass, tested directly; None for anything else (views stored transposed, batches, imported
+    or freed operands, empty matrices), which then takes the full route and its messages."""
+    if a.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
+        return None
+    src, lds, _, trans, batch, rows, cols, dt, ab = a._operand()
+    if trans or batch is not None or ab.__class__ is not DeviceBuffer or not rows or not cols:
+        return None
+    dev = ab.device
+    if out is not None:
+        dst, ldd, _, out_trans, out_batch, out_rows, out_cols, out_dt, ob = out._operand()
+        if (
+            ob.__class__ is not DeviceBuffer  # (also a freed one: None)
+            or ob is ab  # two blocks of the pool never share a byte; one block may
+            or ob.device is not dev
+            or out_dt != dt
+            or out_trans
+            or out_batch is not None
+            or out_rows != cols
+            or out_cols != rows
+        ):
+            return None
+    dev.activate()
+    s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)
+    with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
+        if not (ab.alive and (out is None or ob.alive)):
+            return None
+        if out is None:
+            out = Matrix._allocate(cols, rows, dev, s, a.dtype)
+            dst, ldd, *_, ob = out._operand()
+        foreign = use_on(s, ab, ob)
+        transpose_region(src, dst, rows, cols, lds, ldd, dt, s, dev)
+        if foreign is not None:
+            mark_done(foreign, s, ab, ob)
     return out
 
 
