@@ -782,7 +782,8 @@ class Producer:
 
 def borrowed_memory(model, gm) -> dict:
     """Zero-copy imports of another library's arrays: used on a third library's stream and dropped at
-    once, freed explicitly right after a use, and copied (copy=True) behind work on the producer's stream;
+    once, freed explicitly right after a use (a transpose, a product reading it, one writing it, on the
+    import stream), and copied (copy=True) behind work on the producer's stream;
     each time the producer frees its memory as soon as gpumat lets go of it."""
     import gc
 
@@ -797,6 +798,14 @@ def borrowed_memory(model, gm) -> dict:
         gc.collect()
         M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
         results.append(gm.transpose(M))  # on the legacy stream
+        M.free()
+        gc.collect()
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
+        results.append(gm.matmul(M, B))  # a product on the import stream (legacy), M dropped after it
+        del M
+        gc.collect()
+        M = gm.Matrix.from_cuda_array(Producer(model, producer_stream))
+        gm.matmul(B, B, out=M)  # written there
         M.free()
         gc.collect()
         results.append(gm.Matrix.from_cuda_array(Producer(model, producer_stream), copy=True))

@@ -325,9 +325,10 @@ def enqueue(bound: BoundPlan, s: int, a: tuple, b: tuple, c: tuple, epilogue: tu
     """Run a bound plan on stream s between the stream-ordering contract's two steps (device lock held):
     the operands' buffers (ab, bb, cb and a bias's) ordered on s (use_on, where one was last used
     elsewhere), and on another library's stream the mark that their frees wait for."""
-    if ab.stream == s and bb.stream == s and cb.stream == s and bias is None:  # nothing to order
-        bound.run(s, a, b, c, epilogue)
-        return
+    if ab.stream == s and bb.stream == s and cb.stream == s and bias is None:  # nothing to order, unless
+        if not (ab.borrowed or bb.borrowed or cb.borrowed):  # imported memory: its release waits for s
+            bound.run(s, a, b, c, epilogue)
+            return
     buffers = (ab, bb, cb) if bias is None else (ab, bb, cb, bias)
     foreign = use_on(s, *buffers)  # says so whenever s is another library's stream
     bound.run(s, a, b, c, epilogue)

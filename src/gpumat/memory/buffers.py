@@ -189,9 +189,7 @@ class BorrowedBuffer(_Buffer):
         work is not marked), or the producer's allocator could hand the memory to its next tensor while a
         gpumat kernel still reads or writes it."""
         others, self.others = self.others or {}, None
-        if self.stream not in others and trusted(self.stream):  # the stream it was imported on
-            others[self.stream] = None
-        if not others or not self.ptr:
+        if not others or not self.ptr:  # (nothing queued: no wait, not even on the import stream)
             return
         self.device.activate()
         for stream, mark in others.items():

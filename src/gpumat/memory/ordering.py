@@ -29,7 +29,9 @@ def use_on(stream: int, *buffers):
     (for mark_done after the work), else None."""
     if stream in SPECIAL_STREAMS or stream in own_streams:
         for buf in buffers:
-            if buf.stream != stream:
+            # a block of gpumat's own on its allocation stream has nothing to order; imported memory on its
+            # import stream nothing either, but its release waits there only once gpumat has queued work
+            if buf.stream != stream or buf.borrowed:
                 others = buf.others  # used there before: nothing to order (what buf.use_on would find)
                 if others is None or stream not in others:
                     buf.use_on(stream)
