@@ -1179,6 +1179,79 @@ __device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A
     }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// quads128 (1-byte elements only): every global access 4 bytes wide. A block of 32 x 8 threads moves a
+// 128 x 128 tile of A as 4 x 4 blocks of bytes: the tile's rows are loaded as words (a warp 128
+// contiguous bytes of a row) into shared memory; then a thread reads the four words that hold a 4 x 4
+// block (rows 4w .. 4w + 3, columns 4q .. 4q + 3), transposes its bytes in registers with four byte
+// permutes into pairs and four into the block's columns, and writes them as words of B's rows 4q .. 4q + 3
+// (a warp, w = 0 .. 31, 128 contiguous bytes of one row of B). Staged row r keeps its word q at column
+// q ^ (r / 4): the warp's four reads, rows 4w + i for w = 0 .. 31, then fall in 32 banks. Needs A and B
+// 4-byte aligned with lda and ldb multiples of 4, else (and for tiles that stick out of A) the block
+// moves its tile byte by byte through the same shared memory (an odd pitch of 33 words there).
+// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/128), 65535)); 16.5 KB of shared memory.
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ void quads128(const unsigned char* __restrict__ A, unsigned char* __restrict__ B,
+                                         long long rows, long long cols, long long lda, long long ldb)
+{
+    constexpr int T = 128, W = T / 4, PITCH = W + 1;   // fast path: S[r][q ^ (r / 4)], W words a row
+    __shared__ unsigned int S[T * PITCH];
+    unsigned char* S8 = reinterpret_cast<unsigned char*>(S);   // fallback: S8[c * 4 PITCH + r] = A(r0 + r, c0 + c)
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long c0 = (long long)blockIdx.x * T;
+    const long long row_tiles = (rows + T - 1) / T;
+    const bool aligned = ((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B)) & 3) == 0
+                         && ((lda | ldb) & 3) == 0;
+    for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+        const long long r0 = t * T;
+        if (aligned && r0 + T <= rows && c0 + T <= cols) {
+            const unsigned int* a = reinterpret_cast<const unsigned int*>(A + r0 * lda + c0);
+            const long long lda4 = lda >> 2, ldb4 = ldb >> 2;
+            unsigned int v[16];
+#pragma unroll
+            for (int k = 0; k < 16; ++k)
+                v[k] = a[(ty + 8 * k) * lda4 + tx];
+#pragma unroll
+            for (int k = 0; k < 16; ++k) {
+                const int r = ty + 8 * k;
+                S[r * W + (tx ^ (r >> 2))] = v[k];
+            }
+            __syncthreads();
+            unsigned int* b = reinterpret_cast<unsigned int*>(B + c0 * ldb + r0) + tx;   // word w = tx of B's rows
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int q = ty + 8 * k;   // B's rows 4q .. 4q + 3 of the tile
+                const unsigned int x0 = S[(4 * tx) * W + (q ^ tx)], x1 = S[(4 * tx + 1) * W + (q ^ tx)];
+                const unsigned int x2 = S[(4 * tx + 2) * W + (q ^ tx)], x3 = S[(4 * tx + 3) * W + (q ^ tx)];
+                const unsigned int t0 = __byte_perm(x0, x1, 0x5140), t1 = __byte_perm(x0, x1, 0x7362);
+                const unsigned int t2 = __byte_perm(x2, x3, 0x5140), t3 = __byte_perm(x2, x3, 0x7362);
+                b[(4 * q) * ldb4] = __byte_perm(t0, t2, 0x5410);
+                b[(4 * q + 1) * ldb4] = __byte_perm(t0, t2, 0x7632);
+                b[(4 * q + 2) * ldb4] = __byte_perm(t1, t3, 0x5410);
+                b[(4 * q + 3) * ldb4] = __byte_perm(t1, t3, 0x7632);
+            }
+        } else {
+            const int h = (int)min((long long)T, rows - r0), w = (int)min((long long)T, cols - c0);
+            const unsigned char* a = A + r0 * lda + c0;
+#pragma unroll 4
+            for (int r = ty; r < h; r += 8)
+#pragma unroll
+                for (int c = tx; c < T; c += 32)
+                    if (c < w)
+                        S8[c * (4 * PITCH) + r] = a[r * lda + c];
+            __syncthreads();
+            unsigned char* b = B + c0 * ldb + r0;
+#pragma unroll 4
+            for (int c = ty; c < w; c += 8)
+#pragma unroll
+                for (int r = tx; r < T; r += 32)
+                    if (r < h)
+                        b[c * ldb + r] = S8[c * (4 * PITCH) + r];
+        }
+        __syncthreads();
+    }
+}
+
 }  // namespace
 
 // One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
@@ -1243,6 +1316,14 @@ GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, f16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, bf16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, f16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, bf16)
+
+// The tile of 1-byte elements alone (int8 and the FP8 formats): six blocks an SM.
+extern "C" __global__ void __launch_bounds__(256, 6) transpose_quads128_s8(const unsigned char* __restrict__ A,
+    unsigned char* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, long long batch,
+    long long bsa, long long bsb)
+{
+    GPUMAT_TRANSPOSE_BATCH((quads128(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
+}
 
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
     extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \

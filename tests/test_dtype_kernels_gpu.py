@@ -136,6 +136,7 @@ TR_SHAPES = [
     (128, 64),
     (143, 65),
     (257, 193),
+    (260, 388),  # whole 128 x 128 tiles and edges, word-aligned rows (quads128's word path)
     (300, 7),
     (7, 300),
     (1000, 64),
@@ -179,7 +180,11 @@ def transpose_cases():
                 if isinstance(v, T.NarrowVariant):
                     if not v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
                         continue
-                elif layout not in ("contiguous", "view") and name not in (*T.TWO_BYTE_TILES, "sector_aligned"):
+                elif layout not in ("contiguous", "view") and name not in (
+                    *T.TWO_BYTE_TILES,
+                    *T.ONE_BYTE_TILES,
+                    "sector_aligned",
+                ):
                     continue  # these take paths by the rows' alignment and the tile's edges: every layout
                 yield pytest.param(name, dt, (rows, cols), layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
 

@@ -274,18 +274,20 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
 
 @pytest.mark.parametrize("dt", ["s8", "f16", "bf16", "f32", "f64"])
 def test_auto_takes_the_chunked_strip_into_a_packed_b(dt):
-    """A short A (2-byte: up to CHUNKS_2BYTE_MAX_ROWS rows, others NARROW_AUTO_ROWS) written into a packed,
-    16-byte aligned B takes narrow_rows_chunks at any alignment and stride of A, 16 KB strips past 32 rows;
-    float64 keeps narrow_rows (the same speed); a B not packed or off 16 bytes keeps the older strips."""
+    """A short A (2-byte: up to CHUNKS_2BYTE_MAX_ROWS rows, 1-byte: CHUNKS_1BYTE_MAX_ROWS, others
+    NARROW_AUTO_ROWS) written into a packed, 16-byte aligned B takes narrow_rows_chunks at any alignment and
+    stride of A, 2-byte 16 KB strips past 32 rows; float64 keeps narrow_rows (the same speed); a B not
+    packed or off 16 bytes keeps the older strips."""
     base = 0x7F0000000000
-    limit = T.CHUNKS_2BYTE_MAX_ROWS if dt in ("f16", "bf16") else T.NARROW_AUTO_ROWS
-    for rows in (2, 3, 17, 24, 31, 32, 37, 40, 41):
+    limit = {"f16": T.CHUNKS_2BYTE_MAX_ROWS, "bf16": T.CHUNKS_2BYTE_MAX_ROWS, "s8": T.CHUNKS_1BYTE_MAX_ROWS}
+    limit = limit.get(dt, T.NARROW_AUTO_ROWS)
+    for rows in (2, 3, 17, 24, 31, 32, 37, 40, 41, 63, 64):
         for a_address, lda in ((base, 1 << 20), (base + 3 * T.ITEMSIZE[dt], (1 << 20) + 5)):
             got = T.choose_algorithm(rows, 1 << 20, base, rows, dt, a_address, lda)
             if dt == "f64" or rows > limit:
                 assert not got.startswith("narrow_rows_chunks"), (rows, got)
             else:
-                assert got == ("narrow_rows_chunks" if rows <= 32 else "narrow_rows_chunks16k"), (rows, got)
+                assert got == ("narrow_rows_chunks" if rows <= 32 or dt == "s8" else "narrow_rows_chunks16k"), rows
         unpacked = T.choose_algorithm(rows, 1 << 20, base, rows + 1, dt, base, 1 << 20)
         assert not unpacked.startswith("narrow_rows_chunks")
     v = T.KERNELS[("narrow_rows_chunks", dt)]
@@ -447,7 +449,46 @@ def test_two_byte_tiles_refuse_other_dtypes(no_gpu):
     for name in T.TWO_BYTE_TILES:
         with pytest.raises(ValueError, match="2-byte"):
             T.transpose(a, out=out, algorithm=name)
+    for name in T.ONE_BYTE_TILES:
+        with pytest.raises(ValueError, match="1-byte"):
+            T.transpose(a, out=out, algorithm=name)
     assert no_gpu == []
+
+
+@pytest.mark.parametrize("dt", ["int8", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("name", ["auto", *T.ONE_BYTE_TILES])
+def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
+    """quads128, named or chosen by auto for a large 1-byte A whose rows and B's start on words, goes
+    through the same launch as every transpose (FP8 moves through the int8 entries)."""
+    a = fake_matrix(4096, 8196, stride=8196, dtype=dt)
+    out = fake_matrix(8196, 4096, stride=4096, ptr=0x7F1000000000, dtype=dt)
+    assert T.transpose(a, out=out, algorithm=name) is out
+    ((kname, grid, block, args, _, _),) = no_gpu
+    v = T.KERNELS[("quads128", "s8")]
+    assert kname == v.kernel.name == "transpose_quads128_s8" and grid == v.grid(4096, 8196) == (65, 32, 1)
+    assert block == v.block == (32, 8, 1) and args == (a.elements, out.elements, 4096, 8196, 8196, 4096, 1, 0, 0)
+
+
+def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
+    """quads128 where every row of A and B starts on a word (addresses and strides multiples of 4), on an
+    A of at least 96 rows, 128 columns and 2^22 elements; the byte tiles elsewhere: tiled_rect64 under 512
+    rows, sector_aligned for B's rows off sectors from there on and for tall strips of 24-63 columns."""
+    base = 0x7F0000000000
+    assert T.choose_algorithm(4096, 4096, base, 4096, "s8", base, 4096) == "quads128"
+    assert T.choose_algorithm(2048, 2048, base, 2048, "s8", base, 2048) == "quads128"
+    assert T.choose_algorithm(128, 1 << 15, base, 128, "s8", base, 1 << 15) == "quads128"
+    assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"
+    assert T.choose_algorithm(101, 671088, base, 101, "s8", base, 671088) == "tiled_rect64"  # B's rows off words
+    assert T.choose_algorithm(3001, 17011, base, 3001, "s8", base, 17011) == "sector_aligned"
+    assert T.choose_algorithm(1 << 20, 64, base, 1 << 20, "s8", base, 64) == "tiled_rect64"
+    assert T.choose_algorithm(1065220, 63, base, 1065220, "s8", base, 63) == "sector_aligned"
+    assert T.choose_algorithm(1 << 20, 23, base, 1 << 20, "s8", base, 23) == "narrow_cols"
+    assert T.choose_algorithm(4096, 4096, base + 2, 4096, "s8", base, 4096) != "quads128"  # B off a word
+    assert T.choose_algorithm(4096, 4096, base, 4098, "s8", base, 4096) != "quads128"  # B's stride
+    assert T.choose_algorithm(4096, 4097, base, 4096, "s8", base, 4097) != "quads128"  # A's stride
+    assert T.choose_algorithm(1000, 1004, base, 1000, "s8", base, 1004) != "quads128"  # the L2 holds it
+    assert T.choose_algorithm(64, 1 << 16, base, 64, "s8", base, 1 << 16) != "quads128"  # 64 rows
+    assert T.choose_algorithm(4096, 4096, base, 4096, "f32", base, 4096) == "tiled_rect64"
 
 
 # ---------------------------------------------------------------- GPU

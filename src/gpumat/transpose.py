@@ -184,16 +184,22 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     # A read and B written as aligned 4-byte words at any alignment and strides (B's rows start a row early
     # where their parity asks)
     **{("words256x64", dt): _variant("words256x64", dt, (32, 8), (256, 64), skew=1) for dt in TWO_BYTE_SUFFIXES},
+    # 1-byte elements (int8, the FP8 formats): 4 x 4 blocks moved as 4-byte words (A, B 4-byte aligned, lda,
+    # ldb multiples of 4; byte by byte otherwise)
+    ("quads128", "s8"): _variant("quads128", "s8", (32, 8), (128, 128)),
 }
 
 VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
-# The tiles of 2-byte elements alone (ValueError for other dtypes)
+# The tiles of 2-byte elements alone and of 1-byte elements alone (ValueError for other dtypes)
 TWO_BYTE_TILES = tuple(
     name for (name, dt), v in KERNELS.items() if dt == "f16" and isinstance(v, Variant) and name not in VARIANTS
 )
-# What `algorithm=` takes: the tiled family (every dtype), the 2-byte tiles, and the two strip kernels for
-# narrow matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
-ALGORITHMS = ("auto", *VARIANTS, *TWO_BYTE_TILES, "narrow_cols", "narrow_rows")
+ONE_BYTE_TILES = tuple(
+    name for (name, dt), v in KERNELS.items() if dt == "s8" and isinstance(v, Variant) and name not in VARIANTS
+)
+# What `algorithm=` takes: the tiled family (every dtype), the 2- and 1-byte tiles, and the two strip kernels
+# for narrow matrices (the best strip variant of the dtype; ValueError when the shape is not narrow).
+ALGORITHMS = ("auto", *VARIANTS, *TWO_BYTE_TILES, *ONE_BYTE_TILES, "narrow_cols", "narrow_rows")
 SECTOR_BYTES = 32
 NARROW_AUTO_COLS = 63  # auto's narrow-columns threshold (measured on the H100, benchmarks/NOTES.md)
 NARROW_AUTO_ROWS = 31
@@ -249,6 +255,21 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # 0.38). float32 of 24-63 columns likewise (64 MiB: 24 columns 0.86 against narrow_cols16k's 0.83, 63
 # 0.93 against 0.84; 48 MiB and 6 MiB of 24 columns 58.0 and 16.4 us against 61.5 and 18.9, B on sectors,
 # where tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77).
+# 1-byte elements (H200, thirty-fourth session, `.devc/tquads` and `.devc/tquads2`, copy time / kernel time):
+# quads128 moves 4 x 4 blocks of bytes as words where A's and B's rows start on words: 2048^2 0.93, 4096^2
+# 0.94, 16384^2 0.88, 128-512 rows or columns of 64 MiB 0.90-0.94, where tiled_rect64 had 0.43-0.78
+# (sector_aligned 0.21-0.60); on 100-300 rows 0.37-0.42 against 0.28-0.31. On 64 rows or columns its tiles
+# idle (0.33 against tiled_rect64's 0.55), its fallback (rows off words) moves bytes more slowly than the
+# byte tiles (4101 x 4103: 0.40 against 0.51), and under 2^22 elements its tiles are too few (1000 x 1004:
+# 7.6 us against 4.6). sector_aligned loses to tiled_rect64 on 1-byte A of 100-300 rows (0.14-0.24 against
+# 0.28-0.31) and leads from 1000 (0.40 against 0.37). narrow_rows_chunks takes 1-byte A of up to 63 rows
+# into a packed B (32-63 rows: 0.47-0.58 against tiled_rect64's 0.23-0.39), and the tiles 1-byte strips of
+# 24-63 columns (sector_aligned: 63 columns 0.48, 24 0.26, against narrow_cols' 0.24-0.25).
+QUADS_MIN_ROWS = 96
+QUADS_MIN_COLS = 128
+QUADS_MIN_ELEMENTS = 1 << 22
+SECTOR_1BYTE_MIN_ROWS = 512
+CHUNKS_1BYTE_MAX_ROWS = 63
 PARITY_ANY_SIZE_MAX_COLS = 16
 PARITY_MAX_COLS = 35
 PARITY_MIN_ELEMENTS = 1 << 23
@@ -276,21 +297,31 @@ def choose_algorithm(
     2-byte elements move as 4-byte words: the pair/flat strip kernels where alignment allows,
     pairs128x64 where strides are even and B's rows start on sectors, sector_aligned where they do not
     and A has at least SECTOR_2BYTE_MIN_ROWS rows, and words256x64 (at any alignment) on an A of at
-    least WORDS_MIN_ROWS rows, WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements."""
+    least WORDS_MIN_ROWS rows, WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements. 1-byte elements
+    move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
+    least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements; their strips of
+    TILES_MIN_COLS columns or more in the tiles, and up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
+    narrow_rows_chunks."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
         return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
-    if cols <= NARROW_AUTO_COLS and (isz != 4 or cols < TILES_MIN_COLS):
+    if cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
-    if rows <= NARROW_AUTO_ROWS:
+    if rows <= (CHUNKS_1BYTE_MAX_ROWS if isz == 1 else NARROW_AUTO_ROWS):
         if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
             return "narrow_rows_chunks"
-        return "narrow_rows16k" if isz == 4 else "narrow_rows"
+        if rows <= NARROW_AUTO_ROWS:
+            return "narrow_rows16k" if isz == 4 else "narrow_rows"
+    if isz == 1 and rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
+        if (a_address | out_address | lda | (ldb or rows)) % 4 == 0:  # every row of A and B on a word
+            return "quads128"
     sector = SECTOR_BYTES // isz
     if rows <= 64 < rows + sector - 1:
         return "tiled_rect64"
-    if cols <= NARROW_AUTO_COLS or not _b_on_sectors(out_address, ldb, isz):  # (float32 of 24-63 columns)
+    if isz == 1 and rows < SECTOR_1BYTE_MIN_ROWS and cols > NARROW_AUTO_COLS:
+        return "tiled_rect64"
+    if cols <= NARROW_AUTO_COLS or not _b_on_sectors(out_address, ldb, isz):  # (24-63 columns: the tiles)
         return "sector_aligned"
     return "tiled_rect64"
 
@@ -371,6 +402,8 @@ def check_operands(a, out, algorithm: str) -> tuple[int, ...]:
         raise ValueError(f"unknown transpose algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if algorithm in TWO_BYTE_TILES and a.itemsize != 2:
         raise ValueError(f"transpose: {algorithm} moves 2-byte elements (float16, bfloat16), not {a.dtype}")
+    if algorithm in ONE_BYTE_TILES and a.itemsize != 1:
+        raise ValueError(f"transpose: {algorithm} moves 1-byte elements (int8, FP8), not {a.dtype}")
     shape = (*a.shape[:-2], a.shape[-1], a.shape[-2])
     check_out(out, shape, (a,), "transpose")  # so no in-place transpose either
     if algorithm in ("narrow_cols", "narrow_rows") and a.is_transposed == (out is not None and out.is_transposed):
@@ -396,8 +429,8 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
         Where the result goes: shape (width, height) of ``a``'s dtype. New if None (packed, row-major).
     algorithm : str, optional
         ``"auto"``, or one of ``naive``, ``tiled``, ``tiled_padded``, ``tiled_rect``, ``tiled_rect64``,
-        ``sector_aligned``, ``narrow_cols``, ``narrow_rows``, and for float16 and bfloat16 also
-        ``pairs128x64`` and ``words256x64``.
+        ``sector_aligned``, ``narrow_cols``, ``narrow_rows``, for float16 and bfloat16 also
+        ``pairs128x64`` and ``words256x64``, and for int8 and FP8 also ``quads128``.
     stream : Stream or stream-like, optional
         Where the work is queued; the thread's current stream by default.
 

@@ -1,5 +1,5 @@
 """`python -m gpumat bench transpose`: gm.transpose against a device-to-device copy of the same bytes (the
-ceiling), over the shapes users transpose, in every dtype:
+ceiling), over the shapes users transpose, in every dtype (int8 standing for the 1-byte ones, FP8 too):
 
 - strips: 1-128 columns (and the same as rows), odd widths among them, 64 MiB each;
 - squares from 1 MiB to 4 GiB, and odd shapes: 3001 x 17011, 8191 x 8193, 1001 x 1003 (rows of B off the
@@ -24,7 +24,7 @@ from ..runtime import memops
 from ..transpose import choose_algorithm, transpose
 from .common import geometric_mean, idle_call_ms, print_table, queued_ms, warm_clocks, write_json
 
-DTYPES = ("float32", "float64", "float16", "bfloat16")
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int8")
 WIDTHS = (1, 2, 3, 8, 17, 24, 31, 32, 37, 63, 64, 100, 127, 128)
 STRIP_BYTES = 64 << 20
 SQUARE_BYTES = (1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30)
@@ -48,7 +48,7 @@ def shapes(itemsize: int, quick: bool = False) -> list[tuple[str, int, int]]:
 
 def _checked(a: Matrix, out: Matrix, rows: int, cols: int, dtype: np.dtype) -> None:
     host = np.random.default_rng(rows * 131 + cols).standard_normal((rows, cols)).astype(dtype)
-    with Matrix.from_numpy(host) as src:
+    with Matrix.from_numpy(host, dtype=dtype) as src:
         transpose(src, out=out)
         assert np.array_equal(out.to_numpy().view(np.uint8), np.ascontiguousarray(host.T).view(np.uint8)), (
             f"transpose {rows} x {cols} {dtype} gave a wrong result"
@@ -57,7 +57,7 @@ def _checked(a: Matrix, out: Matrix, rows: int, cols: int, dtype: np.dtype) -> N
 
 
 def run_case(dtype_name: str, kind: str, rows: int, cols: int) -> dict:
-    dtype = _dtypes.as_dtype(dtype_name)
+    dtype = _dtypes.as_storage_dtype(dtype_name)
     nbytes = rows * cols * dtype.itemsize
     with Matrix.empty(rows, cols, dtype=dtype) as a, Matrix.empty(cols, rows, dtype=dtype) as out:
         if nbytes <= CHECK_UP_TO:
@@ -97,7 +97,7 @@ def run(args=None) -> dict:
     warm_clocks()
     results = []
     for dtype_name in DTYPES:
-        itemsize = _dtypes.as_dtype(dtype_name).itemsize
+        itemsize = _dtypes.as_storage_dtype(dtype_name).itemsize
         results += [run_case(dtype_name, *shape) for shape in shapes(itemsize, quick)]
     rows_out = [
         [
