@@ -670,6 +670,17 @@ __device__ __forceinline__ void narrow_rows_pairs_impl(const unsigned short* __r
     }
 }
 
+// The flat strips' staging: n contiguous 2-byte elements from a (16-byte aligned) into dst, as 16-byte
+// cp.async copies and the tail element by element (the caller waits for them: wait_async, then a barrier).
+__device__ __forceinline__ void stage_flat_run(unsigned short* dst, const unsigned short* __restrict__ a, int n)
+{
+    const int chunks = n / 8;
+    for (int c = threadIdx.x; c < chunks; c += NARROW_THREADS)
+        copy_async<16>(dst + 8 * c, a + 8 * c);
+    for (int e = 8 * chunks + threadIdx.x; e < n; e += NARROW_THREADS)
+        dst[e] = a[e];
+}
+
 // ---------------------------------------------------------------------------------------------------
 // narrow_cols_flat (2-byte elements, odd cols <= 127; A contiguous (lda == cols) and 16-byte aligned, B
 // 4-byte aligned with even ldb): a strip of R rows of A (R = (E / cols) rounded down to a multiple of 16,
@@ -692,12 +703,9 @@ __device__ __forceinline__ void narrow_cols_flat_impl(const unsigned short* __re
     unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
-        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8;
+        const int h = (int)min((long long)R, rows - r0), n = h * w;
         const unsigned short* a = A + r0 * w;
-        for (int c = tid; c < chunks; c += NARROW_THREADS)
-            copy_async<16>(sm + 8 * c, a + 8 * c);
-        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
-            sm[e] = a[e];
+        stage_flat_run(sm, a, n);
         wait_async();
         __syncthreads();
         // B32(jj, r0 / 2 + u) = (A(r0 + 2u, jj), A(r0 + 2u + 1, jj)): the flat index jj * h2 + u
@@ -748,12 +756,9 @@ __device__ __forceinline__ void narrow_cols_flat_even_impl(const unsigned short*
     unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
-        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const int h = (int)min((long long)R, rows - r0), n = h * w, h2 = (h + 1) / 2;
         const unsigned short* a = A + r0 * w;
-        for (int c = tid; c < chunks; c += NARROW_THREADS)
-            copy_async<16>(raw + 8 * c, a + 8 * c);
-        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
-            raw[e] = a[e];
+        stage_flat_run(raw, a, n);
         wait_async();
         __syncthreads();
         // pair (u, k), k fastest: raw words k of rows 2u and 2u + 1 -> words u of B's rows 2k and 2k + 1
@@ -819,15 +824,12 @@ __device__ __forceinline__ void narrow_cols_flat_parity_impl(const unsigned shor
     const unsigned int* raw32 = reinterpret_cast<const unsigned int*>(raw);
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
-        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const int h = (int)min((long long)R, rows - r0), n = h * w, h2 = (h + 1) / 2;
         const bool last = r0 + h == rows;
         // words of a row with p = 1: (r0 - 1 + 2u, r0 + 2u) for u < U1 (the last strip: through row rows - 1)
         const int U1 = last ? h / 2 + 1 : h / 2, U = max(h2, U1);
         const unsigned short* a = A + r0 * w;
-        for (int c = tid; c < chunks; c += NARROW_THREADS)
-            copy_async<16>(raw + 8 * c, a + 8 * c);
-        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
-            raw[e] = a[e];
+        stage_flat_run(raw, a, n);
         if (tid < w2)
             before[tid] = r0 > 0 ? reinterpret_cast<const unsigned int*>(a - w)[tid] : 0u;
         wait_async();
@@ -897,14 +899,11 @@ __device__ __forceinline__ void narrow_cols_flat_odd_parity_impl(const unsigned 
     const long long strips = (rows + R - 1) / R;
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
-        const int h = (int)min((long long)R, rows - r0), n = h * w, chunks = n / 8, h2 = (h + 1) / 2;
+        const int h = (int)min((long long)R, rows - r0), n = h * w, h2 = (h + 1) / 2;
         const bool last = r0 + h == rows;
         const int U1 = last ? h / 2 + 1 : h / 2, U = max(h2, U1);
         const unsigned short* a = A + r0 * w;
-        for (int c = tid; c < chunks; c += NARROW_THREADS)
-            copy_async<16>(sm + 8 * c, a + 8 * c);
-        for (int e = 8 * chunks + tid; e < n; e += NARROW_THREADS)
-            sm[e] = a[e];
+        stage_flat_run(sm, a, n);
         if (tid < w)
             before[tid] = r0 > 0 ? a[tid - w] : (unsigned short)0;
         wait_async();
