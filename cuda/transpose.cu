@@ -934,6 +934,95 @@ __device__ __forceinline__ void narrow_cols_flat_odd_parity_impl(const unsigned 
 }
 
 // ---------------------------------------------------------------------------------------------------
+// narrow_cols_quads (1-byte elements, cols <= 127; A contiguous (lda == cols) and 16-byte aligned; B at any
+// alignment and row stride): a strip of R rows of A (R = BYTES / cols rounded down to a multiple of 16) is
+// one contiguous run, staged raw with 16-byte cp.async. Row c of B takes the strip's bytes as aligned
+// words: its first d_c bytes (d_c = what it takes to reach a word boundary, 0-3) go out one by one, then
+// word u holds A's rows d_c + 4u .. + 3 at column c, gathered from the staged strip byte by byte and staged
+// a second time as B's cols rows of P words; those rows then leave as words, a warp 128 contiguous bytes
+// of a row (a last partial word byte by byte). Every other global access is 16 or 4 bytes wide
+// (narrow_cols moves single bytes: 0.24 of the copy on the H200). A warp's lanes take the column c
+// fastest: lanes of one u read bytes of one or two words of a staged row, and the ~32 / cols values of u
+// it spans lie 4 rows = cols words apart, in different banks; its writes, to c P + u, fall in different
+// banks when P = that span (mod 32): P is R / 4 padded by under 32 words to it.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES + 4 (BYTES / 4 + 3968) bytes of shared
+// memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES>
+__device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __restrict__ A,
+                                                       unsigned char* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    __shared__ __align__(16) unsigned char raw[BYTES];
+    __shared__ unsigned int words[BYTES / 4 + 3968];   // cols rows of P < R / 4 + 32 words: BYTES / 4 + 31 cols
+    if (cols < 1 || cols > 127) return;                 // the launcher's contract
+    const int w = (int)cols, R = (BYTES / w) & ~15;
+    const int span = (32 + w - 1) / w, P = R / 4 + ((span - R / 4) & 31);
+    const int tid = threadIdx.x;
+    const long long strips = (rows + R - 1) / R;
+    const unsigned long long b_address = reinterpret_cast<unsigned long long>(B);
+    // row c's bytes before its first word boundary: (-(B + c ldb)) mod 4, the same in every strip (R % 4 == 0)
+    auto head = [&](int c) { return (int)((0ull - (b_address + (unsigned long long)(c * ldb))) & 3ull); };
+    for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
+        const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned in A
+        const int h = (int)min((long long)R, rows - r0), h4 = (h + 3) / 4;
+        const unsigned char* a = A + r0 * w;
+        const int n = h * w, chunks = n / 16;
+        for (int c = tid; c < chunks; c += NARROW_THREADS)
+            copy_async<16>(raw + 16 * c, a + 16 * c);
+        for (int e = 16 * chunks + tid; e < n; e += NARROW_THREADS)
+            raw[e] = a[e];
+        wait_async();
+        __syncthreads();
+        // (u, c), c fastest: bytes (d_c + 4u + i, c) of the strip -> word u of B's row c (rows past h give 0)
+        {
+            const int m = h4 * w, du = NARROW_THREADS / w, dc = NARROW_THREADS % w;
+            int u = tid / w, c = tid % w;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const int i = head(c) + 4 * u;
+                unsigned int v = 0;
+                if (i < h) v = raw[i * w + c];
+                if (i + 1 < h) v |= (unsigned int)raw[(i + 1) * w + c] << 8;
+                if (i + 2 < h) v |= (unsigned int)raw[(i + 2) * w + c] << 16;
+                if (i + 3 < h) v |= (unsigned int)raw[(i + 3) * w + c] << 24;
+                words[c * P + u] = v;
+                u += du; c += dc;
+                if (c >= w) { c -= w; ++u; }
+            }
+        }
+        // each row's head bytes, one by one (the word they fall in is shared with the strip before)
+        for (int g = tid; g < 3 * w; g += NARROW_THREADS) {
+            const int c = g / 3, q = g % 3;
+            if (q < head(c) && q < h)
+                B[c * ldb + r0 + q] = raw[q * w + c];
+        }
+        __syncthreads();
+        // row jj of B from byte r0 + d_jj on: word u = words[jj * P + u], u fastest (aligned by d_jj); the last,
+        // where it reaches past the strip, byte by byte
+        {
+            const int m = w * h4, ej = NARROW_THREADS / h4, eu = NARROW_THREADS % h4;
+            int jj = tid / h4, u = tid % h4;
+            for (int g = tid; g < m; g += NARROW_THREADS) {
+                const int i = head(jj) + 4 * u;
+                if (i < h) {
+                    const unsigned int v = words[jj * P + u];
+                    unsigned char* b = B + jj * ldb + r0 + i;
+                    if (i + 3 < h) {
+                        *reinterpret_cast<unsigned int*>(b) = v;
+                    } else {
+                        for (int q = 0; i + q < h; ++q)
+                            b[q] = (unsigned char)(v >> (8 * q));
+                    }
+                }
+                jj += ej; u += eu;
+                if (u >= h4) { u -= h4; ++jj; }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
 // 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
 // a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
@@ -1349,3 +1438,11 @@ GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_parity16k, narrow_cols_flat_
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
+
+// The strip of 1-byte elements alone, moved as words.
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_narrow_cols_quads16k_s8(
+    const unsigned char* __restrict__ A, unsigned char* __restrict__ B, long long rows, long long cols, long long lda,
+    long long ldb, long long batch, long long bsa, long long bsb)
+{
+    GPUMAT_TRANSPOSE_BATCH((narrow_cols_quads_impl<16384>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
+}

@@ -137,6 +137,7 @@ TR_SHAPES = [
     (143, 65),
     (257, 193),
     (260, 388),  # whole 128 x 128 tiles and edges, word-aligned rows (quads128's word path)
+    (9001, 3),  # two 1-byte strips of a narrow width (rows of B continued across a strip's edge)
     (300, 7),
     (7, 300),
     (1000, 64),
@@ -169,6 +170,7 @@ LAYOUTS = {
     "b_flat": lambda r, c: (2, c + 4 - c % 2, 8, r),  # B contiguous from 16 bytes on
     "b_packed": lambda r, c: (3, c + 3, 0, r),  # A at odd offsets and strides, B packed and aligned
     "b_odd": lambda r, c: (8, c, 1, r + 1 + r % 2),  # A contiguous from 16 bytes on, B's rows off words
+    "a16_b_any": lambda r, c: (16, c, 3, r + 5),  # A contiguous from 16 elements on, B 3 elements off, odd stride
 }
 
 

@@ -469,6 +469,33 @@ def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
     assert block == v.block == (32, 8, 1) and args == (a.elements, out.elements, 4096, 8196, 8196, 4096, 1, 0, 0)
 
 
+def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
+    """narrow_cols_quads16k: the strip (R rows, a multiple of 16) and B's staged words (cols rows of P <
+    R / 4 + 32 words) fit the kernel's arrays for every width to 127; it takes A contiguous and 16-byte
+    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 55 columns from 2^21
+    elements, the tiles under that, and narrow_cols (under 24 columns) or the tiles where A is a view."""
+    v = T.KERNELS[("narrow_cols_quads16k", "s8")]
+    for cols in range(1, 128):
+        r = v.strip(1 << 24, cols)
+        assert r % 16 == 0 and r >= 16 and r * cols <= v.nbytes, cols
+        assert cols * (r // 4 + 31) <= v.nbytes // 4 + 3968, cols  # the words array's bound
+        assert v.grid(1 << 24, cols) == (1, min(-(-(1 << 24) // r), 65535), 1)
+    base = 0x7F0000000000
+    assert v.accepts(1 << 20 | 1, 24, base, 24, base + 3, (1 << 20) + 7)  # B off words, odd stride
+    assert not v.accepts(1000, 24, base + 8, 24, base, 1000)  # A off 16 bytes
+    assert not v.accepts(1000, 24, base, 25, base, 1000)  # A not contiguous
+    assert not v.accepts(1000, 128, base, 128, base, 1000)  # past the widths it takes
+    for dt in ("s8",):
+        for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 55)):
+            assert T.choose_algorithm(rows, cols, base + 1, rows + 3, dt, base, cols) == "narrow_cols_quads16k"
+        assert T.choose_algorithm(64001, 24, base, 64001, dt, base, 24) == "sector_aligned"  # 1.5 MiB
+        assert T.choose_algorithm(16000, 8, base, 16000, dt, base, 8) == "sector_aligned"
+        assert T.choose_algorithm(1 << 20, 8, base, 1 << 20, dt, base + 1, 8) == "narrow_cols"  # A off 16
+        assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, dt, base + 1, 40) == "sector_aligned"
+        assert T.choose_algorithm(1 << 20, 56, base + 1, 1 << 20, dt, base, 56) == "sector_aligned"
+    assert T.resolve("narrow_cols", "s8", 1 << 20, 8, base, 8, base, 1 << 20) is v
+
+
 def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     """quads128 where every row of A and B starts on a word (addresses and strides multiples of 4), on an
     A of at least 96 rows, 128 columns and 2^22 elements; the byte tiles elsewhere: tiled_rect64 under 512
@@ -481,8 +508,7 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     assert T.choose_algorithm(101, 671088, base, 101, "s8", base, 671088) == "tiled_rect64"  # B's rows off words
     assert T.choose_algorithm(3001, 17011, base, 3001, "s8", base, 17011) == "sector_aligned"
     assert T.choose_algorithm(1 << 20, 64, base, 1 << 20, "s8", base, 64) == "tiled_rect64"
-    assert T.choose_algorithm(1065220, 63, base, 1065220, "s8", base, 63) == "sector_aligned"
-    assert T.choose_algorithm(1 << 20, 23, base, 1 << 20, "s8", base, 23) == "narrow_cols"
+    assert T.choose_algorithm(1065220, 63, base, 1065220, "s8", base + 1, 63) == "sector_aligned"  # A off 16
     assert T.choose_algorithm(4096, 4096, base + 2, 4096, "s8", base, 4096) != "quads128"  # B off a word
     assert T.choose_algorithm(4096, 4096, base, 4098, "s8", base, 4096) != "quads128"  # B's stride
     assert T.choose_algorithm(4096, 4097, base, 4096, "s8", base, 4097) != "quads128"  # A's stride

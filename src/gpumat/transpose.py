@@ -75,6 +75,9 @@ class NarrowVariant:
       "flat_parity": "flat_even" for B 2-byte aligned at any ldb (rows of B starting on either half of
                a word);
       "flat_odd_parity": "flat" (odd widths) for B 2-byte aligned at any ldb.
+    1-byte elements have one, axis "cols" only:
+      "quads": A contiguous (lda == cols) and 16-byte aligned, B at any alignment and ldb (its rows written
+               as aligned words, the bytes before a row's first word boundary one by one).
     Every dtype has one more mode, axis "rows" only:
       "chunks": B contiguous (ldb == rows) and 16-byte aligned, A at any alignment and stride (its rows
                read as the aligned 16-byte chunks that cover them)."""
@@ -83,7 +86,7 @@ class NarrowVariant:
     axis: str  # "cols" or "rows": which dimension of A is narrow
     itemsize: int
     nbytes: int = 32768
-    mode: str = "plain"  # "plain", "pairs", "flat", "flat_even", "flat_parity", "flat_odd_parity", "chunks"
+    mode: str = "plain"  # "plain", "pairs", "flat", "flat_even", "flat_parity", "flat_odd_parity", "quads", "chunks"
     block: tuple[int, int, int] = (256, 1, 1)
 
     def strip(self, rows: int, cols: int) -> int:
@@ -97,7 +100,7 @@ class NarrowVariant:
         if self.mode == "chunks":
             return 16 * ((self.nbytes // rows - 16) // 16) // self.itemsize
         elems = self.nbytes // self.itemsize
-        if self.mode in ("flat", "flat_even", "flat_parity", "flat_odd_parity"):
+        if self.mode in ("flat", "flat_even", "flat_parity", "flat_odd_parity", "quads"):
             return (elems // (cols if self.axis == "cols" else rows)) & ~15
         if self.axis == "cols":
             return (elems // (cols | 1)) & ~15
@@ -121,6 +124,8 @@ class NarrowVariant:
             )
         if self.mode == "chunks":
             return ldb == rows and b_address % 16 == 0
+        if self.mode == "quads":
+            return lda == cols and a_address % 16 == 0
         if self.mode in ("flat_parity", "flat_odd_parity"):  # B 2-byte aligned at any stride
             odd = self.mode == "flat_odd_parity"
             return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 2 == 0
@@ -174,6 +179,7 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
         ("narrow_cols_flat_odd_parity16k", dt): _narrow("cols", dt, "_flat_odd_parity16k", 16384, "flat_odd_parity")
         for dt in TWO_BYTE_SUFFIXES
     },
+    ("narrow_cols_quads16k", "s8"): _narrow("cols", "s8", "_quads16k", 16384, "quads"),
     **{
         (f"narrow_rows_chunks{sfx}", dt): _narrow("rows", dt, f"_chunks{sfx}", nbytes, "chunks")
         for dt in MOVE_SUFFIXES
@@ -265,6 +271,15 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # 0.28-0.31) and leads from 1000 (0.40 against 0.37). narrow_rows_chunks takes 1-byte A of up to 63 rows
 # into a packed B (32-63 rows: 0.47-0.58 against tiled_rect64's 0.23-0.39), and the tiles 1-byte strips of
 # 24-63 columns (sector_aligned: 63 columns 0.48, 24 0.26, against narrow_cols' 0.24-0.25).
+# narrow_cols_quads16k (the strip of 1-byte elements as words, B at any alignment): 64 MiB strips of 1-127
+# columns 0.43-0.47 of the copy (`.devc/tquads3`), where narrow_cols had 0.22-0.25 and the tiles 0.01-0.48
+# (sector_aligned 0.48 at 63 columns; from 64 columns tiled_rect64 leads, 0.52-0.57); under 2^21 elements
+# the tiles lead (64001 x 24: 0.97-1.22 against 0.90; 16000 x 8: 1.16 against 0.64; narrow_cols 0.30-0.78),
+# from 2^21 on the strip (256000 x 8: 0.56 against 0.33, 256001 x 24: 0.65 against 0.49). bench transpose:
+# 1-37 columns 0.43-0.46 against 0.23-0.31; at 63 columns sector_aligned keeps its lead (0.48 against 0.46),
+# which it reaches near 56 columns if it grows evenly from 37 (0.32): not measured in between.
+QUADS_STRIP_MIN_ELEMENTS = 1 << 21
+QUADS_STRIP_MAX_COLS = 55
 QUADS_MIN_ROWS = 96
 QUADS_MIN_COLS = 128
 QUADS_MIN_ELEMENTS = 1 << 22
@@ -306,7 +321,13 @@ def choose_algorithm(
     lda = lda or cols
     if isz == 2:
         return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
-    if cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
+    if cols <= NARROW_AUTO_COLS and isz == 1:  # words where A allows, the tiles under 2^21 elements
+        if rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS:
+            if KERNELS[("narrow_cols_quads16k", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
+                return "narrow_cols_quads16k"
+            if cols < TILES_MIN_COLS:
+                return "narrow_cols"
+    elif cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
     if rows <= (CHUNKS_1BYTE_MAX_ROWS if isz == 1 else NARROW_AUTO_ROWS):
         if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
@@ -384,6 +405,7 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
                 f"{algorithm}_flat16k",
                 f"{algorithm}_flat_even16k",
                 f"{algorithm}_pairs16k",
+                f"{algorithm}_quads16k",
             ):
                 if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(
                     rows, cols, a_address, lda, b_address, ldb
