@@ -66,6 +66,7 @@ def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1) -> FixedLaunch
 
 
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack)
+_SUFFIX = _dtypes.SUFFIX_OF  # a dtype's kernel suffix, for those already seen (the rest: the full route)
 
 
 def astype(m, dtype, stream=None):
@@ -139,9 +140,6 @@ def _common_astype(m, dt, stream) -> Matrix | None:
         if foreign is not None:
             mark_done(foreign, s, buf, dst[8])
     return out
-
-
-_SUFFIX = _dtypes.SUFFIX_OF  # a dtype's kernel suffix, for those already seen (the rest: the full route)
 
 
 def convert_region(src: Matrix, dst: Matrix, stream: int, dev) -> None:

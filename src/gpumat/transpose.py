@@ -124,14 +124,11 @@ class NarrowVariant:
             )
         if self.mode == "chunks":
             return ldb == rows and b_address % 16 == 0
-        if self.mode == "quads":
-            return lda == cols and a_address % 16 == 0
-        if self.mode in ("flat_parity", "flat_odd_parity"):  # B 2-byte aligned at any stride
-            odd = self.mode == "flat_odd_parity"
-            return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 2 == 0
-        if self.mode in ("flat", "flat_even") and self.axis == "cols":  # the width's parity tells the two apart
-            odd = self.mode == "flat"
-            return cols % 2 == odd and lda == cols and a_address % 16 == 0 and b_address % 4 == 0 and ldb % 2 == 0
+        if self.axis == "cols" and self.mode in FLAT_COLS:  # A contiguous and 16-byte aligned, then B's rule
+            width_parity, b_alignment, even_ldb = FLAT_COLS[self.mode]
+            if lda != cols or a_address % 16 or width_parity is not None and cols % 2 != width_parity:
+                return False
+            return b_address % b_alignment == 0 and not (even_ldb and ldb % 2)
         if self.mode == "flat":
             return rows % 2 == 1 and ldb == rows and b_address % 16 == 0 and a_address % 4 == 0 and lda % 2 == 0
         return True
@@ -143,6 +140,16 @@ class NarrowVariant:
         return max(min(cdiv(cols, r), MAX_GRID_X), 1), 1, 1
 
 
+# The strips of a contiguous, 16-byte aligned A (axis "cols"), by mode: (the width's parity, or None for any
+# width; B's alignment in bytes; whether B's ldb must be even, so that with a 4-byte aligned B every row of
+# B starts on a word)
+FLAT_COLS = {
+    "flat": (1, 4, True),
+    "flat_even": (0, 4, True),
+    "flat_parity": (0, 2, False),
+    "flat_odd_parity": (1, 2, False),
+    "quads": (None, 1, False),  # 1-byte elements
+}
 NARROW_COLS_MAX = 127  # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
 NARROW_ROWS_MAX = 64  # transpose_narrow_rows_*: A's height limit
 
@@ -321,30 +328,47 @@ def choose_algorithm(
     lda = lda or cols
     if isz == 2:
         return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
-    if cols <= NARROW_AUTO_COLS and isz == 1:  # words where A allows, the tiles under 2^21 elements
-        if rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS:
-            if KERNELS[("narrow_cols_quads16k", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
-                return "narrow_cols_quads16k"
-            if cols < TILES_MIN_COLS:
-                return "narrow_cols"
-    elif cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
+    if isz == 1:
+        return _choose_1byte(rows, cols, a_address, lda, out_address, ldb, dtype)
+    if cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
-    if rows <= (CHUNKS_1BYTE_MAX_ROWS if isz == 1 else NARROW_AUTO_ROWS):
+    if rows <= NARROW_AUTO_ROWS:
         if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
             return "narrow_rows_chunks"
-        if rows <= NARROW_AUTO_ROWS:
-            return "narrow_rows16k" if isz == 4 else "narrow_rows"
-    if isz == 1 and rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
-        if (a_address | out_address | lda | (ldb or rows)) % 4 == 0:  # every row of A and B on a word
-            return "quads128"
-    sector = SECTOR_BYTES // isz
-    if rows <= 64 < rows + sector - 1:
+        return "narrow_rows16k" if isz == 4 else "narrow_rows"
+    return _tiles(rows, cols, out_address, ldb, isz)
+
+
+def _tiles(rows: int, cols: int, b_address: int, ldb: int, isz: int) -> str:
+    """The byte-moving tiles: tiled_rect64 where B's rows start on sectors (or the skew would spread an A of
+    at most 64 rows over two row tiles), sector_aligned elsewhere and for strips of up to NARROW_AUTO_COLS
+    columns that reach here."""
+    if rows <= 64 < rows + SECTOR_BYTES // isz - 1:
         return "tiled_rect64"
-    if isz == 1 and rows < SECTOR_1BYTE_MIN_ROWS and cols > NARROW_AUTO_COLS:
-        return "tiled_rect64"
-    if cols <= NARROW_AUTO_COLS or not _b_on_sectors(out_address, ldb, isz):  # (24-63 columns: the tiles)
+    if cols <= NARROW_AUTO_COLS or not _b_on_sectors(b_address, ldb, isz):
         return "sector_aligned"
     return "tiled_rect64"
+
+
+def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
+    args = (rows, cols, a_address, lda, b_address, ldb)
+    large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS
+    if large_strip:  # words where A allows; under 2^21 elements the tiles
+        if KERNELS[("narrow_cols_quads16k", dtype)].accepts(*args):
+            return "narrow_cols_quads16k"
+        if cols < TILES_MIN_COLS:
+            return "narrow_cols"
+    if rows <= CHUNKS_1BYTE_MAX_ROWS:
+        if KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
+            return "narrow_rows_chunks"
+        if rows <= NARROW_AUTO_ROWS:
+            return "narrow_rows"
+    if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
+        if (a_address | b_address | lda | (ldb or rows)) % 4 == 0:  # every row of A and B on a word
+            return "quads128"
+    if rows < SECTOR_1BYTE_MIN_ROWS and cols > NARROW_AUTO_COLS:
+        return "tiled_rect64"
+    return _tiles(rows, cols, b_address, ldb, 1)
 
 
 def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
