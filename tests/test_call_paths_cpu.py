@@ -463,6 +463,49 @@ def test_the_common_astype_launches_what_the_full_route_does():
     assert 100 <= int(out.stdout.strip()) < 300  # the short path took the convertible pairs
 
 
+ASTYPE_ERRORS = (
+    RECORDING
+    + r"""
+from gpumat import convert
+a = gm.Matrix.empty((64, 48))
+gone = gm.Matrix.empty((64, 48))
+gone.free()
+closed = gm.Stream()
+closed.close()
+cases = {
+    "a freed matrix": lambda: gone.astype(np.float16),
+    "a closed stream": lambda: a.astype(np.float16, stream=closed),
+    "not a stream": lambda: a.astype(np.float16, stream="stream"),
+    "floats into int8": lambda: a.astype(np.int8),
+    "not a dtype gpumat holds": lambda: a.astype(np.complex64),
+    "not a dtype": lambda: a.astype("no such dtype"),
+}
+seen = {}
+fast = convert._common_astype
+for route in ("short path first", "full route"):
+    convert._common_astype = fast if route == "short path first" else (lambda m, dt, stream: None)
+    for what, call in cases.items():
+        try:
+            call()
+            seen.setdefault(what, []).append("no error")
+        except Exception as e:
+            seen.setdefault(what, []).append(f"{type(e).__name__}: {e}")
+for what, (short, full) in seen.items():
+    assert short == full and short != "no error", (what, short, full)
+print(len(seen))
+"""
+)
+
+
+def test_every_astype_argument_check_holds_on_both_routes():
+    """The same bad arguments give Matrix.astype the same errors whether its short path may take the call
+    or not: a freed matrix, a closed stream or not a stream, a conversion no kernel makes, a dtype gpumat
+    does not hold."""
+    out = _run("-c", ASTYPE_ERRORS, str(ROOT / "benchmarks"), "0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.strip()) == 6
+
+
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
 # one gets measurably slower: these are the only ones each common call may make.
 DRIVER_CALLS = {
