@@ -1148,35 +1148,39 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
 }
 
 // ---------------------------------------------------------------------------------------------------
-// words256x64 (2-byte elements, any alignment and strides): A read and B written as aligned 4-byte words,
-// whatever the parity of A's and B's rows, with a few 32-bit instructions an element (a 2-byte kernel
-// moves half the bytes a 4-byte one does for each instruction, so the loops are kept lean).
-// A block moves A's columns c0 .. c0 + 63 (B's rows) for A's rows near 256t. Row j of B takes the 256
-// elements r in [256t - m, 256t + 256 - m), m = the parity of B(c0 + j, 256t)'s element index, so its
-// words are aligned. The block stages A's rows 256t - 1 .. 256t + 255 as aligned words: staged row i holds
-// A(r, c0 - p + 2w .. +1) in its word w, p = the parity of A(r, c0)'s element index, so every copy is a
-// 4-byte cp.async (where a word's half lies outside A's row, the other half is loaded alone). A warp
-// stages rows i = warp (mod 8), whose parities agree (8 lda is even), and writes whole pieces of B's rows:
-// a lane makes B(c, r .. r + 1) from staged rows i and i + 1 with one byte permute, and a warp stores 128
-// contiguous bytes an instruction. Shared memory: 257 rows of 35 words, a row's words rotated by one in
-// every other 32-row band, so the lanes, reading rows o + 2l, hit 32 banks (35 = 3 mod 32, and rows 32
-// apart meet the rotation). Tiles wholly inside A (all but the edges) take the loops without checks.
-// Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + 1)/256), 65535)); 36 KB of shared memory.
+// words256x64 and sector_words128x64 (2-byte elements, any alignment and strides): A read and B written
+// as aligned 4-byte words, whatever the parity of A's and B's rows, with a few 32-bit instructions an
+// element (a 2-byte kernel moves half the bytes a 4-byte one does for each instruction, so the loops are
+// kept lean). A block moves A's columns c0 .. c0 + 63 (B's rows) for A's rows near TR t (TR = 256 or
+// 128). Row j of B takes the TR elements r in [TR t - m, TR t + TR - m), m = B(c0 + j, TR t)'s element
+// index mod SHIFT + 1, so the piece starts on a word (words256x64: SHIFT 1) or on a 32-byte sector
+// (sector_words128x64: SHIFT 15, as sector_aligned does for the element tiles, so that every sector of B
+// but a row's first and last is written whole by one block). The block stages A's rows TR t - SHIFT ..
+// TR t + TR - 1 as aligned words: staged row i holds A(r, c0 - p + 2w .. +1) in its word w, p = the
+// parity of A(r, c0)'s element index, so every copy is a 4-byte cp.async (where a word's half lies
+// outside A's row, the other half is loaded alone). A warp stages rows i = warp (mod 8), whose parities
+// agree (8 lda is even), and writes whole pieces of B's rows: a lane makes B(c, r .. r + 1) from staged
+// rows i and i + 1 with one byte permute, and a warp stores 128 contiguous bytes an instruction. A warp's
+// rows of B are 8 apart: their shifts are m and m + 8 ldb mod SHIFT + 1, of one parity. Shared memory:
+// TR + SHIFT rows of 35 words, a row's words rotated by one in every other 32-row band, so the lanes,
+// reading rows o + 2l, hit 32 banks (35 = 3 mod 32, and rows 32 apart meet the rotation). Tiles wholly
+// inside A (all but the edges) take the loops without checks.
+// Launch: block (32, 8), grid (ceil(cols/64), min(ceil((rows + SHIFT)/TR), 65535)); shared memory 36 KB
+// (words256x64), 19.6 KB (sector_words128x64).
 // ---------------------------------------------------------------------------------------------------
-constexpr int WORDS_TR = 256, WORDS_TC = 64, WORDS_SKEW = 1, WORDS_STAGED = WORDS_TR + WORDS_SKEW, WORDS_PITCH = 35;
+constexpr int WORDS_TR = 256, WORDS_TC = 64, WORDS_PITCH = 35;
 
-// One tile of words256x64; CHECK: the tile reaches past an edge of A (else every row and word is inside).
-// A warp's quantities that depend on its rows' and columns' parities are the same for all its rows (they
-// are 8 apart), so its loops only step pointers.
-template <bool CHECK>
+// One tile of words_tiles; CHECK: the tile reaches past an edge of A (else every row and word is inside).
+// A warp's row parities are the same for all its rows (they are 8 apart), so its loops only step pointers.
+template <int SHIFT, int TR, bool CHECK>
 __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
                                            unsigned int* S, long long rows, long long cols, long long lda,
                                            long long ldb, long long top, long long c0, int w_cols, int a_first,
-                                           int b_first)
+                                           unsigned long long b_top)
 {
-    constexpr int TR = WORDS_TR, SKEW = WORDS_SKEW, STAGED = WORDS_STAGED, PITCH = WORDS_PITCH;
-    const int lane = threadIdx.x, warp = threadIdx.y, lda_odd = (int)(lda & 1), ldb_odd = (int)(ldb & 1);
-    const long long r_first = top - SKEW;
+    constexpr int STAGED = TR + SHIFT, PITCH = WORDS_PITCH;
+    const int lane = threadIdx.x, warp = threadIdx.y, lda_odd = (int)(lda & 1);
+    const long long r_first = top - SHIFT;
     // staged rows i_lo <= i < i_hi lie inside A
     const int i_lo = CHECK ? (int)max(-r_first, 0LL) : 0;
     const int i_hi = CHECK ? (int)min(rows - r_first, (long long)STAGED) : STAGED;
@@ -1204,7 +1208,7 @@ __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A,
         }
         if (words > 32) {   // p = 1 and a whole tile: word 32 (columns c0 + 63, c0 + 64), a lane a row
             const long long c32 = c0 + 63;
-            for (int i = warp + 8 * lane; i < STAGED; i += 256) {
+            for (int i = warp + 8 * lane; i < STAGED; i += 256) {   // (one pass when TR = 128)
                 if (CHECK && (i < i_lo || i >= i_hi)) continue;
                 const unsigned short* a32 = A + (r_first + i) * lda + c32;
                 unsigned int* s = S + i * PITCH + ((i >> 5) & 1) + 32;
@@ -1217,21 +1221,22 @@ __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A,
     }
     wait_async();
     __syncthreads();
-    // the warp writes rows j = warp (mod 8) of B's tile: their parities agree too
-    const int m = (b_first + (warp & ldb_odd)) & 1;   // B(c0 + j, top)'s parity: the piece starts at row top - m
-    const int pp = (a_first + (m & lda_odd)) & 1;     // A(top - m, c0)'s parity (top is even)
-    const int qq = pp ^ lda_odd;                      // A(top - m + 1, c0)'s
-    const int i0 = SKEW - m + 2 * lane;               // the staged row of the lane's first element
-    const unsigned int* s0 = S + i0 * PITCH + ((i0 >> 5) & 1) + ((warp + pp) >> 1);
-    const unsigned int* s1 = S + (i0 + 1) * PITCH + (((i0 + 1) >> 5) & 1) + ((warp + qq) >> 1);
+    // the warp writes rows j = warp (mod 8) of B's tile; row j's piece starts at A's row top - m
+    const int m_first = (int)((b_top + (unsigned long long)warp * (unsigned long long)ldb) & SHIFT);
+    const int m_step = (int)((8 * ldb) & SHIFT);          // 0 or 8 (SHIFT 15), 0 (SHIFT 1): m's parity stays
+    const int pp = (a_first + (m_first & lda_odd)) & 1;   // A(top - m, c0)'s parity (top is even)
+    const int qq = pp ^ lda_odd;                          // A(top - m + 1, c0)'s
     const unsigned int sel = (((warp + pp) & 1) ? 0x32u : 0x10u) | (((warp + qq) & 1) ? 0x7600u : 0x5400u);
-    unsigned short* b = B + (c0 + warp) * ldb + top - m + 2 * lane;   // word-aligned
-    const long long bstep = 8 * ldb;
     // element k of a piece is A's row top - m + k: inside A when lo <= k - m < hi
-    const int lo = CHECK ? (int)max(-top, -1LL) : -1, hi = CHECK ? (int)min(rows - top, (long long)TR) : TR;
-    const int kr0 = 2 * lane - m;
+    const int lo = CHECK ? (int)max(-top, (long long)-SHIFT) : -SHIFT, hi = CHECK ? (int)min(rows - top, (long long)TR) : TR;
 #pragma unroll 2
-    for (int j = warp; j < w_cols; j += 8, s0 += 4, s1 += 4, b += bstep) {   // column j + 8: 4 words on
+    for (int j = warp, k = 0; j < w_cols; j += 8, ++k) {
+        const int m = (m_first + (k & 1) * m_step) & SHIFT;
+        const int i0 = SHIFT - m + 2 * lane;   // the staged row of the lane's first element
+        const unsigned int* s0 = S + i0 * PITCH + ((i0 >> 5) & 1) + ((j + pp) >> 1);
+        const unsigned int* s1 = S + (i0 + 1) * PITCH + (((i0 + 1) >> 5) & 1) + ((j + qq) >> 1);
+        unsigned short* b = B + (c0 + j) * ldb + top - m + 2 * lane;   // word-aligned
+        const int kr0 = 2 * lane - m;
 #pragma unroll
         for (int h = 0; h < TR / 64; ++h) {   // rows 64 apart share the rotation
             const unsigned int w = __byte_perm(s0[64 * h * PITCH], s1[64 * h * PITCH], sel);
@@ -1247,24 +1252,38 @@ __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A,
     __syncthreads();   // the next tile overwrites shared memory
 }
 
-__device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
+template <int SHIFT, int TR = WORDS_TR>
+__device__ __forceinline__ void words_tiles(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
                                             long long rows, long long cols, long long lda, long long ldb)
 {
-    __shared__ unsigned int S[WORDS_STAGED * WORDS_PITCH];
+    __shared__ unsigned int S[(TR + SHIFT) * WORDS_PITCH];
     const long long c0 = (long long)blockIdx.x * WORDS_TC;
     const int w_cols = (int)min((long long)WORDS_TC, cols - c0);
     const bool cols_inside = c0 >= 1 && c0 + WORDS_TC + 1 <= cols;   // every staged word inside A's rows
-    const long long row_tiles = (rows + WORDS_SKEW + WORDS_TR - 1) / WORDS_TR;
+    const long long row_tiles = (rows + SHIFT + TR - 1) / TR;
     const int a_first = (int)((reinterpret_cast<unsigned long long>(A) / 2 + c0) & 1);   // A(0, c0)'s parity
     const unsigned long long b_c0 = reinterpret_cast<unsigned long long>(B) / 2 + (unsigned long long)(c0 * ldb);
     for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
-        const long long top = t * WORDS_TR;
-        const int b_first = (int)((b_c0 + (unsigned long long)top) & 1);   // B(c0, top)'s parity
-        if (cols_inside && t >= 1 && top + WORDS_TR <= rows)   // all tiles but the edges
-            words_tile<false>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_first);
+        const long long top = t * TR;
+        const unsigned long long b_top = b_c0 + (unsigned long long)top;   // B(c0, top)'s element index
+        if (cols_inside && t >= 1 && top + TR <= rows)   // all tiles but the edges
+            words_tile<SHIFT, TR, false>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_top);
         else
-            words_tile<true>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_first);
+            words_tile<SHIFT, TR, true>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_top);
     }
+}
+
+__device__ __forceinline__ void words256x64(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
+                                            long long rows, long long cols, long long lda, long long ldb)
+{
+    words_tiles<1>(A, B, rows, cols, lda, ldb);
+}
+
+__device__ __forceinline__ void sector_words128x64(const unsigned short* __restrict__ A,
+                                                   unsigned short* __restrict__ B, long long rows, long long cols,
+                                                   long long lda, long long ldb)
+{
+    words_tiles<15, 128>(A, B, rows, cols, lda, ldb);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1404,6 +1423,8 @@ GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, f16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(pairs128x64, bf16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, f16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, bf16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(sector_words128x64, f16)
+GPUMAT_TRANSPOSE_2BYTE_TILE(sector_words128x64, bf16)
 
 // The tile of 1-byte elements alone (int8 and the FP8 formats): six blocks an SM.
 extern "C" __global__ void __launch_bounds__(256, 6) transpose_quads128_s8(const unsigned char* __restrict__ A,

@@ -150,14 +150,14 @@ def test_launch_arguments(no_gpu, name):
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["auto", *T.TWO_BYTE_TILES])
 def test_launch_arguments_of_the_2_byte_tiles(no_gpu, name, dt):
-    """A 2-byte tile named or chosen goes through the same launch as every transpose; under auto, a tall
-    A written to rows of B off the sectors (an odd stride) takes sector_aligned."""
+    """A 2-byte tile named or chosen goes through the same launch as every transpose; under auto, a large
+    A written to rows of B off the sectors (an odd stride) takes sector_words128x64."""
     a = fake_matrix(3001, 17011, stride=17011, dtype=dt)
     out = fake_matrix(17011, 3001, stride=3001, ptr=0x7F1000000000, dtype=dt)
     assert T.transpose(a, out=out, algorithm=name) is out
     ((kname, grid, block, args, _, _),) = no_gpu
     suffix = {"float16": "f16", "bfloat16": "bf16"}[dt]
-    v = T.KERNELS[("sector_aligned" if name == "auto" else name, suffix)]
+    v = T.KERNELS[("sector_words128x64" if name == "auto" else name, suffix)]
     assert kname == v.kernel.name and grid == v.grid(3001, 17011) and block == v.block
     assert args == (a.elements, out.elements, 3001, 17011, 17011, 3001, 1, 0, 0)
 
@@ -356,20 +356,31 @@ def test_the_odd_parity_strip_takes_odd_widths_at_any_row_stride():
 
 def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
     """pairs128x64 where the layout allows pairs (even strides, 4-byte aligned) and B's rows start on
-    sectors; sector_aligned where they do not, on an A of at least SECTOR_2BYTE_MIN_ROWS rows;
-    words256x64 elsewhere (odd strides of A, shorter A) on an A of at least WORDS_MIN_ROWS rows,
-    WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements; tiled_rect64 on narrower or smaller ones."""
+    sectors, tiled_rect64 for the other layouts of B on sectors; where B's rows start inside sectors:
+    sector_words128x64 on an A of at least SECTOR_2BYTE_MIN_ROWS rows and SECTOR_WORDS_MIN_ELEMENTS
+    elements, sector_aligned on smaller ones, words256x64 on an A of WORDS_MIN_ROWS to
+    SECTOR_2BYTE_MIN_ROWS rows; tiled_rect64 on narrower or smaller ones."""
     base = 0x7F0000000000
+    big = T.SECTOR_WORDS_MIN_ELEMENTS
     for dt in ("f16", "bf16"):
         assert T.choose_algorithm(4096, 4096, base, 4096, dt, base, 4096) == "pairs128x64"
-        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "sector_aligned"  # B off sectors
-        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "sector_aligned"  # a view
-        assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "sector_aligned"
-        assert T.choose_algorithm(4096, 4095, base, 4096, dt, base, 4095) == "words256x64"  # B on sectors
+        assert T.choose_algorithm(23170, 23170, base, 23170, dt, base, 23170) == "sector_words128x64"  # B off
+        assert T.choose_algorithm(8192, 8192, base + 2, 8192, dt, base, 8192) == "sector_words128x64"  # a view
+        assert T.choose_algorithm(4096, 4096, base + 2, 4096, dt, base, 4096) == "sector_aligned"  # smaller
+        assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "sector_words128x64"
+        assert T.choose_algorithm(5000, 5003, base, 5000, dt, base, 5003) == "sector_aligned"  # 25.0 million
+        assert T.choose_algorithm(700, 40001, base, 700, dt, base, 40001) == "sector_words128x64"  # 28.0 million
+        rows = T.SECTOR_2BYTE_MIN_ROWS + 1
+        cols = -(-big // rows)
+        assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "sector_words128x64"
+        assert T.choose_algorithm(rows, cols - 1, base, rows, dt, base, cols - 1) == "sector_aligned"
+        assert T.choose_algorithm(rows - 2, cols, base, rows - 2, dt, base, cols) == "words256x64"
+        for shape in ((4096, 4095), (512, 65537), (16384, 16385), (6000, 6001)):  # B on sectors, odd lda
+            assert T.choose_algorithm(*shape, base, shape[0], dt, base, shape[1]) == "tiled_rect64", shape
         assert T.choose_algorithm(200, 167772, base, 200, dt, base, 167772) == "words256x64"  # short A
         assert T.choose_algorithm(1001, 1003, base, 1001, dt, base, 1003) == "tiled_rect64"  # small
         rows, cols = T.WORDS_MIN_ROWS, T.WORDS_MIN_ELEMENTS // T.WORDS_MIN_ROWS + 1
-        assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "words256x64"
+        assert T.choose_algorithm(rows | 1, cols, base, rows | 1, dt, base, cols) == "words256x64"
         assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "tiled_rect64"
         rows = T.SECTOR_2BYTE_MIN_ROWS
         assert T.choose_algorithm(rows + 1, cols, base, rows + 1, dt, base, cols) == "sector_aligned"
@@ -415,7 +426,7 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
 
 @pytest.mark.parametrize(
     ("name", "itemsize", "unit"),
-    [("sector_aligned", i, 32) for i in (1, 2, 4, 8)] + [("words256x64", 2, 4)],
+    [("sector_aligned", i, 32) for i in (1, 2, 4, 8)] + [("words256x64", 2, 4), ("sector_words128x64", 2, 32)],
 )
 @pytest.mark.parametrize("rows", [1, 7, 8, 15, 16, 57, 63, 64, 65, 113, 121, 127, 128, 129, 143, 3001])
 @pytest.mark.parametrize("ldb_mod", range(16))

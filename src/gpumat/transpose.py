@@ -33,7 +33,8 @@ class Variant:
     kernel: Kernel
     block: tuple[int, int, int]
     tile: tuple[int, int]  # rows x cols of A one block covers per step of its row-tile loop
-    skew: int = 0  # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7, words256x64 by 1)
+    skew: int = 0  # extra rows the row tiles span (sector_aligned shifts B's row pieces by up to 7 (float32),
+    # words256x64 by 1, sector_words128x64 by 15)
 
     def grid(self, rows: int, cols: int) -> tuple[int, int, int]:
         """Grid for transposing a rows x cols matrix A."""
@@ -197,6 +198,11 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     # A read and B written as aligned 4-byte words at any alignment and strides (B's rows start a row early
     # where their parity asks)
     **{("words256x64", dt): _variant("words256x64", dt, (32, 8), (256, 64), skew=1) for dt in TWO_BYTE_SUFFIXES},
+    # the same words, 128-row tiles, each row piece of B shifted to start on a 32-byte sector
+    **{
+        ("sector_words128x64", dt): _variant("sector_words128x64", dt, (32, 8), (128, 64), skew=15)
+        for dt in TWO_BYTE_SUFFIXES
+    },
     # 1-byte elements (int8, the FP8 formats): 4 x 4 blocks moved as 4-byte words (A, B 4-byte aligned, lda,
     # ldb multiples of 4; byte by byte otherwise)
     ("quads128", "s8"): _variant("quads128", "s8", (32, 8), (128, 128)),
@@ -230,21 +236,31 @@ TALL_TILE_MIN_ROWS = 128
 # 2-byte elements (H200, benchmarks/results/transpose-variants-nvidia-h200-2026-11-28.json and
 # transpose-nvidia-h200-2026-11-28.json, copy time / kernel time): words256x64 reads and writes aligned
 # words whatever the rows' alignment, where pairs128x64 needs even strides and tiled_rect64 moves single
-# elements. Odd strides: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61, 100 x 335544 0.41 -> 0.58,
+# elements. Odd strides of B: 3001 x 17011 0.51 -> 0.57, 11585^2 0.50 -> 0.61, 100 x 335544 0.41 -> 0.58,
 # 127 x 132104 0.56 -> 0.71. Even strides keep pairs128x64 where B's rows start on sectors (8192^2 0.91
 # against 0.83). On fewer than 256 columns every tile of words256x64 is an edge tile (264208 x 127: 0.48)
 # and tiled_rect64 leads (0.82; 335544 x 100: 0.75 where pairs128x64 had 0.54); on an A of 64 rows or fewer
 # the 256-row tile idles (64 x 262144: 0.38 against 0.78); between 64 and 100 rows nothing is measured.
 # Under 2^22 elements its 256-row tiles are too few blocks for the GPU (1001 x 1003: 0.85 against
-# tiled_rect64's 2.0, the matrix in L2); between 1 and 33 million elements nothing is measured.
+# tiled_rect64's 2.0, the matrix in L2). Where B's rows start on sectors and pairs128x64 cannot run (an odd
+# stride of A), tiled_rect64 leads (thirty-fifth session: 512 x 65537 0.83, 2048 x 16385 0.80, 4096 x 4097
+# 0.80, 16384 x 2049 0.79, against words256x64's 0.52-0.65 and sector_words128x64's 0.65-0.79; the one
+# exception measured, 16384 x 16385, 0.78 against sector_words128x64's 0.84).
 WORDS_MIN_ROWS = 96
 WORDS_MIN_COLS = 256
 WORDS_MIN_ELEMENTS = 1 << 22
-# Where B's rows do not start on sectors, sector_aligned beats the word kernels on an A of at least 512
+# Where B's rows do not start on sectors, sector_aligned beats words256x64 on an A of at least 512
 # rows and 2^22 elements (H200, thirty-second session): 11585^2 0.62 -> 0.74, 3001 x 17011 0.58 -> 0.74,
 # 1000 x 33554 0.68 -> 0.75, 33554 x 1000 0.64 -> 0.79; on 100-200 rows its first and last row tiles
-# dominate (200 x 167772: 0.53 against words256x64's 0.77, where pairs128x64 had 0.46).
+# dominate (200 x 167772: 0.53 against words256x64's 0.77, where pairs128x64 had 0.46). From about 26
+# million elements sector_words128x64 (the word kernel with sector_aligned's shift, 128-row tiles) leads
+# (H200, thirty-fifth session, `.devc/tsector_words`): 700 x 40001 0.62 -> 0.75, 3001 x 17011 0.72 ->
+# 0.77, 9000 x 9001 0.73 -> 0.79, 11585^2 0.73 -> 0.81, 23170^2 0.71 -> 0.82, 46340^2 0.68 -> 0.77,
+# 33554 x 1000 0.77 -> 0.88, 8192^2 into a B one element off 0.72 -> 0.85; at 25.0 million (5000 x 5003)
+# sector_aligned still leads, 0.77 against 0.75, and at 16.8 million the two are even (4095 x 4097
+# 0.73 / 0.74, 2895 x 5801 0.76 / 0.70). On 200 rows its tiles lose to words256x64 (0.64 against 0.75).
 SECTOR_2BYTE_MIN_ROWS = 512
+SECTOR_WORDS_MIN_ELEMENTS = 26 << 20
 # An A of at most 31 rows (2-byte: 40) written into a packed, 16-byte aligned B takes narrow_rows_chunks,
 # which reads A's rows as aligned 16-byte chunks at any stride and writes B's run as 16-byte vectors
 # (H200, thirty-second session, 64 MiB strips, copy time / kernel time): 2-byte 2-32 rows 0.81-0.88
@@ -317,9 +333,12 @@ def choose_algorithm(
     of B that start on 32-byte sectors take tiled_rect64; others sector_aligned, which writes whole
     sectors anyway, unless A has at most 64 rows and the shift would spread them over two row tiles.
     2-byte elements move as 4-byte words: the pair/flat strip kernels where alignment allows,
-    pairs128x64 where strides are even and B's rows start on sectors, sector_aligned where they do not
-    and A has at least SECTOR_2BYTE_MIN_ROWS rows, and words256x64 (at any alignment) on an A of at
-    least WORDS_MIN_ROWS rows, WORDS_MIN_COLS columns and WORDS_MIN_ELEMENTS elements. 1-byte elements
+    pairs128x64 where strides are even and B's rows start on sectors (tiled_rect64 for the other layouts
+    with B on sectors). Where B's rows do not start on sectors, on an A of at least WORDS_MIN_COLS
+    columns: sector_words128x64 (words at any alignment, B's pieces on sectors) on an A of at least
+    SECTOR_2BYTE_MIN_ROWS rows and SECTOR_WORDS_MIN_ELEMENTS elements, sector_aligned on smaller ones down
+    to WORDS_MIN_ELEMENTS, and words256x64 on an A of WORDS_MIN_ROWS to SECTOR_2BYTE_MIN_ROWS rows and at
+    least WORDS_MIN_ELEMENTS elements. 1-byte elements
     move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
     least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements; their strips of
     TILES_MIN_COLS columns or more in the tiles, and up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
@@ -397,14 +416,16 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
         return "pairs128x64"
     if cols < WORDS_MIN_COLS:
         return "tiled_rect64"
-    large = rows * cols >= WORDS_MIN_ELEMENTS
-    if not b_on_sectors and rows >= SECTOR_2BYTE_MIN_ROWS and large:
+    elements = rows * cols
+    if b_on_sectors:
+        return "pairs128x64" if pairs else "tiled_rect64"
+    if rows >= SECTOR_2BYTE_MIN_ROWS and elements >= SECTOR_WORDS_MIN_ELEMENTS:
+        return "sector_words128x64"
+    if elements < WORDS_MIN_ELEMENTS:
+        return "tiled_rect64"
+    if rows >= SECTOR_2BYTE_MIN_ROWS:
         return "sector_aligned"
-    if pairs and b_on_sectors:
-        return "pairs128x64"
-    if rows >= WORDS_MIN_ROWS and large:
-        return "words256x64"
-    return "tiled_rect64"
+    return "words256x64" if rows >= WORDS_MIN_ROWS else "tiled_rect64"
 
 
 def _check_narrow(algorithm: str, rows: int, cols: int) -> None:
