@@ -1229,14 +1229,8 @@ __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A,
     const unsigned int sel = (((warp + pp) & 1) ? 0x32u : 0x10u) | (((warp + qq) & 1) ? 0x7600u : 0x5400u);
     // element k of a piece is A's row top - m + k: inside A when lo <= k - m < hi
     const int lo = CHECK ? (int)max(-top, (long long)-SHIFT) : -SHIFT, hi = CHECK ? (int)min(rows - top, (long long)TR) : TR;
-#pragma unroll 2
-    for (int j = warp, k = 0; j < w_cols; j += 8, ++k) {
-        const int m = (m_first + (k & 1) * m_step) & SHIFT;
-        const int i0 = SHIFT - m + 2 * lane;   // the staged row of the lane's first element
-        const unsigned int* s0 = S + i0 * PITCH + ((i0 >> 5) & 1) + ((j + pp) >> 1);
-        const unsigned int* s1 = S + (i0 + 1) * PITCH + (((i0 + 1) >> 5) & 1) + ((j + qq) >> 1);
-        unsigned short* b = B + (c0 + j) * ldb + top - m + 2 * lane;   // word-aligned
-        const int kr0 = 2 * lane - m;
+    // one piece of B's row: its lane's words from staged rows i0 + 64h and i0 + 1 + 64h (s0, s1)
+    auto piece = [&](const unsigned int* s0, const unsigned int* s1, unsigned short* b, int kr0) {
 #pragma unroll
         for (int h = 0; h < TR / 64; ++h) {   // rows 64 apart share the rotation
             const unsigned int w = __byte_perm(s0[64 * h * PITCH], s1[64 * h * PITCH], sel);
@@ -1247,6 +1241,29 @@ __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A,
                 if (kr >= lo && kr < hi) b[64 * h] = (unsigned short)(w & 0xffffu);
                 if (kr + 1 >= lo && kr + 1 < hi) b[64 * h + 1] = (unsigned short)(w >> 16);
             }
+        }
+    };
+    auto first = [&](int j, int m, const unsigned int*& s0, const unsigned int*& s1, unsigned short*& b) {
+        const int i0 = SHIFT - m + 2 * lane;   // the staged row of the lane's first element
+        s0 = S + i0 * PITCH + ((i0 >> 5) & 1) + ((j + pp) >> 1);
+        s1 = S + (i0 + 1) * PITCH + (((i0 + 1) >> 5) & 1) + ((j + qq) >> 1);
+        b = B + (c0 + j) * ldb + top - m + 2 * lane;   // word-aligned
+    };
+    const unsigned int* s0;
+    const unsigned int* s1;
+    unsigned short* b;
+    if constexpr (SHIFT == 1) {   // one shift for all the warp's rows (m_step is 0): pointers stepped
+        first(warp, m_first, s0, s1, b);
+        const long long bstep = 8 * ldb;
+#pragma unroll 2
+        for (int j = warp; j < w_cols; j += 8, s0 += 4, s1 += 4, b += bstep)   // column j + 8: 4 words on
+            piece(s0, s1, b, 2 * lane - m_first);
+    } else {   // shifts m and m + m_step in turn (stepping both sets of pointers spilled on sm_120)
+#pragma unroll 2
+        for (int j = warp, k = 0; j < w_cols; j += 8, ++k) {
+            const int m = (m_first + (k & 1) * m_step) & SHIFT;
+            first(j, m, s0, s1, b);
+            piece(s0, s1, b, 2 * lane - m);
         }
     }
     __syncthreads();   // the next tile overwrites shared memory
@@ -1359,6 +1376,135 @@ __device__ __forceinline__ void quads128(const unsigned char* __restrict__ A, un
     }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// sector_quads128 (1-byte elements, any alignment and strides): sector_words128x64's scheme for bytes.
+// A block moves A's columns c0 .. c0 + 127 (B's rows) for A's rows near 128t. Row j of B takes the 128
+// bytes r in [128t - m, 128t + 128 - m), m = B(c0 + j, 128t)'s byte index mod 32: every piece starts on a
+// 32-byte sector, and a warp stores one piece (a lane one word) an instruction. The block stages A's
+// rows 128t - 31 .. 128t + 127 as aligned words: staged row i holds A(r, c0 - p + 4w .. +3) in its word w,
+// p = A(r, c0)'s byte index mod 4, so every copy is a 4-byte cp.async (a word that reaches outside A's
+// row is copied byte by byte, its bytes inside). A warp stages rows i = warp (mod 8), whose p agree (8 lda
+// is a multiple of 4). A lane builds B(c, r .. r + 3) from the byte of column c in staged rows i .. i + 3
+// (four shared loads, three byte permutes); rows 4 apart have one p, so the words and bytes it reads are
+// the same for every lane. Shared memory: 159 rows of 37 words, a row's words rotated by (i / 32) mod 4,
+// so that the lanes' loads, rows o + 4l, fall in 32 banks for every o (checked exhaustively on the host).
+// Tiles wholly inside A take the loops without checks.
+// Launch: block (32, 8), grid (ceil(cols/128), min(ceil((rows + 31)/128), 65535)); 23.5 KB of shared memory.
+// ---------------------------------------------------------------------------------------------------
+constexpr int QUADS_TR = 128, QUADS_TC = 128, QUADS_SHIFT = 31, QUADS_STAGED = QUADS_TR + QUADS_SHIFT, QUADS_PITCH = 37;
+
+__device__ __forceinline__ int quads_slot(int i) { return i * QUADS_PITCH + ((i >> 5) & 3); }
+
+template <bool CHECK>
+__device__ __forceinline__ void sector_quads_tile(const unsigned char* __restrict__ A, unsigned char* __restrict__ B,
+                                                  unsigned int* S, long long rows, long long cols, long long lda,
+                                                  long long ldb, long long top, long long c0, int w_cols,
+                                                  int a_first, unsigned long long b_top)
+{
+    constexpr int TR = QUADS_TR, SHIFT = QUADS_SHIFT, STAGED = QUADS_STAGED;
+    const int lane = threadIdx.x, warp = threadIdx.y, lda4 = (int)(lda & 3);
+    const long long r_first = top - SHIFT;
+    // staged rows i_lo <= i < i_hi lie inside A
+    const int i_lo = CHECK ? (int)max(-r_first, 0LL) : 0;
+    const int i_hi = CHECK ? (int)min(rows - r_first, (long long)STAGED) : STAGED;
+    const int p = (a_first + (int)((r_first + warp) & 3) * lda4) & 3;   // A(r, c0)'s byte index mod 4, this warp's rows
+    const int words = (p + w_cols + 3) >> 2;                           // the words that hold the tile's columns
+    {
+        // lane l copies word l of each of the warp's rows: columns c .. c + 3
+        const long long c = c0 - p + 4 * lane;
+        const bool whole = !CHECK || (c >= 0 && c + 3 < cols && lane < words);
+        const unsigned char* a = A + (r_first + warp) * lda + c;
+        const long long step = 8 * lda;
+#pragma unroll 4
+        for (int k = 0; k < (STAGED + 7) / 8; ++k, a += step) {
+            const int i = warp + 8 * k;   // (i >> 5) & 3 == (k >> 2) & 3
+            if ((k < STAGED / 8 || i < STAGED) && (!CHECK || (i >= i_lo && i < i_hi))) {
+                unsigned int* s = S + i * QUADS_PITCH + ((k >> 2) & 3) + lane;
+                if (whole) {
+                    copy_async<4>(s, a);
+                } else if (lane < words) {   // a word reaching outside A's row: its bytes inside
+                    unsigned char* s8 = reinterpret_cast<unsigned char*>(s);
+#pragma unroll
+                    for (int b = 0; b < 4; ++b)
+                        if (c + b >= 0 && c + b < cols) s8[b] = a[b];
+                }
+            }
+        }
+        if (words > 32) {   // p > 0 and a whole tile: word 32 (columns c0 - p + 128 .. +3), a lane a row
+            const long long c32 = c0 - p + 128;
+            for (int i = warp + 8 * lane; i < STAGED; i += 256) {
+                if (CHECK && (i < i_lo || i >= i_hi)) continue;
+                const unsigned char* a32 = A + (r_first + i) * lda + c32;
+                unsigned int* s = S + quads_slot(i) + 32;
+                if (!CHECK || c32 + 3 < cols) {
+                    copy_async<4>(s, a32);
+                } else {
+                    unsigned char* s8 = reinterpret_cast<unsigned char*>(s);
+#pragma unroll
+                    for (int b = 0; b < 4; ++b)
+                        if (c32 + b < cols) s8[b] = a32[b];
+                }
+            }
+        }
+    }
+    wait_async();
+    __syncthreads();
+    // the warp writes rows j = warp (mod 8) of B's tile; row j's piece starts at A's row top - m
+    const int m_first = (int)((b_top + (unsigned long long)warp * (unsigned long long)ldb) & SHIFT);
+    const int m_step = (int)((8 * ldb) & SHIFT);   // 0, 8, 16 or 24: m mod 4 is the same for all the warp's rows
+    // staged rows x + q (x = SHIFT - m + 4 lane) hold A's rows top - m + 4 lane + q, whose p depends on q
+    // alone: column j's byte is byte (j + p) mod 4 of word (j + p) / 4, the same for every lane and
+    // (j = warp + 8k) two words further on for each k
+    int word[4], pick[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int at = warp + ((a_first + ((q - m_first) & 3) * lda4) & 3);
+        word[q] = at >> 2;
+        pick[q] = at & 3;
+    }
+    const unsigned int sel_lo = pick[0] | ((pick[1] + 4) << 4), sel_hi = pick[2] | ((pick[3] + 4) << 4);
+    // element k of a piece is A's row top - m + k: inside A when lo <= k - m < hi
+    const int lo = CHECK ? (int)max(-top, (long long)-SHIFT) : -SHIFT, hi = CHECK ? (int)min(rows - top, (long long)TR) : TR;
+#pragma unroll 1   // unrolled, it spilled on sm_80 at six blocks an SM
+    for (int j = warp, k = 0; j < w_cols; j += 8, ++k) {
+        const int m = (m_first + k * m_step) & SHIFT;
+        const int x = SHIFT - m + 4 * lane;   // the staged row of the lane's first byte
+        const unsigned int v0 = S[quads_slot(x) + word[0] + 2 * k], v1 = S[quads_slot(x + 1) + word[1] + 2 * k];
+        const unsigned int v2 = S[quads_slot(x + 2) + word[2] + 2 * k], v3 = S[quads_slot(x + 3) + word[3] + 2 * k];
+        const unsigned int w = __byte_perm(__byte_perm(v0, v1, sel_lo), __byte_perm(v2, v3, sel_hi), 0x5410);
+        unsigned char* b = B + (c0 + j) * ldb + top - m + 4 * lane;   // sector-aligned at lane 0
+        const int kr = 4 * lane - m;
+        if (!CHECK || (kr >= lo && kr + 3 < hi)) {
+            *reinterpret_cast<unsigned int*>(b) = w;
+        } else {   // a word across an end of A's rows: its bytes inside
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (kr + q >= lo && kr + q < hi) b[q] = (unsigned char)(w >> (8 * q));
+        }
+    }
+    __syncthreads();   // the next tile overwrites shared memory
+}
+
+__device__ __forceinline__ void sector_quads128(const unsigned char* __restrict__ A, unsigned char* __restrict__ B,
+                                                long long rows, long long cols, long long lda, long long ldb)
+{
+    __shared__ unsigned int S[QUADS_STAGED * QUADS_PITCH];
+    const long long c0 = (long long)blockIdx.x * QUADS_TC;
+    const int w_cols = (int)min((long long)QUADS_TC, cols - c0);
+    const bool cols_inside = c0 >= 3 && c0 + QUADS_TC + 3 <= cols;   // every staged word inside A's rows
+    const long long row_tiles = (rows + QUADS_SHIFT + QUADS_TR - 1) / QUADS_TR;
+    const int a_first = (int)((reinterpret_cast<unsigned long long>(A) + c0) & 3);   // A(0, c0)'s byte index mod 4
+    const unsigned long long b_c0 = reinterpret_cast<unsigned long long>(B) + (unsigned long long)(c0 * ldb);
+    for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
+        const long long top = t * QUADS_TR;
+        const unsigned long long b_top = b_c0 + (unsigned long long)top;   // B(c0, top)'s byte index
+        if (cols_inside && t >= 1 && top + QUADS_TR <= rows)   // all tiles but the edges
+            sector_quads_tile<false>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_top);
+        else
+            sector_quads_tile<true>(A, B, S, rows, cols, lda, ldb, top, c0, w_cols, a_first, b_top);
+    }
+}
+
 }  // namespace
 
 // One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
@@ -1426,12 +1572,18 @@ GPUMAT_TRANSPOSE_2BYTE_TILE(words256x64, bf16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(sector_words128x64, f16)
 GPUMAT_TRANSPOSE_2BYTE_TILE(sector_words128x64, bf16)
 
-// The tile of 1-byte elements alone (int8 and the FP8 formats): six blocks an SM.
+// The tiles of 1-byte elements alone (int8 and the FP8 formats): six blocks an SM.
 extern "C" __global__ void __launch_bounds__(256, 6) transpose_quads128_s8(const unsigned char* __restrict__ A,
     unsigned char* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, long long batch,
     long long bsa, long long bsb)
 {
     GPUMAT_TRANSPOSE_BATCH((quads128(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
+}
+extern "C" __global__ void __launch_bounds__(256, 6) transpose_sector_quads128_s8(const unsigned char* __restrict__ A,
+    unsigned char* __restrict__ B, long long rows, long long cols, long long lda, long long ldb, long long batch,
+    long long bsa, long long bsb)
+{
+    GPUMAT_TRANSPOSE_BATCH((sector_quads128(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
 }
 
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \

@@ -426,7 +426,8 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
 
 @pytest.mark.parametrize(
     ("name", "itemsize", "unit"),
-    [("sector_aligned", i, 32) for i in (1, 2, 4, 8)] + [("words256x64", 2, 4), ("sector_words128x64", 2, 32)],
+    [("sector_aligned", i, 32) for i in (1, 2, 4, 8)]
+    + [("words256x64", 2, 4), ("sector_words128x64", 2, 32), ("sector_quads128", 1, 32)],
 )
 @pytest.mark.parametrize("rows", [1, 7, 8, 15, 16, 57, 63, 64, 65, 113, 121, 127, 128, 129, 143, 3001])
 @pytest.mark.parametrize("ldb_mod", range(16))
@@ -469,14 +470,15 @@ def test_two_byte_tiles_refuse_other_dtypes(no_gpu):
 @pytest.mark.parametrize("dt", ["int8", "float8_e4m3fn", "float8_e5m2"])
 @pytest.mark.parametrize("name", ["auto", *T.ONE_BYTE_TILES])
 def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
-    """quads128, named or chosen by auto for a large 1-byte A whose rows and B's start on words, goes
-    through the same launch as every transpose (FP8 moves through the int8 entries)."""
+    """A 1-byte tile, named or chosen by auto (quads128 for a large A whose rows and B's start on words),
+    goes through the same launch as every transpose (FP8 moves through the int8 entries)."""
     a = fake_matrix(4096, 8196, stride=8196, dtype=dt)
     out = fake_matrix(8196, 4096, stride=4096, ptr=0x7F1000000000, dtype=dt)
     assert T.transpose(a, out=out, algorithm=name) is out
     ((kname, grid, block, args, _, _),) = no_gpu
-    v = T.KERNELS[("quads128", "s8")]
-    assert kname == v.kernel.name == "transpose_quads128_s8" and grid == v.grid(4096, 8196) == (65, 32, 1)
+    v = T.KERNELS[("quads128" if name == "auto" else name, "s8")]
+    assert kname == v.kernel.name == f"transpose_{v.kernel.name[len('transpose_') :]}" and grid == v.grid(4096, 8196)
+    assert grid == ((65, 32, 1) if name != "sector_quads128" else (65, 33, 1))
     assert block == v.block == (32, 8, 1) and args == (a.elements, out.elements, 4096, 8196, 8196, 4096, 1, 0, 0)
 
 
@@ -509,15 +511,25 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
 
 def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     """quads128 where every row of A and B starts on a word (addresses and strides multiples of 4), on an
-    A of at least 96 rows, 128 columns and 2^22 elements; the byte tiles elsewhere: tiled_rect64 under 512
-    rows, sector_aligned for B's rows off sectors from there on and for tall strips of 24-63 columns."""
+    A of at least 96 rows, 128 columns and 2^22 elements; sector_quads128 for B's rows off sectors on an A
+    of at least 512 rows, 128 columns and SECTOR_QUADS_MIN_ELEMENTS elements; the byte tiles elsewhere:
+    tiled_rect64 from 64 columns on, sector_aligned for tall strips of 24-63 columns."""
     base = 0x7F0000000000
     assert T.choose_algorithm(4096, 4096, base, 4096, "s8", base, 4096) == "quads128"
     assert T.choose_algorithm(2048, 2048, base, 2048, "s8", base, 2048) == "quads128"
     assert T.choose_algorithm(128, 1 << 15, base, 128, "s8", base, 1 << 15) == "quads128"
     assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"
     assert T.choose_algorithm(101, 671088, base, 101, "s8", base, 671088) == "tiled_rect64"  # B's rows off words
-    assert T.choose_algorithm(3001, 17011, base, 3001, "s8", base, 17011) == "sector_aligned"
+    assert T.choose_algorithm(3001, 17011, base, 3001, "s8", base, 17011) == "sector_quads128"
+    assert T.choose_algorithm(8192, 8192, base + 1, 8192, "s8", base, 8192) == "sector_quads128"  # B a view
+    assert T.choose_algorithm(16384, 16385, base, 16384, "s8", base, 16385) == "tiled_rect64"  # B on sectors
+    rows = T.SECTOR_1BYTE_MIN_ROWS + 1
+    cols = -(-T.SECTOR_QUADS_MIN_ELEMENTS // rows)
+    assert T.choose_algorithm(rows, cols, base, rows, "s8", base, cols) == "sector_quads128"
+    assert T.choose_algorithm(rows, cols - 1, base, rows, "s8", base, cols - 1) == "tiled_rect64"
+    assert T.choose_algorithm(rows - 2, cols, base, rows - 2, "s8", base, cols) == "tiled_rect64"
+    assert T.choose_algorithm(5000, 5003, base, 5000, "s8", base, 5003) == "tiled_rect64"
+    assert T.choose_algorithm(1 << 20, 127, base, 1 << 20 | 1, "s8", base, 127) == "tiled_rect64"
     assert T.choose_algorithm(1 << 20, 64, base, 1 << 20, "s8", base, 64) == "tiled_rect64"
     assert T.choose_algorithm(1065220, 63, base, 1065220, "s8", base + 1, 63) == "sector_aligned"  # A off 16
     assert T.choose_algorithm(4096, 4096, base + 2, 4096, "s8", base, 4096) != "quads128"  # B off a word

@@ -206,6 +206,9 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
     # 1-byte elements (int8, the FP8 formats): 4 x 4 blocks moved as 4-byte words (A, B 4-byte aligned, lda,
     # ldb multiples of 4; byte by byte otherwise)
     ("quads128", "s8"): _variant("quads128", "s8", (32, 8), (128, 128)),
+    # the same 128 x 128 tiles at any alignment and strides, moved as words, each row piece of B shifted to
+    # start on a 32-byte sector
+    ("sector_quads128", "s8"): _variant("sector_quads128", "s8", (32, 8), (128, 128), skew=31),
 }
 
 VARIANTS: dict[str, Variant] = {name: v for (name, dt), v in KERNELS.items() if dt == "f32" and isinstance(v, Variant)}
@@ -301,12 +304,21 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # from 2^21 on the strip (256000 x 8: 0.56 against 0.33, 256001 x 24: 0.65 against 0.49). bench transpose:
 # 1-37 columns 0.43-0.46 against 0.23-0.31; at 63 columns sector_aligned keeps its lead (0.48 against 0.46),
 # which it reaches near 56 columns if it grows evenly from 37 (0.32): not measured in between.
+# sector_quads128 (quads128's tiles at any alignment, B's pieces on sectors; thirty-fifth session,
+# `.devc/tsector_quads`): where B's rows start inside sectors, from 512 rows, 128 columns and 2^25 elements,
+# 3001 x 17011 0.47 -> 0.59, 17011 x 3001 0.48 -> 0.58, 8191 x 8193 0.46 -> 0.60, 23170 x 23171 0.44 ->
+# 0.65, 46341^2 0.43 -> 0.65, 8192^2 into a B one byte off 0.45 -> 0.62 (sector_aligned before); under
+# that tiled_rect64 leads (5000 x 5003: 0.57 against 0.52 and sector_aligned's 0.49; 4095 x 4097 0.52
+# against 0.40 and 0.41; 1001 x 1003 0.96 against 0.79), and on 127 columns (528416 x 127: 0.52 against
+# 0.31). With B on sectors one shape measured leads (16384 x 16385: 0.63 against tiled_rect64's 0.55) and
+# one loses (4096 x 4097: 0.30 against 0.42): tiled_rect64 keeps them.
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
 QUADS_STRIP_MAX_COLS = 55
 QUADS_MIN_ROWS = 96
 QUADS_MIN_COLS = 128
 QUADS_MIN_ELEMENTS = 1 << 22
 SECTOR_1BYTE_MIN_ROWS = 512
+SECTOR_QUADS_MIN_ELEMENTS = 1 << 25
 CHUNKS_1BYTE_MAX_ROWS = 63
 PARITY_ANY_SIZE_MAX_COLS = 16
 PARITY_MAX_COLS = 35
@@ -340,7 +352,9 @@ def choose_algorithm(
     to WORDS_MIN_ELEMENTS, and words256x64 on an A of WORDS_MIN_ROWS to SECTOR_2BYTE_MIN_ROWS rows and at
     least WORDS_MIN_ELEMENTS elements. 1-byte elements
     move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
-    least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements; their strips of
+    least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements, elsewhere as words
+    with B's pieces on sectors (sector_quads128) where B's rows start inside sectors, on an A of at least
+    SECTOR_1BYTE_MIN_ROWS rows, QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips of
     TILES_MIN_COLS columns or more in the tiles, and up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
     narrow_rows_chunks."""
     isz = ITEMSIZE[dtype]
@@ -385,8 +399,9 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
         if (a_address | b_address | lda | (ldb or rows)) % 4 == 0:  # every row of A and B on a word
             return "quads128"
-    if rows < SECTOR_1BYTE_MIN_ROWS and cols > NARROW_AUTO_COLS:
-        return "tiled_rect64"
+    if cols > NARROW_AUTO_COLS:
+        large = rows >= SECTOR_1BYTE_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= SECTOR_QUADS_MIN_ELEMENTS
+        return "sector_quads128" if large and not _b_on_sectors(b_address, ldb or rows, 1) else "tiled_rect64"
     return _tiles(rows, cols, b_address, ldb, 1)
 
 
