@@ -358,8 +358,10 @@ def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
     """pairs128x64 where the layout allows pairs (even strides, 4-byte aligned) and B's rows start on
     sectors, tiled_rect64 for the other layouts of B on sectors; where B's rows start inside sectors:
     sector_words128x64 on an A of at least SECTOR_2BYTE_MIN_ROWS rows and SECTOR_WORDS_MIN_ELEMENTS
-    elements, sector_aligned on smaller ones, words256x64 on an A of WORDS_MIN_ROWS to
-    SECTOR_2BYTE_MIN_ROWS rows; tiled_rect64 on narrower or smaller ones."""
+    elements, sector_aligned on smaller ones; on a shorter A of at least SHORT_WORDS_MIN_ELEMENTS elements
+    sector_words128x64 where one of its row tiles holds the shifted pieces (from
+    SHORT_SECTOR_WORDS_MIN_ROWS rows), words256x64 on taller ones; tiled_rect64 on narrower or smaller
+    ones."""
     base = 0x7F0000000000
     big = T.SECTOR_WORDS_MIN_ELEMENTS
     for dt in ("f16", "bf16"):
@@ -370,6 +372,7 @@ def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
         assert T.choose_algorithm(3001, 17011, base, 3001, dt, base, 17011) == "sector_words128x64"
         assert T.choose_algorithm(5000, 5003, base, 5000, dt, base, 5003) == "sector_aligned"  # 25.0 million
         assert T.choose_algorithm(700, 40001, base, 700, dt, base, 40001) == "sector_words128x64"  # 28.0 million
+        assert T.choose_algorithm(2047, 2049, base, 2047, dt, base, 2049) == "tiled_rect64"  # the L2 holds it
         rows = T.SECTOR_2BYTE_MIN_ROWS + 1
         cols = -(-big // rows)
         assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "sector_words128x64"
@@ -377,14 +380,19 @@ def test_auto_moves_words_of_2_byte_elements_at_any_alignment():
         assert T.choose_algorithm(rows - 2, cols, base, rows - 2, dt, base, cols) == "words256x64"
         for shape in ((4096, 4095), (512, 65537), (16384, 16385), (6000, 6001)):  # B on sectors, odd lda
             assert T.choose_algorithm(*shape, base, shape[0], dt, base, shape[1]) == "tiled_rect64", shape
-        assert T.choose_algorithm(200, 167772, base, 200, dt, base, 167772) == "words256x64"  # short A
+        # short A into a packed B off sectors (64 MiB, then 16 MiB)
+        expected = {72: "tiled_rect64", 88: "sector_words128x64", 100: "sector_words128x64"}
+        expected |= {113: "sector_words128x64", 114: "words256x64", 127: "words256x64", 200: "words256x64"}
+        for rows, name in expected.items():
+            cols = (1 << 25) // rows
+            assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == name, rows
+            assert T.choose_algorithm(rows, cols // 4, base, rows, dt, base, cols // 4) == "tiled_rect64", rows
+        rows = T.SHORT_SECTOR_WORDS_MIN_ROWS + 1
+        cols = -(-T.SHORT_WORDS_MIN_ELEMENTS // rows)
+        assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == "sector_words128x64"
+        assert T.choose_algorithm(rows, cols - 1, base, rows, dt, base, cols - 1) == "tiled_rect64"
+        assert T.choose_algorithm(rows - 2, cols, base, rows - 2, dt, base, cols) == "tiled_rect64"
         assert T.choose_algorithm(1001, 1003, base, 1001, dt, base, 1003) == "tiled_rect64"  # small
-        rows, cols = T.WORDS_MIN_ROWS, T.WORDS_MIN_ELEMENTS // T.WORDS_MIN_ROWS + 1
-        assert T.choose_algorithm(rows | 1, cols, base, rows | 1, dt, base, cols) == "words256x64"
-        assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "tiled_rect64"
-        rows = T.SECTOR_2BYTE_MIN_ROWS
-        assert T.choose_algorithm(rows + 1, cols, base, rows + 1, dt, base, cols) == "sector_aligned"
-        assert T.choose_algorithm(rows - 1, cols, base, rows - 1, dt, base, cols) == "words256x64"
         assert T.choose_algorithm(264208, 127, base, 264208, dt, base, 127) == "tiled_rect64"
         assert T.choose_algorithm(335544, 100, base, 335544, dt, base, 100) == "tiled_rect64"  # even, narrow
         assert T.choose_algorithm(262144, 128, base, 262144, dt, base, 128) == "pairs128x64"  # on sectors
@@ -410,7 +418,7 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
     base = 0x7F0000000000
     half = dt in ("f16", "bf16")
     for rows in (32, 37, 63, 64, 127):
-        if half and rows >= T.WORDS_MIN_ROWS:
+        if half and rows > 64:
             continue
         sector = 32 // {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}[dt]
         two_tiles = rows <= 64 < rows + sector - 1
@@ -420,7 +428,7 @@ def test_auto_keeps_the_128_row_tiles_for_a_tall_enough_a(dt):
         assert T.choose_algorithm(rows, 100000, base, rows, dt, base, 100000) == expected, rows
     tall = T.choose_algorithm(128, 100000, base, 128, dt, base, 100000)
     assert tall == ("pairs128x64" if half else "tiled_rect64")
-    odd = T.choose_algorithm(129, 100001, base, 129, dt, base, 100001)
+    odd = T.choose_algorithm(129, 200001, base, 129, dt, base, 200001)
     assert odd == ("words256x64" if half else "sector_aligned")
 
 

@@ -243,13 +243,12 @@ TALL_TILE_MIN_ROWS = 128
 # 127 x 132104 0.56 -> 0.71. Even strides keep pairs128x64 where B's rows start on sectors (8192^2 0.91
 # against 0.83). On fewer than 256 columns every tile of words256x64 is an edge tile (264208 x 127: 0.48)
 # and tiled_rect64 leads (0.82; 335544 x 100: 0.75 where pairs128x64 had 0.54); on an A of 64 rows or fewer
-# the 256-row tile idles (64 x 262144: 0.38 against 0.78); between 64 and 100 rows nothing is measured.
+# the 256-row tile idles (64 x 262144: 0.38 against 0.78; 65-127 rows: below).
 # Under 2^22 elements its 256-row tiles are too few blocks for the GPU (1001 x 1003: 0.85 against
 # tiled_rect64's 2.0, the matrix in L2). Where B's rows start on sectors and pairs128x64 cannot run (an odd
 # stride of A), tiled_rect64 leads (thirty-fifth session: 512 x 65537 0.83, 2048 x 16385 0.80, 4096 x 4097
 # 0.80, 16384 x 2049 0.79, against words256x64's 0.52-0.65 and sector_words128x64's 0.65-0.79; the one
 # exception measured, 16384 x 16385, 0.78 against sector_words128x64's 0.84).
-WORDS_MIN_ROWS = 96
 WORDS_MIN_COLS = 256
 WORDS_MIN_ELEMENTS = 1 << 22
 # Where B's rows do not start on sectors, sector_aligned beats words256x64 on an A of at least 512
@@ -262,8 +261,17 @@ WORDS_MIN_ELEMENTS = 1 << 22
 # 33554 x 1000 0.77 -> 0.88, 8192^2 into a B one element off 0.72 -> 0.85; at 25.0 million (5000 x 5003)
 # sector_aligned still leads, 0.77 against 0.75, and at 16.8 million the two are even (4095 x 4097
 # 0.73 / 0.74, 2895 x 5801 0.76 / 0.70). On 200 rows its tiles lose to words256x64 (0.64 against 0.75).
+# On an A of fewer rows than that, 64 MiB into a packed B (thirty-fifth session, `.devc/tshort_words`):
+# sector_words128x64 leads where one of its row tiles holds every shifted piece (rows + 15 <= 128), from
+# 88 rows (88: 0.59 against tiled_rect64's 0.41 and words256x64's 0.53; 97-113: 0.62-0.68 against
+# words256x64's 0.55-0.61; 72: 0.48 against tiled_rect64's 0.47); from 120 rows words256x64 (0.67-0.70
+# against 0.42-0.43). At 16 MiB tiled_rect64 leads both (100 x 83886: 0.69 against 0.52 and 0.47;
+# 113 x 74235: 0.74 against 0.49 and 0.44): the short A's word tiles from 2^24 elements on.
 SECTOR_2BYTE_MIN_ROWS = 512
 SECTOR_WORDS_MIN_ELEMENTS = 26 << 20
+SHORT_WORDS_MIN_ELEMENTS = 1 << 24
+SHORT_SECTOR_WORDS_MIN_ROWS = 80
+SHORT_SECTOR_WORDS_MAX_ROWS = 128 - 15  # one row tile of sector_words128x64 holds the pieces, shifted by up to 15
 # An A of at most 31 rows (2-byte: 40) written into a packed, 16-byte aligned B takes narrow_rows_chunks,
 # which reads A's rows as aligned 16-byte chunks at any stride and writes B's run as 16-byte vectors
 # (H200, thirty-second session, 64 MiB strips, copy time / kernel time): 2-byte 2-32 rows 0.81-0.88
@@ -349,8 +357,9 @@ def choose_algorithm(
     with B on sectors). Where B's rows do not start on sectors, on an A of at least WORDS_MIN_COLS
     columns: sector_words128x64 (words at any alignment, B's pieces on sectors) on an A of at least
     SECTOR_2BYTE_MIN_ROWS rows and SECTOR_WORDS_MIN_ELEMENTS elements, sector_aligned on smaller ones down
-    to WORDS_MIN_ELEMENTS, and words256x64 on an A of WORDS_MIN_ROWS to SECTOR_2BYTE_MIN_ROWS rows and at
-    least WORDS_MIN_ELEMENTS elements. 1-byte elements
+    to WORDS_MIN_ELEMENTS; on a shorter A of at least SHORT_WORDS_MIN_ELEMENTS elements,
+    sector_words128x64 from SHORT_SECTOR_WORDS_MIN_ROWS to SHORT_SECTOR_WORDS_MAX_ROWS rows and
+    words256x64 from there to SECTOR_2BYTE_MIN_ROWS rows. 1-byte elements
     move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
     least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements, elsewhere as words
     with B's pieces on sectors (sector_quads128) where B's rows start inside sectors, on an A of at least
@@ -424,6 +433,12 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             if KERNELS[(name, dtype)].accepts(*args):
                 return name
         return "narrow_rows16k"
+    return _tiles_2byte(rows, cols, a_address, lda, b_address, ldb)
+
+
+def _tiles_2byte(rows, cols, a_address, lda, b_address, ldb) -> str:
+    """The tiles of a 2-byte A that no strip takes: pairs and element tiles where B's rows start on
+    sectors, word tiles (shifted onto sectors, or onto words for a short A) where they do not."""
     sector = SECTOR_BYTES // 2
     pairs = rows >= TALL_TILE_MIN_ROWS and (a_address | b_address) % 4 == 0 and lda % 2 == 0 and ldb % 2 == 0
     b_on_sectors = _b_on_sectors(b_address, ldb, 2)
@@ -434,13 +449,15 @@ def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     elements = rows * cols
     if b_on_sectors:
         return "pairs128x64" if pairs else "tiled_rect64"
-    if rows >= SECTOR_2BYTE_MIN_ROWS and elements >= SECTOR_WORDS_MIN_ELEMENTS:
-        return "sector_words128x64"
-    if elements < WORDS_MIN_ELEMENTS:
-        return "tiled_rect64"
     if rows >= SECTOR_2BYTE_MIN_ROWS:
-        return "sector_aligned"
-    return "words256x64" if rows >= WORDS_MIN_ROWS else "tiled_rect64"
+        if elements >= SECTOR_WORDS_MIN_ELEMENTS:
+            return "sector_words128x64"
+        return "sector_aligned" if elements >= WORDS_MIN_ELEMENTS else "tiled_rect64"
+    if elements < SHORT_WORDS_MIN_ELEMENTS:
+        return "tiled_rect64"
+    if SHORT_SECTOR_WORDS_MIN_ROWS <= rows <= SHORT_SECTOR_WORDS_MAX_ROWS:
+        return "sector_words128x64"
+    return "words256x64" if rows > SHORT_SECTOR_WORDS_MAX_ROWS else "tiled_rect64"
 
 
 def _check_narrow(algorithm: str, rows: int, cols: int) -> None:
