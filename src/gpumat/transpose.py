@@ -318,8 +318,11 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # 0.65, 46341^2 0.43 -> 0.65, 8192^2 into a B one byte off 0.45 -> 0.62 (sector_aligned before); under
 # that tiled_rect64 leads (5000 x 5003: 0.57 against 0.52 and sector_aligned's 0.49; 4095 x 4097 0.52
 # against 0.40 and 0.41; 1001 x 1003 0.96 against 0.79), and on 127 columns (528416 x 127: 0.52 against
-# 0.31). With B on sectors one shape measured leads (16384 x 16385: 0.63 against tiled_rect64's 0.55) and
-# one loses (4096 x 4097: 0.30 against 0.42): tiled_rect64 keeps them.
+# 0.31). With B on sectors (A's rows off words) it ties with tiled_rect64 at 64 MiB (8192 x 8193, 4096 x
+# 16385, 2048 x 32769: 0.56-0.59 both), loses on short or tall A (512 x 131073 0.49 against 0.57, 32768 x
+# 2049 0.52 against 0.55) and at 32 MiB and less (4096 x 4097 0.30 against 0.42), and leads from 128 MiB
+# (8192 x 16383 0.60 against 0.55, 16384 x 16385 0.64 against 0.55): with two shapes on that side,
+# tiled_rect64 keeps B on sectors.
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
 QUADS_STRIP_MAX_COLS = 55
 QUADS_MIN_ROWS = 96
