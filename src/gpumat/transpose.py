@@ -532,7 +532,8 @@ def transpose(a: Matrix, out: Matrix | None = None, algorithm: str = "auto", str
     algorithm : str, optional
         ``"auto"``, or one of ``naive``, ``tiled``, ``tiled_padded``, ``tiled_rect``, ``tiled_rect64``,
         ``sector_aligned``, ``narrow_cols``, ``narrow_rows``, for float16 and bfloat16 also
-        ``pairs128x64`` and ``words256x64``, and for int8 and FP8 also ``quads128``.
+        ``pairs128x64``, ``words256x64`` and ``sector_words128x64``, and for int8 and FP8 also
+        ``quads128`` and ``sector_quads128``.
     stream : Stream or stream-like, optional
         Where the work is queued; the thread's current stream by default.
 
