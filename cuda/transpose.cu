@@ -261,7 +261,9 @@ __device__ __forceinline__ void sector_aligned(const T* __restrict__ A, T* __res
 // lda == cols: every lane busy, whatever the width), then writes the strip's cols rows of B, each a
 // contiguous run of R elements, again walking one flat index so every lane is busy. Flat indices turn
 // into (row, column) by a cursor stepped by divmod(256, width): no division in the loops. Shared
-// memory reads down a column have the odd pitch P: no bank conflicts.
+// memory reads down a column have the odd pitch P: no bank conflicts. For 4- and 8-byte elements of an
+// odd width, contiguous and 16-byte aligned, the strip is staged with 16-byte cp.async (its layout is
+// the staged one), not element by element.
 // Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES of shared memory (narrow_cols: 32 KB,
 // narrow_cols16k: 16 KB).
 // ---------------------------------------------------------------------------------------------------
@@ -272,19 +274,30 @@ __device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __r
                                                  long long cols, long long lda, long long ldb)
 {
     constexpr int E = BYTES / (int)sizeof(T);
-    __shared__ T sm[E];
+    __shared__ __align__(16) T sm[E];
     if (cols < 1 || cols > 127) return;   // the launcher's contract
     const int w = (int)cols, P = w | 1, R = (E / P) & ~15;
     const int tid = threadIdx.x;
     const int di = NARROW_THREADS / w, dj = NARROW_THREADS % w;
     const long long strips = (rows + R - 1) / R;
+    // an odd width of a contiguous, 16-byte aligned A: the staged layout (pitch w) is the strip's own, so
+    // the strip (a multiple of 16 rows from A's start) is staged as 16-byte chunks
+    const bool flat = sizeof(T) >= 4 && (w & 1) && lda == cols && (reinterpret_cast<unsigned long long>(A) & 15) == 0;
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;
         const int h = (int)min((long long)R, rows - r0);
         const int n = h * w;
         const T* a = A + r0 * lda;
         int i = tid / w, j = tid % w;
-        if constexpr (sizeof(T) >= 4) {
+        if (flat) {
+            constexpr int V = 16 / (int)sizeof(T);
+            const int chunks = n / V;
+            for (int c = tid; c < chunks; c += NARROW_THREADS)
+                copy_async<16>(&sm[V * c], a + V * c);
+            for (int e = V * chunks + tid; e < n; e += NARROW_THREADS)
+                sm[e] = a[e];
+            wait_async();
+        } else if constexpr (sizeof(T) >= 4) {
             for (int f = tid; f < n; f += NARROW_THREADS) {
                 stage(&sm[i * P + j], a + i * lda + j);
                 i += di; j += dj;

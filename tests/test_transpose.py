@@ -250,6 +250,16 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
     for cols in (24, 40, 63):
         assert T.choose_algorithm(1 << 20, cols, base, 1 << 20) == "sector_aligned"  # B on sectors or not
         assert T.choose_algorithm((1 << 20) + 1, cols, base, (1 << 20) + 1) == "sector_aligned"
+    # float32 of an odd width up to 41, contiguous and 16-byte aligned, from 2^23 elements: the strip,
+    # staged in 16-byte chunks
+    for cols in (25, 37, T.FLAT_F32_MAX_COLS):
+        rows = -(-T.FLAT_F32_MIN_ELEMENTS // cols)
+        assert T.choose_algorithm(rows, cols, base, rows, "f32", base, cols) == "narrow_cols16k"
+        assert T.choose_algorithm(rows - cols, cols, base, rows, "f32", base, cols) == "sector_aligned"  # smaller
+        assert T.choose_algorithm(rows, cols, base, rows, "f32", base + 4, cols) == "sector_aligned"  # A off 16
+        assert T.choose_algorithm(rows, cols, base, rows, "f32", base, cols + 2) == "sector_aligned"  # a view
+        assert T.choose_algorithm(rows, cols + 1, base, rows, "f32", base, cols + 1) == "sector_aligned"  # even
+    assert T.choose_algorithm(1 << 20, 43, base, 1 << 20, "f32", base, 43) == "sector_aligned"
     assert T.choose_algorithm(60, 40, base, 60) == "tiled_rect64"  # the skew would spread 60 rows over two tiles
     assert T.choose_algorithm(20, 1 << 20, base + 8, 20) == "narrow_rows16k"  # B off 16 bytes
     assert T.choose_algorithm(20, 1 << 20, base, 21) == "narrow_rows16k"  # B not packed

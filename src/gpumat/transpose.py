@@ -294,7 +294,13 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # (sector_aligned: 24 columns 0.49, 32 0.57, 40 0.65 against narrow_cols16k's 0.38-0.41; 16 0.35 against
 # 0.38). float32 of 24-63 columns likewise (64 MiB: 24 columns 0.86 against narrow_cols16k's 0.83, 63
 # 0.93 against 0.84; 48 MiB and 6 MiB of 24 columns 58.0 and 16.4 us against 61.5 and 18.9, B on sectors,
-# where tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77).
+# where tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77). A contiguous,
+# 16-byte aligned A of an odd width is staged by the strip in 16-byte chunks (thirty-fifth session,
+# `.devc/tflat32`): 3 columns 0.83 -> 0.95, 17 0.82 -> 0.88 (64 MiB), and from 25 to 41 columns it
+# overtakes sector_aligned from 32 MiB (64 MiB: 25 0.96 against 0.86, 31 0.96 / 0.90, 37 0.89 / 0.81, 41
+# 0.95 / 0.82; 32 MiB: 0.93-1.01 against 0.87-0.96); at 16 MiB and less the L2 holds the matrix and
+# sector_aligned leads (37 columns: 1.06 against 0.93), and from 45 columns the two alternate (45, 53,
+# 57: 0.79-0.80 against 0.86-0.90; 49: 0.94 against 0.86).
 # 1-byte elements (H200, thirty-fourth session, `.devc/tquads` and `.devc/tquads2`, copy time / kernel time):
 # quads128 moves 4 x 4 blocks of bytes as words where A's and B's rows start on words: 2048^2 0.93, 4096^2
 # 0.94, 16384^2 0.88, 128-512 rows or columns of 64 MiB 0.90-0.94, where tiled_rect64 had 0.43-0.78
@@ -335,6 +341,8 @@ PARITY_ANY_SIZE_MAX_COLS = 16
 PARITY_MAX_COLS = 35
 PARITY_MIN_ELEMENTS = 1 << 23
 TILES_MIN_COLS = 24
+FLAT_F32_MAX_COLS = 41
+FLAT_F32_MIN_ELEMENTS = 1 << 23
 
 
 def _b_on_sectors(address: int, ld: int, isz: int) -> bool:
@@ -350,7 +358,9 @@ def choose_algorithm(
 
     Narrow matrices (<= 63 columns or <= 31 rows) go through strip kernels that read and write long
     contiguous runs (measured on the H100), but for float32 of TILES_MIN_COLS columns or more, which
-    sector_aligned moves faster (measured on the H200); a short A into a packed, 16-byte aligned B through
+    sector_aligned moves faster (measured on the H200), unless A is contiguous, 16-byte aligned, of an odd
+    width up to FLAT_F32_MAX_COLS and at least FLAT_F32_MIN_ELEMENTS elements (the strip stages it in
+    16-byte chunks); a short A into a packed, 16-byte aligned B through
     narrow_rows_chunks (2-byte elements up to CHUNKS_2BYTE_MAX_ROWS rows; not float64). Otherwise B's
     alignment decides (measured on the H200): rows
     of B that start on 32-byte sectors take tiled_rect64; others sector_aligned, which writes whole
@@ -377,6 +387,9 @@ def choose_algorithm(
         return _choose_1byte(rows, cols, a_address, lda, out_address, ldb, dtype)
     if cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
+    if isz == 4 and cols % 2 and cols <= FLAT_F32_MAX_COLS and rows * cols >= FLAT_F32_MIN_ELEMENTS:
+        if lda == cols and a_address % 16 == 0:  # staged in 16-byte chunks
+            return "narrow_cols16k"
     if rows <= NARROW_AUTO_ROWS:
         if isz < 8 and KERNELS[("narrow_rows_chunks", dtype)].accepts(rows, cols, a_address, lda, out_address, ldb):
             return "narrow_rows_chunks"
