@@ -1184,7 +1184,8 @@ __device__ __forceinline__ void pairs128x64(const unsigned short* __restrict__ A
 constexpr int WORDS_TR = 256, WORDS_TC = 64, WORDS_PITCH = 35;
 
 // One tile of words_tiles; CHECK: the tile reaches past an edge of A (else every row and word is inside).
-// A warp's row parities are the same for all its rows (they are 8 apart), so its loops only step pointers.
+// A warp's row parities are the same for all its rows (they are 8 apart): its staging loop only steps
+// pointers, and so does its write loop where one shift serves all its rows of B (SHIFT 1).
 template <int SHIFT, int TR, bool CHECK>
 __device__ __forceinline__ void words_tile(const unsigned short* __restrict__ A, unsigned short* __restrict__ B,
                                            unsigned int* S, long long rows, long long cols, long long lda,
