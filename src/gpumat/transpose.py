@@ -384,7 +384,7 @@ def choose_algorithm(
     if isz == 2:
         return _choose_2byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
     if isz == 1:
-        return _choose_1byte(rows, cols, a_address, lda, out_address, ldb, dtype)
+        return _choose_1byte(rows, cols, a_address, lda, out_address, ldb or rows, dtype)
     if cols <= NARROW_AUTO_COLS and (isz == 8 or cols < TILES_MIN_COLS):
         return "narrow_cols16k" if isz == 4 else "narrow_cols"
     if isz == 4 and cols % 2 and cols <= FLAT_F32_MAX_COLS and rows * cols >= FLAT_F32_MIN_ELEMENTS:
@@ -422,11 +422,11 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
         if rows <= NARROW_AUTO_ROWS:
             return "narrow_rows"
     if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
-        if (a_address | b_address | lda | (ldb or rows)) % 4 == 0:  # every row of A and B on a word
+        if (a_address | b_address | lda | ldb) % 4 == 0:  # every row of A and B on a word
             return "quads128"
     if cols > NARROW_AUTO_COLS:
         large = rows >= SECTOR_1BYTE_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= SECTOR_QUADS_MIN_ELEMENTS
-        return "sector_quads128" if large and not _b_on_sectors(b_address, ldb or rows, 1) else "tiled_rect64"
+        return "sector_quads128" if large and not _b_on_sectors(b_address, ldb, 1) else "tiled_rect64"
     return _tiles(rows, cols, b_address, ldb, 1)
 
 
