@@ -483,6 +483,11 @@ EPILOGUES = st.tuples(
 )
 
 
+# the few-token layers' columns and the K the swapped by-name tests draw
+SWAPPED_N = st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700))
+DRAWN_K = dims(900, (32, 128, 256))
+
+
 def runnable(names=None) -> list[str]:
     target = Target.of(gm.device())
     names = TF32_WGMMA + TF32_NARROW if names is None else names
@@ -609,8 +614,8 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
 @pytest.mark.gpu
 @given(
     m=dims(SWAP_MAX_M, (16, 32, 64)).filter(lambda m: m > 1),
-    n=st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700)),
-    k=dims(900, (32, 128, 256)),
+    n=SWAPPED_N,
+    k=DRAWN_K,
     name=st.sampled_from(TF32_NARROW),
     b_trans=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
@@ -827,18 +832,24 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
         else:
             plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
         assert plan.splits == splits and plan.swap == swap and not (plan.copy_a or plan.copy_b)
-        got = gm.matmul(X, W.T, plan=plan).to_numpy()
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
-        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
-        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
-        for row in exact_rows:
-            np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
-        rows = [r for r in range(m) if r not in (5, 9, 20, *exact_rows)]
-        cols = [c for c in range(n) if c != 11]
-        sub = np.ix_(rows, cols)
-        assert product_error(got[sub], x[rows].astype(np.float64), w[cols].T.astype(np.float64)) < tolerance(k)
+        check_non_finite(gm.matmul(X, W.T, plan=plan).to_numpy(), ref, x, w.T, exact_rows)
     for p in parents:
         p.free()
+
+
+def check_non_finite(got, ref, x, b, exact_rows) -> None:
+    """C against the float64 reference of x (m x k) @ b (k x n) with the non-finite inputs the two tests
+    plant (rows 5, 9 and 20 of x, column 11 of b): NaN and infinities where FP32 gives them, the exact rows
+    (FLT_MAX times b) finite and within float32 rounding, the other elements within the TF32 bound."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    for row in exact_rows:
+        np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
+    rows = [r for r in range(x.shape[0]) if r not in (5, 9, 20, *exact_rows)]
+    cols = [c for c in range(b.shape[1]) if c != 11]
+    err = product_error(got[np.ix_(rows, cols)], x[rows].astype(np.float64), b[:, cols].astype(np.float64))
+    assert err < tolerance(x.shape[1])
 
 
 # ---- on the GPU: the atbt rows (A stored transposed, read into registers) ----
@@ -894,8 +905,8 @@ def test_each_atbt_row_matches_float64_on_shapes_around_its_tiles(name, layout):
 @pytest.mark.gpu
 @given(
     m=dims(600, (16, 32, 64, 128)).filter(lambda m: m > 1),
-    n=st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700)),
-    k=dims(900, (32, 128, 256)),
+    n=SWAPPED_N,
+    k=DRAWN_K,
     name=st.sampled_from(TF32_ATBT),
     b_trans=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
@@ -997,15 +1008,6 @@ def test_atbt_non_finite_outputs_are_what_fp32_gives(splits):
     for name in names:
         plan = engine.forced(*engine.problem_of_call(X, B, None, name), name, splits, swap=True)
         assert plan.splits == splits and plan.swap and not (plan.copy_a or plan.copy_b)
-        got = gm.matmul(X, B, plan=plan).to_numpy()
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
-        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
-        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
-        for row in exact_rows:
-            np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
-        rows = [r for r in range(m) if r not in (5, 9, 20, *exact_rows)]
-        cols = [c for c in range(n) if c != 11]
-        sub = np.ix_(rows, cols)
-        assert product_error(got[sub], x[rows].astype(np.float64), b[:, cols].astype(np.float64)) < tolerance(k)
+        check_non_finite(gm.matmul(X, B, plan=plan).to_numpy(), ref, x, b, exact_rows)
     for p in (pa, pb):
         p.free()
