@@ -424,6 +424,28 @@ struct Wgmma<float> {
                          "{" GPUMAT_ACC_0_7 "}, %8, %9, 1, 1, 1;\n"
                          : GPUMAT_D8(0) : "l"(a), "l"(b));
     }
+
+    // The same with A (64 x 8) from registers instead of shared memory: the form that reads an A stored
+    // M-major (which the shared-memory forms cannot), each thread of the warpgroup handing over four
+    // elements: a[h + 2 e] = A[16 warp + lane / 4 + 8 h, lane % 4 + 4 e] (TF32 bits: the copy engine has
+    // rounded them on their way into shared memory).
+    template <int ACC>
+    __device__ __forceinline__ static void run_regs(float (&d)[ACC], const uint32_t (&a)[4], uint64_t b)
+    {
+        static_assert(ACC == 32 || ACC == 16 || ACC == 8, "m64n64k8, m64n32k8 or m64n16k8 (tiles of at most 64 columns)");
+        if constexpr (ACC == 32)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_31 "}, {%32, %33, %34, %35}, %36, 1, 1, 1;\n"
+                         : GPUMAT_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+        else if constexpr (ACC == 16)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_15 "}, {%16, %17, %18, %19}, %20, 1, 1, 1;\n"
+                         : GPUMAT_D16 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_7 "}, {%8, %9, %10, %11}, %12, 1, 1, 1;\n"
+                         : GPUMAT_D8(0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+    }
 };
 
 #define GPUMAT_R8(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), \
@@ -537,12 +559,13 @@ __device__ __forceinline__ bool any_nonfinite(const float (&d)[ACC])
 }
 
 // One element of C in plain FP32 (fused multiply-adds in k order, as exact_dot in matmul_tc.cu): row
-// `a` of A times row `w` of W (B stored transposed, N rows of K) over [k_begin, k_end).
-__device__ __forceinline__ float exact_dot(const float* a, const float* w, int k_begin, int k_end)
+// `a` of A (its k-th element at a[k * a_step]: 1 for a K-major A, its row stride for one stored
+// transposed) times row `w` of W (B stored transposed, N rows of K) over [k_begin, k_end).
+__device__ __forceinline__ float exact_dot(const float* a, long long a_step, const float* w, int k_begin, int k_end)
 {
     float sum = 0.0f;
 #pragma unroll 1
-    for (int k = k_begin; k < k_end; ++k) sum = fmaf(a[k], w[k], sum);
+    for (int k = k_begin; k < k_end; ++k) sum = fmaf(a[k * a_step], w[k], sum);
     return sum;
 }
 
@@ -554,7 +577,7 @@ __device__ __forceinline__ float exact_dot(const float* a, const float* w, int k
 // so the recomputation runs in a rolled loop: registers cannot be indexed, shared memory can. The buffers are free once the previous
 // tile's TMA stores have read them; the tile's own stores begin with a barrier of the warpgroup, after
 // every thread's pass here.
-template <int ACC>
+template <bool A_MMAJOR, int ACC>
 __device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bufs, int c, int lt, int row, int col,
                                                     int M, int N, const float* A, long long lda, const float* W,
                                                     long long ldw, int k_begin, int k_end)
@@ -577,7 +600,9 @@ __device__ __forceinline__ void recompute_nonfinite(float (&d)[ACC], uint32_t bu
             float v;
             asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(mine + 4 * i) : "memory");
             if (!isfinite(v) && r < M && cc < N) {
-                v = exact_dot(A + r * lda, W + cc * ldw, k_begin, k_end);
+                // (A_MMAJOR: A stored as K rows of M, row r of A a column of that storage)
+                v = A_MMAJOR ? exact_dot(A + r, lda, W + cc * ldw, k_begin, k_end)
+                             : exact_dot(A + r * lda, 1, W + cc * ldw, k_begin, k_end);
                 asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(mine + 4 * i), "f"(v) : "memory");
             }
         }
@@ -749,7 +774,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues
     // C a float type (float32, bfloat16, float16): the int32 sums as floats, through the epilogue
     constexpr bool DEQUANT = INT8 && !RESIDUES && !std::is_same_v<Out, int>;
-    static_assert(!TF32 || (!A_MMAJOR && B_KMAJOR && sizeof(Out) == 4), "TF32: A and B K-major, C float32");
+    // (TF32 reads an M-major A from registers, on the tiles of at most 64 columns: run_regs)
+    static_assert(!TF32 || (B_KMAJOR && sizeof(Out) == 4 && (!A_MMAJOR || BN <= 64)),
+                  "TF32: B K-major, C float32, A K-major or (at most 64 columns) M-major");
     static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && (DEQUANT || !EPI)),
                   "INT8: K-major; C the int32 sums or int8 residues (no epilogue), or floats with one");
     using Acc = std::conditional_t<INT8, int, float>;
@@ -802,11 +829,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     const int k = k_begin + t * BK;
                     bar_expect(full, STAGE_BYTES);
                     if constexpr (A_MMAJOR) {
-                        // A stored as K rows of M: the tile's rows in boxes of 64 (128 bytes of M) x 64 k
-                        // rows, box j at j * 8 KiB: consumer j's rows, one swizzle atom across M
+                        // A stored as K rows of M: the tile's rows in boxes of 128 bytes of M (64 halves or 32
+                        // floats) x BK k rows, box j at j * BK * 128 bytes: consumer c's 64 rows in its 8 KiB
+                        // (one box of halves, two of floats), one swizzle atom across M
+                        constexpr int BOX_M = BK_BYTES / (int)sizeof(T), A_BOX = BK * BK_BYTES;
 #pragma unroll
-                        for (int j = 0; j < BM / 64; ++j)
-                            tma_load(dst + j * MN_BOX_BYTES, &map_a, wk.tm * BM + 64 * j, k, za, full);
+                        for (int j = 0; j < BM / BOX_M; ++j)
+                            tma_load(dst + j * A_BOX, &map_a, wk.tm * BM + BOX_M * j, k, za, full);
                     } else {
                         tma_load(dst, &map_a, k, wk.tm * BM, za, full);  // BM rows of 128 bytes of K
                     }
@@ -831,6 +860,25 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         int stage = 0, phase = 0;
         int boxes = 0;  // TMA stores of C this consumer has issued (its two buffers alternate)
         Acc d[ACC];
+        // TF32 with A stored M-major: this thread's A elements of a k step, read from the stage into registers
+        // (run_regs). Its rows m = 16 warp + lane / 4 (+ 8) lie in the consumer's box warp / 2 (32 floats of M
+        // x 32 k rows, 4 KiB), its k = lane % 4 (+ 4) at 128 bytes a k row, the 16-byte unit of M swizzled by
+        // k % 8. Read as they sit, a warp's 32 loads of one register would fall on 16 banks twice; so the
+        // upper half-warp reads its k + 4 element first and its k element second (two selects put them
+        // back): each load then covers the 32 banks once. a_off[h][x]: load x of row m + 8 h, at + 1024 a k step.
+        uint32_t a_off[2][2] = {};
+        constexpr int KSTEPS = BK_BYTES / KSTEP_BYTES;
+        uint32_t frag[2][KSTEPS][4] = {};  // two buffers of a k tile's A elements (see the wait below)
+        if constexpr (TF32 && A_MMAJOR) {
+            const int g = lane / 4, q = lane % 4, hi = g >= 4 ? 4 : 0;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {
+                    const int m = 16 * (warp & 1) + g + 8 * h, k = q + (x == 0 ? hi : 4 - hi);
+                    a_off[h][x] = (warp >> 1) * 4096 + k * 128 + (((m >> 2) ^ k) << 4) + (m & 3) * 4;
+                }
+        }
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
             const Work wk = work_item(w, tiles_m, tiles_n);
             const int matrix = wk.layer / splits;
@@ -853,22 +901,68 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 // columns of M; both 8 KiB from the stage's start, c * 8 KiB in
                 const uint32_t a0 = base + stage * STAGE_BYTES + c * (64 * BK_BYTES);
                 const uint32_t b0 = base + stage * STAGE_BYTES + A_BYTES;
-                wgmma_fence();
+                // one k tile's wgmma group; BUF: which of the two register buffers holds TF32's A elements
+                auto issue = [&](auto buf_constant) {
+                    [[maybe_unused]] constexpr int BUF = decltype(buf_constant)::value;
+                    if constexpr (TF32 && A_MMAJOR) {
+                        const bool upper = lane >= 16;
 #pragma unroll
-                for (int ks = 0; ks < BK_BYTES / KSTEP_BYTES; ++ks) {
-                    // K-major operands: rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart (the stride
-                    // offset), a step 32 bytes along the row. MN-major (16-bit): 128-byte rows of M or N, one
-                    // a k; a step advances 16 k rows (2048 bytes) and reads two 8-row atoms (the stride offset,
-                    // 1024, along K); the leading offset is the next box of 64 columns (B's next 64 of N; an
-                    // A of 64 rows is one box wide and never reads it)
-                    const uint64_t db = B_KMAJOR ? descriptor(b0 + KSTEP_BYTES * ks, 16, 1024)
-                                                 : descriptor(b0 + 2048 * ks, MN_BOX_BYTES, 1024);
-                    const uint64_t da = A_MMAJOR ? descriptor(a0 + 2048 * ks, MN_BOX_BYTES, 1024)
-                                                 : descriptor(a0 + KSTEP_BYTES * ks, 16, 1024);
-                    Wgmma<T>::template run<A_MMAJOR, B_KMAJOR>(d, da, db);
+                        for (int ks = 0; ks < KSTEPS; ++ks) {
+                            uint32_t x[2][2];
+#pragma unroll
+                            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                                for (int j = 0; j < 2; ++j)
+                                    asm volatile("ld.shared.b32 %0, [%1];\n"
+                                                 : "=r"(x[h][j]) : "r"(a0 + a_off[h][j] + 1024 * ks));
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {
+                                frag[BUF][ks][h] = upper ? x[h][1] : x[h][0];      // k = lane % 4
+                                frag[BUF][ks][h + 2] = upper ? x[h][0] : x[h][1];  // k = lane % 4 + 4
+                            }
+                        }
+                    }
+                    wgmma_fence();
+#pragma unroll
+                    for (int ks = 0; ks < KSTEPS; ++ks) {
+                        // K-major operands: rows of 128 bytes, 8-row swizzle atoms 1024 bytes apart (the stride
+                        // offset), a step 32 bytes along the row. MN-major (16-bit): 128-byte rows of M or N, one
+                        // a k; a step advances 16 k rows (2048 bytes) and reads two 8-row atoms (the stride
+                        // offset, 1024, along K); the leading offset is the next box of 64 columns (B's next 64
+                        // of N; an A of 64 rows is one box wide and never reads it)
+                        const uint64_t db = B_KMAJOR ? descriptor(b0 + KSTEP_BYTES * ks, 16, 1024)
+                                                     : descriptor(b0 + 2048 * ks, MN_BOX_BYTES, 1024);
+                        const uint64_t da = A_MMAJOR ? descriptor(a0 + 2048 * ks, MN_BOX_BYTES, 1024)
+                                                     : descriptor(a0 + KSTEP_BYTES * ks, 16, 1024);
+                        if constexpr (TF32 && A_MMAJOR)
+                            Wgmma<float>::run_regs(d, frag[BUF][ks], db);
+                        else
+                            Wgmma<T>::template run<A_MMAJOR, B_KMAJOR>(d, da, db);
+                    }
+                    wgmma_commit();
+                    wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
+                    if constexpr (TF32 && A_MMAJOR) {
+                        // A wgmma reads its A registers while it runs, and the compiler does not know: to it
+                        // the elements are dead once issued, so it would load the next tile's into the same
+                        // registers under the running group. The other buffer, whose group the wait has just
+                        // ended, passes through an empty asm here: each buffer then stays live from its loads
+                        // until after the next tile's, in registers of its own, and the next tile fills the
+                        // one whose group is over (an empty asm on the running group's buffer would make
+                        // ptxas wait for that group: it took 1.7x as long)
+#pragma unroll
+                        for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+                            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(frag[1 - BUF][ks][i]));
+                    }
+                };
+                if constexpr (TF32 && A_MMAJOR) {  // the buffers in turn: a k tile's group reads one while
+                    if (t & 1)                     // the next tile's loads fill the other
+                        issue(std::integral_constant<int, 1>{});
+                    else
+                        issue(std::integral_constant<int, 0>{});
+                } else {
+                    issue(std::integral_constant<int, 0>{});
                 }
-                wgmma_commit();
-                wgmma_wait<1>();  // the previous k tile's group is done: its stage can be refilled
                 if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
                 prev = stage;
                 if (++stage == STAGES) {
@@ -892,7 +986,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 constexpr bool FLOATS = std::is_same_v<std::remove_reference_t<decltype(v[0])>, float>;
                 if constexpr (TF32) {  // outputs left infinite or NaN by the tensor cores: FP32 (see the header)
                     if (warpgroup_any(3 + c, any_nonfinite(v)))
-                        recompute_nonfinite(v, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
+                        recompute_nonfinite<A_MMAJOR>(v, c_bufs + 2 * c * C_BUF_BYTES, c, lt, row, col, M, N, A + matrix * sa, lda,
                                             B + matrix * sb, ldb, k_begin, min(K, k_begin + k_chunk));
                 }
                 if constexpr (!EPI && FLOATS) {  // the plain body's one epilogue term, alpha (1: exact either way)

@@ -17,30 +17,30 @@
 // narrower ones for products whose 128 x 128 tiles leave SMs idle or compute mostly zeros (attention's
 // values at head size 64, layers on few tokens). Five copies of the body: the plain product, and one
 // finishing body an activation.
-template <int BM, int BN>
+template <int BM, int BN, bool A_MMAJOR>
 __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                           float* C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                           const Batch& b, const float* A, long long lda, long long sa, const float* W,
                                           long long ldw, long long sw, const gpumat::Epilogue& ep)
 {
     if (scales_only(ep))
-        gemm<BM, BN, float, float, false, false, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, false, A_MMAJOR, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                         A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
-        gemm<BM, BN, float, float, true, false, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, A_MMAJOR, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
-        gemm<BM, BN, float, float, true, false, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, A_MMAJOR, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
-        gemm<BM, BN, float, float, true, false, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, A_MMAJOR, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
     else
-        gemm<BM, BN, float, float, true, false, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
+        gemm<BM, BN, float, float, true, A_MMAJOR, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
                                                           A, lda, sa, W, ldw, sw, ep);
 }
 
-#define GPUMAT_WGMMA_TF32(NAME, BM, BN)                                                                       \
+#define GPUMAT_WGMMA_TF32(NAME, BM, BN, A_MMAJOR)                                                             \
     extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
         const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
         const __grid_constant__ TensorMap map_c, float* __restrict__ C, int M, int N, int K, long long ldc,   \
@@ -48,16 +48,29 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
         long long lda, long long sa, const float* __restrict__ W, long long ldw, long long sw,               \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_tf32<BM, BN>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,                              \
+        gemm_tf32<BM, BN, A_MMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,                              \
                           Batch(batch, c_layer, batched), A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);      \
     }
 
-GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256)
-GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128)
-GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64)
-GPUMAT_WGMMA_TF32(matmul_wgmma64x64bt_tf32, 64, 64)
-GPUMAT_WGMMA_TF32(matmul_wgmma64x32bt_tf32, 64, 32)
-GPUMAT_WGMMA_TF32(matmul_wgmma64x16bt_tf32, 64, 16)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256, false)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x128bt_tf32, 128, 128, false)
+GPUMAT_WGMMA_TF32(matmul_wgmma128x64bt_tf32, 128, 64, false)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x64bt_tf32, 64, 64, false)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x32bt_tf32, 64, 32, false)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x16bt_tf32, 64, 16, false)
+
+// matmul_wgmma<BM>x<BN>atbt_tf32 (the *bt_tf32 entries' arguments and launch): the same product with A given
+// transposed, X.T @ W.T for a row-major K x M float32 X, read in place; above all the swapped form of a
+// product whose B is row-major, C^T = B^T @ A^T written into C stored transposed (c_store 2), the one
+// TF32 product that reads a row-major B without transposing it first. map_a describes X as K rows of M
+// in 32 x 32 boxes (32 floats of M x a k tile), two a consumer's 64 rows; wgmma reads TF32 from shared
+// memory K-major alone, so each consumer reads its A elements into registers (Wgmma::run_regs) and B
+// from shared memory as the bt entries do. On the tiles of at most 64 columns (the ones that write C
+// transposed).
+GPUMAT_WGMMA_TF32(matmul_wgmma128x64atbt_tf32, 128, 64, true)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x64atbt_tf32, 64, 64, true)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x32atbt_tf32, 64, 32, true)
+GPUMAT_WGMMA_TF32(matmul_wgmma64x16atbt_tf32, 64, 16, true)
 
 // matmul_wgmma<BM>x<BN>bt_s8_residues(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, batch,
 // c_layer, batched): for each product l of the batch (l < 16), int8 A_l (M x K) times W_l.T for a row-major

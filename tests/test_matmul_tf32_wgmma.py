@@ -1,9 +1,12 @@
 """float32 at precision "tf32" on the TMA + wgmma kernel (sm_90a): the rows tf32_wgmma128x256bt,
 tf32_wgmma128x128bt, tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt and tf32_wgmma64x16bt, all
 auto's (cuda/matmul_wgmma_kmajor.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads TF32 operands
-K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B is transposed into
-aligned scratch first; the rows of at most 64 columns also run a layer on few tokens swapped (C written
-transposed). The rows, the plans auto makes with them, the split of K, the
+from shared memory K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B
+is transposed into aligned scratch first; the rows of at most 64 columns also run a layer on few tokens
+swapped (C written transposed). The atbt rows (tf32_wgmma128x64atbt, 64x64atbt, 64x32atbt, 64x16atbt:
+entries matmul_wgmma<BM>x<BN>atbt_tf32) also read A stored transposed, through registers: X.T @ W.T in
+place, and above all a product with a row-major B swapped (C^T = B^T @ A^T), B read in place. The rows,
+the plans auto makes with them, the split of K, the
 tensor maps the launcher encodes (element type, boxes) and the kernels' arguments run without a GPU;
 the products run on one (an H100 or another sm_90 GPU).
 
@@ -65,6 +68,8 @@ from gpumat.runtime.tensormaps import DATA_TYPES
 TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
 # the narrower tiles (those that write C transposed too: a swapped layer's)
 TF32_NARROW = ["tf32_wgmma128x64bt", "tf32_wgmma64x64bt", "tf32_wgmma64x32bt", "tf32_wgmma64x16bt"]
+# the same tiles reading A stored transposed too (into registers): a row-major B's product swapped, X.T @ W.T
+TF32_ATBT = [name.replace("bt", "atbt") for name in TF32_NARROW]
 TILES = {(128, 256), (128, 128), (128, 64), (64, 64), (64, 32), (64, 16)}
 MODULE = "matmul_wgmma_kmajor"
 NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
@@ -92,11 +97,12 @@ def test_the_rows_declare_their_kernels():
     32 floats (128 bytes, the 16-bit rows' stage in bytes, so the same shared memory and block), splits of
     at least 4 k tiles; float32 in and out through the argument list with the operands' storage (for the
     FP32 recomputation of non-finite outputs)."""
-    assert [name for name, v in VARIANTS.items() if v.mode == "tf32" and v.tma] == TF32_WGMMA + TF32_NARROW
-    for name in TF32_WGMMA + TF32_NARROW:
+    assert [name for name, v in VARIANTS.items() if v.mode == "tf32" and v.tma] == TF32_WGMMA + TF32_NARROW + TF32_ATBT
+    for name in TF32_WGMMA + TF32_NARROW + TF32_ATBT:
         v = VARIANTS[name]
         bm, bn = v.tile
-        assert name == f"tf32_wgmma{bm}x{bn}bt" and (bm, bn) in TILES
+        layout = "atbt" if name in TF32_ATBT else "bt"
+        assert name == f"tf32_wgmma{bm}x{bn}{layout}" and (bm, bn) in TILES and v.reads_a_trans == (layout == "atbt")
         block = (128 * (1 + bm // 64), 1, 1)  # a producer warpgroup and a consumer for each 64 rows
         assert (v.mode, v.args, v.block, v.smem) == ("tf32", "tensor_maps_exact", block, WGMMA_SMEM[v.tile])
         assert (v.smem, v.block) == (VARIANTS[f"wgmma{bm}x{bn}bt"].smem, VARIANTS[f"wgmma{bm}x{bn}bt"].block)
@@ -107,7 +113,7 @@ def test_the_rows_declare_their_kernels():
         assert (v.k_align, v.min_k_chunk) == (32, 128) and v.rate > 0
         assert list(v.kernels) == [("f32", "f32")]
         kernel = v.kernels[("f32", "f32")]
-        assert (kernel.module, kernel.name) == (MODULE, f"matmul_wgmma{bm}x{bn}bt_tf32")
+        assert (kernel.module, kernel.name) == (MODULE, f"matmul_wgmma{bm}x{bn}{layout}_tf32")
         assert kernel.signature == TENSOR_MAPS_EXACT == "TTTPiiiqiiiqiPqqPqqddPqiii" and kernel.dynamic_smem == v.smem
         assert kernels.DECLARED[kernel.name] is kernel
         assert name in algorithms("float32")
@@ -117,8 +123,14 @@ def test_the_kernel_source_spells_the_tf32_instructions_and_entries():
     """The entries, the m64n<BN>k8 TF32 wgmma without transpose immediates (the .tf32 forms have none),
     a stage of 128 bytes of K and the k step of 32 bytes the descriptors advance by."""
     src = SOURCE.read_text() + TEMPLATE.read_text()
+    for name in TF32_ATBT:  # A from registers: four of them, then B's descriptor, scale-d and the two scales
+        bm, bn = VARIANTS[name].tile
+        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}atbt_tf32, {bm}, {bn}, true)" in src
+        acc = bn // 2
+        regs = ", ".join(f"%{acc + i}" for i in range(4))
+        assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, \{{{regs}\}}, %{acc + 4}, 1, 1, 1;", src), bn
     for bm, bn in TILES:
-        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}bt_tf32, {bm}, {bn})" in src
+        assert f"GPUMAT_WGMMA_TF32(matmul_wgmma{bm}x{bn}bt_tf32, {bm}, {bn}, false)" in src
         # the instruction's operands: accumulators, the two descriptors, scale-d and the two scales
         # (BN / 2 accumulators %0.., then the descriptors)
         assert re.search(rf"m64n{bn}k8\.f32\.tf32\.tf32 [^;]*\}}, %{bn // 2}, %{bn // 2 + 1}, 1, 1, 1;", src), bn
@@ -160,8 +172,13 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         assert row_major.seconds == pytest.approx(x_wt.seconds + charged)
         unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
+    # 1024^3: the 128 x 64 tile; B row-major, swapped on its atbt row, read in place (H200, 2026-11-30: 13.5 us
+    # against 15.9 with B's copy first on the bt row)
+    swapped = tf32_plan(1024, 1024, 1024)
+    assert (swapped.algorithm, swapped.swap) == ("tf32_wgmma128x64atbt", True)
+    assert not (swapped.copy_a or swapped.copy_b)
+    assert tf32_plan(1024, 1024, 1024, b_trans=True).algorithm == "tf32_wgmma128x64bt"
     for b_trans in (False, True):
-        assert tf32_plan(1024, 1024, 1024, b_trans=b_trans).algorithm == "tf32_wgmma128x64bt"
         # 3072^3: both tiles measured the same (bench sweep, H100: 222.8 and 224.5 us): either
         assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm in TF32_WGMMA
     # the plan says what it copies
@@ -191,9 +208,9 @@ def test_other_gpus_plan_as_before(target):
         for b_trans in (False, True):
             p = Problem(*shape, "f32", "f32", "tf32", b_trans=b_trans)
             with_rows = engine.plan(p, target)
-            with rows_left_out(TF32_WGMMA + TF32_NARROW):  # the table the planner reads, without the rows
+            with rows_left_out(TF32_WGMMA + TF32_NARROW + TF32_ATBT):  # the table the planner reads, without the rows
                 assert engine.plan(p, target) == with_rows
-    for name in TF32_WGMMA + TF32_NARROW:
+    for name in TF32_WGMMA + TF32_NARROW + TF32_ATBT:
         named = tf32_plan(64, 64, 64, target, name)
         assert named.variant.mode == "float32" and name in named.reason and "exact FP32" in named.reason
 
@@ -257,12 +274,17 @@ def test_layers_on_few_tokens_run_swapped_on_the_narrow_tiles(tokens, n, k, row,
 
 def test_swapped_plans_are_for_2_to_64_rows_of_one_matrix():
     """swappable: one matrix, 2-64 rows of C, at least 128 columns; at precision "tf32" also where the exact
-    matrix-vector rows compute the shape (2-16 rows: auto weighs them against the tiles), never one row."""
+    matrix-vector rows compute the shape (2-16 rows: auto weighs them against the tiles), never one row;
+    and at tf32 with B row-major, any number of rows (the atbt rows read such a B in place only swapped)."""
     p = Problem(8, 4096, 4096, "f32", "f32", "tf32", b_trans=True)
     assert engine.swappable(p) and engine.swappable(replace(p, m=2)) and engine.swappable(replace(p, m=64))
     assert not engine.swappable(replace(p, m=1)) and not engine.swappable(replace(p, m=65))
     assert not engine.swappable(replace(p, n=127)) and not engine.swappable(replace(p, batch=2))
     assert not engine.swappable(replace(p, mode="float32"))  # the exact rows' own shape
+    row_major_b = replace(p, b_trans=False)
+    assert engine.swappable(replace(row_major_b, m=65)) and engine.swappable(replace(row_major_b, m=8192))
+    assert not engine.swappable(replace(row_major_b, m=65, mode="float32"))
+    assert not engine.swappable(replace(row_major_b, m=65, batch=2))
 
 
 def test_skinny_products_split_k():
@@ -461,13 +483,19 @@ EPILOGUES = st.tuples(
 )
 
 
-def runnable() -> list[str]:
+# the few-token layers' columns and the K the swapped by-name tests draw
+SWAPPED_N = st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700))
+DRAWN_K = dims(900, (32, 128, 256))
+
+
+def runnable(names=None) -> list[str]:
     target = Target.of(gm.device())
-    return [name for name in TF32_WGMMA + TF32_NARROW if engine.unavailable(VARIANTS[name], target) is None]
+    names = TF32_WGMMA + TF32_NARROW if names is None else names
+    return [name for name in names if engine.unavailable(VARIANTS[name], target) is None]
 
 
-def need_rows() -> list[str]:
-    names = runnable()
+def need_rows(names=None) -> list[str]:
+    names = runnable(names)
     if not names:
         pytest.skip(f"the TF32 wgmma rows need sm_90a; this GPU is sm_{gm.device().arch}")
     return names
@@ -586,8 +614,8 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
 @pytest.mark.gpu
 @given(
     m=dims(SWAP_MAX_M, (16, 32, 64)).filter(lambda m: m > 1),
-    n=st.one_of(st.sampled_from([128, 129, 191, 257]), st.integers(128, 700)),
-    k=dims(900, (32, 128, 256)),
+    n=SWAPPED_N,
+    k=DRAWN_K,
     name=st.sampled_from(TF32_NARROW),
     b_trans=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
@@ -644,7 +672,8 @@ def check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap
     before = pc.to_numpy()
     if swap:
         plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, splits, swap=True)
-        assert plan.swap and plan.copy_a != b_trans and not plan.copy_b, plan  # a row-major W: transposed first
+        # the kernel's A is op(B)'s storage: a bt row transposes a row-major B first, an atbt row one given as W.T
+        assert plan.swap and plan.copy_a == (b_trans == VARIANTS[name].reads_a_trans) and not plan.copy_b, plan
     else:
         plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=splits)
         assert not plan.copy_a, plan
@@ -689,8 +718,11 @@ def check_views(names, m, n, k, b_trans, pads, swap=False):
     around = pc.to_numpy()
     storage_w = B.T if b_trans else B
     copies_x = A.elements % 16 != 0 or A.stride % 4 != 0
-    copies_w = not b_trans or storage_w.elements % 16 != 0 or storage_w.stride % 4 != 0
+    unaligned_w = storage_w.elements % 16 != 0 or storage_w.stride % 4 != 0
     for name in names:
+        # op(B)'s storage is read as it is where its layout is the one the kernel's operand has: N rows of K
+        # (W, x @ W.T) for a plain plan's B and a bt row's swapped A, K rows of N (a row-major B) for an atbt one's
+        copies_w = unaligned_w or b_trans == (swap and VARIANTS[name].reads_a_trans)
         if swap:
             plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=True)
             assert plan.swap and (plan.copy_a, plan.copy_b) == (copies_w, copies_x), plan
@@ -800,15 +832,182 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
         else:
             plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
         assert plan.splits == splits and plan.swap == swap and not (plan.copy_a or plan.copy_b)
-        got = gm.matmul(X, W.T, plan=plan).to_numpy()
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
-        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
-        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
-        for row in exact_rows:
-            np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
-        rows = [r for r in range(m) if r not in (5, 9, 20, *exact_rows)]
-        cols = [c for c in range(n) if c != 11]
-        sub = np.ix_(rows, cols)
-        assert product_error(got[sub], x[rows].astype(np.float64), w[cols].T.astype(np.float64)) < tolerance(k)
+        check_non_finite(gm.matmul(X, W.T, plan=plan).to_numpy(), ref, x, w.T, exact_rows)
     for p in parents:
+        p.free()
+
+
+def check_non_finite(got, ref, x, b, exact_rows) -> None:
+    """C against the float64 reference of x (m x k) @ b (k x n) with the non-finite inputs the two tests
+    plant (rows 5, 9 and 20 of x, column 11 of b): NaN and infinities where FP32 gives them, the exact rows
+    (FLT_MAX times b) finite and within float32 rounding, the other elements within the TF32 bound."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    for row in exact_rows:
+        np.testing.assert_allclose(got[row], ref[row], rtol=1e-6)
+    rows = [r for r in range(x.shape[0]) if r not in (5, 9, 20, *exact_rows)]
+    cols = [c for c in range(b.shape[1]) if c != 11]
+    err = product_error(got[np.ix_(rows, cols)], x[rows].astype(np.float64), b[:, cols].astype(np.float64))
+    assert err < tolerance(x.shape[1])
+
+
+# ---- on the GPU: the atbt rows (A stored transposed, read into registers) ----
+
+
+def need_atbt() -> list[str]:
+    return need_rows(TF32_ATBT)
+
+
+def transposed_operands(m, n, k, pads=(4, 0, 4, 0)):
+    """X.T (m x k, X row-major k x m) and W.T (k x n, W row-major n x k) as views of padded parents, the
+    layouts an atbt row reads unswapped. Returns (parents, A, B, a as float64, op(B) as float64)."""
+    x = rng.uniform(-1, 1, (k, m)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    px, X = upload(x, pads[0], pads[1] if pads[1] else -m % 4)
+    pw, W = upload(w, pads[2], pads[3] if pads[3] else -k % 4)
+    return (px, pw), X.T, W.T, x.T.astype(np.float64), w.T.astype(np.float64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TF32_ATBT)
+@pytest.mark.parametrize("layout", ["swapped_row_major_b", "xt_wt"])
+def test_each_atbt_row_matches_float64_on_shapes_around_its_tiles(name, layout):
+    """A @ B with B row-major, swapped (C^T = B^T A^T: B's storage is the kernel's M-major A, A's its K-major
+    B, C written transposed), and X.T @ W.T plain: both read in place (no copy), C poisoned, on shapes of
+    1, primes, the tile's sides and their neighbours, a long K and a C wider than one wave of tiles."""
+    if name not in need_atbt():
+        pytest.skip(f"{name} does not run here")
+    bm, bn = VARIANTS[name].tile
+    swap = layout == "swapped_row_major_b"
+    # (m, n, k) of C; swapped, the kernel's tiles cover C^T: n on their rows (at least SWAP_MIN_N), m on
+    # their columns
+    around = [(bn, 128, 32), (bn - 1, 255, 31), (bn + 1, 129, 33), (2 * bn + 1, 2 * bm + 1, 97)]
+    shapes = [(2, 128, 1), *around, (300, 200, 1000), (2137, 1080, 1055), (64, 4096, 257), (13, 389, 4099)]
+    for m, n, k in shapes:
+        if swap:
+            parents, A, B, a64, b64 = operands(m, n, k, False, in_place_pads(k, n, False))
+        else:
+            parents, A, B, a64, b64 = transposed_operands(m, n, k)
+        C = gm.Matrix.empty(m, n)
+        poison(C)
+        plan = engine.forced(*engine.problem_of_call(A, B, C, name), name, 1, swap=swap)
+        assert plan.variant is VARIANTS[name] and plan.swap == swap and not (plan.copy_a or plan.copy_b), plan
+        gm.matmul(A, B, out=C, plan=plan)
+        got = C.to_numpy().astype(np.float64)
+        assert not np.isnan(got).any(), (name, m, n, k, "an element of C not written")
+        err = np.abs(got - a64 @ b64) / np.maximum(np.abs(a64) @ np.abs(b64), 2.0**-100)
+        assert err.max() <= tolerance(k), (name, layout, m, n, k, err.max())
+        for x in (*parents, C):
+            x.free()
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(600, (16, 32, 64, 128)).filter(lambda m: m > 1),
+    n=SWAPPED_N,
+    k=DRAWN_K,
+    name=st.sampled_from(TF32_ATBT),
+    b_trans=st.booleans(),
+    splits=st.sampled_from([1, 2, 3]),
+    c_tma=st.booleans(),
+    epilogue=EPILOGUES,
+)
+def test_atbt_rows_swapped_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
+    """Each atbt row swapped, K split as drawn, every epilogue, C a view: B row-major read in place (any
+    number of rows of C), or given as W.T (at most 64 rows: swappable) and transposed into the kernel's
+    M-major A first."""
+    if name not in need_atbt():
+        pytest.skip(f"{name} does not run here")
+    if b_trans and m > SWAP_MAX_M:
+        m = SWAP_MAX_M
+    check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue, swap=True)
+
+
+@pytest.mark.gpu
+@given(
+    m=dims(400, (64, 128)).filter(lambda m: m > 1),
+    n=st.integers(128, 400),
+    k=dims(600, (32, 128)),
+    b_trans=st.booleans(),
+    pads=st.tuples(*[st.integers(0, 5)] * 6),
+)
+def test_atbt_rows_swapped_on_views_at_odd_offsets(m, n, k, b_trans, pads):
+    """The atbt rows swapped on views the copy engine cannot read in place: the unaligned operands (and a
+    B given as W.T) are copied first; C, a view, is written transposed in place and nothing around it."""
+    if b_trans and m > SWAP_MAX_M:
+        m = SWAP_MAX_M
+    check_views(need_atbt(), m, n, k, b_trans, pads, swap=True)
+
+
+@pytest.mark.gpu
+def test_auto_reads_a_row_major_b_in_place_at_tf32():
+    """auto on products whose B is row-major at tf32, where the model takes a swapped atbt row: no copy of
+    B, the product within the bound; and the plan auto makes is the model's."""
+    need_atbt()
+    target = Target.of(gm.device())
+    for m, n, k in ((1024, 1024, 1024), (128, 4096, 4096), (256, 4096, 4096), (97, 6007, 2049)):
+        parents, A, B, a64, b64 = operands(m, n, k, False, in_place_pads(k, n, False))
+        plan = gm.matmul_plan(A, B, precision="tf32")
+        assert plan.algorithm == engine.plan(Problem(m, n, k, "f32", "f32", "tf32"), target).algorithm
+        if plan.algorithm in TF32_ATBT:
+            assert plan.swap and not (plan.copy_a or plan.copy_b), plan
+        got = gm.matmul(A, B, plan=plan).to_numpy()
+        assert product_error(got, a64, b64) < tolerance(k), (plan, m, n, k)
+        for x in parents:
+            x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TF32_ATBT)
+def test_atbt_results_are_bitwise_deterministic(name):
+    """The same bits call after call: swapped on a row-major B (K split, and not), X.T @ W.T plain, other
+    scratch allocated in between."""
+    if name not in need_atbt():
+        pytest.skip(f"{name} does not run here")
+    cases = [((300, 1001, 776), None), ((513, 296, 20000), 8), ((24, 1000, 3000), 3)]
+    for (m, n, k), splits in cases:
+        parents, A, B, _, _ = operands(m, n, k, False, (1, 2, 3, 0))
+        plan = engine.forced(*engine.problem_of_call(A, B, None, name), name, splits or 1, swap=True)
+        first = gm.matmul(A, B, plan=plan).to_numpy()
+        gm.matmul(B.T, A.T, algorithm=name).free()
+        for _ in range(2):
+            np.testing.assert_array_equal(gm.matmul(A, B, plan=plan).to_numpy(), first)
+        for x in parents:
+            x.free()
+    parents, A, B, _, _ = transposed_operands(333, 222, 1111)
+    plan = engine.forced(*engine.problem_of_call(A, B, None, name), name, 1, swap=False)
+    first = gm.matmul(A, B, plan=plan).to_numpy()
+    np.testing.assert_array_equal(gm.matmul(A, B, plan=plan).to_numpy(), first)
+    for x in parents:
+        x.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3])
+def test_atbt_non_finite_outputs_are_what_fp32_gives(splits):
+    """As test_non_finite_outputs_are_what_fp32_gives, on the atbt rows swapped over a row-major B: the
+    recomputation reads the kernel's A (B's storage, K rows of the kernel's M) down a column."""
+    names = need_atbt()
+    m, n, k = 140, 300, 200
+    exact_rows = (17, 89)
+    x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    x.view(np.uint32)[5, 3] = 0x7FFFFFFF
+    x[9, 150] = np.nan
+    x[20, 0] = -np.inf
+    b[7, 11] = np.inf
+    for row, col in zip(exact_rows, (8, 40), strict=True):
+        x[row, :] = 0
+        x[row, col] = np.finfo(np.float32).max
+        b[col, :] = np.abs(b[col, :]) * 0.5
+    pa, X = upload(x, 4, -k % 4)
+    pb, B = upload(b, 4, -n % 4)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = x.astype(np.float64) @ b.astype(np.float64)
+    for name in names:
+        plan = engine.forced(*engine.problem_of_call(X, B, None, name), name, splits, swap=True)
+        assert plan.splits == splits and plan.swap and not (plan.copy_a or plan.copy_b)
+        check_non_finite(gm.matmul(X, B, plan=plan).to_numpy(), ref, x, b, exact_rows)
+    for p in (pa, pb):
         p.free()

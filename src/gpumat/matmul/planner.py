@@ -77,7 +77,9 @@ SM_DRAW = 2.0
 # or 64 rows and its few rows on their columns (one tile of the 128 x 64 row at 64 rows, of the 64 x 16 row at 16).
 # Taken where the model gives it SWAP_MARGIN over the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T
 # with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49
-# (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none measured)
+# (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none measured). At tf32 with B row-major, C of any
+# number of rows may swap: wgmma reads TF32 from shared memory K-major alone, so the plain plans read a transposed copy
+# of B, and the swapped one on the TF32 atbt rows reads it in place (into registers).
 SWAP_MAX_M = 64
 SWAP_MIN_N = 128
 SWAP_MARGIN = 1.1
@@ -380,11 +382,13 @@ def _options(p: Problem, t: Target, tier: int) -> list[tuple[float, int, int, Va
 
 
 def swappable(p: Problem) -> bool:
-    """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows and at least
-    SWAP_MIN_N columns (a tile's rows), and not a matrix-vector row's shape (those rows read their matrix
-    at the memory's rate), but for 2-16 rows at tf32, where the exact matrix-vector rows fall behind the
-    TF32 wgmma tiles (_matrix_vector_at_tf32 weighs the two; tf32x3 has no row that writes C transposed)."""
-    if not (p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N):
+    """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows (at tf32 with B
+    row-major, any number: the swapped TF32 rows read such a B in place) and at least SWAP_MIN_N columns (a
+    tile's rows), and not a matrix-vector row's shape (those rows read their matrix at the memory's rate),
+    but for 2-16 rows at tf32, where the exact matrix-vector rows fall behind the TF32 wgmma tiles
+    (_matrix_vector_at_tf32 weighs the two; tf32x3 has no row that writes C transposed)."""
+    few_rows = p.m <= SWAP_MAX_M or (p.mode == "tf32" and not p.b_trans)
+    if not (p.batch == 1 and few_rows and p.n >= SWAP_MIN_N):
         return False
     return not matrix_vector(p) or (p.mode == "tf32" and p.m > 1)
 

@@ -585,7 +585,7 @@ TF32_WGMMA_BANDWIDTH = 3.5e12
 # rounds the operands to TF32 (to nearest) on the way into shared memory; outputs the tensor cores leave
 # non-finite are recomputed in FP32, as on the mma.sync rows. A k tile is 32 floats (128 bytes: the
 # 16-bit rows' stage layout in bytes), so splits fall on multiples of 32, at least 4 k tiles long.
-def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
+def _tf32_wgmma(tile: tuple[int, int], rate: float, layout: str = "bt", **latency) -> Variant:
     return _k_major_wgmma(
         "tf32",
         {("f32", "f32"): "tf32"},
@@ -593,6 +593,7 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
         "tensor_maps_exact",
         tile,
         rate,
+        layout,
         k_align=32,
         min_k_chunk=128,
         split_launch_s=SPLIT_LAUNCH_TF32_S,
@@ -601,13 +602,16 @@ def _tf32_wgmma(tile: tuple[int, int], rate: float, **latency) -> Variant:
     )
 
 
-def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: float, **fields) -> Variant:
+def _k_major_wgmma(
+    kind: str, entries: dict, mode: str, args: str, tile, rate: float, layout: str = "bt", **fields
+) -> Variant:
     """A row of the wgmma kernel for the inputs wgmma reads K-major alone (TF32, int8, FP8: it has no
-    transpose for them): <kind>_wgmma<BM>x<BN>bt, entries {(input suffix, output suffix): the entry's name
-    after matmul_wgmma<BM>x<BN>bt_}, B stored transposed read in place (a row-major B transposed into aligned
-    scratch first), tier 1; `fields`: the kind's split and cost constants."""
-    name = f"{kind}_wgmma{tile[0]}x{tile[1]}bt"
-    names = {pair: f"matmul_wgmma{tile[0]}x{tile[1]}bt_{end}" for pair, end in entries.items()}
+    transpose for them): <kind>_wgmma<BM>x<BN><layout>, entries {(input suffix, output suffix): the entry's
+    name after matmul_wgmma<BM>x<BN><layout>_}, B stored transposed read in place (a row-major B transposed
+    into aligned scratch first), and with layout "atbt" (TF32, at most 64 columns) A stored transposed too,
+    read into registers; tier 1; `fields`: the kind's split and cost constants."""
+    name = f"{kind}_wgmma{tile[0]}x{tile[1]}{layout}"
+    names = {pair: f"matmul_wgmma{tile[0]}x{tile[1]}{layout}_{end}" for pair, end in entries.items()}
     return Variant(
         name,
         _kernels("matmul_wgmma_kmajor", names, args, WGMMA_SMEM[tile]),
@@ -618,6 +622,7 @@ def _k_major_wgmma(kind: str, entries: dict, mode: str, args: str, tile, rate: f
         WGMMA_SMEM[tile],
         **HOPPER_TMA,
         reads_b_trans=True,
+        reads_a_trans=layout == "atbt",
         rate=rate,
         tier=1,
         stages_padding=True,
@@ -1149,6 +1154,16 @@ _ROWS = [
     _tf32_wgmma((128, 64), 247e12, fixed_s=2.4e-6),
     _tf32_wgmma((64, 64), 215e12, fixed_s=2.5e-6),
     *(_tf32_wgmma((64, bn), 215e12, fixed_s=2.5e-6, auto_max_n=bn) for bn in (32, 16)),
+    # The same four tiles reading A stored transposed (K rows of M) as well, through registers: above all a
+    # product whose B is row-major, swapped (C^T = B^T @ A^T into C stored transposed), so that B is read in
+    # place where the rows above read a transposed copy of it. Fitted on the H200 (2026-11-30, bench sweep at
+    # tf32, 145 shapes, every row timed by name: benchmarks/NOTES.md, thirty-sixth session) to the timings
+    # within 1.5x of each shape's fastest plan (31-98 a row; log error 0.26-0.32 rms): auto then came within
+    # 0.971 of the fastest timed plan over the sweep (0.963 with the rows above's constants)
+    _tf32_wgmma((128, 64), 210e12, "atbt", fixed_s=5.0e-6),
+    _tf32_wgmma((64, 64), 150e12, "atbt", fixed_s=5.0e-6),
+    _tf32_wgmma((64, 32), 100e12, "atbt", fixed_s=5.0e-6, auto_max_n=32),
+    _tf32_wgmma((64, 16), 100e12, "atbt", fixed_s=6.0e-6, auto_max_n=16),
     # int8 @ int8 -> int32 on the wgmma kernel (see _int8_wgmma). The 128 x 256 tile ran 1,400-1,580 TOPS
     # at 4096^3-8192^3 on the H200 in two runs (benchmarks/results/int8-nvidia-h200-2026-11-29.json and
     # benchmarks/NOTES.md, thirtieth session); the others' rates PROVISIONAL, in the 16-bit rows'
