@@ -280,16 +280,19 @@ __device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __r
     const int tid = threadIdx.x;
     const int di = NARROW_THREADS / w, dj = NARROW_THREADS % w;
     const long long strips = (rows + R - 1) / R;
-    // an odd width of a contiguous, 16-byte aligned A: the staged layout (pitch w) is the strip's own, so
-    // the strip (a multiple of 16 rows from A's start) is staged as 16-byte chunks
-    const bool flat = sizeof(T) >= 4 && (w & 1) && lda == cols && (reinterpret_cast<unsigned long long>(A) & 15) == 0;
+    // a contiguous, 16-byte aligned A: the strip (a multiple of 16 rows from A's start) is staged as 16-byte
+    // chunks. An odd width keeps the staged layout (pitch w = P); a width of 4, 8 or 16 4-byte elements is
+    // staged raw (pitch w) and written a chunk a lane (its reads down a column would meet in a few banks)
+    const bool contiguous = lda == cols && (reinterpret_cast<unsigned long long>(A) & 15) == 0;
+    const bool flat = sizeof(T) >= 4 && (w & 1) && contiguous;
+    const bool chunked = sizeof(T) == 4 && (w == 4 || w == 8 || w == 16) && contiguous;
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;
         const int h = (int)min((long long)R, rows - r0);
         const int n = h * w;
         const T* a = A + r0 * lda;
         int i = tid / w, j = tid % w;
-        if (flat) {
+        if (flat || chunked) {
             constexpr int V = 16 / (int)sizeof(T);
             const int chunks = n / V;
             for (int c = tid; c < chunks; c += NARROW_THREADS)
@@ -322,6 +325,28 @@ __device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __r
             }
         }
         __syncthreads();
+        if constexpr (sizeof(T) == 4) {
+            if (chunked) {   // lane c: the raw strip's 16-byte chunk c, elements (t, j) .. of B's rows j ..
+                const int chunks = (n + 3) / 4, dt = 4 * NARROW_THREADS / w, dj = 4 * NARROW_THREADS % w;
+                int t = 4 * tid / w, j = 4 * tid % w;
+                T* b = B + r0;
+                for (int c = tid; c < chunks; c += NARROW_THREADS) {
+                    const uint4 v = *reinterpret_cast<const uint4*>(&sm[4 * c]);   // within sm: n <= E - R
+                    T x[4];  // the chunk's bits as they are (float32 or a 4-byte integer)
+                    memcpy(x, &v, sizeof v);
+                    int tt = t, jj = j;
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        if (4 * c + e < n) b[jj * ldb + tt] = x[e];
+                        if (++jj == w) { jj = 0; ++tt; }
+                    }
+                    t += dt; j += dj;
+                    if (j >= w) { j -= w; ++t; }
+                }
+                __syncthreads();   // the next strip overwrites shared memory
+                continue;
+            }
+        }
         // B(jj, r0 + t) = sm[t * P + jj], the flat index jj * h + t over the strip
         const int ej = NARROW_THREADS / h, et = NARROW_THREADS % h;
         int jj = tid / h, t = tid % h;
