@@ -577,6 +577,23 @@ def test_variants_on_drawn_shapes(rows, cols, name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cols", [4, 8, 16])
+def test_the_chunked_float32_strip_moves_every_bit_pattern(cols):
+    """float32 strips of 4, 8 or 16 columns of a packed, 16-byte aligned A, whose lanes each write one staged
+    16-byte chunk to B: every bit pattern arrives as it is (NaN payloads, negative zero, subnormals: no
+    numeric conversion on the way), at the strips' edges (816, 448 and 240 rows a strip) and with a last
+    chunk shorter than a strip, into a poisoned B; auto takes the strip for them."""
+    rng = np.random.default_rng(cols)
+    for rows in (1, 3, 239, 240, 241, 447, 448, 449, 815, 816, 817, 100003):
+        bits = rng.integers(0, 2**32, (rows, cols), dtype=np.uint64).astype(np.uint32)
+        with gm.Matrix.from_numpy(bits.view(np.float32)) as a, poisoned(cols, rows) as out:
+            auto = T.choose_algorithm(rows, cols, out.elements, out.stride, "f32", a.elements, a.stride)
+            assert auto == "narrow_cols16k", (rows, cols, auto)
+            T.transpose(a, out=out, algorithm="narrow_cols16k")
+            np.testing.assert_array_equal(out.to_numpy().view(np.uint32), bits.T)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["auto", *VARIANTS])
 @pytest.mark.parametrize(
     "shape",
