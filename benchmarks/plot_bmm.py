@@ -31,11 +31,13 @@ def _slug(text: str) -> str:
 
 
 def output_path(paths: list[Path], datas: list[dict]) -> Path:
-    """One JSON: the PNG beside it, same stem. Several: one figure beside the first, bmm-<device>-<date>."""
+    """One JSON: the PNG beside it, same stem. Several: one figure beside the first, bmm-<device>-<date> (the
+    newest run's date)."""
     if len(paths) == 1:
         return paths[0].with_suffix(".png")
     env = datas[0].get("environment", datas[0])
-    return paths[0].with_name(f"bmm-{_slug(env.get('device', 'gpu'))}-{env.get('date', 'undated')}.png")
+    newest = max(d.get("environment", d).get("date", "undated") for d in datas)
+    return paths[0].with_name(f"bmm-{_slug(env.get('device', 'gpu'))}-{newest}.png")
 
 
 def _positions(cases: list[dict]) -> tuple[list[float], list[tuple[str, float, float]]]:

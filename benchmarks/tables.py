@@ -566,7 +566,7 @@ def gen_summary() -> str:
         + ", ".join(
             f"{geomean(r):.2f}x {label.split(',')[0] if 'tf32' not in label else 'tf32'}" for label, r in bmm_means
         )
-        + f" (H200, {bmm[0][1][1]['date']}).",
+        + f" (H200, {', '.join(sorted({data['date'] for _, (_, data) in bmm}))}).",
         emulated_summary(),
         int8_summary(),
         fp8_summary(),

@@ -114,8 +114,8 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     # op(B)^T @ op(A)^T, from here on the problem its grid, copies and time are of
     if q.swap:
         # (few rows, or any number at tf32 with B row-major: the TF32 atbt rows read it in place)
-        few_rows = p.m <= SWAP_MAX_M < 128 or (p.mode == "tf32" and not p.b_trans)
-        assert v.writes_c_trans and swappable(q.problem) and p.batch == 1 and few_rows
+        few_rows = p.batch == 1 and p.m <= SWAP_MAX_M < 128 or (p.mode == "tf32" and not p.b_trans)
+        assert v.writes_c_trans and swappable(q.problem) and few_rows
         assert q.kernel_problem == swapped(q.problem) and "swapped" in str(q)
         p = swapped(p)
         m, n = p.m, p.n

@@ -272,7 +272,7 @@ def test_layers_on_few_tokens_run_swapped_on_the_narrow_tiles(tokens, n, k, row,
     assert engine.padding(VARIANTS[row], engine.swapped(p) if swap else p) < engine.padding(wide, p)
 
 
-def test_swapped_plans_are_for_2_to_64_rows_of_one_matrix():
+def test_swapped_plans_are_for_few_rows_of_one_matrix_or_a_row_major_b_at_tf32():
     """swappable: one matrix, 2-64 rows of C, at least 128 columns; at precision "tf32" also where the exact
     matrix-vector rows compute the shape (2-16 rows: auto weighs them against the tiles), never one row;
     and at tf32 with B row-major, any number of rows (the atbt rows read such a B in place only swapped)."""
@@ -281,10 +281,13 @@ def test_swapped_plans_are_for_2_to_64_rows_of_one_matrix():
     assert not engine.swappable(replace(p, m=1)) and not engine.swappable(replace(p, m=65))
     assert not engine.swappable(replace(p, n=127)) and not engine.swappable(replace(p, batch=2))
     assert not engine.swappable(replace(p, mode="float32"))  # the exact rows' own shape
+    # any number of rows, from 128 columns; a batch from 64 (a 64-row tile)
     row_major_b = replace(p, b_trans=False)
     assert engine.swappable(replace(row_major_b, m=65)) and engine.swappable(replace(row_major_b, m=8192))
+    assert not engine.swappable(replace(row_major_b, m=4096, n=64))
+    assert engine.swappable(replace(row_major_b, m=1024, n=64, batch=512))
+    assert not engine.swappable(replace(row_major_b, m=1024, n=63, batch=512))
     assert not engine.swappable(replace(row_major_b, m=65, mode="float32"))
-    assert not engine.swappable(replace(row_major_b, m=65, batch=2))
 
 
 def test_skinny_products_split_k():
@@ -1011,3 +1014,44 @@ def test_atbt_non_finite_outputs_are_what_fp32_gives(splits):
         check_non_finite(gm.matmul(X, B, plan=plan).to_numpy(), ref, x, b, exact_rows)
     for p in (pa, pb):
         p.free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shared", ["none", "a", "b"])
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_atbt_rows_run_a_batch_with_a_row_major_b_swapped(batch, shared):
+    """A batch whose B is row-major, swapped onto each atbt row (each matrix's C^T written into its layer of
+    C stored transposed): A or B shared by the batch (batch stride 0), C a view in NaN-poisoned storage
+    whose padding must come back unchanged, a bias over C's columns; each matrix bit for bit the 2-D
+    swapped product by the same row."""
+    names = need_atbt()
+    m, n, k = 131, 136, 200
+    a_host = rng.uniform(-1, 1, (m, k) if shared == "a" else (batch, m, k)).astype(np.float32)
+    b_host = rng.uniform(-1, 1, (k, n) if shared == "b" else (batch, k, n)).astype(np.float32)
+    bias_host = rng.uniform(-1, 1, (1, n)).astype(np.float32)
+    A, B, bias = (gm.Matrix.from_numpy(x) for x in (a_host, b_host, bias_host))
+    a64, b64 = a_host.astype(np.float64), b_host.astype(np.float64)
+    ref = np.matmul(a64, b64) + bias_host
+    scale = np.matmul(np.abs(a64), np.abs(b64)) + np.abs(bias_host)
+    for name in names:
+        store = gm.Matrix.from_numpy(np.full((batch, m + 3, n + 8), np.nan, np.float32))
+        out = store[:, :m, :n]
+        before = store.to_numpy()
+        plan = engine.forced(*engine.problem_of_call(A, B, out, name), name, 1, swap=True)
+        assert plan.swap and not (plan.copy_a or plan.copy_b), plan
+        gm.matmul(A, B, out=out, plan=plan, bias=bias)
+        after = store.to_numpy()
+        product = after[:, :m, :n].copy()
+        got = product.astype(np.float64)
+        assert not np.isnan(got).any(), (name, "an element of C not written")
+        assert (np.abs(got - np.broadcast_to(ref, got.shape)) / np.broadcast_to(scale, got.shape)).max() <= tolerance(k)
+        after[:, :m, :n] = before[:, :m, :n]
+        np.testing.assert_array_equal(after, before)  # nothing written outside the views
+        for i in range(batch):
+            ai, bi = (A if shared == "a" else A[i]), (B if shared == "b" else B[i])
+            one = engine.forced(*engine.problem_of_call(ai, bi, None, name), name, 1, swap=True)
+            with gm.matmul(ai, bi, plan=one, bias=bias) as ci:
+                np.testing.assert_array_equal(ci.to_numpy(), product[i])
+        store.free()
+    for x in (A, B, bias):
+        x.free()

@@ -78,10 +78,14 @@ SM_DRAW = 2.0
 # Taken where the model gives it SWAP_MARGIN over the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T
 # with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49
 # (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none measured). At tf32 with B row-major, C of any
-# number of rows may swap: wgmma reads TF32 from shared memory K-major alone, so the plain plans read a transposed copy
-# of B, and the swapped one on the TF32 atbt rows reads it in place (into registers).
+# number of rows may swap, and a batch: wgmma reads TF32 from shared memory K-major alone, so the plain plans read a
+# copy of B transposed, and the swapped one on the TF32 atbt rows reads it in place (into registers).
 SWAP_MAX_M = 64
 SWAP_MIN_N = 128
+# a batch at tf32 with B row-major swaps from 64 columns, onto the 64-row atbt tiles (H200, 2026-11-30: attention's
+# values at head size 64, 128 x 1024 x 64 x 1024 155 us against 173 unswapped, 512 x 256 x 64 x 256 60.6 against
+# 67.7); one matrix keeps SWAP_MIN_N (4096 x 64 x 4096 took 29.4 us swapped against 26.9)
+SWAP_MIN_N_TF32 = 64
 SWAP_MARGIN = 1.1
 # the least K at which a float32 tensor-core mode's tiles compete with the exact matrix-vector rows for C of
 # 2-16 rows or columns (_matrix_vector_at_tf32): the K of the H200 measurements the rule rests on
@@ -382,13 +386,16 @@ def _options(p: Problem, t: Target, tier: int) -> list[tuple[float, int, int, Va
 
 
 def swappable(p: Problem) -> bool:
-    """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows (at tf32 with B
-    row-major, any number: the swapped TF32 rows read such a B in place) and at least SWAP_MIN_N columns (a
-    tile's rows), and not a matrix-vector row's shape (those rows read their matrix at the memory's rate),
-    but for 2-16 rows at tf32, where the exact matrix-vector rows fall behind the TF32 wgmma tiles
-    (_matrix_vector_at_tf32 weighs the two; tf32x3 has no row that writes C transposed)."""
-    few_rows = p.m <= SWAP_MAX_M or (p.mode == "tf32" and not p.b_trans)
-    if not (p.batch == 1 and few_rows and p.n >= SWAP_MIN_N):
+    """Whether p may run as a swapped plan: one matrix whose C has at most SWAP_MAX_M rows and at least
+    SWAP_MIN_N columns (a tile's rows), or at tf32 with B row-major any product of at least SWAP_MIN_N
+    columns, and a batch of at least SWAP_MIN_N_TF32 (the swapped TF32 rows read such a B in place, each
+    matrix's C^T into its layer of C); and not a matrix-vector row's shape (those rows read their matrix
+    at the memory's rate), but for 2-16 rows at tf32, where the exact matrix-vector rows fall behind the
+    TF32 wgmma tiles (_matrix_vector_at_tf32 weighs the two; tf32x3 has no row that writes C transposed)."""
+    if p.mode == "tf32" and not p.b_trans:
+        if p.n < (SWAP_MIN_N_TF32 if p.batch > 1 else SWAP_MIN_N):
+            return False
+    elif not (p.batch == 1 and p.m <= SWAP_MAX_M and p.n >= SWAP_MIN_N):
         return False
     return not matrix_vector(p) or (p.mode == "tf32" and p.m > 1)
 
