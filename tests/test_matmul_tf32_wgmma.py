@@ -172,8 +172,8 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         assert row_major.seconds == pytest.approx(x_wt.seconds + charged)
         unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b
-    # 1024^3: the 128 x 64 tile; B row-major, swapped on its atbt row, read in place (H200, 2026-11-30: 13.5 us
-    # against 15.9 with B's copy first on the bt row)
+    # 1024^3: the 128 x 64 tile; B row-major, swapped on its atbt row, read in place (H200, 2026-11-30,
+    # benchmarks/results/probe-tf32-atbt-*: 13.5 us against 15.6 with B's copy first on the bt row)
     swapped = tf32_plan(1024, 1024, 1024)
     assert (swapped.algorithm, swapped.swap) == ("tf32_wgmma128x64atbt", True)
     assert not (swapped.copy_a or swapped.copy_b)

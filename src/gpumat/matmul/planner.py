@@ -82,9 +82,10 @@ SM_DRAW = 2.0
 # copy of B transposed, and the swapped one on the TF32 atbt rows reads it in place (into registers).
 SWAP_MAX_M = 64
 SWAP_MIN_N = 128
-# a batch at tf32 with B row-major swaps from 64 columns, onto the 64-row atbt tiles (H200, 2026-11-30: attention's
-# values at head size 64, 128 x 1024 x 64 x 1024 155 us against 173 unswapped, 512 x 256 x 64 x 256 60.6 against
-# 67.7); one matrix keeps SWAP_MIN_N (4096 x 64 x 4096 took 29.4 us swapped against 26.9)
+# a batch at tf32 with B row-major swaps from 64 columns, onto the 64-row atbt tiles (H200, 2026-11-30,
+# benchmarks/results/probe-tf32-batch-swap-*: attention's values at head size 64, 128 x 1024 x 64 x 1024 155 us
+# against 173 unswapped, 512 x 256 x 64 x 256 60.6 against 67.7); one matrix keeps SWAP_MIN_N (4096 x 64 x 4096
+# took 29.4 us swapped against 26.9)
 SWAP_MIN_N_TF32 = 64
 SWAP_MARGIN = 1.1
 # the least K at which a float32 tensor-core mode's tiles compete with the exact matrix-vector rows for C of
