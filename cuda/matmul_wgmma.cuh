@@ -9,7 +9,9 @@
 //    _f32out entries); B row-major or stored transposed (the *bt entries); A row-major or stored
 //    transposed (the *at entries: C = X.T @ B, X row-major K x M, read in place);
 //  * float32 inputs at TF32 (the *bt_tf32 entries, precision "tf32"): C in float32, B stored transposed
-//    only (wgmma reads TF32 operands K-major alone: it has no transpose for them). The copy engine
+//    only (wgmma reads TF32 operands from shared memory K-major alone: it has no transpose for them);
+//    the *atbt_tf32 entries (tiles of at most 64 columns) also take A stored transposed, M-major, which
+//    each thread reads from the stage into registers, wgmma's other source of A. The copy engine
 //    rounds each float32 to TF32 on its way into shared memory (the tensor maps' element type is
 //    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, which rounds to nearest, ties to even; the driver's header does
 //    not say so, tests/test_matmul_tf32_wgmma.py checks it on the GPU); a wgmma reading raw float32 bits
@@ -84,7 +86,9 @@
 //  * an A stored transposed (at) is M-major, laid out and described as a row-major B is: the stage's
 //    A is two boxes of 64 columns of M x 64 k rows (8 KiB each, consumer c's rows in box c, where a
 //    K-major A keeps them too), and the wgmma transposes it (imm-trans-a); a warpgroup's 64 rows are
-//    one box wide, so its descriptor's leading offset is never read;
+//    one box wide, so its descriptor's leading offset is never read. TF32 (atbt): boxes of 32 floats of
+//    M x 32 k rows (4 KiB, two a consumer), read into registers in a bank-conflict-free order, two
+//    register buffers in turn so that no k tile's loads overwrite the elements a running group reads;
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);

@@ -326,22 +326,19 @@ __device__ __forceinline__ void narrow_cols_impl(const T* __restrict__ A, T* __r
         }
         __syncthreads();
         if constexpr (sizeof(T) == 4) {
-            if (chunked) {   // lane c: the raw strip's 16-byte chunk c, elements (t, j) .. of B's rows j ..
-                const int chunks = (n + 3) / 4, dt = 4 * NARROW_THREADS / w, dj = 4 * NARROW_THREADS % w;
-                int t = 4 * tid / w, j = 4 * tid % w;
+            if (chunked) {
+                // lane c: the raw strip's 16-byte chunk c. The width is a multiple of 4, so a chunk is four
+                // consecutive elements of one row t of A, (t, j0) .. (t, j0 + 3), and n (whole rows) whole
+                // chunks; they go to B's rows j0 .. j0 + 3 at column r0 + t
+                const int log_w = w == 4 ? 2 : w == 8 ? 3 : 4;
                 T* b = B + r0;
-                for (int c = tid; c < chunks; c += NARROW_THREADS) {
+                for (int c = tid; c < n / 4; c += NARROW_THREADS) {
                     const uint4 v = *reinterpret_cast<const uint4*>(&sm[4 * c]);   // within sm: n <= E - R
                     T x[4];  // the chunk's bits as they are (float32 or a 4-byte integer)
                     memcpy(x, &v, sizeof v);
-                    int tt = t, jj = j;
+                    const int t = (4 * c) >> log_w, j0 = (4 * c) & (w - 1);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        if (4 * c + e < n) b[jj * ldb + tt] = x[e];
-                        if (++jj == w) { jj = 0; ++tt; }
-                    }
-                    t += dt; j += dj;
-                    if (j >= w) { j -= w; ++t; }
+                    for (int e = 0; e < 4; ++e) b[(j0 + e) * ldb + t] = x[e];
                 }
                 __syncthreads();   // the next strip overwrites shared memory
                 continue;
