@@ -185,6 +185,20 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
     assert "B into the layouts the kernel reads (B as N rows of K)" in str(tf32_plan(4096, 4096, 4096))
 
 
+def test_auto_swaps_a_row_major_b_onto_the_atbt_rows_where_it_measured_faster():
+    """A row-major B at tf32 read in place, swapped on an atbt row, no copy, where the H200 measured that
+    faster than the plans before them (benchmarks/results/sweep-float32-tf32-*-2026-11-30 and
+    probe-tf32-*): layers of 128 and 256 tokens (128 x 14336 x 4096: 90.3 us against 158.6), attention's
+    values of a batch at head size 64; one product of 64 columns and the large squares keep their plans
+    (4096 x 64 x 4096: 26.9 us unswapped against 29.4; 4096^3: the 128 x 256 tile after B's copy)."""
+    for m, n, k, batch in ((128, 14336, 4096, 1), (128, 4096, 4096, 1), (256, 4096, 4096, 1), (1024, 64, 1024, 128)):
+        q = tf32_plan(m, n, k, batch=batch)
+        assert q.algorithm in TF32_ATBT and q.swap and not (q.copy_a or q.copy_b), q
+    for m, n, k in ((4096, 64, 4096), (4096, 4096, 4096)):
+        q = tf32_plan(m, n, k)
+        assert not q.swap and q.algorithm not in TF32_ATBT, q
+
+
 @given(m=dims(20000, (128, 256)), n=dims(20000, (128, 256)), k=dims(70000, (32, 128, 1024)), b_trans=st.booleans())
 def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
     for mode in ("float32", "tf32x3"):
@@ -447,6 +461,34 @@ def test_a_swapped_layer_launches_c_transposed_with_the_operands_exchanged(monke
         reduce, _, _, rargs, _ = launches[1]
         assert len(launches) == 2 and reduce == "matmul_splitk_reduce_f32_f32"
         assert rargs == (SCRATCH, c[0], m, n, c[1], splits, *bias_over_columns)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("name", TF32_ATBT)
+def test_a_row_major_b_swaps_onto_the_atbt_rows_both_read_in_place(monkeypatch, name, batch):
+    """A @ B with B row-major (300 x 520 x 1000, one product or a batch of three in strided layers), swapped
+    on each atbt row: the kernel's A is B's storage read M-major (K rows of N, tf32 boxes of 32 floats of
+    N x 32 k rows), its B is A's storage (M rows of K, 32 x BN boxes); no copy, no C map, C written
+    transposed (c_store 2) with its layers C's batch stride apart; after the epilogue's place, the storage
+    the maps describe, B's before A's (the recomputation of non-finite outputs reads them)."""
+    v = VARIANTS[name]
+    bm, bn = v.tile
+    m, n, k, lda, ldb, ldc = 300, 520, 1000, 1004, 524, 528
+    sa, sb, sc = (m * lda + 8, k * ldb + 4, m * ldc + 12) if batch > 1 else (0, 0, 0)
+    q = engine.forced(Problem(m, n, k, "f32", "f32", "tf32", batch=batch), H100, name, 1, swap=True)
+    assert q.swap and not (q.copy_a or q.copy_b) and q.kernel_problem.m == n and q.kernel_problem.n == m
+    pa, pb, pc = 0x7F0000000000, 0x7F0010000000, 0x7F0020000000
+    encoded, launches, copies = record_launch(monkeypatch, q, (pa, lda, sa), (pb, ldb, sb), (pc, ldc, sc))
+    assert not copies and len(launches) == 1
+    a_map, b_map = (described(e) for e in encoded)  # no C map
+    assert a_map == ("tf32", pb, (n, k, batch), (ldb * 4, (sb or k * ldb) * 4), (32, 32, 1))
+    assert b_map == ("tf32", pa, (k, m, batch), (lda * 4, (sa or m * lda) * 4), (32, bn, 1))
+    kernel, grid, block, args, smem = launches[0]
+    assert (kernel, grid, block, smem) == (f"matmul_wgmma{bm}x{bn}atbt_tf32", q.grid, v.block, v.smem)
+    assert args[2] == engine.NO_MAP
+    assert args[3:10] == (pc, n, m, k, ldc, k, engine.C_STORE["transposed"])
+    assert args[10:13] == ((batch, sc, 3) if batch > 1 else (1, m * ldc, 0))
+    assert args[13:19] == (pb, ldb, sb, pa, lda, sa) and args[19:] == IDENTITY
 
 
 def test_tensor_map_boxes_are_one_128_byte_row_wide_for_every_element_type(monkeypatch):
