@@ -25,19 +25,19 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
 {
     if (scales_only(ep))
         gemm<BM, BN, float, float, false, A_MMAJOR, true>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
-                                                        A, lda, sa, W, ldw, sw, ep);
+                                                           A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 1)
         gemm<BM, BN, float, float, true, A_MMAJOR, true, 1>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
-                                                          A, lda, sa, W, ldw, sw, ep);
+                                                             A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 2)
         gemm<BM, BN, float, float, true, A_MMAJOR, true, 2>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
-                                                          A, lda, sa, W, ldw, sw, ep);
+                                                             A, lda, sa, W, ldw, sw, ep);
     else if (ep.activation == 3)
         gemm<BM, BN, float, float, true, A_MMAJOR, true, 3>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
-                                                          A, lda, sa, W, ldw, sw, ep);
+                                                             A, lda, sa, W, ldw, sw, ep);
     else
         gemm<BM, BN, float, float, true, A_MMAJOR, true, 0>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store, b,
-                                                          A, lda, sa, W, ldw, sw, ep);
+                                                             A, lda, sa, W, ldw, sw, ep);
 }
 
 #define GPUMAT_WGMMA_TF32(NAME, BM, BN, A_MMAJOR)                                                             \
@@ -48,8 +48,9 @@ __device__ __forceinline__ void gemm_tf32(const TensorMap& map_a, const TensorMa
         long long lda, long long sa, const float* __restrict__ W, long long ldw, long long sw,               \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        gemm_tf32<BM, BN, A_MMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,                              \
-                          Batch(batch, c_layer, batched), A, lda, sa, W, ldw, sw, GPUMAT_EPILOGUE_ARGS);      \
+        gemm_tf32<BM, BN, A_MMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk, c_store,                    \
+                                    Batch(batch, c_layer, batched), A, lda, sa, W, ldw, sw,                   \
+                                    GPUMAT_EPILOGUE_ARGS);                                                    \
     }
 
 GPUMAT_WGMMA_TF32(matmul_wgmma128x256bt_tf32, 128, 256, false)

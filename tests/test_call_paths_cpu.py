@@ -178,9 +178,10 @@ PLAIN = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = 0
-for case in range(200):
-    gm.set_matmul_precision("tf32" if 20 <= case < 24 else "float32")
+TF32_ATBT = [name for name, v in engine.VARIANTS.items() if v.mode == "tf32" and v.reads_a_trans]
+checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = tf32_atbt = 0
+for case in range(208):
+    gm.set_matmul_precision("tf32" if 20 <= case < 24 or case >= 200 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300, 4096], 3))
     if case < 8:  # a layer on few tokens in the 16-bit dtypes: planned swapped (C^T written transposed)
@@ -189,6 +190,8 @@ for case in range(200):
         dt, (m, n, k) = np.float32, ((32, 64)[case % 2], 4096, 4096)
     elif case < 16:  # 16-bit layers on 64 tokens against a 4096^2 weight: the 64 x 64 wgmma tiles
         dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (64, 4096, 4096)
+    elif case >= 200:  # float32 at tf32 with B row-major, 128 and 256 rows: swapped onto an atbt tile, B in place
+        dt, (m, n, k) = np.float32, ((128, 256)[case % 2], 4096, 4096)
     elif case < 20:  # ... on 8 tokens: the 64 x 16 tile, swapped, K split (C by plain stores, no map of C)
         dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (8, 4096, 4096)
     elif case < 24:  # float32 at tf32, skinny N: the narrow TF32 wgmma tiles after B's transposing copy
@@ -205,8 +208,9 @@ for case in range(200):
             m, n, k = (1, 16, 64, 300)[case % 4], 4096, 4096
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
     # the plan may depend on alignment; from case 28 on, A or B may be a transposed view (x @ W.T)
-    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if case >= 28 else (0, 0)
-    trans_a, trans_b = (bool(x) for x in rng.integers(2, size=2)) if case >= 28 else (False, False)
+    drawn = 28 <= case < 200
+    shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if drawn else (0, 0)
+    trans_a, trans_b = (bool(x) for x in rng.integers(2, size=2)) if drawn else (False, False)
     stored = lambda rows, cols, shift, trans: (
         gm.Matrix.empty((cols, rows + shift), dtype=dt)[:, shift:].T
         if trans
@@ -248,8 +252,9 @@ for case in range(200):
     transposed += trans_a or trans_b
     int8 += chosen.variant.name.startswith("int8_wgmma")
     fp8 += chosen.variant.name.startswith("fp8_wgmma")
+    tf32_atbt += chosen.variant.name in TF32_ATBT and chosen.swap and not (chosen.copy_a or chosen.copy_b)
 gm.set_matmul_precision("float32")
-print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8)
+print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt)
 """
 )
 
@@ -259,19 +264,21 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     cached) launches exactly what the full route launches for the same operands, on every kind of stream:
     kernel, grid, block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans
     (few-token 16-bit layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32
-    at tf32) the narrow TF32 tiles, the few-row float64 tiles, transposed operands, the INT8 tiles and
-    the FP8 tiles among them."""
+    at tf32) the narrow TF32 tiles and, B row-major, the swapped atbt tiles, the few-row float64 tiles,
+    transposed operands, the INT8 tiles and the FP8 tiles among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         fields = (int(x) for x in out.stdout.split())
-        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8 = fields
+        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt = fields
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
         # and the four float32 skinny-N calls at tf32 on the narrow TF32 tiles, B copied K-major first, and the
         # four float64 calls on 8 and 24 tokens on the few-row DMMA tiles
-        assert checked == 200 and swapped >= 4 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
+        # and the eight float32 calls at tf32 with B row-major on 128 and 256 rows, swapped onto the TF32 atbt
+        # tiles with no copy
+        assert checked == 208 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 
 

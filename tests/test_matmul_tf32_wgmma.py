@@ -656,17 +656,23 @@ def test_by_name_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tm
     check_epilogue_product(name, m, n, k, b_trans, splits, c_tma, epilogue)
 
 
+def swapped_draws(m, names):
+    """The by-name swapped tests' draws: C's rows `m`, a few-token layer's columns, K, a row of `names`, W
+    given transposed or not, splits, C by TMA or plain stores, an epilogue."""
+    return given(
+        m=m,
+        n=SWAPPED_N,
+        k=DRAWN_K,
+        name=st.sampled_from(names),
+        b_trans=st.booleans(),
+        splits=st.sampled_from([1, 2, 3]),
+        c_tma=st.booleans(),
+        epilogue=EPILOGUES,
+    )
+
+
 @pytest.mark.gpu
-@given(
-    m=dims(SWAP_MAX_M, (16, 32, 64)).filter(lambda m: m > 1),
-    n=SWAPPED_N,
-    k=DRAWN_K,
-    name=st.sampled_from(TF32_NARROW),
-    b_trans=st.booleans(),
-    splits=st.sampled_from([1, 2, 3]),
-    c_tma=st.booleans(),
-    epilogue=EPILOGUES,
-)
+@swapped_draws(dims(SWAP_MAX_M, (16, 32, 64)).filter(lambda m: m > 1), TF32_NARROW)
 def test_swapped_layers_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
     """A layer on 2-64 tokens swapped by each row of at most 64 columns: C^T = op(B)^T @ op(A)^T with the
     weight on the tile's rows, written into C stored transposed by plain stores (a row-major W is first
@@ -857,14 +863,7 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     exact_rows = (17, 34) if swap else (17, 89)
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
-    x.view(np.uint32)[5, 3] = 0x7FFFFFFF
-    x[9, 150] = np.nan
-    x[20, 0] = -np.inf
-    w[11, 7] = np.inf
-    for row, col in zip(exact_rows, (8, 40), strict=True):
-        x[row, :] = 0
-        x[row, col] = np.finfo(np.float32).max
-        w[:, col] = np.abs(w[:, col]) * 0.5
+    plant_non_finite(x, w.T, exact_rows)
     parents = []
     pa, X = upload(x, 4, -k % 4)
     pw, W = upload(w, 4, -k % 4)
@@ -880,6 +879,21 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
         check_non_finite(gm.matmul(X, W.T, plan=plan).to_numpy(), ref, x, w.T, exact_rows)
     for p in parents:
         p.free()
+
+
+def plant_non_finite(x, b, exact_rows) -> None:
+    """Into x (m x k) and op(B) = b (k x n; a transposed view writes W): the canonical NaN 0x7fffffff, a NaN
+    and -inf in rows 5, 9 and 20 of x, +inf in column 11 of b; on each of exact_rows, x zero but FLT_MAX in
+    column 8 or 40 and b's matching row positive and halved (FLT_MAX rounds up to infinity in TF32, the
+    product does not)."""
+    x.view(np.uint32)[5, 3] = 0x7FFFFFFF
+    x[9, 150] = np.nan
+    x[20, 0] = -np.inf
+    b[7, 11] = np.inf
+    for row, col in zip(exact_rows, (8, 40), strict=True):
+        x[row, :] = 0
+        x[row, col] = np.finfo(np.float32).max
+        b[col, :] = np.abs(b[col, :]) * 0.5
 
 
 def check_non_finite(got, ref, x, b, exact_rows) -> None:
@@ -948,16 +962,7 @@ def test_each_atbt_row_matches_float64_on_shapes_around_its_tiles(name, layout):
 
 
 @pytest.mark.gpu
-@given(
-    m=dims(600, (16, 32, 64, 128)).filter(lambda m: m > 1),
-    n=SWAPPED_N,
-    k=DRAWN_K,
-    name=st.sampled_from(TF32_ATBT),
-    b_trans=st.booleans(),
-    splits=st.sampled_from([1, 2, 3]),
-    c_tma=st.booleans(),
-    epilogue=EPILOGUES,
-)
+@swapped_draws(dims(600, (16, 32, 64, 128)).filter(lambda m: m > 1), TF32_ATBT)
 def test_atbt_rows_swapped_with_split_k_and_epilogues(m, n, k, name, b_trans, splits, c_tma, epilogue):
     """Each atbt row swapped, K split as drawn, every epilogue, C a view: B row-major read in place (any
     number of rows of C), or given as W.T (at most 64 rows: swappable) and transposed into the kernel's
@@ -1038,14 +1043,7 @@ def test_atbt_non_finite_outputs_are_what_fp32_gives(splits):
     exact_rows = (17, 89)
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    x.view(np.uint32)[5, 3] = 0x7FFFFFFF
-    x[9, 150] = np.nan
-    x[20, 0] = -np.inf
-    b[7, 11] = np.inf
-    for row, col in zip(exact_rows, (8, 40), strict=True):
-        x[row, :] = 0
-        x[row, col] = np.finfo(np.float32).max
-        b[col, :] = np.abs(b[col, :]) * 0.5
+    plant_non_finite(x, b, exact_rows)
     pa, X = upload(x, 4, -k % 4)
     pb, B = upload(b, 4, -n % 4)
     with np.errstate(invalid="ignore", over="ignore"):
