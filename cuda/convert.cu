@@ -13,10 +13,11 @@
 // with copy=True runs for a layout gpumat cannot view.
 //
 // Technique: a plain memory-bound map. A block of 32 x 8 threads covers 128 columns x 8 rows; each
-// thread converts four elements 32 columns apart (coalesced along a row); rows beyond gridDim.y x 8 are
+// thread converts four elements 32 columns apart (coalesced along a row; copy_2d of 1- and 2-byte elements
+// moves 16 or 8 a thread, 512 or 256 columns a block: COPY_ELEMS); rows beyond gridDim.y x 8 are
 // walked in a grid-stride loop. A batch of regions (batch strides sbs and sbd) runs in one launch, the
 // matrices on blockIdx.z (beyond gridDim.z in a grid-stride loop). Offsets are 64-bit.
-// Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/8), 65535), min(batch, 65535)).
+// Launch: block (32, 8), grid (ceil(cols/(32 x elements a thread)), min(ceil(rows/8), 65535), min(batch, 65535)).
 #include <type_traits>
 
 #include "gpumat.cuh"
@@ -25,23 +26,23 @@ using gpumat::Dtype;
 
 namespace {
 
-template <class S, class D>
+template <class S, class D, int ELEMS = 4>
 __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols,
                                         long long lds, long long ldd, long long batch, long long sbs, long long sbd)
 {
-    const long long c = (long long)blockIdx.x * 128 + threadIdx.x;
+    const long long c = (long long)blockIdx.x * (32 * ELEMS) + threadIdx.x;
     for (long long b = blockIdx.z; b < batch; b += gridDim.z)
     for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
          r += (long long)gridDim.y * blockDim.y) {
         const S* s = src + b * sbs + r * lds;
         D* d = dst + b * sbd + r * ldd;
-        S v[4];
+        S v[ELEMS];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < ELEMS; ++j)
             if (c + 32 * j < cols)
                 v[j] = s[c + 32 * j];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < ELEMS; ++j)
             if (c + 32 * j < cols)
                 if constexpr (std::is_same_v<S, D>)
                     d[c + 32 * j] = v[j];  // a copy: the bits as they are
@@ -121,12 +122,17 @@ GPUMAT_CONVERT(s32, int, bf16, __nv_bfloat16)
 GPUMAT_CONVERT_FP8(e4m3, __nv_fp8_e4m3)
 GPUMAT_CONVERT_FP8(e5m2, __nv_fp8_e5m2)
 
+// Elements a thread of copy_2d moves: 16 bytes of them, at least four (a copy of 1- and 2-byte elements at four
+// a thread drew 1.4-2.9 TB/s of the H200's 3.3-4.1 where 4-byte ones drew 3.6-4.0: too few bytes in flight).
+template <class S>
+constexpr int COPY_ELEMS = sizeof(S) >= 4 ? 4 : 16 / (int)sizeof(S);
+
 #define GPUMAT_COPY_2D(SN, S)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) copy_2d_##SN(                                         \
         const S* __restrict__ src, S* __restrict__ dst, long long rows, long long cols, long long lds,      \
         long long ldd, long long batch, long long sbs, long long sbd)                                        \
     {                                                                                                        \
-        convert<S, S>(src, dst, rows, cols, lds, ldd, batch, sbs, sbd);                                      \
+        convert<S, S, COPY_ELEMS<S>>(src, dst, rows, cols, lds, ldd, batch, sbs, sbd);                         \
     }
 
 // Same-dtype copies: every element's bits unchanged (int32 moves through the f32 entry, int8 its own).

@@ -85,6 +85,27 @@ def test_matmul_out_dtype_rules():
 # -------------------------------------------------------------------------------------------------
 # GPU
 # -------------------------------------------------------------------------------------------------
+def test_the_2d_copy_moves_16_bytes_of_elements_a_thread(monkeypatch):
+    """copy_region's grid: 32 threads along a row, each moving 16 bytes of elements, at least four (1-byte
+    elements 512 columns a block, 2-byte ones 256, 4- and 8-byte ones 128), 8 rows a block, the batch on z."""
+    from support import FAKE_DEVICE, record_launches
+
+    from gpumat.convert import copy_region
+
+    launched = record_launches(monkeypatch, [])
+    for sfx in ("s8", "f16", "bf16", "f32", "s32", "f64"):
+        copy_region(0x7F0000000002, 0x7F0000100000, 100, 2049, 2049, 2056, sfx, 0, FAKE_DEVICE, 3, 204900, 205600)
+    got = [(name, grid) for name, grid, *_ in launched]
+    assert got == [
+        ("copy_2d_s8", (5, 13, 3)),
+        ("copy_2d_f16", (9, 13, 3)),
+        ("copy_2d_bf16", (9, 13, 3)),
+        ("copy_2d_f32", (17, 13, 3)),
+        ("copy_2d_f32", (17, 13, 3)),  # int32 moves as float32
+        ("copy_2d_f64", (17, 13, 3)),
+    ]
+
+
 @gpu
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @given(h=dims(90), w=dims(90), pad=st.integers(0, 5))
@@ -140,8 +161,9 @@ def test_transpose_moves_the_bits_in_every_dtype(dt, rows, cols, pad):
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @given(rows=dims(300), cols=st.one_of(st.integers(1, 70), dims(300)), pad=st.integers(0, 3), spare=st.integers(0, 9))
 def test_the_2d_copy_kernel_moves_the_bits_and_nothing_else(dt, rows, cols, pad, spare):
-    """copy_region (the matmul launcher's aligning copy) from a view at an odd offset into a region of a
-    wider matrix: the region gets the source's bits (NaN payloads included), the rest keeps its poison."""
+    """copy_region from a view at an odd offset into a region of a wider matrix (by either kernel, as the
+    wider matrix's row stride falls): the region gets the source's bits (NaN payloads included), the rest
+    keeps its poison."""
     from gpumat.convert import copy_region
 
     host = data((rows, cols + pad), dt)
@@ -152,6 +174,40 @@ def test_the_2d_copy_kernel_moves_the_bits_and_nothing_else(dt, rows, cols, pad,
         dev = gm.current_device()
         with dev.lock:
             copy_region(view.elements, out.elements, rows, cols, view.stride, out.stride, view._sfx, 0, dev)
+        got = out.to_numpy()
+        assert got[:, :cols].tobytes() == np.ascontiguousarray(host[:, pad:]).tobytes()
+        assert got[:, cols:].tobytes() == before[:, cols:].tobytes()
+
+
+@gpu
+@pytest.mark.parametrize("dt", [*DTYPES, np.dtype(np.int8)], ids=[*IDS, "s8"])
+@given(
+    rows=dims(40),
+    cols=st.one_of(dims(300), st.integers(1000, 5000)),
+    pad=st.integers(0, 16),
+    batch=st.integers(1, 3),
+    spare=st.integers(0, 2),
+)
+def test_the_aligning_copy_moves_rows_of_every_alignment(dt, rows, cols, pad, batch, spare):
+    """copy_region into rows that start on 16 bytes (the matmul launcher's copy into aligned scratch) from a
+    batch of views at every offset from 16 bytes, rows wider than a block's columns included: random bit
+    patterns (NaN payloads, every byte value) arrive as they were, and nothing past each row's columns is
+    written."""
+    from gpumat.convert import copy_region
+
+    per_16 = 16 // dt.itemsize
+    ldd = -(-cols // per_16) * per_16 + spare * per_16  # 16-byte rows, maybe with whole 16-byte spares
+    width = cols + pad
+    host = rng.integers(0, 256, size=batch * rows * width * dt.itemsize, dtype=np.uint8).view(dt)
+    host = host.reshape(batch * rows, width)
+    with gm.Matrix.from_numpy(host, dtype=dt) as a, poisoned(batch * rows, ldd, dt) as out:
+        before = out.to_numpy()
+        view = a[:, pad:]
+        dev = gm.current_device()
+        with dev.lock:
+            copy_region(
+                view.elements, out.elements, rows, cols, width, ldd, view._sfx, 0, dev, batch, rows * width, rows * ldd
+            )
         got = out.to_numpy()
         assert got[:, :cols].tobytes() == np.ascontiguousarray(host[:, pad:]).tobytes()
         assert got[:, cols:].tobytes() == before[:, cols:].tobytes()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import _dtypes
-from ._dtypes import FP8_SUFFIXES, INTEGER_SUFFIXES, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
+from ._dtypes import FP8_SUFFIXES, INTEGER_SUFFIXES, ITEMSIZE, MOVE_SUFFIX, MOVE_SUFFIXES, SUFFIXES
 from .matrix import Matrix, paired_pieces
 from .memory import DeviceBuffer
 from .memory.ordering import done_on, mark_done, use_on
@@ -30,6 +30,8 @@ from .runtime.streams import LEGACY_STREAM, stream_handle
 SIGNATURE = "PPqqqqqqq"  # src, dst, rows, cols, lds, ldd, batch, sbs, sbd
 BLOCK = (32, 8, 1)
 COLS_PER_BLOCK = 128  # each thread converts four elements 32 columns apart
+# copy_2d: 16 bytes of elements a thread (at least four), 32 threads along a row (cuda/convert.cu COPY_ELEMS)
+COPY_COLS_PER_BLOCK = {s: 32 * max(4, 16 // ITEMSIZE[s]) for s in MOVE_SUFFIXES}
 
 CONVERSIONS = (
     *((s, d) for s in SUFFIXES for d in SUFFIXES if s != d),
@@ -48,21 +50,21 @@ COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATUR
 GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in MOVE_SUFFIXES}
 
 
-def grid(rows: int, cols: int, batch: int = 1) -> tuple[int, int, int]:
+def grid(rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BLOCK) -> tuple[int, int, int]:
     """Launch grid for `batch` rows x cols regions (rows beyond 65535 x 8 and matrices beyond 65535 are
     walked in grid-stride loops)."""
     return (
-        max(cdiv(cols, COLS_PER_BLOCK), 1),
+        max(cdiv(cols, cols_per_block), 1),
         max(min(cdiv(rows, BLOCK[1]), MAX_GRID_YZ), 1),
         max(min(batch, MAX_GRID_YZ), 1),
     )
 
 
 @lru_cache(maxsize=1024)  # called on every conversion and strided copy: the few shapes a program uses, once
-def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1) -> FixedLaunch:
+def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BLOCK) -> FixedLaunch:
     """`kernel`'s launch over `batch` rows x cols regions: launch(dev, stream, src, dst, rows, cols, lds,
     ldd, batch, sbs, sbd)."""
-    return FixedLaunch(kernel, grid(rows, cols, batch), BLOCK, 0, len(SIGNATURE), ())
+    return FixedLaunch(kernel, grid(rows, cols, batch, cols_per_block), BLOCK, 0, len(SIGNATURE), ())
 
 
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack)
@@ -181,6 +183,7 @@ def copy_region(
     """dst = src, `batch` rows x cols regions of `sfx` elements between two device addresses (row and batch
     strides in elements), in one launch queued on `stream` (the caller orders the operands on it and holds
     the device lock)."""
-    _launch(COPY_KERNELS[MOVE_SUFFIX[sfx]], rows, cols, batch)(
+    sfx = MOVE_SUFFIX[sfx]
+    _launch(COPY_KERNELS[sfx], rows, cols, batch, COPY_COLS_PER_BLOCK[sfx])(
         dev, stream, src, dst, rows, cols, lds, ldd, batch, sbs, sbd
     )
