@@ -857,7 +857,9 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     rows: 17 (a tile's first consumer, the accumulators' upper half h = 0) and 89 (the 128-row tiles'
     second consumer, h = 1; a 64-row tile's second row of tiles). Swapped (the tiles of at most 64 columns,
     40 tokens): rows 17 and 34 of C, columns of the kernel's C^T, an odd and an even one (the accumulator
-    pairs' second and first element), in other column tiles of the narrow rows."""
+    pairs' second and first element), in other column tiles of the narrow rows. Unswapped, C is written
+    twice: new (TMA stores) and into a view whose rows are off 16 bytes (plain stores, staged in the
+    buffers the recomputation also uses)."""
     names = [name for name in need_rows() if not swap or VARIANTS[name].writes_c_trans]
     m, n, k = (40, 300, 200) if swap else (140, 300, 200)
     exact_rows = (17, 34) if swap else (17, 89)
@@ -867,7 +869,8 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     parents = []
     pa, X = upload(x, 4, -k % 4)
     pw, W = upload(w, 4, -k % 4)
-    parents += [pa, pw]
+    pc, C = upload(np.full((m, n), np.nan, np.float32), 1, 2)  # rows off 16 bytes: C's plain stores, staged
+    parents += [pa, pw, pc]
     with np.errstate(invalid="ignore", over="ignore"):
         ref = x.astype(np.float64) @ w.T.astype(np.float64)
     for name in names:
@@ -877,6 +880,9 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
             plan = gm.matmul_plan(X, W.T, algorithm=name, splits=splits)
         assert plan.splits == splits and plan.swap == swap and not (plan.copy_a or plan.copy_b)
         check_non_finite(gm.matmul(X, W.T, plan=plan).to_numpy(), ref, x, w.T, exact_rows)
+        if not swap:  # (a swapped C is written transposed, by plain stores either way)
+            gm.matmul(X, W.T, plan=plan, out=C)
+            check_non_finite(C.to_numpy(), ref, x, w.T, exact_rows)
     for p in parents:
         p.free()
 
