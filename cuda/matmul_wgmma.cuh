@@ -103,10 +103,10 @@
 //    at least a tile wide, on the tiles of 128 columns or more: its boxes of 64 columns are staged by each
 //    warp in a shared-memory slice of its own (its 16 rows) and written a row at a time, lane after lane
 //    along it, 64 consecutive bytes a store instruction, where the fragment layout's element stores cover
-//    2 bytes of each of 8 rows a lane pair (H200, one machine, A/B: 12289 x 1201 x 67 float16 93.2 ->
-//    50.9 us, 1000 x 3001 x 777 39.0 -> 26.6). Staging measured slower on the 64-column tiles, where pairs
-//    are aligned, and on a C narrower than a tile (attention scores of 77 tokens: 0.96x); a float32 C's
-//    pairs fill a sector of a row as they are; with c_store 2 (C transposed, at most a
+//    2 bytes of each of 8 rows a lane pair (H200, one machine, A/B: 12289 x 1201 x 67 float16 93.7 ->
+//    51.1 us, 1000 x 3001 x 777 bfloat16 39.0 -> 26.4). Staging measured slower on the 64-column tiles,
+//    where pairs are aligned, and on a C narrower than a tile (attention scores of 77 tokens: 0.96x); a
+//    float32 C's pairs fill a sector of a row as they are; with c_store 2 (C transposed, at most a
 //    few hundred KiB where the planner asks for it) element by element, a warp's stores of one
 //    accumulator covering 8 consecutive addresses in each of 8 rows of C;
 //  * the epilogue: scales_only() is tested once and picks one of two copies of the kernel body, the plain
