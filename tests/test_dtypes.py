@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import dims, fake_matrix, poisoned, product_error
+from support import FAKE_DEVICE, dims, fake_matrix, poisoned, product_error, record_launches
 
 import gpumat as gm
 from gpumat import _dtypes
+from gpumat.convert import copy_region
 from gpumat.matmul.engine import VARIANTS, Target, algorithms, unavailable
 
 gpu = pytest.mark.gpu
@@ -88,10 +89,6 @@ def test_matmul_out_dtype_rules():
 def test_the_2d_copy_moves_16_bytes_of_elements_a_thread(monkeypatch):
     """copy_region's grid: 32 threads along a row, each moving 16 bytes of elements, at least four (1-byte
     elements 512 columns a block, 2-byte ones 256, 4- and 8-byte ones 128), 8 rows a block, the batch on z."""
-    from support import FAKE_DEVICE, record_launches
-
-    from gpumat.convert import copy_region
-
     launched = record_launches(monkeypatch, [])
     for sfx in ("s8", "f16", "bf16", "f32", "s32", "f64"):
         copy_region(0x7F0000000002, 0x7F0000100000, 100, 2049, 2049, 2056, sfx, 0, FAKE_DEVICE, 3, 204900, 205600)
@@ -161,11 +158,9 @@ def test_transpose_moves_the_bits_in_every_dtype(dt, rows, cols, pad):
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @given(rows=dims(300), cols=st.one_of(st.integers(1, 70), dims(300)), pad=st.integers(0, 3), spare=st.integers(0, 9))
 def test_the_2d_copy_kernel_moves_the_bits_and_nothing_else(dt, rows, cols, pad, spare):
-    """copy_region from a view at an odd offset into a region of a wider matrix (by either kernel, as the
-    wider matrix's row stride falls): the region gets the source's bits (NaN payloads included), the rest
-    keeps its poison."""
-    from gpumat.convert import copy_region
-
+    """copy_region (the matmul launcher's aligning copy) from a view at an odd offset into a region of a
+    wider matrix, whose rows may start anywhere: the region gets the source's bits (NaN payloads included),
+    the rest keeps its poison."""
     host = data((rows, cols + pad), dt)
     host.view(np.uint8)[: min(host.nbytes, 64)] = 0xFF  # NaNs with payloads, where the region starts
     with gm.Matrix.from_numpy(host) as a, poisoned(rows, cols + spare, dt) as out:
@@ -193,8 +188,6 @@ def test_the_aligning_copy_moves_rows_of_every_alignment(dt, rows, cols, pad, ba
     batch of views at every offset from 16 bytes, rows wider than a block's columns included: random bit
     patterns (NaN payloads, every byte value) arrive as they were, and nothing past each row's columns is
     written."""
-    from gpumat.convert import copy_region
-
     per_16 = 16 // dt.itemsize
     ldd = -(-cols // per_16) * per_16 + spare * per_16  # 16-byte rows, maybe with whole 16-byte spares
     width = cols + pad
