@@ -47,7 +47,9 @@
 //    on the same banks 8 rows apart (8-way conflicts);
 //  * blocks are mapped to tiles in groups of 8 row tiles (gpumat::grouped_tile) so that blocks
 //    running at the same time share A and B tiles in L2; warps whose whole warp tile lies outside C
-//    skip the math; stores of C are guarded per element;
+//    skip the math; stores of C are guarded per element, 16-byte pairs where C's rows start on 16 bytes
+//    and, with operands and C's rows off 16 bytes (odd widths), pairs shifted a column on the rows that
+//    start 8 bytes off (store_row_shifted; on the tiles of more than one row of warps);
 //  * the epilogue: identity() is tested once per block; the identity runs the row-tile loop above,
 //    inline; any other epilogue runs its own copy of it, out of line (gemm_epilogue), which parks each
 //    tile's results in the idle ring (BM x (BN + 2) doubles fit in every shape's) and then finishes
@@ -141,6 +143,37 @@ __device__ __forceinline__ void mma(double (&d)[4], const double (&a)[4], const 
             : "+d"(d[2]), "+d"(d[3]) : "d"(a[2 * j + 1]), "d"(b[j]));
     }
 #endif
+}
+
+// One row of a warp's accumulators (the fragment's rows g and g + 8 of an m tile) into a C whose rows are not
+// all on 16 bytes (an odd row stride, or a base 8 bytes in). Lane (t = lane % 4 of the row's four) holds the
+// row's columns 8 j + 2 t and + 1, v[4 j] and v[4 j + 1], for j < NT; `at` is C at the warp tile's first column
+// of the row, cols_left C's columns from there (any int), live whether the row is inside C. A row that starts on
+// 16 bytes stores its pairs whole; one that starts 8 bytes off stores them shifted a column to the right, (8 j +
+// 2 t + 1, + 2): its y and the x of the lane to the right (lane t + 1's, or lane t = 0's of the next mma tile,
+// fetched by a shuffle), and the warp tile's first and last columns alone. Element by element, each store
+// instruction put half of the bytes of 8 rows' sectors, and a row took two passes (12289 x 1201 x 67 on the
+// H200: 124 us, 84 shifted, 74 with C's rows on 16 bytes). All 32 lanes call it together (the shuffles).
+__device__ __forceinline__ void store_row_shifted(double* at, const double* v, int cols_left, bool live, int lane)
+{
+    const int t = lane & 3, right = (lane & ~3) | ((t + 1) & 3);
+    const bool shifted = (reinterpret_cast<uintptr_t>(at) & 15) != 0;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        // the x of column 8 j + 2 t + 2 (the select is of values: an index that depends on t put v in memory)
+        const double next = __shfl_sync(0xffffffffu, t == 0 ? v[4 * (j + 1 < NT ? j + 1 : j)] : v[4 * j], right);
+        const int c = 8 * j + 2 * t, left = cols_left - c;
+        if (!live || left < 1) continue;
+        if (!shifted) {
+            if (left >= 2) *reinterpret_cast<double2*>(at + c) = make_double2(v[4 * j], v[4 * j + 1]);
+            else at[c] = v[4 * j];
+        } else {
+            if (c == 0) at[0] = v[0];
+            const bool last = j + 1 == NT && t == 3;  // column 31: the next is the next warp tile's
+            if (left >= 3 && !last) *reinterpret_cast<double2*>(at + c + 1) = make_double2(v[4 * j + 1], next);
+            else if (left >= 2) at[c + 1] = v[4 * j + 1];
+        }
+    }
 }
 
 // Two consecutive doubles (one 16-byte copy where VEC, else two 8-byte ones), of which `valid` (any int:
@@ -463,25 +496,45 @@ __device__ __forceinline__ void gemm(const double* __restrict__ A, const double*
         // Thread's outputs: rows row0 + wm*WM + g + 16 i + 8 h, columns col0 + wn*WN + 8 j + 2t and + 1.
         if constexpr (!EPI) {
             const int col = col0 + wn * WN + 2 * t;
+            // rows off 16 bytes store pairs shifted a column where a row starts 8 bytes off (store_row_shifted),
+            // in the copy of the loop for operands off 16 bytes (!VEC) alone: a C of an odd width comes with a B
+            // of one. Even there, its code beside the loops changes how ptxas schedules the aligned operands' copy
+            // (H200: 2048^3 and 4096^3 on 128 x 64 0.5% slower, 1024^3 on 32 x 128 4.5%), so the few-row tiles
+            // (one row of warps) keep element stores, as do the tiles at the register limit that spilled around
+            // the shuffles: the named-only ones (the pipelined loop, k tiles of 32) and 128 x 64 reading A and B
+            // transposed (4 bytes on sm_100).
+            constexpr bool SHIFTED_PAIRS =
+                !VEC && C::WARPS_M > 1 && !C::PIPE && BK == 16 && !(TA && TB && BM == 128 && BN == 64);
+            if (vec_c || !SHIFTED_PAIRS) {
 #pragma unroll
-            for (int i = 0; i < C::MT; ++i)
+                for (int i = 0; i < C::MT; ++i)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
-                    if (r >= M) continue;
-                    double* crow = Cm + (long long)r * ldc + col;
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
+                        if (r >= M) continue;
+                        double* crow = Cm + (long long)r * ldc + col;
 #pragma unroll
-                    for (int j = 0; j < NT; ++j) {
-                        const int left = N - (col + 8 * j);
-                        const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
-                        if (vec_c && left >= 2) {
-                            *reinterpret_cast<double2*>(crow + 8 * j) = make_double2(x, y);
-                        } else {
-                            if (left >= 1) crow[8 * j] = x;
-                            if (left >= 2) crow[8 * j + 1] = y;
+                        for (int j = 0; j < NT; ++j) {
+                            const int left = N - (col + 8 * j);
+                            const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                            if (vec_c && left >= 2) {
+                                *reinterpret_cast<double2*>(crow + 8 * j) = make_double2(x, y);
+                            } else {
+                                if (left >= 1) crow[8 * j] = x;
+                                if (left >= 2) crow[8 * j + 1] = y;
+                            }
                         }
                     }
-                }
+            } else {
+                const int first = col0 + wn * WN;
+#pragma unroll
+                for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = row0 + wm * C::WM + g + 16 * i + 8 * h;
+                        store_row_shifted(Cm + (long long)r * ldc + first, &acc[i][0][2 * h], N - first, r < M, lane);
+                    }
+            }
         } else {
             // The epilogue's switches pass through empty asm: nvcc 13.0 otherwise clones the row-tile
             // loop (main loop included) for each value they can take.

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import check_view_product, dims, poisoned, product_error, random, rel_error
+from support import check_view_product, dims, poison, poisoned, product_error, random, rel_error
 
 import gpumat as gm
-from gpumat.matmul.engine import VARIANTS, algorithms, computes
+from gpumat.matmul.engine import VARIANTS, Target, algorithms, computes, unavailable
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
@@ -209,3 +209,49 @@ def test_tuning_leaves_a_modes_fallback_alone_and_an_unaligned_view_runs_its_tun
             forget_tuning()
     ref = q[:, 1:1537].astype(np.float64) @ b.astype(np.float64)
     assert rel_error(plain, ref) < 1e-5
+
+
+# (dtype, precision, the mode its tile rows compute): the tile rows, which store C from mma fragments
+FRAGMENT_KINDS = [
+    ("float64", None, "native"),
+    ("float16", None, "native"),
+    ("bfloat16", None, "native"),
+    ("float32", "tf32", "tf32"),
+]
+
+
+@pytest.mark.parametrize("dtype, precision, mode", FRAGMENT_KINDS, ids=[k[0] + (k[1] or "") for k in FRAGMENT_KINDS])
+def test_every_tile_writes_c_rows_of_either_alignment_exactly(dtype, precision, mode):
+    """Every tile row of the dtype into C views whose rows start on a pair of elements, an element off it, or
+    alternate (odd row strides, bases one element in), on shapes that end inside a warp's fragment and cross
+    tiles, with B of an even and of odd widths (the float64 tiles store pairs shifted a column from their loop
+    for operands off 16 bytes): exact integer products (small integers: every partial sum exact in every
+    dtype) land in the view, and nothing around it is written (a NaN-filled parent)."""
+    sfx = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]
+    target = Target.of(gm.device())
+    names = [
+        name
+        for name in algorithms(sfx)
+        if name != "auto"
+        and VARIANTS[name].any_shape
+        and computes(VARIANTS[name], sfx) == mode
+        and unavailable(VARIANTS[name], target) is None
+    ]
+    assert names
+    rng = np.random.default_rng(7)
+    store = np.float32 if dtype == "bfloat16" else np.dtype(dtype)
+    for m, n, k in ((77, 300, 16), (130, 129, 8), (5, 517, 16)):
+        a, b = rng.integers(-2, 3, (m, k)), rng.integers(-2, 3, (k, n))
+        with (
+            gm.Matrix.from_numpy(a.astype(store), dtype=dtype) as A,
+            gm.Matrix.from_numpy(b.astype(store), dtype=dtype) as B,
+        ):
+            for left, right in ((1, 0), (1, 2), (0, 1), (2, 1)):
+                parent = gm.Matrix.from_numpy(np.full((m, n + left + right), np.nan, store), dtype=dtype)
+                for name in names:
+                    poison(parent)
+                    gm.matmul(A, B, out=parent[:, left : left + n], algorithm=name, precision=precision)
+                    got = parent.to_numpy().astype(np.float64)
+                    np.testing.assert_array_equal(got[:, left : left + n], a @ b, err_msg=f"{name} {m}x{n}x{k} {left}")
+                    assert np.isnan(got[:, :left]).all() and np.isnan(got[:, left + n :]).all(), name
+                parent.free()
