@@ -860,8 +860,8 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     second consumer, h = 1; a 64-row tile's second row of tiles). Swapped (the tiles of at most 64 columns,
     40 tokens): rows 17 and 34 of C, columns of the kernel's C^T, an odd and an even one (the accumulator
     pairs' second and first element), in other column tiles of the narrow rows. Unswapped, C is written
-    twice: new (TMA stores) and into a view whose rows are off 16 bytes (plain stores, staged in the
-    buffers the recomputation also uses)."""
+    twice: new (TMA stores) and into a view whose rows are off 16 bytes (plain stores from the
+    accumulators, after the recomputation has used the consumer's buffers)."""
     names = [name for name in need_rows() if not swap or VARIANTS[name].writes_c_trans]
     m, n, k = (40, 300, 200) if swap else (140, 300, 200)
     exact_rows = (17, 34) if swap else (17, 89)
@@ -871,7 +871,7 @@ def test_non_finite_outputs_are_what_fp32_gives(splits, swap):
     parents = []
     pa, X = upload(x, 4, -k % 4)
     pw, W = upload(w, 4, -k % 4)
-    pc, C = upload(np.full((m, n), np.nan, np.float32), 1, 2)  # rows off 16 bytes: C's plain stores, staged
+    pc, C = upload(np.full((m, n), np.nan, np.float32), 1, 2)  # rows off 16 bytes: C's plain stores
     parents += [pa, pw, pc]
     with np.errstate(invalid="ignore", over="ignore"):
         ref = x.astype(np.float64) @ w.T.astype(np.float64)
