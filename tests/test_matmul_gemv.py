@@ -42,12 +42,14 @@ from gpumat._dtypes import ITEMSIZE
 from gpumat.matmul import engine
 from gpumat.matmul.engine import (
     FEW_ROW_MEMORY,
+    FULL_RUN_BYTES,
     GEMV_BANDWIDTH,
     GEMV_R,
     H100_SMS,
     K_CHUNK,
     REDUCE,
     ROUND_TRIP_S,
+    SHORT_RUN_DRAW,
     SM_DRAW,
     TF32_WGMMA_BANDWIDTH,
     VARIANTS,
@@ -67,7 +69,9 @@ GEMV = {name: v for name, v in VARIANTS.items() if name.startswith("gemv_")}
 PAIRS = [("f32", "f32"), ("f64", "f64"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")]
 NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
 FAMILIES = ("n", "m", "mbt")  # C of few columns (A @ B), of few rows (x @ B), of few rows with B as W.T
-ONE = ("gemv_n1", "gemv_m1", "gemv_m1bt")  # the one-vector rows
+NARROW = "gemv_m1x32"  # one row times B on strips of 32 columns (gemv_m1's are 128)
+ONE = ("gemv_n1", "gemv_m1", NARROW, "gemv_m1bt")  # the one-vector rows
+M1_ROWS = ("gemv_m1", NARROW)  # the rows of x @ B with B row-major
 
 
 def mode(sfx: str) -> str:
@@ -101,7 +105,8 @@ def auto_may_take(v, sfx: str) -> bool:
 
 
 def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
-    assert set(GEMV) == {row_name(f, r) for f in FAMILIES for r in (1, *GEMV_R)}
+    assert set(GEMV) == {row_name(f, r) for f in FAMILIES for r in (1, *GEMV_R)} | {NARROW}
+    assert (GEMV[NARROW].max_m, GEMV[NARROW].max_n, GEMV[NARROW].reads_b_trans) == (1, None, False)
     for name, v in GEMV.items():
         assert set(v.kernels) == set(PAIRS) and v.tier == 1 and v.splits_k and not v.tma
         assert v.block == (256, 1, 1) and v.smem == 0 and v.min_arch == 0 and not v.any_shape
@@ -144,6 +149,12 @@ def test_the_tiles_are_the_kernels_own():
     assert GEMV["gemv_n1"].tile == (8 * const["ROWS"], 1)
     assert GEMV["gemv_m1bt"].tile == (1, 8 * const["ROWS"])
     assert GEMV["gemv_m1"].tile == (1, 32 * const["COLS"])
+    assert "NARROW_STRIP = STRIP_LANES * COLS" in src and "SLICES = WARPS * ROW_LANES" in src
+    assert GEMV[NARROW].tile == (1, const["STRIP_LANES"] * const["COLS"])
+    # a step of a slice keeps 128 bytes a lane in flight: 32 / itemsize rows of 4 columns, so the block's
+    # slices cover 32 x 32 bytes of K
+    slices = 8 * 32 // const["STRIP_LANES"]
+    assert GEMV[NARROW].round_bytes == slices * 128 // const["COLS"]
     assert tuple(int(r) for r in re.findall(r"GPUMAT_GEMV_R\(T, OUT, SFX, (\d+)\)", src)) == GEMV_R
     for r in GEMV_R:
         assert GEMV[f"gemv_n{r}"].tile == (8 * const["ROWS"], r)
@@ -155,13 +166,13 @@ def test_the_tiles_are_the_kernels_own():
 @pytest.mark.parametrize("aligned", [True, False])
 def test_auto_takes_them_for_one_column_or_one_row_on_an_h100(pair, aligned):
     assert plan(problem(16384, 1, 16384, pair, aligned), H100).algorithm == "gemv_n1"
-    assert plan(problem(1, 4096, 16384, pair, aligned), H100).algorithm == "gemv_m1"
+    assert plan(problem(1, 4096, 16384, pair, aligned), H100).algorithm in M1_ROWS
     assert plan(problem(1, 4096, 16384, pair, aligned, b_trans=True), H100).algorithm == "gemv_m1bt"
     # a batch of matrix-vector products: one launch, a grid layer each
     q = plan(problem(4096, 1, 4096, pair, aligned, batch=7), H100)
     assert (q.algorithm, q.splits, q.grid[2]) == ("gemv_n1", 1, 7)
     q = plan(problem(1, 4096, 4096, pair, aligned, batch=7), H100)
-    assert (q.algorithm, q.splits, q.grid[2]) == ("gemv_m1", 1, 7)
+    assert (q.algorithm in M1_ROWS, q.splits, q.grid[2]) == (True, 1, 7)
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
@@ -341,9 +352,13 @@ def test_plans_through_the_api_read_views_in_place():
     q = gm.matmul_plan(rows, w32.T)
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m16bt", False, False)
     q = gm.matmul_plan(row, fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16))
-    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1", False, False)
+    assert (q.algorithm, q.copy_a, q.copy_b) == (NARROW, False, False)  # 800 columns: 25 strips of 32
     text = str(q)
-    assert "gemv_m1" in text and q.kernel.name in text and "1x128 tiles" in text
+    assert NARROW in text and q.kernel.name in text and "1x32 tiles" in text
+    w16 = fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float16)
+    q = gm.matmul_plan(row, w16, algorithm="gemv_m1")
+    assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m1", False, False)
+    assert "1x128 tiles" in str(q)
     q = gm.matmul_plan(rows[:5], fake_matrix(500, 800, stride=801, ptr=0x7F0030000000, dtype=np.float32))
     assert (q.algorithm, q.copy_a, q.copy_b) == ("gemv_m8", False, False)
     assert "8x128 tiles" in str(q) and "matmul_gemv_m8_f32" in str(q)
@@ -427,17 +442,52 @@ def test_the_memory_term_ranks_them():
 
 def test_round_trips_make_a_long_k_split():
     """A block walks its K in steps that each wait on a memory round trip: 1 x 4096 x 4096 bfloat16 unsplit
-    is 32 steps of gemv_m1 a block (25.6 us on an H100 against 10.8 at 8 splits), so auto splits K until
-    the bytes' time dominates, and a row without the term (round_bytes None) is charged the bytes alone."""
+    is 32 steps of gemv_m1 a block (25.6 us on an H100 against 10.8 at 8 splits), so where gemv_m1 runs it
+    auto splits K until the bytes' time dominates (gemv_m1x32, 8 steps unsplit, is taken out for this), and
+    a row without the term (round_bytes None) is charged the bytes alone."""
     m1 = GEMV["gemv_m1"]
     q = problem(1, 4096, 4096, ("bf16", "bf16"))
     assert m1.round_bytes and -(-q.k * 2 // m1.round_bytes) == 32
     unsplit = model(m1, q, H100, 1, q.k)
     assert unsplit == pytest.approx(memory_time(m1, q, q.k, GEMV_BANDWIDTH * SM_DRAW * 32 / H100_SMS))
     assert unsplit > 1.5 * traffic(q) / GEMV_BANDWIDTH
-    chosen = plan(q, H100)
+    with rows_left_out([NARROW]):
+        chosen = plan(q, H100)
     assert chosen.algorithm == "gemv_m1" and chosen.splits >= 4
     assert [v.name for v in GEMV.values() if not v.round_bytes] == []  # every matrix-vector row has the term
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+def test_a_narrow_b_takes_the_strips_of_32_columns(pair):
+    """x @ B with B of 1024-4096 columns: gemv_m1's strips of 128 columns leave most SMs idle (8-32 blocks)
+    unless K is split, which costs a second launch; gemv_m1x32 puts four times the blocks on it unsplit
+    (H200, 2026-11-30: 1 x 1024 x 1024 float16 3.8 us against gemv_m1's 6.1 at 4 splits). float64, twice
+    float32's bytes a column, may still split a narrow one."""
+    for n in (1024, 3072, 4096):
+        q = plan(problem(1, n, 1024, pair), H100)
+        assert q.algorithm == NARROW and (q.splits == 1 or pair[0] == "f64"), (n, q)
+
+
+def test_the_narrow_strips_pay_for_short_runs_and_many_blocks():
+    """gemv_m1x32 reads each row of B in runs of 32 columns: 64 bytes in 16-bit types, which draw
+    SHORT_RUN_DRAW of the bandwidth (float32's 128 bytes draw it all), and each of its blocks costs block_s
+    a wave beyond its loads: a large 16-bit B and a wide B over a short K stay on gemv_m1."""
+    narrow, m1 = GEMV[NARROW], GEMV["gemv_m1"]
+    assert FULL_RUN_BYTES == 128 and 0 < SHORT_RUN_DRAW < 1 and narrow.block_s > 0 and m1.block_s == 0
+    assert narrow.b_runs and m1.b_runs and all(GEMV[f"gemv_m{r}"].b_runs for r in GEMV_R)
+    assert not any(v.b_runs for name, v in VARIANTS.items() if not name.startswith("gemv_m"))
+    big16, big32 = problem(1, 16384, 16384, ("f16", "f16")), problem(1, 16384, 16384)
+    blocks = 16384 // 32
+    extra = -(-blocks // H100_SMS) * narrow.block_s
+    trips = -(-16384 * 2 // narrow.round_bytes) * ROUND_TRIP_S
+    bytes_at = traffic(big16) / (GEMV_BANDWIDTH * SHORT_RUN_DRAW)
+    assert model(narrow, big16, H100, 1, big16.k) == pytest.approx(np.hypot(bytes_at, trips) + extra)
+    trips32 = -(-16384 * 4 // narrow.round_bytes) * ROUND_TRIP_S
+    bytes32 = traffic(big32) / GEMV_BANDWIDTH
+    assert model(narrow, big32, H100, 1, big32.k) == pytest.approx(np.hypot(bytes32, trips32) + extra)
+    assert plan(big16, H100).algorithm == "gemv_m1"
+    for pair in PAIRS:
+        assert plan(problem(1, 65536, 64, pair), H100).algorithm == "gemv_m1", pair
 
 
 @pytest.mark.parametrize("r", GEMV_R)
@@ -467,7 +517,7 @@ def test_the_build_exports_every_entry_point_without_spills():
 
     entries = built_entries()["matmul_gemv"]
     declared = {k.name for v in GEMV.values() for k in v.kernels.values()}
-    assert set(entries) == declared and len(declared) == 6 * 3 * (1 + len(GEMV_R))
+    assert set(entries) == declared and len(declared) == 6 * (3 * (1 + len(GEMV_R)) + 1)
     for name, info in entries.items():
         params = [t.replace("s32", "u32").replace("b64", "u64").replace("s64", "u64") for t in info["params"]]
         assert params == [kernels.PTX_TYPES[c] for c in K_CHUNK], name
@@ -550,9 +600,12 @@ def cases(draw):
     family = draw(st.sampled_from(FAMILIES))
     r = draw(st.sampled_from((1, *GEMV_R)))
     m, n = shape_of(family, draw(st.sampled_from(side_values(r))), draw(dims(700, (32, 128))))
+    name = row_name(family, r)
+    if name == "gemv_m1":
+        name = draw(st.sampled_from(M1_ROWS))
     return {
         "kind": draw(st.sampled_from(KINDS)),
-        "name": row_name(family, r),
+        "name": name,
         "m": m,
         "n": n,
         "k": draw(dims(3000, (8, 32, 128, 256, 1024))),
@@ -787,7 +840,7 @@ def test_the_h100_shapes_run_on_their_kernels(kind):
     dtype, _, _ = dtypes(kind)
     shapes = [
         ((16384, 1, 16384), "gemv_n1"),
-        ((1, 4096, 16384), "gemv_m1"),
+        ((1, 4096, 16384), M1_ROWS),
         ((8, 4096, 4096), "gemv_m8"),
         ((4096, 8, 4096), "gemv_n8"),
         ((16, 4096, 4096), "gemv_m16"),
@@ -796,7 +849,9 @@ def test_the_h100_shapes_run_on_their_kernels(kind):
     for (m, n, k), name in shapes:
         a, b = host_random((m, k), dtype), host_random((k, n), dtype)
         with gm.Matrix.from_numpy(a) as A, gm.Matrix.from_numpy(b) as B, gm.matmul(A, B) as C:
-            if name in ONE or kind == "float32":  # the R rows are auto's for float32 alone
+            if name == M1_ROWS:  # either row of x @ B, as the model ranks them
+                assert gm.matmul_plan(A, B).algorithm in M1_ROWS
+            elif name in ONE or kind == "float32":  # the R rows are auto's for float32 alone
                 assert gm.matmul_plan(A, B).algorithm == name
             ref, scale = epilogue_reference(a, b, 1.0, 0.0, None, None, None)
             check_close(C.to_numpy(), ref, scale, tolerance(kind, k))

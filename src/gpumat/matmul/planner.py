@@ -23,7 +23,9 @@ One cost model for every variant, with the variant's row as its constants:
               whose SMs each draw at most sm_bandwidth (the few-row DMMA tiles), the longer of (A and B
               read + C written) / (bandwidth x SMs / 132) and ceil(blocks / SMs) x those bytes / blocks /
               sm_bandwidth (blocks spread over the SMs: the SMs with one block more than the rest finish
-              last); B counted once however many row tiles read it (the L2 serves the others)
+              last); B counted once however many row tiles read it (the L2 serves the others); a row
+              reading B's rows in runs of fewer than FULL_RUN_BYTES draws SHORT_RUN_DRAW of it; plus
+              ceil(blocks / SMs) x block_s (a row whose blocks' own work their loads do not hide)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
@@ -71,6 +73,14 @@ COPY_SECOND_LAUNCH_S = 2.5e-6
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
+# a row that reads B's rows in runs (Variant.b_runs) shorter than this many contiguous bytes draws
+# SHORT_RUN_DRAW of the bandwidth: on the H200 (2026-11-30) gemv_m1x32's 64-byte runs of a float16 B read
+# 1 x 16384 x 16384 in 152-187 us where gemv_m1's 256-byte runs took 125-127 (float32's 128-byte runs: 244
+# and 242), 1 x 4096 x 4096 in 9.2 against 10.0 (the bandwidth is not what bounds it there). Fitted with
+# gemv_m1x32's block_s to the choices on that probe (gemv_m1 and gemv_m1x32 at 1-16 splits, 17 shapes x 4
+# dtypes): the picked plan's time 0.99 of the fastest's in geometric mean, 0.84 at worst
+FULL_RUN_BYTES = 128
+SHORT_RUN_DRAW = 0.85
 # The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one matrix, not
 # a matrix-vector row's shape but at tf32: swappable) computed as C^T = op(B)^T @ op(A)^T by a row that writes C
 # transposed (the 16-bit TMA rows, the TF32 ones of at most 64 columns), so that C's long side lies on the tiles' 128
@@ -179,10 +189,13 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     elif v.bandwidth:  # memory-bound: at least the operands' bytes at the bandwidth the grid can draw
         busy = min(t.sm_count, blocks / v.blocks_per_sm)
         drawn = v.bandwidth * min(t.sm_count, SM_DRAW * busy) / H100_SMS
+        if v.b_runs and v.tile[1] * ITEMSIZE[p.dtype] < FULL_RUN_BYTES:
+            drawn *= SHORT_RUN_DRAW
         memory = (staged(v, p) if v.stages_padding else traffic(p)) / drawn
         if v.round_bytes:  # round trips that wait on each other, partly hidden by other blocks' loads
             trips = math.ceil(k_chunk * ITEMSIZE[p.dtype] / v.round_bytes) * ROUND_TRIP_S
             memory = math.hypot(memory, trips)
+        memory += math.ceil(blocks / t.sm_count) * v.block_s
         seconds = max(seconds, memory)
     if splits > 1:
         seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth

@@ -165,6 +165,13 @@ class Variant:
     # of K a block's step covers (each warp's slice of it in flight together); the planner charges
     # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
     round_bytes: int | None = None
+    # a memory-bound row whose warps read each row of B in runs of its tile's columns (tile[1] x itemsize
+    # contiguous bytes): runs shorter than planner.FULL_RUN_BYTES draw less of the bandwidth (planner)
+    b_runs: bool = False
+    # a memory-bound row whose blocks each cost this beyond their loads (the launch of a block, the final sum
+    # of its slices), which other blocks' loads do not hide: ceil(blocks / SMs) x block_s is added to its
+    # memory time
+    block_s: float = 0.0
     # a TMA row whose memory term counts the bytes its copy engine stages (planner.staged): the operands,
     # and the zeros it fills the edge tiles' rows past M or N with, at about the rate it reads memory (a
     # few tokens on a 64- or 128-row tile move the tile's rows, not C's); C's stores overlap them
@@ -225,8 +232,8 @@ class Variant:
         """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
         65535), or for a persistent kernel one block a slot up to the number of work items (tiles x splits
         x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
-        layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1bt and gemv_m<R>bt
-        (tiles of 32 columns, 1, layers)."""
+        layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1x32 (strips of 32
+        columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers)."""
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -838,7 +845,8 @@ DMMA_TILES = {
 
 # --- matrix-vector products (cuda/matmul_gemv.cu): C of one column (gemv_n1: A @ x, a warp 4 rows of A,
 # 16-byte loads along K, a block 32 rows) or of one row (gemv_m1: x @ B, a lane 4 columns of B, the
-# block's warps slicing K, a block 128 columns; gemv_m1bt: x @ W.T, B stored as N rows of K, read in place
+# block's warps slicing K, a block 128 columns; gemv_m1x32 the same on 32 columns, 32 slices of K a block;
+# gemv_m1bt: x @ W.T, B stored as N rows of K, read in place
 # as gemv_n1 reads A, a block 32 columns). Every dtype (halves accumulate in float32 and write their dtype
 # or float32), any view, batches, split-K. Memory-bound: each reads its matrix operand once, so the
 # cost model's memory term ranks them (bandwidth); rate is the FP32 pipes' FMA rate, never their limit.
@@ -867,6 +875,13 @@ GEMV_BANDWIDTH = 2.6e12
 # 10.8 at 8 (cuBLAS 9.9).
 GEMV_M1_ROUND_BYTES = 256
 GEMV_DOT_ROUND_BYTES = 1024
+# gemv_m1x32 (strips of 32 columns, 32 slices of K a block: 1 KiB of K a round trip) puts a narrow B on four
+# times gemv_m1's blocks, so it needs no split where gemv_m1 splits K four ways and pays a second launch
+# (H200, 2026-11-30: 1 x 1024 x 1024 float16 3.8 us against 6.1, cuBLAS 4.3). Its many blocks each cost a
+# launch and the slices' sum however little K they walk: a short K over a wide B is bound by them (1 x 65536
+# x 64: 8.7 us on 2048 blocks against gemv_m1's 4.4 on 512; float64 10.3 against 7.9): block_s, fitted
+# with planner.SHORT_RUN_DRAW to that probe's choices.
+GEMV_NARROW_BLOCK_S = 0.3e-6
 GEMV_R = (8, 16)  # the rows or columns of C the multi-vector rows compute at most
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
@@ -903,7 +918,7 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
     only_f32 = {"auto_dtypes": ("f32",)}
     return (
         _gemv(f"gemv_n{r}", (32, r), None, r, round_bytes=GEMV_DOT_ROUND_BYTES, **only_f32),
-        _gemv(f"gemv_m{r}", (r, 128), r, None, round_bytes=GEMV_M1_ROUND_BYTES, **only_f32),
+        _gemv(f"gemv_m{r}", (r, 128), r, None, round_bytes=GEMV_M1_ROUND_BYTES, b_runs=True, **only_f32),
         _gemv(f"gemv_m{r}bt", (r, 32), r, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES, **only_f32),
     )
 
@@ -1227,7 +1242,16 @@ _ROWS = [
     _emulated("f64", "fp64_int8", rate=76e12, fixed_s=350e-6),
     _emulated("f32", "fp32_int8", rate=136e12, fixed_s=250e-6),
     _gemv("gemv_n1", (32, 1), None, 1, round_bytes=GEMV_DOT_ROUND_BYTES),
-    _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES),
+    _gemv("gemv_m1", (1, 128), 1, None, round_bytes=GEMV_M1_ROUND_BYTES, b_runs=True),
+    _gemv(
+        "gemv_m1x32",
+        (1, 32),
+        1,
+        None,
+        round_bytes=GEMV_DOT_ROUND_BYTES,
+        b_runs=True,
+        block_s=GEMV_NARROW_BLOCK_S,
+    ),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),
     # after the one-vector rows, smallest R first: of equal modelled times auto takes the first
     *(row for r in GEMV_R for row in _gemv_r(r)),
