@@ -368,6 +368,11 @@ SIMT = Variant(
 # cp.async ring of shared-memory stages, split-K. Rates: the 16 x 8 kernels' full-wave speed (50.7
 # TFLOP/s) times each variant's fitted efficiency (benchmarks/results/matmul-tuning-*.json), which also
 # absorbs how it fares on partial waves and edges.
+# Splits as short as 64 of K: a small product on these tiles is a few blocks that each walk all of K, one
+# FFMA a k a thread's output, and cutting K shorter went on paying (H200, 2026-11-30, every tile at 1-16
+# splits: 192^3 13.9 us unsplit, 10.3 at 3 splits of 64 on sgemm32x128; 256^3 16.5, 9.9 at 4; 384^3 23.1,
+# 12.3 at 6), where the default floor of 128 stopped auto at 2 or 3 splits.
+SGEMM_MIN_K_CHUNK = 64
 def _sgemm(
     bm: int,
     bn: int,
@@ -402,6 +407,7 @@ def _sgemm(
         wave_slack=0.05,
         **_wave(f"sgemm{bm}x{bn}"),
         scratch_bandwidth=1.5e12,
+        min_k_chunk=SGEMM_MIN_K_CHUNK,
         **latency,
     )
 
