@@ -888,6 +888,11 @@ GEMV_DOT_ROUND_BYTES = 1024
 # x 64: 8.7 us on 2048 blocks against gemv_m1's 4.4 on 512; float64 10.3 against 7.9): block_s, fitted
 # with planner.SHORT_RUN_DRAW to that probe's choices.
 GEMV_NARROW_BLOCK_S = 0.3e-6
+# ... and auto leaves it a B of at most this many columns: past them gemv_m1's strips already fill the GPU,
+# and its longer runs of each row read faster (bench sweep, H200, 2026-11-30: 1 x 16384 x 16384 float64
+# 514 us against 481 at 12 splits, float32 246 against 244, 1 x 16384 x 1024 float32 18.8 against 17.6;
+# at 8192 columns gemv_m1x32 was still ahead in every dtype)
+GEMV_NARROW_MAX_N = 8192
 GEMV_R = (8, 16)  # the rows or columns of C the multi-vector rows compute at most
 _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
@@ -1257,6 +1262,7 @@ _ROWS = [
         round_bytes=GEMV_DOT_ROUND_BYTES,
         b_runs=True,
         block_s=GEMV_NARROW_BLOCK_S,
+        auto_max_n=GEMV_NARROW_MAX_N,
     ),
     _gemv("gemv_m1bt", (1, 32), 1, None, reads_b_trans=True, round_bytes=GEMV_DOT_ROUND_BYTES),
     # after the one-vector rows, smallest R first: of equal modelled times auto takes the first
