@@ -373,6 +373,8 @@ SIMT = Variant(
 # splits: 192^3 13.9 us unsplit, 10.3 at 3 splits of 64 on sgemm32x128; 256^3 16.5, 9.9 at 4; 384^3 23.1,
 # 12.3 at 6), where the default floor of 128 stopped auto at 2 or 3 splits.
 SGEMM_MIN_K_CHUNK = 64
+
+
 def _sgemm(
     bm: int,
     bn: int,
