@@ -183,129 +183,49 @@ __device__ __forceinline__ void dot_rows(const T* __restrict__ W, long long ldw,
 }
 
 // ---------------------------------------------------------------------------------------------------
-// One row times a matrix (gemv_m1): out[j] = sum over k of a[k] * B[k, j], j in a strip of 128 columns.
-// Technique: lane l of every warp owns the COLS = 4 consecutive columns 4 l .. 4 l + 3 of the block's
-// strip; the block's k range is cut into WARPS slices, warp w walking slice w row by row: each lane
-// reads its 4 elements of the row (one load of 16 bytes, two for float64, 8 bytes for float16 /
-// bfloat16: a warp reads 256 to 1024 contiguous bytes, streaming) and a[k] (one address for the whole
-// warp, cached), U rows in flight (128 bytes a lane; the slice's last rows, fewer than U, in steps of
-// U/2, U/4, ..., 1), products added in k order into 4 accumulators. The
-// warps' sums meet in shared memory and threads 0..127 add them in warp order, one column each, and
-// store. Rows not aligned for the vector loads (base, row stride) and the strip's last partial group
-// take element loads of the same elements: the same sums in the same order.
+// One row times a matrix (gemv_m1, gemv_m1x32): out[j] = sum over k of a[k] * B[k, j], j in the block's
+// strip of STRIP_LANES x 4 columns (128 for gemv_m1, 32 for gemv_m1x32).
+// Technique: a warp is ROW_LANES = 32 / STRIP_LANES row lanes of STRIP_LANES column lanes; column lane c
+// owns the COLS = 4 consecutive columns 4 c .. 4 c + 3 of the strip, and the block's 8 warps x ROW_LANES
+// row lanes are its SLICES slices of the k range: with one row lane a warp (gemv_m1) slice w is the w-th
+// contiguous eighth of the range; with 4 (gemv_m1x32) slice s is the rows k_begin + s + 32 i, so that one
+// warp load reads 4 consecutive rows and the block 32. Each lane reads its 4 elements of a row (8 bytes for
+// float16 / bfloat16, 16 for float32, two of 16 for float64, streaming: a warp reads runs of 64 to 1024
+// contiguous bytes) and a[k] (cached), U rows in flight (128 bytes a lane; the slice's last rows, fewer
+// than U, in steps of U/2, U/4, ..., 1), products added in k order into 4 accumulators. The slices' sums
+// meet in shared memory and threads 0 .. STRIP - 1 add them in slice order, one column each, and store.
+// gemv_m1x32's narrow strip spreads a B of 1024 columns over 32 blocks without splitting K, where gemv_m1
+// has 8, and a block covers 1 KiB of K (32 slices x 32 bytes) a round trip; but in 16-bit types its warps
+// read each row of B in runs of 64 bytes, which draw less of the memory's bandwidth than gemv_m1's 256, and
+// a short K leaves each of its many blocks little to do: the planner weighs both. Rows not aligned for the
+// vector loads (base, row stride) and the strip's last partial group take element loads of the same
+// elements: the same sums in the same order.
 // ---------------------------------------------------------------------------------------------------
-constexpr int COLS = 4;           // consecutive columns a lane
-constexpr int STRIP = 32 * COLS;  // columns a block
+constexpr int COLS = 4;                   // consecutive columns a lane
+constexpr int STRIP = 32 * COLS;          // columns a gemv_m1 (and gemv_m<R>) block: a warp's 32 lanes across
+constexpr int STRIP_LANES = 8;            // column lanes of a gemv_m1x32 warp (gemv_m1: 32), so 32 columns a block
 
-template <class T, class Out>
+template <class T, class Out, int STRIP_LANES_>
 __device__ __forceinline__ void row_times_matrix(const T* __restrict__ a, const T* __restrict__ B, long long ldb,
                                                  Out* __restrict__ out, int N, int k_begin, int k_end,
                                                  const gpumat::Epilogue& ep)
 {
     using Acc = typename Dtype<T>::Acc;
     using P = Pack<T, COLS>;
-    constexpr int U = 128 / (COLS * sizeof(T));  // rows in flight a lane: 16, 8, 4 for 2-, 4-, 8-byte T
+    constexpr int ROW_LANES = 32 / STRIP_LANES_, SLICES = WARPS * ROW_LANES, COLUMNS = STRIP_LANES_ * COLS;
+    constexpr int KSTEP = ROW_LANES == 1 ? 1 : SLICES;  // rows between a slice's rows
+    constexpr int U = 128 / (COLS * sizeof(T));        // rows in flight a lane: 16, 8, 4 for 2-, 4-, 8-byte T
     constexpr int ALIGN = alignof(P);
-    __shared__ Acc part[WARPS][STRIP];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long n0 = (long long)blockIdx.x * STRIP, col = n0 + lane * COLS;
+    __shared__ Acc part[SLICES][COLUMNS];
+    const int slice = threadIdx.x / STRIP_LANES_, c = (threadIdx.x & 31) % STRIP_LANES_;
+    const long long n0 = (long long)blockIdx.x * COLUMNS, col = n0 + c * COLS;
     const int live = col < N ? (int)min((long long)COLS, N - col) : 0;  // columns of this lane inside C
     const bool vec = live == COLS && (reinterpret_cast<uintptr_t>(B) % ALIGN) == 0 && (ldb * sizeof(T)) % ALIGN == 0;
-    const int len = k_end - k_begin, slice = (len + WARPS - 1) / WARPS;
-    const int ks = k_begin + min(len, warp * slice), ke = k_begin + min(len, (warp + 1) * slice);
-    Acc acc[COLS];
-#pragma unroll
-    for (int e = 0; e < COLS; ++e) acc[e] = Acc(0);
-    // V rows from row k (at p) on, loads first (all in flight together), then the products in k order;
-    // VEC: 8/16-byte loads
-    auto rows_from = [&](int k, const T*& p, auto v_const, auto vec_const) {
-        constexpr int V = decltype(v_const)::value;
-        P bv[V];
-        T av[V];
-#pragma unroll
-        for (int u = 0; u < V; ++u, p += ldb) {
-            av[u] = a[k + u];
-            bv[u] = decltype(vec_const)::value ? load_stream<T, COLS>(p) : load_each<T, COLS>(p, 1, live);
-        }
-#pragma unroll
-        for (int u = 0; u < V; ++u) {
-            const Acc ak = Dtype<T>::acc(av[u]);
-#pragma unroll
-            for (int e = 0; e < COLS; ++e) acc[e] = fma(ak, Dtype<T>::acc(bv[u].v[e]), acc[e]);
-        }
-    };
-    // whole steps of U rows, then the last rows (fewer than U) in steps of U/2, U/4, ..., 1 rows, each
-    // taken at most once: at most log2(U) memory round trips for them, not one a row
-    auto walk = [&](auto vec_const) {
-        const T* p = B + (long long)ks * ldb + col;
-        int k = ks;
-#pragma unroll 1
-        for (; k + U <= ke; k += U) rows_from(k, p, std::integral_constant<int, U>{}, vec_const);
-        auto part = [&](auto v_const) {
-            constexpr int V = decltype(v_const)::value;
-            if (V < U && k + V <= ke) {
-                rows_from(k, p, v_const, vec_const);
-                k += V;
-            }
-        };
-        part(std::integral_constant<int, 8>{});
-        part(std::integral_constant<int, 4>{});
-        part(std::integral_constant<int, 2>{});
-        part(std::integral_constant<int, 1>{});
-    };
-    if (vec) walk(std::true_type{});
-    else if (live > 0) walk(std::false_type{});
-#pragma unroll
-    for (int e = 0; e < COLS; ++e) part[warp][lane * COLS + e] = acc[e];
-    __syncthreads();
-    const int t = threadIdx.x;
-    if (t < STRIP && n0 + t < N) {
-        Acc total = part[0][t];
-#pragma unroll
-        for (int w = 1; w < WARPS; ++w) total += part[w][t];
-        Out* const c = out + n0 + t;
-        *c = Dtype<Out>::from(ep.identity() ? total : ep.apply<Out>(total, 0, (int)(n0 + t), c));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// One row times a narrow strip (gemv_m1x32): out[j] = sum over k of a[k] * B[k, j], j in a strip of 32 columns.
-// Technique: a warp is 4 row lanes of 8 column lanes; column lane c owns the COLS = 4 consecutive columns
-// 4 c .. 4 c + 3 of the block's strip, and the block's 8 warps x 4 row lanes are 32 slices of the k range,
-// slice s the rows k_begin + s + 32 i (one warp load reads 4 consecutive rows, the block 32): each lane
-// reads its 4 elements of a row (8 bytes for float16 / bfloat16, 16 for float32, two of 16 for float64,
-// streaming; a warp 4 runs of 64 to 256 contiguous bytes) and a[k] (cached), U rows in flight (128 bytes a
-// lane; the slice's last rows, fewer than U, in steps of U/2, U/4, ..., 1), products added in k order into
-// 4 accumulators. The slices' sums meet in shared memory and threads 0..31 add them in slice order, one
-// column each, and store. A strip of 32 columns keeps a block's share of B small, so a narrow B (1024
-// columns) spreads over 32 blocks without splitting K, where gemv_m1 has 8; a block covers 1 KiB of K
-// (32 slices x 32 bytes) a round trip. But a warp reads each row of B in runs of 64 bytes in 16-bit types
-// (128 and 256 in float32 and float64), which draw less of the memory's bandwidth than gemv_m1's runs of
-// 256 bytes, and a short K leaves each of the many blocks little to do: the planner weighs both. Rows not
-// aligned for the vector loads (base, row stride) and the strip's last partial group take element loads of
-// the same elements: the same sums in the same order.
-// ---------------------------------------------------------------------------------------------------
-constexpr int STRIP_LANES = 8;                    // column lanes of a gemv_m1x32 warp
-constexpr int ROW_LANES = 32 / STRIP_LANES;       // its row lanes
-constexpr int NARROW_STRIP = STRIP_LANES * COLS;  // columns a gemv_m1x32 block
-constexpr int SLICES = WARPS * ROW_LANES;         // slices of K a gemv_m1x32 block
-
-template <class T, class Out>
-__device__ __forceinline__ void row_times_narrow_strip(const T* __restrict__ a, const T* __restrict__ B, long long ldb,
-                                                       Out* __restrict__ out, int N, int k_begin, int k_end,
-                                                       const gpumat::Epilogue& ep)
-{
-    using Acc = typename Dtype<T>::Acc;
-    using P = Pack<T, COLS>;
-    constexpr int U = 128 / (COLS * sizeof(T));  // rows in flight a lane: 16, 8, 4 for 2-, 4-, 8-byte T
-    constexpr int ALIGN = alignof(P);
-    __shared__ Acc part[SLICES][NARROW_STRIP];
-    const int lane = threadIdx.x & 31, slice = threadIdx.x / STRIP_LANES, c = lane % STRIP_LANES;
-    const long long n0 = (long long)blockIdx.x * NARROW_STRIP, col = n0 + c * COLS;
-    const int live = col < N ? (int)min((long long)COLS, N - col) : 0;  // columns of this lane inside C
-    const bool vec = live == COLS && (reinterpret_cast<uintptr_t>(B) % ALIGN) == 0 && (ldb * sizeof(T)) % ALIGN == 0;
-    // this slice's rows: k_begin + slice + SLICES i for i < rows
-    const int len = k_end - k_begin, rows = len > slice ? (len - slice + SLICES - 1) / SLICES : 0;
+    // this slice's rows, KSTEP apart: gemv_m1's from ks on before ke, gemv_m1x32's from k_begin + slice on,
+    // `rows` of them
+    const int len = k_end - k_begin, share = (len + WARPS - 1) / WARPS;
+    const int ks = k_begin + min(len, slice * share), ke = k_begin + min(len, (slice + 1) * share);
+    const int rows = KSTEP == 1 ? 0 : (len > slice ? (len - slice + SLICES - 1) / SLICES : 0);
     Acc acc[COLS];
 #pragma unroll
     for (int e = 0; e < COLS; ++e) acc[e] = Acc(0);
@@ -316,8 +236,8 @@ __device__ __forceinline__ void row_times_narrow_strip(const T* __restrict__ a, 
         P bv[V];
         T av[V];
 #pragma unroll
-        for (int u = 0; u < V; ++u, p += SLICES * ldb) {
-            av[u] = a[k + u * SLICES];
+        for (int u = 0; u < V; ++u, p += KSTEP * ldb) {
+            av[u] = a[k + u * KSTEP];
             bv[u] = decltype(vec_const)::value ? load_stream<T, COLS>(p) : load_each<T, COLS>(p, 1, live);
         }
 #pragma unroll
@@ -330,16 +250,18 @@ __device__ __forceinline__ void row_times_narrow_strip(const T* __restrict__ a, 
     // whole steps of U rows, then the last rows (fewer than U) in steps of U/2, U/4, ..., 1 rows, each
     // taken at most once: at most log2(U) memory round trips for them, not one a row
     auto walk = [&](auto vec_const) {
-        const T* p = B + (long long)(k_begin + slice) * ldb + col;
-        int k = k_begin + slice, i = 0;
+        const int first = KSTEP == 1 ? ks : k_begin + slice;
+        const T* p = B + (long long)first * ldb + col;
+        int k = first, i = 0;  // row k, the slice's i-th
+        auto fits = [&](int v) { return KSTEP == 1 ? k + v <= ke : i + v <= rows; };  // v more rows from k on
 #pragma unroll 1
-        for (; i + U <= rows; i += U, k += U * SLICES) rows_from(k, p, std::integral_constant<int, U>{}, vec_const);
+        for (; fits(U); i += U, k += U * KSTEP) rows_from(k, p, std::integral_constant<int, U>{}, vec_const);
         auto part = [&](auto v_const) {
             constexpr int V = decltype(v_const)::value;
-            if (V < U && i + V <= rows) {
+            if (V < U && fits(V)) {
                 rows_from(k, p, v_const, vec_const);
                 i += V;
-                k += V * SLICES;
+                k += V * KSTEP;
             }
         };
         part(std::integral_constant<int, 8>{});
@@ -353,7 +275,7 @@ __device__ __forceinline__ void row_times_narrow_strip(const T* __restrict__ a, 
     for (int e = 0; e < COLS; ++e) part[slice][c * COLS + e] = acc[e];
     __syncthreads();
     const int t = threadIdx.x;
-    if (t < NARROW_STRIP && n0 + t < N) {
+    if (t < COLUMNS && n0 + t < N) {
         Acc total = part[0][t];
 #pragma unroll 8
         for (int s = 1; s < SLICES; ++s) total += part[s][t];
@@ -805,15 +727,16 @@ __device__ __forceinline__ Work work(int M, int K, long long ldc, int k_chunk, G
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_matrix<T, OUT>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end, GPUMAT_EPILOGUE_ARGS); \
+        row_times_matrix<T, OUT, 32>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,                  \
+                                     GPUMAT_EPILOGUE_ARGS);                                                   \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_m1x32_##SFX(                        \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_narrow_strip<T, OUT>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,                 \
-                                       GPUMAT_EPILOGUE_ARGS);                                                 \
+        row_times_matrix<T, OUT, STRIP_LANES>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
+                                              GPUMAT_EPILOGUE_ARGS);                                          \
     }
 
 GPUMAT_GEMV(float, float, f32)

@@ -96,9 +96,10 @@ def smallest_r(side: int) -> int:
     return min(r for r in (1, *GEMV_R) if side <= r)
 
 
-def auto_may_take(v, sfx: str) -> bool:
-    """Whether auto may plan the row for input dtype `sfx` (the R rows: float32 alone)."""
-    return v.auto_dtypes is None or sfx in v.auto_dtypes
+def auto_may_take(v, sfx: str, n: int = 1) -> bool:
+    """Whether auto may plan the row for input dtype `sfx` (the R rows: float32 alone) and a C of n columns
+    (gemv_m1x32: at most auto_max_n)."""
+    return (v.auto_dtypes is None or sfx in v.auto_dtypes) and (v.auto_max_n is None or n <= v.auto_max_n)
 
 
 # ---- without a GPU ----
@@ -149,7 +150,8 @@ def test_the_tiles_are_the_kernels_own():
     assert GEMV["gemv_n1"].tile == (8 * const["ROWS"], 1)
     assert GEMV["gemv_m1bt"].tile == (1, 8 * const["ROWS"])
     assert GEMV["gemv_m1"].tile == (1, 32 * const["COLS"])
-    assert "NARROW_STRIP = STRIP_LANES * COLS" in src and "SLICES = WARPS * ROW_LANES" in src
+    assert "ROW_LANES = 32 / STRIP_LANES_, SLICES = WARPS * ROW_LANES, COLUMNS = STRIP_LANES_ * COLS" in src
+    assert "row_times_matrix<T, OUT, 32>" in src and "row_times_matrix<T, OUT, STRIP_LANES>" in src
     assert GEMV[NARROW].tile == (1, const["STRIP_LANES"] * const["COLS"])
     # a step of a slice keeps 128 bytes a lane in flight: 32 / itemsize rows of 4 columns, so the block's
     # slices cover 32 x 32 bytes of K
@@ -210,7 +212,7 @@ def test_auto_takes_them_exactly_for_up_to_16_rows_or_columns(target, pair, m, n
     assert (q.algorithm in GEMV) == thin, (p, q.algorithm)
     assert q.variant.computes_shape(m, n)
     if thin:  # the least modelled time among the matrix-vector rows that compute the shape
-        rows = [v for v in GEMV.values() if v.computes_shape(m, n) and auto_may_take(v, pair[0])]
+        rows = [v for v in GEMV.values() if v.computes_shape(m, n) and auto_may_take(v, pair[0], n)]
         assert set(candidates(p, t, 1)) == set(rows)
         assert q.seconds == min(plan(p, t, v.name).seconds for v in rows)
 
@@ -551,7 +553,7 @@ def assert_auto_takes_a_matrix_vector_row(plan_, m: int, n: int):
     if plan_.problem.batch > 1 and VARIANTS["small_wide"].computes_shape(m, n):
         assert plan_.algorithm not in GEMV, plan_
         return
-    rows = {name for name in rows_for(m, n) if auto_may_take(GEMV[name], plan_.problem.dtype)}
+    rows = {name for name in rows_for(m, n) if auto_may_take(GEMV[name], plan_.problem.dtype, n)}
     if not rows:
         assert min(m, n) > 1 and plan_.problem.dtype != "f32" and plan_.algorithm not in GEMV, plan_
         return
