@@ -17,11 +17,11 @@
 // passes float32 (float64) scratch with ldc = N and the identity epilogue, and
 // matmul_splitk_reduce_* adds the partials in a fixed order and applies the epilogue; with one split
 // the kernel applies the epilogue (gpumat::Epilogue) itself, once an output, where it stores it.
-// Any view: row strides and base addresses are free; 16-byte (gemv_m1 of 16-bit types: 8-byte) loads where
-// the run-time alignment of the operand allows them, element loads otherwise; both paths form every sum in
-// the same order, so an aligned and an unaligned view of the same data give the same bits.
+// Any view: row strides and base addresses are free; 16-byte (gemv_m1 and gemv_m1x32 of 16-bit types:
+// 8-byte) loads where the run-time alignment of the operand allows them, element loads otherwise; both paths
+// form every sum in the same order, so an aligned and an unaligned view of the same data give the same bits.
 // Deterministic: a fixed order of products and sums (warp shuffles in a fixed tree, shared memory added
-// in warp order), no atomics.
+// in warp or slice order), no atomics.
 #include <stdint.h>
 
 #include <type_traits>
@@ -184,8 +184,8 @@ __device__ __forceinline__ void dot_rows(const T* __restrict__ W, long long ldw,
 
 // ---------------------------------------------------------------------------------------------------
 // One row times a matrix (gemv_m1, gemv_m1x32): out[j] = sum over k of a[k] * B[k, j], j in the block's
-// strip of STRIP_LANES x 4 columns (128 for gemv_m1, 32 for gemv_m1x32).
-// Technique: a warp is ROW_LANES = 32 / STRIP_LANES row lanes of STRIP_LANES column lanes; column lane c
+// strip of LANES x 4 columns (128 for gemv_m1, 32 for gemv_m1x32).
+// Technique: a warp is ROW_LANES = 32 / LANES row lanes of LANES column lanes; column lane c
 // owns the COLS = 4 consecutive columns 4 c .. 4 c + 3 of the strip, and the block's 8 warps x ROW_LANES
 // row lanes are its SLICES slices of the k range: with one row lane a warp (gemv_m1) slice w is the w-th
 // contiguous eighth of the range; with 4 (gemv_m1x32) slice s is the rows k_begin + s + 32 i, so that one
@@ -193,7 +193,7 @@ __device__ __forceinline__ void dot_rows(const T* __restrict__ W, long long ldw,
 // float16 / bfloat16, 16 for float32, two of 16 for float64, streaming: a warp reads runs of 64 to 1024
 // contiguous bytes) and a[k] (cached), U rows in flight (128 bytes a lane; the slice's last rows, fewer
 // than U, in steps of U/2, U/4, ..., 1), products added in k order into 4 accumulators. The slices' sums
-// meet in shared memory and threads 0 .. STRIP - 1 add them in slice order, one column each, and store.
+// meet in shared memory and threads 0 .. COLUMNS - 1 add them in slice order, one column each, and store.
 // gemv_m1x32's narrow strip spreads a B of 1024 columns over 32 blocks without splitting K, where gemv_m1
 // has 8, and a block covers 1 KiB of K (32 slices x 32 bytes) a round trip; but in 16-bit types its warps
 // read each row of B in runs of 64 bytes, which draw less of the memory's bandwidth than gemv_m1's 256, and
@@ -203,28 +203,29 @@ __device__ __forceinline__ void dot_rows(const T* __restrict__ W, long long ldw,
 // ---------------------------------------------------------------------------------------------------
 constexpr int COLS = 4;                   // consecutive columns a lane
 constexpr int STRIP = 32 * COLS;          // columns a gemv_m1 (and gemv_m<R>) block: a warp's 32 lanes across
-constexpr int STRIP_LANES = 8;            // column lanes of a gemv_m1x32 warp (gemv_m1: 32), so 32 columns a block
+constexpr int NARROW_LANES = 8;           // column lanes of a gemv_m1x32 warp: 32 columns a block
 
-template <class T, class Out, int STRIP_LANES_>
+template <class T, class Out, int LANES>
 __device__ __forceinline__ void row_times_matrix(const T* __restrict__ a, const T* __restrict__ B, long long ldb,
                                                  Out* __restrict__ out, int N, int k_begin, int k_end,
                                                  const gpumat::Epilogue& ep)
 {
     using Acc = typename Dtype<T>::Acc;
     using P = Pack<T, COLS>;
-    constexpr int ROW_LANES = 32 / STRIP_LANES_, SLICES = WARPS * ROW_LANES, COLUMNS = STRIP_LANES_ * COLS;
+    constexpr int ROW_LANES = 32 / LANES, SLICES = WARPS * ROW_LANES, COLUMNS = LANES * COLS;
     constexpr int KSTEP = ROW_LANES == 1 ? 1 : SLICES;  // rows between a slice's rows
     constexpr int U = 128 / (COLS * sizeof(T));        // rows in flight a lane: 16, 8, 4 for 2-, 4-, 8-byte T
     constexpr int ALIGN = alignof(P);
     __shared__ Acc part[SLICES][COLUMNS];
-    const int slice = threadIdx.x / STRIP_LANES_, c = (threadIdx.x & 31) % STRIP_LANES_;
+    const int slice = threadIdx.x / LANES, c = (threadIdx.x & 31) % LANES;
     const long long n0 = (long long)blockIdx.x * COLUMNS, col = n0 + c * COLS;
     const int live = col < N ? (int)min((long long)COLS, N - col) : 0;  // columns of this lane inside C
     const bool vec = live == COLS && (reinterpret_cast<uintptr_t>(B) % ALIGN) == 0 && (ldb * sizeof(T)) % ALIGN == 0;
-    // this slice's rows, KSTEP apart: gemv_m1's from ks on before ke, gemv_m1x32's from k_begin + slice on,
-    // `rows` of them
-    const int len = k_end - k_begin, share = (len + WARPS - 1) / WARPS;
-    const int ks = k_begin + min(len, slice * share), ke = k_begin + min(len, (slice + 1) * share);
+    // this slice's rows, KSTEP apart: gemv_m1's from ks on before ke (its warp's contiguous share),
+    // gemv_m1x32's from k_begin + slice on, `rows` of them
+    const int len = k_end - k_begin, share = KSTEP == 1 ? (len + WARPS - 1) / WARPS : 0;
+    const int ks = KSTEP == 1 ? k_begin + min(len, slice * share) : 0;
+    const int ke = KSTEP == 1 ? k_begin + min(len, (slice + 1) * share) : 0;
     const int rows = KSTEP == 1 ? 0 : (len > slice ? (len - slice + SLICES - 1) / SLICES : 0);
     Acc acc[COLS];
 #pragma unroll
@@ -727,15 +728,15 @@ __device__ __forceinline__ Work work(int M, int K, long long ldc, int k_chunk, G
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_matrix<T, OUT, 32>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,                  \
-                                     GPUMAT_EPILOGUE_ARGS);                                                   \
+        row_times_matrix<T, OUT, STRIP / COLS>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
+                                               GPUMAT_EPILOGUE_ARGS);                                         \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_m1x32_##SFX(                        \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_matrix<T, OUT, STRIP_LANES>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
+        row_times_matrix<T, OUT, NARROW_LANES>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
                                               GPUMAT_EPILOGUE_ARGS);                                          \
     }
 
