@@ -24,8 +24,10 @@ One cost model for every variant, with the variant's row as its constants:
               read + C written) / (bandwidth x SMs / 132) and ceil(blocks / SMs) x those bytes / blocks /
               sm_bandwidth (blocks spread over the SMs: the SMs with one block more than the rest finish
               last); B counted once however many row tiles read it (the L2 serves the others); a row
-              reading B's rows in runs of fewer than FULL_RUN_BYTES draws SHORT_RUN_DRAW of it; plus
-              ceil(blocks / SMs) x block_s (a row whose blocks' own work their loads do not hide)
+              reading B's rows in runs of fewer than FULL_RUN_BYTES draws SHORT_RUN_DRAW of it; for a
+              row with round_bytes, that time met by the round trips a block waits on, the root of
+              the sum of their squares (ROUND_TRIP_S each); then ceil(blocks / SMs) x block_s added
+              (a row whose blocks' own work their loads do not hide)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
@@ -76,7 +78,7 @@ SM_DRAW = 2.0
 # a row that reads B's rows in runs (Variant.b_runs) shorter than this many contiguous bytes draws
 # SHORT_RUN_DRAW of the bandwidth: on the H200 (2026-11-30) gemv_m1x32's 64-byte runs of a float16 B read
 # 1 x 16384 x 16384 in 152-187 us where gemv_m1's 256-byte runs took 125-127 (float32's 128-byte runs: 244
-# and 242), 1 x 4096 x 4096 in 9.2 against 10.0 (the bandwidth is not what bounds it there). Fitted with
+# and 242 in that probe), 1 x 4096 x 4096 in 9.2 against 10.0 (the bandwidth is not what bounds it there). Fitted with
 # gemv_m1x32's block_s to the choices on that probe (gemv_m1 and gemv_m1x32 at 1-16 splits, 17 shapes x 4
 # dtypes): the picked plan's time 0.99 of the fastest's in geometric mean, 0.84 at worst
 FULL_RUN_BYTES = 128

@@ -166,7 +166,9 @@ class Variant:
     # ceil(k_chunk x itemsize / round_bytes) round trips a block (None: not modelled)
     round_bytes: int | None = None
     # a memory-bound row whose warps read each row of B in runs of its tile's columns (tile[1] x itemsize
-    # contiguous bytes): runs shorter than planner.FULL_RUN_BYTES draw less of the bandwidth (planner)
+    # contiguous bytes): runs shorter than planner.FULL_RUN_BYTES draw less of the bandwidth (planner); set
+    # on every row that reads so, whether or not its runs are that short (gemv_m1's and gemv_m<R>'s, 128
+    # columns, never are)
     b_runs: bool = False
     # a memory-bound row whose blocks each cost this beyond their loads (the launch of a block, the final sum
     # of its slices), which other blocks' loads do not hide: ceil(blocks / SMs) x block_s is added to its
@@ -877,7 +879,8 @@ GEMV_BANDWIDTH = 2.6e12
 # The K a block covers a memory round trip (round_bytes, in bytes of K): gemv_m1's 8 warps each keep 128
 # bytes of a column group in flight, 32 / itemsize rows of K (16 bfloat16 rows, 8 float32), so 256 bytes of
 # K a step (gemv_m<R> likewise); gemv_n1 and gemv_m1bt walk each row's K in two groups of 32 lanes x 16
-# bytes, 1024 bytes a step (gemv_n<R> and gemv_m<R>bt likewise).
+# bytes, 1024 bytes a step (gemv_n<R> and gemv_m<R>bt likewise); gemv_m1x32's 32 slices keep 32 bytes of K
+# each in flight (as gemv_m1's warps), 1024 bytes a step too.
 # A split of K cuts the round trips of a block: at 1 x 4096 x 4096 bfloat16 (bench sweep's worst gemv,
 # H100, 2026-11-26) gemv_m1 ran 25.6 us unsplit (32 round trips a block), 16.8 at 2 splits, 11.6 at 4,
 # 10.8 at 8 (cuBLAS 9.9).
@@ -900,7 +903,7 @@ _GEMV_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
 def _gemv(
-    name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False, round_bytes=None, **auto
+    name: str, tile, max_m: int | None, max_n: int | None, reads_b_trans: bool = False, round_bytes=None, **extra
 ) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in _GEMV_PAIRS}
     return Variant(
@@ -919,7 +922,7 @@ def _gemv(
         bandwidth=GEMV_BANDWIDTH,
         round_bytes=round_bytes,
         min_k_chunk=256,
-        **auto,
+        **extra,
     )
 
 
