@@ -706,39 +706,32 @@ __device__ __forceinline__ Work work(int M, int K, long long ldc, int k_chunk, G
 // columns; static shared memory for the warps' sums, 4 KiB (float64: 8 KiB).
 // matmul_gemv_m1x32_<dtype>[_f32out]: M == 1. Grid (ceil(N / 32), 1, batch * splits): a block a strip of 32
 // columns; static shared memory for the slices' sums, 4 KiB (float64: 8 KiB).
-#define GPUMAT_GEMV(T, OUT, SFX)                                                                              \
-    extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_n1_##SFX(                           \
+
+// One entry point: NAME(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, the batch strides, the epilogue), block
+// (THREADS,1,1), MIN_BLOCKS blocks an SM; its body (the variadic arguments) finds the block's matrices and k
+// range in z.
+#define GPUMAT_GEMV_ENTRY(NAME, T, OUT, MIN_BLOCKS, ...)                                                     \
+    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) NAME(                                  \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        dot_rows<T, OUT, false>(A + z.a, lda, B + z.b, ldb, C + z.c, ldc, M, z.k_begin, z.k_end, blockIdx.y,  \
-                                gridDim.y, GPUMAT_EPILOGUE_ARGS);                                             \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_m1bt_##SFX(                         \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
-    {                                                                                                         \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        dot_rows<T, OUT, true>(B + z.b, ldb, A + z.a, 1, C + z.c, 1, N, z.k_begin, z.k_end, blockIdx.x,       \
-                               gridDim.x, GPUMAT_EPILOGUE_ARGS);                                              \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_m1_##SFX(                           \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
-    {                                                                                                         \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_matrix<T, OUT, STRIP / COLS>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
-                                               GPUMAT_EPILOGUE_ARGS);                                         \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(THREADS, 3) matmul_gemv_m1x32_##SFX(                        \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
-    {                                                                                                         \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
-        row_times_matrix<T, OUT, NARROW_LANES>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,          \
-                                              GPUMAT_EPILOGUE_ARGS);                                          \
+        __VA_ARGS__;                                                                                          \
     }
+
+#define GPUMAT_GEMV(T, OUT, SFX)                                                                                  \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_n1_##SFX, T, OUT, 3,                                                            \
+        dot_rows<T, OUT, false>(A + z.a, lda, B + z.b, ldb, C + z.c, ldc, M, z.k_begin, z.k_end, blockIdx.y,      \
+                                gridDim.y, GPUMAT_EPILOGUE_ARGS))                                                 \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_m1bt_##SFX, T, OUT, 3,                                                          \
+        dot_rows<T, OUT, true>(B + z.b, ldb, A + z.a, 1, C + z.c, 1, N, z.k_begin, z.k_end, blockIdx.x,           \
+                               gridDim.x, GPUMAT_EPILOGUE_ARGS))                                                  \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_m1_##SFX, T, OUT, 3,                                                            \
+        row_times_matrix<T, OUT, STRIP / COLS>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,             \
+                                               GPUMAT_EPILOGUE_ARGS))                                             \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_m1x32_##SFX, T, OUT, 3,                                                         \
+        row_times_matrix<T, OUT, NARROW_LANES>(A + z.a, B + z.b, ldb, C + z.c, N, z.k_begin, z.k_end,             \
+                                              GPUMAT_EPILOGUE_ARGS))
 
 GPUMAT_GEMV(float, float, f32)
 GPUMAT_GEMV(double, double, f64)
@@ -755,31 +748,16 @@ GPUMAT_GEMV(__nv_bfloat16, float, bf16_f32out)
 // Block (256,1,1); static shared memory: the staged vectors (two buffers of R x (GROUP + 4) floats, or
 // R x (GROUP + 2) doubles: 16.5 KiB at R = 16, 33 KiB for 16-bit types) or the staged rows of A, which
 // the warps' sums overlay afterwards (float32 R = 16: 24 KiB, float64 36 KiB).
-#define GPUMAT_GEMV_R(T, OUT, SFX, R)                                                                          \
-    extern "C" __global__ void __launch_bounds__(THREADS, min_blocks(R)) matmul_gemv_n##R##_##SFX(              \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,            \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS)   \
-    {                                                                                                           \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                     \
-        dot_rows_multi<T, OUT, R, false>(A + z.a, lda, B + z.b, ldb, 1, min(N, R), C + z.c, ldc, M, z.k_begin,   \
-                                         z.k_end, blockIdx.y, gridDim.y, GPUMAT_EPILOGUE_ARGS);                 \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS, min_blocks(R)) matmul_gemv_m##R##bt_##SFX(            \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,            \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS)   \
-    {                                                                                                           \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                     \
-        dot_rows_multi<T, OUT, R, true>(B + z.b, ldb, A + z.a, 1, lda, min(M, R), C + z.c, ldc, N, z.k_begin,    \
-                                        z.k_end, blockIdx.x, gridDim.x, GPUMAT_EPILOGUE_ARGS);                  \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(THREADS, min_blocks(R)) matmul_gemv_m##R##_##SFX(              \
-        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,            \
-        long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS)   \
-    {                                                                                                           \
-        const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                     \
-        rows_times_matrix<T, OUT, R>(A + z.a, lda, min(M, R), B + z.b, ldb, C + z.c, ldc, N, z.k_begin, z.k_end, \
-                                     GPUMAT_EPILOGUE_ARGS);                                                     \
-    }
+#define GPUMAT_GEMV_R(T, OUT, SFX, R)                                                                             \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_n##R##_##SFX, T, OUT, min_blocks(R),                                            \
+        dot_rows_multi<T, OUT, R, false>(A + z.a, lda, B + z.b, ldb, 1, min(N, R), C + z.c, ldc, M, z.k_begin,    \
+                                         z.k_end, blockIdx.y, gridDim.y, GPUMAT_EPILOGUE_ARGS))                   \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_m##R##bt_##SFX, T, OUT, min_blocks(R),                                          \
+        dot_rows_multi<T, OUT, R, true>(B + z.b, ldb, A + z.a, 1, lda, min(M, R), C + z.c, ldc, N, z.k_begin,     \
+                                        z.k_end, blockIdx.x, gridDim.x, GPUMAT_EPILOGUE_ARGS))                    \
+    GPUMAT_GEMV_ENTRY(matmul_gemv_m##R##_##SFX, T, OUT, min_blocks(R),                                            \
+        rows_times_matrix<T, OUT, R>(A + z.a, lda, min(M, R), B + z.b, ldb, C + z.c, ldc, N, z.k_begin, z.k_end,  \
+                                     GPUMAT_EPILOGUE_ARGS))
 #define GPUMAT_GEMV_MULTI(T, OUT, SFX) \
     GPUMAT_GEMV_R(T, OUT, SFX, 8)      \
     GPUMAT_GEMV_R(T, OUT, SFX, 16)
