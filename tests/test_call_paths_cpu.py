@@ -180,11 +180,14 @@ PLAIN = (
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
 TF32_ATBT = [name for name, v in engine.VARIANTS.items() if v.mode == "tf32" and v.reads_a_trans]
 checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = tf32_atbt = 0
-for case in range(208):
-    gm.set_matmul_precision("tf32" if 20 <= case < 24 or case >= 200 else "float32")
+one_row = 0
+for case in range(216):
+    gm.set_matmul_precision("tf32" if 20 <= case < 24 or 200 <= case < 208 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300, 4096], 3))
-    if case < 8:  # a layer on few tokens in the 16-bit dtypes: planned swapped (C^T written transposed)
+    if case >= 208:  # a layer on one token, x @ W with W of 1024 or 3072 columns: the narrow one-row strips
+        dt, (m, n, k) = (np.float32, np.float16, np.float64, "bfloat16")[case % 4], (1, (1024, 3072)[case % 2], 1024)
+    elif case < 8:  # a layer on few tokens in the 16-bit dtypes: planned swapped (C^T written transposed)
         dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (16, 14336, 4096)
     elif case < 12:  # float32 layers on 32 and 64 tokens: the few-row SGEMM tiles
         dt, (m, n, k) = np.float32, ((32, 64)[case % 2], 4096, 4096)
@@ -253,8 +256,9 @@ for case in range(208):
     int8 += chosen.variant.name.startswith("int8_wgmma")
     fp8 += chosen.variant.name.startswith("fp8_wgmma")
     tf32_atbt += chosen.variant.name in TF32_ATBT and chosen.swap and not (chosen.copy_a or chosen.copy_b)
+    one_row += chosen.variant.name == "gemv_m1x32"
 gm.set_matmul_precision("float32")
-print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt)
+print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row)
 """
 )
 
@@ -265,20 +269,23 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     kernel, grid, block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans
     (few-token 16-bit layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32
     at tf32) the narrow TF32 tiles and, B row-major, the swapped atbt tiles, the few-row float64 tiles,
-    transposed operands, the INT8 tiles and the FP8 tiles among them."""
+    transposed operands, the INT8 tiles, the FP8 tiles and the one-row narrow strips among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         fields = (int(x) for x in out.stdout.split())
-        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt = fields
+        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row = (
+            fields
+        )
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
         # and the four float32 skinny-N calls at tf32 on the narrow TF32 tiles, B copied K-major first, and the
         # four float64 calls on 8 and 24 tokens on the few-row DMMA tiles
         # and the eight float32 calls at tf32 with B row-major on 128 and 256 rows, swapped onto the TF32 atbt
-        # tiles with no copy
-        assert checked == 208 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
+        # tiles with no copy, and the eight one-token calls on gemv_m1x32
+        assert one_row >= 8
+        assert checked == 216 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 
 
