@@ -14,11 +14,22 @@
 
 // matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,
 // bias, bias_step, bias_along, bias_f32, activation)
+// On sm_90 and later the launcher queues the reduction as a programmatic dependent of the product
+// (gpumat.runtime.kernels, dependent=True): its blocks may start while the product's last ones finish, and
+// griddepcontrol.wait holds them until the product's grid has completed and its partials are visible. A
+// plain launch passes straight through it.
+#if __CUDA_ARCH__ >= 900
+#define GPUMAT_AFTER_PRODUCT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#else
+#define GPUMAT_AFTER_PRODUCT()
+#endif
+
 #define GPUMAT_SPLITK_REDUCE(NAME, ACC, OUT)                                                                  \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
         const ACC* __restrict__ partial, OUT* __restrict__ C, int M, int N, long long ldc, int splits,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
+        GPUMAT_AFTER_PRODUCT();                                                                               \
         gpumat::splitk_reduce<ACC, OUT>(partial, C, M, N, ldc, splits, alpha, beta, bias, bias_step,          \
                                         bias_along, bias_f32, activation);                                    \
     }

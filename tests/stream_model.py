@@ -284,6 +284,11 @@ class OrderingDriver(python_path.StandInDriver):
         self._use(self._node(self.resolve(stream), "a kernel"), uses)
         return OK
 
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        """A programmatic dependent launch (the split-K reduction on sm_90): its kernel waits in
+        griddepcontrol.wait for the grid queued before it, so it is ordered on its stream as a launch is."""
+        return self.cuLaunchKernel(f, 0, 0, 0, 0, 0, 0, 0, config.hStream, params, extra)
+
     def _queued(self, stream, what: str, *addresses) -> Node:
         node = self._node(self.resolve(stream), what)
         self._use(node, addresses)

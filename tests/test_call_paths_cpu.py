@@ -44,10 +44,14 @@ from gpumat.matmul import engine
 from gpumat.runtime import kernels
 
 launches = []
+dependents = []
 def record(name, grid, block, args, smem, stream):
     launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream))
-kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None: record(
-    self.name, grid, block, args, smem, stream)
+def record_kernel(self, grid, block, *args, smem=0, stream=0, device=None, dependent=False):
+    record(self.name, grid, block, args, smem, stream)
+    if dependent:
+        dependents.append(self.name)
+kernels.Kernel.__call__ = record_kernel
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
     self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream)
 from gpumat.runtime import bindings
@@ -90,7 +94,7 @@ def same_errors_on_both_routes(cases, full_route):
 CONSISTENCY = (
     RECORDING
     + r"""
-checked = 0
+checked = split = 0
 for case in range(300):
     dt = [np.float32, np.float16, np.float64][case % 3]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300], 3))
@@ -105,6 +109,7 @@ for case in range(300):
     b = make(k, n, b_t, None if shared_b else batch)
     out = make(m, n, out_t, batch) if case % 4 else None
     launches.clear()
+    dependents.clear()
     gm.matmul(a, b, out=out, alpha=0.5)  # alpha: every call takes the full route
     if not launches:
         continue
@@ -114,8 +119,13 @@ for case in range(300):
     assert product[0][0] == want.kernel.name and product[0][1][:2] == want.grid[:2], what
     assert any(x[0].startswith(REDUCE) for x in launches) == (want.splits > 1), what
     assert any(x[0].startswith(COPIES) for x in launches) == (want.copy_a or want.copy_b), what
+    # the reduction, and only it, is queued as the product's programmatic dependent, right after it
+    assert dependents == ([want.reduce.name] if want.splits > 1 else []), what
+    if want.splits > 1:
+        assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
+        split += 1
     checked += 1
-print(checked)
+print(checked, split)
 """
 )
 
@@ -126,7 +136,9 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
     for seed in (1, 2):
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        assert int(out.stdout.strip()) > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
+        checked, split = (int(x) for x in out.stdout.split())
+        assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
+        assert split > 0  # and some split K
 
 
 EMULATED = (

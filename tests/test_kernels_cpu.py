@@ -271,3 +271,46 @@ def test_a_module_rebuilds_for_the_headers_it_includes_alone(tmp_path):
     (scratch / "inner.cuh").write_text("// inner, edited\n")
     after = {cu: build.source_key(scratch / cu, ["90"], "13.0") for cu in ("a.cu", "b.cu")}
     assert after["a.cu"] != before["a.cu"] and after["b.cu"] == before["b.cu"]
+
+
+def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_later(monkeypatch):
+    """Kernel(..., dependent=True) (split-K's reduction after its product): on sm_90 one cuLaunchKernelEx with
+    the programmatic-stream-serialization attribute, its configuration made once per geometry and given the
+    call's stream; before sm_90 a plain cuLaunchKernel. (cuda.bindings builds the configuration without a GPU.)"""
+    pytest.importorskip("cuda.bindings.driver")
+    from gpumat.matmul.engine import IDENTITY, REDUCE
+    from gpumat.runtime.bindings import driver
+
+    reduce = REDUCE[("f32", "f32")]
+    calls = []
+
+    def launch_ex(config, fn, params, extra):
+        calls.append(("ex", config, fn))
+        return (0,)
+
+    def launch(fn, *rest):
+        calls.append(("plain", rest, fn))
+        return (0,)
+
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", launch_ex)
+    monkeypatch.setattr(driver, "cuLaunchKernel", launch)
+
+    class Stand:
+        def __init__(self, arch):
+            self.arch, self.functions = arch, {reduce.name: 0xF00D}
+
+    args = (0x7F0000000000, 0x7F1000000000, 64, 64, 64, 4, *IDENTITY)
+    hopper = Stand(90)
+    for stream in (7, 9):
+        reduce((5, 1, 1), (256, 1, 1), *args, stream=stream, device=hopper, dependent=True)
+    (kind, first, fn), (kind2, second, _) = calls
+    assert kind == kind2 == "ex" and fn == 0xF00D and first is second  # one configuration, reused
+    assert (first.gridDimX, first.gridDimY, first.gridDimZ, first.blockDimX, first.sharedMemBytes) == (5, 1, 1, 256, 0)
+    assert int(first.hStream) == 9 and first.numAttrs == 1
+    attribute = first.attrs[0]
+    assert attribute.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert attribute.value.programmaticStreamSerializationAllowed == 1
+    calls.clear()
+    reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=Stand(80), dependent=True)
+    reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper)
+    assert [c[0] for c in calls] == ["plain", "plain"]
