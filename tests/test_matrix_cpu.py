@@ -169,6 +169,12 @@ def test_small_block_free_list_is_bounded_and_exact_in_size():
     assert sum(blocks.give(0x9000000 + i * big, big, 0) for i in range(200)) * big <= memory.pool.KEEP_BYTES
     drained = blocks.drain()
     assert len(drained) == len(set(drained)) and blocks.bytes == 0 and blocks.take(256, 0) == 0
+    # one stream's blocks of one size hold at most KEEP_PER_KEY_BYTES: eight 16 MiB results freed on a
+    # stream leave room for its other sizes (eviction never takes the freeing stream's own blocks)
+    kept = [blocks.give(0xA000000 + i * big, big, 0) for i in range(8)]
+    assert kept.count(True) == memory.pool.KEEP_PER_KEY_BYTES // big < 8
+    assert blocks.give(0x1000, 4096, 0) and blocks.take(4096, 0) == 0x1000
+    blocks.drain()
 
 
 def test_small_blocks_are_reused_only_on_the_stream_they_were_freed_on():

@@ -35,6 +35,10 @@ from ..runtime.streams import LEGACY_STREAM, Foreign, abandoned, dead_streams, t
 SMALL_BLOCK = 16 << 20
 KEEP_PER_SIZE = 16
 KEEP_BYTES = 128 << 20  # the most the small-block free list holds in all
+# the most it holds of one size for one stream: eight live 16 MiB results of a stream, freed, would
+# otherwise fill it, and every other size freed on that stream would go to the driver (eviction takes
+# other streams' blocks, never the freeing stream's own)
+KEEP_PER_KEY_BYTES = KEEP_BYTES // 4
 MAX_BYTES = 2**63 - 1  # no request reaches the driver above this (its size argument is 64-bit)
 
 
@@ -64,7 +68,7 @@ class _SmallBlocks:
         kept = self.by_key.get((nbytes, stream))
         if kept is None:
             kept = self.by_key[(nbytes, stream)] = []
-        elif len(kept) >= KEEP_PER_SIZE:
+        elif len(kept) >= KEEP_PER_SIZE or (len(kept) + 1) * nbytes > KEEP_PER_KEY_BYTES:
             return False
         kept.append(ptr)
         self.bytes += nbytes
