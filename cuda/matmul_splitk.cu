@@ -15,9 +15,9 @@
 // matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,
 // bias, bias_step, bias_along, bias_f32, activation)
 // On sm_90 and later the launcher queues the reduction as a programmatic dependent of the product
-// (gpumat.runtime.kernels, dependent=True): its blocks may start while the product's last ones finish, and
-// griddepcontrol.wait holds them until the product's grid has completed and its partials are visible. A
-// plain launch passes straight through it.
+// (gpumat.runtime.kernels, dependent=True): its launch follows the product's last block's exit instead of
+// the product grid's completion and memory flush, and griddepcontrol.wait holds its blocks until those
+// are done and the partials are visible. A plain launch passes straight through it.
 #if __CUDA_ARCH__ >= 900
 #define GPUMAT_AFTER_PRODUCT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 #else

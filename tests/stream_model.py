@@ -576,6 +576,31 @@ def made_there_used_here(model, gm) -> dict:
     return {}
 
 
+def split_products(model, gm) -> dict:
+    """Products that split K, the reduction queued as the product's programmatic dependent (the stand-in is
+    an sm_90 GPU), on another library's stream, a gpumat stream and the legacy stream in turn, results
+    dropped: each call's launches, and every block (the partials among them) freed after its last use."""
+    import collections
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    A = gm.Matrix.from_numpy(rng.uniform(-1, 1, (32, 4096)).astype(np.float32))
+    B = gm.Matrix.from_numpy(rng.uniform(-1, 1, (4096, 1024)).astype(np.float32))
+    if gm.matmul_plan(A, B).splits < 2:
+        raise AssertionError("the scenario's product no longer splits K")
+    f, own = LibraryStream(model.foreign_stream()), gm.Stream()
+    streams = (f, own, None)
+    before = collections.Counter(model.calls)
+    for i in range(30):
+        C = gm.matmul(A, B, stream=streams[i % 3])
+        del C
+    per_call = {k: (v - before[k]) / 30 for k, v in model.calls.items() if v != before[k]}
+    own.close()
+    _free_all(gm, A, B)
+    return {"per_call": per_call}
+
+
 def waited_for(model, gm) -> dict:
     """dot, to_numpy and from_numpy on another library's stream wait for their own work: their matrices'
     frees then need no mark recorded and never wait for the whole device; nor does the free of a matrix
@@ -1052,6 +1077,7 @@ SCENARIOS = {
         freed_after_use,
         per_thread_streams,
         made_there_used_here,
+        split_products,
         waited_for,
         destroyed_with_work_queued,
         closed_handle_reused,

@@ -314,3 +314,19 @@ def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_late
     reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=Stand(80), dependent=True)
     reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper)
     assert [c[0] for c in calls] == ["plain", "plain"]
+    # a GPU that runs older PTX compiled on the fly (an sm_11x GPU, a build without sm_90) has no wait in
+    # the reduction: a plain launch
+    monkeypatch.setattr(kernels, "manifest", lambda: {"archs": ["75", "80", "90"]})
+    kernels.runs_sm90_code.cache_clear()
+    try:
+        assert [kernels.runs_sm90_code(a) for a in (80, 90, 100, 110)] == [False, True, False, False]
+        calls.clear()
+        reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=Stand(110), dependent=True)
+        assert [c[0] for c in calls] == ["plain"]
+    finally:
+        kernels.runs_sm90_code.cache_clear()
+    # only a kernel that waits for the one before it may be launched dependent
+    product = next(k for k in kernels.DECLARED.values() if k.module == "matmul_dmma")
+    assert reduce.waits_for_previous and not product.waits_for_previous
+    with pytest.raises(ValueError, match="does not wait"):
+        product((1, 1, 1), (128, 1, 1), stream=7, device=hopper, dependent=True)

@@ -49,6 +49,14 @@ def test_a_call_on_another_librarys_stream_adds_one_event_record():
     assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
 
 
+def test_a_split_product_queues_its_reduction_as_a_dependent_launch_and_stays_ordered():
+    """A product that splits K on an sm_90 GPU: one plain launch (the product) and one dependent launch (the
+    reduction) a call, on another library's stream, gpumat's and the legacy stream alike; the partials and
+    results are freed after their last use."""
+    per_call = scenario("split_products")["per_call"]
+    assert per_call["cuLaunchKernel"] == 1 and per_call["cuLaunchKernelEx"] == 1
+
+
 def test_a_call_on_one_of_pytorchs_own_streams_adds_no_driver_call():
     """PyTorch never destroys its own streams: the handle is settled once, and a product there costs the
     launch alone; the frees and uses elsewhere that need the stream's work record its mark when they wait,

@@ -243,8 +243,9 @@ class BoundPlan:
             if p.reduce is not None:
                 r = p.problem  # the partials and C as the caller's product lays them out
                 args = reduce_arguments(out[0], c[0], r.m, r.n, c[1], p.splits, reduce_epilogue)
-                # a dependent of the product (sm_90+): its launch overlaps the product's last blocks, and
-                # it waits in the kernel for the partials (about 1 us a split product on the H200)
+                # a dependent of the product (sm_90+): launched as the product's blocks exit, not after its
+                # grid's completion and flush, for which it waits in the kernel (about 1 us a split product
+                # on the H200)
                 p.reduce(p.reduce_grid, p.reduce_block, *args, stream=stream, device=dev, dependent=True)
         finally:
             for ptr, nbytes in held:

@@ -1290,7 +1290,7 @@ def reduce_arguments(partials: int, c: int, m: int, n: int, ldc: int, splits: in
 
 
 REDUCE: dict[tuple[str, str], Kernel] = {
-    (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE)
+    (acc, out): Kernel("matmul_splitk", f"matmul_splitk_reduce_{acc}_{out}", REDUCE_SIGNATURE, waits_for_previous=True)
     for acc, out in (("f32", "f32"), ("f32", "f16"), ("f32", "bf16"), ("f64", "f64"))
 }
 

@@ -100,6 +100,14 @@ def code_arch(arch: int) -> str:
     return f"sm_{max(same_major)}" if same_major else f"compute_{min(built)} PTX (JIT)"
 
 
+@cache
+def runs_sm90_code(arch: int) -> bool:
+    """Whether a GPU of compute capability `arch` runs machine code built for sm_90 or later (code_arch), not
+    PTX of an older target compiled on the fly, whose sm_90 parts (griddepcontrol.wait) were left out."""
+    code = code_arch(arch)
+    return code.startswith("sm_") and int(code[3:]) >= 90
+
+
 def _layout(signature: str) -> tuple[list[str], list[int], int]:
     """Each parameter at its natural alignment, as C lays out a parameter list: its struct format with
     explicit padding bytes before it, its offset, and the list's size."""
@@ -138,15 +146,19 @@ class Kernel:
         "_ptrs_addr",
         "_lock",
         "_dependent",
+        "waits_for_previous",
     )
 
-    def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0):
+    def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0, waits_for_previous: bool = False):
+        """waits_for_previous: the kernel begins with griddepcontrol.wait (on sm_90 and later), so it may be
+        launched as a programmatic dependent of the kernel before it (`dependent=True`)."""
         if name in DECLARED:
             raise ValueError(f"kernel {name} declared twice")
         self.module, self.name, self.signature, self.dynamic_smem = module, name, signature, dynamic_smem
+        self.waits_for_previous = waits_for_previous
         self._pack = self._buf = self._base = self._ptrs = self._ptrs_addr = None  # laid out at the first launch
         self._lock = threading.Lock()
-        self._dependent: dict = {}  # (grid, block, smem) -> its launch configuration as a dependent launch
+        self._dependent: dict = {}  # (*grid, *block, smem) -> its launch configuration as a dependent launch
         DECLARED[name] = self
 
     def _lay_out(self):
@@ -179,9 +191,13 @@ class Kernel:
     def __call__(
         self, grid, block, *args, smem: int = 0, stream: int = 0, device=None, dependent: bool = False
     ) -> None:
-        """Launch; `dependent`: on sm_90 and later, as a programmatic dependent of the kernel queued before it on
-        `stream` (its blocks may start while that one's last blocks finish: the kernel must begin with
-        griddepcontrol.wait, which holds it until the earlier grid has completed and its memory is visible)."""
+        """Launch; `dependent`: where the GPU runs sm_90 machine code or later (runs_sm90_code), as a programmatic
+        dependent of the kernel queued before it on `stream`: its launch need not wait for that grid's
+        completion and memory flush, only for its blocks to exit. Only for a kernel declared
+        waits_for_previous, whose griddepcontrol.wait then holds it until the earlier grid has completed
+        and its memory is visible; elsewhere a plain launch."""
+        if dependent and not self.waits_for_previous:
+            raise ValueError(f"{self.name} does not wait for the kernel before it: it cannot be launched dependent")
         dev = device or _current()
         fn = dev.functions.get(self.name)
         if fn is None:
@@ -191,30 +207,34 @@ class Kernel:
             if pack is None:
                 pack = self._lay_out()
             pack(self._buf, self._base, *args)
-            if dependent and dev.arch >= 90:
-                config = self._dependent.get((grid, block, smem)) or self._dependent_config(grid, block, smem)
+            if dependent and runs_sm90_code(dev.arch):
+                key = (*grid, *block, smem)
+                config = self._dependent.get(key) or self._dependent_config(key)
                 config.hStream = stream
                 (err,) = driver.cuLaunchKernelEx(config, fn, self._ptrs_addr, 0)
+                call = "cuLaunchKernelEx"
             else:
                 (err,) = driver.cuLaunchKernel(
                     fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, self._ptrs_addr, 0
                 )
+                call = "cuLaunchKernel"
         if err:
-            check((err,), f"cuLaunchKernel({self.name}, grid={tuple(grid)}, block={tuple(block)})")
+            check((err,), f"{call}({self.name}, grid={tuple(grid)}, block={tuple(block)})")
 
-    def _dependent_config(self, grid, block, smem: int):
-        """The launch configuration of a dependent launch of this geometry (lock held), made once: building
-        one took 12 us of Python, a launch only sets its stream."""
+    def _dependent_config(self, key: tuple):
+        """The launch configuration of a dependent launch of geometry `key` (grid, block, shared memory; lock
+        held), made once: building one took 12 us of Python, a launch only sets its stream."""
         config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = block
-        config.sharedMemBytes = smem
+        config.gridDimX, config.gridDimY, config.gridDimZ, config.blockDimX, config.blockDimY, config.blockDimZ = key[
+            :6
+        ]
+        config.sharedMemBytes = key[6]
         serialize = driver.CUlaunchAttribute()
         serialize.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         serialize.value.programmaticStreamSerializationAllowed = 1
         config.attrs = [serialize]
         config.numAttrs = 1
-        self._dependent[(grid, block, smem)] = config  # (the caller's tuples: plans hold them)
+        self._dependent[key] = config
         return config
 
     def __repr__(self) -> str:
