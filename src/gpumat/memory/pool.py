@@ -5,13 +5,14 @@ The memory policy (README, "Memory"):
   The pool keeps freed memory for reuse up to its release threshold (the cache limit: 1/16 of the
   GPU's memory, at most 2 GiB, by default); past it, the driver hands memory back to the system at
   the next synchronisation, so an idle gpumat never sits on the whole GPU.
-- Blocks up to 16 MiB (128 MiB in all) are also kept on a free list of their own, per stream, so a
-  product's result or scratch of that size costs no driver call (each cuMemAllocAsync / cuMemFreeAsync
-  pair also cost about 1 us of the stream's GPU time on the H200: a 4 MiB transpose 4.5 -> 3.4 us, a
-  split product's 2 MiB partials 8.6 -> 7.8); a block on it is reused only on the stream it was
-  freed on, which keeps the reuse in stream order (for another library's stream: on that same stream,
-  its Foreign, never a new stream behind a reused handle). Blocks of a stream gpumat has closed go back
-  to the driver pool at the next allocation (the stream was drained when it closed).
+- Blocks up to 16 MiB (128 MiB in all, 32 MiB of one size for one stream) are also kept on a free list
+  of their own, per stream, so a product's result or scratch of that size costs no driver call (each
+  cuMemAllocAsync / cuMemFreeAsync pair also cost about 1 us of the stream's GPU time on the H200: a
+  4 MiB transpose 4.5 -> 3.4 us, a split product's 2 MiB partials 8.6 -> 7.8); a block on it is
+  reused only on the stream it was freed on, which keeps the reuse in stream order (for another
+  library's stream: on that same stream, its Foreign, never a new stream behind a reused handle).
+  Blocks of a stream gpumat has closed go back to the driver pool at the next allocation (the stream
+  was drained when it closed).
 - After an out-of-memory failure everything cached is handed back, and the allocation tried again.
 - `release_cached()` hands back all cached memory now; `memory_info()` says what is used, cached and
   the peak; `set_memory_limit()` caps what gpumat may hold on a device.
