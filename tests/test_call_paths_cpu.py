@@ -43,21 +43,17 @@ import gpumat as gm
 from gpumat.matmul import engine
 from gpumat.runtime import kernels
 
-launches = []
-dependents = []
-def record(name, grid, block, args, smem, stream):
-    launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream))
-def record_kernel(self, grid, block, *args, smem=0, stream=0, device=None, dependent=False):
-    record(self.name, grid, block, args, smem, stream)
-    if dependent:
-        dependents.append(self.name)
-kernels.Kernel.__call__ = record_kernel
+launches = []  # (kernel, grid, block, first two arguments, the rest, shared memory, stream, dependent launch)
+def record(name, grid, block, args, smem, stream, dependent=False):
+    launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent))
+kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False: record(
+    self.name, grid, block, args, smem, stream, dependent)
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
     self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream)
 from gpumat.runtime import bindings
 for call in ("cuMemcpy2DAsync", "cuMemcpyDtoDAsync"):  # copies by the copy engine (a transpose of one row)
     def copying(*args, _real=getattr(bindings.driver, call)):
-        launches.append(("copy_by_the_copy_engine", (0, 0, 0), (0, 0, 0), (), (), 0, 0))
+        launches.append(("copy_by_the_copy_engine", (0, 0, 0), (0, 0, 0), (), (), 0, 0, False))
         return _real(*args)
     object.__setattr__(bindings.driver, call, copying)
 COPIES, REDUCE = ("transpose_", "copy_"), "matmul_splitk_reduce"
@@ -109,7 +105,6 @@ for case in range(300):
     b = make(k, n, b_t, None if shared_b else batch)
     out = make(m, n, out_t, batch) if case % 4 else None
     launches.clear()
-    dependents.clear()
     gm.matmul(a, b, out=out, alpha=0.5)  # alpha: every call takes the full route
     if not launches:
         continue
@@ -120,7 +115,7 @@ for case in range(300):
     assert any(x[0].startswith(REDUCE) for x in launches) == (want.splits > 1), what
     assert any(x[0].startswith(COPIES) for x in launches) == (want.copy_a or want.copy_b), what
     # the reduction, and only it, is queued as the product's programmatic dependent, right after it
-    assert dependents == ([want.reduce.name] if want.splits > 1 else []), what
+    assert [x[0] for x in launches if x[7]] == ([want.reduce.name] if want.splits > 1 else []), what
     if want.splits > 1:
         assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
         split += 1
@@ -192,7 +187,7 @@ PLAIN = (
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
 TF32_ATBT = [name for name, v in engine.VARIANTS.items() if v.mode == "tf32" and v.reads_a_trans]
 checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = tf32_atbt = 0
-one_row = 0
+one_row = dependent = 0
 for case in range(216):
     gm.set_matmul_precision("tf32" if 20 <= case < 24 or 200 <= case < 208 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
@@ -254,9 +249,10 @@ for case in range(216):
     # are compared as "address"; kernels, grids, blocks, sizes, strides, epilogue arguments, shared memory
     # and stream exactly
     bare = lambda args: tuple("address" if type(x) is int and x >= 1 << 40 else x for x in args)
-    strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), smem, st) for name, g, bl, ab, rest, smem, st in ls]
+    strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), *more) for name, g, bl, ab, rest, *more in ls]
     assert full and strip(full) == strip(first) == strip(again), (case, m, n, k, full, again)
     checked += 1
+    dependent += any(x[-1] for x in full)  # a split's reduction, queued as its product's dependent
     chosen = gm.matmul_plan(a, b, out=out)
     swapped += chosen.swap
     few_rows += chosen.variant.name in ("sgemm32x128", "sgemm64x128")
@@ -270,7 +266,8 @@ for case in range(216):
     tf32_atbt += chosen.variant.name in TF32_ATBT and chosen.swap and not (chosen.copy_a or chosen.copy_b)
     one_row += chosen.variant.name == "gemv_m1x32"
 gm.set_matmul_precision("float32")
-print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row)
+print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row,
+      dependent)
 """
 )
 
@@ -285,10 +282,9 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        fields = (int(x) for x in out.stdout.split())
-        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row = (
-            fields
-        )
+        fields = [int(x) for x in out.stdout.split()]
+        checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8 = fields[:10]
+        tf32_atbt, one_row, dependent = fields[10:]
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
@@ -297,6 +293,7 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
         # and the eight float32 calls at tf32 with B row-major on 128 and 256 rows, swapped onto the TF32 atbt
         # tiles with no copy, and the eight one-token calls on gemv_m1x32
         assert one_row >= 8
+        assert dependent >= 4  # the split calls (the 8-token ones at least) queue their reduction dependent
         assert checked == 216 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 

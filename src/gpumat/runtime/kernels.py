@@ -212,22 +212,20 @@ class Kernel:
                 config = self._dependent.get(key) or self._dependent_config(key)
                 config.hStream = stream
                 (err,) = driver.cuLaunchKernelEx(config, fn, self._ptrs_addr, 0)
-                call = "cuLaunchKernelEx"
             else:
                 (err,) = driver.cuLaunchKernel(
                     fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, self._ptrs_addr, 0
                 )
-                call = "cuLaunchKernel"
         if err:
+            call = "cuLaunchKernelEx" if dependent and runs_sm90_code(dev.arch) else "cuLaunchKernel"
             check((err,), f"{call}({self.name}, grid={tuple(grid)}, block={tuple(block)})")
 
     def _dependent_config(self, key: tuple):
         """The launch configuration of a dependent launch of geometry `key` (grid, block, shared memory; lock
         held), made once: building one took 12 us of Python, a launch only sets its stream."""
         config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ, config.blockDimX, config.blockDimY, config.blockDimZ = key[
-            :6
-        ]
+        config.gridDimX, config.gridDimY, config.gridDimZ = key[:3]
+        config.blockDimX, config.blockDimY, config.blockDimZ = key[3:6]
         config.sharedMemBytes = key[6]
         serialize = driver.CUlaunchAttribute()
         serialize.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
