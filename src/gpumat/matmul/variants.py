@@ -433,6 +433,16 @@ def _sgemm(
 # the partials is cheaper since its loads are in flight together; benchmarks/NOTES.md).
 SPLIT_LAUNCH_MMA_S = 2e-6
 SPLIT_LAUNCH_TF32_S = 3e-6
+# The wgmma rows' (64 x 64 and wider): 6 us until the reduction became its product's programmatic dependent
+# and the pool kept scratch of up to 16 MiB (about 2 us less a split, benchmarks/NOTES.md). Refitted on
+# bench sweep's float16 and bfloat16 products on the H200 (2026-11-30, 290 shapes, every named plan timed):
+# auto's choice came within 0.9867 of the fastest timed plan in geometric mean at 2.5-4 us (0.9857 at 6),
+# and below 0.97 of it in 94 cases (105); the long-K products of 64-128 rows and columns take wgmma64x64
+# over mma64x64 at 32-128 splits (128 x 128 x 16384: 8.9 -> 7.1 us measured by name). On 60 shapes drawn at
+# random whose plan this moves (benchmarks/results/probe-wgmma-split-refit-*, both dtypes): 1.056x faster in
+# geometric mean, 1.11x at 64 or more columns, but 0.93x (0.83x at worst) at 8-16 columns, where a wgmma tile
+# of 64 columns split lost to mma64x64 split further, or to C^T on the 64 x 16 tile (not modelled yet)
+SPLIT_LAUNCH_WGMMA_S = 3e-6
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
 TC_SMEM_64 = 52224  # the same for 64 x 64 tiles: a 64 x 32 A tile and a 32 x 64 B tile
 
@@ -487,7 +497,7 @@ def _tf32(
 # stored transposed (X.T @ B). Rates:
 # benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(
-    name: str, module: str, args: str, tile, threads: int, smem: int, split_launch_s: float = 6e-6, **kw
+    name: str, module: str, args: str, tile, threads: int, smem: int, split_launch_s: float = SPLIT_LAUNCH_WGMMA_S, **kw
 ) -> Variant:
     names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
     kw.setdefault("tier", 1)
