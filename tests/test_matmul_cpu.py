@@ -126,9 +126,11 @@ def test_a_kernel_past_48_kib_of_shared_memory_asks_the_driver_for_it():
 def test_plans_cover_k_exactly_and_fit_the_grid(m, n, k):
     for only in (None, *SGEMM):
         p = f32_plan(m, n, k, 132, only)
-        # auto: the SGEMM kernels, or for C of up to 16 rows or columns the matrix-vector kernels
+        # auto: the SGEMM kernels or, for a small product, the one-output-a-thread tiles; for C of up to 16 rows or
+        # columns the matrix-vector kernels
         thin = only is None and min(m, n) <= 16
-        assert (p.algorithm.startswith("gemv_") if thin else p.algorithm in SGEMM) and only in (None, p.algorithm)
+        tiles = (*SGEMM, "tiled16x64") if only is None else SGEMM
+        assert (p.algorithm.startswith("gemv_") if thin else p.algorithm in tiles) and only in (None, p.algorithm)
         if p.splits == 1:
             assert p.k_chunk == k
         else:  # every split has work, together they cover K, and boundaries keep 128-bit loads
@@ -146,12 +148,13 @@ def test_plan_prefers_split_k_only_when_tiles_cannot_fill_the_gpu():
 def test_plan_never_picks_a_kernel_the_gpu_cannot_hold():
     for shape in [(8192, 8192, 8192), (3001, 3011, 2999), (256, 256, 65536), (64, 64, 64)]:
         for max_smem in (48 * 1024, 64 * 1024, 99 * 1024, 227 * 1024):
-            assert SGEMM[f32_plan(*shape, 132, None, max_smem).algorithm].smem <= max_smem
+            assert VARIANTS[f32_plan(*shape, 132, None, max_smem).algorithm].smem <= max_smem
 
 
 def test_the_fast_kernels_are_the_exact_float32_candidates():
-    """The rows auto may pick for exact FP32: the seven SGEMM kernels, and the 128 x 128, 128 x 64 and few-row
-    64 x 128 and 32 x 128 tiles reading A, B or both stored transposed, each splitting K."""
+    """The fast rows for exact FP32: the seven SGEMM kernels, and the 128 x 128, 128 x 64 and few-row 64 x 128 and
+    32 x 128 tiles reading A, B or both stored transposed, each splitting K (auto also takes the documents'
+    16 x 16 tiles for small products: test_matmul_planner)."""
     plain = {"sgemm128x256k16", "sgemm128x256", "sgemm128x128", "sgemm128x64", "sgemm64x128", "sgemm64x64"}
     plain.add("sgemm32x128")
     tiles = ("128x128", "128x64", "64x128", "32x128")

@@ -547,9 +547,33 @@ def test_a_modes_exact_fallback_follows_a_tuning_of_the_exact_problem():
 def test_small_float32_squares_split_k_in_chunks_of_64(side, splits):
     """A small float32 product on the SGEMM tiles is a few blocks that each walk all of K; splits of 64
     went on paying on the H200 (192^3 13.9 us unsplit, 10.1 at 3 splits), so the SGEMM rows' splits go
-    down to 64 (the default floor, 128, stopped auto at 2-3 splits)."""
+    down to 64 (the default floor, 128, stopped auto at 2-3 splits). (auto itself takes the one-output-a-
+    thread tiles up to 257^3: test_small_float32_products_take_one_output_a_thread.)"""
     p = Problem(side, side, side, "f32", "f32", "float32", True, True)
-    q = plan(p, H100)
+    q = min((plan(p, H100, name) for name in VARIANTS if name.startswith("sgemm")), key=lambda q: q.seconds)
     assert q.algorithm.startswith("sgemm") and q.variant.min_k_chunk == 64
     assert (q.splits, q.k_chunk) == (splits, 64)
     assert all(v.min_k_chunk == 64 for name, v in VARIANTS.items() if name.startswith("sgemm"))
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [
+        ((32, 32, 32), True),
+        ((128, 128, 128), True),
+        ((100, 200, 300), True),
+        ((257, 257, 257), True),
+        ((384, 384, 384), False),
+        ((512, 512, 128), False),
+        ((128, 128, 512), False),
+    ],
+)
+def test_small_float32_products_take_one_output_a_thread(shape, expected):
+    """A float32 product of a few SGEMM blocks waits on each thread's long chain of multiply-adds; up to about
+    257^3 the 16 x 16 tiles of one output a thread ran fastest of every row (H200, 2026-11-30,
+    benchmarks/results/probe-small-products-*: 128^3 4.1 us against sgemm32x128's 9.6), from 384^3 or a long K
+    the SGEMM tiles did. Batches and float64 keep their rows (not measured / slower there)."""
+    p = Problem(*shape, "f32", "f32", "float32", True, True)
+    assert (plan(p, H100).algorithm == "tiled16x64") == expected
+    assert plan(replace(p, batch=2), H100).algorithm != "tiled16x64"
+    assert plan(replace(p, dtype="f64", out_dtype="f64", mode="native"), H100).algorithm != "tiled16x64"

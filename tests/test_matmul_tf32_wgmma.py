@@ -61,6 +61,7 @@ from gpumat.matmul.engine import (
     Target,
     built_modules,
     c_map_args,
+    computes,
 )
 from gpumat.runtime import geometry, kernels, tensormaps
 from gpumat.runtime.tensormaps import DATA_TYPES
@@ -226,7 +227,7 @@ def test_other_gpus_plan_as_before(target):
                 assert engine.plan(p, target) == with_rows
     for name in TF32_WGMMA + TF32_NARROW + TF32_ATBT:
         named = tf32_plan(64, 64, 64, target, name)
-        assert named.variant.mode == "float32" and name in named.reason and "exact FP32" in named.reason
+        assert computes(named.variant, "f32") == "float32" and name in named.reason and "exact FP32" in named.reason
 
 
 def test_batched_tf32_products_run_on_the_wgmma_rows_too():

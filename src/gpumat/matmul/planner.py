@@ -336,6 +336,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
+        and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
         and (p.batch == 1 or v.args != "ozaki")  # the emulated row: one product at a time
     ]

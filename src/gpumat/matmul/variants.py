@@ -142,6 +142,9 @@ class Variant:
     # auto picks it only for a C of at most this many columns as its kernel computes C (a swapped plan's C^T:
     # the tokens): the shapes its constants were measured on (None: any)
     auto_max_n: int | None = None
+    # auto picks it only for at most this many products in one call: the batches its constants were measured
+    # on (None: any)
+    auto_max_batch: int | None = None
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
@@ -337,9 +340,32 @@ TEACHING = {
 }
 
 
+# tiled16x64 is also auto's for small float32 products. The register-tiled SGEMM blocks give each of their
+# 64-256 threads 64-128 outputs, so a product of a few blocks waits on each thread's long chain of
+# multiply-adds (128^3 on sgemm32x128: 4 blocks, 9.6 us queued); tiled16x64 puts one output on each of 256
+# threads, and at 32^3-257^3 it ran fastest of every row, ahead of cuBLAS from 32^3 to 256^3 (H200,
+# 2026-11-30, benchmarks/results/probe-small-products-*: 128^3 4.1 us against sgemm32x128's 9.6 and cuBLAS's
+# 5.3; 100 x 200 x 300 7.2 against 11.0 and 8.0). Fitted there (22 shapes of 1-1000 a side; auto then within
+# 0.992 of the fastest timed plan): a block alone multiplies at 28-32 GFLOP/s (16 ns a k step), an SM full of
+# them at about 50, and a call costs 2 us beyond its arithmetic. Not for float64 (its rows ran it 15-30%
+# slower; the DMMA tiles are within 10% of it there), nor for batches (not measured: the small-products rows
+# were fitted to those).
+TEACHING_AUTO = {
+    "tiled16x64": {
+        "tier": 1,
+        "auto_dtypes": ("f32",),
+        "auto_max_batch": 1,
+        "fixed_s": 2e-6,
+        "block_rate": 0.028e12,
+        "rate": 6.6e12,
+    },
+}
+
+
 def _teaching(name: str, threads: int, tile: int, rate: float) -> Variant:
     names = {(s, s): f"matmul_{name}_{s}" for s in SUFFIXES}
-    return Variant(name, _kernels("matmul", names, "plain"), "any", (tile, tile), (threads, threads, 1), rate=rate)
+    fitted = {"rate": rate, **TEACHING_AUTO.get(name, {})}
+    return Variant(name, _kernels("matmul", names, "plain"), "any", (tile, tile), (threads, threads, 1), **fitted)
 
 
 # --- register-tiled SIMT (cuda/matmul_simt.cu): 64 x 64 of C a block of 256; float64 exact FP64 FMA,
@@ -443,6 +469,11 @@ SPLIT_LAUNCH_TF32_S = 3e-6
 # geometric mean, 1.11x at 64 or more columns, but 0.93x (0.83x at worst) at 8-16 columns, where a wgmma tile
 # of 64 columns split lost to mma64x64 split further, or to C^T on the 64 x 16 tile (not modelled yet)
 SPLIT_LAUNCH_WGMMA_S = 3e-6
+# The DMMA rows' (float64): 4 us (the default) until the dependent reduction. Refitted on bench sweep's float64
+# products (H200, 2026-11-30, 145 shapes): auto within 0.9852 of the fastest timed plan at 2-2.5 us (0.9827 at
+# 4), and on 22 small products timed on every row at every split (benchmarks/results/probe-small-products-*)
+# 0.923 (0.896): 256^3 to 512^3 now split on the 64 x 64 and 32 x 128 tiles (256^3: 7.1 us against 8.3)
+SPLIT_LAUNCH_DMMA_S = 2.5e-6
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
 TC_SMEM_64 = 52224  # the same for 64 x 64 tiles: a 64 x 32 A tile and a 32 x 64 B tile
 
@@ -784,6 +815,7 @@ def _dmma(
         k_align=16,
         min_k_chunk=64,
         max_splits=64,
+        split_launch_s=SPLIT_LAUNCH_DMMA_S,
         **latency,
     )
 
