@@ -292,8 +292,13 @@ def test_split_k_in_runs_matches_the_reference_and_is_deterministic(kind, n, spl
     # including runs of unequal length (37) and a tail of a block's 32 groups that is not whole
     dtype, _ = DTYPES[kind]
     m = 29
-    with gm.Matrix.empty((m, 64), dtype=dtype) as a0, gm.Matrix.empty((64, n), dtype=dtype) as b0:
-        v = gm.matmul_plan(a0, b0).variant  # auto's GEMM row for this dtype (C is 29 x n: no matrix-vector row)
+    # auto's GEMM row for this dtype (C is 29 x n: no matrix-vector row); a small float32 product runs on the
+    # 16 x 16 tiles of one output a thread, which do not split K: then the row auto takes at a long K
+    for depth in (64, 4096):
+        with gm.Matrix.empty((m, depth), dtype=dtype) as a0, gm.Matrix.empty((depth, n), dtype=dtype) as b0:
+            v = gm.matmul_plan(a0, b0).variant
+        if v.splits_k:
+            break
     assert v.splits_k
     k_chunk = -(-max(64, v.min_k_chunk) // v.k_align) * v.k_align
     k = k_chunk * (splits - 1) + 5  # the last split has 5 of K
