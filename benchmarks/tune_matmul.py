@@ -43,7 +43,7 @@ def candidate_plans(A, B, C, precision):
             own = gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision)
         except ValueError:  # not at this precision, or not on this GPU
             continue
-        if own.variant.tier != 1 or own.algorithm != name:
+        if not own.variant.auto_may_take(own.problem.dtype) or own.algorithm != name:
             continue
         for splits, k_chunk in split_options(own.variant, B.height):
             yield gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision, splits=splits, k_chunk=k_chunk)

@@ -577,3 +577,35 @@ def test_small_float32_products_take_one_output_a_thread(shape, expected):
     assert (plan(p, H100).algorithm == "tiled16x64") == expected
     assert plan(replace(p, batch=2), H100).algorithm != "tiled16x64"
     assert plan(replace(p, dtype="f64", out_dtype="f64", mode="native"), H100).algorithm != "tiled16x64"
+
+
+def test_a_forced_split_of_a_small_float32_product_takes_auto_s_fastest_splitting_row():
+    """matmul_plan(a, b, splits=4) of a product auto runs on tiled16x64 (which does not split K) forces the
+    split on the fastest of auto's candidates that splits, instead of refusing a variant the caller never
+    named."""
+    p = Problem(128, 128, 128, "f32", "f32", "float32", True, True)
+    assert plan(p, H100).algorithm == "tiled16x64"
+    q = forced(p, H100, "auto", 4)
+    assert q.splits == 4 and q.variant.splits_k and q.algorithm.startswith("sgemm")
+    with pytest.raises(ValueError, match="does not split K"):
+        forced(p, H100, "tiled16x64", 4)  # named, it is the caller's to refuse
+
+
+@pytest.mark.parametrize("a_trans, b_trans", [(True, False), (False, True), (True, True)])
+def test_small_float32_products_with_a_transposed_operand_read_it_in_place(a_trans, b_trans):
+    """tiled16x64 reads row-major operands only; auto does not take it where a transposed operand would be
+    copied first (not measured), but the SGEMM tile that reads that layout in place."""
+    for side in (64, 128, 200):
+        q = plan(Problem(side, side, side, "f32", "f32", "float32", True, True, 1, a_trans, b_trans), H100)
+        assert q.algorithm.startswith("sgemm") and not (q.copy_a or q.copy_b), q
+
+
+def test_the_dmma_split_costs_more_where_the_reduction_launches_plainly():
+    """The DMMA rows' split cost was fitted with the reduction queued as the product's programmatic dependent
+    (sm_90 and later); before sm_90 it launches plainly and the model charges the difference."""
+    p = Problem(256, 256, 256, "f64", "f64", "native", True, True)
+    v = VARIANTS["dmma64x64"]
+    older = Target(80, H100.sm_count, H100.max_smem, H100.modules)
+    gap = model(v, p, older, 4, 64) - model(v, p, H100, 4, 64)
+    assert gap == pytest.approx(v.split_launch_before_sm90_s - v.split_launch_s) and gap > 0
+    assert model(v, p, older, 1, 256) == model(v, p, H100, 1, 256)

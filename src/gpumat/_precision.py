@@ -1,6 +1,7 @@
 """Which arithmetic a float32 matmul may use: exact FP32 (the default), or the tensor cores' TF32.
 
-    "float32"  exact FP32 on the FP32 pipes (the SGEMM kernels): the default, never replaced silently.
+    "float32"  exact FP32 on the FP32 pipes (the SGEMM kernels; small products the 16 x 16 tiles of one
+               output a thread): the default, never replaced silently.
     "tf32x3"   FP32-level accuracy on the tensor cores: each operand split into two TF32 halves,
                three TF32 products (big*big + big*small + small*big), the corrections summed apart.
     "tf32"     one TF32 pass on the tensor cores: operands rounded to 10 mantissa bits, about 1e-3

@@ -347,7 +347,7 @@ def _half_names(A, B, out, flops: float) -> list[str]:
             plan = gm.matmul_plan(A, B, out=out, algorithm=name)
         except (ValueError, TypeError):  # not on this GPU, or not for a float32 out
             continue
-        if plan.variant.tier == 1 or (name == "simt64x64" and flops <= SIMT_MAX_FLOP):
+        if plan.variant.auto_may_take(plan.problem.dtype) or (name == "simt64x64" and flops <= SIMT_MAX_FLOP):
             names.append(name)
     return names
 

@@ -93,7 +93,8 @@ def _named(torch, names, auto, A, B, C, precision, stream) -> dict[str, float]:
             plan = gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision)
         except ValueError:  # not for this GPU or these operands
             continue
-        if plan.variant.tier == 0 or plan.variant.mode != auto.variant.mode:
+        mode = plan.variant.computes(plan.problem.dtype)
+        if plan.variant.tier == 0 or mode != auto.variant.computes(auto.problem.dtype):
             continue
         plans = [plan]
         if plan.splits > 1:

@@ -29,6 +29,7 @@ One cost model for every variant, with the variant's row as its constants:
               the sum of their squares (ROUND_TRIP_S each); then ceil(blocks / SMs) x block_s added
               (a row whose blocks' own work their loads do not hide)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
+              (split_launch_before_sm90_s before sm_90, where the row has one: no dependent launch there)
             + for a TMA variant reading unaligned operands: their copy into aligned scratch
 
 `auto` takes, among the table's rows that compute the problem's dtypes at its precision and its shape
@@ -122,9 +123,7 @@ WIDE_GROUP_SLOWDOWN = 1.55
 
 def computes(v: Variant, dtype: str) -> str:
     """The precision mode a variant computes operands of `dtype` at (teaching kernels: the dtype's own)."""
-    if v.mode != "any":
-        return v.mode
-    return "float32" if dtype == "f32" else "native"
+    return v.computes(dtype)
 
 
 def unavailable(v: Variant, t: Target) -> str | None:
@@ -201,7 +200,8 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
         seconds = max(seconds, memory)
     if splits > 1:
         seconds += (2 * splits + 1) * p.m * p.n * ITEMSIZE[accumulator(p.dtype)] / v.scratch_bandwidth
-        seconds += v.split_launch_s
+        plain = t.arch < 90 and v.split_launch_before_sm90_s is not None  # no programmatic dependent launch
+        seconds += v.split_launch_before_sm90_s if plain else v.split_launch_s
     copy_a, copy_b = _copies(v, p)
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
@@ -337,6 +337,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and v.computes_shape(p.m, p.n)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)
+        and not (v.auto_in_place and any(_copies(v, p)))
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
         and (p.batch == 1 or v.args != "ozaki")  # the emulated row: one product at a time
     ]
@@ -599,6 +600,10 @@ def forced(
     dropped); `swap` True or False forces the swapped plan (problem.swapped) or the plain one (default:
     the named plan's own choice)."""
     base = plan(p, t, algorithm)
+    if splits > 1 and algorithm == "auto" and not base.variant.splits_k:
+        # auto's row does not split K (a small float32 product's one-output-a-thread tile): the fastest of
+        # auto's candidates that does
+        base = next((q for q in ranked(p, t) if q.variant.splits_k and q.variant.max_splits > 1), base)
     v = base.variant
     swap = base.swap if swap is None else swap
     if swap and not (v.writes_c_trans and swappable(p)):

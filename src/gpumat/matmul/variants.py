@@ -145,6 +145,9 @@ class Variant:
     # auto picks it only for at most this many products in one call: the batches its constants were measured
     # on (None: any)
     auto_max_batch: int | None = None
+    # auto picks it only where it reads A and B as they are stored (no transposing or aligning copy first): the
+    # layouts its constants were measured on
+    auto_in_place: bool = False
     # the cost model's constants
     rate: float = 0.0  # FLOP/s on a whole H100 (every row sets its measured figure: a CPU test checks)
     blocks_per_sm: int = 1
@@ -197,10 +200,25 @@ class Variant:
     max_splits: int = 128
     scratch_bandwidth: float = 2.5e12  # bytes/s of the split partials' round trip through memory
     split_launch_s: float = 4e-6  # the reduction's launch and the scratch allocation
+    # the same on a GPU before sm_90, where the reduction is launched plainly, not as the product's programmatic
+    # dependent, for a row whose split_launch_s was fitted with the dependent launch (None: split_launch_s)
+    split_launch_before_sm90_s: float | None = None
 
     @property
     def splits_k(self) -> bool:
         return self.args not in ("plain", "small", "ozaki")
+
+    def computes(self, dtype: str) -> str:
+        """The precision mode it computes operands of `dtype` (a kernel suffix) at: its own, or for the teaching
+        kernels (mode "any") the dtype's own (float32's exact FP32, the others' native arithmetic)."""
+        if self.mode != "any":
+            return self.mode
+        return "float32" if dtype == "f32" else "native"
+
+    def auto_may_take(self, dtype: str) -> bool:
+        """Whether auto considers it for operands of `dtype` at all (tier 1, and auto_dtypes): shapes, layouts,
+        batches and GPUs aside."""
+        return self.tier == 1 and (self.auto_dtypes is None or dtype in self.auto_dtypes)
 
     def computes_shape(self, m: int, n: int) -> bool:
         """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
@@ -331,7 +349,7 @@ def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
 # --- the documents' teaching kernels (cuda/matmul.cu), every dtype: one thread an element of C ---------
 # (threads a side, tile a side, float32 rate at 2048^3-4097^3 in benchmarks/results/matmul-*-2026-11-22.json):
 # naive and tiled16x64 cover 16 x 16 of C a block; tiled16/32 are the shared-memory tiles of BLOCK_SIZE
-# 16 and 32. Named only; the rate makes their plans' modelled time.
+# 16 and 32. Named only (but tiled16x64, below); the rate makes their plans' modelled time.
 TEACHING = {
     "naive": (16, 16, 5.5e12),
     "tiled16": (16, 16, 8.2e12),
@@ -349,12 +367,14 @@ TEACHING = {
 # 0.992 of the fastest timed plan): a block alone multiplies at 28-32 GFLOP/s (16 ns a k step), an SM full of
 # them at about 50, and a call costs 2 us beyond its arithmetic. Not for float64 (its rows ran it 15-30%
 # slower; the DMMA tiles are within 10% of it there), nor for batches (not measured: the small-products rows
-# were fitted to those).
+# were fitted to those), nor where an operand stored transposed would first be copied (not measured; the
+# SGEMM tiles read it in place). Its fitted rate replaces the table's 8.2 TFLOP/s in every dtype's model.
 TEACHING_AUTO = {
     "tiled16x64": {
         "tier": 1,
         "auto_dtypes": ("f32",),
         "auto_max_batch": 1,
+        "auto_in_place": True,
         "fixed_s": 2e-6,
         "block_rate": 0.028e12,
         "rate": 6.6e12,
@@ -474,6 +494,9 @@ SPLIT_LAUNCH_WGMMA_S = 3e-6
 # 4), and on 22 small products timed on every row at every split (benchmarks/results/probe-small-products-*)
 # 0.923 (0.896): 256^3 to 512^3 now split on the 64 x 64 and 32 x 128 tiles (256^3: 7.1 us against 8.3)
 SPLIT_LAUNCH_DMMA_S = 2.5e-6
+# ... and on the A100, where the reduction is launched plainly: plus the 1.0-1.2 us the dependent launch took off
+# a split product on the H200 (benchmarks/results/probe-split-dependent-launch-*; not measured on an A100)
+SPLIT_LAUNCH_DMMA_BEFORE_SM90_S = 3.6e-6
 TC_SMEM = 104448  # 3 stages of a 128 x 32 A tile (rows padded to 36) and a 32 x 128 B tile
 TC_SMEM_64 = 52224  # the same for 64 x 64 tiles: a 64 x 32 A tile and a 32 x 64 B tile
 
@@ -816,6 +839,7 @@ def _dmma(
         min_k_chunk=64,
         max_splits=64,
         split_launch_s=SPLIT_LAUNCH_DMMA_S,
+        split_launch_before_sm90_s=SPLIT_LAUNCH_DMMA_BEFORE_SM90_S,
         **latency,
     )
 
