@@ -492,7 +492,7 @@ SPLIT_LAUNCH_WGMMA_S = 3e-6
 # The DMMA rows' (float64): 4 us (the default) until the dependent reduction. Refitted on bench sweep's float64
 # products (H200, 2026-11-30, 145 shapes): auto within 0.9852 of the fastest timed plan at 2-2.5 us (0.9827 at
 # 4), and on 22 small products timed on every row at every split (benchmarks/results/probe-small-products-*)
-# 0.923 (0.896): 256^3 to 512^3 now split on the 64 x 64 and 32 x 128 tiles (256^3: 7.1 us against 8.3)
+# 0.923 (0.896): 192^3 to 320^3 now split on the 64 x 64 tile (256^3: 7.1 us against 8.3; 384^3 and 512^3 not)
 SPLIT_LAUNCH_DMMA_S = 2.5e-6
 # ... and on the A100, where the reduction is launched plainly: plus the 1.0-1.2 us the dependent launch took off
 # a split product on the H200 (benchmarks/results/probe-split-dependent-launch-*; not measured on an A100)
