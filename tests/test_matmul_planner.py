@@ -609,3 +609,16 @@ def test_the_dmma_split_costs_more_where_the_reduction_launches_plainly():
     gap = model(v, p, older, 4, 64) - model(v, p, H100, 4, 64)
     assert gap == pytest.approx(v.split_launch_before_sm90_s - v.split_launch_s) and gap > 0
     assert model(v, p, older, 1, 256) == model(v, p, H100, 1, 256)
+
+
+def test_auto_s_float32_candidates_compute_at_one_mode_and_only_float32_takes_the_teaching_tile():
+    """bench sweep times, beside auto's plan, the rows computing at auto's precision: for a small float32
+    product the teaching tile (mode "any") and the SGEMM rows (mode "float32") both compute exact FP32 and are
+    timed together; the 16-bit and float64 benchmarks leave the teaching tile out (auto_dtypes)."""
+    p = Problem(128, 128, 128, "f32", "f32", "float32", True, True)
+    rows = candidates(p, H100, 1)
+    assert "tiled16x64" in [v.name for v in rows] and any(v.name.startswith("sgemm") for v in rows)
+    assert {v.computes("f32") for v in rows} == {"float32"}
+    teaching = VARIANTS["tiled16x64"]
+    assert teaching.auto_may_take("f32") and not any(teaching.auto_may_take(d) for d in ("f16", "bf16", "f64"))
+    assert teaching.computes("f16") == "native" and computes(teaching, "f32") == "float32"
