@@ -187,7 +187,7 @@ PLAIN = (
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
 TF32_ATBT = [name for name, v in engine.VARIANTS.items() if v.mode == "tf32" and v.reads_a_trans]
 checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = tf32_atbt = 0
-one_row = dependent = 0
+one_row = dependent = teaching = 0
 for case in range(216):
     gm.set_matmul_precision("tf32" if 20 <= case < 24 or 200 <= case < 208 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
@@ -265,9 +265,10 @@ for case in range(216):
     fp8 += chosen.variant.name.startswith("fp8_wgmma")
     tf32_atbt += chosen.variant.name in TF32_ATBT and chosen.swap and not (chosen.copy_a or chosen.copy_b)
     one_row += chosen.variant.name == "gemv_m1x32"
+    teaching += chosen.variant.name == "tiled16x64"
 gm.set_matmul_precision("float32")
 print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row,
-      dependent)
+      dependent, teaching)
 """
 )
 
@@ -278,13 +279,14 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
     kernel, grid, block, sizes, strides, epilogue arguments, shared memory and stream; swapped plans
     (few-token 16-bit layers), the few-row float32 tiles, the 64 x 64 and 64 x 16 wgmma tiles, (float32
     at tf32) the narrow TF32 tiles and, B row-major, the swapped atbt tiles, the few-row float64 tiles,
-    transposed operands, the INT8 tiles, the FP8 tiles and the one-row narrow strips among them."""
+    transposed operands, the INT8 tiles, the FP8 tiles, the one-row narrow strips and (small float32 products)
+    the one-output-a-thread tile among them."""
     for seed in (1, 2):
         out = _run("-c", PLAIN, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         fields = [int(x) for x in out.stdout.split()]
         checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8 = fields[:10]
-        tf32_atbt, one_row, dependent = fields[10:]
+        tf32_atbt, one_row, dependent, teaching = fields[10:]
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split
@@ -294,6 +296,7 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
         # tiles with no copy, and the eight one-token calls on gemv_m1x32
         assert one_row >= 8
         assert dependent >= 4  # the split calls (the 8-token ones at least) queue their reduction dependent
+        assert teaching >= 2  # small float32 products drawn row-major: the one-output-a-thread tile (4 and 2 calls)
         assert checked == 216 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from support import check_view_product, dims, poison, poisoned, product_error, random, rel_error
 
 import gpumat as gm
-from gpumat.matmul.engine import VARIANTS, Target, algorithms, computes, unavailable
+from gpumat.matmul.engine import VARIANTS, Target, algorithms, unavailable
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
@@ -16,7 +16,7 @@ TOL = 1e-5  # float32 accumulation of inputs in [-1, 1]
 ALGORITHMS = [
     name
     for name in algorithms("f32")
-    if name == "auto" or (computes(VARIANTS[name], "f32") == "float32" and VARIANTS[name].any_shape)
+    if name == "auto" or (VARIANTS[name].computes("f32") == "float32" and VARIANTS[name].any_shape)
 ]
 FAST = {name: v for name, v in VARIANTS.items() if v.mode == "float32"}  # the SGEMM kernels, which split K
 
@@ -234,7 +234,7 @@ def test_every_tile_writes_c_rows_of_either_alignment_exactly(dtype, precision, 
         for name in algorithms(sfx)
         if name != "auto"
         and VARIANTS[name].any_shape
-        and computes(VARIANTS[name], sfx) == mode
+        and VARIANTS[name].computes(sfx) == mode
         and unavailable(VARIANTS[name], target) is None
     ]
     assert names

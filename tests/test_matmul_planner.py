@@ -31,7 +31,6 @@ from gpumat.matmul.engine import (
     aligned,
     best_split,
     candidates,
-    computes,
     forced,
     matrix_vector,
     model,
@@ -92,8 +91,8 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     assert q.target == t
     # it runs here and computes these dtypes at the problem's mode (exact FP32 for a degraded TF32 mode)
     assert unavailable(v, t) is None, (v.name, unavailable(v, t))
-    mode = "float32" if p.mode in ("tf32", "tf32x3") and computes(v, p.dtype) == "float32" else p.mode
-    assert computes(v, p.dtype) == mode and q.problem == replace(p, mode=mode)
+    mode = "float32" if p.mode in ("tf32", "tf32x3") and v.computes(p.dtype) == "float32" else p.mode
+    assert v.computes(p.dtype) == mode and q.problem == replace(p, mode=mode)
     assert (p.dtype, p.out_dtype) in v.kernels
     # K: one chunk, or splits on the variant's alignment, each with work, together covering K
     assert 1 <= q.splits <= v.max_splits
@@ -198,7 +197,7 @@ def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, t
             with pytest.raises(ValueError, match="has no kernel"):
                 plan(p, t, name)
             continue
-        if computes(v, p.dtype) != p.mode:
+        if v.computes(p.dtype) != p.mode:
             continue  # a named kernel runs at its own mode (float32's, float64's fp64_int8): the API sets it
         if not v.computes_shape(m, n):  # a matrix-vector row, for C of another shape
             with pytest.raises(ValueError, match="cannot run .* only"):
@@ -215,7 +214,7 @@ def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, t
             assert q.swap == (can and best_split(v, swapped(p), t)[0] * SWAP_MARGIN < best_split(v, p, t)[0])
         elif p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):
             q = plan(p, t, name)  # the tensor-core modes degrade to exact FP32, and say why
-            assert computes(q.variant, "f32") == "float32" and name in q.reason and why in q.reason
+            assert q.variant.computes("f32") == "float32" and name in q.reason and why in q.reason
             check_plan(q, p, t, name)
         else:
             with pytest.raises(ValueError, match="cannot run on this GPU"):
@@ -344,7 +343,7 @@ def test_a_wave_of_tile_blocks_costs_more_the_longer_their_k_loop():
         if not v.wave_floor_s or v.packs or v.persistent:
             continue
         sfx = next(iter(v.kernels))[0]
-        mode = computes(v, sfx)
+        mode = v.computes(sfx)
         bm, bn = v.tile
         batch = 20 * 132 * v.blocks_per_sm  # twenty whole waves of one block a product
         short, long_ = (Problem(bm // 2, bn // 2, k, sfx, sfx, mode, batch=batch) for k in (32, 64))
@@ -621,4 +620,4 @@ def test_auto_s_float32_candidates_compute_at_one_mode_and_only_float32_takes_th
     assert {v.computes("f32") for v in rows} == {"float32"}
     teaching = VARIANTS["tiled16x64"]
     assert teaching.auto_may_take("f32") and not any(teaching.auto_may_take(d) for d in ("f16", "bf16", "f64"))
-    assert teaching.computes("f16") == "native" and computes(teaching, "f32") == "float32"
+    assert teaching.computes("f16") == "native" and teaching.computes("f32") == "float32"

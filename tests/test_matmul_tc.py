@@ -31,7 +31,7 @@ from support import (
 )
 
 import gpumat as gm
-from gpumat.matmul.engine import VARIANTS, Problem, Target, computes, mode_of, plan
+from gpumat.matmul.engine import VARIANTS, Problem, Target, mode_of, plan
 from gpumat.runtime import geometry
 
 MODES = ("tf32x3", "tf32")
@@ -157,16 +157,16 @@ def test_tensor_cores_need_sm80_and_the_shared_memory():
                 # Turing: the exact kernels run; consumer Ampere/Ada (99 KiB a block): the one TF32 tile that
                 # fits (tf32_64x64, 51 KiB), and for tf32x3 (its tiles need 102-166 KiB) the exact kernels
                 p = tc_plan(mode, shape, turing, aligned=aligned)
-                assert computes(p.variant, "f32") == "float32" and "exact FP32" in p.reason, mode
+                assert p.variant.computes("f32") == "float32" and "exact FP32" in p.reason, mode
                 p = tc_plan(mode, shape, consumer, aligned=aligned)
                 if mode == "tf32" and shape != (1, 1, 1):
                     assert p.algorithm == "tf32_64x64", p.reason
                 else:
-                    assert computes(p.variant, "f32") == "float32" and "exact FP32" in p.reason, mode
+                    assert p.variant.computes("f32") == "float32" and "exact FP32" in p.reason, mode
             if shape == (1, 1, 1):  # one row and column of C, memory-bound: exact FP32 wherever it runs
                 for target in (H100, a100_gpu):
                     p = tc_plan(mode, shape, target)
-                    assert computes(p.variant, "f32") == "float32" and "exact FP32" in p.reason, (mode, target.arch)
+                    assert p.variant.computes("f32") == "float32" and "exact FP32" in p.reason, (mode, target.arch)
                 continue
             unaligned = {FIRST[mode]} | (TF32_WGMMA if mode == "tf32" else set())
             assert tc_plan(mode, shape, H100, aligned=False).algorithm in unaligned
@@ -177,7 +177,7 @@ def test_tensor_cores_need_sm80_and_the_shared_memory():
             if v.smem <= a100:
                 assert p.algorithm == name
             else:  # a named tensor-core kernel the GPU cannot hold runs exact FP32, and says so
-                assert computes(p.variant, "f32") == "float32" and name in p.reason
+                assert p.variant.computes("f32") == "float32" and name in p.reason
 
 
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 200000))

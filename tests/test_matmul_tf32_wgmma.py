@@ -61,7 +61,6 @@ from gpumat.matmul.engine import (
     Target,
     built_modules,
     c_map_args,
-    computes,
 )
 from gpumat.runtime import geometry, kernels, tensormaps
 from gpumat.runtime.tensormaps import DATA_TYPES
@@ -207,7 +206,7 @@ def test_exact_float32_and_tf32x3_never_take_the_wgmma_rows(m, n, k, b_trans):
             q = tf32_plan(m, n, k, aligned=aligned, b_trans=b_trans, mode=mode)
             # (one row or column of C: a matrix-vector row, which computes exact FP32, any mode asked)
             assert q.algorithm not in TF32_WGMMA + TF32_NARROW
-            assert engine.computes(q.variant, "f32") in (mode, "float32")
+            assert q.variant.computes("f32") in (mode, "float32")
 
 
 @pytest.mark.parametrize(
@@ -227,7 +226,7 @@ def test_other_gpus_plan_as_before(target):
                 assert engine.plan(p, target) == with_rows
     for name in TF32_WGMMA + TF32_NARROW + TF32_ATBT:
         named = tf32_plan(64, 64, 64, target, name)
-        assert computes(named.variant, "f32") == "float32" and name in named.reason and "exact FP32" in named.reason
+        assert named.variant.computes("f32") == "float32" and name in named.reason and "exact FP32" in named.reason
 
 
 def test_batched_tf32_products_run_on_the_wgmma_rows_too():

@@ -112,7 +112,7 @@ class BoundPlan:
             rows = [VARIANTS[algorithm]]
         else:
             pair = (p.dtype, p.out_dtype)
-            rows = [v for v in VARIANTS.values() if pair in v.kernels and planner.computes(v, p.dtype) == p.mode]
+            rows = [v for v in VARIANTS.values() if pair in v.kernels and v.computes(p.dtype) == p.mode]
         reads = any(v.needs_aligned or v.auto_needs_aligned for v in rows)
         alignments = [replace(p, a_aligned=x, b_aligned=y) for x in (True, False) for y in (True, False)]
         # a plan measured for one alignment of the problem (tuning) is that alignment's alone: one plan each

@@ -121,11 +121,6 @@ ROUND_TRIP_S = 0.65e-6
 WIDE_GROUP_SLOWDOWN = 1.55
 
 
-def computes(v: Variant, dtype: str) -> str:
-    """The precision mode a variant computes operands of `dtype` at (teaching kernels: the dtype's own)."""
-    return v.computes(dtype)
-
-
 def unavailable(v: Variant, t: Target) -> str | None:
     """Why the variant cannot run on the target, or None when it can."""
     if v.kernels and next(iter(v.kernels.values())).module not in t.modules:
@@ -329,7 +324,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         for v in VARIANTS.values()
         if v.tier == tier
         and pair in v.kernels
-        and computes(v, p.dtype) == p.mode
+        and v.computes(p.dtype) == p.mode
         and unavailable(v, t) is None
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)

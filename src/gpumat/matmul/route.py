@@ -125,7 +125,7 @@ def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
     other dtypes compute in their own format ("native"); float64 and float32 also emulated on INT8
     ("fp64_int8", "fp32_int8", asked for by the call)."""
     if sfx != "f32":
-        own = "native" if algorithm == "auto" else planner.computes(VARIANTS[algorithm], sfx)
+        own = "native" if algorithm == "auto" else VARIANTS[algorithm].computes(sfx)
         if precision is None:
             return own
         if precision != EMULATED.get(sfx):
@@ -141,7 +141,7 @@ def _mode(sfx: str, algorithm: str = "auto", precision=None) -> str:
         precision = _precision.check_precision(precision, also=(EMULATED["f32"],))
     if algorithm == "auto":
         return _precision.get_matmul_precision() if precision is None else precision
-    own = planner.computes(VARIANTS[algorithm], "f32")
+    own = VARIANTS[algorithm].computes("f32")
     if precision is not None and precision != own:
         raise ValueError(f"matmul algorithm {algorithm!r} computes at precision {own!r}, not {precision!r}")
     return own
