@@ -36,6 +36,7 @@ from gpumat.matmul.engine import (
     model,
     plan,
     problem_of_call,
+    ranked,
     swappable,
     swapped,
     unavailable,
@@ -175,7 +176,15 @@ def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b
         assert not q.swap
     if fell_back(p, q):
         assert "exact FP32" in q.reason
-        assert not candidates(p, t, 1) or matrix_vector(p)
+        # no kernel of the mode runs here, a matrix-vector row's shape, or the exact plan modelled at least
+        # as fast as the mode's for the operands aligned
+        aligned = replace(p, a_aligned=True, b_aligned=True)
+        exact_aligned = plan(replace(aligned, mode="float32"), t).seconds
+        assert not candidates(p, t, 1) or matrix_vector(p) or exact_aligned <= ranked(aligned, t)[0].seconds
+    elif p.mode in ("tf32", "tf32x3") and not matrix_vector(p):
+        # the mode's plan (ranked's first), modelled faster than the exact one for the operands aligned
+        aligned = replace(p, a_aligned=True, b_aligned=True)
+        assert ranked(aligned, t)[0].seconds < plan(replace(aligned, mode="float32"), t).seconds
     elif p.mode in ("tf32", "tf32x3") and matrix_vector(p):
         # 2-16 rows or columns of C, where the mode's tiles were modelled well ahead of the exact rows (for
         # the operands aligned: the precision does not depend on where they lie)

@@ -243,7 +243,9 @@ def test_auto_plans_for_the_gpu_it_runs_on():
         assert p.target.max_smem == dev.max_smem_optin
         assert p == plan_problem(Problem(m, n, k, "f32", "f32", "float32", *ok), Target.of(dev))
         assert p.kernel is p.variant.kernels[("f32", "f32")] and p.smem <= dev.max_smem_optin
-        assert p.kernel.name == f"matmul_{p.algorithm.replace('sgemm', 'sgemm_')}"
+        # the SGEMM entry points (matmul_sgemm_128x128, ...), or a small product's teaching tile (matmul_tiled16x64_f32)
+        names = (f"matmul_{p.algorithm.replace('sgemm', 'sgemm_')}", f"matmul_{p.algorithm}_f32")
+        assert p.kernel.name in names and (p.algorithm != "tiled16x64" or m == 64), p
 
 
 @gpu

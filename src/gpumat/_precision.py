@@ -11,6 +11,8 @@ The mode is chosen per call (`gm.matmul(a, b, precision="tf32x3")`), or for a bl
 thread (`with gm.matmul_precision("tf32"): ...`), or for the process (`gm.set_matmul_precision(...)`);
 a call's own argument wins over a scope, a scope over the process default. On GPUs without TF32
 tensor cores (compute capability below 8.0) the tensor-core modes run the exact FP32 kernels.
+Either tensor-core mode bounds the error, not the arithmetic: where the cost model ranks exact FP32 at
+least as fast (small, skinny and short-K products), auto runs exact FP32, which is at least as accurate.
 A call may also ask for "fp32_int8", the product emulated on the INT8 tensor cores
 (gpumat.matmul.ozaki): never a default, since it takes no batch.
 """

@@ -106,9 +106,6 @@ SWAP_MARGIN = 1.1
 TF32_MV_MIN_K = 1024
 TF32_MV_MARGIN = 1.05  # and only where they are modelled faster by more than this factor
 TF32_MV_ARCHS = (90,)  # on the architectures where that was measured (the H200, sm_90)
-# the K up to which a batch of products of at most 64 x 64 (the small-products row's) counts as tiny: a
-# tensor-core mode runs it as exact FP32 (plan)
-SMALL_K = 64
 
 # one memory round trip of a memory-bound row's step (Variant.round_bytes), and how it meets the bytes'
 # time: neither alone (the steps of many blocks overlap, the bytes are drawn while a block waits) but the
@@ -453,17 +450,15 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
         return _make(v, p, t, splits, k_chunk, model(v, swapped(p) if swap else p, t, splits, k_chunk), why, swap)
     if algorithm != "auto":
         return _named(p, t, algorithm)
-    # a batch of tiny products is bound by memory (a 64^3 float32 product does 16 FLOP a byte it moves):
-    # the exact FP32 rows (the small-products rows among them) may run it faster than the TF32 tiles, and
-    # where their model says so, they run it
-    tiny = (
-        p.mode in ("tf32", "tf32x3")
-        and p.batch > 1
-        and p.k <= SMALL_K
-        and VARIANTS["small_wide"].computes_shape(p.m, p.n)
-    )
-    if p.mode in ("tf32", "tf32x3") and matrix_vector(p):
-        return _matrix_vector_at_tf32(p, t)
+    if p.mode in ("tf32", "tf32x3"):
+        return _matrix_vector_at_tf32(p, t) if matrix_vector(p) else _tensor_cores_or_exact(p, t)
+    return _auto(p, t)
+
+
+def _auto(p: Problem, t: Target) -> MatmulPlan:
+    """auto's choice by the model among the rows of p's mode: the least modelled time among the tier-1
+    candidates (swapped where that is SWAP_MARGIN faster), else among tier 2; a float32 tensor-core mode with
+    no kernel here runs the exact FP32 plan."""
     for tier in (1, 2):
         options = _options(p, t, tier)
         if options:
@@ -478,15 +473,33 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
             if swap is not None:
                 why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}); {why}"
                 return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
-            if tiny:
-                what = f"{p.mode} asked for a batch of {p.m} x {p.k} @ {p.k} x {p.n} products"
-                exact = _exact_fp32(p, t, f"{what}, which its rows model at {seconds * 1e6:.1f} us")
-                if exact.seconds <= seconds:
-                    return exact
             return _make(v, p, t, splits, k_chunk, seconds, why)
     if p.mode in ("tf32", "tf32x3"):
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
     raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
+
+
+def _tensor_cores_or_exact(p: Problem, t: Target) -> MatmulPlan:
+    """auto's plan for a float32 tensor-core mode (a C wider than a matrix-vector row's): the mode's plan, or
+    the exact FP32 plan where the model ranks that at least as fast. Exact FP32 is at least as accurate as
+    either mode, and it is faster where the tensor-core tiles wait on latency or memory rather than on
+    arithmetic: batches of tiny products, small and skinny products, short K. tf32x3 has one 128 x 128
+    tile, three passes a k-step (bench sweep, H200, 2026-11-30: 128^3 13.8 us against 4.2 exact, 32 x 4096
+    x 4096 61.5 against 36.0, x @ W.T with 32 rows of a 14336 x 4096 W 300 against 169; by the two sweeps'
+    timings, this rule lifts tf32x3's geometric mean against cuBLAS FP32 over the sweep from 0.91 to 1.08,
+    where always taking the faster measured plan of the two would give 1.09); for tf32 the rule moves a few small
+    products. Weighed for the operands 16-byte aligned, so that the precision a call runs at does not
+    depend on where its operands lie."""
+    chosen = _auto(p, t)
+    if chosen.problem.mode == "float32":  # no kernel of the mode runs here
+        return chosen
+    aligned = replace(p, a_aligned=True, b_aligned=True)
+    mode_aligned = chosen if aligned == p else plan(aligned, t)
+    exact_aligned = plan(replace(aligned, mode="float32"), t)
+    if mode_aligned.problem.mode == "float32" or exact_aligned.seconds <= mode_aligned.seconds:
+        what = f"{p.mode} asked for {p.describe()}, which its rows model at {mode_aligned.seconds * 1e6:.1f} us"
+        return _exact_fp32(p, t, f"{what} for aligned operands")
+    return chosen
 
 
 plan.cache_clear = _plan.cache_clear  # for tests that change the table of variants
