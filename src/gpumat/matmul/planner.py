@@ -328,6 +328,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
+        and (v.auto_min_n is None or p.n >= v.auto_min_n)
         and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)
         and not (v.auto_in_place and any(_copies(v, p)))
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)

@@ -142,6 +142,9 @@ class Variant:
     # auto picks it only for a C of at most this many columns as its kernel computes C (a swapped plan's C^T:
     # the tokens): the shapes its constants were measured on (None: any)
     auto_max_n: int | None = None
+    # auto picks it only for a C of at least this many columns as its kernel computes C: where narrower Cs
+    # measured well over its model (None: any)
+    auto_min_n: int | None = None
     # auto picks it only for at most this many products in one call: the batches its constants were measured
     # on (None: any)
     auto_max_batch: int | None = None
@@ -622,6 +625,14 @@ WGMMA_BANDWIDTH = 4.75e12
 # what every row of the wgmma kernel shares: sm_90a code, operands the copy engine reads (16-byte aligned,
 # else copied first), a persistent grid
 HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persistent": True}
+# the fewest columns of C auto gives the wgmma rows that read B row-major (B's tensor map boxes of 64
+# columns): at 8 columns they ran 1.2-2.3x their modelled time where 16 columns ran at 0.9-1.2x (H200,
+# 2026-11-30, float16, benchmarks/results/probe-narrow-n-float16-nvidia-h200-2026-11-30.json: 16384 x 8 x
+# 1024 on wgmma128x64 23.8 us, modelled 10.2, against 11.5 at 16 columns; 4096 x 8 x 4096 16.2 at its best
+# split, modelled 13.6). Such a C runs on the mma.sync tiles or on the 64 x 16 tile over B's transposed copy,
+# which the model times closer: over the probe's 8-column products with B row-major, auto's pick went from
+# 0.84 to 0.95 of the fastest timed plan's speed (geometric mean)
+WGMMA_ROW_MAJOR_B_MIN_N = 9
 
 
 def _wgmma(
@@ -645,6 +656,7 @@ def _wgmma(
         min_k_chunk=256,
         bandwidth=WGMMA_BANDWIDTH,
         stages_padding=True,
+        auto_min_n=None if reads_b_trans else WGMMA_ROW_MAJOR_B_MIN_N,
         **_wave(tiled if (tiled := f"wgmma{tile[0]}x{tile[1]}") in WAVE_FLOOR else "wgmma"),
         **latency,
     )
