@@ -630,3 +630,20 @@ def test_auto_s_float32_candidates_compute_at_one_mode_and_only_float32_takes_th
     teaching = VARIANTS["tiled16x64"]
     assert teaching.auto_may_take("f32") and not any(teaching.auto_may_take(d) for d in ("f16", "bf16", "f64"))
     assert teaching.computes("f16") == "native" and teaching.computes("f32") == "float32"
+
+
+@pytest.mark.parametrize("sfx", ["f16", "bf16"])
+@pytest.mark.parametrize("a_trans", [False, True])
+@given(m=st.integers(17, 20000), n=st.integers(2, 24), k=dims(20000, TILES))
+def test_a_c_of_at_most_8_columns_is_not_given_to_the_wgmma_rows_that_read_b_row_major(sfx, a_trans, m, n, k):
+    """Those rows ran 8-column products 1.2-2.3x over their model (auto_min_n): auto leaves such a C to the
+    other rows; from 9 columns they are candidates again (C of more than 16 rows: fewer go to the matrix-vector
+    rows)."""
+    p = Problem(m, n, k, sfx, sfx, "native", True, True, 1, a_trans, False)
+    row_major_b = {v.name for v in VARIANTS.values() if v.tma and v.tier == 1 and v.auto_min_n is not None}
+    assert {"wgmma128x64", "wgmma64x64", "wgmma128x256at"} <= row_major_b
+    assert not any(VARIANTS[name].reads_b_trans for name in row_major_b)
+    names = {v.name for v in candidates(p, H100, 1)}
+    assert bool(names & row_major_b) == (n >= 9), (names, n)
+    q = plan(p, H100)
+    assert q.swap or (q.algorithm in row_major_b) <= (n >= 9)
