@@ -52,18 +52,6 @@
 // multiple of BK (64 halves, 32 floats) when there is more than one split (a k tile never straddles two
 // splits: the copy engine reads whole boxes).
 //
-// Stream-K (the *sk entries, 16-bit inputs): no split; the k tiles of all the work items, item after item,
-// are cut into gridDim.x ranges of equal length (to one k tile), one a block, so a product of fewer tiles
-// than SMs, or a last wave that would leave most of them idle, keeps every SM busy. A block's range starts
-// and ends inside items: an item is computed by the blocks whose ranges cover it. The block with its first
-// k tile (its owner, which reaches it at the end of its range) adds, in k order, the partial sums of the
-// blocks after it, which reach the item first, at the start of their ranges: each of those writes its
-// accumulators to its slot of `partials` (a slot a block and consumer warpgroup) and then sets its flag to
-// this launch's epoch; the owner waits for the flag, adds, and writes C through the epilogue. The same
-// grid gives the same ranges and the same order of sums: the bits repeat. The flags lie in scratch that
-// held other data before: a launch's epoch is a 64-bit value its process draws at random and counts up
-// from, so what an earlier use left there reads as set only by a 2^-64 chance.
-//
 // Batches: `batch` products in one launch (a batch has one split), work items over the batch's tiles.
 // The maps of A and B are 3-D, the matrix their outer dimension (a map of one matrix when every product
 // shares it: `batched` bit 0 for A, bit 1 for B says which hold a matrix a product); C's layers, a
@@ -204,60 +192,6 @@ struct Batch {
     __device__ Batch(int count_, long long c_layer_, int batched)
         : count(count_), c_layer(c_layer_), a_batched(batched & 1), b_batched(batched & 2)
     {
-    }
-};
-
-// Stream-K's scratch (the *sk entries): partial sums, a slot of CONSUMERS x ACC x 128 floats a block, and a
-// flag a block and consumer; epoch: this launch's (see the header).
-struct StreamK {
-    float* partials;
-    unsigned long long* flags;
-    unsigned long long epoch;
-};
-
-// The k range [k_lo, k_hi) of work item w that a block runs next.
-struct Span {
-    int w, k_lo, k_hi;
-};
-
-// The spans a block runs, in order. Without stream-K, items blockIdx.x, + gridDim.x, ..., each over its
-// split's k range; with it (SK), the block's share of all the items' k tiles (see the header; the host
-// keeps their count, items x k tiles an item, below 2^31).
-template <bool SK, int BK>
-struct Spans {
-    int pos, end, iters;  // SK: this block's k tiles, counted across the items; else pos is the next item
-    int share, extra;     // SK: every block's range has `share` k tiles, the first `extra` one more
-    __device__ Spans(int works, int K) : iters((K + BK - 1) / BK)
-    {
-        if constexpr (SK) {
-            const int total = works * iters;
-            share = total / (int)gridDim.x;
-            extra = total - share * (int)gridDim.x;
-            pos = range_start(blockIdx.x);
-            end = range_start(blockIdx.x + 1);
-        } else {
-            pos = blockIdx.x;
-            end = works;
-        }
-    }
-    // SK: where block b's range begins (32-bit arithmetic: a 64-bit division is a call that spills)
-    __device__ int range_start(int b) const { return b * share + min(b, extra); }
-    __device__ bool next(Span& s, int tiles, int splits, int k_chunk, int K)
-    {
-        if (pos >= end) return false;
-        if constexpr (SK) {
-            s.w = pos / iters;
-            const int t0 = pos - s.w * iters, t1 = min(iters, t0 + (end - pos));
-            s.k_lo = t0 * BK;
-            s.k_hi = min(K, t1 * BK);
-            pos += t1 - t0;
-        } else {
-            s.w = pos;
-            s.k_lo = (pos / tiles) % splits * k_chunk;
-            s.k_hi = min(K, s.k_lo + k_chunk);
-            pos += gridDim.x;
-        }
-        return true;
     }
 };
 
@@ -848,12 +782,11 @@ __device__ __forceinline__ void finish_with(float (&d)[ACC], const gpumat::Epilo
 // ACT: with EPI, the activation fixed at compile time (0-3: one copy of the body an activation, the TF32
 // entries: their recomputation of non-finite outputs beside four activations' finish() in one body
 // made ptxas spill the work loop's state), or -1: switched on at each tile (finish_with).
-// SK: stream-K (16-bit inputs, one split), with its scratch sk.
-template <int BM, int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1, bool SK = false>
+template <int BM, int BN, class T, class Out, bool EPI, bool A_MMAJOR, bool B_KMAJOR, int ACT = -1>
 __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
                                      Out* __restrict__ C, int M, int N, int K, long long ldc, int k_chunk, int c_store,
                                      const Batch& batch, const T* A, long long lda, long long sa, const T* B,
-                                     long long ldb, long long sb, const gpumat::Epilogue& ep, const StreamK sk = {})
+                                     long long ldb, long long sb, const gpumat::Epilogue& ep)
 {
 #ifdef GPUMAT_HAS_WGMMA
     using Cfg = Tile<BM, BN>;
@@ -872,7 +805,6 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                   "INT8: K-major; C the int32 sums or int8 residues (no epilogue), or floats with one");
     using Acc = std::conditional_t<INT8, int, float>;
     static_assert(BN >= 64 || B_KMAJOR, "B in 64-column boxes: the narrow widths read it K-major (BN rows)");
-    static_assert(!SK || (!TF32 && !INT8 && sizeof(T) == 2), "stream-K: 16-bit inputs");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes: stages start on such a boundary
     const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -881,9 +813,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const uint32_t empty = bars + Cfg::BAR_BYTES / 2;
     const int tid = threadIdx.x, wg = tid / 128;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int splits = SK ? 1 : max(1, (K + k_chunk - 1) / k_chunk);
+    const int splits = max(1, (K + k_chunk - 1) / k_chunk);
     const int works = tiles_m * tiles_n * splits * batch.count;
-    using Walk = Spans<SK, BK_BYTES / (int)sizeof(T)>;
     // C stored transposed (c_store 2): 16-bit inputs, int8 with int32 C, and TF32 tiles of at most 64 columns
     // (the wider TF32 bodies, with their recomputation of non-finite outputs, have no registers left for the
     // strided epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
@@ -908,12 +839,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         if constexpr (Cfg::CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             int stage = 0, phase = 0;
-            Walk walk(works, K);
-            for (Span sp; walk.next(sp, tiles_m * tiles_n, splits, k_chunk, K);) {
-                const Work wk = work_item(sp.w, tiles_m, tiles_n);
+            for (int w = blockIdx.x; w < works; w += gridDim.x) {
+                const Work wk = work_item(w, tiles_m, tiles_n);
                 const int matrix = wk.layer / splits;
-                const int k_begin = sp.k_lo;
-                const int k_tiles = (sp.k_hi - k_begin + BK - 1) / BK;
+                const int k_begin = (wk.layer - matrix * splits) * k_chunk;
+                const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
                 // the matrices of A and B this item reads: its own, or the one a shared operand has
                 const int za = batch.a_batched ? matrix : 0, zb = batch.b_batched ? matrix : 0;
                 for (int t = 0; t < k_tiles; ++t) {
@@ -973,12 +903,11 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     a_off[h][x] = (warp >> 1) * 4096 + k * 128 + (((m >> 2) ^ k) << 4) + (m & 3) * 4;
                 }
         }
-        Walk walk(works, K);
-        for (Span sp; walk.next(sp, tiles_m * tiles_n, splits, k_chunk, K);) {
-            const Work wk = work_item(sp.w, tiles_m, tiles_n);
+        for (int w = blockIdx.x; w < works; w += gridDim.x) {
+            const Work wk = work_item(w, tiles_m, tiles_n);
             const int matrix = wk.layer / splits;
-            const int k_begin = sp.k_lo;
-            const int k_tiles = (sp.k_hi - k_begin + BK - 1) / BK;
+            const int k_begin = (wk.layer - matrix * splits) * k_chunk;
+            const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
             // this item's C: a split's partial layer or a matrix of the batch (one of the two is 0)
             Out* const Cz = C + wk.layer * batch.c_layer;
             if constexpr (EPI && !TF32) {  // (TF32's body has no registers to spare for it: it spilled)
@@ -1067,46 +996,6 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
             }
             wgmma_wait<0>();
             if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
-            if constexpr (SK) {
-                float* const slots = sk.partials;
-                if (sp.k_lo > 0) {
-                    // the item's owner adds these: this block's slot, then its flag (after every thread's stores)
-                    float* const mine = slots + ((long long)blockIdx.x * Cfg::CONSUMERS + c) * ACC * 128;
-                    // four accumulators a 16-byte store, a warp's 32 of them 512 consecutive bytes
-#pragma unroll
-                    for (int i = 0; i < ACC; i += 4)
-                        __stcg(reinterpret_cast<float4*>(mine + i * 128) + lt, make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]));
-                    warpgroup_sync(1 + c);
-                    if (lt == 0) {
-                        __threadfence();
-                        asm volatile("st.release.gpu.global.b64 [%0], %1;\n"
-                                     :: "l"(sk.flags + blockIdx.x * Cfg::CONSUMERS + c), "l"(sk.epoch) : "memory");
-                    }
-                    continue;
-                }
-                // the owner: the partial sums of the blocks after it, in k order, until the item's last k tile
-                for (int b = blockIdx.x + 1, done = (sp.k_hi + BK - 1) / BK; done < walk.iters; ++b) {
-                    if (lt == 0) {
-                        const unsigned long long* flag = sk.flags + b * Cfg::CONSUMERS + c;
-                        unsigned long long seen;
-                        do {
-                            asm volatile("ld.acquire.gpu.global.b64 %0, [%1];\n" : "=l"(seen) : "l"(flag) : "memory");
-                        } while (seen != sk.epoch);
-                    }
-                    warpgroup_sync(1 + c);
-                    const float* theirs = slots + ((long long)b * Cfg::CONSUMERS + c) * ACC * 128;
-#pragma unroll
-                    for (int i = 0; i < ACC; i += 4) {
-                        const float4 x = __ldcg(reinterpret_cast<const float4*>(theirs + i * 128) + lt);
-                        d[i] += x.x;
-                        d[i + 1] += x.y;
-                        d[i + 2] += x.z;
-                        d[i + 3] += x.w;
-                    }
-                    // block b's range: the item's k tiles from `done` on, as far as its length reaches
-                    done = min(walk.iters, done + walk.share + (b < walk.extra));
-                }
-            }
 
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
@@ -1337,29 +1226,4 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         else                                                                                                  \
             gemm<BM, BN, T, OUT, true, A_MMAJOR, B_KMAJOR>(map_a, map_b, map_c, C, M, N, K, ldc, k_chunk,     \
                                                              c_store, products, none, 0, 0, none, 0, 0, ep);  \
-    }
-
-// matmul_wgmma<BM>x<BN>[bt]sk_<dtype>(the arguments above, partials, flags and epoch before the
-// epilogue's): the same tile run
-// stream-K (see the header): k_chunk = K, grid (min(SMs, the items' k tiles), 1, 1); partials: gridDim.x x
-// BM / 64 slots of 128 x (BN / 2) floats; flags: gridDim.x x BM / 64 64-bit words; epoch: this launch's.
-#define GPUMAT_WGMMA_HALF_SK(NAME, BM, BN, T, OUT, A_MMAJOR, B_KMAJOR)                                       \
-    extern "C" __global__ void __launch_bounds__(Tile<BM, BN>::THREADS, 1) NAME(                              \
-        const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,                    \
-        const __grid_constant__ TensorMap map_c, OUT* __restrict__ C, int M, int N, int K, long long ldc,     \
-        int k_chunk, int c_store, int batch, long long c_layer, int batched, float* partials,                \
-        unsigned long long* flags, unsigned long long epoch, GPUMAT_EPILOGUE_PARAMS)                          \
-    {                                                                                                         \
-        const gpumat::Epilogue ep = GPUMAT_EPILOGUE_ARGS;                                                     \
-        const Batch products(batch, c_layer, batched);                                                        \
-        const StreamK sk{partials, flags, epoch};                                                             \
-        const T* none = nullptr;                                                                              \
-        if (scales_only(ep))                                                                                  \
-            gemm<BM, BN, T, OUT, false, A_MMAJOR, B_KMAJOR, -1, true>(map_a, map_b, map_c, C, M, N, K, ldc,   \
-                                                                       k_chunk, c_store, products, none, 0, 0, \
-                                                                       none, 0, 0, ep, sk);                   \
-        else                                                                                                  \
-            gemm<BM, BN, T, OUT, true, A_MMAJOR, B_KMAJOR, -1, true>(map_a, map_b, map_c, C, M, N, K, ldc,    \
-                                                                      k_chunk, c_store, products, none, 0, 0,  \
-                                                                      none, 0, 0, ep, sk);                    \
     }

@@ -83,13 +83,3 @@ GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16, 64, 16, __half, __half, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_f16_f32out, 64, 16, __half, float, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16, 64, 16, __nv_bfloat16, __nv_bfloat16, true, true)
 GPUMAT_WGMMA_HALF(matmul_wgmma64x16atbt_bf16_f32out, 64, 16, __nv_bfloat16, float, true, true)
-
-// stream-K: the two wide tiles, A row-major, B row-major or stored transposed (x @ W.T), C in the input dtype
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x256sk_f16, 128, 256, __half, __half, false, false)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x256sk_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, false, false)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x256btsk_f16, 128, 256, __half, __half, false, true)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x256btsk_bf16, 128, 256, __nv_bfloat16, __nv_bfloat16, false, true)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x128sk_f16, 128, 128, __half, __half, false, false)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x128sk_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, false, false)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x128btsk_f16, 128, 128, __half, __half, false, true)
-GPUMAT_WGMMA_HALF_SK(matmul_wgmma128x128btsk_bf16, 128, 128, __nv_bfloat16, __nv_bfloat16, false, true)

@@ -160,9 +160,7 @@ def test_many_work_items_a_block_on_every_row(name):
                 x.free()
 
 
-# (a stream-K row's block ranges cut the whole batch's k tiles: a matrix's sums split where the batch puts
-# them, so its bits differ from the matrix's own product; they still repeat: tests/test_matmul_streamk.py)
-@pytest.mark.parametrize("name", [name for name in TMA_ROWS if not VARIANTS[name].streamk])
+@pytest.mark.parametrize("name", TMA_ROWS)
 def test_a_batched_tma_product_equals_each_matrix_s_2d_product_bit_for_bit_and_repeats(name):
     batch, m, n, k = 4, 200, 72, 320  # 72 columns: C's rows are not whole 128-byte boxes
     for kind, dtype, precision in cases_of(name):

@@ -98,10 +98,7 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     # K: one chunk, or splits on the variant's alignment, each with work, together covering K
     assert 1 <= q.splits <= v.max_splits
     if q.splits == 1:
-        assert q.k_chunk == k and q.reduce is None
-        # stream-K: a float32 tile of partial sums and a 64-bit flag a consumer warpgroup, a block
-        sk = q.grid[0] * (v.tile[0] * v.tile[1] * 4 + v.tile[0] // 64 * 8) if v.streamk else 0
-        assert q.scratch_bytes == sk
+        assert q.k_chunk == k and q.reduce is None and q.scratch_bytes == 0
     else:
         assert v.splits_k
         assert q.k_chunk % v.k_align == 0 and q.k_chunk >= v.min_k_chunk
@@ -126,13 +123,12 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
         assert q.kernel_problem is q.problem
     # the grid covers C once
     gx, gy, gz = q.grid
-    assert q.grid == v.grid(m, n, q.splits, t.sm_count, 1, k)
+    assert q.grid == v.grid(m, n, q.splits, t.sm_count)
     tile_m, tile_n = v.tile
     if v.packs:  # several whole matrices a block
         assert q.grid == (1, 1, 1) and m <= v.max_m and n <= v.max_n
-    elif v.persistent:  # one block a slot; blocks walk the work items (stream-K: their k tiles)
+    elif v.persistent:  # one block a slot; blocks walk the work items
         works = geometry.cdiv(m, tile_m) * geometry.cdiv(n, tile_n) * q.splits
-        works *= geometry.cdiv(k, v.k_align) if v.streamk else 1
         assert 1 <= gx <= works and gx <= t.sm_count * v.blocks_per_sm and (gy, gz) == (1, 1)
     else:
         assert gz == q.splits and 1 <= gy <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X

@@ -57,8 +57,7 @@ from gpumat.runtime import geometry
 DTYPES = ("float16", "bfloat16")
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 # the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
-# (the stream-K rows, named only, without float32 C or split-K, are tests/test_matmul_streamk.py's)
-VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80 and not v.streamk]
+VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
 NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
 # the mma.sync tiles (cuda/matmul_tc_half.cu): every view in place, batches, split-K
 MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_tc_half"}]
@@ -67,7 +66,7 @@ MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()
 WGMMA = [
     name
     for name, v in ROWS.items()
-    if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"} and ("f16", "f16") in v.kernels and not v.streamk
+    if {k.module for k in v.kernels.values()} == {"matmul_wgmma_half"} and ("f16", "f16") in v.kernels
 ]
 # the rows that read A stored transposed (K rows of M: X.T @ B) in place
 AT_ROWS = [name for name in WGMMA if ROWS[name].reads_a_trans]

@@ -11,8 +11,7 @@ as in a Matrix's _operand() tuple, is not read). The shapes:
     tma        one TMA kernel reading A and B in place (16-byte aligned), the tensor maps made per call, a
                batch's matrices among its work items
     general    operands copied first into the layout (and 16-byte alignment) the kernel reads, split-K's
-               partials and their reduction, stream-K's scratch, a batch beyond the grid's limit in several
-               launches
+               partials and their reduction, a batch beyond the grid's limit in several launches
     zero       K = 0: C = act(beta C + bias), a zero fill or the planned kernel over K = 0
     emulated   the float64 or float32 product emulated on INT8 (precision "fp64_int8" or "fp32_int8",
                gpumat.matmul.ozaki): a transposed operand copied row-major first, then the scheme's
@@ -28,8 +27,6 @@ after the launches, so it is reused only once they are done.
 
 from __future__ import annotations
 
-import itertools
-import random
 from dataclasses import replace
 
 from .._dtypes import ITEMSIZE
@@ -44,11 +41,6 @@ from .maps import SWIZZLE_BYTES, c_map, tensor_map
 from .plan import MatmulPlan
 from .problem import Problem, Target
 from .variants import IDENTITY, LEADING, VARIANTS, accumulator, gemm_arguments, reduce_arguments, tma_arguments
-
-# stream-K launches' epochs (cuda/matmul_wgmma.cuh): a random 62-bit start for the process, counted up a
-# launch, so that no flag an earlier use of the scratch left reads as this launch's (next() on a count is
-# atomic under the GIL)
-_STREAMK_EPOCHS = itertools.count(random.SystemRandom().getrandbits(62) | 1)
 
 
 class BoundPlan:
@@ -81,7 +73,7 @@ class BoundPlan:
         self._rows = (q.k if q.a_trans else q.m, q.n if q.b_trans else q.k)  # stored rows of A and B a matrix
         self._plain = self._every = None
         self.launches = bool(q.m and q.n and q.batch)  # whether run() queues anything
-        one = plan.splits == 1 and not (plan.copy_a or plan.copy_b or v.streamk)
+        one = plan.splits == 1 and not (plan.copy_a or plan.copy_b)
         if not self.launches:
             self.shape, self.run = "nothing", self._nothing
         elif q.k == 0:
@@ -233,13 +225,7 @@ class BoundPlan:
                 # a split's partial product laid out as C: m rows of n, or (swapped: written transposed) n of m
                 ld = m if p.swap else n
                 out, out_sfx, product_epilogue = (partials, ld, 0), accumulator(q.dtype), IDENTITY
-            if v.streamk:  # partial sums a block, then a flag a consumer warpgroup, in one scratch block
-                scratch = pool.alloc(p.scratch_bytes, stream)
-                held.append((scratch, p.scratch_bytes))
-                flags = scratch + p.grid[0] * v.tile[0] * v.tile[1] * 4
-                args = (*_tma_arguments(p, a, b, out, out_sfx), scratch, flags, next(_STREAMK_EPOCHS))
-                p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
-            elif v.tma:
+            if v.tma:
                 args = _tma_arguments(p, a, b, out, out_sfx)
                 p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
             else:

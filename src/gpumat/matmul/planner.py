@@ -68,9 +68,6 @@ from .variants import (
 )
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-# the bytes/s at which a stream-K item's owner reads the partial sums of a block after it (a float32 tile out
-# of L2, one SM): provisional, not yet measured
-STREAMK_PEER_BANDWIDTH = 100e9
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
 COPY_LAUNCH_S = 5e-6  # the first copy's launch and the scratch allocation
 # a second operand's copy: one more launch queued behind the first (H200, 2026-11-29: 97 x 6007 x 2049
@@ -169,10 +166,7 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     sm_rate = v.rate / H100_SMS
     blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
     slowdown = 1.0 if p.a_aligned and p.b_aligned else v.unaligned_slowdown
-    if v.streamk:
-        seconds = slowdown * _streamk_seconds(v, p, t, sm_rate)
-        blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch, p.k)[0]  # (what draws the operands, below)
-    elif math.ceil(blocks / t.sm_count) <= v.blocks_per_sm:  # under a wave: each SM runs its few blocks side by side
+    if math.ceil(blocks / t.sm_count) <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
         per_sm = math.ceil(tiles * splits / t.sm_count)
         seconds = slowdown * max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
     else:
@@ -299,27 +293,6 @@ def split_options(v: Variant, k: int, batch: int = 1):
         if splits > 1 and (cdiv(k, k_chunk) != splits or k_chunk < v.min_k_chunk):
             continue
         yield splits, k_chunk
-
-
-def streamk_scratch(v: Variant, blocks: int) -> int:
-    """The bytes of a stream-K plan's scratch (cuda/matmul_wgmma.cuh, the *sk entries): a block's partial sums
-    (a float32 tile) and a 64-bit flag for each of its consumer warpgroups (a 64-row slice of the tile)."""
-    bm, bn = v.tile
-    return blocks * (bm * bn * 4 + (bm // 64) * 8)
-
-
-def _streamk_seconds(v: Variant, p: Problem, t: Target, sm_rate: float) -> float:
-    """A stream-K row's arithmetic: its block with the most k tiles (the work items' k tiles cut evenly over
-    the grid, to one k tile), then the partial sums of the blocks after it that the owner of a work item adds
-    (as many as the blocks an item spans beyond its own), each a tile of float32 read at STREAMK_PEER_BANDWIDTH."""
-    bm, bn = v.tile
-    iters = cdiv(p.k, v.k_align)
-    k_tiles = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * iters
-    blocks = min(k_tiles, t.sm_count * v.blocks_per_sm)
-    share = cdiv(k_tiles, blocks)
-    seconds = share * 2.0 * bm * bn * v.k_align / sm_rate
-    peers = 0 if share % iters == 0 and k_tiles % blocks == 0 else cdiv(iters, share)
-    return seconds + peers * bm * bn * 4 / STREAMK_PEER_BANDWIDTH
 
 
 def best_split(v: Variant, p: Problem, t: Target) -> tuple[float, int, int]:
@@ -697,10 +670,8 @@ def _make(
     copy_a, copy_b = _copies(v, q)
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
     # a tiled grid has one layer a matrix (the launcher cuts batches beyond the grid's limit); a persistent
-    # one walks the batch's tiles too (a stream-K one their k tiles)
-    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch, q.k)
-    if v.streamk:
-        scratch = streamk_scratch(v, grid[0])
+    # one walks the batch's tiles too
+    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch)
     return MatmulPlan(
         p,
         t,

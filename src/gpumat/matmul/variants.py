@@ -44,8 +44,6 @@ TENSOR_MAPS = "TTTPiiiqii" + "iqi" + EPILOGUE
 # ... and the storage the maps of A and B describe (address, row stride, batch stride), which the TF32
 # kernels read to recompute in FP32 the outputs the tensor cores leave infinite or NaN
 TENSOR_MAPS_EXACT = "TTTPiiiqii" + "iqi" + "PqqPqq" + EPILOGUE
-# ... or stream-K's scratch: partial sums, flags, and the launch's 64-bit epoch
-TENSOR_MAPS_STREAMK = "TTTPiiiqii" + "iqi" + "PPq" + EPILOGUE
 # the batch of small products (several matrices a block): A, B, C, M, N, K, lda, ldb, ldc, the batch's
 # products, whether A and B are stored transposed (read in place either way), then the batch strides
 SMALL = "PPPiiiqqq" + "iii" + BATCH + EPILOGUE
@@ -59,7 +57,6 @@ SIGNATURES = {
     "k_chunk": K_CHUNK,
     "tensor_maps": TENSOR_MAPS,
     "tensor_maps_exact": TENSOR_MAPS_EXACT,
-    "tensor_maps_streamk": TENSOR_MAPS_STREAMK,
     "small": SMALL,
     "ozaki": OZAKI,
 }
@@ -134,9 +131,6 @@ class Variant:
     packs: bool = False
     max_outputs: int | None = None
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
-    # stream-K (persistent, no split): the work items' k tiles cut into one equal range a block, grid =
-    # min(slots, k tiles); a block's partial sums of an item another block owns go through scratch
-    streamk: bool = False
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
     # the shapes it computes: C of at most max_m rows and max_n columns (None: any)
@@ -215,7 +209,7 @@ class Variant:
 
     @property
     def splits_k(self) -> bool:
-        return self.args not in ("plain", "small", "ozaki") and not self.streamk
+        return self.args not in ("plain", "small", "ozaki")
 
     def computes(self, dtype: str) -> str:
         """The precision mode it computes operands of `dtype` (a kernel suffix) at: its own, or for the teaching
@@ -260,16 +254,12 @@ class Variant:
         most 64 columns (the wider TF32 bodies have no registers left for it)."""
         return self.args == "tensor_maps" or (self.args == "tensor_maps_exact" and self.tile[1] <= 64)
 
-    def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1, k: int = 1) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
         65535), or for a persistent kernel one block a slot up to the number of work items (tiles x splits
-        x batch), or for a stream-K one up to the work items' k tiles (K given). The matrix-vector rows'
-        tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32, layers), gemv_m1 and gemv_m<R> (strips
-        of 128 columns, 1, layers), gemv_m1x32 (strips of 32 columns, 1, layers), gemv_m1bt and gemv_m<R>bt
-        (tiles of 32 columns, 1, layers)."""
-        if self.streamk:
-            k_tiles = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * batch * cdiv(k, self.k_align)
-            return max(1, min(k_tiles, sm_count * self.blocks_per_sm)), 1, 1
+        x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
+        layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1x32 (strips of 32
+        columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers)."""
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -564,17 +554,9 @@ def _tf32(
 # stored transposed (X.T @ B). Rates:
 # benchmarks/results/matmul-float16-*.json and matmul-bfloat16-*.json.
 def _half(
-    name: str,
-    module: str,
-    args: str,
-    tile,
-    threads: int,
-    smem: int,
-    split_launch_s: float = SPLIT_LAUNCH_WGMMA_S,
-    pairs: tuple = HALF_PAIRS,
-    **kw,
+    name: str, module: str, args: str, tile, threads: int, smem: int, split_launch_s: float = SPLIT_LAUNCH_WGMMA_S, **kw
 ) -> Variant:
-    names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in pairs}
+    names = {(s, d): f"matmul_{name}_{s}" + ("_f32out" if d != s else "") for s, d in HALF_PAIRS}
     kw.setdefault("tier", 1)
     return Variant(
         name,
@@ -654,27 +636,15 @@ WGMMA_ROW_MAJOR_B_MIN_N = 9
 
 
 def _wgmma(
-    tile: tuple[int, int],
-    rate: float,
-    reads_b_trans: bool = False,
-    reads_a_trans: bool = False,
-    streamk: bool = False,
-    **latency,
+    tile: tuple[int, int], rate: float, reads_b_trans: bool = False, reads_a_trans: bool = False, **latency
 ) -> Variant:
     """A row of the wgmma kernel: a producer warpgroup and one consumer warpgroup for each 64 rows of the
-    tile (Tile<BM, BN> in cuda/matmul_wgmma.cuh), one block an SM. streamk: the *sk entries (Variant.streamk:
-    every work item's k tiles cut into one equal range a block, no split of K, C in the input dtype), for
-    products whose tiles leave SMs idle or a last wave short."""
+    tile (Tile<BM, BN> in cuda/matmul_wgmma.cuh), one block an SM."""
     name = f"wgmma{tile[0]}x{tile[1]}" + ("at" if reads_a_trans else "") + ("bt" if reads_b_trans else "")
-    name += "sk" if streamk else ""
-    if streamk:
-        # named only (tier 0): on the H200 (2026-11-30, benchmarks/results/probe-streamk-*) the partial sums'
-        # exchange cost more than the idle SMs it fills
-        latency = {"pairs": (("f16", "f16"), ("bf16", "bf16")), "streamk": True, "max_splits": 1, "tier": 0, **latency}
     return _half(
         name,
         "matmul_wgmma_half",
-        "tensor_maps_streamk" if streamk else "tensor_maps",
+        "tensor_maps",
         tile,
         128 * (1 + tile[0] // 64),
         WGMMA_SMEM[tile],
@@ -1221,11 +1191,6 @@ _ROWS = [
     # 2048^3 25.5 against 25.6, 1024^3 9.1 against 9.1)
     _wgmma((128, 256), 720e12, reads_b_trans=True, reads_a_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 570e12, reads_b_trans=True, reads_a_trans=True, fixed_s=2.5e-6),
-    # stream-K on the two wide tiles (A row-major; B row-major or stored transposed): the plain rows' rates
-    _wgmma((128, 256), 780e12, streamk=True, fixed_s=3.25e-6),
-    _wgmma((128, 256), 720e12, reads_b_trans=True, streamk=True, fixed_s=3.25e-6),
-    _wgmma((128, 128), 610e12, streamk=True, fixed_s=2.5e-6),
-    _wgmma((128, 128), 570e12, reads_b_trans=True, streamk=True, fixed_s=2.5e-6),
     # 128 x 64 tiles (m64n64k16), every layout. Rates: three quarters of the 128 x 128 tiles' (half the
     # columns a k tile's A is read for). Over bench sweep's float16 shapes on the H200 (2026-11-28: 157
     # timings by name) the model gave their times within a factor 1.00 in geometric mean (the 128 x 128
