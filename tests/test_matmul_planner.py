@@ -75,8 +75,8 @@ def problem(kind: str, m: int, n: int, k: int, a_trans: bool = False, b_trans: b
 
 
 def fell_back(p: Problem, q: MatmulPlan) -> bool:
-    """A float32 tensor-core mode planned as exact FP32 (no tensor-core kernel on the GPU, or a
-    matrix-vector shape the exact rows run)."""
+    """A float32 tensor-core mode planned as exact FP32 (no tensor-core kernel on the GPU, a matrix-vector
+    shape the exact rows run, or exact FP32 modelled at least as fast for aligned operands)."""
     return p.mode in ("tf32", "tf32x3") and q.problem.mode == "float32"
 
 
@@ -647,3 +647,29 @@ def test_a_c_of_at_most_8_columns_is_not_given_to_the_wgmma_rows_that_read_b_row
     assert bool(names & row_major_b) == (n >= 9), (names, n)
     q = plan(p, H100)
     assert q.swap or (q.algorithm in row_major_b) <= (n >= 9)
+
+
+@pytest.mark.parametrize("mode", ["tf32", "tf32x3"])
+def test_a_tensor_core_mode_binds_the_plan_matmul_plan_shows_for_each_alignment(mode):
+    """auto at a tensor-core mode may run exact FP32, whose rows slow down on unaligned operands unlike the
+    mode's: the bound plan for each alignment of A and B is the planner's for it (what matmul_plan shows)."""
+    from gpumat.matmul.engine import BoundPlan
+
+    differs = 0
+    for m, n, k in ((32, 1024, 512), (300, 500, 200), (128, 128, 128), (64, 4096, 4096), (1000, 3001, 777)):
+        p = Problem(m, n, k, "f32", "f32", mode)
+        bound = BoundPlan.for_problem(p, H100, "auto", FAKE_DEVICE)
+        made = {key: plan(replace(p, a_aligned=key[0], b_aligned=key[1]), H100) for key in ALIGNMENTS}
+        for key, want in made.items():
+            got = (bound._by_alignment[key] if bound._by_alignment else bound).plan
+            assert (got.algorithm, got.splits, got.copy_a, got.copy_b) == (
+                want.algorithm,
+                want.splits,
+                want.copy_a,
+                want.copy_b,
+            ), (m, n, k, key)
+        differs += len({(q.algorithm, q.splits) for q in made.values()}) > 1
+    assert differs  # the case the binding must see: plans that differ by alignment
+
+
+ALIGNMENTS = [(x, y) for x in (True, False) for y in (True, False)]

@@ -84,21 +84,28 @@ def _queued_us(torch, fn) -> float:
 def _named(torch, names, auto, A, B, C, precision, stream) -> dict[str, float]:
     """Queued microseconds of every variant auto may choose from (tier 1 and its fallback, same precision
     mode as auto's plan), each at its own modelled split and, where that splits K, unsplit too: the
-    data the planner's constants are fitted to, and how far auto is from the best of them."""
+    data the planner's constants are fitted to, and how far auto is from the best of them. A float32
+    tensor-core mode's auto weighs the exact FP32 rows too (it runs them where the model ranks them at least
+    as fast): those are timed beside the mode's, each named at its own precision."""
     timed = {}
+    modes = {auto.variant.computes(auto.problem.dtype)}
+    if precision in ("tf32", "tf32x3"):
+        modes |= {precision, "float32"}
     for name in names:
         if name == "auto":
             continue
+        # (at a tensor-core mode each row is named at its own precision: the mode's, or exact FP32's)
+        own = None if precision in ("tf32", "tf32x3") else precision
         try:
-            plan = gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision)
+            plan = gm.matmul_plan(A, B, out=C, algorithm=name, precision=own)
         except ValueError:  # not for this GPU or these operands
             continue
         mode = plan.variant.computes(plan.problem.dtype)
-        if plan.variant.tier == 0 or mode != auto.variant.computes(auto.problem.dtype):
+        if plan.variant.tier == 0 or mode not in modes:
             continue
         plans = [plan]
         if plan.splits > 1:
-            plans.append(gm.matmul_plan(A, B, out=C, algorithm=name, precision=precision, splits=1))
+            plans.append(gm.matmul_plan(A, B, out=C, algorithm=name, precision=own, splits=1))
         for p in plans:
             timed[f"{name}/{p.splits}"] = _queued_us(torch, lambda p=p: gm.matmul(A, B, out=C, plan=p, stream=stream))
     # auto's own plan where no name above reaches it (a tensor-core mode on a few rows or columns runs the

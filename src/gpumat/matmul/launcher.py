@@ -112,7 +112,9 @@ class BoundPlan:
             rows = [VARIANTS[algorithm]]
         else:
             pair = (p.dtype, p.out_dtype)
-            rows = [v for v in VARIANTS.values() if pair in v.kernels and v.computes(p.dtype) == p.mode]
+            # (a float32 tensor-core mode may run exact FP32: the planner weighs those rows too)
+            modes = {p.mode, "float32"} if p.mode in ("tf32", "tf32x3") else {p.mode}
+            rows = [v for v in VARIANTS.values() if pair in v.kernels and v.computes(p.dtype) in modes]
         reads = any(v.needs_aligned or v.auto_needs_aligned for v in rows)
         alignments = [replace(p, a_aligned=x, b_aligned=y) for x in (True, False) for y in (True, False)]
         # a plan measured for one alignment of the problem (tuning) is that alignment's alone: one plan each

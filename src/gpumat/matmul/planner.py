@@ -36,10 +36,12 @@ One cost model for every variant, with the variant's row as its constants:
 (the matrix-vector rows: C of at most 1, 8 or 16 rows or columns), run on the GPU and are auto's
 candidates (tier 1), the (variant, splits) of least modelled time; where none runs, the tier-2 fallback
 (the SIMT kernel). A float32 tensor-core mode (tf32, tf32x3) with no kernel on the GPU (before sm_80, or
-too little shared memory a block), or asked for a product that a matrix-vector row computes (memory-bound),
-runs exact FP32; but tf32 with 2-16 rows or columns of a large matrix runs its tiles where the model ranks
-them well ahead of the exact rows (_matrix_vector_at_tf32). A C of few rows may run swapped (C^T = op(B)^T
-@ op(A)^T on a row that writes C transposed) where that is modelled SWAP_MARGIN faster (swappable). A named
+too little shared memory a block), asked for a product that a matrix-vector row computes (memory-bound),
+or where the model ranks the exact FP32 plan at least as fast as the mode's for aligned operands
+(_tensor_cores_or_exact), runs exact FP32; but tf32 with 2-16 rows or columns of a large matrix runs its
+tiles where the model ranks them well ahead of the exact rows (_matrix_vector_at_tf32). A C of few rows
+may run swapped (C^T = op(B)^T @ op(A)^T on a row that writes C transposed) where that is modelled
+SWAP_MARGIN faster (swappable). A named
 variant runs with its own best split (swapped by the same rule); one the GPU cannot run, or that does
 not compute the problem's shape, is a ValueError before anything is launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
@@ -488,18 +490,20 @@ def _tensor_cores_or_exact(p: Problem, t: Target) -> MatmulPlan:
     tile, three passes a k-step (bench sweep, H200, 2026-11-30: 128^3 13.8 us against 4.2 exact, 32 x 4096
     x 4096 61.5 against 36.0, x @ W.T with 32 rows of a 14336 x 4096 W 300 against 169; by the two sweeps'
     timings, this rule lifts tf32x3's geometric mean against cuBLAS FP32 over the sweep from 0.91 to 1.08,
-    where always taking the faster measured plan of the two would give 1.09); for tf32 the rule moves a few small
-    products. Weighed for the operands 16-byte aligned, so that the precision a call runs at does not
-    depend on where its operands lie."""
+    where always taking the faster measured plan of the two would give 1.09; measured after: 1.084); for
+    tf32 it moves small and short-K products (on the sweep two, 128^3 and 192^3). Weighed for the operands
+    16-byte aligned, so that the precision a call runs at does not depend on where its operands lie."""
     chosen = _auto(p, t)
     if chosen.problem.mode == "float32":  # no kernel of the mode runs here
         return chosen
+    # the model's choice alone for the aligned problem (a plan measured for one alignment does not decide
+    # the precision of the others)
     aligned = replace(p, a_aligned=True, b_aligned=True)
-    mode_aligned = chosen if aligned == p else plan(aligned, t)
+    mode_aligned = chosen if aligned == p else _auto(aligned, t)
     exact_aligned = plan(replace(aligned, mode="float32"), t)
-    if mode_aligned.problem.mode == "float32" or exact_aligned.seconds <= mode_aligned.seconds:
+    if exact_aligned.seconds <= mode_aligned.seconds:
         what = f"{p.mode} asked for {p.describe()}, which its rows model at {mode_aligned.seconds * 1e6:.1f} us"
-        return _exact_fp32(p, t, f"{what} for aligned operands")
+        return _exact_fp32(p, t, f"{what} for aligned operands ({exact_aligned.seconds * 1e6:.1f} us exact)")
     return chosen
 
 
@@ -596,7 +600,8 @@ def _no_product(p: Problem, t: Target) -> MatmulPlan:
 
 
 def _exact_fp32(p: Problem, t: Target, why: str) -> MatmulPlan:
-    """The exact FP32 plan that a float32 tensor-core request runs where its kernels cannot."""
+    """The exact FP32 plan that a float32 tensor-core request runs instead of its own (no kernel of the
+    mode here, a matrix-vector shape, or exact FP32 modelled at least as fast)."""
     exact = plan(replace(p, dtype="f32", out_dtype="f32", mode="float32"), t)
     return replace(exact, reason=f"{why}: exact FP32 instead; {exact.reason}")
 
@@ -612,7 +617,8 @@ def forced(
     if splits > 1 and algorithm == "auto" and not base.variant.splits_k:
         # auto's row does not split K (a small float32 product's one-output-a-thread tile): the fastest of
         # auto's candidates that does
-        base = next((q for q in ranked(p, t) if q.variant.splits_k and q.variant.max_splits > 1), base)
+        # (of the problem base computes: a tensor-core mode's exact FP32 plan ranks the exact rows)
+        base = next((q for q in ranked(base.problem, t) if q.variant.splits_k and q.variant.max_splits > 1), base)
     v = base.variant
     swap = base.swap if swap is None else swap
     if swap and not (v.writes_c_trans and swappable(p)):

@@ -357,7 +357,8 @@ def _check_plan(p, problem: Problem, algorithm: str, precision, mode: str, dev) 
         )
     if algorithm != "auto" or precision is not None:
         # what the call asks for, planned as it would be without plan= (fallbacks included: a tf32
-        # request on a matrix-vector shape runs exact FP32): the given plan must agree with it, or compute
+        # request on a matrix-vector shape, or where exact FP32 is modelled at least as fast, runs exact
+        # FP32): the given plan must agree with it, or compute
         # at the precision asked for itself (a TF32 row named for that shape, whose plan is TF32)
         asked = planner.plan(problem, p.target, algorithm)
         if algorithm != "auto" and asked.variant.name != p.variant.name:

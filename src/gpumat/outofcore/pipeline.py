@@ -444,8 +444,9 @@ def _clean_up(dev: Device, down, copy_s, comp_s, owned: list[Matrix]) -> None:
 
 def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> None:
     """One tile's product on the compute stream, planned by the GEMM engine (plans are cached by shape)
-    and launched without the public call's checks. Exact float32 runs the kernel `auto` picks without
-    split-K, whose scratch would need memory outside the tile plan's budget."""
+    and launched without the public call's checks. Exact float32 (asked for, or a tensor-core mode's exact
+    plan) runs the kernel `auto` picks without split-K, whose scratch would need memory outside the tile
+    plan's budget."""
     dev = a.device
     (m, k), n = a.shape, b.width
     problem = Problem(
@@ -460,8 +461,8 @@ def _product(a: Matrix, b: Matrix, out: Matrix, mode: str, stream: Stream) -> No
     )
     target = Target.of(dev)
     chosen = plan(problem, target)
-    if mode == "float32" and chosen.splits > 1:
-        chosen = forced(problem, target, chosen.algorithm, 1, k)
+    if chosen.problem.mode == "float32" and chosen.splits > 1:  # (a tensor-core mode's exact plan too)
+        chosen = forced(chosen.problem, target, chosen.algorithm, 1, k)
     bound = bind(chosen, dev)
     with dev.lock:
         operands = (a.elements, a.stride, 0), (b.elements, b.stride, 0), (out.elements, out.stride, 0)
