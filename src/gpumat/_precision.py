@@ -23,6 +23,8 @@ import threading
 from contextlib import contextmanager
 
 MATMUL_PRECISIONS = ("float32", "tf32x3", "tf32")
+# the modes on the TF32 tensor cores: auto may run exact FP32 for either (at least as accurate)
+TENSOR_CORE_PRECISIONS = ("tf32x3", "tf32")
 # the emulated modes (gpumat.matmul.ozaki) and the dtype each is for: asked for by a gm.matmul call on 2-D
 # Matrix operands, never a default or a scope's (they take no batch)
 PER_CALL_PRECISIONS = {"fp32_int8": "float32", "fp64_int8": "float64"}

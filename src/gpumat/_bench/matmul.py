@@ -8,6 +8,7 @@ import numpy as np
 
 import gpumat as gm
 
+from .._precision import TENSOR_CORE_PRECISIONS
 from ..matmul.engine import VARIANTS, algorithms
 from .common import cupy, cupy_time_ms, interleaved_us, print_table, time_ms, write_json
 
@@ -180,7 +181,7 @@ def _exact_fp32_names(A, B) -> list[str]:
 def _gpumat_modes() -> tuple[dict, dict]:
     """(label -> matmul keyword arguments, tensor-core name -> its mode): the exact kernels ("exact"),
     auto in each tensor-core mode, and every tensor-core kernel by name."""
-    tensor_core = {name: mode for name, mode in _modes().items() if mode in ("tf32", "tf32x3")}
+    tensor_core = {name: mode for name, mode in _modes().items() if mode in TENSOR_CORE_PRECISIONS}
     modes = {
         "exact": {"precision": "float32"},
         "tf32x3 auto": {"precision": "tf32x3"},

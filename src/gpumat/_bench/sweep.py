@@ -22,6 +22,7 @@ import time
 
 import gpumat as gm
 
+from .._precision import TENSOR_CORE_PRECISIONS
 from ..matmul import algorithms
 from .common import environment, geometric_mean, print_table, write_json
 
@@ -88,14 +89,12 @@ def _named(torch, names, auto, A, B, C, precision, stream) -> dict[str, float]:
     tensor-core mode's auto weighs the exact FP32 rows too (it runs them where the model ranks them at least
     as fast): those are timed beside the mode's, each named at its own precision."""
     timed = {}
-    modes = {auto.variant.computes(auto.problem.dtype)}
-    if precision in ("tf32", "tf32x3"):
-        modes |= {precision, "float32"}
+    modes, own = {auto.variant.computes(auto.problem.dtype)}, precision
+    if precision in TENSOR_CORE_PRECISIONS:  # each row named at its own precision: the mode's, or exact FP32's
+        modes, own = modes | {precision, "float32"}, None
     for name in names:
         if name == "auto":
             continue
-        # (at a tensor-core mode each row is named at its own precision: the mode's, or exact FP32's)
-        own = None if precision in ("tf32", "tf32x3") else precision
         try:
             plan = gm.matmul_plan(A, B, out=C, algorithm=name, precision=own)
         except ValueError:  # not for this GPU or these operands

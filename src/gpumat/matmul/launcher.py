@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .._dtypes import ITEMSIZE
+from .._precision import TENSOR_CORE_PRECISIONS
 from ..convert import copy_region
 from ..memory import device_pool
 from ..runtime import memops
@@ -113,7 +114,7 @@ class BoundPlan:
         else:
             pair = (p.dtype, p.out_dtype)
             # (a float32 tensor-core mode may run exact FP32: the planner weighs those rows too)
-            modes = {p.mode, "float32"} if p.mode in ("tf32", "tf32x3") else {p.mode}
+            modes = {p.mode, "float32"} if p.mode in TENSOR_CORE_PRECISIONS else {p.mode}
             rows = [v for v in VARIANTS.values() if pair in v.kernels and v.computes(p.dtype) in modes]
         reads = any(v.needs_aligned or v.auto_needs_aligned for v in rows)
         alignments = [replace(p, a_aligned=x, b_aligned=y) for x in (True, False) for y in (True, False)]

@@ -41,9 +41,9 @@ or where the model ranks the exact FP32 plan at least as fast as the mode's for 
 (_tensor_cores_or_exact), runs exact FP32; but tf32 with 2-16 rows or columns of a large matrix runs its
 tiles where the model ranks them well ahead of the exact rows (_matrix_vector_at_tf32). A C of few rows
 may run swapped (C^T = op(B)^T @ op(A)^T on a row that writes C transposed) where that is modelled
-SWAP_MARGIN faster (swappable). A named
-variant runs with its own best split (swapped by the same rule); one the GPU cannot run, or that does
-not compute the problem's shape, is a ValueError before anything is launched.
+SWAP_MARGIN faster (swappable). A named variant runs with its own best split (swapped by the same rule);
+one the GPU cannot run, or that does not compute the problem's shape, is a ValueError before anything is
+launched.
 Pure: a function of the Problem and the Target, cached, and testable without a GPU.
 """
 
@@ -54,6 +54,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from .._dtypes import DTYPE_NAMES, ITEMSIZE
+from .._precision import TENSOR_CORE_PRECISIONS
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, splitk_reduce_launch
 from .plan import MatmulPlan
 from .problem import Problem, Target, swapped
@@ -453,7 +454,7 @@ def _plan(p: Problem, t: Target, algorithm: str, generation: int) -> MatmulPlan:
         return _make(v, p, t, splits, k_chunk, model(v, swapped(p) if swap else p, t, splits, k_chunk), why, swap)
     if algorithm != "auto":
         return _named(p, t, algorithm)
-    if p.mode in ("tf32", "tf32x3"):
+    if p.mode in TENSOR_CORE_PRECISIONS:
         return _matrix_vector_at_tf32(p, t) if matrix_vector(p) else _tensor_cores_or_exact(p, t)
     return _auto(p, t)
 
@@ -477,7 +478,7 @@ def _auto(p: Problem, t: Target) -> MatmulPlan:
                 why = f"auto: swapped, {swap[3].name} {swap[0] * 1e6:.1f} us ({_swap_gain(p, seconds, swap[0])}); {why}"
                 return _make(swap[3], p, t, swap[1], swap[2], swap[0], why, True)
             return _make(v, p, t, splits, k_chunk, seconds, why)
-    if p.mode in ("tf32", "tf32x3"):
+    if p.mode in TENSOR_CORE_PRECISIONS:
         return _exact_fp32(p, t, f"no {p.mode} kernel runs on sm_{t.arch} with {t.max_smem} bytes of shared memory")
     raise ValueError(f"matmul: no kernel runs {p.describe()} on this GPU (sm_{t.arch})")
 
@@ -523,7 +524,7 @@ def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
         raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
     why = unavailable(v, t)
     if why is not None:
-        if p.dtype == "f32" and v.mode in ("tf32", "tf32x3"):  # the tensor-core modes degrade to exact FP32
+        if p.dtype == "f32" and v.mode in TENSOR_CORE_PRECISIONS:  # the tensor-core modes degrade to exact FP32
             return _exact_fp32(p, t, f"{algorithm} cannot run here ({why})")
         raise ValueError(f"matmul algorithm {algorithm!r} cannot run on this GPU (sm_{t.arch}): {why}; use 'auto'")
     seconds, splits, k_chunk = best_split(v, p, t)
@@ -616,8 +617,7 @@ def forced(
     base = plan(p, t, algorithm)
     if splits > 1 and algorithm == "auto" and not base.variant.splits_k:
         # auto's row does not split K (a small float32 product's one-output-a-thread tile): the fastest of
-        # auto's candidates that does
-        # (of the problem base computes: a tensor-core mode's exact FP32 plan ranks the exact rows)
+        # auto's candidates that does, for the problem base computes (a tensor-core mode's exact plan: exact's)
         base = next((q for q in ranked(base.problem, t) if q.variant.splits_k and q.variant.max_splits > 1), base)
     v = base.variant
     swap = base.swap if swap is None else swap
