@@ -35,7 +35,26 @@
 // mirror it.
 // Launch: block (128, 1, 1), grid (ceil(batch / matrices a block), 1, 1), 36 KiB of dynamic shared memory.
 //
-// Both: every output's sum runs in k order, no atomics (deterministic); each output goes through the
+// small_stream (M, N and K at most 32, float32 products up to about 20^3; float32 and the halves). Technique: a batch of tiny products is a
+// stream of bytes, and the two kernels above wait on each matrix's loads before its arithmetic (a warp
+// stages its matrix, computes it, and only then loads again: a few KiB in flight an SM, a fifth of the
+// memory's bandwidth). Here each warp walks its own chunks of matrices (chunk c, c + warps of the grid,
+// ...) through two copy stages in shared memory: while it computes one chunk, the next chunk's A and B
+// are in flight. A packed operand (its batch one run of whole matrices, 16-byte aligned) is copied as
+// 16-byte cp.async pieces, whatever M, N and K (the run is copied from the 16-byte boundary before it,
+// the last piece short of 16 bytes element by element); any other operand element by element. Each
+// matrix of a stage is then staged (a row at a time, a lane an element; zeros past M, N and K stay) and
+// computed: float32 widened as small_wide does it (A as 8 RM rows of an odd stride, B as K rows of 4 RN + 4)
+// with a register tile a lane of 4 x 8 (C up to 32 x 32) or 2 x 4 (C up to 16 x 16); the halves as they
+// are, on the tensor cores (mma.sync m16n8k16, float32 accumulators; fragments by ldmatrix, A as 16 or 32
+// rows of K padded to 16, B as K rows of 16 or 32 columns, rows 16 bytes past a multiple of 32: no bank
+// conflict), where a 32^3 product is 16 instructions, not the FP32 pipes' 1024. stream_geometry() sizes
+// the stages; the host's stream_geometry (gpumat/matmul/variants.py) mirrors it. sm_80 and newer.
+// Launch: block (128, 1, 1), grid (min(ceil(batch / 4), four blocks an SM), 1, 1), 56 KiB of dynamic
+// shared memory (14 KiB a warp: float32 products up to about 20^3, the halves' up to 32^3).
+//
+// All three: every output's sum runs in a fixed order (k order, but for the tensor cores' own within a
+// step of 16), no atomics (deterministic); each output goes through the
 // fused epilogue (gpumat::Epilogue) before it is rounded.
 #include "gpumat.cuh"
 
@@ -401,6 +420,408 @@ __device__ __forceinline__ void small_wide(const T* __restrict__ A, const T* __r
     }
 }
 
+// --- small_stream --------------------------------------------------------------------------------------
+constexpr int STREAM_THREADS = 128;  // four warps, each on its own matrices (no barrier across warps)
+// dynamic shared memory a block (bytes): four blocks (sixteen warps, at most 128 registers a thread) fill an
+// H100's SM; with eight warps an SM the staging's shared-memory round trips were not hidden (H200: 10000
+// 32^3 float16 products 44 us, 1.4 TB/s)
+constexpr int STREAM_SMEM = 57344;
+constexpr int STREAM_BLOCKS_PER_SM = 4;
+constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);  // a warp's bytes
+constexpr int STREAM_STAGE_BYTES = 8192;  // the most of A and B's matrices a warp's copy stage holds
+
+struct StreamGeometry {
+    int rm, rn;     // a lane's register tile: 2 x 4 (C of at most 16 x 16: narrow) or 4 x 8 (at most 32 x 32)
+    // row strides of the staged A (As[8 rm][kp]) and B (Bs[K][ns]): float32, kp = K | 1 (odd) and
+    // ns = 4 rn + 4; the halves (for mma.sync), kp = K rounded up to 16, plus 8, and ns = 8 rm + 8
+    int kp, ns;
+    int b_at;       // where the staged B starts (elements; a multiple of 4, of 8 for the halves)
+    int staged;     // bytes of the staged A and B, a multiple of 16
+    int stage;      // bytes of a copy stage (a multiple of 16): A's run, then B's at b_raw
+    int b_raw;      // where B's run starts in a stage (a multiple of 16)
+    int per_chunk;  // matrices a copy stage holds
+};
+
+// The geometry of small_stream for an M x N x K product of `item`-byte elements accumulated in acc_bytes,
+// with `warps` warps in the grid and a batch of `batch`; the host's stream_geometry
+// (gpumat/matmul/variants.py) mirrors it. A stage holds each operand's run of per_chunk matrices and up
+// to 15 bytes before it (its copy starts on a 16-byte boundary) and after it: as many matrices as fit
+// the warp's slice twice over beside the staged operands, at most STREAM_STAGE_BYTES of them, and no
+// more than the batch gives every warp (0 where one matrix does not fit: the kernel then stops).
+__device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, int item, int acc_bytes,
+                                                          long long batch, long long warps)
+{
+    StreamGeometry g;
+    const bool narrow = M <= 16 && N <= 16;
+    g.rm = narrow ? 2 : 4;
+    g.rn = narrow ? 4 : 8;
+    if (item == 2) {  // the halves, staged as they are for mma.sync: A 16 or 32 rows, K and B padded to 16
+        const int kpad = (K + 15) / 16 * 16;
+        g.kp = kpad + 8;  // rows 16 bytes past a multiple of 32: ldmatrix's eight rows hit eight bank groups
+        g.ns = 8 * g.rm + 8;
+        g.b_at = 8 * g.rm * g.kp;
+        g.staged = ((g.b_at + kpad * g.ns) * 2 + 15) / 16 * 16;
+    } else {
+        g.kp = K | 1;
+        g.ns = 4 * g.rn + 4;
+        g.b_at = (8 * g.rm * g.kp + 3) / 4 * 4;
+        g.staged = ((g.b_at + K * g.ns) * acc_bytes + 15) / 16 * 16;
+    }
+    const int a_bytes = M * K * item, b_bytes = K * N * item;
+    const int room = min((STREAM_SLICE - g.staged) / 2, STREAM_STAGE_BYTES + 64) - 64;
+    const long long even = (batch + warps - 1) / warps;  // the batch spread over every warp
+    // (room for one matrix at least: the host's stream_fits, which the planner asks, else per_chunk 0)
+    g.per_chunk = (int)min((long long)(room / (a_bytes + b_bytes)), even);
+    g.b_raw = (g.per_chunk * a_bytes + 31) / 16 * 16;
+    g.stage = g.b_raw + (g.per_chunk * b_bytes + 31) / 16 * 16;
+    return g;
+}
+
+// Copy `count` matrices of an operand (rows x inner elements each, stored with row stride ld and batch
+// stride bs from src) into a warp's stage at dst as one packed run, where they begin `head` bytes on
+// (returned). A packed, 16-byte aligned operand (ld == inner, bs == rows x inner or the batch's one
+// matrix, base on 16 bytes) goes as 16-byte cp.async pieces from the 16-byte boundary at or before the
+// run's first byte (the previous matrix's bytes), every copy of the lane in flight at once, and what is
+// left of a last piece short of 16 bytes element by element (nothing past the operand is read); any
+// other operand element by element (loads four at a time, then stores).
+template <class T>
+__device__ __forceinline__ void copy_run(const T* src, bool packed, int rows, int inner, long long ld, long long bs,
+                                        int count, T* dst, int lane)
+{
+#if __CUDA_ARCH__ >= 800
+    if (packed) {
+        const char* first = reinterpret_cast<const char*>(src);
+        const int head = (int)(reinterpret_cast<unsigned long long>(first) & 15);
+        const char* from = first - head;
+        const int bytes = head + count * rows * inner * (int)sizeof(T);
+#pragma unroll 1
+        for (int at = lane * 16; at < bytes; at += 32 * 16) {
+            char* to = reinterpret_cast<char*>(dst) + at;
+            if (bytes - at >= 16) {
+                gpumat::copy16(to, from + at, 16);
+            } else {  // the run's last piece: element by element, nothing past its end read
+                for (int e = 0; e < bytes - at; e += (int)sizeof(T))
+                    *reinterpret_cast<T*>(to + e) = *reinterpret_cast<const T*>(from + at + e);
+            }
+        }
+        return;
+    }
+#endif
+#pragma unroll 1
+    for (Walk w(count, rows, inner, lane, 32); w.more();) {
+        T v[4];
+        int to[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            to[u] = -1;
+            if (w.more()) {
+                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
+                to[u] = (w.z * rows + w.d1) * inner + w.d0;
+                w.next();
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (to[u] >= 0) dst[to[u]] = v[u];
+    }
+}
+
+// Where a run copied by copy_run begins in its stage: the bytes its copy took before it.
+template <class T>
+__device__ __forceinline__ int run_head(const T* src, bool packed)
+{
+#if __CUDA_ARCH__ >= 800
+    return packed ? (int)(reinterpret_cast<unsigned long long>(src) & 15) : 0;
+#else
+    return 0;
+#endif
+}
+
+// A lane's RN staged elements from p (16-byte aligned).
+template <int RN, class Acc>
+__device__ __forceinline__ void load_row(const Acc* p, Acc (&v)[RN])
+{
+    if constexpr (RN == 8) {
+        load8(p, v);
+    } else if constexpr (sizeof(Acc) == 4) {
+        const float4 x = *reinterpret_cast<const float4*>(p);
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+        const double2 x = *reinterpret_cast<const double2*>(p), y = *reinterpret_cast<const double2*>(p + 2);
+        v[0] = x.x, v[1] = x.y, v[2] = y.x, v[3] = y.y;
+    }
+}
+
+// An element as the staged layout holds it: widened to float (the FP32 arithmetic's), or as it is.
+template <class S, class T>
+__device__ __forceinline__ S staged_as(T x)
+{
+    if constexpr (std::is_same<S, T>::value)
+        return x;
+    else
+        return Dtype<T>::acc(x);
+}
+
+// A stage's matrix of A (ra: M rows of K, or stored transposed K rows of M) into the staged As[i][kp] as
+// the accumulation type; likewise B (rb: K rows of N, or stored transposed N rows of K) into Bs[kk][ns].
+// A row at a time, a lane an element of it (every side is at most 32): no index arithmetic beyond a
+// multiply-add, the raw rows read without bank conflicts, the staged A's written so too (kp odd).
+template <bool TA, class T, class S>
+__device__ __forceinline__ void stage_a(const T* ra, int M, int K, int kp, S* As, int lane)
+{
+    const int rows = TA ? K : M, inner = TA ? M : K;
+    if (lane >= inner) return;
+    const T* src = ra + lane;
+    S* dst = As + (TA ? lane * kp : lane);
+#pragma unroll 4
+    for (int r = 0; r < rows; ++r) dst[TA ? r : r * kp] = staged_as<S>(src[r * inner]);
+}
+
+template <bool TB, class T, class S>
+__device__ __forceinline__ void stage_b(const T* rb, int N, int K, int ns, S* Bs, int lane)
+{
+    const int rows = TB ? N : K, inner = TB ? K : N;
+    if (lane >= inner) return;
+    const T* src = rb + lane;
+    S* dst = Bs + (TB ? lane * ns : lane);
+#pragma unroll 4
+    for (int r = 0; r < rows; ++r) dst[TB ? r : r * ns] = staged_as<S>(src[r * inner]);
+}
+
+// Stage a matrix's A and B (ta, tb: stored transposed) as S: float32 (the FP32 arithmetic's) or the
+// halves themselves (the tensor cores').
+template <class T, class S>
+__device__ __forceinline__ void stage_matrix(const T* ra, const T* rb, int M, int N, int K, bool ta, bool tb,
+                                             const StreamGeometry& g, S* As, S* Bs, int lane)
+{
+    if (ta)
+        stage_a<true>(ra, M, K, g.kp, As, lane);
+    else
+        stage_a<false>(ra, M, K, g.kp, As, lane);
+    if (tb)
+        stage_b<true>(rb, N, K, g.ns, Bs, lane);
+    else
+        stage_b<false>(rb, N, K, g.ns, Bs, lane);
+    __syncwarp();
+}
+
+#if __CUDA_ARCH__ >= 800
+// d += a b on the tensor cores (mma.sync m16n8k16, float32 accumulators), by the halves' type.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __half)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                          __nv_bfloat16)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+#endif
+
+// One element of C (row i, column j of matrix cz) through the epilogue, rounded to Out.
+template <class Out>
+__device__ __forceinline__ void store_c(Out* cz, long long ldc, int i, int j, float v, bool plain,
+                                        const gpumat::Epilogue& ep)
+{
+    Out* at = cz + (long long)i * ldc + j;
+    *at = Dtype<Out>::from(plain ? v : ep.apply<Out>(v, i, j, at));
+}
+
+// float32: one matrix of a stage (its A and B runs ra and rb in storage order) widened into the staged
+// layout, a lane's RM x RN outputs over all of K on the FP32 pipes (lane l: rows RM (l / 4).., columns
+// RN (l % 4)..; per k, RM scalar loads of A, rows kp apart, kp odd, and RN of B in 16-byte loads), then C.
+template <int RM, int RN, class T, class Out>
+__device__ __forceinline__ void stream_matrix(const T* ra, const T* rb, Out* cz, int M, int N, int K, long long ldc,
+                                              bool ta, bool tb, const StreamGeometry& g, float* As, float* Bs,
+                                              const gpumat::Epilogue& ep, int lane)
+{
+    stage_matrix(ra, rb, M, N, K, ta, tb, g, As, Bs, lane);
+    const int kp = g.kp, ns = g.ns, ly = lane / 4, lx = lane % 4;
+    float acc[RM][RN];
+#pragma unroll
+    for (int r = 0; r < RM; ++r)
+#pragma unroll
+        for (int c = 0; c < RN; ++c) acc[r][c] = 0.0f;
+    const float* as = As + ly * RM * kp;
+    const float* bs = Bs + lx * RN;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        float av[RM], bv[RN];
+#pragma unroll
+        for (int r = 0; r < RM; ++r) av[r] = as[r * kp + kk];
+        load_row<RN>(bs + kk * ns, bv);
+#pragma unroll
+        for (int r = 0; r < RM; ++r)
+#pragma unroll
+            for (int c = 0; c < RN; ++c) acc[r][c] += av[r] * bv[c];
+    }
+    __syncwarp();  // the staged operands are read: the next matrix may overwrite them
+    const bool plain = ep.identity();
+#pragma unroll
+    for (int r = 0; r < RM; ++r) {
+        const int i = ly * RM + r;
+        if (i >= M) break;
+#pragma unroll
+        for (int c = 0; c < RN; ++c)
+            if (lx * RN + c < N) store_c(cz, ldc, i, lx * RN + c, acc[r][c], plain, ep);
+    }
+}
+
+#if __CUDA_ARCH__ >= 800
+// The halves: one matrix of a stage staged as it is (A as 16 or 32 rows of K padded to 16, B as K rows of
+// 16 or 32 columns, zeros past M, N and K), then the warp's C on the tensor cores: mma.sync m16n8k16 with
+// float32 accumulators, fragments by ldmatrix (A .x4, B .x4.trans); MT x NT tiles of 16 x 8 (1 x 2 for a
+// C of at most 16 x 16, else 2 x 4), then C (d0 d1 at row l / 4, columns 2 (l % 4) and on; d2 d3 8 rows on).
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void stream_matrix_tc(const T* ra, const T* rb, Out* cz, int M, int N, int K,
+                                                 long long ldc, bool ta, bool tb, const StreamGeometry& g, T* As,
+                                                 T* Bs, const gpumat::Epilogue& ep, int lane)
+{
+    constexpr int MT = NARROW ? 1 : 2, NT = NARROW ? 2 : 4;
+    stage_matrix(ra, rb, M, N, K, ta, tb, g, As, Bs, lane);
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;  // the row (A) or k row (B) this lane points at
+    const int lhalf = lane >> 4;                          // which 8 columns of the 16
+    const uint32_t a_base = gpumat::smem_addr(As), b_base = gpumat::smem_addr(Bs);
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        uint32_t af[MT][4], bf[NT / 2][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) ldmatrix_x4(af[i], a_base + 2 * ((16 * i + lrow) * g.kp + k0 + 8 * lhalf));
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj)
+            ldmatrix_x4_trans(bf[jj], b_base + 2 * ((k0 + lrow) * g.ns + 16 * jj + 8 * lhalf));
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+                mma_16816(acc[i][j], af[i], bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1], T());
+    }
+    __syncwarp();  // the staged operands are read: the next matrix may overwrite them
+    const bool plain = ep.identity();
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = 16 * i + lane / 4 + 8 * (e / 2), col = 8 * j + 2 * (lane % 4) + e % 2;
+                if (row < M && col < N) store_c(cz, ldc, row, col, acc[i][j][e], plain, ep);
+            }
+}
+#endif
+
+#if __CUDA_ARCH__ >= 800
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void small_stream(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                             int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                             int batch, bool ta, bool tb, long long sa, long long sb, long long sc,
+                                             const gpumat::Epilogue& ep, const StreamGeometry& g, unsigned char* slice)
+{
+    using S = typename std::conditional<sizeof(T) == 2, T, float>::type;  // what the staged layout holds
+    const int lane = threadIdx.x % 32;
+    const long long warps = (long long)gridDim.x * (STREAM_THREADS / 32);
+    const long long first_warp = (long long)blockIdx.x * (STREAM_THREADS / 32) + threadIdx.x / 32;
+    S* As = reinterpret_cast<S*>(slice);
+    S* Bs = As + g.b_at;
+    unsigned char* stages = slice + g.staged;
+    // the staged rows of A past M, columns of B past N and (halves) K past K stay zero: every lane runs
+    // the same loop
+    for (int e = lane; e < g.staged / 4; e += 32) reinterpret_cast<uint32_t*>(slice)[e] = 0u;
+    __syncwarp();
+    const int a_rows = ta ? K : M, a_inner = ta ? M : K, b_rows = tb ? N : K, b_inner = tb ? K : N;
+    // a packed operand: its batch one run of whole matrices (or one matrix for all), 16-byte aligned
+    const bool a_packed = lda == a_inner && (sa == (long long)M * K || sa == 0) &&
+                          (reinterpret_cast<unsigned long long>(A) & 15) == 0;
+    const bool b_packed = ldb == b_inner && (sb == (long long)K * N || sb == 0) &&
+                          (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+    const long long chunks = (batch + g.per_chunk - 1) / g.per_chunk;
+    // copy chunk c into stage s as one group of cp.async (or plain copies): each operand's run of its
+    // matrices (a shared operand's one matrix)
+    const auto issue = [&](long long c, int s) {
+        const long long z0 = c * g.per_chunk;
+        const int here = (int)min((long long)g.per_chunk, batch - z0);
+        T* ra = reinterpret_cast<T*>(stages + s * g.stage);
+        T* rb = reinterpret_cast<T*>(stages + s * g.stage + g.b_raw);
+        copy_run(A + z0 * sa, a_packed, a_rows, a_inner, lda, sa, sa ? here : 1, ra, lane);
+        copy_run(B + z0 * sb, b_packed, b_rows, b_inner, ldb, sb, sb ? here : 1, rb, lane);
+        gpumat::copy_commit();
+    };
+    long long c = first_warp;
+    if (c < chunks) issue(c, 0);
+    for (int i = 0; c < chunks; ++i, c += warps) {
+        const int s = i & 1;
+        if (c + warps < chunks) {
+            issue(c + warps, s ^ 1);  // the next chunk's copies fly while this one computes
+            gpumat::copy_wait<1>();
+        } else {
+            gpumat::copy_wait<0>();
+        }
+        __syncwarp();
+        const long long z0 = c * g.per_chunk;
+        const int here = (int)min((long long)g.per_chunk, batch - z0);
+        const T* ra = reinterpret_cast<const T*>(stages + s * g.stage + run_head(A + z0 * sa, a_packed));
+        const T* rb = reinterpret_cast<const T*>(stages + s * g.stage + g.b_raw + run_head(B + z0 * sb, b_packed));
+        for (int p = 0; p < here; ++p) {
+            const T* a = ra + (sa ? p * M * K : 0);
+            const T* b = rb + (sb ? p * K * N : 0);
+            if constexpr (sizeof(T) == 2)
+                stream_matrix_tc<NARROW>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta, tb, g, As, Bs, ep, lane);
+            else
+                stream_matrix<NARROW ? 2 : 4, NARROW ? 4 : 8>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta, tb, g, As, Bs,
+                                                              ep, lane);
+        }
+        __syncwarp();  // this stage is read: the copy after next may fill it
+    }
+}
+#endif
+
+// small_stream with its tiles for the size of C (two bodies).
+template <class T, class Out>
+__device__ __forceinline__ void stream_any_layout(const T* A, const T* B, Out* C, int M, int N, int K, long long lda,
+                                                  long long ldb, long long ldc, int batch, int ta, int tb,
+                                                  long long sa, long long sb, long long sc, const gpumat::Epilogue& ep,
+                                                  unsigned char* smem)
+{
+    using Acc = typename Dtype<T>::Acc;
+    const StreamGeometry g = stream_geometry(M, N, K, (int)sizeof(T), (int)sizeof(Acc), batch,
+                                             (long long)gridDim.x * (STREAM_THREADS / 32));
+#if __CUDA_ARCH__ >= 800
+    if (g.per_chunk == 0) __trap();  // a shape the planner refuses (stream_fits): no stage holds a matrix
+    unsigned char* slice = smem + threadIdx.x / 32 * STREAM_SLICE;
+    if (g.rm == 2)
+        small_stream<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice);
+    else
+        small_stream<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice);
+#else
+    __trap();  // the row needs sm_80 (its min_arch): the planner never launches it here
+#endif
+}
+
 // Either kernel with A and B in their layouts (four bodies).
 template <bool WIDE, class T, class Out>
 __device__ __forceinline__ void any_layout(const T* A, const T* B, Out* C, int M, int N, int K, long long lda,
@@ -457,3 +878,23 @@ GPUMAT_SMALL_ENTRY(matmul_small_f16, __half, __half)
 GPUMAT_SMALL_ENTRY(matmul_small_f16_f32out, __half, float)
 GPUMAT_SMALL_ENTRY(matmul_small_bf16, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_SMALL_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
+
+// matmul_small_<dtype>[_f32out]_stream: the same arguments, for M, N and K at most 32 whose stages fit a
+// warp's 14 KiB (no float64): four warps a block, each on its own chunks of matrices, 56 KiB of dynamic
+// shared memory; grid min(ceil(batch / 4), four blocks an SM).
+#define GPUMAT_STREAM_ENTRY(NAME, T, OUT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, STREAM_BLOCKS_PER_SM) NAME##_stream(        \
+        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
+        long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
+        GPUMAT_EPILOGUE_PARAMS)                                                                              \
+    {                                                                                                        \
+        extern __shared__ __align__(16) unsigned char stream_smem[];                                         \
+        stream_any_layout(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,        \
+                          GPUMAT_EPILOGUE_ARGS, stream_smem);                                                \
+    }
+
+GPUMAT_STREAM_ENTRY(matmul_small_f32, float, float)
+GPUMAT_STREAM_ENTRY(matmul_small_f16, __half, __half)
+GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, __half, float)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)

@@ -37,6 +37,7 @@ from gpumat.matmul.engine import (
     plan,
     problem_of_call,
     ranked,
+    stream_fits,
     swappable,
     swapped,
     unavailable,
@@ -208,8 +209,12 @@ def test_named_variants_plan_where_they_run_and_refuse_where_they_do_not(kind, t
             continue
         if v.computes(p.dtype) != p.mode:
             continue  # a named kernel runs at its own mode (float32's, float64's fp64_int8): the API sets it
-        if not v.computes_shape(m, n):  # a matrix-vector row, for C of another shape
+        if not v.computes_shape(m, n, k):  # a matrix-vector row, for C of another shape (small_stream: K too)
             with pytest.raises(ValueError, match="cannot run .* only"):
+                plan(p, t, name)
+            continue
+        if v.packs and v.persistent and not stream_fits(m, n, k, 2 if p.dtype in ("f16", "bf16") else 4):  # its stages
+            with pytest.raises(ValueError, match="copy stages hold no"):
                 plan(p, t, name)
             continue
         why = unavailable(v, t)
@@ -255,10 +260,11 @@ def test_forced_splits_cover_k_or_are_refused(m, n, k, splits, chunk):
 def test_kernels_that_do_not_split_k_refuse_a_split():
     for name, v in VARIANTS.items():
         if ("f32", "f32") in v.kernels and not v.splits_k:
-            p = problem("f32", 16, 16, 4096) if v.packs else problem("f32", 256, 256, 4096)
+            k = v.max_k or 4096  # (small_stream: K of at most 32)
+            p = problem("f32", 16, 16, k) if v.packs else problem("f32", 256, 256, k)
             with pytest.raises(ValueError, match="does not split K"):
-                forced(p, H100, name, 2, 2048)
-            assert forced(p, H100, name, 1, 4096).splits == 1
+                forced(p, H100, name, 2, k // 2)
+            assert forced(p, H100, name, 1, k).splits == 1
     with pytest.raises(ValueError, match="does not split K"):
         gm.matmul_plan(fake_matrix(256, 4096), fake_matrix(4096, 256, ptr=0x7F0010000000), algorithm="naive", splits=2)
     with pytest.raises(ValueError, match="positive integers"):

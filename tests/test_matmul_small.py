@@ -1,6 +1,8 @@
 """The small-products rows (cuda/matmul_small.cu, issue 41 item 3): batches of products of at most 256
 elements of C (small: one output a thread) or 64 x 64 (small_wide: register tiles of 4 x 8 a lane, a warp's
-own matrix up to 32 x 32), several whole matrices a block, A and B read in place in either layout, every dtype.
+own matrix up to 32 x 32), several whole matrices a block, A and B read in place in either layout, every dtype;
+and small_stream (M, N and K at most 32, float32 and the halves: each warp its chunks of the batch through two
+copy stages, 16-byte copies for packed operands).
 
 Without a GPU: the geometry the host and the kernel share, the grid, the arguments, one launch whatever
 the batch and layout, auto's use of it. On the GPU: every dtype and layout against a float64 reference on
@@ -18,9 +20,20 @@ from support import FAKE_DEVICE, H100, bound_run, rng
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16
-from gpumat.matmul.engine import VARIANTS, BoundPlan, Problem, plan, small_chunk, small_per_block
+from gpumat.matmul.engine import (
+    STREAM_SLICE,
+    STREAM_STAGE_BYTES,
+    VARIANTS,
+    BoundPlan,
+    Problem,
+    plan,
+    small_chunk,
+    small_per_block,
+    stream_fits,
+    stream_geometry,
+)
 
-SMALL, WIDE = VARIANTS["small"], VARIANTS["small_wide"]
+SMALL, WIDE, STREAM = VARIANTS["small"], VARIANTS["small_wide"], VARIANTS["small_stream"]
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 
@@ -55,6 +68,78 @@ def test_the_host_s_geometry_is_the_kernel_s():
     assert all(k.name.endswith("_wide") for k in WIDE.kernels.values())
 
 
+def test_the_host_s_stream_geometry_is_the_kernel_s():
+    src = SOURCE.read_text()
+    for line in (
+        "constexpr int STREAM_THREADS = 128;",
+        "constexpr int STREAM_SMEM = 57344;",
+        "constexpr int STREAM_BLOCKS_PER_SM = 4;",
+        "constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);",
+        "constexpr int STREAM_STAGE_BYTES = 8192;",
+        "const bool narrow = M <= 16 && N <= 16;",
+        "g.rm = narrow ? 2 : 4;",
+        "g.rn = narrow ? 4 : 8;",
+        "const int kpad = (K + 15) / 16 * 16;",  # the halves'
+        "g.kp = kpad + 8;",
+        "g.ns = 8 * g.rm + 8;",
+        "g.b_at = 8 * g.rm * g.kp;",
+        "g.staged = ((g.b_at + kpad * g.ns) * 2 + 15) / 16 * 16;",
+        "g.kp = K | 1;",  # float32's
+        "g.ns = 4 * g.rn + 4;",
+        "g.b_at = (8 * g.rm * g.kp + 3) / 4 * 4;",
+        "g.staged = ((g.b_at + K * g.ns) * acc_bytes + 15) / 16 * 16;",
+        "const int room = min((STREAM_SLICE - g.staged) / 2, STREAM_STAGE_BYTES + 64) - 64;",
+        "g.per_chunk = (int)min((long long)(room / (a_bytes + b_bytes)), even);",
+        "if (g.per_chunk == 0) __trap();",
+        "g.b_raw = (g.per_chunk * a_bytes + 31) / 16 * 16;",
+        "g.stage = g.b_raw + (g.per_chunk * b_bytes + 31) / 16 * 16;",
+    ):
+        assert line in src, line
+    assert STREAM.block == (128, 1, 1) and STREAM.smem == 57344 and STREAM.blocks_per_sm == 4
+    assert (STREAM.max_m, STREAM.max_n, STREAM.max_k) == (32, 32, 32) and STREAM.packs and STREAM.persistent
+    assert set(STREAM.kernels) == {("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
+    assert all(k.name.endswith("_stream") and k.dynamic_smem == 57344 for k in STREAM.kernels.values())
+
+
+@given(
+    m=st.integers(1, 32),
+    n=st.integers(1, 32),
+    k=st.integers(1, 32),
+    itemsize=st.sampled_from([2, 4]),
+    batch=st.integers(1, 10**6),
+)
+def test_small_stream_s_two_stages_and_staged_operands_fit_a_warp_s_slice(m, n, k, itemsize, batch):
+    warps = STREAM.grid(m, n, 1, 132, batch)[0] * 4
+    g = stream_geometry(m, n, k, itemsize, batch, warps)
+    p = Problem(m, n, k, *(("f16", "f16", "native") if itemsize == 2 else ("f32", "f32", "float32")), batch=batch)
+    if not stream_fits(m, n, k, itemsize):  # the planner refuses it, by name and in auto's candidates
+        assert itemsize == 4 and max(m, n, k) > 16 and g.per_chunk == 0
+        with pytest.raises(ValueError, match="copy stages hold no"):
+            plan(p, H100, "small_stream")
+        assert "small_stream" not in plan(p, H100).reason
+        return
+    assert itemsize == 2 or max(m, n, k) <= 20 or g.per_chunk >= 1
+    assert (g.rm, g.rn) == ((2, 4) if m <= 16 and n <= 16 else (4, 8)) and m <= 8 * g.rm and n <= 4 * g.rn
+    if itemsize == 2:  # the halves as they are: rows 16 bytes past a multiple of 32 (ldmatrix's 8 rows)
+        kpad = math.ceil(k / 16) * 16
+        assert g.kp == kpad + 8 and g.ns == 8 * g.rm + 8 and (2 * g.kp) % 32 == 16 and (2 * g.ns) % 32 == 16
+        assert g.b_at == 8 * g.rm * g.kp and g.staged >= (g.b_at + kpad * g.ns) * 2
+    else:  # float32: A's rows an odd stride, B's on 16 bytes
+        assert g.kp % 2 == 1 and g.kp >= k and g.ns % 4 == 0 and g.b_at % 4 == 0
+        assert g.staged >= (g.b_at + k * g.ns) * 4 and g.b_at >= 8 * g.rm * g.kp
+    assert g.staged % 16 == 0
+    a_bytes, b_bytes = m * k * itemsize, k * n * itemsize
+    # each run with up to 15 bytes before it (its copy starts on a 16-byte boundary) and its last piece
+    assert g.b_raw % 16 == 0 and g.b_raw >= g.per_chunk * a_bytes + 15
+    assert g.stage % 16 == 0 and g.stage - g.b_raw >= g.per_chunk * b_bytes + 15
+    assert g.staged + 2 * g.stage <= STREAM_SLICE and g.per_chunk * (a_bytes + b_bytes) <= STREAM_STAGE_BYTES
+    assert 1 <= g.per_chunk <= max(1, math.ceil(batch / warps))
+    if g.per_chunk < math.ceil(batch / warps):  # one more matrix would not fit a stage
+        assert (g.per_chunk + 1) * (a_bytes + b_bytes) > min((STREAM_SLICE - g.staged) // 2 - 64, STREAM_STAGE_BYTES)
+    gx, gy, gz = STREAM.grid(m, n, 1, 132, batch)
+    assert (gy, gz) == (1, 1) and gx == min(math.ceil(batch / 4), 528)
+
+
 @given(m=st.integers(1, 64), n=st.integers(1, 64), k=st.integers(1, 300), batch=st.integers(1, 10**6))
 def test_the_grid_covers_the_batch_with_whole_matrices_a_block(m, n, k, batch):
     for v, wide in ((SMALL, False), (WIDE, True)):
@@ -84,12 +169,13 @@ def test_small_wide_s_staged_chunk_fits_its_share_of_shared_memory(m, n, k, item
         assert (mp + (kc + 1) * (mp + 1 + np_ + 4) + 4) * acc * small_per_block(m, n, True) > 36864
 
 
-def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
-    m, n, k, batch = 16, 24, 40, 70000  # past the grid's 65535 layers: one launch still
+@pytest.mark.parametrize("row, k, blocks", [("small_wide", 40, math.ceil(70000 / 4)), ("small_stream", 31, 528)])
+def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch, row, k, blocks):
+    m, n, batch = 16, 24, 70000  # past the grid's 65535 layers: one launch still
     for ta in (False, True):
         for tb in (False, True):
-            q = plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, a_trans=ta, b_trans=tb), H100, "small_wide")
-            assert not (q.copy_a or q.copy_b) and q.grid == (math.ceil(batch / small_per_block(m, n, True)), 1, 1)
+            q = plan(Problem(m, n, k, "f16", "f16", "native", batch=batch, a_trans=ta, b_trans=tb), H100, row)
+            assert not (q.copy_a or q.copy_b) and q.grid == (blocks, 1, 1)
             assert BoundPlan(q, FAKE_DEVICE).shape == "direct"
             a = (0x7F0000000000, m if ta else k, m * k)
             b = (0x7F0010000000, k if tb else n, 0)  # one B for the batch
@@ -97,7 +183,7 @@ def test_a_batch_is_one_launch_in_any_layout_with_no_copy(monkeypatch):
             _, launches, copies = bound_run(monkeypatch, q, a, b, c)
             assert copies == [] and len(launches) == 1
             name, grid, block, args, _ = launches[0]
-            assert name == "matmul_small_f16_wide" and grid == q.grid and block == (128, 1, 1)
+            assert name == "matmul_small_f16_" + row[6:] and grid == q.grid and block == (128, 1, 1)
             assert args[:15] == (
                 a[0],
                 b[0],
@@ -131,6 +217,19 @@ def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
         plan(Problem(65, 8, 8, "f32", "f32", "float32", batch=2), H100, "small_wide")
     with pytest.raises(ValueError, match="and 256 elements"):
         plan(Problem(17, 16, 8, "f32", "f32", "float32", batch=2), H100, "small")
+    with pytest.raises(ValueError, match="M, N and K at most 32"):
+        plan(Problem(16, 16, 33, "f32", "f32", "float32", batch=2), H100, "small_stream")
+    with pytest.raises(ValueError):
+        plan(Problem(16, 16, 16, "f64", "f64", "native", batch=2), H100, "small_stream")
+
+
+def test_auto_streams_batches_of_tiny_float32_and_half_products():
+    for sfx in ("f32", "f16", "bf16"):
+        mode = "float32" if sfx == "f32" else "native"
+        for side in (8, 12, 16) if sfx == "f32" else (8, 16, 24, 32):
+            q = plan(Problem(side, side, side, sfx, sfx, mode, batch=20000), H100)
+            assert q.algorithm == "small_stream", (sfx, side, q.reason)
+        assert "small_stream" not in plan(Problem(32, 32, 33, sfx, sfx, mode, batch=20000), H100).reason
 
 
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
@@ -142,6 +241,7 @@ def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
 # ---- on the GPU ----
 
 KINDS = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": BFLOAT16}
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 EPS = {"float32": 2.0**-24, "float64": 2.0**-53, "float16": 2.0**-24, "bfloat16": 2.0**-24}
 RESULT_EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 SIDES = [1, 2, 3, 5, 7, 8, 13, 15, 16, 17, 31, 32, 33, 47, 63, 64]
@@ -156,10 +256,14 @@ def host_random(shape, dtype):
     return rng.uniform(-1, 1, size=shape).astype(np.float32).astype(dtype)
 
 
-def upload(host: np.ndarray, transposed: bool, pad: int):
+def upload(host: np.ndarray, transposed: bool, pad: int | None):
     """host ((batch,) rows, cols) on the GPU inside storage `pad` columns and one row wider a matrix (odd
-    offsets and strides), stored transposed and read through .T when asked: (view, parent)."""
+    offsets and strides), or with pad None packed (the batch one run of whole matrices), stored transposed
+    and read through .T when asked: (view, parent)."""
     store = np.swapaxes(host, -1, -2) if transposed else host
+    if pad is None:
+        parent = gm.Matrix.from_numpy(np.ascontiguousarray(store))
+        return (parent.T if transposed else parent), parent
     shape = list(store.shape)
     shape[-2] += 1
     shape[-1] += pad
@@ -187,13 +291,26 @@ def cases(draw):
         "m": draw(st.sampled_from(SIDES)),
         "n": draw(st.sampled_from(SIDES)),
         "k": draw(st.sampled_from([1, 2, 7, 16, 31, 32, 33, 64, 100, 257])),
-        "batch": draw(st.sampled_from([1, 2, 3, 17, 255, 1000])),
+        # past 1056 (small_stream's warps on 132 SMs): a warp walks several chunks through both stages
+        "batch": draw(st.sampled_from([1, 2, 3, 17, 255, 1000, 2113, 20011])),
         "shared": draw(st.sampled_from(["none", "a", "b"])),
         "ta": draw(st.booleans()),
         "tb": draw(st.booleans()),
-        "pads": [draw(st.integers(0, 3)) for _ in range(3)],
-        "wide": draw(st.booleans()),  # small_wide where small could run too
+        # None: packed (small_stream's 16-byte copies; a run starting mid-piece where a matrix's bytes are
+        # not a multiple of 16)
+        "pads": [draw(st.sampled_from([None, 0, 1, 2, 3])) for _ in range(2)] + [draw(st.integers(0, 3))],
+        "row": draw(st.sampled_from(["small", "small_wide", "small_stream"])),  # by name, where it computes
     }
+
+
+def row_for(case) -> str:
+    """The case's row, or the next that computes its shape and dtype (small_wide computes them all)."""
+    m, n, k, row = case["m"], case["n"], case["k"], case["row"]
+    if row == "small_stream" and (case["kind"] == "float64" or not stream_fits(m, n, k, ITEMSIZE[case["kind"]])):
+        row = "small"
+    if row == "small" and m * n > 256:
+        row = "small_wide"
+    return row
 
 
 @pytest.mark.gpu
@@ -210,7 +327,7 @@ def test_small_products_against_a_float64_reference(case):
     pc = gm.Matrix.from_numpy(out_host)
     out = pc[:, 1:, case["pads"][2] :]
     try:
-        q = gm.matmul_plan(a, b, out=out, algorithm="small" if m * n <= 256 and not case["wide"] else "small_wide")
+        q = gm.matmul_plan(a, b, out=out, algorithm=row_for(case))
         assert not (q.copy_a or q.copy_b)
         gm.matmul(a, b, out=out, plan=q)
         check(kind, out.to_numpy(), a_host, b_host, k, case)
@@ -231,25 +348,36 @@ def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
     batch, m, n, k = 65537 * 2 + 5, 4, 3, 5
     a_host, b_host = host_random((batch, m, k), dtype), host_random((batch, k, n), dtype)
     with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
-        for name in ("small", "small_wide"):  # small_wide: a warp a matrix
+        rows = ("small", "small_wide") + (() if kind == "float64" else ("small_stream",))
+        for name in rows:  # small_wide: a warp a matrix; small_stream: 22 products a warp's chunk
             with gm.matmul(a, b, algorithm=name) as c:
                 check(kind, c.to_numpy(), a_host, b_host, k, (kind, name))
         if kind in ("float16", "bfloat16"):
-            with gm.Matrix.empty((batch, m, n), dtype=np.float32) as c32:
-                gm.matmul(a, b, out=c32, algorithm="small")
-                check("float32", c32.to_numpy(), a_host, b_host, k, kind)
+            for name in ("small", "small_stream"):
+                with gm.Matrix.empty((batch, m, n), dtype=np.float32) as c32:
+                    gm.matmul(a, b, out=c32, algorithm=name)
+                    check("float32", c32.to_numpy(), a_host, b_host, k, (kind, name))
     a_host, b_host = host_random((70, 64, 100), dtype), host_random((70, 100, 64), dtype)
     with gm.Matrix.from_numpy(a_host) as a, gm.Matrix.from_numpy(b_host) as b:
         with gm.matmul(a, b, algorithm="small_wide") as c:
             check(kind, c.to_numpy(), a_host, b_host, 100, kind)
 
 
+EPILOGUE_CASES = [("small", 5, 36, 70), ("small_wide", 20, 36, 70), ("small_wide", 64, 61, 70)]
+# small_stream: no float64 kernel; float32 products up to about 20^3
+STREAM_CASES = {"float32": ("small_stream", 19, 13, 17), "float16": ("small_stream", 29, 13, 31)}
+STREAM_CASES["bfloat16"] = STREAM_CASES["float16"]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, m, n", [("small", 5, 36), ("small_wide", 20, 36), ("small_wide", 64, 61)])
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_the_epilogue_and_bits_that_repeat(kind, name, m, n):
+@pytest.mark.parametrize(
+    "kind, name, m, n, k",
+    [(kind, *case) for kind in KINDS for case in EPILOGUE_CASES]
+    + [(kind, *case) for kind, case in STREAM_CASES.items()],
+)
+def test_the_epilogue_and_bits_that_repeat(kind, name, m, n, k):
     dtype = KINDS[kind]
-    batch, k = 300, 70
+    batch = 3000  # small_stream: a warp's chunks through both stages
     a_host, b_host = host_random((batch, k, m), dtype), host_random((batch, k, n), dtype)
     c0 = host_random((batch, m, n), dtype)
     bias_host = host_random((m, 1), np.float32)

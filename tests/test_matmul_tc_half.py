@@ -56,8 +56,9 @@ from gpumat.runtime import geometry
 
 DTYPES = ("float16", "bfloat16")
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
-# the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores)
-VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80]
+# the tensor-core rows for 16-bit inputs (the SIMT and teaching kernels take them too, on the CUDA cores; the
+# batches of tiny products on small_stream's tensor cores are tests/test_matmul_small.py's)
+VARIANTS = [name for name, v in ROWS.items() if ("f16", "f16") in v.kernels and v.min_arch >= 80 and not v.packs]
 NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
 # the mma.sync tiles (cuda/matmul_tc_half.cu): every view in place, batches, split-K
 MMA = [name for name, v in ROWS.items() if {k.module for k in v.kernels.values()} == {"matmul_tc_half"}]

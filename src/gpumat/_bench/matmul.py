@@ -173,7 +173,7 @@ def _exact_fp32_names(A, B) -> list[str]:
     return [
         name
         for name in algorithms("f32")[1:]
-        if VARIANTS[name].computes_shape(A.height, B.width)
+        if VARIANTS[name].computes_shape(A.height, B.width, A.width)
         and gm.matmul_plan(A, B, algorithm=name).variant.mode in ("float32", "any")
     ]
 

@@ -88,6 +88,8 @@ from .variants import (
     NO_MAP,
     REDUCE,
     SIGNATURES,
+    STREAM_SLICE,
+    STREAM_STAGE_BYTES,
     TENSOR_MAPS_EXACT,
     TF32_WGMMA_BANDWIDTH,
     VARIANTS,
@@ -98,6 +100,8 @@ from .variants import (
     algorithms,
     small_chunk,
     small_per_block,
+    stream_fits,
+    stream_geometry,
 )
 
 __all__ = [
@@ -129,6 +133,8 @@ __all__ = [
     "ROUND_TRIP_S",
     "SHORT_RUN_DRAW",
     "SIGNATURES",
+    "STREAM_SLICE",
+    "STREAM_STAGE_BYTES",
     "SM_DRAW",
     "SWAP_MARGIN",
     "SWAP_MAX_M",
@@ -186,6 +192,8 @@ __all__ = [
     "small_chunk",
     "small_per_block",
     "split_options",
+    "stream_fits",
+    "stream_geometry",
     "swappable",
     "swapped",
     "tensor_map",

@@ -62,12 +62,16 @@ from .variants import (
     H100_SMS,
     REDUCE,
     ROW_ORDER,
+    STREAM_COST,
+    STREAM_WARPS,
+    STREAM_WARPS_PER_SM,
     VARIANTS,
     WIDE_BLOCKS_PER_SM,
     Variant,
     accumulator,
     small_chunk,
     small_per_block,
+    stream_fits,
 )
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -210,6 +214,8 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     bandwidth its grid can draw, its arithmetic at its rate on the SMs the grid fills, or its blocks' waves
     of staged chunks, each a memory round trip and a barrier (wave_floor_s) and the elements a thread
     stages (stage_element_s), whichever takes longest, and the launch's fixed cost."""
+    if v.persistent:
+        return _stream_model(v, p, t)
     wide = v.max_outputs is None
     per_block = small_per_block(p.m, p.n, wide)
     blocks = cdiv(p.batch, per_block)
@@ -225,6 +231,27 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     if wide and per_block == 1:  # a C past 32 x 32: four warps a matrix, a barrier a staged chunk
         rounds *= WIDE_GROUP_SLOWDOWN
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
+
+
+def _stream_model(v: Variant, p: Problem, t: Target) -> float:
+    """small_stream: each warp computes its matrices one after another while the next chunk's bytes fly,
+    so its time is the launch's fixed cost and the longer of its busiest warp's matrices, each at
+    STREAM_WARPS_PER_SM times what a matrix costs an SM (STREAM_COST: the matrix, its staged rows, its
+    arithmetic, its outputs), and the bytes of A, B and C at the bandwidth its SMs draw."""
+    blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
+    warps = blocks * STREAM_WARPS
+    busy = min(t.sm_count, blocks)
+    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[ITEMSIZE[p.dtype]]
+    narrow = p.m <= 16 and p.n <= 16
+    if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles a k step of 16
+        units = (1 if narrow else 4) * cdiv(p.k, 16)
+    else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
+        units = (256 if narrow else 1024) * p.k / 1024
+    rows = (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
+    matrix = per_matrix + rows * per_row + units * per_unit + p.m * p.n / 32 * per_outputs
+    compute = cdiv(p.batch, warps) * STREAM_WARPS_PER_SM * matrix
+    memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
+    return v.fixed_s + max(compute, memory)
 
 
 def staged(v: Variant, p: Problem) -> int:
@@ -259,14 +286,26 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
     product at a time), or None."""
     if v.args == "ozaki" and p.batch > 1:
         return "it computes one product at a time, not a batch (call it once a matrix)"
-    if v.computes_shape(p.m, p.n):
+    if v.computes_shape(p.m, p.n, p.k):
+        if _streams_too_big(v, p):
+            return (
+                f"a warp's copy stages hold no {p.m} x {p.k} @ {p.k} x {p.n} {DTYPE_NAMES[p.dtype]} product "
+                "(float32's up to about 20^3, the halves' up to 32^3)"
+            )
         return None
+    if v.max_k is not None:
+        return f"it computes products of M, N and K at most {v.max_k} only, and this one is {p.m} x {p.n} x {p.k}"
     if v.packs:
         most = f"{v.max_m} x {v.max_n}" + (f" and {v.max_outputs} elements" if v.max_outputs else "")
         return f"it computes results of at most {most} only, and this one is {p.m} x {p.n}"
     most, side, what = (v.max_n, "N", "column") if v.max_n is not None else (v.max_m, "M", "row")
     which = f"one {what} ({side} == 1)" if most == 1 else f"at most {most} {what}s ({side} <= {most})"
     return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
+
+
+def _streams_too_big(v: Variant, p: Problem) -> bool:
+    """Whether v is small_stream (the persistent small-products row) and its stages hold no matrix of p."""
+    return v.packs and v.persistent and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
 
 
 def matrix_vector(p: Problem) -> bool:
@@ -329,7 +368,8 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_archs is None or t.arch in v.auto_archs)
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
-        and v.computes_shape(p.m, p.n)
+        and v.computes_shape(p.m, p.n, p.k)
+        and not _streams_too_big(v, p)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (v.auto_min_n is None or p.n >= v.auto_min_n)
         and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)

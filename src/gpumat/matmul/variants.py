@@ -133,9 +133,10 @@ class Variant:
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
-    # the shapes it computes: C of at most max_m rows and max_n columns (None: any)
+    # the shapes it computes: C of at most max_m rows and max_n columns, of K at most max_k (None: any)
     max_m: int | None = None
     max_n: int | None = None
+    max_k: int | None = None
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_dtypes: tuple[str, ...] | None = None  # input dtypes auto may pick it for (None: all it has kernels for)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
@@ -223,11 +224,13 @@ class Variant:
         batches and GPUs aside."""
         return self.tier == 1 and (self.auto_dtypes is None or dtype in self.auto_dtypes)
 
-    def computes_shape(self, m: int, n: int) -> bool:
-        """Whether it computes an m x n C (the matrix-vector rows: at most max_m rows or max_n columns)."""
+    def computes_shape(self, m: int, n: int, k: int = 1) -> bool:
+        """Whether it computes an m x n C over K = k (the matrix-vector rows: at most max_m rows or max_n
+        columns; small_stream: M, N and K at most 32)."""
         return (
             (self.max_m is None or m <= self.max_m)
             and (self.max_n is None or n <= self.max_n)
+            and (self.max_k is None or k <= self.max_k)
             and (self.max_outputs is None or m * n <= self.max_outputs)
         )
 
@@ -260,6 +263,8 @@ class Variant:
         x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
         layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1x32 (strips of 32
         columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers)."""
+        if self.packs and self.persistent:  # small_stream: each warp its chunks of the batch
+            return max(1, min(cdiv(batch, STREAM_WARPS), sm_count * self.blocks_per_sm)), 1, 1
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -287,6 +292,64 @@ def small_per_block(m: int, n: int, wide: bool = False) -> int:
     if wide:
         return WIDE_THREADS // 32 if m <= 32 and n <= 32 else 1
     return max(1, SMALL_THREADS // (m * n)) * SMALL_PASSES
+
+
+STREAM_THREADS = 128  # cuda/matmul_small.cu: STREAM_THREADS (four warps)
+STREAM_WARPS = STREAM_THREADS // 32
+STREAM_SMEM = 57344  # cuda/matmul_small.cu: STREAM_SMEM
+STREAM_BLOCKS_PER_SM = 4  # cuda/matmul_small.cu: STREAM_BLOCKS_PER_SM
+STREAM_SLICE = STREAM_SMEM // STREAM_WARPS  # a warp's bytes
+STREAM_STAGE_BYTES = 8192  # cuda/matmul_small.cu: STREAM_STAGE_BYTES
+STREAM_MAX = 32  # the most of M, N and K small_stream computes
+
+
+@dataclass(frozen=True)
+class StreamGeometry:
+    """small_stream's staging for one product shape (cuda/matmul_small.cu, stream_geometry), in bytes where
+    not elements: a lane's register tile (rm x rn; rm 2 for a C of at most 16 x 16, whose tensor-core tiles
+    are 1 x 2 of 16 x 8 for the halves, else 2 x 4), the staged A's and B's row strides (kp, ns) and where B
+    starts (b_at), the staged operands' bytes, a copy stage's bytes and where B's run starts in it, and the
+    matrices a stage holds."""
+
+    rm: int
+    rn: int
+    kp: int
+    ns: int
+    b_at: int
+    staged: int
+    stage: int
+    b_raw: int
+    per_chunk: int
+
+
+def stream_geometry(m: int, n: int, k: int, itemsize: int, batch: int, warps: int) -> StreamGeometry:
+    """The geometry cuda/matmul_small.cu's stream_geometry computes for an m x n x k product of `itemsize`
+    bytes an element (float32 staged as it is for the FP32 pipes, the halves as they are for the tensor
+    cores), `warps` warps in the grid, a batch of `batch`."""
+    narrow = m <= 16 and n <= 16
+    rm, rn = (2, 4) if narrow else (4, 8)
+    if itemsize == 2:  # the halves, staged as they are for the tensor cores, K padded to 16
+        kpad = cdiv(k, 16) * 16
+        kp, ns = kpad + 8, 8 * rm + 8
+        b_at = 8 * rm * kp
+        staged = cdiv((b_at + kpad * ns) * 2, 16) * 16
+    else:
+        kp, ns = k | 1, 4 * rn + 4
+        b_at = cdiv(8 * rm * kp, 4) * 4
+        staged = cdiv((b_at + k * ns) * 4, 16) * 16
+    a_bytes, b_bytes = m * k * itemsize, k * n * itemsize
+    room = min((STREAM_SLICE - staged) // 2, STREAM_STAGE_BYTES + 64) - 64
+    per_chunk = min(room // (a_bytes + b_bytes), cdiv(batch, warps))  # 0: no stage holds a matrix
+    b_raw = (per_chunk * a_bytes + 31) // 16 * 16
+    stage = b_raw + (per_chunk * b_bytes + 31) // 16 * 16
+    return StreamGeometry(rm, rn, kp, ns, b_at, staged, stage, b_raw, per_chunk)
+
+
+def stream_fits(m: int, n: int, k: int, itemsize: int) -> bool:
+    """Whether small_stream computes an m x n x k product of `itemsize`-byte elements: each side at most
+    STREAM_MAX and a copy stage holding one matrix beside the staged operands (float32 up to about 20^3,
+    the halves up to 32^3)."""
+    return max(m, n, k) <= STREAM_MAX and itemsize <= 4 and stream_geometry(m, n, k, itemsize, 1, 1).per_chunk >= 1
 
 
 def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
@@ -1054,6 +1117,54 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     )
 
 
+# small_stream (cuda/matmul_small.cu): batches of products of M, N and K at most 32 in float32 and the
+# halves, streamed: four warps a block, two blocks an SM, each warp its own chunks of matrices through two
+# copy stages (the next chunk's bytes in flight while it computes one), 16-byte copies for a packed
+# operand; float32 on the FP32 pipes (register tiles of 2 x 4 or 4 x 8 a lane), the halves on the tensor
+# cores (mma.sync). A warp's 14 KiB holds two stages and the staged operands of the halves' products up
+# to 32^3 and float32's up to about 20^3 (stream_fits; the planner refuses the rest). sm_80 and newer
+# (cp.async, mma.sync).
+# Its time (planner._stream_model): a warp's matrices one after another, each costing an SM (of sixteen
+# warps) STREAM_COST's seconds: a matrix, a staged row of A or B (M + K, or K and N rows as the layouts
+# store them), a unit of arithmetic (float32: the 16 x 16 or 32 x 32 tile a warp computes times K over
+# 1024; the halves: 1 or 4 pairs of m16n8k16 tiles a k step of 16) and 32 outputs stored; at least the
+# bytes at `bandwidth`. Fitted on the H200 (2026-12-01, benchmarks/results/probe-stream-*: 56 timings of
+# 3000-300000 products of 1-32 a side, every layout; nonnegative least squares, each class within
+# 0.72-1.18 of its timings), the halves and float32 apart.
+STREAM_COST = {  # itemsize: (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
+    2: (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
+    4: (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
+}
+STREAM_WARPS_PER_SM = STREAM_WARPS * STREAM_BLOCKS_PER_SM  # the warps that share an SM's time
+STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
+
+
+def _stream() -> Variant:
+    names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + "_stream" for s, d in STREAM_PAIRS}
+    return Variant(
+        "small_stream",
+        _kernels("matmul_small", names, "small", smem=STREAM_SMEM),
+        "any",
+        (STREAM_MAX, STREAM_MAX),
+        (STREAM_THREADS, 1, 1),
+        "small",
+        smem=STREAM_SMEM,
+        min_arch=80,
+        reads_either_layout=True,
+        packs=True,
+        persistent=True,
+        tier=1,
+        max_m=STREAM_MAX,
+        max_n=STREAM_MAX,
+        max_k=STREAM_MAX,
+        # float32's arithmetic in STREAM_COST (2048 FLOP a unit in 11.1 ns an SM): the model takes STREAM_COST
+        rate=24.4e12,
+        blocks_per_sm=STREAM_BLOCKS_PER_SM,
+        bandwidth=3.6e12,
+        fixed_s=2e-6,
+    )
+
+
 # The SGEMM tiles that read A or B (or both) stored transposed in place, each a row in all four layouts (the
 # plain entry and *at, *bt, *atbt), with one set of constants for every layout: (tile) -> (threads, blocks an
 # SM, efficiency, model constants). 128 x 128 and 128 x 64: the plain rows' fits; with the B tiles padded,
@@ -1101,6 +1212,7 @@ _ROWS = [
         stage_element_s=0.137e-6,
         auto_dtypes=("f32", "f16", "bf16"),
     ),
+    _stream(),
     SIMT,
     # whole_tiles: see SGEMM_LAYOUT_TILES (the 128 x 256 BK 8 blocks ran partly empty tiles in about half
     # the time of whole ones, as their live warp tiles model)
