@@ -11,7 +11,7 @@ from support import FAKE_DEVICE, dims, fake_matrix, poisoned, product_error, rec
 import gpumat as gm
 from gpumat import _dtypes
 from gpumat.convert import copy_region
-from gpumat.matmul.engine import VARIANTS, Target, algorithms, unavailable
+from gpumat.matmul.engine import VARIANTS, Target, algorithms, stream_fits, unavailable
 
 gpu = pytest.mark.gpu
 ml_dtypes = pytest.importorskip("ml_dtypes")  # the host side of bfloat16 (installed on the GPU machine)
@@ -235,8 +235,13 @@ def test_matmul_in_every_dtype_against_float64(dt, m, n, k):
         for name in names:
             if name.startswith("tf32"):
                 continue  # the tensor-core modes have their own tests and bounds
-            if name != "auto" and not VARIANTS[name].computes_shape(m, n):
-                with pytest.raises(ValueError, match="only"):  # a matrix-vector kernel, for C of another shape
+            if name != "auto" and not VARIANTS[name].computes_shape(m, n, k):
+                # a matrix-vector kernel, for C of another shape; small_stream, for M, N and K up to 32
+                with pytest.raises(ValueError, match="only"):
+                    gm.matmul(A, B, algorithm=name)
+                continue
+            if name == "small_stream" and not stream_fits(m, n, k, a.itemsize):
+                with pytest.raises(ValueError, match="copy stages hold no"):  # float32 past about 20^3
                     gm.matmul(A, B, algorithm=name)
                 continue
             if name != "auto" and unavailable(VARIANTS[name], Target.of(A.device)) is not None:

@@ -235,7 +235,8 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
 
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     """small_stream: each warp computes its matrices one after another while the next chunk's bytes fly,
-    so its time is the launch's fixed cost and the longer of its busiest warp's matrices, each at
+    so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s) and the longer of its
+    busiest warp's matrices, each at
     STREAM_WARPS_PER_SM times what a matrix costs an SM (STREAM_COST: the matrix, its staged rows, its
     arithmetic, its outputs), and the bytes of A, B and C at the bandwidth its SMs draw."""
     blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
@@ -251,7 +252,7 @@ def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     matrix = per_matrix + rows * per_row + units * per_unit + p.m * p.n / 32 * per_outputs
     compute = cdiv(p.batch, warps) * STREAM_WARPS_PER_SM * matrix
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
-    return v.fixed_s + max(compute, memory)
+    return v.fixed_s + v.wave_floor_s + max(compute, memory)
 
 
 def staged(v: Variant, p: Problem) -> int:

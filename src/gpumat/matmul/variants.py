@@ -1130,7 +1130,8 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # 1024; the halves: 1 or 4 pairs of m16n8k16 tiles a k step of 16) and 32 outputs stored; at least the
 # bytes at `bandwidth`. Fitted on the H200 (2026-12-01, benchmarks/results/probe-stream-*: 56 timings of
 # 3000-300000 products of 1-32 a side, every layout; nonnegative least squares, each class within
-# 0.72-1.18 of its timings), the halves and float32 apart.
+# 0.72-1.18 of its timings), the halves and float32 apart; and the first chunk's copy (wave_floor_s), which
+# bench bmm's 10000 4^3 products showed unhidden (7.0 us on this row against 4.3 on small).
 STREAM_COST = {  # itemsize: (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
     2: (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
     4: (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
@@ -1162,6 +1163,7 @@ def _stream() -> Variant:
         blocks_per_sm=STREAM_BLOCKS_PER_SM,
         bandwidth=3.6e12,
         fixed_s=2e-6,
+        wave_floor_s=1.5e-6,  # a warp's first chunk, copied before any arithmetic can hide it
     )
 
 
