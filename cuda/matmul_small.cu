@@ -35,21 +35,22 @@
 // mirror it.
 // Launch: block (128, 1, 1), grid (ceil(batch / matrices a block), 1, 1), 36 KiB of dynamic shared memory.
 //
-// small_stream (M, N and K at most 32, float32 products up to about 20^3; float32 and the halves). Technique: a batch of tiny products is a
-// stream of bytes, and the two kernels above wait on each matrix's loads before its arithmetic (a warp
-// stages its matrix, computes it, and only then loads again: a few KiB in flight an SM, a fifth of the
-// memory's bandwidth). Here each warp walks its own chunks of matrices (chunk c, c + warps of the grid,
-// ...) through two copy stages in shared memory: while it computes one chunk, the next chunk's A and B
-// are in flight. A packed operand (its batch one run of whole matrices, 16-byte aligned) is copied as
-// 16-byte cp.async pieces, whatever M, N and K (the run is copied from the 16-byte boundary before it,
-// the last piece short of 16 bytes element by element); any other operand element by element. Each
-// matrix of a stage is then staged (a row at a time, a lane an element; zeros past M, N and K stay) and
-// computed: float32 widened as small_wide does it (A as 8 RM rows of an odd stride, B as K rows of 4 RN + 4)
-// with a register tile a lane of 4 x 8 (C up to 32 x 32) or 2 x 4 (C up to 16 x 16); the halves as they
-// are, on the tensor cores (mma.sync m16n8k16, float32 accumulators; fragments by ldmatrix, A as 16 or 32
-// rows of K padded to 16, B as K rows of 16 or 32 columns, rows 16 bytes past a multiple of 32: no bank
-// conflict), where a 32^3 product is 16 instructions, not the FP32 pipes' 1024. stream_geometry() sizes
-// the stages; the host's stream_geometry (gpumat/matmul/variants.py) mirrors it. sm_80 and newer.
+// small_stream (M, N and K at most 32: float32 products up to about 20^3, the halves' up to 32^3).
+// Technique: a batch of tiny products is a stream of bytes, and the two kernels above wait on each
+// matrix's loads before its arithmetic (a warp stages its matrix, computes it, and only then loads again:
+// a few KiB in flight an SM: 0.1-0.5 of the copy rate on the H200's bench bmm). Here each warp walks its
+// own chunks of matrices (chunk c, c + warps of the grid, ...) through two copy stages in shared memory:
+// while it computes one chunk, the next chunk's A and B are in flight. A packed operand (its batch one
+// run of whole matrices, 16-byte aligned) is copied as 16-byte cp.async pieces, whatever M, N and K (the
+// run is copied from the 16-byte boundary before it, the last piece short of 16 bytes element by
+// element); any other operand element by element. Each matrix of a stage is then staged (a row at a
+// time, a lane an element; zeros past M, N and K stay) and computed: float32 widened as small_wide does
+// it (A as 8 RM rows of an odd stride, B as K rows of 4 RN + 4) with a register tile a lane of 4 x 8 (C
+// up to 32 x 32) or 2 x 4 (C up to 16 x 16); the halves as they are, on the tensor cores (mma.sync
+// m16n8k16, float32 accumulators; fragments by ldmatrix, A as 16 or 32 rows of K padded to 16, B as K
+// rows of 16 or 32 columns, rows 16 bytes past a multiple of 32: no bank conflict), where a 32^3
+// product is 16 instructions, not the FP32 pipes' 1024. stream_geometry() sizes the stages; the host's
+// stream_geometry (gpumat/matmul/variants.py) mirrors it. sm_80 and newer.
 // Launch: block (128, 1, 1), grid (min(ceil(batch / 4), four blocks an SM), 1, 1), 56 KiB of dynamic
 // shared memory (14 KiB a warp: float32 products up to about 20^3, the halves' up to 32^3).
 //
@@ -478,9 +479,9 @@ __device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, i
 }
 
 // Copy `count` matrices of an operand (rows x inner elements each, stored with row stride ld and batch
-// stride bs from src) into a warp's stage at dst as one packed run, where they begin `head` bytes on
-// (returned). A packed, 16-byte aligned operand (ld == inner, bs == rows x inner or the batch's one
-// matrix, base on 16 bytes) goes as 16-byte cp.async pieces from the 16-byte boundary at or before the
+// stride bs from src) into a warp's stage at dst as one packed run, run_head(src, packed) bytes on. A
+// packed, 16-byte aligned operand (ld == inner, bs == rows x inner or the batch's one matrix, base on 16
+// bytes) goes as 16-byte cp.async pieces from the 16-byte boundary at or before the
 // run's first byte (the previous matrix's bytes), every copy of the lane in flight at once, and what is
 // left of a last piece short of 16 bytes element by element (nothing past the operand is read); any
 // other operand element by element (loads four at a time, then stores).
@@ -530,25 +531,18 @@ __device__ __forceinline__ void copy_run(const T* src, bool packed, int rows, in
 template <class T>
 __device__ __forceinline__ int run_head(const T* src, bool packed)
 {
-#if __CUDA_ARCH__ >= 800
     return packed ? (int)(reinterpret_cast<unsigned long long>(src) & 15) : 0;
-#else
-    return 0;
-#endif
 }
 
-// A lane's RN staged elements from p (16-byte aligned).
-template <int RN, class Acc>
-__device__ __forceinline__ void load_row(const Acc* p, Acc (&v)[RN])
+// A lane's RN (4 or 8) staged float32 elements from p (16-byte aligned).
+template <int RN>
+__device__ __forceinline__ void load_row(const float* p, float (&v)[RN])
 {
     if constexpr (RN == 8) {
         load8(p, v);
-    } else if constexpr (sizeof(Acc) == 4) {
+    } else {
         const float4 x = *reinterpret_cast<const float4*>(p);
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-    } else {
-        const double2 x = *reinterpret_cast<const double2*>(p), y = *reinterpret_cast<const double2*>(p + 2);
-        v[0] = x.x, v[1] = x.y, v[2] = y.x, v[3] = y.y;
     }
 }
 
@@ -563,9 +557,10 @@ __device__ __forceinline__ S staged_as(T x)
 }
 
 // A stage's matrix of A (ra: M rows of K, or stored transposed K rows of M) into the staged As[i][kp] as
-// the accumulation type; likewise B (rb: K rows of N, or stored transposed N rows of K) into Bs[kk][ns].
-// A row at a time, a lane an element of it (every side is at most 32): no index arithmetic beyond a
-// multiply-add, the raw rows read without bank conflicts, the staged A's written so too (kp odd).
+// S (float32, or the halves as they are); likewise B (rb: K rows of N, or stored transposed N rows of K)
+// into Bs[kk][ns]. A row at a time, a lane an element of it (every side is at most 32): no index
+// arithmetic beyond a multiply-add, the raw rows read without bank conflicts, float32's staged A written
+// so too (kp odd).
 template <bool TA, class T, class S>
 __device__ __forceinline__ void stage_a(const T* ra, int M, int K, int kp, S* As, int lane)
 {
