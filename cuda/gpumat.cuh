@@ -169,6 +169,52 @@ __device__ __forceinline__ void copy_wait()
 #endif
 }
 
+#if __CUDA_ARCH__ >= 800
+// ---------------------------------------------------------------------------------------------------
+// The 16-bit tensor cores through mma.sync (sm_80 and newer): Mma<T>::run(d, a, b0, b1) is d += a b for
+// one m16n8k16 tile, float32 accumulators, A's fragment row-major and B's column-major, by the halves'
+// type; ldmatrix_x4 loads four 8 x 8 pieces of 16-bit elements from shared memory (each lane gives one
+// row's address: lanes 0-7 the first piece's rows, 8-15 the second's, ...), ldmatrix_x4_trans the same
+// pieces transposed.
+// ---------------------------------------------------------------------------------------------------
+template <class T>
+struct Mma;
+
+template <>
+struct Mma<__half> {
+    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+    {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+template <>
+struct Mma<__nv_bfloat16> {
+    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+    {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+#endif
+
 // ---------------------------------------------------------------------------------------------------
 // The tiled matmul kernels' tile order: the id-th tile of a tiles_m x tiles_n grid of C tiles (ids
 // counted row tile by row tile) is mapped to tile (tm, tn) so that the grid is walked in groups of

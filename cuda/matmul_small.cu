@@ -600,38 +600,6 @@ __device__ __forceinline__ void stage_matrix(const T* ra, const T* rb, int M, in
     __syncwarp();
 }
 
-#if __CUDA_ARCH__ >= 800
-// d += a b on the tensor cores (mma.sync m16n8k16, float32 accumulators), by the halves' type.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __half)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                          __nv_bfloat16)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-#endif
-
 // One element of C (row i, column j of matrix cz) through the epilogue, rounded to Out.
 template <class Out>
 __device__ __forceinline__ void store_c(Out* cz, long long ldc, int i, int j, float v, bool plain,
@@ -706,15 +674,16 @@ __device__ __forceinline__ void stream_matrix_tc(const T* ra, const T* rb, Out* 
     for (int k0 = 0; k0 < K; k0 += 16) {
         uint32_t af[MT][4], bf[NT / 2][4];
 #pragma unroll
-        for (int i = 0; i < MT; ++i) ldmatrix_x4(af[i], a_base + 2 * ((16 * i + lrow) * g.kp + k0 + 8 * lhalf));
+        for (int i = 0; i < MT; ++i)
+            gpumat::ldmatrix_x4(af[i], a_base + 2 * ((16 * i + lrow) * g.kp + k0 + 8 * lhalf));
 #pragma unroll
         for (int jj = 0; jj < NT / 2; ++jj)
-            ldmatrix_x4_trans(bf[jj], b_base + 2 * ((k0 + lrow) * g.ns + 16 * jj + 8 * lhalf));
+            gpumat::ldmatrix_x4_trans(bf[jj], b_base + 2 * ((k0 + lrow) * g.ns + 16 * jj + 8 * lhalf));
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
             for (int j = 0; j < NT; ++j)
-                mma_16816(acc[i][j], af[i], bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1], T());
+                gpumat::Mma<T>::run(acc[i][j], af[i], bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
     }
     __syncwarp();  // the staged operands are read: the next matrix may overwrite them
     const bool plain = ep.identity();

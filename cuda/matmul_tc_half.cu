@@ -136,6 +136,9 @@ constexpr int MIN_BLOCKS_64x64 = 4;
 using gpumat::copy16;
 using gpumat::copy_commit;
 using gpumat::copy_wait;
+using gpumat::ldmatrix_x4;
+using gpumat::ldmatrix_x4_trans;
+using gpumat::Mma;
 using gpumat::smem_addr;
 
 // Element offsets (in halves) of 16-byte chunk c of row r inside a stage's A and B tiles (the swizzles
@@ -143,43 +146,6 @@ using gpumat::smem_addr;
 __device__ __forceinline__ int a_chunk(int r, int c) { return r * BK + ((c ^ ((r >> 1) & 3)) << 3); }
 template <int BN>
 __device__ __forceinline__ int b_chunk(int r, int c) { return r * BN + ((c ^ (r & 7)) << 3); }
-
-template <class T>
-struct Mma;
-
-template <>
-struct Mma<__half> {
-    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-    {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-template <>
-struct Mma<__nv_bfloat16> {
-    __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-    {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
 
 // The copies of one k tile. Thread tid owns A chunks (row tid/4 + A_STEP i, chunk tid%4), i < A_ITERS,
 // and B chunks (k row tid/B_CHUNKS + B_STEP i, chunk tid%B_CHUNKS), i < B_ITERS (Cfg). 128 x 128:
