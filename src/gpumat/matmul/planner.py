@@ -236,9 +236,9 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     """small_stream: each warp computes its matrices one after another while the next chunk's bytes fly,
     so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s) and the longer of its
-    busiest warp's matrices, each at
-    STREAM_WARPS_PER_SM times what a matrix costs an SM (STREAM_COST: the matrix, its staged rows, its
-    arithmetic, its outputs), and the bytes of A, B and C at the bandwidth its SMs draw."""
+    busiest warp's matrices, each at STREAM_WARPS_PER_SM times what a matrix costs an SM (STREAM_COST:
+    the matrix, its staged rows, its arithmetic, its outputs), and the bytes of A, B and C at the
+    bandwidth its SMs draw."""
     blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
     warps = blocks * STREAM_WARPS
     busy = min(t.sm_count, blocks)

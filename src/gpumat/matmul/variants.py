@@ -193,7 +193,8 @@ class Variant:
     # the least a wave of its blocks takes, however little of K each has (the copy pipeline's prologue, the
     # last stage's wait, the epilogue): what bounds a batch of tiny products on the tile rows (WAVE_FLOOR);
     # for a small-products row, what a wave of its blocks costs a staged chunk of K, and beside it
-    # stage_element_s for each element a thread stages (small_wide: its staging is issue-bound)
+    # stage_element_s for each element a thread stages (small_wide: its staging is issue-bound); for
+    # small_stream, its warps' first chunk's copy, which nothing hides
     wave_floor_s: float = 0.0
     stage_element_s: float = 0.0
     # a tile row's wave also costs this for each unit of K its blocks walk: a wave of mostly idle blocks
