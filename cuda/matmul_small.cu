@@ -556,31 +556,20 @@ __device__ __forceinline__ S staged_as(T x)
         return Dtype<T>::acc(x);
 }
 
-// A stage's matrix of A (ra: M rows of K, or stored transposed K rows of M) into the staged As[i][kp] as
-// S (float32, or the halves as they are); likewise B (rb: K rows of N, or stored transposed N rows of K)
-// into Bs[kk][ns]. A row at a time, a lane an element of it (every side is at most 32): no index
-// arithmetic beyond a multiply-add, the raw rows read without bank conflicts, float32's staged A written
-// so too (kp odd).
-template <bool TA, class T, class S>
-__device__ __forceinline__ void stage_a(const T* ra, int M, int K, int kp, S* As, int lane)
+// One operand of a stage's matrix, a rows x cols matrix in the staged layout (row stride `stride`), from
+// its copy at src: stored as it is (rows of cols elements) or, FLIP, transposed (cols rows of `rows`); as
+// S (float32, or the halves as they are). A stored row at a time, a lane an element of it (every side is
+// at most 32): no index arithmetic beyond a multiply-add, the stored rows read without bank conflicts,
+// float32's staged A written so too (its stride odd). A is M x K into As[i][kp], B K x N into Bs[kk][ns].
+template <bool FLIP, class T, class S>
+__device__ __forceinline__ void stage_operand(const T* src, int rows, int cols, int stride, S* dst, int lane)
 {
-    const int rows = TA ? K : M, inner = TA ? M : K;
+    const int stored_rows = FLIP ? cols : rows, inner = FLIP ? rows : cols;
     if (lane >= inner) return;
-    const T* src = ra + lane;
-    S* dst = As + (TA ? lane * kp : lane);
+    src += lane;
+    dst += FLIP ? lane * stride : lane;
 #pragma unroll 4
-    for (int r = 0; r < rows; ++r) dst[TA ? r : r * kp] = staged_as<S>(src[r * inner]);
-}
-
-template <bool TB, class T, class S>
-__device__ __forceinline__ void stage_b(const T* rb, int N, int K, int ns, S* Bs, int lane)
-{
-    const int rows = TB ? N : K, inner = TB ? K : N;
-    if (lane >= inner) return;
-    const T* src = rb + lane;
-    S* dst = Bs + (TB ? lane * ns : lane);
-#pragma unroll 4
-    for (int r = 0; r < rows; ++r) dst[TB ? r : r * ns] = staged_as<S>(src[r * inner]);
+    for (int r = 0; r < stored_rows; ++r) dst[FLIP ? r : r * stride] = staged_as<S>(src[r * inner]);
 }
 
 // Stage a matrix's A and B (ta, tb: stored transposed) as S: float32 (the FP32 arithmetic's) or the
@@ -590,13 +579,13 @@ __device__ __forceinline__ void stage_matrix(const T* ra, const T* rb, int M, in
                                              const StreamGeometry& g, S* As, S* Bs, int lane)
 {
     if (ta)
-        stage_a<true>(ra, M, K, g.kp, As, lane);
+        stage_operand<true>(ra, M, K, g.kp, As, lane);
     else
-        stage_a<false>(ra, M, K, g.kp, As, lane);
+        stage_operand<false>(ra, M, K, g.kp, As, lane);
     if (tb)
-        stage_b<true>(rb, N, K, g.ns, Bs, lane);
+        stage_operand<true>(rb, K, N, g.ns, Bs, lane);
     else
-        stage_b<false>(rb, N, K, g.ns, Bs, lane);
+        stage_operand<false>(rb, K, N, g.ns, Bs, lane);
     __syncwarp();
 }
 

@@ -129,7 +129,23 @@ for case in range(300):
         assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
         split += 1
     checked += 1
-print(checked, split, exact_unaligned)
+# batches of tiny products (small_stream's, where auto ranks it first), every layout, a transposed out, a
+# shared B: the launch, its grid and block and its arguments are the plan's
+streamed = 0
+for dt, (m, n, k), batch in ((np.float16, (16, 16, 16), 20000), (np.float32, (12, 12, 12), 50000)):
+    for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
+        a = make(m, k, a_t, batch)
+        b = make(k, n, b_t, None if shared_b else batch)
+        out = make(m, n, out_t, batch)
+        launches.clear()
+        gm.matmul(a, b, out=out, alpha=0.5)
+        want = gm.matmul_plan(a, b, out)
+        what = (dt, m, n, k, a_t, b_t, out_t, shared_b, want, launches)
+        assert [x[0] for x in launches] == [want.kernel.name], what
+        assert launches[0][1] == want.grid and launches[0][2] == want.variant.block, what
+        assert launches[0][5] == want.kernel.dynamic_smem, what
+        streamed += want.algorithm == "small_stream"
+print(checked, split, exact_unaligned, streamed)
 """
 )
 
@@ -140,10 +156,11 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
     for seed in (1, 2):
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, split, exact_unaligned = (int(x) for x in out.stdout.split())
+        checked, split, exact_unaligned, streamed = (int(x) for x in out.stdout.split())
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
+        assert streamed == 8  # the tiny batches, each layout, on small_stream
 
 
 EMULATED = (

@@ -72,6 +72,7 @@ from .variants import (
     small_chunk,
     small_per_block,
     stream_fits,
+    stream_geometry,
 )
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -243,7 +244,7 @@ def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     warps = blocks * STREAM_WARPS
     busy = min(t.sm_count, blocks)
     per_matrix, per_row, per_unit, per_outputs = STREAM_COST[ITEMSIZE[p.dtype]]
-    narrow = p.m <= 16 and p.n <= 16
+    narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
     if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles a k step of 16
         units = (1 if narrow else 4) * cdiv(p.k, 16)
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
