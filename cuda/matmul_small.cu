@@ -54,7 +54,14 @@
 // Launch: block (128, 1, 1), grid (min(ceil(batch / 4), four blocks an SM), 1, 1), 56 KiB of dynamic
 // shared memory (14 KiB a warp: float32 products up to about 20^3, the halves' up to 32^3).
 //
-// All three: every output's sum runs in a fixed order (k order, but for the tensor cores' own within a
+// small_stream_in_place (the halves' products of M, N and K multiples of 8, at most 32). Technique: the
+// staging above was most of small_stream's time on those shapes, and it is not needed there: each row of
+// a multiple of 8 halves starts on 16 bytes in the stage, so ldmatrix reads the fragments where the copy
+// put them (.trans for A stored K x M and B stored K x N), a last k step of 8 with its upper pieces zeroed,
+// rows past M and N clamped onto the last (never stored); C in pairs of neighbours. The same walk, stages
+// and launch as small_stream, its own entry points (one kernel with both bodies spilled at 128 registers).
+//
+// All four: every output's sum runs in a fixed order (k order, but for the tensor cores' own within a
 // step of 16), no atomics (deterministic); each output goes through the
 // fused epilogue (gpumat::Epilogue) before it is rounded.
 #include "gpumat.cuh"
@@ -689,23 +696,136 @@ __device__ __forceinline__ void stream_matrix_tc(const T* ra, const T* rb, Out* 
 #endif
 
 #if __CUDA_ARCH__ >= 800
-template <bool NARROW, class T, class Out>
-__device__ __forceinline__ void small_stream(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
-                                             int M, int N, int K, long long lda, long long ldb, long long ldc,
-                                             int batch, bool ta, bool tb, long long sa, long long sb, long long sc,
-                                             const gpumat::Epilogue& ep, const StreamGeometry& g, unsigned char* slice)
+// Two neighbouring elements of C at `at` (aligned to two elements), rounded to Out and written as one store
+// (plain epilogue only).
+template <class Out>
+__device__ __forceinline__ void store_c_pair(Out* at, float v0, float v1)
 {
-    using S = typename std::conditional<sizeof(T) == 2, T, float>::type;  // what the staged layout holds
+    struct alignas(2 * sizeof(Out)) Pair {
+        Out x, y;
+    };
+    *reinterpret_cast<Pair*>(at) = Pair{Dtype<Out>::from(v0), Dtype<Out>::from(v1)};
+}
+
+// Where a lane's ldmatrix rows and C elements lie, for the halves' aligned shapes (M, N and K multiples of
+// 8) read in place: the same for every matrix, so set once a launch. A's fragment of row tile t at k step s
+// is a_at[t] + s a_step bytes into the matrix's copy (+ a_tail on a last step of 8), B's of column tile pair
+// t b_at[t] + s b_step (+ b_tail). Layouts: A stored M x K (rows 16 t + lane % 16 at k 8 (lane / 16)) or
+// K x M read .trans (k rows lane % 8 + 8 (lane / 16) at columns 16 t + 8 bit3); B stored K x N read .trans
+// (k rows lane % 16 at columns 16 t + 8 (lane / 16)) or N x K (rows 16 t + lane % 8 + 8 (lane / 16) at k
+// 8 bit3). Rows and columns past M and N are clamped onto the last ones (their outputs are never stored);
+// on a last k step of 8 the lanes of k + 8..15 read k's first 8 again (tail: those pieces are zeroed).
+// C: the lane's element (lane / 4, 2 (lane % 4)) of each 8 x 8 piece at c_at, pieces 8 ldc rows apart.
+struct InPlaceLanes {
+    uint32_t a_at[2], a_step, a_tail, b_at[2], b_step, b_tail;
+    long long c_at;
+};
+
+__device__ __forceinline__ InPlaceLanes in_place_lanes(int M, int N, int K, long long ldc, bool ta, bool tb,
+                                                     int lane)
+{
+    InPlaceLanes d;
+    const int r8 = lane & 7, bit3 = (lane >> 3) & 1, bit4 = lane >> 4;
+    const int a_k = ta ? r8 + 8 * bit4 : 8 * bit4, b_k = tb ? 8 * bit3 : r8 + 8 * bit3;
+    const int a_kstride = ta ? M : 1, b_kstride = tb ? 1 : N;  // elements between neighbouring k
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+        const int a_rc = ta ? min(16 * t + 8 * bit3, M - 8) : min(16 * t + r8 + 8 * bit3, M - 1) * K;
+        const int b_rc = tb ? min(16 * t + r8 + 8 * bit4, N - 1) * K : min(16 * t + 8 * bit4, N - 8);
+        d.a_at[t] = 2 * (a_rc + a_k * a_kstride);
+        d.b_at[t] = 2 * (b_rc + b_k * b_kstride);
+    }
+    d.a_step = 2 * 16 * a_kstride;
+    d.b_step = 2 * 16 * b_kstride;
+    d.a_tail = bit4 ? (uint32_t)(-2 * 8 * a_kstride) : 0u;  // the lanes of k + 8..15
+    d.b_tail = bit3 ? (uint32_t)(-2 * 8 * b_kstride) : 0u;
+    d.c_at = (long long)(lane / 4) * ldc + 2 * (lane % 4);
+    return d;
+}
+
+// The halves' aligned shapes: one matrix of a stage read in place by ldmatrix (no staging; .trans where the
+// layout asks), mma.sync m16n8k16 as stream_matrix_tc, one row tile of 16 at a time (its B fragments loaded
+// again for the second: fewer registers than both at once). A last k step of 8 (K an odd multiple of 8)
+// runs with the pieces of k + 8..15 zeroed (A's third and fourth, B's second and fourth). M and N multiples
+// of 8: a piece of C is all inside or all outside (no per-lane bounds); stored in pairs of neighbours where
+// `pairs` (plain epilogue, every matrix's C rows and start two elements aligned), else through the epilogue.
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t b_base, Out* cz, int M, int N,
+                                                       int K, long long ldc, bool ta, bool tb,
+                                                       const InPlaceLanes& d, bool pairs,
+                                                       const gpumat::Epilogue& ep, int lane)
+{
+    constexpr int MT = NARROW ? 1 : 2, NT = NARROW ? 2 : 4;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        if (16 * i >= M) break;
+        float acc[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+        uint32_t a_addr = a_base + d.a_at[i], b_addr0 = b_base + d.b_at[0], b_addr1 = b_base + d.b_at[1];
+#pragma unroll 1
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            const bool tail = k0 + 16 > K;
+            uint32_t af[4], bf[NT / 2][4];
+            if (ta)
+                gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? d.a_tail : 0u));
+            else
+                gpumat::ldmatrix_x4(af, a_addr + (tail ? d.a_tail : 0u));
+#pragma unroll
+            for (int jj = 0; jj < NT / 2; ++jj) {
+                const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? d.b_tail : 0u);
+                if (tb)
+                    gpumat::ldmatrix_x4(bf[jj], at);
+                else
+                    gpumat::ldmatrix_x4_trans(bf[jj], at);
+            }
+            if (tail) {
+                af[2] = af[3] = 0u;
+#pragma unroll
+                for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+                gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
+            a_addr += d.a_step;
+            b_addr0 += d.b_step;
+            b_addr1 += d.b_step;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (16 * i + 8 * h >= M) break;
+            Out* row = cz + d.c_at + (16 * i + 8 * h) * ldc;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                if (8 * j >= N) break;
+                if (pairs) {
+                    store_c_pair(row + 8 * j, acc[j][2 * h], acc[j][2 * h + 1]);
+                } else {
+                    const int r = 16 * i + 8 * h + lane / 4, c = 8 * j + 2 * (lane % 4);
+                    store_c(cz, ldc, r, c, acc[j][2 * h], false, ep);
+                    store_c(cz, ldc, r, c + 1, acc[j][2 * h + 1], false, ep);
+                }
+            }
+        }
+    }
+}
+#endif
+
+#if __CUDA_ARCH__ >= 800
+// small_stream's walk: each warp its chunks c, c + warps, ... through two copy stages, the next chunk's
+// copies in flight while compute(ra, rb, z0, here) computes this chunk's `here` matrices from their copies
+// at ra and rb (the first of the chunk's batch is z0).
+template <class T, class Compute>
+__device__ __forceinline__ void stream_chunks(const T* __restrict__ A, const T* __restrict__ B, int M, int N, int K,
+                                              long long lda, long long ldb, int batch, bool ta, bool tb, long long sa,
+                                              long long sb, const StreamGeometry& g, unsigned char* stages,
+                                              Compute compute)
+{
     const int lane = threadIdx.x % 32;
     const long long warps = (long long)gridDim.x * (STREAM_THREADS / 32);
     const long long first_warp = (long long)blockIdx.x * (STREAM_THREADS / 32) + threadIdx.x / 32;
-    S* As = reinterpret_cast<S*>(slice);
-    S* Bs = As + g.b_at;
-    unsigned char* stages = slice + g.staged;
-    // the staged rows of A past M, columns of B past N and (halves) K past K stay zero: every lane runs
-    // the same loop
-    for (int e = lane; e < g.staged / 4; e += 32) reinterpret_cast<uint32_t*>(slice)[e] = 0u;
-    __syncwarp();
     const int a_rows = ta ? K : M, a_inner = ta ? M : K, b_rows = tb ? N : K, b_inner = tb ? K : N;
     // a packed operand: its batch one run of whole matrices (or one matrix for all), 16-byte aligned
     const bool a_packed = lda == a_inner && (sa == (long long)M * K || sa == 0) &&
@@ -736,25 +856,72 @@ __device__ __forceinline__ void small_stream(const T* __restrict__ A, const T* _
         }
         __syncwarp();
         const long long z0 = c * g.per_chunk;
-        const int here = (int)min((long long)g.per_chunk, batch - z0);
         const T* ra = reinterpret_cast<const T*>(stages + s * g.stage + run_head(A + z0 * sa, a_packed));
         const T* rb = reinterpret_cast<const T*>(stages + s * g.stage + g.b_raw + run_head(B + z0 * sb, b_packed));
-        for (int p = 0; p < here; ++p) {
-            const T* a = ra + (sa ? p * M * K : 0);
-            const T* b = rb + (sb ? p * K * N : 0);
-            if constexpr (sizeof(T) == 2)
-                stream_matrix_tc<NARROW>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta, tb, g, As, Bs, ep, lane);
-            else
-                stream_matrix<NARROW ? 2 : 4, NARROW ? 4 : 8>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta, tb, g, As, Bs,
-                                                              ep, lane);
-        }
+        compute(ra, rb, z0, (int)min((long long)g.per_chunk, batch - z0));
         __syncwarp();  // this stage is read: the copy after next may fill it
     }
 }
+
+// small_stream: each matrix staged (zeros past M, N and K) and computed from the staged copy.
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void small_stream(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
+                                             int M, int N, int K, long long lda, long long ldb, long long ldc,
+                                             int batch, bool ta, bool tb, long long sa, long long sb, long long sc,
+                                             const gpumat::Epilogue& ep, const StreamGeometry& g, unsigned char* slice)
+{
+    using S = typename std::conditional<sizeof(T) == 2, T, float>::type;  // what the staged layout holds
+    const int lane = threadIdx.x % 32;
+    S* As = reinterpret_cast<S*>(slice);
+    S* Bs = As + g.b_at;
+    // the staged rows of A past M, columns of B past N and (halves) K past K stay zero: every lane runs
+    // the same loop
+    for (int e = lane; e < g.staged / 4; e += 32) reinterpret_cast<uint32_t*>(slice)[e] = 0u;
+    __syncwarp();
+    stream_chunks(A, B, M, N, K, lda, ldb, batch, ta, tb, sa, sb, g, slice + g.staged,
+                  [&](const T* ra, const T* rb, long long z0, int here) {
+                      for (int p = 0; p < here; ++p) {
+                          const T* a = ra + (sa ? p * M * K : 0);
+                          const T* b = rb + (sb ? p * K * N : 0);
+                          if constexpr (sizeof(T) == 2)
+                              stream_matrix_tc<NARROW>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta, tb, g, As, Bs, ep,
+                                                       lane);
+                          else
+                              stream_matrix<NARROW ? 2 : 4, NARROW ? 4 : 8>(a, b, C + (z0 + p) * sc, M, N, K, ldc, ta,
+                                                                            tb, g, As, Bs, ep, lane);
+                      }
+                  });
+}
+
+// small_stream on the halves' aligned shapes (M, N and K multiples of 8): nothing staged, each matrix read
+// where its copy lies (rows of a multiple of 8 elements stay 16-byte aligned in a stage).
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void small_stream_in_place(const T* __restrict__ A, const T* __restrict__ B,
+                                                      Out* __restrict__ C, int M, int N, int K, long long lda,
+                                                      long long ldb, long long ldc, int batch, bool ta, bool tb,
+                                                      long long sa, long long sb, long long sc,
+                                                      const gpumat::Epilogue& ep, const StreamGeometry& g,
+                                                      unsigned char* slice)
+{
+    const int lane = threadIdx.x % 32;
+    const InPlaceLanes lanes = in_place_lanes(M, N, K, ldc, ta, tb, lane);
+    const bool pairs = ep.identity() && ldc % 2 == 0 && sc % 2 == 0 &&
+                       (reinterpret_cast<unsigned long long>(C) & (2 * sizeof(Out) - 1)) == 0;
+    const uint32_t a_bytes = sa ? 2 * M * K : 0, b_bytes = sb ? 2 * K * N : 0;
+    stream_chunks(A, B, M, N, K, lda, ldb, batch, ta, tb, sa, sb, g, slice + g.staged,
+                  [&](const T* ra, const T* rb, long long z0, int here) {
+                      const uint32_t a0 = gpumat::smem_addr(ra), b0 = gpumat::smem_addr(rb);
+#pragma unroll 1
+                      for (int p = 0; p < here; ++p)
+                          stream_matrix_in_place<NARROW, T>(a0 + p * a_bytes, b0 + p * b_bytes, C + (z0 + p) * sc, M,
+                                                            N, K, ldc, ta, tb, lanes, pairs, ep, lane);
+                  });
+}
 #endif
 
-// small_stream with its tiles for the size of C (two bodies).
-template <class T, class Out>
+// small_stream (IN_PLACE false: every matrix staged) or small_stream_in_place (the halves' shapes of M, N
+// and K multiples of 8, read where their copies lie), with the tiles for the size of C (two bodies).
+template <bool IN_PLACE, class T, class Out>
 __device__ __forceinline__ void stream_any_layout(const T* A, const T* B, Out* C, int M, int N, int K, long long lda,
                                                   long long ldb, long long ldc, int batch, int ta, int tb,
                                                   long long sa, long long sb, long long sc, const gpumat::Epilogue& ep,
@@ -766,10 +933,21 @@ __device__ __forceinline__ void stream_any_layout(const T* A, const T* B, Out* C
 #if __CUDA_ARCH__ >= 800
     if (g.per_chunk == 0) __trap();  // a shape the planner refuses (stream_fits): no stage holds a matrix
     unsigned char* slice = smem + threadIdx.x / 32 * STREAM_SLICE;
-    if (g.rm == 2)
-        small_stream<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice);
-    else
-        small_stream<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice);
+#define GPUMAT_STREAM_BODY(WALK, NARROW) \
+    WALK<NARROW>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice)
+    if constexpr (IN_PLACE) {
+        if (M % 8 != 0 || N % 8 != 0 || K % 8 != 0) __trap();  // a shape the planner refuses
+        if (g.rm == 2)
+            GPUMAT_STREAM_BODY(small_stream_in_place, true);
+        else
+            GPUMAT_STREAM_BODY(small_stream_in_place, false);
+    } else {
+        if (g.rm == 2)
+            GPUMAT_STREAM_BODY(small_stream, true);
+        else
+            GPUMAT_STREAM_BODY(small_stream, false);
+    }
+#undef GPUMAT_STREAM_BODY
 #else
     __trap();  // the row needs sm_80 (its min_arch): the planner never launches it here
 #endif
@@ -834,20 +1012,25 @@ GPUMAT_SMALL_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
 
 // matmul_small_<dtype>[_f32out]_stream: the same arguments, for M, N and K at most 32 whose stages fit a
 // warp's 14 KiB (no float64): four warps a block, each on its own chunks of matrices, 56 KiB of dynamic
-// shared memory; grid min(ceil(batch / 4), four blocks an SM).
-#define GPUMAT_STREAM_ENTRY(NAME, T, OUT)                                                                    \
-    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, STREAM_BLOCKS_PER_SM) NAME##_stream(        \
+// shared memory; grid min(ceil(batch / 4), four blocks an SM). matmul_small_<half>[_f32out]_stream_in_place:
+// the same launch for the halves' M, N and K multiples of 8 (and at most 32), nothing staged.
+#define GPUMAT_STREAM_ENTRY(NAME, SUFFIX, IN_PLACE, T, OUT)                                                  \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, STREAM_BLOCKS_PER_SM) NAME##SUFFIX(          \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
         extern __shared__ __align__(16) unsigned char stream_smem[];                                         \
-        stream_any_layout(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,        \
-                          GPUMAT_EPILOGUE_ARGS, stream_smem);                                                \
+        stream_any_layout<IN_PLACE>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b,       \
+                                    batch_c, GPUMAT_EPILOGUE_ARGS, stream_smem);                             \
     }
 
-GPUMAT_STREAM_ENTRY(matmul_small_f32, float, float)
-GPUMAT_STREAM_ENTRY(matmul_small_f16, __half, __half)
-GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, __half, float)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16, __nv_bfloat16, __nv_bfloat16)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
+GPUMAT_STREAM_ENTRY(matmul_small_f32, _stream, false, float, float)
+GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream, false, __half, __half)
+GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream, false, __half, float)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream, false, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream, false, __nv_bfloat16, float)
+GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream_in_place, true, __half, __half)
+GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream_in_place, true, __half, float)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream_in_place, true, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream_in_place, true, __nv_bfloat16, float)

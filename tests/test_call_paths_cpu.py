@@ -129,10 +129,11 @@ for case in range(300):
         assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
         split += 1
     checked += 1
-# batches of tiny products (small_stream's, where auto ranks it first), every layout, a transposed out, a
-# shared B: the launch, its grid and block and its arguments are the plan's
-streamed = 0
-for dt, (m, n, k), batch in ((np.float16, (16, 16, 16), 20000), (np.float32, (12, 12, 12), 50000)):
+# batches of tiny products (small_stream's and small_stream_in_place's, where auto ranks them first), every
+# layout, a transposed out, a shared B: the launch, its grid and block and its arguments are the plan's
+streamed = in_place = 0
+tiny = ((np.float16, (16, 16, 16), 20000), (np.float16, (12, 12, 12), 50000), (np.float32, (12, 12, 12), 50000))
+for dt, (m, n, k), batch in tiny:
     for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
         a = make(m, k, a_t, batch)
         b = make(k, n, b_t, None if shared_b else batch)
@@ -144,8 +145,9 @@ for dt, (m, n, k), batch in ((np.float16, (16, 16, 16), 20000), (np.float32, (12
         assert [x[0] for x in launches] == [want.kernel.name], what
         assert launches[0][1] == want.grid and launches[0][2] == want.variant.block, what
         assert launches[0][5] == want.kernel.dynamic_smem, what
-        streamed += want.algorithm == "small_stream"
-print(checked, split, exact_unaligned, streamed)
+        streamed += want.algorithm in ("small_stream", "small_stream_in_place")
+        in_place += want.algorithm == "small_stream_in_place"
+print(checked, split, exact_unaligned, streamed, in_place)
 """
 )
 
@@ -156,11 +158,12 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
     for seed in (1, 2):
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, split, exact_unaligned, streamed = (int(x) for x in out.stdout.split())
+        checked, split, exact_unaligned, streamed, in_place = (int(x) for x in out.stdout.split())
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
-        assert streamed == 8  # the tiny batches, each layout, on small_stream
+        assert streamed == 12  # the tiny batches, each layout, on the streamed rows
+        assert in_place == 4  # float16 16^3: read in place
 
 
 EMULATED = (

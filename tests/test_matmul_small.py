@@ -34,6 +34,7 @@ from gpumat.matmul.engine import (
 )
 
 SMALL, WIDE, STREAM = VARIANTS["small"], VARIANTS["small_wide"], VARIANTS["small_stream"]
+IN_PLACE = VARIANTS["small_stream_in_place"]
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 
@@ -224,12 +225,33 @@ def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
 
 
 def test_auto_streams_batches_of_tiny_float32_and_half_products():
+    """The halves' sides that are multiples of 8 read in place (small_stream_in_place), the rest staged."""
     for sfx in ("f32", "f16", "bf16"):
         mode = "float32" if sfx == "f32" else "native"
-        for side in (8, 12, 16) if sfx == "f32" else (8, 16, 24, 32):
+        for side in (8, 12, 16) if sfx == "f32" else (8, 12, 16, 20, 24, 32):
             q = plan(Problem(side, side, side, sfx, sfx, mode, batch=20000), H100)
-            assert q.algorithm == "small_stream", (sfx, side, q.reason)
+            in_place = sfx != "f32" and side % 8 == 0
+            assert q.algorithm == ("small_stream_in_place" if in_place else "small_stream"), (sfx, side, q.reason)
+            assert ("small_stream_in_place " in q.reason) == in_place, q.reason
         assert "small_stream" not in plan(Problem(32, 32, 33, sfx, sfx, mode, batch=20000), H100).reason
+
+
+def test_small_stream_in_place_computes_the_halves_multiples_of_8_alone():
+    assert (IN_PLACE.max_m, IN_PLACE.max_n, IN_PLACE.max_k, IN_PLACE.shape_multiple) == (32, 32, 32, 8)
+    assert set(IN_PLACE.kernels) == {("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
+    assert all(k.name.endswith("_stream_in_place") and k.dynamic_smem == 57344 for k in IN_PLACE.kernels.values())
+    assert (IN_PLACE.block, IN_PLACE.smem, IN_PLACE.blocks_per_sm) == (STREAM.block, STREAM.smem, STREAM.blocks_per_sm)
+    for m, n, k in ((12, 16, 16), (16, 12, 16), (16, 16, 12), (40, 8, 8)):
+        with pytest.raises(ValueError, match="multiples of 8 at most 32"):
+            plan(Problem(m, n, k, "f16", "f16", "native", batch=2), H100, "small_stream_in_place")
+    with pytest.raises(ValueError):
+        plan(Problem(16, 16, 16, "f32", "f32", "float32", batch=2), H100, "small_stream_in_place")
+    for m, n, k in ((8, 8, 8), (8, 32, 24), (32, 16, 8)):
+        p = Problem(m, n, k, "bf16", "f32", "native", batch=5000, a_trans=True)
+        q = plan(p, H100, "small_stream_in_place")
+        assert q.kernel.name == "matmul_small_bf16_f32out_stream_in_place" and q.grid == STREAM.grid(m, n, 1, 132, 5000)
+        # nothing staged: the model charges no staged rows, so it is below the staged row's
+        assert q.seconds < plan(p, H100, "small_stream").seconds
 
 
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
@@ -299,13 +321,16 @@ def cases(draw):
         # None: packed (small_stream's 16-byte copies; a run starting mid-piece where a matrix's bytes are
         # not a multiple of 16)
         "pads": [draw(st.sampled_from([None, 0, 1, 2, 3])) for _ in range(2)] + [draw(st.integers(0, 3))],
-        "row": draw(st.sampled_from(["small", "small_wide", "small_stream"])),  # by name, where it computes
+        # by name, where it computes
+        "row": draw(st.sampled_from(["small", "small_wide", "small_stream", "small_stream_in_place"])),
     }
 
 
 def row_for(case) -> str:
     """The case's row, or the next that computes its shape and dtype (small_wide computes them all)."""
     m, n, k, row = case["m"], case["n"], case["k"], case["row"]
+    if row == "small_stream_in_place" and not (ITEMSIZE[case["kind"]] == 2 and IN_PLACE.computes_shape(m, n, k)):
+        row = "small_stream"
     if row == "small_stream" and (case["kind"] == "float64" or not stream_fits(m, n, k, ITEMSIZE[case["kind"]])):
         row = "small"
     if row == "small" and m * n > 256:
@@ -313,24 +338,23 @@ def row_for(case) -> str:
     return row
 
 
-@pytest.mark.gpu
-@settings(max_examples=250, deadline=None)
-@given(cases())
-def test_small_products_against_a_float64_reference(case):
+def product_against_reference(case, algorithm: str, out_dtype=None):
+    """The case's product by `algorithm` (A and B uploaded as the case says, C a view one row and pads[2]
+    columns into NaN-filled storage, of out_dtype or the case's dtype) in one launch with no copy, against
+    a float64 reference, and nothing written outside C."""
     kind, m, n, k, batch = (case[x] for x in ("kind", "m", "n", "k", "batch"))
     dtype = KINDS[kind]
     a_host = host_random((m, k) if case["shared"] == "a" else (batch, m, k), dtype)
     b_host = host_random((k, n) if case["shared"] == "b" else (batch, k, n), dtype)
     a, pa = upload(a_host, case["ta"], case["pads"][0])
     b, pb = upload(b_host, case["tb"], case["pads"][1])
-    out_host = np.full((batch, m + 1, n + case["pads"][2]), np.nan, dtype)
-    pc = gm.Matrix.from_numpy(out_host)
+    pc = gm.Matrix.from_numpy(np.full((batch, m + 1, n + case["pads"][2]), np.nan, out_dtype or dtype))
     out = pc[:, 1:, case["pads"][2] :]
     try:
-        q = gm.matmul_plan(a, b, out=out, algorithm=row_for(case))
+        q = gm.matmul_plan(a, b, out=out, algorithm=algorithm)
         assert not (q.copy_a or q.copy_b)
         gm.matmul(a, b, out=out, plan=q)
-        check(kind, out.to_numpy(), a_host, b_host, k, case)
+        check("float32" if out_dtype == np.float32 else kind, out.to_numpy(), a_host, b_host, k, case)
         after = pc.to_numpy()
         outside = np.ones(after.shape, bool)
         outside[:, 1:, case["pads"][2] :] = False
@@ -338,6 +362,43 @@ def test_small_products_against_a_float64_reference(case):
     finally:
         for x in (pa, pb, pc):
             x.free()
+
+
+@pytest.mark.gpu
+@settings(max_examples=250, deadline=None)
+@given(cases())
+def test_small_products_against_a_float64_reference(case):
+    product_against_reference(case, row_for(case))
+
+
+ALIGNED = [8, 16, 24, 32]  # the sides small_stream_in_place computes
+
+
+@st.composite
+def aligned_cases(draw):
+    return {
+        "kind": draw(st.sampled_from(["float16", "bfloat16"])),
+        "into_float32": draw(st.booleans()),
+        "m": draw(st.sampled_from(ALIGNED)),
+        "n": draw(st.sampled_from(ALIGNED)),
+        "k": draw(st.sampled_from(ALIGNED)),
+        "batch": draw(st.sampled_from([1, 2, 3, 257, 2113, 20011])),
+        "shared": draw(st.sampled_from(["none", "a", "b"])),
+        "ta": draw(st.booleans()),
+        "tb": draw(st.booleans()),
+        # A and B packed (16-byte copies) or inside wider storage; C's pad odd or even (its stores in pairs
+        # of neighbours only where its rows and start are two elements aligned)
+        "pads": [draw(st.sampled_from([None, 0, 1, 8])) for _ in range(2)] + [draw(st.integers(0, 3))],
+    }
+
+
+@pytest.mark.gpu
+@settings(max_examples=120, deadline=None)
+@given(aligned_cases())
+def test_small_stream_in_place_against_a_float64_reference_in_every_layout(case):
+    """M, N and K multiples of 8 (K an odd multiple too: the last k step of 8), every layout, A or B shared,
+    packed or in padded storage, C into float32 too: against a float64 reference, nothing written outside C."""
+    product_against_reference(case, "small_stream_in_place", np.float32 if case["into_float32"] else None)
 
 
 @pytest.mark.gpu
@@ -365,15 +426,17 @@ def test_a_batch_past_the_grid_s_limit_and_halves_into_float32(kind):
 
 EPILOGUE_CASES = [("small", 5, 36, 70), ("small_wide", 20, 36, 70), ("small_wide", 64, 61, 70)]
 # small_stream: no float64 kernel; float32 products up to about 20^3
-STREAM_CASES = {"float32": ("small_stream", 19, 13, 17), "float16": ("small_stream", 29, 13, 31)}
-STREAM_CASES["bfloat16"] = STREAM_CASES["float16"]
+STREAM_CASES = [
+    ("float32", "small_stream", 19, 13, 17),
+    *((kind, "small_stream", 29, 13, 31) for kind in ("float16", "bfloat16")),
+    *((kind, "small_stream_in_place", 24, 16, 8) for kind in ("float16", "bfloat16")),
+]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "kind, name, m, n, k",
-    [(kind, *case) for kind in KINDS for case in EPILOGUE_CASES]
-    + [(kind, *case) for kind, case in STREAM_CASES.items()],
+    [(kind, *case) for kind in KINDS for case in EPILOGUE_CASES] + STREAM_CASES,
 )
 def test_the_epilogue_and_bits_that_repeat(kind, name, m, n, k):
     dtype = KINDS[kind]

@@ -235,21 +235,23 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
 
 
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
-    """small_stream: each warp computes its matrices one after another while the next chunk's bytes fly,
-    so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s) and the longer of its
-    busiest warp's matrices, each at STREAM_WARPS_PER_SM times what a matrix costs an SM (STREAM_COST:
-    the matrix, its staged rows, its arithmetic, its outputs), and the bytes of A, B and C at the
-    bandwidth its SMs draw."""
+    """small_stream and small_stream_in_place: each warp computes its matrices one after another while the
+    next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s)
+    and the longer of its busiest warp's matrices, each at STREAM_WARPS_PER_SM times what a matrix costs an
+    SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs), and the bytes of A, B and C
+    at the bandwidth its SMs draw."""
     blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
     warps = blocks * STREAM_WARPS
     busy = min(t.sm_count, blocks)
-    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[ITEMSIZE[p.dtype]]
+    in_place = v.shape_multiple > 1  # small_stream_in_place: nothing staged, row tiles of 16 as M asks
+    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[ITEMSIZE[p.dtype], in_place]
     narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
-    if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles a k step of 16
-        units = (1 if narrow else 4) * cdiv(p.k, 16)
+    if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles (1 or 2 a row tile of 16) a k step of 16
+        row_tiles = cdiv(p.m, 16) if in_place else (1 if narrow else 2)
+        units = row_tiles * (1 if narrow else 2) * cdiv(p.k, 16)
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
         units = (256 if narrow else 1024) * p.k / 1024
-    rows = (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
+    rows = 0 if in_place else (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
     matrix = per_matrix + rows * per_row + units * per_unit + p.m * p.n / 32 * per_outputs
     compute = cdiv(p.batch, warps) * STREAM_WARPS_PER_SM * matrix
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
@@ -296,7 +298,11 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
             )
         return None
     if v.max_k is not None:
-        return f"it computes products of M, N and K at most {v.max_k} only, and this one is {p.m} x {p.n} x {p.k}"
+        multiples = f" multiples of {v.shape_multiple}" if v.shape_multiple > 1 else ""
+        return (
+            f"it computes products of M, N and K{multiples} at most {v.max_k} only, and this one is "
+            f"{p.m} x {p.n} x {p.k}"
+        )
     if v.packs:
         most = f"{v.max_m} x {v.max_n}" + (f" and {v.max_outputs} elements" if v.max_outputs else "")
         return f"it computes results of at most {most} only, and this one is {p.m} x {p.n}"

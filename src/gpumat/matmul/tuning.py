@@ -230,7 +230,7 @@ def load(path: str | None = None) -> int:
             continue
         if planner.unavailable(v, t) is not None or (p.dtype, p.out_dtype) not in v.kernels:
             continue
-        if v.computes(p.dtype) != p.mode or not v.computes_shape(p.m, p.n):
+        if v.computes(p.dtype) != p.mode or not v.computes_shape(p.m, p.n, p.k):
             continue
         try:  # the split must be one the variant can make for the problem (a file may have been edited)
             made = planner.forced(p, t, v.name, splits, k_chunk, swap)

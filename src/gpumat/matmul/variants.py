@@ -137,6 +137,7 @@ class Variant:
     max_m: int | None = None
     max_n: int | None = None
     max_k: int | None = None
+    shape_multiple: int = 1  # it computes only M, N and K that are multiples of this (small_stream_in_place: 8)
     auto_archs: tuple[int, ...] | None = None  # architectures where auto may pick it (None: where it runs)
     auto_dtypes: tuple[str, ...] | None = None  # input dtypes auto may pick it for (None: all it has kernels for)
     auto_needs_aligned: bool = False  # auto picks it only for 16-byte aligned operands
@@ -227,9 +228,10 @@ class Variant:
 
     def computes_shape(self, m: int, n: int, k: int = 1) -> bool:
         """Whether it computes an m x n C over K = k (the matrix-vector rows: at most max_m rows or max_n
-        columns; small_stream: M, N and K at most 32)."""
+        columns; small_stream: M, N and K at most 32; small_stream_in_place: those of them multiples of 8)."""
         return (
-            (self.max_m is None or m <= self.max_m)
+            (m % self.shape_multiple == 0 and n % self.shape_multiple == 0 and k % self.shape_multiple == 0)
+            and (self.max_m is None or m <= self.max_m)
             and (self.max_n is None or n <= self.max_n)
             and (self.max_k is None or k <= self.max_k)
             and (self.max_outputs is None or m * n <= self.max_outputs)
@@ -1133,18 +1135,29 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # 3000-300000 products of 1-32 a side, every layout; nonnegative least squares, each class within
 # 0.72-1.18 of its timings), the halves and float32 apart; and the first chunk's copy (wave_floor_s), which
 # bench bmm's 10000 4^3 products showed unhidden (7.0 us on this row against 4.3 on small).
-STREAM_COST = {  # itemsize: (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
-    2: (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
-    4: (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
+# small_stream_in_place: the same walk for the halves' products of M, N and K multiples of 8 (8, 16, 24, 32),
+# nothing staged: ldmatrix reads each matrix where its copy lies in the stage (.trans as the layout asks;
+# every row of a multiple of 8 elements starts on 16 bytes), one row tile of 16 at a time, C in pairs of
+# neighbours. The staging was most of small_stream's time on those shapes (100000 16^3 float16 products:
+# 80 -> 55 us on the H200). Its units of arithmetic: a pair of m16n8k16 tiles a row tile of 16 (1 or 2
+# pairs) a k step of 16, no staged rows. Fitted on the H200 (2026-12-01, probe-stream-in-place-*: 34 timings
+# of 200-100000 products of 8-32 a side, float16 and bfloat16, every layout; nonnegative least squares with
+# the launch's own fixed cost, 0.80-1.14 of each timing).
+STREAM_COST = {  # (itemsize, in place): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
+    (2, False): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
+    (4, False): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
+    (2, True): (11.0e-9, 0.0, 6.1e-9, 6.4e-9),
 }
 STREAM_WARPS_PER_SM = STREAM_WARPS * STREAM_BLOCKS_PER_SM  # the warps that share an SM's time
 STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
+STREAM_IN_PLACE_MULTIPLE = 8  # cuda/matmul_small.cu: stream_any_layout<true>'s shapes
 
 
-def _stream() -> Variant:
-    names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + "_stream" for s, d in STREAM_PAIRS}
+def _stream(in_place: bool) -> Variant:
+    suffix, pairs = ("_stream_in_place", HALF_PAIRS) if in_place else ("_stream", STREAM_PAIRS)
+    names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + suffix for s, d in pairs}
     return Variant(
-        "small_stream",
+        "small_stream_in_place" if in_place else "small_stream",
         _kernels("matmul_small", names, "small", smem=STREAM_SMEM),
         "any",
         (STREAM_MAX, STREAM_MAX),
@@ -1159,12 +1172,13 @@ def _stream() -> Variant:
         max_m=STREAM_MAX,
         max_n=STREAM_MAX,
         max_k=STREAM_MAX,
+        shape_multiple=STREAM_IN_PLACE_MULTIPLE if in_place else 1,
         # float32's arithmetic in STREAM_COST (2048 FLOP a unit in 11.1 ns an SM): the model takes STREAM_COST
         rate=24.4e12,
         blocks_per_sm=STREAM_BLOCKS_PER_SM,
         bandwidth=3.6e12,
-        fixed_s=2e-6,
-        wave_floor_s=1.5e-6,  # a warp's first chunk, copied before any arithmetic can hide it
+        fixed_s=1e-6 if in_place else 2e-6,
+        wave_floor_s=1.4e-6 if in_place else 1.5e-6,  # a warp's first chunk, copied before any arithmetic hides it
     )
 
 
@@ -1215,7 +1229,8 @@ _ROWS = [
         stage_element_s=0.137e-6,
         auto_dtypes=("f32", "f16", "bf16"),
     ),
-    _stream(),
+    _stream(in_place=False),
+    _stream(in_place=True),
     SIMT,
     # whole_tiles: see SGEMM_LAYOUT_TILES (the 128 x 256 BK 8 blocks ran partly empty tiles in about half
     # the time of whole ones, as their live warp tiles model)
