@@ -501,17 +501,13 @@ __device__ __forceinline__ void copy_run(const T* src, bool packed, int rows, in
         const char* first = reinterpret_cast<const char*>(src);
         const int head = (int)(reinterpret_cast<unsigned long long>(first) & 15);
         const char* from = first - head;
-        const int bytes = head + count * rows * inner * (int)sizeof(T);
-#pragma unroll 1
-        for (int at = lane * 16; at < bytes; at += 32 * 16) {
-            char* to = reinterpret_cast<char*>(dst) + at;
-            if (bytes - at >= 16) {
-                gpumat::copy16(to, from + at, 16);
-            } else {  // the run's last piece: element by element, nothing past its end read
-                for (int e = 0; e < bytes - at; e += (int)sizeof(T))
-                    *reinterpret_cast<T*>(to + e) = *reinterpret_cast<const T*>(from + at + e);
-            }
-        }
+        const int bytes = head + count * rows * inner * (int)sizeof(T), whole = bytes / 16 * 16;
+        char* to = reinterpret_cast<char*>(dst);
+#pragma unroll 4
+        for (int at = lane * 16; at < whole; at += 32 * 16) gpumat::copy16(to + at, from + at, 16);
+        // the run's last piece short of 16 bytes: element by element, a lane each, nothing past its end read
+        const int e = whole + lane * (int)sizeof(T);
+        if (e < bytes) *reinterpret_cast<T*>(to + e) = *reinterpret_cast<const T*>(from + e);
         return;
     }
 #endif
@@ -701,10 +697,13 @@ __device__ __forceinline__ void stream_matrix_tc(const T* ra, const T* rb, Out* 
 template <class Out>
 __device__ __forceinline__ void store_c_pair(Out* at, float v0, float v1)
 {
-    struct alignas(2 * sizeof(Out)) Pair {
-        Out x, y;
-    };
-    *reinterpret_cast<Pair*>(at) = Pair{Dtype<Out>::from(v0), Dtype<Out>::from(v1)};
+    if constexpr (sizeof(Out) == 4) {
+        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+    } else {  // both halves packed into one 32-bit store
+        const Out x = Dtype<Out>::from(v0), y = Dtype<Out>::from(v1);
+        const uint32_t lo = reinterpret_cast<const unsigned short&>(x), hi = reinterpret_cast<const unsigned short&>(y);
+        *reinterpret_cast<uint32_t*>(at) = lo | hi << 16;
+    }
 }
 
 // Where a lane's ldmatrix rows and C elements lie, for the halves' aligned shapes (M, N and K multiples of
@@ -719,6 +718,7 @@ __device__ __forceinline__ void store_c_pair(Out* at, float v0, float v1)
 struct InPlaceLanes {
     uint32_t a_at[2], a_step, a_tail, b_at[2], b_step, b_tail;
     long long c_at;
+    uint32_t pieces;  // bit r (0-3): C's rows 8 r.. are inside M; bit 4 + c: its columns 8 c.. inside N
 };
 
 __device__ __forceinline__ InPlaceLanes in_place_lanes(int M, int N, int K, long long ldc, bool ta, bool tb,
@@ -740,6 +740,7 @@ __device__ __forceinline__ InPlaceLanes in_place_lanes(int M, int N, int K, long
     d.a_tail = bit4 ? (uint32_t)(-2 * 8 * a_kstride) : 0u;  // the lanes of k + 8..15
     d.b_tail = bit3 ? (uint32_t)(-2 * 8 * b_kstride) : 0u;
     d.c_at = (long long)(lane / 4) * ldc + 2 * (lane % 4);
+    d.pieces = ((1u << (M / 8)) - 1) | ((1u << (N / 8)) - 1) << 4;
     return d;
 }
 
@@ -758,7 +759,7 @@ __device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t
     constexpr int MT = NARROW ? 1 : 2, NT = NARROW ? 2 : 4;
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-        if (16 * i >= M) break;
+        if (!(d.pieces >> (2 * i) & 1)) break;  // a row tile past M
         float acc[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; ++j)
@@ -795,11 +796,11 @@ __device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            if (16 * i + 8 * h >= M) break;
+            if (!(d.pieces >> (2 * i + h) & 1)) break;  // rows past M
             Out* row = cz + d.c_at + (16 * i + 8 * h) * ldc;
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-                if (8 * j >= N) break;
+                if (!(d.pieces >> (4 + j) & 1)) break;  // columns past N
                 if (pairs) {
                     store_c_pair(row + 8 * j, acc[j][2 * h], acc[j][2 * h + 1]);
                 } else {

@@ -1139,14 +1139,14 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # nothing staged: ldmatrix reads each matrix where its copy lies in the stage (.trans as the layout asks;
 # every row of a multiple of 8 elements starts on 16 bytes), one row tile of 16 at a time, C in pairs of
 # neighbours. The staging was most of small_stream's time on those shapes (100000 16^3 float16 products:
-# 80 -> 55 us on the H200). Its units of arithmetic: a pair of m16n8k16 tiles a row tile of 16 (1 or 2
+# 84 -> 47 us on the H200). Its units of arithmetic: a pair of m16n8k16 tiles a row tile of 16 (1 or 2
 # pairs) a k step of 16, no staged rows. Fitted on the H200 (2026-12-01, probe-stream-in-place-*: 34 timings
 # of 200-100000 products of 8-32 a side, float16 and bfloat16, every layout; nonnegative least squares with
-# the launch's own fixed cost, 0.80-1.14 of each timing).
+# the launch's own fixed cost, 0.75-1.13 of each timing).
 STREAM_COST = {  # (itemsize, in place): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
     (2, False): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
     (4, False): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
-    (2, True): (11.0e-9, 0.0, 6.1e-9, 6.4e-9),
+    (2, True): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
 }
 STREAM_WARPS_PER_SM = STREAM_WARPS * STREAM_BLOCKS_PER_SM  # the warps that share an SM's time
 STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
@@ -1177,7 +1177,7 @@ def _stream(in_place: bool) -> Variant:
         rate=24.4e12,
         blocks_per_sm=STREAM_BLOCKS_PER_SM,
         bandwidth=3.6e12,
-        fixed_s=1e-6 if in_place else 2e-6,
+        fixed_s=0.9e-6 if in_place else 2e-6,
         wave_floor_s=1.4e-6 if in_place else 1.5e-6,  # a warp's first chunk, copied before any arithmetic hides it
     )
 
