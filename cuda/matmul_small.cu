@@ -58,8 +58,9 @@
 // staging above was most of small_stream's time on those shapes, and it is not needed there: each row of
 // a multiple of 8 halves starts on 16 bytes in the stage, so ldmatrix reads the fragments where the copy
 // put them (.trans for A stored K x M and B stored K x N), a last k step of 8 with its upper pieces zeroed,
-// rows past M and N clamped onto the last (never stored); C in pairs of neighbours. The same walk, stages
-// and launch as small_stream, its own entry points (one kernel with both bodies spilled at 128 registers).
+// rows past M and N clamped onto the last (never stored); C in pairs of neighbours (plain epilogue, C
+// aligned to two elements). The same walk, stages and launch as small_stream, its own entry points (one
+// kernel with both bodies spilled at 128 registers).
 //
 // All four: every output's sum runs in a fixed order (k order, but for the tensor cores' own within a
 // step of 16), no atomics (deterministic); each output goes through the

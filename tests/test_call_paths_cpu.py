@@ -132,7 +132,12 @@ for case in range(300):
 # batches of tiny products (small_stream's and small_stream_in_place's, where auto ranks them first), every
 # layout, a transposed out, a shared B: the launch, its grid and block and its arguments are the plan's
 streamed = in_place = 0
-tiny = ((np.float16, (16, 16, 16), 20000), (np.float16, (12, 12, 12), 50000), (np.float32, (12, 12, 12), 50000))
+tiny = (
+    (np.float16, (16, 16, 16), 20000),
+    (np.float16, (8, 32, 24), 20000),  # not square: a transposed out swaps M and N
+    (np.float16, (12, 12, 12), 50000),
+    (np.float32, (12, 12, 12), 50000),
+)
 for dt, (m, n, k), batch in tiny:
     for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
         a = make(m, k, a_t, batch)
@@ -162,8 +167,8 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
-        assert streamed == 12  # the tiny batches, each layout, on the streamed rows
-        assert in_place == 4  # float16 16^3: read in place
+        assert streamed == 16  # the tiny batches, each layout, on the streamed rows
+        assert in_place == 8  # float16 16^3 and 8 x 32 x 24: read in place
 
 
 EMULATED = (

@@ -92,6 +92,7 @@ def test_the_host_s_stream_geometry_is_the_kernel_s():
         "const int room = min((STREAM_SLICE - g.staged) / 2, STREAM_STAGE_BYTES + 64) - 64;",
         "g.per_chunk = (int)min((long long)(room / (a_bytes + b_bytes)), even);",
         "if (g.per_chunk == 0) __trap();",
+        "if (M % 8 != 0 || N % 8 != 0 || K % 8 != 0) __trap();  // a shape the planner refuses",  # in place
         "g.b_raw = (g.per_chunk * a_bytes + 31) / 16 * 16;",
         "g.stage = g.b_raw + (g.per_chunk * b_bytes + 31) / 16 * 16;",
     ):
@@ -238,6 +239,10 @@ def test_auto_streams_batches_of_tiny_float32_and_half_products():
 
 def test_small_stream_in_place_computes_the_halves_multiples_of_8_alone():
     assert (IN_PLACE.max_m, IN_PLACE.max_n, IN_PLACE.max_k, IN_PLACE.shape_multiple) == (32, 32, 32, 8)
+    # K unknown (the matrix-vector and swap checks ask so): M and N alone
+    assert (
+        IN_PLACE.computes_shape(8, 32) and not IN_PLACE.computes_shape(8, 12) and not IN_PLACE.computes_shape(8, 8, 4)
+    )
     assert set(IN_PLACE.kernels) == {("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
     assert all(k.name.endswith("_stream_in_place") and k.dynamic_smem == 57344 for k in IN_PLACE.kernels.values())
     assert (IN_PLACE.block, IN_PLACE.smem, IN_PLACE.blocks_per_sm) == (STREAM.block, STREAM.smem, STREAM.blocks_per_sm)
@@ -340,16 +345,21 @@ def row_for(case) -> str:
 
 def product_against_reference(case, algorithm: str, out_dtype=None):
     """The case's product by `algorithm` (A and B uploaded as the case says, C a view one row and pads[2]
-    columns into NaN-filled storage, of out_dtype or the case's dtype) in one launch with no copy, against
-    a float64 reference, and nothing written outside C."""
+    columns into NaN-filled storage, or with c_one_in one column into storage two columns wider, of
+    out_dtype or the case's dtype) in one launch with no copy, against a float64 reference, and nothing
+    written outside C."""
     kind, m, n, k, batch = (case[x] for x in ("kind", "m", "n", "k", "batch"))
     dtype = KINDS[kind]
     a_host = host_random((m, k) if case["shared"] == "a" else (batch, m, k), dtype)
     b_host = host_random((k, n) if case["shared"] == "b" else (batch, k, n), dtype)
     a, pa = upload(a_host, case["ta"], case["pads"][0])
     b, pb = upload(b_host, case["tb"], case["pads"][1])
-    pc = gm.Matrix.from_numpy(np.full((batch, m + 1, n + case["pads"][2]), np.nan, out_dtype or dtype))
-    out = pc[:, 1:, case["pads"][2] :]
+    if case.get("c_one_in"):
+        pc = gm.Matrix.from_numpy(np.full((batch, m, n + 2), np.nan, out_dtype or dtype))
+        out, inside = pc[:, :, 1 : n + 1], (slice(None), slice(None), slice(1, n + 1))
+    else:
+        pc = gm.Matrix.from_numpy(np.full((batch, m + 1, n + case["pads"][2]), np.nan, out_dtype or dtype))
+        out, inside = pc[:, 1:, case["pads"][2] :], (slice(None), slice(1, None), slice(case["pads"][2], None))
     try:
         q = gm.matmul_plan(a, b, out=out, algorithm=algorithm)
         assert not (q.copy_a or q.copy_b)
@@ -357,7 +367,7 @@ def product_against_reference(case, algorithm: str, out_dtype=None):
         check("float32" if out_dtype == np.float32 else kind, out.to_numpy(), a_host, b_host, k, case)
         after = pc.to_numpy()
         outside = np.ones(after.shape, bool)
-        outside[:, 1:, case["pads"][2] :] = False
+        outside[inside] = False
         assert np.isnan(after[outside].astype(np.float64)).all(), "written outside out's view"
     finally:
         for x in (pa, pb, pc):
@@ -389,6 +399,9 @@ def aligned_cases(draw):
         # A and B packed (16-byte copies) or inside wider storage; C's pad odd or even (its stores in pairs
         # of neighbours only where its rows and start are two elements aligned)
         "pads": [draw(st.sampled_from([None, 0, 1, 8])) for _ in range(2)] + [draw(st.integers(0, 3))],
+        # C one column in from its storage's first, two columns wider: rows an even number of elements
+        # apart, its start odd (no pairs)
+        "c_one_in": draw(st.booleans()),
     }
 
 

@@ -226,14 +226,17 @@ class Variant:
         batches and GPUs aside."""
         return self.tier == 1 and (self.auto_dtypes is None or dtype in self.auto_dtypes)
 
-    def computes_shape(self, m: int, n: int, k: int = 1) -> bool:
-        """Whether it computes an m x n C over K = k (the matrix-vector rows: at most max_m rows or max_n
-        columns; small_stream: M, N and K at most 32; small_stream_in_place: those of them multiples of 8)."""
+    def computes_shape(self, m: int, n: int, k: int | None = None) -> bool:
+        """Whether it computes an m x n C over K = k, or over some K where k is None (the matrix-vector rows:
+        at most max_m rows or max_n columns; small_stream: M, N and K at most 32; small_stream_in_place:
+        those of them multiples of 8)."""
+        step = self.shape_multiple
         return (
-            (m % self.shape_multiple == 0 and n % self.shape_multiple == 0 and k % self.shape_multiple == 0)
+            m % step == 0
+            and n % step == 0
+            and (k is None or (k % step == 0 and (self.max_k is None or k <= self.max_k)))
             and (self.max_m is None or m <= self.max_m)
             and (self.max_n is None or n <= self.max_n)
-            and (self.max_k is None or k <= self.max_k)
             and (self.max_outputs is None or m * n <= self.max_outputs)
         )
 
@@ -1121,7 +1124,7 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 
 
 # small_stream (cuda/matmul_small.cu): batches of products of M, N and K at most 32 in float32 and the
-# halves, streamed: four warps a block, two blocks an SM, each warp its own chunks of matrices through two
+# halves, streamed: four warps a block, four blocks an SM, each warp its own chunks of matrices through two
 # copy stages (the next chunk's bytes in flight while it computes one), 16-byte copies for a packed
 # operand; float32 on the FP32 pipes (register tiles of 2 x 4 or 4 x 8 a lane), the halves on the tensor
 # cores (mma.sync). A warp's 14 KiB holds two stages and the staged operands of the halves' products up
