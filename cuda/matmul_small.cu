@@ -612,11 +612,7 @@ __device__ __forceinline__ void stream_matrix(const T* ra, const T* rb, Out* cz,
 {
     stage_matrix(ra, rb, M, N, K, ta, tb, g, As, Bs, lane);
     const int kp = g.kp, ns = g.ns, ly = lane / 4, lx = lane % 4;
-    float acc[RM][RN];
-#pragma unroll
-    for (int r = 0; r < RM; ++r)
-#pragma unroll
-        for (int c = 0; c < RN; ++c) acc[r][c] = 0.0f;
+    float acc[RM][RN] = {};
     const float* as = As + ly * RM * kp;
     const float* bs = Bs + lx * RN;
 #pragma unroll 4
@@ -654,13 +650,7 @@ __device__ __forceinline__ void stream_matrix_tc(const T* ra, const T* rb, Out* 
 {
     constexpr int MT = NARROW ? 1 : 2, NT = NARROW ? 2 : 4;
     stage_matrix(ra, rb, M, N, K, ta, tb, g, As, Bs, lane);
-    float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    float acc[MT][NT][4] = {};
     const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;  // the row (A) or k row (B) this lane points at
     const int lhalf = lane >> 4;                          // which 8 columns of the 16
     const uint32_t a_base = gpumat::smem_addr(As), b_base = gpumat::smem_addr(Bs);
@@ -761,11 +751,7 @@ __device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
         if (!(d.pieces >> (2 * i) & 1)) break;  // a row tile past M
-        float acc[NT][4];
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+        float acc[NT][4] = {};
         uint32_t a_addr = a_base + d.a_at[i], b_addr0 = b_base + d.b_at[0], b_addr1 = b_base + d.b_at[1];
 #pragma unroll 1
         for (int k0 = 0; k0 < K; k0 += 16) {
