@@ -49,13 +49,18 @@ OUT_DIR = ROOT / "src" / "gpumat" / "kernels"
 PTX_DIR = ROOT / "build" / "ptx"
 MANIFEST = OUT_DIR / "manifest.json"
 ENTRIES = OUT_DIR / "entries.json"
-DEFAULT_ARCHS = "75 80 86 89 90 100 120"
+# Machine code for each major's first architecture and for sm_90 (Hopper's wgmma and TMA), sm_100 and sm_120.
+# An sm_86, sm_87 or sm_89 GPU runs sm_80's machine code (within a major a cubin runs on every later minor;
+# the driver picks it, kernels.code_arch reports it): no kernel has code of their own (no __CUDA_ARCH__ test
+# singles them out, no instruction the modules use needs them), and building them took two sevenths of the
+# build's time (CI builds every module on two cores).
+DEFAULT_ARCHS = "75 80 90 100 120"
 # No -lineinfo in what ships: it embeds each module's PTX text and line tables in the machine code (1.4 of
 # matmul_fast's 2.2 MB for sm_90), which the driver reads at every module load, and it changes no
 # instruction (cuobjdump -sass compared). GPUMAT_LINEINFO=1 adds it for profiling.
 NVCC_FLAGS = ["-O3", "-std=c++17", "-Xptxas", "-v"] + ["-lineinfo"] * (os.environ.get("GPUMAT_LINEINFO") == "1")
 # Compress every image in the fatbin, machine code included (by default nvcc compresses only the PTX):
-# the driver decompresses the one image it picks at module load. "speed": all seven architectures take
+# the driver decompresses the one image it picks at module load. "speed": the seven architectures then built took
 # 15.2 MiB instead of 60.9 and a process's first matmul on the H100 3.7 ms instead of 3.1; nvcc's default
 # "balance" made them 8.3 MiB but that first call 4.5 ms (benchmarks/results/cold-start-*.json).
 FATBIN_FLAGS = ["-Xfatbin=-compress-all", "--compress-mode=speed"]

@@ -17,6 +17,17 @@ for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outo
         pass
 
 
+def build_ptx():
+    """build_ptx.py, loaded as a module."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
+    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build
+
+
 @pytest.fixture(scope="module")
 def manifest():
     """The built kernels' manifest; the tests that read it skip, with the reason, when there is none."""
@@ -131,6 +142,17 @@ def test_code_arch_prefers_machine_code(manifest):
     assert "PTX" in kernels.code_arch(min(archs) - 5) or min(archs) % 10 != 0
 
 
+def test_a_gpu_of_a_minor_left_out_runs_its_major_s_machine_code(monkeypatch):
+    """The default build has no sm_86 or sm_89 code: those GPUs run sm_80's (a cubin runs on every later minor
+    of its major), sm_75 and older-than-built GPUs what they can, a newer major the PTX."""
+    default = build_ptx().DEFAULT_ARCHS.split()
+    assert default == ["75", "80", "90", "100", "120"]
+    monkeypatch.setattr(kernels, "manifest", lambda: {"archs": default})
+    assert [kernels.code_arch(a) for a in (80, 86, 87, 89)] == ["sm_80"] * 4
+    assert [kernels.code_arch(a) for a in (90, 100, 103, 120, 121)] == ["sm_90", "sm_100", "sm_100", "sm_120", "sm_120"]
+    assert kernels.code_arch(130) == "compute_75 PTX (JIT)"
+
+
 def test_tensor_map_parameters_are_packed_on_64_bytes():
     k = kernels.Kernel.__new__(kernels.Kernel)
     kernels.Kernel.__init__(k, "test", "test_packing_probe_tma", "TTPiiiqi")
@@ -192,13 +214,7 @@ def test_a_fixed_launch_packs_what_the_kernel_call_packs():
 def test_arch_marker_and_struct_parameters_are_parsed():
     """build_ptx.py: a module's `// gpumat-archs:` line picks its targets from ARCHS; a by-value struct
     parameter reads as b8[size]."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
-    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = build_ptx()
     marked = "// gpumat-archs: 90a\n// float16 ...\n"
     assert build.module_archs(marked, ["80", "90", "100"]) == (["90a"], True)
     assert build.module_archs(marked, ["80", "86"]) == ([], True)
@@ -214,13 +230,7 @@ def test_arch_marker_and_struct_parameters_are_parsed():
 def test_ptxas_frames_of_device_functions_are_not_their_callers():
     """build_ptx.py's reading of `ptxas -v`: an entry's spills are its own frame line, and the frame of a
     __noinline__ device function reported after it (zeros, here) does not overwrite them."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
-    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = build_ptx()
     report = """ptxas info    : Compiling entry function 'kernel_a' for 'sm_90'
 ptxas info    : Function properties for kernel_a
     96 bytes stack frame, 156 bytes spill stores, 584 bytes spill loads
