@@ -345,7 +345,7 @@ def row_for(case) -> str:
 
 def product_against_reference(case, algorithm: str, out_dtype=None):
     """The case's product by `algorithm` (A and B uploaded as the case says, C a view one row and pads[2]
-    columns into NaN-filled storage, or with c_one_in one column into storage two columns wider, of
+    columns into NaN-filled storage, or with c_one_in one row and one column into storage two columns wider, of
     out_dtype or the case's dtype) in one launch with no copy, against a float64 reference, and nothing
     written outside C."""
     kind, m, n, k, batch = (case[x] for x in ("kind", "m", "n", "k", "batch"))
@@ -354,9 +354,9 @@ def product_against_reference(case, algorithm: str, out_dtype=None):
     b_host = host_random((k, n) if case["shared"] == "b" else (batch, k, n), dtype)
     a, pa = upload(a_host, case["ta"], case["pads"][0])
     b, pb = upload(b_host, case["tb"], case["pads"][1])
-    if case.get("c_one_in"):
-        pc = gm.Matrix.from_numpy(np.full((batch, m, n + 2), np.nan, out_dtype or dtype))
-        out, inside = pc[:, :, 1 : n + 1], (slice(None), slice(None), slice(1, n + 1))
+    if case.get("c_one_in"):  # and one row down, as below: a batch of Cs a row apart folds into one product
+        pc = gm.Matrix.from_numpy(np.full((batch, m + 1, n + 2), np.nan, out_dtype or dtype))
+        out, inside = pc[:, 1:, 1 : n + 1], (slice(None), slice(1, None), slice(1, n + 1))
     else:
         pc = gm.Matrix.from_numpy(np.full((batch, m + 1, n + case["pads"][2]), np.nan, out_dtype or dtype))
         out, inside = pc[:, 1:, case["pads"][2] :], (slice(None), slice(1, None), slice(case["pads"][2], None))
