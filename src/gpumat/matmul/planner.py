@@ -259,7 +259,7 @@ def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs; stream_terms), and the bytes
     of A, B and C at the bandwidth its SMs draw."""
     count, terms = stream_terms(v, p, t)
-    costs = STREAM_COST[ITEMSIZE[p.dtype], v.shape_multiple > 1]
+    costs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
     compute = count * sum(cost * term for cost, term in zip(costs, terms, strict=True))
     busy = min(t.sm_count, v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0])
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)

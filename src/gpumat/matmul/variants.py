@@ -1146,10 +1146,10 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # pairs) a k step of 16, no staged rows. Fitted on the H200 (2026-12-01, probe-stream-in-place-*: 34 timings
 # of 200-100000 products of 8-32 a side, float16 and bfloat16, every layout; nonnegative least squares with
 # the launch's own fixed cost, 0.75-1.13 of each timing).
-STREAM_COST = {  # (itemsize, in place): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
-    (2, False): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
-    (4, False): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
-    (2, True): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
+STREAM_COST = {  # (row, itemsize): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
+    ("small_stream", 2): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
+    ("small_stream", 4): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
+    ("small_stream_in_place", 2): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
 }
 STREAM_WARPS_PER_SM = STREAM_WARPS * STREAM_BLOCKS_PER_SM  # the warps that share an SM's time
 STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
