@@ -76,6 +76,7 @@ from .tuning import load as load_tuning
 from .tuning import save as save_tuning
 from .variants import (
     ACTIVATIONS,
+    BLOCK_STAGE,
     C_STORE,
     FEW_ROW_MEMORY,
     GEMV_BANDWIDTH,
@@ -98,6 +99,7 @@ from .variants import (
     Variant,
     accumulator,
     algorithms,
+    block_geometry,
     small_chunk,
     small_per_block,
     stream_fits,
@@ -133,6 +135,7 @@ __all__ = [
     "ROUND_TRIP_S",
     "SHORT_RUN_DRAW",
     "SIGNATURES",
+    "BLOCK_STAGE",
     "STREAM_SLICE",
     "STREAM_STAGE_BYTES",
     "SM_DRAW",
@@ -156,6 +159,7 @@ __all__ = [
     "accumulator",
     "crt_weights",
     "algorithms",
+    "block_geometry",
     "aligned",
     "best_split",
     "bind",

@@ -64,7 +64,6 @@ from .variants import (
     ROW_ORDER,
     STREAM_COST,
     STREAM_WARPS,
-    STREAM_WARPS_PER_SM,
     VARIANTS,
     WIDE_BLOCKS_PER_SM,
     Variant,
@@ -235,25 +234,28 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
 
 
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
-    """small_stream and small_stream_in_place: each warp computes its matrices one after another while the
-    next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s)
-    and the longer of its busiest warp's matrices, each at STREAM_WARPS_PER_SM times what a matrix costs an
-    SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs), and the bytes of A, B and C
-    at the bandwidth its SMs draw."""
+    """The streamed rows: each warp (small_stream_block: each block) computes its matrices one after another
+    while the next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy
+    (wave_floor_s) and the longer of its busiest walker's matrices, each at (walkers an SM) times what a
+    matrix costs an SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs), and the
+    bytes of A, B and C at the bandwidth its SMs draw."""
     blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
+    walkers = 1 if v.block_chunks else STREAM_WARPS  # a block's own chunks, or each warp's
     warps = blocks * STREAM_WARPS
     busy = min(t.sm_count, blocks)
-    in_place = v.shape_multiple > 1  # small_stream_in_place: nothing staged, row tiles of 16 as M asks
-    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[ITEMSIZE[p.dtype], in_place]
+    in_place = v.shape_multiple > 1  # the in-place rows: nothing staged, row tiles of 16 as M asks
+    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
     narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
-    if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles (1 or 2 a row tile of 16) a k step of 16
+    if v.block_chunks:  # pairs of m16n8k16 tiles a row tile (1 for N up to 16, else 2 a group of 32 columns)
+        units = cdiv(p.m, 16) * (1 if p.n <= 16 else 2 * cdiv(p.n, 32)) * cdiv(p.k, 16)
+    elif ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles (1 or 2 a row tile of 16) a k step of 16
         row_tiles = cdiv(p.m, 16) if in_place else (1 if narrow else 2)
         units = row_tiles * (1 if narrow else 2) * cdiv(p.k, 16)
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
         units = (256 if narrow else 1024) * p.k / 1024
     rows = 0 if in_place else (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
     matrix = per_matrix + rows * per_row + units * per_unit + p.m * p.n / 32 * per_outputs
-    compute = cdiv(p.batch, warps) * STREAM_WARPS_PER_SM * matrix
+    compute = cdiv(p.batch, blocks * walkers) * walkers * v.blocks_per_sm * matrix
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
     return v.fixed_s + v.wave_floor_s + max(compute, memory)
 
@@ -313,6 +315,8 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
 
 def _streams_too_big(v: Variant, p: Problem) -> bool:
     """Whether v is small_stream (the persistent small-products row) and its stages hold no matrix of p."""
+    if v.block_chunks:  # small_stream_block: a stage holds a product of every shape it computes
+        return False
     return v.packs and v.persistent and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
 
 
