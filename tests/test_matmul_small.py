@@ -189,6 +189,136 @@ def test_small_stream_block_s_stages_hold_every_shape_it_computes(data, batch, t
         assert (g.per_chunk + 1) * (g.a_bytes + g.b_bytes) > BLOCK_STAGE
 
 
+# small_stream_block's lanes (cuda/matmul_small.cu, spaced_lanes and block_row_tile) as the kernel writes them
+BLOCK_LANE_LINES = (
+    "const int a_kstride = ta ? g.a_ld : 2, b_kstride = tb ? 2 : g.b_ld;  // bytes between neighbouring k",
+    "d.a_row = ta ? 8 * bit3 : r8 + 8 * bit3;",
+    "d.a_last = ta ? M - 8 : M - 1;",
+    "d.a_row_bytes = ta ? 2 : g.a_ld;",
+    "d.a_k = (ta ? r8 + 8 * bit4 : 8 * bit4) * a_kstride;",
+    "d.b_col = tb ? r8 + 8 * bit4 : 8 * bit4;",
+    "d.b_last = tb ? N - 1 : N - 8;",
+    "d.b_col_bytes = tb ? g.b_ld : 2;",
+    "d.b_k = (tb ? 8 * bit3 : r8 + 8 * bit3) * b_kstride;",
+    "d.a_tail = bit4 ? (uint32_t)(-8 * a_kstride) : 0u;  // the lanes of k + 8..15",
+    "d.b_tail = bit3 ? (uint32_t)(-8 * b_kstride) : 0u;",
+    "for (int jj = 0; jj < NT / 2; ++jj) b_addr[jj] = b_base + d.b_at(NT / 2 * g + jj);",
+    "gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);",
+)
+
+
+def _ldmatrix(addresses, element, trans):
+    """What each lane holds after ldmatrix .x4 (.trans): lane l points at row l % 8 of 8 x 8 matrix l // 8 (8
+    halves from its address); register j of lane L is matrix j's (L / 4, 2 (L % 4) and on), or transposed."""
+    mats = [[[element(addresses[8 * j + i] + 2 * e) for e in range(8)] for i in range(8)] for j in range(4)]
+    if trans:
+        return [[(m[2 * (L % 4)][L // 4], m[2 * (L % 4) + 1][L // 4]) for m in mats] for L in range(32)]
+    return [[(m[L // 4][2 * (L % 4)], m[L // 4][2 * (L % 4) + 1]) for m in mats] for L in range(32)]
+
+
+def _block_lanes(g, m: int, n: int, ta: bool, tb: bool) -> list[dict]:
+    """spaced_lanes for each lane: (first row or column, the last, bytes a step) of A and B, their k offsets,
+    k steps and tail offsets, in bytes."""
+    lanes = []
+    for lane in range(32):
+        r8, bit3, bit4 = lane & 7, (lane >> 3) & 1, lane >> 4
+        a_kstride, b_kstride = (g.a_ld if ta else 2), (2 if tb else g.b_ld)
+        lanes.append(
+            {
+                "a": (8 * bit3 if ta else r8 + 8 * bit3, m - 8 if ta else m - 1, 2 if ta else g.a_ld),
+                "a_k": (r8 + 8 * bit4 if ta else 8 * bit4) * a_kstride,
+                "b": (r8 + 8 * bit4 if tb else 8 * bit4, n - 1 if tb else n - 8, g.b_ld if tb else 2),
+                "b_k": (8 * bit3 if tb else r8 + 8 * bit3) * b_kstride,
+                "a_step": 16 * a_kstride,
+                "b_step": 16 * b_kstride,
+                "a_tail": -8 * a_kstride if bit4 else 0,
+                "b_tail": -8 * b_kstride if bit3 else 0,
+            }
+        )
+    return lanes
+
+
+def _lane_at(d: dict, which: str, t: int) -> int:
+    """SpacedLanes.a_at(t) or b_at(t)."""
+    first, last, stride = d[which]
+    return min(16 * t + first, last) * stride + d[which + "_k"]
+
+
+def _element_of(copy_bytes: int, ld: int, inner: int, swap: bool):
+    """A byte of an operand's copy in a stage -> its logical (row, column) ((m, k) for A, (k, n) for B),
+    asserting the read lies inside the copy and its stored row."""
+
+    def element(at: int) -> tuple[int, int]:
+        assert 0 <= at < copy_bytes, ("a read outside the product's copy", at)
+        row, col = at // ld, at % ld // 2
+        assert col < inner, ("a read past a stored row", at)
+        return (col, row) if swap else (row, col)
+
+    return element
+
+
+def _block_unit_fragments(m, n, k, ta, tb, g, lanes, i, grp, nt):
+    """One unit's k loop (row tile i, column group grp): each step's fragments against mma.sync's."""
+    a_element = _element_of(g.a_bytes, g.a_ld, m if ta else k, ta)
+    b_element = _element_of(g.b_bytes, g.b_ld, k if tb else n, tb)
+    a_at = [_lane_at(d, "a", i) for d in lanes]
+    b_at = [[_lane_at(d, "b", nt // 2 * grp + jj) for d in lanes] for jj in range(nt // 2)]
+    for k0 in range(0, k, 16):
+        tail = k0 + 16 > k
+        af = _ldmatrix([x + tail * d["a_tail"] for x, d in zip(a_at, lanes, strict=True)], a_element, ta)
+        bf = [
+            _ldmatrix([x + tail * d["b_tail"] for x, d in zip(row, lanes, strict=True)], b_element, not tb)
+            for row in b_at
+        ]
+        for lane in range(32):
+            gq, tq = lane // 4, lane % 4
+            for r in range(2 if tail else 4):  # a2 and a3 zeroed on a tail step
+                row = 16 * i + gq + 8 * (r % 2)
+                want = [(row, k0 + 2 * tq + 8 * (r // 2) + e) for e in range(2)]
+                assert row >= m or list(af[lane][r]) == want, (i, k0, lane, r, af[lane][r], want)
+            for j in range(nt):
+                col = 8 * (nt * grp + j) + gq
+                for q in range(1 if tail else 2):  # b1 zeroed on a tail step
+                    want = [(k0 + 2 * tq + 8 * q + e, col) for e in range(2)]
+                    got = bf[j // 2][lane][2 * (j & 1) + q]
+                    assert col >= n or list(got) == want, (i, grp, k0, lane, j, q, got, want)
+        a_at = [x + d["a_step"] for x, d in zip(a_at, lanes, strict=True)]
+        b_at = [[x + d["b_step"] for x, d in zip(row, lanes, strict=True)] for row in b_at]
+
+
+@given(
+    m=st.sampled_from(range(8, 65, 8)),
+    n=st.sampled_from(range(8, 65, 8)),
+    k=st.sampled_from(range(8, 65, 8)),
+    ta=st.booleans(),
+    tb=st.booleans(),
+)
+def test_small_stream_block_gives_every_lane_the_fragments_mma_wants(m, n, k, ta, tb):
+    """A model of the kernel's addressing (its lines pinned in BLOCK_LANE_LINES): every ldmatrix row a lane
+    points at lies inside the product's copy, and every fragment register holds the elements mma.sync
+    m16n8k16 wants there (A: (g, 2t), (g + 8, 2t), (g, 2t + 8), (g + 8, 2t + 8); B: (2t, g), (2t + 8, g));
+    rows past M and columns past N are never stored, a last k step of 8 has its upper pieces zeroed; the
+    stores cover C."""
+    src = SOURCE.read_text()
+    for line in BLOCK_LANE_LINES:
+        assert line in src, line
+    g = block_geometry(m, n, k, ta, tb, 1, 1)
+    lanes = _block_lanes(g, m, n, ta, tb)
+    nt = 2 if n <= 16 else 4
+    stored = set()
+    for i in range((m + 15) // 16):
+        for grp in range(64 // (8 * nt)):
+            if nt * grp >= n // 8:
+                break
+            _block_unit_fragments(m, n, k, ta, tb, g, lanes, i, grp, nt)
+            rows = [16 * i + 8 * h for h in range(2) if 2 * i + h < m // 8]  # the stores: pieces inside M and N
+            cols = [8 * (nt * grp + j) for j in range(nt) if nt * grp + j < n // 8]
+            stored |= {
+                (r + x // 4, c + 2 * (x % 4) + e) for r in rows for c in cols for x in range(32) for e in range(2)
+            }
+    assert stored == {(r, c) for r in range(m) for c in range(n)}
+
+
 def test_small_stream_block_computes_the_halves_multiples_of_8_up_to_64_by_name():
     """Named only (tier 0) until its constants are fitted on a GPU: auto never takes it."""
     assert BLOCK.tier == 0
