@@ -22,6 +22,7 @@ import gpumat as gm
 from gpumat._dtypes import BFLOAT16
 from gpumat.matmul.engine import (
     BLOCK_STAGE,
+    STREAM_COST,
     STREAM_SLICE,
     STREAM_STAGE_BYTES,
     VARIANTS,
@@ -451,6 +452,26 @@ def test_small_stream_in_place_computes_the_halves_multiples_of_8_alone():
         assert q.kernel.name == "matmul_small_bf16_f32out_stream_in_place" and q.grid == STREAM.grid(m, n, 1, 132, 5000)
         # nothing staged: the model charges no staged rows, so it is below the staged row's
         assert q.seconds < plan(p, H100, "small_stream").seconds
+
+
+def test_small_stream_in_place_s_costs_are_the_fit_of_their_probe():
+    """STREAM_COST's in-place row is benchmarks/fit_stream_costs.py's fit of the committed probe (the model's
+    own terms, nonnegative least squares with a constant), so the constants stay measured data."""
+    import importlib.util
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("fit_stream_costs", root / "benchmarks" / "fit_stream_costs.py")
+    fitting = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fitting)
+    probe = root / "benchmarks" / "results" / "probe-stream-in-place-nvidia-h200-2026-12-01.json"
+    costs, constant, fitted = fitting.fit(json.loads(probe.read_text()), "small_stream_in_place", 2)
+    assert len(fitted) == 34
+    for got, want in zip(costs, STREAM_COST["small_stream_in_place", 2], strict=True):
+        assert abs(got - want) <= 0.02 * want + 1e-12, (costs, STREAM_COST["small_stream_in_place", 2])
+    assert 2e-6 < constant < 2.5e-6  # the launch's own cost and first chunk: fixed_s + wave_floor_s is 2.3 us
+    assert abs(IN_PLACE.fixed_s + IN_PLACE.wave_floor_s - constant) < 0.1e-6
+    assert all(0.7 < measured / model < 1.2 for _, measured, model in fitted)
 
 
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():

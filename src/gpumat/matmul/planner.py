@@ -233,18 +233,16 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
     return v.fixed_s + max(traffic(p) / drawn, compute, rounds)
 
 
-def _stream_model(v: Variant, p: Problem, t: Target) -> float:
-    """The streamed rows: each warp (small_stream_block: each block) computes its matrices one after another
-    while the next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy
-    (wave_floor_s) and the longer of its busiest walker's matrices, each at (walkers an SM) times what a
-    matrix costs an SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs), and the
-    bytes of A, B and C at the bandwidth its SMs draw."""
+def stream_terms(v: Variant, p: Problem, t: Target) -> tuple[int, tuple[float, float, float, float]]:
+    """What a streamed row pays an SM for p on t: the matrices of its busiest walker (a warp, or for
+    small_stream_block a block) times the walkers that share an SM, and what each matrix counts of
+    STREAM_COST's four terms (1 matrix, its staged rows, its units of arithmetic, its outputs over 32). The
+    model's compute time is their product with STREAM_COST's row; benchmarks/fit_stream_costs.py fits that
+    row to a probe's timings with the same terms."""
     blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
     walkers = 1 if v.block_chunks else STREAM_WARPS  # a block's own chunks, or each warp's
     warps = blocks * STREAM_WARPS
-    busy = min(t.sm_count, blocks)
     in_place = v.shape_multiple > 1  # the in-place rows: nothing staged, row tiles of 16 as M asks
-    per_matrix, per_row, per_unit, per_outputs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
     narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
     if v.block_chunks:  # pairs of m16n8k16 tiles a row tile (1 for N up to 16, else 2 a group of 32 columns)
         units = cdiv(p.m, 16) * (1 if p.n <= 16 else 2 * cdiv(p.n, 32)) * cdiv(p.k, 16)
@@ -254,8 +252,19 @@ def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
         units = (256 if narrow else 1024) * p.k / 1024
     rows = 0 if in_place else (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
-    matrix = per_matrix + rows * per_row + units * per_unit + p.m * p.n / 32 * per_outputs
-    compute = cdiv(p.batch, blocks * walkers) * walkers * v.blocks_per_sm * matrix
+    return cdiv(p.batch, blocks * walkers) * walkers * v.blocks_per_sm, (1.0, rows, units, p.m * p.n / 32)
+
+
+def _stream_model(v: Variant, p: Problem, t: Target) -> float:
+    """The streamed rows: each warp (small_stream_block: each block) computes its matrices one after another
+    while the next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy
+    (wave_floor_s) and the longer of its busiest walker's matrices, each at (walkers an SM) times what a
+    matrix costs an SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs; stream_terms),
+    and the bytes of A, B and C at the bandwidth its SMs draw."""
+    count, terms = stream_terms(v, p, t)
+    costs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
+    compute = count * sum(cost * term for cost, term in zip(costs, terms, strict=True))
+    busy = min(t.sm_count, v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0])
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
     return v.fixed_s + v.wave_floor_s + max(compute, memory)
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Fit a streamed row's STREAM_COST (gpumat/matmul/variants.py: small_stream or small_stream_in_place) to a
+probe's timings (benchmarks/probe_small_stream.py's JSON): nonnegative least squares of each queued time
+against the model's terms (planner.stream_terms: the matrices an SM pays for, times one matrix, its staged
+rows, its units of arithmetic and its outputs over 32) and a constant (the launch's own cost and its
+warps' first chunk), then each time against the fit. No GPU needed. small_stream_in_place's costs are this
+fit of results/probe-stream-in-place-nvidia-h200-2026-12-01.json (tests/test_matmul_small.py checks it);
+small_stream's were fitted without the constant to results/probe-stream-nvidia-h200-2026-12-01.json, and
+this script's --no-constant fit of that JSON comes within 3% of them for the halves and 7% for float32 (how
+that fit differed was not recorded).
+
+    PYTHONPATH=src python3 benchmarks/fit_stream_costs.py RESULT.json ROW [--itemsize 2] [--no-constant]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+from scipy.optimize import nnls
+
+from gpumat.matmul.engine import VARIANTS, Problem, Target, stream_terms
+
+SUFFIX = {"float16": ("f16", "native", 2), "bfloat16": ("bf16", "native", 2), "float32": ("f32", "float32", 4)}
+
+
+def cases(result: dict, row: str, itemsize: int):
+    """(problem, seconds) of each case the row ran, of the element size asked."""
+    for c in result["cases"]:
+        sfx, mode, size = SUFFIX[c["dtype"]]
+        if row not in c or size != itemsize:
+            continue
+        layout = c["layout"]
+        p = Problem(
+            c["M"], c["N"], c["K"], sfx, sfx, mode, batch=c["batch"], a_trans=layout[0] == "T", b_trans=layout[1] == "T"
+        )
+        yield p, c[row]["us"] * 1e-6
+
+
+def fit(result: dict, row: str, itemsize: int, constant: bool = True, sm_count: int = 132):
+    """The fitted (costs, constant), and each case with its measured and fitted seconds (on an H200's 132 SMs)."""
+    v, t = VARIANTS[row], Target(90, sm_count, 232448, frozenset({"matmul_small"}))
+    found = list(cases(result, row, itemsize))
+    columns = []
+    for p, _ in found:
+        count, terms = stream_terms(v, p, t)
+        columns.append([count * term for term in terms] + [1.0] * constant)
+    a, seconds = np.array(columns), np.array([s for _, s in found])
+    x, _ = nnls(a, seconds)
+    fitted = [(p, s, float(row_ @ x)) for (p, s), row_ in zip(found, a, strict=True)]
+    return x[:4], (x[4] if constant else 0.0), fitted
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("result")
+    parser.add_argument("row", choices=["small_stream", "small_stream_in_place", "small_stream_block"])
+    parser.add_argument("--itemsize", type=int, default=2, choices=[2, 4])
+    parser.add_argument("--no-constant", action="store_true", help="fit the four costs alone")
+    opts = parser.parse_args()
+    with open(opts.result) as f:
+        result = json.load(f)
+    costs, constant, fitted = fit(result, opts.row, opts.itemsize, not opts.no_constant)
+    print(f"{opts.row}, {opts.itemsize}-byte elements, {len(fitted)} timings:")
+    print("  costs (a matrix, a staged row, a unit, 32 outputs):", ", ".join(f"{c:.3g}" for c in costs))
+    print(f"  constant: {constant * 1e6:.2f} us")
+    for p, measured, model in fitted:
+        layout = ("T" if p.a_trans else "N") + ("T" if p.b_trans else "N")
+        shape = f"{p.batch} x {p.m}x{p.n}x{p.k} {layout}"
+        print(f"  {shape}: {measured * 1e6:.1f} us, fit {model * 1e6:.1f} ({measured / model:.2f})")
+
+
+if __name__ == "__main__":
+    main()
