@@ -41,6 +41,19 @@ def rows_left_out(names):
         plan.cache_clear()
 
 
+def load_script(relative: str, name: str | None = None) -> types.ModuleType:
+    """A script of the source tree that is not a package module (build_ptx.py, tools/*.py, benchmarks/*.py),
+    loaded from its path relative to the tree's root, as a module of `name` (its file name by default)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / relative
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def built_entries() -> dict:
     """The build's report (kernels/entries.json): {module: {entry point: {params, resources}}}, where
     resources are ptxas's figures by arch. A test that reads it skips, with the reason, when the kernels

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from support import SM90A_MODULES, built_entries
+from support import SM90A_MODULES, built_entries, load_script
 
 from gpumat.runtime import kernels
 
@@ -19,13 +19,7 @@ for _module in ("matmul", "transpose", "dot", "sparse", "spmm", "convert", "outo
 
 def build_ptx():
     """build_ptx.py, loaded as a module."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
-    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    return build
+    return load_script("build_ptx.py", "build_ptx_under_test")
 
 
 @pytest.fixture(scope="module")
@@ -257,12 +251,7 @@ def test_a_module_rebuilds_for_the_headers_it_includes_alone(tmp_path):
     """build_ptx.py's key of a module covers its own source and the project headers it includes, directly
     or through another header: the wgmma modules' header is theirs alone, gpumat.cuh every module's that
     includes it; a header edit changes the keys of its includers and no other."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "build_ptx.py"
-    spec = importlib.util.spec_from_file_location("build_ptx_under_test", path)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = build_ptx()
     cuda = build.SRC_DIR
     names = {cu.stem: [h.name for h in build.included_headers(cu)] for cu in cuda.glob("*.cu")}
     for module in SM90A_MODULES:

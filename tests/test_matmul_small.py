@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import FAKE_DEVICE, H100, bound_run, rng
+from support import FAKE_DEVICE, H100, bound_run, load_script, rng
 
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16
@@ -457,14 +457,15 @@ def test_small_stream_in_place_computes_the_halves_multiples_of_8_alone():
 def test_small_stream_in_place_s_costs_are_the_fit_of_their_probe():
     """STREAM_COST's in-place row is benchmarks/fit_stream_costs.py's fit of the committed probe (the model's
     own terms, nonnegative least squares with a constant), so the constants stay measured data."""
-    import importlib.util
     import json
 
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("fit_stream_costs", root / "benchmarks" / "fit_stream_costs.py")
-    fitting = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fitting)
-    probe = root / "benchmarks" / "results" / "probe-stream-in-place-nvidia-h200-2026-12-01.json"
+    fitting = load_script("benchmarks/fit_stream_costs.py")
+    probe = (
+        Path(__file__).resolve().parents[1]
+        / "benchmarks"
+        / "results"
+        / "probe-stream-in-place-nvidia-h200-2026-12-01.json"
+    )
     costs, constant, fitted = fitting.fit(json.loads(probe.read_text()), "small_stream_in_place", 2)
     assert len(fitted) == 34
     for got, want in zip(costs, STREAM_COST["small_stream_in_place", 2], strict=True):
