@@ -4,7 +4,8 @@ compute the shape) and auto against
 torch.bmm in the same process, queued GPU microseconds (CUDA events on PyTorch's stream), each checked
 against a float64 torch.bmm, with the plan's modelled time and the bytes' share of the device-to-device
 copy rate. What the streamed rows' cost constants (STREAM_COST) were fitted to. Usage: python
-benchmarks/probe_small_stream.py float16 float32 bfloat16 (JSON into $OUT or /tmp)."""
+benchmarks/probe_small_stream.py float16 float32 bfloat16 (JSON into $OUT or /tmp); PROBE_ROWS=a,b,... times
+those rows alone."""
 
 import json
 import os
@@ -18,6 +19,7 @@ from gpumat._bench.common import copy_gbps
 from gpumat._bench.sweep import _queued_us
 
 ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "small_stream_block", "mma64x64", "auto")
+ROWS = tuple(os.environ.get("PROBE_ROWS", ",".join(ROWS)).split(","))
 SHAPES = [
     *((4096, 16, 16, 16), (100000, 2, 2, 2), (10000, 4, 4, 4), (65537, 8, 8, 8), (100000, 16, 16, 16)),
     *((20000, 24, 24, 24), (10000, 32, 32, 32), (1000, 32, 32, 32), (200, 16, 16, 16), (50000, 12, 12, 12)),

@@ -1000,8 +1000,12 @@ __device__ __forceinline__ BlockGeometry block_geometry(int M, int N, int K, boo
     g.b_ld = spaced_row_bytes(tb ? K : N);
     g.a_bytes = (ta ? K : M) * g.a_ld;
     g.b_bytes = (tb ? N : K) * g.b_ld;
-    const long long even = (batch + blocks - 1) / blocks;  // the batch spread over every block
-    g.per_chunk = (int)min((long long)(BLOCK_STAGE / (g.a_bytes + g.b_bytes)), even);
+    // the batch spread over every block, in as few chunks a block as a stage allows, those chunks even: the
+    // busiest block then walks no more products than the batch over the blocks (rounded up), where a full
+    // stage a chunk left a tail of chunks to some blocks (65537 8^3 products: 224 on some, 124 on average)
+    const long long even = (batch + blocks - 1) / blocks, fits = BLOCK_STAGE / (g.a_bytes + g.b_bytes);
+    const long long walks = fits ? (even + fits - 1) / fits : 1;
+    g.per_chunk = fits ? (int)((even + walks - 1) / walks) : 0;
     g.b_raw = g.per_chunk * g.a_bytes;
     g.stage = g.b_raw + g.per_chunk * g.b_bytes;
     return g;
@@ -1091,12 +1095,39 @@ __device__ __forceinline__ SpacedLanes spaced_lanes(int M, int N, long long ldc,
     return d;
 }
 
+// A quad's 4 x 4 words transposed (the four lanes 4 q .. 4 q + 3 of a warp): word j of the quad's lane p
+// becomes word p of its lane j, in two rounds of exchanges, with the lane two apart and then one apart.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane)
+{
+    const bool odd_pair = lane & 2, odd = lane & 1;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // lanes 0, 1 keep words 0, 1 and take their partners' 0, 1 as 2, 3
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd_pair ? w[j] : w[j + 2], 2);
+        if (odd_pair)
+            w[j] = got;
+        else
+            w[j + 2] = got;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // then each lane keeps its own column's word and takes its partner's
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[2 * r] : w[2 * r + 1], 1);
+        if (odd)
+            w[2 * r] = got;
+        else
+            w[2 * r + 1] = got;
+    }
+}
+
+// How small_stream_block stores C: element by element through the epilogue, neighbours in pairs, or (C's
+// rows on 16 bytes) a row's eight columns of a tile at once, a quad's words transposed so that each of its
+// lanes holds one column tile's row: whole 32-byte sectors, where pairs fill half of eight.
+enum class CStores { elements, pairs, rows };
+
 // One unit of small_stream_block: row tile i (16 rows) of a product whose copy lies at a_base and b_base,
-// over every group of NT column tiles of 8 inside N (2 for N up to 16, else 4), then C as
-// stream_matrix_in_place stores it.
+// over every group of NT column tiles of 8 inside N (2 for N up to 16, else 4), then C as `stores` says.
 template <bool NARROW, class T, class Out>
 __device__ __forceinline__ void block_row_tile(uint32_t a_base, uint32_t b_base, Out* cz, int i, int K, long long ldc,
-                                               bool ta, bool tb, const SpacedLanes& d, bool pairs,
+                                               bool ta, bool tb, const SpacedLanes& d, CStores stores,
                                                const gpumat::Epilogue& ep, int lane)
 {
     constexpr int NT = NARROW ? 2 : 4, GROUPS = BLOCK_MAX / (8 * NT);
@@ -1134,6 +1165,42 @@ __device__ __forceinline__ void block_row_tile(uint32_t a_base, uint32_t b_base,
 #pragma unroll
             for (int jj = 0; jj < NT / 2; ++jj) b_addr[jj] += d.b_step;
         }
+        // whole rows where the group's four column tiles lie inside N (a part group or a narrow product
+        // stores in pairs: its shuffles cost more there than the sectors they fill save)
+        if (!NARROW && stores == CStores::rows && d.columns_in(NT * g + NT - 1)) {
+            const int q = lane % 4, c8 = NT * g + q;  // the column tile this lane stores
+            // (q < NT and c8 inside N hold here; spelt out as the stores' guard, ptxas fits this form in the
+            // 128 registers of four blocks an SM, where without it one register spilled)
+            const bool mine = q < NT && d.columns_in(c8);
+#pragma unroll 1
+            for (int h = 0; h < 2; ++h) {
+                if (!d.rows_in(2 * i + h)) break;  // rows past M
+                Out* at = cz + (16 * i + 8 * h + lane / 4) * ldc + 8 * c8;
+                // (selects on h: indexing acc by it would put acc in local memory)
+                if constexpr (sizeof(Out) == 2) {
+                    uint32_t w[4] = {};
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+                        w[j] = gpumat::pack_pair<Out>(h ? acc[j][2] : acc[j][0], h ? acc[j][3] : acc[j][1]);
+                    quad_transpose(w, lane);
+                    if (mine) *reinterpret_cast<uint4*>(at) = make_uint4(w[0], w[1], w[2], w[3]);
+                } else {
+                    uint32_t x[4] = {}, y[4] = {};
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        x[j] = __float_as_uint(h ? acc[j][2] : acc[j][0]);
+                        y[j] = __float_as_uint(h ? acc[j][3] : acc[j][1]);
+                    }
+                    quad_transpose(x, lane);
+                    quad_transpose(y, lane);
+                    if (mine) {
+                        *reinterpret_cast<uint4*>(at) = make_uint4(x[0], y[0], x[1], y[1]);
+                        *reinterpret_cast<uint4*>(at + 4) = make_uint4(x[2], y[2], x[3], y[3]);
+                    }
+                }
+            }
+            continue;
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (!d.rows_in(2 * i + h)) break;  // rows past M
@@ -1142,7 +1209,7 @@ __device__ __forceinline__ void block_row_tile(uint32_t a_base, uint32_t b_base,
             for (int j = 0; j < NT; ++j) {
                 const int c8 = NT * g + j;
                 if (!d.columns_in(c8)) break;  // columns past N
-                if (pairs) {
+                if (stores != CStores::elements) {
                     store_c_pair(row + 8 * c8, acc[j][2 * h], acc[j][2 * h + 1]);
                 } else {
                     const int r = 16 * i + 8 * h + lane / 4, c = 8 * c8 + 2 * (lane % 4);
@@ -1167,6 +1234,9 @@ __device__ __forceinline__ void small_stream_block(const T* __restrict__ A, cons
     const SpacedLanes d = spaced_lanes(M, N, ldc, ta, tb, g, lane);
     const bool pairs = ep.identity() && ldc % 2 == 0 && sc % 2 == 0 &&
                        (reinterpret_cast<unsigned long long>(C) & (2 * sizeof(Out) - 1)) == 0;
+    const bool rows = ep.identity() && ldc * sizeof(Out) % 16 == 0 && sc * sizeof(Out) % 16 == 0 &&
+                      (reinterpret_cast<unsigned long long>(C) & 15) == 0;
+    const CStores stores = rows ? CStores::rows : pairs ? CStores::pairs : CStores::elements;
     const int a_rows = ta ? K : M, a_inner = ta ? M : K, b_rows = tb ? N : K, b_inner = tb ? K : N;
     // a packed operand: its batch one run of whole products (or one product for all), 16-byte aligned
     const bool a_packed = lda == a_inner && (sa == (long long)M * K || sa == 0) &&
@@ -1205,7 +1275,7 @@ __device__ __forceinline__ void small_stream_block(const T* __restrict__ A, cons
         for (int u = warp; u < here * tiles; u += STREAM_THREADS / 32) {
             const int p = u / tiles;
             block_row_tile<NARROW, T>(a0 + p * a_next, b0 + p * b_next, C + (z0 + p) * sc, u - p * tiles, K, ldc, ta,
-                                      tb, d, pairs, ep, lane);
+                                      tb, d, stores, ep, lane);
         }
         __syncthreads();  // this stage is read: the copy after next may fill it
     }
