@@ -152,6 +152,9 @@ class Variant:
     # auto picks it only for at most this many products in one call: the batches its constants were measured
     # on (None: any)
     auto_max_batch: int | None = None
+    # auto picks it only for products with a side (M, N or K) past this: where a row made for the smaller ones
+    # measured faster on every shape (None: any)
+    auto_past_side: int | None = None
     # auto picks it only where it reads A and B as they are stored (no transposing or aligning copy first): the
     # layouts its constants were measured on
     auto_in_place: bool = False
@@ -392,7 +395,8 @@ def block_geometry(m: int, n: int, k: int, a_trans: bool, b_trans: bool, batch: 
     and B stored as a_trans and b_trans say, a batch of `batch` over `blocks` blocks."""
     a_ld, b_ld = spaced_row_bytes(m if a_trans else k), spaced_row_bytes(k if b_trans else n)
     a_bytes, b_bytes = (k if a_trans else m) * a_ld, (n if b_trans else k) * b_ld
-    per_chunk = min(BLOCK_STAGE // (a_bytes + b_bytes), cdiv(batch, blocks))
+    even, fits = cdiv(batch, blocks), BLOCK_STAGE // (a_bytes + b_bytes)
+    per_chunk = cdiv(even, cdiv(even, fits)) if fits else 0  # as few chunks a block as fit, and those even
     b_raw = per_chunk * a_bytes
     return BlockGeometry(a_ld, b_ld, a_bytes, b_bytes, b_raw, b_raw + per_chunk * b_bytes, per_chunk)
 
@@ -1185,12 +1189,19 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # pairs) a k step of 16, no staged rows. Fitted on the H200 (2026-12-01, probe-stream-in-place-*: 34 timings
 # of 200-100000 products of 8-32 a side, float16 and bfloat16, every layout; nonnegative least squares with
 # the launch's own fixed cost, 0.75-1.13 of each timing).
+# small_stream_block: the halves' products of M, N and K multiples of 8 up to 64, each block walking its own
+# even chunks of the batch (cuda/matmul_small.cu). A matrix costs its SM (of four such blocks) STREAM_COST's
+# seconds: the matrix, each 16-byte piece of its copy, its units of arithmetic (a pair of m16n8k16 tiles a
+# row tile of 16 and group of up to 32 columns a k step of 16) and 32 outputs; the busiest block's matrices
+# times the blocks on its SM (stream_terms). Fitted on the H200 (2026-12-01, probe-stream-block-*: the 19
+# timings of products with a side past 32, auto's for this row, 100-50000 products of 8-64 a side, float16,
+# every layout; nonnegative least squares of the relative errors with the launch's own fixed cost, 0.88-1.13
+# of each timing).
 STREAM_COST = {  # (row, itemsize): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
     ("small_stream", 2): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
     ("small_stream", 4): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
     ("small_stream_in_place", 2): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
-    # not measured yet: small_stream_in_place's (the row is named only, tier 0, until a probe fits it)
-    ("small_stream_block", 2): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
+    ("small_stream_block", 2): (43.5e-9, 0.362e-9, 7.19e-9, 1.07e-9),
 }
 STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
 STREAM_IN_PLACE_MULTIPLE = 8  # cuda/matmul_small.cu: stream_any_layout<true>'s shapes
@@ -1283,17 +1294,18 @@ _ROWS = [
         fixed_s=0.9e-6,
         wave_floor_s=1.4e-6,
     ),
-    # named only (tier 0) until a probe on the GPU fits its constants
     _stream(
         "small_stream_block",
         "_stream_block",
         HALF_PAIRS,
         BLOCK_MAX,
         BLOCK_MULTIPLE,
-        tier=0,
         block_chunks=True,
+        # small_stream_in_place ran every probed product within 32 a side 8-42% faster (H200, 2026-12-01:
+        # 17 shapes and layouts), where the two models are within their errors of each other
+        auto_past_side=STREAM_MAX,
         fixed_s=0.9e-6,
-        wave_floor_s=1.4e-6,
+        wave_floor_s=2.77e-6,  # a stage's first copy, and the last chunk's arithmetic
     ),
     SIMT,
     # whole_tiles: see SGEMM_LAYOUT_TILES (the 128 x 256 BK 8 blocks ran partly empty tiles in about half
