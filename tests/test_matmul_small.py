@@ -156,7 +156,9 @@ def test_the_host_s_block_geometry_is_the_kernel_s():
         "g.b_ld = spaced_row_bytes(tb ? K : N);",
         "g.a_bytes = (ta ? K : M) * g.a_ld;",
         "g.b_bytes = (tb ? N : K) * g.b_ld;",
-        "g.per_chunk = (int)min((long long)(BLOCK_STAGE / (g.a_bytes + g.b_bytes)), even);",
+        "const long long even = (batch + blocks - 1) / blocks, fits = BLOCK_STAGE / (g.a_bytes + g.b_bytes);",
+        "const long long walks = fits ? (even + fits - 1) / fits : 1;",
+        "g.per_chunk = fits ? (int)((even + walks - 1) / walks) : 0;",
         "g.b_raw = g.per_chunk * g.a_bytes;",
         "g.stage = g.b_raw + g.per_chunk * g.b_bytes;",
         "const BlockGeometry g = block_geometry(M, N, K, ta != 0, tb != 0, batch, gridDim.x);",
@@ -186,8 +188,12 @@ def test_small_stream_block_s_stages_hold_every_shape_it_computes(data, batch, t
     assert g.a_bytes == (k if ta else m) * g.a_ld and g.b_bytes == (n if tb else k) * g.b_ld
     assert 1 <= g.per_chunk <= math.ceil(batch / blocks) and 2 * g.stage <= BLOCK.smem
     assert g.b_raw == g.per_chunk * g.a_bytes and g.stage == g.b_raw + g.per_chunk * g.b_bytes
-    if g.per_chunk < math.ceil(batch / blocks):  # one more product would not fit a stage
-        assert (g.per_chunk + 1) * (g.a_bytes + g.b_bytes) > BLOCK_STAGE
+    # the chunks: as few a block as a stage allows, and the busiest block's products no more than the
+    # batch over the blocks (rounded up) and one chunk (one product a walk: the chunks are even)
+    even, fits = math.ceil(batch / blocks), BLOCK_STAGE // (g.a_bytes + g.b_bytes)
+    walks = math.ceil(math.ceil(batch / g.per_chunk) / blocks)
+    assert walks == math.ceil(even / fits)
+    assert even <= walks * g.per_chunk < even + walks
 
 
 # small_stream_block's lanes (cuda/matmul_small.cu, spaced_lanes and block_row_tile) as the kernel writes them
@@ -320,9 +326,8 @@ def test_small_stream_block_gives_every_lane_the_fragments_mma_wants(m, n, k, ta
     assert stored == {(r, c) for r in range(m) for c in range(n)}
 
 
-def test_small_stream_block_computes_the_halves_multiples_of_8_up_to_64_by_name():
-    """Named only (tier 0) until its constants are fitted on a GPU: auto never takes it."""
-    assert BLOCK.tier == 0
+def test_small_stream_block_computes_the_halves_multiples_of_8_up_to_64():
+    """The halves' products of sides multiples of 8 up to 64, any layout, one block a product at least."""
     for m, n, k in ((12, 16, 16), (72, 8, 8), (8, 8, 68), (48, 48, 44)):
         with pytest.raises(ValueError, match="multiples of 8 at most 64"):
             plan(Problem(m, n, k, "f16", "f16", "native", batch=2), H100, "small_stream_block")
@@ -334,7 +339,6 @@ def test_small_stream_block_computes_the_halves_multiples_of_8_up_to_64_by_name(
             q = plan(p, H100, "small_stream_block")
             assert q.kernel.name == "matmul_small_bf16_f32out_stream_block" and q.grid == (min(batch, 528), 1, 1)
             assert not (q.copy_a or q.copy_b) and q.seconds > 0
-            assert plan(p, H100).algorithm != "small_stream_block"
 
 
 @given(m=st.integers(1, 64), n=st.integers(1, 64), k=st.integers(1, 300), batch=st.integers(1, 10**6))
@@ -473,6 +477,57 @@ def test_small_stream_in_place_s_costs_are_the_fit_of_their_probe():
     assert 2e-6 < constant < 2.5e-6  # the launch's own cost and first chunk: fixed_s + wave_floor_s is 2.3 us
     assert abs(IN_PLACE.fixed_s + IN_PLACE.wave_floor_s - constant) < 0.1e-6
     assert all(0.7 < measured / model < 1.2 for _, measured, model in fitted)
+
+
+def _block_probe() -> dict:
+    import json
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    return json.loads((results / "probe-stream-block-nvidia-h200-2026-12-01.json").read_text())
+
+
+def test_small_stream_block_s_costs_are_the_fit_of_their_probe():
+    """STREAM_COST's small_stream_block row is benchmarks/fit_stream_costs.py's relative fit of the committed
+    probe's products that auto gives the row (a side past auto_past_side), its constant the row's fixed_s +
+    wave_floor_s."""
+    fitting = load_script("benchmarks/fit_stream_costs.py")
+    probe = _block_probe()
+    costs, constant, fitted = fitting.fit(probe, "small_stream_block", 2, relative=True, past_side=BLOCK.auto_past_side)
+    assert len(fitted) == 19
+    for got, want in zip(costs, STREAM_COST["small_stream_block", 2], strict=True):
+        assert abs(got - want) <= 0.02 * want + 1e-12, (costs, STREAM_COST["small_stream_block", 2])
+    assert abs(BLOCK.fixed_s + BLOCK.wave_floor_s - constant) < 0.1e-6, constant
+    assert all(0.85 < measured / model < 1.2 for _, measured, model in fitted)
+
+
+def test_auto_s_picks_on_the_block_probe_run_near_the_fastest_timed_plan():
+    """Over the committed probe of the halves' tiny products (1-64 a side, every layout; small_stream_block,
+    mma64x64 and that run's auto pick timed on the H200), auto's plan today, wherever that run timed it,
+    runs within 10% of the fastest plan the run timed, and small_stream_in_place wherever it ran fastest; and
+    most cases are checked."""
+    checked = 0  # (support.H100's target: 132 SMs and sm_90, as the H200 has)
+    for c in _block_probe()["cases"]:
+        layout = c["layout"]
+        p = Problem(
+            c["M"],
+            c["N"],
+            c["K"],
+            "f16",
+            "f16",
+            "native",
+            batch=c["batch"],
+            a_trans=layout[0] == "T",
+            b_trans=layout[1] == "T",
+        )
+        timed = {name: r["us"] for name, r in c.items() if isinstance(r, dict) and name != "auto"}
+        timed[c["auto"]["algorithm"]] = min(c["auto"]["us"], timed.get(c["auto"]["algorithm"], math.inf))
+        pick, fastest = plan(p, H100).algorithm, min(timed, key=timed.get)
+        if pick in timed:
+            checked += 1
+            assert timed[pick] <= 1.1 * timed[fastest], (c, pick, timed)
+        if fastest == "small_stream_in_place":  # every product within 32 a side the probe timed
+            assert pick == fastest, (c, pick, timed)
+    assert checked >= 30
 
 
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
