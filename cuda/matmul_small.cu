@@ -486,6 +486,32 @@ __device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, i
     return g;
 }
 
+// Copy `count` products of an operand (rows x inner elements each, row stride ld, batch stride bs from src)
+// element by element into a stage at dst, each product's rows dst_ld bytes apart and its products one after
+// another, thread t of `threads`: loads four at a time, then stores.
+template <class T>
+__device__ __forceinline__ void copy_elements(const T* src, int rows, int inner, long long ld, long long bs, int count,
+                                              unsigned char* dst, int dst_ld, int t, int threads)
+{
+#pragma unroll 1
+    for (Walk w(count, rows, inner, t, threads); w.more();) {
+        T v[4];
+        int to[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            to[u] = -1;
+            if (w.more()) {
+                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
+                to[u] = (w.z * rows + w.d1) * dst_ld + w.d0 * (int)sizeof(T);
+                w.next();
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (to[u] >= 0) *reinterpret_cast<T*>(dst + to[u]) = v[u];
+    }
+}
+
 // Copy `count` matrices of an operand (rows x inner elements each, stored with row stride ld and batch
 // stride bs from src) into a warp's stage at dst as one packed run, run_head(src, packed) bytes on. A
 // packed, 16-byte aligned operand (ld == inner, bs == rows x inner or the batch's one matrix, base on 16
@@ -512,23 +538,8 @@ __device__ __forceinline__ void copy_run(const T* src, bool packed, int rows, in
         return;
     }
 #endif
-#pragma unroll 1
-    for (Walk w(count, rows, inner, lane, 32); w.more();) {
-        T v[4];
-        int to[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            to[u] = -1;
-            if (w.more()) {
-                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
-                to[u] = (w.z * rows + w.d1) * inner + w.d0;
-                w.next();
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (to[u] >= 0) dst[to[u]] = v[u];
-    }
+    copy_elements(src, rows, inner, ld, bs, count, reinterpret_cast<unsigned char*>(dst), inner * (int)sizeof(T), lane,
+                  32);
 }
 
 // Where a run copied by copy_run begins in its stage: the bytes its copy took before it.
@@ -735,6 +746,45 @@ __device__ __forceinline__ InPlaceLanes in_place_lanes(int M, int N, int K, long
     return d;
 }
 
+// The k loop of one row tile of 16 over NT column tiles of 8 (NT / 2 pairs): A's fragments ldmatrix'd from
+// a_addr (.trans where ta), each pair's B fragments from b_addr[jj] (.trans where B is not transposed), both
+// stepping a_step and b_step bytes a k step of 16; a last step of 8 (K an odd multiple of 8) reads at the
+// tails' offsets and zeroes the pieces of k + 8..15 (A's third and fourth, B's second and fourth).
+template <int NT, class T>
+__device__ __forceinline__ void row_tile_products(float (&acc)[NT][4], uint32_t a_addr, uint32_t b_addr0,
+                                                  uint32_t b_addr1, int K, bool ta, bool tb, uint32_t a_step,
+                                                  uint32_t b_step, uint32_t a_tail, uint32_t b_tail)
+{
+#pragma unroll 1
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        const bool tail = k0 + 16 > K;
+        uint32_t af[4], bf[NT / 2][4];
+        if (ta)
+            gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? a_tail : 0u));
+        else
+            gpumat::ldmatrix_x4(af, a_addr + (tail ? a_tail : 0u));
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj) {
+            const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? b_tail : 0u);
+            if (tb)
+                gpumat::ldmatrix_x4(bf[jj], at);
+            else
+                gpumat::ldmatrix_x4_trans(bf[jj], at);
+        }
+        if (tail) {
+            af[2] = af[3] = 0u;
+#pragma unroll
+            for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+            gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
+        a_addr += a_step;
+        b_addr0 += b_step;
+        b_addr1 += b_step;
+    }
+}
+
 // The halves' aligned shapes: one matrix of a stage read in place by ldmatrix (no staging; .trans where the
 // layout asks), mma.sync m16n8k16 as stream_matrix_tc, one row tile of 16 at a time (its B fragments loaded
 // again for the second: fewer registers than both at once). A last k step of 8 (K an odd multiple of 8)
@@ -752,35 +802,8 @@ __device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t
     for (int i = 0; i < MT; ++i) {
         if (!(d.pieces >> (2 * i) & 1)) break;  // a row tile past M
         float acc[NT][4] = {};
-        uint32_t a_addr = a_base + d.a_at[i], b_addr0 = b_base + d.b_at[0], b_addr1 = b_base + d.b_at[1];
-#pragma unroll 1
-        for (int k0 = 0; k0 < K; k0 += 16) {
-            const bool tail = k0 + 16 > K;
-            uint32_t af[4], bf[NT / 2][4];
-            if (ta)
-                gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? d.a_tail : 0u));
-            else
-                gpumat::ldmatrix_x4(af, a_addr + (tail ? d.a_tail : 0u));
-#pragma unroll
-            for (int jj = 0; jj < NT / 2; ++jj) {
-                const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? d.b_tail : 0u);
-                if (tb)
-                    gpumat::ldmatrix_x4(bf[jj], at);
-                else
-                    gpumat::ldmatrix_x4_trans(bf[jj], at);
-            }
-            if (tail) {
-                af[2] = af[3] = 0u;
-#pragma unroll
-                for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
-            }
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-                gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
-            a_addr += d.a_step;
-            b_addr0 += d.b_step;
-            b_addr1 += d.b_step;
-        }
+        row_tile_products<NT, T>(acc, a_base + d.a_at[i], b_base + d.b_at[0], b_base + d.b_at[1], K, ta, tb, d.a_step,
+                                 d.b_step, d.a_tail, d.b_tail);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (!(d.pieces >> (2 * i + h) & 1)) break;  // rows past M
@@ -1035,23 +1058,7 @@ __device__ __forceinline__ void copy_rows_spaced(const T* src, bool packed, int 
         return;
     }
 #endif
-#pragma unroll 1
-    for (Walk w(count, rows, inner, t, threads); w.more();) {
-        T v[4];
-        int to[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            to[u] = -1;
-            if (w.more()) {
-                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
-                to[u] = (w.z * rows + w.d1) * dst_ld + w.d0 * (int)sizeof(T);
-                w.next();
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (to[u] >= 0) *reinterpret_cast<T*>(dst + to[u]) = v[u];
-    }
+    copy_elements(src, rows, inner, ld, bs, count, dst, dst_ld, t, threads);
 }
 
 #if __CUDA_ARCH__ >= 800
@@ -1134,37 +1141,8 @@ __device__ __forceinline__ void block_row_tile(uint32_t a_base, uint32_t b_base,
 #pragma unroll 1
     for (int g = 0; g < GROUPS && d.columns_in(NT * g); ++g) {  // the column groups inside N
         float acc[NT][4] = {};
-        uint32_t a_addr = a_base + d.a_at(i), b_addr[NT / 2];
-#pragma unroll
-        for (int jj = 0; jj < NT / 2; ++jj) b_addr[jj] = b_base + d.b_at(NT / 2 * g + jj);
-#pragma unroll 1
-        for (int k0 = 0; k0 < K; k0 += 16) {
-            const bool tail = k0 + 16 > K;
-            uint32_t af[4], bf[NT / 2][4];
-            if (ta)
-                gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? d.a_tail : 0u));
-            else
-                gpumat::ldmatrix_x4(af, a_addr + (tail ? d.a_tail : 0u));
-#pragma unroll
-            for (int jj = 0; jj < NT / 2; ++jj) {
-                const uint32_t at = b_addr[jj] + (tail ? d.b_tail : 0u);
-                if (tb)
-                    gpumat::ldmatrix_x4(bf[jj], at);
-                else
-                    gpumat::ldmatrix_x4_trans(bf[jj], at);
-            }
-            if (tail) {
-                af[2] = af[3] = 0u;
-#pragma unroll
-                for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
-            }
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-                gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
-            a_addr += d.a_step;
-#pragma unroll
-            for (int jj = 0; jj < NT / 2; ++jj) b_addr[jj] += d.b_step;
-        }
+        row_tile_products<NT, T>(acc, a_base + d.a_at(i), b_base + d.b_at(NT / 2 * g), b_base + d.b_at(NT / 2 * g + 1),
+                                 K, ta, tb, d.a_step, d.b_step, d.a_tail, d.b_tail);
         // whole rows where the group's four column tiles lie inside N (a part group or a narrow product
         // stores in pairs: its shuffles cost more there than the sectors they fill save)
         if (!NARROW && stores == CStores::rows && d.columns_in(NT * g + NT - 1)) {

@@ -209,7 +209,8 @@ BLOCK_LANE_LINES = (
     "d.b_k = (tb ? 8 * bit3 : r8 + 8 * bit3) * b_kstride;",
     "d.a_tail = bit4 ? (uint32_t)(-8 * a_kstride) : 0u;  // the lanes of k + 8..15",
     "d.b_tail = bit3 ? (uint32_t)(-8 * b_kstride) : 0u;",
-    "for (int jj = 0; jj < NT / 2; ++jj) b_addr[jj] = b_base + d.b_at(NT / 2 * g + jj);",
+    "row_tile_products<NT, T>(acc, a_base + d.a_at(i), b_base + d.b_at(NT / 2 * g), b_base + d.b_at(NT / 2 * g + 1),",
+    "const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? b_tail : 0u);",
     "gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);",
 )
 
