@@ -7,9 +7,12 @@ warps' first chunk), then each time against the fit. No GPU needed. small_stream
 fit of results/probe-stream-in-place-nvidia-h200-2026-12-01.json (tests/test_matmul_small.py checks it);
 small_stream's were fitted without the constant to results/probe-stream-nvidia-h200-2026-12-01.json, and
 this script's --no-constant fit of that JSON comes within 3% of them for the halves and 7% for float32 (how
-that fit differed was not recorded).
+that fit differed was not recorded). small_stream_block's are the --relative --past-side 32 fit (each timing
+weighted by its inverse, so that the fit minimises relative errors, not the long batches' absolute ones; the
+products auto gives the row, a side past 32) of results/probe-stream-block-nvidia-h200-2026-12-01.json.
 
     PYTHONPATH=src python3 benchmarks/fit_stream_costs.py RESULT.json ROW [--itemsize 2] [--no-constant]
+        [--relative] [--past-side S]
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from gpumat.matmul.engine import VARIANTS, Problem, Target, stream_terms
 SUFFIX = {"float16": ("f16", "native", 2), "bfloat16": ("bf16", "native", 2), "float32": ("f32", "float32", 4)}
 
 
-def cases(result: dict, row: str, itemsize: int):
-    """(problem, seconds) of each case the row ran, of the element size asked."""
+def cases(result: dict, row: str, itemsize: int, past_side: int = 0):
+    """(problem, seconds) of each case the row ran, of the element size asked, with a side past past_side."""
     for c in result["cases"]:
         sfx, mode, size = SUFFIX[c["dtype"]]
-        if row not in c or size != itemsize:
+        if row not in c or size != itemsize or max(c["M"], c["N"], c["K"]) <= past_side:
             continue
         layout = c["layout"]
         p = Problem(
@@ -38,16 +41,26 @@ def cases(result: dict, row: str, itemsize: int):
         yield p, c[row]["us"] * 1e-6
 
 
-def fit(result: dict, row: str, itemsize: int, constant: bool = True, sm_count: int = 132):
-    """The fitted (costs, constant), and each case with its measured and fitted seconds (on an H200's 132 SMs)."""
+def fit(
+    result: dict,
+    row: str,
+    itemsize: int,
+    constant: bool = True,
+    sm_count: int = 132,
+    relative: bool = False,
+    past_side: int = 0,
+):
+    """The fitted (costs, constant), and each case with its measured and fitted seconds (on an H200's 132 SMs);
+    `relative`: each timing's equation divided by it; past_side: the cases with a side past it alone."""
     v, t = VARIANTS[row], Target(90, sm_count, 232448, frozenset({"matmul_small"}))
-    found = list(cases(result, row, itemsize))
+    found = list(cases(result, row, itemsize, past_side))
     columns = []
     for p, _ in found:
         count, terms = stream_terms(v, p, t)
         columns.append([count * term for term in terms] + [1.0] * constant)
     a, seconds = np.array(columns), np.array([s for _, s in found])
-    x, _ = nnls(a, seconds)
+    weights = 1.0 / seconds if relative else np.ones_like(seconds)
+    x, _ = nnls(a * weights[:, None], seconds * weights)
     fitted = [(p, s, float(row_ @ x)) for (p, s), row_ in zip(found, a, strict=True)]
     return x[:4], (x[4] if constant else 0.0), fitted
 
@@ -55,13 +68,17 @@ def fit(result: dict, row: str, itemsize: int, constant: bool = True, sm_count: 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("result")
-    parser.add_argument("row", choices=["small_stream", "small_stream_in_place"])
+    parser.add_argument("row", choices=["small_stream", "small_stream_in_place", "small_stream_block"])
     parser.add_argument("--itemsize", type=int, default=2, choices=[2, 4])
     parser.add_argument("--no-constant", action="store_true", help="fit the four costs alone")
+    parser.add_argument("--relative", action="store_true", help="minimise relative errors, not absolute ones")
+    parser.add_argument("--past-side", type=int, default=0, help="fit the products with a side past this alone")
     opts = parser.parse_args()
     with open(opts.result) as f:
         result = json.load(f)
-    costs, constant, fitted = fit(result, opts.row, opts.itemsize, not opts.no_constant)
+    costs, constant, fitted = fit(
+        result, opts.row, opts.itemsize, not opts.no_constant, relative=opts.relative, past_side=opts.past_side
+    )
     print(f"{opts.row}, {opts.itemsize}-byte elements, {len(fitted)} timings:")
     print("  costs (a matrix, a staged row, a unit, 32 outputs):", ", ".join(f"{c:.3g}" for c in costs))
     print(f"  constant: {constant * 1e6:.2f} us")

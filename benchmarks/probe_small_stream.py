@@ -1,9 +1,11 @@
-"""Batches of tiny products (1-32 a side, 200-300000 matrices, every layout): each small-products row by name
-(small, small_wide, small_stream, and small_stream_in_place where it computes the shape) and auto against
+"""Batches of tiny products (1-64 a side, 100-300000 matrices, every layout): each small-products row by name
+(small, small_wide, small_stream, and small_stream_in_place, small_stream_block and mma64x64 where they
+compute the shape) and auto against
 torch.bmm in the same process, queued GPU microseconds (CUDA events on PyTorch's stream), each checked
 against a float64 torch.bmm, with the plan's modelled time and the bytes' share of the device-to-device
 copy rate. What the streamed rows' cost constants (STREAM_COST) were fitted to. Usage: python
-benchmarks/probe_small_stream.py float16 float32 bfloat16 (JSON into $OUT or /tmp)."""
+benchmarks/probe_small_stream.py float16 float32 bfloat16 (JSON into $OUT or /tmp); PROBE_ROWS=a,b,... times
+those rows alone."""
 
 import json
 import os
@@ -16,7 +18,8 @@ import gpumat as gm
 from gpumat._bench.common import copy_gbps
 from gpumat._bench.sweep import _queued_us
 
-ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "auto")
+ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "small_stream_block", "mma64x64", "auto")
+ROWS = tuple(os.environ.get("PROBE_ROWS", ",".join(ROWS)).split(","))
 SHAPES = [
     *((4096, 16, 16, 16), (100000, 2, 2, 2), (10000, 4, 4, 4), (65537, 8, 8, 8), (100000, 16, 16, 16)),
     *((20000, 24, 24, 24), (10000, 32, 32, 32), (1000, 32, 32, 32), (200, 16, 16, 16), (50000, 12, 12, 12)),
@@ -24,6 +27,13 @@ SHAPES = [
     *((20000, 20, 20, 20), (50000, 12, 20, 8), (20000, 32, 16, 8), (3000, 24, 24, 24), (300000, 4, 4, 4)),
 ]
 LAYOUT_SHAPES = [(10000, 32, 32, 32), (100000, 16, 16, 16), (20000, 20, 20, 20)]
+# the halves past 32 a side (small_stream_block against the tiles), with layouts of their own
+SHAPES64 = [
+    *((5000, 48, 48, 48), (1000, 64, 64, 64), (3000, 64, 64, 64), (10000, 40, 40, 40), (2000, 56, 56, 56)),
+    *((20000, 64, 32, 64), (10000, 32, 64, 48), (200, 64, 64, 64), (100, 48, 48, 48), (50000, 16, 64, 16)),
+    *((5000, 64, 8, 64), (30000, 48, 16, 32), (500, 40, 64, 56)),
+]
+LAYOUT_SHAPES64 = [(5000, 48, 48, 48), (3000, 64, 64, 64)]
 
 
 def case(dtype, b, m, n, k, layout, gbps, stream) -> dict:
@@ -66,9 +76,10 @@ def main():
     out = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "copy_gbps": gbps, "cases": []}
     for name in sys.argv[1:]:
         dtype = getattr(torch, name)
-        for (b, m, n, k), layout in [(s, "NN") for s in SHAPES] + [
-            (s, lay) for s in LAYOUT_SHAPES for lay in ("NT", "TN", "TT")
-        ]:
+        cases = [(s, "NN") for s in SHAPES] + [(s, lay) for s in LAYOUT_SHAPES for lay in ("NT", "TN", "TT")]
+        if dtype.itemsize == 2:
+            cases += [(s, "NN") for s in SHAPES64] + [(s, lay) for s in LAYOUT_SHAPES64 for lay in ("NT", "TN", "TT")]
+        for (b, m, n, k), layout in cases:
             row = case(dtype, b, m, n, k, layout, gbps, stream)
             out["cases"].append(row)
             timed = " ".join(f"{r} {row[r]['us']:.1f} ({row[r]['modelled_us']:.1f})" for r in ROWS if r in row)

@@ -486,6 +486,32 @@ __device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, i
     return g;
 }
 
+// Copy `count` products of an operand (rows x inner elements each, row stride ld, batch stride bs from src)
+// element by element into a stage at dst, each product's rows dst_ld bytes apart and its products one after
+// another, thread t of `threads`: loads four at a time, then stores.
+template <class T>
+__device__ __forceinline__ void copy_elements(const T* src, int rows, int inner, long long ld, long long bs, int count,
+                                              unsigned char* dst, int dst_ld, int t, int threads)
+{
+#pragma unroll 1
+    for (Walk w(count, rows, inner, t, threads); w.more();) {
+        T v[4];
+        int to[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            to[u] = -1;
+            if (w.more()) {
+                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
+                to[u] = (w.z * rows + w.d1) * dst_ld + w.d0 * (int)sizeof(T);
+                w.next();
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (to[u] >= 0) *reinterpret_cast<T*>(dst + to[u]) = v[u];
+    }
+}
+
 // Copy `count` matrices of an operand (rows x inner elements each, stored with row stride ld and batch
 // stride bs from src) into a warp's stage at dst as one packed run, run_head(src, packed) bytes on. A
 // packed, 16-byte aligned operand (ld == inner, bs == rows x inner or the batch's one matrix, base on 16
@@ -512,23 +538,8 @@ __device__ __forceinline__ void copy_run(const T* src, bool packed, int rows, in
         return;
     }
 #endif
-#pragma unroll 1
-    for (Walk w(count, rows, inner, lane, 32); w.more();) {
-        T v[4];
-        int to[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            to[u] = -1;
-            if (w.more()) {
-                v[u] = src[w.z * bs + w.d1 * ld + w.d0];
-                to[u] = (w.z * rows + w.d1) * inner + w.d0;
-                w.next();
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (to[u] >= 0) dst[to[u]] = v[u];
-    }
+    copy_elements(src, rows, inner, ld, bs, count, reinterpret_cast<unsigned char*>(dst), inner * (int)sizeof(T), lane,
+                  32);
 }
 
 // Where a run copied by copy_run begins in its stage: the bytes its copy took before it.
@@ -735,6 +746,45 @@ __device__ __forceinline__ InPlaceLanes in_place_lanes(int M, int N, int K, long
     return d;
 }
 
+// The k loop of one row tile of 16 over NT column tiles of 8 (NT / 2 pairs): A's fragments ldmatrix'd from
+// a_addr (.trans where ta), each pair's B fragments from b_addr[jj] (.trans where B is not transposed), both
+// stepping a_step and b_step bytes a k step of 16; a last step of 8 (K an odd multiple of 8) reads at the
+// tails' offsets and zeroes the pieces of k + 8..15 (A's third and fourth, B's second and fourth).
+template <int NT, class T>
+__device__ __forceinline__ void row_tile_products(float (&acc)[NT][4], uint32_t a_addr, uint32_t b_addr0,
+                                                  uint32_t b_addr1, int K, bool ta, bool tb, uint32_t a_step,
+                                                  uint32_t b_step, uint32_t a_tail, uint32_t b_tail)
+{
+#pragma unroll 1
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        const bool tail = k0 + 16 > K;
+        uint32_t af[4], bf[NT / 2][4];
+        if (ta)
+            gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? a_tail : 0u));
+        else
+            gpumat::ldmatrix_x4(af, a_addr + (tail ? a_tail : 0u));
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj) {
+            const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? b_tail : 0u);
+            if (tb)
+                gpumat::ldmatrix_x4(bf[jj], at);
+            else
+                gpumat::ldmatrix_x4_trans(bf[jj], at);
+        }
+        if (tail) {
+            af[2] = af[3] = 0u;
+#pragma unroll
+            for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+            gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
+        a_addr += a_step;
+        b_addr0 += b_step;
+        b_addr1 += b_step;
+    }
+}
+
 // The halves' aligned shapes: one matrix of a stage read in place by ldmatrix (no staging; .trans where the
 // layout asks), mma.sync m16n8k16 as stream_matrix_tc, one row tile of 16 at a time (its B fragments loaded
 // again for the second: fewer registers than both at once). A last k step of 8 (K an odd multiple of 8)
@@ -752,35 +802,8 @@ __device__ __forceinline__ void stream_matrix_in_place(uint32_t a_base, uint32_t
     for (int i = 0; i < MT; ++i) {
         if (!(d.pieces >> (2 * i) & 1)) break;  // a row tile past M
         float acc[NT][4] = {};
-        uint32_t a_addr = a_base + d.a_at[i], b_addr0 = b_base + d.b_at[0], b_addr1 = b_base + d.b_at[1];
-#pragma unroll 1
-        for (int k0 = 0; k0 < K; k0 += 16) {
-            const bool tail = k0 + 16 > K;
-            uint32_t af[4], bf[NT / 2][4];
-            if (ta)
-                gpumat::ldmatrix_x4_trans(af, a_addr + (tail ? d.a_tail : 0u));
-            else
-                gpumat::ldmatrix_x4(af, a_addr + (tail ? d.a_tail : 0u));
-#pragma unroll
-            for (int jj = 0; jj < NT / 2; ++jj) {
-                const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? d.b_tail : 0u);
-                if (tb)
-                    gpumat::ldmatrix_x4(bf[jj], at);
-                else
-                    gpumat::ldmatrix_x4_trans(bf[jj], at);
-            }
-            if (tail) {
-                af[2] = af[3] = 0u;
-#pragma unroll
-                for (int jj = 0; jj < NT / 2; ++jj) bf[jj][1] = bf[jj][3] = 0u;
-            }
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-                gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);
-            a_addr += d.a_step;
-            b_addr0 += d.b_step;
-            b_addr1 += d.b_step;
-        }
+        row_tile_products<NT, T>(acc, a_base + d.a_at[i], b_base + d.b_at[0], b_base + d.b_at[1], K, ta, tb, d.a_step,
+                                 d.b_step, d.a_tail, d.b_tail);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (!(d.pieces >> (2 * i + h) & 1)) break;  // rows past M
@@ -965,6 +988,298 @@ __device__ __forceinline__ void any_layout(const T* A, const T* B, Out* C, int M
 #undef GPUMAT_SMALL_BODY
 }
 
+// --- small_stream_block ---------------------------------------------------------------------------------
+// The halves' products of M, N and K multiples of 8 up to 64 in any layout: each block walks its chunks of
+// the batch (chunk c, c + blocks, ...) through two copy stages of its 56 KiB, every thread's cp.async of the
+// next chunk in flight while its four warps compute this one. The work of a chunk is its products' row
+// tiles of 16 (M / 16 rounded up a product), unit u on warp u % 4: a 64^3 product is four warps' work, a
+// chunk of 16^3 products a product a warp. Each unit reads its product where the copy put it (no staging):
+// the stored rows spaced an odd number of 16-byte pieces apart, so ldmatrix's eight rows fall on eight bank
+// groups (64 halves back to back put them on one), .trans where the layout asks; mma.sync m16n8k16, a group
+// of up to 32 columns at a time.
+constexpr int BLOCK_MULTIPLE = 8;
+constexpr int BLOCK_MAX = 64;
+constexpr int BLOCK_STAGE = STREAM_SMEM / 2;  // bytes of a copy stage: one 64^3 product with its rows spaced
+
+// The bytes a stored row of `inner` halves (a multiple of 8) takes in a stage: its 16-byte pieces, one more
+// where they are even.
+__device__ __forceinline__ int spaced_row_bytes(int inner) { return 16 * (inner / 8 | 1); }
+
+struct BlockGeometry {
+    int a_ld, b_ld;        // bytes from one stored row of A (of B) to the next in a stage
+    int a_bytes, b_bytes;  // a product's A (B) in a stage
+    int b_raw;             // where B's products start in a stage
+    int stage;             // bytes of a stage's A and B
+    int per_chunk;         // products a stage holds (0: none fits; the planner refuses such a shape)
+};
+
+// small_stream_block's stages for an M x N x K product (A and B stored transposed where ta and tb), a batch
+// of `batch` over `blocks` blocks; the host's block_geometry (gpumat/matmul/variants.py) mirrors it.
+__device__ __forceinline__ BlockGeometry block_geometry(int M, int N, int K, bool ta, bool tb, long long batch,
+                                                        long long blocks)
+{
+    BlockGeometry g;
+    g.a_ld = spaced_row_bytes(ta ? M : K);
+    g.b_ld = spaced_row_bytes(tb ? K : N);
+    g.a_bytes = (ta ? K : M) * g.a_ld;
+    g.b_bytes = (tb ? N : K) * g.b_ld;
+    // the batch spread over every block, in as few chunks a block as a stage allows, those chunks even: the
+    // busiest block then walks no more products than the batch over the blocks (rounded up), where a full
+    // stage a chunk left a tail of chunks to some blocks (65537 8^3 products: 224 on some, 124 on average)
+    const long long even = (batch + blocks - 1) / blocks, fits = BLOCK_STAGE / (g.a_bytes + g.b_bytes);
+    const long long walks = fits ? (even + fits - 1) / fits : 1;
+    g.per_chunk = fits ? (int)((even + walks - 1) / walks) : 0;
+    g.b_raw = g.per_chunk * g.a_bytes;
+    g.stage = g.b_raw + g.per_chunk * g.b_bytes;
+    return g;
+}
+
+// Copy `count` products of an operand (rows x inner halves each, row stride ld, batch stride bs) into a
+// stage at dst, their stored rows dst_ld bytes apart, thread t of `threads`: a packed operand (every
+// product and row then on 16 bytes) as 16-byte cp.async pieces, a thread's pieces `threads` apart (the row
+// of piece p is p / per_row, by a multiply); any other element by element.
+template <class T>
+__device__ __forceinline__ void copy_rows_spaced(const T* src, bool packed, int rows, int inner, long long ld,
+                                                long long bs, int count, unsigned char* dst, int dst_ld, int t,
+                                                int threads)
+{
+#if __CUDA_ARCH__ >= 800
+    if (packed) {
+        const char* from = reinterpret_cast<const char*>(src);
+        const uint32_t per_row = inner * sizeof(T) / 16, pieces = count * rows * per_row;
+        // p / per_row as the high half of p x ceil(2^32 / per_row): exact for p below 2^16 and per_row at
+        // most 8 (a stage holds at most 2^11 pieces)
+        const uint32_t magic = per_row == 1 ? 0u : (uint32_t)((0x100000000ull + per_row - 1) / per_row);
+#pragma unroll 4
+        for (uint32_t p = t; p < pieces; p += threads) {
+            const uint32_t r = per_row == 1 ? p : __umulhi(p, magic);
+            gpumat::copy16(dst + r * dst_ld + (p - r * per_row) * 16, from + p * 16, 16);
+        }
+        return;
+    }
+#endif
+    copy_elements(src, rows, inner, ld, bs, count, dst, dst_ld, t, threads);
+}
+
+#if __CUDA_ARCH__ >= 800
+// Where a lane's ldmatrix rows and C elements lie in small_stream_block's products (InPlaceLanes' layouts,
+// for rows a_ld and b_ld bytes apart and up to 64 a side): A's fragment of row tile t at k step s is
+// a_at(t) + s a_step bytes into the product's copy (+ a_tail on a last step of 8), B's of column tile pair t
+// (16 columns) b_at(t) + s b_step (+ b_tail); rows and columns past M and N clamped onto the last ones.
+struct SpacedLanes {
+    int a_row, a_last, b_col, b_last;  // the lane's row (column) in tile t: min(16 t + a_row, a_last)
+    uint32_t a_row_bytes, a_k, b_col_bytes, b_k;
+    uint32_t a_step, a_tail, b_step, b_tail;
+    long long c_at;
+    uint32_t pieces;  // bit r (0-7): C's rows 8 r.. are inside M; bit 8 + c: its columns 8 c.. inside N
+
+    __device__ __forceinline__ uint32_t a_at(int t) const { return min(16 * t + a_row, a_last) * a_row_bytes + a_k; }
+    __device__ __forceinline__ uint32_t b_at(int t) const { return min(16 * t + b_col, b_last) * b_col_bytes + b_k; }
+    __device__ __forceinline__ bool rows_in(int r8) const { return pieces >> r8 & 1; }
+    __device__ __forceinline__ bool columns_in(int c8) const { return pieces >> (8 + c8) & 1; }
+};
+
+__device__ __forceinline__ SpacedLanes spaced_lanes(int M, int N, long long ldc, bool ta, bool tb,
+                                                   const BlockGeometry& g, int lane)
+{
+    SpacedLanes d;
+    const int r8 = lane & 7, bit3 = (lane >> 3) & 1, bit4 = lane >> 4;
+    const int a_kstride = ta ? g.a_ld : 2, b_kstride = tb ? 2 : g.b_ld;  // bytes between neighbouring k
+    d.a_row = ta ? 8 * bit3 : r8 + 8 * bit3;
+    d.a_last = ta ? M - 8 : M - 1;
+    d.a_row_bytes = ta ? 2 : g.a_ld;
+    d.a_k = (ta ? r8 + 8 * bit4 : 8 * bit4) * a_kstride;
+    d.b_col = tb ? r8 + 8 * bit4 : 8 * bit4;
+    d.b_last = tb ? N - 1 : N - 8;
+    d.b_col_bytes = tb ? g.b_ld : 2;
+    d.b_k = (tb ? 8 * bit3 : r8 + 8 * bit3) * b_kstride;
+    d.a_step = 16 * a_kstride;
+    d.b_step = 16 * b_kstride;
+    d.a_tail = bit4 ? (uint32_t)(-8 * a_kstride) : 0u;  // the lanes of k + 8..15
+    d.b_tail = bit3 ? (uint32_t)(-8 * b_kstride) : 0u;
+    d.c_at = (long long)(lane / 4) * ldc + 2 * (lane % 4);
+    d.pieces = ((1u << (M / 8)) - 1) | ((1u << (N / 8)) - 1) << 8;
+    return d;
+}
+
+// A quad's 4 x 4 words transposed (the four lanes 4 q .. 4 q + 3 of a warp): word j of the quad's lane p
+// becomes word p of its lane j, in two rounds of exchanges, with the lane two apart and then one apart.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane)
+{
+    const bool odd_pair = lane & 2, odd = lane & 1;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // lanes 0, 1 keep words 0, 1 and take their partners' 0, 1 as 2, 3
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd_pair ? w[j] : w[j + 2], 2);
+        if (odd_pair)
+            w[j] = got;
+        else
+            w[j + 2] = got;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // then each lane keeps its own column's word and takes its partner's
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[2 * r] : w[2 * r + 1], 1);
+        if (odd)
+            w[2 * r] = got;
+        else
+            w[2 * r + 1] = got;
+    }
+}
+
+// How small_stream_block stores C: element by element through the epilogue, neighbours in pairs, or (C's
+// rows on 16 bytes) a row's eight columns of a tile at once, a quad's words transposed so that each of its
+// lanes holds one column tile's row: whole 32-byte sectors, where pairs fill half of eight.
+enum class CStores { elements, pairs, rows };
+
+// One unit of small_stream_block: row tile i (16 rows) of a product whose copy lies at a_base and b_base,
+// over every group of NT column tiles of 8 inside N (2 for N up to 16, else 4), then C as `stores` says.
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void block_row_tile(uint32_t a_base, uint32_t b_base, Out* cz, int i, int K, long long ldc,
+                                               bool ta, bool tb, const SpacedLanes& d, CStores stores,
+                                               const gpumat::Epilogue& ep, int lane)
+{
+    constexpr int NT = NARROW ? 2 : 4, GROUPS = BLOCK_MAX / (8 * NT);
+#pragma unroll 1
+    for (int g = 0; g < GROUPS && d.columns_in(NT * g); ++g) {  // the column groups inside N
+        float acc[NT][4] = {};
+        row_tile_products<NT, T>(acc, a_base + d.a_at(i), b_base + d.b_at(NT / 2 * g), b_base + d.b_at(NT / 2 * g + 1),
+                                 K, ta, tb, d.a_step, d.b_step, d.a_tail, d.b_tail);
+        // whole rows where the group's four column tiles lie inside N (a part group or a narrow product
+        // stores in pairs: its shuffles cost more there than the sectors they fill save)
+        if (!NARROW && stores == CStores::rows && d.columns_in(NT * g + NT - 1)) {
+            const int q = lane % 4, c8 = NT * g + q;  // the column tile this lane stores
+            // (q < NT and c8 inside N hold here; spelt out as the stores' guard, ptxas fits this form in the
+            // 128 registers of four blocks an SM, where without it one register spilled)
+            const bool mine = q < NT && d.columns_in(c8);
+#pragma unroll 1
+            for (int h = 0; h < 2; ++h) {
+                if (!d.rows_in(2 * i + h)) break;  // rows past M
+                Out* at = cz + (16 * i + 8 * h + lane / 4) * ldc + 8 * c8;
+                // (selects on h: indexing acc by it would put acc in local memory)
+                if constexpr (sizeof(Out) == 2) {
+                    uint32_t w[4] = {};
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+                        w[j] = gpumat::pack_pair<Out>(h ? acc[j][2] : acc[j][0], h ? acc[j][3] : acc[j][1]);
+                    quad_transpose(w, lane);
+                    if (mine) *reinterpret_cast<uint4*>(at) = make_uint4(w[0], w[1], w[2], w[3]);
+                } else {
+                    uint32_t x[4] = {}, y[4] = {};
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) {
+                        x[j] = __float_as_uint(h ? acc[j][2] : acc[j][0]);
+                        y[j] = __float_as_uint(h ? acc[j][3] : acc[j][1]);
+                    }
+                    quad_transpose(x, lane);
+                    quad_transpose(y, lane);
+                    if (mine) {
+                        *reinterpret_cast<uint4*>(at) = make_uint4(x[0], y[0], x[1], y[1]);
+                        *reinterpret_cast<uint4*>(at + 4) = make_uint4(x[2], y[2], x[3], y[3]);
+                    }
+                }
+            }
+            continue;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (!d.rows_in(2 * i + h)) break;  // rows past M
+            Out* row = cz + d.c_at + (16 * i + 8 * h) * ldc;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int c8 = NT * g + j;
+                if (!d.columns_in(c8)) break;  // columns past N
+                if (stores != CStores::elements) {
+                    store_c_pair(row + 8 * c8, acc[j][2 * h], acc[j][2 * h + 1]);
+                } else {
+                    const int r = 16 * i + 8 * h + lane / 4, c = 8 * c8 + 2 * (lane % 4);
+                    store_c(cz, ldc, r, c, acc[j][2 * h], false, ep);
+                    store_c(cz, ldc, r, c + 1, acc[j][2 * h + 1], false, ep);
+                }
+            }
+        }
+    }
+}
+
+// small_stream_block's walk (see above), with the column groups for N (NARROW: N up to 16).
+template <bool NARROW, class T, class Out>
+__device__ __forceinline__ void small_stream_block(const T* __restrict__ A, const T* __restrict__ B,
+                                                   Out* __restrict__ C, int M, int N, int K, long long lda,
+                                                   long long ldb, long long ldc, int batch, bool ta, bool tb,
+                                                   long long sa, long long sb, long long sc,
+                                                   const gpumat::Epilogue& ep, const BlockGeometry& g,
+                                                   unsigned char* smem)
+{
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const SpacedLanes d = spaced_lanes(M, N, ldc, ta, tb, g, lane);
+    const bool pairs = ep.identity() && ldc % 2 == 0 && sc % 2 == 0 &&
+                       (reinterpret_cast<unsigned long long>(C) & (2 * sizeof(Out) - 1)) == 0;
+    const bool rows = ep.identity() && ldc * sizeof(Out) % 16 == 0 && sc * sizeof(Out) % 16 == 0 &&
+                      (reinterpret_cast<unsigned long long>(C) & 15) == 0;
+    const CStores stores = rows ? CStores::rows : pairs ? CStores::pairs : CStores::elements;
+    const int a_rows = ta ? K : M, a_inner = ta ? M : K, b_rows = tb ? N : K, b_inner = tb ? K : N;
+    // a packed operand: its batch one run of whole products (or one product for all), 16-byte aligned
+    const bool a_packed = lda == a_inner && (sa == (long long)M * K || sa == 0) &&
+                          (reinterpret_cast<unsigned long long>(A) & 15) == 0;
+    const bool b_packed = ldb == b_inner && (sb == (long long)K * N || sb == 0) &&
+                          (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+    const uint32_t a_next = sa ? g.a_bytes : 0, b_next = sb ? g.b_bytes : 0;  // a shared operand: one for all
+    const int tiles = (M + 15) / 16;
+    const long long chunks = (batch + g.per_chunk - 1) / g.per_chunk;
+    // chunk c into stage s, one group of cp.async a thread (or plain copies)
+    const auto issue = [&](long long c, int s) {
+        const long long z0 = c * g.per_chunk;
+        const int here = (int)min((long long)g.per_chunk, batch - z0);
+        unsigned char* stage = smem + s * g.stage;
+        copy_rows_spaced(A + z0 * sa, a_packed, a_rows, a_inner, lda, sa, sa ? here : 1, stage, g.a_ld, t,
+                         STREAM_THREADS);
+        copy_rows_spaced(B + z0 * sb, b_packed, b_rows, b_inner, ldb, sb, sb ? here : 1, stage + g.b_raw, g.b_ld,
+                         t, STREAM_THREADS);
+        gpumat::copy_commit();
+    };
+    long long c = blockIdx.x;
+    if (c < chunks) issue(c, 0);
+    for (int i = 0; c < chunks; ++i, c += gridDim.x) {
+        const int s = i & 1;
+        if (c + gridDim.x < chunks) {
+            issue(c + gridDim.x, s ^ 1);  // the next chunk's copies fly while this one computes
+            gpumat::copy_wait<1>();
+        } else {
+            gpumat::copy_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this chunk have landed
+        const long long z0 = c * g.per_chunk;
+        const int here = (int)min((long long)g.per_chunk, batch - z0);
+        const uint32_t a0 = gpumat::smem_addr(smem + s * g.stage), b0 = a0 + g.b_raw;
+#pragma unroll 1
+        for (int u = warp; u < here * tiles; u += STREAM_THREADS / 32) {
+            const int p = u / tiles;
+            block_row_tile<NARROW, T>(a0 + p * a_next, b0 + p * b_next, C + (z0 + p) * sc, u - p * tiles, K, ldc, ta,
+                                      tb, d, stores, ep, lane);
+        }
+        __syncthreads();  // this stage is read: the copy after next may fill it
+    }
+}
+#endif
+
+template <class T, class Out>
+__device__ __forceinline__ void stream_block_any_layout(const T* A, const T* B, Out* C, int M, int N, int K,
+                                                        long long lda, long long ldb, long long ldc, int batch,
+                                                        int ta, int tb, long long sa, long long sb, long long sc,
+                                                        const gpumat::Epilogue& ep, unsigned char* smem)
+{
+#if __CUDA_ARCH__ >= 800
+    const BlockGeometry g = block_geometry(M, N, K, ta != 0, tb != 0, batch, gridDim.x);
+    const int step = BLOCK_MULTIPLE, most = BLOCK_MAX;
+    if (M % step != 0 || N % step != 0 || K % step != 0 || max(M, max(N, K)) > most || g.per_chunk == 0)
+        __trap();  // a shape the planner refuses
+    if (N <= 16)
+        small_stream_block<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, smem);
+    else
+        small_stream_block<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, smem);
+#else
+    __trap();  // the row needs sm_80 (its min_arch): the planner never launches it here
+#endif
+}
+
 }  // namespace
 
 // matmul_small_<dtype>[_f32out](A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,
@@ -1022,3 +1337,22 @@ GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream_in_place, true, __half, __half)
 GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream_in_place, true, __half, float)
 GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream_in_place, true, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream_in_place, true, __nv_bfloat16, float)
+
+// matmul_small_<half>[_f32out]_stream_block: the same arguments, for the halves' M, N and K multiples of 8
+// up to 64 in any layout: four warps a block on its own chunks of products, 56 KiB of dynamic shared
+// memory; grid min(ceil(batch / per chunk), four blocks an SM).
+#define GPUMAT_STREAM_BLOCK_ENTRY(NAME, T, OUT)                                                              \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, STREAM_BLOCKS_PER_SM) NAME##_stream_block(   \
+        const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
+        long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
+        GPUMAT_EPILOGUE_PARAMS)                                                                              \
+    {                                                                                                        \
+        extern __shared__ __align__(16) unsigned char block_smem[];                                          \
+        stream_block_any_layout(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,   \
+                                GPUMAT_EPILOGUE_ARGS, block_smem);                                           \
+    }
+
+GPUMAT_STREAM_BLOCK_ENTRY(matmul_small_f16, __half, __half)
+GPUMAT_STREAM_BLOCK_ENTRY(matmul_small_f16_f32out, __half, float)
+GPUMAT_STREAM_BLOCK_ENTRY(matmul_small_bf16, __nv_bfloat16, __nv_bfloat16)
+GPUMAT_STREAM_BLOCK_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)

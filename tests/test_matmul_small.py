@@ -21,12 +21,14 @@ from support import FAKE_DEVICE, H100, bound_run, load_script, rng
 import gpumat as gm
 from gpumat._dtypes import BFLOAT16
 from gpumat.matmul.engine import (
+    BLOCK_STAGE,
     STREAM_COST,
     STREAM_SLICE,
     STREAM_STAGE_BYTES,
     VARIANTS,
     BoundPlan,
     Problem,
+    block_geometry,
     plan,
     small_chunk,
     small_per_block,
@@ -35,7 +37,7 @@ from gpumat.matmul.engine import (
 )
 
 SMALL, WIDE, STREAM = VARIANTS["small"], VARIANTS["small_wide"], VARIANTS["small_stream"]
-IN_PLACE = VARIANTS["small_stream_in_place"]
+IN_PLACE, BLOCK = VARIANTS["small_stream_in_place"], VARIANTS["small_stream_block"]
 SOURCE = Path(__file__).resolve().parents[1] / "cuda" / "matmul_small.cu"
 
 
@@ -141,6 +143,203 @@ def test_small_stream_s_two_stages_and_staged_operands_fit_a_warp_s_slice(m, n, 
         assert (g.per_chunk + 1) * (a_bytes + b_bytes) > min((STREAM_SLICE - g.staged) // 2 - 64, STREAM_STAGE_BYTES)
     gx, gy, gz = STREAM.grid(m, n, 1, 132, batch)
     assert (gy, gz) == (1, 1) and gx == min(math.ceil(batch / 4), 528)
+
+
+def test_the_host_s_block_geometry_is_the_kernel_s():
+    src = SOURCE.read_text()
+    for line in (
+        "constexpr int BLOCK_MULTIPLE = 8;",
+        "constexpr int BLOCK_MAX = 64;",
+        "constexpr int BLOCK_STAGE = STREAM_SMEM / 2;",
+        "__device__ __forceinline__ int spaced_row_bytes(int inner) { return 16 * (inner / 8 | 1); }",
+        "g.a_ld = spaced_row_bytes(ta ? M : K);",
+        "g.b_ld = spaced_row_bytes(tb ? K : N);",
+        "g.a_bytes = (ta ? K : M) * g.a_ld;",
+        "g.b_bytes = (tb ? N : K) * g.b_ld;",
+        "const long long even = (batch + blocks - 1) / blocks, fits = BLOCK_STAGE / (g.a_bytes + g.b_bytes);",
+        "const long long walks = fits ? (even + fits - 1) / fits : 1;",
+        "g.per_chunk = fits ? (int)((even + walks - 1) / walks) : 0;",
+        "g.b_raw = g.per_chunk * g.a_bytes;",
+        "g.stage = g.b_raw + g.per_chunk * g.b_bytes;",
+        "const BlockGeometry g = block_geometry(M, N, K, ta != 0, tb != 0, batch, gridDim.x);",
+        "if (M % step != 0 || N % step != 0 || K % step != 0 || max(M, max(N, K)) > most || g.per_chunk == 0)",
+    ):
+        assert line in src, line
+    assert BLOCK_STAGE == 57344 // 2
+    assert (BLOCK.block, BLOCK.smem, BLOCK.blocks_per_sm) == (STREAM.block, STREAM.smem, STREAM.blocks_per_sm)
+    assert (BLOCK.max_m, BLOCK.max_n, BLOCK.max_k, BLOCK.shape_multiple) == (64, 64, 64, 8)
+    assert BLOCK.packs and BLOCK.persistent and BLOCK.block_chunks and BLOCK.reads_either_layout
+    assert set(BLOCK.kernels) == {("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
+    assert all(k.name.endswith("_stream_block") and k.dynamic_smem == 57344 for k in BLOCK.kernels.values())
+
+
+@given(data=st.data(), batch=st.integers(1, 10**6), ta=st.booleans(), tb=st.booleans())
+def test_small_stream_block_s_stages_hold_every_shape_it_computes(data, batch, ta, tb):
+    """Two stages in a block's 56 KiB, each holding at least one product of every shape the row computes
+    (sides multiples of 8 up to 64), its stored rows an odd number of 16-byte pieces apart (ldmatrix's eight
+    rows on eight bank groups); one block a product at least, four blocks an SM at most."""
+    m, n, k = (data.draw(st.sampled_from(range(8, 65, 8))) for _ in range(3))
+    blocks = BLOCK.grid(m, n, 1, 132, batch)[0]
+    assert blocks == min(batch, 528)
+    g = block_geometry(m, n, k, ta, tb, batch, blocks)
+    for ld, inner in ((g.a_ld, m if ta else k), (g.b_ld, k if tb else n)):
+        assert ld % 16 == 0 and (ld // 16) % 2 == 1 and 2 * inner <= ld <= 2 * inner + 16
+        assert len({(r * ld // 16) % 8 for r in range(8)}) == 8  # eight rows, eight bank groups
+    assert g.a_bytes == (k if ta else m) * g.a_ld and g.b_bytes == (n if tb else k) * g.b_ld
+    assert 1 <= g.per_chunk <= math.ceil(batch / blocks) and 2 * g.stage <= BLOCK.smem
+    assert g.b_raw == g.per_chunk * g.a_bytes and g.stage == g.b_raw + g.per_chunk * g.b_bytes
+    # the chunks: as few a block as a stage allows, and the busiest block's products no more than the
+    # batch over the blocks (rounded up) and one chunk (one product a walk: the chunks are even)
+    even, fits = math.ceil(batch / blocks), BLOCK_STAGE // (g.a_bytes + g.b_bytes)
+    walks = math.ceil(math.ceil(batch / g.per_chunk) / blocks)
+    assert walks == math.ceil(even / fits)
+    assert even <= walks * g.per_chunk < even + walks
+
+
+# small_stream_block's lanes (cuda/matmul_small.cu, spaced_lanes and block_row_tile) as the kernel writes them
+BLOCK_LANE_LINES = (
+    "const int a_kstride = ta ? g.a_ld : 2, b_kstride = tb ? 2 : g.b_ld;  // bytes between neighbouring k",
+    "d.a_row = ta ? 8 * bit3 : r8 + 8 * bit3;",
+    "d.a_last = ta ? M - 8 : M - 1;",
+    "d.a_row_bytes = ta ? 2 : g.a_ld;",
+    "d.a_k = (ta ? r8 + 8 * bit4 : 8 * bit4) * a_kstride;",
+    "d.b_col = tb ? r8 + 8 * bit4 : 8 * bit4;",
+    "d.b_last = tb ? N - 1 : N - 8;",
+    "d.b_col_bytes = tb ? g.b_ld : 2;",
+    "d.b_k = (tb ? 8 * bit3 : r8 + 8 * bit3) * b_kstride;",
+    "d.a_tail = bit4 ? (uint32_t)(-8 * a_kstride) : 0u;  // the lanes of k + 8..15",
+    "d.b_tail = bit3 ? (uint32_t)(-8 * b_kstride) : 0u;",
+    "row_tile_products<NT, T>(acc, a_base + d.a_at(i), b_base + d.b_at(NT / 2 * g), b_base + d.b_at(NT / 2 * g + 1),",
+    "const uint32_t at = (jj ? b_addr1 : b_addr0) + (tail ? b_tail : 0u);",
+    "gpumat::Mma<T>::run(acc[j], af, bf[j / 2][2 * (j & 1)], bf[j / 2][2 * (j & 1) + 1]);",
+)
+
+
+def _ldmatrix(addresses, element, trans):
+    """What each lane holds after ldmatrix .x4 (.trans): lane l points at row l % 8 of 8 x 8 matrix l // 8 (8
+    halves from its address); register j of lane L is matrix j's (L / 4, 2 (L % 4) and on), or transposed."""
+    mats = [[[element(addresses[8 * j + i] + 2 * e) for e in range(8)] for i in range(8)] for j in range(4)]
+    if trans:
+        return [[(m[2 * (L % 4)][L // 4], m[2 * (L % 4) + 1][L // 4]) for m in mats] for L in range(32)]
+    return [[(m[L // 4][2 * (L % 4)], m[L // 4][2 * (L % 4) + 1]) for m in mats] for L in range(32)]
+
+
+def _block_lanes(g, m: int, n: int, ta: bool, tb: bool) -> list[dict]:
+    """spaced_lanes for each lane: (first row or column, the last, bytes a step) of A and B, their k offsets,
+    k steps and tail offsets, in bytes."""
+    lanes = []
+    for lane in range(32):
+        r8, bit3, bit4 = lane & 7, (lane >> 3) & 1, lane >> 4
+        a_kstride, b_kstride = (g.a_ld if ta else 2), (2 if tb else g.b_ld)
+        lanes.append(
+            {
+                "a": (8 * bit3 if ta else r8 + 8 * bit3, m - 8 if ta else m - 1, 2 if ta else g.a_ld),
+                "a_k": (r8 + 8 * bit4 if ta else 8 * bit4) * a_kstride,
+                "b": (r8 + 8 * bit4 if tb else 8 * bit4, n - 1 if tb else n - 8, g.b_ld if tb else 2),
+                "b_k": (8 * bit3 if tb else r8 + 8 * bit3) * b_kstride,
+                "a_step": 16 * a_kstride,
+                "b_step": 16 * b_kstride,
+                "a_tail": -8 * a_kstride if bit4 else 0,
+                "b_tail": -8 * b_kstride if bit3 else 0,
+            }
+        )
+    return lanes
+
+
+def _lane_at(d: dict, which: str, t: int) -> int:
+    """SpacedLanes.a_at(t) or b_at(t)."""
+    first, last, stride = d[which]
+    return min(16 * t + first, last) * stride + d[which + "_k"]
+
+
+def _element_of(copy_bytes: int, ld: int, inner: int, swap: bool):
+    """A byte of an operand's copy in a stage -> its logical (row, column) ((m, k) for A, (k, n) for B),
+    asserting the read lies inside the copy and its stored row."""
+
+    def element(at: int) -> tuple[int, int]:
+        assert 0 <= at < copy_bytes, ("a read outside the product's copy", at)
+        row, col = at // ld, at % ld // 2
+        assert col < inner, ("a read past a stored row", at)
+        return (col, row) if swap else (row, col)
+
+    return element
+
+
+def _block_unit_fragments(m, n, k, ta, tb, g, lanes, i, grp, nt):
+    """One unit's k loop (row tile i, column group grp): each step's fragments against mma.sync's."""
+    a_element = _element_of(g.a_bytes, g.a_ld, m if ta else k, ta)
+    b_element = _element_of(g.b_bytes, g.b_ld, k if tb else n, tb)
+    a_at = [_lane_at(d, "a", i) for d in lanes]
+    b_at = [[_lane_at(d, "b", nt // 2 * grp + jj) for d in lanes] for jj in range(nt // 2)]
+    for k0 in range(0, k, 16):
+        tail = k0 + 16 > k
+        af = _ldmatrix([x + tail * d["a_tail"] for x, d in zip(a_at, lanes, strict=True)], a_element, ta)
+        bf = [
+            _ldmatrix([x + tail * d["b_tail"] for x, d in zip(row, lanes, strict=True)], b_element, not tb)
+            for row in b_at
+        ]
+        for lane in range(32):
+            gq, tq = lane // 4, lane % 4
+            for r in range(2 if tail else 4):  # a2 and a3 zeroed on a tail step
+                row = 16 * i + gq + 8 * (r % 2)
+                want = [(row, k0 + 2 * tq + 8 * (r // 2) + e) for e in range(2)]
+                assert row >= m or list(af[lane][r]) == want, (i, k0, lane, r, af[lane][r], want)
+            for j in range(nt):
+                col = 8 * (nt * grp + j) + gq
+                for q in range(1 if tail else 2):  # b1 zeroed on a tail step
+                    want = [(k0 + 2 * tq + 8 * q + e, col) for e in range(2)]
+                    got = bf[j // 2][lane][2 * (j & 1) + q]
+                    assert col >= n or list(got) == want, (i, grp, k0, lane, j, q, got, want)
+        a_at = [x + d["a_step"] for x, d in zip(a_at, lanes, strict=True)]
+        b_at = [[x + d["b_step"] for x, d in zip(row, lanes, strict=True)] for row in b_at]
+
+
+@given(
+    m=st.sampled_from(range(8, 65, 8)),
+    n=st.sampled_from(range(8, 65, 8)),
+    k=st.sampled_from(range(8, 65, 8)),
+    ta=st.booleans(),
+    tb=st.booleans(),
+)
+def test_small_stream_block_gives_every_lane_the_fragments_mma_wants(m, n, k, ta, tb):
+    """A model of the kernel's addressing (its lines pinned in BLOCK_LANE_LINES): every ldmatrix row a lane
+    points at lies inside the product's copy, and every fragment register holds the elements mma.sync
+    m16n8k16 wants there (A: (g, 2t), (g + 8, 2t), (g, 2t + 8), (g + 8, 2t + 8); B: (2t, g), (2t + 8, g));
+    rows past M and columns past N are never stored, a last k step of 8 has its upper pieces zeroed; the
+    stores cover C."""
+    src = SOURCE.read_text()
+    for line in BLOCK_LANE_LINES:
+        assert line in src, line
+    g = block_geometry(m, n, k, ta, tb, 1, 1)
+    lanes = _block_lanes(g, m, n, ta, tb)
+    nt = 2 if n <= 16 else 4
+    stored = set()
+    for i in range((m + 15) // 16):
+        for grp in range(64 // (8 * nt)):
+            if nt * grp >= n // 8:
+                break
+            _block_unit_fragments(m, n, k, ta, tb, g, lanes, i, grp, nt)
+            rows = [16 * i + 8 * h for h in range(2) if 2 * i + h < m // 8]  # the stores: pieces inside M and N
+            cols = [8 * (nt * grp + j) for j in range(nt) if nt * grp + j < n // 8]
+            stored |= {
+                (r + x // 4, c + 2 * (x % 4) + e) for r in rows for c in cols for x in range(32) for e in range(2)
+            }
+    assert stored == {(r, c) for r in range(m) for c in range(n)}
+
+
+def test_small_stream_block_computes_the_halves_multiples_of_8_up_to_64():
+    """The halves' products of sides multiples of 8 up to 64, any layout, one block a product at least."""
+    for m, n, k in ((12, 16, 16), (72, 8, 8), (8, 8, 68), (48, 48, 44)):
+        with pytest.raises(ValueError, match="multiples of 8 at most 64"):
+            plan(Problem(m, n, k, "f16", "f16", "native", batch=2), H100, "small_stream_block")
+    with pytest.raises(ValueError):
+        plan(Problem(16, 16, 16, "f32", "f32", "float32", batch=2), H100, "small_stream_block")
+    for m, n, k, batch in ((64, 64, 64, 3000), (48, 40, 56, 5000), (8, 8, 8, 100000), (64, 8, 64, 7)):
+        for a_trans, b_trans in ((False, False), (True, True)):
+            p = Problem(m, n, k, "bf16", "f32", "native", batch=batch, a_trans=a_trans, b_trans=b_trans)
+            q = plan(p, H100, "small_stream_block")
+            assert q.kernel.name == "matmul_small_bf16_f32out_stream_block" and q.grid == (min(batch, 528), 1, 1)
+            assert not (q.copy_a or q.copy_b) and q.seconds > 0
 
 
 @given(m=st.integers(1, 64), n=st.integers(1, 64), k=st.integers(1, 300), batch=st.integers(1, 10**6))
@@ -281,6 +480,57 @@ def test_small_stream_in_place_s_costs_are_the_fit_of_their_probe():
     assert all(0.7 < measured / model < 1.2 for _, measured, model in fitted)
 
 
+def _block_probe() -> dict:
+    import json
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    return json.loads((results / "probe-stream-block-nvidia-h200-2026-12-01.json").read_text())
+
+
+def test_small_stream_block_s_costs_are_the_fit_of_their_probe():
+    """STREAM_COST's small_stream_block row is benchmarks/fit_stream_costs.py's relative fit of the committed
+    probe's products that auto gives the row (a side past auto_past_side), its constant the row's fixed_s +
+    wave_floor_s."""
+    fitting = load_script("benchmarks/fit_stream_costs.py")
+    probe = _block_probe()
+    costs, constant, fitted = fitting.fit(probe, "small_stream_block", 2, relative=True, past_side=BLOCK.auto_past_side)
+    assert len(fitted) == 19
+    for got, want in zip(costs, STREAM_COST["small_stream_block", 2], strict=True):
+        assert abs(got - want) <= 0.02 * want + 1e-12, (costs, STREAM_COST["small_stream_block", 2])
+    assert abs(BLOCK.fixed_s + BLOCK.wave_floor_s - constant) < 0.1e-6, constant
+    assert all(0.85 < measured / model < 1.2 for _, measured, model in fitted)
+
+
+def test_auto_s_picks_on_the_block_probe_run_near_the_fastest_timed_plan():
+    """Over the committed probe of the halves' tiny products (1-64 a side, every layout; small_stream_block,
+    mma64x64 and that run's auto pick timed on the H200), auto's plan today, wherever that run timed it,
+    runs within 10% of the fastest plan the run timed, and small_stream_in_place wherever it ran fastest; and
+    most cases are checked."""
+    checked = 0  # (support.H100's target: 132 SMs and sm_90, as the H200 has)
+    for c in _block_probe()["cases"]:
+        layout = c["layout"]
+        p = Problem(
+            c["M"],
+            c["N"],
+            c["K"],
+            "f16",
+            "f16",
+            "native",
+            batch=c["batch"],
+            a_trans=layout[0] == "T",
+            b_trans=layout[1] == "T",
+        )
+        timed = {name: r["us"] for name, r in c.items() if isinstance(r, dict) and name != "auto"}
+        timed[c["auto"]["algorithm"]] = min(c["auto"]["us"], timed.get(c["auto"]["algorithm"], math.inf))
+        pick, fastest = plan(p, H100).algorithm, min(timed, key=timed.get)
+        if pick in timed:
+            checked += 1
+            assert timed[pick] <= 1.1 * timed[fastest], (c, pick, timed)
+        if fastest == "small_stream_in_place":  # every product within 32 a side the probe timed
+            assert pick == fastest, (c, pick, timed)
+    assert checked >= 30
+
+
 def test_a_tensor_core_mode_runs_a_batch_of_tiny_products_as_exact_fp32():
     for mode in ("tf32", "tf32x3"):
         q = plan(Problem(16, 16, 16, "f32", "f32", mode, batch=4096), H100)
@@ -403,17 +653,17 @@ def test_small_products_against_a_float64_reference(case):
     product_against_reference(case, row_for(case))
 
 
-ALIGNED = [8, 16, 24, 32]  # the sides small_stream_in_place computes
-
-
 @st.composite
 def aligned_cases(draw):
+    row = draw(st.sampled_from(["small_stream_in_place", "small_stream_block"]))
+    sides = st.sampled_from(range(8, VARIANTS[row].max_k + 1, 8))  # multiples of 8 up to 32 or 64
     return {
+        "row": row,
         "kind": draw(st.sampled_from(["float16", "bfloat16"])),
         "into_float32": draw(st.booleans()),
-        "m": draw(st.sampled_from(ALIGNED)),
-        "n": draw(st.sampled_from(ALIGNED)),
-        "k": draw(st.sampled_from(ALIGNED)),
+        "m": draw(sides),
+        "n": draw(sides),
+        "k": draw(sides),
         "batch": draw(st.sampled_from([1, 2, 3, 257, 2113, 20011])),
         "shared": draw(st.sampled_from(["none", "a", "b"])),
         "ta": draw(st.booleans()),
@@ -428,12 +678,13 @@ def aligned_cases(draw):
 
 
 @pytest.mark.gpu
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=160, deadline=None)
 @given(aligned_cases())
-def test_small_stream_in_place_against_a_float64_reference_in_every_layout(case):
+def test_the_in_place_rows_against_a_float64_reference_in_every_layout(case):
     """M, N and K multiples of 8 (K an odd multiple too: the last k step of 8), every layout, A or B shared,
-    packed or in padded storage, C into float32 too: against a float64 reference, nothing written outside C."""
-    product_against_reference(case, "small_stream_in_place", np.float32 if case["into_float32"] else None)
+    packed or in padded storage, C into float32 too: against a float64 reference, nothing written outside C.
+    small_stream_block up to 64 a side: a product's row tiles on several warps, chunks of several products."""
+    product_against_reference(case, case["row"], np.float32 if case["into_float32"] else None)
 
 
 @pytest.mark.gpu
@@ -465,6 +716,7 @@ STREAM_CASES = [
     ("float32", "small_stream", 19, 13, 17),
     *((kind, "small_stream", 29, 13, 31) for kind in ("float16", "bfloat16")),
     *((kind, "small_stream_in_place", 24, 16, 8) for kind in ("float16", "bfloat16")),
+    *((kind, "small_stream_block", 56, 40, 24) for kind in ("float16", "bfloat16")),
 ]
 
 

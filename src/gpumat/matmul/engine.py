@@ -77,6 +77,7 @@ from .tuning import load as load_tuning
 from .tuning import save as save_tuning
 from .variants import (
     ACTIVATIONS,
+    BLOCK_STAGE,
     C_STORE,
     FEW_ROW_MEMORY,
     GEMV_BANDWIDTH,
@@ -100,6 +101,7 @@ from .variants import (
     Variant,
     accumulator,
     algorithms,
+    block_geometry,
     small_chunk,
     small_per_block,
     stream_fits,
@@ -135,6 +137,7 @@ __all__ = [
     "ROUND_TRIP_S",
     "SHORT_RUN_DRAW",
     "SIGNATURES",
+    "BLOCK_STAGE",
     "STREAM_COST",
     "STREAM_SLICE",
     "STREAM_STAGE_BYTES",
@@ -159,6 +162,7 @@ __all__ = [
     "accumulator",
     "crt_weights",
     "algorithms",
+    "block_geometry",
     "aligned",
     "best_split",
     "bind",

@@ -64,11 +64,11 @@ from .variants import (
     ROW_ORDER,
     STREAM_COST,
     STREAM_WARPS,
-    STREAM_WARPS_PER_SM,
     VARIANTS,
     WIDE_BLOCKS_PER_SM,
     Variant,
     accumulator,
+    block_geometry,
     small_chunk,
     small_per_block,
     stream_fits,
@@ -235,13 +235,21 @@ def _packed_model(v: Variant, p: Problem, t: Target) -> float:
 
 
 def stream_terms(v: Variant, p: Problem, t: Target) -> tuple[int, tuple[float, float, float, float]]:
-    """What small_stream or small_stream_in_place pays an SM for p on t: the matrices of its busiest warp
-    times the warps that share an SM (STREAM_WARPS_PER_SM), and what each matrix counts of STREAM_COST's
-    four terms (1 matrix, its staged rows, its units of arithmetic, its outputs over 32). The model's
-    compute time is their product with STREAM_COST's row; benchmarks/fit_stream_costs.py fits that row to a
-    probe's timings with the same terms."""
-    warps = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0] * STREAM_WARPS
-    in_place = v.shape_multiple > 1  # small_stream_in_place: nothing staged, row tiles of 16 as M asks
+    """What a streamed row pays an SM for p on t: the matrices of its busiest walker (a warp, or for
+    small_stream_block a block) times the walkers that share an SM, and what each matrix counts of
+    STREAM_COST's four terms (1 matrix, its staged rows or for small_stream_block its copy's 16-byte pieces,
+    its units of arithmetic, its outputs over 32). The model's compute time is their product with
+    STREAM_COST's row; benchmarks/fit_stream_costs.py fits that row to a probe's timings with the same terms."""
+    blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
+    if v.block_chunks:  # the busiest block's chunks, next to the other blocks on its SM
+        g = block_geometry(p.m, p.n, p.k, p.a_trans, p.b_trans, p.batch, blocks)
+        busiest = cdiv(cdiv(p.batch, g.per_chunk), blocks) * g.per_chunk
+        count = busiest * min(v.blocks_per_sm, cdiv(blocks, t.sm_count))
+        # pairs of m16n8k16 tiles a row tile (1 for N up to 16, else 2 a group of 32 columns)
+        units = cdiv(p.m, 16) * (1 if p.n <= 16 else 2 * cdiv(p.n, 32)) * cdiv(p.k, 16)
+        return count, (1.0, (g.a_bytes + g.b_bytes) / 16, units, p.m * p.n / 32)
+    warps = blocks * STREAM_WARPS
+    in_place = v.shape_multiple > 1  # the in-place rows: nothing staged, row tiles of 16 as M asks
     narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
     if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles (1 or 2 a row tile of 16) a k step of 16
         row_tiles = cdiv(p.m, 16) if in_place else (1 if narrow else 2)
@@ -249,15 +257,15 @@ def stream_terms(v: Variant, p: Problem, t: Target) -> tuple[int, tuple[float, f
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
         units = (256 if narrow else 1024) * p.k / 1024
     rows = 0 if in_place else (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
-    return cdiv(p.batch, warps) * STREAM_WARPS_PER_SM, (1.0, rows, units, p.m * p.n / 32)
+    return cdiv(p.batch, warps) * STREAM_WARPS * v.blocks_per_sm, (1.0, rows, units, p.m * p.n / 32)
 
 
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
-    """small_stream and small_stream_in_place: each warp computes its matrices one after another while the
-    next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy (wave_floor_s)
-    and the longer of its busiest warp's matrices, each at STREAM_WARPS_PER_SM times what a matrix costs an
-    SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs; stream_terms), and the bytes
-    of A, B and C at the bandwidth its SMs draw."""
+    """The streamed rows: each warp (small_stream_block: each block) computes its matrices one after another
+    while the next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy
+    (wave_floor_s) and the longer of its busiest walker's matrices, each at (walkers an SM) times what a
+    matrix costs an SM (STREAM_COST: the matrix, its staged rows, its arithmetic, its outputs; stream_terms),
+    and the bytes of A, B and C at the bandwidth its SMs draw."""
     count, terms = stream_terms(v, p, t)
     costs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
     compute = count * sum(cost * term for cost, term in zip(costs, terms, strict=True))
@@ -321,6 +329,8 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
 
 def _streams_too_big(v: Variant, p: Problem) -> bool:
     """Whether v is small_stream (the persistent small-products row) and its stages hold no matrix of p."""
+    if v.block_chunks:  # small_stream_block: a stage holds a product of every shape it computes
+        return False
     return v.packs and v.persistent and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
 
 
@@ -389,6 +399,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (v.auto_min_n is None or p.n >= v.auto_min_n)
         and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)
+        and (v.auto_past_side is None or max(p.m, p.n, p.k) > v.auto_past_side)
         and not (v.auto_in_place and any(_copies(v, p)))
         and (p.batch > 1 or not v.packs)  # the small-products row: for batches (one product is one block)
         and (p.batch == 1 or v.args != "ozaki")  # the emulated row: one product at a time

@@ -131,6 +131,8 @@ class Variant:
     packs: bool = False
     max_outputs: int | None = None
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
+    # a streamed row whose blocks, not their warps, each walk their own chunks of the batch (small_stream_block)
+    block_chunks: bool = False
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
     # the shapes it computes: C of at most max_m rows and max_n columns, of K at most max_k (None: any)
@@ -150,6 +152,9 @@ class Variant:
     # auto picks it only for at most this many products in one call: the batches its constants were measured
     # on (None: any)
     auto_max_batch: int | None = None
+    # auto picks it only for products with a side (M, N or K) past this: where a row made for the smaller ones
+    # measured faster on every shape (None: any)
+    auto_past_side: int | None = None
     # auto picks it only where it reads A and B as they are stored (no transposing or aligning copy first): the
     # layouts its constants were measured on
     auto_in_place: bool = False
@@ -269,8 +274,9 @@ class Variant:
         x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
         layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1x32 (strips of 32
         columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers)."""
-        if self.packs and self.persistent:  # small_stream: each warp its chunks of the batch
-            return max(1, min(cdiv(batch, STREAM_WARPS), sm_count * self.blocks_per_sm)), 1, 1
+        if self.packs and self.persistent:  # the streamed rows: each warp (or block) its chunks of the batch
+            walkers = 1 if self.block_chunks else STREAM_WARPS
+            return max(1, min(cdiv(batch, walkers), sm_count * self.blocks_per_sm)), 1, 1
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -356,6 +362,43 @@ def stream_fits(m: int, n: int, k: int, itemsize: int) -> bool:
     STREAM_MAX and a copy stage holding one matrix beside the staged operands (float32 up to about 20^3,
     the halves up to 32^3)."""
     return max(m, n, k) <= STREAM_MAX and itemsize <= 4 and stream_geometry(m, n, k, itemsize, 1, 1).per_chunk >= 1
+
+
+BLOCK_MULTIPLE = 8  # cuda/matmul_small.cu: BLOCK_MULTIPLE, BLOCK_MAX (small_stream_block's sides)
+BLOCK_MAX = 64
+BLOCK_STAGE = STREAM_SMEM // 2  # cuda/matmul_small.cu: BLOCK_STAGE, a copy stage's bytes
+
+
+def spaced_row_bytes(inner: int) -> int:
+    """The bytes a stored row of `inner` halves (a multiple of 8) takes in small_stream_block's stage: its
+    16-byte pieces, one more where they are even (ldmatrix's eight rows on eight bank groups)."""
+    return 16 * (inner // 8 | 1)
+
+
+@dataclass(frozen=True)
+class BlockGeometry:
+    """small_stream_block's stages for one product shape (cuda/matmul_small.cu, block_geometry), in bytes: a
+    stored row of A and of B, a product's A and B, where B's products start, a stage's A and B, and the
+    products a stage holds."""
+
+    a_ld: int
+    b_ld: int
+    a_bytes: int
+    b_bytes: int
+    b_raw: int
+    stage: int
+    per_chunk: int
+
+
+def block_geometry(m: int, n: int, k: int, a_trans: bool, b_trans: bool, batch: int, blocks: int) -> BlockGeometry:
+    """The geometry cuda/matmul_small.cu's block_geometry computes for an m x n x k product of the halves with A
+    and B stored as a_trans and b_trans say, a batch of `batch` over `blocks` blocks."""
+    a_ld, b_ld = spaced_row_bytes(m if a_trans else k), spaced_row_bytes(k if b_trans else n)
+    a_bytes, b_bytes = (k if a_trans else m) * a_ld, (n if b_trans else k) * b_ld
+    even, fits = cdiv(batch, blocks), BLOCK_STAGE // (a_bytes + b_bytes)
+    per_chunk = cdiv(even, cdiv(even, fits)) if fits else 0  # as few chunks a block as fit, and those even
+    b_raw = per_chunk * a_bytes
+    return BlockGeometry(a_ld, b_ld, a_bytes, b_bytes, b_raw, b_raw + per_chunk * b_bytes, per_chunk)
 
 
 def small_chunk(m: int, n: int, k: int, itemsize: int, wide: bool) -> int:
@@ -1146,24 +1189,33 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # pairs) a k step of 16, no staged rows. Fitted on the H200 (2026-12-01, probe-stream-in-place-*: 34 timings
 # of 200-100000 products of 8-32 a side, float16 and bfloat16, every layout; nonnegative least squares with
 # the launch's own fixed cost, 0.75-1.13 of each timing).
+# small_stream_block: the halves' products of M, N and K multiples of 8 up to 64, each block walking its own
+# even chunks of the batch (cuda/matmul_small.cu). A matrix costs its SM (of four such blocks) STREAM_COST's
+# seconds: the matrix, each 16-byte piece of its copy, its units of arithmetic (a pair of m16n8k16 tiles a
+# row tile of 16 and group of up to 32 columns a k step of 16) and 32 outputs; the busiest block's matrices
+# times the blocks on its SM (stream_terms). Fitted on the H200 (2026-12-01, probe-stream-block-*: the 19
+# timings of products with a side past 32, auto's for this row, 100-50000 products of 8-64 a side, float16,
+# every layout; nonnegative least squares of the relative errors with the launch's own fixed cost, 0.88-1.13
+# of each timing).
 STREAM_COST = {  # (row, itemsize): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
     ("small_stream", 2): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
     ("small_stream", 4): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
     ("small_stream_in_place", 2): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
+    ("small_stream_block", 2): (43.5e-9, 0.362e-9, 7.19e-9, 1.07e-9),
 }
-STREAM_WARPS_PER_SM = STREAM_WARPS * STREAM_BLOCKS_PER_SM  # the warps that share an SM's time
 STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
 STREAM_IN_PLACE_MULTIPLE = 8  # cuda/matmul_small.cu: stream_any_layout<true>'s shapes
 
 
-def _stream(in_place: bool) -> Variant:
-    suffix, pairs = ("_stream_in_place", HALF_PAIRS) if in_place else ("_stream", STREAM_PAIRS)
+def _stream(name: str, suffix: str, pairs: tuple, side: int, multiple: int, tier: int = 1, **cost) -> Variant:
+    """A streamed row: `name`'s kernels matmul_small_<pair><suffix>, products of M, N and K at most `side`
+    (multiples of `multiple`)."""
     names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + suffix for s, d in pairs}
     return Variant(
-        "small_stream_in_place" if in_place else "small_stream",
+        name,
         _kernels("matmul_small", names, "small", smem=STREAM_SMEM),
         "any",
-        (STREAM_MAX, STREAM_MAX),
+        (side, side),
         (STREAM_THREADS, 1, 1),
         "small",
         smem=STREAM_SMEM,
@@ -1171,17 +1223,16 @@ def _stream(in_place: bool) -> Variant:
         reads_either_layout=True,
         packs=True,
         persistent=True,
-        tier=1,
-        max_m=STREAM_MAX,
-        max_n=STREAM_MAX,
-        max_k=STREAM_MAX,
-        shape_multiple=STREAM_IN_PLACE_MULTIPLE if in_place else 1,
+        tier=tier,
+        max_m=side,
+        max_n=side,
+        max_k=side,
+        shape_multiple=multiple,
         # float32's arithmetic in STREAM_COST (2048 FLOP a unit in 11.1 ns an SM): the model takes STREAM_COST
         rate=24.4e12,
         blocks_per_sm=STREAM_BLOCKS_PER_SM,
         bandwidth=3.6e12,
-        fixed_s=0.9e-6 if in_place else 2e-6,
-        wave_floor_s=1.4e-6 if in_place else 1.5e-6,  # a warp's first chunk, copied before any arithmetic hides it
+        **cost,
     )
 
 
@@ -1232,8 +1283,30 @@ _ROWS = [
         stage_element_s=0.137e-6,
         auto_dtypes=("f32", "f16", "bf16"),
     ),
-    _stream(in_place=False),
-    _stream(in_place=True),
+    # wave_floor_s: a warp's (a block's) first chunk, copied before any arithmetic hides it
+    _stream("small_stream", "_stream", STREAM_PAIRS, STREAM_MAX, 1, fixed_s=2e-6, wave_floor_s=1.5e-6),
+    _stream(
+        "small_stream_in_place",
+        "_stream_in_place",
+        HALF_PAIRS,
+        STREAM_MAX,
+        STREAM_IN_PLACE_MULTIPLE,
+        fixed_s=0.9e-6,
+        wave_floor_s=1.4e-6,
+    ),
+    _stream(
+        "small_stream_block",
+        "_stream_block",
+        HALF_PAIRS,
+        BLOCK_MAX,
+        BLOCK_MULTIPLE,
+        block_chunks=True,
+        # small_stream_in_place ran every probed product within 32 a side 8-42% faster (H200, 2026-12-01:
+        # 17 shapes and layouts), where the two models are within their errors of each other
+        auto_past_side=STREAM_MAX,
+        fixed_s=0.9e-6,
+        wave_floor_s=2.77e-6,  # a stage's first copy, and the last chunk's arithmetic
+    ),
     SIMT,
     # whole_tiles: see SGEMM_LAYOUT_TILES (the 128 x 256 BK 8 blocks ran partly empty tiles in about half
     # the time of whole ones, as their live warp tiles model)
