@@ -328,10 +328,9 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
 
 
 def _streams_too_big(v: Variant, p: Problem) -> bool:
-    """Whether v is small_stream (the persistent small-products row) and its stages hold no matrix of p."""
-    if v.block_chunks:  # small_stream_block: a stage holds a product of every shape it computes
-        return False
-    return v.packs and v.persistent and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
+    """Whether v is a streamed row whose warps walk the batch (small_stream, small_stream_in_place) and a
+    warp's stages hold no matrix of p (small_stream_block's stages hold every product it computes)."""
+    return v.packs and v.persistent and not v.block_chunks and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
 
 
 def matrix_vector(p: Problem) -> bool:
