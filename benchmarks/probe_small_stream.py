@@ -18,7 +18,8 @@ import gpumat as gm
 from gpumat._bench.common import copy_gbps
 from gpumat._bench.sweep import _queued_us
 
-ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "small_stream_block", "mma64x64", "auto")
+ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "small_stream_block", "mma64x64", "dmma64x64")
+ROWS = (*ROWS, "auto")
 ROWS = tuple(os.environ.get("PROBE_ROWS", ",".join(ROWS)).split(","))
 SHAPES = [
     *((4096, 16, 16, 16), (100000, 2, 2, 2), (10000, 4, 4, 4), (65537, 8, 8, 8), (100000, 16, 16, 16)),

@@ -331,6 +331,63 @@ __device__ __forceinline__ void stage_wide(Walk a, SA asrc, PA aplace, Acc* adst
     }
 }
 
+// A lane's RN consecutive outputs of one row of C at `at`, rounded to Out, as whole 16-byte stores (8-byte ones
+// where the RN outputs are 8 bytes: four halves); `at` aligned to them.
+template <int RN, class Out, class Acc>
+__device__ __forceinline__ void store_run(Out* at, const Acc (&v)[RN])
+{
+    if constexpr (sizeof(Out) == 8) {
+#pragma unroll
+        for (int q = 0; q < RN / 2; ++q) *reinterpret_cast<double2*>(at + 2 * q) = make_double2(v[2 * q], v[2 * q + 1]);
+    } else if constexpr (sizeof(Out) == 4) {
+#pragma unroll
+        for (int q = 0; q < RN / 4; ++q)
+            *reinterpret_cast<float4*>(at + 4 * q) =
+                make_float4(float(v[4 * q]), float(v[4 * q + 1]), float(v[4 * q + 2]), float(v[4 * q + 3]));
+    } else {
+        uint32_t w[RN / 2];
+#pragma unroll
+        for (int q = 0; q < RN / 2; ++q) w[q] = gpumat::pack_pair<Out>(float(v[2 * q]), float(v[2 * q + 1]));
+        if constexpr (RN == 8)
+            *reinterpret_cast<uint4*>(at) = make_uint4(w[0], w[1], w[2], w[3]);
+        else
+            *reinterpret_cast<uint2*>(at) = make_uint2(w[0], w[1]);
+    }
+}
+
+// A lane's RM x RN register tile of C (rows i0.., columns j0..; those past M or N not stored) through the
+// epilogue. With the plain epilogue, C's matrix and rows aligned to a run of RN outputs (16 bytes, or 8 for
+// four halves), and the lane's columns all inside N, each row leaves as whole runs (store_run): the 4 x 8
+// tiles' element stores put a warp's 32 lanes on 8 rows x 4 columns 8 apart, a 32-byte sector of C each, so
+// the sectors of C were written 8 times over (four halves: 4); else element by element.
+template <int RM, int RN, class Out, class Acc>
+__device__ __forceinline__ void store_tile(Out* cz, long long ldc, int i0, int j0, int M, int N, Acc (&acc)[RM][RN],
+                                           bool plain, const gpumat::Epilogue& ep)
+{
+    constexpr int RUN = RN * (int)sizeof(Out) < 16 ? RN * (int)sizeof(Out) : 16;  // bytes of a store
+    const bool runs = plain && j0 + RN <= N &&
+                      ((reinterpret_cast<unsigned long long>(cz + j0) | (unsigned long long)ldc * sizeof(Out)) &
+                       (RUN - 1)) == 0;
+    if (runs) {
+        Out* at = cz + (long long)i0 * ldc + j0;
+#pragma unroll
+        for (int r = 0; r < RM; ++r, at += ldc)
+            if (i0 + r < M) store_run<RN>(at, acc[r]);
+        return;
+    }
+#pragma unroll
+    for (int r = 0; r < RM; ++r) {
+        const int i = i0 + r;
+        if (i >= M) break;
+        Out* row = cz + (long long)i * ldc;
+#pragma unroll
+        for (int c = 0; c < RN; ++c) {
+            const int j = j0 + c;
+            if (j < N) row[j] = Dtype<Out>::from(plain ? acc[r][c] : ep.apply<Out>(acc[r][c], i, j, row + j));
+        }
+    }
+}
+
 template <bool TA, bool TB, class T, class Out>
 __device__ __forceinline__ void small_wide(const T* __restrict__ A, const T* __restrict__ B, Out* __restrict__ C,
                                            int M, int N, int K, long long lda, long long ldb, long long ldc,
@@ -412,21 +469,7 @@ __device__ __forceinline__ void small_wide(const T* __restrict__ A, const T* __r
         }
     }
     if (!live) return;
-    const bool plain = ep.identity();
-    Out* cz = C + z * sc;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-        const int i = r0 + ly * 4 + r;
-        if (i >= M) break;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            const int j = c0 + lx * 8 + c;
-            if (j < N) {
-                Out* at = cz + (long long)i * ldc + j;
-                *at = Dtype<Out>::from(plain ? acc[r][c] : ep.apply<Out>(acc[r][c], i, j, at));
-            }
-        }
-    }
+    store_tile(C + z * sc, ldc, r0 + ly * 4, c0 + lx * 8, M, N, acc, ep.identity(), ep);
 }
 
 // --- small_stream --------------------------------------------------------------------------------------
@@ -436,8 +479,8 @@ constexpr int STREAM_THREADS = 128;  // four warps, each on its own matrices (no
 // 32^3 float16 products 44 us, 1.4 TB/s)
 constexpr int STREAM_SMEM = 57344;
 constexpr int STREAM_BLOCKS_PER_SM = 4;
-constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);  // a warp's bytes
-constexpr int STREAM_STAGE_BYTES = 8192;  // the most of A and B's matrices a warp's copy stage holds
+constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);  // a warp's bytes (the halves' launch)
+constexpr int STREAM_STAGE_BYTES = 8192;  // the most of A and B's matrices a warp's copy stage holds (but one)
 
 struct StreamGeometry {
     int rm, rn;     // a lane's register tile: 2 x 4 (C of at most 16 x 16: narrow) or 4 x 8 (at most 32 x 32)
@@ -452,13 +495,14 @@ struct StreamGeometry {
 };
 
 // The geometry of small_stream for an M x N x K product of `item`-byte elements accumulated in acc_bytes,
-// with `warps` warps in the grid and a batch of `batch`; the host's stream_geometry
-// (gpumat/matmul/variants.py) mirrors it. A stage holds each operand's run of per_chunk matrices and up
-// to 15 bytes before it (its copy starts on a 16-byte boundary) and after it: as many matrices as fit
-// the warp's slice twice over beside the staged operands, at most STREAM_STAGE_BYTES of them, and no
-// more than the batch gives every warp (0 where one matrix does not fit: the kernel then stops).
+// with `warps` warps in the grid, a batch of `batch` and a warp's `slice` of the block's shared memory; the
+// host's stream_geometry (gpumat/matmul/variants.py) mirrors it. A stage holds each operand's run of
+// per_chunk matrices and up to 15 bytes before it (its copy starts on a 16-byte boundary) and after it: as
+// many matrices as fit the slice twice over beside the staged operands, at most STREAM_STAGE_BYTES of them
+// (or one matrix, where one is more), and no more than the batch gives every warp (0 where one matrix does
+// not fit: the kernel then stops).
 __device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, int item, int acc_bytes,
-                                                          long long batch, long long warps)
+                                                          long long batch, long long warps, int slice)
 {
     StreamGeometry g;
     const bool narrow = M <= 16 && N <= 16;
@@ -477,7 +521,7 @@ __device__ __forceinline__ StreamGeometry stream_geometry(int M, int N, int K, i
         g.staged = ((g.b_at + K * g.ns) * acc_bytes + 15) / 16 * 16;
     }
     const int a_bytes = M * K * item, b_bytes = K * N * item;
-    const int room = min((STREAM_SLICE - g.staged) / 2, STREAM_STAGE_BYTES + 64) - 64;
+    const int room = max(0, min((slice - g.staged) / 2, max(STREAM_STAGE_BYTES, a_bytes + b_bytes) + 64) - 64);
     const long long even = (batch + warps - 1) / warps;  // the batch spread over every warp
     // (room for one matrix at least: the host's stream_fits, which the planner asks, else per_chunk 0)
     g.per_chunk = (int)min((long long)(room / (a_bytes + b_bytes)), even);
@@ -549,19 +593,23 @@ __device__ __forceinline__ int run_head(const T* src, bool packed)
     return packed ? (int)(reinterpret_cast<unsigned long long>(src) & 15) : 0;
 }
 
-// A lane's RN (4 or 8) staged float32 elements from p (16-byte aligned).
-template <int RN>
-__device__ __forceinline__ void load_row(const float* p, float (&v)[RN])
+// A lane's RN (4 or 8) staged float32 or float64 elements from p (16-byte aligned).
+template <int RN, class S>
+__device__ __forceinline__ void load_row(const S* p, S (&v)[RN])
 {
     if constexpr (RN == 8) {
         load8(p, v);
-    } else {
+    } else if constexpr (sizeof(S) == 4) {
         const float4 x = *reinterpret_cast<const float4*>(p);
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+        const double2 x = *reinterpret_cast<const double2*>(p), y = *reinterpret_cast<const double2*>(p + 2);
+        v[0] = x.x, v[1] = x.y, v[2] = y.x, v[3] = y.y;
     }
 }
 
-// An element as the staged layout holds it: widened to float (the FP32 arithmetic's), or as it is.
+// An element as the staged layout holds it: widened to the accumulation type (float32's or float64's), or as
+// it is (the halves, for the tensor cores).
 template <class S, class T>
 __device__ __forceinline__ S staged_as(T x)
 {
@@ -605,30 +653,31 @@ __device__ __forceinline__ void stage_matrix(const T* ra, const T* rb, int M, in
 }
 
 // One element of C (row i, column j of matrix cz) through the epilogue, rounded to Out.
-template <class Out>
-__device__ __forceinline__ void store_c(Out* cz, long long ldc, int i, int j, float v, bool plain,
+template <class Out, class Acc>
+__device__ __forceinline__ void store_c(Out* cz, long long ldc, int i, int j, Acc v, bool plain,
                                         const gpumat::Epilogue& ep)
 {
     Out* at = cz + (long long)i * ldc + j;
     *at = Dtype<Out>::from(plain ? v : ep.apply<Out>(v, i, j, at));
 }
 
-// float32: one matrix of a stage (its A and B runs ra and rb in storage order) widened into the staged
-// layout, a lane's RM x RN outputs over all of K on the FP32 pipes (lane l: rows RM (l / 4).., columns
-// RN (l % 4)..; per k, RM scalar loads of A, rows kp apart, kp odd, and RN of B in 16-byte loads), then C.
-template <int RM, int RN, class T, class Out>
+// float32 and float64: one matrix of a stage (its A and B runs ra and rb in storage order) staged as the
+// accumulation type S, a lane's RM x RN outputs over all of K on the FP32 or FP64 pipes (lane l: rows RM
+// (l / 4).., columns RN (l % 4)..; per k, RM scalar loads of A, rows kp apart, kp odd, and RN of B in
+// 16-byte loads), then C.
+template <int RM, int RN, class T, class Out, class S>
 __device__ __forceinline__ void stream_matrix(const T* ra, const T* rb, Out* cz, int M, int N, int K, long long ldc,
-                                              bool ta, bool tb, const StreamGeometry& g, float* As, float* Bs,
+                                              bool ta, bool tb, const StreamGeometry& g, S* As, S* Bs,
                                               const gpumat::Epilogue& ep, int lane)
 {
     stage_matrix(ra, rb, M, N, K, ta, tb, g, As, Bs, lane);
     const int kp = g.kp, ns = g.ns, ly = lane / 4, lx = lane % 4;
-    float acc[RM][RN] = {};
-    const float* as = As + ly * RM * kp;
-    const float* bs = Bs + lx * RN;
+    S acc[RM][RN] = {};
+    const S* as = As + ly * RM * kp;
+    const S* bs = Bs + lx * RN;
 #pragma unroll 4
     for (int kk = 0; kk < K; ++kk) {
-        float av[RM], bv[RN];
+        S av[RM], bv[RN];
 #pragma unroll
         for (int r = 0; r < RM; ++r) av[r] = as[r * kp + kk];
         load_row<RN>(bs + kk * ns, bv);
@@ -638,15 +687,7 @@ __device__ __forceinline__ void stream_matrix(const T* ra, const T* rb, Out* cz,
             for (int c = 0; c < RN; ++c) acc[r][c] += av[r] * bv[c];
     }
     __syncwarp();  // the staged operands are read: the next matrix may overwrite them
-    const bool plain = ep.identity();
-#pragma unroll
-    for (int r = 0; r < RM; ++r) {
-        const int i = ly * RM + r;
-        if (i >= M) break;
-#pragma unroll
-        for (int c = 0; c < RN; ++c)
-            if (lx * RN + c < N) store_c(cz, ldc, i, lx * RN + c, acc[r][c], plain, ep);
-    }
+    store_tile(cz, ldc, ly * RM, lx * RN, M, N, acc, ep.identity(), ep);
 }
 
 #if __CUDA_ARCH__ >= 800
@@ -881,7 +922,8 @@ __device__ __forceinline__ void small_stream(const T* __restrict__ A, const T* _
                                              int batch, bool ta, bool tb, long long sa, long long sb, long long sc,
                                              const gpumat::Epilogue& ep, const StreamGeometry& g, unsigned char* slice)
 {
-    using S = typename std::conditional<sizeof(T) == 2, T, float>::type;  // what the staged layout holds
+    // what the staged layout holds: the halves as they are, float32 and float64 as their accumulation type
+    using S = typename std::conditional<sizeof(T) == 2, T, typename Dtype<T>::Acc>::type;
     const int lane = threadIdx.x % 32;
     S* As = reinterpret_cast<S*>(slice);
     S* Bs = As + g.b_at;
@@ -939,11 +981,16 @@ __device__ __forceinline__ void stream_any_layout(const T* A, const T* B, Out* C
                                                   unsigned char* smem)
 {
     using Acc = typename Dtype<T>::Acc;
+    // a warp's slice: a quarter of the block's dynamic shared memory, which the host sizes for the product
+    // (STREAM_SLICE, or more for the float32 and float64 products past it, at fewer blocks an SM)
+    uint32_t smem_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+    const int slice_bytes = (int)smem_bytes / (STREAM_THREADS / 32) / 16 * 16;
     const StreamGeometry g = stream_geometry(M, N, K, (int)sizeof(T), (int)sizeof(Acc), batch,
-                                             (long long)gridDim.x * (STREAM_THREADS / 32));
+                                             (long long)gridDim.x * (STREAM_THREADS / 32), slice_bytes);
 #if __CUDA_ARCH__ >= 800
     if (g.per_chunk == 0) __trap();  // a shape the planner refuses (stream_fits): no stage holds a matrix
-    unsigned char* slice = smem + threadIdx.x / 32 * STREAM_SLICE;
+    unsigned char* slice = smem + threadIdx.x / 32 * slice_bytes;
 #define GPUMAT_STREAM_BODY(WALK, NARROW) \
     WALK<NARROW>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta != 0, tb != 0, sa, sb, sc, ep, g, slice)
     if constexpr (IN_PLACE) {
@@ -1313,12 +1360,14 @@ GPUMAT_SMALL_ENTRY(matmul_small_f16_f32out, __half, float)
 GPUMAT_SMALL_ENTRY(matmul_small_bf16, __nv_bfloat16, __nv_bfloat16)
 GPUMAT_SMALL_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
 
-// matmul_small_<dtype>[_f32out]_stream: the same arguments, for M, N and K at most 32 whose stages fit a
-// warp's 14 KiB (no float64): four warps a block, each on its own chunks of matrices, 56 KiB of dynamic
-// shared memory; grid min(ceil(batch / 4), four blocks an SM). matmul_small_<half>[_f32out]_stream_in_place:
-// the same launch for the halves' M, N and K multiples of 8 (and at most 32), nothing staged.
-#define GPUMAT_STREAM_ENTRY(NAME, SUFFIX, IN_PLACE, T, OUT)                                                  \
-    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, STREAM_BLOCKS_PER_SM) NAME##SUFFIX(          \
+// matmul_small_<dtype>[_f32out]_stream: the same arguments, for M, N and K at most 32: four warps a block,
+// each on its own chunks of matrices, 56 KiB of dynamic shared memory (14 KiB a warp; float32 and float64
+// products whose stages need more: 75 or 113 KiB on an H100, at three or two blocks an SM); grid
+// min(ceil(batch / 4), the blocks an SM holds times its SMs). matmul_small_<half>[_f32out]_stream_in_place:
+// the same launch for the halves' M, N and K multiples of 8 (and at most 32), nothing staged. float64's
+// entry is bound for two blocks an SM (its 4 x 8 register tile of doubles: 185 registers a thread on sm_90).
+#define GPUMAT_STREAM_ENTRY(NAME, SUFFIX, IN_PLACE, T, OUT, MIN_BLOCKS)                                      \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS, MIN_BLOCKS) NAME##SUFFIX(                    \
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
@@ -1328,15 +1377,16 @@ GPUMAT_SMALL_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
                                     batch_c, GPUMAT_EPILOGUE_ARGS, stream_smem);                             \
     }
 
-GPUMAT_STREAM_ENTRY(matmul_small_f32, _stream, false, float, float)
-GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream, false, __half, __half)
-GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream, false, __half, float)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream, false, __nv_bfloat16, __nv_bfloat16)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream, false, __nv_bfloat16, float)
-GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream_in_place, true, __half, __half)
-GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream_in_place, true, __half, float)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream_in_place, true, __nv_bfloat16, __nv_bfloat16)
-GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream_in_place, true, __nv_bfloat16, float)
+GPUMAT_STREAM_ENTRY(matmul_small_f32, _stream, false, float, float, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_f64, _stream, false, double, double, 2)
+GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream, false, __half, __half, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream, false, __half, float, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream, false, __nv_bfloat16, __nv_bfloat16, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream, false, __nv_bfloat16, float, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_f16, _stream_in_place, true, __half, __half, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_f16_f32out, _stream_in_place, true, __half, float, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16, _stream_in_place, true, __nv_bfloat16, __nv_bfloat16, STREAM_BLOCKS_PER_SM)
+GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream_in_place, true, __nv_bfloat16, float, STREAM_BLOCKS_PER_SM)
 
 // matmul_small_<half>[_f32out]_stream_block: the same arguments, for the halves' M, N and K multiples of 8
 // up to 64 in any layout: four warps a block on its own chunks of products, 56 KiB of dynamic shared

@@ -132,7 +132,7 @@ for case in range(300):
 # batches of tiny products (small_stream's, small_stream_in_place's and, past 32 a side, small_stream_block's,
 # where auto ranks them first), every layout, a transposed out, a shared B: the launch, its grid and block
 # and its arguments are the plan's
-streamed = in_place = block = 0
+streamed = in_place = block = sliced = 0
 tiny = (
     (np.float16, (16, 16, 16), 20000),
     (np.float16, (8, 32, 24), 20000),  # not square: a transposed out swaps M and N
@@ -140,6 +140,8 @@ tiny = (
     (np.float32, (12, 12, 12), 50000),
     (np.float16, (48, 40, 56), 5000),  # past 32 a side: small_stream_block
     (np.float16, (16, 64, 16), 50000),
+    (np.float32, (32, 8, 32), 20000),  # past small_stream's 14 KiB a warp: three blocks an SM of a larger share
+    (np.float64, (16, 16, 16), 100000),  # float64: two blocks an SM
 )
 for dt, (m, n, k), batch in tiny:
     for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
@@ -152,11 +154,12 @@ for dt, (m, n, k), batch in tiny:
         what = (dt, m, n, k, a_t, b_t, out_t, shared_b, want, launches)
         assert [x[0] for x in launches] == [want.kernel.name], what
         assert launches[0][1] == want.grid and launches[0][2] == want.variant.block, what
-        assert launches[0][5] == want.kernel.dynamic_smem, what
+        assert launches[0][5] == want.smem <= want.kernel.dynamic_smem, what
         streamed += want.algorithm in ("small_stream", "small_stream_in_place", "small_stream_block")
+        sliced += want.algorithm == "small_stream" and want.smem != want.variant.smem
         in_place += want.algorithm == "small_stream_in_place"
         block += want.algorithm == "small_stream_block"
-print(checked, split, exact_unaligned, streamed, in_place, block)
+print(checked, split, exact_unaligned, streamed, in_place, block, sliced)
 """
 )
 
@@ -167,11 +170,12 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
     for seed in (1, 2):
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, split, exact_unaligned, streamed, in_place, block = (int(x) for x in out.stdout.split())
+        checked, split, exact_unaligned, streamed, in_place, block, sliced = (int(x) for x in out.stdout.split())
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
-        assert streamed == 24  # the tiny batches, each layout, on the streamed rows
+        assert streamed == 32  # the tiny batches, each layout, on the streamed rows
+        assert sliced == 8  # float32 32 x 8 x 32 and float64 16^3: small_stream's launches of a larger share
         assert in_place == 8  # float16 16^3 and 8 x 32 x 24: read in place
         assert block == 8  # float16 48 x 40 x 56 and 16 x 64 x 16: a block's own chunks
 

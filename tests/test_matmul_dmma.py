@@ -26,7 +26,8 @@ import gpumat as gm
 from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, algorithms, model, plan, traffic
 from gpumat.runtime import geometry
 
-DMMA = {name: v for name, v in VARIANTS.items() if ("f64", "f64") in v.kernels and v.min_arch >= 80}
+# the FP64 tensor-core rows (cuda/matmul_dmma.cu; small_stream has a float64 kernel of its own too)
+DMMA = {n: v for n, v in VARIANTS.items() if getattr(v.kernels.get(("f64", "f64")), "module", "") == "matmul_dmma"}
 NAMES = list(DMMA)
 AUTO = [name for name, v in DMMA.items() if v.tier == 1]  # what auto chooses among
 MIN_ARCH = min(v.min_arch for v in DMMA.values())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support import FAKE_DEVICE, H100, bound_run, load_script, rng
 
@@ -28,12 +28,14 @@ from gpumat.matmul.engine import (
     VARIANTS,
     BoundPlan,
     Problem,
+    Target,
     block_geometry,
     plan,
     small_chunk,
     small_per_block,
     stream_fits,
     stream_geometry,
+    stream_launch,
 )
 
 SMALL, WIDE, STREAM = VARIANTS["small"], VARIANTS["small_wide"], VARIANTS["small_stream"]
@@ -92,7 +94,9 @@ def test_the_host_s_stream_geometry_is_the_kernel_s():
         "g.ns = 4 * g.rn + 4;",
         "g.b_at = (8 * g.rm * g.kp + 3) / 4 * 4;",
         "g.staged = ((g.b_at + K * g.ns) * acc_bytes + 15) / 16 * 16;",
-        "const int room = min((STREAM_SLICE - g.staged) / 2, STREAM_STAGE_BYTES + 64) - 64;",
+        "const int room = max(0, min((slice - g.staged) / 2, max(STREAM_STAGE_BYTES, a_bytes + b_bytes) + 64) - 64);",
+        "const int slice_bytes = (int)smem_bytes / (STREAM_THREADS / 32) / 16 * 16;",
+        "GPUMAT_STREAM_ENTRY(matmul_small_f64, _stream, false, double, double, 2)",  # STREAM_F64_BLOCKS_PER_SM
         "g.per_chunk = (int)min((long long)(room / (a_bytes + b_bytes)), even);",
         "if (g.per_chunk == 0) __trap();",
         "if (M % 8 != 0 || N % 8 != 0 || K % 8 != 0) __trap();  // a shape the planner refuses",  # in place
@@ -102,47 +106,75 @@ def test_the_host_s_stream_geometry_is_the_kernel_s():
         assert line in src, line
     assert STREAM.block == (128, 1, 1) and STREAM.smem == 57344 and STREAM.blocks_per_sm == 4
     assert (STREAM.max_m, STREAM.max_n, STREAM.max_k) == (32, 32, 32) and STREAM.packs and STREAM.persistent
-    assert set(STREAM.kernels) == {("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
-    assert all(k.name.endswith("_stream") and k.dynamic_smem == 57344 for k in STREAM.kernels.values())
+    halves = {("f16", "f16"), ("f16", "f32"), ("bf16", "bf16"), ("bf16", "f32")}
+    assert set(STREAM.kernels) == {("f32", "f32"), ("f64", "f64"), *halves} and STREAM.sliced
+    # its launches size their shared memory: the kernels may opt into one block's most on an SM
+    assert all(k.name.endswith("_stream") and k.dynamic_smem == 115712 for k in STREAM.kernels.values())
+
+
+STREAM_KINDS = {2: ("f16", "f16", "native"), 4: ("f32", "f32", "float32"), 8: ("f64", "f64", "native")}
 
 
 @given(
     m=st.integers(1, 32),
     n=st.integers(1, 32),
     k=st.integers(1, 32),
-    itemsize=st.sampled_from([2, 4]),
+    itemsize=st.sampled_from([2, 4, 8]),
     batch=st.integers(1, 10**6),
+    max_smem=st.sampled_from([232448, 166912, 101376]),  # sm_90, sm_80, sm_86
 )
-def test_small_stream_s_two_stages_and_staged_operands_fit_a_warp_s_slice(m, n, k, itemsize, batch):
-    warps = STREAM.grid(m, n, 1, 132, batch)[0] * 4
-    g = stream_geometry(m, n, k, itemsize, batch, warps)
-    p = Problem(m, n, k, *(("f16", "f16", "native") if itemsize == 2 else ("f32", "f32", "float32")), batch=batch)
-    if not stream_fits(m, n, k, itemsize):  # the planner refuses it, by name and in auto's candidates
-        assert itemsize == 4 and max(m, n, k) > 16 and g.per_chunk == 0
+@example(m=20, n=20, k=20, itemsize=4, batch=20000, max_smem=232448)  # the last float32 at four blocks an SM
+@example(m=21, n=21, k=21, itemsize=8, batch=10000, max_smem=232448)  # float64's largest: two blocks an SM
+@example(m=24, n=24, k=24, itemsize=8, batch=10000, max_smem=232448)  # past it: none (one block an SM was slow)
+def test_small_stream_s_two_stages_and_staged_operands_fit_a_warp_s_slice(m, n, k, itemsize, batch, max_smem):
+    target = Target(H100.arch, 132, max_smem, H100.modules)
+    launch = stream_launch(m, n, k, itemsize, max_smem)
+    p = Problem(m, n, k, *STREAM_KINDS[itemsize], batch=batch)
+    if launch is None:  # the planner refuses it, by name and in auto's candidates
+        assert itemsize >= 4 and max(m, n, k) > 16 and not stream_fits(m, n, k, itemsize, max_smem)
+        two = ((max_smem + 1024) // 2 - 1024) // 4 // 16 * 16  # a warp's share at two blocks an SM
+        assert stream_geometry(m, n, k, itemsize, 1, 1, two).per_chunk == 0
         with pytest.raises(ValueError, match="copy stages hold no"):
-            plan(p, H100, "small_stream")
-        assert "small_stream" not in plan(p, H100).reason
+            plan(p, target, "small_stream")
+        assert "small_stream" not in plan(p, target).reason
         return
-    assert itemsize == 2 or max(m, n, k) <= 20 or g.per_chunk >= 1
+    per_sm, slice_bytes = launch.blocks_per_sm, launch.slice_bytes
+    # four blocks an SM of 14 KiB a warp wherever that holds a matrix (float64: two at most), else the most
+    # blocks whose share of the SM holds one: each within the SM's shared memory and a block's most
+    most = 2 if itemsize == 8 else 4
+    assert 2 <= per_sm <= most and launch.smem == 4 * slice_bytes <= min(max_smem, 115712)
+    if per_sm == 4:  # the launch of old, whatever the GPU (one with less shared memory runs fewer at once)
+        assert slice_bytes == STREAM_SLICE
+    else:
+        assert per_sm * (launch.smem + 1024) <= max_smem + 1024
+    if per_sm < most:  # one block more an SM: its share holds no matrix
+        more = STREAM_SLICE if per_sm + 1 == 4 else ((max_smem + 1024) // (per_sm + 1) - 1024) // 4 // 16 * 16
+        assert stream_geometry(m, n, k, itemsize, 1, 1, more).per_chunk == 0
+    warps = STREAM.grid(m, n, 1, 132, batch, per_sm)[0] * 4
+    g = stream_geometry(m, n, k, itemsize, batch, warps, slice_bytes)
+    named = plan(p, target, "small_stream")
+    assert named.smem == launch.smem and named.grid == (warps // 4, 1, 1)
     assert (g.rm, g.rn) == ((2, 4) if m <= 16 and n <= 16 else (4, 8)) and m <= 8 * g.rm and n <= 4 * g.rn
     if itemsize == 2:  # the halves as they are: rows 16 bytes past a multiple of 32 (ldmatrix's 8 rows)
         kpad = math.ceil(k / 16) * 16
         assert g.kp == kpad + 8 and g.ns == 8 * g.rm + 8 and (2 * g.kp) % 32 == 16 and (2 * g.ns) % 32 == 16
         assert g.b_at == 8 * g.rm * g.kp and g.staged >= (g.b_at + kpad * g.ns) * 2
-    else:  # float32: A's rows an odd stride, B's on 16 bytes
+    else:  # float32 and float64: A's rows an odd stride, B's on 16 bytes
         assert g.kp % 2 == 1 and g.kp >= k and g.ns % 4 == 0 and g.b_at % 4 == 0
-        assert g.staged >= (g.b_at + k * g.ns) * 4 and g.b_at >= 8 * g.rm * g.kp
+        assert g.staged >= (g.b_at + k * g.ns) * itemsize and g.b_at >= 8 * g.rm * g.kp
     assert g.staged % 16 == 0
     a_bytes, b_bytes = m * k * itemsize, k * n * itemsize
     # each run with up to 15 bytes before it (its copy starts on a 16-byte boundary) and its last piece
     assert g.b_raw % 16 == 0 and g.b_raw >= g.per_chunk * a_bytes + 15
     assert g.stage % 16 == 0 and g.stage - g.b_raw >= g.per_chunk * b_bytes + 15
-    assert g.staged + 2 * g.stage <= STREAM_SLICE and g.per_chunk * (a_bytes + b_bytes) <= STREAM_STAGE_BYTES
+    # a stage holds at most STREAM_STAGE_BYTES of matrices, or one matrix where one is more
+    most_bytes = max(STREAM_STAGE_BYTES, a_bytes + b_bytes)
+    assert g.staged + 2 * g.stage <= slice_bytes and g.per_chunk * (a_bytes + b_bytes) <= most_bytes
     assert 1 <= g.per_chunk <= max(1, math.ceil(batch / warps))
     if g.per_chunk < math.ceil(batch / warps):  # one more matrix would not fit a stage
-        assert (g.per_chunk + 1) * (a_bytes + b_bytes) > min((STREAM_SLICE - g.staged) // 2 - 64, STREAM_STAGE_BYTES)
-    gx, gy, gz = STREAM.grid(m, n, 1, 132, batch)
-    assert (gy, gz) == (1, 1) and gx == min(math.ceil(batch / 4), 528)
+        assert (g.per_chunk + 1) * (a_bytes + b_bytes) > min((slice_bytes - g.staged) // 2 - 64, most_bytes)
+    gx, gy, gz = STREAM.grid(m, n, 1, 132, batch, per_sm)
+    assert (gy, gz) == (1, 1) and gx == min(math.ceil(batch / 4), 132 * per_sm)
 
 
 def test_the_host_s_block_geometry_is_the_kernel_s():
@@ -421,8 +453,10 @@ def test_auto_weighs_it_for_batches_of_small_products_and_never_for_one():
         plan(Problem(17, 16, 8, "f32", "f32", "float32", batch=2), H100, "small")
     with pytest.raises(ValueError, match="M, N and K at most 32"):
         plan(Problem(16, 16, 33, "f32", "f32", "float32", batch=2), H100, "small_stream")
-    with pytest.raises(ValueError):
-        plan(Problem(16, 16, 16, "f64", "f64", "native", batch=2), H100, "small_stream")
+    # float64's 20^3 stages need two blocks' share of an H100's SM: an sm_86 SM's half holds none
+    with pytest.raises(ValueError, match="copy stages hold no"):
+        plan(Problem(20, 20, 20, "f64", "f64", "native", batch=2), Target(86, 84, 101376, H100.modules), "small_stream")
+    plan(Problem(20, 20, 20, "f64", "f64", "native", batch=2), H100, "small_stream")
 
 
 def test_auto_streams_batches_of_tiny_float32_and_half_products():
@@ -478,6 +512,59 @@ def test_small_stream_in_place_s_costs_are_the_fit_of_their_probe():
     assert 2e-6 < constant < 2.5e-6  # the launch's own cost and first chunk: fixed_s + wave_floor_s is 2.3 us
     assert abs(IN_PLACE.fixed_s + IN_PLACE.wave_floor_s - constant) < 0.1e-6
     assert all(0.7 < measured / model < 1.2 for _, measured, model in fitted)
+
+
+def _sliced_probe() -> dict:
+    import json
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    return json.loads((results / "probe-stream-sliced-nvidia-h200-2026-12-01.json").read_text())
+
+
+@pytest.mark.parametrize("itemsize", [4, 8])
+def test_small_stream_s_float32_and_float64_costs_are_the_fit_of_their_probe(itemsize):
+    """small_stream's float32 and float64 rows of STREAM_COST are benchmarks/fit_stream_costs.py's relative fit
+    of the committed probe's timings of the products it launches (three and two blocks an SM among them), the
+    row's fixed_s + wave_floor_s held."""
+    fitting = load_script("benchmarks/fit_stream_costs.py")
+    costs, constant, fitted = fitting.fit(_sliced_probe(), "small_stream", itemsize, relative=True, row_constant=True)
+    assert len(fitted) == {4: 29, 8: 19}[itemsize]  # float64 past about 21^3 has no launch: not among them
+    for got, want in zip(costs, STREAM_COST["small_stream", itemsize], strict=True):
+        assert abs(got - want) <= 0.01 * want + 1e-12, (costs, STREAM_COST["small_stream", itemsize])
+    assert constant == STREAM.fixed_s + STREAM.wave_floor_s
+    # the far ones float64's products of unequal sides (8 x 32 x 16 0.68, 7 x 13 x 29, 12 x 20 x 8 and 32 x 16
+    # x 8 1.3-1.77): the model's terms count a warp's 4 x 8 tiles, not how much of them C fills
+    assert all(0.65 < measured / model < 1.8 for _, measured, model in fitted)
+    assert sum(0.75 < measured / model < 1.3 for _, measured, model in fitted) >= len(fitted) - 4
+
+
+def test_auto_picks_within_the_sliced_probe_s_fastest_timed_plans():
+    """On the committed probe of float32 and float64 batches of 1-32 a side (every small-products row timed by
+    name, the tiles too), auto's plan is one whose timing is within 25% of the fastest of the rows auto may
+    take, and within 3% on average; it takes small_stream where it was fastest by 20% and more (float32
+    32 x 1 x 32 and 32 x 8 x 32 at three blocks an SM, float64 16^3 at two), and never a float64 product of
+    24^3 or 32^3 (one block an SM, 1.5-1.9x the tiles' time: not a launch)."""
+    slowdowns = []
+    for c in _sliced_probe()["cases"]:
+        sfx, mode = ("f32", "float32") if c["dtype"] == "float32" else ("f64", "native")
+        layout = c["layout"]
+        p = Problem(
+            c["M"], c["N"], c["K"], sfx, sfx, mode, batch=c["batch"], a_trans=layout[0] == "T", b_trans=layout[1] == "T"
+        )
+        timed = {r: c[r]["us"] for r in c if isinstance(c[r], dict) and r != "auto"}
+        timed.setdefault(c["auto"]["algorithm"], c["auto"]["us"])  # the tiles' layout rows, as auto ran them
+        timed = {r: us for r, us in timed.items() if VARIANTS[r].auto_may_take(sfx)}  # (small_wide: no float64)
+        chosen = plan(p, H100).algorithm
+        if chosen not in timed:  # a tile row for a layout the probe did not time by name: not this test's
+            continue
+        slowdowns.append(timed[chosen] / min(timed.values()))
+        assert slowdowns[-1] < 1.25, (c["dtype"], c["batch"], c["M"], c["N"], c["K"], layout, chosen, timed)
+        fastest = min(timed, key=timed.get)
+        if fastest == "small_stream" and min(v for r, v in timed.items() if r != fastest) > 1.2 * timed[fastest]:
+            assert chosen == "small_stream", (c["M"], c["N"], c["K"], timed)
+        if sfx == "f64" and min(c["M"], c["N"], c["K"]) >= 24:  # (one block an SM: 1.5-1.9x the tiles)
+            assert chosen != "small_stream" and stream_launch(c["M"], c["N"], c["K"], 8) is None
+    assert len(slowdowns) >= 50 and sum(slowdowns) / len(slowdowns) < 1.03
 
 
 def _block_probe() -> dict:
@@ -608,7 +695,7 @@ def row_for(case) -> str:
     m, n, k, row = case["m"], case["n"], case["k"], case["row"]
     if row == "small_stream_in_place" and not (ITEMSIZE[case["kind"]] == 2 and IN_PLACE.computes_shape(m, n, k)):
         row = "small_stream"
-    if row == "small_stream" and (case["kind"] == "float64" or not stream_fits(m, n, k, ITEMSIZE[case["kind"]])):
+    if row == "small_stream" and not stream_fits(m, n, k, ITEMSIZE[case["kind"]]):
         row = "small"
     if row == "small" and m * n > 256:
         row = "small_wide"
@@ -651,6 +738,33 @@ def product_against_reference(case, algorithm: str, out_dtype=None):
 @given(cases())
 def test_small_products_against_a_float64_reference(case):
     product_against_reference(case, row_for(case))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "batch", "ta", "tb", "pads"),
+    [
+        (32, 32, 32, 2113, False, False, [None, None, 0]),  # float32 at two blocks an SM
+        (24, 24, 24, 20011, True, False, [None, 1, 2]),  # float32 at three
+        (21, 21, 21, 3, False, True, [2, None, 1]),  # float64 at two, its largest
+        (9, 21, 17, 1000, True, True, [None, None, 3]),
+        (17, 17, 17, 257, False, False, [0, 3, 0]),  # float64 at two blocks an SM, float32 at four
+    ],
+)
+def test_small_stream_past_a_warp_s_14_kib_against_a_float64_reference(kind, m, n, k, batch, ta, tb, pads):
+    """float32 and float64 products whose stages need more than small_stream's 14 KiB a warp: launched with
+    a larger share of the SM's shared memory at fewer blocks an SM (stream_launch), packed and in padded
+    storage, every layout; against a float64 reference, nothing written outside C."""
+    case = dict(kind=kind, m=m, n=n, k=k, batch=batch, shared="none", ta=ta, tb=tb, pads=pads)
+    launch = stream_launch(m, n, k, ITEMSIZE[kind])
+    if launch is None:  # float64 past about 21^3: none, and the planner refuses it by name
+        assert kind == "float64" and max(m, n, k) > 21
+        with pytest.raises(ValueError, match="copy stages hold no"):
+            plan(Problem(m, n, k, "f64", "f64", "native", batch=batch), H100, "small_stream")
+        return
+    assert launch.blocks_per_sm < 4 or kind == "float32"
+    product_against_reference(case, "small_stream")
 
 
 @st.composite

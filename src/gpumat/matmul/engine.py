@@ -106,6 +106,7 @@ from .variants import (
     small_per_block,
     stream_fits,
     stream_geometry,
+    stream_launch,
 )
 
 __all__ = [
@@ -200,6 +201,7 @@ __all__ = [
     "small_per_block",
     "split_options",
     "stream_fits",
+    "stream_launch",
     "stream_geometry",
     "stream_terms",
     "swappable",

@@ -90,14 +90,14 @@ class BoundPlan:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
-            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, leading, IDENTITY)
+            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY)
         elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
-            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, len(plan.kernel.signature), ())
+            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, len(plan.kernel.signature), ())
             if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
                 zeros = (0, 0, 0)
                 tail = gemm_arguments(v.args, zeros, zeros, zeros, 0, 0, 0, plan.k_chunk, IDENTITY, self._packed)
-                self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, v.smem, LEADING, tail[LEADING:])
+                self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, LEADING, tail[LEADING:])
         else:
             self.shape, self.run = "general", self._general
 
@@ -169,7 +169,7 @@ class BoundPlan:
             self._plain(self.device, stream, *args)
         else:
             v = p.variant
-            p.kernel(p.grid, v.block, *args, *epilogue, smem=v.smem, stream=stream, device=self.device)
+            p.kernel(p.grid, v.block, *args, *epilogue, smem=p.smem, stream=stream, device=self.device)
 
     def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         q = self.plan.problem
@@ -230,7 +230,7 @@ class BoundPlan:
                 out, out_sfx, product_epilogue = (partials, ld, 0), accumulator(q.dtype), IDENTITY
             if v.tma:
                 args = _tma_arguments(p, a, b, out, out_sfx)
-                p.kernel(p.grid, v.block, *args, *product_epilogue, smem=v.smem, stream=stream, device=dev)
+                p.kernel(p.grid, v.block, *args, *product_epilogue, smem=p.smem, stream=stream, device=dev)
             else:
                 size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
                 for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
@@ -242,7 +242,7 @@ class BoundPlan:
                         (out[0] + first * out[2] * out_size, out[1], out[2]),
                     )
                     args = gemm_arguments(v.args, *at, m, n, k, p.k_chunk, product_epilogue)
-                    p.kernel(grid, v.block, *args, smem=v.smem, stream=stream, device=dev)
+                    p.kernel(grid, v.block, *args, smem=p.smem, stream=stream, device=dev)
             if p.reduce is not None:
                 r = p.problem  # the partials and C as the caller's product lays them out
                 args = reduce_arguments(out[0], c[0], r.m, r.n, c[1], p.splits, reduce_epilogue)

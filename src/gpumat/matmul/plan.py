@@ -54,6 +54,8 @@ class MatmulPlan:
         The cost model's time.
     reason : str
         Why this plan was chosen.
+    dynamic_smem : int
+        A sliced row's dynamic shared memory for this product (0: the variant's; ``smem`` is the launch's).
     swap : bool
         Whether the kernel computes the swapped product C^T = op(B)^T @ op(A)^T (C's long side on the
         tile's rows: a C of few rows) and writes it into C transposed; ``kernel_problem`` is that product.
@@ -82,6 +84,7 @@ class MatmulPlan:
     seconds: float  # the cost model's time on this GPU (a ranking figure, not a promise)
     reason: str  # why this variant and split
     swap: bool = False  # the kernel computes C^T = op(B)^T @ op(A)^T into C stored transposed
+    dynamic_smem: int = 0  # a sliced row's shared memory for this product (0: the variant's)
 
     @cached_property  # (the launch path reads it each call: made once, not a new Problem a call)
     def kernel_problem(self) -> Problem:
@@ -98,7 +101,8 @@ class MatmulPlan:
 
     @property
     def smem(self) -> int:
-        return self.variant.smem
+        """The launch's dynamic shared memory: the variant's, or a sliced row's for this product."""
+        return self.dynamic_smem or self.variant.smem
 
     @property
     def copy_bytes(self) -> int:
@@ -110,7 +114,7 @@ class MatmulPlan:
         lines = [
             f"matmul plan: {p.describe()} on sm_{self.target.arch} ({self.target.sm_count} SMs)",
             f"  kernel     {self.kernel.name} ({v.name}: {v.tile[0]}x{v.tile[1]} tiles, block {v.block}, "
-            f"{v.smem} bytes dynamic shared memory)",
+            f"{self.smem} bytes dynamic shared memory)",
             f"  grid       {self.grid}" + (" (persistent)" if v.persistent else ""),
         ]
         if self.swap:

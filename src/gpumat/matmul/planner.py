@@ -73,6 +73,7 @@ from .variants import (
     small_per_block,
     stream_fits,
     stream_geometry,
+    stream_launch,
 )
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -240,7 +241,8 @@ def stream_terms(v: Variant, p: Problem, t: Target) -> tuple[int, tuple[float, f
     STREAM_COST's four terms (1 matrix, its staged rows or for small_stream_block its copy's 16-byte pieces,
     its units of arithmetic, its outputs over 32). The model's compute time is their product with
     STREAM_COST's row; benchmarks/fit_stream_costs.py fits that row to a probe's timings with the same terms."""
-    blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0]
+    per_sm = stream_blocks_per_sm(v, p, t)
+    blocks = v.grid(p.m, p.n, 1, t.sm_count, p.batch, per_sm)[0]
     if v.block_chunks:  # the busiest block's chunks, next to the other blocks on its SM
         g = block_geometry(p.m, p.n, p.k, p.a_trans, p.b_trans, p.batch, blocks)
         busiest = cdiv(cdiv(p.batch, g.per_chunk), blocks) * g.per_chunk
@@ -250,14 +252,30 @@ def stream_terms(v: Variant, p: Problem, t: Target) -> tuple[int, tuple[float, f
         return count, (1.0, (g.a_bytes + g.b_bytes) / 16, units, p.m * p.n / 32)
     warps = blocks * STREAM_WARPS
     in_place = v.shape_multiple > 1  # the in-place rows: nothing staged, row tiles of 16 as M asks
-    narrow = stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], p.batch, warps).rm == 2  # C of at most 16 x 16
+    narrow = p.m <= 16 and p.n <= 16  # C of at most 16 x 16 (stream_geometry's rm 2)
     if ITEMSIZE[p.dtype] == 2:  # pairs of m16n8k16 tiles (1 or 2 a row tile of 16) a k step of 16
         row_tiles = cdiv(p.m, 16) if in_place else (1 if narrow else 2)
         units = row_tiles * (1 if narrow else 2) * cdiv(p.k, 16)
     else:  # the warp's 16 x 16 or 32 x 32 tile over K, over 1024
         units = (256 if narrow else 1024) * p.k / 1024
     rows = 0 if in_place else (p.k if p.a_trans else p.m) + (p.n if p.b_trans else p.k)
-    return cdiv(p.batch, warps) * STREAM_WARPS * v.blocks_per_sm, (1.0, rows, units, p.m * p.n / 32)
+    return cdiv(p.batch, warps) * STREAM_WARPS * per_sm, (1.0, rows, units, p.m * p.n / 32)
+
+
+def stream_blocks_per_sm(v: Variant, p: Problem, t: Target) -> int:
+    """The blocks of a streamed row an SM holds for p on t: a sliced row's for p's launch (stream_launch),
+    else the row's own."""
+    if v.sliced:
+        launch = stream_launch(p.m, p.n, p.k, ITEMSIZE[p.dtype], t.max_smem)
+        if launch is not None:
+            return launch.blocks_per_sm
+    return v.blocks_per_sm
+
+
+def stream_smem(v: Variant, p: Problem, t: Target) -> int:
+    """A sliced row's dynamic shared memory for p on t (stream_launch); 0 for the other rows (their own)."""
+    launch = stream_launch(p.m, p.n, p.k, ITEMSIZE[p.dtype], t.max_smem) if v.sliced else None
+    return launch.smem if launch is not None else 0
 
 
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
@@ -269,7 +287,7 @@ def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     count, terms = stream_terms(v, p, t)
     costs = STREAM_COST[v.name, ITEMSIZE[p.dtype]]
     compute = count * sum(cost * term for cost, term in zip(costs, terms, strict=True))
-    busy = min(t.sm_count, v.grid(p.m, p.n, 1, t.sm_count, p.batch)[0])
+    busy = min(t.sm_count, v.grid(p.m, p.n, 1, t.sm_count, p.batch, stream_blocks_per_sm(v, p, t))[0])
     memory = traffic(p) / (v.bandwidth * busy / H100_SMS)
     return v.fixed_s + v.wave_floor_s + max(compute, memory)
 
@@ -301,16 +319,16 @@ def _operand_bytes(p: Problem) -> int:
     return p.batch * (p.m + p.n) * p.k * ITEMSIZE[p.dtype]
 
 
-def refuses_shape(v: Variant, p: Problem) -> str | None:
-    """Why the variant does not compute the problem's shape (the matrix-vector rows; the emulated row, one
-    product at a time), or None."""
+def refuses_shape(v: Variant, p: Problem, t: Target) -> str | None:
+    """Why the variant does not compute the problem's shape on t (the matrix-vector rows; the emulated row,
+    one product at a time; the streamed rows, what their stages hold), or None."""
     if v.args == "ozaki" and p.batch > 1:
         return "it computes one product at a time, not a batch (call it once a matrix)"
     if v.computes_shape(p.m, p.n, p.k):
-        if _streams_too_big(v, p):
+        if _streams_too_big(v, p, t):
             return (
-                f"a warp's copy stages hold no {p.m} x {p.k} @ {p.k} x {p.n} {DTYPE_NAMES[p.dtype]} product "
-                "(float32's up to about 20^3, the halves' up to 32^3)"
+                f"a warp's copy stages hold no {p.m} x {p.k} @ {p.k} x {p.n} {DTYPE_NAMES[p.dtype]} product in "
+                f"the {t.max_smem} bytes of shared memory a block may have on this GPU"
             )
         return None
     if v.max_k is not None:
@@ -327,10 +345,16 @@ def refuses_shape(v: Variant, p: Problem) -> str | None:
     return f"it computes results of {which} only, and this one is {p.m} x {p.n}"
 
 
-def _streams_too_big(v: Variant, p: Problem) -> bool:
+def _streams_too_big(v: Variant, p: Problem, t: Target) -> bool:
     """Whether v is a streamed row whose warps walk the batch (small_stream, small_stream_in_place) and a
-    warp's stages hold no matrix of p (small_stream_block's stages hold every product it computes)."""
-    return v.packs and v.persistent and not v.block_chunks and not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype])
+    warp's stages hold no matrix of p on t (small_stream_block's stages hold every product it computes):
+    small_stream's at the most shared memory t gives its blocks (stream_launch), the in-place row's at its
+    own."""
+    if not (v.packs and v.persistent and not v.block_chunks):
+        return False
+    if v.sliced:
+        return not stream_fits(p.m, p.n, p.k, ITEMSIZE[p.dtype], t.max_smem)
+    return not stream_geometry(p.m, p.n, p.k, ITEMSIZE[p.dtype], 1, 1).per_chunk
 
 
 def matrix_vector(p: Problem) -> bool:
@@ -394,7 +418,7 @@ def candidates(p: Problem, t: Target, tier: int) -> list[Variant]:
         and (v.auto_dtypes is None or p.dtype in v.auto_dtypes)
         and (not v.auto_needs_aligned or _reads_aligned(v, p))
         and v.computes_shape(p.m, p.n, p.k)
-        and not _streams_too_big(v, p)
+        and not _streams_too_big(v, p, t)
         and (v.auto_max_n is None or p.n <= v.auto_max_n)
         and (v.auto_min_n is None or p.n >= v.auto_min_n)
         and (v.auto_max_batch is None or p.batch <= v.auto_max_batch)
@@ -585,7 +609,7 @@ def _named(p: Problem, t: Target, algorithm: str) -> MatmulPlan:
             f"matmul algorithm {algorithm!r} has no kernel for {DTYPE_NAMES[p.dtype]} inputs and a "
             f"{DTYPE_NAMES[p.out_dtype]} result"
         )
-    shape = refuses_shape(v, p)
+    shape = refuses_shape(v, p, t)
     if shape is not None:
         raise ValueError(f"matmul algorithm {algorithm!r} cannot run {p.describe()}: {shape}; use 'auto'")
     why = unavailable(v, t)
@@ -743,7 +767,7 @@ def _make(
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
     # a tiled grid has one layer a matrix (the launcher cuts batches beyond the grid's limit); a persistent
     # one walks the batch's tiles too
-    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch)
+    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch, stream_blocks_per_sm(v, q, t) if v.sliced else None)
     return MatmulPlan(
         p,
         t,
@@ -760,4 +784,5 @@ def _make(
         seconds,
         why,
         swap,
+        stream_smem(v, q, t),
     )

@@ -133,6 +133,9 @@ class Variant:
     persistent: bool = False  # grid = min(work items, slots); blocks walk the work items
     # a streamed row whose blocks, not their warps, each walk their own chunks of the batch (small_stream_block)
     block_chunks: bool = False
+    # a streamed row whose launch (its shared memory, the blocks an SM) follows the product (small_stream:
+    # stream_launch); `smem` and `blocks_per_sm` are then those of its products that fit four blocks an SM
+    sliced: bool = False
     # auto's use of it: 0 never (only by name), 1 a candidate, 2 only where no candidate of tier 1 runs
     tier: int = 0
     # the shapes it computes: C of at most max_m rows and max_n columns, of K at most max_k (None: any)
@@ -268,15 +271,18 @@ class Variant:
         most 64 columns (the wider TF32 bodies have no registers left for it)."""
         return self.args == "tensor_maps" or (self.args == "tensor_maps_exact" and self.tile[1] <= 64)
 
-    def grid(self, m: int, n: int, splits: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
+    def grid(
+        self, m: int, n: int, splits: int, sm_count: int, batch: int = 1, per_sm: int | None = None
+    ) -> tuple[int, int, int]:
         """Launch grid: (column tiles, row tiles capped at 65535, splits, or the batch's matrices capped at
         65535), or for a persistent kernel one block a slot up to the number of work items (tiles x splits
         x batch). The matrix-vector rows' tiles make theirs: gemv_n1 and gemv_n<R> (1, row tiles of 32,
         layers), gemv_m1 and gemv_m<R> (strips of 128 columns, 1, layers), gemv_m1x32 (strips of 32
-        columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers)."""
+        columns, 1, layers), gemv_m1bt and gemv_m<R>bt (tiles of 32 columns, 1, layers). per_sm: a sliced
+        row's blocks an SM for this product (stream_launch), where not its own blocks_per_sm."""
         if self.packs and self.persistent:  # the streamed rows: each warp (or block) its chunks of the batch
             walkers = 1 if self.block_chunks else STREAM_WARPS
-            return max(1, min(cdiv(batch, walkers), sm_count * self.blocks_per_sm)), 1, 1
+            return max(1, min(cdiv(batch, walkers), sm_count * (per_sm or self.blocks_per_sm))), 1, 1
         if self.persistent:
             works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
             return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
@@ -310,9 +316,21 @@ STREAM_THREADS = 128  # cuda/matmul_small.cu: STREAM_THREADS (four warps)
 STREAM_WARPS = STREAM_THREADS // 32
 STREAM_SMEM = 57344  # cuda/matmul_small.cu: STREAM_SMEM
 STREAM_BLOCKS_PER_SM = 4  # cuda/matmul_small.cu: STREAM_BLOCKS_PER_SM
-STREAM_SLICE = STREAM_SMEM // STREAM_WARPS  # a warp's bytes
+STREAM_SLICE = STREAM_SMEM // STREAM_WARPS  # a warp's bytes (the launch of every product whose stages fit it)
 STREAM_STAGE_BYTES = 8192  # cuda/matmul_small.cu: STREAM_STAGE_BYTES
 STREAM_MAX = 32  # the most of M, N and K small_stream computes
+# cuda/matmul_small.cu: float64's stream entry's launch bounds (its register tile of doubles: 185 registers a
+# thread on sm_90, so two blocks an SM whatever its shared memory)
+STREAM_F64_BLOCKS_PER_SM = 2
+# the fewest blocks an SM small_stream runs: at one (four warps an SM), float64's 24^3 and 32^3 products took
+# 1.5-1.9x the time of the tiles, float32's 32 x 8 x 32 more than at two (H200, 2026-12-01,
+# results/probe-stream-sliced-*): each warp waits on its own stages, and four an SM leave the latency bare
+STREAM_FEWEST_BLOCKS_PER_SM = 2
+# the most dynamic shared memory a small_stream launch asks for (two blocks an SM of the sm_90 GPUs, which no
+# GPU's share at two exceeds): its kernels' opt-in attribute (capped at the GPU's)
+STREAM_MOST_SMEM = 115712
+SMEM_RESERVED = 1024  # shared memory the GPU keeps a resident block (sm_80 and newer)
+H100_MAX_SMEM = 232448  # the shared memory an H100's (and H200's) block may opt into: its SM's less one reserve
 
 
 @dataclass(frozen=True)
@@ -334,10 +352,13 @@ class StreamGeometry:
     per_chunk: int
 
 
-def stream_geometry(m: int, n: int, k: int, itemsize: int, batch: int, warps: int) -> StreamGeometry:
+def stream_geometry(
+    m: int, n: int, k: int, itemsize: int, batch: int, warps: int, slice_bytes: int = STREAM_SLICE
+) -> StreamGeometry:
     """The geometry cuda/matmul_small.cu's stream_geometry computes for an m x n x k product of `itemsize`
-    bytes an element (float32 staged as it is for the FP32 pipes, the halves as they are for the tensor
-    cores), `warps` warps in the grid, a batch of `batch`."""
+    bytes an element (float32 and float64 staged as they are for the FP32 and FP64 pipes, the halves as
+    they are for the tensor cores), `warps` warps in the grid, a batch of `batch`, a warp's `slice_bytes` of
+    the block's shared memory."""
     narrow = m <= 16 and n <= 16
     rm, rn = (2, 4) if narrow else (4, 8)
     if itemsize == 2:  # the halves, staged as they are for the tensor cores, K padded to 16
@@ -348,20 +369,53 @@ def stream_geometry(m: int, n: int, k: int, itemsize: int, batch: int, warps: in
     else:
         kp, ns = k | 1, 4 * rn + 4
         b_at = cdiv(8 * rm * kp, 4) * 4
-        staged = cdiv((b_at + k * ns) * 4, 16) * 16
+        staged = cdiv((b_at + k * ns) * itemsize, 16) * 16
     a_bytes, b_bytes = m * k * itemsize, k * n * itemsize
-    room = min((STREAM_SLICE - staged) // 2, STREAM_STAGE_BYTES + 64) - 64
+    room = max(0, min((slice_bytes - staged) // 2, max(STREAM_STAGE_BYTES, a_bytes + b_bytes) + 64) - 64)
     per_chunk = min(room // (a_bytes + b_bytes), cdiv(batch, warps))  # 0: no stage holds a matrix
     b_raw = (per_chunk * a_bytes + 31) // 16 * 16
     stage = b_raw + (per_chunk * b_bytes + 31) // 16 * 16
     return StreamGeometry(rm, rn, kp, ns, b_at, staged, stage, b_raw, per_chunk)
 
 
-def stream_fits(m: int, n: int, k: int, itemsize: int) -> bool:
-    """Whether small_stream computes an m x n x k product of `itemsize`-byte elements: each side at most
-    STREAM_MAX and a copy stage holding one matrix beside the staged operands (float32 up to about 20^3,
-    the halves up to 32^3)."""
-    return max(m, n, k) <= STREAM_MAX and itemsize <= 4 and stream_geometry(m, n, k, itemsize, 1, 1).per_chunk >= 1
+@dataclass(frozen=True)
+class StreamLaunch:
+    """small_stream's launch for one product shape: a warp's slice of shared memory (the block's is four), and
+    the blocks an SM then holds."""
+
+    slice_bytes: int
+    blocks_per_sm: int
+
+    @property
+    def smem(self) -> int:
+        return self.slice_bytes * STREAM_WARPS
+
+
+def stream_launch(m: int, n: int, k: int, itemsize: int, max_smem: int = H100_MAX_SMEM) -> StreamLaunch | None:
+    """small_stream's launch for an m x n x k product of `itemsize`-byte elements on a GPU whose blocks may
+    opt into max_smem bytes of shared memory (an SM holds that and SMEM_RESERVED): four blocks an SM of 14
+    KiB a warp where a stage holds a matrix beside the staged operands (the halves up to 32^3, float32 up
+    to about 20^3), else the most blocks an SM whose share holds one, at least STREAM_FEWEST_BLOCKS_PER_SM
+    (float32 to 32^3 at two or three; float64 at two, its registers' most, up to about 21^3); None where a
+    side is past STREAM_MAX or two blocks' shares hold no matrix."""
+    if max(m, n, k) > STREAM_MAX:
+        return None
+    most = STREAM_F64_BLOCKS_PER_SM if itemsize == 8 else STREAM_BLOCKS_PER_SM
+    for per_sm in range(most, STREAM_FEWEST_BLOCKS_PER_SM - 1, -1):
+        if per_sm == STREAM_BLOCKS_PER_SM:
+            slice_bytes = STREAM_SLICE
+        else:
+            block = min(max_smem, (max_smem + SMEM_RESERVED) // per_sm - SMEM_RESERVED)
+            slice_bytes = block // STREAM_WARPS // 16 * 16
+        if slice_bytes * STREAM_WARPS <= max_smem and stream_geometry(m, n, k, itemsize, 1, 1, slice_bytes).per_chunk:
+            return StreamLaunch(slice_bytes, per_sm)
+    return None
+
+
+def stream_fits(m: int, n: int, k: int, itemsize: int, max_smem: int = H100_MAX_SMEM) -> bool:
+    """Whether small_stream computes an m x n x k product of `itemsize`-byte elements on a GPU whose blocks
+    may opt into max_smem bytes of shared memory (stream_launch)."""
+    return stream_launch(m, n, k, itemsize, max_smem) is not None
 
 
 BLOCK_MULTIPLE = 8  # cuda/matmul_small.cu: BLOCK_MULTIPLE, BLOCK_MAX (small_stream_block's sides)
@@ -1141,8 +1195,13 @@ def _gemv_r(r: int) -> tuple[Variant, ...]:
 # too (2026-11-28, 16 batches of 8^3-64^3 products in float16 and float32, least squares: 3.5 us a staged
 # chunk and 0.137 us for each element a thread stages, a wave; within 0.88-1.14 of the measured times
 # where it can win, 0.75-0.83 on the 40-64-wide C of the four-warp groups, where the tile rows are 2-4x
-# faster). float64 is not auto's (only by name): its 64 accumulators leave three blocks an SM, and it ran
-# 1.0-1.5x slower than dmma64x64 or small at every shape but 20^3.
+# faster), both since raised 10%: the probes of 2026-12-01 (results/probe-stream-nvidia-h200-*) timed its
+# batches of 10^4-10^5 products of 20-32 a side at 1.2-1.3x the model in every dtype, where small_stream
+# was faster (by 20% more, float32's 32^3 and 32 x 16 x 8 went to small_stream, 6-31% slower); with C
+# stored in whole runs since (store_tile), float32's ran at 1.0-1.2x the raised model
+# (results/probe-stream-sliced-*). float64 is not auto's (only by name):
+# its 64 accumulators leave three blocks an SM, and it ran 1.0-1.5x slower than dmma64x64 or small at every
+# shape but 20^3.
 SMALL_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 
 
@@ -1166,20 +1225,22 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
     )
 
 
-# small_stream (cuda/matmul_small.cu): batches of products of M, N and K at most 32 in float32 and the
-# halves, streamed: four warps a block, four blocks an SM, each warp its own chunks of matrices through two
-# copy stages (the next chunk's bytes in flight while it computes one), 16-byte copies for a packed
-# operand; float32 on the FP32 pipes (register tiles of 2 x 4 or 4 x 8 a lane), the halves on the tensor
-# cores (mma.sync). A warp's 14 KiB holds two stages and the staged operands of the halves' products up
-# to 32^3 and float32's up to about 20^3 (stream_fits; the planner refuses the rest). sm_80 and newer
-# (cp.async, mma.sync).
-# Its time (planner._stream_model): a warp's matrices one after another, each costing an SM (of sixteen
+# small_stream (cuda/matmul_small.cu): batches of products of M, N and K at most 32 in every dtype,
+# streamed: four warps a block, each warp its own chunks of matrices through two copy stages (the next
+# chunk's bytes in flight while it computes one), 16-byte copies for a packed operand; float32 and float64
+# on the FP32 and FP64 pipes (register tiles of 2 x 4 or 4 x 8 a lane), the halves on the tensor cores
+# (mma.sync). Four blocks an SM, a warp's 14 KiB holding two stages and the staged operands of the halves'
+# products up to 32^3 and float32's up to about 20^3; float32's products past that (to 32^3) and float64's
+# (to about 21^3) get three or two blocks an SM with a larger share each (stream_launch: the plan's shared
+# memory and grid). sm_80 and newer (cp.async, mma.sync).
+# Its time (planner._stream_model): a warp's matrices one after another, each costing an SM (of its 8-16
 # warps) STREAM_COST's seconds: a matrix, a staged row of A or B (M + K, or K and N rows as the layouts
-# store them), a unit of arithmetic (float32: the 16 x 16 or 32 x 32 tile a warp computes times K over
-# 1024; the halves: 1 or 4 pairs of m16n8k16 tiles a k step of 16) and 32 outputs stored; at least the
-# bytes at `bandwidth`. Fitted on the H200 (2026-12-01, benchmarks/results/probe-stream-*: 56 timings of
-# 3000-300000 products of 1-32 a side, every layout; nonnegative least squares, each class within
-# 0.72-1.18 of its timings), the halves and float32 apart; and the first chunk's copy (wave_floor_s), which
+# store them), a unit of arithmetic (float32 and float64: the 16 x 16 or 32 x 32 tile a warp computes
+# times K over 1024; the halves: 1 or 4 pairs of m16n8k16 tiles a k step of 16) and 32 outputs stored; at
+# least the bytes at `bandwidth`. The halves' fitted on the H200 (2026-12-01, benchmarks/results/
+# probe-stream-nvidia-h200-2026-12-01.json: 56 timings of 3000-300000 products of 1-32 a side, every layout;
+# nonnegative least squares, within 0.72-1.18 of its timings); float32's and float64's below STREAM_COST;
+# and the first chunk's copy (wave_floor_s), which
 # bench bmm's 10000 4^3 products showed unhidden (7.0 us on this row against 4.3 on small).
 # small_stream_in_place: the same walk for the halves' products of M, N and K multiples of 8 (8, 16, 24, 32),
 # nothing staged: ldmatrix reads each matrix where its copy lies in the stage (.trans as the layout asks;
@@ -1197,23 +1258,30 @@ def _small(name: str, suffix: str, tile: int, wide: bool, **cost) -> Variant:
 # timings of products with a side past 32, auto's for this row, 100-50000 products of 8-64 a side, float16,
 # every layout; nonnegative least squares of the relative errors with the launch's own fixed cost, 0.88-1.13
 # of each timing).
+# small_stream's float32 and float64 rows: the relative fit of the products it launches (three and two blocks an
+# SM among them; fit_stream_costs.py --relative --row-constant) in results/probe-stream-sliced-nvidia-h200-
+# 2026-12-01.json: 29 and 19 timings of 200-300000 products of 1-32 a side, every layout, within 0.69-1.22
+# and 0.68-1.77 of each timing, C stored in whole runs (store_tile).
 STREAM_COST = {  # (row, itemsize): (a matrix, a staged row, a unit of arithmetic, 32 outputs), seconds an SM
     ("small_stream", 2): (29.0e-9, 0.79e-9, 13.1e-9, 5.3e-9),
-    ("small_stream", 4): (27.1e-9, 1.43e-9, 11.1e-9, 4.8e-9),
+    ("small_stream", 4): (28.5e-9, 1.28e-9, 9.53e-9, 5.68e-9),
+    ("small_stream", 8): (69.0e-9, 0.61e-9, 37.1e-9, 1.98e-9),
     ("small_stream_in_place", 2): (8.1e-9, 0.0, 6.9e-9, 5.5e-9),
     ("small_stream_block", 2): (43.5e-9, 0.362e-9, 7.19e-9, 1.07e-9),
 }
-STREAM_PAIRS = (("f32", "f32"), *HALF_PAIRS)
+STREAM_PAIRS = (("f32", "f32"), ("f64", "f64"), *HALF_PAIRS)
 STREAM_IN_PLACE_MULTIPLE = 8  # cuda/matmul_small.cu: stream_any_layout<true>'s shapes
 
 
-def _stream(name: str, suffix: str, pairs: tuple, side: int, multiple: int, tier: int = 1, **cost) -> Variant:
+def _stream(
+    name: str, suffix: str, pairs: tuple, side: int, multiple: int, tier: int = 1, sliced: bool = False, **cost
+) -> Variant:
     """A streamed row: `name`'s kernels matmul_small_<pair><suffix>, products of M, N and K at most `side`
-    (multiples of `multiple`)."""
+    (multiples of `multiple`); sliced: its launch follows the product (stream_launch)."""
     names = {(s, d): "matmul_small_" + s + ("_f32out" if d != s else "") + suffix for s, d in pairs}
     return Variant(
         name,
-        _kernels("matmul_small", names, "small", smem=STREAM_SMEM),
+        _kernels("matmul_small", names, "small", smem=STREAM_MOST_SMEM if sliced else STREAM_SMEM),
         "any",
         (side, side),
         (STREAM_THREADS, 1, 1),
@@ -1228,6 +1296,7 @@ def _stream(name: str, suffix: str, pairs: tuple, side: int, multiple: int, tier
         max_n=side,
         max_k=side,
         shape_multiple=multiple,
+        sliced=sliced,
         # float32's arithmetic in STREAM_COST (2048 FLOP a unit in 11.1 ns an SM): the model takes STREAM_COST
         rate=24.4e12,
         blocks_per_sm=STREAM_BLOCKS_PER_SM,
@@ -1279,12 +1348,12 @@ _ROWS = [
         blocks_per_sm=WIDE_BLOCKS_PER_SM[4],  # float32's (the model takes each element size's)
         bandwidth=2.6e12,
         fixed_s=2e-6,
-        wave_floor_s=3.5e-6,
-        stage_element_s=0.137e-6,
+        wave_floor_s=3.85e-6,
+        stage_element_s=0.151e-6,
         auto_dtypes=("f32", "f16", "bf16"),
     ),
     # wave_floor_s: a warp's (a block's) first chunk, copied before any arithmetic hides it
-    _stream("small_stream", "_stream", STREAM_PAIRS, STREAM_MAX, 1, fixed_s=2e-6, wave_floor_s=1.5e-6),
+    _stream("small_stream", "_stream", STREAM_PAIRS, STREAM_MAX, 1, sliced=True, fixed_s=2e-6, wave_floor_s=1.5e-6),
     _stream(
         "small_stream_in_place",
         "_stream_in_place",

@@ -177,11 +177,13 @@ class Kernel:
         if fn is None:
             fn = check(driver.cuModuleGetFunction(load_module(self.module, dev), self.name.encode()), self.name)
             if self.dynamic_smem > 48 * 1024:
+                # (capped at what the GPU gives: a kernel whose launches size their shared memory asks the
+                # most any of them may; the planner refuses a plan that needs more than the GPU has)
                 check(
                     driver.cuFuncSetAttribute(
                         fn,
                         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        self.dynamic_smem,
+                        min(self.dynamic_smem, dev.max_smem_optin),
                     ),
                     f"cuFuncSetAttribute({self.name})",
                 )
