@@ -30,12 +30,13 @@
 // warps', a quarter each, staged together. A and B's chunk of K goes to the group's slice of shared memory
 // as the accumulation type (rows and columns past M and N zero, so every lane runs the same loop), read
 // in storage order: float32 and float64 by cp.async (all of a thread's copies in flight), the halves
-// with four loads of each operand in flight a thread.
-// wide_geometry() sizes it; the host's small_per_block and small_chunk (gpumat/matmul/variants.py)
+// with four loads of each operand in flight a thread. C leaves a lane's run of 8 at a time where it can
+// (store_tile). wide_geometry() sizes it; the host's small_per_block and small_chunk (gpumat/matmul/variants.py)
 // mirror it.
 // Launch: block (128, 1, 1), grid (ceil(batch / matrices a block), 1, 1), 36 KiB of dynamic shared memory.
 //
-// small_stream (M, N and K at most 32: float32 products up to about 20^3, the halves' up to 32^3).
+// small_stream (M, N and K at most 32: the halves' products up to 32^3, float32's too, float64's up to about
+// 21^3).
 // Technique: a batch of tiny products is a stream of bytes, and the two kernels above wait on each
 // matrix's loads before its arithmetic (a warp stages its matrix, computes it, and only then loads again:
 // a few KiB in flight an SM: 0.1-0.5 of the copy rate on the H200's bench bmm). Here each warp walks its
@@ -44,15 +45,18 @@
 // run of whole matrices, 16-byte aligned) is copied as 16-byte cp.async pieces, whatever M, N and K (the
 // run is copied from the 16-byte boundary before it, the last piece short of 16 bytes element by
 // element); any other operand element by element. Each matrix of a stage is then staged (a row at a
-// time, a lane an element; zeros past M, N and K stay) and computed: float32 widened as small_wide does
-// it (A as 8 RM rows of an odd stride, B as K rows of 4 RN + 4) with a register tile a lane of 4 x 8 (C
-// up to 32 x 32) or 2 x 4 (C up to 16 x 16); the halves as they are, on the tensor cores (mma.sync
+// time, a lane an element; zeros past M, N and K stay) and computed: float32 and float64 as small_wide
+// stages them (A as 8 RM rows of an odd stride, B as K rows of 4 RN + 4) with a register tile a lane of
+// 4 x 8 (C up to 32 x 32) or 2 x 4 (C up to 16 x 16), C leaving in 16-byte runs where it can (store_tile);
+// the halves as they are, on the tensor cores (mma.sync
 // m16n8k16, float32 accumulators; fragments by ldmatrix, A as 16 or 32 rows of K padded to 16, B as K
 // rows of 16 or 32 columns, rows 16 bytes past a multiple of 32: no bank conflict), where a 32^3
 // product is 16 instructions, not the FP32 pipes' 1024. stream_geometry() sizes the stages; the host's
 // stream_geometry (gpumat/matmul/variants.py) mirrors it. sm_80 and newer.
 // Launch: block (128, 1, 1), grid (min(ceil(batch / 4), four blocks an SM), 1, 1), 56 KiB of dynamic
-// shared memory (14 KiB a warp: float32 products up to about 20^3, the halves' up to 32^3).
+// shared memory (14 KiB a warp: float32 products up to about 20^3, the halves' up to 32^3); a float32 or
+// float64 product whose stages need more takes a quarter of the block's dynamic shared memory a warp, which
+// the host sizes for three or two blocks an SM (its stream_launch; float64's entry is bound for two).
 //
 // small_stream_in_place (the halves' products of M, N and K multiples of 8, at most 32). Technique: the
 // staging above was most of small_stream's time on those shapes, and it is not needed there: each row of
@@ -479,7 +483,6 @@ constexpr int STREAM_THREADS = 128;  // four warps, each on its own matrices (no
 // 32^3 float16 products 44 us, 1.4 TB/s)
 constexpr int STREAM_SMEM = 57344;
 constexpr int STREAM_BLOCKS_PER_SM = 4;
-constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);  // a warp's bytes (the halves' launch)
 constexpr int STREAM_STAGE_BYTES = 8192;  // the most of A and B's matrices a warp's copy stage holds (but one)
 
 struct StreamGeometry {
@@ -982,7 +985,7 @@ __device__ __forceinline__ void stream_any_layout(const T* A, const T* B, Out* C
 {
     using Acc = typename Dtype<T>::Acc;
     // a warp's slice: a quarter of the block's dynamic shared memory, which the host sizes for the product
-    // (STREAM_SLICE, or more for the float32 and float64 products past it, at fewer blocks an SM)
+    // (14 KiB at four blocks an SM, or more for the float32 and float64 products past it, at fewer)
     uint32_t smem_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
     const int slice_bytes = (int)smem_bytes / (STREAM_THREADS / 32) / 16 * 16;

@@ -80,7 +80,6 @@ def test_the_host_s_stream_geometry_is_the_kernel_s():
         "constexpr int STREAM_THREADS = 128;",
         "constexpr int STREAM_SMEM = 57344;",
         "constexpr int STREAM_BLOCKS_PER_SM = 4;",
-        "constexpr int STREAM_SLICE = STREAM_SMEM / (STREAM_THREADS / 32);",
         "constexpr int STREAM_STAGE_BYTES = 8192;",
         "const bool narrow = M <= 16 && N <= 16;",
         "g.rm = narrow ? 2 : 4;",
