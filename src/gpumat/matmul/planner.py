@@ -272,12 +272,6 @@ def stream_blocks_per_sm(v: Variant, p: Problem, t: Target) -> int:
     return v.blocks_per_sm
 
 
-def stream_smem(v: Variant, p: Problem, t: Target) -> int:
-    """A sliced row's dynamic shared memory for p on t (stream_launch); 0 for the other rows (their own)."""
-    launch = stream_launch(p.m, p.n, p.k, ITEMSIZE[p.dtype], t.max_smem) if v.sliced else None
-    return launch.smem if launch is not None else 0
-
-
 def _stream_model(v: Variant, p: Problem, t: Target) -> float:
     """The streamed rows: each warp (small_stream_block: each block) computes its matrices one after another
     while the next chunk's bytes fly, so its time is the launch's fixed cost, its first chunk's copy
@@ -767,7 +761,9 @@ def _make(
     scratch = splits * p.m * p.n * ITEMSIZE[acc] if splits > 1 else 0
     # a tiled grid has one layer a matrix (the launcher cuts batches beyond the grid's limit); a persistent
     # one walks the batch's tiles too
-    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch, stream_blocks_per_sm(v, q, t) if v.sliced else None)
+    # a sliced row's launch for this product: its blocks an SM (the grid) and shared memory
+    launch = stream_launch(q.m, q.n, q.k, ITEMSIZE[q.dtype], t.max_smem) if v.sliced else None
+    grid = v.grid(q.m, q.n, splits, t.sm_count, p.batch, launch and launch.blocks_per_sm)
     return MatmulPlan(
         p,
         t,
@@ -784,5 +780,5 @@ def _make(
         seconds,
         why,
         swap,
-        stream_smem(v, q, t),
+        launch.smem if launch is not None else 0,
     )
