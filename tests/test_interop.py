@@ -65,6 +65,37 @@ def test_dlpack_capsule_fields(versioned):
     assert address not in _interop._exports  # an unconsumed capsule releases what it held
 
 
+@pytest.mark.parametrize("versioned", [False, True])
+def test_the_import_s_header_reads_every_field_where_the_ctypes_structures_put_it(versioned):
+    """from_dlpack reads a capsule with one struct unpack; export writes it with the ctypes structures: the
+    two agree on size and on every field, each given a value of its own (the highest bit of each set, so
+    a field read at the wrong width or sign shows)."""
+    structure = _interop.DLManagedTensorVersioned if versioned else _interop.DLManagedTensor
+    header = _interop.VERSIONED_HEADER if versioned else _interop.UNVERSIONED_HEADER
+    assert header.size == ctypes.sizeof(structure)
+    managed = structure()
+    shape, strides = (ctypes.c_int64 * 3)(7, 11, 13), (ctypes.c_int64 * 3)(143, 13, 1)
+    t = managed.dl_tensor
+    t.data, t.ndim, t.byte_offset = 0x8123456789ABCDE0, 3, 0x8000000000000040
+    t.device = _interop.DLDevice(-2, 0x7FFFFFF1)
+    t.dtype = _interop.DLDataType(0x81, 0x82, 0x8003)
+    t.shape, t.strides = shape, strides
+    managed.manager_ctx = 0x8000000000000CC0
+    deleter = _interop.DELETER(lambda address: None)
+    managed.deleter = deleter
+    tensor = [0x8123456789ABCDE0, -2, 0x7FFFFFF1, 3, 0x81, 0x82, 0x8003, ctypes.addressof(shape)]
+    tensor += [ctypes.addressof(strides), 0x8000000000000040]
+    deleter_address = ctypes.cast(deleter, ctypes.c_void_p).value
+    if versioned:
+        managed.version, managed.flags = _interop.DLPackVersion(0x80000001, 0x80000002), 0x8000000000000003
+        expected = [0x80000001, 0x80000002, 0x8000000000000CC0, deleter_address, 0x8000000000000003, *tensor]
+    else:
+        expected = [*tensor, 0x8000000000000CC0, deleter_address]
+    raw = (ctypes.c_char * header.size).from_address(ctypes.addressof(managed))
+    assert list(header.unpack_from(raw)) == expected
+    assert _interop._int64s(ctypes.addressof(shape), 3) == (7, 11, 13)
+
+
 def test_dlpack_deleter_releases_the_export():
     m = fake_matrix(2, 2, ptr=0x7F0000003000)
     cap = _interop.export_dlpack(m)

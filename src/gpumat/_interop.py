@@ -18,6 +18,7 @@ older unversioned capsule): no dependency beyond the standard library.
 from __future__ import annotations
 
 import ctypes
+import struct
 from typing import NamedTuple
 
 import numpy as np
@@ -167,6 +168,53 @@ _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 NAME, USED = b"dltensor", b"used_dltensor"
 NAME_V, USED_V = b"dltensor_versioned", b"used_dltensor_versioned"
 
+# An import reads a capsule's structures with struct, in one unpack each: a ctypes Structure's fields cost a
+# Python object a read (the structures above stay for export, and the two agree: tests/test_interop.py).
+# DLTensor: data, device (type, id), ndim, dtype (code, bits, lanes), shape, strides, byte_offset
+_TENSOR = "QiiiBBHQQQ"
+VERSIONED_HEADER = struct.Struct("=IIQQQ" + _TENSOR)  # version, manager_ctx, deleter, flags, then dl_tensor
+UNVERSIONED_HEADER = struct.Struct("=" + _TENSOR + "QQ")  # dl_tensor, then manager_ctx, deleter
+VersionedBytes = ctypes.c_char * VERSIONED_HEADER.size
+UnversionedBytes = ctypes.c_char * UNVERSIONED_HEADER.size
+MOST_DIMENSIONS = 32  # what an import reads of a shape or strides; gpumat takes 1-3 and names the rest
+_INT64S = [(struct.Struct(f"={n}q"), ctypes.c_char * (8 * n)) for n in range(MOST_DIMENSIONS + 1)]
+_capsule_pointer = _api.PyCapsule_GetPointer  # ValueError for another name, or for no capsule
+
+
+def _int64s(address: int, n: int) -> tuple[int, ...]:
+    """The n int64 at `address` (a DLTensor's shape or strides)."""
+    if not 0 <= n <= MOST_DIMENSIONS:
+        raise ValueError(f"gpumat matrices are 1-D, 2-D or 3-D (a batch); the DLPack tensor has {n} dimensions")
+    if n and not address:
+        raise ValueError("the DLPack tensor has dimensions but no shape")
+    unpack, raw = _INT64S[n]
+    return unpack.unpack_from(raw.from_address(address))
+
+
+class HandBack:
+    """The way back to its producer of one imported DLPack tensor: its address and the producer's deleter
+    (a function address, 0 for none), called once by hand_back, whichever path gets there first."""
+
+    __slots__ = ("address", "deleter")
+
+    def __init__(self, address: int, deleter: int):
+        self.address, self.deleter = address, deleter
+
+
+_deleters: dict[int, object] = {}  # a deleter's address -> its ctypes function (a producer has one or two)
+
+
+def hand_back(owner: HandBack) -> None:
+    """Hand an imported tensor back to its producer (a BorrowedBuffer's release): once."""
+    deleter, owner.deleter = owner.deleter, 0
+    if deleter:
+        call = _deleters.get(deleter)
+        if call is None:
+            if len(_deleters) >= 64:  # producers that make a deleter a tensor: keep the table small
+                _deleters.clear()
+            call = _deleters[deleter] = DELETER(deleter)
+        call(owner.address)
+
 
 # export -----------------------------------------------------------------------------------------
 def cuda_array_interface(m: Matrix, stream: int | None = None) -> dict:
@@ -303,6 +351,10 @@ def _layout(shape: tuple, strides: tuple | None) -> Layout | None:
     gpumat cannot view it (neither rows nor columns contiguous, negative or overlapping strides); a
     ValueError for ranks other than 1, 2 and 3."""
     ndim = len(shape)
+    if ndim == 2 and strides is not None:
+        h, w = shape
+        if strides[1] == 1 and h > 1 and 0 < w <= strides[0]:  # rows contiguous: the common array, at once
+            return Layout(None, h, w, strides[0], 0, False)
     if ndim not in (1, 2, 3):
         raise ValueError(
             f"gpumat matrices are 1-D, 2-D or 3-D (a batch); the array has {ndim} dimensions, shape {tuple(shape)}"
@@ -518,15 +570,19 @@ def _export(obj, consumer: int, **keywords):
     return obj.__dlpack__(stream=CAI_LEGACY, **keywords)
 
 
-def _capsule(obj, consumer: int, copy):
-    """(the capsule of obj.__dlpack__, whether the producer made it a copy): `copy` is passed on as DLPack 1.0
-    defines it, False for None (gpumat imports without a copy unless asked for one). A producer that does
-    not take the keywords is asked without them (max_version, then copy); one that cannot honour
-    copy=True (BufferError) is asked for its array as it is, and gpumat copies; one that cannot export
-    without a copy is a ValueError that says to pass copy=True."""
+def _capsule(obj, consumer: int, copy, refusal: Exception):
+    """(the capsule of obj.__dlpack__, whether the producer made it a copy) once the plain request of
+    from_dlpack (DLPack 1.x's keywords, `copy` passed on as DLPack 1.0 defines it: False for None, since
+    gpumat imports without a copy unless asked for one) raised `refusal`. A producer that does not take
+    the keywords is asked without them (max_version, then copy); one that refuses the per-thread default
+    stream is asked for the legacy one (see _export); one that cannot honour copy=True (BufferError) is
+    asked for its array as it is, and gpumat copies; one that cannot export without a copy is a
+    ValueError that says to pass copy=True."""
     want = copy is True
     try:
-        return _export(obj, consumer, max_version=DLPACK_VERSION, copy=want), want
+        if isinstance(refusal, BufferError) and consumer == PER_THREAD_STREAM:
+            return obj.__dlpack__(stream=CAI_LEGACY, max_version=DLPACK_VERSION, copy=want), want
+        raise refusal
     except TypeError:  # a producer from before the copy keyword
         pass
     except BufferError as exc:
@@ -599,52 +655,56 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
         )
     if copy not in (None, False, True):
         raise TypeError(f"copy is True, False or None, got {copy!r}")
-    dev = Device(int(dev_id)).activate()
+    dev = Device(dev_id).activate()
     s = stream_handle(stream, dev)
     consumer = CAI_LEGACY if s == LEGACY_STREAM else s
-    capsule, asked_copy = _capsule(obj, consumer, copy)
-    if _api.PyCapsule_IsValid(capsule, NAME_V):
-        address = _api.PyCapsule_GetPointer(capsule, NAME_V)
-        managed = DLManagedTensorVersioned.from_address(address)
-        if managed.version.major > DLPACK_VERSION[0]:
-            raise BufferError(f"DLPack {managed.version.major}.{managed.version.minor} is newer than gpumat reads")
-        used = USED_V
-    elif _api.PyCapsule_IsValid(capsule, NAME):
-        address = _api.PyCapsule_GetPointer(capsule, NAME)
-        managed = DLManagedTensor.from_address(address)
-        used = USED
-    else:
-        raise TypeError("__dlpack__ did not return a DLPack capsule")
-    t = managed.dl_tensor
+    asked_copy = copy is True
+    try:  # what every DLPack 1.x producer takes (_capsule asks again otherwise)
+        capsule = obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION, copy=asked_copy)
+    except (TypeError, BufferError) as refusal:
+        capsule, asked_copy = _capsule(obj, consumer, copy, refusal)
+    try:
+        address = _capsule_pointer(capsule, NAME_V)
+        header, used = VERSIONED_HEADER.unpack_from(VersionedBytes.from_address(address)), USED_V
+    except ValueError:  # not a versioned capsule
+        try:
+            address = _capsule_pointer(capsule, NAME)
+        except ValueError:
+            raise TypeError("__dlpack__ did not return a DLPack capsule") from None
+        *tensor, context, deleter = UNVERSIONED_HEADER.unpack_from(UnversionedBytes.from_address(address))
+        header, used = (0, 0, context, deleter, 0, *tensor), USED  # as a versioned one: no version, no flags
+    (
+        major,
+        minor,
+        _,
+        deleter,
+        flags,
+        data,
+        device_type,
+        device_id,
+        ndim,
+        code,
+        bits,
+        lanes,
+        shape_at,
+        strides_at,
+        offset,
+    ) = header
+    if major > DLPACK_VERSION[0]:
+        raise BufferError(f"DLPack {major}.{minor} is newer than gpumat reads")
     _api.PyCapsule_SetName(capsule, used)  # from here on the tensor is ours to release
-    deleter = managed.deleter
-
-    handed_back = []
-
-    def release(_owner, address=address, deleter=deleter):
-        """Hand the tensor back to its producer: once, whichever path gets here first."""
-        if not handed_back:
-            handed_back.append(True)
-            if deleter:
-                deleter(address)
-
+    handback = HandBack(address, deleter)
     try:
         # the tensor's own device, not only what __dlpack_device__ said: memory the capsule says is on the
         # host (or on another GPU) is never taken for this GPU's
-        where = t.device
-        device_type = where.device_type
-        if (device_type, where.device_id) not in ((KDL_CUDA, dev_id), (KDL_CUDA_MANAGED, dev_id)):
+        if device_id != dev_id or device_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
             raise ValueError(
-                f"the DLPack tensor lives on device type {device_type} id {where.device_id}, but its "
+                f"the DLPack tensor lives on device type {device_type} id {device_id}, but its "
                 f"producer said CUDA device {dev_id}: refused"
             )
-        kind = t.dtype
-        dtype = dlpack_dtype_of(kind.code, kind.bits, kind.lanes)
-        ndim = t.ndim
-        shape = tuple(t.shape[:ndim])
-        strides = _signed(tuple(t.strides[:ndim]), dtype.itemsize) if t.strides else None
-        ptr = (t.data or 0) + t.byte_offset
-        flags = managed.flags if used == USED_V else 0
+        dtype = dlpack_dtype_of(code, bits, lanes)
+        shape = _int64s(shape_at, ndim)
+        strides = _signed(_int64s(strides_at, ndim), dtype.itemsize) if strides_at else None
         if flags & FLAG_IS_COPIED and copy is not True:  # asked for none: the Matrix would not share x's memory
             raise ValueError(f"{type(obj).__name__} exported a copy where gpumat asked for none (copy={copy})")
         # the producer's copy is kept only where its flag says it made one: a producer may take the keyword and
@@ -658,9 +718,11 @@ def from_dlpack(obj, copy: bool | None = None, stream=None) -> Matrix:
             dev.synchronize()
         readonly = bool(flags & FLAG_READ_ONLY) and not copied
         device_memory = device_type == KDL_CUDA  # managed memory answers the driver differently
-        return _import(ptr, shape, strides, dtype, dev, managed, release, s, copy, readonly, device_memory, copied)
+        return _import(
+            data + offset, shape, strides, dtype, dev, handback, hand_back, s, copy, readonly, device_memory, copied
+        )
     except BaseException:  # a refused import (dimensions, alignment, layout, dtype) leaks nothing
-        release(None)
+        hand_back(handback)
         raise
 
 

@@ -257,6 +257,10 @@ class Device:
     )
 
     def __new__(cls, ordinal: int | None = None):
+        if type(ordinal) is int:  # the common call: a plain index, of a GPU met before at once
+            dev = _devices.get(ordinal)
+            if dev is not None:
+                return dev
         if ordinal is None:
             return device()
         if isinstance(ordinal, Device):
