@@ -1,6 +1,6 @@
 """Batches of tiny products (1-64 a side, 100-300000 matrices, every layout): each small-products row by name
-(small, small_wide, small_stream, and small_stream_in_place, small_stream_block and mma64x64 where they
-compute the shape) and auto against
+(small, small_wide, small_stream, and small_stream_in_place, small_stream_block, mma64x64, dmma64x64 and
+dmma32x32 where they compute the shape; float64 also on a few products of N up to 64) and auto against
 torch.bmm in the same process, queued GPU microseconds (CUDA events on PyTorch's stream), each checked
 against a float64 torch.bmm, with the plan's modelled time and the bytes' share of the device-to-device
 copy rate. What the streamed rows' cost constants (STREAM_COST) were fitted to. Usage: python
@@ -19,6 +19,7 @@ from gpumat._bench.common import copy_gbps
 from gpumat._bench.sweep import _queued_us
 
 ROWS = ("small", "small_wide", "small_stream", "small_stream_in_place", "small_stream_block", "mma64x64", "dmma64x64")
+ROWS = (*ROWS, "dmma32x32")
 ROWS = (*ROWS, "auto")
 ROWS = tuple(os.environ.get("PROBE_ROWS", ",".join(ROWS)).split(","))
 SHAPES = [
@@ -35,6 +36,16 @@ SHAPES64 = [
     *((5000, 64, 8, 64), (30000, 48, 16, 32), (500, 40, 64, 56)),
 ]
 LAYOUT_SHAPES64 = [(5000, 48, 48, 48), (3000, 64, 64, 64)]
+# float64's products that dmma32x32 may take beside the batches: few or single products of N up to 64
+FEW64 = [
+    (1, 64, 64, 64),
+    (1, 256, 64, 256),
+    (1, 2048, 32, 2048),
+    (1, 64, 64, 4096),
+    (8, 64, 64, 64),
+    (100, 128, 64, 64),
+]
+FEW64 += [(1, 1000, 40, 1000), (16, 96, 48, 96)]
 
 
 def case(dtype, b, m, n, k, layout, gbps, stream) -> dict:
@@ -78,8 +89,10 @@ def main():
     for name in sys.argv[1:]:
         dtype = getattr(torch, name)
         cases = [(s, "NN") for s in SHAPES] + [(s, lay) for s in LAYOUT_SHAPES for lay in ("NT", "TN", "TT")]
-        if dtype.itemsize == 2:
+        if dtype.itemsize in (2, 8):
             cases += [(s, "NN") for s in SHAPES64] + [(s, lay) for s in LAYOUT_SHAPES64 for lay in ("NT", "TN", "TT")]
+        if dtype.itemsize == 8:
+            cases += [(s, "NN") for s in FEW64]
         for (b, m, n, k), layout in cases:
             row = case(dtype, b, m, n, k, layout, gbps, stream)
             out["cases"].append(row)

@@ -97,17 +97,19 @@ using Narrow = Cfg<2, 2, 4, 16, 3, 2>;  // 128 x 64 x 16, 3 stages: 87,552 bytes
 using Small = Cfg<2, 2, 2, 16, 4, 1>;   // 64 x 64 x 16, 4 stages: 75,776 bytes (three blocks an SM)
 using Rows16 = Cfg<1, 4, 1, 16, 4, 2>;  // 16 x 128 x 16, 4 stages: 77,824 bytes (two blocks an SM)
 using Rows32 = Cfg<1, 4, 2, 16, 4, 2>;  // 32 x 128 x 16, 4 stages: 88,064 bytes (two blocks an SM)
+using Tiny = Cfg<2, 1, 1, 16, 2, 1>;    // 32 x 32 x 16, 2 stages: 19,456 bytes (ten blocks an SM)
 using BigPipe = Cfg<2, 4, 4, 16, 5, 2, true>;
 using NarrowPipe = Cfg<2, 2, 4, 16, 3, 2, true>;
 static_assert(Big::SMEM_BYTES == 186880 && BigK32::SMEM_BYTES == 211968 && Half::SMEM_BYTES == 108544 &&
               Narrow::SMEM_BYTES == 87552 && Small::SMEM_BYTES == 75776 && Rows16::SMEM_BYTES == 77824 &&
-              Rows32::SMEM_BYTES == 88064,
+              Rows32::SMEM_BYTES == 88064 && Tiny::SMEM_BYTES == 19456,
               "gpumat.matmul.variants asks for these");
 static_assert(BigPipe::SMEM_BYTES == Big::SMEM_BYTES && NarrowPipe::SMEM_BYTES == Narrow::SMEM_BYTES,
               "the pipelined variants keep their shapes' shared memory");
 template <class C>
 constexpr bool parks = C::BM * (C::BN + 2) * 8 <= C::SMEM_BYTES;
-static_assert(parks<Big> && parks<BigK32> && parks<Half> && parks<Narrow> && parks<Rows16> && parks<Rows32>,
+static_assert(parks<Big> && parks<BigK32> && parks<Half> && parks<Narrow> && parks<Rows16> && parks<Rows32> &&
+                  parks<Tiny>,
               "a non-identity epilogue parks the tile (rows padded by 2 doubles) in the ring");
 
 #if __CUDA_ARCH__ >= 800
@@ -684,6 +686,12 @@ GPUMAT_DMMA_LAYOUTS(matmul_dmma64x64k16, Small, 3)
 GPUMAT_DMMA_LAYOUTS(matmul_dmma16x128k16, Rows16, 2)
 
 GPUMAT_DMMA_LAYOUTS(matmul_dmma32x128k16, Rows32, 2)
+
+// 32 x 32 x 16 tiles, block (64,1,1) = 2 x 1 warps of 16 x 32, 2 stages in 19,456 bytes of dynamic shared
+// memory, ten blocks an SM: a batch of tiny products (17-40 a side), a product or four a tile, where the
+// 64 x 64 tile left three quarters of each block idle at three blocks an SM, so that every wave waited on
+// the latency of too few products' loads. Grid (ceil(N/32), min(ceil(M/32), 65535), batch * splits).
+GPUMAT_DMMA_LAYOUTS(matmul_dmma32x32k16, Tiny, 10)
 
 // The two 128-row shapes above with the double-buffered main loop (same tiles, stages, blocks an SM, shared
 // memory and grids as matmul_dmma128x128k16_f64 and matmul_dmma128x64k16_f64).

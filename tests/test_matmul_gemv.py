@@ -41,6 +41,7 @@ import gpumat as gm
 from gpumat._dtypes import ITEMSIZE
 from gpumat.matmul import engine
 from gpumat.matmul.engine import (
+    DMMA_TILES,
     FEW_ROW_MEMORY,
     FULL_RUN_BYTES,
     GEMV_BANDWIDTH,
@@ -131,13 +132,16 @@ def test_the_rows_cover_every_dtype_with_the_k_chunk_signature():
     # every other row computes every shape, and has no memory term but the wgmma rows, 16-bit
     # (WGMMA_BANDWIDTH) and TF32 (TF32_WGMMA_BANDWIDTH), which count the zeros they stage past C's edges (a
     # layer on few tokens is a read of its weight, beside the tile's rows past its tokens), and the few-row
-    # DMMA tiles (FEW_ROW_MEMORY: the weight's bytes, and the SMs with the most blocks at an SM's draw)
+    # DMMA tiles (FEW_ROW_MEMORY: the weight's bytes, and the SMs with the most blocks at an SM's draw) and
+    # the tiny DMMA tile (the operands' bytes: a batch of tiny products is a read of them)
+    tiny_bandwidth = DMMA_TILES["dmma32x32"][-1]["bandwidth"]
     for v in VARIANTS.values():
         if v.name not in GEMV and not v.packs:  # (the small-products row: tests/test_matmul_small.py)
             wgmma = v.args.startswith("tensor_maps")
             few_rows = v.name.startswith(("dmma16x128", "dmma32x128"))
             drawn = (TF32_WGMMA_BANDWIDTH if v.mode == "tf32" else WGMMA_BANDWIDTH) if wgmma else 0
             drawn = FEW_ROW_MEMORY["bandwidth"] if few_rows else drawn
+            drawn = tiny_bandwidth if v.name.startswith("dmma32x32") else drawn
             assert v.any_shape and v.bandwidth == drawn and v.stages_padding == wgmma, v.name
             assert v.sm_bandwidth == (FEW_ROW_MEMORY["sm_bandwidth"] if few_rows else 0), v.name
 

@@ -563,7 +563,9 @@ def test_auto_picks_within_the_sliced_probe_s_fastest_timed_plans():
             assert chosen == "small_stream", (c["M"], c["N"], c["K"], timed)
         if sfx == "f64" and min(c["M"], c["N"], c["K"]) >= 24:  # (one block an SM: 1.5-1.9x the tiles)
             assert chosen != "small_stream" and stream_launch(c["M"], c["N"], c["K"], 8) is None
-    assert len(slowdowns) >= 50 and sum(slowdowns) / len(slowdowns) < 1.03
+    # (float64's products past 16 a side go to dmma32x32, which this probe did not time: test_matmul_dmma.py judges
+    # auto there on the probe that did)
+    assert len(slowdowns) >= 40 and sum(slowdowns) / len(slowdowns) < 1.03
 
 
 def _block_probe() -> dict:

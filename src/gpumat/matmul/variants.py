@@ -496,6 +496,8 @@ WAVE_FLOOR = {
     "tf32": (2.5e-6, 0.05e-6),
     "tf32_2stage": (3.3e-6, 0.067e-6),
     "dmma": (2.0e-6, 0.04e-6),
+    # dmma's: a wave of dmma32x32's ten blocks an SM took 2.3-2.7 us at K up to 16 (H200, 2026-12-01)
+    "dmma32x32": (2.0e-6, 0.04e-6),
     "wgmma": (1.2e-6, 0.0),
     # the 64 x 32 and 64 x 16 wgmma tiles: grids of whole waves of them stream a weight, each SM staging its
     # tile's 64 + BN rows a unit of K at WGMMA_STAGE_RATE, padding rows included (H200, 2026-11-29: 4 waves
@@ -1012,7 +1014,7 @@ def _dmma(
         rate=rate,
         blocks_per_sm=blocks_per_sm,
         wave_slack=0.02,
-        **_wave("dmma"),
+        **_wave(name if name in WAVE_FLOOR else "dmma"),
         k_align=16,
         min_k_chunk=64,
         max_splits=64,
@@ -1093,6 +1095,26 @@ DMMA_TILES = {
         42e12,
         1,
         {"fixed_s": 2.25e-6, "block_rate": 0.16e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+    ),
+    # the tiny tile: a batch of products of 17-40 a side (a product or four a tile), at ten blocks an SM
+    # where dmma64x64 runs three, so a wave holds 3.3x the products' loads in flight; memory-bound there,
+    # so a memory term (the operands' bytes at 4.0 TB/s: 10000 32^3 products drew 4.06, smaller ones less).
+    # On the H200 (2026-12-01, benchmarks/results/probe-dmma32x32-*: 41 batches of 1-64 a side and 8 few
+    # products of N up to 64) it ran 20000 24^3 products in 78.5 us against dmma64x64's 158, 10000 32^3 in
+    # 60.6 against 89; a wave of blocks took dmma's floor (2.3-2.7 us at K up to 16). Its rate is dmma64x64's
+    # scaled by the smaller tile's fragment reads, its block rate a third of dmma64x64's (half the warps, a
+    # quarter of the tile): auto's plan among the probe's timed rows within 0.991 of the fastest (geometric
+    # mean; 0.82 at worst, 4096 16^3 products on small_stream where this tile ran 0.82 of its time). auto
+    # takes it for a C of at most 64 columns
+    "dmma32x32": (
+        "dmma32x32k16",
+        (32, 32),
+        16,
+        19456,
+        10,
+        24e12,
+        1,
+        {"fixed_s": 3e-6, "block_rate": 0.07e12, "unaligned_slowdown": 1.3, "bandwidth": 4.0e12, "auto_max_n": 64},
     ),
 }
 
@@ -1595,6 +1617,7 @@ _ROWS = [
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
     _dmma("dmma32x128", *DMMA_TILES["dmma32x128"]),
     _dmma("dmma16x128", *DMMA_TILES["dmma16x128"]),
+    _dmma("dmma32x32", *DMMA_TILES["dmma32x32"]),
     # every tile of DMMA_TILES reading A or B (or both) stored transposed in place (the *at, *bt and *atbt
     # entries): the row-major tiles' constants, which the *at and *bt rows' times match for the 64- and
     # 128-row tiles (bench bmm, H200, 2026-11-28: 16-64 products of 256^3, 512 x 512 x 64 and 1024 x 64 x 1024
