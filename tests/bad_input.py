@@ -104,6 +104,15 @@ def cases(A, B, V, P, kept: list):
     def null(t):
         t.data = None
 
+    def dimensions(value):
+        def edit(t):
+            t.ndim = value
+
+        return edit
+
+    def no_shape(t):
+        t.shape = None
+
     def imported(**changes):
         return lambda: gm.Matrix.from_cuda_array(Interface({**cai, **changes}))
 
@@ -139,6 +148,8 @@ def cases(A, B, V, P, kept: list):
         ("CAI: stream True", TypeError, "stream", imported(stream=True)),
         ("DLPack: NULL data, 8 x 8", ValueError, "NULL", dlpack(null)),
         ("DLPack: negative shape", ValueError, "negative", dlpack(shape0(-3))),
+        ("DLPack: 40 dimensions", ValueError, "dimensions", dlpack(dimensions(40))),
+        ("DLPack: 2 dimensions, no shape", ValueError, "no shape", dlpack(no_shape)),
         # outputs and operands
         ("transpose into a broadcast batch", ValueError, "overlap", into_broadcast(gm.transpose, V)),
         ("matmul into a broadcast batch", ValueError, "overlap", into_broadcast(gm.matmul, V, A)),
@@ -306,6 +317,8 @@ def main() -> int:
     gm.synchronize()
     gm.release_cached()
     after["used back to its start"] = gm.memory_info()["used"] == used
+    # every DLPack tensor a refused import took was handed back to its producer (gpumat's own exports here)
+    after["exports handed back"] = not _interop._exports
     for m in (A, B, V, P):
         m.free()
     gm.synchronize()

@@ -43,5 +43,6 @@ def test_the_library_works_after_them_and_nothing_is_left_allocated(report):
         "it runs as a batch": True,
         "works after": True,
         "used back to its start": True,
+        "exports handed back": True,
         "violations": [],
     }
