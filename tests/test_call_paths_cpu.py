@@ -130,9 +130,9 @@ for case in range(300):
         split += 1
     checked += 1
 # batches of tiny products (small_stream's, small_stream_in_place's and, past 32 a side, small_stream_block's,
-# where auto ranks them first), every layout, a transposed out, a shared B: the launch, its grid and block
-# and its arguments are the plan's
-streamed = in_place = block = sliced = 0
+# where auto ranks them first; float64's dmma32x32), every layout, a transposed out, a shared B: the launch, its
+# grid and block and its arguments are the plan's, and the plain call launches the same
+streamed = in_place = block = sliced = tiny_tile = 0
 tiny = (
     (np.float16, (16, 16, 16), 20000),
     (np.float16, (8, 32, 24), 20000),  # not square: a transposed out swaps M and N
@@ -142,6 +142,7 @@ tiny = (
     (np.float16, (16, 64, 16), 50000),
     (np.float32, (32, 8, 32), 20000),  # past small_stream's 14 KiB a warp: three blocks an SM of a larger share
     (np.float64, (16, 16, 16), 100000),  # float64: two blocks an SM
+    (np.float64, (24, 24, 24), 20000),  # float64 past small_stream: dmma32x32 and its layout rows
 )
 for dt, (m, n, k), batch in tiny:
     for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
@@ -149,9 +150,13 @@ for dt, (m, n, k), batch in tiny:
         b = make(k, n, b_t, None if shared_b else batch)
         out = make(m, n, out_t, batch)
         launches.clear()
+        gm.matmul(a, b, out=out)  # the plain call, on its short path where it has one
+        plain = [(x[0], x[1], x[2], x[5]) for x in launches]
+        launches.clear()
         gm.matmul(a, b, out=out, alpha=0.5)
         want = gm.matmul_plan(a, b, out)
         what = (dt, m, n, k, a_t, b_t, out_t, shared_b, want, launches)
+        assert plain == [(x[0], x[1], x[2], x[5]) for x in launches], (plain, what)  # the same launch both ways
         assert [x[0] for x in launches] == [want.kernel.name], what
         assert launches[0][1] == want.grid and launches[0][2] == want.variant.block, what
         assert launches[0][5] == want.smem <= want.kernel.dynamic_smem, what
@@ -159,18 +164,21 @@ for dt, (m, n, k), batch in tiny:
         sliced += want.algorithm == "small_stream" and want.smem != want.variant.smem
         in_place += want.algorithm == "small_stream_in_place"
         block += want.algorithm == "small_stream_block"
-print(checked, split, exact_unaligned, streamed, in_place, block, sliced)
+        tiny_tile += want.algorithm.startswith("dmma32x32")
+print(checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile)
 """
 )
 
 
 def test_the_full_route_runs_the_plan_matmul_plan_shows():
     """gm.matmul's full route (batches, transposed views, a transposed out, an epilogue) runs the plan
-    gm.matmul_plan describes for the same operands: its kernel and grid, its split's reduction, its copies."""
+    gm.matmul_plan describes for the same operands: its kernel and grid, its split's reduction, its copies; a
+    tiny batch's plain call launches the same kernel, grid and shared memory as its full route."""
     for seed in (1, 2):
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
-        checked, split, exact_unaligned, streamed, in_place, block, sliced = (int(x) for x in out.stdout.split())
+        counts = (int(x) for x in out.stdout.split())
+        checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile = counts
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
@@ -178,6 +186,7 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
         assert sliced == 8  # float32 32 x 8 x 32 and float64 16^3: small_stream's launches of a larger share
         assert in_place == 8  # float16 16^3 and 8 x 32 x 24: read in place
         assert block == 8  # float16 48 x 40 x 56 and 16 x 64 x 16: a block's own chunks
+        assert tiny_tile == 4  # float64 24^3: dmma32x32 in each layout, transposed operands read in place
 
 
 EMULATED = (

@@ -201,19 +201,11 @@ class HandBack:
         self.address, self.deleter = address, deleter
 
 
-_deleters: dict[int, object] = {}  # a deleter's address -> its ctypes function (a producer has one or two)
-
-
 def hand_back(owner: HandBack) -> None:
     """Hand an imported tensor back to its producer (a BorrowedBuffer's release): once."""
     deleter, owner.deleter = owner.deleter, 0
     if deleter:
-        call = _deleters.get(deleter)
-        if call is None:
-            if len(_deleters) >= 64:  # producers that make a deleter a tensor: keep the table small
-                _deleters.clear()
-            call = _deleters[deleter] = DELETER(deleter)
-        call(owner.address)
+        DELETER(deleter)(owner.address)
 
 
 # export -----------------------------------------------------------------------------------------
@@ -571,27 +563,25 @@ def _export(obj, consumer: int, **keywords):
 
 
 def _capsule(obj, consumer: int, copy, refusal: Exception):
-    """(the capsule of obj.__dlpack__, whether the producer made it a copy) once the plain request of
-    from_dlpack (DLPack 1.x's keywords, `copy` passed on as DLPack 1.0 defines it: False for None, since
-    gpumat imports without a copy unless asked for one) raised `refusal`. A producer that does not take
-    the keywords is asked without them (max_version, then copy); one that refuses the per-thread default
-    stream is asked for the legacy one (see _export); one that cannot honour copy=True (BufferError) is
-    asked for its array as it is, and gpumat copies; one that cannot export without a copy is a
-    ValueError that says to pass copy=True."""
+    """(the capsule of obj.__dlpack__, whether the producer made it a copy) once from_dlpack's plain request
+    (DLPack 1.x's keywords; `copy` passed on as DLPack 1.0 defines it, False for None: gpumat imports without
+    a copy unless asked for one) raised `refusal`. A producer that refuses the per-thread default stream is
+    asked for the legacy one (see _export); one that does not take the keywords is asked without them
+    (max_version, then copy); one that cannot honour copy=True (BufferError) is asked for its array as it
+    is, and gpumat copies; one that cannot export without a copy is a ValueError that says to pass
+    copy=True."""
     want = copy is True
-    try:
-        if isinstance(refusal, BufferError) and consumer == PER_THREAD_STREAM:
+    if isinstance(refusal, BufferError) and consumer == PER_THREAD_STREAM:
+        try:
             return obj.__dlpack__(stream=CAI_LEGACY, max_version=DLPACK_VERSION, copy=want), want
-        raise refusal
-    except TypeError:  # a producer from before the copy keyword
-        pass
-    except BufferError as exc:
-        if not want:
-            raise ValueError(
-                f"{type(obj).__name__}.__dlpack__ refused the export with copy=False ({exc}); where the array's "
-                "layout needs a copy, pass copy=True"
-            ) from None
-    try:
+        except (TypeError, BufferError) as again:
+            refusal = again
+    if isinstance(refusal, BufferError) and not want:
+        raise ValueError(
+            f"{type(obj).__name__}.__dlpack__ refused the export with copy=False ({refusal}); where the array's "
+            "layout needs a copy, pass copy=True"
+        ) from None
+    try:  # (a TypeError: a producer from before the copy keyword)
         return _export(obj, consumer, max_version=DLPACK_VERSION), False
     except TypeError:  # a producer from before DLPack 1.0
         return _export(obj, consumer), False
