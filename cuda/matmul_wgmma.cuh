@@ -92,6 +92,12 @@
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
+//  * pairs (16-bit, 128 x 128 and 128 x 256, launched as clusters of two blocks: the pair rows): the two
+//    blocks of a cluster take row tiles 2 i and 2 i + 1 of one column tile, each copying its own A and half
+//    of their shared B into both blocks' stages (multicast), a stage refilled once both blocks' consumers
+//    are done with it (they arrive on both blocks' empty barriers). B crosses from L2 once for two tiles:
+//    where A's or B's rows are an odd multiple of 16 bytes long, each 128-byte box row touches five 32-byte
+//    sectors instead of four and the single blocks wait on L2 (H200: 24 x 1000^3 bfloat16 119.7 -> 90.0 us);
 //  * epilogue with c_store 1: each consumer writes its 64 x BN result, 128 bytes of columns at a time,
 //    into its two 8 KiB shared-memory buffers in turn, box after box across its tiles (in the 128-byte
 //    swizzle, so the fragment stores are free of bank conflicts) and one thread hands the buffer to a
@@ -239,6 +245,38 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const TensorMap* map, int
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
         :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(layer), "r"(bar) : "memory");
+}
+
+// The same box into shared memory at `dst` of each block of the cluster in `mask` (bit r: the block of
+// rank r), each block's mbarrier at `bar` (the same offsets in every block) counting its bytes.
+__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const TensorMap* map, int inner, int outer, int layer,
+                                                   uint32_t bar, uint16_t mask)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+        :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(layer), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// Arrive on the mbarrier at `bar` (an offset of this block's shared memory) of the cluster's block `rank`.
+// The default release (.cta): what the arrival orders is the wgmma's reads of a stage, finished before it
+// (wgmma.wait_group); a release at cluster scope fences this thread's memory operations at every arrival,
+// and the consumer's warp (its warpgroup's next wgmma) waited for it: the pairs ran at half speed.
+__device__ __forceinline__ void bar_arrive_remote(uint32_t bar, uint32_t rank)
+{
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" :: "r"(bar), "r"(rank) : "memory");
+}
+
+// Every thread of every block of the cluster: what each did to shared memory before is visible after.
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
 // Fetch a tensor map into the TMA unit's descriptor cache before its first use: the first load of a
@@ -814,7 +852,27 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     const int tid = threadIdx.x, wg = tid / 128;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int splits = max(1, (K + k_chunk - 1) / k_chunk);
-    const int works = tiles_m * tiles_n * splits * batch.count;
+    // A pair (the 16-bit 128-row tiles of 128 or 256 columns, launched as clusters of two blocks by the
+    // pair rows): the two blocks compute the row tiles 2 i and 2 i + 1 of one column tile together, each
+    // loading its own A and half of the B they share into both blocks' stages (a multicast copy): B crosses
+    // from L2 once for two tiles. A stage is then refilled once the consumers of both blocks are done with
+    // it. A work item is a pair's, the block of rank r taking row tile 2 i + r (past the last row tile when
+    // there is an odd number: it computes zeros from the copy engine's fill and writes nothing). Launched
+    // without a cluster, the same kernel runs one block a tile.
+    // The blocks walk w = blockIdx.x, + gridDim.x, ... either way: a pair's cluster is blocks 2 c and 2 c + 1
+    // (rank = blockIdx.x % 2) and its grid even, so w / 2 walks the pairs' items and w % 2 is the rank
+    // (nothing more a consumer thread holds beside its accumulators: more made ptxas spill them).
+    constexpr bool CAN_PAIR = sizeof(T) == 2 && BM == 128 && BN >= 128;
+    uint32_t cluster_blocks = 1;
+    if constexpr (CAN_PAIR) asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(cluster_blocks));
+    const int pair = CAN_PAIR && cluster_blocks == 2 ? 1 : 0;  // (a shift)
+    const int item_rows = (tiles_m + pair) >> pair;  // row tiles, or pairs of them, a column of work items
+    const int works = (item_rows * tiles_n * splits * batch.count) << pair;
+    auto item = [&](int w) {
+        Work wk = work_item(w >> pair, item_rows, tiles_n);
+        wk.tm = (wk.tm << pair) + (w & pair);
+        return wk;
+    };
     // C stored transposed (c_store 2): 16-bit inputs, int8 with int32 C, and TF32 tiles of at most 64 columns
     // (the wider TF32 bodies, with their recomputation of non-finite outputs, have no registers left for the
     // strided epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
@@ -828,11 +886,14 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         if (c_store == 1) tma_prefetch_map(&map_c);
         for (int s = 0; s < STAGES; ++s) {
             bar_init(bars + 8 * s, 1);
-            bar_init(empty + 8 * s, Cfg::CONSUMERS);
+            bar_init(empty + 8 * s, Cfg::CONSUMERS * (pair ? 2 : 1));
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if (pair)
+        cluster_sync();  // the partner's barriers exist before any copy or arrival reaches them
+    else
+        __syncthreads();
 
     if (wg == 0) {
         // two consumers: their registers come from the producer's (one block an SM, 168 a thread at launch)
@@ -840,7 +901,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         if (tid == 0) {
             int stage = 0, phase = 0;
             for (int w = blockIdx.x; w < works; w += gridDim.x) {
-                const Work wk = work_item(w, tiles_m, tiles_n);
+                const Work wk = item(w);
                 const int matrix = wk.layer / splits;
                 const int k_begin = (wk.layer - matrix * splits) * k_chunk;
                 const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
@@ -864,11 +925,22 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                         tma_load(dst, &map_a, k, wk.tm * BM, za, full);  // BM rows of 128 bytes of K
                     }
                     if constexpr (B_KMAJOR) {
-                        tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, zb, full);  // BN rows of 128 bytes
+                        if (pair) {  // this block's half of B's BN rows (map_b's boxes are BN / 2 rows), into both
+                            const int half = (int)(blockIdx.x & 1) * (BN / 2);
+                            tma_load_multicast(dst + A_BYTES + half * BK_BYTES, &map_b, k, wk.tn * BN + half, zb,
+                                               full, 3);
+                        } else {
+                            tma_load(dst + A_BYTES, &map_b, k, wk.tn * BN, zb, full);  // BN rows of 128 bytes
+                        }
                     } else {
 #pragma unroll
-                        for (int j = 0; j < BN / 64; ++j)
-                            tma_load(dst + A_BYTES + j * MN_BOX_BYTES, &map_b, wk.tn * BN + 64 * j, k, zb, full);
+                        for (int j = 0; j < BN / 64; ++j) {
+                            const uint32_t box = dst + A_BYTES + j * MN_BOX_BYTES;
+                            if (!pair)
+                                tma_load(box, &map_b, wk.tn * BN + 64 * j, k, zb, full);
+                            else if (j / (BN / 128) == (int)(blockIdx.x & 1))  // this block's half, into both
+                                tma_load_multicast(box, &map_b, wk.tn * BN + 64 * j, k, zb, full, 3);
+                        }
                     }
                     if (++stage == STAGES) {
                         stage = 0;
@@ -903,8 +975,14 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                     a_off[h][x] = (warp >> 1) * 4096 + k * 128 + (((m >> 2) ^ k) << 4) + (m & 3) * 4;
                 }
         }
+        // a stage is done with: this block's consumers arrive on its empty barrier, and a pair's on the
+        // partner's too (its producer writes half of B into this block's stages)
+        auto release = [&](int s) {
+            bar_arrive(empty + 8 * s);
+            if (pair) bar_arrive_remote(empty + 8 * s, (blockIdx.x & 1) ^ 1u);
+        };
         for (int w = blockIdx.x; w < works; w += gridDim.x) {
-            const Work wk = work_item(w, tiles_m, tiles_n);
+            const Work wk = item(w);
             const int matrix = wk.layer / splits;
             const int k_begin = (wk.layer - matrix * splits) * k_chunk;
             const int k_tiles = (min(K, k_begin + k_chunk) - k_begin + BK - 1) / BK;
@@ -987,7 +1065,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 } else {
                     issue(std::integral_constant<int, 0>{});
                 }
-                if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
+                if (prev >= 0 && lt == 0) release(prev);
                 prev = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -995,8 +1073,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
                 }
             }
             wgmma_wait<0>();
-            if (prev >= 0 && lt == 0) bar_arrive(empty + 8 * prev);
+            if (prev >= 0 && lt == 0) release(prev);
 
+            // (a pair's row tile past C's last row writes nothing: every way out guards or clips its rows by M;
+            // skipping the epilogue instead made ptxas spill the 128 x 256 tile's accumulators)
             // Accumulator d[4 j + e]: row 16 warp + lane/4 (+8 for e >= 2), column 8 j + 2 (lane%4) + e%2.
             const int row = wk.tm * BM + 64 * c + 16 * warp + lane / 4;  // d[4 j + x] is C[row + 8 (x / 2),
             const int col = wk.tn * BN + 2 * (lane % 4);                 //   col + 8 j + x % 2]
@@ -1166,6 +1246,7 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         }
         if (c_store == 1 && lt == 0) store_wait_all();  // C is written before the block (and its buffers) ends
     }
+    if (pair) cluster_sync();  // neither block ends while the other may still copy into it or arrive on it
 #else
     __trap();  // built for sm_90a only; gpumat never launches it elsewhere
 #endif
@@ -1181,7 +1262,10 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
 // stores into C stored transposed (2). Block (128 (1 + BM / 64), 1, 1), one block an SM, 230,528 bytes of
 // dynamic shared memory for the 128-row tiles, 230,656 for 64 x 64, 226,688 for 64 x 32 and 222,592 for
 // 64 x 16 (Tile<BM, BN>::SMEM_BYTES);
-// grid (min(work items, SMs), 1, 1) with work items = ceil(M/BM) * ceil(N/BN) * splits * batch. C in the
+// grid (min(work items, SMs), 1, 1) with work items = ceil(M/BM) * ceil(N/BN) * splits * batch; the 16-bit
+// 128 x 128 and 128 x 256 entries also launched as clusters (2, 1, 1) of pairs of row tiles: grid
+// (2 min(ceil(ceil(M/BM) / 2) * ceil(N/BN) * splits * batch, SMs / 2), 1, 1), map_b of the bt entries in
+// 64 x BN / 2 boxes (each block loads half of B). C in the
 // input dtype, or float32. map_a: 64 x BM boxes; map_b: 64 x 64 boxes (K rows of N) or, for the bt
 // entries, 64 x BN (N rows of K).
 //  * 128x256: tile 128 x 256 x 64, 4-stage ring of 48 KiB stages, 128 accumulators a consumer thread;
