@@ -46,8 +46,8 @@ from gpumat.runtime import kernels
 launches = []  # (kernel, grid, block, first two arguments, the rest, shared memory, stream, dependent launch)
 def record(name, grid, block, args, smem, stream, dependent=False):
     launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent))
-kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False: record(
-    self.name, grid, block, args, smem, stream, dependent)
+kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False, cluster=1: (
+    record(self.name, grid, block, args, smem, stream, dependent))
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
     self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream)
 from gpumat.runtime import bindings

@@ -279,7 +279,7 @@ def test_a_transposed_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
 
 def test_an_unaligned_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
     """A batch whose A rows are not whole 16-byte pieces (4 x 4 float16: 8-byte rows) is copied into aligned
-    scratch by one copy launch over the batch, not one a matrix."""
+    scratch (rows of whole 32-byte sectors: 16 halves) by one copy launch over the batch, not one a matrix."""
     from support import bound_run
 
     m, n, k, batch = 4, 4, 4, 100000
@@ -288,7 +288,7 @@ def test_an_unaligned_operand_of_a_batch_is_copied_in_one_launch(monkeypatch):
     a, b, c = (0x7F0000000000, k, m * k), (0x7F0010000000, n, n * k), (0x7F0020000000, n, m * n)
     _, launches, copies = bound_run(monkeypatch, q, a, b, c)
     assert len(launches) == 1 and [kind for kind, _ in copies] == ["copy", "copy"]  # B: 8-byte rows too
-    assert copies[0][1] == (a[0], 0x7F4000000000, m, k, k, 8, batch, m * k, m * 8)
+    assert copies[0][1] == (a[0], 0x7F4000000000, m, k, k, 16, batch, m * k, m * 16)
 
 
 def test_a_batch_of_overlapping_matrices_is_not_read_by_tensor_maps():

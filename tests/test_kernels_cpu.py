@@ -272,6 +272,44 @@ def test_a_module_rebuilds_for_the_headers_it_includes_alone(tmp_path):
     assert after["a.cu"] != before["a.cu"] and after["b.cu"] == before["b.cu"]
 
 
+def test_a_pair_row_launches_clusters_of_two_blocks(monkeypatch):
+    """A pair row's plan (a 16-bit wgmma tile launched as clusters of two blocks) goes out through
+    cuLaunchKernelEx with the cluster-dimension attribute (2, 1, 1), from the cached plan's FixedLaunch and
+    from a plain Kernel call alike, on an even grid; a single row's plan through cuLaunchKernel."""
+    pytest.importorskip("cuda.bindings.driver")
+    from gpumat.matmul.engine import VARIANTS
+    from gpumat.runtime.bindings import driver
+
+    calls = []
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", lambda config, fn, params, extra: calls.append(config) or (0,))
+    monkeypatch.setattr(driver, "cuLaunchKernel", lambda fn, *rest: calls.append(rest) or (0,))
+
+    class Stand:
+        arch = 90
+        functions = {k.name: 0xF00D for v in VARIANTS.values() for k in v.kernels.values()}
+
+    pair, single = VARIANTS["wgmma128x256pair"], VARIANTS["wgmma128x256"]
+    kernel = pair.kernels[("bf16", "bf16")]
+    assert kernel is single.kernels[("bf16", "bf16")]  # the same entry point, launched another way
+    grid = pair.grid(1000, 1000, 1, 132, 24)
+    assert grid == (132, 1, 1) and single.grid(1000, 1000, 1, 132, 24) == (132, 1, 1)
+    assert pair.grid(128, 256, 1, 132) == (2, 1, 1)  # one work item: a pair, its second row tile empty
+    args = (bytes(128),) * 3 + (0x7F0000000000, 1000, 1000, 1000, 1000, 1000, 1, 24, 10**6, 3)
+    fixed = kernels.FixedLaunch(kernel, grid, pair.block, pair.smem, len(args), (1.0, 0.0, 0, 0, 0, 0, 0), 2)
+    fixed(Stand(), 5, *args)
+    kernel(grid, pair.block, *args, 1.0, 0.0, 0, 0, 0, 0, 0, smem=pair.smem, stream=6, device=Stand(), cluster=2)
+    kernel(grid, single.block, *args, 1.0, 0.0, 0, 0, 0, 0, 0, smem=single.smem, stream=6, device=Stand())
+    (first, second, plain) = calls
+    for config, stream in ((first, 5), (second, 6)):
+        assert (config.gridDimX, config.blockDimX, config.sharedMemBytes) == (132, 384, pair.smem)
+        assert int(config.hStream) == stream and config.numAttrs == 1
+        attribute = config.attrs[0]
+        assert attribute.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dims = attribute.value.clusterDim
+        assert (dims.x, dims.y, dims.z) == (2, 1, 1)
+    assert isinstance(plain, tuple) and plain[:3] == (132, 1, 1)
+
+
 def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_later(monkeypatch):
     """Kernel(..., dependent=True) (split-K's reduction after its product): on sm_90 one cuLaunchKernelEx with
     the programmatic-stream-serialization attribute, its configuration made once per geometry and given the

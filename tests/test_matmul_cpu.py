@@ -67,9 +67,11 @@ def test_tiled_grid_covers_every_tile_within_limits(rows, cols, sms):
             assert (gx, gy, gz) == (1, 1, 1)
             continue
         if variant.persistent:  # one block a slot, up to the work items; blocks walk the rest
-            works = geometry.cdiv(rows, tile_rows) * geometry.cdiv(cols, tile_cols)
-            assert 1 <= gx <= min(works, sms * variant.blocks_per_sm) and (gy, gz) == (1, 1)
-            assert gx == min(works, sms * variant.blocks_per_sm)  # no idle slot while work is left
+            # (a cluster's blocks share a work item, pairs of row tiles: whole clusters, at least one)
+            c = variant.cluster
+            works = geometry.cdiv(geometry.cdiv(rows, tile_rows), c) * geometry.cdiv(cols, tile_cols)
+            assert gx % c == 0 and (gy, gz) == (1, 1)
+            assert gx == c * max(1, min(works, sms * variant.blocks_per_sm // c))  # no idle slot while work is left
             continue
         assert 1 <= gx <= geometry.MAX_GRID_X and 1 <= gy <= geometry.MAX_GRID_YZ and gz == 1
         assert gx * tile_cols >= cols and (gx - 1) * tile_cols < cols

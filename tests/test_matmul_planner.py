@@ -129,9 +129,11 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
     tile_m, tile_n = v.tile
     if v.packs:  # several whole matrices a block
         assert q.grid == (1, 1, 1) and m <= v.max_m and n <= v.max_n
-    elif v.persistent:  # one block a slot; blocks walk the work items
-        works = geometry.cdiv(m, tile_m) * geometry.cdiv(n, tile_n) * q.splits
+    elif v.persistent:  # one block a slot; blocks walk the work items (a cluster's: pairs of row tiles)
+        c = v.cluster
+        works = c * geometry.cdiv(geometry.cdiv(m, tile_m), c) * geometry.cdiv(n, tile_n) * q.splits
         assert 1 <= gx <= works and gx <= t.sm_count * v.blocks_per_sm and (gy, gz) == (1, 1)
+        assert gx % c == 0
     else:
         assert gz == q.splits and 1 <= gy <= geometry.MAX_GRID_YZ and gx <= geometry.MAX_GRID_X
         assert gx * tile_n >= n > (gx - 1) * tile_n

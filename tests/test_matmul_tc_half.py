@@ -71,6 +71,8 @@ WGMMA = [
 ]
 # the rows that read A stored transposed (K rows of M: X.T @ B) in place
 AT_ROWS = [name for name in WGMMA if ROWS[name].reads_a_trans]
+# the wgmma rows launched as clusters of two blocks sharing B (named only)
+PAIRS = [name for name in WGMMA if ROWS[name].cluster == 2]
 HOPPER = Target(90, 132, 227 * 1024, ALL_MODULES)
 
 
@@ -117,8 +119,10 @@ def test_auto_counts_the_copies_of_unaligned_operands():
     narrow = [f"wgmma{tile}{layout}" for tile in ("128x64", "64x64") for layout in ("", "bt", "at", "atbt")]
     # the narrowest widths read B K-major only (a swapped layer's tokens)
     narrower = [f"wgmma64x{bn}{layout}" for bn in (32, 16) for layout in ("bt", "atbt")]
-    wide_at = [name for name in AT_ROWS if name not in narrow + narrower]
-    assert WGMMA == [
+    wide_at = [name for name in AT_ROWS if name not in narrow + narrower + PAIRS]
+    singles = [name for name in WGMMA if name not in PAIRS]
+    assert PAIRS == [name.replace("x256", "x256pair").replace("x128", "x128pair") for name in singles[:8]]
+    assert singles == [
         "wgmma128x256",
         "wgmma128x256bt",
         "wgmma128x128",
@@ -210,17 +214,51 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
             assert no_sm90.algorithm == "mma128x128" and no_sm90.copy_a
 
 
+def test_auto_takes_the_pairs_where_rows_start_mid_sector_and_the_tiles_fill_the_gpu():
+    """The pair rows (clusters of two blocks sharing B) measured 1.17-1.36x faster than their single rows where
+    an operand read in place has rows an odd multiple of 16 bytes long (1000 or 3000 halves) and the tiles
+    fill the SMs, and 0-3% slower elsewhere (benchmarks/results/probe-pairs-*): auto takes them there alone. A
+    copied operand's rows are whole 32-byte sectors, so a copy never counts."""
+    from gpumat.matmul.planner import half_sector_rows
+
+    def auto(batch, m, n, k, layout="NN"):
+        a_trans, b_trans = layout[0] == "T", layout[1] == "T"
+        problem = Problem(m, n, k, "bf16", "bf16", "native", batch=batch, a_trans=a_trans, b_trans=b_trans)
+        return engine.plan(problem, HOPPER)
+
+    pairs = [(24, 1000, 1000, 1000, "NN"), (24, 1000, 1000, 1000, "NT"), (2, 3000, 3000, 3000, "NT")]
+    pairs += [(1, 3000, 3000, 3000, "NN"), (8, 1000, 1000, 4000, "NN"), (16, 1000, 3000, 700, "NN")]
+    for case in pairs:
+        p = auto(*case)
+        assert p.variant.cluster == 2 and p.variant.name.startswith("wgmma128x256pair"), (case, p.algorithm)
+        assert p.grid[0] % 2 == 0 and half_sector_rows(p.variant, p.problem)
+    singles = [(4, 2000, 2000, 2000, "NN"), (1, 4096, 4096, 4096, "NN"), (8, 1000, 1000, 4000, "NT")]
+    singles += [(1, 4000, 4000, 4000, "NT"), (24, 1024, 1024, 1024, "NN")]  # rows of whole sectors
+    singles += [(1, 1000, 1000, 1000, "NN"), (1, 2136, 1000, 1056, "NN")]  # fewer tiles than SMs
+    for case in singles:
+        assert auto(*case).variant.cluster == 1, case
+    # what counts is the rows as the kernel reads them: A's width (K, or M stored transposed), B's (N, or K)
+    row = ROWS["wgmma128x256"]
+    assert half_sector_rows(row, Problem(64, 64, 1000, "f16", "f16", "native"))  # A's 2000-byte rows
+    assert not half_sector_rows(row, Problem(1000, 64, 64, "f16", "f16", "native"))
+    assert half_sector_rows(ROWS["wgmma128x256at"], Problem(1000, 64, 64, "f16", "f16", "native", a_trans=True))
+    assert not half_sector_rows(row, Problem(1000, 64, 64, "f16", "f16", "native", a_trans=True))  # copied
+    assert not half_sector_rows(row, Problem(64, 1000, 64, "f16", "f16", "native", b_trans=True))
+    assert half_sector_rows(row, Problem(64, 1000, 64, "f16", "f16", "native"))
+    assert not half_sector_rows(row, Problem(64, 1000, 64, "f16", "f16", "native", False, False))  # copied
+
+
 def test_the_launcher_copies_a_into_the_layout_its_row_reads(monkeypatch):
     """The copies of A (recorded, nothing runs): an *at row given a row-major A transposes it into K rows
     of M, and given an unaligned A stored transposed copies those rows into aligned scratch; a row-major
     row given an A stored transposed transposes it into M rows of K. A's tensor map then describes the
-    scratch (rows of a multiple of 8 elements)."""
+    scratch (rows of a multiple of 16 elements: whole 32-byte sectors)."""
     m, n, k = 300, 520, 1000
     cases = [
         # (row, A stored transposed, A's storage row stride, the copy, A's map: globalDim, row stride in bytes)
         ("wgmma128x128at", False, k, ("transpose", m, k, k, 304), (m, k), 608),  # M x K source -> K x M scratch
         ("wgmma128x128at", True, m + 1, ("copy", k, m, m + 1, 304), (m, k), 608),  # K x M, unaligned rows
-        ("wgmma128x128", True, m, ("transpose", k, m, m, k), (k, m), 2000),  # K x M source -> M x K scratch
+        ("wgmma128x128", True, m, ("transpose", k, m, m, 1008), (k, m), 2016),  # K x M source -> M x K scratch
     ]
     for name, a_trans, lda, copy, global_dim, stride in cases:
         aligned_a = not (a_trans and lda % 8)
@@ -390,10 +428,13 @@ def test_wgmma_rows_ask_for_their_kernels_shared_memory():
         assert bn >= 64 or v.reads_b_trans, name  # the narrow widths read B K-major, BN rows a box
         assert smem == stages * stage + c_buffers + 1024 + bars, name
         assert v.block == (128 * (1 + bm // 64), 1, 1) and v.smem == smem and v.blocks_per_sm == 1, name
-        assert name == f"wgmma{bm}x{bn}" + ("at" if v.reads_a_trans else "") + ("bt" if v.reads_b_trans else "")
+        pair = "pair" if v.cluster == 2 else ""
+        assert v.cluster in (1, 2) and (not pair or (bm == 128 and bn >= 128)), name
+        assert name == f"wgmma{bm}x{bn}{pair}" + ("at" if v.reads_a_trans else "") + ("bt" if v.reads_b_trans else "")
         for (sfx, out), kernel in v.kernels.items():
             assert kernel.dynamic_smem == smem, kernel.name
-            assert kernel.name == f"matmul_{name}_{sfx}" + ("_f32out" if out != sfx else "")
+            # (a pair runs its single row's kernels, as clusters)
+            assert kernel.name == f"matmul_{name.replace('pair', '')}_{sfx}" + ("_f32out" if out != sfx else "")
 
 
 @pytest.mark.parametrize("splits", [1, 3])
@@ -402,7 +443,8 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     """The tensor maps the launcher encodes (nothing is encoded or launched: both are recorded): A in
     64 x BM boxes, A stored transposed (K rows of M) in 64 x 64 boxes (the kernel loads BM / 64 of
     them); B row-major in 64 x 64 boxes (the kernel loads BN / 64 of them), B stored transposed in
-    64 x BN boxes; C (or split-K's float32 layers) in 128-byte x 64-row boxes."""
+    64 x BN boxes (a pair's block loads half of it: 64 x BN / 2); C (or split-K's float32 layers) in
+    128-byte x 64-row boxes."""
     v = ROWS[name]
     bm, bn = v.tile
     m, n, k = 300, 520, 1000  # 16-byte aligned rows (A stored transposed: 304 apart): every operand in place
@@ -433,7 +475,7 @@ def test_the_launcher_gives_each_wgmma_tile_its_tensor_map_boxes(monkeypatch, na
     else:
         assert (sa, a_map["globalDim"], a_map["boxDim"]) == ("f16", (k, m, 1), (64, bm, 1))
     if v.reads_b_trans:
-        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n, 1), (64, bn, 1))
+        assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (k, n, 1), (64, bn // v.cluster, 1))
     else:
         assert (sb, b_map["globalDim"], b_map["boxDim"]) == ("f16", (n, k, 1), (64, 64, 1))
     assert all(box <= 256 for _, x in encoded for box in x["boxDim"])  # the copy engine's largest box
@@ -498,8 +540,9 @@ def test_split_k_plans_cover_k_in_whole_tiles(m, n, k, name, sms):
     kernel = p.kernel_problem  # (a swapped plan's grid covers C^T)
     grid = v.grid(kernel.m, kernel.n, splits, sms)
     assert p.grid == grid
-    if v.persistent:
-        assert 1 <= grid[0] <= sms * v.blocks_per_sm and grid[1:] == (1, 1)
+    if v.persistent:  # (a cluster of two blocks runs even on one SM's worth of slots)
+        assert 1 <= grid[0] <= max(sms * v.blocks_per_sm, v.cluster) and grid[1:] == (1, 1)
+        assert grid[0] % v.cluster == 0
     else:
         assert grid == geometry.tiled_grid(kernel.m, kernel.n, *v.tile, layers=splits)
 

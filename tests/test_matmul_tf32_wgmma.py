@@ -403,7 +403,7 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     assert q.copy_a and q.copy_b and q.copy_bytes == (m * k + k * n) * 4
     pa, pb, pc = 0x7F0000000004, 0x7F0010000000, 0x7F0020000000
     encoded, launches, copies = record_launch(monkeypatch, q, (pa, 99, 0), (pb, 256, 0), (pc, 256, 0))
-    aligned_k = 100  # 97 floats rounded up to whole 16-byte pieces
+    aligned_k = 104  # 97 floats rounded up to whole 32-byte sectors
     assert [kind for kind, _ in copies] == ["copy", "transpose"]
     assert copies[0][1][:5] == (pa, SCRATCH, m, k, 99) and copies[0][1][5] == aligned_k
     # transposed on the way: the source is k x n (row stride 256), the copy n x k

@@ -90,7 +90,7 @@ class BoundPlan:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
-            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY)
+            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster)
         elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
             self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, len(plan.kernel.signature), ())
@@ -169,7 +169,8 @@ class BoundPlan:
             self._plain(self.device, stream, *args)
         else:
             v = p.variant
-            p.kernel(p.grid, v.block, *args, *epilogue, smem=p.smem, stream=stream, device=self.device)
+            dev = self.device
+            p.kernel(p.grid, v.block, *args, *epilogue, smem=p.smem, stream=stream, device=dev, cluster=v.cluster)
 
     def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         q = self.plan.problem
@@ -230,7 +231,9 @@ class BoundPlan:
                 out, out_sfx, product_epilogue = (partials, ld, 0), accumulator(q.dtype), IDENTITY
             if v.tma:
                 args = _tma_arguments(p, a, b, out, out_sfx)
-                p.kernel(p.grid, v.block, *args, *product_epilogue, smem=p.smem, stream=stream, device=dev)
+                p.kernel(
+                    p.grid, v.block, *args, *product_epilogue, smem=p.smem, stream=stream, device=dev, cluster=v.cluster
+                )
             else:
                 size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
                 for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
@@ -294,8 +297,8 @@ def _tma_arguments(p: MatmulPlan, a: tuple, b: tuple, out: tuple, out_sfx: str) 
         map_a = tensor_map(elem, a[0], k, m, a[1], k_tile, *la)
     else:
         map_a = tensor_map(elem, a[0], m, k, a[1], v.tile[0], *la)
-    if v.reads_b_trans:
-        map_b = tensor_map(elem, b[0], n, k, b[1], v.tile[1], *lb)
+    if v.reads_b_trans:  # (a pair's block loads half of the B the two share: boxes of half the columns)
+        map_b = tensor_map(elem, b[0], n, k, b[1], v.tile[1] // v.cluster, *lb)
     else:
         map_b = tensor_map(elem, b[0], k, n, b[1], k_tile, *lb)
     # the storage the maps describe, for the TF32 kernels' FP32 recomputation of non-finite outputs
@@ -316,13 +319,15 @@ def _row_major_copy(
     operand: tuple, rows: int, cols: int, trans: bool, batch: int, sfx: str, pool, stream: int, held: list, dev
 ) -> tuple[int, int, int]:
     """(address, row stride, batch stride) of a row-major copy of a rows x cols operand (each matrix of a
-    batch when its batch stride is not 0) whose base and row stride are 16-byte aligned, in pool scratch,
+    batch when its batch stride is not 0) whose base and row stride are 32-byte aligned, in pool scratch,
     by a copy kernel (the DMA engine takes microseconds over rows of a few hundred unaligned bytes). A
     transposed operand (stored cols x rows) is transposed on the way; one launch for the whole batch either way."""
     ptr, ld, bstride = operand[:3]
     size = ITEMSIZE[sfx]
-    per_16 = 16 // size
-    aligned_ld = cdiv(cols, per_16) * per_16
+    # rows a whole number of 32-byte sectors long: a copy engine's 128-byte box row then touches four sectors,
+    # where rows an odd multiple of 16 bytes long start every other one mid-sector and touch five
+    per_sector = 32 // size
+    aligned_ld = cdiv(cols, per_sector) * per_sector
     count = batch if bstride else 1
     per_matrix = rows * aligned_ld
     nbytes = count * per_matrix * size

@@ -155,6 +155,17 @@ def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
     return copy_a, copy_b
 
 
+def half_sector_rows(v: Variant, p: Problem) -> bool:
+    """Whether A or B reaches v's kernel in rows an odd multiple of 16 bytes long (Variant.half_sector_slowdown):
+    an operand read in place, by its width as stored (a contiguous operand's row stride: a view's may differ,
+    which the model does not see); a copied one never (its copy's rows are whole 32-byte sectors)."""
+    size = ITEMSIZE[p.dtype]
+    copy_a, copy_b = _copies(v, p)
+    in_place = [cols for cols, copied in ((p.m if p.a_trans else p.k, copy_a), (p.k if p.b_trans else p.n, copy_b))
+                if not copied]  # fmt: skip
+    return any(cols * size % 32 == 16 for cols in in_place)
+
+
 def _reads_aligned(v: Variant, p: Problem) -> bool:
     """Whether the operands the variant's kernel reads are 16-byte aligned (what auto_needs_aligned rows
     ask for): an A transposed into the layout the row reads lands in aligned scratch, so only an A read
@@ -169,17 +180,21 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
         return _packed_model(v, p, t)
     bm, bn = v.tile
     wm, wn = v.warp_tile or v.tile
-    tiles = _live(p.m, bm, wm) * _live(p.n, bn, wn) * p.batch
+    # a cluster's blocks take row tiles in pairs: an odd last one has a partner computing zeros
+    row_tiles = _live(p.m, bm, wm) if v.cluster == 1 else cdiv(cdiv(p.m, bm), v.cluster) * v.cluster
+    tiles = row_tiles * _live(p.n, bn, wn) * p.batch
     slots = t.sm_count * v.blocks_per_sm
     flops = 2.0 * bm * bn * max(k_chunk, 16)  # a block's
     sm_rate = v.rate / H100_SMS
-    blocks = cdiv(p.m, bm) * cdiv(p.n, bn) * p.batch * splits
+    blocks = cdiv(cdiv(p.m, bm), v.cluster) * v.cluster * cdiv(p.n, bn) * p.batch * splits
     slowdown = 1.0 if p.a_aligned and p.b_aligned else v.unaligned_slowdown
     if math.ceil(blocks / t.sm_count) <= v.blocks_per_sm:  # less than a wave: each SM runs its few blocks side by side
         per_sm = math.ceil(tiles * splits / t.sm_count)
         seconds = slowdown * max(per_sm * flops / sm_rate, flops / (v.block_rate or sm_rate / v.blocks_per_sm))
     else:
         waves = max(1, math.ceil(tiles * splits / slots - v.wave_slack))
+        if v.half_sector_slowdown != 1.0 and half_sector_rows(v, p):
+            slowdown *= v.half_sector_slowdown
         seconds = slowdown * waves * flops / (sm_rate / v.blocks_per_sm)
         if v.wave_floor_s:  # whole blocks' waves, however little each computes (batches of tiny products)
             seconds = max(seconds, math.ceil(blocks / slots) * (v.wave_floor_s + k_chunk * v.wave_k_s))

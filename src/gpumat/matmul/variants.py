@@ -21,7 +21,7 @@ gets proportionally more or fewer slots at the same per-block speed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._dtypes import FP8_SUFFIXES, ITEMSIZE, SUFFIXES, as_storage_dtype, suffix
 from ..runtime.geometry import MAX_GRID_YZ, cdiv, tiled_grid
@@ -116,6 +116,8 @@ class Variant:
     smem: int = 0  # dynamic shared memory a block asks for
     min_arch: int = 0  # lowest compute capability (x10) that runs it
     only_arch: int | None = None  # architecture-specific machine code (sm_90a): that one alone
+    # blocks a thread-block cluster (the pair rows: 2, sharing B's stages; the grid a multiple of it)
+    cluster: int = 1
     needs_aligned: bool = False  # TMA: operands not 16-byte aligned (base and row stride) are copied first
     # reads B stored transposed (N rows of K, as x @ W.T gives it) in place; a B stored row-major is
     # transposed into scratch first (the other rows do the opposite)
@@ -172,6 +174,10 @@ class Variant:
     # how much slower its arithmetic runs when A or B is not 16-byte aligned (a kernel with a 16-byte copy
     # path then loads element by element): bench sweep's 255^3 against 256^3
     unaligned_slowdown: float = 1.0
+    # how much slower its waves run when A or B reaches it in rows an odd multiple of 16 bytes long (every
+    # other row starts mid-sector: its copy engine's 128-byte box rows touch five 32-byte sectors, not four,
+    # and a tile row that fills the SMs waits on L2): planner.half_sector_rows
+    half_sector_slowdown: float = 1.0
     # a memory-bound row's bytes/s on a whole H100 (0: not memory-bound): the modelled time is at least its
     # operands' bytes at this rate, drawn by min(SMs, blocks / blocks_per_sm) SMs, or for a row with
     # sm_bandwidth by all of them (see the planner)
@@ -283,9 +289,10 @@ class Variant:
         if self.packs and self.persistent:  # the streamed rows: each warp (or block) its chunks of the batch
             walkers = 1 if self.block_chunks else STREAM_WARPS
             return max(1, min(cdiv(batch, walkers), sm_count * (per_sm or self.blocks_per_sm))), 1, 1
-        if self.persistent:
-            works = cdiv(m, self.tile[0]) * cdiv(n, self.tile[1]) * splits * batch
-            return max(1, min(works, sm_count * self.blocks_per_sm)), 1, 1
+        if self.persistent:  # (a cluster's blocks share a work item: pairs of row tiles)
+            c = self.cluster
+            works = cdiv(cdiv(m, self.tile[0]), c) * cdiv(n, self.tile[1]) * splits * batch
+            return c * max(1, min(works, sm_count * self.blocks_per_sm // c)), 1, 1
         if self.packs:
             return max(1, cdiv(batch, small_per_block(m, n, self.max_outputs is None))), 1, 1
         layers = splits if batch == 1 else min(batch, MAX_GRID_YZ)
@@ -1649,6 +1656,31 @@ _ROWS = [
     # after the one-vector rows, smallest R first: of equal modelled times auto takes the first
     *(row for r in GEMV_R for row in _gemv_r(r)),
 ]
+
+
+# The pair rows against their single rows, by name (H200, 2026-12-01, bfloat16, benchmarks/results/probe-pairs-*):
+# where an operand's rows are an odd multiple of 16 bytes long and the tiles fill the SMs, the single rows waited on
+# L2 and the pairs, which read B from it once for two tiles, ran 1.17-1.36x faster (24 x 1000^3 119.7 -> 90.0 us,
+# 2 x 3000^3 247.9 -> 182.8, one 3000^3 140.6 -> 109.7, 8 x 1000 x 1000 x 4000 126.3 -> 96.1); elsewhere they ran
+# 0-3% slower (8192^3 1356 against 1363, 4 x 2048^3 94.5 against 95.4), and with fewer tiles than SMs up to 8%.
+HALF_SECTOR_SLOWDOWN = 1.3
+PAIR_RATE = 0.97
+
+
+def _pair(base: Variant) -> Variant:
+    """A 16-bit wgmma row of 128 x 128 or 128 x 256 launched as clusters of two blocks (a pair): the blocks
+    compute two row tiles of one column tile, each loading its own A and half of their B into both blocks'
+    stages (cuda/matmul_wgmma.cuh), so B crosses from L2 once for two tiles; the same kernels as the row's.
+    The B of the *bt rows comes in boxes of half the tile's columns (a block's half)."""
+    bm, bn = base.tile
+    name = base.name.replace(f"{bm}x{bn}", f"{bm}x{bn}pair")
+    return replace(base, name=name, cluster=2, rate=base.rate * PAIR_RATE, half_sector_slowdown=1.0)
+
+
+_SINGLES = [i for i, v in enumerate(_ROWS) if v.name.startswith(("wgmma128x256", "wgmma128x128"))]
+for _i in _SINGLES:
+    _ROWS[_i] = replace(_ROWS[_i], half_sector_slowdown=HALF_SECTOR_SLOWDOWN)
+_ROWS += [_pair(_ROWS[i]) for i in _SINGLES]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 # Each row's place in the table as written: auto takes the first of equal modelled times in this order
 # (the larger tile first, say), whatever order VARIANTS' keys come to have (a test that takes rows out

@@ -145,7 +145,7 @@ class Kernel:
         "_ptrs",
         "_ptrs_addr",
         "_lock",
-        "_dependent",
+        "_configs",
         "waits_for_previous",
     )
 
@@ -158,7 +158,7 @@ class Kernel:
         self.waits_for_previous = waits_for_previous
         self._pack = self._buf = self._base = self._ptrs = self._ptrs_addr = None  # laid out at the first launch
         self._lock = threading.Lock()
-        self._dependent: dict = {}  # (*grid, *block, smem) -> its launch configuration as a dependent launch
+        self._configs: dict = {}  # (*grid, *block, smem, cluster, dependent) -> its cuLaunchKernelEx configuration
         DECLARED[name] = self
 
     def _lay_out(self):
@@ -191,13 +191,14 @@ class Kernel:
         return fn
 
     def __call__(
-        self, grid, block, *args, smem: int = 0, stream: int = 0, device=None, dependent: bool = False
+        self, grid, block, *args, smem: int = 0, stream: int = 0, device=None, dependent: bool = False, cluster: int = 1
     ) -> None:
         """Launch; `dependent`: where the GPU runs sm_90 machine code or later (runs_sm90_code), as a programmatic
         dependent of the kernel queued before it on `stream`: its launch need not wait for that grid's
         completion and memory flush, only for its blocks to exit. Only for a kernel declared
         waits_for_previous, whose griddepcontrol.wait then holds it until the earlier grid has completed
-        and its memory is visible; elsewhere a plain launch."""
+        and its memory is visible; elsewhere a plain launch. `cluster`: blocks a thread-block cluster along
+        x (sm_90 and later; the grid's x a multiple of it)."""
         if dependent and not self.waits_for_previous:
             raise ValueError(f"{self.name} does not wait for the kernel before it: it cannot be launched dependent")
         dev = device or _current()
@@ -209,9 +210,12 @@ class Kernel:
             if pack is None:
                 pack = self._lay_out()
             pack(self._buf, self._base, *args)
-            if dependent and runs_sm90_code(dev.arch):
-                key = (*grid, *block, smem)
-                config = self._dependent.get(key) or self._dependent_config(key)
+            dependent = dependent and runs_sm90_code(dev.arch)
+            if dependent or cluster > 1:
+                key = (*grid, *block, smem, cluster, dependent)
+                config = self._configs.get(key)
+                if config is None:
+                    config = self._configs[key] = launch_config(grid, block, smem, cluster, dependent)
                 config.hStream = stream
                 (err,) = driver.cuLaunchKernelEx(config, fn, self._ptrs_addr, 0)
             else:
@@ -219,26 +223,43 @@ class Kernel:
                     fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, self._ptrs_addr, 0
                 )
         if err:
-            call = "cuLaunchKernelEx" if dependent and runs_sm90_code(dev.arch) else "cuLaunchKernel"
+            call = "cuLaunchKernelEx" if dependent or cluster > 1 else "cuLaunchKernel"
             check((err,), f"{call}({self.name}, grid={tuple(grid)}, block={tuple(block)})")
-
-    def _dependent_config(self, key: tuple):
-        """The launch configuration of a dependent launch of geometry `key` (grid, block, shared memory; lock
-        held), made once: building one took 12 us of Python, a launch only sets its stream."""
-        config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = key[:3]
-        config.blockDimX, config.blockDimY, config.blockDimZ = key[3:6]
-        config.sharedMemBytes = key[6]
-        serialize = driver.CUlaunchAttribute()
-        serialize.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        serialize.value.programmaticStreamSerializationAllowed = 1
-        config.attrs = [serialize]
-        config.numAttrs = 1
-        self._dependent[key] = config
-        return config
 
     def __repr__(self) -> str:
         return f"Kernel({self.module}.{self.name}({self.signature}))"
+
+
+def launch_config(grid, block, smem: int, cluster: int = 1, dependent: bool = False):
+    """A cuLaunchKernelEx configuration (its stream set at each launch): clusters of `cluster` blocks along x,
+    and/or a programmatic dependent launch. Made once a geometry: building one took 12 us of Python."""
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = smem
+    attrs = []
+    if dependent:
+        serialize = driver.CUlaunchAttribute()
+        serialize.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        serialize.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(serialize)
+    if cluster > 1:
+        dims = driver.CUlaunchAttribute()
+        dims.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dims.value.clusterDim.x, dims.value.clusterDim.y, dims.value.clusterDim.z = cluster, 1, 1
+        attrs.append(dims)
+    config.attrs = attrs
+    config.numAttrs = len(attrs)
+    return config
+
+
+def max_active_clusters(kernel: Kernel, block, smem: int, cluster: int, dev=None) -> int:
+    """How many clusters of `cluster` blocks of `kernel` (block, shared memory) the GPU runs at once."""
+    dev = dev or _current()
+    config = launch_config((cluster, 1, 1), block, smem, cluster)
+    err, count = driver.cuOccupancyMaxActiveClusters(kernel.function(dev), config)
+    check((err,), f"cuOccupancyMaxActiveClusters({kernel.name})")
+    return count
 
 
 class FixedLaunch:
@@ -247,9 +268,9 @@ class FixedLaunch:
     call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
     and nothing looked up but the device's function."""
 
-    __slots__ = ("kernel", "dims", "tail", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock")
+    __slots__ = ("kernel", "dims", "tail", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock", "_config")
 
-    def __init__(self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple):
+    def __init__(self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1):
         signature = kernel.signature
         if leading + len(tail) != len(signature):
             raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
@@ -261,15 +282,22 @@ class FixedLaunch:
         self._pack = struct.Struct("=" + "".join(pieces[:leading])).pack_into
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._lock = threading.Lock()
+        # a cluster launch goes through cuLaunchKernelEx, its configuration made once
+        self._config = launch_config(grid, block, smem, cluster) if cluster > 1 else None
 
     def __call__(self, dev, stream: int, *leading) -> None:
         kernel = self.kernel
         fn = dev.functions.get(kernel.name) or kernel.function(dev)
         with self._lock:
             self._pack(self._buf, self._base, *leading)
-            (err,) = driver.cuLaunchKernel(fn, *self.dims, stream, self._ptrs_addr, 0)
+            config = self._config
+            if config is None:
+                (err,) = driver.cuLaunchKernel(fn, *self.dims, stream, self._ptrs_addr, 0)
+            else:
+                config.hStream = stream
+                (err,) = driver.cuLaunchKernelEx(config, fn, self._ptrs_addr, 0)
         if err:
-            check((err,), f"cuLaunchKernel({kernel.name}, dims={self.dims})")
+            check((err,), f"launch of {kernel.name} (dims={self.dims})")
 
     def __repr__(self) -> str:
         return f"FixedLaunch({self.kernel.name}, grid={self.dims[:3]}, block={self.dims[3:6]}, smem={self.dims[6]})"
