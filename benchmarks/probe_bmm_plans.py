@@ -34,20 +34,10 @@ def slow_cases(paths: list[str], below: float) -> list[dict]:
 
 
 def probe(torch, case: dict, stream) -> dict:
-    batch, m, n, k, layout = case["batch"], case["M"], case["N"], case["K"], case["layout"]
     dtype, mode = case["dtype"], case["mode"]
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     tdtype = getattr(torch, dtype)
-    g = torch.Generator(device="cuda").manual_seed(bmm._seed(case))
-    sa = bmm._rand(torch, (batch, k, m) if layout[0] == "T" else (batch, m, k), tdtype, g)
-    sb = bmm._rand(torch, (batch, n, k) if layout[1] == "T" else (batch, k, n), tdtype, g)
-    ta = sa.transpose(1, 2) if layout[0] == "T" else sa
-    tb = sb.transpose(1, 2) if layout[1] == "T" else sb
-    tc = torch.empty(batch, m, n, device="cuda", dtype=tdtype)
-    tg = torch.empty(batch, m, n, device="cuda", dtype=tdtype)
-    SA, SB, C = gm.from_dlpack(sa), gm.from_dlpack(sb), gm.from_dlpack(tg)
-    A = SA.T if layout[0] == "T" else SA
-    B = SB.T if layout[1] == "T" else SB
+    (ta, tb, tc, tg), (A, B, C, owned) = bmm.operands(torch, case, tdtype)
     try:
         auto = gm.matmul_plan(A, B, out=C, precision=mode)
         row = dict(case)
@@ -61,7 +51,7 @@ def probe(torch, case: dict, stream) -> dict:
         row["ratio_best"] = row["torch_us"] / row["best_us"]
         return row
     finally:
-        for x in (A, B, SA, SB, C):
+        for x in owned:
             x.free()
 
 

@@ -45,24 +45,14 @@ def names(layout: str) -> list[str]:
 
 
 def probe(torch, case: dict, tdtype, stream) -> dict:
-    batch, m, n, k, layout = case["batch"], case["M"], case["N"], case["K"], case["layout"]
-    g = torch.Generator(device="cuda").manual_seed(bmm._seed(case))
-    sa = bmm._rand(torch, (batch, k, m) if layout[0] == "T" else (batch, m, k), tdtype, g)
-    sb = bmm._rand(torch, (batch, n, k) if layout[1] == "T" else (batch, k, n), tdtype, g)
-    ta = sa.transpose(1, 2) if layout[0] == "T" else sa
-    tb = sb.transpose(1, 2) if layout[1] == "T" else sb
-    tc = torch.empty(batch, m, n, device="cuda", dtype=tdtype)
-    tg = torch.empty(batch, m, n, device="cuda", dtype=tdtype)
-    SA, SB, C = gm.from_dlpack(sa), gm.from_dlpack(sb), gm.from_dlpack(tg)
-    A = SA.T if layout[0] == "T" else SA
-    B = SB.T if layout[1] == "T" else SB
+    (ta, tb, tc, tg), (A, B, C, owned) = bmm.operands(torch, case, tdtype)
     try:
         torch.bmm(ta, tb, out=tc)
         row = dict(case, torch_us=_queued_us(torch, lambda: torch.bmm(ta, tb, out=tc)), plans={})
         auto = gm.matmul_plan(A, B, out=C)
         row["auto"] = auto.algorithm
         row["auto_us"] = _queued_us(torch, lambda: gm.matmul(A, B, out=C, plan=auto, stream=stream))
-        for name in names(layout):
+        for name in names(case["layout"]):
             plan = gm.matmul_plan(A, B, out=C, algorithm=name, splits=1)
             tg.fill_(float("nan"))
             gm.matmul(A, B, out=C, plan=plan, stream=stream)
@@ -71,7 +61,7 @@ def probe(torch, case: dict, tdtype, stream) -> dict:
             row["plans"][name] = {"us": us, "mismatch": err, "grid": list(plan.grid), "copies": plan.copy_bytes}
         return row
     finally:
-        for x in (A, B, SA, SB, C):
+        for x in owned:
             x.free()
 
 

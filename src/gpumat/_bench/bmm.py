@@ -177,15 +177,12 @@ def _plan_fields(plan) -> dict:
     }
 
 
-def _case(torch, record: dict, dtype: str, mode: str | None, stream, gbps: float) -> None:
-    """One case, its record (the case's fields) filled in as it goes (what a failure leaves shows how far it
-    got): inputs made, auto's plan, gpumat's result checked against torch's, both timed."""
-    case = dict(record)
+def operands(torch, case: dict, tdtype) -> tuple:
+    """A case's operands, on fresh random data seeded by the case: torch's (A, B, its result, gpumat's result
+    first poisoned by the caller) and gpumat's (A, B, C over the same storage, and the matrices to free). A
+    transposed operand is its transpose's storage, read by both libraries through a view of it."""
     batch, m, n, k, layout = case["batch"], case["M"], case["N"], case["K"], case["layout"]
-    tdtype = getattr(torch, dtype)
-    precision = mode if dtype == "float32" else None
     g = torch.Generator(device="cuda").manual_seed(_seed(case))
-    # a transposed operand: its transpose's storage, read by both libraries through a view of it
     sa = _rand(torch, (batch, k, m) if layout[0] == "T" else (batch, m, k), tdtype, g)
     sb = _rand(torch, (batch, n, k) if layout[1] == "T" else (batch, k, n), tdtype, g)
     ta = sa.transpose(1, 2) if layout[0] == "T" else sa
@@ -195,6 +192,16 @@ def _case(torch, record: dict, dtype: str, mode: str | None, stream, gbps: float
     SA, SB, C = gm.from_dlpack(sa), gm.from_dlpack(sb), gm.from_dlpack(tg)
     A = SA.T if layout[0] == "T" else SA
     B = SB.T if layout[1] == "T" else SB
+    return (ta, tb, tc, tg), (A, B, C, (A, B, SA, SB, C))
+
+
+def _case(torch, record: dict, dtype: str, mode: str | None, stream, gbps: float) -> None:
+    """One case, its record (the case's fields) filled in as it goes (what a failure leaves shows how far it
+    got): inputs made, auto's plan, gpumat's result checked against torch's, both timed."""
+    case = dict(record)
+    batch, m, n, k = case["batch"], case["M"], case["N"], case["K"]
+    precision = mode if dtype == "float32" else None
+    (ta, tb, tc, tg), (A, B, C, owned) = operands(torch, case, getattr(torch, dtype))
     try:
 
         def ours():
@@ -217,7 +224,7 @@ def _case(torch, record: dict, dtype: str, mode: str | None, stream, gbps: float
         record["gpumat_queued_us"], record["gpumat_idle_us"], record["gpumat_timing"] = _timed(torch, ours)
         record["torch_queued_us"], record["torch_idle_us"], record["torch_timing"] = _timed(torch, theirs)
     finally:
-        for x in (A, B, SA, SB, C):
+        for x in owned:
             x.free()
     record["ratio"] = record["torch_queued_us"] / record["gpumat_queued_us"]
     record["ratio_idle"] = record["torch_idle_us"] / record["gpumat_idle_us"]
