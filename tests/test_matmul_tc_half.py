@@ -219,7 +219,7 @@ def test_auto_takes_the_pairs_where_rows_start_mid_sector_and_the_tiles_fill_the
     an operand read in place has rows an odd multiple of 16 bytes long (1000 or 3000 halves) and the tiles
     fill the SMs, and 0-3% slower elsewhere (benchmarks/results/probe-pairs-*): auto takes them there alone. A
     copied operand's rows are whole 32-byte sectors, so a copy never counts."""
-    from gpumat.matmul.planner import half_sector_rows
+    from gpumat.matmul.engine import half_sector_rows
 
     def auto(batch, m, n, k, layout="NN"):
         a_trans, b_trans = layout[0] == "T", layout[1] == "T"
