@@ -43,17 +43,18 @@ import gpumat as gm
 from gpumat.matmul import engine
 from gpumat.runtime import kernels
 
-launches = []  # (kernel, grid, block, first two arguments, the rest, shared memory, stream, dependent launch)
-def record(name, grid, block, args, smem, stream, dependent=False):
-    launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent))
+# (kernel, grid, block, first two arguments, the rest, shared memory, stream, dependent launch, cluster)
+launches = []
+def record(name, grid, block, args, smem, stream, dependent=False, cluster=1):
+    launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent, cluster))
 kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False, cluster=1: (
-    record(self.name, grid, block, args, smem, stream, dependent))
+    record(self.name, grid, block, args, smem, stream, dependent, cluster))
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
-    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream)
+    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream, False, self.cluster)
 from gpumat.runtime import bindings
 for call in ("cuMemcpy2DAsync", "cuMemcpyDtoDAsync"):  # copies by the copy engine (a transpose of one row)
     def copying(*args, _real=getattr(bindings.driver, call)):
-        launches.append(("copy_by_the_copy_engine", (0, 0, 0), (0, 0, 0), (), (), 0, 0, False))
+        launches.append(("copy_by_the_copy_engine", (0, 0, 0), (0, 0, 0), (), (), 0, 0, False, 1))
         return _real(*args)
     object.__setattr__(bindings.driver, call, copying)
 COPIES, REDUCE = ("transpose_", "copy_"), "matmul_splitk_reduce"
@@ -130,10 +131,11 @@ for case in range(300):
         split += 1
     checked += 1
 # batches of tiny products (small_stream's, small_stream_in_place's and, past 32 a side, small_stream_block's,
-# where auto ranks them first; float64's dmma32x32), every layout, a transposed out, a shared B: the launch, its
-# grid and block and its arguments are the plan's, and the plain call launches the same
-streamed = in_place = block = sliced = tiny_tile = 0
-tiny = (
+# where auto ranks them first; float64's dmma32x32) and a batch of 1000^3 halves (rows a mid-sector length: the
+# pair rows, clusters of two blocks), every layout, a transposed out, a shared B: the launch, its grid, block,
+# cluster and arguments are the plan's, and the plain call launches the same
+streamed = in_place = block = sliced = tiny_tile = paired = 0
+batches = (
     (np.float16, (16, 16, 16), 20000),
     (np.float16, (8, 32, 24), 20000),  # not square: a transposed out swaps M and N
     (np.float16, (12, 12, 12), 50000),
@@ -143,29 +145,31 @@ tiny = (
     (np.float32, (32, 8, 32), 20000),  # past small_stream's 14 KiB a warp: three blocks an SM of a larger share
     (np.float64, (16, 16, 16), 100000),  # float64: two blocks an SM
     (np.float64, (24, 24, 24), 20000),  # float64 past small_stream: dmma32x32 and its layout rows
+    (np.float16, (1000, 1000, 1000), 24),  # the pair rows
 )
-for dt, (m, n, k), batch in tiny:
+for dt, (m, n, k), batch in batches:
     for a_t, b_t, out_t, shared_b in ((0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 1, 0), (1, 1, 0, 1)):
         a = make(m, k, a_t, batch)
         b = make(k, n, b_t, None if shared_b else batch)
         out = make(m, n, out_t, batch)
         launches.clear()
         gm.matmul(a, b, out=out)  # the plain call, on its short path where it has one
-        plain = [(x[0], x[1], x[2], x[5]) for x in launches]
+        plain = [(x[0], x[1], x[2], x[5], x[8]) for x in launches]
         launches.clear()
         gm.matmul(a, b, out=out, alpha=0.5)
         want = gm.matmul_plan(a, b, out)
         what = (dt, m, n, k, a_t, b_t, out_t, shared_b, want, launches)
-        assert plain == [(x[0], x[1], x[2], x[5]) for x in launches], (plain, what)  # the same launch both ways
+        assert plain == [(x[0], x[1], x[2], x[5], x[8]) for x in launches], (plain, what)  # the same launch both ways
         assert [x[0] for x in launches] == [want.kernel.name], what
         assert launches[0][1] == want.grid and launches[0][2] == want.variant.block, what
-        assert launches[0][5] == want.smem <= want.kernel.dynamic_smem, what
+        assert launches[0][5] == want.smem <= want.kernel.dynamic_smem and launches[0][8] == want.variant.cluster, what
         streamed += want.algorithm in ("small_stream", "small_stream_in_place", "small_stream_block")
         sliced += want.algorithm == "small_stream" and want.smem != want.variant.smem
         in_place += want.algorithm == "small_stream_in_place"
         block += want.algorithm == "small_stream_block"
         tiny_tile += want.algorithm.startswith("dmma32x32")
-print(checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile)
+        paired += want.variant.cluster == 2
+print(checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile, paired)
 """
 )
 
@@ -178,7 +182,7 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
         out = _run("-c", CONSISTENCY, str(ROOT / "benchmarks"), str(seed))
         assert out.returncode == 0, out.stderr[-3000:]
         counts = (int(x) for x in out.stdout.split())
-        checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile = counts
+        checked, split, exact_unaligned, streamed, in_place, block, sliced, tiny_tile, paired = counts
         assert checked > 100  # most cases launch (K = 0 without an epilogue and empty results do not)
         assert split > 0  # and some split K
         assert exact_unaligned > 0  # and some at tf32x3 on unaligned views ran exact FP32
@@ -187,6 +191,7 @@ def test_the_full_route_runs_the_plan_matmul_plan_shows():
         assert in_place == 8  # float16 16^3 and 8 x 32 x 24: read in place
         assert block == 8  # float16 48 x 40 x 56 and 16 x 64 x 16: a block's own chunks
         assert tiny_tile == 4  # float64 24^3: dmma32x32 in each layout, transposed operands read in place
+        assert paired == 4  # 24 x 1000^3 halves: a pair row in each layout, launched as clusters of two
 
 
 EMULATED = (
@@ -240,7 +245,7 @@ PLAIN = (
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
 TF32_ATBT = [name for name, v in engine.VARIANTS.items() if v.mode == "tf32" and v.reads_a_trans]
 checked = swapped = few_rows = tile64 = narrow = tf32_narrow = dmma_few = transposed = int8 = fp8 = tf32_atbt = 0
-one_row = dependent = teaching = 0
+one_row = dependent = teaching = paired = 0
 for case in range(216):
     gm.set_matmul_precision("tf32" if 20 <= case < 24 or 200 <= case < 208 else "float32")
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
@@ -263,6 +268,8 @@ for case in range(216):
         dt, (m, n, k) = np.float64, ((8, 4096, 4096), (24, 3072, 1024))[case % 2]
     elif case < 36:  # int8 -> int32: the INT8 tiles (a row-major B transposed into scratch first)
         dt = np.int8
+    elif 196 <= case < 200:  # 16-bit 3000^3, rows of 6000 bytes (every other one mid-sector): the pair rows
+        dt, (m, n, k) = (np.float16, "bfloat16")[case % 2], (3000, 3000, 3000)
     elif case < 44:  # FP8 (float32 C, or out=): the FP8 tiles, with few-token layers among them
         import ml_dtypes
 
@@ -271,7 +278,7 @@ for case in range(216):
             m, n, k = (1, 16, 64, 300)[case % 4], 4096, 4096
     # operands as matrices of their own or as views one column in (unaligned for the copy engine), where
     # the plan may depend on alignment; from case 28 on, A or B may be a transposed view (x @ W.T)
-    drawn = 28 <= case < 200
+    drawn = 28 <= case < 196
     shift_a, shift_b = (int(x) for x in rng.integers(2, size=2)) if drawn else (0, 0)
     trans_a, trans_b = (bool(x) for x in rng.integers(2, size=2)) if drawn else (False, False)
     stored = lambda rows, cols, shift, trans: (
@@ -305,7 +312,7 @@ for case in range(216):
     strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), *more) for name, g, bl, ab, rest, *more in ls]
     assert full and strip(full) == strip(first) == strip(again), (case, m, n, k, full, again)
     checked += 1
-    dependent += any(x[-1] for x in full)  # a split's reduction, queued as its product's dependent
+    dependent += any(x[7] for x in full)  # a split's reduction, queued as its product's dependent
     chosen = gm.matmul_plan(a, b, out=out)
     swapped += chosen.swap
     few_rows += chosen.variant.name in ("sgemm32x128", "sgemm64x128")
@@ -319,9 +326,10 @@ for case in range(216):
     tf32_atbt += chosen.variant.name in TF32_ATBT and chosen.swap and not (chosen.copy_a or chosen.copy_b)
     one_row += chosen.variant.name == "gemv_m1x32"
     teaching += chosen.variant.name == "tiled16x64"
+    paired += chosen.variant.cluster == 2 and all(x[8] == 2 for x in full)
 gm.set_matmul_precision("float32")
 print(checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8, tf32_atbt, one_row,
-      dependent, teaching)
+      dependent, teaching, paired)
 """
 )
 
@@ -339,7 +347,8 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
         assert out.returncode == 0, out.stderr[-3000:]
         fields = [int(x) for x in out.stdout.split()]
         checked, swapped, few_rows, tile64, narrow, tf32_narrow, dmma_few, transposed, int8, fp8 = fields[:10]
-        tf32_atbt, one_row, dependent, teaching = fields[10:]
+        tf32_atbt, one_row, dependent, teaching, paired = fields[10:]
+        assert paired == 4  # the 16-bit 3000^3 calls on a pair row, clusters of two both ways
         # the swapped plans among them (the eight aligned 16-bit few-token calls' half at least), the four
         # float32 few-token calls on the few-row tiles, the four 16-bit 64-token calls on 64 x 64 tiles, and
         # the four 8-token calls on the 64 x 16 tile, swapped and split

@@ -810,6 +810,17 @@ HOPPER_TMA = {"min_arch": 90, "only_arch": 90, "needs_aligned": True, "persisten
 WGMMA_ROW_MAJOR_B_MIN_N = 9
 
 
+# The 16-bit wgmma tiles that also run as pairs (_pair; the kernel's CAN_PAIR). The pair rows against their single
+# rows, by name (H200, 2026-12-01, bfloat16, benchmarks/results/probe-pairs-*): where an operand's rows are an odd
+# multiple of 16 bytes long and the tiles fill the SMs, the single rows waited on L2 and the pairs, which read B from
+# it once for two tiles, ran 1.17-1.36x faster (24 x 1000^3 119.7 -> 90.0 us, 2 x 3000^3 247.9 -> 182.8, one 3000^3
+# 140.6 -> 109.7, 8 x 1000 x 1000 x 4000 126.3 -> 96.1); elsewhere they ran 0-3% slower (8192^3 1356 against 1363,
+# 4 x 2048^3 94.5 against 95.4), and with fewer tiles than SMs up to 8%.
+PAIR_TILES = ((128, 256), (128, 128))
+HALF_SECTOR_SLOWDOWN = 1.3  # the single rows of those tiles
+PAIR_RATE = 0.97  # a pair row's rate, of its single row's
+
+
 def _wgmma(
     tile: tuple[int, int], rate: float, reads_b_trans: bool = False, reads_a_trans: bool = False, **latency
 ) -> Variant:
@@ -832,6 +843,7 @@ def _wgmma(
         bandwidth=WGMMA_BANDWIDTH,
         stages_padding=True,
         auto_min_n=None if reads_b_trans else WGMMA_ROW_MAJOR_B_MIN_N,
+        half_sector_slowdown=HALF_SECTOR_SLOWDOWN if tile in PAIR_TILES else 1.0,
         **_wave(tiled if (tiled := f"wgmma{tile[0]}x{tile[1]}") in WAVE_FLOOR else "wgmma"),
         **latency,
     )
@@ -1658,15 +1670,6 @@ _ROWS = [
 ]
 
 
-# The pair rows against their single rows, by name (H200, 2026-12-01, bfloat16, benchmarks/results/probe-pairs-*):
-# where an operand's rows are an odd multiple of 16 bytes long and the tiles fill the SMs, the single rows waited on
-# L2 and the pairs, which read B from it once for two tiles, ran 1.17-1.36x faster (24 x 1000^3 119.7 -> 90.0 us,
-# 2 x 3000^3 247.9 -> 182.8, one 3000^3 140.6 -> 109.7, 8 x 1000 x 1000 x 4000 126.3 -> 96.1); elsewhere they ran
-# 0-3% slower (8192^3 1356 against 1363, 4 x 2048^3 94.5 against 95.4), and with fewer tiles than SMs up to 8%.
-HALF_SECTOR_SLOWDOWN = 1.3
-PAIR_RATE = 0.97
-
-
 def _pair(base: Variant) -> Variant:
     """A 16-bit wgmma row of 128 x 128 or 128 x 256 launched as clusters of two blocks (a pair): the blocks
     compute two row tiles of one column tile, each loading its own A and half of their B into both blocks'
@@ -1677,10 +1680,7 @@ def _pair(base: Variant) -> Variant:
     return replace(base, name=name, cluster=2, rate=base.rate * PAIR_RATE, half_sector_slowdown=1.0)
 
 
-_SINGLES = [i for i, v in enumerate(_ROWS) if v.name.startswith(("wgmma128x256", "wgmma128x128"))]
-for _i in _SINGLES:
-    _ROWS[_i] = replace(_ROWS[_i], half_sector_slowdown=HALF_SECTOR_SLOWDOWN)
-_ROWS += [_pair(_ROWS[i]) for i in _SINGLES]
+_ROWS += [_pair(v) for v in _ROWS if v.name.startswith("wgmma") and v.tile in PAIR_TILES]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _ROWS}
 # Each row's place in the table as written: auto takes the first of equal modelled times in this order
 # (the larger tile first, say), whatever order VARIANTS' keys come to have (a test that takes rows out

@@ -268,13 +268,25 @@ class FixedLaunch:
     call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
     and nothing looked up but the device's function."""
 
-    __slots__ = ("kernel", "dims", "tail", "_pack", "_buf", "_base", "_ptrs", "_ptrs_addr", "_lock", "_config")
+    __slots__ = (
+        "kernel",
+        "dims",
+        "cluster",
+        "tail",
+        "_pack",
+        "_buf",
+        "_base",
+        "_ptrs",
+        "_ptrs_addr",
+        "_lock",
+        "_config",
+    )
 
     def __init__(self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1):
         signature = kernel.signature
         if leading + len(tail) != len(signature):
             raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
-        self.kernel, self.dims, self.tail = kernel, (*grid, *block, smem), tuple(tail)
+        self.kernel, self.dims, self.cluster, self.tail = kernel, (*grid, *block, smem), cluster, tuple(tail)
         pieces, offsets, size = _layout(signature)
         self._buf, self._base, self._ptrs = _argument_buffer(offsets, size)
         placeholders = (bytes(128) if code == "T" else 0 for code in signature[:leading])  # packed each call
@@ -300,4 +312,5 @@ class FixedLaunch:
             check((err,), f"launch of {kernel.name} (dims={self.dims})")
 
     def __repr__(self) -> str:
-        return f"FixedLaunch({self.kernel.name}, grid={self.dims[:3]}, block={self.dims[3:6]}, smem={self.dims[6]})"
+        dims, cluster = self.dims, f", cluster={self.cluster}" if self.cluster > 1 else ""
+        return f"FixedLaunch({self.kernel.name}, grid={dims[:3]}, block={dims[3:6]}, smem={dims[6]}{cluster})"
