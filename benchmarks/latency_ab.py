@@ -49,6 +49,7 @@ def cases(gm) -> dict:
     A, C = gm.Matrix.from_numpy(a), gm.Matrix.empty(64, 64)
     H, D = gm.Matrix.from_numpy(a, dtype=np.float16), gm.Matrix.from_numpy(a, dtype=np.float64)
     batch = gm.Matrix.from_numpy(np.stack([a] * 8))
+    halves = gm.Matrix.from_numpy(np.stack([a] * 64), dtype=np.float16)  # 64 x 64^3: the TMA rows' batch
     bias = gm.Matrix.from_numpy(a[:1])
     s = gm.Stream()
     sync = gm.synchronize
@@ -64,6 +65,9 @@ def cases(gm) -> dict:
         "matmul 64^3 float32 on a gm.Stream": (lambda: gm.matmul(A, A, stream=s), s.synchronize),
         "matmul 64^3 float32 into out=": (lambda: gm.matmul(A, A, out=C), sync),
         "matmul 8 x 64^3 float32 (batched)": (lambda: batch @ batch, sync),
+        "matmul 8 x 64^3 float32 @ a shared 2-D B": (lambda: batch @ A, sync),
+        "matmul 8 x 64^3 float32, B a transposed view": (lambda: batch @ batch.T, sync),
+        "matmul 64 x 64^3 float16 (batched)": (lambda: halves @ halves, sync),
         "matmul 64^3 float32 + bias + relu": (lambda: gm.matmul(A, A, bias=bias, activation="relu"), sync),
         "matmul 64^3 float16": (lambda: H @ H, sync),
         "matmul 64^3 float64": (lambda: D @ D, sync),

@@ -363,6 +363,74 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
 
 
+BATCHED = (
+    RECORDING
+    + r"""
+streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
+checked = folded = shared = transposed = unaligned = paired = tiny = copied = 0
+patterns = ((3, 3), (3, None), (None, 3), (1, 3), (3, 1), (1, 1), (2, 2), (5, 1))
+for case in range(160):
+    dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
+    m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300], 3))
+    batch_a, batch_b = patterns[case % len(patterns)]
+    if case >= 152:  # the pair rows (24 x 1000^3 halves) and tiny products on the streamed rows
+        dt = (np.float16, "bfloat16")[case % 2]
+        (m, n, k), batch_a, batch_b = ((1000, 1000, 1000), 24, 24) if case < 156 else ((16, 16, 16), 20000, 20000)
+    # a transposed view (a batch's .T swaps its last two axes) and views one column in (unaligned)
+    trans_a, trans_b, shift_a, shift_b = (bool(x) for x in rng.integers(2, size=4)) if case < 152 else [False] * 4
+    def make(h, w, t, bt, shift):
+        shape = (w, h + shift) if t else (h, w + shift)
+        x = gm.Matrix.empty(shape if bt is None else (bt, *shape), dtype=dt)
+        if shift:
+            x = x[:, shift:] if bt is None else x[:, :, shift:]
+        return x.T if t else x
+    a, b = make(m, k, trans_a, batch_a, shift_a), make(k, n, trans_b, batch_b, shift_b)
+    batch = batch_b if batch_a is None else batch_a if batch_b in (None, 1) else batch_b
+    out = gm.Matrix.empty((batch, m, n), dtype=dt) if case % 2 else None
+    stream = streams[(case // 2) % 4]
+    runs = []
+    for how in ("full", "fast", "fast"):
+        launches.clear()
+        if how == "full":  # nothing cached: gm.matmul's fast lookup finds nothing and the full route runs
+            engine.bound_plans.clear()
+            result = gm.matmul(a, b, out=out, stream=stream)
+        else:
+            result = engine.cached_product(a, b, out, stream)
+            assert result is not None, (case, m, n, k, batch_a, batch_b, "the fast lookup could not vouch for it")
+        assert result.shape == (batch, m, n), (case, result.shape)
+        names = {a.elements: "A", b.elements: "B", result.elements: "C"}
+        named = [(n, g, bl, tuple(names.get(x, x) for x in ab), *more) for n, g, bl, ab, *more in launches]
+        runs.append(named)
+    bare = lambda args: tuple("address" if type(x) is int and x >= 1 << 40 else x for x in args)
+    strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), *more) for name, g, bl, ab, rest, *more in ls]
+    full, first, again = runs
+    assert full and strip(full) == strip(first) == strip(again), (case, m, n, k, batch_a, batch_b, full, first)
+    checked += 1
+    chosen = gm.matmul_plan(a, b, out=out)
+    folded += chosen.problem.batch == 1 and batch > 1
+    shared += None in (batch_a, batch_b) or 1 in (batch_a, batch_b)
+    transposed += trans_a or trans_b
+    unaligned += not (chosen.problem.a_aligned and chosen.problem.b_aligned)
+    copied += chosen.copy_a or chosen.copy_b
+    paired += chosen.variant.cluster == 2 and all(x[8] == 2 for x in full)
+    tiny += chosen.algorithm.startswith("small_stream")
+print(checked, folded, shared, transposed, unaligned, copied, paired, tiny)
+"""
+)
+
+
+def test_the_fast_lookup_takes_batches_as_the_full_route_does():
+    """gm.matmul's fast lookup takes plain batched calls too (equal batches, a batch of 1 or a 2-D operand
+    shared, transposed and unaligned views, a batch folded into one tall product, out= or a new result, every
+    kind of stream) and launches exactly what the full route launches for them: kernels, grids, blocks,
+    arguments (A, B and C by name), shared memory, stream, dependent launches and clusters."""
+    out = _run("-c", BATCHED, str(ROOT / "benchmarks"), "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    checked, folded, shared, transposed, unaligned, copied, paired, tiny = (int(x) for x in out.stdout.split())
+    assert checked == 160 and folded > 0 and shared >= 80 and transposed > 40 and unaligned > 20 and copied > 0
+    assert paired == 4 and tiny == 4
+
+
 SAME_ERRORS = (
     RECORDING
     + r"""
@@ -383,6 +451,8 @@ import ml_dtypes
 
 e4, e5 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 f8, g8, v8 = (gm.Matrix.empty(shape, dtype=e4) for shape in ((64, 48), (48, 32), (32, 48)))
+a3, b3, gone3 = gm.Matrix.empty((3, 64, 48)), gm.Matrix.empty((3, 48, 32)), gm.Matrix.empty((3, 64, 48))
+gone3.free()
 cases = {
     "devices= with Matrix operands": lambda: gm.matmul(a, b, devices=[0]),
     "memory_limit= with Matrix operands": lambda: gm.matmul(a, b, memory_limit=1 << 20),
@@ -415,9 +485,16 @@ cases = {
     "FP8 with a closed stream": lambda: gm.matmul(f8, v8.T, stream=closed),
     "FP8 at a float32 precision": lambda: gm.matmul(f8, g8, precision="tf32"),
     "FP8 with a freed operand": lambda: gm.matmul(f8, gone_f8.T),
+    # batches (the fast lookup takes them too)
+    "batches that do not broadcast": lambda: gm.matmul(a3, gm.Matrix.empty((2, 48, 32))),
+    "out of another batch": lambda: gm.matmul(a3, b3, out=gm.Matrix.empty((2, 64, 32))),
+    "a 2-D out for a batch": lambda: gm.matmul(a3, b, out=gm.Matrix.empty((64, 32))),
+    "a freed batch": lambda: gm.matmul(gone3, b3),
+    "a batch on a closed stream": lambda: gm.matmul(a3, b3, stream=closed),
+    "out is a batch's input": lambda: gm.matmul(a3, gm.Matrix.empty((3, 48, 48)), out=a3),
 }
 # their plans cached: a plain call may take the fast lookup
-for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T), (f8, g8), (f8, v8.T)):
+for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T), (f8, g8), (f8, v8.T), (a3, b3), (a3, b)):
     gm.matmul(x, y)
 @contextlib.contextmanager
 def cold():  # no plan cached: the fast lookup has nothing to vouch with
@@ -435,7 +512,7 @@ def test_every_argument_check_holds_on_both_routes():
     ignored by the fast lookup, which returned a product."""
     out = _run("-c", SAME_ERRORS, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) == 29
+    assert int(out.stdout.strip()) == 35
 
 
 TRANSPOSES = (

@@ -264,12 +264,49 @@ def product(a, b, out, algorithm: str, precision, stream, alpha, beta, bias, act
     return out
 
 
+_NO_BROADCAST = -1
+
+
+def _batch_of(batch_a, batch_b):
+    """The batch of a @ b by NumPy's rule (as _result_shape) from the operands' (None for a 2-D one), or
+    _NO_BROADCAST."""
+    if batch_a is None or batch_b is None:
+        return batch_b if batch_a is None else batch_a
+    if batch_a == batch_b or batch_b == 1:
+        return batch_a
+    return batch_b if batch_a == 1 else _NO_BROADCAST
+
+
+def _plain_out(out: Matrix, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple | None:
+    """out's operand tuple where the fast lookup can vouch for it as the result of a plain call, else None: a
+    block of gpumat's pool on the operands' device, neither operand's block, of the product's dtype and
+    shape, row-major, its matrices apart."""
+    C = out._operand()
+    _, ldc, bsc, tc, batch_c, mc, nc, sfx_c, cb = C
+    apart = batch_c is None or batch_c <= 1 or bsc >= (mc - 1) * ldc + nc  # its matrices share no element
+    if (
+        cb.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
+        or cb is ab
+        or cb is bb  # two blocks of the pool never share a byte; one block may
+        or cb.device is not ab.device
+        or sfx_c != out_sfx  # (a float32 out for float16 inputs: the full route)
+        or mc != m
+        or nc != n
+        or tc
+        or batch_c != batch
+        or not apart
+    ):
+        return None
+    return C
+
+
 def cached_product(a, b, out, stream) -> Matrix | None:
-    """The common call, a @ b (or into out) of two live 2-D matrices of gpumat's pool, either of them a
-    transposed view (x @ W.T), into a row-major C, whose BoundPlan is cached, in as few steps as it takes;
-    None for anything it cannot vouch for (a freed or imported operand, a first call), which then takes
-    the full route, whose checks say what is wrong. The one error raised here is the stream's, which the
-    full route would raise the same."""
+    """The common call, a @ b (or into out) of two live matrices of gpumat's pool, 2-D or batches (NumPy's
+    broadcast: equal batches, a batch of 1 or a 2-D operand shared), either of them a transposed view
+    (x @ W.T), into a row-major C, whose BoundPlan is cached, in as few steps as it takes; None for anything
+    it cannot vouch for (a freed or imported operand, a first call), which then takes the full route, whose
+    checks say what is wrong. The one error raised here is the stream's, which the full route would raise
+    the same."""
     if a.__class__ is not Matrix or b.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
         return None
     A, B = a._operand(), b._operand()
@@ -278,27 +315,28 @@ def cached_product(a, b, out, stream) -> Matrix | None:
     if ab.__class__ is not DeviceBuffer or bb.__class__ is not DeviceBuffer:  # also a freed one (None)
         return None
     dev = ab.device
-    if bb.device is not dev or sfx_b != sfx or k2 != k or batch_a is not None or batch_b is not None:
+    if bb.device is not dev or sfx_b != sfx or k2 != k:
+        return None
+    batch = _batch_of(batch_a, batch_b)
+    if batch == _NO_BROADCAST:  # the full route says why
         return None
     out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
     if out is not None:
-        C = out._operand()
-        _, _, _, tc, batch_c, mc, nc, sfx_c, cb = C
-        if (
-            cb.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
-            or cb is ab
-            or cb is bb  # two blocks of the pool never share a byte; one block may
-            or cb.device is not dev
-            or sfx_c != out_sfx  # (a float32 out for float16 inputs: the full route)
-            or mc != m
-            or nc != n
-            or tc
-            or batch_c is not None
-        ):
+        C = _plain_out(out, ab, bb, out_sfx, m, n, batch)
+        if C is None:
             return None
-    # the key product() makes (problem.kernel_view of 2-D operands into a row-major C: the same m, n, k and
-    # layouts; the operand tuples' first three fields are what run() reads either way)
-    bound = _BOUND.get(_key(m, n, k, 1, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev))
+        cb = C[8]
+    elif batch is not None:  # the result's layout, its address not known yet (as the full route lays it out)
+        C = (0, n, m * n, False, batch, m, n, out_sfx, None)
+    if batch is None:
+        # the key product() makes (problem.kernel_view of 2-D operands into a row-major C: the same m, n, k
+        # and layouts; the operand tuples' first three fields are what run() reads either way)
+        bound = _BOUND.get(_key(m, n, k, 1, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev))
+        view = None
+    else:  # a batch as the kernels see it (a broadcast operand's batch stride 0, a batch folded), keyed the same
+        view = kernel_view(A, B, C, IDENTITY)
+        vm, vn, _, count, _, _, _, vta, vtb, _ = view
+        bound = _BOUND.get(_key(vm, vn, k, count, vta, vtb, sfx, out_sfx, _mode(sfx), "auto", dev))
     if bound is None:  # not planned yet: the full route plans (and checks the sizes: a cached plan's passed)
         return None
     dev.activate()
@@ -308,9 +346,11 @@ def cached_product(a, b, out, stream) -> Matrix | None:
         if not (ab.alive and bb.alive and (out is None or cb.alive)):
             return None
         if out is None:
-            out = Matrix._allocate(m, n, dev, s, result_dtype(a))
+            out = Matrix._allocate(m, n, dev, s, result_dtype(a), batch)
             C = out._operand()
         cb = C[8]  # enqueue's steps, inline (this is every plain call): ordered, run, marked
+        if view is not None:  # the kernels' operands: the view's, C's address now known
+            A, B, C = view[4], view[5], (C[0], *view[6][1:])
         if ab.stream == s and bb.stream == s and cb.stream == s:
             bound.run(s, A, B, C, IDENTITY)
         else:
