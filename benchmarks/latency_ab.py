@@ -69,6 +69,8 @@ def cases(gm) -> dict:
         "matmul 8 x 64^3 float32, B a transposed view": (lambda: batch @ batch.T, sync),
         "matmul 64 x 64^3 float16 (batched)": (lambda: halves @ halves, sync),
         "matmul 64^3 float32 + bias + relu": (lambda: gm.matmul(A, A, bias=bias, activation="relu"), sync),
+        "matmul 64^3 float32, alpha and beta into out=": (lambda: gm.matmul(A, A, out=C, alpha=0.5, beta=1.0), sync),
+        "matmul 8 x 64^3 float32 + bias (batched)": (lambda: gm.matmul(batch, batch, bias=bias), sync),
         "matmul 64^3 float16": (lambda: H @ H, sync),
         "matmul 64^3 float64": (lambda: D @ D, sync),
         "transpose 64x64": (lambda: gm.transpose(A), sync),

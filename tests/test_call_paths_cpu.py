@@ -113,7 +113,8 @@ for case in range(300):
     b = make(k, n, b_t, None if shared_b else batch, shift)
     out = make(m, n, out_t, batch) if case % 4 else None
     launches.clear()
-    gm.matmul(a, b, out=out, alpha=0.5, precision=precision)  # alpha: every call takes the full route
+    engine.bound_plans.clear()  # nothing cached: the full route runs
+    gm.matmul(a, b, out=out, alpha=0.5, precision=precision)
     if not launches:
         continue
     want = gm.matmul_plan(a, b, out, precision=precision)
@@ -156,6 +157,7 @@ for dt, (m, n, k), batch in batches:
         gm.matmul(a, b, out=out)  # the plain call, on its short path where it has one
         plain = [(x[0], x[1], x[2], x[5], x[8]) for x in launches]
         launches.clear()
+        engine.bound_plans.clear()  # nothing cached: the full route runs
         gm.matmul(a, b, out=out, alpha=0.5)
         want = gm.matmul_plan(a, b, out)
         what = (dt, m, n, k, a_t, b_t, out_t, shared_b, want, launches)
@@ -367,9 +369,9 @@ BATCHED = (
     RECORDING
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
-checked = folded = shared = transposed = unaligned = paired = tiny = copied = 0
-patterns = ((3, 3), (3, None), (None, 3), (1, 3), (3, 1), (1, 1), (2, 2), (5, 1))
-for case in range(160):
+checked = folded = shared = transposed = unaligned = paired = tiny = copied = with_epilogue = 0
+patterns = ((3, 3), (3, None), (None, 3), (1, 3), (3, 1), (1, 1), (2, 2), (5, 1), (None, None))
+for case in range(180):
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([1, 7, 16, 63, 64, 65, 129, 300], 3))
     batch_a, batch_b = patterns[case % len(patterns)]
@@ -386,20 +388,33 @@ for case in range(160):
         return x.T if t else x
     a, b = make(m, k, trans_a, batch_a, shift_a), make(k, n, trans_b, batch_b, shift_b)
     batch = batch_b if batch_a is None else batch_a if batch_b in (None, 1) else batch_b
-    out = gm.Matrix.empty((batch, m, n), dtype=dt) if case % 2 else None
+    shape = (m, n) if batch is None else (batch, m, n)
+    out = gm.Matrix.empty(shape, dtype=dt) if case % 2 else None
     stream = streams[(case // 2) % 4]
+    # every third call with an epilogue: alpha, a bias row or column (the result's dtype or float32), an
+    # activation, and beta where there is an out
+    epilogue, bias = {}, None
+    if case % 3 == 1 and case < 152:
+        bias_dtype = dt if case % 2 else np.float32
+        bias = gm.Matrix.empty((1, n) if case % 4 == 1 else (m, 1), dtype=bias_dtype)
+        epilogue = dict(alpha=0.5, bias=bias, activation=("relu", "gelu", None)[case % 3])
+        if out is not None:
+            epilogue["beta"] = 2.0
     runs = []
     for how in ("full", "fast", "fast"):
         launches.clear()
         if how == "full":  # nothing cached: gm.matmul's fast lookup finds nothing and the full route runs
             engine.bound_plans.clear()
-            result = gm.matmul(a, b, out=out, stream=stream)
+            result = gm.matmul(a, b, out=out, stream=stream, **epilogue)
         else:
-            result = engine.cached_product(a, b, out, stream)
+            result = engine.cached_product(a, b, out, stream, **epilogue)
             assert result is not None, (case, m, n, k, batch_a, batch_b, "the fast lookup could not vouch for it")
-        assert result.shape == (batch, m, n), (case, result.shape)
+        assert result.shape == shape, (case, result.shape)
         names = {a.elements: "A", b.elements: "B", result.elements: "C"}
-        named = [(n, g, bl, tuple(names.get(x, x) for x in ab), *more) for n, g, bl, ab, *more in launches]
+        if bias is not None:
+            names[bias.elements] = "bias"
+        rename = lambda args: tuple(names.get(x, x) if type(x) is int else x for x in args)
+        named = [(n, g, bl, rename(ab), rename(rest), *more) for n, g, bl, ab, rest, *more in launches]
         runs.append(named)
     bare = lambda args: tuple("address" if type(x) is int and x >= 1 << 40 else x for x in args)
     strip = lambda ls: [(name, g, bl, bare(ab), bare(rest), *more) for name, g, bl, ab, rest, *more in ls]
@@ -407,28 +422,31 @@ for case in range(160):
     assert full and strip(full) == strip(first) == strip(again), (case, m, n, k, batch_a, batch_b, full, first)
     checked += 1
     chosen = gm.matmul_plan(a, b, out=out)
-    folded += chosen.problem.batch == 1 and batch > 1
+    folded += chosen.problem.batch == 1 and (batch or 0) > 1
     shared += None in (batch_a, batch_b) or 1 in (batch_a, batch_b)
     transposed += trans_a or trans_b
     unaligned += not (chosen.problem.a_aligned and chosen.problem.b_aligned)
     copied += chosen.copy_a or chosen.copy_b
     paired += chosen.variant.cluster == 2 and all(x[8] == 2 for x in full)
     tiny += chosen.algorithm.startswith("small_stream")
-print(checked, folded, shared, transposed, unaligned, copied, paired, tiny)
+    with_epilogue += bool(epilogue) and any("bias" in x[3] + x[4] for x in full)
+print(checked, folded, shared, transposed, unaligned, copied, paired, tiny, with_epilogue)
 """
 )
 
 
-def test_the_fast_lookup_takes_batches_as_the_full_route_does():
-    """gm.matmul's fast lookup takes plain batched calls too (equal batches, a batch of 1 or a 2-D operand
-    shared, transposed and unaligned views, a batch folded into one tall product, out= or a new result, every
-    kind of stream) and launches exactly what the full route launches for them: kernels, grids, blocks,
-    arguments (A, B and C by name), shared memory, stream, dependent launches and clusters."""
+def test_the_fast_lookup_takes_batches_and_epilogues_as_the_full_route_does():
+    """gm.matmul's fast lookup takes batched calls (equal batches, a batch of 1 or a 2-D operand shared,
+    transposed and unaligned views, a batch folded into one tall product, out= or a new result, every kind of
+    stream) and calls with an epilogue (alpha, beta, a bias row or column, an activation), and launches exactly
+    what the full route launches for them: kernels, grids, blocks, arguments (A, B, C and the bias by name),
+    shared memory, stream, dependent launches and clusters."""
     out = _run("-c", BATCHED, str(ROOT / "benchmarks"), "3")
     assert out.returncode == 0, out.stderr[-3000:]
-    checked, folded, shared, transposed, unaligned, copied, paired, tiny = (int(x) for x in out.stdout.split())
-    assert checked == 160 and folded > 0 and shared >= 80 and transposed > 40 and unaligned > 20 and copied > 0
-    assert paired == 4 and tiny == 4
+    counts = (int(x) for x in out.stdout.split())
+    checked, folded, shared, transposed, unaligned, copied, paired, tiny, with_epilogue = counts
+    assert checked == 180 and folded > 0 and shared >= 80 and transposed > 40 and unaligned > 20 and copied > 0
+    assert paired == 4 and tiny >= 4 and with_epilogue >= 40
 
 
 SAME_ERRORS = (
@@ -453,6 +471,8 @@ e4, e5 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 f8, g8, v8 = (gm.Matrix.empty(shape, dtype=e4) for shape in ((64, 48), (48, 32), (32, 48)))
 a3, b3, gone3 = gm.Matrix.empty((3, 64, 48)), gm.Matrix.empty((3, 48, 32)), gm.Matrix.empty((3, 64, 48))
 gone3.free()
+c, gone_bias = gm.Matrix.empty((64, 32)), gm.Matrix.empty((1, 32))
+gone_bias.free()
 cases = {
     "devices= with Matrix operands": lambda: gm.matmul(a, b, devices=[0]),
     "memory_limit= with Matrix operands": lambda: gm.matmul(a, b, memory_limit=1 << 20),
@@ -492,6 +512,18 @@ cases = {
     "a freed batch": lambda: gm.matmul(gone3, b3),
     "a batch on a closed stream": lambda: gm.matmul(a3, b3, stream=closed),
     "out is a batch's input": lambda: gm.matmul(a3, gm.Matrix.empty((3, 48, 48)), out=a3),
+    # epilogues (the fast lookup takes them too)
+    "beta without out": lambda: gm.matmul(a, b, beta=1.0),
+    "an unknown activation": lambda: gm.matmul(a, b, activation="tanh"),
+    "alpha not a number": lambda: gm.matmul(a, b, alpha="2"),
+    "a bias of another shape": lambda: gm.matmul(a, b, bias=gm.Matrix.empty((1, 31))),
+    "a bias of another dtype": lambda: gm.matmul(a, b, bias=gm.Matrix.empty((1, 32), dtype=np.float64)),
+    "a batched bias": lambda: gm.matmul(a3, b3, bias=gm.Matrix.empty((3, 1, 32))),
+    "a freed bias": lambda: gm.matmul(a, b, bias=gone_bias),
+    "a numpy bias": lambda: gm.matmul(a, b, bias=np.ones((1, 32), np.float32)),
+    "out is the bias": lambda: gm.matmul(a, b, out=c, bias=c[:1, :]),
+    "an epilogue on a closed stream": lambda: gm.matmul(a3, b, alpha=2.0, stream=closed),
+    "int8 into int32 with a bias": lambda: gm.matmul(i8, j8, bias=gm.Matrix.empty((1, 32), dtype=np.int32)),
 }
 # their plans cached: a plain call may take the fast lookup
 for x, y in ((a, b), (a, w.T), (i8, j8), (i8, w8.T), (f8, g8), (f8, v8.T), (a3, b3), (a3, b)):
@@ -512,7 +544,7 @@ def test_every_argument_check_holds_on_both_routes():
     ignored by the fast lookup, which returned a product."""
     out = _run("-c", SAME_ERRORS, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.strip()) == 35
+    assert int(out.stdout.strip()) == 46
 
 
 TRANSPOSES = (

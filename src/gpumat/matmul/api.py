@@ -173,12 +173,11 @@ def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alp
     [[5.0, 14.0], [14.0, 50.0]]
     """
 
-    plain = alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
-    defaults = plan is None and algorithm == "auto" and precision is None and devices is None and memory_limit is None
-    if plain and defaults:
-        result = cached_product(a, b, out, stream)
+    if plan is None and algorithm == "auto" and precision is None and devices is None and memory_limit is None:
+        result = cached_product(a, b, out, stream, alpha, beta, bias, activation)
         if result is not None:
             return result
+    plain = alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             raise TypeError("matmul: give both operands as numpy arrays (out of core) or both as gpumat Matrix")

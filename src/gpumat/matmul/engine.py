@@ -9,7 +9,7 @@ from outside the package (a CPU test checks the tests and benchmarks).
     BoundPlan, bind                  a plan bound to its device, run(stream, a, b, c, epilogue) (launcher)
     bound_plans                      the launch path's one cache of BoundPlans (clear() forgets them)
     bound_for                        the cached BoundPlan of a problem on a device, made on first use
-    cached_product                   the fast lookup gm.matmul tries first: the product of a plain call
+    cached_product                   the fast lookup gm.matmul tries first: the product of a common call
                                      whose BoundPlan is cached, or None (the full route then runs)
     call_view, result_shape          a call as the kernels see it; its shape by NumPy's rule (route)
     ozaki_plan, ozaki_emulated, ...  float64 and float32 products emulated on integers (Ozaki scheme II)

@@ -6,9 +6,10 @@
 the kernels see it (problem.kernel_view: a transposed result swapped, a batch folded), takes its
 BoundPlan from the one cache (keyed by `_key`: the problem without the operands' alignment, the
 algorithm or given plan, and the GPU), allocates the result, orders the stream (gpumat.memory.ordering)
-and runs the bound plan. `cached_product`, the common call's fast lookup (two live row-major 2-D
-matrices, no epilogue, defaults), vouches for the call with a few field tests and looks up the same
-key; whatever it cannot vouch for takes `product`. gpumat.matmul.api is the public face over this.
+and runs the bound plan. `cached_product`, the common call's fast lookup (live matrices of the pool, 2-D
+or batches, into a row-major C, an epilogue or none, the default algorithm and precision), vouches for
+the call with a few field tests and looks up the same key; whatever it cannot vouch for takes
+`product`. gpumat.matmul.api is the public face over this.
 """
 
 from __future__ import annotations
@@ -277,10 +278,13 @@ def _batch_of(batch_a, batch_b):
     return batch_b if batch_a == 1 else _NO_BROADCAST
 
 
-def _plain_out(out: Matrix, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple | None:
-    """out's operand tuple where the fast lookup can vouch for it as the result of a plain call, else None: a
+def _result_operand(out, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple | None | bool:
+    """C's operand tuple for the fast lookup: out's where it can vouch for it as the result of a plain call (a
     block of gpumat's pool on the operands' device, neither operand's block, of the product's dtype and
-    shape, row-major, its matrices apart."""
+    shape, row-major, its matrices apart), else False; with no out, the layout of a batch's result still
+    to be made (as the full route lays it out; its address not known yet), or None for a 2-D one."""
+    if out is None:
+        return None if batch is None else (0, n, m * n, False, batch, m, n, out_sfx, None)
     C = out._operand()
     _, ldc, bsc, tc, batch_c, mc, nc, sfx_c, cb = C
     apart = batch_c is None or batch_c <= 1 or bsc >= (mc - 1) * ldc + nc  # its matrices share no element
@@ -296,17 +300,53 @@ def _plain_out(out: Matrix, ab, bb, out_sfx: str, m: int, n: int, batch) -> tupl
         or batch_c != batch
         or not apart
     ):
-        return None
+        return False
     return C
 
 
-def cached_product(a, b, out, stream) -> Matrix | None:
-    """The common call, a @ b (or into out) of two live matrices of gpumat's pool, 2-D or batches (NumPy's
-    broadcast: equal batches, a batch of 1 or a 2-D operand shared), either of them a transposed view
-    (x @ W.T), into a row-major C, whose BoundPlan is cached, in as few steps as it takes; None for anything
-    it cannot vouch for (a freed or imported operand, a first call), which then takes the full route, whose
-    checks say what is wrong. The one error raised here is the stream's, which the full route would raise
-    the same."""
+def _vouched_epilogue(alpha, beta, bias, activation, out, out_sfx: str, m: int, n: int, a, buffers) -> tuple | None:
+    """(epilogue, bias buffer) of a call with an epilogue where the fast lookup can vouch for it: a bias (if
+    any) a matrix of gpumat's pool on the operands' device sharing no block with out (`buffers`: the
+    operands' and out's), and every value valid; None otherwise (the full route then says what is wrong,
+    in its own order of checks)."""
+    if a._sfx == "s8":  # int8's own rules for an epilogue (route._check_int8)
+        return None
+    bias_buffer = None
+    if bias is not None:
+        if bias.__class__ is not Matrix:
+            return None
+        bias_buffer = bias._operand()[8]
+        if bias_buffer.__class__ is not DeviceBuffer or bias_buffer.device is not buffers[0].device:
+            return None
+        if bias_buffer is buffers[2]:  # out and bias in one block: the full route checks their overlap
+            return None
+    try:
+        return epilogue_of(alpha, beta, bias, activation, out, out_sfx, (m, n), a), bias_buffer
+    except (TypeError, ValueError):
+        return None
+
+
+def _cached_bound(A: tuple, B: tuple, C: tuple, batch, epilogue: tuple, out_sfx: str, dev) -> tuple:
+    """(the cached BoundPlan or None, the kernel view or None) of a call the fast lookup vouches for, by the
+    key product() makes: of 2-D operands into a row-major C, their own m, n, k and layouts (the operand
+    tuples' first three fields are what run() reads either way); of a batch, its kernel view's (a broadcast
+    operand's batch stride 0, a batch folded into one tall product)."""
+    sfx = A[7]
+    if batch is None:
+        key = _key(A[5], B[6], A[6], 1, A[3], B[3], sfx, out_sfx, _mode(sfx), "auto", dev)
+        return _BOUND.get(key), None
+    view = kernel_view(A, B, C, epilogue)
+    m, n, k, count, _, _, _, ta, tb, _ = view
+    return _BOUND.get(_key(m, n, k, count, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev)), view
+
+
+def cached_product(a, b, out, stream, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bias=None, activation=None):
+    """The common call, act(alpha * a @ b + beta * out + bias) (or a @ b) of live matrices of gpumat's pool,
+    2-D or batches (NumPy's broadcast: equal batches, a batch of 1 or a 2-D operand shared), either of them a
+    transposed view (x @ W.T), into a row-major C, whose BoundPlan is cached, in as few steps as it takes;
+    None for anything it cannot vouch for (a freed or imported operand, a first call, a bad value, int8's
+    epilogue), which then takes the full route, whose checks say what is wrong. The one error raised here is
+    the stream's, which the full route would raise the same."""
     if a.__class__ is not Matrix or b.__class__ is not Matrix or out is not None and out.__class__ is not Matrix:
         return None
     A, B = a._operand(), b._operand()
@@ -321,43 +361,40 @@ def cached_product(a, b, out, stream) -> Matrix | None:
     if batch == _NO_BROADCAST:  # the full route says why
         return None
     out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
-    if out is not None:
-        C = _plain_out(out, ab, bb, out_sfx, m, n, batch)
-        if C is None:
+    C = _result_operand(out, ab, bb, out_sfx, m, n, batch)
+    if C is False:
+        return None
+    cb = None if out is None else C[8]
+    epilogue, bias_buffer = IDENTITY, None
+    if not (alpha is DEFAULT_ALPHA and beta is DEFAULT_BETA and bias is None and activation is None):
+        vouched = _vouched_epilogue(alpha, beta, bias, activation, out, out_sfx, m, n, a, (ab, bb, cb))
+        if vouched is None:
             return None
-        cb = C[8]
-    elif batch is not None:  # the result's layout, its address not known yet (as the full route lays it out)
-        C = (0, n, m * n, False, batch, m, n, out_sfx, None)
-    if batch is None:
-        # the key product() makes (problem.kernel_view of 2-D operands into a row-major C: the same m, n, k
-        # and layouts; the operand tuples' first three fields are what run() reads either way)
-        bound = _BOUND.get(_key(m, n, k, 1, ta, tb, sfx, out_sfx, _mode(sfx), "auto", dev))
-        view = None
-    else:  # a batch as the kernels see it (a broadcast operand's batch stride 0, a batch folded), keyed the same
-        view = kernel_view(A, B, C, IDENTITY)
-        vm, vn, _, count, _, _, _, vta, vtb, _ = view
-        bound = _BOUND.get(_key(vm, vn, k, count, vta, vtb, sfx, out_sfx, _mode(sfx), "auto", dev))
+        epilogue, bias_buffer = vouched
+    bound, view = _cached_bound(A, B, C, batch, epilogue, out_sfx, dev)
     if bound is None:  # not planned yet: the full route plans (and checks the sizes: a cached plan's passed)
         return None
     dev.activate()
     # no stream given and none entered with `with`: the legacy stream, without stream_handle's call
     s = LEGACY_STREAM if stream is None and not _THREAD.streams else stream_handle(stream, dev)
     with dev.lock:  # from the liveness test to the enqueue, no free() can slip in between
-        if not (ab.alive and bb.alive and (out is None or cb.alive)):
+        if not (ab.alive and bb.alive and (cb is None or cb.alive) and (bias_buffer is None or bias_buffer.alive)):
             return None
         if out is None:
             out = Matrix._allocate(m, n, dev, s, result_dtype(a), batch)
             C = out._operand()
-        cb = C[8]  # enqueue's steps, inline (this is every plain call): ordered, run, marked
+            cb = C[8]
         if view is not None:  # the kernels' operands: the view's, C's address now known
             A, B, C = view[4], view[5], (C[0], *view[6][1:])
-        if ab.stream == s and bb.stream == s and cb.stream == s:
-            bound.run(s, A, B, C, IDENTITY)
+        # enqueue's steps, inline (this is every plain call): ordered, run, marked
+        if ab.stream == s and bb.stream == s and cb.stream == s and bias_buffer is None:
+            bound.run(s, A, B, C, epilogue)
         else:
-            foreign = use_on(s, ab, bb, cb)
-            bound.run(s, A, B, C, IDENTITY)
+            buffers = (ab, bb, cb) if bias_buffer is None else (ab, bb, cb, bias_buffer)
+            foreign = use_on(s, *buffers)
+            bound.run(s, A, B, C, epilogue)
             if foreign is not None:
-                mark_done(foreign, s, ab, bb, cb)
+                mark_done(foreign, s, *buffers)
     return out
 
 
