@@ -43,7 +43,7 @@ class StandInDriver:
         self._host: dict[int, ctypes.Array] = {}
 
     def __getattr__(self, name):
-        if not name.startswith("cu"):
+        if not name.startswith("cu") or name.startswith("cuuint"):  # (types: cuuint64_t, cuuint32_t)
             return getattr(real, name)
         return lambda *args, **kwargs: OK
 
@@ -108,8 +108,13 @@ class StandInDriver:
     def cuStreamCreateWithPriority(self, flags, priority):
         return (*OK, real.CUstream(0x6000 + next(self._ids)))
 
-    def cuTensorMapEncodeTiled(self, *args):
-        return (*OK, real.CUtensorMap())
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, element_strides, *rest):
+        # the map's words say what it describes (address, rank, sizes, strides in bytes, box), so that
+        # tests comparing two routes' launches compare what their maps would make the copy engine read
+        m = real.CUtensorMap()
+        words = [int(address), int(rank), *(int(x) for x in (*dims, *strides, *box))][:16]
+        m.opaque = words + [0] * (16 - len(words))
+        return (*OK, m)
 
     def cuStreamGetId(self, stream):
         return (*OK, int(stream))

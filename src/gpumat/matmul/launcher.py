@@ -177,7 +177,7 @@ class BoundPlan:
         if epilogue[1] != 0.0 or epilogue[4]:  # beta C or a bias to add: the planned kernel over K = 0
             self._general(stream, a, b, c, epilogue)
             return
-        ptr, ld, bstride = c
+        ptr, ld, bstride = c[:3]  # (the fast lookup passes 2-D operands' whole tuples: their first three)
         size = ITEMSIZE[q.out_dtype]
         if bstride == q.m * ld or q.batch == 1:  # the batch's matrices one after another: one fill
             memops.zero_2d(ptr, ld * size, q.n * size, q.m * q.batch, stream)

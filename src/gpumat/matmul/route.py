@@ -287,7 +287,8 @@ def _result_operand(out, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple |
         return None if batch is None else (0, n, m * n, False, batch, m, n, out_sfx, None)
     C = out._operand()
     _, ldc, bsc, tc, batch_c, mc, nc, sfx_c, cb = C
-    apart = batch_c is None or batch_c <= 1 or bsc >= (mc - 1) * ldc + nc  # its matrices share no element
+    # its matrices share no element (as operands.check_out says: an empty one spans nothing)
+    apart = batch_c is None or batch_c <= 1 or not (mc and nc) or bsc >= (mc - 1) * ldc + nc
     if (
         cb.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
         or cb is ab
@@ -384,6 +385,8 @@ def cached_product(a, b, out, stream, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bi
             out = Matrix._allocate(m, n, dev, s, result_dtype(a), batch)
             C = out._operand()
             cb = C[8]
+        if not bound.launches:  # an empty result: nothing to queue, nothing to order (as product())
+            return out
         if view is not None:  # the kernels' operands: the view's, C's address now known
             A, B, C = view[4], view[5], (C[0], *view[6][1:])
         # enqueue's steps, inline (this is every plain call): ordered, run, marked
