@@ -392,7 +392,7 @@ BATCHED = (
     + r"""
 streams = [None, gm.Stream(), python_path.ForeignStream(), python_path.TorchLikeStream()]
 checked = folded = shared = transposed = unaligned = paired = tiny = copied = with_epilogue = ordered = 0
-patterns = ((3, 3), (3, None), (None, 3), (1, 3), (3, 1), (1, 1), (2, 2), (5, 1), (None, None))
+patterns = ((3, 3), (3, None), (None, 3), (1, 3), (3, 1), (1, 1), (2, 2), (5, 1), (None, None), (0, None))
 for case in range(180):
     dt = (np.float32, np.float16, np.float64, "bfloat16")[case % 4]
     m, n, k = (int(x) for x in rng.choice([0, 1, 7, 16, 63, 64, 65, 129, 300], 3))
@@ -476,6 +476,50 @@ def test_the_fast_lookup_takes_batches_and_epilogues_as_the_full_route_does():
     checked, folded, shared, transposed, unaligned, copied, paired, tiny, with_epilogue, ordered = counts
     assert checked == 180 and folded > 0 and shared >= 80 and transposed > 40 and unaligned > 20 and copied > 0
     assert paired == 4 and tiny >= 4 and with_epilogue >= 30 and ordered >= 60
+
+
+FOLDED = (
+    RECORDING
+    + r"""
+on_wgmma = checked = 0
+for dt, (batch, m, k, n) in [
+    (np.float16, (8, 128, 256, 512)),
+    ("bfloat16", (4, 77, 1024, 4096)),
+    (np.float16, (3, 65, 72, 40)),
+    (np.float32, (8, 128, 256, 512)),
+    (np.float64, (5, 64, 64, 64)),
+    (np.float16, (2, 300, 1000, 24)),
+]:
+    for out_given in (False, True):
+        x, w = gm.Matrix.empty((batch, m, k), dtype=dt), gm.Matrix.empty((k, n), dtype=dt)
+        tall = gm.Matrix.empty((batch * m, k), dtype=dt)
+        runs = []
+        for a, shape in ((x, (batch, m, n)), (tall, (batch * m, n))):
+            out = gm.Matrix.empty(shape, dtype=dt) if out_given else None
+            for how in ("full", "fast"):
+                launches.clear()
+                if how == "full":
+                    engine.bound_plans.clear()
+                result = gm.matmul(a, w, out=out)
+                runs.append(named(launches, {a.elements: "A", w.elements: "B", result.elements: "C"}))
+            plan = gm.matmul_plan(a, w, out=out)
+        assert runs[0] and runs[0] == runs[1] == runs[2] == runs[3], (dt, batch, m, k, n, runs)
+        on_wgmma += plan.variant.name.startswith("wgmma")
+        checked += 1
+print(checked, on_wgmma)
+"""
+)
+
+
+def test_a_batch_times_a_shared_matrix_launches_what_its_tall_product_does():
+    """A batch times a shared 2-D matrix (x @ W with x of (batch, tokens, features)), its A and C packed,
+    folds into one tall product: it launches exactly what the 2-D product of the stacked rows launches
+    (kernel, grid, arguments, tensor maps), on both routes. Its A used to keep its batch stride, which made
+    the copy engine's alignment test see overlapping layers: the 16-bit products ran the mma.sync tiles."""
+    out = _run("-c", FOLDED, str(ROOT / "benchmarks"), "0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    checked, on_wgmma = (int(x) for x in out.stdout.split())
+    assert checked == 12 and on_wgmma >= 4
 
 
 SAME_ERRORS = (

@@ -153,6 +153,18 @@ def check_plan(q: MatmulPlan, p: Problem, t: Target, algorithm: str = "auto") ->
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
 @pytest.mark.parametrize("kind", list(KINDS))
+def test_an_empty_result_plans_nothing_to_launch(kind, target):
+    """A batch of no matrices (or of empty ones) is an empty result: auto plans nothing to launch (an empty
+    batch's plan used to fail on its grid of 0 layers)."""
+    t = TARGETS[target]
+    for batch, m, n, k in ((0, 8, 8, 8), (0, 64, 64, 0), (3, 0, 8, 8), (3, 8, 0, 8), (0, 1, 4096, 4096)):
+        p = replace(problem(kind, m, n, k), batch=batch)
+        q = plan(p, t)
+        assert q.problem.batch == batch and "nothing to launch" in q.reason, (batch, m, n, k, q)
+
+
+@pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))
+@pytest.mark.parametrize("kind", list(KINDS))
 @given(m=SIDES, n=dims(30000, TILES), k=DEPTHS, a_trans=st.booleans(), b_trans=st.booleans())
 def test_auto_plans_every_problem_on_every_gpu(kind, target, m, n, k, a_trans, b_trans):
     t, p = TARGETS[target], problem(kind, m, n, k, a_trans, b_trans)

@@ -130,7 +130,10 @@ def kernel_view(A: tuple, B: tuple, C: tuple, epilogue: tuple) -> tuple:
     count = 1 if batch is None else batch
     if count > 1 and b[2] == 0 and not ta and a[2] == m * a[1] and c[2] == m * c[1] and epilogue[4] != 2:
         if m * count <= INT32_MAX:  # the kernels' M is a 32-bit int
-            m, count = m * count, 1  # one tall product: the batch's rows one after another
+            # one tall product: the batch's rows one after another, A and C each one matrix (no batch stride,
+            # which would make the copy engine's alignment test see overlapping layers)
+            m, count = m * count, 1
+            a, c = (a[0], a[1], 0), (c[0], c[1], 0)
     return m, n, k, count, a, b, c, ta, tb, epilogue
 
 

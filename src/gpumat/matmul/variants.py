@@ -295,7 +295,7 @@ class Variant:
             return c * max(1, min(works, sm_count * self.blocks_per_sm // c)), 1, 1
         if self.packs:
             return max(1, cdiv(batch, small_per_block(m, n, self.max_outputs is None))), 1, 1
-        layers = splits if batch == 1 else min(batch, MAX_GRID_YZ)
+        layers = splits if batch == 1 else min(max(batch, 1), MAX_GRID_YZ)  # (an empty batch launches nothing)
         return tiled_grid(m, n, *self.tile, layers=layers)
 
 
