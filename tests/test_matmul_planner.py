@@ -161,6 +161,10 @@ def test_an_empty_result_plans_nothing_to_launch(kind, target):
         p = replace(problem(kind, m, n, k), batch=batch)
         q = plan(p, t)
         assert q.problem.batch == batch and "nothing to launch" in q.reason, (batch, m, n, k, q)
+        # a split asked for: nothing to split (an empty batch with K = 0 used to refuse k_chunk = 0)
+        assert forced(p, t, "auto", 1) == q and forced(p, t, "auto", 4).splits == 1
+    p = problem(kind, 64, 64, 0)  # K = 0: C = act(beta C + bias), no product to split either
+    assert forced(p, t, "auto", 1) == plan(p, t) and forced(p, t, "auto", 8).splits == 1
 
 
 @pytest.mark.parametrize("target", list(TARGETS), ids=list(TARGETS))

@@ -714,6 +714,11 @@ def forced(
     dropped); `swap` True or False forces the swapped plan (problem.swapped) or the plain one (default:
     the named plan's own choice)."""
     base = plan(p, t, algorithm)
+    _positive_int(splits, "splits")
+    if k_chunk is not None:
+        _positive_int(k_chunk, "k_chunk")
+    if not (p.k and p.m and p.n and p.batch):  # nothing to multiply (an empty C, or K = 0): no split to make
+        return base
     if splits > 1 and algorithm == "auto" and not base.variant.splits_k:
         # auto's row does not split K (a small float32 product's one-output-a-thread tile): the fastest of
         # auto's candidates that does, for the problem base computes (a tensor-core mode's exact plan: exact's)
@@ -722,10 +727,8 @@ def forced(
     swap = base.swap if swap is None else swap
     if swap and not (v.writes_c_trans and swappable(p)):
         raise ValueError(f"matmul plan: {v.name} does not run {p.describe()} swapped")
-    _positive_int(splits, "splits")
     if k_chunk is None:
         k_chunk = cdiv(cdiv(p.k, splits), v.k_align) * v.k_align
-    _positive_int(k_chunk, "k_chunk")
     if splits > 1 and (not v.splits_k or v.max_splits == 1):  # (the int8 rows: int32 partials have no reduction)
         raise ValueError(f"matmul plan: {v.name} does not split K")
     if splits > 1 and p.batch > 1:
