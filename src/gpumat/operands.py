@@ -84,7 +84,7 @@ def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
         raise ValueError(f"{op}: out is read-only (its producer exported it so); write into a writeable matrix")
     if out.shape != shape:
         raise ValueError(f"{op}: out has shape {out.shape}, the result needs {shape}")
-    if out._batch and out._batch > 1 and out._bstride * out._dtype.itemsize < _one_matrix_bytes(out):
+    if not matrices_apart(out):
         # e.g. another library's broadcast view (batch stride 0): each result would overwrite the last
         raise ValueError(f"{op}: the matrices of out overlap each other (batch stride {out._bstride} elements)")
     out_block = out._buffer
@@ -96,6 +96,11 @@ def check_out(out, shape: tuple[int, ...], inputs, op: str) -> None:
             out, x
         ):
             raise ValueError(f"{op}: out overlaps an input; the kernels read the inputs while they write out")
+
+
+def matrices_apart(m: Matrix) -> bool:
+    """Whether no two matrices of m share an element (so for a 2-D matrix, a batch of one, empty matrices)."""
+    return not (m._batch and m._batch > 1) or m._bstride * m._dtype.itemsize >= _one_matrix_bytes(m)
 
 
 def address_range(m: Matrix) -> tuple[int, int]:

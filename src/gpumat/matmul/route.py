@@ -22,7 +22,7 @@ from .._dtypes import name as dtype_name
 from ..matrix import Matrix
 from ..memory import DeviceBuffer
 from ..memory.ordering import mark_done, use_on
-from ..operands import as_matrix, check_out, operand_device, same_dtype
+from ..operands import as_matrix, check_out, matrices_apart, operand_device, same_dtype
 from ..runtime.devices import thread_state
 from ..runtime.streams import LEGACY_STREAM, stream_handle
 from . import planner
@@ -286,9 +286,7 @@ def _result_operand(out, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple |
     if out is None:
         return None if batch is None else (0, n, m * n, False, batch, m, n, out_sfx, None)
     C = out._operand()
-    _, ldc, bsc, tc, batch_c, mc, nc, sfx_c, cb = C
-    # its matrices share no element (as operands.check_out says: an empty one spans nothing)
-    apart = batch_c is None or batch_c <= 1 or not (mc and nc) or bsc >= (mc - 1) * ldc + nc
+    _, _, _, tc, batch_c, mc, nc, sfx_c, cb = C
     if (
         cb.__class__ is not DeviceBuffer  # not gpumat's own block: may be read-only or overlap the inputs
         or cb is ab
@@ -299,7 +297,7 @@ def _result_operand(out, ab, bb, out_sfx: str, m: int, n: int, batch) -> tuple |
         or nc != n
         or tc
         or batch_c != batch
-        or not apart
+        or not matrices_apart(out)  # (check_out's test)
     ):
         return False
     return C
@@ -358,7 +356,7 @@ def cached_product(a, b, out, stream, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bi
     dev = ab.device
     if bb.device is not dev or sfx_b != sfx or k2 != k:
         return None
-    batch = _batch_of(batch_a, batch_b)
+    batch = None if batch_a is None and batch_b is None else _batch_of(batch_a, batch_b)  # (2-D: the common call)
     if batch == _NO_BROADCAST:  # the full route says why
         return None
     out_sfx = PRODUCT_SUFFIX.get(sfx, sfx)
