@@ -10,7 +10,7 @@
 //    transposed (the *at entries: C = X.T @ B, X row-major K x M, read in place);
 //  * float32 inputs at TF32 (the *bt_tf32 entries, precision "tf32"): C in float32, B stored transposed
 //    only (wgmma reads TF32 operands from shared memory K-major alone: it has no transpose for them);
-//    the *atbt_tf32 entries (tiles of at most 64 columns) also take A stored transposed, M-major, which
+//    the *atbt_tf32 entries (tiles of at most 128 columns) also take A stored transposed, M-major, which
 //    each thread reads from the stage into registers, wgmma's other source of A. The copy engine
 //    rounds each float32 to TF32 on its way into shared memory (the tensor maps' element type is
 //    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, which rounds to nearest, ties to even; the driver's header does
@@ -42,7 +42,7 @@
 // one of three ways, as c_store says: 1, through a third map when its address, stride and row length
 // allow (an N x M x splits tensor, 64-row boxes 128 bytes wide, clipped at the edges by the copy engine,
 // which writes whole 16-byte pieces: rows must be a multiple of 16 bytes long); 0, by guarded stores
-// from the registers; 2 (16-bit inputs; TF32 on tiles of at most 64 columns), by guarded stores into C
+// from the registers; 2 (16-bit inputs; TF32 on tiles of at most 64 columns and the atbt ones), by guarded stores into C
 // stored transposed: C[i, j] at C + j * ldc + i (the swapped product of few rows, C^T = op(B)^T @ op(A)^T
 // with C's long side on the tile's M, written straight into the caller's row-major C; the old C, for
 // beta, read the same way).
@@ -494,8 +494,12 @@ struct Wgmma<float> {
     template <int ACC>
     __device__ __forceinline__ static void run_regs(float (&d)[ACC], const uint32_t (&a)[4], uint64_t b)
     {
-        static_assert(ACC == 32 || ACC == 16 || ACC == 8, "m64n64k8, m64n32k8 or m64n16k8 (tiles of at most 64 columns)");
-        if constexpr (ACC == 32)
+        static_assert(ACC == 64 || ACC == 32 || ACC == 16 || ACC == 8, "m64n<2 ACC>k8, tiles of at most 128 columns");
+        if constexpr (ACC == 64)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                         "{" GPUMAT_ACC_0_63 "}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+                         : GPUMAT_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+        else if constexpr (ACC == 32)
             asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
                          "{" GPUMAT_ACC_0_31 "}, {%32, %33, %34, %35}, %36, 1, 1, 1;\n"
                          : GPUMAT_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
@@ -836,9 +840,9 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
     constexpr bool RESIDUES = INT8 && sizeof(Out) == 1;  // C the sums' int8 residues
     // C a float type (float32, bfloat16, float16): the int32 sums as floats, through the epilogue
     constexpr bool DEQUANT = INT8 && !RESIDUES && !std::is_same_v<Out, int>;
-    // (TF32 reads an M-major A from registers, on the tiles of at most 64 columns: run_regs)
-    static_assert(!TF32 || (B_KMAJOR && sizeof(Out) == 4 && (!A_MMAJOR || BN <= 64)),
-                  "TF32: B K-major, C float32, A K-major or (at most 64 columns) M-major");
+    // (TF32 reads an M-major A from registers, on the tiles of at most 128 columns: run_regs; 256 spilled)
+    static_assert(!TF32 || (B_KMAJOR && sizeof(Out) == 4 && (!A_MMAJOR || BN <= 128)),
+                  "TF32: B K-major, C float32, A K-major or (at most 128 columns) M-major");
     static_assert(!INT8 || (!A_MMAJOR && B_KMAJOR && (DEQUANT || !EPI)),
                   "INT8: K-major; C the int32 sums or int8 residues (no epilogue), or floats with one");
     using Acc = std::conditional_t<INT8, int, float>;
@@ -873,12 +877,13 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         wk.tm = (wk.tm << pair) + (w & pair);
         return wk;
     };
-    // C stored transposed (c_store 2): 16-bit inputs, int8 with int32 C, and TF32 tiles of at most 64 columns
-    // (the wider TF32 bodies, with their recomputation of non-finite outputs, have no registers left for the
-    // strided epilogue: ptxas spilled them). A tile narrower than a 128-byte box of C (16 or 32 columns of 16-bit
-    // C, 16 of float32) leaves by plain stores
+    // C stored transposed (c_store 2): 16-bit inputs, int8 with int32 C, TF32 tiles of at most 64 columns and
+    // the TF32 tiles reading A M-major (at most 128 columns; the wider K-major TF32 bodies, with their
+    // recomputation of non-finite outputs, have no registers left for the strided epilogue: ptxas spilled
+    // them, where the 128 x 128 tile reading A from registers did not, nvcc 13.0). A tile narrower than a
+    // 128-byte box of C (16 or 32 columns of 16-bit C, 16 of float32) leaves by plain stores
     if (BN * (int)sizeof(Out) < 128 && c_store == 1) c_store = 0;
-    const bool c_trans = (!TF32 || BN <= 64) && c_store == 2;
+    const bool c_trans = (!TF32 || BN <= 64 || A_MMAJOR) && c_store == 2;
 
     if (tid == 0) {
         tma_prefetch_map(&map_a);

@@ -66,8 +66,12 @@ GPUMAT_WGMMA_TF32(matmul_wgmma64x16bt_tf32, 64, 16, false)
 // TF32 product that reads a row-major B without transposing it first. map_a describes X as K rows of M
 // in 32 x 32 boxes (32 floats of M x a k tile), two a consumer's 64 rows; wgmma reads TF32 from shared
 // memory K-major alone, so each consumer reads its A elements into registers (Wgmma::run_regs) and B
-// from shared memory as the bt entries do. On the tiles of at most 64 columns (the ones that write C
-// transposed).
+// from shared memory as the bt entries do. On the 128 x 128 tile and those of at most 64 columns (the
+// ones that write C transposed; 128 x 256 spilled its accumulators, nvcc 13.0). The 128 x 128 tile's
+// register loads of A feed twice the columns of 128 x 64's, and it stages 0.67 times the bytes a
+// product: a large product with B row-major (H200, ncu, 16 x 512 x 4096 x 1024 at tf32: cuBLAS on 64 x 256
+// tiles, A from registers, 268 us at base clocks, 128 x 64 here 448).
+GPUMAT_WGMMA_TF32(matmul_wgmma128x128atbt_tf32, 128, 128, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma128x64atbt_tf32, 128, 64, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma64x64atbt_tf32, 64, 64, true)
 GPUMAT_WGMMA_TF32(matmul_wgmma64x32atbt_tf32, 64, 32, true)

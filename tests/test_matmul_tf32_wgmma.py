@@ -3,7 +3,7 @@ tf32_wgmma128x128bt, tf32_wgmma128x64bt, tf32_wgmma64x64bt, tf32_wgmma64x32bt an
 auto's (cuda/matmul_wgmma_kmajor.cu, entries matmul_wgmma<BM>x<BN>bt_tf32). wgmma reads TF32 operands
 from shared memory K-major only, so every row reads B stored transposed (x @ W.T in place); a row-major B
 is transposed into aligned scratch first; the rows of at most 64 columns also run a layer on few tokens
-swapped (C written transposed). The atbt rows (tf32_wgmma128x64atbt, 64x64atbt, 64x32atbt, 64x16atbt:
+swapped (C written transposed). The atbt rows (tf32_wgmma128x128atbt, 128x64atbt, 64x64atbt, 64x32atbt, 64x16atbt:
 entries matmul_wgmma<BM>x<BN>atbt_tf32) also read A stored transposed, through registers: X.T @ W.T in
 place, and above all a product with a row-major B swapped (C^T = B^T @ A^T), B read in place. The rows,
 the plans auto makes with them, the split of K, the
@@ -68,8 +68,9 @@ from gpumat.runtime.tensormaps import DATA_TYPES
 TF32_WGMMA = ["tf32_wgmma128x256bt", "tf32_wgmma128x128bt"]
 # the narrower tiles (those that write C transposed too: a swapped layer's)
 TF32_NARROW = ["tf32_wgmma128x64bt", "tf32_wgmma64x64bt", "tf32_wgmma64x32bt", "tf32_wgmma64x16bt"]
-# the same tiles reading A stored transposed too (into registers): a row-major B's product swapped, X.T @ W.T
-TF32_ATBT = [name.replace("bt", "atbt") for name in TF32_NARROW]
+# 128 x 128 and the narrower tiles reading A stored transposed too (into registers): a row-major B's product
+# swapped, X.T @ W.T
+TF32_ATBT = ["tf32_wgmma128x128atbt"] + [name.replace("bt", "atbt") for name in TF32_NARROW]
 TILES = {(128, 256), (128, 128), (128, 64), (64, 64), (64, 32), (64, 16)}
 MODULE = "matmul_wgmma_kmajor"
 NO_WGMMA = ALL_MODULES - SM90A_MODULES  # a build without sm_90 skips the sm_90a modules
@@ -178,9 +179,11 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
     assert (swapped.algorithm, swapped.swap) == ("tf32_wgmma128x64atbt", True)
     assert not (swapped.copy_a or swapped.copy_b)
     assert tf32_plan(1024, 1024, 1024, b_trans=True).algorithm == "tf32_wgmma128x64bt"
-    for b_trans in (False, True):
-        # 3072^3: both tiles measured the same (bench sweep, H100: 222.8 and 224.5 us): either
-        assert tf32_plan(3072, 3072, 3072, b_trans=b_trans).algorithm in TF32_WGMMA
+    # 3072^3: both tiles measured the same (bench sweep, H100: 222.8 and 224.5 us): either; B row-major,
+    # also the 128 x 128 tile swapped, B in place (H200, 2026-12-01, benchmarks/results/probe-tf32-rows-*:
+    # 198.3 us against 191.9 on 128 x 128 after B's copy)
+    assert tf32_plan(3072, 3072, 3072, b_trans=True).algorithm in TF32_WGMMA
+    assert tf32_plan(3072, 3072, 3072).algorithm in TF32_WGMMA + ["tf32_wgmma128x128atbt"]
     # the plan says what it copies
     assert "B into the layouts the kernel reads (B as N rows of K)" in str(tf32_plan(4096, 4096, 4096))
 
@@ -194,6 +197,12 @@ def test_auto_swaps_a_row_major_b_onto_the_atbt_rows_where_it_measured_faster():
     for m, n, k, batch in ((128, 14336, 4096, 1), (128, 4096, 4096, 1), (256, 4096, 4096, 1), (1024, 64, 1024, 128)):
         q = tf32_plan(m, n, k, batch=batch)
         assert q.algorithm in TF32_ATBT and q.swap and not (q.copy_a or q.copy_b), q
+    # and large batches, layers on 128-512 tokens and 2048^3 on the 128 x 128 tile (H200, 2026-12-01,
+    # benchmarks/results/probe-tf32-rows-*: 16 x 512 x 4096 x 1024 247.3 us against 343.5 on 128 x 64;
+    # 64 x 1024^3 482.1 against 521.2 on 128 x 256 after B's copy; 2048^3 57.1 against 59.5)
+    for m, n, k, batch in ((512, 4096, 1024, 16), (1024, 1024, 1024, 64), (512, 8192, 8192, 1), (2048, 2048, 2048, 1)):
+        q = tf32_plan(m, n, k, batch=batch)
+        assert (q.algorithm, q.swap, q.copy_a or q.copy_b) == ("tf32_wgmma128x128atbt", True, False), q
     for m, n, k in ((4096, 64, 4096), (4096, 4096, 4096)):
         q = tf32_plan(m, n, k)
         assert not q.swap and q.algorithm not in TF32_ATBT, q

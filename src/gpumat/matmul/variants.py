@@ -274,8 +274,10 @@ class Variant:
     def writes_c_trans(self) -> bool:
         """Whether the kernel can write C stored transposed (C_STORE["transposed"]), which the planner's
         swapped plans need: the 16-bit and int8 TMA rows can, and the TF32 ones (tensor_maps_exact) of at
-        most 64 columns (the wider TF32 bodies have no registers left for it)."""
-        return self.args == "tensor_maps" or (self.args == "tensor_maps_exact" and self.tile[1] <= 64)
+        most 64 columns or reading A transposed (the wider K-major TF32 bodies have no registers left for it)."""
+        return self.args == "tensor_maps" or (
+            self.args == "tensor_maps_exact" and (self.tile[1] <= 64 or self.reads_a_trans)
+        )
 
     def grid(
         self, m: int, n: int, splits: int, sm_count: int, batch: int = 1, per_sm: int | None = None
@@ -888,7 +890,7 @@ def _k_major_wgmma(
     """A row of the wgmma kernel for the inputs wgmma reads K-major alone (TF32, int8, FP8: it has no
     transpose for them): <kind>_wgmma<BM>x<BN><layout>, entries {(input suffix, output suffix): the entry's
     name after matmul_wgmma<BM>x<BN><layout>_}, B stored transposed read in place (a row-major B transposed
-    into aligned scratch first), and with layout "atbt" (TF32, at most 64 columns) A stored transposed too,
+    into aligned scratch first), and with layout "atbt" (TF32, at most 128 columns) A stored transposed too,
     read into registers; tier 1; `fields`: the kind's split and cost constants."""
     name = f"{kind}_wgmma{tile[0]}x{tile[1]}{layout}"
     names = {pair: f"matmul_wgmma{tile[0]}x{tile[1]}{layout}_{end}" for pair, end in entries.items()}
@@ -1585,6 +1587,15 @@ _ROWS = [
     # tf32, 145 shapes, every row timed by name: benchmarks/NOTES.md, thirty-sixth session) to the timings
     # within 1.5x of each shape's fastest plan (31-98 a row; log error 0.26-0.32 rms): auto then came within
     # 0.971 of the fastest timed plan over the sweep (0.963 with the rows above's constants)
+    # The 128 x 128 tile (2026-12-01): its register loads of A feed twice 128 x 64's columns and it stages
+    # 0.67 times the bytes a product. 128 x 128bt's rate with the atbt rows' fixed cost; checked on the H200
+    # (benchmarks/results/probe-tf32-rows-*: 30 shapes, every TF32 row timed by name beside cuBLAS TF32):
+    # measured within 0.85-1.15 of its model from 40 us up (small batches take up to twice it, as the
+    # other rows do), auto within 0.99 of the fastest timed row in geometric mean (0.90 at worst, 2137 x
+    # 1080 x 1055, as before the row), 1.12 times as fast as the table without it; large batches with B
+    # row-major and layers on 128-512 tokens gain most (16 x 512 x 4096 x 1024 343.5 -> 247.3 us,
+    # 128 x 14336 x 4096 102.5 -> 67.7, 512 x 8192 x 8192 314.0 -> 211.0)
+    _tf32_wgmma((128, 128), 295e12, "atbt", fixed_s=5.0e-6),
     _tf32_wgmma((128, 64), 210e12, "atbt", fixed_s=5.0e-6),
     _tf32_wgmma((64, 64), 150e12, "atbt", fixed_s=5.0e-6),
     _tf32_wgmma((64, 32), 100e12, "atbt", fixed_s=5.0e-6, auto_max_n=32),
