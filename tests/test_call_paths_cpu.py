@@ -506,7 +506,21 @@ for dt, (batch, m, k, n) in [
         assert runs[0] and runs[0] == runs[1] == runs[2] == runs[3], (dt, batch, m, k, n, runs)
         on_wgmma += plan.variant.name.startswith("wgmma")
         checked += 1
-print(checked, on_wgmma)
+# a bias of one value a row keeps the batch from folding: matmul_plan given that bias plans the batch as
+# matmul runs it, and plan= takes that plan with the bias (the folded one it refuses)
+x, w = gm.Matrix.empty((4, 64, 128), dtype=np.float16), gm.Matrix.empty((128, 256), dtype=np.float16)
+rows = gm.Matrix.empty((64, 1), dtype=np.float32)
+folded, per_row = gm.matmul_plan(x, w), gm.matmul_plan(x, w, bias=rows)
+assert (folded.problem.batch, per_row.problem.batch) == (1, 4), (folded, per_row)
+assert gm.matmul_plan(x, w, bias=gm.Matrix.empty((1, 256), dtype=np.float32)).problem == folded.problem
+gm.matmul(x, w, bias=rows, plan=per_row)
+refused = 0
+for call in (lambda: gm.matmul(x, w, bias=rows, plan=folded), lambda: gm.matmul_plan(x, w, bias=rows, tune=True)):
+    try:
+        call()
+    except ValueError:
+        refused += 1
+print(checked, on_wgmma, refused)
 """
 )
 
@@ -515,11 +529,13 @@ def test_a_batch_times_a_shared_matrix_launches_what_its_tall_product_does():
     """A batch times a shared 2-D matrix (x @ W with x of (batch, tokens, features)), its A and C packed,
     folds into one tall product: it launches exactly what the 2-D product of the stacked rows launches
     (kernel, grid, arguments, tensor maps), on both routes. Its A used to keep its batch stride, which made
-    the copy engine's alignment test see overlapping layers: the 16-bit products ran the mma.sync tiles."""
+    the copy engine's alignment test see overlapping layers: the 16-bit products ran the mma.sync tiles.
+    A bias of one value a row keeps such a batch a batch, and gm.matmul_plan given that bias plans it so
+    (plan= then takes it; tune=True takes no bias)."""
     out = _run("-c", FOLDED, str(ROOT / "benchmarks"), "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    checked, on_wgmma = (int(x) for x in out.stdout.split())
-    assert checked == 12 and on_wgmma >= 4
+    checked, on_wgmma, refused = (int(x) for x in out.stdout.split())
+    assert checked == 12 and on_wgmma >= 4 and refused == 2
 
 
 SAME_ERRORS = (

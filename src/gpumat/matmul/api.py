@@ -13,13 +13,13 @@ from .route import DEFAULT_ALPHA, DEFAULT_BETA, cached_product, plan_of_call, pr
 
 
 def matmul_plan(
-    a, b, out=None, algorithm="auto", precision=None, *, splits=None, k_chunk=None, tune=False
+    a, b, out=None, algorithm="auto", precision=None, *, splits=None, k_chunk=None, tune=False, bias=None
 ) -> MatmulPlan:
     """The plan :func:`matmul` would run for these operands, without running it.
 
     The plan names the kernel, the split of K, the launch grid, the scratch and copies it needs, the
     cost model's time and the reason for the choice (``print`` it). Nothing is allocated or launched
-    (unless ``tune=True``). The epilogue (alpha, beta, bias, activation) does not change the plan.
+    (unless ``tune=True``). alpha, beta and the activation do not change the plan; a bias can (pass it).
 
     Parameters
     ----------
@@ -42,6 +42,9 @@ def matmul_plan(
         later :func:`matmul` calls of the same shapes, dtypes, layouts and precision run it. Its
         results may differ in the last bits from the untuned plan's (another kernel adds in another
         order) and repeat call after call. Takes a few milliseconds to a second.
+    bias : Matrix, optional
+        The bias the call will add, as for :func:`matmul`. A bias of one value a row, (M, 1), keeps a batch
+        times a shared 2-D matrix from running as one tall product, so the plan is another one.
 
     Returns
     -------
@@ -66,12 +69,14 @@ def matmul_plan(
     >>> C = gm.matmul(A, A, plan=p)
     """
     if tune:
-        if algorithm != "auto" or splits is not None or k_chunk is not None:
-            raise ValueError("matmul_plan: tune=True chooses the plan itself; it takes algorithm='auto' and no split")
+        if algorithm != "auto" or splits is not None or k_chunk is not None or bias is not None:
+            raise ValueError(
+                "matmul_plan: tune=True chooses the plan itself; it takes algorithm='auto', no split and no bias"
+            )
         from .tuning import tune as measured  # the timing loop, loaded only when asked
 
         return measured(a, b, out, precision)
-    return plan_of_call(a, b, out, algorithm, precision, splits, k_chunk)
+    return plan_of_call(a, b, out, algorithm, precision, splits, k_chunk, bias)
 
 
 def matmul(a, b, out=None, algorithm="auto", precision=None, stream=None, *, alpha=DEFAULT_ALPHA,

@@ -225,16 +225,17 @@ def _result_shape(a: Matrix, b: Matrix, ba, bb, m: int, n: int) -> tuple[int, ..
     raise ValueError(f"matmul: the batches of a {a.shape} and b {b.shape} do not broadcast ({ba} against {bb})")
 
 
-def problem_of_call(a, b, out, algorithm: str = "auto", precision=None) -> tuple[Problem, Target]:
-    """The Problem a matmul call poses and its GPU's Target, after the call's checks."""
-    dev = operand_device((a, "a"), (b, "b"), (out, "out"))
-    A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, DEFAULT_ALPHA, DEFAULT_BETA, None, None)
+def problem_of_call(a, b, out, algorithm: str = "auto", precision=None, bias=None) -> tuple[Problem, Target]:
+    """The Problem a matmul call poses and its GPU's Target, after the call's checks (a bias of one value a
+    row keeps a batch from folding into one tall product: problem.kernel_view)."""
+    dev = operand_device((a, "a"), (b, "b"), (out, "out"), (bias, "bias"))
+    A, B, C, mode, epilogue = _check(a, b, out, algorithm, precision, DEFAULT_ALPHA, DEFAULT_BETA, bias, None)
     return problem_of(kernel_view(A, B, C, epilogue), A[7], C[7], mode), Target.of(dev)
 
 
-def plan_of_call(a, b, out, algorithm: str, precision, splits, k_chunk) -> MatmulPlan:
+def plan_of_call(a, b, out, algorithm: str, precision, splits, k_chunk, bias=None) -> MatmulPlan:
     """gm.matmul_plan: the plan the call would run (see its docstring)."""
-    p = planner.plan(*problem_of_call(a, b, out, algorithm, precision), algorithm)
+    p = planner.plan(*problem_of_call(a, b, out, algorithm, precision, bias), algorithm)
     if splits is None and k_chunk is None:
         return p
     if splits is None:
