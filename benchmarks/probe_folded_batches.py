@@ -1,6 +1,7 @@
 """A batch times a shared 2-D matrix (x @ W and x @ W.T, x of (batch, tokens, features)) against
 torch.matmul in the same process: gpumat folds such a batch into one tall product, and this times it
-(queued behind a spin kernel, the GPU's own time), with auto's plan and the result's largest error
+(queued behind a spin kernel, the GPU's own time; gpumat makes a new result each call, as a layer does,
+torch writes into out=), with auto's plan and the result's largest error
 relative to the float64 product's largest element.
 
     GPUMAT_RESULTS=DIR PYTHONPATH=src python3 benchmarks/probe_folded_batches.py

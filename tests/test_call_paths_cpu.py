@@ -513,7 +513,14 @@ rows = gm.Matrix.empty((64, 1), dtype=np.float32)
 folded, per_row = gm.matmul_plan(x, w), gm.matmul_plan(x, w, bias=rows)
 assert (folded.problem.batch, per_row.problem.batch) == (1, 4), (folded, per_row)
 assert gm.matmul_plan(x, w, bias=gm.Matrix.empty((1, 256), dtype=np.float32)).problem == folded.problem
-gm.matmul(x, w, bias=rows, plan=per_row)
+runs = []
+for how in ("plan", "full", "fast"):  # the planned batch is what either route launches for that call
+    launches.clear()
+    if how == "full":
+        engine.bound_plans.clear()
+    result = gm.matmul(x, w, bias=rows, plan=per_row if how == "plan" else None)
+    runs.append(named(launches, {x.elements: "A", w.elements: "B", rows.elements: "bias", result.elements: "C"}))
+assert runs[0] and runs[0] == runs[1] == runs[2], runs
 refused = 0
 for call in (lambda: gm.matmul(x, w, bias=rows, plan=folded), lambda: gm.matmul_plan(x, w, bias=rows, tune=True)):
     try:

@@ -425,10 +425,12 @@ def test_a_row_major_b_is_transposed_and_an_unaligned_a_copied_first(monkeypatch
     assert args[13:19] == (SCRATCH, aligned_k, 0, SCRATCH, aligned_k, 0)
 
 
-def test_only_the_tiles_of_at_most_64_columns_write_c_transposed():
+def test_of_the_k_major_tiles_only_those_of_at_most_64_columns_write_c_transposed():
     """The swapped plan (C^T = op(B)^T @ op(A)^T, written into C stored transposed) needs the strided
-    epilogue, which the TF32 bodies of 128 and 256 columns have no registers for."""
+    epilogue, which the K-major TF32 bodies of 128 and 256 columns have no registers for; the atbt tiles,
+    128 x 128 among them, write it."""
     assert {name for name in TF32_WGMMA + TF32_NARROW if VARIANTS[name].writes_c_trans} == set(TF32_NARROW)
+    assert all(VARIANTS[name].writes_c_trans for name in TF32_ATBT)
     p = Problem(8, 4096, 4096, "f32", "f32", "tf32", b_trans=True)
     with pytest.raises(ValueError, match="swapped"):
         engine.forced(p, H100, "tf32_wgmma128x128bt", 1, swap=True)

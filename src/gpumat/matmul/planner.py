@@ -95,8 +95,9 @@ FULL_RUN_BYTES = 128
 SHORT_RUN_DRAW = 0.85
 # The swapped plan (problem.swapped): a C of at most SWAP_MAX_M rows and at least SWAP_MIN_N columns (one matrix, not
 # a matrix-vector row's shape but at tf32: swappable) computed as C^T = op(B)^T @ op(A)^T by a row that writes C
-# transposed (the 16-bit TMA rows, the TF32 ones of at most 64 columns), so that C's long side lies on the tiles' 128
-# or 64 rows and its few rows on their columns (one tile of the 128 x 64 row at 64 rows, of the 64 x 16 row at 16).
+# transposed (the 16-bit TMA rows, the TF32 ones of at most 64 columns or reading A transposed), so that C's long
+# side lies on the tiles' 128 or 64 rows and its few rows on their columns (one tile of the 128 x 64 row at 64 rows,
+# of the 64 x 16 row at 16).
 # Taken where the model gives it SWAP_MARGIN over the plain plan: on the H200 (2026-11-28, 16-bit x @ W and x @ W.T
 # with 8-128 rows, weights of 8192^2, 14336 x 4096 and 4096 x 14336) the model's gain of 1.11-1.45 measured 0.95-1.49
 # (1.34-1.49 where it modelled 1.45; 128 rows: no gain modelled, none measured). At tf32 with B row-major, C of any

@@ -1590,9 +1590,11 @@ _ROWS = [
     # The 128 x 128 tile (2026-12-01): its register loads of A feed twice 128 x 64's columns and it stages
     # 0.67 times the bytes a product. 128 x 128bt's rate with the atbt rows' fixed cost; checked on the H200
     # (benchmarks/results/probe-tf32-rows-*: 30 shapes, every TF32 row timed by name beside cuBLAS TF32):
-    # measured within 0.85-1.15 of its model from 40 us up (small batches take up to twice it, as the
-    # other rows do), auto within 0.99 of the fastest timed row in geometric mean (0.90 at worst, 2137 x
-    # 1080 x 1055, as before the row), 1.12 times as fast as the table without it; large batches with B
+    # measured at 0.68-1.03 of its model on the products of 40 us and more with K of at least 1024, small
+    # batches at up to 1.8 times it and a K of 64-67 at two to four times, as the other wgmma rows there
+    # (auto took it for the small batches, the fastest row on each, and not at K = 64-67); auto within 0.99
+    # of the fastest timed row in geometric mean (0.90 at worst, 2137 x 1080 x 1055, as before the row),
+    # 1.12 times as fast as the table without it; large batches with B
     # row-major and layers on 128-512 tokens gain most (16 x 512 x 4096 x 1024 343.5 -> 247.3 us,
     # 128 x 14336 x 4096 102.5 -> 67.7, 512 x 8192 x 8192 314.0 -> 211.0)
     _tf32_wgmma((128, 128), 295e12, "atbt", fixed_s=5.0e-6),
