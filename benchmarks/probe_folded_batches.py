@@ -1,7 +1,7 @@
 """A batch times a shared 2-D matrix (x @ W and x @ W.T, x of (batch, tokens, features)) against
 torch.matmul in the same process: gpumat folds such a batch into one tall product, and this times it
-(queued behind a spin kernel, the GPU's own time; gpumat makes a new result each call, as a layer does,
-torch writes into out=), with auto's plan and the result's largest error
+(queued behind a spin kernel, the GPU's own time, as bench sweep times it; gpumat makes a new result
+each call, as a layer does, torch writes into out=), with auto's plan and the result's largest error
 relative to the float64 product's largest element.
 
     GPUMAT_RESULTS=DIR PYTHONPATH=src python3 benchmarks/probe_folded_batches.py
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gpumat as gm
 from gpumat._bench.common import environment, write_json
+from gpumat._bench.sweep import _queued_us
 
 # (batch, tokens, features, outputs)
 CASES = [
@@ -24,20 +25,6 @@ CASES = [
     (2, 1024, 4096, 1024),
     (64, 16, 1024, 1024),
 ]
-
-
-def queued_us(torch, fn, calls: int = 100) -> float:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(int(5e7))  # the calls queue behind it: the host is not the limit
-    start.record()
-    for _ in range(calls):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) * 1e3 / calls
 
 
 def main() -> None:
@@ -71,8 +58,8 @@ def main() -> None:
                     "plan": plan.algorithm,
                     "splits": plan.splits,
                     "error": float((got - exact).abs().max() / exact.abs().max()),
-                    "torch_us": queued_us(torch, lambda: torch.matmul(x, w, out=out)),
-                    "gpumat_us": queued_us(torch, lambda: gm.matmul(gx, gw)),
+                    "torch_us": _queued_us(torch, lambda: torch.matmul(x, w, out=out)),
+                    "gpumat_us": _queued_us(torch, lambda: gm.matmul(gx, gw)),
                 }
                 row["ratio"] = row["torch_us"] / row["gpumat_us"]
                 rows.append(row)
