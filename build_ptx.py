@@ -9,9 +9,9 @@ is skipped and the manifest lists it under "skipped" (Python never selects its k
 
 Two files describe the build: manifest.json, all the runtime reads (each module's fatbin, the archs,
 the CUDA version), and entries.json, the build's report for the tests: each entry point's parameter
-types (read from PTX) and, for each arch, the registers, shared memory, stack and spill bytes that
-ptxas reports. A module is rebuilt only when its sources, the arch list, the flags or the compiler
-change.
+types (read from PTX), for each arch the registers, shared memory, stack and spill bytes that ptxas
+reports, and (where an sm_90 or later arch is built) whether it waits for the grid before it. A
+module is rebuilt only when its sources, the arch list, the flags or the compiler change.
 
     python3 build_ptx.py            # every arch
     ARCHS=90 python3 build_ptx.py   # one arch, for quick iteration
@@ -125,6 +125,13 @@ def parse_entries(ptx: str) -> dict[str, list[str]]:
     return {name: [t + n for t, n in PARAM_RE.findall(params)] for name, params in ENTRY_RE.findall(ptx)}
 
 
+def entries_that_wait(ptx: str) -> set[str]:
+    """The entry points whose code (from their .entry to the next) waits for the grid before them."""
+    starts = [(m.start(), m.group(1)) for m in ENTRY_RE.finditer(ptx)]
+    ends = [at for at, _ in starts[1:]] + [len(ptx)]
+    return {name for (at, name), end in zip(starts, ends, strict=True) if "griddepcontrol.wait" in ptx[at:end]}
+
+
 def parse_ptxas(report: str) -> dict[str, dict[str, dict[str, int]]]:
     """{entry: {sm_XX: {registers, smem, stack, spill_stores, spill_loads}}} from `ptxas -v` output."""
     resources: dict[str, dict[str, dict[str, int]]] = {}
@@ -188,12 +195,21 @@ def build_module(exe: str, cu: Path, archs: list[str], own_archs: bool = False) 
         if not kept:
             raise RuntimeError(f"nvcc left no PTX of compute_{archs[0]} for {cu.name} in its --keep folder")
         shutil.copyfile(kept[0], ptx)
+        # which entries follow the grid before them (griddepcontrol.wait, sm_90 and later): read from the
+        # PTX of the first such arch built, when there is one
+        hopper = next((a for a in archs if int(a.rstrip("af")) >= 90), None)
+        hopper_ptx = [Path(scratch) / f"{name}.compute_{hopper}.ptx", Path(scratch) / f"{name}.ptx"] if hopper else []
+        follows = next((entries_that_wait(p.read_text()) for p in hopper_ptx if p.exists()), None)
     params = parse_entries(ptx.read_text())
     resources = parse_ptxas(build.stderr)
     module = {"fatbin": fatbin.name}
     if own_archs:
         module["archs"] = archs  # machine code for these alone, no PTX
-    return module, {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())}
+    report = {e: {"params": p, "resources": resources.get(e, {})} for e, p in sorted(params.items())}
+    if follows is not None:
+        for e, row in report.items():
+            row["follows_previous_grid"] = e in follows
+    return module, report
 
 
 class Progress:

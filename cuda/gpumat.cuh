@@ -135,6 +135,26 @@ __device__ __forceinline__ void wait_async()
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Programmatic dependent launch (sm_90 and newer). On such a GPU the launcher queues a kernel that calls
+// wait_for_previous_grid() as a programmatic dependent of the kernel before it on its stream
+// (gpumat.runtime.kernels, dependent=True): it is launched as that grid's last block exits, not after the
+// grid's completion and memory flush, and its blocks set up (barriers, a tensor map's prefetch) while the
+// flush runs. griddepcontrol.wait then holds every thread until the grid before has completed and its
+// writes are visible, so the call comes before the kernel's first access to global memory; a plain launch
+// passes straight through it. Before sm_90 it compiles to nothing.
+// No kernel lets the next grid launch earlier (griddepcontrol.launch_dependents): the next grid's blocks
+// would then wait on the SMs this grid's first blocks leave, several to an SM where the grid is small,
+// and run there crowded once it ends (H200: a float64 batch on dmma64x64 0.81x, a split float32 layer
+// 0.66x, either after a product on the wgmma tiles 0.52-0.83x; results/probe-dependent-products-*).
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ void wait_for_previous_grid()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------
 // The multi-stage matmul kernels' cp.async ring (sm_80 and newer): 16-byte copies that zero-fill what
 // they do not read (edges of A and B), commit groups, and waits for all but N groups. The commit and
 // the wait compile to nothing before sm_80, for the kernels whose copies are plain loads and stores

@@ -144,6 +144,7 @@ __device__ __forceinline__ void tiled16x64(const T* __restrict__ A, const T* __r
         const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS)           \
     {                                                                                                        \
+        gpumat::wait_for_previous_grid();                                                                    \
         const long long z = blockIdx.z;                                                                      \
         FAMILY<T>(A + z * batch_a, B + z * batch_b, C + z * batch_c, M, N, K, lda, ldb, ldc,                 \
                   GPUMAT_EPILOGUE_ARGS);                                                                     \

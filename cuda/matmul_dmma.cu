@@ -638,6 +638,7 @@ __device__ __forceinline__ void entry(const double* __restrict__ A, const double
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
+        gpumat::wait_for_previous_grid();                                                                     \
         entry<CFG, TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,               \
                            GPUMAT_EPILOGUE_ARGS);                                                             \
     }

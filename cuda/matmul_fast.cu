@@ -525,6 +525,7 @@ using Tile32x128 = Tile<32, 128, 8, 8, 4, 4>;
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
+        gpumat::wait_for_previous_grid();                                                                     \
         gemm_entry<TILE, TA, TB>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,         \
                                  GPUMAT_EPILOGUE_ARGS);                                                       \
     }

@@ -715,6 +715,7 @@ __device__ __forceinline__ Work work(int M, int K, long long ldc, int k_chunk, G
         const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C, int M, int N, int K,          \
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS, GPUMAT_EPILOGUE_PARAMS) \
     {                                                                                                         \
+        gpumat::wait_for_previous_grid();                                                                     \
         const Work z = work(M, K, ldc, k_chunk, batch_a, batch_b, batch_c);                                   \
         __VA_ARGS__;                                                                                          \
     }

@@ -1342,6 +1342,7 @@ __device__ __forceinline__ void stream_block_any_layout(const T* A, const T* B, 
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
+        gpumat::wait_for_previous_grid();                                                                    \
         __shared__ typename Dtype<T>::Acc smem[SMEM_BYTES / sizeof(typename Dtype<T>::Acc)];                \
         any_layout<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,        \
                           GPUMAT_EPILOGUE_ARGS, smem);                                                       \
@@ -1351,6 +1352,7 @@ __device__ __forceinline__ void stream_block_any_layout(const T* A, const T* B, 
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
+        gpumat::wait_for_previous_grid();                                                                    \
         extern __shared__ __align__(16) unsigned char wide_smem[];                                           \
         any_layout<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,         \
                          GPUMAT_EPILOGUE_ARGS, reinterpret_cast<typename Dtype<T>::Acc*>(wide_smem));        \
@@ -1375,6 +1377,7 @@ GPUMAT_SMALL_ENTRY(matmul_small_bf16_f32out, __nv_bfloat16, float)
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
+        gpumat::wait_for_previous_grid();                                                                    \
         extern __shared__ __align__(16) unsigned char stream_smem[];                                         \
         stream_any_layout<IN_PLACE>(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b,       \
                                     batch_c, GPUMAT_EPILOGUE_ARGS, stream_smem);                             \
@@ -1400,6 +1403,7 @@ GPUMAT_STREAM_ENTRY(matmul_small_bf16_f32out, _stream_in_place, true, __nv_bfloa
         long long lda, long long ldb, long long ldc, int batch, int ta, int tb, GPUMAT_BATCH_PARAMS,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                              \
     {                                                                                                        \
+        gpumat::wait_for_previous_grid();                                                                    \
         extern __shared__ __align__(16) unsigned char block_smem[];                                          \
         stream_block_any_layout(A, B, C, M, N, K, lda, ldb, ldc, batch, ta, tb, batch_a, batch_b, batch_c,   \
                                 GPUMAT_EPILOGUE_ARGS, block_smem);                                           \

@@ -15,21 +15,15 @@
 // matmul_splitk_reduce_<accumulator dtype>_<output dtype>(partial, C, M, N, ldc, splits, alpha, beta,
 // bias, bias_step, bias_along, bias_f32, activation)
 // On sm_90 and later the launcher queues the reduction as a programmatic dependent of the product
-// (gpumat.runtime.kernels, dependent=True): its launch follows the product's last block's exit instead of
-// the product grid's completion and memory flush, and griddepcontrol.wait holds its blocks until those
-// are done and the partials are visible. A plain launch passes straight through it.
-#if __CUDA_ARCH__ >= 900
-#define GPUMAT_AFTER_PRODUCT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
-#else
-#define GPUMAT_AFTER_PRODUCT()
-#endif
-
+// (gpumat.runtime.kernels, dependent=True): its launch follows the product's blocks instead of the
+// product grid's completion and memory flush, and gpumat::wait_for_previous_grid (gpumat.cuh) holds its
+// blocks until those are done and the partials are visible. A plain launch passes straight through it.
 #define GPUMAT_SPLITK_REDUCE(NAME, ACC, OUT)                                                                  \
     extern "C" __global__ void __launch_bounds__(256) NAME(                                                   \
         const ACC* __restrict__ partial, OUT* __restrict__ C, int M, int N, long long ldc, int splits,        \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
-        GPUMAT_AFTER_PRODUCT();                                                                               \
+        gpumat::wait_for_previous_grid();                                                                     \
         gpumat::splitk_reduce<ACC, OUT>(partial, C, M, N, ldc, splits, alpha, beta, bias, bias_step,          \
                                         bias_along, bias_f32, activation);                                    \
     }

@@ -694,6 +694,7 @@ __device__ __forceinline__ void entry(const float* __restrict__ A, const float* 
         int K, long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                 \
         GPUMAT_EPILOGUE_PARAMS)                                                                               \
     {                                                                                                         \
+        gpumat::wait_for_previous_grid();                                                                     \
         entry<MODE, TILE, S, PLAIN_COPY>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c, \
                                          GPUMAT_EPILOGUE_ARGS);                                               \
     }

@@ -504,6 +504,7 @@ __device__ __forceinline__ void entry(const T* __restrict__ A, const T* __restri
         long long lda, long long ldb, long long ldc, int k_chunk, GPUMAT_BATCH_PARAMS,                      \
         GPUMAT_EPILOGUE_PARAMS)                                                                             \
     {                                                                                                       \
+        gpumat::wait_for_previous_grid();                                                                   \
         entry<CFG, T, OUT>(A, B, C, M, N, K, lda, ldb, ldc, k_chunk, batch_a, batch_b, batch_c,             \
                            GPUMAT_EPILOGUE_ARGS);                                                           \
     }

@@ -89,6 +89,9 @@
 //    one box wide, so its descriptor's leading offset is never read. TF32 (atbt): boxes of 32 floats of
 //    M x 32 k rows (4 KiB, two a consumer), read into registers in a bank-conflict-free order, two
 //    register buffers in turn so that no k tile's loads overwrite the elements a running group reads;
+//  * launched as a programmatic dependent of the kernel before it (sm_90, gpumat.cuh's
+//    wait_for_previous_grid): a block inits its barriers and prefetches its maps while the grid before
+//    is flushed, and waits for it before its first copy;
 //  * persistent blocks: gridDim.x blocks walk the work items (tile, split) in order, so the producer
 //    fills the ring for the next tile while the consumers store the last one. Tiles are numbered in
 //    groups of 16 row tiles (neighbours in time share A and B panels in L2);
@@ -899,6 +902,8 @@ __device__ __forceinline__ void gemm(const TensorMap& map_a, const TensorMap& ma
         cluster_sync();  // the partner's barriers exist before any copy or arrival reaches them
     else
         __syncthreads();
+    // (the set-up above touches shared memory and parameters alone: it overlaps the grid before's flush)
+    gpumat::wait_for_previous_grid();
 
     if (wg == 0) {
         // two consumers: their registers come from the producer's (one block an SM, 168 a thread at launch)

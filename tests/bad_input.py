@@ -24,7 +24,8 @@ import gpumat as gm  # noqa: E402
 from gpumat import _interop  # noqa: E402
 from gpumat.memory import pool  # noqa: E402
 
-WORK = ("cuMemAllocAsync", "cuLaunchKernel", "cuMemcpy2DAsync", "cuMemcpyDtoDAsync", "cuMemsetD2D8Async")
+WORK = ("cuMemAllocAsync", "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpy2DAsync", "cuMemcpyDtoDAsync")
+WORK += ("cuMemsetD2D8Async",)
 WORK += ("cuMemsetD2D16Async", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuEventRecord")
 pool_allocs = [0]
 _alloc = pool.Pool.alloc

@@ -285,8 +285,9 @@ class OrderingDriver(python_path.StandInDriver):
         return OK
 
     def cuLaunchKernelEx(self, config, f, params, extra):
-        """A programmatic dependent launch (the split-K reduction on sm_90): its kernel waits in
-        griddepcontrol.wait for the grid queued before it, so it is ordered on its stream as a launch is."""
+        """A programmatic dependent launch (a product or split-K's reduction on sm_90) or a cluster launch:
+        a dependent kernel waits in griddepcontrol.wait for the grid queued before it, so it is ordered on
+        its stream as a launch is."""
         return self.cuLaunchKernel(f, 0, 0, 0, 0, 0, 0, 0, config.hStream, params, extra)
 
     def _queued(self, stream, what: str, *addresses) -> Node:

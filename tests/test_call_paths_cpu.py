@@ -47,10 +47,14 @@ from gpumat.runtime import kernels
 launches = []
 def record(name, grid, block, args, smem, stream, dependent=False, cluster=1):
     launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent, cluster))
+# (a dependent launch as the launch makes it: only where the device runs sm_90 code, as FixedLaunch's is resolved)
 kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False, cluster=1: (
-    record(self.name, grid, block, args, smem, stream, dependent, cluster))
+    record(self.name, grid, block, args, smem, stream, dependent and kernels.runs_sm90_code(device.arch), cluster))
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
-    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream, False, self.cluster)
+    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream, self.dependent,
+    self.cluster)
+# what a launch of each kernel should be on the stand-in's sm_90: dependent where the kernel waits for the grid before
+follows = lambda name: name in kernels.DECLARED and kernels.DECLARED[name].waits_for_previous
 from gpumat.runtime import bindings
 for call in ("cuMemcpy2DAsync", "cuMemcpyDtoDAsync"):  # copies by the copy engine (a transpose of one row)
     def copying(*args, _real=getattr(bindings.driver, call)):
@@ -150,8 +154,9 @@ for case in range(300):
     assert product[0][0] == want.kernel.name and product[0][1][:2] == want.grid[:2], what
     assert any(x[0].startswith(REDUCE) for x in launches) == (want.splits > 1), what
     assert any(x[0].startswith(COPIES) for x in launches) == (want.copy_a or want.copy_b), what
-    # the reduction, and only it, is queued as the product's programmatic dependent, right after it
-    assert [x[0] for x in launches if x[7]] == ([want.reduce.name] if want.splits > 1 else []), what
+    # the product and its reduction are queued as programmatic dependents of the launch before them (the
+    # kernels that wait for it: not the teaching ones, nor the copies), the reduction right after its product
+    assert [x[7] for x in launches] == [follows(x[0]) for x in launches], what
     if want.splits > 1:
         assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
         split += 1
@@ -336,7 +341,9 @@ for case in range(216):
     # and stream exactly
     assert full and full == first == again, (case, m, n, k, full, again)
     checked += 1
-    dependent += any(x[7] for x in full)  # a split's reduction, queued as its product's dependent
+    # the product (and a split's reduction) queued as the dependent of the launch before it, where it waits for it
+    assert [x[7] for x in full] == [follows(x[0]) for x in full], (case, full)
+    dependent += any(x[7] for x in full)
     chosen = gm.matmul_plan(a, b, out=out)
     swapped += chosen.swap
     few_rows += chosen.variant.name in ("sgemm32x128", "sgemm64x128")
@@ -381,7 +388,7 @@ def test_the_fast_lookup_launches_what_the_full_route_does():
         # and the eight float32 calls at tf32 with B row-major on 128 and 256 rows, swapped onto the TF32 atbt
         # tiles with no copy, and the eight one-token calls on gemv_m1x32
         assert one_row >= 8
-        assert dependent >= 4  # the split calls (the 8-token ones at least) queue their reduction dependent
+        assert dependent >= 150  # every call but the teaching tile's queues its product dependent (sm_90)
         assert teaching >= 2  # small float32 products drawn row-major: the one-output-a-thread tile (4 and 2 calls)
         assert checked == 216 and tf32_atbt == 8 and swapped >= 12 and few_rows >= 4 and tile64 >= 4 and narrow >= 4
         assert tf32_narrow == 4 and dmma_few >= 4 and transposed >= 100 and int8 >= 4 and fp8 >= 4
@@ -798,23 +805,26 @@ def test_every_astype_argument_check_holds_on_both_routes():
 
 
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
-# one gets measurably slower: these are the only ones each common call may make.
+# one gets measurably slower: these are the only ones each common call may make. A product is launched
+# through cuLaunchKernelEx on the stand-in's sm_90 (a programmatic dependent of the launch before it);
+# the other operations through cuLaunchKernel.
+PRODUCT = "cuLaunchKernelEx 1"
 DRIVER_CALLS = {
     "dot 64x64": "cuLaunchKernel 1, cuMemcpyDtoHAsync 1, cuStreamSynchronize 1",
     # B transposed into pool scratch (K-major, as the INT8 tiles read it), then the product
-    "matmul 256^3 int8, B row-major (transposed into scratch)": "cuLaunchKernel 2",
+    "matmul 256^3 int8, B row-major (transposed into scratch)": "cuLaunchKernel 1, cuLaunchKernelEx 1",
     "upload 64x64 (from_numpy)": "cuMemcpyHtoD 1",
     "download 64x64 (to_numpy)": "cuMemcpyDtoH 1",
     # the stream's mark, recorded after the work: what orders the frees of the operands and the result
     # after it once the stream may be gone. Which stream the handle names is known without asking the
     # driver, the same stream object having named it before (runtime.streams.foreign)
-    "matmul 64^3, another library's stream": "cuEventRecord 1, cuLaunchKernel 1",
+    "matmul 64^3, another library's stream": "cuEventRecord 1, cuLaunchKernelEx 1",
     # a PyTorch stream object keeps no weak reference (runtime.streams._life_says_nothing); one of PyTorch's
     # own streams (torch.cuda.Stream(), an odd id) is never destroyed, so its handle is settled once and its
     # mark recorded only when a free waits for it (runtime.streams.mark_now); one naming another's stream
     # (an even id: the handle) is asked of the driver each call
-    "matmul 64^3, a PyTorch stream": "cuLaunchKernel 1",
-    "matmul 64^3, a PyTorch object for an external stream": "cuEventRecord 1, cuLaunchKernel 1, cuStreamGetId 1",
+    "matmul 64^3, a PyTorch stream": PRODUCT,
+    "matmul 64^3, a PyTorch object for an external stream": "cuEventRecord 1, cuLaunchKernelEx 1, cuStreamGetId 1",
     # the memory's device asked of the driver (a capsule's word is not enough); the import, dropped unused,
     # goes back to its producer at once: nothing of gpumat's was queued on it anywhere
     "from_dlpack of another library's 64x64": "cuPointerGetAttribute 1",
@@ -828,4 +838,5 @@ def test_each_common_call_makes_only_the_driver_calls_it_needs():
     made = {case.strip(): calls.strip() for case, calls in made.items()}
     assert len(made) == 24, out.stdout
     for case, calls in made.items():
-        assert calls == DRIVER_CALLS.get(case, "cuLaunchKernel 1"), (case, calls)
+        products = case.startswith(("matmul", "A @ B", "batched"))
+        assert calls == DRIVER_CALLS.get(case, PRODUCT if products else "cuLaunchKernel 1"), (case, calls)

@@ -68,6 +68,23 @@ def test_every_exported_kernel_is_used(entries):
     assert not unused, f"kernels built but never declared in Python: {sorted(unused)}"
 
 
+def test_the_kernels_launched_dependent_are_the_ones_whose_code_waits_for_the_grid_before(manifest, entries):
+    """A kernel declared waits_for_previous (queued on sm_90 as a programmatic dependent of the launch before
+    it) waits in its sm_90 code for the grid before it (griddepcontrol.wait, which build_ptx.py finds in the
+    PTX), and a kernel whose code waits is declared so: launched dependent without the wait, a kernel could
+    read its operands before the grid writing them had finished."""
+    reported = {n: info["follows_previous_grid"] for n, (_, info) in entries.items() if "follows_previous_grid" in info}
+    if not reported:
+        pytest.skip(f"kernels were built without an sm_90 arch (ARCHS={' '.join(manifest['archs'])})")
+    declared = {name: k.waits_for_previous for name, k in kernels.DECLARED.items() if name in reported}
+    assert declared == {name: reported[name] for name in declared}
+    assert set(declared) == set(reported)
+    # every product family and split-K's reductions; not the copies, conversions and other operations
+    waiting = {kernels.DECLARED[name].module for name, waits in declared.items() if waits}
+    assert waiting >= {"matmul_splitk", "matmul", "matmul_dmma", "matmul_fast", "matmul_small", "matmul_tc"}, waiting
+    assert not waiting & {"transpose", "convert", "dot", "spmm", "ozaki"}, waiting
+
+
 def test_no_spills_or_stack_on_sm90(manifest, entries):
     if "90" not in manifest["archs"]:
         pytest.skip(f"kernels were built without sm_90 (ARCHS={' '.join(manifest['archs'])})")
@@ -363,7 +380,7 @@ def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_late
     finally:
         kernels.runs_sm90_code.cache_clear()
     # only a kernel that waits for the one before it may be launched dependent
-    product = next(k for k in kernels.DECLARED.values() if k.module == "matmul_dmma")
-    assert reduce.waits_for_previous and not product.waits_for_previous
+    transpose = next(k for k in kernels.DECLARED.values() if k.module == "transpose")
+    assert reduce.waits_for_previous and not transpose.waits_for_previous
     with pytest.raises(ValueError, match="does not wait"):
-        product((1, 1, 1), (128, 1, 1), stream=7, device=hopper, dependent=True)
+        transpose((1, 1, 1), (128, 1, 1), stream=7, device=hopper, dependent=True)

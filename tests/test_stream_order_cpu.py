@@ -45,16 +45,17 @@ def test_a_call_on_another_librarys_stream_adds_one_event_record():
     facts = scenario("steady")
     assert facts["cuStreamGetId"] == 1
     per_call = facts["per_call"]
-    assert per_call.pop("cuLaunchKernel") == 1 and per_call.pop("cuEventRecord") == 1
+    # (the product's launch: a programmatic dependent of the launch before it on the stand-in's sm_90)
+    assert per_call.pop("cuLaunchKernelEx") == 1 and per_call.pop("cuEventRecord") == 1
     assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
 
 
 def test_a_split_product_queues_its_reduction_as_a_dependent_launch_and_stays_ordered():
-    """A product that splits K on an sm_90 GPU: one plain launch (the product) and one dependent launch (the
-    reduction) a call, on another library's stream, gpumat's and the legacy stream alike; the partials and
-    results are freed after their last use."""
+    """A product that splits K on an sm_90 GPU: two dependent launches a call (the product after whatever
+    came before it, the reduction after the product), on another library's stream, gpumat's and the legacy
+    stream alike; the partials and results are freed after their last use."""
     per_call = scenario("split_products")["per_call"]
-    assert per_call["cuLaunchKernel"] == 1 and per_call["cuLaunchKernelEx"] == 1
+    assert per_call["cuLaunchKernelEx"] == 2 and "cuLaunchKernel" not in per_call
 
 
 def test_a_call_on_one_of_pytorchs_own_streams_adds_no_driver_call():
@@ -64,7 +65,7 @@ def test_a_call_on_one_of_pytorchs_own_streams_adds_no_driver_call():
     facts = scenario("pytorch_own_stream")
     assert facts["cuStreamGetId"] == 1
     per_call = facts["per_call"]
-    assert per_call.pop("cuLaunchKernel") == 1
+    assert per_call.pop("cuLaunchKernelEx") == 1
     assert set(per_call) <= {"cuMemAllocAsync"} and per_call.get("cuMemAllocAsync", 0) < 0.2
 
 

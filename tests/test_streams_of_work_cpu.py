@@ -37,6 +37,10 @@ for name, where in QUEUED.items():
         seen.append((_name, int(args[_where])))
         return _real(*args)
     object.__setattr__(driver, name, recording)
+def recording_ex(config, *args, _real=driver.cuLaunchKernelEx):  # (a dependent or cluster launch: its stream in config)
+    seen.append(("cuLaunchKernelEx", int(config.hStream)))
+    return _real(config, *args)
+object.__setattr__(driver, "cuLaunchKernelEx", recording_ex)
 
 rng = np.random.default_rng(0)
 def data(*shape, dtype=np.float32):

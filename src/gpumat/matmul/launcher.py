@@ -35,7 +35,7 @@ from ..convert import copy_region
 from ..memory import device_pool
 from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
-from ..runtime.kernels import FixedLaunch
+from ..runtime.kernels import FixedLaunch, runs_sm90_code
 from ..transpose import transpose_region
 from . import ozaki, planner
 from .maps import SWIZZLE_BYTES, c_map, tensor_map
@@ -90,14 +90,19 @@ class BoundPlan:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
-            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster)
+            self._plain = FixedLaunch(
+                plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster, _follows(plan, dev)
+            )
         elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
-            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, len(plan.kernel.signature), ())
+            every, follows = len(plan.kernel.signature), _follows(plan, dev)
+            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, every, (), dependent=follows)
             if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
                 zeros = (0, 0, 0)
                 tail = gemm_arguments(v.args, zeros, zeros, zeros, 0, 0, 0, plan.k_chunk, IDENTITY, self._packed)
-                self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, LEADING, tail[LEADING:])
+                self._plain = FixedLaunch(
+                    plan.kernel, plan.grid, v.block, plan.smem, LEADING, tail[LEADING:], dependent=follows
+                )
         else:
             self.shape, self.run = "general", self._general
 
@@ -168,9 +173,19 @@ class BoundPlan:
         if epilogue is IDENTITY:
             self._plain(self.device, stream, *args)
         else:
-            v = p.variant
-            dev = self.device
-            p.kernel(p.grid, v.block, *args, *epilogue, smem=p.smem, stream=stream, device=dev, cluster=v.cluster)
+            v, k = p.variant, p.kernel
+            dev, follows = self.device, k.waits_for_previous
+            k(
+                p.grid,
+                v.block,
+                *args,
+                *epilogue,
+                smem=p.smem,
+                stream=stream,
+                device=dev,
+                cluster=v.cluster,
+                dependent=follows,
+            )
 
     def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         q = self.plan.problem
@@ -232,10 +247,18 @@ class BoundPlan:
             if v.tma:
                 args = _tma_arguments(p, a, b, out, out_sfx)
                 p.kernel(
-                    p.grid, v.block, *args, *product_epilogue, smem=p.smem, stream=stream, device=dev, cluster=v.cluster
+                    p.grid,
+                    v.block,
+                    *args,
+                    *product_epilogue,
+                    smem=p.smem,
+                    stream=stream,
+                    device=dev,
+                    cluster=v.cluster,
+                    dependent=p.kernel.waits_for_previous,
                 )
             else:
-                size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
+                size, out_size, follows = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx], p.kernel.waits_for_previous
                 for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
                     layers = min(MAX_GRID_YZ, batch - first)
                     grid = p.grid if batch == 1 else (p.grid[0], p.grid[1], layers)
@@ -245,7 +268,7 @@ class BoundPlan:
                         (out[0] + first * out[2] * out_size, out[1], out[2]),
                     )
                     args = gemm_arguments(v.args, *at, m, n, k, p.k_chunk, product_epilogue)
-                    p.kernel(grid, v.block, *args, smem=p.smem, stream=stream, device=dev)
+                    p.kernel(grid, v.block, *args, smem=p.smem, stream=stream, device=dev, dependent=follows)
             if p.reduce is not None:
                 r = p.problem  # the partials and C as the caller's product lays them out
                 args = reduce_arguments(out[0], c[0], r.m, r.n, c[1], p.splits, reduce_epilogue)
@@ -256,6 +279,15 @@ class BoundPlan:
         finally:
             for ptr, nbytes in held:
                 pool.free(ptr, nbytes, stream)
+
+
+def _follows(plan: MatmulPlan, dev) -> bool:
+    """Whether the plan's kernel is launched as a programmatic dependent of the kernel before it on its
+    stream (Kernel.__call__'s `dependent`) on `dev`: every product kernel that waits for the grid before it,
+    where the GPU runs sm_90 machine code. It is then launched as that grid's last block exits and sets up
+    while the grid's memory is flushed (H200: 1.0-1.4 us a call off the small products queued back to back,
+    results/probe-dependent-products-*)."""
+    return plan.kernel.waits_for_previous and runs_sm90_code(dev.arch)
 
 
 def _same_launches(q: MatmulPlan, p: MatmulPlan) -> bool:

@@ -198,8 +198,13 @@ STEPS = {
 # sums' int8 residues, product l's modulo the l-th modulus; maps of A, B and C, C, M, N, K, ldc, k_chunk,
 # c_store, batch, c_layer, batched)
 WGMMA_S8 = {
+    # (the wgmma kernel waits for the grid before it: launched as its programmatic dependent on sm_90)
     tile: Kernel(
-        "matmul_wgmma_kmajor", f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8_residues", "TTTPiiiqiiiqi", WGMMA_SMEM[tile]
+        "matmul_wgmma_kmajor",
+        f"matmul_wgmma{tile[0]}x{tile[1]}bt_s8_residues",
+        "TTTPiiiqiiiqi",
+        WGMMA_SMEM[tile],
+        waits_for_previous=True,
     )
     for tile in ((128, 256), (128, 128))
 }
@@ -393,7 +398,7 @@ def _products(
         grid = (min(works, target.sm_count), 1, 1)
         block = (128 * (1 + tile[0] // 64), 1, 1)
         args = (map_a, map_b, map_c, rc, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
-        kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev)
+        kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev, dependent=True)
         return
     grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
     args = (ra, rb, rc, m, n, k, kp, kp, n, m * kp, n * kp, m * n)

@@ -522,8 +522,33 @@ def _wave(key: str) -> dict:
     return {"wave_floor_s": floor, "wave_k_s": per_k}
 
 
+# The modules whose kernels all begin with gpumat::wait_for_previous_grid (cuda/gpumat.cuh): every product
+# kernel's (the teaching ones too: auto runs one for small float32 products). On sm_90 and later the
+# launcher queues them as programmatic dependents of the kernel before them, so that a product's launch and
+# set-up overlap the end of the one before it (tests/test_kernels_cpu.py checks the compiled code against
+# this list). Not the Ozaki scheme's splitting and reconstruction kernels (module ozaki).
+FOLLOW_PREVIOUS_GRID = frozenset(
+    {
+        "matmul",
+        "matmul_dmma",
+        "matmul_fast",
+        "matmul_gemv",
+        "matmul_simt",
+        "matmul_small",
+        "matmul_tc",
+        "matmul_tc_half",
+        "matmul_wgmma_half",
+        "matmul_wgmma_kmajor",
+    }
+)
+
+
 def _kernels(module: str, names: dict, args: str, smem: int = 0) -> dict:
-    return {pair: Kernel(module, name, SIGNATURES[args], dynamic_smem=smem) for pair, name in names.items()}
+    follows = module in FOLLOW_PREVIOUS_GRID
+    return {
+        pair: Kernel(module, name, SIGNATURES[args], dynamic_smem=smem, waits_for_previous=follows)
+        for pair, name in names.items()
+    }
 
 
 # --- the documents' teaching kernels (cuda/matmul.cu), every dtype: one thread an element of C ---------

@@ -150,8 +150,10 @@ class Kernel:
     )
 
     def __init__(self, module: str, name: str, signature: str, dynamic_smem: int = 0, waits_for_previous: bool = False):
-        """waits_for_previous: the kernel begins with griddepcontrol.wait (on sm_90 and later), so it may be
-        launched as a programmatic dependent of the kernel before it (`dependent=True`)."""
+        """waits_for_previous: the kernel waits for the grid before it (gpumat::wait_for_previous_grid, on sm_90
+        and later) before it touches global memory, so it may be launched as a programmatic dependent of the
+        kernel before it (`dependent=True`); tests/test_kernels_cpu.py checks the declaration against the
+        compiled code."""
         if name in DECLARED:
             raise ValueError(f"kernel {name} declared twice")
         self.module, self.name, self.signature, self.dynamic_smem = module, name, signature, dynamic_smem
@@ -266,7 +268,9 @@ class FixedLaunch:
     """A launch that a cache repeats (a cached matmul plan's): one kernel with its geometry and its
     trailing arguments fixed. The trailing arguments are packed once into the launch's own buffer, so a
     call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
-    and nothing looked up but the device's function."""
+    and nothing looked up but the device's function. `dependent`: launched as a programmatic dependent
+    of the kernel before it (Kernel.__call__'s `dependent`, already resolved for the one device the
+    launch serves: the kernel waits_for_previous and the device runs_sm90_code)."""
 
     __slots__ = (
         "kernel",
@@ -280,13 +284,19 @@ class FixedLaunch:
         "_ptrs_addr",
         "_lock",
         "_config",
+        "dependent",
     )
 
-    def __init__(self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1):
+    def __init__(
+        self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1, dependent=False
+    ):
         signature = kernel.signature
         if leading + len(tail) != len(signature):
             raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
+        if dependent and not kernel.waits_for_previous:
+            raise ValueError(f"{kernel.name} does not wait for the kernel before it: it cannot be launched dependent")
         self.kernel, self.dims, self.cluster, self.tail = kernel, (*grid, *block, smem), cluster, tuple(tail)
+        self.dependent = bool(dependent)
         pieces, offsets, size = _layout(signature)
         self._buf, self._base, self._ptrs = _argument_buffer(offsets, size)
         placeholders = (bytes(128) if code == "T" else 0 for code in signature[:leading])  # packed each call
@@ -294,8 +304,8 @@ class FixedLaunch:
         self._pack = struct.Struct("=" + "".join(pieces[:leading])).pack_into
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._lock = threading.Lock()
-        # a cluster launch goes through cuLaunchKernelEx, its configuration made once
-        self._config = launch_config(grid, block, smem, cluster) if cluster > 1 else None
+        # a cluster or dependent launch goes through cuLaunchKernelEx, its configuration made once
+        self._config = launch_config(grid, block, smem, cluster, dependent) if cluster > 1 or dependent else None
 
     def __call__(self, dev, stream: int, *leading) -> None:
         kernel = self.kernel
@@ -313,4 +323,7 @@ class FixedLaunch:
 
     def __repr__(self) -> str:
         dims, cluster = self.dims, f", cluster={self.cluster}" if self.cluster > 1 else ""
-        return f"FixedLaunch({self.kernel.name}, grid={dims[:3]}, block={dims[3:6]}, smem={dims[6]}{cluster})"
+        dependent = ", dependent" if self.dependent else ""
+        return (
+            f"FixedLaunch({self.kernel.name}, grid={dims[:3]}, block={dims[3:6]}, smem={dims[6]}{cluster}{dependent})"
+        )
