@@ -173,19 +173,14 @@ class BoundPlan:
         if epilogue is IDENTITY:
             self._plain(self.device, stream, *args)
         else:
-            v, k = p.variant, p.kernel
-            dev, follows = self.device, k.waits_for_previous
-            k(
-                p.grid,
-                v.block,
-                *args,
-                *epilogue,
-                smem=p.smem,
-                stream=stream,
-                device=dev,
-                cluster=v.cluster,
-                dependent=follows,
-            )
+            self._tma_kernel(stream, *args, *epilogue)
+
+    def _tma_kernel(self, stream: int, *args) -> None:
+        """The plan's TMA kernel over its grid with every argument given, queued on `stream` (a dependent
+        of the launch before it where the kernel waits for it; a cluster launch for the pair rows)."""
+        p = self.plan
+        k, v, follows = p.kernel, p.variant, p.kernel.waits_for_previous
+        k(p.grid, v.block, *args, smem=p.smem, stream=stream, device=self.device, cluster=v.cluster, dependent=follows)
 
     def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         q = self.plan.problem
@@ -245,18 +240,7 @@ class BoundPlan:
                 ld = m if p.swap else n
                 out, out_sfx, product_epilogue = (partials, ld, 0), accumulator(q.dtype), IDENTITY
             if v.tma:
-                args = _tma_arguments(p, a, b, out, out_sfx)
-                p.kernel(
-                    p.grid,
-                    v.block,
-                    *args,
-                    *product_epilogue,
-                    smem=p.smem,
-                    stream=stream,
-                    device=dev,
-                    cluster=v.cluster,
-                    dependent=p.kernel.waits_for_previous,
-                )
+                self._tma_kernel(stream, *_tma_arguments(p, a, b, out, out_sfx), *product_epilogue)
             else:
                 size, out_size, follows = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx], p.kernel.waits_for_previous
                 for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
