@@ -463,3 +463,59 @@ def test_empty_matrices_and_read_only_imports_cross_to_cupy():
         with gm.matmul(a, m) as c:  # reading it is fine
             assert np.array_equal(c.to_numpy(), np.full((8, 8), 8, np.float32))
     m.free()
+
+
+def test_products_queued_back_to_back_each_read_the_result_before_them():
+    """On sm_90 each product is a programmatic dependent of the launch before it on its stream: it waits
+    for that grid in the kernel, not at its launch. A chain on one stream with no synchronisation until the
+    end, each product reading the result before it (every product's C NaN until written): 16-bit tiles,
+    plain and with A a transposed view, a conversion (a plain launch) between, float32 tiles, a few-row
+    float32 product, float64 tiles, a batch of tiny float64 products sharing the result before as A. Each
+    step matches its float64 product over the step before's result, downloaded after the whole chain."""
+    g = np.random.default_rng(11)
+    host = lambda *shape, dtype=np.float32: g.uniform(-1, 1, shape).astype(dtype)  # noqa: E731
+    nan = lambda *shape, dtype=np.float32: gm.Matrix.from_numpy(np.full(shape, np.nan, dtype))  # noqa: E731
+    w = {
+        "w1": host(512, 512, dtype=np.float16),
+        "w2": host(512, 384, dtype=np.float16),
+        "w4": host(384, 64),
+        "w5": host(512, 4096),
+        "w7": host(64, 64, dtype=np.float64),
+        "w8": host(4096, 16, 16, dtype=np.float64),
+    }
+    x0 = host(512, 512, dtype=np.float16)
+    gw = {name: gm.Matrix.from_numpy(a) for name, a in w.items()}
+    out = {
+        "x1": nan(512, 512, dtype=np.float16),
+        "x2": nan(512, 384, dtype=np.float16),
+        "x4": nan(512, 64),
+        "x5": nan(64, 4096),
+        "x7": nan(64, 64, dtype=np.float64),
+        "x8": nan(4096, 16, 16, dtype=np.float64),
+    }
+    gx0 = gm.Matrix.from_numpy(x0)
+    gm.synchronize()
+    s = gm.Stream()
+    gm.matmul(gx0, gw["w1"], out=out["x1"], stream=s)
+    gm.matmul(out["x1"].T, gw["w2"], out=out["x2"], stream=s)
+    x3 = out["x2"].astype(np.float32, stream=s)
+    gm.matmul(x3, gw["w4"], out=out["x4"], stream=s)
+    gm.matmul(out["x4"].T, gw["w5"], out=out["x5"], stream=s)  # 64 rows against K = 512: few rows
+    x6 = out["x5"][:, :64].astype(np.float64, stream=s)
+    gm.matmul(x6, gw["w7"], out=out["x7"], stream=s)
+    gm.matmul(out["x7"][:16, :16], gw["w8"], out=out["x8"], stream=s)  # a 2-D A shared by the batch
+    s.synchronize()
+    got = {name: wide(m) for name, m in out.items()}
+    steps = [
+        ("x1", x0, w["w1"], "float16", 512),
+        ("x2", got["x1"].T, w["w2"], "float16", 512),
+        ("x4", got["x2"], w["w4"], "float32", 384),
+        ("x5", got["x4"].T, w["w5"], "float32", 512),
+        ("x7", got["x5"][:, :64], w["w7"], "float64", 64),
+        ("x8", got["x7"][:16, :16], w["w8"], "float64", 16),
+    ]
+    for name, left, right, kind, k in steps:
+        ref, scale = epilogue_reference(left, right, 1.0, 0.0, None, None, None)
+        assert np.isfinite(got[name]).all(), name  # every element written, after its inputs were
+        err = float(np.max(np.abs(got[name] - ref) / np.maximum(scale, 2.0**-14)))
+        assert err <= tolerance(kind, k), (name, err)
