@@ -108,8 +108,7 @@ def bound_run(monkeypatch, plan, a: tuple, b: tuple, c: tuple, epilogue: tuple |
     engine.tensor_map.cache_clear()
     engine.c_map.cache_clear()
     try:
-        hopper = types.SimpleNamespace(memory=Pool(), arch=90)
-        engine.BoundPlan(plan, hopper).run(0, a, b, c, epilogue or engine.IDENTITY)
+        engine.BoundPlan(plan, types.SimpleNamespace(memory=Pool())).run(0, a, b, c, epilogue or engine.IDENTITY)
     finally:  # the fake maps must not outlive the test
         engine.tensor_map.cache_clear()
         engine.c_map.cache_clear()

@@ -47,12 +47,12 @@ from gpumat.runtime import kernels
 launches = []
 def record(name, grid, block, args, smem, stream, dependent=False, cluster=1):
     launches.append((name, tuple(grid), tuple(block), args[:2], args[3:], smem, stream, dependent, cluster))
-# (a dependent launch as the launch makes it: only where the device runs sm_90 code, as FixedLaunch's is resolved)
+# (a dependent launch as the launch makes it: only where the device runs sm_90 code)
 kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=False, cluster=1: (
     record(self.name, grid, block, args, smem, stream, dependent and kernels.runs_sm90_code(device.arch), cluster))
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
-    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream, self.dependent,
-    self.cluster)
+    self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream,
+    self.dependent and kernels.runs_sm90_code(dev.arch), self.cluster)
 # what a launch of each kernel should be on the stand-in's sm_90: dependent where the kernel waits for the grid before
 follows = lambda name: name in kernels.DECLARED and kernels.DECLARED[name].waits_for_previous
 from gpumat.runtime import bindings

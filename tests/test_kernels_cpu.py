@@ -368,6 +368,14 @@ def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_late
     reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=Stand(80), dependent=True)
     reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper)
     assert [c[0] for c in calls] == ["plain", "plain"]
+    # a FixedLaunch (a cached plan's) decides the same way at each launch, from the device it is given
+    calls.clear()
+    fixed = kernels.FixedLaunch(reduce, (5, 1, 1), (256, 1, 1), 0, 2, args[2:], dependent=True)
+    fixed(hopper, 9, *args[:2])
+    fixed(Stand(80), 9, *args[:2])
+    assert [c[0] for c in calls] == ["ex", "plain"]
+    assert calls[0][1].attrs[0].id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert int(calls[0][1].hStream) == 9 and calls[0][1].numAttrs == 1
     # a GPU that runs older PTX compiled on the fly (an sm_11x GPU, a build without sm_90) has no wait in
     # the reduction: a plain launch
     monkeypatch.setattr(kernels, "manifest", lambda: {"archs": ["75", "80", "90"]})

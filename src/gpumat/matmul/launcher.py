@@ -23,6 +23,11 @@ of A and B and picks by the addresses and strides each call. The caller holds th
 ordered the stream after the operands' allocations (gpumat.memory.ordering). Scratch (split-K
 partials, aligned copies) comes from the device's pool on the same stream and is freed stream-ordered
 after the launches, so it is reused only once they are done.
+
+Every product kernel waits for the grid before it (Kernel.waits_for_previous) and is launched as its
+programmatic dependent, where the GPU runs sm_90 code (the runtime decides, per launch): it launches as
+that grid ends and sets up while the grid's memory is flushed (H200: 0.6-1.8 us a call off products
+queued back to back, benchmarks/results/probe-dependent-products-*).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from ..convert import copy_region
 from ..memory import device_pool
 from ..runtime import memops
 from ..runtime.geometry import MAX_GRID_YZ, cdiv
-from ..runtime.kernels import FixedLaunch, runs_sm90_code
+from ..runtime.kernels import FixedLaunch
 from ..transpose import transpose_region
 from . import ozaki, planner
 from .maps import SWIZZLE_BYTES, c_map, tensor_map
@@ -90,12 +95,11 @@ class BoundPlan:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
-            self._plain = FixedLaunch(
-                plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster, _follows(plan, dev)
-            )
+            follows = plan.kernel.waits_for_previous  # (see the module's docstring: dependent launches)
+            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster, follows)
         elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
-            every, follows = len(plan.kernel.signature), _follows(plan, dev)
+            every, follows = len(plan.kernel.signature), plan.kernel.waits_for_previous
             self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, every, (), dependent=follows)
             if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
                 zeros = (0, 0, 0)
@@ -263,15 +267,6 @@ class BoundPlan:
         finally:
             for ptr, nbytes in held:
                 pool.free(ptr, nbytes, stream)
-
-
-def _follows(plan: MatmulPlan, dev) -> bool:
-    """Whether the plan's kernel is launched as a programmatic dependent of the kernel before it on its
-    stream (Kernel.__call__'s `dependent`) on `dev`: every product kernel that waits for the grid before it,
-    where the GPU runs sm_90 machine code. It is then launched as that grid's last block exits and sets up
-    while the grid's memory is flushed (H200: 1.0-1.4 us a call off the small products queued back to back,
-    results/probe-dependent-products-*)."""
-    return plan.kernel.waits_for_previous and runs_sm90_code(dev.arch)
 
 
 def _same_launches(q: MatmulPlan, p: MatmulPlan) -> bool:

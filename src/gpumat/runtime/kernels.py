@@ -268,9 +268,9 @@ class FixedLaunch:
     """A launch that a cache repeats (a cached matmul plan's): one kernel with its geometry and its
     trailing arguments fixed. The trailing arguments are packed once into the launch's own buffer, so a
     call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
-    and nothing looked up but the device's function. `dependent`: launched as a programmatic dependent
-    of the kernel before it (Kernel.__call__'s `dependent`, already resolved for the one device the
-    launch serves: the kernel waits_for_previous and the device runs_sm90_code)."""
+    and nothing looked up but the device's function. `dependent`: as Kernel.__call__'s, a programmatic
+    dependent of the kernel before it where the device runs sm_90 machine code (runs_sm90_code), a
+    plain launch elsewhere; only for a kernel declared waits_for_previous."""
 
     __slots__ = (
         "kernel",
@@ -284,6 +284,7 @@ class FixedLaunch:
         "_ptrs_addr",
         "_lock",
         "_config",
+        "_dependent_config",
         "dependent",
     )
 
@@ -304,15 +305,17 @@ class FixedLaunch:
         self._pack = struct.Struct("=" + "".join(pieces[:leading])).pack_into
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._lock = threading.Lock()
-        # a cluster or dependent launch goes through cuLaunchKernelEx, its configuration made once
-        self._config = launch_config(grid, block, smem, cluster, dependent) if cluster > 1 or dependent else None
+        # a cluster or dependent launch goes through cuLaunchKernelEx, its configurations made once
+        self._config = launch_config(grid, block, smem, cluster) if cluster > 1 else None
+        self._dependent_config = launch_config(grid, block, smem, cluster, True) if dependent else None
 
     def __call__(self, dev, stream: int, *leading) -> None:
         kernel = self.kernel
         fn = dev.functions.get(kernel.name) or kernel.function(dev)
+        dependent = self.dependent and runs_sm90_code(dev.arch)
         with self._lock:
             self._pack(self._buf, self._base, *leading)
-            config = self._config
+            config = self._dependent_config if dependent else self._config
             if config is None:
                 (err,) = driver.cuLaunchKernel(fn, *self.dims, stream, self._ptrs_addr, 0)
             else:
