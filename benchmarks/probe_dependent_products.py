@@ -4,7 +4,9 @@ process, rounds interleaved, with torch.matmul in the same run: the GPU's time a
 kernel (as bench sweep times it), one call from an idle GPU, a four-layer MLP's forward (bias and ReLU
 fused) and the host's time a call (wall time of many calls, the host-bound small products).
 
-    GPUMAT_RESULTS=DIR PYTHONPATH=src python3 benchmarks/probe_dependent_products.py
+    GPUMAT_RESULTS=DIR PYTHONPATH=src python3 benchmarks/probe_dependent_products.py [copies]
+
+("copies": the transposes and conversions alone.)
 
 "plain" turns the dependent launch off for the product kernels (Kernel.waits_for_previous of their
 modules set false, the bound plans forgotten): what gpumat launched before the change; split-K's
@@ -14,6 +16,7 @@ reduction stays dependent either way. Writes probe-dependent-products-<device>-<
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import gpumat as gm
@@ -65,7 +68,18 @@ HOST_CALLS = 2000
 def product_kernels() -> list:
     """The product kernels that the launcher queues as dependents (every one that waits for the grid
     before it but split-K's reductions)."""
-    return [k for k in kernels.DECLARED.values() if k.waits_for_previous and k.module != "matmul_splitk"]
+    return [k for k in kernels.DECLARED.values() if k.waits_for_previous and k.module not in NOT_PRODUCTS]
+
+
+NOT_PRODUCTS = ("matmul_splitk", "transpose", "convert", "dot")
+_RUNS_SM90_CODE = kernels.runs_sm90_code
+
+
+def set_copies_dependent(on: bool) -> None:
+    """The memory-bound kernels (transposes, conversions, gathers) launched as dependents (on) or plainly
+    (off). Their launches are cached with dependent=True, which a launch resolves against the device each
+    time: off makes that resolution say no for every kernel launched meanwhile."""
+    kernels.runs_sm90_code = _RUNS_SM90_CODE if on else (lambda arch: False)
 
 
 PRODUCTS = []  # filled in main(), after gpumat has declared its kernels
@@ -105,13 +119,13 @@ def host_us(torch, fn) -> float:
     return statistics.median(samples)
 
 
-def both_ways(torch, fn, idle: bool = False) -> dict:
-    """Queued (and, with idle, one-call) microseconds of fn with the product kernels launched plainly
-    and as dependents, two rounds interleaved, the lower of each."""
+def both_ways(torch, fn, idle: bool = False, toggle=None) -> dict:
+    """Queued (and, with idle, one-call) microseconds of fn with the product kernels (or what `toggle`
+    switches) launched plainly and as dependents, two rounds interleaved, the lower of each."""
     queued, alone = {"plain": [], "dependent": []}, {"plain": [], "dependent": []}
     for _ in range(2):
         for mode in queued:
-            set_dependent(mode == "dependent")
+            (toggle or set_dependent)(mode == "dependent")
             queued[mode].append(_queued_us(torch, fn))
             if idle:
                 alone[mode].append(_idle_us(torch, fn))
@@ -184,6 +198,42 @@ def time_chains(torch, stream) -> list:
     return rows
 
 
+# memory-bound operations queued back to back: (label, dtype, rows, cols, what)
+COPIES = [
+    ("transpose", "float32", 1024, 1024, "transpose"),
+    ("transpose", "float16", 24, 200000, "transpose"),
+    ("transpose", "float32", 100000, 37, "transpose"),
+    ("transpose", "float64", 64, 64, "transpose"),
+    ("astype", "float32", 64, 64, "float16"),
+    ("astype", "float16", 4096, 4096, "float32"),
+]
+
+
+def time_copies(torch, stream) -> list:
+    """Transposes and conversions into out= / new results, plain against dependent, beside torch's."""
+    rows = []
+    for label, dtype, r, c, what in COPIES:
+        t = torch.rand(r, c, device="cuda").to(getattr(torch, dtype))
+        x = gm.from_dlpack(t)
+        if what == "transpose":
+            tout = torch.empty(c, r, device="cuda", dtype=t.dtype)
+            out = gm.from_dlpack(tout)
+            ours = lambda x=x, out=out: gm.transpose(x, out=out, stream=stream)  # noqa: E731
+            theirs = lambda t=t, tout=tout: tout.copy_(t.T)  # noqa: E731
+        else:
+            ours = lambda x=x, what=what: x.astype(getattr(gm, what, what), stream=stream)  # noqa: E731
+            theirs = lambda t=t, what=what: t.to(getattr(torch, what))  # noqa: E731
+        timed = both_ways(torch, ours, toggle=set_copies_dependent)
+        row = {"class": label, "dtype": dtype, "rows": r, "cols": c, "to": what, **timed}
+        rows.append(with_anchor(torch, row, theirs))
+        print(
+            f"{label} {dtype} {r}x{c} {what}: plain {row['plain_queued_us']:.2f} dependent"
+            f" {row['dependent_queued_us']:.2f} torch {row['torch_queued_us']:.2f}",
+            flush=True,
+        )
+    return rows
+
+
 def time_mlps(torch, stream) -> list:
     """A four-layer MLP forward on 256 and 4096 tokens, float16 and bfloat16: bias and ReLU fused, new
     results each layer (torch: linear then relu)."""
@@ -225,10 +275,16 @@ def main() -> None:
 
     stream = torch.cuda.current_stream()
     PRODUCTS.extend(product_kernels())
-    rows = time_cases(torch, stream) + time_chains(torch, stream) + time_mlps(torch, stream)
+    copies_only = sys.argv[1:] == ["copies"]
+    if copies_only:
+        rows = time_copies(torch, stream)
+    else:
+        rows = time_cases(torch, stream) + time_chains(torch, stream) + time_mlps(torch, stream)
+        rows += time_copies(torch, stream)
     set_dependent(True)
+    set_copies_dependent(True)
     write_json(
-        "probe-dependent-products",
+        "probe-dependent-copies" if copies_only else "probe-dependent-products",
         {
             **environment(),
             "anchor": "torch.matmul (out=) and an eager PyTorch MLP in the same process",

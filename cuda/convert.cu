@@ -30,6 +30,7 @@ template <class S, class D, int ELEMS = 4>
 __device__ __forceinline__ void convert(const S* __restrict__ src, D* __restrict__ dst, long long rows, long long cols,
                                         long long lds, long long ldd, long long batch, long long sbs, long long sbd)
 {
+    gpumat::wait_for_previous_grid();
     const long long c = (long long)blockIdx.x * (32 * ELEMS) + threadIdx.x;
     for (long long b = blockIdx.z; b < batch; b += gridDim.z)
     for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
@@ -60,6 +61,7 @@ template <class T>
 __device__ __forceinline__ void gather(const T* __restrict__ src, T* __restrict__ dst, long long batch, long long rows,
                                        long long cols, long long sb, long long sr, long long sc)
 {
+    gpumat::wait_for_previous_grid();
     const long long c = (long long)blockIdx.x * 128 + threadIdx.x;
     for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
         for (long long r = (long long)blockIdx.y * blockDim.y + threadIdx.y; r < rows;

@@ -105,6 +105,7 @@ template <class T>
 __device__ __forceinline__ void dot_flat(const T* __restrict__ x, const T* __restrict__ y, long long n,
                                          double* __restrict__ scratch)
 {
+    gpumat::wait_for_previous_grid();
     constexpr int V = 16 / (int)sizeof(T);
     const long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
     const long long stride = (long long)gridDim.x * THREADS;
@@ -180,6 +181,7 @@ __device__ __forceinline__ void dot_strided(const T* __restrict__ x, const T* __
                                             long long cols, long long ldx, long long ldy,
                                             double* __restrict__ scratch)
 {
+    gpumat::wait_for_previous_grid();
     const long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
     const long long stride = (long long)gridDim.x * THREADS;
     const long long n = rows * cols;

@@ -1545,6 +1545,7 @@ __device__ __forceinline__ void sector_quads128(const unsigned char* __restrict_
 
 // One entry per family and dtype: transpose_<family>_<dtype>(A, B, rows, cols, lda, ldb, batch, bsa, bsb).
 #define GPUMAT_TRANSPOSE_BATCH(CALL)                                                                         \
+    gpumat::wait_for_previous_grid();                                                                        \
     const long long z = blockIdx.z;                                                                          \
     if (z < batch) CALL;
 // Launch bounds: THREADS a block and, for the memory-bound families, the blocks an SM that keep enough

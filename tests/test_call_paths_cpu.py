@@ -154,8 +154,8 @@ for case in range(300):
     assert product[0][0] == want.kernel.name and product[0][1][:2] == want.grid[:2], what
     assert any(x[0].startswith(REDUCE) for x in launches) == (want.splits > 1), what
     assert any(x[0].startswith(COPIES) for x in launches) == (want.copy_a or want.copy_b), what
-    # the product and its reduction are queued as programmatic dependents of the launch before them (the
-    # kernels that wait for it: not the teaching ones, nor the copies), the reduction right after its product
+    # the product, its reduction and the copies before it are queued as programmatic dependents of the launch
+    # before them (every kernel that waits for it)
     assert [x[7] for x in launches] == [follows(x[0]) for x in launches], what
     if want.splits > 1:
         assert launches[-1][0] == want.reduce.name and launches[-2][0] == want.kernel.name, what
@@ -805,14 +805,13 @@ def test_every_astype_argument_check_holds_on_both_routes():
 
 
 # Each driver call costs about a microsecond from Python on the H100's host, so a call path that gains
-# one gets measurably slower: these are the only ones each common call may make. A product is launched
-# through cuLaunchKernelEx on the stand-in's sm_90 (a programmatic dependent of the launch before it);
-# the other operations through cuLaunchKernel.
-PRODUCT = "cuLaunchKernelEx 1"
+# one gets measurably slower: these are the only ones each common call may make. A kernel is launched
+# through cuLaunchKernelEx on the stand-in's sm_90 (a programmatic dependent of the launch before it).
+LAUNCH = "cuLaunchKernelEx 1"
 DRIVER_CALLS = {
-    "dot 64x64": "cuLaunchKernel 1, cuMemcpyDtoHAsync 1, cuStreamSynchronize 1",
+    "dot 64x64": "cuLaunchKernelEx 1, cuMemcpyDtoHAsync 1, cuStreamSynchronize 1",
     # B transposed into pool scratch (K-major, as the INT8 tiles read it), then the product
-    "matmul 256^3 int8, B row-major (transposed into scratch)": "cuLaunchKernel 1, cuLaunchKernelEx 1",
+    "matmul 256^3 int8, B row-major (transposed into scratch)": "cuLaunchKernelEx 2",
     "upload 64x64 (from_numpy)": "cuMemcpyHtoD 1",
     "download 64x64 (to_numpy)": "cuMemcpyDtoH 1",
     # the stream's mark, recorded after the work: what orders the frees of the operands and the result
@@ -823,7 +822,7 @@ DRIVER_CALLS = {
     # own streams (torch.cuda.Stream(), an odd id) is never destroyed, so its handle is settled once and its
     # mark recorded only when a free waits for it (runtime.streams.mark_now); one naming another's stream
     # (an even id: the handle) is asked of the driver each call
-    "matmul 64^3, a PyTorch stream": PRODUCT,
+    "matmul 64^3, a PyTorch stream": LAUNCH,
     "matmul 64^3, a PyTorch object for an external stream": "cuEventRecord 1, cuLaunchKernelEx 1, cuStreamGetId 1",
     # the memory's device asked of the driver (a capsule's word is not enough); the import, dropped unused,
     # goes back to its producer at once: nothing of gpumat's was queued on it anywhere
@@ -838,5 +837,4 @@ def test_each_common_call_makes_only_the_driver_calls_it_needs():
     made = {case.strip(): calls.strip() for case, calls in made.items()}
     assert len(made) == 24, out.stdout
     for case, calls in made.items():
-        products = case.startswith(("matmul", "A @ B", "batched"))
-        assert calls == DRIVER_CALLS.get(case, PRODUCT if products else "cuLaunchKernel 1"), (case, calls)
+        assert calls == DRIVER_CALLS.get(case, LAUNCH), (case, calls)

@@ -41,13 +41,17 @@ CONVERSIONS = (
     *((f, d) for f in FP8_SUFFIXES for d in SUFFIXES),  # out of FP8: exact
 )
 CONVERT_KERNELS: dict[tuple[str, str], Kernel] = {
-    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE) for s, d in CONVERSIONS
+    (s, d): Kernel("convert", f"convert_{s}_{d}", SIGNATURE, waits_for_previous=True) for s, d in CONVERSIONS
 }
 
 # by move suffix (_dtypes.MOVE_SUFFIX of a dtype's: int32 through float32's entries, bits moved, never computed)
-COPY_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"copy_2d_{s}", SIGNATURE) for s in MOVE_SUFFIXES}
+COPY_KERNELS: dict[str, Kernel] = {
+    s: Kernel("convert", f"copy_2d_{s}", SIGNATURE, waits_for_previous=True) for s in MOVE_SUFFIXES
+}
 # src, dst, batch, rows, cols, and the source's signed strides along each, in elements: into a packed batch
-GATHER_KERNELS: dict[str, Kernel] = {s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq") for s in MOVE_SUFFIXES}
+GATHER_KERNELS: dict[str, Kernel] = {
+    s: Kernel("convert", f"gather_3d_{s}", "PPqqqqqq", waits_for_previous=True) for s in MOVE_SUFFIXES
+}
 
 
 def grid(rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BLOCK) -> tuple[int, int, int]:
@@ -64,7 +68,7 @@ def grid(rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BL
 def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BLOCK) -> FixedLaunch:
     """`kernel`'s launch over `batch` rows x cols regions: launch(dev, stream, src, dst, rows, cols, lds,
     ldd, batch, sbs, sbd)."""
-    return FixedLaunch(kernel, grid(rows, cols, batch, cols_per_block), BLOCK, 0, len(SIGNATURE), ())
+    return FixedLaunch(kernel, grid(rows, cols, batch, cols_per_block), BLOCK, 0, len(SIGNATURE), (), dependent=True)
 
 
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack)
@@ -161,9 +165,9 @@ def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: i
     queued on `stream` (the caller orders dst on it and holds the device lock): one launch for any layout."""
     batch, rows, cols = shape
     g = grid(rows, cols)
-    GATHER_KERNELS[MOVE_SUFFIX[sfx]](
-        (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1)), BLOCK, src, dst, *shape, *strides, stream=stream, device=dev
-    )
+    grid_3d = (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1))
+    gather = GATHER_KERNELS[MOVE_SUFFIX[sfx]]
+    gather(grid_3d, BLOCK, src, dst, *shape, *strides, stream=stream, device=dev, dependent=True)
 
 
 def copy_region(

@@ -30,9 +30,11 @@ MAX_BLOCKS = 4096  # partial-sum slots in the scratch buffer
 SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
 
 # One flat and one strided kernel per dtype (cuda/dot.cu); every dtype accumulates in double.
-FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqP") for dt in SUFFIXES}  # x, y, n, scratch
+FLAT_KERNELS = {
+    dt: Kernel("dot", f"dot_flat_{dt}", "PPqP", waits_for_previous=True) for dt in SUFFIXES
+}  # x, y, n, scratch
 # x, y, rows, cols, ldx, ldy, scratch
-STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP") for dt in SUFFIXES}
+STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP", waits_for_previous=True) for dt in SUFFIXES}
 # elements a thread handles per grid-stride step of the flat kernel: two 16-byte loads of each operand
 ELEMENTS_PER_THREAD = {dt: 2 * 16 // ITEMSIZE[dt] for dt in SUFFIXES}
 
@@ -167,9 +169,11 @@ def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
             use_on(s, x_buffer, y_buffer)
             grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
             if is_flat(rows, cols, ldx) and is_flat(rows, cols, ldy):
-                FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, stream=s, device=dev)
+                FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, stream=s, device=dev, dependent=True)
             else:
-                STRIDED_KERNELS[dt](grid, block, x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, stream=s, device=dev)
+                STRIDED_KERNELS[dt](
+                    grid, block, x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, stream=s, device=dev, dependent=True
+                )
             scratch.fetch(s)
         value = scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
     if not trusted(s):  # another library's stream: the work has run there, no mark to record

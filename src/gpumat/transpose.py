@@ -46,7 +46,9 @@ TWO_BYTE_SUFFIXES = tuple(dt for dt in MOVE_SUFFIXES if ITEMSIZE[dt] == 2)
 
 
 def _variant(name: str, dtype: str, block: tuple[int, int], tile: tuple[int, int], skew: int = 0) -> Variant:
-    return Variant(Kernel("transpose", f"transpose_{name}_{dtype}", SIGNATURE), (*block, 1), tile, skew)
+    return Variant(
+        Kernel("transpose", f"transpose_{name}_{dtype}", SIGNATURE, waits_for_previous=True), (*block, 1), tile, skew
+    )
 
 
 def _family(dtype: str) -> dict[str, Variant]:
@@ -157,7 +159,9 @@ NARROW_ROWS_MAX = 64  # transpose_narrow_rows_*: A's height limit
 
 def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: str = "plain") -> NarrowVariant:
     name = f"transpose_narrow_{axis}{suffix}_{dtype}"
-    return NarrowVariant(Kernel("transpose", name, SIGNATURE), axis, ITEMSIZE[dtype], nbytes, mode)
+    return NarrowVariant(
+        Kernel("transpose", name, SIGNATURE, waits_for_previous=True), axis, ITEMSIZE[dtype], nbytes, mode
+    )
 
 
 KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
@@ -685,7 +689,7 @@ def transpose_region(
     if launch is None:
         v = resolve(algorithm, dt, rows, cols, a_low, lds, b_low, ldd)
         gx, gy, _ = v.grid(rows, cols)
-        launch = FixedLaunch(v.kernel, (gx, gy, key[-1]), v.block, 0, len(SIGNATURE), ())
+        launch = FixedLaunch(v.kernel, (gx, gy, key[-1]), v.block, 0, len(SIGNATURE), (), dependent=True)
         if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
