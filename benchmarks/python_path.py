@@ -89,6 +89,9 @@ class StandInDriver:
         self._host[address] = buffer
         return (*OK, address)
 
+    def cuMemHostGetDevicePointer(self, address, flags):  # unified addressing: the host's own address
+        return (*OK, real.CUdeviceptr(int(address)))
+
     def cuMemFreeHost(self, address):
         self._host.pop(int(address), None)
         return OK

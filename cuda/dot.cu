@@ -8,13 +8,15 @@
 //  2. each block reduces its threads' partials in a fixed order (warp shuffles, then the warps'
 //     sums through shared memory) and thread 0 stores the block's sum in scratch;
 //  3. the last block to finish (found with an integer atomic ticket; no float atomics) adds the
-//     blocks' sums in block order and writes the result, a double, to scratch[0].
+//     blocks' sums in block order and writes the result, a double, to `result`: page-locked host
+//     memory mapped into the device's address space, so no copy follows the kernel (the host reads it
+//     once the stream has run the kernel).
 // The launcher fixes the grid from the size, the dtype and the GPU alone, so every run adds the same
 // numbers in the same order: bitwise deterministic. NaN and Inf propagate through the additions.
 // One template per entry, instantiated for each dtype (dot_flat_f32, dot_flat_f64, dot_flat_f16, ...).
 //
-// scratch layout (doubles): [0] result, [1] ticket counter (an unsigned int, zero between launches;
-// the last block resets it), [2 ..] one partial sum per block.
+// scratch layout (doubles): [0] ticket counter (an unsigned int, zero between launches; the last block
+// resets it), [1 ..] one partial sum per block.
 // Launch: block (256), grid (blocks, 1, 1) with blocks <= the scratch's partial slots.
 #include "gpumat.cuh"
 
@@ -51,12 +53,12 @@ __device__ __forceinline__ double block_sum(double v, double* warp_sums)
     return v;
 }
 
-__device__ __forceinline__ void finish(double thread_sum, double* __restrict__ scratch)
+__device__ __forceinline__ void finish(double thread_sum, double* __restrict__ scratch, double* __restrict__ result)
 {
     __shared__ double warp_sums[WARPS];
     __shared__ bool last;
-    unsigned int* ticket = reinterpret_cast<unsigned int*>(scratch + 1);
-    double* partials = scratch + 2;
+    unsigned int* ticket = reinterpret_cast<unsigned int*>(scratch);
+    double* partials = scratch + 1;
 
     const double block_total = block_sum(thread_sum, warp_sums);
     if (threadIdx.x == 0) {
@@ -73,7 +75,7 @@ __device__ __forceinline__ void finish(double thread_sum, double* __restrict__ s
         v += __ldcg(partials + b);                         // L2, never a stale L1 line
     v = block_sum(v, warp_sums);
     if (threadIdx.x == 0) {
-        scratch[0] = v;
+        *result = v;
         *ticket = 0u;                                      // ready for the next launch
     }
 }
@@ -103,7 +105,7 @@ __device__ __forceinline__ double fma_acc<__half>(__half a, __half b, double acc
 // loop, four elements in flight per thread.
 template <class T>
 __device__ __forceinline__ void dot_flat(const T* __restrict__ x, const T* __restrict__ y, long long n,
-                                         double* __restrict__ scratch)
+                                         double* __restrict__ scratch, double* __restrict__ result)
 {
     gpumat::wait_for_previous_grid();
     constexpr int V = 16 / (int)sizeof(T);
@@ -155,7 +157,7 @@ __device__ __forceinline__ void dot_flat(const T* __restrict__ x, const T* __res
         for (; i < n; i += stride)
             acc = fma_acc(x[i], y[i], acc);
     }
-    finish(acc, scratch);
+    finish(acc, scratch, result);
 }
 
 // Position (r, c) of flat element index i of a rows x cols matrix, moved on by a fixed step of
@@ -179,7 +181,7 @@ struct Cursor {
 template <class T>
 __device__ __forceinline__ void dot_strided(const T* __restrict__ x, const T* __restrict__ y, long long rows,
                                             long long cols, long long ldx, long long ldy,
-                                            double* __restrict__ scratch)
+                                            double* __restrict__ scratch, double* __restrict__ result)
 {
     gpumat::wait_for_previous_grid();
     const long long tid = (long long)blockIdx.x * THREADS + threadIdx.x;
@@ -207,21 +209,23 @@ __device__ __forceinline__ void dot_strided(const T* __restrict__ x, const T* __
         acc = fma_acc(x[p.r * ldx + p.c], y[p.r * ldy + p.c], acc);
         p.advance(dr, dc, cols);
     }
-    finish(acc, scratch);
+    finish(acc, scratch, result);
 }
 
-// dot_flat_<dtype>(x, y, n, scratch) and dot_strided_<dtype>(x, y, rows, cols, ldx, ldy, scratch).
+// dot_flat_<dtype>(x, y, n, scratch, result) and dot_strided_<dtype>(x, y, rows, cols, ldx, ldy, scratch,
+// result).
 #define GPUMAT_DOT(SFX, T)                                                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_flat_##SFX(                    \
-        const T* __restrict__ x, const T* __restrict__ y, long long n, double* __restrict__ scratch)        \
+        const T* __restrict__ x, const T* __restrict__ y, long long n, double* __restrict__ scratch,        \
+        double* __restrict__ result)                                                                         \
     {                                                                                                        \
-        dot_flat<T>(x, y, n, scratch);                                                                       \
+        dot_flat<T>(x, y, n, scratch, result);                                                               \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) dot_strided_##SFX(                 \
         const T* __restrict__ x, const T* __restrict__ y, long long rows, long long cols, long long ldx,    \
-        long long ldy, double* __restrict__ scratch)                                                         \
+        long long ldy, double* __restrict__ scratch, double* __restrict__ result)                            \
     {                                                                                                        \
-        dot_strided<T>(x, y, rows, cols, ldx, ldy, scratch);                                                 \
+        dot_strided<T>(x, y, rows, cols, ldx, ldy, scratch, result);                                         \
     }
 
 GPUMAT_DOT(f32, float)

@@ -109,7 +109,7 @@ def test_the_docs_tables_read_what_the_transpose_and_dot_sweeps_write(tmp_path, 
     finally:
         sys.path.remove(str(root / "benchmarks"))
     for op, payload in json.loads(out.read_text()).items():
-        device = tables.TRANSPOSE_DEVICE if op == "transpose" else tables.DEVICE  # the device each table reads
+        device = {"transpose": tables.TRANSPOSE_DEVICE, "dot": tables.DOT_DEVICE}[op]  # the device each table reads
         data = {"op": op, "device": device, "date": "2099-01-01", **payload}
         (tmp_path / f"{op}-nvidia-h100-80gb-hbm3-2099-01-01.json").write_text(json.dumps(data))
     monkeypatch.setattr(tables, "RESULTS", tmp_path)

@@ -123,15 +123,12 @@ def test_strided_walk_reads_every_element_once(rows, cols, nthreads):
 
 # ---------------------------------------------------------------- CPU: argument checks and the launch
 class FakeScratch:
-    sm_count, dev = 132, 0x7E0000000000
+    sm_count, dev, result = 132, 0x7E0000000000, 0x7D0000000000
 
     def __init__(self):
         import threading
 
         self.lock = threading.Lock()
-
-    def fetch(self, stream):
-        pass
 
     def value(self, stream):
         return 42.0
@@ -175,7 +172,7 @@ def test_contiguous_goes_flat(launches):
     assert D.dot(x, y) == 42.0
     ((name, grid, block, args, _, _),) = launches
     assert name == "dot_flat_f32" and block == (D.THREADS, 1, 1) and grid == (D.grid_blocks(2**20, 132), 1, 1)
-    assert args == (x.elements, y.elements, 2**20, FakeScratch.dev)
+    assert args == (x.elements, y.elements, 2**20, FakeScratch.dev, FakeScratch.result)
 
 
 def test_one_row_view_goes_flat(launches):
@@ -189,7 +186,7 @@ def test_views_go_strided(launches):
     D.dot(x, y)
     ((name, grid, block, args, _, _),) = launches
     assert name == "dot_strided_f32" and grid == (D.grid_blocks(1200, 132), 1, 1)
-    assert args == (x.elements, y.elements, 30, 40, 41, 40, FakeScratch.dev)
+    assert args == (x.elements, y.elements, 30, 40, 41, 40, FakeScratch.dev, FakeScratch.result)
 
 
 # ---------------------------------------------------------------- GPU

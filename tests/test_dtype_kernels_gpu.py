@@ -217,7 +217,9 @@ D = importlib.import_module("gpumat.dot")
 
 @pytest.fixture(scope="module")
 def scratch():
-    ptr = memory.alloc(D.SCRATCH_BYTES)
+    """The partial sums' buffer, and a device buffer for the result (the kernel writes through any pointer:
+    gm.dot gives it mapped host memory; a device buffer here, NaN until written)."""
+    ptr = memory.alloc(D.SCRATCH_BYTES + 8)
     check(driver.cuMemsetD8(ptr, 0, D.SCRATCH_BYTES), "cuMemsetD8")
     yield ptr
     memory.free(ptr)
@@ -226,12 +228,14 @@ def scratch():
 def run_dot(dt, x: Operand, y: Operand, scratch, flat: bool) -> float:
     n = x.rows * x.cols
     grid = (D.grid_blocks(n, device().sm_count, dt), 1, 1)
+    result = scratch + D.SCRATCH_BYTES
+    memory.upload_contiguous(result, np.array([np.nan]))
     if flat:
-        D.FLAT_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, n, scratch)
+        D.FLAT_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, n, scratch, result)
     else:
-        D.STRIDED_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, x.rows, x.cols, x.ld, y.ld, scratch)
+        D.STRIDED_KERNELS[dt](grid, (D.THREADS, 1, 1), x.ptr, y.ptr, x.rows, x.cols, x.ld, y.ld, scratch, result)
     out = np.empty(1, dtype=np.float64)
-    memory.download_contiguous(out, scratch)
+    memory.download_contiguous(out, result)
     return float(out[0])
 
 

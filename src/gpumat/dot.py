@@ -2,8 +2,9 @@
 float16 or bfloat16) -> Python float.
 
 One launch (cuda/dot.cu): threads keep double partial sums in a grid-stride loop, blocks reduce in a
-fixed order, and the last block to finish adds the blocks' sums in block order on the device; then
-one 8-byte copy brings the double back. The grid depends only on the size and the GPU, so the same
+fixed order, and the last block to finish adds the blocks' sums in block order on the device and
+writes the double straight into page-locked host memory mapped for the device (no copy after the
+kernel: one launch and one wait a call). The grid depends only on the size and the GPU, so the same
 inputs give the same bits every run. Contiguous operands are read as flat vectors (128-bit loads when
 aligned); views with a row stride go through a row-aware kernel.
 """
@@ -27,14 +28,13 @@ from .runtime.streams import LEGACY_STREAM, foreign_of, stream_handle, synchroni
 THREADS = 256  # threads a block (the kernels' THREADS)
 BLOCKS_PER_SM = 4  # grid cap: enough loads in flight to saturate HBM (= the kernels' launch-bounds hint)
 MAX_BLOCKS = 4096  # partial-sum slots in the scratch buffer
-SCRATCH_BYTES = 16 + 8 * MAX_BLOCKS  # [result double][ticket counter][partials]
+SCRATCH_BYTES = 8 + 8 * MAX_BLOCKS  # [ticket counter][partials]
 
 # One flat and one strided kernel per dtype (cuda/dot.cu); every dtype accumulates in double.
-FLAT_KERNELS = {
-    dt: Kernel("dot", f"dot_flat_{dt}", "PPqP", waits_for_previous=True) for dt in SUFFIXES
-}  # x, y, n, scratch
-# x, y, rows, cols, ldx, ldy, scratch
-STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqP", waits_for_previous=True) for dt in SUFFIXES}
+# x, y, n, scratch, result (the device's pointer to the mapped host double)
+FLAT_KERNELS = {dt: Kernel("dot", f"dot_flat_{dt}", "PPqPP", waits_for_previous=True) for dt in SUFFIXES}
+# x, y, rows, cols, ldx, ldy, scratch, result
+STRIDED_KERNELS = {dt: Kernel("dot", f"dot_strided_{dt}", "PPqqqqPP", waits_for_previous=True) for dt in SUFFIXES}
 # elements a thread handles per grid-stride step of the flat kernel: two 16-byte loads of each operand
 ELEMENTS_PER_THREAD = {dt: 2 * 16 // ITEMSIZE[dt] for dt in SUFFIXES}
 
@@ -63,7 +63,8 @@ def check_operands(x, y) -> tuple[int, int]:
 
 
 class _Scratch:
-    """One device's buffer for the partial sums and the result, and a pinned host double to copy it into.
+    """One device's buffer for the partial sums, and a page-locked host double, mapped for the device, that
+    the kernel writes the result into.
     Allocated once a device (outside the stream-ordered pool, so pool accounting never sees it); the
     lock serialises dot() calls from different threads, which would otherwise share it."""
 
@@ -77,12 +78,8 @@ class _Scratch:
         # run on a stream that does not wait for the legacy stream, its kernel reading the counter unset.
         # Once a device: wait for the legacy stream here.
         synchronize_stream(LEGACY_STREAM)
-        self.host = memops.host_alloc(8)
+        self.host, self.result = memops.host_alloc_mapped(8)
         self._value = ctypes.c_double.from_address(self.host)
-
-    def fetch(self, stream: int) -> None:
-        """Queue the copy of the result into the pinned double."""
-        memops.copy_to_host(self.host, self.dev, 8, stream)
 
     def value(self, stream: int) -> float:
         synchronize_stream(stream)
@@ -169,12 +166,11 @@ def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
             use_on(s, x_buffer, y_buffer)
             grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
             if is_flat(rows, cols, ldx) and is_flat(rows, cols, ldy):
-                FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, stream=s, device=dev, dependent=True)
+                args = (x_ptr, y_ptr, n, scratch.dev, scratch.result)
+                FLAT_KERNELS[dt](grid, block, *args, stream=s, device=dev, dependent=True)
             else:
-                STRIDED_KERNELS[dt](
-                    grid, block, x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, stream=s, device=dev, dependent=True
-                )
-            scratch.fetch(s)
+                args = (x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, scratch.result)
+                STRIDED_KERNELS[dt](grid, block, *args, stream=s, device=dev, dependent=True)
         value = scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
     if not trusted(s):  # another library's stream: the work has run there, no mark to record
         with dev.lock:

@@ -112,7 +112,7 @@ def run(args=None) -> dict:
         for dtype in DTYPES
     }
     payload = {
-        "timing": "ms: median of single calls between CUDA events (the result's copy to the host included); "
+        "timing": "ms: median of single calls between CUDA events (the result's way to the host included); "
         "copy: queued, median per call; wall: median of 15 calls from Python",
         "anchor": "cuMemcpyDtoDAsync moving as many bytes as the dot reads, and PyTorch's (x * y).sum().item(), "
         "in the same run",

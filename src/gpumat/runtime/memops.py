@@ -191,6 +191,19 @@ def host_alloc(nbytes: int) -> int:
     return int(check(driver.cuMemHostAlloc(max(nbytes, 1), driver.CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"))
 
 
+def host_alloc_mapped(nbytes: int) -> tuple[int, int]:
+    """Page-locked host memory that kernels on the current context's device read and write in place (mapped
+    into the device's address space; portable): (the host's pointer, the device's pointer to it)."""
+    flags = driver.CU_MEMHOSTALLOC_PORTABLE | driver.CU_MEMHOSTALLOC_DEVICEMAP
+    host = int(check(driver.cuMemHostAlloc(max(nbytes, 1), flags), "cuMemHostAlloc"))
+    try:
+        device = int(check(driver.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"))
+    except BaseException:
+        host_free(host)
+        raise
+    return host, device
+
+
 def host_free(ptr: int) -> None:
     """Free host_alloc memory (from finalizers: errors at interpreter shutdown are ignored)."""
     try:
