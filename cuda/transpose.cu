@@ -974,14 +974,14 @@ __device__ __forceinline__ void narrow_cols_flat_odd_parity_impl(const unsigned 
 // one contiguous run, staged raw with 16-byte cp.async. Row c of B takes the strip's bytes as aligned
 // words: its first d_c bytes (d_c = what it takes to reach a word boundary, 0-3) go out one by one, then
 // word u holds A's rows d_c + 4u .. + 3 at column c, gathered from the staged strip byte by byte and staged
-// a second time as B's cols rows of P words; those rows then leave as words, a warp 128 contiguous bytes
-// of a row (a last partial word byte by byte). Every other global access is 16 or 4 bytes wide
+// a second time as B's cols rows of P words; those rows then leave as words, a warp a row, 128 contiguous
+// bytes a step (a last partial word byte by byte). Every other global access is 16 or 4 bytes wide
 // (narrow_cols moves single bytes: 0.24 of the copy on the H200). A warp's lanes take the column c
 // fastest: lanes of one u read bytes of one or two words of a staged row, and the ~32 / cols values of u
 // it spans lie 4 rows = cols words apart, in different banks; its writes, to c P + u, fall in different
 // banks when P = that span (mod 32): P is R / 4 padded by under 32 words to it.
-// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES + 4 (BYTES / 4 + 3968) bytes of shared
-// memory.
+// Launch: block (256), grid (1, min(ceil(rows / R), 65535)); BYTES + 4 (BYTES / 4 + 3968) + 128 bytes of
+// shared memory.
 // ---------------------------------------------------------------------------------------------------
 template <int BYTES>
 __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __restrict__ A,
@@ -990,17 +990,20 @@ __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __re
 {
     __shared__ __align__(16) unsigned char raw[BYTES];
     __shared__ unsigned int words[BYTES / 4 + 3968];   // cols rows of P < R / 4 + 32 words: BYTES / 4 + 31 cols
+    __shared__ unsigned char heads[128];                // row c's head d_c, for every column of A
     if (cols < 1 || cols > 127) return;                 // the launcher's contract
     const int w = (int)cols, R = (BYTES / w) & ~15;
     const int span = (32 + w - 1) / w, P = R / 4 + ((span - R / 4) & 31);
     const int tid = threadIdx.x;
     const long long strips = (rows + R - 1) / R;
+    // row c's bytes before its first word boundary: (-(B + c ldb)) mod 4, the same in every strip (R % 4 == 0);
+    // made once, read from shared memory by the loops below
     const unsigned long long b_address = reinterpret_cast<unsigned long long>(B);
-    // row c's bytes before its first word boundary: (-(B + c ldb)) mod 4, the same in every strip (R % 4 == 0)
-    auto head = [&](int c) { return (int)((0ull - (b_address + (unsigned long long)(c * ldb))) & 3ull); };
+    for (int c = tid; c < w; c += NARROW_THREADS)
+        heads[c] = (unsigned char)((0ull - (b_address + (unsigned long long)c * (unsigned long long)ldb)) & 3ull);
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned in A
-        const int h = (int)min((long long)R, rows - r0), h4 = (h + 3) / 4;
+        const int h = (int)min((long long)R, rows - r0);
         const unsigned char* a = A + r0 * w;
         const int n = h * w, chunks = n / 16;
         for (int c = tid; c < chunks; c += NARROW_THREADS)
@@ -1009,48 +1012,54 @@ __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __re
             raw[e] = a[e];
         wait_async();
         __syncthreads();
-        // (u, c), c fastest: bytes (d_c + 4u + i, c) of the strip -> word u of B's row c (rows past h give 0)
+        // (u, c), c fastest: bytes (d_c + 4u + i, c) of the strip -> word u of B's row c. A thread keeps its
+        // column (c = tid % cols; the last tid / cols group, if partial, idles) and walks u by the threads a
+        // column, so the whole words cost four byte loads, three byte permutes, a store and three adds
+        // each; the one word a row ends in part (rows past the strip's end) byte by byte. Words past it are
+        // never read.
         {
-            const int m = h4 * w, du = NARROW_THREADS / w, dc = NARROW_THREADS % w;
-            int u = tid / w, c = tid % w;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const int i = head(c) + 4 * u;
-                unsigned int v = 0;
-                if (i < h) v = raw[i * w + c];
-                if (i + 1 < h) v |= (unsigned int)raw[(i + 1) * w + c] << 8;
-                if (i + 2 < h) v |= (unsigned int)raw[(i + 2) * w + c] << 16;
-                if (i + 3 < h) v |= (unsigned int)raw[(i + 3) * w + c] << 24;
-                words[c * P + u] = v;
-                u += du; c += dc;
-                if (c >= w) { c -= w; ++u; }
+            const int per = NARROW_THREADS / w, c = tid % w;
+            int u = tid / w;
+            if (u < per) {
+                const int d = heads[c], full = (h - d) / 4;
+                const unsigned char* p = raw + (d + 4 * u) * w + c;
+                unsigned int* out = words + c * P + u;
+                for (; u < full; u += per, p += 4 * w * per, out += per) {
+                    const unsigned int lo = __byte_perm(p[0], p[w], 0x0040);
+                    const unsigned int hi = __byte_perm(p[2 * w], p[3 * w], 0x0040);
+                    *out = __byte_perm(lo, hi, 0x5410);
+                }
+                if (u == full && d + 4 * u < h) {
+                    unsigned int v = 0;
+                    for (int q = 0; d + 4 * u + q < h; ++q)
+                        v |= (unsigned int)p[q * w] << (8 * q);
+                    *out = v;
+                }
             }
         }
         // each row's head bytes, one by one (the word they fall in is shared with the strip before)
         for (int g = tid; g < 3 * w; g += NARROW_THREADS) {
             const int c = g / 3, q = g % 3;
-            if (q < head(c) && q < h)
+            if (q < heads[c] && q < h)
                 B[c * ldb + r0 + q] = raw[q * w + c];
         }
         __syncthreads();
-        // row jj of B from byte r0 + d_jj on: word u = words[jj * P + u], u fastest (aligned by d_jj); the last,
-        // where it reaches past the strip, byte by byte
+        // row jj of B from byte r0 + d_jj on, a warp a row: word u = words[jj * P + u] to aligned words, lanes
+        // over u (128 contiguous bytes a warp step); the last, where it reaches past the strip, byte by byte
         {
-            const int m = w * h4, ej = NARROW_THREADS / h4, eu = NARROW_THREADS % h4;
-            int jj = tid / h4, u = tid % h4;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const int i = head(jj) + 4 * u;
-                if (i < h) {
-                    const unsigned int v = words[jj * P + u];
-                    unsigned char* b = B + jj * ldb + r0 + i;
-                    if (i + 3 < h) {
-                        *reinterpret_cast<unsigned int*>(b) = v;
-                    } else {
-                        for (int q = 0; i + q < h; ++q)
-                            b[q] = (unsigned char)(v >> (8 * q));
-                    }
+            const int lane = tid % 32;
+            for (int jj = tid / 32; jj < w; jj += NARROW_THREADS / 32) {
+                const int d = heads[jj], full = (h - d) / 4;
+                unsigned char* row = B + jj * ldb + r0 + d;
+                const unsigned int* src = words + jj * P;
+                int u = lane;
+                for (; u < full; u += 32)
+                    *reinterpret_cast<unsigned int*>(row + 4 * u) = src[u];
+                if (u == full && d + 4 * u < h) {
+                    const unsigned int v = src[u];
+                    for (int q = 0; d + 4 * u + q < h; ++q)
+                        row[4 * u + q] = (unsigned char)(v >> (8 * q));
                 }
-                jj += ej; u += eu;
-                if (u >= h4) { u -= h4; ++jj; }
             }
         }
         __syncthreads();
@@ -1650,7 +1659,8 @@ GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_odd_parity16k, narrow_cols_f
 GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
 
 // The strip of 1-byte elements alone, moved as words.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_narrow_cols_quads16k_s8(
+// Four blocks an SM: 64 registers a thread, 48 KB of shared memory each.
+extern "C" __global__ void __launch_bounds__(256, 4) transpose_narrow_cols_quads16k_s8(
     const unsigned char* __restrict__ A, unsigned char* __restrict__ B, long long rows, long long cols, long long lda,
     long long ldb, long long batch, long long bsa, long long bsb)
 {

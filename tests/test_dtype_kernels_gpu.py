@@ -211,6 +211,32 @@ def test_transpose_moves_bits(name, dt, shape, layout):
         b.free()
 
 
+@pytest.mark.parametrize("cols", [1, 3, 24, 37, 127])
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+@pytest.mark.parametrize("layout", ["contiguous", "b_off_words", "a16_b_any"])
+def test_a_strip_kernel_with_fewer_blocks_than_strips_moves_each_once(cols, blocks, layout):
+    """narrow_cols_quads16k walks strips blockIdx.y, + gridDim.y, ...: with fewer blocks than strips (1-3
+    blocks for 7 strips and a part; the launcher's grid is capped at 65535) every block moves several,
+    the last one partial, each once."""
+    v = T.KERNELS[("narrow_cols_quads16k", "s8")]
+    rows = 7 * v.strip(1 << 20, cols) + 5
+    bits = rng.integers(0, 255, size=(rows, cols), dtype=np.uint8, endpoint=True)
+    # A contiguous and 16-byte aligned (the kernel's contract); B packed, or its rows starting at every
+    # offset within a word (1 byte in, an odd or even stride), or 3 bytes in with an odd stride
+    layouts = {"contiguous": (0, cols, 0, rows), "b_off_words": (0, cols, 1, rows + 1 + rows % 2)}
+    a_off, lda, b_off, ldb = layouts.get(layout) or LAYOUTS[layout](rows, cols)
+    a, b = Operand(bits, "s8", rows, cols, off=a_off, ld=lda), Operand(None, "s8", cols, rows, off=b_off, ld=ldb)
+    try:
+        assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb) and v.grid(rows, cols)[1] == 8
+        v.kernel((1, blocks, 1), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld, 1, 0, 0)
+        got, whole = b.download()
+        assert np.array_equal(got, bits.T), f"{cols} columns, {blocks} blocks, {layout}: wrong bits"
+        assert b.padding_untouched(whole), "wrote outside B"
+    finally:
+        a.free()
+        b.free()
+
+
 # ------------------------------------------------------------------------------------------- dot
 D = importlib.import_module("gpumat.dot")
 

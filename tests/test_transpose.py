@@ -503,7 +503,7 @@ def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
 def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
     """narrow_cols_quads16k: the strip (R rows, a multiple of 16) and B's staged words (cols rows of P <
     R / 4 + 32 words) fit the kernel's arrays for every width to 127; it takes A contiguous and 16-byte
-    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 55 columns from 2^21
+    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 63 columns from 2^21
     elements, the tiles under that, and narrow_cols (under 24 columns) or the tiles where A is a view."""
     v = T.KERNELS[("narrow_cols_quads16k", "s8")]
     for cols in range(1, 128):
@@ -517,13 +517,14 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
     assert not v.accepts(1000, 24, base, 25, base, 1000)  # A not contiguous
     assert not v.accepts(1000, 128, base, 128, base, 1000)  # past the widths it takes
     for dt in ("s8",):
-        for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 55)):
+        for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 63)):
             assert T.choose_algorithm(rows, cols, base + 1, rows + 3, dt, base, cols) == "narrow_cols_quads16k"
+        assert T.choose_algorithm(1 << 16, 64, base, 1 << 16, dt, base, 64) == "tiled_rect64"  # past 63 columns
         assert T.choose_algorithm(64001, 24, base, 64001, dt, base, 24) == "sector_aligned"  # 1.5 MiB
         assert T.choose_algorithm(16000, 8, base, 16000, dt, base, 8) == "sector_aligned"
         assert T.choose_algorithm(1 << 20, 8, base, 1 << 20, dt, base + 1, 8) == "narrow_cols"  # A off 16
         assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, dt, base + 1, 40) == "sector_aligned"
-        assert T.choose_algorithm(1 << 20, 56, base + 1, 1 << 20, dt, base, 56) == "sector_aligned"
+        assert T.choose_algorithm(1 << 20, 64, base + 1, 1 << 20, dt, base, 64) == "tiled_rect64"  # past 63
     assert T.resolve("narrow_cols", "s8", 1 << 20, 8, base, 8, base, 1 << 20) is v
 
 

@@ -320,8 +320,13 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # (sector_aligned 0.48 at 63 columns; from 64 columns tiled_rect64 leads, 0.52-0.57); under 2^21 elements
 # the tiles lead (64001 x 24: 0.97-1.22 against 0.90; 16000 x 8: 1.16 against 0.64; narrow_cols 0.30-0.78),
 # from 2^21 on the strip (256000 x 8: 0.56 against 0.33, 256001 x 24: 0.65 against 0.49). bench transpose:
-# 1-37 columns 0.43-0.46 against 0.23-0.31; at 63 columns sector_aligned keeps its lead (0.48 against 0.46),
-# which it reaches near 56 columns if it grows evenly from 37 (0.32): not measured in between.
+# 1-37 columns 0.43-0.46 against 0.23-0.31; at 63 columns sector_aligned kept its lead (0.48 against 0.46).
+# The kernel was issue-bound (about 30 instructions a byte, the SMs issuing 80% of cycles): since the
+# fifty-third session each thread keeps one column and walks its words (four byte loads, three byte
+# permutes, a store and three adds a word) and a warp writes a row of B: 64 MiB strips of 2-32 columns
+# 0.44-0.46 -> 0.71-0.88, 37 columns 0.43 -> 0.55 (bench transpose, H200), and against the tiles
+# (benchmarks/probe_transpose_strips.py) 17-63 columns 0.55-0.76 against sector_aligned's 0.19-0.49: it
+# takes strips to 63 columns (64 and more not measured against tiled_rect64's 0.58 at 64).
 # sector_quads128 (quads128's tiles at any alignment, B's pieces on sectors; thirty-fifth session,
 # `.devc/tsector_quads`): where B's rows start inside sectors, from 512 rows, 128 columns and 2^25 elements,
 # 3001 x 17011 0.47 -> 0.59, 17011 x 3001 0.48 -> 0.58, 8191 x 8193 0.46 -> 0.60, 23170 x 23171 0.44 ->
@@ -334,7 +339,7 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # (8192 x 16383 0.60 against 0.55, 16384 x 16385 0.64 against 0.55): with two shapes on that side,
 # tiled_rect64 keeps B on sectors.
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
-QUADS_STRIP_MAX_COLS = 55
+QUADS_STRIP_MAX_COLS = 63
 QUADS_MIN_ROWS = 96
 QUADS_MIN_COLS = 128
 QUADS_MIN_ELEMENTS = 1 << 22
