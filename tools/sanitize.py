@@ -45,6 +45,11 @@ def run_tool(exe: str, tool: str, jobs: int, tests: list[str], logs: str, timeou
     """(every shard finished with 0 errors, some shard ran a test, the shards whose selection held no test)."""
     gpus = _visible(_gpu_count())
     base = {**os.environ, "GPUMAT_EXAMPLES": os.environ.get("GPUMAT_EXAMPLES", "4"), "GPUMAT_SANITIZE": "1"}
+    # numpy's references start a BLAS thread per core in every shard, and shards side by side then fight over
+    # the CPU (the plain suite on the 16-core H200 host: 14 shards ran past 375 s so; 12 shards of 2 threads
+    # each took 160 s). A share of the cores each, unless the caller set it.
+    for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        base.setdefault(threads, str(max(1, (os.cpu_count() or 1) // jobs)))
     parts = [
         (f"{tool}-{i}of{jobs}", {"GPUMAT_SHARD": f"{i}/{jobs}", "GPUMAT_WHOLE_GPU": "without"}) for i in range(jobs)
     ]
