@@ -191,24 +191,31 @@ def transpose_cases():
                 yield pytest.param(name, dt, (rows, cols), layout, id=f"{name}-{dt}-{rows}x{cols}-{layout}")
 
 
+def check_transpose(v, dt: str, bits: np.ndarray, layout: tuple, grid: tuple, what: str) -> None:
+    """Launch v over `bits` (rows x cols) laid out as (A's offset, A's stride, B's offset, B's stride), on
+    `grid`: B must hold bits.T, and nothing around it may change."""
+    rows, cols = bits.shape
+    a_off, lda, b_off, ldb = layout
+    a, b = Operand(bits, dt, rows, cols, off=a_off, ld=lda), Operand(None, dt, cols, rows, off=b_off, ld=ldb)
+    try:
+        if isinstance(v, T.NarrowVariant):  # the buffers are 256-byte aligned: the contract holds
+            assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
+        v.kernel(grid, v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld, 1, 0, 0)  # one matrix
+        got, whole = b.download()
+        assert np.array_equal(got, bits.T), f"{what}: wrong bits"
+        assert b.padding_untouched(whole), f"{what}: wrote outside B"
+    finally:
+        a.free()
+        b.free()
+
+
 @pytest.mark.parametrize("name,dt,shape,layout", list(transpose_cases()))
 def test_transpose_moves_bits(name, dt, shape, layout):
     rows, cols = shape
     v = T.KERNELS[(name, dt)]
     info = np.iinfo(BITS[dt])
     bits = rng.integers(0, info.max, size=shape, dtype=BITS[dt], endpoint=True)  # any pattern, NaNs included
-    a_off, lda, b_off, ldb = LAYOUTS[layout](rows, cols)
-    a, b = Operand(bits, dt, rows, cols, off=a_off, ld=lda), Operand(None, dt, cols, rows, off=b_off, ld=ldb)
-    try:
-        if isinstance(v, T.NarrowVariant):  # the buffers are 256-byte aligned: the contract holds
-            assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb)
-        v.kernel(v.grid(rows, cols), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld, 1, 0, 0)  # one matrix
-        got, whole = b.download()
-        assert np.array_equal(got, bits.T), f"{name}/{dt} {shape} {layout}: wrong bits"
-        assert b.padding_untouched(whole), "wrote outside B"
-    finally:
-        a.free()
-        b.free()
+    check_transpose(v, dt, bits, LAYOUTS[layout](rows, cols), v.grid(rows, cols), f"{name}/{dt} {shape} {layout}")
 
 
 @pytest.mark.parametrize("cols", [1, 3, 24, 37, 127])
@@ -224,17 +231,9 @@ def test_a_strip_kernel_with_fewer_blocks_than_strips_moves_each_once(cols, bloc
     # A contiguous and 16-byte aligned (the kernel's contract); B packed, or its rows starting at every
     # offset within a word (1 byte in, an odd or even stride), or 3 bytes in with an odd stride
     layouts = {"contiguous": (0, cols, 0, rows), "b_off_words": (0, cols, 1, rows + 1 + rows % 2)}
-    a_off, lda, b_off, ldb = layouts.get(layout) or LAYOUTS[layout](rows, cols)
-    a, b = Operand(bits, "s8", rows, cols, off=a_off, ld=lda), Operand(None, "s8", cols, rows, off=b_off, ld=ldb)
-    try:
-        assert v.accepts(rows, cols, a.ptr, lda, b.ptr, ldb) and v.grid(rows, cols)[1] == 8
-        v.kernel((1, blocks, 1), v.block, a.ptr, b.ptr, rows, cols, a.ld, b.ld, 1, 0, 0)
-        got, whole = b.download()
-        assert np.array_equal(got, bits.T), f"{cols} columns, {blocks} blocks, {layout}: wrong bits"
-        assert b.padding_untouched(whole), "wrote outside B"
-    finally:
-        a.free()
-        b.free()
+    assert v.grid(rows, cols)[1] == 8
+    where = layouts.get(layout) or LAYOUTS[layout](rows, cols)
+    check_transpose(v, "s8", bits, where, (1, blocks, 1), f"{cols} columns, {blocks} blocks, {layout}")
 
 
 # ------------------------------------------------------------------------------------------- dot
