@@ -75,7 +75,7 @@ def record_launches(monkeypatch, sink: list) -> list:
     """Replace every kernel launch, by a Kernel call or a FixedLaunch alike, with a record appended to
     `sink`: (kernel name, grid, block, arguments, shared memory, stream). Returns sink."""
 
-    def kernel_call(self, grid, block, *args, smem=0, stream=0, device=None, dependent=False, cluster=1):
+    def kernel_call(self, grid, block, *args, smem=0, stream=0, device=None, dependent=None, cluster=1):
         sink.append((self.name, tuple(grid), tuple(block), args, smem, stream))
 
     def fixed_call(self, dev, stream, *leading):

@@ -312,10 +312,13 @@ def test_a_pair_row_launches_clusters_of_two_blocks(monkeypatch):
     assert grid == (132, 1, 1) and single.grid(1000, 1000, 1, 132, 24) == (132, 1, 1)
     assert pair.grid(128, 256, 1, 132) == (2, 1, 1)  # one work item: a pair, its second row tile empty
     args = (bytes(128),) * 3 + (0x7F0000000000, 1000, 1000, 1000, 1000, 1000, 1, 24, 10**6, 3)
-    fixed = kernels.FixedLaunch(kernel, grid, pair.block, pair.smem, len(args), (1.0, 0.0, 0, 0, 0, 0, 0), 2)
+    # (not as programmatic dependents, which the kernel's declaration would make them: the cluster alone here)
+    tail = (1.0, 0.0, 0, 0, 0, 0, 0)
+    fixed = kernels.FixedLaunch(kernel, grid, pair.block, pair.smem, len(args), tail, 2, dependent=False)
     fixed(Stand(), 5, *args)
-    kernel(grid, pair.block, *args, 1.0, 0.0, 0, 0, 0, 0, 0, smem=pair.smem, stream=6, device=Stand(), cluster=2)
-    kernel(grid, single.block, *args, 1.0, 0.0, 0, 0, 0, 0, 0, smem=single.smem, stream=6, device=Stand())
+    not_dependent = {"stream": 6, "device": Stand(), "dependent": False}
+    kernel(grid, pair.block, *args, *tail, smem=pair.smem, cluster=2, **not_dependent)
+    kernel(grid, single.block, *args, *tail, smem=single.smem, **not_dependent)
     (first, second, plain) = calls
     for config, stream in ((first, 5), (second, 6)):
         assert (config.gridDimX, config.blockDimX, config.sharedMemBytes) == (132, 384, pair.smem)
@@ -366,8 +369,10 @@ def test_a_dependent_launch_asks_for_programmatic_serialization_on_sm90_and_late
     assert attribute.value.programmaticStreamSerializationAllowed == 1
     calls.clear()
     reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=Stand(80), dependent=True)
-    reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper)
+    reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper, dependent=False)  # asked plain
     assert [c[0] for c in calls] == ["plain", "plain"]
+    reduce((5, 1, 1), (256, 1, 1), *args, stream=7, device=hopper)  # by default as the kernel is declared
+    assert calls[-1][0] == "ex"
     # a FixedLaunch (a cached plan's) decides the same way at each launch, from the device it is given
     calls.clear()
     fixed = kernels.FixedLaunch(reduce, (5, 1, 1), (256, 1, 1), 0, 2, args[2:], dependent=True)

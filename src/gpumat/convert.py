@@ -68,7 +68,7 @@ def grid(rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BL
 def _launch(kernel: Kernel, rows: int, cols: int, batch: int = 1, cols_per_block: int = COLS_PER_BLOCK) -> FixedLaunch:
     """`kernel`'s launch over `batch` rows x cols regions: launch(dev, stream, src, dst, rows, cols, lds,
     ldd, batch, sbs, sbd)."""
-    return FixedLaunch(kernel, grid(rows, cols, batch, cols_per_block), BLOCK, 0, len(SIGNATURE), (), dependent=True)
+    return FixedLaunch(kernel, grid(rows, cols, batch, cols_per_block), BLOCK, 0, len(SIGNATURE), ())
 
 
 _THREAD = thread_state()  # each thread's state (its `with stream:` stack)
@@ -165,9 +165,9 @@ def gather(src: int, dst: int, shape: tuple, strides: tuple, sfx: str, stream: i
     queued on `stream` (the caller orders dst on it and holds the device lock): one launch for any layout."""
     batch, rows, cols = shape
     g = grid(rows, cols)
-    grid_3d = (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1))
-    gather = GATHER_KERNELS[MOVE_SUFFIX[sfx]]
-    gather(grid_3d, BLOCK, src, dst, *shape, *strides, stream=stream, device=dev, dependent=True)
+    GATHER_KERNELS[MOVE_SUFFIX[sfx]](
+        (g[0], g[1], max(min(batch, MAX_GRID_YZ), 1)), BLOCK, src, dst, *shape, *strides, stream=stream, device=dev
+    )
 
 
 def copy_region(

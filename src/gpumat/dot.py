@@ -166,11 +166,10 @@ def _dot(x: Matrix, y: Matrix, dev, s: int) -> float:
             use_on(s, x_buffer, y_buffer)
             grid, block = (grid_blocks(n, scratch.sm_count, dt), 1, 1), (THREADS, 1, 1)
             if is_flat(rows, cols, ldx) and is_flat(rows, cols, ldy):
-                args = (x_ptr, y_ptr, n, scratch.dev, scratch.result)
-                FLAT_KERNELS[dt](grid, block, *args, stream=s, device=dev, dependent=True)
+                FLAT_KERNELS[dt](grid, block, x_ptr, y_ptr, n, scratch.dev, scratch.result, stream=s, device=dev)
             else:
                 args = (x_ptr, y_ptr, rows, cols, ldx, ldy, scratch.dev, scratch.result)
-                STRIDED_KERNELS[dt](grid, block, *args, stream=s, device=dev, dependent=True)
+                STRIDED_KERNELS[dt](grid, block, *args, stream=s, device=dev)
         value = scratch.value(s)  # waits outside the device lock: other threads may queue work meanwhile
     if not trusted(s):  # another library's stream: the work has run there, no mark to record
         with dev.lock:

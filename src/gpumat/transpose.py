@@ -694,7 +694,7 @@ def transpose_region(
     if launch is None:
         v = resolve(algorithm, dt, rows, cols, a_low, lds, b_low, ldd)
         gx, gy, _ = v.grid(rows, cols)
-        launch = FixedLaunch(v.kernel, (gx, gy, key[-1]), v.block, 0, len(SIGNATURE), (), dependent=True)
+        launch = FixedLaunch(v.kernel, (gx, gy, key[-1]), v.block, 0, len(SIGNATURE), ())
         if len(_LAUNCHES) >= _LAUNCH_CACHE_SIZE:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch

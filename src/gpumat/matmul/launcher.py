@@ -95,18 +95,14 @@ class BoundPlan:
             self.shape, self.run = "tma", self._tma
             # the identity epilogue packed once; the maps and sizes before it, each call
             leading = len(plan.kernel.signature) - len(IDENTITY)
-            follows = plan.kernel.waits_for_previous  # (see the module's docstring: dependent launches)
-            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster, follows)
+            self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, leading, IDENTITY, v.cluster)
         elif one and not v.tma and (v.packs or plan.grid[2] == q.batch):
             self.shape, self.run = "direct", self._direct
-            every, follows = len(plan.kernel.signature), plan.kernel.waits_for_previous
-            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, every, (), dependent=follows)
+            self._every = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, len(plan.kernel.signature), ())
             if q.batch == 1:  # one matrix: the batch strides are never used, so fixed at 0 with the identity
                 zeros = (0, 0, 0)
                 tail = gemm_arguments(v.args, zeros, zeros, zeros, 0, 0, 0, plan.k_chunk, IDENTITY, self._packed)
-                self._plain = FixedLaunch(
-                    plan.kernel, plan.grid, v.block, plan.smem, LEADING, tail[LEADING:], dependent=follows
-                )
+                self._plain = FixedLaunch(plan.kernel, plan.grid, v.block, plan.smem, LEADING, tail[LEADING:])
         else:
             self.shape, self.run = "general", self._general
 
@@ -183,8 +179,9 @@ class BoundPlan:
         """The plan's TMA kernel over its grid with every argument given, queued on `stream` (a dependent
         of the launch before it where the kernel waits for it; a cluster launch for the pair rows)."""
         p = self.plan
-        k, v, follows = p.kernel, p.variant, p.kernel.waits_for_previous
-        k(p.grid, v.block, *args, smem=p.smem, stream=stream, device=self.device, cluster=v.cluster, dependent=follows)
+        p.kernel(
+            p.grid, p.variant.block, *args, smem=p.smem, stream=stream, device=self.device, cluster=p.variant.cluster
+        )
 
     def _zero(self, stream: int, a: tuple, b: tuple, c: tuple, epilogue: tuple = IDENTITY) -> None:
         q = self.plan.problem
@@ -246,7 +243,7 @@ class BoundPlan:
             if v.tma:
                 self._tma_kernel(stream, *_tma_arguments(p, a, b, out, out_sfx), *product_epilogue)
             else:
-                size, out_size, follows = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx], p.kernel.waits_for_previous
+                size, out_size = ITEMSIZE[q.dtype], ITEMSIZE[out_sfx]
                 for first in range(0, batch, MAX_GRID_YZ):  # batches beyond the grid's limit: more launches
                     layers = min(MAX_GRID_YZ, batch - first)
                     grid = p.grid if batch == 1 else (p.grid[0], p.grid[1], layers)
@@ -256,14 +253,14 @@ class BoundPlan:
                         (out[0] + first * out[2] * out_size, out[1], out[2]),
                     )
                     args = gemm_arguments(v.args, *at, m, n, k, p.k_chunk, product_epilogue)
-                    p.kernel(grid, v.block, *args, smem=p.smem, stream=stream, device=dev, dependent=follows)
+                    p.kernel(grid, v.block, *args, smem=p.smem, stream=stream, device=dev)
             if p.reduce is not None:
                 r = p.problem  # the partials and C as the caller's product lays them out
                 args = reduce_arguments(out[0], c[0], r.m, r.n, c[1], p.splits, reduce_epilogue)
                 # a dependent of the product (sm_90+): launched as the product's blocks exit, not after its
                 # grid's completion and flush, for which it waits in the kernel (about 1 us a split product
                 # on the H200)
-                p.reduce(p.reduce_grid, p.reduce_block, *args, stream=stream, device=dev, dependent=True)
+                p.reduce(p.reduce_grid, p.reduce_block, *args, stream=stream, device=dev)
         finally:
             for ptr, nbytes in held:
                 pool.free(ptr, nbytes, stream)

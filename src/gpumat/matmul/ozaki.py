@@ -398,7 +398,7 @@ def _products(
         grid = (min(works, target.sm_count), 1, 1)
         block = (128 * (1 + tile[0] // 64), 1, 1)
         args = (map_a, map_b, map_c, rc, m, n, k, n, k, 0 if c_args is None else 1, count, m * n, 3)
-        kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev, dependent=True)
+        kernel(grid, block, *args, smem=kernel.dynamic_smem, stream=s, device=dev)
         return
     grid = (cdiv(n, PRODUCT_TILE), cdiv(m, PRODUCT_TILE), count)
     args = (ra, rb, rc, m, n, k, kp, kp, n, m * kp, n * kp, m * n)

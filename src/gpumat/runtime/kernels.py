@@ -193,15 +193,18 @@ class Kernel:
         return fn
 
     def __call__(
-        self, grid, block, *args, smem: int = 0, stream: int = 0, device=None, dependent: bool = False, cluster: int = 1
+        self, grid, block, *args, smem: int = 0, stream: int = 0, device=None, dependent=None, cluster: int = 1
     ) -> None:
         """Launch; `dependent`: where the GPU runs sm_90 machine code or later (runs_sm90_code), as a programmatic
         dependent of the kernel queued before it on `stream`: its launch need not wait for that grid's
         completion and memory flush, only for its blocks to exit. Only for a kernel declared
         waits_for_previous, whose griddepcontrol.wait then holds it until the earlier grid has completed
-        and its memory is visible; elsewhere a plain launch. `cluster`: blocks a thread-block cluster along
-        x (sm_90 and later; the grid's x a multiple of it)."""
-        if dependent and not self.waits_for_previous:
+        and its memory is visible; elsewhere a plain launch. None (the default): as the kernel is declared,
+        so every kernel that waits is launched dependent. `cluster`: blocks a thread-block cluster along x
+        (sm_90 and later; the grid's x a multiple of it)."""
+        if dependent is None:
+            dependent = self.waits_for_previous
+        elif dependent and not self.waits_for_previous:
             raise ValueError(f"{self.name} does not wait for the kernel before it: it cannot be launched dependent")
         dev = device or _current()
         fn = dev.functions.get(self.name)
@@ -270,7 +273,8 @@ class FixedLaunch:
     call packs only the leading ones: `launch(dev, stream, *leading)`, with no keyword arguments to parse
     and nothing looked up but the device's function. `dependent`: as Kernel.__call__'s, a programmatic
     dependent of the kernel before it where the device runs sm_90 machine code (runs_sm90_code), a
-    plain launch elsewhere; only for a kernel declared waits_for_previous."""
+    plain launch elsewhere; only for a kernel declared waits_for_previous, and by default for every such
+    kernel."""
 
     __slots__ = (
         "kernel",
@@ -289,12 +293,14 @@ class FixedLaunch:
     )
 
     def __init__(
-        self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1, dependent=False
+        self, kernel: Kernel, grid, block, smem: int, leading: int, tail: tuple, cluster: int = 1, dependent=None
     ):
         signature = kernel.signature
         if leading + len(tail) != len(signature):
             raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
-        if dependent and not kernel.waits_for_previous:
+        if dependent is None:
+            dependent = kernel.waits_for_previous
+        elif dependent and not kernel.waits_for_previous:
             raise ValueError(f"{kernel.name} does not wait for the kernel before it: it cannot be launched dependent")
         self.kernel, self.dims, self.cluster, self.tail = kernel, (*grid, *block, smem), cluster, tuple(tail)
         self.dependent = bool(dependent)
