@@ -77,7 +77,7 @@ _RUNS_SM90_CODE = kernels.runs_sm90_code
 
 def set_copies_dependent(on: bool) -> None:
     """The memory-bound kernels (transposes, conversions, gathers) launched as dependents (on) or plainly
-    (off). Their launches are cached with dependent=True, which a launch resolves against the device each
+    (off). Their launches are cached dependent (by their declaration), which a launch resolves against the device each
     time: off makes that resolution say no for every kernel launched meanwhile."""
     kernels.runs_sm90_code = _RUNS_SM90_CODE if on else (lambda arch: False)
 
