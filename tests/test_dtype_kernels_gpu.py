@@ -218,22 +218,58 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     check_transpose(v, dt, bits, LAYOUTS[layout](rows, cols), v.grid(rows, cols), f"{name}/{dt} {shape} {layout}")
 
 
-@pytest.mark.parametrize("cols", [1, 3, 24, 37, 127])
+# The strip kernels that walk their strips blockIdx.y, + gridDim.y, ..., with widths each takes (the even
+# 2-byte strips even widths, the odd ones odd widths) and layouts of B: packed (an odd number of rows, so
+# B's rows alternate between the halves of a word), padded to an even stride, two elements in at an even
+# stride, one element in at an even stride, three elements in at an odd one; each where the kernel accepts.
+STRIP_WALKERS = {
+    ("narrow_cols_quads16k", "s8"): (1, 3, 24, 37, 127),
+    ("narrow_cols_flat_even16k", "f16"): (2, 24, 38, 126),
+    ("narrow_cols_flat_parity16k", "bf16"): (2, 24, 38, 126),
+    ("narrow_cols_flat_odd_parity16k", "f16"): (1, 3, 37, 127),
+}
+STRIP_LAYOUTS = {
+    "b_packed": lambda r, c: (0, c, 0, r),
+    "b_even_stride": lambda r, c: (0, c, 0, r + 1),
+    "b_word_in": lambda r, c: (0, c, 2, r + 2 + r % 2),
+    "b_off_words": lambda r, c: (0, c, 1, r + 2 - r % 2),
+    "a16_b_any": LAYOUTS["a16_b_any"],
+}
+
+
+def strip_walker_cases():
+    for (name, dt), widths in STRIP_WALKERS.items():
+        v = T.KERNELS[(name, dt)]
+        for cols in widths:
+            rows = 7 * v.strip(1 << 20, cols) + 5  # 7 strips and a part: 8 strips, odd
+            for layout, make in STRIP_LAYOUTS.items():
+                a_off, lda, b_off, ldb = make(rows, cols)
+                if v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
+                    yield name, dt, rows, cols, layout
+
+
 @pytest.mark.parametrize("blocks", [1, 2, 3])
-@pytest.mark.parametrize("layout", ["contiguous", "b_off_words", "a16_b_any"])
-def test_a_strip_kernel_with_fewer_blocks_than_strips_moves_each_once(cols, blocks, layout):
-    """narrow_cols_quads16k walks strips blockIdx.y, + gridDim.y, ...: with fewer blocks than strips (1-3
-    blocks for 7 strips and a part; the launcher's grid is capped at 65535) every block moves several,
-    the last one partial, each once."""
-    v = T.KERNELS[("narrow_cols_quads16k", "s8")]
-    rows = 7 * v.strip(1 << 20, cols) + 5
-    bits = rng.integers(0, 255, size=(rows, cols), dtype=np.uint8, endpoint=True)
-    # A contiguous and 16-byte aligned (the kernel's contract); B packed, or its rows starting at every
-    # offset within a word (1 byte in, an odd or even stride), or 3 bytes in with an odd stride
-    layouts = {"contiguous": (0, cols, 0, rows), "b_off_words": (0, cols, 1, rows + 1 + rows % 2)}
+@pytest.mark.parametrize("name,dt,rows,cols,layout", list(strip_walker_cases()))
+def test_a_strip_kernel_with_fewer_blocks_than_strips_moves_each_once(name, dt, rows, cols, layout, blocks):
+    """A strip kernel walks strips blockIdx.y, + gridDim.y, ...: with fewer blocks than strips (1-3 blocks
+    for 7 strips and a part; the launcher's grid is capped at 65535) every block moves several, the last
+    one partial, each once."""
+    v = T.KERNELS[(name, dt)]
     assert v.grid(rows, cols)[1] == 8
-    where = layouts.get(layout) or LAYOUTS[layout](rows, cols)
-    check_transpose(v, "s8", bits, where, (1, blocks, 1), f"{cols} columns, {blocks} blocks, {layout}")
+    info = np.iinfo(BITS[dt])
+    bits = rng.integers(0, info.max, size=(rows, cols), dtype=BITS[dt], endpoint=True)
+    where = STRIP_LAYOUTS[layout](rows, cols)
+    check_transpose(v, dt, bits, where, (1, blocks, 1), f"{name}/{dt} {cols} columns, {blocks} blocks, {layout}")
+
+
+def test_every_strip_walker_takes_several_layouts():
+    """The cases above are not thinned to nothing by the kernels' contracts: each kernel and width meets at
+    least two of B's layouts."""
+    found = {}
+    for name, _dt, _rows, cols, _layout in strip_walker_cases():
+        found[(name, cols)] = found.get((name, cols), 0) + 1
+    assert {(name, cols) for (name, _), widths in STRIP_WALKERS.items() for cols in widths} == set(found)
+    assert min(found.values()) >= 2
 
 
 # ------------------------------------------------------------------------------------------- dot
