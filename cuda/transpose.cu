@@ -791,37 +791,48 @@ __device__ __forceinline__ void narrow_cols_flat_even_impl(const unsigned short*
     unsigned int* B32 = reinterpret_cast<unsigned int*>(B);
     for (long long s = blockIdx.y; s < strips; s += gridDim.y) {
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
-        const int h = (int)min((long long)R, rows - r0), n = h * w, h2 = (h + 1) / 2;
+        const int h = (int)min((long long)R, rows - r0), n = h * w;
         const unsigned short* a = A + r0 * w;
         stage_flat_run(raw, a, n);
         wait_async();
         __syncthreads();
-        // pair (u, k), k fastest: raw words k of rows 2u and 2u + 1 -> words u of B's rows 2k and 2k + 1
+        // pair (u, k), k fastest: raw words k of rows 2u and 2u + 1 -> words u of B's rows 2k and 2k + 1. A
+        // thread keeps its word column k (k = tid % (cols / 2); the last partial group of threads idles) and
+        // walks u by the threads a column: two loads, two byte permutes, two stores and four adds a pair of
+        // words (the flattened (u, k) walk with its wrap cost about three times that: issue-bound, as
+        // narrow_cols_quads was); an odd last row alone.
         {
-            const int m = h2 * w2, du = NARROW_THREADS / w2, dk = NARROW_THREADS % w2;
-            int u = tid / w2, k = tid % w2;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const unsigned int x = raw32[(2 * u) * w2 + k];
-                const unsigned int y = 2 * u + 1 < h ? raw32[(2 * u + 1) * w2 + k] : 0u;
-                words[(2 * k) * P + u] = __byte_perm(x, y, 0x5410);
-                words[(2 * k + 1) * P + u] = __byte_perm(x, y, 0x7632);
-                u += du; k += dk;
-                if (k >= w2) { k -= w2; ++u; }
+            const int per = NARROW_THREADS / w2, k = tid % w2, pairs = h / 2;
+            int u = tid / w2;
+            if (u < per) {
+                const unsigned int* p = raw32 + 2 * u * w2 + k;
+                unsigned int* even = words + 2 * k * P + u;   // B's row 2k
+                unsigned int* odd = even + P;                  // and 2k + 1
+                for (; u < pairs; u += per, p += 2 * w2 * per, even += per, odd += per) {
+                    const unsigned int x = p[0], y = p[w2];
+                    *even = __byte_perm(x, y, 0x5410);
+                    *odd = __byte_perm(x, y, 0x7632);
+                }
+                if (u == pairs && 2 * u < h) {
+                    const unsigned int x = p[0];
+                    *even = __byte_perm(x, 0u, 0x5410);
+                    *odd = __byte_perm(x, 0u, 0x7632);
+                }
             }
         }
         __syncthreads();
-        // B32(jj, r0 / 2 + u) = words[jj * P + u], u fastest (the last, when h is odd, a half alone)
+        // row jj of B, a warp a row: B32(jj, r0 / 2 + u) = words[jj * P + u], lanes over u (128 contiguous bytes
+        // a warp step); the last, when h is odd, a half alone
         {
-            const int m = w * h2, ej = NARROW_THREADS / h2, eu = NARROW_THREADS % h2;
-            int jj = tid / h2, u = tid % h2;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const unsigned int v = words[jj * P + u];
-                if (2 * u + 1 < h)
-                    B32[jj * ldb2 + r0 / 2 + u] = v;
-                else
-                    B[jj * ldb + r0 + 2 * u] = (unsigned short)v;
-                jj += ej; u += eu;
-                if (u >= h2) { u -= h2; ++jj; }
+            const int lane = tid % 32, pairs = h / 2;
+            for (int jj = tid / 32; jj < w; jj += NARROW_THREADS / 32) {
+                unsigned int* row = B32 + jj * ldb2 + r0 / 2;
+                const unsigned int* src = words + jj * P;
+                int u = lane;
+                for (; u < pairs; u += 32)
+                    row[u] = src[u];
+                if (u == pairs && 2 * u < h)
+                    B[jj * ldb + r0 + 2 * u] = (unsigned short)src[u];
             }
         }
         __syncthreads();
@@ -869,41 +880,44 @@ __device__ __forceinline__ void narrow_cols_flat_parity_impl(const unsigned shor
             before[tid] = r0 > 0 ? reinterpret_cast<const unsigned int*>(a - w)[tid] : 0u;
         wait_async();
         __syncthreads();
-        // pair (u, k), k fastest: words u of B's rows 2k and 2k + 1, each from the A rows its parity pairs
+        // pair (u, k), k fastest: words u of B's rows 2k and 2k + 1, each from the A rows its parity pairs. A
+        // thread keeps its word column k (the last partial group of threads idles) and walks u by the threads
+        // a column, as narrow_cols_flat_even does
         {
-            const int m = U * w2, du = NARROW_THREADS / w2, dk = NARROW_THREADS % w2;
-            int u = tid / w2, k = tid % w2;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const unsigned int x = 2 * u < h ? raw32[(2 * u) * w2 + k] : 0u;
-                const unsigned int y = 2 * u + 1 < h ? raw32[(2 * u + 1) * w2 + k] : 0u;
-                const unsigned int z = u > 0 ? raw32[(2 * u - 1) * w2 + k] : before[k];
-                const int pe = p0, po = p0 ^ podd;   // the parities of rows 2k and 2k + 1
-                words[(2 * k) * P + u] = pe ? __byte_perm(z, x, 0x5410) : __byte_perm(x, y, 0x5410);
-                words[(2 * k + 1) * P + u] = po ? __byte_perm(z, x, 0x7632) : __byte_perm(x, y, 0x7632);
-                u += du; k += dk;
-                if (k >= w2) { k -= w2; ++u; }
+            const int per = NARROW_THREADS / w2, k = tid % w2, pe = p0, po = p0 ^ podd;
+            int u = tid / w2;
+            if (u < per) {
+                const unsigned int* q = raw32 + 2 * u * w2 + k;   // A's row 2u, word k
+                unsigned int* even = words + 2 * k * P + u;        // B's row 2k
+                unsigned int* odd = even + P;                       // and 2k + 1
+                for (; u < U; u += per, q += 2 * w2 * per, even += per, odd += per) {
+                    const unsigned int x = 2 * u < h ? q[0] : 0u;
+                    const unsigned int y = 2 * u + 1 < h ? q[w2] : 0u;
+                    const unsigned int z = u > 0 ? q[-w2] : before[k];
+                    *even = pe ? __byte_perm(z, x, 0x5410) : __byte_perm(x, y, 0x5410);
+                    *odd = po ? __byte_perm(z, x, 0x7632) : __byte_perm(x, y, 0x7632);
+                }
             }
         }
         __syncthreads();
-        // row jj, word u: elements (r0 - p + 2u, r0 - p + 2u + 1) of B's row; halves at the strip's ends
+        // row jj, a warp a row, lanes over its words u: elements (r0 - p + 2u, + 1) of B's row; halves at the
+        // strip's ends (the matrix's first row on an odd start, its last row, an odd h on an even start)
         {
-            const int m = w * U, ej = NARROW_THREADS / U, eu = NARROW_THREADS % U;
-            int jj = tid / U, u = tid % U;
-            for (int g = tid; g < m; g += NARROW_THREADS) {
-                const int p = p0 ^ (podd & jj);
-                const long long r = r0 - p + 2 * u;   // the word's first row of A
-                if (u < (p ? U1 : h2)) {
-                    const unsigned int v = words[jj * P + u];
-                    unsigned short* b = B + jj * ldb + r;
-                    if (r < 0)
-                        b[1] = (unsigned short)(v >> 16);
-                    else if (r + 1 >= rows || (!p && 2 * u + 1 >= h))
-                        b[0] = (unsigned short)v;
+            const int lane = tid % 32;
+            for (int jj = tid / 32; jj < w; jj += NARROW_THREADS / 32) {
+                const int p = p0 ^ (podd & jj), count = p ? U1 : h2;
+                unsigned short* row = B + jj * ldb + r0 - p;   // word u at row + 2u
+                const unsigned int* src = words + jj * P;
+                for (int u = lane; u < count; u += 32) {
+                    const int rr = 2 * u - p;                   // the word's first row of A, from r0
+                    const unsigned int v = src[u];
+                    if (rr < 0 && r0 == 0)
+                        row[2 * u + 1] = (unsigned short)(v >> 16);
+                    else if ((last && rr + 1 >= h) || (!p && 2 * u + 1 >= h))
+                        row[2 * u] = (unsigned short)v;
                     else
-                        *reinterpret_cast<unsigned int*>(b) = v;
+                        *reinterpret_cast<unsigned int*>(row + 2 * u) = v;
                 }
-                jj += ej; u += eu;
-                if (u >= U) { u -= U; ++jj; }
             }
         }
         __syncthreads();
@@ -936,33 +950,34 @@ __device__ __forceinline__ void narrow_cols_flat_odd_parity_impl(const unsigned 
         const long long r0 = s * R;   // a multiple of 16: the strip starts 16-byte aligned
         const int h = (int)min((long long)R, rows - r0), n = h * w, h2 = (h + 1) / 2;
         const bool last = r0 + h == rows;
-        const int U1 = last ? h / 2 + 1 : h / 2, U = max(h2, U1);
+        const int U1 = last ? h / 2 + 1 : h / 2;
         const unsigned short* a = A + r0 * w;
         stage_flat_run(sm, a, n);
         if (tid < w)
             before[tid] = r0 > 0 ? a[tid - w] : (unsigned short)0;
         wait_async();
         __syncthreads();
-        // row jj, word u: elements (r0 - p + 2u, r0 - p + 2u + 1) of B's row, from A's rows 2u - p, 2u - p + 1
-        const int m = w * U, ej = NARROW_THREADS / U, eu = NARROW_THREADS % U;
-        int jj = tid / U, u = tid % U;
-        for (int g = tid; g < m; g += NARROW_THREADS) {
-            const int p = p0 ^ (podd & jj);
-            const long long r = r0 - p + 2 * u;
-            if (u < (p ? U1 : h2)) {
-                const int i = 2 * u - p;   // the word's first row in the strip (-1: the row before it)
-                const unsigned int lo = i >= 0 ? sm[i * w + jj] : before[jj];
-                const unsigned int hi = i + 1 < h ? sm[(i + 1) * w + jj] : 0u;
-                unsigned short* b = B + jj * ldb + r;
-                if (r < 0)
-                    b[1] = (unsigned short)hi;
-                else if (r + 1 >= rows || i + 1 >= h)
-                    b[0] = (unsigned short)lo;
+        // row jj, a warp a row, lanes over its words u: elements (r0 - p + 2u, + 1) of B's row, from the
+        // strip's rows i = 2u - p and i + 1 (i = -1: the row before it); halves at the strip's ends (the
+        // matrix's first row on an odd start, its last row, an odd h on an even start). A row's parity,
+        // pointers and word count are the warp's, once a row (the flattened (jj, u) walk recomputed them,
+        // with its wrap, for every word: issue-bound)
+        const int lane = tid % 32;
+        for (int jj = tid / 32; jj < w; jj += NARROW_THREADS / 32) {
+            const int p = p0 ^ (podd & jj), count = p ? U1 : h2;
+            unsigned short* row = B + jj * ldb + r0 - p;   // word u at row + 2u, on a word
+            const unsigned short* col = sm + jj;            // the strip's element (i, jj) at col[i * w]
+            for (int u = lane; u < count; u += 32) {
+                const int i = 2 * u - p;
+                const unsigned int lo = i >= 0 ? col[i * w] : before[jj];
+                const unsigned int hi = i + 1 < h ? col[(i + 1) * w] : 0u;
+                if (i < 0 && r0 == 0)
+                    row[2 * u + 1] = (unsigned short)hi;
+                else if (i + 1 >= h)
+                    row[2 * u] = (unsigned short)lo;
                 else
-                    *reinterpret_cast<unsigned int*>(b) = lo | (hi << 16);
+                    *reinterpret_cast<unsigned int*>(row + 2 * u) = lo | (hi << 16);
             }
-            jj += ej; u += eu;
-            if (u >= U) { u -= U; ++jj; }
         }
         __syncthreads();
     }
@@ -1632,31 +1647,33 @@ extern "C" __global__ void __launch_bounds__(256, 6) transpose_sector_quads128_s
     GPUMAT_TRANSPOSE_BATCH((sector_quads128(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
 }
 
-#define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES)                                               \
-    extern "C" __global__ void __launch_bounds__(256, 2) transpose_##NAME##_##SFX(                          \
+// The 2-byte strips, BYTES of staged strip each; MIN_BLOCKS blocks an SM asked of the register allocator
+// (4 for the strips that walk a column a thread and write a row a warp: 40-64 registers; the others keep 2)
+#define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES, MIN_BLOCKS)                                   \
+    extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) transpose_##NAME##_##SFX(                 \
         const unsigned short* __restrict__ A, unsigned short* __restrict__ B, long long rows, long long cols, \
         long long lda, long long ldb, long long batch, long long bsa, long long bsb)                         \
     {                                                                                                        \
         GPUMAT_TRANSPOSE_BATCH((IMPL<BYTES>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))                \
     }
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
-GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs, narrow_cols_pairs_impl, 32768, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs, narrow_rows_pairs_impl, 32768, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_pairs16k, narrow_cols_pairs_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_pairs16k, narrow_rows_pairs_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat16k, narrow_cols_flat_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_rows_flat16k, narrow_rows_flat_impl, 16384, 2)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384, 4)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_even16k, narrow_cols_flat_even_impl, 16384, 4)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384, 4)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_parity16k, narrow_cols_flat_parity_impl, 16384, 4)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(f16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384, 4)
+GPUMAT_TRANSPOSE_NARROW_PAIRS(bf16, narrow_cols_flat_odd_parity16k, narrow_cols_flat_odd_parity_impl, 16384, 4)
 
 // The strip of 1-byte elements alone, moved as words.
 // Four blocks an SM: 64 registers a thread, 48 KB of shared memory each.

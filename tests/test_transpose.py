@@ -267,7 +267,8 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 40) == "narrow_cols_flat_even16k"
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base + 4, 40) == "narrow_cols_pairs16k"  # A off 16
     assert T.choose_algorithm(1 << 20, 40, base, 1 << 20, "f16", base, 42) == "narrow_cols_pairs16k"  # A not packed
-    assert T.choose_algorithm((1 << 20) + 1, 40, base, (1 << 20) + 1, "f16", base, 40) == "sector_aligned"  # ldb odd
+    assert T.choose_algorithm((1 << 20) + 1, 40, base, (1 << 20) + 1, "f16", base, 40) == "narrow_cols_flat_parity16k"
+    assert T.choose_algorithm((1 << 20) + 1, 48, base, (1 << 20) + 1, "f16", base, 48) == "sector_aligned"  # ldb odd
     assert T.choose_algorithm(1 << 20, 41, base, 1 << 20, "f16", base, 41) == "narrow_cols_flat16k"
     assert T.choose_algorithm(1 << 20, 41, base + 2, 1 << 20, "f16", base + 2, 41) == "sector_aligned"  # A off 16
     assert T.choose_algorithm(1 << 20, 9, base + 2, 1 << 20, "f16", base + 2, 9) == "narrow_cols16k"
@@ -277,8 +278,10 @@ def test_auto_takes_strip_kernels_for_narrow_matrices():
             assert T.choose_algorithm(rows, cols, base, rows, dt, base, cols) == name, (rows, cols)
             assert T.choose_algorithm(rows - 1, cols, base + 2, rows, dt, base, cols) == name  # B off a word
         assert T.choose_algorithm(256001, 24, base, 256001, dt, base, 24) == "sector_aligned"  # 6 MiB
-        assert T.choose_algorithm(1 << 20 | 1, 36, base, 1 << 20 | 1, dt, base, 36) == "sector_aligned"
-        assert T.choose_algorithm(1 << 20 | 1, 63, base, 1 << 20 | 1, dt, base, 63) == "sector_aligned"
+        for cols, name in ((36, "narrow_cols_flat_parity16k"), (47, "narrow_cols_flat_odd_parity16k")):
+            assert T.choose_algorithm(1 << 20 | 1, cols, base, 1 << 20 | 1, dt, base, cols) == name
+        for cols in (48, 49, 63):  # past PARITY_MAX_COLS the tiles lead
+            assert T.choose_algorithm(1 << 20 | 1, cols, base, 1 << 20 | 1, dt, base, cols) == "sector_aligned"
     assert T.choose_algorithm(4096, 4096, base, 4096, "bf16", base, 4096) == "pairs128x64"
 
 

@@ -286,25 +286,30 @@ SHORT_SECTOR_WORDS_MAX_ROWS = 128 - 15  # one row tile of sector_words128x64 hol
 CHUNKS_2BYTE_MAX_ROWS = 40
 # A tall 2-byte A of an even width up to NARROW_AUTO_COLS, contiguous and 16-byte aligned, into a B of even
 # stride takes narrow_cols_flat_even16k (H200, thirty-third session, 64 MiB strips, copy time / kernel
-# time): 2-64 columns 0.73-0.79 where narrow_cols_pairs16k had 0.52-0.66. Past 63 columns auto keeps
+# time): 2-64 columns 0.73-0.79 where narrow_cols_pairs16k had 0.52-0.66; since each thread keeps a word
+# column and a warp writes a row of B (fifty-fourth session, results/probe-transpose-strips-float16-*),
+# 2-8 columns 0.95-0.96, 24-40 0.88-0.89 (36: 0.75), 48-62 0.81-0.85. Past 63 columns auto keeps
 # tiled_rect64 (0.81 at 64 against 0.73; at 100 the two are even, 0.75 and 0.76).
 # Rows of B off 4-byte words (an odd number of rows into a packed B, an odd ldb, B 2 bytes off a word) take
 # the parity strips, which write B's words whichever half a row starts on (H200, thirty-fourth session,
 # benchmarks/NOTES.md, copy time / kernel time): 64 MiB, 2-24 columns 0.57-0.63 and odd widths 0.71-0.72,
-# where auto's narrow_cols16k had 0.36-0.42 and sector_aligned 0.06-0.49. They lose to sector_aligned from
-# about 36 columns (40: 0.60 against 0.65; 63: 0.72 against 0.80), and below 2^23 elements on 24-31
-# columns (6-8 MiB even, 3 MiB sector_aligned 20% ahead: a strip's blocks are too few), not on 8 (2-byte,
-# 4 MiB: 6.9 us against 11.9). A tall A that no fast strip takes moves in the tiles from 24 columns on
-# (sector_aligned: 24 columns 0.49, 32 0.57, 40 0.65 against narrow_cols16k's 0.38-0.41; 16 0.35 against
-# 0.38). float32 of 24-63 columns likewise (64 MiB: 24 columns 0.86 against narrow_cols16k's 0.83, 63
-# 0.93 against 0.84; 48 MiB and 6 MiB of 24 columns 58.0 and 16.4 us against 61.5 and 18.9, B on sectors,
-# where tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77). A contiguous,
-# 16-byte aligned A of an odd width is staged by the strip in 16-byte chunks (thirty-fifth session,
-# `.devc/tflat32`): 3 columns 0.83 -> 0.95, 17 0.82 -> 0.88 (64 MiB), and from 25 to 41 columns it
-# overtakes sector_aligned from 32 MiB (64 MiB: 25 0.96 against 0.86, 31 0.96 / 0.90, 37 0.89 / 0.81, 41
-# 0.95 / 0.82; 32 MiB: 0.93-1.01 against 0.87-0.96); at 16 MiB and less the L2 holds the matrix and
-# sector_aligned leads (37 columns: 1.06 against 0.93), and from 45 columns the two alternate (45, 53,
-# 57: 0.79-0.80 against 0.86-0.90; 49: 0.94 against 0.86).
+# where auto's narrow_cols16k had 0.36-0.42 and sector_aligned 0.06-0.49. Walked as the even strips are
+# (fifty-fourth session, results/probe-transpose-strips-*-odd-rows-*; NOTES for the widths forced): 2-32
+# columns 0.79-1.04, 36, 37 and 40 columns 0.71-0.77 against sector_aligned's 0.59-0.67, 41 and 47 (forced)
+# 0.84 against 0.65 and 0.72; from 48 columns the two are even or the tiles lead (56 and 62, forced:
+# 0.70-0.72 against 0.77-0.81): auto takes them up to PARITY_MAX_COLS columns (was 35). Below 2^23 elements
+# on 24-31 columns (6-8 MiB even, 3 MiB sector_aligned 20% ahead: a strip's blocks are too few), not on 8
+# (2-byte, 4 MiB: 6.9 us against 11.9). A tall A that no fast strip takes moves in the tiles from 24 columns
+# on (sector_aligned: 24 columns 0.49, 32 0.57, 40 0.65 against narrow_cols16k's 0.38-0.41; 16 0.35 against
+# 0.38). float32 of 24-63 columns likewise (64 MiB: 24 columns 0.86 against narrow_cols16k's 0.83, 63 0.93
+# against 0.84; 48 MiB and 6 MiB of 24 columns 58.0 and 16.4 us against 61.5 and 18.9, B on sectors, where
+# tiled_rect64 has 69.9 and 20.3; 17 columns keep the strip, 0.83 against 0.77). A contiguous, 16-byte
+# aligned A of an odd width is staged by the strip in 16-byte chunks (thirty-fifth session,
+# `.devc/tflat32`): 3 columns 0.83 -> 0.95, 17 0.82 -> 0.88 (64 MiB), and from 25 to 41 columns it overtakes
+# sector_aligned from 32 MiB (64 MiB: 25 0.96 against 0.86, 31 0.96 / 0.90, 37 0.89 / 0.81, 41 0.95 / 0.82;
+# 32 MiB: 0.93-1.01 against 0.87-0.96); at 16 MiB and less the L2 holds the matrix and sector_aligned leads
+# (37 columns: 1.06 against 0.93), and from 45 columns the two alternate (45, 53, 57: 0.79-0.80 against
+# 0.86-0.90; 49: 0.94 against 0.86).
 # 1-byte elements (H200, thirty-fourth session, `.devc/tquads` and `.devc/tquads2`, copy time / kernel time):
 # quads128 moves 4 x 4 blocks of bytes as words where A's and B's rows start on words: 2048^2 0.93, 4096^2
 # 0.94, 16384^2 0.88, 128-512 rows or columns of 64 MiB 0.90-0.94, where tiled_rect64 had 0.43-0.78
@@ -347,7 +352,7 @@ SECTOR_1BYTE_MIN_ROWS = 512
 SECTOR_QUADS_MIN_ELEMENTS = 1 << 25
 CHUNKS_1BYTE_MAX_ROWS = 63
 PARITY_ANY_SIZE_MAX_COLS = 16
-PARITY_MAX_COLS = 35
+PARITY_MAX_COLS = 47
 PARITY_MIN_ELEMENTS = 1 << 23
 TILES_MIN_COLS = 24
 FLAT_F32_MAX_COLS = 41
