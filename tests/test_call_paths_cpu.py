@@ -50,7 +50,7 @@ def record(name, grid, block, args, smem, stream, dependent=False, cluster=1):
 # (a dependent launch as the launch makes it: only where the device runs sm_90 code)
 kernels.Kernel.__call__ = lambda self, grid, block, *args, smem=0, stream=0, device=None, dependent=None, cluster=1: (
     record(self.name, grid, block, args, smem, stream,
-           (self.waits_for_previous if dependent is None else dependent) and kernels.runs_sm90_code(device.arch),
+           self.launched_dependent(dependent) and kernels.runs_sm90_code(device.arch),
            cluster))
 kernels.FixedLaunch.__call__ = lambda self, dev, stream, *leading: record(
     self.kernel.name, self.dims[:3], self.dims[3:6], (*leading, *self.tail), self.dims[6], stream,

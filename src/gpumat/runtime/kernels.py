@@ -172,6 +172,16 @@ class Kernel:
         self._pack = struct.Struct("=" + "".join(pieces)).pack_into  # set last: a launch that sees it sees the rest
         return self._pack
 
+    def launched_dependent(self, dependent=None) -> bool:
+        """Whether a launch that asks `dependent` goes out as a programmatic dependent (where the device runs
+        sm_90 code): None, as the kernel is declared (waits_for_previous); True only for a kernel declared
+        so, a ValueError otherwise. The one rule Kernel.__call__ and FixedLaunch follow."""
+        if dependent is None:
+            return self.waits_for_previous
+        if dependent and not self.waits_for_previous:
+            raise ValueError(f"{self.name} does not wait for the kernel before it: it cannot be launched dependent")
+        return bool(dependent)
+
     def function(self, dev=None):
         """The CUfunction in `dev`'s context (current device by default), looked up once per device."""
         dev = dev or device()
@@ -202,10 +212,7 @@ class Kernel:
         and its memory is visible; elsewhere a plain launch. None (the default): as the kernel is declared,
         so every kernel that waits is launched dependent. `cluster`: blocks a thread-block cluster along x
         (sm_90 and later; the grid's x a multiple of it)."""
-        if dependent is None:
-            dependent = self.waits_for_previous
-        elif dependent and not self.waits_for_previous:
-            raise ValueError(f"{self.name} does not wait for the kernel before it: it cannot be launched dependent")
+        dependent = self.launched_dependent(dependent)
         dev = device or _current()
         fn = dev.functions.get(self.name)
         if fn is None:
@@ -298,10 +305,7 @@ class FixedLaunch:
         signature = kernel.signature
         if leading + len(tail) != len(signature):
             raise ValueError(f"{kernel.name} takes {len(signature)} arguments, not {leading} + {len(tail)}")
-        if dependent is None:
-            dependent = kernel.waits_for_previous
-        elif dependent and not kernel.waits_for_previous:
-            raise ValueError(f"{kernel.name} does not wait for the kernel before it: it cannot be launched dependent")
+        dependent = kernel.launched_dependent(dependent)
         self.kernel, self.dims, self.cluster, self.tail = kernel, (*grid, *block, smem), cluster, tuple(tail)
         self.dependent = bool(dependent)
         pieces, offsets, size = _layout(signature)
