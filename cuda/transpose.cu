@@ -1371,14 +1371,70 @@ __device__ __forceinline__ void sector_words128x64(const unsigned short* __restr
 // permutes into pairs and four into the block's columns, and writes them as words of B's rows 4q .. 4q + 3
 // (a warp, w = 0 .. 31, 128 contiguous bytes of one row of B). Staged row r keeps its word q at column
 // q ^ (r / 4): the warp's four reads, rows 4w + i for w = 0 .. 31, then fall in 32 banks. Needs A and B
-// 4-byte aligned with lda and ldb multiples of 4, else (and for tiles that stick out of A) the block
-// moves its tile byte by byte through the same shared memory (an odd pitch of 33 words there).
+// 4-byte aligned with lda and ldb multiples of 4, else the block moves its tile byte by byte through the
+// same shared memory (an odd pitch of 33 words there). A tile that sticks out of A (every tile of an A of
+// 64 or 100 rows or columns) takes the same words with checks: a word that crosses A's last column or
+// B's last column is moved byte by byte, its bytes inside.
 // Launch: block (32, 8), grid (ceil(cols/128), min(ceil(rows/128), 65535)); 16.5 KB of shared memory.
 // ---------------------------------------------------------------------------------------------------
+constexpr int QUADS128_T = 128, QUADS128_W = QUADS128_T / 4;
+
+template <bool CHECK>
+__device__ __forceinline__ void quads128_tile(const unsigned char* __restrict__ A, unsigned char* __restrict__ B,
+                                              unsigned int* S, long long lda, long long ldb, int h, int w)
+{
+    constexpr int W = QUADS128_W;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const unsigned int* a = reinterpret_cast<const unsigned int*>(A);
+    const long long lda4 = lda >> 2, ldb4 = ldb >> 2;
+    unsigned int v[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+        const int r = ty + 8 * k;
+        v[k] = !CHECK || (r < h && 4 * tx + 3 < w) ? a[r * lda4 + tx] : 0u;
+    }
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+        const int r = ty + 8 * k;
+        if (!CHECK || r < h) S[r * W + (tx ^ (r >> 2))] = v[k];
+    }
+    if (CHECK && (w & 3) && tx == w / 4) {   // the word across A's last column: its bytes inside
+        for (int r = ty; r < h; r += 8) {
+            const unsigned char* a8 = A + r * lda + 4 * tx;
+            unsigned int x = 0;
+            for (int c = 0; 4 * tx + c < w; ++c) x |= (unsigned int)a8[c] << (8 * c);
+            S[r * W + (tx ^ (r >> 2))] = x;
+        }
+    }
+    __syncthreads();
+    unsigned int* b = reinterpret_cast<unsigned int*>(B) + tx;   // word w = tx of B's rows
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int q = ty + 8 * k;   // B's rows 4q .. 4q + 3 of the tile
+        if (CHECK && (4 * q >= w || 4 * tx >= h)) continue;
+        const unsigned int x0 = S[(4 * tx) * W + (q ^ tx)], x1 = S[(4 * tx + 1) * W + (q ^ tx)];
+        const unsigned int x2 = S[(4 * tx + 2) * W + (q ^ tx)], x3 = S[(4 * tx + 3) * W + (q ^ tx)];
+        const unsigned int t0 = __byte_perm(x0, x1, 0x5140), t1 = __byte_perm(x0, x1, 0x7362);
+        const unsigned int t2 = __byte_perm(x2, x3, 0x5140), t3 = __byte_perm(x2, x3, 0x7362);
+        const unsigned int y[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632),
+                                   __byte_perm(t1, t3, 0x5410), __byte_perm(t1, t3, 0x7632)};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if (CHECK && 4 * q + i >= w) break;
+            if (!CHECK || 4 * tx + 3 < h) {
+                b[(4 * q + i) * ldb4] = y[i];
+            } else {   // the word across B's last column (A's last row): its bytes inside
+                unsigned char* b8 = reinterpret_cast<unsigned char*>(b + (4 * q + i) * ldb4);
+                for (int e = 0; 4 * tx + e < h; ++e) b8[e] = (unsigned char)(y[i] >> (8 * e));
+            }
+        }
+    }
+}
+
 __device__ __forceinline__ void quads128(const unsigned char* __restrict__ A, unsigned char* __restrict__ B,
                                          long long rows, long long cols, long long lda, long long ldb)
 {
-    constexpr int T = 128, W = T / 4, PITCH = W + 1;   // fast path: S[r][q ^ (r / 4)], W words a row
+    constexpr int T = QUADS128_T, PITCH = QUADS128_W + 1;
     __shared__ unsigned int S[T * PITCH];
     unsigned char* S8 = reinterpret_cast<unsigned char*>(S);   // fallback: S8[c * 4 PITCH + r] = A(r0 + r, c0 + c)
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -1386,36 +1442,15 @@ __device__ __forceinline__ void quads128(const unsigned char* __restrict__ A, un
     const long long row_tiles = (rows + T - 1) / T;
     const bool aligned = ((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B)) & 3) == 0
                          && ((lda | ldb) & 3) == 0;
+    const int w = (int)min((long long)T, cols - c0);
     for (long long t = blockIdx.y; t < row_tiles; t += gridDim.y) {
         const long long r0 = t * T;
-        if (aligned && r0 + T <= rows && c0 + T <= cols) {
-            const unsigned int* a = reinterpret_cast<const unsigned int*>(A + r0 * lda + c0);
-            const long long lda4 = lda >> 2, ldb4 = ldb >> 2;
-            unsigned int v[16];
-#pragma unroll
-            for (int k = 0; k < 16; ++k)
-                v[k] = a[(ty + 8 * k) * lda4 + tx];
-#pragma unroll
-            for (int k = 0; k < 16; ++k) {
-                const int r = ty + 8 * k;
-                S[r * W + (tx ^ (r >> 2))] = v[k];
-            }
-            __syncthreads();
-            unsigned int* b = reinterpret_cast<unsigned int*>(B + c0 * ldb + r0) + tx;   // word w = tx of B's rows
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int q = ty + 8 * k;   // B's rows 4q .. 4q + 3 of the tile
-                const unsigned int x0 = S[(4 * tx) * W + (q ^ tx)], x1 = S[(4 * tx + 1) * W + (q ^ tx)];
-                const unsigned int x2 = S[(4 * tx + 2) * W + (q ^ tx)], x3 = S[(4 * tx + 3) * W + (q ^ tx)];
-                const unsigned int t0 = __byte_perm(x0, x1, 0x5140), t1 = __byte_perm(x0, x1, 0x7362);
-                const unsigned int t2 = __byte_perm(x2, x3, 0x5140), t3 = __byte_perm(x2, x3, 0x7362);
-                b[(4 * q) * ldb4] = __byte_perm(t0, t2, 0x5410);
-                b[(4 * q + 1) * ldb4] = __byte_perm(t0, t2, 0x7632);
-                b[(4 * q + 2) * ldb4] = __byte_perm(t1, t3, 0x5410);
-                b[(4 * q + 3) * ldb4] = __byte_perm(t1, t3, 0x7632);
-            }
+        const int h = (int)min((long long)T, rows - r0);
+        if (aligned && h == T && w == T) {
+            quads128_tile<false>(A + r0 * lda + c0, B + c0 * ldb + r0, S, lda, ldb, h, w);
+        } else if (aligned) {
+            quads128_tile<true>(A + r0 * lda + c0, B + c0 * ldb + r0, S, lda, ldb, h, w);
         } else {
-            const int h = (int)min((long long)T, rows - r0), w = (int)min((long long)T, cols - c0);
             const unsigned char* a = A + r0 * lda + c0;
 #pragma unroll 4
             for (int r = ty; r < h; r += 8)

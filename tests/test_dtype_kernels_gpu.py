@@ -218,6 +218,21 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     check_transpose(v, dt, bits, LAYOUTS[layout](rows, cols), v.grid(rows, cols), f"{name}/{dt} {shape} {layout}")
 
 
+def _word_strides(r: int, c: int) -> tuple[int, int, int, int]:
+    """A and B 1-byte matrices whose every row starts on a word, padded past the matrix's edge."""
+    return 4, c + 4 + -c % 4, 8, r + 4 + -r % 4
+
+
+@pytest.mark.parametrize("shape", [(100, 300), (129, 130), (131, 257), (64, 1000), (1000, 67), (3, 517), (258, 5)])
+def test_quads128_moves_tiles_that_stick_out_of_a_as_words(shape):
+    """quads128's checked word path: tiles cut by A's last rows or columns at every remainder mod 4 (a word
+    across the edge moved byte by byte), with rows of A and B on words and padding after them that must
+    stay untouched."""
+    v = T.KERNELS[("quads128", "s8")]
+    bits = rng.integers(0, 255, size=shape, dtype=np.uint8, endpoint=True)
+    check_transpose(v, "s8", bits, _word_strides(*shape), v.grid(*shape), f"quads128 {shape} on words")
+
+
 # The strip kernels that walk their strips blockIdx.y, + gridDim.y, ..., with widths each takes (the even
 # 2-byte strips even widths, the odd ones odd widths) and layouts of B: packed (an odd number of rows, so
 # B's rows alternate between the halves of a word), padded to an even stride, two elements in at an even
