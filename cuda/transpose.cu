@@ -1082,6 +1082,113 @@ __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __re
 }
 
 // ---------------------------------------------------------------------------------------------------
+// narrow_rows_quads (1-byte elements, rows <= 128; B one contiguous run (ldb == rows) at any alignment; A
+// at any alignment and row stride): a strip of R columns of A (R = BYTES / rows rounded down to a multiple
+// of 32) is one contiguous run of B, built in shared memory and written out in aligned 16-byte stores.
+// The threads form ceil(rows / 4) teams, team g keeping A's rows 4g .. 4g + 3 for the whole launch (their
+// pointers and word shifts made once) and dealing the strip's word columns among its threads, BATCH
+// columns' loads issued before any is used. A thread takes the 4 x 4 block of A's rows 4g .. 4g + 3 at
+// columns 4w .. 4w + 3: a row off words as the two aligned words that hold it, joined by a funnel shift;
+// transposed in registers with eight byte permutes; put at its places in the run (B's rows 4w .. 4w + 3,
+// bytes 4g .. 4g + 3 of each) as words where rows and the run's start are multiples of 4, else byte by
+// byte (a last team of fewer than 4 rows never writes past them). The run sits in shared memory at the
+// global run's offset mod 16, so that its 16-byte chunks line up with B's. A word reaching past A's last
+// column is read byte by byte. H200, 64 MiB: 0.46-0.61 of the copy at 65-127 rows where the tiles had
+// 0.27-0.43 (rows off words); at 2-63 rows even with narrow_rows_chunks (0.37-0.60 against 0.48-0.63).
+// It is issue-bound (about 11 thread instructions a byte); rows that are multiples of 32 put a warp's
+// stores in one bank.
+// Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES + 16 bytes of shared memory.
+// ---------------------------------------------------------------------------------------------------
+template <int BYTES, int BATCH = 2>   // BATCH: 4 x 4 blocks a thread loads before it stores any
+__device__ __forceinline__ void narrow_rows_quads_impl(const unsigned char* __restrict__ A,
+                                                       unsigned char* __restrict__ B, long long rows,
+                                                       long long cols, long long lda, long long ldb)
+{
+    __shared__ __align__(16) unsigned char run[BYTES + 16];
+    if (rows < 1 || rows > 128 || ldb != rows) return;   // the launcher's contract
+    const int h = (int)rows, G = (h + 3) / 4, R = (BYTES / h) & ~31, W = R / 4;
+    // the threads in G teams of `per`, team g keeping A's rows 4g .. 4g + 3 (a thread's rows, their word
+    // shifts and pointers fixed for the whole launch) and dealing the strip's word columns w among its threads
+    const int per = NARROW_THREADS / G, tid = threadIdx.x, g = tid / per, lane = tid % per;
+    const long long strips = (cols + R - 1) / R;
+    const unsigned char* top = A + min(4 * g, h - 1) * lda;   // A(4g, 0) (rows past A's last are never read)
+    unsigned int shifts = 0;   // byte b: A(4g + b, 0)'s byte index mod 4 (the same at every strip's start, 32 columns on)
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+        shifts |= (unsigned int)((reinterpret_cast<unsigned long long>(top) + (unsigned long long)(b * lda)) & 3) << (8 * b);
+    const int valid = g < G ? min(4, h - 4 * g) : 0;   // the team's rows (none for the threads left over)
+    for (long long s = blockIdx.x; s < strips; s += gridDim.x) {
+        const long long c0 = s * R;
+        const int wdt = (int)min((long long)R, cols - c0);
+        unsigned char* out = B + c0 * h;
+        const int s0 = (int)(reinterpret_cast<unsigned long long>(out) & 15);
+        const bool as_words = ((h | s0) & 3) == 0;
+        unsigned char* img = run + s0 + 4 * g;   // B's run byte t at run[s0 + t]; this team's bytes from 4g on
+        for (int w0 = lane; valid && w0 < W; w0 += BATCH * per) {
+            // straight-line loads, none behind a branch (the compiler then issues them all before their first
+            // use): a word of a row off words as the two aligned words that hold it, joined by a funnel shift
+            // (by 0 for a row on words); a word reaching past A's last column after, byte by byte
+            unsigned int x[BATCH][4];
+#pragma unroll
+            for (int j = 0; j < BATCH; ++j) {
+                const int col = 4 * (w0 + j * per);
+                const bool whole = col < wdt && c0 + col + 3 < cols;   // the word inside A's rows
+                const unsigned char* p = top + c0 + col;
+#pragma unroll
+                for (int b = 0; b < 4; ++b, p += lda) {
+                    const int shift = (shifts >> (8 * b)) & 3;
+                    const unsigned int* q = reinterpret_cast<const unsigned int*>(p - shift);
+                    const unsigned int lo = whole && b < valid ? q[0] : 0u;
+                    const unsigned int up = whole && b < valid && shift ? q[1] : 0u;
+                    x[j][b] = __funnelshift_r(lo, up, 8 * shift);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < BATCH; ++j) {
+                const int col = 4 * (w0 + j * per);
+                if (col < wdt && c0 + col + 3 >= cols) {
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        const unsigned char* p = top + b * lda + c0 + col;
+                        for (int e = 0; b < valid && c0 + col + e < cols; ++e) x[j][b] |= (unsigned int)p[e] << (8 * e);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < BATCH; ++j) {
+                const int col = 4 * (w0 + j * per);
+                if (col >= wdt) continue;
+                const unsigned int t0 = __byte_perm(x[j][0], x[j][1], 0x5140), t1 = __byte_perm(x[j][0], x[j][1], 0x7362);
+                const unsigned int t2 = __byte_perm(x[j][2], x[j][3], 0x5140), t3 = __byte_perm(x[j][2], x[j][3], 0x7362);
+                const unsigned int y[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632),
+                                           __byte_perm(t1, t3, 0x5410), __byte_perm(t1, t3, 0x7632)};
+                unsigned char* at = img + col * h;   // B's row col + e at at + e h (past wdt: never copied)
+                if (as_words) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) *reinterpret_cast<unsigned int*>(at + e * h) = y[e];
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+#pragma unroll
+                        for (int b = 0; b < 4; ++b)
+                            if (b < valid) at[e * h + b] = (unsigned char)(y[e] >> (8 * b));
+                }
+            }
+        }
+        __syncthreads();
+        // the run: bytes before out's first 16-byte boundary one by one, then 16-byte chunks, then the tail
+        const unsigned char* image = run + s0;
+        const int n = wdt * h, head = min((16 - s0) & 15, n), chunks = (n - head) / 16;
+        const uint4* src = reinterpret_cast<const uint4*>(image + head);
+        uint4* dst = reinterpret_cast<uint4*>(out + head);
+        for (int v = tid; v < chunks; v += NARROW_THREADS) dst[v] = src[v];
+        if (tid < head) out[tid] = image[tid];
+        for (int t = head + 16 * chunks + tid; t < n; t += NARROW_THREADS) out[t] = image[t];
+        __syncthreads();   // the next strip overwrites shared memory
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // narrow_rows_flat (2-byte elements, odd rows <= 63; B contiguous (ldb == rows) and 16-byte aligned, A
 // 4-byte aligned with even lda): a strip of R rows of B (R columns of A, R = (E / rows) rounded down to
 // a multiple of 16) is one contiguous run of B. Threads read A's rows as words (columns c, c + 1) and
@@ -1682,6 +1789,19 @@ extern "C" __global__ void __launch_bounds__(256, 6) transpose_sector_quads128_s
     GPUMAT_TRANSPOSE_BATCH((sector_quads128(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
 }
 
+// narrow_rows_quads16k: four blocks an SM on sm_90 (64 registers, no spills); the other architectures'
+// compilers spill at 64 and get three (80 registers)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define GPUMAT_ROWS_QUADS_MIN 4
+#else
+#define GPUMAT_ROWS_QUADS_MIN 3
+#endif
+extern "C" __global__ void __launch_bounds__(256, GPUMAT_ROWS_QUADS_MIN) transpose_narrow_rows_quads16k_s8(
+    const unsigned char* __restrict__ A, unsigned char* __restrict__ B, long long rows, long long cols, long long lda,
+    long long ldb, long long batch, long long bsa, long long bsb)
+{
+    GPUMAT_TRANSPOSE_BATCH((narrow_rows_quads_impl<16384>(A + z * bsa, B + z * bsb, rows, cols, lda, ldb)))
+}
 // The 2-byte strips, BYTES of staged strip each; MIN_BLOCKS blocks an SM asked of the register allocator
 // (4 for the strips that walk a column a thread and write a row a warp: 40-64 registers; the others keep 2)
 #define GPUMAT_TRANSPOSE_NARROW_PAIRS(SFX, NAME, IMPL, BYTES, MIN_BLOCKS)                                   \

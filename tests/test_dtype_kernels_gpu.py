@@ -233,15 +233,17 @@ def test_quads128_moves_tiles_that_stick_out_of_a_as_words(shape):
     check_transpose(v, "s8", bits, _word_strides(*shape), v.grid(*shape), f"quads128 {shape} on words")
 
 
-# The strip kernels that walk their strips blockIdx.y, + gridDim.y, ..., with widths each takes (the even
-# 2-byte strips even widths, the odd ones odd widths) and layouts of B: packed (an odd number of rows, so
-# B's rows alternate between the halves of a word), padded to an even stride, two elements in at an even
-# stride, one element in at an even stride, three elements in at an odd one; each where the kernel accepts.
+# The strip kernels that walk their strips blockIdx.y, + gridDim.y, ... (blockIdx.x for the row strips), with
+# widths (heights) each takes (the even 2-byte strips even widths, the odd ones odd widths) and layouts of B:
+# packed (an odd number of rows, so B's rows alternate between the halves of a word), padded to an even
+# stride, two elements in at an even stride, one element in at an even stride, three elements in at an odd
+# one, and packed runs after A's rows at odd strides or on words; each where the kernel accepts.
 STRIP_WALKERS = {
     ("narrow_cols_quads16k", "s8"): (1, 3, 24, 37, 127),
     ("narrow_cols_flat_even16k", "f16"): (2, 24, 38, 126),
     ("narrow_cols_flat_parity16k", "bf16"): (2, 24, 38, 126),
     ("narrow_cols_flat_odd_parity16k", "f16"): (1, 3, 37, 127),
+    ("narrow_rows_quads16k", "s8"): (1, 2, 3, 8, 37, 100, 127, 128),  # heights: it walks blockIdx.x, + gridDim.x
 }
 STRIP_LAYOUTS = {
     "b_packed": lambda r, c: (0, c, 0, r),
@@ -249,14 +251,19 @@ STRIP_LAYOUTS = {
     "b_word_in": lambda r, c: (0, c, 2, r + 2 + r % 2),
     "b_off_words": lambda r, c: (0, c, 1, r + 2 - r % 2),
     "a16_b_any": LAYOUTS["a16_b_any"],
+    "a_view_b_run": lambda r, c: (3, c + 3, 5, r),
+    "a_words_b_run": lambda r, c: (4, c + 4 + -c % 4, 1, r),
 }
 
 
 def strip_walker_cases():
     for (name, dt), widths in STRIP_WALKERS.items():
         v = T.KERNELS[(name, dt)]
-        for cols in widths:
-            rows = 7 * v.strip(1 << 20, cols) + 5  # 7 strips and a part: 8 strips, odd
+        for size in widths:
+            if v.axis == "cols":
+                cols, rows = size, 7 * v.strip(1 << 20, size) + 5  # 7 strips and a part: 8 strips, odd
+            else:
+                rows, cols = size, 7 * v.strip(size, 1 << 20) + 5
             for layout, make in STRIP_LAYOUTS.items():
                 a_off, lda, b_off, ldb = make(rows, cols)
                 if v.accepts(rows, cols, a_off * SIZE[dt], lda, b_off * SIZE[dt], ldb):
@@ -270,20 +277,23 @@ def test_a_strip_kernel_with_fewer_blocks_than_strips_moves_each_once(name, dt, 
     for 7 strips and a part; the launcher's grid is capped at 65535) every block moves several, the last
     one partial, each once."""
     v = T.KERNELS[(name, dt)]
-    assert v.grid(rows, cols)[1] == 8
+    walked = 1 if v.axis == "cols" else 0  # the grid's axis the strips are dealt over
+    assert v.grid(rows, cols)[walked] == 8
     info = np.iinfo(BITS[dt])
     bits = rng.integers(0, info.max, size=(rows, cols), dtype=BITS[dt], endpoint=True)
     where = STRIP_LAYOUTS[layout](rows, cols)
-    check_transpose(v, dt, bits, where, (1, blocks, 1), f"{name}/{dt} {cols} columns, {blocks} blocks, {layout}")
+    grid = (1, blocks, 1) if walked else (blocks, 1, 1)
+    check_transpose(v, dt, bits, where, grid, f"{name}/{dt} {rows} x {cols}, {blocks} blocks, {layout}")
 
 
 def test_every_strip_walker_takes_several_layouts():
     """The cases above are not thinned to nothing by the kernels' contracts: each kernel and width meets at
     least two of B's layouts."""
     found = {}
-    for name, _dt, _rows, cols, _layout in strip_walker_cases():
-        found[(name, cols)] = found.get((name, cols), 0) + 1
-    assert {(name, cols) for (name, _), widths in STRIP_WALKERS.items() for cols in widths} == set(found)
+    for name, dt, rows, cols, _layout in strip_walker_cases():
+        size = cols if T.KERNELS[(name, dt)].axis == "cols" else rows
+        found[(name, size)] = found.get((name, size), 0) + 1
+    assert {(name, size) for (name, _), sizes in STRIP_WALKERS.items() for size in sizes} == set(found)
     assert min(found.values()) >= 2
 
 

@@ -522,7 +522,8 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
     for dt in ("s8",):
         for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 63)):
             assert T.choose_algorithm(rows, cols, base + 1, rows + 3, dt, base, cols) == "narrow_cols_quads16k"
-        assert T.choose_algorithm(1 << 16, 64, base, 1 << 16, dt, base, 64) == "tiled_rect64"  # past 63 columns
+        assert T.choose_algorithm(1 << 16, 64, base, 1 << 16, dt, base, 64) == "quads128"  # past 63, on words
+        assert T.choose_algorithm(1 << 16, 65, base, 1 << 16, dt, base, 65) == "tiled_rect64"  # A's rows off words
         assert T.choose_algorithm(64001, 24, base, 64001, dt, base, 24) == "sector_aligned"  # 1.5 MiB
         assert T.choose_algorithm(16000, 8, base, 16000, dt, base, 8) == "sector_aligned"
         assert T.choose_algorithm(1 << 20, 8, base, 1 << 20, dt, base + 1, 8) == "narrow_cols"  # A off 16
@@ -533,7 +534,7 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
 
 def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     """quads128 where every row of A and B starts on a word (addresses and strides multiples of 4), on an
-    A of at least 96 rows, 128 columns and 2^22 elements; sector_quads128 for B's rows off sectors on an A
+    A of at least 96 rows, 64 columns and 2^22 elements; sector_quads128 for B's rows off sectors on an A
     of at least 512 rows, 128 columns and SECTOR_QUADS_MIN_ELEMENTS elements; the byte tiles elsewhere:
     tiled_rect64 from 64 columns on, sector_aligned for tall strips of 24-63 columns."""
     base = 0x7F0000000000
@@ -541,7 +542,7 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     assert T.choose_algorithm(2048, 2048, base, 2048, "s8", base, 2048) == "quads128"
     assert T.choose_algorithm(128, 1 << 15, base, 128, "s8", base, 1 << 15) == "quads128"
     assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"
-    assert T.choose_algorithm(101, 671088, base, 101, "s8", base, 671088) == "tiled_rect64"  # B's rows off words
+    assert T.choose_algorithm(101, 671088, base, 102, "s8", base, 671088) == "tiled_rect64"  # B's rows off words
     assert T.choose_algorithm(3001, 17011, base, 3001, "s8", base, 17011) == "sector_quads128"
     assert T.choose_algorithm(8192, 8192, base + 1, 8192, "s8", base, 8192) == "sector_quads128"  # B a view
     assert T.choose_algorithm(16384, 16385, base, 16384, "s8", base, 16385) == "tiled_rect64"  # B on sectors
@@ -552,7 +553,9 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     assert T.choose_algorithm(rows - 2, cols, base, rows - 2, "s8", base, cols) == "tiled_rect64"
     assert T.choose_algorithm(5000, 5003, base, 5000, "s8", base, 5003) == "tiled_rect64"
     assert T.choose_algorithm(1 << 20, 127, base, 1 << 20 | 1, "s8", base, 127) == "tiled_rect64"
-    assert T.choose_algorithm(1 << 20, 64, base, 1 << 20, "s8", base, 64) == "tiled_rect64"
+    assert T.choose_algorithm(1 << 20, 64, base, 1 << 20, "s8", base, 64) == "quads128"  # from 64 columns
+    assert T.choose_algorithm(671088, 100, base, 671088, "s8", base, 100) == "quads128"
+    assert T.choose_algorithm(1 << 20, 64, base, 1 << 20 | 2, "s8", base, 64) == "tiled_rect64"  # B's stride
     assert T.choose_algorithm(1065220, 63, base, 1065220, "s8", base + 1, 63) == "sector_aligned"  # A off 16
     assert T.choose_algorithm(4096, 4096, base + 2, 4096, "s8", base, 4096) != "quads128"  # B off a word
     assert T.choose_algorithm(4096, 4096, base, 4098, "s8", base, 4096) != "quads128"  # B's stride
@@ -560,6 +563,40 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     assert T.choose_algorithm(1000, 1004, base, 1000, "s8", base, 1004) != "quads128"  # the L2 holds it
     assert T.choose_algorithm(64, 1 << 16, base, 64, "s8", base, 1 << 16) != "quads128"  # 64 rows
     assert T.choose_algorithm(4096, 4096, base, 4096, "f32", base, 4096) == "tiled_rect64"
+
+
+def test_auto_takes_the_row_strip_for_1_byte_matrices_of_65_to_128_rows_into_a_packed_b():
+    """narrow_rows_quads16k for a 1-byte A of 65-128 rows at any alignment into a packed B (ldb == rows) of
+    at least ROWS_QUADS_MIN_ELEMENTS elements, where quads128 does not take it (every row of A and B on a
+    word, 96 rows or more); 64 rows keep tiled_rect64, 63 and fewer narrow_rows_chunks."""
+    base = 0x7F0000000000
+    for rows in (65, 72, 99, 127, 128):
+        cols = (1 << 26) // rows | 1  # A's rows off words
+        assert T.choose_algorithm(rows, cols, base, rows, "s8", base, cols) == "narrow_rows_quads16k"
+        assert T.choose_algorithm(rows, cols, base + 3, rows, "s8", base + 1, cols + 2) == "narrow_rows_quads16k"
+        assert T.choose_algorithm(rows, cols, base, rows + 1, "s8", base, cols) != "narrow_rows_quads16k"  # B padded
+    small = T.ROWS_QUADS_MIN_ELEMENTS // 100
+    assert T.choose_algorithm(100, small - 1, base, 100, "s8", base, small - 1) != "narrow_rows_quads16k"
+    assert T.choose_algorithm(100, small + 2, base, 100, "s8", base, small + 2) == "narrow_rows_quads16k"  # odd
+    assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"  # all on words
+    assert T.choose_algorithm(72, 932068, base, 72, "s8", base, 932068) == "narrow_rows_quads16k"  # under 96 rows
+    assert T.choose_algorithm(64, 1 << 20, base, 64, "s8", base, 1 << 20) == "tiled_rect64"
+    assert T.choose_algorithm(63, 1 << 20, base, 63, "s8", base, 1 << 20) == "narrow_rows_chunks"
+    assert T.choose_algorithm(129, 1 << 20, base, 129, "s8", base + 1, 1 << 20) != "narrow_rows_quads16k"
+    assert T.choose_algorithm(100, 1 << 20, base, 100, "f16", base + 2, 1 << 20) != "narrow_rows_quads16k"
+
+
+def test_the_row_strip_of_bytes_takes_up_to_128_rows_into_a_packed_b_only():
+    """Its contract: 1-128 rows, B packed (ldb == rows), any alignment of A and B; the strip is a multiple
+    of 32 columns whose run of B fits in 16 KB."""
+    v = T.KERNELS[("narrow_rows_quads16k", "s8")]
+    assert v.accepts(1, 5, 3, 7, 1, 1) and v.accepts(128, 1000, 1, 1001, 3, 128)
+    assert not v.accepts(129, 1000, 0, 1000, 0, 129)
+    assert not v.accepts(100, 1000, 0, 1000, 0, 101)
+    for rows in (1, 2, 3, 37, 64, 100, 127, 128):
+        strip = v.strip(rows, 1 << 20)
+        assert strip % 32 == 0 and 0 < strip * rows <= 16384 < (strip + 32) * rows
+        assert v.grid(rows, 10 * strip + 1) == (11, 1, 1)
 
 
 # ---------------------------------------------------------------- GPU

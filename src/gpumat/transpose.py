@@ -78,9 +78,11 @@ class NarrowVariant:
       "flat_parity": "flat_even" for B 2-byte aligned at any ldb (rows of B starting on either half of
                a word);
       "flat_odd_parity": "flat" (odd widths) for B 2-byte aligned at any ldb.
-    1-byte elements have one, axis "cols" only:
-      "quads": A contiguous (lda == cols) and 16-byte aligned, B at any alignment and ldb (its rows written
-               as aligned words, the bytes before a row's first word boundary one by one).
+    1-byte elements have one more on each axis:
+      "quads": axis "cols": A contiguous (lda == cols) and 16-byte aligned, B at any alignment and ldb (its
+               rows written as aligned words, the bytes before a row's first word boundary one by one);
+               axis "rows": up to QUADS_ROWS_MAX rows, B contiguous (ldb == rows) at any alignment, A at any
+               alignment and stride (4 x 4 blocks of bytes read as words, B's run built in shared memory).
     Every dtype has one more mode, axis "rows" only:
       "chunks": B contiguous (ldb == rows) and 16-byte aligned, A at any alignment and stride (its rows
                read as the aligned 16-byte chunks that cover them)."""
@@ -102,6 +104,8 @@ class NarrowVariant:
             return (words // cdiv(rows, 2) - 1) & ~15
         if self.mode == "chunks":
             return 16 * ((self.nbytes // rows - 16) // 16) // self.itemsize
+        if self.mode == "quads" and self.axis == "rows":
+            return (self.nbytes // rows) & ~31
         elems = self.nbytes // self.itemsize
         if self.mode in ("flat", "flat_even", "flat_parity", "flat_odd_parity", "quads"):
             return (elems // (cols if self.axis == "cols" else rows)) & ~15
@@ -111,6 +115,8 @@ class NarrowVariant:
 
     def accepts(self, rows: int, cols: int, a_address: int, lda: int, b_address: int, ldb: int) -> bool:
         """Whether the kernel may run on these operands (its contract)."""
+        if self.axis == "rows" and self.mode == "quads":
+            return 1 <= rows <= QUADS_ROWS_MAX and ldb == rows
         if (
             self.axis == "cols"
             and not 1 <= cols <= NARROW_COLS_MAX
@@ -155,6 +161,7 @@ FLAT_COLS = {
 }
 NARROW_COLS_MAX = 127  # transpose_narrow_cols_*: A's width limit (the kernel writes nothing beyond it)
 NARROW_ROWS_MAX = 64  # transpose_narrow_rows_*: A's height limit
+QUADS_ROWS_MAX = 128  # transpose_narrow_rows_quads16k_s8's height limit
 
 
 def _narrow(axis: str, dtype: str, suffix: str = "", nbytes: int = 32768, mode: str = "plain") -> NarrowVariant:
@@ -192,6 +199,7 @@ KERNELS: dict[tuple[str, str], Variant | NarrowVariant] = {
         for dt in TWO_BYTE_SUFFIXES
     },
     ("narrow_cols_quads16k", "s8"): _narrow("cols", "s8", "_quads16k", 16384, "quads"),
+    ("narrow_rows_quads16k", "s8"): _narrow("rows", "s8", "_quads16k", 16384, "quads"),
     **{
         (f"narrow_rows_chunks{sfx}", dt): _narrow("rows", dt, f"_chunks{sfx}", nbytes, "chunks")
         for dt in MOVE_SUFFIXES
@@ -343,10 +351,22 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # 2049 0.52 against 0.55) and at 32 MiB and less (4096 x 4097 0.30 against 0.42), and leads from 128 MiB
 # (8192 x 16383 0.60 against 0.55, 16384 x 16385 0.64 against 0.55): with two shapes on that side,
 # tiled_rect64 keeps B on sectors.
+# Since the fifty-fifth session quads128 moves tiles that stick out of A as words too (checked), where it
+# moved them byte by byte: 64 MiB into a B on words, 671088 x 100 0.44 -> 0.83 (tiled_rect64 before), 1048576
+# x 64 0.58 -> 0.62; 16 MiB 233016 x 72 0.33 -> 0.66: it takes A from 64 columns (was 128).
+# narrow_rows_quads16k (4 x 4 blocks of an A of up to 128 rows at any alignment, B's packed run built in
+# shared memory; `.devs/int8probe2.py`, H200, 64 and 16 MiB, copy time / kernel time): at 65-127 rows
+# where quads128 cannot run (A's rows off words) 0.51-0.61 at 64 MiB and 0.70-0.95 at 16 MiB, where the
+# tiles had 0.27-0.43 and 0.52-0.72; quads128 keeps its aligned shapes (100 rows: 0.82 against 0.61; 128:
+# 0.99 against 0.58), tiled_rect64 64 rows (0.56 against 0.46), narrow_rows_chunks 2-63 rows (64 MiB:
+# 0.48-0.63 against 0.37-0.60; the strip leads at 16 MiB from 24 rows, 0.66-0.92 against 0.45-0.73, not
+# taken: one size).
+ROWS_QUADS_MIN_ELEMENTS = 1 << 22
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
 QUADS_STRIP_MAX_COLS = 63
 QUADS_MIN_ROWS = 96
-QUADS_MIN_COLS = 128
+QUADS_MIN_COLS = 64
+SECTOR_QUADS_MIN_COLS = 128
 QUADS_MIN_ELEMENTS = 1 << 22
 SECTOR_1BYTE_MIN_ROWS = 512
 SECTOR_QUADS_MIN_ELEMENTS = 1 << 25
@@ -390,9 +410,10 @@ def choose_algorithm(
     move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
     least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements, elsewhere as words
     with B's pieces on sectors (sector_quads128) where B's rows start inside sectors, on an A of at least
-    SECTOR_1BYTE_MIN_ROWS rows, QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips of
-    TILES_MIN_COLS columns or more in the tiles, and up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
-    narrow_rows_chunks."""
+    SECTOR_1BYTE_MIN_ROWS rows, SECTOR_QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips of
+    TILES_MIN_COLS columns or more in the tiles, up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
+    narrow_rows_chunks, and from NARROW_ROWS_MAX + 1 to QUADS_ROWS_MAX rows into a packed B (of at least
+    ROWS_QUADS_MIN_ELEMENTS elements, where quads128 does not take it) in narrow_rows_quads16k."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -438,8 +459,13 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
         if (a_address | b_address | lda | ldb) % 4 == 0:  # every row of A and B on a word
             return "quads128"
+    if rows > NARROW_ROWS_MAX and rows * cols >= ROWS_QUADS_MIN_ELEMENTS:
+        if KERNELS[("narrow_rows_quads16k", dtype)].accepts(*args):
+            return "narrow_rows_quads16k"
     if cols > NARROW_AUTO_COLS:
-        large = rows >= SECTOR_1BYTE_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= SECTOR_QUADS_MIN_ELEMENTS
+        large = (
+            rows >= SECTOR_1BYTE_MIN_ROWS and cols >= SECTOR_QUADS_MIN_COLS and rows * cols >= SECTOR_QUADS_MIN_ELEMENTS
+        )
         return "sector_quads128" if large and not _b_on_sectors(b_address, ldb, 1) else "tiled_rect64"
     return _tiles(rows, cols, b_address, ldb, 1)
 
