@@ -506,8 +506,9 @@ def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
 def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
     """narrow_cols_quads16k: the strip (R rows, a multiple of 16) and B's staged words (cols rows of P <
     R / 4 + 32 words) fit the kernel's arrays for every width to 127; it takes A contiguous and 16-byte
-    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 63 columns from 2^21
-    elements, the tiles under that, and narrow_cols (under 24 columns) or the tiles where A is a view."""
+    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 80 columns but 64 (whole
+    tiles) from 2^21 elements, the tiles under that, and narrow_cols (under 24 columns) or the tiles where A
+    is a view; quads128 first where every row of A and B is on a word."""
     v = T.KERNELS[("narrow_cols_quads16k", "s8")]
     for cols in range(1, 128):
         r = v.strip(1 << 24, cols)
@@ -523,7 +524,13 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
         for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 63)):
             assert T.choose_algorithm(rows, cols, base + 1, rows + 3, dt, base, cols) == "narrow_cols_quads16k"
         assert T.choose_algorithm(1 << 16, 64, base, 1 << 16, dt, base, 64) == "quads128"  # past 63, on words
-        assert T.choose_algorithm(1 << 16, 65, base, 1 << 16, dt, base, 65) == "tiled_rect64"  # A's rows off words
+        for cols in (65, 72, 80):  # B's rows off words
+            assert T.choose_algorithm(1 << 16 | 1, cols, base, 1 << 16 | 1, dt, base, cols) == "narrow_cols_quads16k"
+        assert T.choose_algorithm(1 << 16, 65, base, 1 << 16, dt, base, 65) == "narrow_cols_quads16k"  # A's
+        assert T.choose_algorithm(1 << 16, 72, base, 1 << 16, dt, base, 72) == "quads128"  # all on words
+        assert T.choose_algorithm(1 << 16 | 1, 72, base, 1 << 16 | 1, dt, base + 1, 72) == "tiled_rect64"  # A off 16
+        assert T.choose_algorithm(1 << 16 | 1, 81, base, 1 << 16 | 1, dt, base, 81) == "tiled_rect64"  # past 80
+        assert T.choose_algorithm(1 << 16 | 1, 64, base, 1 << 16 | 1, dt, base, 64) == "tiled_rect64"  # whole tiles
         assert T.choose_algorithm(64001, 24, base, 64001, dt, base, 24) == "sector_aligned"  # 1.5 MiB
         assert T.choose_algorithm(16000, 8, base, 16000, dt, base, 8) == "sector_aligned"
         assert T.choose_algorithm(1 << 20, 8, base, 1 << 20, dt, base + 1, 8) == "narrow_cols"  # A off 16
@@ -584,6 +591,20 @@ def test_auto_takes_the_row_strip_for_1_byte_matrices_of_65_to_128_rows_into_a_p
     assert T.choose_algorithm(63, 1 << 20, base, 63, "s8", base, 1 << 20) == "narrow_rows_chunks"
     assert T.choose_algorithm(129, 1 << 20, base, 129, "s8", base + 1, 1 << 20) != "narrow_rows_quads16k"
     assert T.choose_algorithm(100, 1 << 20, base, 100, "f16", base + 2, 1 << 20) != "narrow_rows_quads16k"
+
+
+def test_auto_takes_the_row_strip_for_2_to_63_rows_into_a_packed_b_off_16_bytes():
+    """A 1-byte A of 2-63 rows into a packed B that narrow_rows_chunks refuses (off 16 bytes): the row strip
+    from ROWS_QUADS_MIN_ELEMENTS elements; chunks where B is on 16 bytes, the byte strips or tiles under
+    the size, and the tiles at 64 rows."""
+    base = 0x7F0000000000
+    for rows in (2, 3, 17, 31, 37, 63):
+        cols = -(-T.ROWS_QUADS_MIN_ELEMENTS // rows)
+        assert T.choose_algorithm(rows, cols, base + rows, rows, "s8", base, cols) == "narrow_rows_quads16k"
+        assert T.choose_algorithm(rows, cols, base, rows, "s8", base + 3, cols + 1) == "narrow_rows_chunks"
+        small = T.choose_algorithm(rows, cols - 1, base + rows, rows, "s8", base, cols - 1)
+        assert small in ("narrow_rows", "tiled_rect64", "sector_aligned"), small
+    assert T.choose_algorithm(64, 1 << 20, base + 1, 64, "s8", base, 1 << 20) == "tiled_rect64"
 
 
 def test_the_row_strip_of_bytes_takes_up_to_128_rows_into_a_packed_b_only():

@@ -361,9 +361,15 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # 0.99 against 0.58), tiled_rect64 64 rows (0.56 against 0.46), narrow_rows_chunks 2-63 rows (64 MiB:
 # 0.48-0.63 against 0.37-0.60; the strip leads at 16 MiB from 24 rows, 0.66-0.92 against 0.45-0.73, not
 # taken: one size).
+# The same session's second probe (results/probe-transpose-int8-strips-*, 64 and 16 MiB): into a packed
+# result off 16 bytes (a view), which narrow_rows_chunks refuses, the row strip moves 2-63 rows at 0.58-0.86
+# of the copy where auto's byte strips and tiles had 0.23-0.61; and the column strip (narrow_cols_quads16k)
+# leads the tiles on 65-80 columns into rows off words (0.40-0.51 against 0.30-0.38), trails from 96
+# (0.31-0.39 against 0.41-0.50) and at 64, whole tiles (16 MiB: 0.66 against tiled_rect64's 0.76).
 ROWS_QUADS_MIN_ELEMENTS = 1 << 22
+TILE64 = 64  # tiled_rect64's tile edge: an A of 64 rows or columns is whole tiles
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
-QUADS_STRIP_MAX_COLS = 63
+QUADS_STRIP_MAX_COLS = 80
 QUADS_MIN_ROWS = 96
 QUADS_MIN_COLS = 64
 SECTOR_QUADS_MIN_COLS = 128
@@ -410,10 +416,11 @@ def choose_algorithm(
     move as 4 x 4 blocks of words (quads128) where every row of A and B starts on a word, on an A of at
     least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements, elsewhere as words
     with B's pieces on sectors (sector_quads128) where B's rows start inside sectors, on an A of at least
-    SECTOR_1BYTE_MIN_ROWS rows, SECTOR_QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips of
-    TILES_MIN_COLS columns or more in the tiles, up to CHUNKS_1BYTE_MAX_ROWS rows into a packed B in
-    narrow_rows_chunks, and from NARROW_ROWS_MAX + 1 to QUADS_ROWS_MAX rows into a packed B (of at least
-    ROWS_QUADS_MIN_ELEMENTS elements, where quads128 does not take it) in narrow_rows_quads16k."""
+    SECTOR_1BYTE_MIN_ROWS rows, SECTOR_QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips
+    of up to QUADS_STRIP_MAX_COLS columns (but TILE64, whole tiles) in narrow_cols_quads16k where A allows,
+    of TILES_MIN_COLS columns or more in the tiles otherwise, up to CHUNKS_1BYTE_MAX_ROWS rows into a packed,
+    16-byte aligned B in narrow_rows_chunks, and up to QUADS_ROWS_MAX rows (but TILE64) into a packed B at
+    any alignment, of at least ROWS_QUADS_MIN_ELEMENTS elements, in narrow_rows_quads16k."""
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -445,23 +452,23 @@ def _tiles(rows: int, cols: int, b_address: int, ldb: int, isz: int) -> str:
 
 def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     args = (rows, cols, a_address, lda, b_address, ldb)
-    large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS
-    if large_strip:  # words where A allows; under 2^21 elements the tiles
+    if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
+        if (a_address | b_address | lda | ldb) % 4 == 0:  # every row of A and B on a word
+            return "quads128"
+    # words where A allows (an A of whole 64-column tiles to tiled_rect64); under 2^21 elements the tiles
+    large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS and cols != TILE64
+    if large_strip:
         if KERNELS[("narrow_cols_quads16k", dtype)].accepts(*args):
             return "narrow_cols_quads16k"
         if cols < TILES_MIN_COLS:
             return "narrow_cols"
-    if rows <= CHUNKS_1BYTE_MAX_ROWS:
-        if KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
-            return "narrow_rows_chunks"
-        if rows <= NARROW_AUTO_ROWS:
-            return "narrow_rows"
-    if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
-        if (a_address | b_address | lda | ldb) % 4 == 0:  # every row of A and B on a word
-            return "quads128"
-    if rows > NARROW_ROWS_MAX and rows * cols >= ROWS_QUADS_MIN_ELEMENTS:
+    if rows <= CHUNKS_1BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
+        return "narrow_rows_chunks"
+    if rows != TILE64 and rows * cols >= ROWS_QUADS_MIN_ELEMENTS:  # into a packed B at any alignment
         if KERNELS[("narrow_rows_quads16k", dtype)].accepts(*args):
             return "narrow_rows_quads16k"
+    if rows <= NARROW_AUTO_ROWS:
+        return "narrow_rows"
     if cols > NARROW_AUTO_COLS:
         large = (
             rows >= SECTOR_1BYTE_MIN_ROWS and cols >= SECTOR_QUADS_MIN_COLS and rows * cols >= SECTOR_QUADS_MIN_ELEMENTS
