@@ -251,7 +251,7 @@ STRIP_LAYOUTS = {
     "b_word_in": lambda r, c: (0, c, 2, r + 2 + r % 2),
     "b_off_words": lambda r, c: (0, c, 1, r + 2 - r % 2),
     "a16_b_any": LAYOUTS["a16_b_any"],
-    "a_view_b_run": lambda r, c: (3, c + 3, 5, r),
+    "a_view_b_run": lambda r, c: (3, c + 1 + c % 2, 5, r),  # an odd stride: A's rows at every shift
     "a_words_b_run": lambda r, c: (4, c + 4 + -c % 4, 1, r),
 }
 

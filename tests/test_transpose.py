@@ -506,9 +506,10 @@ def test_launch_arguments_of_the_1_byte_tile(no_gpu, name, dt):
 def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
     """narrow_cols_quads16k: the strip (R rows, a multiple of 16) and B's staged words (cols rows of P <
     R / 4 + 32 words) fit the kernel's arrays for every width to 127; it takes A contiguous and 16-byte
-    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 80 columns but 64 (whole
-    tiles) from 2^21 elements, the tiles under that, and narrow_cols (under 24 columns) or the tiles where A
-    is a view; quads128 first where every row of A and B is on a word."""
+    aligned, B at any address and stride; auto takes it for 1-byte strips of up to 63 columns from 2^21
+    elements and of 65-80 columns into rows of B off words from INT8_STRIP_MIN_ELEMENTS, the tiles under
+    that, and narrow_cols (under 24 columns) or the tiles where A is a view; quads128 first where every row
+    of A and B is on a word."""
     v = T.KERNELS[("narrow_cols_quads16k", "s8")]
     for cols in range(1, 128):
         r = v.strip(1 << 24, cols)
@@ -524,13 +525,15 @@ def test_the_1_byte_strip_takes_any_b_and_stages_within_its_shared_memory():
         for rows, cols in (((1 << 26) // 3, 3), ((1 << 26) // 24, 24), (1 << 21, 1), (1 << 18, 8), (1 << 16, 63)):
             assert T.choose_algorithm(rows, cols, base + 1, rows + 3, dt, base, cols) == "narrow_cols_quads16k"
         assert T.choose_algorithm(1 << 16, 64, base, 1 << 16, dt, base, 64) == "quads128"  # past 63, on words
-        for cols in (65, 72, 80):  # B's rows off words
-            assert T.choose_algorithm(1 << 16 | 1, cols, base, 1 << 16 | 1, dt, base, cols) == "narrow_cols_quads16k"
-        assert T.choose_algorithm(1 << 16, 65, base, 1 << 16, dt, base, 65) == "narrow_cols_quads16k"  # A's
-        assert T.choose_algorithm(1 << 16, 72, base, 1 << 16, dt, base, 72) == "quads128"  # all on words
-        assert T.choose_algorithm(1 << 16 | 1, 72, base, 1 << 16 | 1, dt, base + 1, 72) == "tiled_rect64"  # A off 16
-        assert T.choose_algorithm(1 << 16 | 1, 81, base, 1 << 16 | 1, dt, base, 81) == "tiled_rect64"  # past 80
-        assert T.choose_algorithm(1 << 16 | 1, 64, base, 1 << 16 | 1, dt, base, 64) == "tiled_rect64"  # whole tiles
+        tall = 1 << 18 | 1  # an odd number of rows: B's rows off words (tall - 1: on words); 2^24 elements and more
+        for cols in (65, 72, 80):
+            assert T.choose_algorithm(tall, cols, base, tall, dt, base, cols) == "narrow_cols_quads16k"
+            assert T.choose_algorithm(tall - 1, cols, base, tall - 1, dt, base, cols) != "narrow_cols_quads16k"
+        assert T.choose_algorithm(1 << 16 | 1, 72, base, 1 << 16 | 1, dt, base, 72) == "tiled_rect64"  # 4.7 M elements
+        assert T.choose_algorithm(tall, 72, base, tall, dt, base + 1, 72) == "tiled_rect64"  # A off 16 bytes
+        assert T.choose_algorithm(tall, 81, base, tall, dt, base, 81) == "tiled_rect64"  # past 80
+        assert T.choose_algorithm(tall, 64, base, tall, dt, base, 64) == "tiled_rect64"  # whole tiles
+        assert T.choose_algorithm(tall - 1, 72, base, tall - 1, dt, base, 72) == "quads128"  # all on words
         assert T.choose_algorithm(64001, 24, base, 64001, dt, base, 24) == "sector_aligned"  # 1.5 MiB
         assert T.choose_algorithm(16000, 8, base, 16000, dt, base, 8) == "sector_aligned"
         assert T.choose_algorithm(1 << 20, 8, base, 1 << 20, dt, base + 1, 8) == "narrow_cols"  # A off 16
@@ -543,7 +546,8 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
     """quads128 where every row of A and B starts on a word (addresses and strides multiples of 4), on an
     A of at least 96 rows, 64 columns and 2^22 elements; sector_quads128 for B's rows off sectors on an A
     of at least 512 rows, 128 columns and SECTOR_QUADS_MIN_ELEMENTS elements; the byte tiles elsewhere:
-    tiled_rect64 from 64 columns on, sector_aligned for tall strips of 24-63 columns."""
+    tiled_rect64 from 64 columns on (but the column strip's 65-80 into rows of B off words), sector_aligned
+    for tall strips of 24-63 columns."""
     base = 0x7F0000000000
     assert T.choose_algorithm(4096, 4096, base, 4096, "s8", base, 4096) == "quads128"
     assert T.choose_algorithm(2048, 2048, base, 2048, "s8", base, 2048) == "quads128"
@@ -574,7 +578,7 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
 
 def test_auto_takes_the_row_strip_for_1_byte_matrices_of_65_to_128_rows_into_a_packed_b():
     """narrow_rows_quads16k for a 1-byte A of 65-128 rows at any alignment into a packed B (ldb == rows) of
-    at least ROWS_QUADS_MIN_ELEMENTS elements, where quads128 does not take it (every row of A and B on a
+    at least INT8_STRIP_MIN_ELEMENTS elements, where quads128 does not take it (every row of A and B on a
     word, 96 rows or more); 64 rows keep tiled_rect64, 63 and fewer narrow_rows_chunks."""
     base = 0x7F0000000000
     for rows in (65, 72, 99, 127, 128):
@@ -582,24 +586,27 @@ def test_auto_takes_the_row_strip_for_1_byte_matrices_of_65_to_128_rows_into_a_p
         assert T.choose_algorithm(rows, cols, base, rows, "s8", base, cols) == "narrow_rows_quads16k"
         assert T.choose_algorithm(rows, cols, base + 3, rows, "s8", base + 1, cols + 2) == "narrow_rows_quads16k"
         assert T.choose_algorithm(rows, cols, base, rows + 1, "s8", base, cols) != "narrow_rows_quads16k"  # B padded
-    small = T.ROWS_QUADS_MIN_ELEMENTS // 100
+    small = T.INT8_STRIP_MIN_ELEMENTS // 100
+    assert small % 2 == 0 and 100 * small < T.INT8_STRIP_MIN_ELEMENTS <= 100 * (small + 1)
     assert T.choose_algorithm(100, small - 1, base, 100, "s8", base, small - 1) != "narrow_rows_quads16k"
-    assert T.choose_algorithm(100, small + 2, base, 100, "s8", base, small + 2) == "narrow_rows_quads16k"  # odd
+    assert T.choose_algorithm(100, small + 1, base, 100, "s8", base, small + 1) == "narrow_rows_quads16k"  # odd
     assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"  # all on words
     assert T.choose_algorithm(72, 932068, base, 72, "s8", base, 932068) == "narrow_rows_quads16k"  # under 96 rows
     assert T.choose_algorithm(64, 1 << 20, base, 64, "s8", base, 1 << 20) == "tiled_rect64"
     assert T.choose_algorithm(63, 1 << 20, base, 63, "s8", base, 1 << 20) == "narrow_rows_chunks"
     assert T.choose_algorithm(129, 1 << 20, base, 129, "s8", base + 1, 1 << 20) != "narrow_rows_quads16k"
     assert T.choose_algorithm(100, 1 << 20, base, 100, "f16", base + 2, 1 << 20) != "narrow_rows_quads16k"
+    for fp8 in ("e4m3", "e5m2"):  # the FP8 formats move through int8's kernels
+        assert T.choose_algorithm(100, 1 << 20 | 1, base, 100, fp8, base, 1 << 20 | 1) == "narrow_rows_quads16k"
 
 
 def test_auto_takes_the_row_strip_for_2_to_63_rows_into_a_packed_b_off_16_bytes():
     """A 1-byte A of 2-63 rows into a packed B that narrow_rows_chunks refuses (off 16 bytes): the row strip
-    from ROWS_QUADS_MIN_ELEMENTS elements; chunks where B is on 16 bytes, the byte strips or tiles under
+    from INT8_STRIP_MIN_ELEMENTS elements; chunks where B is on 16 bytes, the byte strips or tiles under
     the size, and the tiles at 64 rows."""
     base = 0x7F0000000000
     for rows in (2, 3, 17, 31, 37, 63):
-        cols = -(-T.ROWS_QUADS_MIN_ELEMENTS // rows)
+        cols = -(-T.INT8_STRIP_MIN_ELEMENTS // rows)
         assert T.choose_algorithm(rows, cols, base + rows, rows, "s8", base, cols) == "narrow_rows_quads16k"
         assert T.choose_algorithm(rows, cols, base, rows, "s8", base + 3, cols + 1) == "narrow_rows_chunks"
         small = T.choose_algorithm(rows, cols - 1, base + rows, rows, "s8", base, cols - 1)

@@ -365,8 +365,11 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # result off 16 bytes (a view), which narrow_rows_chunks refuses, the row strip moves 2-63 rows at 0.58-0.86
 # of the copy where auto's byte strips and tiles had 0.23-0.61; and the column strip (narrow_cols_quads16k)
 # leads the tiles on 65-80 columns into rows off words (0.40-0.51 against 0.30-0.38), trails from 96
-# (0.31-0.39 against 0.41-0.50) and at 64, whole tiles (16 MiB: 0.66 against tiled_rect64's 0.76).
-ROWS_QUADS_MIN_ELEMENTS = 1 << 22
+# (0.31-0.39 against 0.41-0.50) and at 64, whole tiles (16 MiB: 0.66 against tiled_rect64's 0.76). The row
+# strip also takes 65-95 rows on words, which quads128 leaves (QUADS_MIN_ROWS): 72 rows 0.58 against
+# quads128's 0.61 at 64 MiB, 0.79 against 0.59 at 16 MiB; 65 rows 0.52 and 0.59 against 0.34 and 0.37. Both
+# strips past what the earlier kernels took start at the smallest size measured, 16 MiB less a row.
+INT8_STRIP_MIN_ELEMENTS = 15 << 20
 TILE64 = 64  # tiled_rect64's tile edge: an A of 64 rows or columns is whole tiles
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
 QUADS_STRIP_MAX_COLS = 80
@@ -417,10 +420,12 @@ def choose_algorithm(
     least QUADS_MIN_ROWS rows, QUADS_MIN_COLS columns and QUADS_MIN_ELEMENTS elements, elsewhere as words
     with B's pieces on sectors (sector_quads128) where B's rows start inside sectors, on an A of at least
     SECTOR_1BYTE_MIN_ROWS rows, SECTOR_QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips
-    of up to QUADS_STRIP_MAX_COLS columns (but TILE64, whole tiles) in narrow_cols_quads16k where A allows,
+    of up to NARROW_AUTO_COLS columns in narrow_cols_quads16k where A allows (to QUADS_STRIP_MAX_COLS, but
+    TILE64, into rows of B off words, from INT8_STRIP_MIN_ELEMENTS elements),
     of TILES_MIN_COLS columns or more in the tiles otherwise, up to CHUNKS_1BYTE_MAX_ROWS rows into a packed,
     16-byte aligned B in narrow_rows_chunks, and up to QUADS_ROWS_MAX rows (but TILE64) into a packed B at
-    any alignment, of at least ROWS_QUADS_MIN_ELEMENTS elements, in narrow_rows_quads16k."""
+    any alignment, of at least INT8_STRIP_MIN_ELEMENTS elements, in narrow_rows_quads16k."""
+    dtype = MOVE_SUFFIX.get(dtype, dtype)  # the FP8 formats move through int8's kernels, int32 float32's
     isz = ITEMSIZE[dtype]
     lda = lda or cols
     if isz == 2:
@@ -455,8 +460,15 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
     if rows >= QUADS_MIN_ROWS and cols >= QUADS_MIN_COLS and rows * cols >= QUADS_MIN_ELEMENTS:
         if (a_address | b_address | lda | ldb) % 4 == 0:  # every row of A and B on a word
             return "quads128"
-    # words where A allows (an A of whole 64-column tiles to tiled_rect64); under 2^21 elements the tiles
-    large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and cols <= QUADS_STRIP_MAX_COLS and cols != TILE64
+    # words where A allows; under 2^21 elements the tiles. Past 63 columns (but 64, whole tiles) only where it
+    # was measured ahead: into rows of B off words, from INT8_STRIP_MIN_ELEMENTS elements
+    large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and (
+        cols <= NARROW_AUTO_COLS
+        or cols <= QUADS_STRIP_MAX_COLS
+        and cols != TILE64
+        and (b_address | ldb) % 4 != 0
+        and rows * cols >= INT8_STRIP_MIN_ELEMENTS
+    )
     if large_strip:
         if KERNELS[("narrow_cols_quads16k", dtype)].accepts(*args):
             return "narrow_cols_quads16k"
@@ -464,7 +476,7 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             return "narrow_cols"
     if rows <= CHUNKS_1BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
         return "narrow_rows_chunks"
-    if rows != TILE64 and rows * cols >= ROWS_QUADS_MIN_ELEMENTS:  # into a packed B at any alignment
+    if rows != TILE64 and rows * cols >= INT8_STRIP_MIN_ELEMENTS:  # into a packed B at any alignment
         if KERNELS[("narrow_rows_quads16k", dtype)].accepts(*args):
             return "narrow_rows_quads16k"
     if rows <= NARROW_AUTO_ROWS:
