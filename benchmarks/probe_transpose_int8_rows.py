@@ -10,8 +10,7 @@ Writes probe-transpose-int8-rows-<device>-<date>.json; `ratio` is the copy's tim
 from __future__ import annotations
 
 import gpumat as gm
-from gpumat._bench.common import environment, queued_ms, write_json
-from gpumat.runtime import memops
+from gpumat._bench.common import environment, transposes_against_copy, write_json
 
 HEIGHTS = (65, 72, 96, 100, 127, 128)
 ALGORITHMS = ("auto", "tiled_rect64", "sector_aligned", "quads128", "sector_quads128")
@@ -28,14 +27,8 @@ def main() -> None:
                 x = gm.Matrix.empty(rows, cols, dtype="int8")
                 out = gm.Matrix.empty(cols, rows, dtype="int8")
                 nbytes = rows * cols
-                fns = [lambda alg=alg: gm.transpose(x, out=out, algorithm=alg) for alg in ALGORITHMS]
-                copy_ms, *times = queued_ms(
-                    lambda: memops.copy_device_2d(out.elements, nbytes, x.elements, nbytes, nbytes, 1, 0), *fns
-                )
-                row = {"rows": rows, "cols": cols, "bytes": nbytes, "a_rows_on_words": on_words, "copy_ms": copy_ms}
-                row.update({f"{alg}_ms": t for alg, t in zip(ALGORITHMS, times, strict=True)})
-                row.update({f"{alg}_ratio": copy_ms / t for alg, t in zip(ALGORITHMS, times, strict=True)})
-                row["ratio"] = row["auto_ratio"]
+                row = {"rows": rows, "cols": cols, "bytes": nbytes, "a_rows_on_words": on_words}
+                row.update(transposes_against_copy(x, out, ALGORITHMS))
                 cases.append(row)
                 print(
                     f"{nbytes >> 20:3d} MiB {rows:4d} rows {'on' if on_words else 'off'} words: "

@@ -16,8 +16,7 @@ narrow_rows_quads16k and narrow_cols_quads16k). Writes probe-transpose-int8-stri
 from __future__ import annotations
 
 import gpumat as gm
-from gpumat._bench.common import environment, queued_ms, write_json
-from gpumat.runtime import memops
+from gpumat._bench.common import environment, transposes_against_copy, write_json
 
 HEIGHTS = (2, 3, 8, 17, 24, 31, 32, 37, 48, 63)
 WIDTHS = (64, 65, 72, 80, 96, 100, 112, 127)
@@ -37,14 +36,8 @@ def _case(kind: str, rows: int, cols: int) -> dict:
         whole = out = gm.Matrix.empty(cols, rows, dtype="int8")
     nbytes = rows * cols
     algorithms = ALGORITHMS[kind]
-    fns = [lambda alg=alg: gm.transpose(x, out=out, algorithm=alg) for alg in algorithms]
-    copy_ms, *times = queued_ms(
-        lambda: memops.copy_device_2d(out.elements, nbytes, x.elements, nbytes, nbytes, 1, 0), *fns
-    )
-    row = {"kind": kind, "rows": rows, "cols": cols, "bytes": nbytes, "copy_ms": copy_ms}
-    row.update({f"{alg}_ms": t for alg, t in zip(algorithms, times, strict=True)})
-    row.update({f"{alg}_ratio": copy_ms / t for alg, t in zip(algorithms, times, strict=True)})
-    row["ratio"] = row["auto_ratio"]
+    row = {"kind": kind, "rows": rows, "cols": cols, "bytes": nbytes}
+    row.update(transposes_against_copy(x, out, algorithms))
     print(
         f"{kind:7} {nbytes >> 20:3d} MiB {rows} x {cols}: "
         + ", ".join(f"{alg} {row[alg + '_ratio']:.3f}" for alg in algorithms),

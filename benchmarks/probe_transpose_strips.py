@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 
 import gpumat as gm
-from gpumat._bench.common import environment, queued_ms, write_json
-from gpumat.runtime import memops
+from gpumat._bench.common import environment, transposes_against_copy, write_json
 
 WIDTHS = (2, 3, 8, 17, 24, 31, 32, 36, 37, 40, 48, 55, 56, 62, 63)
 ALGORITHMS = ("narrow_cols", "sector_aligned", "tiled_rect64", "auto")
@@ -35,14 +34,8 @@ def main() -> None:
         x = gm.Matrix.empty(rows, w, dtype=args.dtype)
         out = gm.Matrix.empty(w, rows, dtype=args.dtype)
         nbytes = rows * w * itemsize
-        fns = [lambda alg=alg: gm.transpose(x, out=out, algorithm=alg) for alg in ALGORITHMS]
-        copy_ms, *times = queued_ms(
-            lambda: memops.copy_device_2d(out.elements, nbytes, x.elements, nbytes, nbytes, 1, 0), *fns
-        )
-        row = {"rows": rows, "cols": w, "bytes": nbytes, "copy_ms": copy_ms}
-        row.update({f"{alg}_ms": t for alg, t in zip(ALGORITHMS, times, strict=True)})
-        row.update({f"{alg}_ratio": copy_ms / t for alg, t in zip(ALGORITHMS, times, strict=True)})
-        row["ratio"] = row["auto_ratio"]
+        row = {"rows": rows, "cols": w, "bytes": nbytes}
+        row.update(transposes_against_copy(x, out, ALGORITHMS))
         rows_out.append(row)
         print(f"{w:3d} columns: " + ", ".join(f"{alg} {row[alg + '_ratio']:.3f}" for alg in ALGORITHMS), flush=True)
         x.free()

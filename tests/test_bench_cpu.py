@@ -299,3 +299,35 @@ def test_bench_fp8_is_named_only_and_its_cases_are_ones_scaled_mm_takes():
     assert all(m % 16 == 0 and n % 16 == 0 and k % 16 == 0 for m, n, k, *_ in fp8.CASES)
     assert {f for *_, f, _ in fp8.CASES} == {"e4m3", "e5m2"} and "float32" in {o for *_, o in fp8.CASES}
     assert fp8.SCALE_A * fp8.SCALE_B == 0.125  # powers of two: alpha is their product exactly
+
+
+def test_a_probes_transposes_are_timed_against_the_copy_of_their_bytes(monkeypatch):
+    """transposes_against_copy (the transpose probes' rows): the copy is timed first, over the matrix's bytes
+    (rows x cols x itemsize), then each named algorithm; every ratio is the copy's time over the
+    algorithm's, and `ratio` is auto's."""
+    from types import SimpleNamespace
+
+    import gpumat._bench.common as common
+
+    copies, algorithms = [], []
+    monkeypatch.setattr(common.memops, "copy_device_2d", lambda *args: copies.append(args))
+    monkeypatch.setattr(common.gm, "transpose", lambda x, out, algorithm: algorithms.append(algorithm))
+
+    def queued(*fns):
+        for fn in fns:
+            fn()
+        return [3.0, 1.5, 6.0]
+
+    monkeypatch.setattr(common, "queued_ms", queued)
+    x = SimpleNamespace(height=3, width=5, itemsize=2, elements=4096)
+    out = SimpleNamespace(elements=8192)
+    row = common.transposes_against_copy(x, out, ("auto", "tiled_rect64"))
+    assert copies == [(8192, 30, 4096, 30, 30, 1, 0)] and algorithms == ["auto", "tiled_rect64"]
+    assert row == {
+        "copy_ms": 3.0,
+        "auto_ms": 1.5,
+        "tiled_rect64_ms": 6.0,
+        "auto_ratio": 2.0,
+        "tiled_rect64_ratio": 0.5,
+        "ratio": 2.0,
+    }

@@ -81,6 +81,22 @@ def queued_ms(*fns, batches: int = 5) -> list[float]:
     return [statistics.median(t) for t in times]
 
 
+def transposes_against_copy(x, out, algorithms) -> dict:
+    """gm.transpose(x, out=out) with each named algorithm against a device-to-device copy of the same bytes,
+    queued and interleaved (queued_ms): copy_ms, <algorithm>_ms and <algorithm>_ratio (the copy's time over
+    the transpose's) for each, and ratio, auto's (the probes' rows)."""
+    nbytes = x.height * x.width * x.itemsize
+    fns = [lambda alg=alg: gm.transpose(x, out=out, algorithm=alg) for alg in algorithms]
+    copy_ms, *times = queued_ms(
+        lambda: memops.copy_device_2d(out.elements, nbytes, x.elements, nbytes, nbytes, 1, 0), *fns
+    )
+    row = {"copy_ms": copy_ms}
+    row.update({f"{alg}_ms": t for alg, t in zip(algorithms, times, strict=True)})
+    row.update({f"{alg}_ratio": copy_ms / t for alg, t in zip(algorithms, times, strict=True)})
+    row["ratio"] = row["auto_ratio"]
+    return row
+
+
 IDLE_GAP_S = 0.002  # the GPU's queue is empty this long before a one-call measurement
 
 
