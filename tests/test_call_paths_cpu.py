@@ -693,6 +693,45 @@ def test_the_common_transpose_launches_what_the_full_route_does():
     assert int(out.stdout.strip()) == 300  # and the short path took every one of them
 
 
+TRANSPOSES_OF_INT8_STRIPS = (
+    RECORDING
+    + r"""
+T = sys.modules["gpumat.transpose"]
+fast = T._common_transpose
+kernels_run = set()
+# the 1-byte strips auto takes at 15 MiB and more: 65-128 rows and 2-63 rows into a result off 16 bytes
+# (narrow_rows_quads16k), 65-80 columns into rows off words (narrow_cols_quads16k), and quads128's cut tiles
+for rows, cols, out_shift in ((100, 157287, 0), (37, 425105, 1), (262145, 72, 0), (1048576, 100, 0)):
+    a = gm.Matrix.empty((rows, cols), dtype=np.int8)
+    out = gm.Matrix.empty((cols + 1, rows), dtype=np.int8)[out_shift : out_shift + cols, :]
+    runs = []
+    for how in ("full", "fast"):
+        T._common_transpose = (lambda a, out, stream: None) if how == "full" else fast
+        launches.clear()
+        T.transpose(a, out=out)
+        runs.append(list(launches))
+    T._common_transpose = fast
+    assert runs[0] and runs[0] == runs[1], (rows, cols, runs)
+    assert fast(a, out, None) is not None
+    kernels_run.update(launch[0] for launch in runs[0])
+    a.free()
+print(" ".join(sorted(kernels_run)))
+"""
+)
+
+
+def test_the_int8_strips_take_the_same_launch_on_both_transpose_routes():
+    """The 1-byte strips and cut tiles auto chooses at 15 MiB and more are launched alike by gm.transpose's
+    short path and its full route (kernel, grid, block, addresses, sizes, strides, stream)."""
+    out = _run("-c", TRANSPOSES_OF_INT8_STRIPS, str(ROOT / "benchmarks"), "5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == [
+        "transpose_narrow_cols_quads16k_s8",
+        "transpose_narrow_rows_quads16k_s8",
+        "transpose_quads128_s8",
+    ]
+
+
 TRANSPOSE_ERRORS = (
     RECORDING
     + r"""

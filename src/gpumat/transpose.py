@@ -352,15 +352,15 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # (8192 x 16383 0.60 against 0.55, 16384 x 16385 0.64 against 0.55): with two shapes on that side,
 # tiled_rect64 keeps B on sectors.
 # Since the fifty-fifth session quads128 moves tiles that stick out of A as words too (checked), where it
-# moved them byte by byte: 64 MiB into a B on words, 671088 x 100 0.44 -> 0.83 (tiled_rect64 before), 1048576
-# x 64 0.58 -> 0.62; 16 MiB 233016 x 72 0.33 -> 0.66: it takes A from 64 columns (was 128).
+# moved them byte by byte (results/transpose-nvidia-h200-2026-12-02.json against the run before it, B on
+# words, 64 MiB): 100 x 671088 0.42 -> 0.81, 671088 x 100 0.44 -> 0.83 (tiled_rect64 before), 1048576 x 64
+# 0.58 -> 0.63: it takes A from 64 columns (was 128).
 # narrow_rows_quads16k (4 x 4 blocks of an A of up to 128 rows at any alignment, B's packed run built in
-# shared memory; `.devs/int8probe2.py`, H200, 64 and 16 MiB, copy time / kernel time): at 65-127 rows
-# where quads128 cannot run (A's rows off words) 0.51-0.61 at 64 MiB and 0.70-0.95 at 16 MiB, where the
-# tiles had 0.27-0.43 and 0.52-0.72; quads128 keeps its aligned shapes (100 rows: 0.82 against 0.61; 128:
-# 0.99 against 0.58), tiled_rect64 64 rows (0.56 against 0.46), narrow_rows_chunks 2-63 rows (64 MiB:
-# 0.48-0.63 against 0.37-0.60; the strip leads at 16 MiB from 24 rows, 0.66-0.92 against 0.45-0.73, not
-# taken: one size).
+# shared memory; results/probe-transpose-int8-rows-*, copy time / kernel time): 65-127 rows where quads128
+# cannot run (A's rows off words) 0.50-0.60 at 64 MiB and 0.54-1.00 at 16 MiB, where the tiles had
+# 0.24-0.40 and 0.30-0.73; quads128 keeps its aligned shapes from 96 rows (0.79-0.99 there at 64 MiB),
+# tiled_rect64 64 rows. Into a packed, 16-byte aligned B narrow_rows_chunks keeps 2-63 rows
+# (benchmarks/NOTES.md, fifty-fifth session: even at 64 MiB, the strip ahead at 16 MiB from 24 rows).
 # The same session's second probe (results/probe-transpose-int8-strips-*, 64 and 16 MiB): into a packed
 # result off 16 bytes (a view), which narrow_rows_chunks refuses, the row strip moves 2-63 rows at 0.58-0.86
 # of the copy where auto's byte strips and tiles had 0.23-0.61; and the column strip (narrow_cols_quads16k)
@@ -462,12 +462,9 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             return "quads128"
     # words where A allows; under 2^21 elements the tiles. Past 63 columns (but 64, whole tiles) only where it
     # was measured ahead: into rows of B off words, from INT8_STRIP_MIN_ELEMENTS elements
+    past_63 = cols <= QUADS_STRIP_MAX_COLS and cols != TILE64 and (b_address | ldb) % 4 != 0
     large_strip = rows * cols >= QUADS_STRIP_MIN_ELEMENTS and (
-        cols <= NARROW_AUTO_COLS
-        or cols <= QUADS_STRIP_MAX_COLS
-        and cols != TILE64
-        and (b_address | ldb) % 4 != 0
-        and rows * cols >= INT8_STRIP_MIN_ELEMENTS
+        cols <= NARROW_AUTO_COLS or past_63 and rows * cols >= INT8_STRIP_MIN_ELEMENTS
     )
     if large_strip:
         if KERNELS[("narrow_cols_quads16k", dtype)].accepts(*args):
