@@ -75,12 +75,25 @@ def nan_fill(n: int, dt: str) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- device operands
 class Operand:
-    """A rows x cols operand at element offset `off` with row stride `ld` inside a NaN-padded device buffer."""
+    """A rows x cols operand at element offset `off` with row stride `ld` inside a NaN-padded device buffer; with
+    `batch`, that many of them `bstride` elements apart (bits and downloads then batch x rows x cols)."""
 
-    def __init__(self, bits: np.ndarray | None, dt: str, rows: int, cols: int, off: int = 0, ld: int | None = None):
+    def __init__(
+        self,
+        bits: np.ndarray | None,
+        dt: str,
+        rows: int,
+        cols: int,
+        off: int = 0,
+        ld: int | None = None,
+        batch: int | None = None,
+        bstride: int = 0,
+    ):
         self.dt, self.rows, self.cols, self.off = dt, rows, cols, off
         self.ld = ld if ld is not None else max(cols, 1)
-        self.n = off + (rows - 1) * self.ld + cols + 5 if rows and cols else off + 5
+        self.batch, self.bstride = batch, bstride
+        last = off + ((batch or 1) - 1) * bstride
+        self.n = last + (rows - 1) * self.ld + cols + 5 if rows and cols else last + 5
         host = nan_fill(self.n, dt)
         if bits is not None:
             host[self.index()] = bits
@@ -90,7 +103,8 @@ class Operand:
         self.ptr = self.base + off * SIZE[dt]
 
     def index(self) -> np.ndarray:
-        return self.off + np.arange(self.rows)[:, None] * self.ld + np.arange(self.cols)[None, :]
+        one = self.off + np.arange(self.rows)[:, None] * self.ld + np.arange(self.cols)[None, :]
+        return one if self.batch is None else one + np.arange(self.batch)[:, None, None] * self.bstride
 
     def download(self) -> tuple[np.ndarray, np.ndarray]:
         """(the operand's bits, the whole buffer's bits)."""
@@ -216,6 +230,49 @@ def test_transpose_moves_bits(name, dt, shape, layout):
     info = np.iinfo(BITS[dt])
     bits = rng.integers(0, info.max, size=shape, dtype=BITS[dt], endpoint=True)  # any pattern, NaNs included
     check_transpose(v, dt, bits, LAYOUTS[layout](rows, cols), v.grid(rows, cols), f"{name}/{dt} {shape} {layout}")
+
+
+def batched_transpose_cases():
+    """Two cases of each kernel from the table above: its largest shape (several strips or tiles) and its
+    smallest of another layout."""
+    found = {}
+    for case in transpose_cases():
+        name, dt, shape, layout = case.values
+        found.setdefault((name, dt), []).append((shape, layout))
+    for (name, dt), cases in found.items():
+        big = max(cases, key=lambda c: c[0][0] * c[0][1])
+        small = min((c for c in cases if c[1] != big[1]), key=lambda c: c[0][0] * c[0][1], default=None)
+        for shape, layout in (big, small) if small else (big,):
+            yield pytest.param(name, dt, shape, layout, id=f"{name}-{dt}-{shape[0]}x{shape[1]}-{layout}")
+
+
+@pytest.mark.parametrize("name,dt,shape,layout", list(batched_transpose_cases()))
+def test_transpose_kernels_move_each_matrix_of_a_batch(name, dt, shape, layout):
+    """Three matrices in one launch, a layer of the grid each (blockIdx.z), A's and B's matrices apart by
+    strides that keep each one's alignment (256 bytes more than a matrix's span) and leave poisoned gaps
+    between them that must stay as they are."""
+    rows, cols = shape
+    batch = 3
+    v = T.KERNELS[(name, dt)]
+    a_off, lda, b_off, ldb = LAYOUTS[layout](rows, cols)
+    step = 256 // SIZE[dt]
+    bsa, bsb = (cdiv(n, step) * step + step for n in (rows * lda, cols * ldb))
+    info = np.iinfo(BITS[dt])
+    bits = rng.integers(0, info.max, size=(batch, rows, cols), dtype=BITS[dt], endpoint=True)
+    a = Operand(bits, dt, rows, cols, off=a_off, ld=lda, batch=batch, bstride=bsa)
+    b = Operand(None, dt, cols, rows, off=b_off, ld=ldb, batch=batch, bstride=bsb)
+    try:
+        if isinstance(v, T.NarrowVariant):
+            for z in range(batch):
+                assert v.accepts(rows, cols, a.ptr + z * bsa * SIZE[dt], lda, b.ptr + z * bsb * SIZE[dt], ldb)
+        v.kernel((*v.grid(rows, cols)[:2], batch), v.block, a.ptr, b.ptr, rows, cols, lda, ldb, batch, bsa, bsb)
+        got, whole = b.download()
+        for z in range(batch):
+            assert np.array_equal(got[z], bits[z].T), f"matrix {z} of the batch: wrong bits"
+        assert b.padding_untouched(whole), "wrote outside the batch's matrices"
+    finally:
+        a.free()
+        b.free()
 
 
 def _word_strides(r: int, c: int) -> tuple[int, int, int, int]:
