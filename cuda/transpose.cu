@@ -1122,7 +1122,6 @@ __device__ __forceinline__ void narrow_rows_quads_impl(const unsigned char* __re
         const int wdt = (int)min((long long)R, cols - c0);
         unsigned char* out = B + c0 * h;
         const int s0 = (int)(reinterpret_cast<unsigned long long>(out) & 15);
-        const bool as_words = ((h | s0) & 3) == 0;
         unsigned char* img = run + s0 + 4 * g;   // B's run byte t at run[s0 + t]; this team's bytes from 4g on
         for (int w0 = lane; valid && w0 < W; w0 += BATCH * per) {
             // straight-line loads, none behind a branch (the compiler then issues them all before their first
@@ -1163,10 +1162,25 @@ __device__ __forceinline__ void narrow_rows_quads_impl(const unsigned char* __re
                 const unsigned int y[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632),
                                            __byte_perm(t1, t3, 0x5410), __byte_perm(t1, t3, 0x7632)};
                 unsigned char* at = img + col * h;   // B's row col + e at at + e h (past wdt: never copied)
-                if (as_words) {
+                if (valid == 4) {
+                    // a row's 4 bytes as widely as their address allows: at + e h mod 4 is (s0 + e h) mod 4, the
+                    // same for every thread of the strip (4w h and 4g are multiples of 4), so no thread diverges
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) *reinterpret_cast<unsigned int*>(at + e * h) = y[e];
-                } else {
+                    for (int e = 0; e < 4; ++e) {
+                        unsigned char* p = at + e * h;
+                        const int m = (s0 + e * h) & 3;
+                        if (m == 0) {
+                            *reinterpret_cast<unsigned int*>(p) = y[e];
+                        } else if (m == 2) {
+                            reinterpret_cast<unsigned short*>(p)[0] = (unsigned short)y[e];
+                            reinterpret_cast<unsigned short*>(p)[1] = (unsigned short)(y[e] >> 16);
+                        } else {
+                            p[0] = (unsigned char)y[e];
+                            *reinterpret_cast<unsigned short*>(p + 1) = (unsigned short)(y[e] >> 8);
+                            p[3] = (unsigned char)(y[e] >> 24);
+                        }
+                    }
+                } else {   // the last team, fewer than 4 rows: its bytes one by one
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
 #pragma unroll
