@@ -913,7 +913,7 @@ __device__ __forceinline__ void narrow_cols_flat_parity_impl(const unsigned shor
                     const unsigned int v = src[u];
                     if (rr < 0 && r0 == 0)
                         row[2 * u + 1] = (unsigned short)(v >> 16);
-                    else if ((last && rr + 1 >= h) || (!p && 2 * u + 1 >= h))
+                    else if (rr + 1 >= h)   // its second row past the strip (the last strip, or an even start)
                         row[2 * u] = (unsigned short)v;
                     else
                         *reinterpret_cast<unsigned int*>(row + 2 * u) = v;
