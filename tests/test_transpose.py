@@ -299,6 +299,8 @@ def test_auto_takes_the_chunked_strip_into_a_packed_b(dt):
             got = T.choose_algorithm(rows, 1 << 20, base, rows, dt, a_address, lda)
             if dt == "f64" or rows > limit:
                 assert not got.startswith("narrow_rows_chunks"), (rows, got)
+            elif dt == "s8" and rows not in (*T.ROWS_CHUNKS_LEAD, T.ROW_STRIP_BANK_ROWS):
+                assert got == "narrow_rows_quads16k", rows  # the row strip leads there (the test below)
             else:
                 assert got == ("narrow_rows_chunks" if rows <= 32 or dt == "s8" else "narrow_rows_chunks16k"), rows
         unpacked = T.choose_algorithm(rows, 1 << 20, base, rows + 1, dt, base, 1 << 20)
@@ -577,41 +579,58 @@ def test_auto_takes_the_quads_for_large_1_byte_matrices_on_words():
 
 
 def test_auto_takes_the_row_strip_for_1_byte_matrices_of_65_to_128_rows_into_a_packed_b():
-    """narrow_rows_quads16k for a 1-byte A of 65-128 rows at any alignment into a packed B (ldb == rows) of
-    at least INT8_STRIP_MIN_ELEMENTS elements, where quads128 does not take it (every row of A and B on a
-    word, 96 rows or more); 64 rows keep tiled_rect64, 63 and fewer narrow_rows_chunks."""
+    """narrow_rows_quads16k for a 1-byte A of 65-128 rows at any alignment into a packed B (ldb == rows) at
+    any size, where quads128 does not take it (every row of A and B on a word, 96 rows or more); 96 and 128
+    rows (a warp's stores in one bank) from INT8_STRIP_MIN_ELEMENTS elements; 64 rows keep tiled_rect64."""
     base = 0x7F0000000000
-    for rows in (65, 72, 99, 127, 128):
+    for rows in (65, 72, 96, 99, 127, 128):
         cols = (1 << 26) // rows | 1  # A's rows off words
         assert T.choose_algorithm(rows, cols, base, rows, "s8", base, cols) == "narrow_rows_quads16k"
         assert T.choose_algorithm(rows, cols, base + 3, rows, "s8", base + 1, cols + 2) == "narrow_rows_quads16k"
         assert T.choose_algorithm(rows, cols, base, rows + 1, "s8", base, cols) != "narrow_rows_quads16k"  # B padded
-    small = T.INT8_STRIP_MIN_ELEMENTS // 100
-    assert small % 2 == 0 and 100 * small < T.INT8_STRIP_MIN_ELEMENTS <= 100 * (small + 1)
-    assert T.choose_algorithm(100, small - 1, base, 100, "s8", base, small - 1) != "narrow_rows_quads16k"
-    assert T.choose_algorithm(100, small + 1, base, 100, "s8", base, small + 1) == "narrow_rows_quads16k"  # odd
+        small = T.choose_algorithm(rows, 1001, base, rows, "s8", base, 1001)
+        assert (small == "narrow_rows_quads16k") == (rows % T.ROW_STRIP_BANK_ROWS != 0), (rows, small)
+    small = T.INT8_STRIP_MIN_ELEMENTS // 128
+    assert 128 * (small - 1) < T.INT8_STRIP_MIN_ELEMENTS <= 128 * small
+    assert T.choose_algorithm(128, small - 1, base, 128, "s8", base, small - 1) != "narrow_rows_quads16k"
+    assert T.choose_algorithm(128, small + 1, base, 128, "s8", base, small + 1) == "narrow_rows_quads16k"  # odd
     assert T.choose_algorithm(100, 671088, base, 100, "s8", base, 671088) == "quads128"  # all on words
     assert T.choose_algorithm(72, 932068, base, 72, "s8", base, 932068) == "narrow_rows_quads16k"  # under 96 rows
     assert T.choose_algorithm(64, 1 << 20, base, 64, "s8", base, 1 << 20) == "tiled_rect64"
-    assert T.choose_algorithm(63, 1 << 20, base, 63, "s8", base, 1 << 20) == "narrow_rows_chunks"
+    assert T.choose_algorithm(63, 1 << 20, base, 63, "s8", base, 1 << 20) == "narrow_rows_quads16k"
     assert T.choose_algorithm(129, 1 << 20, base, 129, "s8", base + 1, 1 << 20) != "narrow_rows_quads16k"
     assert T.choose_algorithm(100, 1 << 20, base, 100, "f16", base + 2, 1 << 20) != "narrow_rows_quads16k"
     for fp8 in ("e4m3", "e5m2"):  # the FP8 formats move through int8's kernels
         assert T.choose_algorithm(100, 1 << 20 | 1, base, 100, fp8, base, 1 << 20 | 1) == "narrow_rows_quads16k"
 
 
-def test_auto_takes_the_row_strip_for_2_to_63_rows_into_a_packed_b_off_16_bytes():
-    """A 1-byte A of 2-63 rows into a packed B that narrow_rows_chunks refuses (off 16 bytes): the row strip
-    from INT8_STRIP_MIN_ELEMENTS elements; chunks where B is on 16 bytes, the byte strips or tiles under
-    the size, and the tiles at 64 rows."""
+def test_auto_takes_the_row_strip_for_2_to_63_rows_into_a_packed_b():
+    """A 1-byte A of 2-63 rows into a packed B: the row strip at any size and alignment, but for 32 rows
+    (chunks into a B on 16 bytes, else the older strips or tiles) and, into a B on 16 bytes, for
+    ROWS_CHUNKS_LEAD rows (chunks); the tiles at 64 rows."""
     base = 0x7F0000000000
-    for rows in (2, 3, 17, 31, 37, 63):
-        cols = -(-T.INT8_STRIP_MIN_ELEMENTS // rows)
-        assert T.choose_algorithm(rows, cols, base + rows, rows, "s8", base, cols) == "narrow_rows_quads16k"
-        assert T.choose_algorithm(rows, cols, base, rows, "s8", base + 3, cols + 1) == "narrow_rows_chunks"
-        small = T.choose_algorithm(rows, cols - 1, base + rows, rows, "s8", base, cols - 1)
-        assert small in ("narrow_rows", "tiled_rect64", "sector_aligned"), small
+    for rows in range(2, 64):
+        for cols in (1001, -(-T.INT8_STRIP_MIN_ELEMENTS // rows)):
+            off_16 = T.choose_algorithm(rows, cols, base + 1, rows, "s8", base, cols)
+            on_16 = T.choose_algorithm(rows, cols, base, rows, "s8", base + 3, cols + 1)
+            if rows == T.ROW_STRIP_BANK_ROWS:
+                assert off_16 in ("narrow_rows", "tiled_rect64", "sector_aligned"), off_16
+                assert on_16 == "narrow_rows_chunks"
+            else:
+                assert off_16 == "narrow_rows_quads16k", (rows, cols)
+                assert on_16 == ("narrow_rows_chunks" if rows in T.ROWS_CHUNKS_LEAD else "narrow_rows_quads16k")
     assert T.choose_algorithm(64, 1 << 20, base + 1, 64, "s8", base, 1 << 20) == "tiled_rect64"
+
+
+def test_narrow_rows_by_name_takes_autos_row_kernel_for_bytes():
+    """algorithm="narrow_rows" on a 1-byte A into a packed B runs the row kernel auto would (the strip or
+    chunks), and the byte strip where neither takes B."""
+    base = 0x7F0000000000
+    for rows in (2, 5, 24, 32, 37, 63):
+        for b_address in (base, base + 1):
+            want = T._row_kernel_1byte((rows, 4099, base, 4099, b_address, rows), "s8") or "narrow_rows"
+            assert T.resolve("narrow_rows", "s8", rows, 4099, base, 4099, b_address, rows) is T.KERNELS[(want, "s8")]
+    assert T.resolve("narrow_rows", "s8", 24, 4099, base, 4099, base, 25) is T.KERNELS[("narrow_rows", "s8")]
 
 
 def test_the_row_strip_of_bytes_takes_up_to_128_rows_into_a_packed_b_only():

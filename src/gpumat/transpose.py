@@ -369,7 +369,20 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # strip also takes 65-95 rows on words, which quads128 leaves (QUADS_MIN_ROWS): 72 rows 0.58 against
 # quads128's 0.61 at 64 MiB, 0.79 against 0.59 at 16 MiB; 65 rows 0.52 and 0.59 against 0.34 and 0.37. Both
 # strips past what the earlier kernels took start at the smallest size measured, 16 MiB less a row.
+# Since the row strip stores a row's bytes as widely as their address allows (fifty-sixth session) it leads
+# wherever its stores do not share banks (results/probe-transpose-int8-row-kernels-*: every height of 2-63
+# at 64 and 16 MiB into a packed, aligned B, some heights to 128 at 64 MiB to 256 KiB into that B and one a
+# byte in): against narrow_rows_chunks 0.58-0.75 for 0.39-0.64 at 64 MiB and 0.47-1.05 for 0.28-0.78 at
+# 16 MiB, but at 2 and 5 rows (0.54 and 0.53 against 0.60 and 0.63); against the tiles at 65-127 rows under
+# 15 MiB 1.26-1.36 for 1.00-1.30 at 4 MiB, even from 1 MiB down. At a multiple of 32 rows every lane of a
+# warp stores into one bank: 32 rows 0.40 against chunks' 0.58 and, a byte in, 0.26 against tiled_rect64's
+# 0.39 at 64 MiB; 96 and 128 still lead the tiles from 16 MiB (packed, 0.64 and 0.54 against 0.39 and 0.45)
+# but trail them at 4 MiB a byte in (0.89 and 1.25 against 1.30 and 1.30). So the row strip takes a packed B
+# at every size and height to 128 but 64; 2 and 5 rows into a B chunks takes, 32 rows, and 96 and 128 rows
+# under INT8_STRIP_MIN_ELEMENTS elements stay with the kernels before it.
 INT8_STRIP_MIN_ELEMENTS = 15 << 20
+ROWS_CHUNKS_LEAD = (2, 5)
+ROW_STRIP_BANK_ROWS = 32  # rows a multiple of it put a warp's stores of the run in one bank
 TILE64 = 64  # tiled_rect64's tile edge: an A of 64 rows or columns is whole tiles
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
 QUADS_STRIP_MAX_COLS = 80
@@ -422,9 +435,11 @@ def choose_algorithm(
     SECTOR_1BYTE_MIN_ROWS rows, SECTOR_QUADS_MIN_COLS columns and SECTOR_QUADS_MIN_ELEMENTS elements; their strips
     of up to NARROW_AUTO_COLS columns in narrow_cols_quads16k where A allows (to QUADS_STRIP_MAX_COLS, but
     TILE64, into rows of B off words, from INT8_STRIP_MIN_ELEMENTS elements),
-    of TILES_MIN_COLS columns or more in the tiles otherwise, up to CHUNKS_1BYTE_MAX_ROWS rows into a packed,
-    16-byte aligned B in narrow_rows_chunks, and up to QUADS_ROWS_MAX rows (but TILE64) into a packed B at
-    any alignment, of at least INT8_STRIP_MIN_ELEMENTS elements, in narrow_rows_quads16k."""
+    of TILES_MIN_COLS columns or more in the tiles otherwise; up to QUADS_ROWS_MAX rows (but TILE64) into a
+    packed B at any alignment in narrow_rows_quads16k, but ROWS_CHUNKS_LEAD rows into a 16-byte aligned B and
+    multiples of ROW_STRIP_BANK_ROWS (32 in narrow_rows_chunks where it takes B; 96 and 128 from
+    INT8_STRIP_MIN_ELEMENTS elements), and the rest of up to CHUNKS_1BYTE_MAX_ROWS rows into a packed,
+    16-byte aligned B in narrow_rows_chunks."""
     dtype = MOVE_SUFFIX.get(dtype, dtype)  # the FP8 formats move through int8's kernels, int32 float32's
     isz = ITEMSIZE[dtype]
     lda = lda or cols
@@ -471,11 +486,9 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
             return "narrow_cols_quads16k"
         if cols < TILES_MIN_COLS:
             return "narrow_cols"
-    if rows <= CHUNKS_1BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args):
-        return "narrow_rows_chunks"
-    if rows != TILE64 and rows * cols >= INT8_STRIP_MIN_ELEMENTS:  # into a packed B at any alignment
-        if KERNELS[("narrow_rows_quads16k", dtype)].accepts(*args):
-            return "narrow_rows_quads16k"
+    row_kernel = _row_kernel_1byte(args, dtype)
+    if row_kernel:
+        return row_kernel
     if rows <= NARROW_AUTO_ROWS:
         return "narrow_rows"
     if cols > NARROW_AUTO_COLS:
@@ -484,6 +497,19 @@ def _choose_1byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
         )
         return "sector_quads128" if large and not _b_on_sectors(b_address, ldb, 1) else "tiled_rect64"
     return _tiles(rows, cols, b_address, ldb, 1)
+
+
+def _row_kernel_1byte(args: tuple, dtype: str) -> str | None:
+    """The faster of the 1-byte row kernels into a packed B (narrow_rows_quads16k, narrow_rows_chunks) that
+    accept the operands (see ROWS_CHUNKS_LEAD), or None."""
+    rows, cols = args[:2]
+    chunks = rows <= CHUNKS_1BYTE_MAX_ROWS and KERNELS[("narrow_rows_chunks", dtype)].accepts(*args)
+    strip = rows != TILE64 and KERNELS[("narrow_rows_quads16k", dtype)].accepts(*args)  # a packed B, any alignment
+    if strip and rows % ROW_STRIP_BANK_ROWS == 0:
+        strip = rows > TILE64 and rows * cols >= INT8_STRIP_MIN_ELEMENTS
+    if strip and not (chunks and rows in ROWS_CHUNKS_LEAD):
+        return "narrow_rows_quads16k"
+    return "narrow_rows_chunks" if chunks else None
 
 
 def _choose_2byte(rows, cols, a_address, lda, b_address, ldb, dtype) -> str:
@@ -548,7 +574,10 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
         _check_narrow(algorithm, rows, cols)
         isz = ITEMSIZE[dtype]
         name = algorithm if isz == 8 else f"{algorithm}16k"
-        if isz < 8:
+        args = (rows, cols, a_address, lda, b_address, ldb)
+        if isz == 1 and algorithm == "narrow_rows":  # the row kernel auto would take, else the byte strip
+            name = _row_kernel_1byte(args, dtype) or algorithm
+        elif isz < 8:
             for fast in (
                 f"{algorithm}_chunks",
                 f"{algorithm}_flat16k",
@@ -556,9 +585,7 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
                 f"{algorithm}_pairs16k",
                 f"{algorithm}_quads16k",
             ):
-                if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(
-                    rows, cols, a_address, lda, b_address, ldb
-                ):
+                if (fast, dtype) in KERNELS and KERNELS[(fast, dtype)].accepts(*args):
                     name = fast
                     break
     else:
