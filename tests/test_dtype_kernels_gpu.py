@@ -300,7 +300,8 @@ STRIP_WALKERS = {
     ("narrow_cols_flat_even16k", "f16"): (2, 24, 38, 126),
     ("narrow_cols_flat_parity16k", "bf16"): (2, 24, 38, 126),
     ("narrow_cols_flat_odd_parity16k", "f16"): (1, 3, 37, 127),
-    ("narrow_rows_quads16k", "s8"): (1, 2, 3, 8, 37, 100, 127, 128),  # heights: it walks blockIdx.x, + gridDim.x
+    # heights (it walks blockIdx.x, + gridDim.x): multiples of 8 and 32, whose stores share banks, among them
+    ("narrow_rows_quads16k", "s8"): (1, 2, 3, 8, 24, 32, 37, 64, 100, 120, 127, 128),
 }
 STRIP_LAYOUTS = {
     "b_packed": lambda r, c: (0, c, 0, r),
