@@ -32,6 +32,30 @@ def test_the_sweep_grid_covers_every_class_once_per_shape():
     assert {m for c, m, *_ in cases if c == "skinny M"} == {1, 8, 16, 32, 64, 128, 256}
 
 
+def test_the_sweep_runs_the_classes_asked_for_and_names_an_unknown_one():
+    import pytest
+
+    from gpumat._bench.sweep import select
+
+    cases = grid()
+    assert select(cases, None) == cases and select(cases, []) == cases
+    few = select(cases, ["few tokens, W.T", " square"])  # names as the JSON spells them
+    assert few and {c for c, *_ in few} == {"few tokens, W.T", "square"}
+    assert few == [s for s in cases if s[0] in ("square", "few tokens, W.T")]  # the grid's order kept
+    with pytest.raises(SystemExit, match="no class 'squares'.*the classes: square, skinny M"):
+        select(cases, ["squares"])
+
+
+def test_bench_takes_classes_for_the_sweep_only(capsys):
+    import pytest
+
+    from gpumat import __main__ as cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["bench", "transpose", "--classes", "square"])
+    assert stop.value.code == 2 and "--classes is for bench sweep" in capsys.readouterr().err
+
+
 def test_geometric_mean_of_ratios():
     assert geometric_mean([1.0, 4.0]) == 2.0
     assert abs(geometric_mean([0.5, 2.0, 1.0]) - 1.0) < 1e-12

@@ -99,8 +99,16 @@ def main(argv=None) -> int:
         help="matmul: another dtype against cuBLAS in that dtype (CuPy; PyTorch for bfloat16); sweep, bmm: the "
         "dtype to run; bmm also takes all (float16, bfloat16, float32, float32 at tf32, float64 in turn, a JSON each)",
     )
+    bench.add_argument(
+        "--classes",
+        action="append",
+        help="sweep: a shape class to run (repeat it for more: --classes square --classes 'few tokens'), written "
+        "as a part, not the file the docs read",
+    )
     bench.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
+    if getattr(args, "classes", None) and args.op != "sweep":
+        bench.error("--classes is for bench sweep")
     if getattr(args, "dtype", None) == "all" and args.op not in ALL_DTYPES_BENCHES:
         bench.error(f"--dtype all is for bench {', '.join(ALL_DTYPES_BENCHES)}; give bench {args.op} one dtype")
     try:

@@ -213,13 +213,19 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def write_json(op: str, payload: dict) -> Path:
+def result_path(op: str) -> Path:
+    """Where write_json puts `op`'s result: <op>-<device>-<date>.json under RESULTS_DIR."""
     env = environment()
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     slug = "".join(ch if ch.isalnum() else "-" for ch in env["device"]).strip("-").lower()
-    path = RESULTS_DIR / f"{op}-{slug}-{env['date']}.json"
-    path.write_text(json.dumps({"op": op, **env, **payload}, indent=1) + "\n")
-    print(f"\nwrote {path}")
+    return RESULTS_DIR / f"{op}-{slug}-{env['date']}.json"
+
+
+def write_json(op: str, payload: dict, quiet: bool = False) -> Path:
+    path = result_path(op)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"op": op, **environment(), **payload}, indent=1) + "\n")
+    if not quiet:
+        print(f"\nwrote {path}")
     return path
 
 

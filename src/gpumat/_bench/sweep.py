@@ -12,6 +12,11 @@ timed by name (queued), so each case says which plan was fastest and how far aut
 The JSON keeps every case and, for the dtype
 and mode, the geometric mean and the minimum of the ratios (cuBLAS time / gpumat time: above 1 gpumat
 is faster); benchmarks/plot_sweep.py draws it as a heat map.
+
+A mode takes minutes (every named plan of every shape is timed). `--classes C` (repeated) runs some classes, and
+the cases measured so far are written after each one, so a run cut short (a time limit) keeps them: both
+under sweep-part-<dtype>[-<mode>] (with "complete": false until a run of every class ends, which writes
+sweep-<dtype>[-<mode>], the file the docs' tables read, and removes the part).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import gpumat as gm
 
 from .._precision import TENSOR_CORE_PRECISIONS
 from ..matmul import algorithms
-from .common import environment, geometric_mean, print_table, write_json
+from .common import environment, geometric_mean, print_table, result_path, write_json
 
 SQUARES = (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 255, 257, 1023, 1025, 4095, 4097)
 SKINNY = (1, 8, 16, 32, 64, 128, 256)
@@ -52,6 +57,29 @@ def grid() -> list[tuple[str, int, int, int]]:
 
 
 SPIN_HZ = 2.0e9  # the spin kernel counts clock cycles; at most the H100's boost clock, so it never ends early
+
+
+def select(shapes: list[tuple[str, int, int, int]], classes: list[str] | None) -> list[tuple[str, int, int, int]]:
+    """The shapes of the named classes (all of them for None or none named), in the grid's order."""
+    if not classes:
+        return shapes
+    wanted = [c.strip() for c in classes]
+    known = list(dict.fromkeys(c for c, *_ in shapes))
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        raise SystemExit(f"bench sweep: no class {', '.join(map(repr, unknown))}; the classes: {', '.join(known)}")
+    return [s for s in shapes if s[0] in wanted]
+
+
+def _summary(cases: list[dict]) -> dict:
+    return {
+        "geomean_queued": geometric_mean([c["ratio_queued"] for c in cases]),
+        "min_queued": min(c["ratio_queued"] for c in cases),
+        "geomean_idle": geometric_mean([c["ratio_idle"] for c in cases]),
+        "min_idle": min(c["ratio_idle"] for c in cases),
+        "geomean_auto_vs_best": geometric_mean([c["auto_vs_best"] for c in cases]),
+        "min_auto_vs_best": min(c["auto_vs_best"] for c in cases),
+    }
 
 
 def _queued_us(torch, fn) -> float:
@@ -142,8 +170,32 @@ def run(args) -> dict:
     tdtype = getattr(torch, dtype)
     stream = torch.cuda.current_stream()
     quick = getattr(args, "quick", False)
+    classes = getattr(args, "classes", None)
     cases, rows = [], []
-    shapes = grid()[:: 6 if quick else 1]
+    shapes = select(grid(), classes)[:: 6 if quick else 1]
+    tag = dtype + ("" if mode in (None, "float32") else f"-{mode}")
+    anchor = (
+        f"cuBLAS through PyTorch {torch.__version__} torch.matmul(out=), same inputs and stream, "
+        f"allow_tf32={mode == 'tf32'}"
+    )
+    timing = (
+        "CUDA events on PyTorch's current stream; queued: back-to-back calls queued behind a spin kernel "
+        "(the GPU's own time), ~2 ms a sample, median of 5; idle: one call after 2 ms of idle, median of 5"
+    )
+
+    def payload(complete: bool) -> dict:
+        return {
+            "dtype": dtype,
+            "precision": mode,
+            "environment": environment(),
+            "anchor": anchor,
+            "timing": timing,
+            "classes": sorted({c["class"] for c in cases}),
+            "complete": complete,
+            "summary": _summary(cases),
+            "cases": cases,
+        }
+
     for i, (cls, m, n, k) in enumerate(shapes):
         flop = 2.0 * m * n * k
         g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
@@ -206,14 +258,8 @@ def run(args) -> dict:
         )
         for x in (A, B, C):
             x.free()
-    summary = {
-        "geomean_queued": geometric_mean([c["ratio_queued"] for c in cases]),
-        "min_queued": min(c["ratio_queued"] for c in cases),
-        "geomean_idle": geometric_mean([c["ratio_idle"] for c in cases]),
-        "min_idle": min(c["ratio_idle"] for c in cases),
-        "geomean_auto_vs_best": geometric_mean([c["auto_vs_best"] for c in cases]),
-        "min_auto_vs_best": min(c["auto_vs_best"] for c in cases),
-    }
+        write_json(f"sweep-part-{tag}", payload(False), quiet=True)  # what a run cut short keeps
+    summary = _summary(cases)
     label = dtype + ("" if mode in (None, "float32") else f" {mode}")
     print_table(
         f"matmul sweep, {label} (ratio = cuBLAS time / gpumat time; > 1: gpumat faster)",
@@ -228,17 +274,9 @@ def run(args) -> dict:
         f"geometric mean {summary['geomean_queued']:.3f} queued, {summary['geomean_idle']:.3f} idle; "
         f"minimum {summary['min_queued']:.3f} queued, {summary['min_idle']:.3f} idle"
     )
-    payload = {
-        "dtype": dtype,
-        "precision": mode,
-        "environment": environment(),
-        "anchor": f"cuBLAS through PyTorch {torch.__version__} torch.matmul(out=), same inputs and stream, "
-        f"allow_tf32={mode == 'tf32'}",
-        "timing": "CUDA events on PyTorch's current stream; queued: back-to-back calls queued behind a spin kernel "
-        "(the GPU's own time), ~2 ms a sample, median of 5; idle: one call after 2 ms of idle, median of 5",
-        "summary": summary,
-        "cases": cases,
-    }
-    tag = dtype + ("" if mode in (None, "float32") else f"-{mode}")
-    write_json(f"sweep-{tag}", payload)
-    return payload
+    if classes:  # some classes: the part stays, complete for them
+        write_json(f"sweep-part-{tag}", payload(True))
+        return payload(True)
+    write_json(f"sweep-{tag}", payload(True))
+    result_path(f"sweep-part-{tag}").unlink(missing_ok=True)
+    return payload(True)
