@@ -1090,13 +1090,14 @@ __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __re
 // columns' loads issued before any is used. A thread takes the 4 x 4 block of A's rows 4g .. 4g + 3 at
 // columns 4w .. 4w + 3: a row off words as the two aligned words that hold it, joined by a funnel shift;
 // transposed in registers with eight byte permutes; put at its places in the run (B's rows 4w .. 4w + 3,
-// bytes 4g .. 4g + 3 of each) as words where rows and the run's start are multiples of 4, else byte by
-// byte (a last team of fewer than 4 rows never writes past them). The run sits in shared memory at the
-// global run's offset mod 16, so that its 16-byte chunks line up with B's. A word reaching past A's last
-// column is read byte by byte. H200, 64 MiB: 0.46-0.61 of the copy at 65-127 rows where the tiles had
-// 0.27-0.43 (rows off words); at 2-63 rows even with narrow_rows_chunks (0.37-0.60 against 0.48-0.63).
-// It is issue-bound (about 11 thread instructions a byte); rows that are multiples of 32 put a warp's
-// stores in one bank.
+// bytes 4g .. 4g + 3 of each) as a word, two halves or a byte, a half and a byte, by where the row's bytes
+// start in a word (the same for every thread of a strip), a last team of fewer than 4 rows byte by byte
+// (never past its rows). The run sits in shared memory at the global run's offset mod 16, so that its
+// 16-byte chunks line up with B's. A word reaching past A's last column is read byte by byte. H200, 64
+// MiB into a packed, aligned B (results/probe-transpose-int8-row-kernels-*): 0.58-0.75 of the copy at 3-63
+// rows but 5 and 32 (narrow_rows_chunks 0.39-0.64), 0.62-0.70 at 65-127 but 96 (the tiles 0.25-0.41). It is issue-bound (about
+// 11 thread instructions a byte before the wider stores); rows that are multiples of 32 put a warp's
+// stores in one bank (32 rows: 0.40).
 // Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES + 16 bytes of shared memory.
 // ---------------------------------------------------------------------------------------------------
 template <int BYTES, int BATCH = 2>   // BATCH: 4 x 4 blocks a thread loads before it stores any

@@ -624,13 +624,25 @@ def test_auto_takes_the_row_strip_for_2_to_63_rows_into_a_packed_b():
 
 def test_narrow_rows_by_name_takes_autos_row_kernel_for_bytes():
     """algorithm="narrow_rows" on a 1-byte A into a packed B runs the row kernel auto would (the strip or
-    chunks), and the byte strip where neither takes B."""
+    chunks) where auto takes one; elsewhere the first strip that takes the operands (chunks to 64 rows into
+    a 16-byte aligned B, then the row strip), and the 16 KB byte strip into a B that is not packed."""
     base = 0x7F0000000000
-    for rows in (2, 5, 24, 32, 37, 63):
-        for b_address in (base, base + 1):
-            want = T._row_kernel_1byte((rows, 4099, base, 4099, b_address, rows), "s8") or "narrow_rows"
-            assert T.resolve("narrow_rows", "s8", rows, 4099, base, 4099, b_address, rows) is T.KERNELS[(want, "s8")]
-    assert T.resolve("narrow_rows", "s8", 24, 4099, base, 4099, base, 25) is T.KERNELS[("narrow_rows", "s8")]
+    strip, chunks = "narrow_rows_quads16k", "narrow_rows_chunks"
+    want = {  # rows: (into a packed B on 16 bytes, one a byte in)
+        1: (chunks, strip),
+        2: (chunks, strip),
+        5: (chunks, strip),
+        24: (strip, strip),
+        32: (chunks, strip),  # auto takes neither at 32 rows a byte in: the first that accepts
+        37: (strip, strip),
+        63: (strip, strip),
+        64: (chunks, strip),
+    }
+    for rows, names in want.items():
+        for b_address, name in zip((base, base + 1), names, strict=True):
+            got = T.resolve("narrow_rows", "s8", rows, 4099, base, 4099, b_address, rows)
+            assert got is T.KERNELS[(name, "s8")], (rows, b_address - base, got)
+    assert T.resolve("narrow_rows", "s8", 24, 4099, base, 4099, base, 25) is T.KERNELS[("narrow_rows16k", "s8")]
 
 
 def test_the_row_strip_of_bytes_takes_up_to_128_rows_into_a_packed_b_only():

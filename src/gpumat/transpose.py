@@ -369,19 +369,20 @@ CHUNKS_2BYTE_MAX_ROWS = 40
 # strip also takes 65-95 rows on words, which quads128 leaves (QUADS_MIN_ROWS): 72 rows 0.58 against
 # quads128's 0.61 at 64 MiB, 0.79 against 0.59 at 16 MiB; 65 rows 0.52 and 0.59 against 0.34 and 0.37. Both
 # strips past what the earlier kernels took start at the smallest size measured, 16 MiB less a row.
-# Since the row strip stores a row's bytes as widely as their address allows (fifty-sixth session) it leads
-# wherever its stores do not share banks (results/probe-transpose-int8-row-kernels-*: every height of 2-63
-# at 64 and 16 MiB into a packed, aligned B, some heights to 128 at 64 MiB to 256 KiB into that B and one a
-# byte in): against narrow_rows_chunks 0.58-0.75 for 0.39-0.64 at 64 MiB and 0.47-1.05 for 0.28-0.78 at
-# 16 MiB, but at 2 and 5 rows (0.54 and 0.53 against 0.60 and 0.63); against the tiles at 65-127 rows under
-# 15 MiB 1.26-1.36 for 1.00-1.30 at 4 MiB, even from 1 MiB down. At a multiple of 32 rows every lane of a
-# warp stores into one bank: 32 rows 0.40 against chunks' 0.58 and, a byte in, 0.26 against tiled_rect64's
-# 0.39 at 64 MiB; 96 and 128 still lead the tiles from 16 MiB (packed, 0.64 and 0.54 against 0.39 and 0.45)
-# but trail them at 4 MiB a byte in (0.89 and 1.25 against 1.30 and 1.30). So the row strip takes a packed B
-# at every size and height to 128 but 64; 2 and 5 rows into a B chunks takes, 32 rows, and 96 and 128 rows
-# under INT8_STRIP_MIN_ELEMENTS elements stay with the kernels before it.
+# Since the row strip stores a row's bytes as widely as their address allows (fifty-sixth session) it leads wherever its
+# stores do not share banks (results/probe-transpose-int8-row-kernels-*: every height of 2-63 at 64 and 16 MiB into a
+# packed, aligned B, some heights to 128 at 64 MiB to 256 KiB into that B and one a byte in): against narrow_rows_chunks
+# 0.58-0.75 for 0.39-0.64 at 64 MiB (behind it by at most 0.03 at 6, 9, 11, 17 and 45 rows, even or ahead at the others)
+# and 0.47-1.05 for 0.28-0.78 at 16 MiB, but at 2 and 5 rows (0.54 and 0.53 against 0.60 and 0.63), and at 1 row even in
+# bench transpose's runs (1 x 67108864: chunks 1.00 before, the strip 0.99); against the tiles at 65-127 rows under 15
+# MiB 1.26-1.36 for 1.00-1.30 at 4 MiB, and within 0.05 of them either way at 1 MiB and 256 KiB, where both wait on the
+# launch. At a multiple of 32 rows every lane of a warp stores into one bank: 32 rows 0.40 against chunks' 0.58 and, a
+# byte in, 0.26 against tiled_rect64's 0.39 at 64 MiB; 96 and 128 still lead the tiles from 16 MiB (packed, 0.64 and
+# 0.54 against 0.39 and 0.45) but trail them at 4 MiB a byte in (0.89 and 1.25 against 1.30 and 1.30). So the row strip
+# takes a packed B at every size and height to 128 but 64; 1, 2 and 5 rows into a B chunks takes, 32 rows, and 96 and
+# 128 rows under INT8_STRIP_MIN_ELEMENTS elements stay with the kernels before it.
 INT8_STRIP_MIN_ELEMENTS = 15 << 20
-ROWS_CHUNKS_LEAD = (2, 5)
+ROWS_CHUNKS_LEAD = (1, 2, 5)
 ROW_STRIP_BANK_ROWS = 32  # rows a multiple of it put a warp's stores of the run in one bank
 TILE64 = 64  # tiled_rect64's tile edge: an A of 64 rows or columns is whole tiles
 QUADS_STRIP_MIN_ELEMENTS = 1 << 21
@@ -575,8 +576,9 @@ def resolve(algorithm: str, dtype: str, rows: int, cols: int, a_address: int, ld
         isz = ITEMSIZE[dtype]
         name = algorithm if isz == 8 else f"{algorithm}16k"
         args = (rows, cols, a_address, lda, b_address, ldb)
-        if isz == 1 and algorithm == "narrow_rows":  # the row kernel auto would take, else the byte strip
-            name = _row_kernel_1byte(args, dtype) or algorithm
+        row_kernel = _row_kernel_1byte(args, dtype) if isz == 1 and algorithm == "narrow_rows" else None
+        if row_kernel:  # the row kernel auto would take, where it takes one
+            name = row_kernel
         elif isz < 8:
             for fast in (
                 f"{algorithm}_chunks",
