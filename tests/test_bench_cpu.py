@@ -46,6 +46,21 @@ def test_the_sweep_runs_the_classes_asked_for_and_names_an_unknown_one():
         select(cases, ["squares"])
 
 
+def test_a_sweep_part_gives_back_its_cases_for_the_same_dtype_and_mode_only(tmp_path):
+    import json
+
+    from gpumat._bench.sweep import earlier_cases
+
+    case = {"class": "square", "M": 128, "N": 128, "K": 128, "ratio_queued": 0.9}
+    part = tmp_path / "sweep-part-float32-tf32-nvidia-h200-2026-12-02.json"
+    part.write_text(json.dumps({"dtype": "float32", "precision": "tf32", "cases": [case]}))
+    assert earlier_cases(part, "float32", "tf32") == {("square", 128, 128, 128): case}
+    assert earlier_cases(part, "float32", "tf32x3") == {} and earlier_cases(part, "float64", None) == {}
+    part.write_text('{"dtype": "float32", "cases": [')  # cut short while written
+    assert earlier_cases(part, "float32", "tf32") == {}
+    assert earlier_cases(tmp_path / "absent.json", "float32", "tf32") == {}
+
+
 def test_bench_takes_classes_for_the_sweep_only(capsys):
     import pytest
 

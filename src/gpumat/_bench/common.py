@@ -220,10 +220,14 @@ def result_path(op: str) -> Path:
     return RESULTS_DIR / f"{op}-{slug}-{env['date']}.json"
 
 
-def write_json(op: str, payload: dict, quiet: bool = False) -> Path:
-    path = result_path(op)
+def write_json(op: str, payload: dict, quiet: bool = False, path: Path | None = None) -> Path:
+    """{"op": op, the environment, payload} as JSON at `path` (result_path(op) by default), whole or not at
+    all: written beside it and renamed over it, so a run killed while writing leaves the last whole file."""
+    path = path or result_path(op)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"op": op, **environment(), **payload}, indent=1) + "\n")
+    scratch = path.with_name(path.name + ".writing")
+    scratch.write_text(json.dumps({"op": op, **environment(), **payload}, indent=1) + "\n")
+    os.replace(scratch, path)
     if not quiet:
         print(f"\nwrote {path}")
     return path

@@ -13,14 +13,17 @@ The JSON keeps every case and, for the dtype
 and mode, the geometric mean and the minimum of the ratios (cuBLAS time / gpumat time: above 1 gpumat
 is faster); benchmarks/plot_sweep.py draws it as a heat map.
 
-A mode takes minutes (every named plan of every shape is timed). `--classes C` (repeated) runs some classes, and
-the cases measured so far are written after each one, so a run cut short (a time limit) keeps them: both
-under sweep-part-<dtype>[-<mode>] (with "complete": false until a run of every class ends, which writes
-sweep-<dtype>[-<mode>], the file the docs' tables read, and removes the part).
+A mode takes minutes (every named plan of every shape is timed), so the cases are written after each one to
+sweep-part-<dtype>[-<mode>], together with the cases an earlier run of the same day left there (a shape
+measured again replaces its case): a run cut short by a time limit keeps what it measured, and
+`--classes C` (repeated) runs some classes into the same part. When the part holds every shape of the grid
+it becomes sweep-<dtype>[-<mode>], the file the docs' tables read. `--quick` (one shape in six) writes
+sweep-quick-<dtype>[-<mode>] and touches neither.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -69,6 +72,22 @@ def select(shapes: list[tuple[str, int, int, int]], classes: list[str] | None) -
     if unknown:
         raise SystemExit(f"bench sweep: no class {', '.join(map(repr, unknown))}; the classes: {', '.join(known)}")
     return [s for s in shapes if s[0] in wanted]
+
+
+def _key(case: dict) -> tuple:
+    return case["class"], case["M"], case["N"], case["K"]
+
+
+def earlier_cases(path, dtype: str, mode: str | None) -> dict[tuple, dict]:
+    """The cases a part at `path` holds for this dtype and mode, by (class, M, N, K): none if there is no
+    part or it is another mode's or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if data.get("dtype") != dtype or data.get("precision") != mode:
+        return {}
+    return {_key(c): c for c in data.get("cases", [])}
 
 
 def _summary(cases: list[dict]) -> dict:
@@ -174,6 +193,8 @@ def run(args) -> dict:
     cases, rows = [], []
     shapes = select(grid(), classes)[:: 6 if quick else 1]
     tag = dtype + ("" if mode in (None, "float32") else f"-{mode}")
+    part = result_path(f"sweep-part-{tag}")  # one path for the whole run, even past midnight
+    kept = {} if quick else earlier_cases(part, dtype, mode)
     anchor = (
         f"cuBLAS through PyTorch {torch.__version__} torch.matmul(out=), same inputs and stream, "
         f"allow_tf32={mode == 'tf32'}"
@@ -183,17 +204,22 @@ def run(args) -> dict:
         "(the GPU's own time), ~2 ms a sample, median of 5; idle: one call after 2 ms of idle, median of 5"
     )
 
-    def payload(complete: bool) -> dict:
+    def held() -> list[dict]:
+        """This run's cases and the part's others, in the grid's order."""
+        found = {**kept, **{_key(c): c for c in cases}}
+        return [found[key] for key in grid() if key in found]
+
+    def payload(these: list[dict]) -> dict:
         return {
             "dtype": dtype,
             "precision": mode,
             "environment": environment(),
             "anchor": anchor,
             "timing": timing,
-            "classes": sorted({c["class"] for c in cases}),
-            "complete": complete,
-            "summary": _summary(cases),
-            "cases": cases,
+            "classes": list(dict.fromkeys(c["class"] for c in these)),
+            "complete": len(these) == len(grid()),
+            "summary": _summary(these),
+            "cases": these,
         }
 
     for i, (cls, m, n, k) in enumerate(shapes):
@@ -258,7 +284,8 @@ def run(args) -> dict:
         )
         for x in (A, B, C):
             x.free()
-        write_json(f"sweep-part-{tag}", payload(False), quiet=True)  # what a run cut short keeps
+        if not quick:  # what a run cut short keeps
+            write_json(f"sweep-part-{tag}", payload(held()), quiet=True, path=part)
     summary = _summary(cases)
     label = dtype + ("" if mode in (None, "float32") else f" {mode}")
     print_table(
@@ -274,9 +301,14 @@ def run(args) -> dict:
         f"geometric mean {summary['geomean_queued']:.3f} queued, {summary['geomean_idle']:.3f} idle; "
         f"minimum {summary['min_queued']:.3f} queued, {summary['min_idle']:.3f} idle"
     )
-    if classes:  # some classes: the part stays, complete for them
-        write_json(f"sweep-part-{tag}", payload(True))
-        return payload(True)
-    write_json(f"sweep-{tag}", payload(True))
-    result_path(f"sweep-part-{tag}").unlink(missing_ok=True)
-    return payload(True)
+    if quick:
+        smoke = payload(cases)
+        write_json(f"sweep-quick-{tag}", smoke)
+        return smoke
+    whole = payload(held())
+    if not whole["complete"]:  # some classes still to run: the part stays
+        print(f"\nwrote {part} ({len(whole['cases'])} of {len(grid())} shapes)")
+        return whole
+    write_json(f"sweep-{tag}", whole)
+    part.unlink(missing_ok=True)
+    return whole
