@@ -1095,9 +1095,9 @@ __device__ __forceinline__ void narrow_cols_quads_impl(const unsigned char* __re
 // (never past its rows). The run sits in shared memory at the global run's offset mod 16, so that its
 // 16-byte chunks line up with B's. A word reaching past A's last column is read byte by byte. H200, 64
 // MiB into a packed, aligned B (results/probe-transpose-int8-row-kernels-*): 0.58-0.75 of the copy at 3-63
-// rows but 5 and 32 (narrow_rows_chunks 0.39-0.64), 0.62-0.70 at 65-127 but 96 (the tiles 0.25-0.41). It is issue-bound (about
-// 11 thread instructions a byte before the wider stores); rows that are multiples of 32 put a warp's
-// stores in one bank (32 rows: 0.40).
+// rows but 5 and 32 (narrow_rows_chunks 0.39-0.64), 0.62-0.70 at 65-127 but 96 (the tiles 0.25-0.41).
+// It is issue-bound (about 11 thread instructions a byte before the wider stores); rows that are
+// multiples of 32 put a warp's stores in one bank (32 rows: 0.40).
 // Launch: block (256), grid (min(ceil(cols / R), 2^31 - 1), 1); BYTES + 16 bytes of shared memory.
 // ---------------------------------------------------------------------------------------------------
 template <int BYTES, int BATCH = 2>   // BATCH: 4 x 4 blocks a thread loads before it stores any
