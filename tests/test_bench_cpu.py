@@ -370,3 +370,44 @@ def test_a_probes_transposes_are_timed_against_the_copy_of_their_bytes(monkeypat
         "tiled_rect64_ratio": 0.5,
         "ratio": 2.0,
     }
+
+
+def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan(monkeypatch):
+    """benchmarks/fit_planner.py on a made-up float64 sweep: at 512^3 and 384^3 auto models dmma16x128
+    unsplit fastest, but the cases say dmma32x128 at its split runs in 0.7 of the time. Fitting the two
+    rows moves their constants until auto picks it (every score 1.0), restores nothing it did not move,
+    and leaves the table's other rows alone."""
+    import importlib.util
+    from pathlib import Path
+
+    from gpumat.matmul import planner
+    from gpumat.matmul.variants import VARIANTS
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_planner.py"
+    spec = importlib.util.spec_from_file_location("fit_planner", path)
+    fp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fp)
+    monkeypatch.setattr(planner, "VARIANTS", VARIANTS)  # the fit writes rows; the table is restored below
+    saved = dict(VARIANTS)
+    try:
+        timed = {"dmma16x128/1": 14.0, **{f"dmma32x128/{s}": 10.0 for s in (1, 2, 3, 4, 6, 8)}}
+        result = {
+            "dtype": "float64",
+            "precision": None,
+            "environment": {"compute_capability": "9.0", "sms": 132},
+            "cases": [{"M": n, "N": n, "K": n, "layout": "NN", "variants": timed} for n in (384, 512)],
+        }
+        cases = fp.cases_of(result)
+        assert fp.score(cases)[:2] == (10.0 / 14.0, 10.0 / 14.0)  # auto's pick today: dmma16x128/1
+        others = {n: v for n, v in VARIANTS.items() if not n.startswith(("dmma16x128", "dmma32x128"))}
+        moved, before, after = fp.fit(cases, fp.bases(["dmma16x128", "dmma32x128"]), ["rate", "fixed_s"])
+        assert before[0] < 0.72 and after[:2] == (1.0, 1.0) and after[3] == 2
+        assert moved and all(name in ("dmma16x128", "dmma32x128") for name, _ in moved)
+        for (name, param), (old, new) in moved.items():
+            assert old == getattr(saved[name], param) and new == getattr(VARIANTS[name], param) != old
+            assert all(getattr(VARIANTS[n], param) == new for n in fp.family(name))  # layout copies moved too
+        assert all(VARIANTS[n] is v for n, v in others.items())
+    finally:
+        VARIANTS.clear()
+        VARIANTS.update(saved)
+        planner.plan.cache_clear()

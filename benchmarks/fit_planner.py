@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Refit the matmul planner's per-row constants to `bench sweep` results, on the CPU.
+
+Each sweep case holds the queued time of every plan auto chooses among (`variants`: "<row>/<splits>" ->
+microseconds). For a set of constants this replans every case with the real planner (gpumat's own
+`plan`, every rule of it) and scores auto's pick by the fastest timed plan's time over the pick's; then it
+steps each fitted constant of each chosen row up and down (coordinate steps of 5-25%) and keeps a step
+where the geometric mean of the scores rises and their minimum does not fall (or, at an equal score, where
+the model's idea of the fastest timed rows comes closer to picking them). The at, bt and atbt copies
+of a row move with it (the variant table builds them from the same constants). Cases whose pick was never
+timed do not count.
+
+    PYTHONPATH=src python3 benchmarks/fit_planner.py RESULT.json [RESULT.json ...] --rows 'dmma*'
+        [--params rate,fixed_s,block_rate] [--rounds 4] [--out fit.json]
+
+It prints the constants it moved (old -> new) and the scores before and after: the figures to carry
+into gpumat/matmul/variants.py by hand, with the sweep files they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from gpumat.matmul import planner
+from gpumat.matmul.problem import Problem, Target
+from gpumat.matmul.variants import REDUCE, VARIANTS
+
+SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+# the shared memory a block may opt into, by compute capability x 10 (the planner's Target needs it)
+MAX_SMEM = {75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024}
+ALL_MODULES = frozenset(
+    {k.module for v in VARIANTS.values() for k in v.kernels.values()} | {k.module for k in REDUCE.values()}
+)
+LAYOUT_SUFFIXES = ("atbt", "at", "bt")
+FACTORS = (0.75, 0.9, 0.95, 1.05, 1.1, 1.25)
+
+
+def target_of(result: dict) -> Target:
+    env = result.get("environment") or result
+    major, minor = (int(x) for x in str(env.get("compute_capability", "9.0")).split("."))
+    arch = 10 * major + minor
+    return Target(arch, int(env.get("sms", 132)), MAX_SMEM.get(arch, 99 * 1024), ALL_MODULES)
+
+
+def cases_of(result: dict) -> list[tuple[Problem, Target, dict]]:
+    """(problem, target, {row/splits: us}) of each case of a sweep result."""
+    sfx = SUFFIX[result["dtype"]]
+    mode = result.get("precision") or ("float32" if sfx == "f32" else "native")
+    t = target_of(result)
+    out = []
+    for c in result["cases"]:
+        p = Problem(c["M"], c["N"], c["K"], sfx, sfx, mode, b_trans=c.get("layout") == "NT")
+        out.append((p, t, c["variants"]))
+    return out
+
+
+def score(cases) -> tuple[float, float, int, int, float]:
+    """(geometric mean, minimum, cases within 3%, cases scored, gap) of the fastest timed time over the time
+    of auto's pick, replanned with the table as it is now; gap: the mean over the scored cases of how much
+    longer the model thinks the fastest timed row (at its own best split) takes than its pick, as a log
+    (0 where it picks that row), which moves before a pick does."""
+    planner.plan.cache_clear()
+    ratios, gaps = [], []
+    for p, t, timed in cases:
+        chosen = planner.plan(p, t)
+        us = timed.get(f"{chosen.variant.name}/{chosen.splits}")
+        if not us:
+            continue
+        fastest = min(timed, key=timed.get).split("/")[0]
+        ratios.append(timed[min(timed, key=timed.get)] / us)
+        modelled = next((r.seconds for r in planner.ranked(p, t) if r.variant.name == fastest), None)
+        gaps.append(math.log(max(modelled / chosen.seconds, 1.0)) if modelled else 0.0)
+    if not ratios:
+        return 0.0, 0.0, 0, 0, 0.0
+    mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return mean, min(ratios), sum(r >= 0.97 for r in ratios), len(ratios), sum(gaps) / len(gaps)
+
+
+def better(trial: tuple, best: tuple) -> bool:
+    """A higher geometric mean with no lower minimum; at an equal mean and minimum, a smaller gap."""
+    if trial[1] < best[1]:
+        return False
+    return trial[0] > best[0] + 1e-4 or (abs(trial[0] - best[0]) <= 1e-4 and trial[4] < best[4] - 1e-4)
+
+
+def family(name: str) -> list[str]:
+    """The row and its layout copies (name + at, bt, atbt) in the table."""
+    return [n for n in (name, *(name + s for s in LAYOUT_SUFFIXES)) if n in VARIANTS]
+
+
+def bases(patterns: list[str]) -> list[str]:
+    """The rows the patterns name, a layout copy counted as its base row."""
+    found = []
+    for name in VARIANTS:
+        if any(fnmatch.fnmatch(name, pat) for pat in patterns):
+            copies = (name[: -len(s)] for s in LAYOUT_SUFFIXES if name.endswith(s) and name[: -len(s)] in VARIANTS)
+            base = next(copies, name)
+            if base not in found:
+                found.append(base)
+    return found
+
+
+def set_constant(name: str, param: str, value: float) -> None:
+    for n in family(name):
+        VARIANTS[n] = replace(VARIANTS[n], **{param: value})
+
+
+def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dict, tuple, tuple]:
+    """Coordinate steps over the rows' constants, each kept where the geometric mean of the scores rises and
+    their minimum does not fall (the table is left as fitted); returns ({(row, param): (old, new)} for the
+    constants that moved, the score before, the score after)."""
+    start = {(name, param): getattr(VARIANTS[name], param) for name in rows for param in params}
+    before = best = score(cases)
+    for _ in range(rounds):
+        improved = False
+        for (name, param), first in start.items():
+            if not first:  # a constant the row does not use (block_rate 0: no block term)
+                continue
+            current = getattr(VARIANTS[name], param)
+            for f in FACTORS:
+                set_constant(name, param, current * f)
+                trial = score(cases)
+                if better(trial, best):  # no shape pays for the others
+                    best, current, improved = trial, current * f, True
+                set_constant(name, param, current)
+        if not improved:
+            break
+    moved = {key: (old, getattr(VARIANTS[key[0]], key[1])) for key, old in start.items()}
+    return {key: pair for key, pair in moved.items() if pair[0] != pair[1]}, before, best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", type=Path, help="bench sweep JSON files (one dtype and mode each)")
+    parser.add_argument("--rows", action="append", required=True, help="rows to fit, a glob (repeatable)")
+    parser.add_argument("--params", default="rate,fixed_s,block_rate", help="constants to fit, comma-separated")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--out", type=Path, help="write the fit as JSON here")
+    args = parser.parse_args(argv)
+    cases = [c for path in args.results for c in cases_of(json.loads(path.read_text()))]
+    rows = bases(args.rows)
+    if not rows:
+        print(f"fit_planner: no row matches {args.rows}", file=sys.stderr)
+        return 2
+    moved, before, after = fit(cases, rows, args.params.split(","), args.rounds)
+    for (name, param), (old, new) in moved.items():
+        print(f"{name:28} {param:10} {old:.4g} -> {new:.4g}")
+    for label, (mean, low, near, n, _gap) in (("before", before), ("after", after)):
+        print(f"{label}: auto / fastest timed, geometric mean {mean:.4f}, minimum {low:.3f}, {near} of {n} within 3%")
+    if args.out:
+        fitted = [{"row": r, "param": p, "old": o, "new": n} for (r, p), (o, n) in moved.items()]
+        payload = {"results": [str(p) for p in args.results], "rows": rows, "fitted": fitted}
+        keys = ("geomean", "min", "within_3pct", "cases", "gap")
+        payload.update({"before": dict(zip(keys, before, strict=True)), "after": dict(zip(keys, after, strict=True))})
+        args.out.write_text(json.dumps(payload, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
