@@ -27,9 +27,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from gpumat.matmul import planner
-from gpumat.matmul.problem import Problem, Target
-from gpumat.matmul.variants import REDUCE, VARIANTS
+from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, plan, ranked
 
 SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 # the shared memory a block may opt into, by compute capability x 10 (the planner's Target needs it)
@@ -65,16 +63,16 @@ def score(cases) -> tuple[float, float, int, int, float]:
     of auto's pick, replanned with the table as it is now; gap: the mean over the scored cases of how much
     longer the model thinks the fastest timed row (at its own best split) takes than its pick, as a log
     (0 where it picks that row), which moves before a pick does."""
-    planner.plan.cache_clear()
+    plan.cache_clear()
     ratios, gaps = [], []
     for p, t, timed in cases:
-        chosen = planner.plan(p, t)
+        chosen = plan(p, t)
         us = timed.get(f"{chosen.variant.name}/{chosen.splits}")
         if not us:
             continue
         fastest = min(timed, key=timed.get).split("/")[0]
         ratios.append(timed[min(timed, key=timed.get)] / us)
-        modelled = next((r.seconds for r in planner.ranked(p, t) if r.variant.name == fastest), None)
+        modelled = next((r.seconds for r in ranked(p, t) if r.variant.name == fastest), None)
         gaps.append(math.log(max(modelled / chosen.seconds, 1.0)) if modelled else 0.0)
     if not ratios:
         return 0.0, 0.0, 0, 0, 0.0
