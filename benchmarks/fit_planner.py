@@ -5,8 +5,9 @@ Each sweep case holds the queued time of every plan auto chooses among (`variant
 microseconds). For a set of constants this replans every case with the real planner (gpumat's own
 `plan`, every rule of it) and scores auto's pick by the fastest timed plan's time over the pick's; then it
 steps each fitted constant of each chosen row up and down (coordinate steps of 5-25%) and keeps a step
-where the geometric mean of the scores rises and their minimum does not fall (or, at an equal score, where
-the model's idea of the fastest timed rows comes closer to picking them). The at, bt and atbt copies
+where the geometric mean of the scores rises, their minimum does not fall and no case's pick leaves the
+timed plans (or, at an equal score, where the model's idea of the fastest timed rows comes closer to
+picking them). The at, bt and atbt copies
 of a row move with it (the variant table builds them from the same constants). Cases whose pick was never
 timed do not count.
 
@@ -81,8 +82,9 @@ def score(cases) -> tuple[float, float, int, int, float]:
 
 
 def better(trial: tuple, best: tuple) -> bool:
-    """A higher geometric mean with no lower minimum; at an equal mean and minimum, a smaller gap."""
-    if trial[1] < best[1]:
+    """A higher geometric mean with no lower minimum and no fewer cases scored (constants that send a pick to
+    a plan nobody timed do not get to drop its case); at an equal mean and minimum, a smaller gap."""
+    if trial[1] < best[1] or trial[3] < best[3]:
         return False
     return trial[0] > best[0] + 1e-4 or (abs(trial[0] - best[0]) <= 1e-4 and trial[4] < best[4] - 1e-4)
 

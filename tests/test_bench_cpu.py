@@ -395,6 +395,12 @@ def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan
             "environment": {"compute_capability": "9.0", "sms": 132},
             "cases": [{"M": n, "N": n, "K": n, "layout": "NN", "variants": timed} for n in (384, 512)],
         }
+        # a step is kept for a higher mean that costs no case its score (minimum, cases scored), or for a
+        # smaller gap at the same score
+        assert fp.better((0.99, 0.9, 9, 10, 0.0), (0.98, 0.9, 9, 10, 0.0))
+        assert not fp.better((0.99, 0.89, 9, 10, 0.0), (0.98, 0.9, 9, 10, 0.0))
+        assert not fp.better((0.99, 0.9, 9, 9, 0.0), (0.98, 0.9, 9, 10, 0.0))  # a pick left the timed plans
+        assert fp.better((0.98, 0.9, 9, 10, 0.1), (0.98, 0.9, 9, 10, 0.2))
         cases = fp.cases_of(result)
         assert fp.score(cases)[:2] == (10.0 / 14.0, 10.0 / 14.0)  # auto's pick today: dmma16x128/1
         others = {n: v for n, v in VARIANTS.items() if not n.startswith(("dmma16x128", "dmma32x128"))}
