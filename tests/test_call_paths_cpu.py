@@ -700,8 +700,12 @@ T = sys.modules["gpumat.transpose"]
 fast = T._common_transpose
 kernels_run = set()
 # the 1-byte strips auto takes at 15 MiB and more: 65-128 rows and 2-63 rows into a result off 16 bytes
-# (narrow_rows_quads16k), 65-80 columns into rows off words (narrow_cols_quads16k), and quads128's cut tiles
-for rows, cols, out_shift in ((100, 157287, 0), (37, 425105, 1), (262145, 72, 0), (1048576, 100, 0)):
+# (narrow_rows_quads16k), 65-80 columns into rows off words (narrow_cols_quads16k), and quads128's cut tiles;
+# then small ones: the row strip into an aligned result, chunks at 2 rows, the tiles at 32 rows off 16 bytes
+# and at 96 rows under the strip's size for multiples of 32
+shapes = ((100, 157287, 0), (37, 425105, 1), (262145, 72, 0), (1048576, 100, 0))
+shapes += ((24, 1001, 0), (2, 4099, 0), (32, 4099, 1), (96, 1001, 0))
+for rows, cols, out_shift in shapes:
     a = gm.Matrix.empty((rows, cols), dtype=np.int8)
     out = gm.Matrix.empty((cols + 1, rows), dtype=np.int8)[out_shift : out_shift + cols, :]
     runs = []
@@ -721,14 +725,17 @@ print(" ".join(sorted(kernels_run)))
 
 
 def test_the_int8_strips_take_the_same_launch_on_both_transpose_routes():
-    """The 1-byte strips and cut tiles auto chooses at 15 MiB and more are launched alike by gm.transpose's
-    short path and its full route (kernel, grid, block, addresses, sizes, strides, stream)."""
+    """The 1-byte strips and cut tiles auto chooses, at 15 MiB and more and on small matrices, are launched
+    alike by gm.transpose's short path and its full route (kernel, grid, block, addresses, sizes, strides,
+    stream)."""
     out = _run("-c", TRANSPOSES_OF_INT8_STRIPS, str(ROOT / "benchmarks"), "5")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == [
         "transpose_narrow_cols_quads16k_s8",
+        "transpose_narrow_rows_chunks_s8",
         "transpose_narrow_rows_quads16k_s8",
         "transpose_quads128_s8",
+        "transpose_tiled_rect64_s8",
     ]
 
 
