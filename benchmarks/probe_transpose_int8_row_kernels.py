@@ -14,7 +14,7 @@ the kernel's, `ratio` auto's (the kernel choose_algorithm names).
 from __future__ import annotations
 
 import gpumat as gm
-from gpumat._bench.common import environment, queued_ms, write_json
+from gpumat._bench.common import environment, queued_ms, ratios_text, write_json
 from gpumat.runtime import memops
 from gpumat.transpose import KERNELS, choose_algorithm
 
@@ -54,7 +54,7 @@ def _case(layout: str, rows: int, nbytes_wanted: int) -> dict:
     row["ratio"] = row["auto_ratio"]
     print(
         f"{layout:7} {nbytes >> 20:3d} MiB {rows:4d} rows: "
-        + ", ".join(f"{k} {row[k + '_ratio']:.3f}" for k in kernels)
+        + ratios_text(row, kernels)
         + f"; auto ({auto}) {row['ratio']:.3f}",
         flush=True,
     )

@@ -10,7 +10,7 @@ Writes probe-transpose-int8-rows-<device>-<date>.json; `ratio` is the copy's tim
 from __future__ import annotations
 
 import gpumat as gm
-from gpumat._bench.common import environment, transposes_against_copy, write_json
+from gpumat._bench.common import environment, ratios_text, transposes_against_copy, write_json
 
 HEIGHTS = (65, 72, 96, 100, 127, 128)
 ALGORITHMS = ("auto", "tiled_rect64", "sector_aligned", "quads128", "sector_quads128")
@@ -32,7 +32,7 @@ def main() -> None:
                 cases.append(row)
                 print(
                     f"{nbytes >> 20:3d} MiB {rows:4d} rows {'on' if on_words else 'off'} words: "
-                    + ", ".join(f"{alg} {row[alg + '_ratio']:.3f}" for alg in ALGORITHMS),
+                    + ratios_text(row, ALGORITHMS),
                     flush=True,
                 )
                 x.free()

@@ -16,7 +16,7 @@ narrow_rows_quads16k and narrow_cols_quads16k). Writes probe-transpose-int8-stri
 from __future__ import annotations
 
 import gpumat as gm
-from gpumat._bench.common import environment, transposes_against_copy, write_json
+from gpumat._bench.common import environment, ratios_text, transposes_against_copy, write_json
 
 HEIGHTS = (2, 3, 8, 17, 24, 31, 32, 37, 48, 63)
 WIDTHS = (64, 65, 72, 80, 96, 100, 112, 127)
@@ -39,8 +39,7 @@ def _case(kind: str, rows: int, cols: int) -> dict:
     row = {"kind": kind, "rows": rows, "cols": cols, "bytes": nbytes}
     row.update(transposes_against_copy(x, out, algorithms))
     print(
-        f"{kind:7} {nbytes >> 20:3d} MiB {rows} x {cols}: "
-        + ", ".join(f"{alg} {row[alg + '_ratio']:.3f}" for alg in algorithms),
+        f"{kind:7} {nbytes >> 20:3d} MiB {rows} x {cols}: " + ratios_text(row, algorithms),
         flush=True,
     )
     x.free()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 import gpumat as gm
-from gpumat._bench.common import environment, transposes_against_copy, write_json
+from gpumat._bench.common import environment, ratios_text, transposes_against_copy, write_json
 
 WIDTHS = (2, 3, 8, 17, 24, 31, 32, 36, 37, 40, 48, 55, 56, 62, 63)
 ALGORITHMS = ("narrow_cols", "sector_aligned", "tiled_rect64", "auto")
@@ -37,7 +37,7 @@ def main() -> None:
         row = {"rows": rows, "cols": w, "bytes": nbytes}
         row.update(transposes_against_copy(x, out, ALGORITHMS))
         rows_out.append(row)
-        print(f"{w:3d} columns: " + ", ".join(f"{alg} {row[alg + '_ratio']:.3f}" for alg in ALGORITHMS), flush=True)
+        print(f"{w:3d} columns: " + ratios_text(row, ALGORITHMS), flush=True)
         x.free()
         out.free()
     write_json(

@@ -370,6 +370,7 @@ def test_a_probes_transposes_are_timed_against_the_copy_of_their_bytes(monkeypat
         "tiled_rect64_ratio": 0.5,
         "ratio": 2.0,
     }
+    assert common.ratios_text(row, ("tiled_rect64", "auto")) == "tiled_rect64 0.500, auto 2.000"
 
 
 def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan():

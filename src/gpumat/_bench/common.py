@@ -97,6 +97,11 @@ def transposes_against_copy(x, out, algorithms) -> dict:
     return row
 
 
+def ratios_text(row: dict, names) -> str:
+    """The `<name>_ratio` figures of a probe's row, for its progress line: "name 0.812, other 0.640"."""
+    return ", ".join(f"{name} {row[name + '_ratio']:.3f}" for name in names)
+
+
 IDLE_GAP_S = 0.002  # the GPU's queue is empty this long before a one-call measurement
 
 
