@@ -31,6 +31,7 @@ from pathlib import Path
 from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, plan, ranked
 
 SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
 # the shared memory a block may opt into, by compute capability x 10 (the planner's Target needs it)
 MAX_SMEM = {75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024}
 ALL_MODULES = frozenset(
@@ -48,14 +49,21 @@ def target_of(result: dict) -> Target:
 
 
 def cases_of(result: dict) -> list[tuple[Problem, Target, dict]]:
-    """(problem, target, {row/splits: us}) of each case of a sweep result."""
-    sfx = SUFFIX[result["dtype"]]
+    """(problem, target, {row/splits: us}) of each case of a sweep result, or of a probe that timed rows by
+    name: its cases' `timings` for `variants`, float64 where it names no dtype (the DMMA probes)."""
+    sfx = SUFFIX[result.get("dtype") or "float64"]
+    size = ITEMSIZE[sfx]
     mode = result.get("precision") or ("float32" if sfx == "f32" else "native")
     t = target_of(result)
     out = []
     for c in result["cases"]:
-        p = Problem(c["M"], c["N"], c["K"], sfx, sfx, mode, b_trans=c.get("layout") == "NT")
-        out.append((p, t, c["variants"]))
+        b_trans = c.get("layout") == "NT"
+        # the operands are fresh allocations, so rows of a multiple of 16 bytes decide (as the planner's
+        # a_aligned and b_aligned at run time): A's K, B's N (K for B a transposed view of N x K storage)
+        a_aligned = c["K"] * size % 16 == 0
+        b_aligned = (c["K"] if b_trans else c["N"]) * size % 16 == 0
+        p = Problem(c["M"], c["N"], c["K"], sfx, sfx, mode, a_aligned, b_aligned, b_trans=b_trans)
+        out.append((p, t, c["variants"] if "variants" in c else c["timings"]))
     return out
 
 
@@ -137,7 +145,12 @@ def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dic
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="bench sweep JSON files (one dtype and mode each)")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        help="bench sweep JSON files, or probes that time rows by name (one dtype and mode each)",
+    )
     parser.add_argument("--rows", action="append", required=True, help="rows to fit, a glob (repeatable)")
     parser.add_argument("--params", default="rate,fixed_s,block_rate", help="constants to fit, comma-separated")
     parser.add_argument("--rounds", type=int, default=4)

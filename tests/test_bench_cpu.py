@@ -373,20 +373,47 @@ def test_a_probes_transposes_are_timed_against_the_copy_of_their_bytes(monkeypat
     assert common.ratios_text(row, ("tiled_rect64", "auto")) == "tiled_rect64 0.500, auto 2.000"
 
 
+def _fit_planner():
+    """benchmarks/fit_planner.py as a module (benchmarks/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_planner.py"
+    spec = importlib.util.spec_from_file_location("fit_planner", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_planner_fit_replans_each_case_with_its_operands_alignment():
+    """The fit replans a case as the library planned it on the device: rows of A and B (fresh allocations)
+    off 16 bytes make the problem unaligned (the rows that need a copy first are charged for it), B's rows
+    being K long where it is a transposed view; a probe's `timings` count as a sweep's `variants`, and a
+    probe that names no dtype is float64."""
+    fp = _fit_planner()
+    shapes = [(255, 255, 255, "NN"), (64, 256, 4096, "NN"), (64, 255, 4096, "NN"), (64, 255, 4096, "NT")]
+    env = {"compute_capability": "9.0", "sms": 132}
+    cases = [{"M": m, "N": n, "K": k, "layout": lay, "variants": {"x/1": 1.0}} for m, n, k, lay in shapes]
+    got = fp.cases_of({"dtype": "float16", "precision": None, "environment": env, "cases": cases})
+    assert [(p.a_aligned, p.b_aligned, p.b_trans) for p, _, _ in got] == [
+        (False, False, False),
+        (True, True, False),
+        (True, False, False),
+        (True, True, True),
+    ]
+    probe = {"environment": env, "cases": [{"M": 2, "N": 4, "K": 6, "layout": "NN", "timings": {"x/1": 2.0}}]}
+    ((p, _, timed),) = fp.cases_of(probe)
+    assert (p.dtype, p.a_aligned, p.b_aligned, timed) == ("f64", True, True, {"x/1": 2.0})  # rows of 48, 32 bytes
+
+
 def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan():
     """benchmarks/fit_planner.py on a made-up float64 sweep: at 512^3 and 384^3 auto models dmma16x128
     unsplit fastest, but the cases say dmma32x128 at its split runs in 0.7 of the time. Fitting the two
     rows moves their constants until auto picks it (every score 1.0), restores nothing it did not move,
     and leaves the table's other rows alone."""
-    import importlib.util
-    from pathlib import Path
-
     from gpumat.matmul.engine import VARIANTS, plan
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_planner.py"
-    spec = importlib.util.spec_from_file_location("fit_planner", path)
-    fp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fp)
+    fp = _fit_planner()
     saved = dict(VARIANTS)  # the fit writes rows of the table: put back below
     try:
         timed = {"dmma16x128/1": 14.0, **{f"dmma32x128/{s}": 10.0 for s in (1, 2, 3, 4, 6, 8)}}
