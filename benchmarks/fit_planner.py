@@ -8,7 +8,8 @@ steps each fitted constant of each chosen row up and down (coordinate steps of 5
 where the geometric mean of the scores rises, their minimum does not fall and no case's pick leaves the
 timed plans (or, at an equal score, where the model's idea of the fastest timed rows comes closer to
 picking them). The at, bt and atbt copies
-of a row move with it (the variant table builds them from the same constants). Cases whose pick was never
+of a row move with it, by the same factor (where the table gives them constants of their own, as the 16-bit
+wgmma rows' rates, they keep their proportions). Cases whose pick was never
 timed do not count.
 
     PYTHONPATH=src python3 benchmarks/fit_planner.py RESULT.json [RESULT.json ...] --rows 'dmma*'
@@ -115,8 +116,12 @@ def bases(patterns: list[str]) -> list[str]:
 
 
 def set_constant(name: str, param: str, value: float) -> None:
+    """The row's constant set to value, and its layout copies' scaled alike (their own values may differ:
+    the 16-bit wgmma rows' rates do by layout)."""
+    scale = value / getattr(VARIANTS[name], param)
     for n in family(name):
-        VARIANTS[n] = replace(VARIANTS[n], **{param: value})
+        VARIANTS[n] = replace(VARIANTS[n], **{param: getattr(VARIANTS[n], param) * scale})
+    VARIANTS[name] = replace(VARIANTS[name], **{param: value})  # exactly, not through the scale
 
 
 def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dict, tuple, tuple]:
