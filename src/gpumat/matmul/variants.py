@@ -1082,6 +1082,11 @@ FEW_ROW_MEMORY = {"bandwidth": 4.4e12, "sm_bandwidth": 38e9}
 # fastest timed plan over the sweep (0.982 before; worst 0.89, was 0.81) and 0.980 over the probe (0.976);
 # on two earlier float64 sweeps of the H200 (2026-11-28 and the morning of 2026-11-29, not fitted to)
 # 0.992 (0.981-0.982 before), worst 0.85-0.87 (0.80-0.81)
+# Refitted after the dependent launches (2026-12-02, benchmarks/fit_planner.py on the float64 sweeps of
+# 2026-12-02 and 2026-11-30 and the few-row probe, 368 cases): rates of 128 x 128, 64 x 128 and 64 x 64 up 5-10%,
+# fixed costs of 128 x 64 3.56 -> 1.8 us, 16 x 128 4.69 -> 4.01; auto within 0.9829 of the fastest timed plan
+# (0.9804 before): 2026-12-02's sweep 0.977 -> 0.980, 2026-11-30's 0.985 -> 0.989 (its worst 0.87 -> 0.80),
+# the probe 0.978 -> 0.979; 2026-11-29's sweep, not fitted to, 0.986 -> 0.987
 DMMA_TILES = {
     "dmma128x128": (
         "dmma128x128k16",
@@ -1089,7 +1094,7 @@ DMMA_TILES = {
         64,
         186880,
         1,
-        46e12,
+        50.7e12,
         1,
         {"fixed_s": 3.5e-6, "unaligned_slowdown": 1.37},
     ),
@@ -1101,7 +1106,7 @@ DMMA_TILES = {
         2,
         52.8e12,
         1,
-        {"fixed_s": 3.56e-6, "block_rate": 0.206e12, "unaligned_slowdown": 1.33},
+        {"fixed_s": 1.8e-6, "block_rate": 0.206e12, "unaligned_slowdown": 1.33},
     ),
     "dmma64x64": (
         "dmma64x64k16",
@@ -1109,9 +1114,9 @@ DMMA_TILES = {
         32,
         75776,
         3,
-        39.6e12,
+        43.6e12,
         1,
-        {"fixed_s": 3e-6, "block_rate": 0.214e12, "unaligned_slowdown": 1.3},
+        {"fixed_s": 2.7e-6, "block_rate": 0.235e12, "unaligned_slowdown": 1.3},
     ),
     # the few-row tiles (a layer on 2-32 tokens, x @ W and x @ W.T): memory-bound there, so a memory term,
     # the weight's bytes at `bandwidth`, and at least the share of the SMs with the most blocks at
@@ -1130,7 +1135,7 @@ DMMA_TILES = {
         2,
         34.9e12,
         1,
-        {"fixed_s": 4.69e-6, "block_rate": 0.188e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 4.01e-6, "block_rate": 0.188e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
     "dmma32x128": (
         "dmma32x128k16",
@@ -1140,7 +1145,7 @@ DMMA_TILES = {
         2,
         42e12,
         1,
-        {"fixed_s": 2.25e-6, "block_rate": 0.16e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
+        {"fixed_s": 2.24e-6, "block_rate": 0.16e12, "unaligned_slowdown": 1.3, **FEW_ROW_MEMORY},
     ),
     # the tiny tile: a batch of products of 17-40 a side (a product or four a tile), at ten blocks an SM
     # where dmma64x64 runs three, so a wave holds 3.3x the products' loads in flight; memory-bound there,
@@ -1387,21 +1392,25 @@ def _stream(
 # within 0.1 of the plain ones), then each efficiency moved to where auto's choice came closest to the
 # fastest timed plan over those products and bench sweep's 145 shapes: 64 x 128 keeps sgemm128x64's 0.92 (its
 # 8 x 8 thread tiles turned, which it equals at 2048^3, where 0.95 made auto take it over sgemm128x128).
+# The fixed costs (and 128 x 256 BK 8's and 64 x 64's efficiencies, below) refitted after the dependent
+# launches with the TF32 rows (2026-12-02, benchmarks/fit_planner.py on that day's float32 and tf32 sweeps,
+# 290 cases): auto within 0.979 of the fastest timed plan (0.972 before; worst 0.654 -> 0.737, 231 -> 241
+# cases within 3%); on the 2026-11-30 sweeps, not fitted to, float32 0.984 -> 0.989, tf32 0.978 -> 0.979
 SGEMM_LAYOUT_TILES = {
     (128, 128): (
         128,
         2,
         1.01,
-        {"whole_tiles": True, "fixed_s": 6.25e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18},
+        {"whole_tiles": True, "fixed_s": 5.06e-6, "block_rate": 0.362e12, "unaligned_slowdown": 1.18},
     ),
     (128, 64): (
         128,
         3,
         0.92,
-        {"whole_tiles": True, "fixed_s": 3.75e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2},
+        {"whole_tiles": True, "fixed_s": 2.28e-6, "block_rate": 0.302e12, "unaligned_slowdown": 1.2},
     ),
-    (64, 128): (128, 3, 0.92, {"fixed_s": 8e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
-    (32, 128): (64, 6, 0.80, {"fixed_s": 2e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
+    (64, 128): (128, 3, 0.92, {"fixed_s": 4.39e-6, "block_rate": 0.30e12, "unaligned_slowdown": 1.2}),
+    (32, 128): (64, 6, 0.80, {"fixed_s": 2.1e-6, "block_rate": 0.14e12, "unaligned_slowdown": 1.06}),
 }
 
 _ROWS = [
@@ -1450,13 +1459,13 @@ _ROWS = [
     _sgemm(
         128, 256, 256, 1, 1.00, smem=74496, suffix="k16", whole_tiles=True, fixed_s=8.5e-6, unaligned_slowdown=1.23
     ),  # BK 16
-    _sgemm(128, 256, 256, 1, 0.86, smem=49664, fixed_s=8.5e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
+    _sgemm(128, 256, 256, 1, 0.993, smem=49664, fixed_s=6.4e-6, unaligned_slowdown=1.23),  # BK 8, 4 stages
     *(
         _sgemm(bm, bn, threads, bps, eff, reads_a_trans=ta, reads_b_trans=tb, **constants)
         for (bm, bn), (threads, bps, eff, constants) in SGEMM_LAYOUT_TILES.items()
         for ta, tb in ((False, False), (True, False), (False, True), (True, True))
     ),
-    _sgemm(64, 64, 64, 6, 0.80, fixed_s=3e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
+    _sgemm(64, 64, 64, 6, 0.728, fixed_s=2.25e-6, block_rate=0.144e12, unaligned_slowdown=1.06),
     _tf32("tf32x3_128x128", "tf32x3", 65e12, tier=1, fixed_s=5.25e-6),
     _tf32("tf32x3_splitsmem_128x128", "tf32x3", 65e12, 169984),
     _tf32("tf32x3_oneacc_128x128", "tf32x3", 65e12),
@@ -1489,7 +1498,7 @@ _ROWS = [
         tier=1,
         tile=(64, 64),
         fixed_s=3e-6,
-        block_rate=0.375e12,
+        block_rate=0.281e12,
         unaligned_slowdown=1.9,
     ),
     _tf32("tf32_splitsmem_128x128", "tf32", 110e12, 137216),
@@ -1591,8 +1600,11 @@ _ROWS = [
     # (benchmarks/results/sweep-float32-tf32-*), 4096^3-8192^3 with B's transposing copy included:
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; refitted on the H200 with the mma.sync TF32 rows (see the
     # tf32_128x128 row's comment): 128 x 256 at 353, 128 x 128's fixed cost 1.5 us.
-    _tf32_wgmma((128, 256), 353e12, fixed_s=3.25e-6),
-    _tf32_wgmma((128, 128), 295e12, fixed_s=1.5e-6),
+    # All the TF32 wgmma rows' rates and fixed costs refitted again with the SGEMM rows on 2026-12-02 (see
+    # SGEMM_LAYOUT_TILES): fixed costs 0.5-1.3 us lower (the dependent launches), the narrower tiles' rates
+    # 5-33% lower
+    _tf32_wgmma((128, 256), 353e12, fixed_s=2.19e-6),
+    _tf32_wgmma((128, 128), 310e12, fixed_s=1.5e-6),
     # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): layers on few tokens (swapped, the
     # weight on the tile's rows), skinny and mid-size products, attention's values at head size 64. Fitted
     # on the H200 (2026-11-29, benchmarks/results/probe-tf32-wgmma-*: 67 products, x @ W.T on 2-256 tokens
@@ -1603,9 +1615,10 @@ _ROWS = [
     # 78 us where 64 x 32 took 64); auto then came within 0.979 of the fastest timed plan over the probe
     # (0.88 with the 128-row tiles alone), and at 1.006 of cuBLAS TF32 in geometric mean
     # (the 128 x 64 row refitted 2026-11-29 with the rows above: 247 TFLOP/s, 2.4 us)
-    _tf32_wgmma((128, 64), 247e12, fixed_s=2.4e-6),
-    _tf32_wgmma((64, 64), 215e12, fixed_s=2.5e-6),
-    *(_tf32_wgmma((64, bn), 215e12, fixed_s=2.5e-6, auto_max_n=bn) for bn in (32, 16)),
+    _tf32_wgmma((128, 64), 222e12, fixed_s=1.8e-6),
+    _tf32_wgmma((64, 64), 215e12, fixed_s=1.88e-6),
+    _tf32_wgmma((64, 32), 145e12, fixed_s=3.13e-6, auto_max_n=32),
+    _tf32_wgmma((64, 16), 215e12, fixed_s=2.5e-6, auto_max_n=16),
     # The same four tiles reading A stored transposed (K rows of M) as well, through registers: above all a
     # product whose B is row-major, swapped (C^T = B^T @ A^T into C stored transposed), so that B is read in
     # place where the rows above read a transposed copy of it. Fitted on the H200 (2026-11-30, bench sweep at
@@ -1622,10 +1635,10 @@ _ROWS = [
     # 1.12 times as fast as the table without it; large batches with B
     # row-major and layers on 128-512 tokens gain most (16 x 512 x 4096 x 1024 343.5 -> 247.3 us,
     # 128 x 14336 x 4096 102.5 -> 67.7, 512 x 8192 x 8192 314.0 -> 211.0)
-    _tf32_wgmma((128, 128), 295e12, "atbt", fixed_s=5.0e-6),
-    _tf32_wgmma((128, 64), 210e12, "atbt", fixed_s=5.0e-6),
-    _tf32_wgmma((64, 64), 150e12, "atbt", fixed_s=5.0e-6),
-    _tf32_wgmma((64, 32), 100e12, "atbt", fixed_s=5.0e-6, auto_max_n=32),
+    _tf32_wgmma((128, 128), 295e12, "atbt", fixed_s=4.5e-6),
+    _tf32_wgmma((128, 64), 165e12, "atbt", fixed_s=3.75e-6),
+    _tf32_wgmma((64, 64), 135e12, "atbt", fixed_s=4.33e-6),
+    _tf32_wgmma((64, 32), 100e12, "atbt", fixed_s=3.75e-6, auto_max_n=32),
     _tf32_wgmma((64, 16), 100e12, "atbt", fixed_s=6.0e-6, auto_max_n=16),
     # int8 @ int8 -> int32 on the wgmma kernel (see _int8_wgmma). The 128 x 256 tile ran 1,400-1,580 TOPS
     # at 4096^3-8192^3 on the H200 in two runs (benchmarks/results/int8-nvidia-h200-2026-11-29.json and
@@ -1667,9 +1680,9 @@ _ROWS = [
         32,
         108544,
         2,
-        51.7e12,
+        54.3e12,
         1,
-        {"fixed_s": 2.25e-6, "block_rate": 0.24e12, "unaligned_slowdown": 1.32},
+        {"fixed_s": 2.81e-6, "block_rate": 0.32e12, "unaligned_slowdown": 1.32},
     ),
     _dmma("dmma64x64", *DMMA_TILES["dmma64x64"]),
     _dmma("dmma32x128", *DMMA_TILES["dmma32x128"]),
