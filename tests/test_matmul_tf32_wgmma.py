@@ -169,7 +169,8 @@ def test_auto_takes_the_wgmma_rows_for_large_tf32_products_on_the_h100():
         x_wt = tf32_plan(side, side, side, b_trans=True)
         assert (x_wt.algorithm, x_wt.splits) == ("tf32_wgmma128x256bt", 1)
         assert not (x_wt.copy_a or x_wt.copy_b) and x_wt.copy_bytes == 0
-        charged = 2 * side * side * 4 / engine.COPY_BANDWIDTH + engine.COPY_LAUNCH_S
+        # B row-major is transposed on the way
+        charged = 2 * side * side * 4 / engine.COPY_BANDWIDTH + engine.TRANSPOSING_COPY_LAUNCH_S
         assert row_major.seconds == pytest.approx(x_wt.seconds + charged)
         unaligned = tf32_plan(side, side, side, aligned=False, b_trans=True)  # both copied, still the fastest
         assert unaligned.algorithm == "tf32_wgmma128x256bt" and unaligned.copy_a and unaligned.copy_b

@@ -78,10 +78,18 @@ from .variants import (
 
 SPLIT_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 COPY_BANDWIDTH = 2.5e12  # bytes/s (read + write) of the 2-D device copy that aligns an operand for TMA
-COPY_LAUNCH_S = 5e-6  # the first copy's launch and the scratch allocation
+COPY_LAUNCH_S = 2e-6  # the first copy's launch and the scratch allocation
 # a second operand's copy: one more launch queued behind the first (H200, 2026-11-29: 97 x 6007 x 2049
-# float16 with both operands copied into wgmma128x64 took 44.9 us, 2.8 over the model with one launch)
-COPY_SECOND_LAUNCH_S = 2.5e-6
+# float16 with both operands copied into wgmma128x64 took 44.9 us, 2.8 over the model with one launch).
+# Both were 5 and 2.5 us until the copies became programmatic dependents: scanned on 2026-12-02's float16
+# and bfloat16 sweeps (the products whose rows off 16 bytes are copied for the copy engine, 255^3 and
+# 257^3: 6.6 us on wgmma64x64 after both copies, where the model said 11.0 and auto took mma64x64 at 8.5),
+# auto within 0.986 of the fastest timed plan (0.982 at 5 us; worst 0.73 -> 0.81)
+COPY_SECOND_LAUNCH_S = 1e-6
+# ... where a copy transposes (the transpose kernel, not the copy): TF32's B copied as N rows of K kept its 5
+# us in that scan (2-4 us made auto copy B for 192^3 and 256^3, 5.0 and 5.3 us measured, where the swapped
+# 64 x 16 tile ran 3.5 and 3.9: float32 at tf32 0.972 -> 0.971, worst 0.74 -> 0.69)
+TRANSPOSING_COPY_LAUNCH_S = 5e-6
 # what one busy SM draws of the memory bandwidth, in 132nds: the matrix-vector kernels on an H100 (bench
 # sweep, 2026-11-25) read 40-90 GB/s an SM on grids of 8-32 blocks, 2-4.6 times a 132nd of their 2.6 TB/s
 SM_DRAW = 2.0
@@ -223,7 +231,9 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
         nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
-        seconds += 2 * nbytes / COPY_BANDWIDTH + COPY_LAUNCH_S + (COPY_SECOND_LAUNCH_S if copy_a and copy_b else 0)
+        transposes = (copy_a and p.a_trans != v.reads_a_trans) or (copy_b and p.b_trans != v.reads_b_trans)
+        first = TRANSPOSING_COPY_LAUNCH_S if transposes else COPY_LAUNCH_S
+        seconds += 2 * nbytes / COPY_BANDWIDTH + first + (COPY_SECOND_LAUNCH_S if copy_a and copy_b else 0)
     return seconds
 
 
