@@ -1123,8 +1123,9 @@ def check_rows_in_place(A, B, a64, b64, shape, rows, reads, out_dtype):
 def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
     """X.T @ B with X a row-major K x M matrix (a weight gradient X.T @ dY): on sm_90 the transposed-A
     kernels (each tile by name, and auto's pick) read X's storage by TMA, no copy; edges of every tile
-    shape, a poisoned C, an epilogue. An X view the copy engine cannot read goes to a row that reads A
-    row-major, through an aligned transposed copy, within the same error bound."""
+    shape, a poisoned C, an epilogue. An X view the copy engine cannot read is copied first (as it lies for
+    a row that reads A transposed, or transposed for one that reads it row-major), within the same error
+    bound."""
     rows = [name for name in AT_ROWS if not ROWS[name].reads_b_trans]  # the rows that read B row-major
     if not set(rows) <= set(runnable()):
         pytest.skip(f"{', '.join(rows)} need sm_90a; this GPU is sm_{gm.device().arch}")
@@ -1138,7 +1139,7 @@ def test_x_transposed_at_b_reads_x_in_place(dtype, out_dtype):
         check_rows_in_place(X.T, B, x64.T.copy(), b64, (m, n, k), rows, "reads_a_trans", out_dtype)
         odd, Xu, _ = upload(x, dtype, 1, 0)  # 2 bytes into the parent: copied first
         plan = gm.matmul_plan(Xu.T, B)
-        assert plan.copy_a and not plan.copy_b and not plan.variant.reads_a_trans, plan
+        assert plan.copy_a and plan.copy_b == plan.variant.reads_b_trans, plan  # B row-major, aligned
         with gm.matmul(Xu.T, B) as C:
             got = C.to_numpy(dtype=np.float32).astype(np.float64)
         err = product_error(got, x64.T.copy(), b64, dtype if dtype != "bfloat16" else None)
