@@ -99,14 +99,22 @@ def better(trial: tuple, best: tuple) -> bool:
 
 
 def family(name: str) -> list[str]:
-    """The row and its layout copies (name + at, bt, atbt) in the table."""
-    return [n for n in (name, *(name + s for s in LAYOUT_SUFFIXES)) if n in VARIANTS]
+    """The row and its layout copies (name + at, bt, atbt) in the table, and where its tile also runs as pairs
+    of blocks, the pair rows the table builds from them (the same constants, the rate scaled)."""
+    names = [name, *(name + s for s in LAYOUT_SUFFIXES)]
+    bm, bn = VARIANTS[name].tile
+    pair = name.replace(f"{bm}x{bn}", f"{bm}x{bn}pair", 1)
+    if pair != name and pair in VARIANTS:
+        names += [pair, *(pair + s for s in LAYOUT_SUFFIXES)]
+    return [n for n in names if n in VARIANTS]
 
 
 def bases(patterns: list[str]) -> list[str]:
     """The rows the patterns name, a layout copy counted as its base row."""
     found = []
     for name in VARIANTS:
+        if VARIANTS[name].cluster > 1:  # a pair row moves with the row it is built from
+            continue
         if any(fnmatch.fnmatch(name, pat) for pat in patterns):
             copies = (name[: -len(s)] for s in LAYOUT_SUFFIXES if name.endswith(s) and name[: -len(s)] in VARIANTS)
             base = next(copies, name)
@@ -127,8 +135,10 @@ def set_constant(name: str, param: str, value: float) -> None:
 def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dict, tuple, tuple]:
     """Coordinate steps over the rows' constants, each kept where the geometric mean of the scores rises and
     their minimum does not fall (the table is left as fitted); returns ({(row, param): (old, new)} for the
-    constants that moved, the score before, the score after)."""
+    constants that moved, each layout copy and pair row listed with its own values, the score before, the
+    score after)."""
     start = {(name, param): getattr(VARIANTS[name], param) for name in rows for param in params}
+    every = {(n, param): getattr(VARIANTS[n], param) for name in rows for n in family(name) for param in params}
     before = best = score(cases)
     for _ in range(rounds):
         improved = False
@@ -144,8 +154,8 @@ def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dic
                 set_constant(name, param, current)
         if not improved:
             break
-    moved = {key: (old, getattr(VARIANTS[key[0]], key[1])) for key, old in start.items()}
-    return {key: pair for key, pair in moved.items() if pair[0] != pair[1]}, before, best
+    moved = {key: (old, getattr(VARIANTS[key[0]], key[1])) for key, old in every.items()}
+    return {key: pair for key, pair in moved.items() if not math.isclose(*pair, rel_tol=1e-12)}, before, best
 
 
 def main(argv=None) -> int:

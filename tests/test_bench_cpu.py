@@ -408,6 +408,30 @@ def test_the_planner_fit_replans_each_case_with_its_operands_alignment():
     assert (p.dtype, p.a_aligned, p.b_aligned, timed) == ("f64", True, True, {"x/1": 2.0})  # rows of 48, 32 bytes
 
 
+def test_the_planner_fit_moves_a_row_with_its_layout_copies_and_pairs_in_proportion():
+    """A 16-bit wgmma row's copies have rates of their own (the row reading B transposed is slower) and its
+    pair rows are built from it: a step on the row scales them all alike, and the pair rows are never
+    fitted on their own."""
+    from gpumat.matmul.engine import VARIANTS, plan
+
+    fp = _fit_planner()
+    saved = dict(VARIANTS)
+    try:
+        rows = fp.family("wgmma128x128")
+        assert {"wgmma128x128bt", "wgmma128x128pair", "wgmma128x128pairbt"} <= set(rows)
+        assert "wgmma128x128pair" not in fp.bases(["wgmma128x128*"])
+        rates = {n: VARIANTS[n].rate for n in rows}
+        assert len(set(rates.values())) > 1  # not one shared value: proportions to keep
+        fp.set_constant("wgmma128x128", "rate", rates["wgmma128x128"] * 1.1)
+        assert all(VARIANTS[n].rate == pytest.approx(rates[n] * 1.1) for n in rows)
+        fp.set_constant("wgmma128x128", "rate", rates["wgmma128x128"])
+        assert all(VARIANTS[n].rate == pytest.approx(rates[n]) for n in rows)
+    finally:
+        VARIANTS.clear()
+        VARIANTS.update(saved)
+        plan.cache_clear()
+
+
 def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan():
     """benchmarks/fit_planner.py on a made-up float64 sweep: at 512^3 and 384^3 auto models dmma16x128
     unsplit fastest, but the cases say dmma32x128 at its split runs in 0.7 of the time. Fitting the two
@@ -436,11 +460,13 @@ def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan
         others = {n: v for n, v in VARIANTS.items() if not n.startswith(("dmma16x128", "dmma32x128"))}
         moved, before, after = fp.fit(cases, fp.bases(["dmma16x128", "dmma32x128"]), ["rate", "fixed_s"])
         assert before[0] < 0.72 and after[:2] == (1.0, 1.0) and after[3] == 2
-        assert moved and all(name in ("dmma16x128", "dmma32x128") for name, _ in moved)
-        for (name, param), (old, new) in moved.items():
+        assert moved and all(name.startswith(("dmma16x128", "dmma32x128")) for name, _ in moved)
+        for (name, param), (old, new) in moved.items():  # each row listed, its layout copies too
             assert old == getattr(saved[name], param) and new == getattr(VARIANTS[name], param) != old
-            copies = fp.family(name)  # the layout copies moved too (these rows' copies share their constants)
-            assert len(copies) > 1 and all(getattr(VARIANTS[n], param) == pytest.approx(new) for n in copies)
+        for name, param in [key for key in moved if key[0] in ("dmma16x128", "dmma32x128")]:
+            copies = fp.family(name)  # these rows' copies share their constants: they end equal
+            assert len(copies) == 4 and all((n, param) in moved for n in copies)
+            assert all(getattr(VARIANTS[n], param) == pytest.approx(moved[name, param][1]) for n in copies)
         assert all(VARIANTS[n] is v for n, v in others.items())
     finally:
         VARIANTS.clear()
