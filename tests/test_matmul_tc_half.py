@@ -198,7 +198,7 @@ def test_a_stored_transposed_is_read_in_place_where_aligned_and_copied_otherwise
                     q.kernel.name == f"matmul_{row}_{suffix}" and engine.BoundPlan(q, None).shape == "tma"
                 )  # maps each call
                 # copied either way: kept as it lies (the copy kernel) where the transpose kernel's longer
-                # launch outweighs the row-major row's rate (to 2048^3 in the model), else transposed into it
+                # launch outweighs the row-major row's rate (below 4096^3 in the model), else transposed into it
                 unaligned = plan_of(side, a_aligned=False)
                 into = row if side < 4096 else row[:-2]
                 assert (unaligned.algorithm, unaligned.copy_a, unaligned.copy_b) == (into, True, False)

@@ -30,7 +30,10 @@ One cost model for every variant, with the variant's row as its constants:
               (a row whose blocks' own work their loads do not hide)
             + for split-K: (2 x splits + 1) x m x n x accumulator bytes / scratch_bandwidth + split_launch_s
               (split_launch_before_sm90_s before sm_90, where the row has one: no dependent launch there)
-            + for a TMA variant reading unaligned operands: their copy into aligned scratch
+            + for a variant given operands it cannot read as they lie (unaligned for TMA, or in the other
+              layout): their bytes read and written at COPY_BANDWIDTH, plus COPY_LAUNCH_S for a copy that
+              only aligns or TRANSPOSING_COPY_LAUNCH_S for one that transposes, and COPY_SECOND_LAUNCH_S
+              where both operands are copied
 
 `auto` takes, among the table's rows that compute the problem's dtypes at its precision and its shape
 (the matrix-vector rows: C of at most 1, 8 or 16 rows or columns), run on the GPU and are auto's

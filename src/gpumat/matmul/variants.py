@@ -1087,7 +1087,8 @@ FEW_ROW_MEMORY = {"bandwidth": 4.4e12, "sm_bandwidth": 38e9}
 # 0.992 (0.981-0.982 before), worst 0.85-0.87 (0.80-0.81)
 # Refitted after the dependent launches (2026-12-02, benchmarks/fit_planner.py on the float64 sweeps of
 # 2026-12-02 and 2026-11-30 and the few-row probe, 368 cases): rates of 128 x 128, 64 x 128 and 64 x 64 up 5-10%,
-# fixed costs of 128 x 64 3.56 -> 1.8 us, 16 x 128 4.69 -> 4.01; auto within 0.9829 of the fastest timed plan
+# fixed costs of 128 x 64 3.56 -> 1.8 us, 16 x 128 4.69 -> 4.01, 64 x 64 3 -> 2.7, 64 x 128 2.25 -> 2.81 (its
+# block rate 0.24 -> 0.32 TFLOP/s, 64 x 64's 0.214 -> 0.235); auto within 0.9829 of the fastest timed plan
 # (0.9804 before): 2026-12-02's sweep 0.977 -> 0.980, 2026-11-30's 0.985 -> 0.989 (its worst 0.87 -> 0.80),
 # the probe 0.978 -> 0.979; 2026-11-29's sweep, not fitted to, 0.986 -> 0.987
 DMMA_TILES = {
@@ -1489,7 +1490,8 @@ _ROWS = [
     _tf32("tf32_128x128", "tf32", 100e12, tier=1, fixed_s=16.4e-6, unaligned_slowdown=1.9),
     # tf32_64x64's constants: first chosen on 52 TF32 timings on the H200 (2026-11-28: 128^3-2048^3, skinny
     # and long-K products, batches of 24^3 to 128 x 1024 x 64 x 1024, every TF32 and FP32 tile by name), then
-    # refitted with the row above (see its comment). Counting whole tiles fits this row's own times better (a
+    # refitted with the row above (see its comment), its block rate again with the SGEMM rows on 2026-12-02
+    # (0.375 -> 0.281 TFLOP/s; see SGEMM_LAYOUT_TILES). Counting whole tiles fits this row's own times better (a
     # half-empty block ran nearly as long as a whole one: 16384 x 32 x 16384 302 us where live warp tiles
     # model 226) but ranks it below tiles that measured slower
     _tf32(
@@ -1518,10 +1520,10 @@ _ROWS = [
         wave="tf32_2stage",
     ),
     _mma((128, 128), (2, 4), 2, 300e12, fixed_s=5e-6, block_rate=2.175e12, unaligned_slowdown=2.1),
-    # the small tiles, 4 warps each: PROVISIONAL rates, not measured yet; assumed from mma128x128's 300
-    # TFLOP/s: 128 x 64 and 64 x 128 (the same 64 x 32 warp tile, 12 warps an SM instead of 16, 1.5x the
-    # operand bytes a flop) 250; 64 x 64 (32 x 32 warp tiles: a fragment load per 2 mmas instead of per
-    # 2.7, twice the operand bytes a flop) 200. With these the model keeps 4096^3 and larger on the big
+    # the small tiles, 4 warps each: rates first assumed from mma128x128's 300 TFLOP/s: 128 x 64 and 64 x 128
+    # (the same 64 x 32 warp tile, 12 warps an SM instead of 16, 1.5x the operand bytes a flop) 250; 64 x 64
+    # (32 x 32 warp tiles: a fragment load per 2 mmas instead of per 2.7, twice the operand bytes a flop) 200;
+    # fitted to the sweeps since (below: 238, 276 and 150). With these the model keeps 4096^3 and larger on the big
     # tiles on every GPU (mma128x128 where no wgmma runs); the small tiles win where the big ones leave
     # SMs idle or tiles empty, and at some mid sizes by whole waves (1536^3, 3072^3 off sm_90).
     # These three and the wgmma rows below (128 x 128 and 128 x 64 rates 5-10% up, 64 x 64's 21% down, fixed
@@ -1534,14 +1536,15 @@ _ROWS = [
     _mma((64, 64), (2, 2), 4, 150e12, fixed_s=3e-6, block_rate=1.057e12, unaligned_slowdown=1.85),
     # rates: float16 / bfloat16 at 4096^3, 6144^3 and 8192^3 in one run (bench sweep, H100, 2026-11-25:
     # benchmarks/results/sweep-float16-* and sweep-bfloat16-*): 128 x 256 761-805 TFLOP/s, reading B
-    # transposed 683-758; 128 x 128 596-622, reading B transposed 557-579
+    # transposed 683-758; 128 x 128 596-622, reading B transposed 557-579 (the 128 x 128 rows 10% up since,
+    # every layout alike, from the H200's sweeps: see the refit note at the mma rows above)
     _wgmma((128, 256), 780e12, fixed_s=3.25e-6),
     _wgmma((128, 256), 720e12, reads_b_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 671e12, fixed_s=2.48e-6),
     _wgmma((128, 128), 627e12, reads_b_trans=True, fixed_s=2.48e-6),
     # A stored transposed (X.T @ B: read in place through the wgmma's transpose of A; B row-major).
     # Provisional rates, not measured yet: 2.5% under the row-major rows'. Reading B transposed cost
-    # 6-8% (720 of 780, 570 of 610), but there B comes in a layout of its own (BN rows of K, one box);
+    # 6-8% (720 of 780, 570 of 610 before the refit), but there B comes in a layout of its own (BN rows of K, one box);
     # an A stored transposed arrives in the boxes and swizzle the row-major B already uses, read
     # through the same kind of descriptor, so a smaller loss is assumed
     _wgmma((128, 256), 760e12, reads_a_trans=True, fixed_s=3.25e-6),
@@ -1551,12 +1554,12 @@ _ROWS = [
     # 2048^3 25.5 against 25.6, 1024^3 9.1 against 9.1)
     _wgmma((128, 256), 720e12, reads_b_trans=True, reads_a_trans=True, fixed_s=3.25e-6),
     _wgmma((128, 128), 627e12, reads_b_trans=True, reads_a_trans=True, fixed_s=2.48e-6),
-    # 128 x 64 tiles (m64n64k16), every layout. Rates: three quarters of the 128 x 128 tiles' (half the
-    # columns a k tile's A is read for). Over bench sweep's float16 shapes on the H200 (2026-11-28: 157
-    # timings by name) the model gave their times within a factor 1.00 in geometric mean (the 128 x 128
-    # and 128 x 256 rows' 0.93-0.98), and they were the fastest plan at 192^3-1024^3 and on 16-256 rows
-    # against 1024-4096 columns; auto, which had taken them only for C of at most 64 columns, now takes
-    # them by the model alone (auto against the best named plan there 0.92 -> 0.965)
+    # 128 x 64 tiles (m64n64k16), every layout. Rates: three quarters of the 128 x 128 tiles' (half the columns a k
+    # tile's A is read for; 0.72 of them after the refit of 2026-12-02, 5% up here, 10% there). Over bench sweep's
+    # float16 shapes on the H200 (2026-11-28: 157 timings by name) the model gave their times within a factor 1.00
+    # in geometric mean (the 128 x 128 and 128 x 256 rows' 0.93-0.98), and they were the fastest plan at
+    # 192^3-1024^3 and on 16-256 rows against 1024-4096 columns; auto, which had taken them only for C of at most 64
+    # columns, now takes them by the model alone (auto against the best named plan there 0.92 -> 0.965)
     *(
         _wgmma((128, 64), rate, reads_b_trans=tb, reads_a_trans=ta, fixed_s=2.5e-6)
         for ta, tb, rate in ((False, False, 483e12), (False, True, 452e12), (True, False, 473e12), (True, True, 452e12))
@@ -1585,7 +1588,8 @@ _ROWS = [
     # auto takes them for a C of at most 32 columns as the kernel computes it (a swapped layer's tokens, or a skinny C),
     # the shapes measured. Fitted on the H200 (2026-11-29, benchmarks/results/probe-wgmma-narrow-*: 126 products, 2-64
     # tokens against weights of 1024-14336 a side, both layouts, and skinny-N products, every 64-row tile forced swapped
-    # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16) TFLOP/s, its
+    # and plain at 1-8 splits; benchmarks/NOTES.md): a block alone draws 1.3 (64 x 32) and 1.0 (64 x 16) TFLOP/s (64 x
+    # 32atbt 1.365 and its fixed cost 1.69 us, 64 x 16bt's 1.88, since the refit of 2026-12-02), its
     # grid moves at most WGMMA_BANDWIDTH, a wave stages its tiles' rows at WGMMA_STAGE_RATE an SM (WAVE_FLOOR),
     # and a split's reduction costs 2 us; auto then came within 0.97 of the fastest timed plan over the probe (0.87
     # before these rows)
@@ -1613,8 +1617,8 @@ _ROWS = [
     # 128 x 256 351-377 TFLOP/s, 128 x 128 274-289; refitted on the H200 with the mma.sync TF32 rows (see the
     # tf32_128x128 row's comment): 128 x 256 at 353, 128 x 128's fixed cost 1.5 us.
     # All the TF32 wgmma rows' rates and fixed costs refitted again with the SGEMM rows on 2026-12-02 (see
-    # SGEMM_LAYOUT_TILES): fixed costs 0.5-1.3 us lower (the dependent launches), the narrower tiles' rates
-    # 5-33% lower
+    # SGEMM_LAYOUT_TILES): most fixed costs 0.5-1.3 us lower (the dependent launches; 64 x 32bt's 0.6 us
+    # higher), 128 x 128bt's rate 5% up and the narrower tiles' 5-33% down
     _tf32_wgmma((128, 256), 353e12, fixed_s=2.19e-6),
     _tf32_wgmma((128, 128), 310e12, fixed_s=1.5e-6),
     # the narrower tiles at TF32 (128 x 64, 64 x 64, 64 x 32, 64 x 16): layers on few tokens (swapped, the
