@@ -40,6 +40,9 @@ ALL_MODULES = frozenset(
 )
 LAYOUT_SUFFIXES = ("atbt", "at", "bt")
 FACTORS = (0.75, 0.9, 0.95, 1.05, 1.1, 1.25)
+# how far below its score at the start one case may fall for a step (the fits of 2026-12-02, before this
+# rule, moved 12 of 725 sweep cases' picks to plans 3-14% slower while 37 gained more than 3%)
+CASE_DROP = 0.03
 
 
 def target_of(result: dict) -> Target:
@@ -68,16 +71,18 @@ def cases_of(result: dict) -> list[tuple[Problem, Target, dict]]:
     return out
 
 
-def score(cases) -> tuple[float, float, int, int, float]:
-    """(geometric mean, minimum, cases within 3%, cases scored, gap) of the fastest timed time over the time
-    of auto's pick, replanned with the table as it is now; gap: the mean over the scored cases of how much
-    longer the model thinks the fastest timed row (at its own best split) takes than its pick, as a log
-    (0 where it picks that row), which moves before a pick does."""
+def score(cases) -> tuple[float, float, int, int, float, tuple]:
+    """(geometric mean, minimum, cases within 3%, cases scored, gap, each case's score) of the fastest timed
+    time over the time of auto's pick, replanned with the table as it is now; gap: the mean over the scored
+    cases of how much longer the model thinks the fastest timed row (at its own best split) takes than its
+    pick, as a log (0 where it picks that row), which moves before a pick does; a case whose pick was not
+    timed scores None."""
     plan.cache_clear()
-    ratios, gaps = [], []
+    ratios, gaps, each = [], [], []
     for p, t, timed in cases:
         chosen = plan(p, t)
         us = timed.get(f"{chosen.variant.name}/{chosen.splits}")
+        each.append(timed[min(timed, key=timed.get)] / us if us else None)
         if not us:
             continue
         fastest = min(timed, key=timed.get).split("/")[0]
@@ -85,15 +90,22 @@ def score(cases) -> tuple[float, float, int, int, float]:
         modelled = next((r.seconds for r in ranked(p, t) if r.variant.name == fastest), None)
         gaps.append(math.log(max(modelled / chosen.seconds, 1.0)) if modelled else 0.0)
     if not ratios:
-        return 0.0, 0.0, 0, 0, 0.0
+        return 0.0, 0.0, 0, 0, 0.0, tuple(each)
     mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    return mean, min(ratios), sum(r >= 0.97 for r in ratios), len(ratios), sum(gaps) / len(gaps)
+    return mean, min(ratios), sum(r >= 0.97 for r in ratios), len(ratios), sum(gaps) / len(gaps), tuple(each)
 
 
-def better(trial: tuple, best: tuple) -> bool:
+def better(trial: tuple, best: tuple, start: tuple | None = None) -> bool:
     """A higher geometric mean with no lower minimum and no fewer cases scored (constants that send a pick to
-    a plan nobody timed do not get to drop its case); at an equal mean and minimum, a smaller gap."""
+    a plan nobody timed do not get to drop its case); at an equal mean and minimum, a smaller gap. Given the
+    score the fit started from, also no case more than CASE_DROP below its own score there: a step that
+    helps many shapes may not make one shape much slower."""
     if trial[1] < best[1] or trial[3] < best[3]:
+        return False
+    if start is not None and any(
+        was is not None and now is not None and now < was * (1 - CASE_DROP)
+        for now, was in zip(trial[5], start[5], strict=True)
+    ):
         return False
     return trial[0] > best[0] + 1e-4 or (abs(trial[0] - best[0]) <= 1e-4 and trial[4] < best[4] - 1e-4)
 
@@ -149,7 +161,7 @@ def fit(cases, rows: list[str], params: list[str], rounds: int = 4) -> tuple[dic
             for f in FACTORS:
                 set_constant(name, param, current * f)
                 trial = score(cases)
-                if better(trial, best):  # no shape pays for the others
+                if better(trial, best, before):  # no shape pays for the others
                     best, current, improved = trial, current * f, True
                 set_constant(name, param, current)
         if not improved:
@@ -179,13 +191,15 @@ def main(argv=None) -> int:
     moved, before, after = fit(cases, rows, args.params.split(","), args.rounds)
     for (name, param), (old, new) in moved.items():
         print(f"{name:28} {param:10} {old:.4g} -> {new:.4g}")
-    for label, (mean, low, near, n, _gap) in (("before", before), ("after", after)):
+    for label, (mean, low, near, n, _gap, _each) in (("before", before), ("after", after)):
         print(f"{label}: auto / fastest timed, geometric mean {mean:.4f}, minimum {low:.3f}, {near} of {n} within 3%")
     if args.out:
         fitted = [{"row": r, "param": p, "old": o, "new": n} for (r, p), (o, n) in moved.items()]
         payload = {"results": [str(p) for p in args.results], "rows": rows, "fitted": fitted}
         keys = ("geomean", "min", "within_3pct", "cases", "gap")
-        payload.update({"before": dict(zip(keys, before, strict=True)), "after": dict(zip(keys, after, strict=True))})
+        payload.update(
+            {"before": dict(zip(keys, before[:5], strict=True)), "after": dict(zip(keys, after[:5], strict=True))}
+        )
         args.out.write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 

@@ -455,6 +455,11 @@ def test_the_planner_fit_moves_constants_until_auto_picks_the_fastest_timed_plan
         assert not fp.better((0.99, 0.89, 9, 10, 0.0), (0.98, 0.9, 9, 10, 0.0))
         assert not fp.better((0.99, 0.9, 9, 9, 0.0), (0.98, 0.9, 9, 10, 0.0))  # a pick left the timed plans
         assert fp.better((0.98, 0.9, 9, 10, 0.1), (0.98, 0.9, 9, 10, 0.2))
+        # against the score the fit started from: no case more than CASE_DROP below its own start
+        start = (0.95, 0.9, 1, 2, 0.0, (0.9, 1.0))
+        assert fp.better((0.99, 0.9, 2, 2, 0.0, (0.99, 0.99)), start, start)
+        dropped = (0.96, 0.92, 1, 2, 0.0, (1.0, 0.92))  # a higher mean, one case 8% below its start
+        assert fp.better(dropped, start) and not fp.better(dropped, start, start)
         cases = fp.cases_of(result)
         assert fp.score(cases)[:2] == (10.0 / 14.0, 10.0 / 14.0)  # auto's pick today: dmma16x128/1
         others = {n: v for n, v in VARIANTS.items() if not n.startswith(("dmma16x128", "dmma32x128"))}
