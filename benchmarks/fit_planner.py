@@ -29,10 +29,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from gpumat._bench.common import geometric_mean
+from gpumat._dtypes import DTYPE_NAMES, ITEMSIZE
 from gpumat.matmul.engine import REDUCE, VARIANTS, Problem, Target, plan, ranked
 
-SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
-ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+SUFFIX = {name: sfx for sfx, name in DTYPE_NAMES.items()}  # a result's dtype name -> the kernels' suffix
 # the shared memory a block may opt into, by compute capability x 10 (the planner's Target needs it)
 MAX_SMEM = {75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024}
 ALL_MODULES = frozenset(
@@ -91,8 +92,14 @@ def score(cases) -> tuple[float, float, int, int, float, tuple]:
         gaps.append(math.log(max(modelled / chosen.seconds, 1.0)) if modelled else 0.0)
     if not ratios:
         return 0.0, 0.0, 0, 0, 0.0, tuple(each)
-    mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    return mean, min(ratios), sum(r >= 0.97 for r in ratios), len(ratios), sum(gaps) / len(gaps), tuple(each)
+    return (
+        geometric_mean(ratios),
+        min(ratios),
+        sum(r >= 0.97 for r in ratios),
+        len(ratios),
+        sum(gaps) / len(gaps),
+        tuple(each),
+    )
 
 
 def better(trial: tuple, best: tuple, start: tuple | None = None) -> bool:

@@ -162,9 +162,14 @@ def _copies(v: Variant, p: Problem) -> tuple[bool, bool]:
     way is transposed in one pass); and an operand the copy engine cannot read in place."""
     if v.reads_either_layout:
         return v.needs_aligned and not p.a_aligned, v.needs_aligned and not p.b_aligned
-    copy_a = p.a_trans != v.reads_a_trans or (v.needs_aligned and not p.a_aligned)
-    copy_b = p.b_trans != v.reads_b_trans or (v.needs_aligned and not p.b_aligned)
-    return copy_a, copy_b
+    turn_a, turn_b = _stored_otherwise(v, p)
+    return turn_a or (v.needs_aligned and not p.a_aligned), turn_b or (v.needs_aligned and not p.b_aligned)
+
+
+def _stored_otherwise(v: Variant, p: Problem) -> tuple[bool, bool]:
+    """Whether A and B are stored the other way round from the layout the variant reads (their copy, if
+    any, transposes: the launcher's test too)."""
+    return p.a_trans != v.reads_a_trans, p.b_trans != v.reads_b_trans
 
 
 def half_sector_rows(v: Variant, p: Problem) -> bool:
@@ -183,7 +188,7 @@ def _reads_aligned(v: Variant, p: Problem) -> bool:
     ask for): an A transposed into the layout the row reads lands in aligned scratch, so only an A read
     as stored counts by its storage. (B counts by its storage either way: the rule auto has always
     applied to it.)"""
-    return (p.a_aligned or p.a_trans != v.reads_a_trans) and p.b_aligned
+    return (p.a_aligned or _stored_otherwise(v, p)[0]) and p.b_aligned
 
 
 def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float:
@@ -234,8 +239,8 @@ def model(v: Variant, p: Problem, t: Target, splits: int, k_chunk: int) -> float
     if copy_a or copy_b:
         size = ITEMSIZE[p.dtype]
         nbytes = p.batch * ((p.m * p.k * size if copy_a else 0) + (p.k * p.n * size if copy_b else 0))
-        transposes = (copy_a and p.a_trans != v.reads_a_trans) or (copy_b and p.b_trans != v.reads_b_trans)
-        first = TRANSPOSING_COPY_LAUNCH_S if transposes else COPY_LAUNCH_S
+        turn_a, turn_b = _stored_otherwise(v, p)
+        first = TRANSPOSING_COPY_LAUNCH_S if (copy_a and turn_a) or (copy_b and turn_b) else COPY_LAUNCH_S
         seconds += 2 * nbytes / COPY_BANDWIDTH + first + (COPY_SECOND_LAUNCH_S if copy_a and copy_b else 0)
     return seconds
 
